@@ -1,0 +1,41 @@
+//! Server configuration, independent of how it was given (CLI flags, tests, benchmarks).
+
+use std::path::PathBuf;
+
+/// Everything a server instance needs to start.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Directories tool calls may read from and write to; the first anchors relative paths.
+    pub workspaces: Vec<PathBuf>,
+    /// Root of the justification store; `None` means `.preflight/` in the first workspace.
+    pub store: Option<PathBuf>,
+    /// Extra folders whose `*.wasm` components are loaded after the built-in domains.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Where compiled components are cached; `None` disables the disk cache.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl ServerConfig {
+    /// The store root this configuration resolves to.
+    pub fn store_root(&self) -> PathBuf {
+        match (&self.store, self.workspaces.first()) {
+            (Some(store), _) => store.clone(),
+            (None, Some(workspace)) => workspace.join(".preflight"),
+            (None, None) => PathBuf::from(".preflight"),
+        }
+    }
+}
+
+/// The default compiled-component cache: `$XDG_CACHE_HOME/gdal-mcp/components`, else
+/// `$HOME/.cache/gdal-mcp/components`.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|home| PathBuf::from(home).join(".cache"))
+        })?;
+    Some(base.join("gdal-mcp").join("components"))
+}

@@ -1,0 +1,425 @@
+//! Risk domains: WebAssembly components that decide which calls need a methodological
+//! justification.
+//!
+//! This room owns loading (built-in components embedded at build time, then `*.wasm` files from
+//! `--plugins` folders), the host-side view of a domain ([`DomainInfo`], [`Trigger`],
+//! [`FieldError`]) and the translation between host facts and the WIT records. It knows nothing
+//! of MCP, capsules or GDAL runners: the gate asks, a domain answers.
+
+pub mod cache;
+pub mod sandbox;
+
+use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
+use crate::gdal::transform::TransformationFacts;
+use cache::ComponentCache;
+use sandbox::{wit, Limits, PluginError, Prepared, Provenance, Sandbox};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
+}
+
+/// How strongly a domain objects to a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Advisory,
+    Required,
+    Critical,
+}
+
+/// A declared prompt argument.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PromptArgument {
+    pub name: String,
+    pub description: String,
+    pub required: bool,
+}
+
+/// What a domain says about itself.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DomainInfo {
+    pub id: String,
+    pub version: String,
+    pub title: String,
+    pub summary: String,
+    pub prompt_name: String,
+    pub prompt_arguments: Vec<PromptArgument>,
+    #[serde(skip)]
+    pub methodology: String,
+}
+
+/// A domain's verdict on a call.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    pub severity: Severity,
+    pub reason: String,
+    /// Always a JSON object.
+    pub key_fields: Value,
+    pub prompt_arguments: Vec<(String, String)>,
+}
+
+/// A domain-specific problem with a justification.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+/// Everything a domain is told about a call.
+#[derive(Debug, Clone, Default)]
+pub struct CallFacts {
+    pub tool: String,
+    /// The validated arguments, without `justification`.
+    pub arguments: Value,
+    pub datasets: Vec<DatasetFacts>,
+    pub target_crs: Option<CrsFacts>,
+    pub transformation: Option<TransformationFacts>,
+}
+
+/// Where a domain came from.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+pub enum Origin {
+    Builtin,
+    File(PathBuf),
+}
+
+/// A loaded domain.
+pub struct Domain {
+    pub info: DomainInfo,
+    pub origin: Origin,
+    prepared: Prepared,
+}
+
+/// Why domains could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error("plugin {origin}: cannot read it: {source}")]
+    Read {
+        origin: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "plugin {origin}: domain id \"{id}\" is invalid; use 1-64 lowercase letters, digits or _"
+    )]
+    InvalidId { origin: String, id: String },
+    #[error("plugin {origin}: domain \"{id}\" is already loaded from {existing}; domain ids must be unique")]
+    Duplicate {
+        origin: String,
+        id: String,
+        existing: String,
+    },
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+impl Domain {
+    fn provenance(&self) -> Provenance<'_> {
+        Provenance {
+            plugin: &self.info.id,
+            version: &self.info.version,
+        }
+    }
+
+    /// Ask the domain whether `call` needs a justification.
+    pub fn classify(&self, call: &CallFacts) -> Result<Option<Trigger>, PluginError> {
+        let request = to_wit_call(call);
+        let answer = self
+            .prepared
+            .call(&self.provenance(), "classify", |domain, store| {
+                domain.call_classify(store, &request)
+            })?;
+        let Some(trigger) = answer else {
+            return Ok(None);
+        };
+        let key_fields: Value =
+            serde_json::from_str(&trigger.key_fields).map_err(|e| self.contract(e.to_string()))?;
+        if !key_fields.is_object() {
+            return Err(self.contract("key-fields must be a JSON object".to_string()));
+        }
+        Ok(Some(Trigger {
+            severity: match trigger.severity {
+                wit::Severity::Advisory => Severity::Advisory,
+                wit::Severity::Required => Severity::Required,
+                wit::Severity::Critical => Severity::Critical,
+            },
+            reason: trigger.reason,
+            key_fields,
+            prompt_arguments: trigger
+                .prompt_arguments
+                .into_iter()
+                .map(|p| (p.name, p.value))
+                .collect(),
+        }))
+    }
+
+    /// The domain's questions for these prompt arguments.
+    pub fn render_prompt(&self, arguments: &[(String, String)]) -> Result<String, PluginError> {
+        let values: Vec<wit::PromptValue> = arguments
+            .iter()
+            .map(|(name, value)| wit::PromptValue {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect();
+        self.prepared
+            .call(&self.provenance(), "render-prompt", |domain, store| {
+                domain.call_render_prompt(store, &values)
+            })
+    }
+
+    /// The domain's own checks of a justification (JSON object) for these key fields.
+    pub fn validate(
+        &self,
+        key_fields: &Value,
+        justification: &Value,
+    ) -> Result<Vec<FieldError>, PluginError> {
+        let key_fields = key_fields.to_string();
+        let justification = justification.to_string();
+        let errors = self
+            .prepared
+            .call(&self.provenance(), "validate", |domain, store| {
+                domain.call_validate(store, &key_fields, &justification)
+            })?;
+        Ok(errors
+            .into_iter()
+            .map(|e| FieldError {
+                path: e.path,
+                message: e.message,
+            })
+            .collect())
+    }
+
+    fn contract(&self, message: String) -> PluginError {
+        PluginError::Contract {
+            plugin: self.info.id.clone(),
+            version: self.info.version.clone(),
+            call: "classify",
+            message,
+        }
+    }
+}
+
+/// The loaded domains, in load order.
+pub struct Registry {
+    domains: Vec<Arc<Domain>>,
+}
+
+impl Registry {
+    /// Load the built-in domains, then every `*.wasm` in `plugin_dirs` (sorted by name).
+    pub fn load(
+        plugin_dirs: &[PathBuf],
+        cache_dir: Option<PathBuf>,
+        limits: Limits,
+    ) -> Result<Self, LoadError> {
+        let sandbox = Sandbox::new(limits)?;
+        let cache = ComponentCache::new(cache_dir);
+        let mut registry = Self {
+            domains: Vec::new(),
+        };
+        for (name, bytes) in builtin::BUILTIN_COMPONENTS {
+            registry.add(
+                &sandbox,
+                &cache,
+                &format!("built-in {name}"),
+                Origin::Builtin,
+                bytes,
+            )?;
+        }
+        for dir in plugin_dirs {
+            let entries = std::fs::read_dir(dir).map_err(|source| LoadError::Read {
+                origin: dir.display().to_string(),
+                source,
+            })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+                .collect();
+            files.sort();
+            for file in files {
+                let origin = file.display().to_string();
+                let bytes = std::fs::read(&file).map_err(|source| LoadError::Read {
+                    origin: origin.clone(),
+                    source,
+                })?;
+                registry.add(&sandbox, &cache, &origin, Origin::File(file), &bytes)?;
+            }
+        }
+        Ok(registry)
+    }
+
+    fn add(
+        &mut self,
+        sandbox: &Sandbox,
+        cache: &ComponentCache,
+        origin_text: &str,
+        origin: Origin,
+        bytes: &[u8],
+    ) -> Result<(), LoadError> {
+        let component = cache
+            .load(sandbox.engine(), bytes)
+            .map_err(|e| PluginError::Load {
+                origin: origin_text.to_string(),
+                message: format!("not a valid WebAssembly component: {e:#}"),
+            })?;
+        let prepared = sandbox.prepare(origin_text, &component)?;
+        let unknown = Provenance {
+            plugin: origin_text,
+            version: "?",
+        };
+        let info = prepared.call(&unknown, "describe", |d, s| d.call_describe(s))?;
+        if !valid_id(&info.id) {
+            return Err(LoadError::InvalidId {
+                origin: origin_text.to_string(),
+                id: info.id,
+            });
+        }
+        if let Some(existing) = self.get(&info.id) {
+            return Err(LoadError::Duplicate {
+                origin: origin_text.to_string(),
+                id: info.id,
+                existing: match &existing.origin {
+                    Origin::Builtin => "the built-in set".to_string(),
+                    Origin::File(p) => p.display().to_string(),
+                },
+            });
+        }
+        let info = DomainInfo {
+            id: info.id,
+            version: info.version,
+            title: info.title,
+            summary: info.summary,
+            prompt_name: info.prompt_name,
+            prompt_arguments: info
+                .prompt_arguments
+                .into_iter()
+                .map(|a| PromptArgument {
+                    name: a.name,
+                    description: a.description,
+                    required: a.required,
+                })
+                .collect(),
+            methodology: info.methodology,
+        };
+        self.domains.push(Arc::new(Domain {
+            info,
+            origin,
+            prepared,
+        }));
+        Ok(())
+    }
+
+    /// All domains, in load order.
+    pub fn all(&self) -> &[Arc<Domain>] {
+        &self.domains
+    }
+
+    /// The domain with this id.
+    pub fn get(&self, id: &str) -> Option<&Arc<Domain>> {
+        self.domains.iter().find(|d| d.info.id == id)
+    }
+
+    /// The domain whose prompt has this name.
+    pub fn by_prompt(&self, prompt_name: &str) -> Option<&Arc<Domain>> {
+        self.domains
+            .iter()
+            .find(|d| d.info.prompt_name == prompt_name)
+    }
+}
+
+/// Load a single component file outside any registry (for `gdal-mcp domains` and tests).
+pub fn describe_file(path: &Path, cache_dir: Option<PathBuf>) -> Result<DomainInfo, LoadError> {
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let registry = Registry::load(&[dir], cache_dir, Limits::default())?;
+    registry
+        .all()
+        .iter()
+        .find(|d| matches!(&d.origin, Origin::File(p) if p == path))
+        .map(|d| d.info.clone())
+        .ok_or_else(|| LoadError::Read {
+            origin: path.display().to_string(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not loaded"),
+        })
+}
+
+fn to_wit_crs(crs: &CrsFacts) -> wit::CrsFacts {
+    wit::CrsFacts {
+        id: crs.id.clone(),
+        name: crs.name.clone(),
+        kind: match crs.kind {
+            CrsKind::Geographic => wit::CrsKind::Geographic,
+            CrsKind::Projected => wit::CrsKind::Projected,
+            CrsKind::Geocentric => wit::CrsKind::Geocentric,
+            CrsKind::Local => wit::CrsKind::Local,
+            CrsKind::Other => wit::CrsKind::Other,
+        },
+        linear_unit: crs.linear_unit.clone(),
+        datum: crs.datum.clone(),
+        vertical: crs.vertical.clone(),
+    }
+}
+
+fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
+    wit::ToolCall {
+        tool: call.tool.clone(),
+        arguments: call.arguments.to_string(),
+        datasets: call
+            .datasets
+            .iter()
+            .map(|d| wit::DatasetFacts {
+                role: d.role.clone(),
+                driver: d.driver.clone(),
+                crs: d.crs.as_ref().map(to_wit_crs),
+                raster: d.raster.as_ref().map(|r| wit::RasterFacts {
+                    width: r.width,
+                    height: r.height,
+                    band_count: r.band_count,
+                    data_types: r.data_types.clone(),
+                    nodata: r.nodata.clone(),
+                    pixel_size: r.pixel_size,
+                    looks_categorical: r.looks_categorical,
+                    evidence: wit::CategoricalEvidence {
+                        palette: r.evidence.palette,
+                        attribute_table: r.evidence.attribute_table,
+                        integer_classes: r.evidence.integer_classes,
+                    },
+                }),
+                vector: d.vector.as_ref().map(|v| wit::VectorFacts {
+                    layers: v
+                        .layers
+                        .iter()
+                        .map(|l| wit::LayerFacts {
+                            name: l.name.clone(),
+                            geometry_type: l.geometry_type.clone(),
+                            feature_count: l.feature_count,
+                        })
+                        .collect(),
+                }),
+            })
+            .collect(),
+        target_crs: call.target_crs.as_ref().map(to_wit_crs),
+        transformation: call
+            .transformation
+            .as_ref()
+            .map(|t| wit::TransformationFacts {
+                name: t.name.clone(),
+                accuracy_metres: t.accuracy_metres,
+                ballpark: t.ballpark,
+                missing_grids: t.missing_grids.clone(),
+            }),
+    }
+}

@@ -1,0 +1,371 @@
+//! Dataset facts: what the risk domains need to know about the data a call touches.
+//!
+//! The facts mirror the WIT records of `gdal-mcp:risk` (`crs-facts`, `raster-facts`, ...), and
+//! are also what `raster_info` reports, so an agent sees exactly what the domains saw.
+
+use super::{cstring, ErrorCapture, GdalError};
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::LayerAccess;
+use gdal::{Dataset, DatasetOptions, GdalOpenFlags, Metadata};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::ffi::{c_int, CStr};
+use std::path::Path;
+
+/// Kind of coordinate reference system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CrsKind {
+    Geographic,
+    Projected,
+    Geocentric,
+    Local,
+    Other,
+}
+
+/// Facts about a CRS.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CrsFacts {
+    /// Authority id such as `EPSG:32633`; absent when the CRS is custom or ambiguous.
+    pub id: Option<String>,
+    pub name: String,
+    pub kind: CrsKind,
+    pub linear_unit: Option<String>,
+    pub datum: Option<String>,
+    pub vertical: Option<String>,
+}
+
+/// Evidence that a raster holds classes.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct CategoricalEvidence {
+    pub palette: bool,
+    pub attribute_table: bool,
+    pub integer_classes: bool,
+}
+
+/// Facts about a raster.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RasterFacts {
+    pub width: u32,
+    pub height: u32,
+    pub band_count: u32,
+    pub data_types: Vec<String>,
+    pub nodata: Vec<Option<f64>>,
+    /// (x, y) pixel size in CRS units.
+    pub pixel_size: (f64, f64),
+    pub looks_categorical: bool,
+    pub evidence: CategoricalEvidence,
+}
+
+/// Facts about a vector layer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LayerFacts {
+    pub name: String,
+    pub geometry_type: String,
+    pub feature_count: Option<u64>,
+}
+
+/// Facts about a vector dataset.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VectorFacts {
+    pub layers: Vec<LayerFacts>,
+}
+
+/// Facts about one dataset.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DatasetFacts {
+    /// The argument the dataset came from (`input`, `zones`...).
+    pub role: String,
+    pub path: String,
+    pub driver: String,
+    pub crs: Option<CrsFacts>,
+    pub raster: Option<RasterFacts>,
+    pub vector: Option<VectorFacts>,
+}
+
+/// A band with at most this many distinct values in its sample counts as integer classes.
+pub const MAX_CLASSES: usize = 32;
+/// Side of the decimated sample read to look for integer classes.
+const SAMPLE_SIDE: usize = 256;
+
+/// Open a dataset read-only (raster or vector), with GDAL's message on failure.
+pub fn open(path: &Path) -> Result<Dataset, GdalError> {
+    let capture = ErrorCapture::start();
+    let options = DatasetOptions {
+        open_flags: GdalOpenFlags::GDAL_OF_READONLY
+            | GdalOpenFlags::GDAL_OF_RASTER
+            | GdalOpenFlags::GDAL_OF_VECTOR
+            | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
+        ..Default::default()
+    };
+    Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
+        operation: format!("opening {}", path.display()),
+        message: capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
+    })
+}
+
+/// Gather the facts of the dataset at `path`.
+pub fn gather(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
+    let dataset = open(path)?;
+    Ok(from_dataset(role, path, &dataset))
+}
+
+/// Facts of an open dataset.
+pub fn from_dataset(role: &str, path: &Path, dataset: &Dataset) -> DatasetFacts {
+    let raster = (dataset.raster_count() > 0).then(|| raster_facts(dataset));
+    let vector = (dataset.layer_count() > 0).then(|| vector_facts(dataset));
+    let crs = dataset
+        .spatial_ref()
+        .ok()
+        .or_else(|| first_layer_srs(dataset))
+        .map(|srs| crs_facts(&srs));
+    DatasetFacts {
+        role: role.to_string(),
+        path: path.display().to_string(),
+        driver: dataset.driver().short_name(),
+        crs,
+        raster,
+        vector,
+    }
+}
+
+fn first_layer_srs(dataset: &Dataset) -> Option<SpatialRef> {
+    dataset
+        .layers()
+        .next()
+        .and_then(|layer| layer.spatial_ref())
+}
+
+/// Parse a user CRS definition (`EPSG:4326`, WKT, PROJJSON, PROJ string).
+pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalError> {
+    let capture = ErrorCapture::start();
+    SpatialRef::from_definition(definition).map_err(|_| {
+        GdalError::Invalid(format!(
+            "{argument}: \"{definition}\" is not a CRS GDAL understands ({}); use an authority \
+             code such as \"EPSG:32633\", a WKT string or a PROJ string",
+            capture.failure_text("unrecognised definition")
+        ))
+    })
+}
+
+/// Facts of a CRS.
+pub fn crs_facts(srs: &SpatialRef) -> CrsFacts {
+    let kind = if srs.is_projected() {
+        CrsKind::Projected
+    } else if srs.is_geographic() {
+        CrsKind::Geographic
+    } else if srs.is_geocentric() {
+        CrsKind::Geocentric
+    } else if srs.is_local() {
+        CrsKind::Local
+    } else {
+        CrsKind::Other
+    };
+    let vertical = if srs.is_compound() {
+        srs.get_attr_value("COMPD_CS|VERT_CS", 0).ok().flatten()
+    } else if srs.is_vertical() {
+        srs.name()
+    } else {
+        None
+    };
+    CrsFacts {
+        id: authority_id(srs),
+        name: srs.name().unwrap_or_else(|| "unnamed".to_string()),
+        kind,
+        linear_unit: if kind == CrsKind::Projected {
+            srs.linear_units_name()
+        } else {
+            None
+        },
+        datum: srs.get_attr_value("DATUM", 0).ok().flatten(),
+        vertical,
+    }
+}
+
+/// The CRS's own authority code, else the best PROJ match with confidence of at least 90 %.
+fn authority_id(srs: &SpatialRef) -> Option<String> {
+    if let (Some(name), Ok(code)) = (srs.auth_name(), srs.auth_code()) {
+        return Some(format!("{name}:{code}"));
+    }
+    let _quiet = ErrorCapture::start();
+    let mut count: c_int = 0;
+    let mut confidences: *mut c_int = std::ptr::null_mut();
+    // SAFETY: OSRFindMatches returns an array of `count` handles (or NULL) and an array of
+    // `count` confidences; both are freed below with the matching GDAL functions.
+    unsafe {
+        let matches = gdal_sys::OSRFindMatches(
+            srs.to_c_hsrs(),
+            std::ptr::null_mut(),
+            &mut count,
+            &mut confidences,
+        );
+        let mut found = None;
+        if !matches.is_null() && !confidences.is_null() && count > 0 && *confidences >= 90 {
+            let best = *matches;
+            let name = gdal_sys::OSRGetAuthorityName(best, std::ptr::null());
+            let code = gdal_sys::OSRGetAuthorityCode(best, std::ptr::null());
+            if !name.is_null() && !code.is_null() {
+                found = Some(format!(
+                    "{}:{}",
+                    CStr::from_ptr(name).to_string_lossy(),
+                    CStr::from_ptr(code).to_string_lossy()
+                ));
+            }
+        }
+        if !matches.is_null() {
+            gdal_sys::OSRFreeSRSArray(matches);
+        }
+        if !confidences.is_null() {
+            gdal_sys::VSIFree(confidences.cast());
+        }
+        found
+    }
+}
+
+fn raster_facts(dataset: &Dataset) -> RasterFacts {
+    let (width, height) = dataset.raster_size();
+    let count = dataset.raster_count();
+    let mut data_types = Vec::with_capacity(count);
+    let mut nodata = Vec::with_capacity(count);
+    let mut evidence = CategoricalEvidence::default();
+    for index in 1..=count {
+        if let Ok(band) = dataset.rasterband(index) {
+            data_types.push(band.band_type().name());
+            nodata.push(band.no_data_value());
+            if index == 1 {
+                evidence.palette = band.color_table().is_some();
+                // SAFETY: the band handle is valid while `band` lives; the RAT is owned by it.
+                evidence.attribute_table =
+                    !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
+                evidence.integer_classes = integer_classes(&band);
+            }
+        }
+    }
+    let pixel_size = dataset
+        .geo_transform()
+        .map(|gt| (gt[1], gt[5]))
+        .unwrap_or((1.0, 1.0));
+    RasterFacts {
+        width: u32::try_from(width).unwrap_or(u32::MAX),
+        height: u32::try_from(height).unwrap_or(u32::MAX),
+        band_count: u32::try_from(count).unwrap_or(u32::MAX),
+        data_types,
+        nodata,
+        pixel_size,
+        looks_categorical: evidence.palette || evidence.attribute_table || evidence.integer_classes,
+        evidence,
+    }
+}
+
+/// Integer data type and at most [`MAX_CLASSES`] distinct values (nodata excluded) in a
+/// decimated sample of the band.
+fn integer_classes(band: &gdal::raster::RasterBand<'_>) -> bool {
+    use gdal::raster::GdalDataType as T;
+    let integer = matches!(
+        band.band_type(),
+        T::UInt8 | T::UInt16 | T::Int16 | T::UInt32 | T::Int32 | T::UInt64 | T::Int64
+    );
+    if !integer {
+        return false;
+    }
+    let (w, h) = band.size();
+    if w == 0 || h == 0 {
+        return false;
+    }
+    let side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
+    let _quiet = ErrorCapture::start();
+    let Ok(sample) = band.read_as::<f64>((0, 0), (w, h), side, None) else {
+        return false;
+    };
+    let nodata = band.no_data_value();
+    let mut distinct = BTreeSet::new();
+    for value in sample.data() {
+        if nodata.is_some_and(|nd| nd == *value) {
+            continue;
+        }
+        distinct.insert(value.to_bits());
+        if distinct.len() > MAX_CLASSES {
+            return false;
+        }
+    }
+    !distinct.is_empty()
+}
+
+fn vector_facts(dataset: &Dataset) -> VectorFacts {
+    let layers = dataset
+        .layers()
+        .map(|layer| {
+            // SAFETY: the layer handle is valid while `layer` lives; the type name is static.
+            let geometry_type = unsafe {
+                let ty = gdal_sys::OGR_L_GetGeomType(layer.c_layer());
+                CStr::from_ptr(gdal_sys::OGRGeometryTypeToName(ty))
+                    .to_string_lossy()
+                    .into_owned()
+            };
+            LayerFacts {
+                name: layer.name(),
+                geometry_type,
+                feature_count: layer.try_feature_count(),
+            }
+        })
+        .collect();
+    VectorFacts { layers }
+}
+
+/// The short names of GDAL's raster drivers that can write (for error messages).
+pub fn writable_raster_drivers() -> Vec<String> {
+    let mut names = Vec::new();
+    for index in 0..gdal::DriverManager::count() {
+        if let Ok(driver) = gdal::DriverManager::get_driver(index) {
+            let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
+            let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
+                || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
+            if raster && writes {
+                names.push(driver.short_name());
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// Check that `format` names a writable raster driver and that GDAL accepts the creation
+/// options, before any work starts.
+pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result<(), GdalError> {
+    let capture = ErrorCapture::start();
+    let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
+        GdalError::Invalid(format!(
+            "format: \"{format}\" is not a GDAL driver; writable raster drivers include {}",
+            writable_raster_drivers().join(", ")
+        ))
+    })?;
+    let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
+    let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
+        || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
+    if !raster || !writes {
+        return Err(GdalError::Invalid(format!(
+            "format: the {format} driver cannot write rasters; use one of {}",
+            writable_raster_drivers().join(", ")
+        )));
+    }
+    if options.is_empty() {
+        return Ok(());
+    }
+    let mut list = gdal::cpl::CslStringList::new();
+    for (key, value) in options {
+        let entry = format!("{key}={value}");
+        cstring(&entry)?;
+        list.add_string(&entry)
+            .map_err(|e| GdalError::Invalid(format!("creation option {entry}: {e}")))?;
+    }
+    // SAFETY: the driver handle and the list are valid for the duration of the call.
+    let ok = unsafe { gdal_sys::GDALValidateCreationOptions(driver.c_driver(), list.as_ptr()) };
+    if ok == 0 {
+        return Err(GdalError::Invalid(format!(
+            "creation_options: the {format} driver rejects them: {}",
+            capture.failure_text("invalid creation option")
+        )));
+    }
+    Ok(())
+}

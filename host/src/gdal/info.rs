@@ -1,0 +1,45 @@
+//! `gdalinfo -json`, in process (GDALInfo).
+
+use super::{CArgv, ErrorCapture, GdalError};
+use gdal::Dataset;
+use serde_json::Value;
+use std::ffi::CStr;
+
+/// GDALInfo's JSON report of an open raster dataset. `stats` adds exact statistics
+/// (`-stats`), which reads every pixel.
+pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError> {
+    let capture = ErrorCapture::start();
+    let mut args = vec!["-json".to_string()];
+    if stats {
+        args.push("-stats".to_string());
+    }
+    let mut argv = CArgv::new(&args)?;
+    // SAFETY: argv is NULL-terminated and outlives the call; the options are freed below.
+    let options = unsafe { gdal_sys::GDALInfoOptionsNew(argv.as_mut_ptr(), std::ptr::null_mut()) };
+    if options.is_null() {
+        return Err(GdalError::Invalid(
+            capture.failure_text("bad gdalinfo options"),
+        ));
+    }
+    // SAFETY: the dataset handle is valid while `dataset` lives; the string GDAL returns is
+    // ours to free with VSIFree after copying it.
+    let report = unsafe {
+        let raw = gdal_sys::GDALInfo(dataset.c_dataset(), options);
+        gdal_sys::GDALInfoOptionsFree(options);
+        if raw.is_null() {
+            None
+        } else {
+            let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
+            gdal_sys::VSIFree(raw.cast());
+            Some(text)
+        }
+    };
+    let report = report.ok_or_else(|| GdalError::Failed {
+        operation: "gdalinfo".to_string(),
+        message: capture.failure_text("GDALInfo returned nothing"),
+    })?;
+    serde_json::from_str(&report).map_err(|e| GdalError::Failed {
+        operation: "gdalinfo".to_string(),
+        message: format!("GDALInfo returned invalid JSON: {e}"),
+    })
+}

@@ -1,0 +1,193 @@
+//! GDAL in process, through the `gdal` crate and `gdal-sys` over the system libgdal.
+//!
+//! GDAL calls are blocking C: every runner here is synchronous and is run on a blocking worker
+//! ([`run_blocking`]) with one dataset handle per job. Errors are captured per call with a
+//! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
+
+pub mod facts;
+pub mod info;
+pub mod output;
+pub mod transform;
+pub mod warp;
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::marker::PhantomData;
+
+/// What went wrong in a GDAL runner.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GdalError {
+    /// GDAL reported a failure.
+    #[error("{operation} failed: {message}")]
+    Failed { operation: String, message: String },
+    /// The request cannot work as given (bad driver, option, CRS...).
+    #[error("{0}")]
+    Invalid(String),
+    /// Filesystem trouble around the output.
+    #[error("{operation}: {source}")]
+    Io {
+        operation: String,
+        source: std::io::Error,
+    },
+    /// The blocking worker died.
+    #[error("GDAL worker failed: {0}")]
+    Worker(String),
+}
+
+/// Register every GDAL driver. Idempotent; cheap after the first call.
+pub fn init() {
+    gdal::DriverManager::register_all();
+}
+
+/// Run a blocking GDAL job on tokio's blocking pool.
+pub async fn run_blocking<T, F>(job: F) -> Result<T, GdalError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, GdalError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| GdalError::Worker(e.to_string()))?
+}
+
+/// One message GDAL emitted during a captured call.
+#[derive(Debug, Clone)]
+pub struct CplMessage {
+    /// `warning`, `failure` or `fatal`.
+    pub class: &'static str,
+    pub number: i32,
+    pub message: String,
+}
+
+type Sink = RefCell<Vec<CplMessage>>;
+
+/// Captures GDAL's error messages on this thread while alive (CPLPushErrorHandlerEx /
+/// CPLPopErrorHandler). Not `Send`: the handler stack is per thread.
+pub struct ErrorCapture {
+    sink: Box<Sink>,
+    _thread_bound: PhantomData<*const ()>,
+}
+
+unsafe extern "C" fn capture_handler(
+    class: gdal_sys::CPLErr::Type,
+    number: i32,
+    msg: *const c_char,
+) {
+    // SAFETY: GDAL passes back the pointer given to CPLPushErrorHandlerEx, which points at the
+    // boxed sink owned by the live ErrorCapture that pushed this handler on this thread.
+    let sink = unsafe { gdal_sys::CPLGetErrorHandlerUserData() } as *const Sink;
+    if sink.is_null() || msg.is_null() {
+        return;
+    }
+    let class = match class {
+        gdal_sys::CPLErr::CE_Warning => "warning",
+        gdal_sys::CPLErr::CE_Failure => "failure",
+        gdal_sys::CPLErr::CE_Fatal => "fatal",
+        _ => return,
+    };
+    // SAFETY: msg is a NUL-terminated string owned by GDAL for the duration of the call.
+    let message = unsafe { CStr::from_ptr(msg) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: see above; the sink outlives the handler registration.
+    if let Ok(mut messages) = unsafe { &*sink }.try_borrow_mut() {
+        messages.push(CplMessage {
+            class,
+            number,
+            message,
+        });
+    }
+}
+
+impl ErrorCapture {
+    /// Start capturing on the current thread.
+    pub fn start() -> Self {
+        let sink: Box<Sink> = Box::new(RefCell::new(Vec::new()));
+        let user_data = &*sink as *const Sink as *mut c_void;
+        // SAFETY: the handler only dereferences user_data while this capture is alive; Drop
+        // pops the handler before the box is freed.
+        unsafe {
+            gdal_sys::CPLErrorReset();
+            gdal_sys::CPLPushErrorHandlerEx(Some(capture_handler), user_data);
+        }
+        Self {
+            sink,
+            _thread_bound: PhantomData,
+        }
+    }
+
+    /// Everything captured so far.
+    pub fn messages(&self) -> Vec<CplMessage> {
+        self.sink.borrow().clone()
+    }
+
+    /// The failure messages joined for humans, or `fallback` when GDAL said nothing.
+    pub fn failure_text(&self, fallback: &str) -> String {
+        let messages = self.messages();
+        let failures: Vec<&str> = messages
+            .iter()
+            .filter(|m| m.class != "warning")
+            .map(|m| m.message.as_str())
+            .collect();
+        let chosen: Vec<&str> = if failures.is_empty() {
+            messages.iter().map(|m| m.message.as_str()).collect()
+        } else {
+            failures
+        };
+        if chosen.is_empty() {
+            fallback.to_string()
+        } else {
+            chosen.join("; ")
+        }
+    }
+
+    /// The warnings, for receipts.
+    pub fn warnings(&self) -> Vec<String> {
+        self.messages()
+            .into_iter()
+            .filter(|m| m.class == "warning")
+            .map(|m| m.message)
+            .collect()
+    }
+}
+
+impl Drop for ErrorCapture {
+    fn drop(&mut self) {
+        // SAFETY: pops the handler this capture pushed on this thread.
+        unsafe { gdal_sys::CPLPopErrorHandler() };
+    }
+}
+
+/// A C `argv` (NULL-terminated `char*` array) that owns its strings.
+pub struct CArgv {
+    _strings: Vec<CString>,
+    pointers: Vec<*mut c_char>,
+}
+
+impl CArgv {
+    /// Convert arguments; a NUL byte inside one is an invalid request.
+    pub fn new(args: &[String]) -> Result<Self, GdalError> {
+        let strings = args
+            .iter()
+            .map(|a| cstring(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut pointers: Vec<*mut c_char> =
+            strings.iter().map(|s| s.as_ptr() as *mut c_char).collect();
+        pointers.push(std::ptr::null_mut());
+        Ok(Self {
+            _strings: strings,
+            pointers,
+        })
+    }
+
+    /// The NULL-terminated array; valid while `self` lives.
+    pub fn as_mut_ptr(&mut self) -> *mut *mut c_char {
+        self.pointers.as_mut_ptr()
+    }
+}
+
+/// A `CString`, refusing interior NUL bytes with a clear message.
+pub fn cstring(text: &str) -> Result<CString, GdalError> {
+    CString::new(text).map_err(|_| GdalError::Invalid(format!("\"{text}\" contains a NUL byte")))
+}

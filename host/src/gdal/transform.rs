@@ -1,0 +1,269 @@
+//! Transformation facts: which coordinate operation PROJ will use between two CRSs, how
+//! accurate it is, whether it is a ballpark fallback, and which grids better operations need.
+//!
+//! GDAL 3.6 does not expose the operation it picks, so this asks PROJ (the same libproj GDAL
+//! links) through its C API: list the candidate operations for the data's area of interest,
+//! sorted by PROJ's own preference, and take the first one that can run on this machine, as
+//! `proj_create_crs_to_crs` does.
+
+use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_double, c_int, c_void, CStr, CString};
+use std::sync::{Mutex, OnceLock};
+
+/// The operation PROJ would use.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TransformationFacts {
+    pub name: String,
+    pub accuracy_metres: Option<f64>,
+    pub ballpark: bool,
+    pub missing_grids: Vec<String>,
+}
+
+#[allow(non_camel_case_types)]
+type PJ_CONTEXT = c_void;
+#[allow(non_camel_case_types)]
+type PJ = c_void;
+#[allow(non_camel_case_types)]
+type PJ_OBJ_LIST = c_void;
+#[allow(non_camel_case_types)]
+type PJ_OPERATION_FACTORY_CONTEXT = c_void;
+
+const PROJ_GRID_AVAILABILITY_USED_FOR_SORTING: c_int = 0;
+const PROJ_SPATIAL_CRITERION_PARTIAL_INTERSECTION: c_int = 1;
+
+#[link(name = "proj")]
+extern "C" {
+    fn proj_context_create() -> *mut PJ_CONTEXT;
+    fn proj_context_destroy(ctx: *mut PJ_CONTEXT);
+    fn proj_create(ctx: *mut PJ_CONTEXT, definition: *const c_char) -> *mut PJ;
+    fn proj_destroy(pj: *mut PJ) -> *mut PJ;
+    fn proj_create_operation_factory_context(
+        ctx: *mut PJ_CONTEXT,
+        authority: *const c_char,
+    ) -> *mut PJ_OPERATION_FACTORY_CONTEXT;
+    fn proj_operation_factory_context_destroy(fctx: *mut PJ_OPERATION_FACTORY_CONTEXT);
+    fn proj_operation_factory_context_set_grid_availability_use(
+        ctx: *mut PJ_CONTEXT,
+        fctx: *mut PJ_OPERATION_FACTORY_CONTEXT,
+        usage: c_int,
+    );
+    fn proj_operation_factory_context_set_spatial_criterion(
+        ctx: *mut PJ_CONTEXT,
+        fctx: *mut PJ_OPERATION_FACTORY_CONTEXT,
+        criterion: c_int,
+    );
+    fn proj_operation_factory_context_set_area_of_interest(
+        ctx: *mut PJ_CONTEXT,
+        fctx: *mut PJ_OPERATION_FACTORY_CONTEXT,
+        west: c_double,
+        south: c_double,
+        east: c_double,
+        north: c_double,
+    );
+    fn proj_create_operations(
+        ctx: *mut PJ_CONTEXT,
+        source: *const PJ,
+        target: *const PJ,
+        fctx: *const PJ_OPERATION_FACTORY_CONTEXT,
+    ) -> *mut PJ_OBJ_LIST;
+    fn proj_list_get_count(list: *const PJ_OBJ_LIST) -> c_int;
+    fn proj_list_get(ctx: *mut PJ_CONTEXT, list: *const PJ_OBJ_LIST, index: c_int) -> *mut PJ;
+    fn proj_list_destroy(list: *mut PJ_OBJ_LIST);
+    fn proj_coordoperation_is_instantiable(ctx: *mut PJ_CONTEXT, op: *const PJ) -> c_int;
+    fn proj_get_name(pj: *const PJ) -> *const c_char;
+    fn proj_coordoperation_get_accuracy(ctx: *mut PJ_CONTEXT, op: *const PJ) -> c_double;
+    fn proj_coordoperation_get_grid_used_count(ctx: *mut PJ_CONTEXT, op: *const PJ) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    fn proj_coordoperation_get_grid_used(
+        ctx: *mut PJ_CONTEXT,
+        op: *const PJ,
+        index: c_int,
+        short_name: *mut *const c_char,
+        full_name: *mut *const c_char,
+        package_name: *mut *const c_char,
+        url: *mut *const c_char,
+        direct_download: *mut c_int,
+        open_license: *mut c_int,
+        available: *mut c_int,
+    ) -> c_int;
+}
+
+/// Owns a PROJ context and the objects created in it; frees them in reverse order.
+struct Proj {
+    ctx: *mut PJ_CONTEXT,
+    objects: Vec<*mut PJ>,
+}
+
+impl Proj {
+    fn new() -> Option<Self> {
+        // SAFETY: plain constructor; NULL on failure.
+        let ctx = unsafe { proj_context_create() };
+        (!ctx.is_null()).then_some(Self {
+            ctx,
+            objects: Vec::new(),
+        })
+    }
+
+    fn create(&mut self, definition: &str) -> Option<*mut PJ> {
+        let definition = CString::new(definition).ok()?;
+        // SAFETY: valid context and NUL-terminated definition.
+        let pj = unsafe { proj_create(self.ctx, definition.as_ptr()) };
+        if pj.is_null() {
+            return None;
+        }
+        self.objects.push(pj);
+        Some(pj)
+    }
+
+    fn adopt(&mut self, pj: *mut PJ) -> *mut PJ {
+        if !pj.is_null() {
+            self.objects.push(pj);
+        }
+        pj
+    }
+}
+
+impl Drop for Proj {
+    fn drop(&mut self) {
+        // SAFETY: every object was created in this context and is destroyed once, before it.
+        unsafe {
+            for pj in self.objects.drain(..).rev() {
+                proj_destroy(pj);
+            }
+            proj_context_destroy(self.ctx);
+        }
+    }
+}
+
+fn text(ptr: *const c_char) -> Option<String> {
+    // SAFETY: PROJ returns NUL-terminated strings owned by the object, or NULL.
+    (!ptr.is_null()).then(|| {
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned()
+    })
+}
+
+/// The lon/lat bounding box of `bounds` (xmin, ymin, xmax, ymax in `srs`).
+pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
+    let mut source = srs.clone();
+    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let mut wgs84 = SpatialRef::from_epsg(4326).ok()?;
+    wgs84.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let transform = CoordTransform::new(&source, &wgs84).ok()?;
+    transform.transform_bounds(&bounds, 21).ok()
+}
+
+fn cache() -> &'static Mutex<HashMap<String, Option<TransformationFacts>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<TransformationFacts>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The operation PROJ would pick from `source` to `target` over `area` (lon/lat west,
+/// south, east, north). `None` when PROJ cannot say (unparsable CRS, no operation).
+pub fn facts(
+    source: &SpatialRef,
+    target: &SpatialRef,
+    area: Option<[f64; 4]>,
+) -> Option<TransformationFacts> {
+    let source_json = source.to_projjson().ok()?;
+    let target_json = target.to_projjson().ok()?;
+    let key = format!("{source_json}\u{1}{target_json}\u{1}{area:?}");
+    if let Ok(cache) = cache().lock() {
+        if let Some(hit) = cache.get(&key) {
+            return hit.clone();
+        }
+    }
+    let found = query(&source_json, &target_json, area);
+    if let Ok(mut cache) = cache().lock() {
+        cache.insert(key, found.clone());
+    }
+    found
+}
+
+fn query(source: &str, target: &str, area: Option<[f64; 4]>) -> Option<TransformationFacts> {
+    let mut proj = Proj::new()?;
+    let src = proj.create(source)?;
+    let dst = proj.create(target)?;
+    let ctx = proj.ctx;
+    // SAFETY: all pointers below come from this context and stay alive until `proj` drops;
+    // the list and factory context are destroyed before leaving the block.
+    unsafe {
+        let factory = proj_create_operation_factory_context(ctx, std::ptr::null());
+        if factory.is_null() {
+            return None;
+        }
+        proj_operation_factory_context_set_grid_availability_use(
+            ctx,
+            factory,
+            PROJ_GRID_AVAILABILITY_USED_FOR_SORTING,
+        );
+        proj_operation_factory_context_set_spatial_criterion(
+            ctx,
+            factory,
+            PROJ_SPATIAL_CRITERION_PARTIAL_INTERSECTION,
+        );
+        if let Some([west, south, east, north]) = area {
+            proj_operation_factory_context_set_area_of_interest(
+                ctx, factory, west, south, east, north,
+            );
+        }
+        let list = proj_create_operations(ctx, src, dst, factory);
+        proj_operation_factory_context_destroy(factory);
+        if list.is_null() {
+            return None;
+        }
+        let count = proj_list_get_count(list);
+        let mut missing = Vec::new();
+        let mut chosen = None;
+        for index in 0..count {
+            let op = proj.adopt(proj_list_get(ctx, list, index));
+            if op.is_null() {
+                continue;
+            }
+            if proj_coordoperation_is_instantiable(ctx, op) != 0 {
+                chosen = Some(op);
+                break;
+            }
+            for grid in 0..proj_coordoperation_get_grid_used_count(ctx, op) {
+                let mut short_name: *const c_char = std::ptr::null();
+                let mut ignored: *const c_char = std::ptr::null();
+                let (mut direct, mut open, mut available) = (0, 0, 0);
+                let ok = proj_coordoperation_get_grid_used(
+                    ctx,
+                    op,
+                    grid,
+                    &mut short_name,
+                    &mut ignored,
+                    &mut ignored,
+                    &mut ignored,
+                    &mut direct,
+                    &mut open,
+                    &mut available,
+                );
+                if ok != 0 && available == 0 {
+                    if let Some(name) = text(short_name) {
+                        if !missing.contains(&name) {
+                            missing.push(name);
+                        }
+                    }
+                }
+            }
+        }
+        let result = chosen.map(|op| {
+            let name = text(proj_get_name(op)).unwrap_or_else(|| "unnamed operation".into());
+            let accuracy = proj_coordoperation_get_accuracy(ctx, op);
+            TransformationFacts {
+                ballpark: name.to_ascii_lowercase().contains("ballpark"),
+                name,
+                accuracy_metres: (accuracy >= 0.0).then_some(accuracy),
+                missing_grids: missing,
+            }
+        });
+        proj_list_destroy(list);
+        result
+    }
+}

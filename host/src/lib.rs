@@ -1,0 +1,21 @@
+//! gdal-mcp: an MCP server that gives AI agents GDAL and makes them justify the operations that
+//! quietly ruin analyses.
+//!
+//! Data flows one way through these rooms:
+//!
+//! 1. [`server`] parses an MCP call and validates its arguments;
+//! 2. [`workspace`] confines every path the call names;
+//! 3. [`gdal::facts`] gathers facts about the datasets;
+//! 4. [`reflection::gate`] asks every risk domain ([`domains`]) to classify the call and looks
+//!    the decisions up in the capsule store ([`reflection::store`]);
+//! 5. a GDAL runner ([`gdal::warp`], [`gdal::info`]) does the work, and a receipt goes back.
+
+pub mod config;
+pub mod domains;
+pub mod gdal;
+pub mod reflection;
+pub mod server;
+pub mod workspace;
+
+/// The server's version, as recorded in capsules and `serverInfo`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,168 @@
+//! The `gdal-mcp` binary: command-line parsing, logging and the stdio transport. The only place
+//! `anyhow` is used; everything below reports typed errors.
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use gdal_mcp::config::{default_cache_dir, ServerConfig};
+use gdal_mcp::domains::Origin;
+use gdal_mcp::server::{App, GdalMcp};
+use rmcp::ServiceExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "gdal-mcp",
+    version,
+    about = "An MCP server (stdio) that gives AI agents GDAL, gated by WebAssembly methodology domains"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    options: Options,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP over stdio (the default).
+    Serve(Options),
+    /// List the loaded risk domains and exit.
+    Domains(Options),
+}
+
+#[derive(Args, Clone, Default)]
+struct Options {
+    /// A directory tool calls may read and write (repeatable; default: the current directory).
+    #[arg(long = "workspace", value_name = "DIR")]
+    workspaces: Vec<PathBuf>,
+    /// Justification store (default: .preflight/ in the first workspace).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// A folder of extra risk-domain components (*.wasm), loaded after the built-in ones
+    /// (repeatable).
+    #[arg(long = "plugins", value_name = "DIR")]
+    plugins: Vec<PathBuf>,
+    /// Where compiled components are cached (default: $XDG_CACHE_HOME/gdal-mcp/components).
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Compile components in memory at every start instead of caching them.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+impl Options {
+    fn merge(self, global: Options) -> Options {
+        Options {
+            workspaces: if self.workspaces.is_empty() {
+                global.workspaces
+            } else {
+                self.workspaces
+            },
+            store: self.store.or(global.store),
+            plugins: if self.plugins.is_empty() {
+                global.plugins
+            } else {
+                self.plugins
+            },
+            cache_dir: self.cache_dir.or(global.cache_dir),
+            no_cache: self.no_cache || global.no_cache,
+        }
+    }
+
+    fn config(self) -> anyhow::Result<ServerConfig> {
+        let workspaces = if self.workspaces.is_empty() {
+            vec![std::env::current_dir().context("cannot read the current directory")?]
+        } else {
+            self.workspaces
+        };
+        Ok(ServerConfig {
+            workspaces,
+            store: self.store,
+            plugin_dirs: self.plugins,
+            cache_dir: if self.no_cache {
+                None
+            } else {
+                self.cache_dir.or_else(default_cache_dir)
+            },
+        })
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("GDAL_MCP_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    match cli.command {
+        None => serve(cli.options),
+        Some(Command::Serve(options)) => serve(options.merge(cli.options)),
+        Some(Command::Domains(options)) => domains(options.merge(cli.options)),
+    }
+}
+
+fn start(options: Options) -> anyhow::Result<App> {
+    let config = options.config()?;
+    App::start(config).context("gdal-mcp cannot start")
+}
+
+fn domains(options: Options) -> anyhow::Result<()> {
+    let app = start(options)?;
+    for domain in app.gate.registry().all() {
+        let origin = match &domain.origin {
+            Origin::Builtin => "built-in".to_string(),
+            Origin::File(path) => path.display().to_string(),
+        };
+        println!(
+            "{:<20} {:<8} {:<24} {}",
+            domain.info.id, domain.info.version, domain.info.prompt_name, origin
+        );
+    }
+    Ok(())
+}
+
+fn serve(options: Options) -> anyhow::Result<()> {
+    // Driver registration takes tens of milliseconds; do it while the client connects.
+    let gdal_ready = std::thread::spawn(gdal_mcp::gdal::init);
+    let app = start(options)?;
+    let ids: Vec<String> = app
+        .gate
+        .registry()
+        .all()
+        .iter()
+        .map(|d| format!("{} {}", d.info.id, d.info.version))
+        .collect();
+    eprintln!(
+        "gdal-mcp {} | domains: {} | workspaces: {} | store: {}",
+        gdal_mcp::VERSION,
+        ids.join(", "),
+        app.workspaces
+            .roots()
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        app.gate.store().root().display()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let server = GdalMcp::new(Arc::new(app));
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .context("MCP handshake over stdio failed")?;
+        if gdal_ready.join().is_err() {
+            anyhow::bail!("GDAL driver registration failed");
+        }
+        service.waiting().await.context("MCP service failed")?;
+        Ok(())
+    })
+}

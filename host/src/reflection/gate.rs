@@ -1,0 +1,386 @@
+//! The gate: the reflection decision for one tool call.
+//!
+//! For each loaded domain, in load order: classify the call; render the domain's questions for
+//! the trigger and hash them; derive the decision key; then
+//!
+//! * `advisory` triggers proceed with a `warn` receipt;
+//! * a valid stored capsule for the key proceeds with a `proceed` receipt;
+//! * an inline justification for the domain is validated (schema, host rules, then the
+//!   domain's own `validate`), stored, and proceeds;
+//! * anything else is collected into one refusal that lists every missing domain at once.
+//!
+//! A domain that traps, loops or exhausts memory fails the whole call closed. Keys handed out
+//! in refusals are remembered so that `persist_justification` accepts only those.
+
+use super::justification::{self, MAX_BYTES};
+use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
+use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
+use crate::domains::sandbox::PluginError;
+use crate::domains::{CallFacts, Domain, FieldError, Registry, Severity};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// What a receipt says happened for one domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Justified (stored capsule, or stored by this call).
+    Proceed,
+    /// Advisory: proceeds without a justification.
+    Warn,
+    /// Refused for want of a valid justification.
+    Blocked,
+}
+
+/// One domain's part in a gated call.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Receipt {
+    pub domain: String,
+    pub plugin_version: String,
+    pub severity: Severity,
+    pub decision: Decision,
+    pub reason: String,
+    pub key: String,
+    /// `justification://<domain>/<hex>` of the capsule that justified the call.
+    pub capsule: Option<String>,
+    /// True when this call stored the capsule (inline justification).
+    pub stored_now: bool,
+}
+
+/// One missing or invalid justification in a refusal.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RefusalEntry {
+    pub domain: String,
+    pub plugin_version: String,
+    pub severity: Severity,
+    pub reason: String,
+    /// The decision key to quote in `persist_justification`.
+    pub key: String,
+    pub prompt_name: String,
+    pub prompt_arguments: BTreeMap<String, String>,
+    /// The domain's questions for this decision (Markdown).
+    pub prompt: String,
+    /// The JSON Schema a justification must satisfy.
+    pub schema: Value,
+    /// Critical decisions must also list `assumptions`.
+    pub requires_assumptions: bool,
+    /// What was wrong with the justification supplied for this domain, if one was.
+    pub errors: Vec<FieldError>,
+    /// How to supply the justification.
+    pub how_to_supply: String,
+}
+
+/// The gate's answer.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    Proceed(Vec<Receipt>),
+    Refuse {
+        entries: Vec<RefusalEntry>,
+        receipts: Vec<Receipt>,
+    },
+}
+
+/// Why the gate could not decide.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GateError {
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why `persist_justification` refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PersistError {
+    #[error("unknown domain \"{domain}\"; loaded domains: {loaded}")]
+    UnknownDomain { domain: String, loaded: String },
+    #[error(
+        "key {key} was not issued by this server for domain \"{domain}\"; call the gated tool \
+         first and copy the key from its refusal"
+    )]
+    UnknownKey { domain: String, key: String },
+    #[error("the justification is invalid")]
+    Invalid(Vec<FieldError>),
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A stored capsule, as reported back.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Stored {
+    pub domain: String,
+    pub key: String,
+    pub uri: String,
+    pub path: PathBuf,
+}
+
+/// A decision handed out in a refusal and not yet forgotten.
+#[derive(Debug, Clone)]
+struct Pending {
+    domain: String,
+    tool: String,
+    severity: Severity,
+    key_fields: Value,
+    prompt: CapsulePrompt,
+}
+
+#[derive(Clone)]
+struct Rendered {
+    text: String,
+    sha256: String,
+}
+
+/// The reflection gate.
+pub struct Gate {
+    registry: Arc<Registry>,
+    store: CapsuleStore,
+    issued: Mutex<HashMap<String, Pending>>,
+    prompts: Mutex<HashMap<(String, String), Rendered>>,
+}
+
+fn severity_name(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Advisory => "advisory",
+        Severity::Required => "required",
+        Severity::Critical => "critical",
+    }
+}
+
+impl Gate {
+    pub fn new(registry: Arc<Registry>, store: CapsuleStore) -> Self {
+        Self {
+            registry,
+            store,
+            issued: Mutex::new(HashMap::new()),
+            prompts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn store(&self) -> &CapsuleStore {
+        &self.store
+    }
+
+    /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
+    fn render(
+        &self,
+        domain: &Domain,
+        arguments: &[(String, String)],
+    ) -> Result<Rendered, PluginError> {
+        let args_value = Value::Array(
+            arguments
+                .iter()
+                .map(|(n, v)| {
+                    Value::Array(vec![Value::String(n.clone()), Value::String(v.clone())])
+                })
+                .collect(),
+        );
+        let memo_key = (domain.info.id.clone(), canonical_json(&args_value));
+        if let Some(hit) = self
+            .prompts
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&memo_key).cloned())
+        {
+            return Ok(hit);
+        }
+        let text = domain.render_prompt(arguments)?;
+        let rendered = Rendered {
+            sha256: sha256_hex(&text),
+            text,
+        };
+        if let Ok(mut memo) = self.prompts.lock() {
+            memo.insert(memo_key, rendered.clone());
+        }
+        Ok(rendered)
+    }
+
+    /// Decide a call. Blocking (plugin calls and store I/O): run it on a blocking worker.
+    pub fn decide(
+        &self,
+        call: &CallFacts,
+        inline: &BTreeMap<String, Value>,
+    ) -> Result<Verdict, GateError> {
+        let mut receipts = Vec::new();
+        let mut entries = Vec::new();
+        for domain in self.registry.all() {
+            let Some(trigger) = domain.classify(call)? else {
+                continue;
+            };
+            let rendered = self.render(domain, &trigger.prompt_arguments)?;
+            let id = &domain.info.id;
+            let key = decision_key(id, &trigger.key_fields, &rendered.sha256);
+            let mut receipt = Receipt {
+                domain: id.clone(),
+                plugin_version: domain.info.version.clone(),
+                severity: trigger.severity,
+                decision: Decision::Proceed,
+                reason: trigger.reason.clone(),
+                key: key.clone(),
+                capsule: None,
+                stored_now: false,
+            };
+            if trigger.severity == Severity::Advisory {
+                receipt.decision = Decision::Warn;
+                receipts.push(receipt);
+                continue;
+            }
+            if let Some(capsule) = self.store.get(id, &key) {
+                receipt.capsule = Some(capsule.uri());
+                receipts.push(receipt);
+                continue;
+            }
+            let pending = Pending {
+                domain: id.clone(),
+                tool: call.tool.clone(),
+                severity: trigger.severity,
+                key_fields: trigger.key_fields.clone(),
+                prompt: CapsulePrompt {
+                    name: domain.info.prompt_name.clone(),
+                    arguments: trigger.prompt_arguments.iter().cloned().collect(),
+                    sha256: rendered.sha256.clone(),
+                },
+            };
+            if let Ok(mut issued) = self.issued.lock() {
+                issued.insert(key.clone(), pending.clone());
+            }
+            let errors = match inline.get(id) {
+                Some(justification) => match self.accept(domain, &key, &pending, justification)? {
+                    Ok(capsule) => {
+                        receipt.capsule = Some(capsule.uri());
+                        receipt.stored_now = true;
+                        receipts.push(receipt);
+                        continue;
+                    }
+                    Err(errors) => errors,
+                },
+                None => Vec::new(),
+            };
+            receipt.decision = Decision::Blocked;
+            receipts.push(receipt);
+            entries.push(RefusalEntry {
+                domain: id.clone(),
+                plugin_version: domain.info.version.clone(),
+                severity: trigger.severity,
+                reason: trigger.reason,
+                key: key.clone(),
+                prompt_name: domain.info.prompt_name.clone(),
+                prompt_arguments: pending.prompt.arguments.clone(),
+                prompt: rendered.text,
+                schema: justification::schema(),
+                requires_assumptions: trigger.severity == Severity::Critical,
+                errors,
+                how_to_supply: format!(
+                    "Answer the prompt as a justification object (schema above, at most \
+                     {MAX_BYTES} bytes) and either retry this exact call with \
+                     \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
+                     with domain \"{id}\", key \"{key}\" and the justification, then retry."
+                ),
+            });
+        }
+        Ok(if entries.is_empty() {
+            Verdict::Proceed(receipts)
+        } else {
+            Verdict::Refuse { entries, receipts }
+        })
+    }
+
+    /// Validate and store a justification for a pending decision. The outer error is a
+    /// failure to decide; the inner one lists what is wrong with the justification.
+    fn accept(
+        &self,
+        domain: &Domain,
+        key: &str,
+        pending: &Pending,
+        justification: &Value,
+    ) -> Result<Result<Capsule, Vec<FieldError>>, GateError> {
+        let critical = pending.severity == Severity::Critical;
+        let typed = match justification::validate(justification, critical) {
+            Ok(typed) => typed,
+            Err(errors) => return Ok(Err(errors)),
+        };
+        let domain_errors = domain.validate(&pending.key_fields, justification)?;
+        if !domain_errors.is_empty() {
+            return Ok(Err(domain_errors));
+        }
+        let mut capsule = Capsule {
+            format: store::FORMAT.to_string(),
+            key: key.to_string(),
+            domain: pending.domain.clone(),
+            domain_version: domain.info.version.clone(),
+            tool: pending.tool.clone(),
+            severity: severity_name(pending.severity).to_string(),
+            key_fields: pending.key_fields.clone(),
+            prompt: pending.prompt.clone(),
+            justification: typed,
+            created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            server_version: crate::VERSION.to_string(),
+            integrity: String::new(),
+        };
+        capsule.integrity = capsule.compute_integrity();
+        self.store.put(&capsule)?;
+        Ok(Ok(capsule))
+    }
+
+    /// `persist_justification`: store a justification for a key this server issued.
+    pub fn persist(
+        &self,
+        domain_id: &str,
+        key: &str,
+        justification: &Value,
+    ) -> Result<Stored, PersistError> {
+        let Some(domain) = self.registry.get(domain_id) else {
+            return Err(PersistError::UnknownDomain {
+                domain: domain_id.to_string(),
+                loaded: self
+                    .registry
+                    .all()
+                    .iter()
+                    .map(|d| d.info.id.clone())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let unknown = || PersistError::UnknownKey {
+            domain: domain_id.to_string(),
+            key: key.to_string(),
+        };
+        if key_hex(key).is_none() {
+            return Err(unknown());
+        }
+        let pending = self
+            .issued
+            .lock()
+            .ok()
+            .and_then(|issued| issued.get(key).cloned())
+            .filter(|p| p.domain == domain_id)
+            .ok_or_else(unknown)?;
+        match self.accept(domain, key, &pending, justification) {
+            Ok(Ok(capsule)) => Ok(Stored {
+                domain: capsule.domain.clone(),
+                key: capsule.key.clone(),
+                uri: capsule.uri(),
+                path: self
+                    .store
+                    .root()
+                    .join("justifications")
+                    .join(&capsule.domain)
+                    .join(format!("{}.json", key.trim_start_matches("sha256:"))),
+            }),
+            Ok(Err(errors)) => Err(PersistError::Invalid(errors)),
+            Err(GateError::Plugin(e)) => Err(PersistError::Plugin(e)),
+            Err(GateError::Store(e)) => Err(PersistError::Store(e)),
+        }
+    }
+}

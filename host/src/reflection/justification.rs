@@ -1,0 +1,339 @@
+//! The justification an agent writes for one methodological decision.
+//!
+//! The Rust type is the source of truth: its schemars-generated JSON Schema is the one the
+//! server publishes (in refusals, tool input schemas and `schema://justification`), and
+//! [`validate`] enforces the same rules, reporting every problem at once as `{path, message}`.
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
+
+use crate::domains::FieldError;
+
+/// A justification may take at most this many bytes of compact JSON.
+pub const MAX_BYTES: usize = 4096;
+
+/// Non-empty text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Text(pub String);
+
+impl JsonSchema for Text {
+    fn schema_name() -> Cow<'static, str> {
+        "Text".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "string", "minLength": 1 })
+    }
+}
+
+/// How sure the agent is of its choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    Low,
+    Medium,
+    High,
+}
+
+/// A method considered and rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Alternative {
+    /// The method, CRS or approach considered.
+    pub method: Text,
+    /// Why it was not chosen for this analysis.
+    pub why_not: Text,
+}
+
+/// The method chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Choice {
+    /// The method, CRS or approach this call actually uses.
+    pub method: Text,
+    /// Why it fits the analysis.
+    pub rationale: Text,
+    /// What it costs: the errors or distortions accepted.
+    pub tradeoffs: Text,
+}
+
+/// A methodological justification for one decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "Justification")]
+pub struct Justification {
+    /// What the analysis needs this call to achieve.
+    pub intent: Text,
+    /// At least one alternative considered, with why not.
+    #[schemars(length(min = 1))]
+    pub alternatives: Vec<Alternative>,
+    /// The choice, its rationale and its tradeoffs.
+    pub choice: Choice,
+    /// Confidence in the choice.
+    pub confidence: Confidence,
+    /// What is assumed without evidence. Required (non-empty) for critical decisions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assumptions: Vec<Text>,
+    /// What would make this decision worth revisiting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions_for_revisit: Vec<Text>,
+}
+
+/// The published JSON Schema (draft 2020-12) of [`Justification`].
+pub fn schema() -> Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .into_generator()
+        .into_root_schema_for::<Justification>();
+    let mut value = serde_json::to_value(schema).unwrap_or(Value::Null);
+    if let Some(object) = value.as_object_mut() {
+        object.insert(
+            "description".to_string(),
+            Value::String(format!(
+                "A methodological justification. All strings non-empty; at most {MAX_BYTES} bytes \
+                 of JSON; `assumptions` must be non-empty for critical decisions."
+            )),
+        );
+    }
+    value
+}
+
+const FIELDS: &[&str] = &[
+    "intent",
+    "alternatives",
+    "choice",
+    "confidence",
+    "assumptions",
+    "conditions_for_revisit",
+];
+
+fn err(errors: &mut Vec<FieldError>, path: &str, message: impl Into<String>) {
+    errors.push(FieldError {
+        path: path.to_string(),
+        message: message.into(),
+    });
+}
+
+fn text(errors: &mut Vec<FieldError>, value: Option<&Value>, path: &str) {
+    match value {
+        None => err(errors, path, "missing; a non-empty string is required"),
+        Some(Value::String(s)) if s.trim().is_empty() => err(errors, path, "must not be empty"),
+        Some(Value::String(_)) => {}
+        Some(_) => err(errors, path, "must be a string"),
+    }
+}
+
+fn object_fields(errors: &mut Vec<FieldError>, value: &Value, path: &str, allowed: &[&str]) {
+    if let Some(object) = value.as_object() {
+        for key in object.keys() {
+            if !allowed.contains(&key.as_str()) {
+                err(
+                    errors,
+                    &format!("{path}/{key}"),
+                    format!("unknown field; allowed: {}", allowed.join(", ")),
+                );
+            }
+        }
+    }
+}
+
+fn text_list(errors: &mut Vec<FieldError>, value: Option<&Value>, path: &str, required: bool) {
+    match value {
+        None if required => err(
+            errors,
+            path,
+            "missing; critical decisions must list their assumptions",
+        ),
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            if required && items.is_empty() {
+                err(
+                    errors,
+                    path,
+                    "must list at least one assumption for a critical decision",
+                );
+            }
+            for (index, item) in items.iter().enumerate() {
+                text(errors, Some(item), &format!("{path}/{index}"));
+            }
+        }
+        Some(_) => err(errors, path, "must be an array of strings"),
+    }
+}
+
+/// Check `value` against the schema and the host's rules; `critical` also requires
+/// `assumptions`. Returns the typed justification or every problem found.
+pub fn validate(value: &Value, critical: bool) -> Result<Justification, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let Some(object) = value.as_object() else {
+        err(&mut errors, "", "a justification must be a JSON object");
+        return Err(errors);
+    };
+    object_fields(&mut errors, value, "", FIELDS);
+    text(&mut errors, object.get("intent"), "/intent");
+    match object.get("alternatives") {
+        None => err(
+            &mut errors,
+            "/alternatives",
+            "missing; list at least one alternative",
+        ),
+        Some(Value::Array(items)) if items.is_empty() => err(
+            &mut errors,
+            "/alternatives",
+            "list at least one alternative with why_not",
+        ),
+        Some(Value::Array(items)) => {
+            for (index, item) in items.iter().enumerate() {
+                let path = format!("/alternatives/{index}");
+                if !item.is_object() {
+                    err(&mut errors, &path, "must be an object {method, why_not}");
+                    continue;
+                }
+                object_fields(&mut errors, item, &path, &["method", "why_not"]);
+                text(&mut errors, item.get("method"), &format!("{path}/method"));
+                text(&mut errors, item.get("why_not"), &format!("{path}/why_not"));
+            }
+        }
+        Some(_) => err(&mut errors, "/alternatives", "must be an array"),
+    }
+    match object.get("choice") {
+        None => err(
+            &mut errors,
+            "/choice",
+            "missing; give {method, rationale, tradeoffs}",
+        ),
+        Some(choice) if choice.is_object() => {
+            object_fields(
+                &mut errors,
+                choice,
+                "/choice",
+                &["method", "rationale", "tradeoffs"],
+            );
+            for field in ["method", "rationale", "tradeoffs"] {
+                text(&mut errors, choice.get(field), &format!("/choice/{field}"));
+            }
+        }
+        Some(_) => err(
+            &mut errors,
+            "/choice",
+            "must be an object {method, rationale, tradeoffs}",
+        ),
+    }
+    match object.get("confidence").and_then(Value::as_str) {
+        Some("low" | "medium" | "high") => {}
+        _ => err(
+            &mut errors,
+            "/confidence",
+            "must be one of low, medium, high",
+        ),
+    }
+    text_list(
+        &mut errors,
+        object.get("assumptions"),
+        "/assumptions",
+        critical,
+    );
+    text_list(
+        &mut errors,
+        object.get("conditions_for_revisit"),
+        "/conditions_for_revisit",
+        false,
+    );
+    let size = value.to_string().len();
+    if size > MAX_BYTES {
+        err(
+            &mut errors,
+            "",
+            format!("is {size} bytes of JSON; the limit is {MAX_BYTES}: be concise"),
+        );
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    serde_json::from_value(value.clone()).map_err(|e| {
+        vec![FieldError {
+            path: String::new(),
+            message: e.to_string(),
+        }]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn good() -> Value {
+        json!({
+            "intent": "area statistics in metres",
+            "alternatives": [{"method": "EPSG:3857", "why_not": "distorts areas"}],
+            "choice": {"method": "EPSG:32633", "rationale": "local UTM zone", "tradeoffs": "<0.1% scale error"},
+            "confidence": "high"
+        })
+    }
+
+    #[test]
+    fn a_complete_justification_passes() {
+        assert!(validate(&good(), false).is_ok());
+    }
+
+    #[test]
+    fn every_problem_is_reported_at_once() {
+        let bad = json!({
+            "intent": " ",
+            "alternatives": [],
+            "choice": {"method": "x", "rationale": ""},
+            "confidence": "certain",
+            "extra": 1
+        });
+        let errors = validate(&bad, false).err().unwrap_or_default();
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "/extra",
+            "/intent",
+            "/alternatives",
+            "/choice/rationale",
+            "/choice/tradeoffs",
+            "/confidence",
+        ] {
+            assert!(
+                paths.contains(&expected),
+                "{expected} missing from {paths:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn critical_decisions_need_assumptions() {
+        let errors = validate(&good(), true).err().unwrap_or_default();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, "/assumptions");
+        let mut with = good();
+        with["assumptions"] = json!(["the header CRS is right"]);
+        assert!(validate(&with, true).is_ok());
+    }
+
+    #[test]
+    fn oversized_justifications_are_refused() {
+        let mut big = good();
+        big["intent"] = Value::String("x".repeat(MAX_BYTES));
+        let errors = validate(&big, false).err().unwrap_or_default();
+        assert!(errors.iter().any(|e| e.message.contains("limit")));
+    }
+
+    #[test]
+    fn the_schema_requires_the_core_fields() {
+        let schema = schema();
+        let required = schema["required"].as_array().cloned().unwrap_or_default();
+        for field in ["intent", "alternatives", "choice", "confidence"] {
+            assert!(required.contains(&json!(field)), "{field}");
+        }
+        assert_eq!(schema["properties"]["alternatives"]["minItems"], json!(1));
+    }
+}

@@ -1,0 +1,14 @@
+//! The reflection middleware: before a risky call runs, every risk domain decides whether it
+//! needs a methodological justification; missing ones refuse the call with an actionable
+//! payload, supplied ones are validated and stored as portable capsules, and every gated call
+//! leaves a receipt.
+//!
+//! * [`justification`]: the schema an agent fills in, and its validation;
+//! * [`key`]: canonical JSON and decision keys;
+//! * [`store`]: capsules on disk under `<store>/justifications/<domain>/`;
+//! * [`gate`]: the decision for one call.
+
+pub mod gate;
+pub mod justification;
+pub mod key;
+pub mod store;

@@ -1,0 +1,227 @@
+//! The capsule store: one portable JSON file per justified decision, at
+//! `<root>/justifications/<domain>/<hex>.json`.
+//!
+//! A capsule records what it justifies (domain and version, tool, key fields, the prompt's
+//! name, arguments and hash), the justification and when it was written, plus an integrity
+//! hash over all of that. It counts only when it parses, its justification passes the schema,
+//! its recorded fields re-hash to its own key, the key matches the file name, and the
+//! integrity hash matches. Anything else is logged and treated as missing. Domain names come
+//! only from loaded plugins (validated ids), never from client input, so they cannot escape
+//! the store; keys are checked to be exactly `sha256:` + 64 lowercase hex digits.
+
+use super::justification::{self, Justification};
+use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The capsule format identifier.
+pub const FORMAT: &str = "gdal-mcp.justification-capsule/1";
+
+/// The prompt a capsule answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapsulePrompt {
+    pub name: String,
+    pub arguments: BTreeMap<String, String>,
+    pub sha256: String,
+}
+
+/// A stored justification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Capsule {
+    pub format: String,
+    pub key: String,
+    pub domain: String,
+    pub domain_version: String,
+    pub tool: String,
+    pub severity: String,
+    pub key_fields: Value,
+    pub prompt: CapsulePrompt,
+    pub justification: Justification,
+    pub created_at: String,
+    pub server_version: String,
+    /// `sha256:` of the canonical JSON of every other field.
+    pub integrity: String,
+}
+
+impl Capsule {
+    /// The integrity hash this capsule should carry.
+    pub fn compute_integrity(&self) -> String {
+        let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
+        if let Some(object) = value.as_object_mut() {
+            object.remove("integrity");
+        }
+        format!("sha256:{}", sha256_hex(&canonical_json(&value)))
+    }
+
+    /// The resource URI of this capsule.
+    pub fn uri(&self) -> String {
+        uri(&self.domain, &self.key)
+    }
+}
+
+/// `justification://<domain>/<hex>`.
+pub fn uri(domain: &str, key: &str) -> String {
+    format!(
+        "justification://{domain}/{}",
+        key.strip_prefix("sha256:").unwrap_or(key)
+    )
+}
+
+/// Why a capsule did not count.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("capsule {path}: {message}")]
+    Invalid { path: String, message: String },
+    #[error("store {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("malformed key \"{0}\"; keys look like sha256:<64 hex digits>")]
+    BadKey(String),
+}
+
+/// The store rooted at a directory.
+#[derive(Debug, Clone)]
+pub struct CapsuleStore {
+    root: PathBuf,
+}
+
+impl CapsuleStore {
+    pub fn new(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn path(&self, domain: &str, key: &str) -> Result<PathBuf, StoreError> {
+        let hex = key_hex(key).ok_or_else(|| StoreError::BadKey(key.to_string()))?;
+        Ok(self
+            .root
+            .join("justifications")
+            .join(domain)
+            .join(format!("{hex}.json")))
+    }
+
+    /// The valid capsule for this decision, if any. Invalid capsules are logged and ignored.
+    pub fn get(&self, domain: &str, key: &str) -> Option<Capsule> {
+        let path = self.path(domain, key).ok()?;
+        if !path.is_file() {
+            return None;
+        }
+        match read_verified(&path, domain, key) {
+            Ok(capsule) => Some(capsule),
+            Err(e) => {
+                tracing::warn!("ignoring capsule: {e}");
+                None
+            }
+        }
+    }
+
+    /// Write a capsule atomically (temporary file, fsync, rename, fsync of the folder).
+    pub fn put(&self, capsule: &Capsule) -> Result<PathBuf, StoreError> {
+        let path = self.path(&capsule.domain, &capsule.key)?;
+        let io = |source| StoreError::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let text = serde_json::to_string_pretty(capsule).map_err(|e| StoreError::Invalid {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let mut file = tempfile::Builder::new()
+            .prefix(".capsule-")
+            .tempfile_in(&dir)
+            .map_err(io)?;
+        file.write_all(text.as_bytes()).map_err(io)?;
+        file.write_all(b"\n").map_err(io)?;
+        file.as_file().sync_all().map_err(io)?;
+        file.persist(&path).map_err(|e| io(e.error))?;
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
+        Ok(path)
+    }
+
+    /// Every valid capsule of the given domains (for resource listings).
+    pub fn list(&self, domains: &[&str]) -> Vec<Capsule> {
+        let mut capsules = Vec::new();
+        for domain in domains {
+            let dir = self.root.join("justifications").join(domain);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect();
+            files.sort();
+            for file in files {
+                let Some(stem) = file.file_stem().and_then(|s| s.to_str()) else {
+                    continue;
+                };
+                let key = format!("sha256:{stem}");
+                match read_verified(&file, domain, &key) {
+                    Ok(capsule) => capsules.push(capsule),
+                    Err(e) => tracing::warn!("ignoring capsule: {e}"),
+                }
+            }
+        }
+        capsules
+    }
+}
+
+fn read_verified(path: &Path, domain: &str, key: &str) -> Result<Capsule, StoreError> {
+    let invalid = |message: String| StoreError::Invalid {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let raw: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
+    let severity_critical = raw.get("severity").and_then(Value::as_str) == Some("critical");
+    let justification_value = raw.get("justification").cloned().unwrap_or(Value::Null);
+    justification::validate(&justification_value, severity_critical).map_err(|errors| {
+        invalid(format!(
+            "justification fails the schema: {}",
+            errors
+                .iter()
+                .map(|e| format!("{} {}", e.path, e.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    })?;
+    let capsule: Capsule =
+        serde_json::from_value(raw).map_err(|e| invalid(format!("not a capsule: {e}")))?;
+    if capsule.format != FORMAT {
+        return Err(invalid(format!("unknown format {}", capsule.format)));
+    }
+    if capsule.domain != domain || capsule.key != key {
+        return Err(invalid(format!(
+            "records {}/{} but is filed as {domain}/{key}",
+            capsule.domain, capsule.key
+        )));
+    }
+    let rehashed = decision_key(&capsule.domain, &capsule.key_fields, &capsule.prompt.sha256);
+    if rehashed != capsule.key {
+        return Err(invalid(format!(
+            "its recorded fields hash to {rehashed}, not to its key: it was edited"
+        )));
+    }
+    if capsule.compute_integrity() != capsule.integrity {
+        return Err(invalid(
+            "integrity hash mismatch: it was edited".to_string(),
+        ));
+    }
+    Ok(capsule)
+}

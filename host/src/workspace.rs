@@ -1,0 +1,195 @@
+//! Workspace confinement: every path a tool call names must resolve inside a workspace.
+//!
+//! Paths are resolved the way the OS will open them (relative paths against the first
+//! workspace, `..` and symlinks followed) before they are compared with the canonical
+//! workspace roots. GDAL's virtual file systems and connection strings (`/vsicurl/`,
+//! `PG:...`, `NETCDF:"f.nc":var`) would bypass that check, so they are refused outright.
+
+use std::path::{Component, Path, PathBuf};
+
+/// Why a path was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PathError {
+    #[error("{argument}: the path is empty; give a file path inside a workspace")]
+    Empty { argument: String },
+    #[error(
+        "{argument}: \"{path}\" is a GDAL virtual path or connection string; only plain file \
+         paths inside a workspace are allowed"
+    )]
+    Virtual { argument: String, path: String },
+    #[error("{argument}: \"{path}\" does not exist ({source})")]
+    Missing {
+        argument: String,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{argument}: \"{path}\" resolves to {resolved}, which is outside every workspace ({roots}); \
+         move the data into a workspace or start the server with --workspace"
+    )]
+    Outside {
+        argument: String,
+        path: String,
+        resolved: String,
+        roots: String,
+    },
+    #[error("{argument}: \"{path}\" does not name a file")]
+    NotAFile { argument: String, path: String },
+    #[error("workspace {path}: {source}")]
+    Root {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// The set of directories a server may read from and write to.
+#[derive(Debug, Clone)]
+pub struct Workspaces {
+    roots: Vec<PathBuf>,
+}
+
+impl Workspaces {
+    /// Canonicalise the roots; the first one anchors relative paths.
+    pub fn new(roots: &[PathBuf]) -> Result<Self, PathError> {
+        let mut canonical = Vec::with_capacity(roots.len());
+        for root in roots {
+            let resolved = root.canonicalize().map_err(|source| PathError::Root {
+                path: root.display().to_string(),
+                source,
+            })?;
+            canonical.push(resolved);
+        }
+        Ok(Self { roots: canonical })
+    }
+
+    /// The canonical roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The workspace relative paths are resolved against.
+    pub fn primary(&self) -> Option<&Path> {
+        self.roots.first().map(PathBuf::as_path)
+    }
+
+    /// Resolve an existing input path.
+    pub fn input(&self, argument: &str, raw: &str) -> Result<PathBuf, PathError> {
+        let joined = self.join(argument, raw)?;
+        let resolved = joined.canonicalize().map_err(|source| PathError::Missing {
+            argument: argument.to_string(),
+            path: raw.to_string(),
+            source,
+        })?;
+        self.check(argument, raw, resolved)
+    }
+
+    /// Resolve an output path: its folder must exist inside a workspace. An existing symlink
+    /// at the path must itself point inside a workspace.
+    pub fn output(&self, argument: &str, raw: &str) -> Result<PathBuf, PathError> {
+        let joined = self.join(argument, raw)?;
+        let name = match joined.components().next_back() {
+            Some(Component::Normal(name)) => name.to_os_string(),
+            _ => {
+                return Err(PathError::NotAFile {
+                    argument: argument.to_string(),
+                    path: raw.to_string(),
+                })
+            }
+        };
+        let parent = joined.parent().unwrap_or(Path::new("/"));
+        let parent = parent.canonicalize().map_err(|source| PathError::Missing {
+            argument: argument.to_string(),
+            path: parent.display().to_string(),
+            source,
+        })?;
+        let candidate = self.check(argument, raw, parent.join(name))?;
+        if candidate.is_symlink() {
+            let target = candidate
+                .canonicalize()
+                .map_err(|source| PathError::Missing {
+                    argument: argument.to_string(),
+                    path: raw.to_string(),
+                    source,
+                })?;
+            self.check(argument, raw, target)?;
+        }
+        Ok(candidate)
+    }
+
+    fn join(&self, argument: &str, raw: &str) -> Result<PathBuf, PathError> {
+        if raw.trim().is_empty() {
+            return Err(PathError::Empty {
+                argument: argument.to_string(),
+            });
+        }
+        if is_virtual(raw) {
+            return Err(PathError::Virtual {
+                argument: argument.to_string(),
+                path: raw.to_string(),
+            });
+        }
+        let path = Path::new(raw);
+        Ok(match (path.is_absolute(), self.primary()) {
+            (false, Some(root)) => root.join(path),
+            _ => path.to_path_buf(),
+        })
+    }
+
+    fn check(&self, argument: &str, raw: &str, resolved: PathBuf) -> Result<PathBuf, PathError> {
+        if self.roots.iter().any(|root| resolved.starts_with(root)) {
+            Ok(resolved)
+        } else {
+            Err(PathError::Outside {
+                argument: argument.to_string(),
+                path: raw.to_string(),
+                resolved: resolved.display().to_string(),
+                roots: self
+                    .roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+        }
+    }
+}
+
+/// GDAL virtual file systems, URLs and `DRIVER:` connection or subdataset strings.
+fn is_virtual(raw: &str) -> bool {
+    let trimmed = raw.trim_start();
+    if trimmed.starts_with("/vsi") || trimmed.contains("://") {
+        return true;
+    }
+    match trimmed.split_once(':') {
+        Some((prefix, _)) => {
+            !prefix.is_empty()
+                && !prefix.contains('/')
+                && prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_virtual;
+
+    #[test]
+    fn virtual_paths_are_recognised() {
+        for raw in [
+            "/vsicurl/http://x/y.tif",
+            "/vsizip/a.zip/b.tif",
+            "PG:dbname=x",
+            "NETCDF:\"f.nc\":var",
+            "http://example.com/a.tif",
+        ] {
+            assert!(is_virtual(raw), "{raw}");
+        }
+        for raw in ["/data/a.tif", "a.tif", "dir/a:b.tif", "./x.tif"] {
+            assert!(!is_virtual(raw), "{raw}");
+        }
+    }
+}
