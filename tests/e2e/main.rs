@@ -1,1 +1,8 @@
+//! One integration-test binary (as wasmtime does): every test drives the built `gdal-mcp`
+//! binary over real stdio with the rmcp client, real GDAL and real wasm components.
 
+mod confinement;
+mod oracle;
+mod reflection;
+mod sandbox;
+mod surface;

@@ -1,1 +1,234 @@
+//! The end-to-end harness: start the built `gdal-mcp` binary as a child process and talk to it
+//! over stdio with the real rmcp client, in either protocol era.
+//!
+//! The binary is found next to the test executable (`target/<profile>/gdal-mcp`), or at
+//! `$GDAL_MCP_BIN`; build it first (`cargo build --bins`). Real test data comes from Debian
+//! packages through `tests/fixtures/fetch-data.sh` (see [`testdata`]).
 
+use anyhow::{anyhow, bail, Context, Result};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ProtocolVersion};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// How long any single MCP request may take in tests.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The two protocol eras a client can speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25: `initialize` handshake.
+    Legacy,
+    /// 2026-07-28: `server/discover`, per-request metadata.
+    Modern,
+}
+
+/// The workspace root (the repository).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// The built server binary.
+pub fn binary() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("GDAL_MCP_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe()?;
+    // target/<profile>/deps/<test-exe> -> target/<profile>/gdal-mcp
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| anyhow!("unexpected test executable location {}", exe.display()))?;
+    let candidate = profile_dir.join("gdal-mcp");
+    if !candidate.is_file() {
+        bail!(
+            "{} is missing: build the server first (`cargo build --bins` with the same profile \
+             as the tests), or set GDAL_MCP_BIN",
+            candidate.display()
+        );
+    }
+    Ok(candidate)
+}
+
+/// The built plugin components (`target/plugins/wasm32-wasip2/release/<name>.wasm`).
+pub fn plugin_component(name: &str) -> PathBuf {
+    repo_root()
+        .join("target/plugins/wasm32-wasip2/release")
+        .join(format!("{name}.wasm"))
+}
+
+/// The folder of real test data, fetched on first use.
+pub fn testdata() -> Result<PathBuf> {
+    let dir = std::env::var_os("GDAL_MCP_TESTDATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/testdata"));
+    if !dir.join(".stamp-v1").is_file() {
+        let script = repo_root().join("tests/fixtures/fetch-data.sh");
+        let status = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .status()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !status.success() {
+            bail!("{} failed ({status})", script.display());
+        }
+    }
+    Ok(dir)
+}
+
+/// The compiled-component cache shared by the test servers.
+pub fn shared_cache() -> PathBuf {
+    repo_root().join("target/test-component-cache")
+}
+
+/// A running server with its own workspace and store.
+pub struct Server {
+    pub workspace: tempfile::TempDir,
+    pub client: RunningService<RoleClient, ()>,
+    pub era: Era,
+}
+
+/// Options for starting a server.
+#[derive(Default, Clone)]
+pub struct Options {
+    pub plugin_dirs: Vec<PathBuf>,
+    /// Files from the test data folder to copy into the workspace.
+    pub data: Vec<&'static str>,
+    pub extra_args: Vec<String>,
+}
+
+impl Server {
+    /// Start a server on a fresh workspace.
+    pub async fn start(era: Era, options: Options) -> Result<Self> {
+        let workspace = tempfile::tempdir()?;
+        if !options.data.is_empty() {
+            let data = testdata()?;
+            for name in &options.data {
+                std::fs::copy(data.join(name), workspace.path().join(name))
+                    .with_context(|| format!("copying test data {name}"))?;
+            }
+        }
+        let client = Self::connect(era, workspace.path(), &options).await?;
+        Ok(Self {
+            workspace,
+            client,
+            era,
+        })
+    }
+
+    /// Connect a new client (and server process) to an existing workspace.
+    pub async fn connect(
+        era: Era,
+        workspace: &Path,
+        options: &Options,
+    ) -> Result<RunningService<RoleClient, ()>> {
+        let binary = binary()?;
+        let ws = workspace.to_path_buf();
+        let plugin_dirs = options.plugin_dirs.clone();
+        let extra = options.extra_args.clone();
+        let command = tokio::process::Command::new(binary).configure(move |cmd| {
+            cmd.arg("serve").arg("--workspace").arg(&ws);
+            cmd.arg("--cache-dir").arg(shared_cache());
+            for dir in &plugin_dirs {
+                cmd.arg("--plugins").arg(dir);
+            }
+            cmd.args(&extra);
+        });
+        let (transport, _stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let lifecycle = match era {
+            Era::Legacy => ClientLifecycleMode::Initialize,
+            Era::Modern => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        };
+        let client = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            ().serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
+        .map_err(|_| anyhow!("the server did not answer the {era:?} handshake"))??;
+        Ok(client)
+    }
+
+    /// A path inside the workspace.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.workspace.path().join(name)
+    }
+
+    /// The store's justifications folder.
+    pub fn justifications(&self) -> PathBuf {
+        self.workspace.path().join(".preflight/justifications")
+    }
+
+    /// Call a tool; JSON-RPC errors are errors, `isError` results are returned.
+    pub async fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult> {
+        call(&self.client, name, arguments).await
+    }
+}
+
+/// Call a tool on any client.
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    name: &str,
+    arguments: Value,
+) -> Result<CallToolResult> {
+    let Value::Object(arguments) = arguments else {
+        bail!("tool arguments must be an object");
+    };
+    let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+    let response = tokio::time::timeout(REQUEST_TIMEOUT, client.peer().call_tool_once(params))
+        .await
+        .map_err(|_| anyhow!("{name} did not answer within {REQUEST_TIMEOUT:?}"))??;
+    match response {
+        CallToolResponse::Complete(result) => Ok(result),
+        other => bail!("unexpected response to {name}: {other:?}"),
+    }
+}
+
+/// The structured content of a result.
+pub fn structured(result: &CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+/// Whether the result is an error result.
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+/// The concatenated text content of a result.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A justification that answers `method` for a domain.
+pub fn justification(method: &str) -> Value {
+    serde_json::json!({
+        "intent": "overlay the DEM with geographic basemap layers for a regional map",
+        "alternatives": [
+            {"method": "keep the source CRS", "why_not": "the other layers are geographic"}
+        ],
+        "choice": {
+            "method": method,
+            "rationale": "matches the analysis layers and the data's continuous nature",
+            "tradeoffs": "sub-pixel smoothing and degree-based pixel sizes"
+        },
+        "confidence": "medium",
+        "assumptions": ["the file's CRS metadata is correct"],
+        "conditions_for_revisit": ["a metric analysis of slopes or areas"]
+    })
+}

@@ -1,0 +1,433 @@
+//! The refusal / justify / retry flow, capsules and receipts.
+
+use crate::oracle;
+use gdal_mcp_tests::{is_error, justification, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+fn reproject(output: &str, dst: &str) -> Value {
+    json!({"input": "dem.tif", "output": output, "dst_crs": dst, "resampling": "bilinear"})
+}
+
+fn domains(refusal: &Value) -> BTreeSet<String> {
+    refusal["refusal"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .filter_map(|e| e["domain"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn key_of(refusal: &Value, domain: &str) -> String {
+    refusal["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == json!(domain)))
+        .and_then(|e| e["key"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn both_justified() -> Value {
+    json!({
+        "crs_datum": justification("EPSG:4326"),
+        "resampling": justification("bilinear"),
+    })
+}
+
+fn dem_server_options() -> Options {
+    Options {
+        data: vec!["dem.tif"],
+        ..Default::default()
+    }
+}
+
+fn capsule_count(server: &Server) -> usize {
+    walk(&server.justifications())
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        walk(&p)
+                    } else {
+                        usize::from(p.extension().is_some_and(|x| x == "json"))
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+async fn refuse_then_justify_inline(era: Era) -> anyhow::Result<()> {
+    let server = Server::start(era, dem_server_options()).await?;
+
+    // 1. The first call is refused, naming both domains at once.
+    let refused = server
+        .call("raster_reproject", reproject("out.tif", "EPSG:4326"))
+        .await?;
+    assert!(is_error(&refused));
+    let payload = structured(&refused);
+    assert_eq!(
+        domains(&payload),
+        BTreeSet::from(["crs_datum".into(), "resampling".into()])
+    );
+    for entry in payload["refusal"].as_array().into_iter().flatten() {
+        let key = entry["key"].as_str().unwrap_or_default();
+        assert!(key.starts_with("sha256:") && key.len() == 71, "{key}");
+        assert!(entry["prompt"].as_str().is_some_and(|p| p.len() > 100));
+        assert_eq!(entry["schema"]["type"], json!("object"));
+        assert_eq!(entry["severity"], json!("required"));
+        assert!(entry["how_to_supply"]
+            .as_str()
+            .is_some_and(|h| h.contains("persist_justification")));
+    }
+    let crs_entry = &payload["refusal"][0];
+    assert!(
+        crs_entry["prompt"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("SIRGAS 2000 to WGS 84"),
+        "the prompt names PROJ's transformation: {}",
+        crs_entry["prompt"]
+    );
+    assert!(text(&refused).contains("crs_datum") && text(&refused).contains("resampling"));
+    assert!(
+        !server.path("out.tif").exists(),
+        "a refused call writes nothing"
+    );
+
+    // 2. Retrying with both justifications inline stores them and runs, in one request.
+    let mut arguments = reproject("out.tif", "EPSG:4326");
+    arguments["justification"] = both_justified();
+    let done = server.call("raster_reproject", arguments).await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let out = structured(&done);
+    let receipts = out["reflection"].as_array().cloned().unwrap_or_default();
+    assert_eq!(receipts.len(), 2);
+    for receipt in &receipts {
+        assert_eq!(receipt["decision"], json!("proceed"));
+        assert_eq!(receipt["stored_now"], json!(true));
+        assert!(receipt["capsule"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("justification://")));
+        assert_eq!(
+            receipt["key"],
+            json!(key_of(
+                &payload,
+                receipt["domain"].as_str().unwrap_or_default()
+            ))
+        );
+    }
+    assert_eq!(capsule_count(&server), 2);
+    assert_eq!(out["crs"]["id"], json!("EPSG:4326"));
+
+    // 3. The output equals gdalwarp run independently with the same options.
+    let oracle_path = server.path("oracle.tif");
+    oracle::gdalwarp(
+        &["-of", "GTiff", "-t_srs", "EPSG:4326", "-r", "bilinear"],
+        &server.path("dem.tif"),
+        &oracle_path,
+    )?;
+    oracle::assert_pixel_identical(&server.path("out.tif"), &oracle_path)?;
+    assert_eq!(
+        out["width"],
+        json!(gdal::Dataset::open(&oracle_path)?.raster_size().0)
+    );
+
+    // 4. The identical decision runs again at once; changing only dst_crs asks crs_datum alone.
+    let again = server
+        .call("raster_reproject", reproject("again.tif", "EPSG:4326"))
+        .await?;
+    assert!(!is_error(&again), "{}", text(&again));
+    for receipt in structured(&again)["reflection"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        assert_eq!(receipt["decision"], json!("proceed"));
+        assert_eq!(receipt["stored_now"], json!(false));
+    }
+    let utm = server
+        .call("raster_reproject", reproject("utm.tif", "EPSG:32725"))
+        .await?;
+    assert!(is_error(&utm));
+    assert_eq!(
+        domains(&structured(&utm)),
+        BTreeSet::from(["crs_datum".into()])
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn refusal_lists_both_domains_and_inline_retry_succeeds_legacy() -> anyhow::Result<()> {
+    refuse_then_justify_inline(Era::Legacy).await
+}
+
+#[tokio::test]
+async fn refusal_lists_both_domains_and_inline_retry_succeeds_modern() -> anyhow::Result<()> {
+    refuse_then_justify_inline(Era::Modern).await
+}
+
+#[tokio::test]
+async fn persist_justification_path_works_and_only_for_issued_keys() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, dem_server_options()).await?;
+    let refused = structured(
+        &server
+            .call("raster_reproject", reproject("out.tif", "EPSG:4326"))
+            .await?,
+    );
+    let crs_key = key_of(&refused, "crs_datum");
+    let resampling_key = key_of(&refused, "resampling");
+
+    // A key this server never issued is refused, as is an issued key for another domain.
+    let forged = format!("sha256:{}", "0".repeat(64));
+    for (domain, key) in [
+        ("crs_datum", forged.as_str()),
+        ("resampling", crs_key.as_str()),
+        ("../../etc", crs_key.as_str()),
+    ] {
+        let result = server
+            .call(
+                "persist_justification",
+                json!({"domain": domain, "key": key, "justification": justification("EPSG:4326")}),
+            )
+            .await?;
+        assert!(is_error(&result), "{domain} {key}");
+    }
+    assert_eq!(capsule_count(&server), 0);
+
+    for (domain, key, method) in [
+        ("crs_datum", &crs_key, "EPSG:4326"),
+        ("resampling", &resampling_key, "bilinear"),
+    ] {
+        let stored = server
+            .call(
+                "persist_justification",
+                json!({"domain": domain, "key": key, "justification": justification(method)}),
+            )
+            .await?;
+        assert!(!is_error(&stored), "{}", text(&stored));
+        let stored = structured(&stored);
+        assert_eq!(stored["key"], json!(key));
+        assert!(std::path::Path::new(stored["path"].as_str().unwrap_or_default()).is_file());
+    }
+    let done = server
+        .call("raster_reproject", reproject("out.tif", "EPSG:4326"))
+        .await?;
+    assert!(!is_error(&done), "{}", text(&done));
+
+    // The capsule is readable as a resource and records what it justifies.
+    let uri = structured(&done)["reflection"][0]["capsule"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let capsule = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+        .await?;
+    let body = serde_json::to_string(&capsule.contents)?;
+    assert!(
+        body.contains("key_fields") && body.contains("EPSG:4326") && body.contains("prompt"),
+        "{body}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn invalid_justification_gets_field_errors_and_stores_nothing() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, dem_server_options()).await?;
+    let mut wrong_method = justification("EPSG:3857");
+    wrong_method["alternatives"] = json!([]);
+    let mut arguments = reproject("out.tif", "EPSG:4326");
+    arguments["justification"] = json!({
+        "crs_datum": {"intent": "", "choice": {"method": "EPSG:4326"}, "confidence": "sure"},
+        "resampling": justification("cubic"),
+    });
+    let refused = server.call("raster_reproject", arguments).await?;
+    assert!(is_error(&refused));
+    let payload = structured(&refused);
+    let errors_of = |domain: &str| -> Vec<String> {
+        payload["refusal"]
+            .as_array()
+            .and_then(|e| e.iter().find(|e| e["domain"] == json!(domain)))
+            .and_then(|e| e["errors"].as_array())
+            .map(|errors| {
+                errors
+                    .iter()
+                    .filter_map(|e| e["path"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let crs_errors = errors_of("crs_datum");
+    for path in [
+        "/intent",
+        "/alternatives",
+        "/choice/rationale",
+        "/choice/tradeoffs",
+        "/confidence",
+    ] {
+        assert!(
+            crs_errors.contains(&path.to_string()),
+            "{path} in {crs_errors:?}"
+        );
+    }
+    // The domain's own validation: the choice must name the method the call uses.
+    assert_eq!(errors_of("resampling"), ["/choice/method"]);
+    assert!(text(&refused).contains("/choice/method"));
+    assert_eq!(
+        capsule_count(&server),
+        0,
+        "an invalid justification stores nothing"
+    );
+    assert!(!server.path("out.tif").exists());
+
+    // Through persist_justification the same errors come back as a list.
+    let key = key_of(&payload, "crs_datum");
+    let persisted = server
+        .call(
+            "persist_justification",
+            json!({"domain": "crs_datum", "key": key, "justification": wrong_method}),
+        )
+        .await?;
+    assert!(is_error(&persisted));
+    let errors = &structured(&persisted)["error"]["errors"];
+    let paths: Vec<&str> = errors
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["/alternatives"]);
+    assert_eq!(capsule_count(&server), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn tampered_capsule_brings_the_refusal_back() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, dem_server_options()).await?;
+    let mut arguments = reproject("out.tif", "EPSG:4326");
+    arguments["justification"] = both_justified();
+    let done = server.call("raster_reproject", arguments).await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let crs_dir = server.justifications().join("crs_datum");
+    let capsule_path = std::fs::read_dir(&crs_dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .ok_or_else(|| anyhow::anyhow!("no capsule in {}", crs_dir.display()))?;
+    let original = std::fs::read_to_string(&capsule_path)?;
+
+    // Editing the justification text breaks the integrity hash.
+    let mut edited: Value = serde_json::from_str(&original)?;
+    edited["justification"]["intent"] = json!("something the agent never said");
+    std::fs::write(&capsule_path, serde_json::to_string(&edited)?)?;
+    let refused = server
+        .call("raster_reproject", reproject("b.tif", "EPSG:4326"))
+        .await?;
+    assert!(is_error(&refused));
+    assert_eq!(
+        domains(&structured(&refused)),
+        BTreeSet::from(["crs_datum".into()])
+    );
+
+    // Editing what it justifies breaks the key.
+    let mut edited: Value = serde_json::from_str(&original)?;
+    edited["key_fields"]["dst_crs"] = json!("EPSG:3857");
+    std::fs::write(&capsule_path, serde_json::to_string(&edited)?)?;
+    assert!(is_error(
+        &server
+            .call("raster_reproject", reproject("c.tif", "EPSG:4326"))
+            .await?
+    ));
+
+    // Garbage and an empty file at the right path count as missing, not as a crash.
+    for junk in ["", "{not json", "{}"] {
+        std::fs::write(&capsule_path, junk)?;
+        assert!(
+            is_error(
+                &server
+                    .call("raster_reproject", reproject("d.tif", "EPSG:4326"))
+                    .await?
+            ),
+            "{junk:?}"
+        );
+    }
+
+    // Restoring the original makes it count again.
+    std::fs::write(&capsule_path, original)?;
+    let ok = server
+        .call("raster_reproject", reproject("e.tif", "EPSG:4326"))
+        .await?;
+    assert!(!is_error(&ok), "{}", text(&ok));
+    Ok(())
+}
+
+#[tokio::test]
+async fn capsules_persist_across_server_restarts() -> anyhow::Result<()> {
+    let server = Server::start(Era::Legacy, dem_server_options()).await?;
+    let mut arguments = reproject("out.tif", "EPSG:4326");
+    arguments["justification"] = both_justified();
+    assert!(!is_error(
+        &server.call("raster_reproject", arguments).await?
+    ));
+    let second =
+        Server::connect(Era::Modern, server.workspace.path(), &dem_server_options()).await?;
+    let result = gdal_mcp_tests::call(
+        &second,
+        "raster_reproject",
+        reproject("next.tif", "EPSG:4326"),
+    )
+    .await?;
+    assert!(!is_error(&result), "{}", text(&result));
+    Ok(())
+}
+
+#[tokio::test]
+async fn categorical_data_escalates_resampling() -> anyhow::Result<()> {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["lc.tif"],
+            ..Default::default()
+        },
+    )
+    .await?;
+    // lc.tif has a colour table: bilinear invents classes (critical), nearest keeps them.
+    let bilinear = server
+        .call("raster_reproject", json!({"input": "lc.tif", "output": "b.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}))
+        .await?;
+    let entries = structured(&bilinear)["refusal"].clone();
+    let resampling = entries
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["domain"] == json!("resampling")))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(resampling["severity"], json!("critical"));
+    assert_eq!(resampling["requires_assumptions"], json!(true));
+
+    let nearest = server
+        .call("raster_reproject", json!({"input": "lc.tif", "output": "n.tif", "dst_crs": "EPSG:4326", "resampling": "nearest"}))
+        .await?;
+    let payload = structured(&nearest);
+    assert!(
+        !domains(&payload).contains("resampling"),
+        "nearest on classes is advisory"
+    );
+    let receipt = payload["reflection"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["domain"] == json!("resampling")))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(receipt["decision"], json!("warn"));
+    assert_eq!(receipt["severity"], json!("advisory"));
+    Ok(())
+}

@@ -1,0 +1,193 @@
+//! The public surface: tools, prompts and resources, in both protocol eras.
+
+use gdal_mcp_tests::{is_error, structured, Era, Options, Server};
+use rmcp::model::{GetPromptRequestParams, ReadResourceRequestParams};
+use serde_json::json;
+
+async fn lists_everything(era: Era) -> anyhow::Result<()> {
+    let server = Server::start(era, Options::default()).await?;
+    let info = server
+        .client
+        .peer_info()
+        .and_then(|i| i.server_info.clone());
+    assert_eq!(
+        info.as_ref().map(|i| i.name.as_str()),
+        Some("gdal-mcp"),
+        "{era:?}"
+    );
+
+    let tools = server.client.list_all_tools().await?;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["raster_info", "raster_reproject", "persist_justification"]
+    );
+    for tool in &tools {
+        assert!(
+            tool.description.as_ref().is_some_and(|d| d.len() > 40),
+            "{}",
+            tool.name
+        );
+        assert!(tool.output_schema.is_some(), "{} output schema", tool.name);
+        assert!(tool.annotations.is_some(), "{} annotations", tool.name);
+        assert_eq!(tool.input_schema.get("type"), Some(&json!("object")));
+    }
+
+    let prompts = server.client.list_all_prompts().await?;
+    let prompt_names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(prompt_names, ["justify_crs_datum", "justify_resampling"]);
+
+    let rendered = server
+        .client
+        .get_prompt(
+            GetPromptRequestParams::new("justify_resampling").with_arguments(
+                serde_json::from_value(
+                    json!({"tool": "raster_reproject", "method": "cubic", "data": "continuous"}),
+                )?,
+            ),
+        )
+        .await?;
+    let text = serde_json::to_string(&rendered.messages)?;
+    assert!(text.contains("`cubic`"), "{text}");
+
+    let resources = server.client.list_all_resources().await?;
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    for expected in [
+        "methodology://crs_datum",
+        "methodology://resampling",
+        "schema://justification",
+    ] {
+        assert!(uris.contains(&expected), "{expected} not in {uris:?}");
+    }
+    let schema = server
+        .client
+        .read_resource(ReadResourceRequestParams::new("schema://justification"))
+        .await?;
+    let body = serde_json::to_string(&schema.contents)?;
+    assert!(
+        body.contains("alternatives") && body.contains("minItems"),
+        "{body}"
+    );
+    let methodology = server
+        .client
+        .read_resource(ReadResourceRequestParams::new("methodology://crs_datum"))
+        .await?;
+    assert!(serde_json::to_string(&methodology.contents)?.contains("ballpark"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn lists_tools_prompts_and_resources_legacy() -> anyhow::Result<()> {
+    lists_everything(Era::Legacy).await
+}
+
+#[tokio::test]
+async fn lists_tools_prompts_and_resources_modern() -> anyhow::Result<()> {
+    lists_everything(Era::Modern).await
+}
+
+#[tokio::test]
+async fn raster_info_reports_facts_and_gdalinfo() -> anyhow::Result<()> {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif", "lc.tif"],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let result = server
+        .call("raster_info", json!({"path": "dem.tif"}))
+        .await?;
+    assert!(!is_error(&result), "{result:?}");
+    let out = structured(&result);
+    assert_eq!(out["facts"]["crs"]["id"], json!("EPSG:31985"));
+    assert_eq!(out["facts"]["raster"]["width"], json!(111));
+    assert_eq!(out["facts"]["raster"]["looks_categorical"], json!(false));
+    assert_eq!(out["gdalinfo"]["size"], json!([111, 111]));
+
+    let lc = structured(
+        &server
+            .call("raster_info", json!({"path": "lc.tif", "stats": true}))
+            .await?,
+    );
+    assert_eq!(lc["facts"]["raster"]["evidence"]["palette"], json!(true));
+    assert_eq!(lc["facts"]["raster"]["looks_categorical"], json!(true));
+    assert!(
+        lc["gdalinfo"]["bands"][0]["mean"].is_number(),
+        "stats requested"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_arguments_get_clear_errors_before_the_gate() -> anyhow::Result<()> {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let cases = [
+        (
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326"}),
+            "resampling",
+        ),
+        (
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "colour": 1}),
+            "colour",
+        ),
+        (
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:999999", "resampling": "bilinear"}),
+            "dst_crs",
+        ),
+        (
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "format": "NoSuchDriver"}),
+            "not a GDAL driver",
+        ),
+        (
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "resolution": [1, 1], "size": [10, 10]}),
+            "mutually exclusive",
+        ),
+        (
+            json!({"input": "dem.tif", "output": "dem.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "overwrite": true}),
+            "input file",
+        ),
+        (
+            json!({"input": "missing.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+            "does not exist",
+        ),
+    ];
+    for (arguments, expected) in cases {
+        let result = server.call("raster_reproject", arguments.clone()).await?;
+        assert!(is_error(&result), "{arguments}");
+        let message = structured(&result)["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains(expected), "{arguments}: {message}");
+        assert!(
+            structured(&result).get("refusal").is_none(),
+            "validated before the gate"
+        );
+    }
+    // Nothing was written and nothing was stored.
+    assert!(!server.path("o.tif").exists());
+    assert!(!server.justifications().exists());
+
+    let unknown = server
+        .client
+        .peer()
+        .call_tool_once(rmcp::model::CallToolRequestParams::new("no_such_tool"))
+        .await;
+    assert!(unknown.is_err(), "unknown tools are protocol errors");
+    // The server still serves.
+    assert!(!is_error(
+        &server
+            .call("raster_info", json!({"path": "dem.tif"}))
+            .await?
+    ));
+    Ok(())
+}
