@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Set everything up and run every check: formatting, clippy (host and plugins), the Rust unit,
+# table, snapshot and end-to-end suites (real GDAL, real wasm components, the rmcp client over
+# stdio), and the cross-implementation check with the official Python MCP SDK in both
+# protocol eras. Exits non-zero on the first failure.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+ensure_debian_packages python3-venv
+ensure_rust
+cd "$ROOT"
+
+log "test data (real rasters and vectors from Debian's r-cran-stars and r-cran-sf)"
+bash tests/fixtures/fetch-data.sh "$ROOT/target/testdata" >&2
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "building"
+cargo build --locked --workspace --bins
+
+log "cargo test"
+cargo test --locked --workspace
+
+log "cargo clippy (host workspace, then plugins for wasm32-wasip2)"
+cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --manifest-path plugins/Cargo.toml --target wasm32-wasip2 \
+  --target-dir target/plugins -- -D warnings
+
+log "cross-implementation check with the Python MCP SDK"
+venv="$ROOT/target/pyvenv"
+if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv" >&2; fi
+"$venv/bin/pip" install -q -r tests/python/requirements.txt >&2
+ws="$(mktemp -d)"
+trap 'rm -rf "$ws"' EXIT
+"$venv/bin/python" tests/python/cross_client.py --server target/debug/gdal-mcp \
+  --workspace "$ws" --data "$ROOT/target/testdata"
