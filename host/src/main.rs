@@ -127,8 +127,6 @@ fn domains(options: Options) -> anyhow::Result<()> {
 }
 
 fn serve(options: Options) -> anyhow::Result<()> {
-    // Driver registration takes tens of milliseconds; do it while the client connects.
-    let gdal_ready = std::thread::spawn(gdal_mcp::gdal::init);
     let app = start(options)?;
     let ids: Vec<String> = app
         .gate
@@ -159,9 +157,6 @@ fn serve(options: Options) -> anyhow::Result<()> {
             .serve(rmcp::transport::stdio())
             .await
             .context("MCP handshake over stdio failed")?;
-        if gdal_ready.join().is_err() {
-            anyhow::bail!("GDAL driver registration failed");
-        }
         service.waiting().await.context("MCP service failed")?;
         Ok(())
     })

@@ -35,9 +35,11 @@ pub enum GdalError {
     Worker(String),
 }
 
-/// Register every GDAL driver. Idempotent; cheap after the first call.
+/// Register every GDAL driver, once per process. Called by every GDAL job, so an idle server
+/// never pays for it (registration touches ~10 MB of libgdal and takes tens of milliseconds).
 pub fn init() {
-    gdal::DriverManager::register_all();
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(gdal::DriverManager::register_all);
 }
 
 /// Run a blocking GDAL job on tokio's blocking pool.
@@ -46,9 +48,12 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, GdalError> + Send + 'static,
 {
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(|e| GdalError::Worker(e.to_string()))?
+    tokio::task::spawn_blocking(|| {
+        init();
+        job()
+    })
+    .await
+    .map_err(|e| GdalError::Worker(e.to_string()))?
 }
 
 /// One message GDAL emitted during a captured call.
