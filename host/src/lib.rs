@@ -13,6 +13,7 @@
 pub mod config;
 pub mod domains;
 pub mod gdal;
+pub mod hydrology;
 pub mod reflection;
 pub mod server;
 pub mod workspace;

@@ -17,7 +17,7 @@ wasmtime::component::bindgen!({
     path: "../wit",
 });
 
-pub use gdal_mcp::risk::types as wit;
+pub use self::gdal_mcp::risk::types as wit;
 
 /// Per-call budgets.
 #[derive(Debug, Clone, Copy)]

@@ -254,8 +254,13 @@ pub fn dinf_accumulation<T: AccumulationValue>(
             }
         }
     }
-    let (mut totals, total_weight) =
-        initial_weights::<T>(width, height, |i| flow.is_nodata_cell(i), cell_size, options)?;
+    let (mut totals, total_weight) = initial_weights::<T>(
+        width,
+        height,
+        |i| flow.is_nodata_cell(i),
+        cell_size,
+        options,
+    )?;
 
     let mut report = AccumulationReport {
         total_weight,
@@ -277,14 +282,20 @@ pub fn dinf_accumulation<T: AccumulationValue>(
             }
             processed += 1;
             let carried = totals.get(cell).copied().unwrap_or(T::NODATA);
-            let mut leaves = flow.route(cell).is_none();
+            if flow.route(cell).is_none() {
+                // A pit keeps what it received.
+                report.outlets += 1;
+                outlet_total += carried.to_f64();
+                continue;
+            }
+            let mut leaves_network = false;
             for (target, share) in receivers(cell) {
                 if share <= 0.0 {
                     continue;
                 }
                 let Some(next) = target else {
                     outlet_total += carried.to_f64() * share;
-                    leaves = true;
+                    leaves_network = true;
                     continue;
                 };
                 if let Some(total) = totals.get_mut(next) {
@@ -299,10 +310,7 @@ pub fn dinf_accumulation<T: AccumulationValue>(
                     }
                 }
             }
-            if flow.route(cell).is_none() {
-                outlet_total += carried.to_f64();
-            }
-            if leaves {
+            if leaves_network {
                 report.outlets += 1;
             }
         }
@@ -523,7 +531,11 @@ mod tests {
     fn accumulation_is_conserved_on_random_dems() {
         for seed in 80..90u64 {
             let mut dem = random_dem(50, 50, seed, seed % 2 == 0);
-            let valid = dem.data().iter().filter(|v| !dem.is_nodata_value(**v)).count();
+            let valid = dem
+                .data()
+                .iter()
+                .filter(|v| !dem.is_nodata_value(**v))
+                .count();
             // Unfilled: pits keep their water, still conserved.
             let raw = d8(&dem);
             let (_, report) = d8_accumulation::<f64>(
@@ -534,7 +546,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(report.outlet_total, valid as f64, "seed {seed}");
-            fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+            fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             let (accumulation, report) = d8_accumulation::<f32>(
                 &d8(&dem),
                 CellSize::UNIT,
@@ -543,10 +555,7 @@ mod tests {
             )
             .unwrap();
             assert_eq!(report.outlet_total, valid as f64);
-            assert!(accumulation
-                .data()
-                .iter()
-                .all(|v| v.is_nan() || *v >= 1.0));
+            assert!(accumulation.data().iter().all(|v| v.is_nan() || *v >= 1.0));
             let (dinf, _) = dinf_flow_directions(
                 &dem,
                 CellSize::UNIT,
@@ -599,6 +608,20 @@ mod tests {
         let east = accumulation.get(1, 2).unwrap();
         assert!((east - (1.0 + share_east)).abs() < 1e-9, "{east}");
         assert!((report.outlet_total - 9.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cancellation_stops_accumulation() {
+        let dem = valley(60, 60);
+        let directions = d8(&dem);
+        let stop_halfway = |fraction: f64| fraction < 0.5;
+        let outcome = d8_accumulation::<f32>(
+            &directions,
+            CellSize::UNIT,
+            &AccumulationOptions::default(),
+            &stop_halfway,
+        );
+        assert_eq!(outcome.err(), Some(HydrologyError::Cancelled));
     }
 
     #[test]

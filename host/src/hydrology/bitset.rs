@@ -19,7 +19,7 @@ impl BitSet {
         }
     }
 
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn contains(&self, index: usize) -> bool {
         self.words
             .get(index >> 6)

@@ -63,7 +63,10 @@ impl D8Encoding {
 
     /// The code of `direction`.
     pub fn code(self, direction: Direction) -> u8 {
-        self.codes().get(direction.index()).copied().unwrap_or(NO_FLOW)
+        self.codes()
+            .get(direction.index())
+            .copied()
+            .unwrap_or(NO_FLOW)
     }
 
     /// The direction a code stands for (`None` for no-flow or unknown codes).
@@ -415,7 +418,10 @@ mod tests {
         assert_eq!(D8Encoding::Grass.code(East), 8);
         for encoding in [D8Encoding::Esri, D8Encoding::TauDem, D8Encoding::Grass] {
             for direction in Direction::ALL {
-                assert_eq!(encoding.direction(encoding.code(direction)), Some(direction));
+                assert_eq!(
+                    encoding.direction(encoding.code(direction)),
+                    Some(direction)
+                );
             }
             assert_eq!(encoding.direction(NO_FLOW), None);
         }
@@ -447,9 +453,13 @@ mod tests {
             &[9.0, 4.0, 9.0, 9.0],
             &[9.0, 9.0, 9.0, 9.0],
         ]);
-        let (directions, _) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (directions, _) = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         assert_eq!(directions.direction(1, 1), Some(Direction::East));
     }
 
@@ -468,9 +478,13 @@ mod tests {
             Some(nodata),
         )
         .unwrap();
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (directions, report) = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         use Direction::*;
         assert_eq!(directions.direction(0, 0), Some(NorthWest));
         assert_eq!(directions.direction(1, 0), Some(North));
@@ -492,9 +506,13 @@ mod tests {
             Some(nodata),
         )
         .unwrap();
-        let (directions, _) =
-            d8_flow_directions(&ring, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (directions, _) = d8_flow_directions(
+            &ring,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         assert_eq!(directions.direction(1, 1), Some(SouthEast));
     }
 
@@ -511,7 +529,7 @@ mod tests {
     #[test]
     fn encodings_describe_the_same_flow() {
         let mut dem = random_dem(30, 20, 5, true);
-        fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+        fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
         let esri = d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress)
             .unwrap()
             .0;
@@ -603,10 +621,32 @@ mod tests {
     }
 
     #[test]
+    fn progress_is_reported_about_a_hundred_times_and_can_cancel() {
+        let mut dem = random_dem(120, 120, 8, true);
+        fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
+        let calls = std::cell::Cell::new(0u32);
+        let count = |fraction: f64| {
+            assert!((0.0..=1.0).contains(&fraction));
+            calls.set(calls.get() + 1);
+            true
+        };
+        d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &count).unwrap();
+        assert!((10..=105).contains(&calls.get()), "{} calls", calls.get());
+        let stop_at_a_third = |fraction: f64| fraction < 0.3;
+        let outcome = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::default(),
+            &stop_at_a_third,
+        );
+        assert_eq!(outcome.err(), Some(HydrologyError::Cancelled));
+    }
+
+    #[test]
     fn filled_and_resolved_random_dems_drain_everywhere() {
         for seed in 70..80u64 {
             let mut dem = random_dem(50, 50, seed, seed % 2 == 0);
-            fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+            fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             let (directions, report) =
                 d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress)
                     .unwrap();

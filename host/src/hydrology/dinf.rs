@@ -14,9 +14,9 @@
 //! Facets with a vertex off the grid or on nodata are not used. Cells with no downhill facet
 //! follow the same policy as [`super::d8`]: the steepest strictly lower neighbour if any (which
 //! happens when nodata hides the facets), else off the grid outward at the border, else into
-//! the first nodata neighbour, else — on flats, when asked — the D8 direction from the flat mask
-//! of Barnes et al. (2014). Cells left without flow get [`DINF_NO_FLOW`] (-1); nodata cells get
-//! NaN (the grid's nodata value).
+//! the first nodata neighbour, else — on flats, when asked — the D8 direction from the flat
+//! mask of Barnes et al. (2014). Cells left without flow get [`DINF_NO_FLOW`] (-1); nodata
+//! cells get NaN (the grid's nodata value).
 
 use std::f64::consts::{FRAC_PI_2, PI, TAU};
 
@@ -375,7 +375,8 @@ mod tests {
         assert_eq!((split.first, split.first_fraction), (Direction::South, 1.0));
         // South-west-ish at 200 degrees.
         let t = 200f64.to_radians();
-        let (angle, split) = centre_angle(&plane(-t.cos(), -t.sin(), CellSize::UNIT), CellSize::UNIT);
+        let (angle, split) =
+            centre_angle(&plane(-t.cos(), -t.sin(), CellSize::UNIT), CellSize::UNIT);
         assert!((angle - t).abs() < 1e-4, "{angle}");
         assert_eq!(split.first, Direction::West);
         assert_eq!(split.second, Direction::SouthWest);

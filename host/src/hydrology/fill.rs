@@ -29,9 +29,10 @@ use super::queue::CellQueue;
 /// How raised cells are set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FillMode {
-    /// Raise to the spill elevation exactly: filled depressions become flats.
+    /// Raise to the spill elevation exactly: filled depressions become flats (resolve them
+    /// with [`super::flats`]). The result is the minimal depressionless surface.
     #[default]
-    Flat,
+    Plain,
     /// Raise to the next `f32` above the cell the flood came from, so every cell drains.
     Epsilon,
 }
@@ -71,7 +72,7 @@ pub fn fill_depressions(
 
     loop {
         let cell = match mode {
-            FillMode::Flat => match pit.pop_front() {
+            FillMode::Plain => match pit.pop_front() {
                 Some(cell) => cell,
                 None => match open.pop() {
                     Some((_, cell)) => cell,
@@ -111,7 +112,7 @@ pub fn fill_depressions(
             continue;
         };
         let flood_level = match mode {
-            FillMode::Flat => level,
+            FillMode::Plain => level,
             FillMode::Epsilon => level.next_up(),
         };
         hood.for_each(cell, |_, neighbour| {
@@ -255,7 +256,7 @@ mod tests {
             &[9.0, 9.0, 9.0, 9.0, 9.0],
         ]);
         let cell_size = CellSize::new(2.0, 3.0).unwrap();
-        let report = fill_depressions(&mut dem, cell_size, FillMode::Flat, &NoProgress).unwrap();
+        let report = fill_depressions(&mut dem, cell_size, FillMode::Plain, &NoProgress).unwrap();
         let expected = grid_from_rows(&[
             &[9.0, 9.0, 9.0, 9.0, 9.0],
             &[9.0, 7.5, 7.5, 7.5, 9.0],
@@ -291,9 +292,13 @@ mod tests {
                 assert!(value > spill && value < 7.501, "{value} at ({col}, {row})");
             }
         }
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (directions, report) = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         assert_eq!(report.no_flow_cells, 0);
         assert_drains(&directions);
     }
@@ -312,7 +317,8 @@ mod tests {
         *dem.get_mut(5, 3).unwrap() = f32::NAN;
         dem.set_nodata(Some(nodata));
         let before = dem.clone();
-        let report = fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+        let report =
+            fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
         // (2,2) at 3 is next to the nodata hole: an outlet. (3,2) at 2 spills over it at 3.
         assert_eq!(dem.get(1, 1), Some(nodata));
         assert!(dem.get(5, 3).unwrap().is_nan());
@@ -333,7 +339,7 @@ mod tests {
             let dem = random_dem(width, height, seed, seed % 3 == 0);
             let expected = reference_fill(&dem);
             let mut filled = dem.clone();
-            fill_depressions(&mut filled, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+            fill_depressions(&mut filled, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             for (index, (got, want)) in filled.data().iter().zip(&expected).enumerate() {
                 assert_eq!(got.to_bits(), want.to_bits(), "seed {seed} cell {index}");
             }
@@ -346,14 +352,14 @@ mod tests {
             let dem = random_dem(50, 50, seed, seed % 2 == 0);
             let mut once = dem.clone();
             let first =
-                fill_depressions(&mut once, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+                fill_depressions(&mut once, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             assert!(first.cells_raised > 0, "seed {seed} has no depression");
             for (after, before) in once.data().iter().zip(dem.data()) {
                 assert!(after.to_bits() == before.to_bits() || after > before);
             }
             let mut twice = once.clone();
             let second =
-                fill_depressions(&mut twice, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+                fill_depressions(&mut twice, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             assert_eq!(second, FillReport::default());
             assert_eq!(
                 once.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
@@ -368,16 +374,20 @@ mod tests {
             let mut dem = random_dem(50, 50, seed, seed % 2 == 1);
             let plain = {
                 let mut copy = dem.clone();
-                fill_depressions(&mut copy, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+                fill_depressions(&mut copy, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
                 copy
             };
             fill_depressions(&mut dem, CellSize::UNIT, FillMode::Epsilon, &NoProgress).unwrap();
             for (epsilon, flat) in dem.data().iter().zip(plain.data()) {
                 assert!(epsilon.is_nan() || epsilon >= flat);
             }
-            let (directions, report) =
-                d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                    .unwrap();
+            let (directions, report) = d8_flow_directions(
+                &dem,
+                CellSize::UNIT,
+                &D8Options::without_flats(),
+                &NoProgress,
+            )
+            .unwrap();
             assert_eq!(report.no_flow_cells, 0, "seed {seed}");
             assert_drains(&directions);
         }
@@ -387,7 +397,10 @@ mod tests {
     fn cancellation_stops_the_fill() {
         let mut dem = random_dem(60, 60, 7, false);
         let stop_halfway = |fraction: f64| fraction < 0.5;
-        let outcome = fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &stop_halfway);
-        assert_eq!(outcome, Err(crate::hydrology::error::HydrologyError::Cancelled));
+        let outcome = fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &stop_halfway);
+        assert_eq!(
+            outcome,
+            Err(crate::hydrology::error::HydrologyError::Cancelled)
+        );
     }
 }

@@ -135,7 +135,16 @@ fn build(
         let Some(&level) = elevations.get(seed) else {
             continue;
         };
-        collect_flat(seed, level, elevations, nodata, hood, canonical, &mut mask, &mut scratch);
+        collect_flat(
+            seed,
+            level,
+            elevations,
+            nodata,
+            hood,
+            canonical,
+            &mut mask,
+            &mut scratch,
+        );
         let size = scratch.cells.len() as u64;
         if scratch.next_to_low_edge.is_empty() {
             for &cell in &scratch.cells {
@@ -154,7 +163,15 @@ fn build(
         away_from_higher(hood, &mut mask, &mut scratch);
         towards_lower(hood, &mut mask, &mut scratch);
         if assign {
-            assign_directions(level, elevations, hood, canonical, &mask, &scratch, &mut report);
+            assign_directions(
+                level,
+                elevations,
+                hood,
+                canonical,
+                &mask,
+                &scratch,
+                &mut report,
+            );
         } else {
             report.resolved_cells += size;
         }
@@ -211,7 +228,10 @@ fn collect_flat(
             if is_nodata(elevation, nodata) {
                 return;
             }
-            let code = canonical.get(neighbour).copied().unwrap_or(CANONICAL_NODATA);
+            let code = canonical
+                .get(neighbour)
+                .copied()
+                .unwrap_or(CANONICAL_NODATA);
             if elevation == level {
                 if code == CANONICAL_NO_FLOW {
                     if mask.get(neighbour) == Some(&0) {
@@ -311,7 +331,9 @@ fn assign_directions(
         hood.for_each(cell as usize, |k, neighbour| {
             let value = match mask.get(neighbour) {
                 Some(&0) => {
-                    let outlet = canonical.get(neighbour).is_some_and(|&c| c < CANONICAL_NO_FLOW)
+                    let outlet = canonical
+                        .get(neighbour)
+                        .is_some_and(|&c| c < CANONICAL_NO_FLOW)
                         && elevations.get(neighbour) == Some(&level);
                     if !outlet {
                         return;
@@ -379,7 +401,11 @@ mod tests {
         for row in 1..6 {
             for col in 1..6 {
                 let direction = directions.direction(col, row).unwrap();
-                assert_eq!(direction.offset().0, 1, "({col}, {row}) flows {direction:?}");
+                assert_eq!(
+                    direction.offset().0,
+                    1,
+                    "({col}, {row}) flows {direction:?}"
+                );
             }
         }
         assert_drains(&directions);
@@ -388,9 +414,13 @@ mod tests {
     #[test]
     fn mask_combines_both_gradients() {
         let dem = plateau();
-        let (directions, _) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (directions, _) = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         let (mask, report) = flat_mask(&dem, &directions, &NoProgress).unwrap();
         assert_eq!(report.flats, 1);
         // `towards` drops by one per column eastward (doubled: -2) and the inverted `away` term
@@ -439,9 +469,14 @@ mod tests {
         assert_eq!(directions.direction(1, 1), None);
         let (mask, _) = flat_mask(
             &dem,
-            &d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap()
-                .0,
+            &d8_flow_directions(
+                &dem,
+                CellSize::UNIT,
+                &D8Options::without_flats(),
+                &NoProgress,
+            )
+            .unwrap()
+            .0,
             &NoProgress,
         )
         .unwrap();
@@ -451,9 +486,13 @@ mod tests {
     #[test]
     fn resolve_flats_matches_the_built_in_pass() {
         let dem = plateau();
-        let (mut directions, _) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::without_flats(), &NoProgress)
-                .unwrap();
+        let (mut directions, _) = d8_flow_directions(
+            &dem,
+            CellSize::UNIT,
+            &D8Options::without_flats(),
+            &NoProgress,
+        )
+        .unwrap();
         let report = resolve_flats(&dem, &mut directions, &NoProgress).unwrap();
         let (built_in, built_in_report) =
             d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();

@@ -62,7 +62,6 @@ impl<T: Copy> Grid<T> {
             nodata,
         })
     }
-
 }
 
 impl<T> Grid<T> {
@@ -80,7 +79,6 @@ impl<T> Grid<T> {
     pub fn cell_count(&self) -> usize {
         self.data.len()
     }
-
 
     /// Sets the declared nodata value.
     pub fn set_nodata(&mut self, nodata: Option<T>) {
@@ -106,7 +104,6 @@ impl<T> Grid<T> {
     pub fn index_of(&self, col: usize, row: usize) -> Option<usize> {
         (col < self.width && row < self.height).then(|| row * self.width + col)
     }
-
 
     /// Mutable access to `(col, row)`, if inside the grid.
     pub fn get_mut(&mut self, col: usize, row: usize) -> Option<&mut T> {
@@ -344,7 +341,10 @@ mod tests {
         assert_eq!(transform.cell_at(1015.0, 1995.0, 4, 4), Some((0, 0)));
         assert_eq!(transform.cell_at(1119.0, 1961.0, 4, 4), Some((3, 3)));
         assert_eq!(transform.cell_at(999.0, 1995.0, 4, 4), None);
-        assert_eq!(transform.cell_size().unwrap(), CellSize::new(30.0, 10.0).unwrap());
+        assert_eq!(
+            transform.cell_size().unwrap(),
+            CellSize::new(30.0, 10.0).unwrap()
+        );
         let rotated = GeoTransform::new([0.0, 1.0, 0.5, 0.0, 0.5, -1.0]).unwrap();
         let [x, y] = rotated.pixel_to_map(3.25, 1.5);
         let [col, row] = rotated.map_to_pixel(x, y);

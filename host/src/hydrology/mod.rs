@@ -5,13 +5,13 @@
 //!
 //! | file | concern | reference |
 //! |---|---|---|
-//! | [`fill`] | Priority-Flood filling, plain and epsilon | Barnes, Lehman & Mulla 2014, C&G 62:117-127 |
-//! | [`breach`] | least-cost breaching, then filling | Lindsay 2016, Hydrol. Process. 30(6):846-857 |
-//! | [`flats`] | flat masks toward lower / away from higher terrain | Barnes, Lehman & Mulla 2014, C&G 62:128-135 |
-//! | [`d8`] | steepest-descent D8 directions, three encodings | O'Callaghan & Mark 1984; Jenson & Domingue 1988 |
-//! | [`dinf`] | D-infinity angles and splits | Tarboton 1997, WRR 33(2):309-319 |
-//! | [`accumulation`] | D8 / D-infinity accumulation (Kahn order) | Kahn 1962; Tarboton 1997 |
-//! | [`streams`] | stream masks, Strahler order, stream links as lines | Strahler 1957 |
+//! | [`fill`] | Priority-Flood filling, plain and epsilon | Barnes et al. 2014a, C&G 62:117 |
+//! | [`breach`] | least-cost breaching, then filling | Lindsay 2016, Hydrol. Proc. 30:846 |
+//! | [`flats`] | flat masks: toward lower, away from higher | Barnes et al. 2014b, C&G 62:128 |
+//! | [`d8`] | steepest-descent D8, three encodings | O'Callaghan & Mark 1984 |
+//! | [`dinf`] | D-infinity angles and splits | Tarboton 1997, WRR 33:309 |
+//! | [`accumulation`] | D8 / D-infinity accumulation, Kahn order | Kahn 1962; Tarboton 1997 |
+//! | [`streams`] | stream masks, Strahler order, links as lines | Strahler 1957 |
 //! | [`watershed`] | pour-point watersheds with snapping | Jenson & Domingue 1988 |
 //!
 //! Shared ground rules:
@@ -33,7 +33,7 @@
 
 pub mod accumulation;
 mod bitset;
-// pub mod breach;
+pub mod breach;
 pub mod d8;
 pub mod dinf;
 pub mod error;
@@ -43,16 +43,19 @@ pub mod grid;
 pub mod neighbours;
 pub mod progress;
 mod queue;
-// pub mod streams;
+pub mod streams;
 #[cfg(test)]
 mod test_support;
-// pub mod watershed;
+pub mod watershed;
 
 pub use accumulation::{
-    d8_accumulation, dinf_accumulation, AccumulationOptions, AccumulationReport,
-    AccumulationUnits, AccumulationValue,
+    d8_accumulation, dinf_accumulation, AccumulationOptions, AccumulationReport, AccumulationUnits,
+    AccumulationValue,
 };
-pub use d8::{d8_flow_directions, D8Encoding, D8Options, D8Report, FlowDirections, D8_NODATA, NO_FLOW};
+pub use breach::{breach_depressions, BreachOptions, BreachReport};
+pub use d8::{
+    d8_flow_directions, D8Encoding, D8Options, D8Report, FlowDirections, D8_NODATA, NO_FLOW,
+};
 pub use dinf::{dinf_flow_directions, DinfFlow, DinfOptions, DinfReport, DinfSplit, DINF_NO_FLOW};
 pub use error::HydrologyError;
 pub use fill::{fill_depressions, FillMode, FillReport};
@@ -60,3 +63,5 @@ pub use flats::{flat_mask, resolve_flats, FlatReport};
 pub use grid::{CellSize, GeoTransform, Grid};
 pub use neighbours::Direction;
 pub use progress::{NoProgress, Progress, SubProgress};
+pub use streams::{strahler_order, stream_lines, stream_mask, StreamLine, STREAM_NODATA};
+pub use watershed::{watersheds, PourPointOutcome, Snap, SnapSurface};

@@ -114,7 +114,10 @@ impl Neighbourhood {
     #[inline]
     pub(crate) fn col_row(&self, index: usize) -> (usize, usize) {
         let index = index as u32;
-        ((index % self.width_u32) as usize, (index / self.width_u32) as usize)
+        (
+            (index % self.width_u32) as usize,
+            (index / self.width_u32) as usize,
+        )
     }
 
     /// Whether all eight neighbours of `(col, row)` are inside the grid.
@@ -125,7 +128,13 @@ impl Neighbourhood {
 
     /// The neighbour of `index` (at `(col, row)`) in direction `k`, if inside the grid.
     #[inline]
-    pub(crate) fn neighbour(&self, index: usize, col: usize, row: usize, k: usize) -> Option<usize> {
+    pub(crate) fn neighbour(
+        &self,
+        index: usize,
+        col: usize,
+        row: usize,
+        k: usize,
+    ) -> Option<usize> {
         let k = k & 7;
         if self.is_interior(col, row) {
             return Some(index.wrapping_add_signed(self.offsets[k]));
@@ -136,14 +145,14 @@ impl Neighbourhood {
     }
 
     /// Calls `visit(k, neighbour_index)` for every in-grid neighbour, in direction order.
-    #[inline]
-    pub(crate) fn for_each(&self, index: usize, mut visit: impl FnMut(usize, usize)) {
+    #[inline(always)]
+    pub(crate) fn for_each(&self, index: usize, visit: impl FnMut(usize, usize)) {
         let (col, row) = self.col_row(index);
-        self.for_each_at(index, col, row, &mut visit);
+        self.for_each_at(index, col, row, visit);
     }
 
     /// As [`Self::for_each`] when `(col, row)` is already known.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn for_each_at(
         &self,
         index: usize,
@@ -240,8 +249,14 @@ mod tests {
     #[test]
     fn outward_directions_point_off_the_grid() {
         let hood = Neighbourhood::new(4, 3);
-        assert_eq!(hood.outward_direction(0, 0), Some(Direction::NorthWest.index()));
-        assert_eq!(hood.outward_direction(3, 2), Some(Direction::SouthEast.index()));
+        assert_eq!(
+            hood.outward_direction(0, 0),
+            Some(Direction::NorthWest.index())
+        );
+        assert_eq!(
+            hood.outward_direction(3, 2),
+            Some(Direction::SouthEast.index())
+        );
         assert_eq!(hood.outward_direction(1, 0), Some(Direction::North.index()));
         assert_eq!(hood.outward_direction(3, 1), Some(Direction::East.index()));
         assert_eq!(hood.outward_direction(1, 1), None);

@@ -60,10 +60,12 @@ impl CellQueue {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -165,7 +167,10 @@ mod tests {
             assert!(elevation_key(pair[0]) < elevation_key(pair[1]), "{pair:?}");
         }
         for value in values {
-            assert_eq!(key_elevation(elevation_key(value)).to_bits(), value.to_bits());
+            assert_eq!(
+                key_elevation(elevation_key(value)).to_bits(),
+                value.to_bits()
+            );
         }
     }
 
@@ -191,9 +196,9 @@ mod tests {
             }
             if round % 2 == 0 {
                 let popped = queue.pop();
-                let expected = reference.pop().map(|std::cmp::Reverse((key, index))| {
-                    (key_elevation(key), index)
-                });
+                let expected = reference
+                    .pop()
+                    .map(|std::cmp::Reverse((key, index))| (key_elevation(key), index));
                 assert_eq!(popped, expected);
                 if let Some((elevation, _)) = popped {
                     floor = elevation;

@@ -17,7 +17,7 @@
 //! row-major order of their first cell; each records the id of the link it flows into.
 
 use super::accumulation::AccumulationValue;
-use super::d8::{FlowDirections, Receiver, CANONICAL_NODATA, CANONICAL_NO_FLOW};
+use super::d8::{FlowDirections, Receiver, CANONICAL_NODATA};
 use super::error::{HydrologyError, Result};
 use super::grid::{GeoTransform, Grid};
 use super::neighbours::{COLUMN_STEP, ROW_STEP};
@@ -43,7 +43,10 @@ pub struct StreamLine {
 
 /// Stream cells: 1 where `accumulation >= threshold`, 0 elsewhere, [`STREAM_NODATA`] on nodata
 /// (NaN) cells.
-pub fn stream_mask<T: AccumulationValue>(accumulation: &Grid<T>, threshold: f64) -> Result<Grid<u8>> {
+pub fn stream_mask<T: AccumulationValue>(
+    accumulation: &Grid<T>,
+    threshold: f64,
+) -> Result<Grid<u8>> {
     if threshold.is_nan() {
         return Err(HydrologyError::InvalidParameter {
             name: "threshold",
@@ -63,7 +66,12 @@ pub fn stream_mask<T: AccumulationValue>(accumulation: &Grid<T>, threshold: f64)
             }
         })
         .collect();
-    Grid::new(accumulation.width(), accumulation.height(), mask, Some(STREAM_NODATA))
+    Grid::new(
+        accumulation.width(),
+        accumulation.height(),
+        mask,
+        Some(STREAM_NODATA),
+    )
 }
 
 /// Strahler order of every stream cell (0 off the network, [`STREAM_NODATA`] on nodata
@@ -286,12 +294,6 @@ impl<'a> Network<'a> {
     }
 }
 
-/// Whether a canonical code is a direction (not no-flow, not nodata).
-#[allow(dead_code)]
-fn is_direction(code: u8) -> bool {
-    code < CANONICAL_NO_FLOW
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,7 +357,11 @@ mod tests {
         assert_eq!(orders.get(3, 1), Some(1));
         assert_eq!(orders.get(2, 2), Some(2));
         assert_eq!(orders.get(1, 3), Some(1));
-        assert_eq!(orders.get(2, 3), Some(2), "an order-1 tributary does not raise order 2");
+        assert_eq!(
+            orders.get(2, 3),
+            Some(2),
+            "an order-1 tributary does not raise order 2"
+        );
         assert_eq!(orders.get(2, 4), Some(2));
         assert_eq!(orders.get(1, 0), Some(0));
     }
@@ -372,9 +378,18 @@ mod tests {
         let starts: Vec<[f64; 2]> = lines.iter().map(|l| l.coordinates[0]).collect();
         assert_eq!(
             starts,
-            vec![[105.0, 195.0], [145.0, 195.0], [125.0, 175.0], [115.0, 165.0], [125.0, 165.0]]
+            vec![
+                [105.0, 195.0],
+                [145.0, 195.0],
+                [125.0, 175.0],
+                [115.0, 165.0],
+                [125.0, 165.0]
+            ]
         );
-        assert_eq!(lines[0].coordinates, vec![[105.0, 195.0], [115.0, 185.0], [125.0, 175.0]]);
+        assert_eq!(
+            lines[0].coordinates,
+            vec![[105.0, 195.0], [115.0, 185.0], [125.0, 175.0]]
+        );
         assert_eq!(lines[0].downstream, Some(2));
         assert_eq!(lines[1].downstream, Some(2));
         assert_eq!(lines[0].cells, 2);
@@ -382,14 +397,16 @@ mod tests {
         assert_eq!((lines[2].order, lines[2].downstream), (2, Some(4)));
         assert_eq!((lines[3].order, lines[3].downstream), (1, Some(4)));
         // The last link leaves the grid southward: it ends on the grid's southern edge.
-        assert_eq!(lines[4].coordinates, vec![[125.0, 165.0], [125.0, 155.0], [125.0, 150.0]]);
+        assert_eq!(
+            lines[4].coordinates,
+            vec![[125.0, 165.0], [125.0, 155.0], [125.0, 150.0]]
+        );
         assert_eq!((lines[4].order, lines[4].downstream), (2, None));
     }
 
     #[test]
     fn stream_mask_thresholds_and_keeps_nodata() {
-        let accumulation =
-            Grid::new(3, 1, vec![1.0f64, 5.0, f64::NAN], Some(f64::NAN)).unwrap();
+        let accumulation = Grid::new(3, 1, vec![1.0f64, 5.0, f64::NAN], Some(f64::NAN)).unwrap();
         let mask = stream_mask(&accumulation, 5.0).unwrap();
         assert_eq!(mask.data(), &[0, 1, STREAM_NODATA]);
         assert!(stream_mask(&accumulation, f64::NAN).is_err());
@@ -398,7 +415,7 @@ mod tests {
     #[test]
     fn random_networks_are_consistent() {
         let mut dem = random_dem(50, 50, 99, true);
-        fill_depressions(&mut dem, CellSize::UNIT, FillMode::Flat, &NoProgress).unwrap();
+        fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
         let (directions, _) =
             d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
         let (accumulation, _) = d8_accumulation::<f64>(

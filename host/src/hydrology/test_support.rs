@@ -66,7 +66,10 @@ pub(crate) fn random_dem(width: usize, height: usize, seed: u64, holes: bool) ->
         data[index] -= (1 + rng.below(6)) as f32;
     }
     for _ in 0..cells / 400 + 1 {
-        let (col, row) = (rng.below(width as u64) as usize, rng.below(height as u64) as usize);
+        let (col, row) = (
+            rng.below(width as u64) as usize,
+            rng.below(height as u64) as usize,
+        );
         let level = data[row * width + col];
         let dig = rng.below(2) == 0;
         for r in row..(row + 3).min(height) {
@@ -77,7 +80,10 @@ pub(crate) fn random_dem(width: usize, height: usize, seed: u64, holes: bool) ->
     }
     let nodata = if holes {
         for _ in 0..cells / 500 + 1 {
-            let (col, row) = (rng.below(width as u64) as usize, rng.below(height as u64) as usize);
+            let (col, row) = (
+                rng.below(width as u64) as usize,
+                rng.below(height as u64) as usize,
+            );
             for r in row..(row + 2).min(height) {
                 for c in col..(col + 2).min(width) {
                     data[r * width + c] = -9999.0;
