@@ -16,7 +16,7 @@ use sandbox::{wit, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 mod builtin {
@@ -339,21 +339,6 @@ impl Registry {
             .iter()
             .find(|d| d.info.prompt_name == prompt_name)
     }
-}
-
-/// Load a single component file outside any registry (for `gdal-mcp domains` and tests).
-pub fn describe_file(path: &Path, cache_dir: Option<PathBuf>) -> Result<DomainInfo, LoadError> {
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    let registry = Registry::load(&[dir], cache_dir, Limits::default())?;
-    registry
-        .all()
-        .iter()
-        .find(|d| matches!(&d.origin, Origin::File(p) if p == path))
-        .map(|d| d.info.clone())
-        .ok_or_else(|| LoadError::Read {
-            origin: path.display().to_string(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not loaded"),
-        })
 }
 
 fn to_wit_crs(crs: &CrsFacts) -> wit::CrsFacts {

@@ -184,10 +184,27 @@ pub fn crs_facts(srs: &SpatialRef) -> CrsFacts {
 }
 
 /// The CRS's own authority code, else the best PROJ match with confidence of at least 90 %.
+/// Matching searches PROJ's database (tens of milliseconds), so its answers are memoised by WKT.
 fn authority_id(srs: &SpatialRef) -> Option<String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static MATCHES: OnceLock<Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
     if let (Some(name), Ok(code)) = (srs.auth_name(), srs.auth_code()) {
         return Some(format!("{name}:{code}"));
     }
+    let wkt = srs.to_wkt().ok()?;
+    let memo = MATCHES.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(&wkt).cloned()) {
+        return hit;
+    }
+    let found = best_match(srs);
+    if let Ok(mut memo) = memo.lock() {
+        memo.insert(wkt, found.clone());
+    }
+    found
+}
+
+fn best_match(srs: &SpatialRef) -> Option<String> {
     let _quiet = ErrorCapture::start();
     let mut count: c_int = 0;
     let mut confidences: *mut c_int = std::ptr::null_mut();

@@ -86,8 +86,13 @@ pub struct Justification {
     pub conditions_for_revisit: Vec<Text>,
 }
 
-/// The published JSON Schema (draft 2020-12) of [`Justification`].
+/// The published JSON Schema (draft 2020-12) of [`Justification`], generated once.
 pub fn schema() -> Value {
+    static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    SCHEMA.get_or_init(generate_schema).clone()
+}
+
+fn generate_schema() -> Value {
     let schema = schemars::generate::SchemaSettings::draft2020_12()
         .into_generator()
         .into_root_schema_for::<Justification>();

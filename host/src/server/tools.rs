@@ -215,8 +215,13 @@ pub struct PersistArgs {
     pub justification: Value,
 }
 
-/// The published tools, in the order they are listed.
+/// The published tools, in the order they are listed (built once).
 pub fn definitions() -> Vec<Tool> {
+    static TOOLS: std::sync::OnceLock<Vec<Tool>> = std::sync::OnceLock::new();
+    TOOLS.get_or_init(build_definitions).clone()
+}
+
+fn build_definitions() -> Vec<Tool> {
     vec![
         Tool::new(
             "raster_info",
