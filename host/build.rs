@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
 /// The domains compiled into the binary, in load order.
-const BUILTIN: &[&str] = &["crs_datum", "resampling"];
+const BUILTIN: &[&str] = &["crs_datum", "resampling", "hydrology"];
 const TARGET: &str = "wasm32-wasip2";
 
 fn fail(message: &str) -> ! {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up and run every check: formatting, clippy (host and plugins), the Rust unit,
 # table, snapshot and end-to-end suites (real GDAL, real wasm components, the rmcp client over
-# stdio), and the cross-implementation check with the official Python MCP SDK in both
-# protocol eras. Exits non-zero on the first failure.
+# stdio), the cross-implementation check with the official Python MCP SDK in both
+# protocol eras, and the hydrology outputs against independent implementations. Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ensure_debian_packages python3-venv
 ensure_rust
@@ -33,3 +33,7 @@ ws="$(mktemp -d)"
 trap 'rm -rf "$ws"' EXIT
 "$venv/bin/python" tests/python/cross_client.py --server target/debug/gdal-mcp \
   --workspace "$ws" --data "$ROOT/target/testdata"
+
+log "hydrology against independent implementations (RichDEM fill, numpy steepest descent)"
+"$venv/bin/python" tests/python/hydrology_anchors.py --server target/debug/gdal-mcp \
+  --data "$ROOT/target/testdata"

@@ -62,6 +62,7 @@ fn raster(categorical: bool) -> RasterFacts {
             attribute_table: false,
             integer_classes: categorical,
         },
+        flat_fraction: None,
     }
 }
 
@@ -306,4 +307,169 @@ fn prompts_render_deterministically_with_the_decision() {
         first.contains("`lanczos`") && !first.contains("{{"),
         "{first}"
     );
+}
+
+#[test]
+fn hydrology_classification_table() {
+    let dem = |kind: CrsKind, flat: Option<f64>| {
+        let mut raster = raster(false);
+        raster.flat_fraction = flat;
+        DatasetFacts {
+            role: "input".to_string(),
+            path: "/w/dem.tif".to_string(),
+            driver: "GTiff".to_string(),
+            crs: Some(if kind == CrsKind::Geographic {
+                wgs84()
+            } else {
+                utm33()
+            }),
+            raster: Some(raster),
+            vector: None,
+        }
+    };
+    let call = |tool: &str, arguments: Value, kind: CrsKind, flat: Option<f64>| CallFacts {
+        tool: tool.to_string(),
+        arguments,
+        datasets: vec![dem(kind, flat)],
+        target_crs: None,
+        transformation: None,
+    };
+    let registry = registry();
+    let domain = registry.get("hydrology").expect("hydrology loaded");
+    let classify = |facts: &CallFacts| {
+        domain
+            .classify(facts)
+            .expect("classify")
+            .map(|t| (t.severity, t.key_fields))
+    };
+    let p = CrsKind::Projected;
+    type Row = (&'static str, Value, CrsKind, Option<f64>, Option<Severity>);
+    let table: Vec<Row> = vec![
+        (
+            "dem_condition",
+            json!({"method": "fill"}),
+            p,
+            Some(0.9),
+            Some(Severity::Required),
+        ),
+        (
+            "dem_condition",
+            json!({"method": "breach", "max_breach_length": 50}),
+            p,
+            None,
+            Some(Severity::Required),
+        ),
+        (
+            "dem_condition",
+            json!({"method": "fill"}),
+            CrsKind::Geographic,
+            None,
+            Some(Severity::Critical),
+        ),
+        (
+            "dem_flow_direction",
+            json!({"algorithm": "d8"}),
+            p,
+            Some(0.05),
+            Some(Severity::Required),
+        ),
+        (
+            "dem_flow_direction",
+            json!({"algorithm": "d8"}),
+            p,
+            Some(0.40),
+            Some(Severity::Critical),
+        ),
+        (
+            "dem_flow_direction",
+            json!({"algorithm": "dinf"}),
+            p,
+            Some(0.40),
+            Some(Severity::Required),
+        ),
+        (
+            "dem_flow_accumulation",
+            json!({"algorithm": "d8", "units": "area"}),
+            p,
+            Some(0.30),
+            Some(Severity::Critical),
+        ),
+        (
+            "dem_streams",
+            json!({"threshold": 100}),
+            p,
+            Some(0.30),
+            Some(Severity::Critical),
+        ),
+        (
+            "dem_watershed",
+            json!({"pour_points": [[1, 2]]}),
+            p,
+            None,
+            Some(Severity::Required),
+        ),
+        (
+            "raster_reproject",
+            json!({"resampling": "bilinear"}),
+            p,
+            None,
+            None,
+        ),
+    ];
+    for (tool, arguments, kind, flat, expected) in table {
+        let got = classify(&call(tool, arguments.clone(), kind, flat));
+        assert_eq!(
+            got.as_ref().map(|g| g.0),
+            expected,
+            "{tool} {arguments} {kind:?} {flat:?}"
+        );
+    }
+    // Key fields: the decision, not the paths; fill and epsilon fill are different decisions.
+    let (_, fill) = classify(&call(
+        "dem_condition",
+        json!({"method": "fill", "input": "a.tif"}),
+        p,
+        None,
+    ))
+    .expect("fill");
+    let (_, epsilon) = classify(&call(
+        "dem_condition",
+        json!({"method": "fill_epsilon", "input": "b.tif"}),
+        p,
+        None,
+    ))
+    .expect("eps");
+    assert_eq!(fill["epsilon"], json!(false));
+    assert_ne!(fill, epsilon);
+    let (_, streams) = classify(&call(
+        "dem_streams",
+        json!({"threshold": 100, "output": "x.tif"}),
+        p,
+        None,
+    ))
+    .expect("streams");
+    assert_eq!(
+        streams,
+        json!({"operation": "streams", "algorithm": "d8", "threshold": 100, "flats": "resolved"})
+    );
+    // The choice must name what the call does.
+    let just = |m: &str| {
+        json!({"intent": "i", "alternatives": [{"method": "m", "why_not": "w"}],
+                                "choice": {"method": m, "rationale": "r", "tradeoffs": "t"}, "confidence": "low"})
+    };
+    assert!(domain
+        .validate(&streams, &just("threshold of 100 cells"))
+        .expect("v")
+        .is_empty());
+    assert_eq!(
+        domain
+            .validate(&streams, &just("threshold 500"))
+            .expect("v")
+            .len(),
+        1
+    );
+    assert!(domain
+        .validate(&epsilon, &just("epsilon Priority-Flood"))
+        .expect("v")
+        .is_empty());
 }

@@ -2,6 +2,7 @@
 //! binary over real stdio with the rmcp client, real GDAL and real wasm components.
 
 mod confinement;
+mod hydrology;
 mod oracle;
 mod reflection;
 mod sandbox;

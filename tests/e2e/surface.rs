@@ -20,7 +20,16 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["raster_info", "raster_reproject", "persist_justification"]
+        [
+            "raster_info",
+            "raster_reproject",
+            "persist_justification",
+            "dem_condition",
+            "dem_flow_direction",
+            "dem_flow_accumulation",
+            "dem_streams",
+            "dem_watershed"
+        ]
     );
     for tool in &tools {
         assert!(
@@ -35,7 +44,14 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
 
     let prompts = server.client.list_all_prompts().await?;
     let prompt_names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(prompt_names, ["justify_crs_datum", "justify_resampling"]);
+    assert_eq!(
+        prompt_names,
+        [
+            "justify_crs_datum",
+            "justify_resampling",
+            "justify_hydrology"
+        ]
+    );
 
     let rendered = server
         .client

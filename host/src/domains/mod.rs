@@ -382,6 +382,7 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
                         attribute_table: r.evidence.attribute_table,
                         integer_classes: r.evidence.integer_classes,
                     },
+                    flat_fraction: r.flat_fraction,
                 }),
                 vector: d.vector.as_ref().map(|v| wit::VectorFacts {
                     layers: v

@@ -165,7 +165,7 @@ impl Sandbox {
             .map_err(|e| PluginError::Load {
                 origin: origin.to_string(),
                 message: format!(
-                    "it does not implement the gdal-mcp:risk@0.1.0 world or imports more than \
+                    "it does not implement the gdal-mcp:risk@0.2.0 world or imports more than \
                      WASI: {e:#}"
                 ),
             })?;

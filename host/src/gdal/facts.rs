@@ -56,6 +56,8 @@ pub struct RasterFacts {
     pub pixel_size: (f64, f64),
     pub looks_categorical: bool,
     pub evidence: CategoricalEvidence,
+    /// Share of valid cells with no strictly lower neighbour; computed for hydrology inputs.
+    pub flat_fraction: Option<f64>,
 }
 
 /// Facts about a vector layer.
@@ -272,6 +274,7 @@ fn raster_facts(dataset: &Dataset) -> RasterFacts {
         pixel_size,
         looks_categorical: evidence.palette || evidence.attribute_table || evidence.integer_classes,
         evidence,
+        flat_fraction: None,
     }
 }
 

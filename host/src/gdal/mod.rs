@@ -7,6 +7,7 @@
 pub mod facts;
 pub mod info;
 pub mod output;
+pub mod raster_io;
 pub mod transform;
 pub mod warp;
 

@@ -63,5 +63,7 @@ pub use flats::{flat_mask, resolve_flats, FlatReport};
 pub use grid::{CellSize, GeoTransform, Grid};
 pub use neighbours::Direction;
 pub use progress::{NoProgress, Progress, SubProgress};
+mod terrain;
 pub use streams::{strahler_order, stream_lines, stream_mask, StreamLine, STREAM_NODATA};
+pub use terrain::flat_fraction;
 pub use watershed::{watersheds, PourPointOutcome, Snap, SnapSurface};

@@ -5,6 +5,7 @@
 //! the GDAL runners, and never reaches back into them.
 
 pub mod catalog;
+pub mod dem;
 pub mod tools;
 
 use crate::config::ServerConfig;
@@ -200,6 +201,13 @@ fn refusal_result(entries: Vec<RefusalEntry>, receipts: Vec<Receipt>) -> CallToo
     result
 }
 
+fn gated_result(outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Done(value) => success_result(value),
+        Outcome::Refused { entries, receipts } => refusal_result(entries, receipts),
+    }
+}
+
 fn success_result(value: Value) -> CallToolResult {
     let mut result = CallToolResult::structured(value.clone());
     result.content = vec![ContentBlock::text(value.to_string())];
@@ -240,7 +248,7 @@ impl ServerHandler for GdalMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let app = &self.app;
@@ -257,6 +265,21 @@ impl ServerHandler for GdalMcp {
             "persist_justification" => tools::persist_justification(app, &arguments)
                 .await
                 .map(success_result),
+            "dem_condition" => dem::condition(app, &context, &arguments)
+                .await
+                .map(gated_result),
+            "dem_flow_direction" => dem::flow_direction(app, &context, &arguments)
+                .await
+                .map(gated_result),
+            "dem_flow_accumulation" => dem::flow_accumulation(app, &context, &arguments)
+                .await
+                .map(gated_result),
+            "dem_streams" => dem::streams(app, &context, &arguments)
+                .await
+                .map(gated_result),
+            "dem_watershed" => dem::watershed(app, &context, &arguments)
+                .await
+                .map(gated_result),
             other => {
                 let known: Vec<String> = tools::definitions()
                     .iter()

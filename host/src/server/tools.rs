@@ -260,6 +260,9 @@ fn build_definitions() -> Vec<Tool> {
         .with_raw_output_schema(schema_of::<Stored>())
         .with_annotations(annotations(false, false, true)),
     ]
+    .into_iter()
+    .chain(super::dem::definitions())
+    .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

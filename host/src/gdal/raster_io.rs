@@ -1,0 +1,181 @@
+//! Whole-band raster reads into hydrology grids, and GeoTIFF / vector writes that keep the
+//! input's georeferencing. Every write goes through [`Staging`]: atomic, nothing half-written.
+
+use super::output::Staging;
+use super::{ErrorCapture, GdalError};
+use crate::hydrology::{Grid, StreamLine};
+use gdal::raster::{Buffer, GdalType, RasterCreationOptions};
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::{Geometry, LayerAccess, LayerOptions};
+use gdal::DriverManager;
+use std::path::{Path, PathBuf};
+
+/// Where a grid sits on the Earth.
+#[derive(Debug, Clone)]
+pub struct Georef {
+    pub geotransform: [f64; 6],
+    /// WKT of the CRS, if any.
+    pub wkt: Option<String>,
+}
+
+/// Band 1 of `path` as an f32 grid (nodata kept), with its georeferencing.
+pub fn read_band_f32(path: &Path) -> Result<(Grid<f32>, Georef), GdalError> {
+    let capture = ErrorCapture::start();
+    let dataset = super::facts::open(path)?;
+    let failed = |what: &str| GdalError::Failed {
+        operation: format!("reading {}", path.display()),
+        message: capture.failure_text(what),
+    };
+    let geotransform = dataset
+        .geo_transform()
+        .map_err(|_| GdalError::Invalid(format!("{} has no geotransform", path.display())))?;
+    let band = dataset.rasterband(1).map_err(|_| failed("no band 1"))?;
+    let (width, height) = band.size();
+    let buffer = band
+        .read_as::<f32>((0, 0), (width, height), (width, height), None)
+        .map_err(|_| failed("cannot read band 1"))?;
+    let nodata = band.no_data_value().map(|v| v as f32);
+    let grid = Grid::new(width, height, buffer.into_shape_and_vec().1, nodata)
+        .map_err(|e| GdalError::Invalid(format!("{}: {e}", path.display())))?;
+    let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
+    Ok((grid, Georef { geotransform, wkt }))
+}
+
+/// Write a single-band GeoTIFF (DEFLATE, tiled) atomically.
+pub fn write_geotiff<T: GdalType + Copy>(
+    path: &Path,
+    width: usize,
+    height: usize,
+    data: Vec<T>,
+    nodata: Option<f64>,
+    georef: &Georef,
+) -> Result<Vec<PathBuf>, GdalError> {
+    let capture = ErrorCapture::start();
+    let failed = |what: &str| GdalError::Failed {
+        operation: format!("writing {}", path.display()),
+        message: capture.failure_text(what),
+    };
+    let staging = Staging::new(path)?;
+    {
+        let driver =
+            DriverManager::get_driver_by_name("GTiff").map_err(|_| failed("no GTiff driver"))?;
+        let mut options = RasterCreationOptions::new();
+        for (key, value) in [
+            ("COMPRESS", "DEFLATE"),
+            ("TILED", "YES"),
+            ("BIGTIFF", "IF_SAFER"),
+        ] {
+            options
+                .add_name_value(key, value)
+                .map_err(|e| GdalError::Invalid(e.to_string()))?;
+        }
+        let mut dataset = driver
+            .create_with_band_type_with_options::<T, _>(staging.path(), width, height, 1, &options)
+            .map_err(|_| failed("cannot create the file"))?;
+        dataset
+            .set_geo_transform(&georef.geotransform)
+            .map_err(|_| failed("cannot set the geotransform"))?;
+        if let Some(wkt) = &georef.wkt {
+            dataset
+                .set_projection(wkt)
+                .map_err(|_| failed("cannot set the CRS"))?;
+        }
+        let mut band = dataset.rasterband(1).map_err(|_| failed("no band"))?;
+        band.set_no_data_value(nodata)
+            .map_err(|_| failed("cannot set nodata"))?;
+        let mut buffer = Buffer::new((width, height), data);
+        band.write((0, 0), (width, height), &mut buffer)
+            .map_err(|_| failed("cannot write pixels"))?;
+        dataset.flush_cache().map_err(|_| failed("cannot flush"))?;
+    }
+    staging.commit()
+}
+
+/// The vector driver for an output path, by extension.
+pub fn vector_driver_for(path: &Path) -> Result<&'static str, GdalError> {
+    match path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("gpkg") => Ok("GPKG"),
+        Some("geojson") | Some("json") => Ok("GeoJSON"),
+        _ => Err(GdalError::Invalid(format!(
+            "{}: stream lines are written as GeoPackage (.gpkg) or GeoJSON (.geojson)",
+            path.display()
+        ))),
+    }
+}
+
+/// Write stream links as a line layer `streams` with fields id, order, downstream, cells.
+pub fn write_stream_lines(
+    path: &Path,
+    lines: &[StreamLine],
+    georef: &Georef,
+) -> Result<Vec<PathBuf>, GdalError> {
+    let capture = ErrorCapture::start();
+    let failed = |what: &str| GdalError::Failed {
+        operation: format!("writing {}", path.display()),
+        message: capture.failure_text(what),
+    };
+    let driver_name = vector_driver_for(path)?;
+    let staging = Staging::new(path)?;
+    {
+        let driver =
+            DriverManager::get_driver_by_name(driver_name).map_err(|_| failed("no driver"))?;
+        let mut dataset = driver
+            .create_vector_only(staging.path())
+            .map_err(|_| failed("cannot create the file"))?;
+        let srs = georef
+            .wkt
+            .as_deref()
+            .and_then(|w| SpatialRef::from_wkt(w).ok());
+        let layer = dataset
+            .create_layer(LayerOptions {
+                name: "streams",
+                srs: srs.as_ref(),
+                ty: gdal_sys::OGRwkbGeometryType::wkbLineString,
+                options: None,
+            })
+            .map_err(|_| failed("cannot create the layer"))?;
+        layer
+            .create_defn_fields(&[
+                ("id", gdal_sys::OGRFieldType::OFTInteger64),
+                ("order", gdal_sys::OGRFieldType::OFTInteger),
+                ("downstream", gdal_sys::OGRFieldType::OFTInteger64),
+                ("cells", gdal_sys::OGRFieldType::OFTInteger64),
+            ])
+            .map_err(|_| failed("cannot create fields"))?;
+        for line in lines {
+            let mut geometry = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbLineString)
+                .map_err(|_| failed("cannot create a geometry"))?;
+            for [x, y] in &line.coordinates {
+                geometry.add_point_2d((*x, *y));
+            }
+            let mut feature =
+                gdal::vector::Feature::new(layer.defn()).map_err(|_| failed("feature"))?;
+            feature
+                .set_geometry(geometry)
+                .map_err(|_| failed("geometry"))?;
+            feature
+                .set_field_integer64(0, line.id as i64)
+                .map_err(|_| failed("id"))?;
+            feature
+                .set_field_integer(1, i32::from(line.order))
+                .map_err(|_| failed("order"))?;
+            if let Some(down) = line.downstream {
+                feature
+                    .set_field_integer64(2, down as i64)
+                    .map_err(|_| failed("downstream"))?;
+            }
+            feature
+                .set_field_integer64(3, line.cells as i64)
+                .map_err(|_| failed("cells"))?;
+            feature
+                .create(&layer)
+                .map_err(|_| failed("cannot write a feature"))?;
+        }
+    }
+    staging.commit()
+}

@@ -1,0 +1,240 @@
+//! The DEM hydrology tools over stdio: gating, hand-checked accumulation, the geographic and
+//! flat-dominated cases, and streams with lines on the real Olinda DEM.
+
+use gdal_mcp_tests::{is_error, justification, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Write an ESRI ASCII grid as a GeoTIFF in EPSG:32633 with 10 m cells.
+fn write_dem(path: &Path, rows: &[Vec<f32>]) -> anyhow::Result<()> {
+    let asc = path.with_extension("asc");
+    let mut body = format!(
+        "ncols {}\nnrows {}\nxllcorner 500000\nyllcorner 4000000\ncellsize 10\nNODATA_value -9999\n",
+        rows[0].len(),
+        rows.len()
+    );
+    for row in rows {
+        body.push_str(
+            &row.iter()
+                .map(|v| format!("{v}"))
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
+        body.push('\n');
+    }
+    std::fs::write(&asc, body)?;
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .arg(&asc)
+        .arg(path)
+        .status()?;
+    anyhow::ensure!(status.success(), "gdal_translate failed");
+    Ok(())
+}
+
+fn read_band(path: &Path) -> anyhow::Result<(usize, Vec<f64>)> {
+    let dataset = gdal::Dataset::open(path)?;
+    let band = dataset.rasterband(1)?;
+    let (w, h) = band.size();
+    Ok((
+        w,
+        band.read_as::<f64>((0, 0), (w, h), (w, h), None)?
+            .data()
+            .to_vec(),
+    ))
+}
+
+fn justified(method: &str) -> Value {
+    json!({"hydrology": justification(method)})
+}
+
+#[tokio::test]
+async fn v_valley_accumulation_is_hand_checked() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    // Sides fall 10 m per column towards column 2; the valley falls 1 m per row to the south.
+    let rows: Vec<Vec<f32>> = (0..6)
+        .map(|r| {
+            (0..5)
+                .map(|c| 10.0 * (c as f32 - 2.0).abs() + (6 - r) as f32)
+                .collect()
+        })
+        .collect();
+    write_dem(&server.path("valley.tif"), &rows)?;
+    let arguments = json!({"input": "valley.tif", "output": "acc.tif", "algorithm": "d8"});
+    let refused = server
+        .call("dem_flow_accumulation", arguments.clone())
+        .await?;
+    assert!(is_error(&refused));
+    let entries = structured(&refused)["refusal"].clone();
+    assert_eq!(entries[0]["domain"], json!("hydrology"));
+    assert_eq!(entries[0]["severity"], json!("required"));
+
+    let mut arguments = arguments;
+    arguments["justification"] = justified("d8");
+    let done = server.call("dem_flow_accumulation", arguments).await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let report = &structured(&done)["report"];
+    assert_eq!(report["total_weight"], json!(30.0));
+    assert_eq!(report["outlet_total"], json!(30.0), "mass is conserved");
+    let (width, values) = read_band(&server.path("acc.tif"))?;
+    let thalweg: Vec<f64> = (0..6).map(|r| values[r * width + 2]).collect();
+    assert_eq!(thalweg, [5.0, 10.0, 15.0, 20.0, 25.0, 30.0]);
+    // Side cells receive nothing but themselves.
+    assert_eq!(values[0], 1.0);
+    // Same georeferencing as the input.
+    let input = gdal::Dataset::open(server.path("valley.tif"))?;
+    let output = gdal::Dataset::open(server.path("acc.tif"))?;
+    assert_eq!(input.geo_transform()?, output.geo_transform()?);
+    Ok(())
+}
+
+#[tokio::test]
+async fn geographic_dems_are_refused_with_a_clear_error() -> anyhow::Result<()> {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let status = std::process::Command::new("gdalwarp")
+        .args(["-q", "-t_srs", "EPSG:4326", "-r", "bilinear"])
+        .arg(server.path("dem.tif"))
+        .arg(server.path("dem_4326.tif"))
+        .status()?;
+    assert!(status.success());
+    let result = server
+        .call(
+            "dem_condition",
+            json!({"input": "dem_4326.tif", "output": "f.tif", "method": "fill"}),
+        )
+        .await?;
+    assert!(is_error(&result));
+    let message = structured(&result)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("geographic") && message.contains("raster_reproject"),
+        "{message}"
+    );
+    assert!(!server.path("f.tif").exists());
+    Ok(())
+}
+
+#[tokio::test]
+async fn d8_on_flat_dominated_terrain_is_critical() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    // A plateau at 50 m with a single lower edge row: most cells have no lower neighbour.
+    let rows: Vec<Vec<f32>> = (0..8)
+        .map(|r| (0..8).map(|_| if r == 7 { 40.0 } else { 50.0 }).collect())
+        .collect();
+    write_dem(&server.path("plateau.tif"), &rows)?;
+    let d8 = server
+        .call(
+            "dem_flow_direction",
+            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8"}),
+        )
+        .await?;
+    let entry = structured(&d8)["refusal"][0].clone();
+    assert_eq!(entry["severity"], json!("critical"), "{entry}");
+    assert!(entry["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("flat-dominated"));
+
+    // A critical justification must list assumptions; with them the plateau drains south.
+    let mut without = justification("d8");
+    without.as_object_mut().map(|o| o.remove("assumptions"));
+    let refused = server
+        .call(
+            "dem_flow_direction",
+            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8",
+                                             "justification": {"hydrology": without}}),
+        )
+        .await?;
+    assert!(is_error(&refused));
+    assert_eq!(
+        structured(&refused)["refusal"][0]["errors"][0]["path"],
+        json!("/assumptions")
+    );
+    let done = server
+        .call(
+            "dem_flow_direction",
+            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8",
+                                             "justification": justified("d8")}),
+        )
+        .await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let (_, codes) = read_band(&server.path("d8.tif"))?;
+    assert!(
+        codes.iter().all(|&c| c != 0.0),
+        "every plateau cell got a direction: {codes:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn streams_and_watershed_on_the_real_dem() -> anyhow::Result<()> {
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await?;
+    let filled = server
+        .call("dem_condition", json!({"input": "dem.tif", "output": "filled.tif", "method": "breach",
+                                       "max_breach_length": 20, "justification": justified("breach")}))
+        .await?;
+    assert!(!is_error(&filled), "{}", text(&filled));
+    let report = structured(&filled)["report"].clone();
+    assert!(report["pits_found"].as_u64().unwrap_or(0) > 0, "{report}");
+
+    let streams = server
+        .call("dem_streams", json!({"input": "filled.tif", "output": "order.tif", "threshold": 50,
+                                     "lines": "streams.geojson", "justification": justified("threshold 50")}))
+        .await?;
+    assert!(!is_error(&streams), "{}", text(&streams));
+    let report = structured(&streams)["report"].clone();
+    assert!(report["links"].as_u64().unwrap_or(0) > 10, "{report}");
+    assert!(
+        report["max_strahler_order"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+    let lines: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.path("streams.geojson"))?)?;
+    let features = lines["features"].as_array().cloned().unwrap_or_default();
+    assert_eq!(features.len() as u64, report["links"].as_u64().unwrap_or(0));
+    assert_eq!(features[0]["geometry"]["type"], json!("LineString"));
+
+    // A stream threshold of 0.5 cells is refused before any work.
+    let bad = server
+        .call(
+            "dem_streams",
+            json!({"input": "filled.tif", "output": "o2.tif", "threshold": 0.5}),
+        )
+        .await?;
+    assert!(is_error(&bad));
+    assert!(structured(&bad)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("threshold"));
+
+    let watershed = server
+        .call("dem_watershed", json!({"input": "filled.tif", "output": "ws.tif", "pour_points": [[290000.0, 9115000.0]],
+                                       "snap_distance": 500.0, "justification": {"hydrology": justification("pour points")}}))
+        .await?;
+    assert!(!is_error(&watershed), "{}", text(&watershed));
+    let outcome = structured(&watershed)["report"]["pour_points"][0].clone();
+    let cells = outcome["cells"].as_u64().unwrap_or(0);
+    let (_, labels) = read_band(&server.path("ws.tif"))?;
+    assert_eq!(labels.iter().filter(|&&v| v == 1.0).count() as u64, cells);
+    assert!(
+        cells > 1 && outcome["snap_distance"].as_f64().unwrap_or(f64::MAX) <= 500.0,
+        "{outcome}"
+    );
+    Ok(())
+}
