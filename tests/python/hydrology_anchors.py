@@ -93,6 +93,35 @@ def steepest_descent_codes(z: np.ndarray, dx: float, dy: float) -> tuple[np.ndar
     return code, unique
 
 
+def independent_d8_accumulation(z: np.ndarray, dx: float, dy: float) -> np.ndarray:
+    """D8 (steepest drop / distance) and accumulation in cells, written independently here."""
+    h, w = z.shape
+    pad = np.pad(z.astype(np.float64), 1, constant_values=np.nan)
+    best = np.zeros((h, w))
+    target = np.full((h, w), -1, dtype=np.int64)
+    rows, cols = np.arange(h)[:, None], np.arange(w)[None, :]
+    for (dr, dc) in ESRI:
+        neighbour = pad[1 + dr:1 + dr + h, 1 + dc:1 + dc + w]
+        slope = (z - neighbour) / np.hypot(dx * abs(dc), dy * abs(dr))
+        slope = np.where(np.isnan(slope), -np.inf, slope)
+        better = slope > best
+        best = np.where(better, slope, best)
+        target = np.where(better, np.clip(rows + dr, 0, h - 1) * w + np.clip(cols + dc, 0, w - 1), target)
+    target = target.ravel()
+    accumulation = np.ones(h * w)
+    pending = np.bincount(target[target >= 0], minlength=h * w)
+    stack = list(np.flatnonzero(pending == 0))
+    while stack:
+        cell = stack.pop()
+        down = target[cell]
+        if down >= 0:
+            accumulation[down] += accumulation[cell]
+            pending[down] -= 1
+            if pending[down] == 0:
+                stack.append(down)
+    return accumulation.reshape(h, w)
+
+
 async def run(server: str, workspace: str, tmp: str) -> None:
     params = StdioServerParameters(command=server, args=["serve", "--workspace", workspace],
                                    env=dict(os.environ))
@@ -139,6 +168,80 @@ async def run(server: str, workspace: str, tmp: str) -> None:
                   f"{stem}: D8 equals steepest descent off ties",
                   f"{mismatched} of {compared} cells with a unique steepest lower neighbour differ")
 
+            # Accumulation on the raw DEM, where routing is unambiguous (noisy data, no filled
+            # flats): compare with an accumulation written independently here.
+            accumulation_path = os.path.join(workspace, f"{stem}_acc.tif")
+            result = await client.call_tool("dem_flow_accumulation", {
+                "input": name, "output": accumulation_path, "algorithm": "d8", "resolve_flats": False,
+                "justification": {"hydrology": justification("d8")}})
+            if result.is_error:
+                check(False, f"{stem}: dem_flow_accumulation runs", str(result.structured_content)[:200])
+                continue
+            theirs_acc = independent_d8_accumulation(original, cell[0], cell[1])
+            ours_acc = read_f32(accumulation_path, tmp)
+            same = int(np.count_nonzero(ours_acc == theirs_acc))
+            report = result.structured_content["report"]
+            check(same >= 0.999 * ours_acc.size and report["outlet_total"] == report["total_weight"],
+                  f"{stem}: D8 accumulation equals an independent implementation",
+                  f"{same} of {ours_acc.size} cells identical; outlets carry {report['outlet_total']} of {report['total_weight']}")
+
+
+def server_cpu_seconds(workspace: str) -> float | None:
+    """CPU time (user + system) of the gdal-mcp process serving `workspace`, from /proc."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+            if b"serve" not in cmdline or workspace.encode() not in cmdline:
+                continue
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return None
+
+
+async def cancellation(server: str, workspace: str, tmp: str) -> None:
+    """Cancel a long conditioning run (breaching a 3000² random DEM takes tens of seconds) at its
+    first progress update: the server stops computing (its CPU time stays flat), nothing is
+    written, no staging folder is left, and it keeps serving."""
+    size = 3000
+    rng = np.random.default_rng(11)
+    z = (rng.random((size, size)) * 50).astype("<f4")
+    raw = os.path.join(tmp, "big.bil")
+    z.tofile(raw)
+    with open(os.path.join(tmp, "big.hdr"), "w") as f:
+        f.write(f"ENVI\nsamples = {size}\nlines = {size}\nbands = 1\nheader offset = 0\n"
+                "file type = ENVI Standard\ndata type = 4\ninterleave = bsq\nbyte order = 0\n"
+                "map info = {UTM, 1, 1, 500000, 4100000, 10, 10, 33, North, WGS-84}\n")
+    subprocess.run(["gdal_translate", "-q", "-of", "GTiff", "-a_srs", "EPSG:32633", raw,
+                    os.path.join(workspace, "big.tif")], check=True)
+    params = StdioServerParameters(command=server, args=["serve", "--workspace", workspace],
+                                   env=dict(os.environ))
+    async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
+        arguments = {"input": "big.tif", "output": "big_filled.tif", "method": "breach",
+                     "justification": {"hydrology": justification("breach")}}
+        updates: list[float] = []
+        with anyio.CancelScope() as scope:
+            async def on_progress(progress, total, message):
+                updates.append(progress)
+                scope.cancel()
+            await client.call_tool("dem_condition", arguments, progress_callback=on_progress)
+        await anyio.sleep(2)  # progress, and so the cancellation check, comes every ~1 % of the run
+        before = server_cpu_seconds(workspace)
+        await anyio.sleep(2)
+        after = server_cpu_seconds(workspace)
+        busy = None if before is None or after is None else after - before
+        leftovers = [n for n in os.listdir(workspace) if n.startswith(".gdal-mcp-") or n == "big_filled.tif"]
+        info = await client.call_tool("raster_info", {"path": "big.tif"})
+        check(bool(updates) and busy is not None and busy < 0.5 and not leftovers and not info.is_error,
+              "cancellation: the run stops, writes nothing, and the server keeps serving",
+              f"{len(updates)} progress update(s) before cancelling; server CPU in the 2 s after: "
+              f"{busy} s; leftovers {leftovers}")
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -150,6 +253,7 @@ def main() -> int:
         write_synthetic(os.path.join(workspace, "synthetic.tif"), tmp)
         try:
             anyio.run(run, os.path.abspath(args.server), workspace, tmp)
+            anyio.run(cancellation, os.path.abspath(args.server), workspace, tmp)
         except Exception as error:  # report, never hang or pass silently
             check(False, "session", repr(error))
     failed = sum(1 for ok, _ in results if not ok)
