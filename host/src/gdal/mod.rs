@@ -36,11 +36,22 @@ pub enum GdalError {
     Worker(String),
 }
 
-/// Register every GDAL driver, once per process. Called by every GDAL job, so an idle server
-/// never pays for it (registration touches ~10 MB of libgdal and takes tens of milliseconds).
+/// GDAL's raster block cache, in MB. GDAL's default (5 % of RAM) would keep a whole DEM in
+/// cache on top of the copy the hydrology runners hold; whole-band reads and writes stream
+/// through blocks, so a small cache costs nothing. `GDAL_CACHEMAX` in the environment wins.
+pub const BLOCK_CACHE_MB: &str = "32";
+
+/// Register every GDAL driver and set the block cache, once per process. Called by every GDAL
+/// job, so an idle server never pays for it (registration touches ~10 MB of libgdal and takes
+/// tens of milliseconds).
 pub fn init() {
     static REGISTERED: std::sync::Once = std::sync::Once::new();
-    REGISTERED.call_once(gdal::DriverManager::register_all);
+    REGISTERED.call_once(|| {
+        if std::env::var_os("GDAL_CACHEMAX").is_none() {
+            let _ = gdal::config::set_config_option("GDAL_CACHEMAX", BLOCK_CACHE_MB);
+        }
+        gdal::DriverManager::register_all();
+    });
 }
 
 /// Run a blocking GDAL job on tokio's blocking pool.

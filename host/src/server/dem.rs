@@ -556,10 +556,12 @@ pub async fn flow_accumulation(
             Algorithm::D8 => {
                 let d8 = hy::D8Options { encoding: hy::D8Encoding::Esri, resolve_flats };
                 let (directions, _) = hy::d8_flow_directions(&dem, cell_size, &d8, &hy::SubProgress::new(relay, 0.0, 0.5)).map_err(hydrology_error)?;
+                drop(dem);
                 hy::d8_accumulation::<f32>(&directions, cell_size, &options, &hy::SubProgress::new(relay, 0.5, 0.5)).map_err(hydrology_error)?
             }
             Algorithm::Dinf => {
                 let (flow, _) = hy::dinf_flow_directions(&dem, cell_size, &hy::DinfOptions { resolve_flats }, &hy::SubProgress::new(relay, 0.0, 0.5)).map_err(hydrology_error)?;
+                drop(dem);
                 hy::dinf_accumulation::<f32>(&flow, cell_size, &options, &hy::SubProgress::new(relay, 0.5, 0.5)).map_err(hydrology_error)?
             }
         };
