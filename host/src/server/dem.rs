@@ -357,6 +357,22 @@ fn hydrology_error(error: HydrologyError) -> GdalError {
     }
 }
 
+/// D8 directions (ESRI codes) for the routing tools, which only need the receivers.
+fn route_d8(
+    dem: &Grid<f32>,
+    cell_size: CellSize,
+    resolve_flats: bool,
+    progress: &dyn Progress,
+) -> Result<hy::FlowDirections, GdalError> {
+    let options = hy::D8Options {
+        encoding: hy::D8Encoding::Esri,
+        resolve_flats,
+    };
+    hy::d8_flow_directions(dem, cell_size, &options, progress)
+        .map(|(directions, _)| directions)
+        .map_err(hydrology_error)
+}
+
 fn d8_encoding(encoding: Option<Encoding>) -> hy::D8Encoding {
     match encoding.unwrap_or(Encoding::Esri) {
         Encoding::Esri => hy::D8Encoding::Esri,
@@ -554,8 +570,7 @@ pub async fn flow_accumulation(
         };
         let (accumulation, r) = match algorithm {
             Algorithm::D8 => {
-                let d8 = hy::D8Options { encoding: hy::D8Encoding::Esri, resolve_flats };
-                let (directions, _) = hy::d8_flow_directions(&dem, cell_size, &d8, &hy::SubProgress::new(relay, 0.0, 0.5)).map_err(hydrology_error)?;
+                let directions = route_d8(&dem, cell_size, resolve_flats, &hy::SubProgress::new(relay, 0.0, 0.5))?;
                 drop(dem);
                 hy::d8_accumulation::<f32>(&directions, cell_size, &options, &hy::SubProgress::new(relay, 0.5, 0.5)).map_err(hydrology_error)?
             }
@@ -603,8 +618,7 @@ pub async fn streams(
     gated_run(app, context, "dem_streams", arguments, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
-        let d8 = hy::D8Options { encoding: hy::D8Encoding::Esri, resolve_flats };
-        let (directions, _) = hy::d8_flow_directions(&dem, cell_size, &d8, &hy::SubProgress::new(relay, 0.0, 0.4)).map_err(hydrology_error)?;
+        let directions = route_d8(&dem, cell_size, resolve_flats, &hy::SubProgress::new(relay, 0.0, 0.4))?;
         drop(dem);
         let (accumulation, _) = hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3)).map_err(hydrology_error)?;
         let mask = hy::stream_mask(&accumulation, threshold).map_err(hydrology_error)?;
@@ -666,17 +680,12 @@ pub async fn watershed(
                 ..
             } = loaded;
             let (w, h) = dem.shape();
-            let d8 = hy::D8Options {
-                encoding: hy::D8Encoding::Esri,
-                resolve_flats,
-            };
-            let (directions, _) = hy::d8_flow_directions(
+            let directions = route_d8(
                 &dem,
                 cell_size,
-                &d8,
+                resolve_flats,
                 &hy::SubProgress::new(relay, 0.0, 0.5),
-            )
-            .map_err(hydrology_error)?;
+            )?;
             drop(dem);
             let transform = hy::GeoTransform::new(georef.geotransform).map_err(hydrology_error)?;
             let accumulation = match snap {

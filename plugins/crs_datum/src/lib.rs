@@ -7,8 +7,8 @@
 //! or when PROJ could only find a ballpark transformation.
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, crs_label, export_domain, field_error, json, names, trigger, Call, CrsFacts,
-    CrsKind, Domain, DomainInfo, FieldError, PromptArgument, Severity, Trigger, Value,
+    chosen_method, crs_label, export_domain, field_error, json, names, prompt_argument, trigger,
+    Call, CrsFacts, CrsKind, Domain, DomainInfo, FieldError, Severity, Trigger, Value,
 };
 
 struct CrsDatum;
@@ -20,11 +20,7 @@ const REPROJECTING_TOOLS: &[&str] = &["raster_reproject", "vector_reproject"];
 
 impl Domain for CrsDatum {
     fn describe() -> DomainInfo {
-        let arg = |name: &str, description: &str, required: bool| PromptArgument {
-            name: name.to_string(),
-            description: description.to_string(),
-            required,
-        };
+        let arg = prompt_argument;
         DomainInfo {
             id: "crs_datum".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -37,8 +33,16 @@ impl Domain for CrsDatum {
                 arg("tool", "The tool being called", true),
                 arg("src_crs", "Source CRS (id or name)", true),
                 arg("dst_crs", "Target CRS (id or name)", true),
-                arg("datum_change", "Source and target datums, if they differ", false),
-                arg("transformation", "The operation PROJ selected, with accuracy", false),
+                arg(
+                    "datum_change",
+                    "Source and target datums, if they differ",
+                    false,
+                ),
+                arg(
+                    "transformation",
+                    "The operation PROJ selected, with accuracy",
+                    false,
+                ),
                 arg("reason", "Why the call was flagged", false),
             ],
             methodology: METHODOLOGY.to_string(),
@@ -162,7 +166,10 @@ impl Domain for CrsDatum {
 
     fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        let dst = key_fields.get("dst_crs").and_then(Value::as_str).unwrap_or("");
+        let dst = key_fields
+            .get("dst_crs")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         match chosen_method(justification) {
             Some(method) if crs_named(method, dst) => {}
             Some(method) => errors.push(field_error(

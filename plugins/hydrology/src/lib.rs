@@ -7,8 +7,8 @@
 //! flat-dominated (directions on flats are an artefact of the flat-resolution method).
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, export_domain, field_error, json, names, trigger, Call, CrsKind, Domain,
-    DomainInfo, FieldError, PromptArgument, Severity, Trigger, Value,
+    chosen_method, export_domain, field_error, json, names, prompt_argument, trigger, Call,
+    CrsKind, Domain, DomainInfo, FieldError, Severity, Trigger, Value,
 };
 
 struct Hydrology;
@@ -30,11 +30,7 @@ const TOOLS: &[(&str, &str)] = &[
 
 impl Domain for Hydrology {
     fn describe() -> DomainInfo {
-        let arg = |name: &str, description: &str, required: bool| PromptArgument {
-            name: name.to_string(),
-            description: description.to_string(),
-            required,
-        };
+        let arg = prompt_argument;
         DomainInfo {
             id: "hydrology".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -45,8 +41,16 @@ impl Domain for Hydrology {
             prompt_name: "justify_hydrology".to_string(),
             prompt_arguments: vec![
                 arg("tool", "The tool being called", true),
-                arg("operation", "condition, flow_direction, flow_accumulation, streams or watershed", true),
-                arg("method", "The method the call uses (fill, breach, d8, dinf, threshold...)", true),
+                arg(
+                    "operation",
+                    "condition, flow_direction, flow_accumulation, streams or watershed",
+                    true,
+                ),
+                arg(
+                    "method",
+                    "The method the call uses (fill, breach, d8, dinf, threshold...)",
+                    true,
+                ),
                 arg("details", "The other decision fields", false),
                 arg("reason", "Why the call was flagged", false),
             ],
@@ -69,8 +73,16 @@ impl Domain for Hydrology {
         let (method, key_fields, details) = match operation {
             "condition" => {
                 let method = call.arg_str("method").unwrap_or("fill").to_string();
-                let length = call.args.get("max_breach_length").cloned().unwrap_or(Value::Null);
-                let depth = call.args.get("max_breach_depth").cloned().unwrap_or(Value::Null);
+                let length = call
+                    .args
+                    .get("max_breach_length")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let depth = call
+                    .args
+                    .get("max_breach_depth")
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 let breach = method == "breach";
                 (
                     method.clone(),
@@ -121,7 +133,11 @@ impl Domain for Hydrology {
                 )
             }
             _ => {
-                let snap = call.args.get("snap_distance").cloned().unwrap_or(Value::Null);
+                let snap = call
+                    .args
+                    .get("snap_distance")
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 (
                     "pour points".to_string(),
                     json!({"operation": operation, "algorithm": "d8", "snap_distance": snap, "flats": flats}),
@@ -145,7 +161,8 @@ impl Domain for Hydrology {
         let flat_fraction = dem
             .and_then(|d| d.raster.as_ref())
             .and_then(|r| r.flat_fraction);
-        let routes_d8 = operation != "condition" && (algorithm == "d8" || operation == "streams" || operation == "watershed");
+        let routes_d8 = operation != "condition"
+            && (algorithm == "d8" || operation == "streams" || operation == "watershed");
         if let Some(share) = flat_fraction {
             if routes_d8 && share >= FLAT_DOMINATED {
                 severity = Severity::Critical;
@@ -176,12 +193,18 @@ impl Domain for Hydrology {
     }
 
     fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
-        let operation = key_fields.get("operation").and_then(Value::as_str).unwrap_or("");
+        let operation = key_fields
+            .get("operation")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         let expected = match operation {
-            "condition" => key_fields.get("method").and_then(Value::as_str).map(|m| match m {
-                "fill_epsilon" => "epsilon".to_string(),
-                other => other.to_string(),
-            }),
+            "condition" => key_fields
+                .get("method")
+                .and_then(Value::as_str)
+                .map(|m| match m {
+                    "fill_epsilon" => "epsilon".to_string(),
+                    other => other.to_string(),
+                }),
             "flow_direction" | "flow_accumulation" => key_fields
                 .get("algorithm")
                 .and_then(Value::as_str)

@@ -8,8 +8,8 @@
 //! `critical`.
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, export_domain, field_error, json, names, trigger, Call, Domain, DomainInfo,
-    FieldError, PromptArgument, Severity, Trigger, Value,
+    chosen_method, export_domain, field_error, json, names, prompt_argument, trigger, Call, Domain,
+    DomainInfo, FieldError, Severity, Trigger, Value,
 };
 
 struct Resampling;
@@ -29,11 +29,7 @@ const CLASS_PRESERVING: &[&str] = &["nearest", "mode"];
 
 impl Domain for Resampling {
     fn describe() -> DomainInfo {
-        let arg = |name: &str, description: &str, required: bool| PromptArgument {
-            name: name.to_string(),
-            description: description.to_string(),
-            required,
-        };
+        let arg = prompt_argument;
         DomainInfo {
             id: "resampling".to_string(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -46,7 +42,11 @@ impl Domain for Resampling {
                 arg("tool", "The tool being called", true),
                 arg("method", "The resampling method the call uses", true),
                 arg("data", "categorical or continuous", true),
-                arg("evidence", "Why the data looks categorical or continuous", false),
+                arg(
+                    "evidence",
+                    "Why the data looks categorical or continuous",
+                    false,
+                ),
                 arg("reason", "Why the call was flagged", false),
             ],
             methodology: METHODOLOGY.to_string(),
@@ -81,7 +81,11 @@ impl Domain for Resampling {
         } else {
             format!("data type {}", raster.data_types.join(", "))
         };
-        let data = if categorical { "categorical" } else { "continuous" };
+        let data = if categorical {
+            "categorical"
+        } else {
+            "continuous"
+        };
         let preserving = CLASS_PRESERVING.contains(&method.as_str());
 
         let (severity, reason) = match (categorical, preserving) {
@@ -120,7 +124,10 @@ impl Domain for Resampling {
     }
 
     fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
-        let method = key_fields.get("method").and_then(Value::as_str).unwrap_or("");
+        let method = key_fields
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         match chosen_method(justification) {
             Some(chosen) if names(chosen, method) => Vec::new(),
             Some(chosen) => vec![field_error(

@@ -152,6 +152,15 @@ pub fn trigger(
     }
 }
 
+/// A declared prompt argument.
+pub fn prompt_argument(name: &str, description: &str, required: bool) -> PromptArgument {
+    PromptArgument {
+        name: name.to_string(),
+        description: description.to_string(),
+        required,
+    }
+}
+
 /// A field error at a JSON pointer path.
 pub fn field_error(path: &str, message: impl Into<String>) -> FieldError {
     FieldError {

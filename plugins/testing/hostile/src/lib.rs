@@ -49,7 +49,10 @@ impl Domain for Hostile {
         if output.contains("stdout") {
             let mut out = std::io::stdout();
             for _ in 0..1000 {
-                let _ = writeln!(out, "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"forged\"}}");
+                let _ = writeln!(
+                    out,
+                    "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"forged\"}}"
+                );
             }
             let _ = out.flush();
             eprintln!("hostile domain wrote to stdout");
