@@ -4,6 +4,8 @@
 mod confinement;
 mod hydrology;
 mod oracle;
+mod raster_tools;
 mod reflection;
 mod sandbox;
 mod surface;
+mod vector_tools;

@@ -232,3 +232,68 @@ pub fn justification(method: &str) -> Value {
         "conditions_for_revisit": ["a metric analysis of slopes or areas"]
     })
 }
+
+/// What a gated call did: the refusal it met first (if any) and the final result.
+pub struct Justified {
+    /// The structured content of the first refusal, or `Value::Null` when none was needed.
+    pub refusal: Value,
+    pub result: CallToolResult,
+}
+
+impl Justified {
+    /// `(domain, severity)` of every entry of the first refusal.
+    pub fn refused_by(&self) -> Vec<(String, String)> {
+        self.refusal["refusal"]
+            .as_array()
+            .map(|entries| {
+                entries
+                    .iter()
+                    .map(|e| {
+                        (
+                            e["domain"].as_str().unwrap_or_default().to_string(),
+                            e["severity"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Call a gated tool; when refused, answer every domain with a justification whose
+/// `choice.method` names the refused decision (its key fields), and retry once.
+pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Result<Justified> {
+    let first = server.call(name, arguments.clone()).await?;
+    let content = structured(&first);
+    let Some(entries) = content["refusal"].as_array() else {
+        return Ok(Justified {
+            refusal: Value::Null,
+            result: first,
+        });
+    };
+    let mut answers = serde_json::Map::new();
+    for entry in entries {
+        let decision = entry["decision"]
+            .as_object()
+            .map(|fields| {
+                fields
+                    .values()
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let domain = entry["domain"].as_str().unwrap_or_default().to_string();
+        answers.insert(domain, justification(&decision));
+    }
+    let mut retry = arguments;
+    retry["justification"] = Value::Object(answers);
+    let result = server.call(name, retry).await?;
+    Ok(Justified {
+        refusal: content,
+        result,
+    })
+}

@@ -7,8 +7,12 @@
 pub mod facts;
 pub mod info;
 pub mod output;
+pub mod overviews;
+pub mod programs;
 pub mod raster_io;
+pub mod stats;
 pub mod transform;
+pub mod vector;
 pub mod warp;
 
 use std::cell::RefCell;

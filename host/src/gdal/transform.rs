@@ -147,6 +147,21 @@ fn text(ptr: *const c_char) -> Option<String> {
     })
 }
 
+/// Transform a rectangle between two CRSs (densified edges, traditional x/y order).
+pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
+    let mut source = from.clone();
+    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let mut target = to.clone();
+    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let transform = CoordTransform::new(&source, &target).ok()?;
+    transform.transform_bounds(&bounds, 21).ok()
+}
+
+/// Whether two CRSs are the same for transformation purposes (OSRIsSame, ignoring axis order).
+pub fn same_crs(a: &SpatialRef, b: &SpatialRef) -> bool {
+    a == b
+}
+
 /// The lon/lat bounding box of `bounds` (xmin, ymin, xmax, ymax in `srs`).
 pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
     let mut source = srs.clone();

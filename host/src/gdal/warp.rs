@@ -2,8 +2,8 @@
 //! `gdalwarp` command line, so outputs are pixel-identical to `gdalwarp` run with the
 //! arguments in [`WarpRequest::gdalwarp_args`].
 
-use super::output::Staging;
-use super::{CArgv, ErrorCapture, GdalError};
+use super::programs::{self, number, Program};
+use super::GdalError;
 use std::path::PathBuf;
 
 /// One warp, fully specified.
@@ -11,7 +11,8 @@ use std::path::PathBuf;
 pub struct WarpRequest {
     pub input: PathBuf,
     pub output: PathBuf,
-    pub dst_crs: String,
+    /// Target CRS; `None` keeps the source CRS (a pure regridding).
+    pub dst_crs: Option<String>,
     pub src_crs: Option<String>,
     /// A gdalwarp `-r` method name.
     pub resampling: String,
@@ -31,11 +32,6 @@ pub struct WarpOutcome {
     pub warnings: Vec<String>,
 }
 
-fn number(value: f64) -> String {
-    // Rust's shortest round-trip representation: GDAL parses it back to the same double.
-    format!("{value}")
-}
-
 impl WarpRequest {
     /// The `gdalwarp` arguments (without the source and destination paths).
     pub fn gdalwarp_args(&self) -> Vec<String> {
@@ -43,7 +39,9 @@ impl WarpRequest {
         if let Some(src) = &self.src_crs {
             args.extend(["-s_srs".to_string(), src.clone()]);
         }
-        args.extend(["-t_srs".to_string(), self.dst_crs.clone()]);
+        if let Some(dst) = &self.dst_crs {
+            args.extend(["-t_srs".to_string(), dst.clone()]);
+        }
         args.extend(["-r".to_string(), self.resampling.clone()]);
         if let Some((x, y)) = self.resolution {
             args.extend(["-tr".to_string(), number(x), number(y)]);
@@ -69,55 +67,24 @@ impl WarpRequest {
 
     /// Run the warp into a staging folder and move the result into place.
     pub fn run(&self) -> Result<WarpOutcome, GdalError> {
-        let capture = ErrorCapture::start();
         let source = super::facts::open(&self.input)?;
-        let staging = Staging::new(&self.output)?;
-        let destination = super::cstring(&staging.path().to_string_lossy())?;
-        let mut argv = CArgv::new(&self.gdalwarp_args())?;
-        // SAFETY: argv is NULL-terminated and outlives the call.
-        let options =
-            unsafe { gdal_sys::GDALWarpAppOptionsNew(argv.as_mut_ptr(), std::ptr::null_mut()) };
-        if options.is_null() {
-            return Err(GdalError::Invalid(format!(
-                "gdalwarp rejects the options: {}",
-                capture.failure_text("invalid options")
-            )));
-        }
-        let mut usage_error = 0;
-        let mut sources = [source.c_dataset()];
-        // SAFETY: the source handle lives as long as `source`; GDALWarp returns a new dataset
-        // handle (or NULL) that we close at once to flush it.
-        let written = unsafe {
-            let out = gdal_sys::GDALWarp(
-                destination.as_ptr(),
-                std::ptr::null_mut(),
-                1,
-                sources.as_mut_ptr(),
-                options,
-                &mut usage_error,
-            );
-            gdal_sys::GDALWarpAppOptionsFree(options);
-            if out.is_null() {
-                false
-            } else {
-                gdal_sys::GDALClose(out);
-                true
-            }
-        };
-        drop(source);
-        let failure = capture.messages().iter().any(|m| m.class != "warning");
-        if !written || failure {
-            return Err(GdalError::Failed {
+        let outcome = programs::run(
+            &Program::Warp,
+            &source,
+            &self.gdalwarp_args(),
+            &self.output,
+            |_| Ok(()),
+        )
+        .map_err(|e| match e {
+            GdalError::Failed { message, .. } => GdalError::Failed {
                 operation: format!("warping {}", self.input.display()),
-                message: capture.failure_text(if usage_error != 0 {
-                    "invalid gdalwarp usage"
-                } else {
-                    "GDALWarp returned no dataset"
-                }),
-            });
-        }
-        let warnings = capture.warnings();
-        let files = staging.commit()?;
-        Ok(WarpOutcome { files, warnings })
+                message,
+            },
+            other => other,
+        })?;
+        Ok(WarpOutcome {
+            files: outcome.files,
+            warnings: outcome.warnings,
+        })
     }
 }

@@ -60,6 +60,8 @@ pub struct RefusalEntry {
     pub reason: String,
     /// The decision key to quote in `persist_justification`.
     pub key: String,
+    /// What is being decided: the domain's key fields (the key hashes them).
+    pub decision: Value,
     pub prompt_name: String,
     pub prompt_arguments: BTreeMap<String, String>,
     /// The domain's questions for this decision (Markdown).
@@ -275,6 +277,7 @@ impl Gate {
                 severity: trigger.severity,
                 reason: trigger.reason,
                 key: key.clone(),
+                decision: trigger.key_fields.clone(),
                 prompt_name: domain.info.prompt_name.clone(),
                 prompt_arguments: pending.prompt.arguments.clone(),
                 prompt: rendered.text,

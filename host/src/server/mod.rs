@@ -4,9 +4,12 @@
 //! This room parses calls and renders results; it delegates decisions to the gate and work to
 //! the GDAL runners, and never reaches back into them.
 
+pub mod aggregate;
 pub mod catalog;
 pub mod dem;
+pub mod raster;
 pub mod tools;
+pub mod vector;
 
 use crate::config::ServerConfig;
 use crate::domains::sandbox::{Limits, PluginError};
@@ -258,13 +261,38 @@ impl ServerHandler for GdalMcp {
                 .map(success_result),
             "raster_reproject" => tools::raster_reproject(app, &arguments)
                 .await
-                .map(|outcome| match outcome {
-                    Outcome::Done(value) => success_result(value),
-                    Outcome::Refused { entries, receipts } => refusal_result(entries, receipts),
-                }),
+                .map(gated_result),
             "persist_justification" => tools::persist_justification(app, &arguments)
                 .await
                 .map(success_result),
+            "raster_stats" => raster::raster_stats(app, &arguments)
+                .await
+                .map(success_result),
+            "raster_convert" => raster::raster_convert(app, &arguments)
+                .await
+                .map(gated_result),
+            "raster_resample" => raster::raster_resample(app, &arguments)
+                .await
+                .map(gated_result),
+            "raster_overviews" => raster::raster_overviews(app, &arguments)
+                .await
+                .map(gated_result),
+            "raster_terrain" => raster::raster_terrain(app, &arguments)
+                .await
+                .map(gated_result),
+            "raster_aggregate" => aggregate::raster_aggregate(app, &arguments)
+                .await
+                .map(gated_result),
+            "vector_info" => vector::vector_info(app, &arguments)
+                .await
+                .map(success_result),
+            "vector_reproject" => vector::vector_reproject(app, &arguments)
+                .await
+                .map(gated_result),
+            "vector_convert" => vector::vector_convert(app, &arguments)
+                .await
+                .map(gated_result),
+            "vector_clip" => vector::vector_clip(app, &arguments).await.map(gated_result),
             "dem_condition" => dem::condition(app, &context, &arguments)
                 .await
                 .map(gated_result),

@@ -261,6 +261,9 @@ fn build_definitions() -> Vec<Tool> {
         .with_annotations(annotations(false, false, true)),
     ]
     .into_iter()
+    .chain(super::raster::definitions())
+    .chain(super::vector::definitions())
+    .chain(super::aggregate::definitions())
     .chain(super::dem::definitions())
     .collect()
 }
@@ -368,7 +371,7 @@ pub async fn raster_reproject(app: &App, arguments: &Value) -> Result<Outcome, T
     let request = WarpRequest {
         input: input.clone(),
         output: output.clone(),
-        dst_crs: args.dst_crs.clone(),
+        dst_crs: Some(args.dst_crs.clone()),
         src_crs: args.src_crs.clone(),
         resampling: args.resampling.gdal_name().to_string(),
         resolution: args.resolution.map(|[x, y]| (x, y)),
@@ -387,7 +390,7 @@ pub async fn raster_reproject(app: &App, arguments: &Value) -> Result<Outcome, T
     };
     let plan = gdal_runner::run_blocking(move || {
         facts::check_raster_format(&request.format, &request.creation_options)?;
-        let target = facts::parse_crs("dst_crs", &request.dst_crs)?;
+        let target = facts::parse_crs("dst_crs", &args.dst_crs)?;
         let assigned = match &request.src_crs {
             Some(definition) => Some(facts::parse_crs("src_crs", definition)?),
             None => None,
@@ -489,4 +492,79 @@ pub async fn persist_justification(app: &App, arguments: &Value) -> Result<Value
     .await
     .map_err(|e| ToolError::Internal(e.to_string()))??;
     Ok(json_of(&stored))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared steps of the tools that write an output
+
+/// Confine `raw` as an output path, refusing to replace an input or, without `overwrite`, any
+/// existing file.
+pub fn output_path(
+    app: &App,
+    raw: &str,
+    overwrite: bool,
+    inputs: &[&std::path::Path],
+) -> Result<std::path::PathBuf, ToolError> {
+    let output = app.workspaces.output("output", raw)?;
+    if inputs.iter().any(|input| *input == output) {
+        return Err(ToolError::Arguments(
+            "output: it is an input of this call; write to a new path".to_string(),
+        ));
+    }
+    if output.exists() && !overwrite {
+        return Err(ToolError::Arguments(format!(
+            "output: {} already exists; pass \"overwrite\": true to replace it",
+            output.display()
+        )));
+    }
+    Ok(output)
+}
+
+/// The arguments as the domains see them: everything but `justification`.
+pub fn gate_arguments(arguments: &Value) -> Value {
+    let mut copy = arguments.clone();
+    if let Some(object) = copy.as_object_mut() {
+        object.remove("justification");
+    }
+    copy
+}
+
+/// Creation options as `KEY=VALUE` pairs, refusing keys that cannot be option names.
+pub fn creation_options(
+    options: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, ToolError> {
+    options
+        .iter()
+        .map(|(key, value)| {
+            if key.is_empty() || key.contains('=') || key.contains(char::is_whitespace) {
+                Err(ToolError::Arguments(format!(
+                    "creation_options: \"{key}\" is not an option name"
+                )))
+            } else {
+                Ok((key.to_ascii_uppercase(), value.clone()))
+            }
+        })
+        .collect()
+}
+
+/// Pass the gate: `Ok(receipts)` to proceed, `Err(outcome)` with the refusal.
+pub async fn pass_gate(
+    app: &App,
+    facts: CallFacts,
+    inline: Option<InlineJustifications>,
+) -> Result<Result<Vec<Receipt>, Outcome>, ToolError> {
+    Ok(match app.decide(facts, inline.unwrap_or_default()).await? {
+        Verdict::Proceed(receipts) => Ok(receipts),
+        Verdict::Refuse { entries, receipts } => Err(Outcome::Refused { entries, receipts }),
+    })
+}
+
+/// Paths as strings, for results.
+pub fn path_strings(paths: &[std::path::PathBuf]) -> Vec<String> {
+    paths.iter().map(|p| p.display().to_string()).collect()
+}
+
+/// Serialise a result (a failure to serialise is a bug, reported as null).
+pub fn to_json<T: Serialize>(value: &T) -> Value {
+    json_of(value)
 }

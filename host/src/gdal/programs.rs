@@ -1,0 +1,194 @@
+//! GDAL's command-line programs in process (`gdal_utils.h`): `gdal_translate`, `gdalwarp`,
+//! `ogr2ogr` and `gdaldem`, each called with the argument vector its command line takes.
+//!
+//! Running the programs' own library entry points keeps outputs identical to the command line
+//! (the result of every tool reports the equivalent command), while costing milliseconds
+//! instead of a process start. This room owns the one way they run: GDAL's messages captured
+//! on the worker thread, the output written into a [`Staging`] folder and moved into place only
+//! when GDAL reported no failure.
+
+use super::output::Staging;
+use super::{cstring, CArgv, ErrorCapture, GdalError};
+use gdal::Dataset;
+use std::ffi::{c_char, c_int};
+use std::path::{Path, PathBuf};
+
+/// Which program to run.
+#[derive(Debug, Clone)]
+pub enum Program {
+    /// `gdal_translate`.
+    Translate,
+    /// `gdalwarp`.
+    Warp,
+    /// `ogr2ogr`.
+    VectorTranslate,
+    /// `gdaldem <processing>` (hillshade, slope, aspect, TRI, TPI, roughness).
+    Dem(String),
+}
+
+impl Program {
+    /// The command-line name.
+    pub fn command(&self) -> Vec<String> {
+        match self {
+            Program::Translate => vec!["gdal_translate".to_string()],
+            Program::Warp => vec!["gdalwarp".to_string()],
+            Program::VectorTranslate => vec!["ogr2ogr".to_string()],
+            Program::Dem(processing) => vec!["gdaldem".to_string(), processing.clone()],
+        }
+    }
+
+    /// The full equivalent command line for `args`, `input` and `output` (ogr2ogr takes the
+    /// destination first).
+    pub fn command_line(&self, args: &[String], input: &Path, output: &Path) -> Vec<String> {
+        let mut line = self.command();
+        let (input, output) = (input.display().to_string(), output.display().to_string());
+        match self {
+            Program::VectorTranslate => {
+                line.extend(args.iter().cloned());
+                line.push(output);
+                line.push(input);
+            }
+            _ => {
+                line.extend(args.iter().cloned());
+                line.push(input);
+                line.push(output);
+            }
+        }
+        line
+    }
+}
+
+/// What a program run produced.
+#[derive(Debug, Clone)]
+pub struct ProgramOutcome {
+    /// Every file moved into place, main file last.
+    pub files: Vec<PathBuf>,
+    pub warnings: Vec<String>,
+}
+
+/// Run `program` on `source` with `args`, writing `output` atomically. `finish` runs on the
+/// staged output before it is moved into place (e.g. to build overviews); it gets the staged
+/// path.
+pub fn run(
+    program: &Program,
+    source: &Dataset,
+    args: &[String],
+    output: &Path,
+    finish: impl FnOnce(&Path) -> Result<(), GdalError>,
+) -> Result<ProgramOutcome, GdalError> {
+    let capture = ErrorCapture::start();
+    let staging = Staging::new(output)?;
+    let destination = cstring(&staging.path().to_string_lossy())?;
+    let mut argv = CArgv::new(args)?;
+    let name = program.command().join(" ");
+    let rejected = |capture: &ErrorCapture| {
+        GdalError::Invalid(format!(
+            "{name} rejects the options {}: {}",
+            args.join(" "),
+            capture.failure_text("invalid options")
+        ))
+    };
+    let mut usage_error: c_int = 0;
+    let argv_ptr = argv.as_mut_ptr();
+    // SAFETY: every options object is created from a NULL-terminated argv that outlives the
+    // call and freed right after; the source handle lives as long as `source`; a returned
+    // dataset handle is closed at once so that it is flushed before the commit.
+    let written = unsafe {
+        let handle = source.c_dataset();
+        let out = match program {
+            Program::Translate => {
+                let options = gdal_sys::GDALTranslateOptionsNew(argv_ptr, std::ptr::null_mut());
+                if options.is_null() {
+                    return Err(rejected(&capture));
+                }
+                let out = gdal_sys::GDALTranslate(
+                    destination.as_ptr(),
+                    handle,
+                    options,
+                    &mut usage_error,
+                );
+                gdal_sys::GDALTranslateOptionsFree(options);
+                out
+            }
+            Program::Warp => {
+                let options = gdal_sys::GDALWarpAppOptionsNew(argv_ptr, std::ptr::null_mut());
+                if options.is_null() {
+                    return Err(rejected(&capture));
+                }
+                let mut sources = [handle];
+                let out = gdal_sys::GDALWarp(
+                    destination.as_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                    sources.as_mut_ptr(),
+                    options,
+                    &mut usage_error,
+                );
+                gdal_sys::GDALWarpAppOptionsFree(options);
+                out
+            }
+            Program::VectorTranslate => {
+                let options =
+                    gdal_sys::GDALVectorTranslateOptionsNew(argv_ptr, std::ptr::null_mut());
+                if options.is_null() {
+                    return Err(rejected(&capture));
+                }
+                let mut sources = [handle];
+                let out = gdal_sys::GDALVectorTranslate(
+                    destination.as_ptr(),
+                    std::ptr::null_mut(),
+                    1,
+                    sources.as_mut_ptr(),
+                    options,
+                    &mut usage_error,
+                );
+                gdal_sys::GDALVectorTranslateOptionsFree(options);
+                out
+            }
+            Program::Dem(processing) => {
+                let processing = cstring(processing)?;
+                let options = gdal_sys::GDALDEMProcessingOptionsNew(argv_ptr, std::ptr::null_mut());
+                if options.is_null() {
+                    return Err(rejected(&capture));
+                }
+                let out = gdal_sys::GDALDEMProcessing(
+                    destination.as_ptr(),
+                    handle,
+                    processing.as_ptr(),
+                    std::ptr::null::<c_char>(),
+                    options,
+                    &mut usage_error,
+                );
+                gdal_sys::GDALDEMProcessingOptionsFree(options);
+                out
+            }
+        };
+        if out.is_null() {
+            false
+        } else {
+            gdal_sys::GDALClose(out);
+            true
+        }
+    };
+    let failure = capture.messages().iter().any(|m| m.class != "warning");
+    if !written || failure {
+        return Err(GdalError::Failed {
+            operation: name,
+            message: capture.failure_text(if usage_error != 0 {
+                "invalid usage"
+            } else {
+                "no dataset was produced"
+            }),
+        });
+    }
+    finish(staging.path())?;
+    let warnings = capture.warnings();
+    let files = staging.commit()?;
+    Ok(ProgramOutcome { files, warnings })
+}
+
+/// Rust's shortest round-trip representation of a number: GDAL parses it back to the same
+/// double, so the reported command line reproduces the run exactly.
+pub fn number(value: f64) -> String {
+    format!("{value}")
+}

@@ -1,0 +1,267 @@
+//! Per-band statistics: valid and nodata counts, min, max, mean, population standard deviation,
+//! exact percentiles and a histogram.
+//!
+//! GDAL's `ComputeStatistics` gives no percentiles and its histogram needs a second pass with
+//! bins fixed in advance, so this room reads each band once in row strips and computes
+//! everything from the values. Exact by default; `sample` reads a decimated copy (nearest, at
+//! most [`SAMPLE_PIXELS`] cells, through overviews when the file has them), which is what
+//! `gdalinfo -approx_stats` does. Nodata cells and NaN are not values.
+
+use super::{ErrorCapture, GdalError};
+use gdal::Dataset;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::path::Path;
+
+/// Cells read at most in sampled mode.
+pub const SAMPLE_PIXELS: usize = 1 << 20;
+/// Rows read per strip in exact mode.
+const STRIP_ROWS: usize = 256;
+
+/// What to compute.
+#[derive(Debug, Clone)]
+pub struct StatsRequest {
+    /// 1-based bands; empty means all.
+    pub bands: Vec<usize>,
+    /// Percentiles in [0, 100].
+    pub percentiles: Vec<f64>,
+    /// Histogram bins over [min, max]; 0 for none.
+    pub histogram_bins: usize,
+    pub sample: bool,
+}
+
+/// A histogram of equal-width bins over [min, max] (the last bin includes max).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Histogram {
+    pub min: f64,
+    pub max: f64,
+    pub counts: Vec<u64>,
+}
+
+/// One percentile.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Percentile {
+    /// The requested percentile (0-100).
+    pub p: f64,
+    /// Linear interpolation between the closest ranks (numpy's default `linear` method).
+    pub value: f64,
+}
+
+/// Statistics of one band.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BandStats {
+    pub band: usize,
+    pub data_type: String,
+    pub nodata: Option<f64>,
+    /// Cells read (all cells in exact mode, the sample in sampled mode).
+    pub cells: u64,
+    pub valid_count: u64,
+    /// Cells equal to nodata or NaN.
+    pub nodata_count: u64,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    /// Population standard deviation (divides by n, as GDAL does).
+    pub std: Option<f64>,
+    pub percentiles: Vec<Percentile>,
+    pub histogram: Option<Histogram>,
+}
+
+/// Statistics of the requested bands of `path`.
+pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, bool), GdalError> {
+    let dataset = super::facts::open(path)?;
+    let count = dataset.raster_count();
+    if count == 0 {
+        return Err(GdalError::Invalid(format!(
+            "path: {} has no raster bands (is it a vector dataset?)",
+            path.display()
+        )));
+    }
+    let bands: Vec<usize> = if request.bands.is_empty() {
+        (1..=count).collect()
+    } else {
+        request.bands.clone()
+    };
+    if let Some(bad) = bands.iter().find(|b| **b == 0 || **b > count) {
+        return Err(GdalError::Invalid(format!(
+            "bands: band {bad} does not exist; the raster has bands 1 to {count}"
+        )));
+    }
+    let (width, height) = dataset.raster_size();
+    let sampled = request.sample && width * height > SAMPLE_PIXELS;
+    bands
+        .iter()
+        .map(|&b| band_stats(&dataset, path, b, request, sampled))
+        .collect::<Result<Vec<_>, _>>()
+        .map(|stats| (stats, sampled))
+}
+
+fn band_stats(
+    dataset: &Dataset,
+    path: &Path,
+    index: usize,
+    request: &StatsRequest,
+    sampled: bool,
+) -> Result<BandStats, GdalError> {
+    let capture = ErrorCapture::start();
+    let failed = |what: String| GdalError::Failed {
+        operation: format!("reading band {index} of {}", path.display()),
+        message: capture.failure_text(&what),
+    };
+    let band = dataset
+        .rasterband(index)
+        .map_err(|e| failed(e.to_string()))?;
+    let nodata = band.no_data_value();
+    let (width, height) = band.size();
+    let is_valid = |v: f64| !v.is_nan() && nodata.is_none_or(|nd| v != nd);
+    let mut values: Vec<f64> = Vec::new();
+    let mut cells = 0u64;
+    if sampled {
+        let scale = ((width * height) as f64 / SAMPLE_PIXELS as f64).sqrt();
+        let w = ((width as f64 / scale).floor() as usize).clamp(1, width);
+        let h = ((height as f64 / scale).floor() as usize).clamp(1, height);
+        let buffer = band
+            .read_as::<f64>((0, 0), (width, height), (w, h), None)
+            .map_err(|e| failed(e.to_string()))?;
+        let data = buffer.data();
+        cells = data.len() as u64;
+        values.extend(data.iter().copied().filter(|v| is_valid(*v)));
+    } else {
+        let mut row = 0;
+        while row < height {
+            let rows = STRIP_ROWS.min(height - row);
+            let buffer = band
+                .read_as::<f64>((0, row as isize), (width, rows), (width, rows), None)
+                .map_err(|e| failed(e.to_string()))?;
+            let data = buffer.data();
+            cells += data.len() as u64;
+            values.extend(data.iter().copied().filter(|v| is_valid(*v)));
+            row += rows;
+        }
+    }
+    let summary = summarise(&mut values, &request.percentiles, request.histogram_bins);
+    Ok(BandStats {
+        band: index,
+        data_type: band.band_type().name(),
+        nodata,
+        cells,
+        valid_count: values.len() as u64,
+        nodata_count: cells - values.len() as u64,
+        min: summary.min,
+        max: summary.max,
+        mean: summary.mean,
+        std: summary.std,
+        percentiles: summary.percentiles,
+        histogram: summary.histogram,
+    })
+}
+
+/// The numbers computed from a band's valid values.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    pub std: Option<f64>,
+    pub percentiles: Vec<Percentile>,
+    pub histogram: Option<Histogram>,
+}
+
+/// Summarise `values` (reordered in place when percentiles are asked for).
+pub fn summarise(values: &mut [f64], percentiles: &[f64], bins: usize) -> Summary {
+    if values.is_empty() {
+        return Summary::default();
+    }
+    let n = values.len() as f64;
+    let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
+    // Welford's update: stable for large counts and large offsets.
+    let (mut mean, mut m2, mut k) = (0.0f64, 0.0f64, 0.0f64);
+    for &v in values.iter() {
+        min = min.min(v);
+        max = max.max(v);
+        k += 1.0;
+        let delta = v - mean;
+        mean += delta / k;
+        m2 += delta * (v - mean);
+    }
+    let histogram = (bins > 0).then(|| {
+        let mut counts = vec![0u64; bins];
+        let span = max - min;
+        for &v in values.iter() {
+            let bin = if span > 0.0 {
+                (((v - min) / span) * bins as f64) as usize
+            } else {
+                0
+            };
+            counts[bin.min(bins - 1)] += 1;
+        }
+        Histogram { min, max, counts }
+    });
+    let mut sorted_percentiles = Vec::with_capacity(percentiles.len());
+    for &p in percentiles {
+        sorted_percentiles.push(Percentile {
+            p,
+            value: percentile(values, p),
+        });
+    }
+    Summary {
+        min: Some(min),
+        max: Some(max),
+        mean: Some(mean),
+        std: Some((m2 / n).sqrt()),
+        percentiles: sorted_percentiles,
+        histogram,
+    }
+}
+
+/// The `p`th percentile by linear interpolation between closest ranks, with selection
+/// (O(n) per percentile) instead of a full sort.
+fn percentile(values: &mut [f64], p: f64) -> f64 {
+    let n = values.len();
+    let rank = (p / 100.0) * (n - 1) as f64;
+    let lower = rank.floor() as usize;
+    let fraction = rank - lower as f64;
+    let (_, low, upper_part) = values.select_nth_unstable_by(lower, f64::total_cmp);
+    let low = *low;
+    if fraction == 0.0 || upper_part.is_empty() {
+        return low;
+    }
+    let high = upper_part.iter().copied().fold(f64::INFINITY, f64::min);
+    low + (high - low) * fraction
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_match_numpy_linear() {
+        // numpy.percentile([1, 2, 3, 4, 10], [0, 25, 50, 90, 100]) = [1, 2, 3, 7.6, 10]
+        let mut values = vec![10.0, 3.0, 1.0, 4.0, 2.0];
+        let s = summarise(&mut values, &[0.0, 25.0, 50.0, 90.0, 100.0], 0);
+        let got: Vec<f64> = s.percentiles.iter().map(|p| p.value).collect();
+        let want = [1.0, 2.0, 3.0, 7.6, 10.0];
+        for (g, w) in got.iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{got:?}");
+        }
+    }
+
+    #[test]
+    fn mean_std_population_and_histogram() {
+        let mut values = vec![2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0];
+        let s = summarise(&mut values, &[], 4);
+        assert_eq!(s.mean, Some(5.0));
+        assert_eq!(s.std, Some(2.0));
+        let h = s.histogram.expect("histogram");
+        // bins of width 1.75 over [2, 9]: [2,3.75) [3.75,5.5) [5.5,7.25) [7.25,9]
+        assert_eq!(h.counts, vec![1, 5, 1, 1]);
+    }
+
+    #[test]
+    fn empty_band_has_no_values() {
+        let s = summarise(&mut [], &[50.0], 8);
+        assert_eq!(s.mean, None);
+        assert!(s.percentiles.is_empty());
+        assert!(s.histogram.is_none());
+    }
+}

@@ -1,0 +1,361 @@
+//! Vector datasets through OGR: the `vector_info` report, the choice of a driver for an output
+//! path, and reading polygon zones (optionally reprojected) for zonal statistics.
+//!
+//! `ogrinfo -json` does not exist in GDAL 3.6, so the report is built from the OGR API; the
+//! conversions themselves go through `ogr2ogr` in [`super::programs`].
+
+use super::facts::{self, CrsFacts};
+use super::{ErrorCapture, GdalError};
+use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+use gdal::vector::{field_type_to_name, Geometry, Layer, LayerAccess};
+use gdal::{Dataset, Metadata};
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::path::Path;
+
+/// One attribute field.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FieldInfo {
+    pub name: String,
+    /// OGR field type: Integer, Integer64, Real, String, Date, DateTime...
+    #[serde(rename = "type")]
+    pub field_type: String,
+    pub width: i32,
+    pub precision: i32,
+}
+
+/// One layer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LayerInfo {
+    pub name: String,
+    /// OGR geometry type name, e.g. `Multi Polygon`.
+    pub geometry_type: String,
+    pub geometry_column: Option<String>,
+    pub feature_count: Option<u64>,
+    /// [xmin, ymin, xmax, ymax] in the layer's CRS, when the driver knows it.
+    pub extent: Option<[f64; 4]>,
+    pub crs: Option<CrsFacts>,
+    pub fields: Vec<FieldInfo>,
+}
+
+/// The `vector_info` report.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct VectorReport {
+    pub driver: String,
+    pub layers: Vec<LayerInfo>,
+}
+
+fn geometry_type_name(layer: &Layer) -> String {
+    // SAFETY: the layer handle is valid while `layer` lives; the returned name is static.
+    unsafe {
+        let ty = gdal_sys::OGR_L_GetGeomType(layer.c_layer());
+        std::ffi::CStr::from_ptr(gdal_sys::OGRGeometryTypeToName(ty))
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+fn layer_info(layer: &Layer) -> LayerInfo {
+    let defn = layer.defn();
+    let fields = defn
+        .fields()
+        .map(|f| FieldInfo {
+            name: f.name(),
+            field_type: field_type_to_name(f.field_type()),
+            width: f.width(),
+            precision: f.precision(),
+        })
+        .collect();
+    let geometry_column = defn
+        .geom_fields()
+        .next()
+        .map(|g| g.name())
+        .filter(|n| !n.is_empty());
+    let extent = layer
+        .try_get_extent()
+        .ok()
+        .flatten()
+        .map(|e| [e.MinX, e.MinY, e.MaxX, e.MaxY]);
+    LayerInfo {
+        name: layer.name(),
+        geometry_type: geometry_type_name(layer),
+        geometry_column,
+        feature_count: layer.try_feature_count(),
+        extent,
+        crs: layer.spatial_ref().map(|s| facts::crs_facts(&s)),
+        fields,
+    }
+}
+
+/// Open `path` as a vector dataset.
+pub fn open(argument: &str, path: &Path) -> Result<Dataset, GdalError> {
+    let dataset = facts::open(path)?;
+    if dataset.layer_count() == 0 {
+        return Err(GdalError::Invalid(format!(
+            "{argument}: {} has no vector layers (is it a raster?)",
+            path.display()
+        )));
+    }
+    Ok(dataset)
+}
+
+/// The named layer, or the only/first one.
+pub fn layer<'a>(
+    argument: &str,
+    dataset: &'a Dataset,
+    name: Option<&str>,
+) -> Result<Layer<'a>, GdalError> {
+    match name {
+        Some(name) => dataset.layer_by_name(name).map_err(|_| {
+            let names: Vec<String> = dataset.layers().map(|l| l.name()).collect();
+            GdalError::Invalid(format!(
+                "{argument}: no layer named \"{name}\"; the dataset has {}",
+                names.join(", ")
+            ))
+        }),
+        None => dataset.layer(0).map_err(|e| GdalError::Failed {
+            operation: format!("reading the first layer of {argument}"),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// The report for `path` (every layer, or only `layer`).
+pub fn report(path: &Path, only: Option<&str>) -> Result<VectorReport, GdalError> {
+    let dataset = open("path", path)?;
+    let layers = match only {
+        Some(name) => vec![layer_info(&layer("layer", &dataset, Some(name))?)],
+        None => dataset.layers().map(|l| layer_info(&l)).collect(),
+    };
+    Ok(VectorReport {
+        driver: dataset.driver().short_name(),
+        layers,
+    })
+}
+
+/// The OGR driver for an output path, by extension; `format` wins when given.
+pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError> {
+    if let Some(format) = format {
+        let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
+            GdalError::Invalid(format!(
+                "format: \"{format}\" is not a GDAL driver; common vector drivers are GPKG, \
+                 GeoJSON, FlatGeobuf, \"ESRI Shapefile\", CSV, KML, GML, SQLite"
+            ))
+        })?;
+        let vector = driver.metadata_item("DCAP_VECTOR", "").is_some();
+        let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
+            || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
+        if !vector || !writes {
+            return Err(GdalError::Invalid(format!(
+                "format: the {format} driver cannot write vector data"
+            )));
+        }
+        return Ok(driver.short_name());
+    }
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let name = match extension.as_str() {
+        "gpkg" => "GPKG",
+        "geojson" | "json" => "GeoJSON",
+        "geojsonl" | "geojsons" => "GeoJSONSeq",
+        "fgb" => "FlatGeobuf",
+        "shp" => "ESRI Shapefile",
+        "csv" => "CSV",
+        "kml" => "KML",
+        "gml" => "GML",
+        "sqlite" => "SQLite",
+        _ => {
+            return Err(GdalError::Invalid(format!(
+                "output: cannot tell the format from \"{}\"; use an extension such as .gpkg, \
+                 .geojson, .fgb, .shp, .csv, .kml, .gml or .sqlite, or pass `format`",
+                path.display()
+            )))
+        }
+    };
+    Ok(name.to_string())
+}
+
+/// A polygon: exterior ring first, then holes; rings as (x, y) vertices.
+pub type Polygon = Vec<Vec<[f64; 2]>>;
+
+/// One zone read from a layer.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    pub fid: Option<u64>,
+    /// The `id_field` value as JSON, when asked for.
+    pub id: serde_json::Value,
+    /// The zone's polygons, in the target CRS.
+    pub polygons: Vec<Polygon>,
+}
+
+fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
+    use gdal::vector::geometry_type_flatten;
+    use gdal_sys::OGRwkbGeometryType as T;
+    let ty = geometry_type_flatten(geometry.geometry_type());
+    if ty == T::wkbPolygon {
+        let mut polygon = Vec::with_capacity(geometry.geometry_count());
+        for r in 0..geometry.geometry_count() {
+            let ring = geometry.get_geometry(r);
+            let mut points = Vec::new();
+            ring.get_points(&mut points);
+            polygon.push(points.into_iter().map(|(x, y, _)| [x, y]).collect());
+        }
+        if !polygon.is_empty() {
+            out.push(polygon);
+        }
+    } else if ty == T::wkbMultiPolygon || ty == T::wkbGeometryCollection {
+        for i in 0..geometry.geometry_count() {
+            collect_polygons(&geometry.get_geometry(i), out);
+        }
+    }
+}
+
+/// Read every feature of `layer` as a zone, transformed into `target` when given.
+pub fn read_zones(
+    layer: &mut Layer,
+    id_field: Option<&str>,
+    target: Option<&SpatialRef>,
+) -> Result<Vec<Zone>, GdalError> {
+    let capture = ErrorCapture::start();
+    let transform = match (target, layer.spatial_ref()) {
+        (Some(target), Some(mut source)) => {
+            let mut target = target.clone();
+            source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+            target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+            Some(
+                CoordTransform::new(&source, &target).map_err(|e| GdalError::Failed {
+                    operation: "preparing the zones' reprojection".to_string(),
+                    message: capture.failure_text(&e.to_string()),
+                })?,
+            )
+        }
+        _ => None,
+    };
+    let id_index = match id_field {
+        Some(name) => Some(layer.defn().field_index(name).map_err(|_| {
+            let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
+            GdalError::Invalid(format!(
+                "id_field: the zones have no field \"{name}\"; fields: {}",
+                names.join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let mut zones = Vec::new();
+    for feature in layer.features() {
+        let id = match id_index {
+            Some(index) => match feature.field(index) {
+                Ok(Some(value)) => field_json(value),
+                _ => serde_json::Value::Null,
+            },
+            None => serde_json::Value::Null,
+        };
+        let mut polygons = Vec::new();
+        if let Some(geometry) = feature.geometry() {
+            match &transform {
+                Some(t) => {
+                    let moved = geometry.transform(t).map_err(|e| GdalError::Failed {
+                        operation: format!("reprojecting zone {:?}", feature.fid()),
+                        message: capture.failure_text(&e.to_string()),
+                    })?;
+                    collect_polygons(&moved, &mut polygons);
+                }
+                None => collect_polygons(geometry, &mut polygons),
+            }
+        }
+        zones.push(Zone {
+            fid: feature.fid(),
+            id,
+            polygons,
+        });
+    }
+    Ok(zones)
+}
+
+fn field_json(value: gdal::vector::FieldValue) -> serde_json::Value {
+    use gdal::vector::FieldValue as F;
+    match value {
+        F::IntegerValue(v) => v.into(),
+        F::Integer64Value(v) => v.into(),
+        F::RealValue(v) => v.into(),
+        F::StringValue(v) => v.into(),
+        other => format!("{other:?}").into(),
+    }
+}
+
+/// The union of a mask layer's polygons, reprojected into `target`, as WKT.
+///
+/// `ogr2ogr -clipsrc <datasource>` in GDAL 3.6 does not reproject the mask: a mask in another
+/// CRS silently clips everything away (measured: 0 of 100 features kept). The host therefore
+/// reprojects the mask itself and passes the geometry as WKT.
+pub fn mask_wkt(layer: &mut Layer, target: &SpatialRef) -> Result<String, GdalError> {
+    let capture = ErrorCapture::start();
+    let failed = |what: &str| GdalError::Failed {
+        operation: "preparing the clip mask".to_string(),
+        message: capture.failure_text(what),
+    };
+    let mut source = layer
+        .spatial_ref()
+        .ok_or_else(|| GdalError::Invalid("mask: the mask layer has no CRS".to_string()))?;
+    let mut target = target.clone();
+    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let transform =
+        CoordTransform::new(&source, &target).map_err(|_| failed("no transformation"))?;
+    let mut collection = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbMultiPolygon)
+        .map_err(|_| failed("cannot create a geometry"))?;
+    for feature in layer.features() {
+        let Some(geometry) = feature.geometry() else {
+            continue;
+        };
+        let moved = geometry
+            .transform(&transform)
+            .map_err(|_| failed("cannot reproject a mask feature"))?;
+        let mut parts = Vec::new();
+        collect_polygons(&moved, &mut parts);
+        for polygon in parts {
+            let mut poly = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbPolygon)
+                .map_err(|_| failed("cannot create a polygon"))?;
+            for ring in polygon {
+                let mut r = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbLinearRing)
+                    .map_err(|_| failed("cannot create a ring"))?;
+                for [x, y] in ring {
+                    r.add_point_2d((x, y));
+                }
+                poly.add_geometry(r)
+                    .map_err(|_| failed("cannot add a ring"))?;
+            }
+            collection
+                .add_geometry(poly)
+                .map_err(|_| failed("cannot add a polygon"))?;
+        }
+    }
+    if collection.geometry_count() == 0 {
+        return Err(GdalError::Invalid(
+            "mask: the mask layer has no polygons to clip by".to_string(),
+        ));
+    }
+    // SAFETY: the collection handle is valid; UnionCascaded returns a new geometry (or NULL)
+    // that we own and destroy after exporting it.
+    let wkt = unsafe {
+        let union = gdal_sys::OGR_G_UnionCascaded(collection.c_geometry());
+        if union.is_null() {
+            return Err(failed("cannot union the mask polygons"));
+        }
+        let mut text: *mut std::ffi::c_char = std::ptr::null_mut();
+        let err = gdal_sys::OGR_G_ExportToWkt(union, &mut text);
+        gdal_sys::OGR_G_DestroyGeometry(union);
+        if err != gdal_sys::OGRErr::OGRERR_NONE || text.is_null() {
+            return Err(failed("cannot export the mask as WKT"));
+        }
+        let wkt = std::ffi::CStr::from_ptr(text)
+            .to_string_lossy()
+            .into_owned();
+        gdal_sys::VSIFree(text.cast());
+        wkt
+    };
+    Ok(wkt)
+}

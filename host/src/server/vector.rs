@@ -1,0 +1,513 @@
+//! The vector tools: `vector_info`, `vector_reproject`, `vector_convert` and `vector_clip`.
+//!
+//! Conversions run `ogr2ogr` in process (GDALVectorTranslate), so field mapping, geometry
+//! handling and driver quirks are exactly GDAL's; results report the equivalent command line.
+//! Outputs are staged beside their final path and moved into place (sidecars such as a
+//! Shapefile's `.dbf` and `.prj` first, the main file last).
+
+use super::tools::{
+    gate_arguments, output_path, parse, pass_gate, path_strings, schema_of, to_json, Bounds,
+    InlineJustifications, Outcome,
+};
+use super::{App, ToolError};
+use crate::domains::CallFacts;
+use crate::gdal::facts::{self, DatasetFacts};
+use crate::gdal::programs::{self, number, Program};
+use crate::gdal::transform::{self, TransformationFacts};
+use crate::gdal::vector::{self as ogr, VectorReport};
+use crate::gdal::{self as gdal_runner, GdalError};
+use crate::reflection::gate::Receipt;
+use crate::reflection::justification::Justification;
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::LayerAccess;
+use rmcp::model::{Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `vector_info`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorInfoArgs {
+    /// Vector dataset inside a workspace.
+    pub path: String,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+}
+
+/// Result of `vector_info`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct VectorInfoOutput {
+    pub path: String,
+    #[serde(flatten)]
+    pub report: VectorReport,
+}
+
+/// `vector_info`.
+pub async fn vector_info(app: &App, arguments: &Value) -> Result<Value, ToolError> {
+    let args: VectorInfoArgs = parse("vector_info", arguments)?;
+    let path = app.workspaces.input("path", &args.path)?;
+    let output = gdal_runner::run_blocking(move || {
+        let report = ogr::report(&path, args.layer.as_deref())?;
+        Ok(VectorInfoOutput {
+            path: path.display().to_string(),
+            report,
+        })
+    })
+    .await?;
+    Ok(to_json(&output))
+}
+
+/// Result of the vector tools that write a dataset.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct VectorOutput {
+    pub output: String,
+    /// Every file written (sidecars first, main file last).
+    pub files: Vec<String>,
+    /// The output as `vector_info` describes it.
+    pub written: VectorReport,
+    /// The equivalent ogr2ogr command line.
+    pub commands: Vec<Vec<String>>,
+    /// The coordinate operation PROJ selected, when the call changed CRS.
+    pub transformation: Option<TransformationFacts>,
+    pub warnings: Vec<String>,
+    /// One receipt per risk domain that had something to say.
+    pub reflection: Vec<Receipt>,
+}
+
+/// Arguments of `vector_reproject`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorReprojectArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Target CRS: authority code, WKT or PROJ string.
+    pub dst_crs: String,
+    /// Assign or override the source CRS (only when the file's CRS is missing or wrong).
+    pub src_crs: Option<String>,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+    /// OGR driver of the output (default: from the extension).
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    #[schemars(with = "Option<BTreeMap<String, Justification>>")]
+    pub justification: Option<InlineJustifications>,
+}
+
+/// Arguments of `vector_convert`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorConvertArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// OGR driver: GPKG, GeoJSON, FlatGeobuf, "ESRI Shapefile", CSV, KML, GML, SQLite...
+    pub format: Option<String>,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+    /// Dataset creation options (ogr2ogr -dsco).
+    #[serde(default)]
+    pub dataset_options: BTreeMap<String, String>,
+    /// Layer creation options (ogr2ogr -lco), e.g. {"GEOMETRY": "AS_WKT"} for CSV.
+    #[serde(default)]
+    pub layer_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    #[schemars(with = "Option<BTreeMap<String, Justification>>")]
+    pub justification: Option<InlineJustifications>,
+}
+
+/// Arguments of `vector_clip`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorClipArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Clip rectangle, in `bounds.crs` (default: the input layer's CRS). Excludes `mask`.
+    pub bounds: Option<Bounds>,
+    /// Clip by the union of the polygons of this vector dataset (inside a workspace). A mask in
+    /// another CRS is reprojected to the input's CRS first (GDAL 3.6's ogr2ogr would not).
+    pub mask: Option<String>,
+    /// Layer of the mask (default: its first layer).
+    pub mask_layer: Option<String>,
+    /// Only this layer of the input (default: every layer).
+    pub layer: Option<String>,
+    /// OGR driver of the output (default: from the extension).
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    #[schemars(with = "Option<BTreeMap<String, Justification>>")]
+    pub justification: Option<InlineJustifications>,
+}
+
+fn options_args(flag: &str, options: &BTreeMap<String, String>) -> Result<Vec<String>, ToolError> {
+    let mut argv = Vec::new();
+    for (key, value) in options {
+        if key.is_empty() || key.contains('=') || key.contains(char::is_whitespace) {
+            return Err(ToolError::Arguments(format!(
+                "{}: \"{key}\" is not an option name",
+                if flag == "-dsco" {
+                    "dataset_options"
+                } else {
+                    "layer_options"
+                }
+            )));
+        }
+        argv.extend([flag.to_string(), format!("{key}={value}")]);
+    }
+    Ok(argv)
+}
+
+/// Gather the facts of a vector input.
+fn vector_facts(role: &str, path: &Path) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
+    let dataset = ogr::open(role, path)?;
+    Ok((facts::from_dataset(role, path, &dataset), dataset))
+}
+
+/// The CRS of the chosen layer (or the first).
+fn layer_crs(
+    dataset: &gdal::Dataset,
+    layer: Option<&str>,
+) -> Result<Option<SpatialRef>, GdalError> {
+    Ok(ogr::layer("layer", dataset, layer)?.spatial_ref())
+}
+
+/// Everything decided before the gate, ready to run after it.
+struct VectorPlan {
+    input: PathBuf,
+    output: PathBuf,
+    argv: Vec<String>,
+    facts: CallFacts,
+}
+
+async fn run_plan(
+    app: &App,
+    plan: VectorPlan,
+    inline: Option<InlineJustifications>,
+) -> Result<Outcome, ToolError> {
+    let receipts = match pass_gate(app, plan.facts.clone(), inline).await? {
+        Ok(receipts) => receipts,
+        Err(refusal) => return Ok(refusal),
+    };
+    let transformation = plan.facts.transformation.clone();
+    let result = gdal_runner::run_blocking(move || {
+        let source = facts::open(&plan.input)?;
+        let outcome = programs::run(
+            &Program::VectorTranslate,
+            &source,
+            &plan.argv,
+            &plan.output,
+            |_| Ok(()),
+        )?;
+        let written = ogr::report(&plan.output, None)?;
+        Ok(VectorOutput {
+            output: plan.output.display().to_string(),
+            files: path_strings(&outcome.files),
+            written,
+            commands: vec![Program::VectorTranslate.command_line(
+                &plan.argv,
+                &plan.input,
+                &plan.output,
+            )],
+            transformation,
+            warnings: outcome.warnings,
+            reflection: receipts,
+        })
+    })
+    .await?;
+    Ok(Outcome::Done(to_json(&result)))
+}
+
+/// `-f <driver>`, plus `-nlt PROMOTE_TO_MULTI` where single-part layer types would reject
+/// features: a Shapefile's "Polygon" layer mixes polygons and multipolygons, and clipping can
+/// split a polygon in two (or leave a single part of a multipolygon). Strictly typed formats (FlatGeobuf) refuse such features, so they are
+/// promoted; a Shapefile output takes both and is left alone.
+fn base_argv(driver: &str, source: &DatasetFacts, clipping: bool) -> Vec<String> {
+    let mut argv = vec!["-f".to_string(), driver.to_string()];
+    let has = |types: &[&str]| {
+        source.vector.as_ref().is_some_and(|v| {
+            v.layers
+                .iter()
+                .any(|l| types.contains(&l.geometry_type.as_str()))
+        })
+    };
+    let promote = if clipping {
+        has(&[
+            "Polygon",
+            "Line String",
+            "Multi Polygon",
+            "Multi Line String",
+        ])
+    } else {
+        source.driver == "ESRI Shapefile" && has(&["Polygon", "Line String"])
+    };
+    if promote && driver != "ESRI Shapefile" {
+        argv.extend(["-nlt".to_string(), "PROMOTE_TO_MULTI".to_string()]);
+    }
+    argv
+}
+
+/// `vector_reproject`.
+pub async fn vector_reproject(app: &App, arguments: &Value) -> Result<Outcome, ToolError> {
+    let args: VectorReprojectArgs = parse("vector_reproject", arguments)?;
+    let input = app.workspaces.input("input", &args.input)?;
+    let output = output_path(app, &args.output, args.overwrite, &[&input])?;
+    let gate_args = gate_arguments(arguments);
+    let inline = args.justification.clone();
+    let plan = gdal_runner::run_blocking(move || {
+        let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+        let target = facts::parse_crs("dst_crs", &args.dst_crs)?;
+        let assigned = match &args.src_crs {
+            Some(definition) => Some(facts::parse_crs("src_crs", definition)?),
+            None => None,
+        };
+        let (input_facts, dataset) = vector_facts("input", &input)?;
+        let source = match assigned {
+            Some(s) => s,
+            None => layer_crs(&dataset, args.layer.as_deref())?.ok_or_else(|| {
+                GdalError::Invalid(
+                    "input: the layer has no CRS, so it cannot be reprojected; if you know it, \
+                     pass src_crs (the crs_datum domain will ask you to justify that)"
+                        .to_string(),
+                )
+            })?,
+        };
+        let area = ogr::layer("layer", &dataset, args.layer.as_deref())?
+            .try_get_extent()
+            .ok()
+            .flatten()
+            .and_then(|e| transform::lonlat_bounds(&source, [e.MinX, e.MinY, e.MaxX, e.MaxY]));
+        let transformation = transform::facts(&source, &target, area);
+        let mut argv = base_argv(&driver, &input_facts, false);
+        if let Some(src) = &args.src_crs {
+            argv.extend(["-s_srs".to_string(), src.clone()]);
+        }
+        argv.extend(["-t_srs".to_string(), args.dst_crs.clone()]);
+        if let Some(layer) = &args.layer {
+            argv.push(layer.clone());
+        }
+        Ok(VectorPlan {
+            facts: CallFacts {
+                tool: "vector_reproject".to_string(),
+                arguments: gate_args,
+                datasets: vec![input_facts],
+                target_crs: Some(facts::crs_facts(&target)),
+                transformation,
+            },
+            input,
+            output,
+            argv,
+        })
+    })
+    .await?;
+    run_plan(app, plan, inline).await
+}
+
+/// `vector_convert`.
+pub async fn vector_convert(app: &App, arguments: &Value) -> Result<Outcome, ToolError> {
+    let args: VectorConvertArgs = parse("vector_convert", arguments)?;
+    let input = app.workspaces.input("input", &args.input)?;
+    let output = output_path(app, &args.output, args.overwrite, &[&input])?;
+    let mut extra = options_args("-dsco", &args.dataset_options)?;
+    extra.extend(options_args("-lco", &args.layer_options)?);
+    let gate_args = gate_arguments(arguments);
+    let inline = args.justification.clone();
+    let plan = gdal_runner::run_blocking(move || {
+        let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+        let (input_facts, dataset) = vector_facts("input", &input)?;
+        if let Some(layer) = &args.layer {
+            ogr::layer("layer", &dataset, Some(layer))?;
+        }
+        let mut argv = base_argv(&driver, &input_facts, false);
+        argv.extend(extra);
+        if let Some(layer) = &args.layer {
+            argv.push(layer.clone());
+        }
+        Ok(VectorPlan {
+            facts: CallFacts {
+                tool: "vector_convert".to_string(),
+                arguments: gate_args,
+                datasets: vec![input_facts],
+                target_crs: None,
+                transformation: None,
+            },
+            input,
+            output,
+            argv,
+        })
+    })
+    .await?;
+    run_plan(app, plan, inline).await
+}
+
+/// `vector_clip`.
+pub async fn vector_clip(app: &App, arguments: &Value) -> Result<Outcome, ToolError> {
+    let args: VectorClipArgs = parse("vector_clip", arguments)?;
+    match (&args.bounds, &args.mask) {
+        (Some(_), Some(_)) => {
+            return Err(ToolError::Arguments(
+                "bounds and mask are mutually exclusive: clip by a rectangle or by a mask layer"
+                    .to_string(),
+            ))
+        }
+        (None, None) => {
+            return Err(ToolError::Arguments(
+                "give `bounds` (a rectangle) or `mask` (a polygon dataset) to clip by".to_string(),
+            ))
+        }
+        (Some(b), None) if !(b.xmin < b.xmax && b.ymin < b.ymax) => {
+            return Err(ToolError::Arguments(
+                "bounds: xmin must be below xmax and ymin below ymax".to_string(),
+            ))
+        }
+        _ => {}
+    }
+    if args.mask_layer.is_some() && args.mask.is_none() {
+        return Err(ToolError::Arguments(
+            "mask_layer: applies only with `mask`".to_string(),
+        ));
+    }
+    let input = app.workspaces.input("input", &args.input)?;
+    let mask = match &args.mask {
+        Some(raw) => Some(app.workspaces.input("mask", raw)?),
+        None => None,
+    };
+    let mut inputs: Vec<&Path> = vec![&input];
+    if let Some(m) = &mask {
+        inputs.push(m);
+    }
+    let output = output_path(app, &args.output, args.overwrite, &inputs)?;
+    let gate_args = gate_arguments(arguments);
+    let inline = args.justification.clone();
+    let plan = gdal_runner::run_blocking(move || {
+        let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+        let (input_facts, dataset) = vector_facts("input", &input)?;
+        let source_crs = layer_crs(&dataset, args.layer.as_deref())?;
+        let mut argv = base_argv(&driver, &input_facts, true);
+        let mut datasets = vec![input_facts];
+        let mut target_crs = None;
+        let mut transformation = None;
+        if let Some(b) = &args.bounds {
+            let mut rect = [b.xmin, b.ymin, b.xmax, b.ymax];
+            if let (Some(crs), Some(source)) = (&b.crs, &source_crs) {
+                let from = facts::parse_crs("bounds.crs", crs)?;
+                rect = transform::transform_bounds(&from, source, rect).ok_or_else(|| {
+                    GdalError::Invalid(format!(
+                        "bounds: cannot transform the rectangle from {crs} to the layer's CRS"
+                    ))
+                })?;
+            }
+            argv.push("-clipsrc".to_string());
+            argv.extend(rect.iter().map(|v| number(*v)));
+        }
+        if let Some(mask) = &mask {
+            let (mask_facts, mask_dataset) = vector_facts("mask", mask)?;
+            let mut mask_layer =
+                ogr::layer("mask_layer", &mask_dataset, args.mask_layer.as_deref())?;
+            let mut reprojected = None;
+            if let (Some(m), Some(s)) = (mask_layer.spatial_ref(), &source_crs) {
+                if !transform::same_crs(&m, s) {
+                    let area = mask_layer.try_get_extent().ok().flatten().and_then(|e| {
+                        transform::lonlat_bounds(&m, [e.MinX, e.MinY, e.MaxX, e.MaxY])
+                    });
+                    target_crs = Some(facts::crs_facts(s));
+                    transformation = transform::facts(&m, s, area);
+                    reprojected = Some(ogr::mask_wkt(&mut mask_layer, s)?);
+                }
+            }
+            datasets.push(mask_facts);
+            match reprojected {
+                Some(wkt) => argv.extend(["-clipsrc".to_string(), wkt]),
+                None => {
+                    argv.extend(["-clipsrc".to_string(), mask.display().to_string()]);
+                    if let Some(layer) = &args.mask_layer {
+                        argv.extend(["-clipsrclayer".to_string(), layer.clone()]);
+                    }
+                }
+            }
+        }
+        if let Some(layer) = &args.layer {
+            argv.push(layer.clone());
+        }
+        Ok(VectorPlan {
+            facts: CallFacts {
+                tool: "vector_clip".to_string(),
+                arguments: gate_args,
+                datasets,
+                target_crs,
+                transformation,
+            },
+            input,
+            output,
+            argv,
+        })
+    })
+    .await?;
+    run_plan(app, plan, inline).await
+}
+
+fn annotations(read_only: bool) -> ToolAnnotations {
+    let mut a = ToolAnnotations::default();
+    a.read_only_hint = Some(read_only);
+    a.destructive_hint = Some(!read_only);
+    a.idempotent_hint = Some(true);
+    a.open_world_hint = Some(false);
+    a
+}
+
+/// The vector tools' definitions.
+pub fn definitions() -> Vec<Tool> {
+    let note = " Runs ogr2ogr in process (the result reports the equivalent command). The output \
+                format follows the extension (.gpkg, .geojson, .fgb, .shp, .csv, .kml, .gml, \
+                .sqlite) unless `format` is given; it is written atomically and an existing \
+                file is replaced only with `overwrite`.";
+    let writer = |name: &'static str, title: &str, description: &str, schema| {
+        Tool::new(name, format!("{description}{note}"), schema)
+            .with_title(title)
+            .with_raw_output_schema(schema_of::<VectorOutput>())
+            .with_annotations(annotations(false))
+    };
+    vec![
+        Tool::new(
+            "vector_info",
+            "Describe a vector dataset: driver and, per layer, geometry type and column, \
+             feature count, extent, CRS (with its identification) and fields (name, type, \
+             width, precision). Read-only and never gated.",
+            schema_of::<VectorInfoArgs>(),
+        )
+        .with_title("Vector info")
+        .with_raw_output_schema(schema_of::<VectorInfoOutput>())
+        .with_annotations(annotations(true)),
+        writer(
+            "vector_reproject",
+            "Reproject vector data",
+            "Reproject vector layers to another CRS. Gated by the crs_datum domain, which sees \
+             the datum transformation PROJ will use (accuracy, ballpark fallback, missing grids).",
+            schema_of::<VectorReprojectArgs>(),
+        ),
+        writer(
+            "vector_convert",
+            "Convert vector data",
+            "Convert vector layers between formats (GPKG, GeoJSON, FlatGeobuf, Shapefile, CSV, \
+             KML, GML, SQLite...), with dataset and layer creation options. Gated by the \
+             format_selection domain where a format cannot hold the data.",
+            schema_of::<VectorConvertArgs>(),
+        ),
+        writer(
+            "vector_clip",
+            "Clip vector data",
+            "Clip vector layers to a rectangle or to the polygons of a mask dataset (ogr2ogr \
+             -clipsrc). A mask in another CRS is reprojected to the input's CRS by the host \
+             (ogr2ogr 3.6 silently would not), and the crs_datum domain gates that.",
+            schema_of::<VectorClipArgs>(),
+        ),
+    ]
+}

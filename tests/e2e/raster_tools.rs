@@ -1,0 +1,390 @@
+//! The everyday raster tools over stdio on real data, each checked against GDAL's own
+//! command-line programs run with the command the tool reported (pixel-identical, overviews
+//! included), and their refusals of bad input.
+
+use crate::oracle;
+use gdal_mcp_tests::{call_justified, is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn options(data: &[&'static str]) -> Options {
+    Options {
+        data: data.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// Replay the reported commands into `<name>.ref.<ext>` and compare pixels.
+fn assert_matches_cli(server: &Server, result: &Value, output: &str) {
+    let actual = server.path(output);
+    let reference = server.path(&format!("ref_{output}"));
+    oracle::replay(&result["commands"], &actual, &reference).expect("CLI replay");
+    oracle::assert_pixel_identical(&actual, &reference).expect("pixel-identical to the CLI");
+}
+
+fn read_all(path: &Path, band: usize) -> Vec<f64> {
+    let dataset = gdal::Dataset::open(path).expect("open");
+    let band = dataset.rasterband(band).expect("band");
+    let (w, h) = band.size();
+    band.read_as::<f64>((0, 0), (w, h), (w, h), None)
+        .expect("read")
+        .data()
+        .to_vec()
+}
+
+#[tokio::test]
+async fn raster_stats_match_an_independent_computation_on_landsat() {
+    let server = Server::start(Era::Modern, options(&["L7_ETMs.tif"]))
+        .await
+        .unwrap();
+    let result = server
+        .call(
+            "raster_stats",
+            json!({"path": "L7_ETMs.tif", "bands": [1, 4], "percentiles": [0, 10, 50, 90, 100], "histogram_bins": 8}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["sampled"], json!(false));
+    for (i, band) in [1usize, 4].into_iter().enumerate() {
+        let mut values = read_all(&server.path("L7_ETMs.tif"), band);
+        let stats = &out["bands"][i];
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt();
+        values.sort_by(f64::total_cmp);
+        let pct = |p: f64| {
+            let rank = p / 100.0 * (n - 1.0);
+            let lo = rank.floor() as usize;
+            let hi = rank.ceil() as usize;
+            values[lo] + (values[hi] - values[lo]) * (rank - lo as f64)
+        };
+        assert_eq!(stats["band"], json!(band));
+        assert_eq!(stats["valid_count"], json!(values.len()));
+        assert_eq!(stats["min"], json!(values[0]));
+        assert_eq!(stats["max"], json!(values[values.len() - 1]));
+        assert!((stats["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+        assert!((stats["std"].as_f64().unwrap() - std).abs() < 1e-9);
+        for (j, p) in [0.0, 10.0, 50.0, 90.0, 100.0].iter().enumerate() {
+            let got = stats["percentiles"][j]["value"].as_f64().unwrap();
+            assert!((got - pct(*p)).abs() < 1e-9, "band {band} p{p}: {got}");
+        }
+        let counts: u64 = stats["histogram"]["counts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            counts,
+            values.len() as u64,
+            "the histogram holds every value"
+        );
+    }
+    // Sampling is honoured and flagged only when the raster is bigger than the sample.
+    let sampled = server
+        .call(
+            "raster_stats",
+            json!({"path": "L7_ETMs.tif", "sample": true}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(structured(&sampled)["sampled"], json!(false));
+    let bad = server
+        .call("raster_stats", json!({"path": "L7_ETMs.tif", "bands": [7]}))
+        .await
+        .unwrap();
+    assert!(is_error(&bad));
+    assert!(text(&bad).contains("bands 1 to 6"), "{}", text(&bad));
+}
+
+#[tokio::test]
+async fn raster_convert_cog_and_gtiff_overviews_equal_gdal_translate_and_gdaladdo() {
+    let server = Server::start(
+        Era::Legacy,
+        options(&["L7_ETMs.tif", "lc.tif", "lc.tif.aux.xml"]),
+    )
+    .await
+    .unwrap();
+    // Lossless COG without overviews: advisory at most, runs at once.
+    let cog = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "lc.tif", "output": "lc_cog.tif", "format": "COG", "compression": "DEFLATE"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&cog.result), "{}", text(&cog.result));
+    let out = structured(&cog.result);
+    assert_eq!(out["driver"], json!("GTiff"));
+    assert_matches_cli(&server, &out, "lc_cog.tif");
+    // A GeoTIFF with predictor and average overviews: resampling is asked about.
+    let tiff = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "L7_ETMs.tif", "output": "l7.tif", "compression": "ZSTD", "predictor": 2,
+               "tiled": true, "block_size": 128, "overviews": {"resampling": "average", "levels": [2, 4]}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&tiff.result), "{}", text(&tiff.result));
+    assert!(
+        tiff.refused_by().iter().any(|(d, _)| d == "resampling"),
+        "overviews are a resampling decision: {:?}",
+        tiff.refused_by()
+    );
+    let out = structured(&tiff.result);
+    assert_eq!(out["report"]["overview_levels"], json!([2, 4]));
+    assert_eq!(
+        out["commands"].as_array().unwrap().len(),
+        2,
+        "translate then gdaladdo"
+    );
+    assert_matches_cli(&server, &out, "l7.tif");
+}
+
+#[tokio::test]
+async fn raster_convert_refuses_bad_options_before_any_work() {
+    let server = Server::start(Era::Modern, options(&["dem.tif"]))
+        .await
+        .unwrap();
+    let cases = [
+        (json!({"format": "NOPE"}), "not a GDAL driver"),
+        (
+            json!({"format": "PNG", "compression": "DEFLATE"}),
+            "no COMPRESS option",
+        ),
+        (
+            json!({"compression": "LZMA", "creation_options": {"COMPRESS": "ZSTD"}}),
+            "contradicts",
+        ),
+        (json!({"predictor": 2}), "predictor"),
+        (
+            json!({"compression": "DEFLATE", "max_z_error": 0.1}),
+            "LERC",
+        ),
+        (json!({"format": "COG", "tiled": false}), "always tiled"),
+        (
+            json!({"format": "COG", "overviews": {"resampling": "average", "levels": [2]}}),
+            "picks its overview levels",
+        ),
+        (
+            json!({"creation_options": {"NOT_AN_OPTION": "1"}}),
+            "NOT_AN_OPTION",
+        ),
+        (json!({"bands": [2]}), "band 2 does not exist"),
+    ];
+    for (extra, expected) in cases {
+        let mut args = json!({"input": "dem.tif", "output": "out.tif"});
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        let result = server.call("raster_convert", args.clone()).await.unwrap();
+        assert!(is_error(&result), "{args} should fail");
+        assert!(
+            text(&result).contains(expected),
+            "{args}: expected \"{expected}\" in: {}",
+            text(&result)
+        );
+        assert!(!server.path("out.tif").exists(), "{args} left a file");
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(server.workspace.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".gdal-mcp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "staging folders left: {leftovers:?}");
+    // The output may not be the input, even with overwrite.
+    let same = server
+        .call(
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "dem.tif", "overwrite": true}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&same) && text(&same).contains("input"));
+}
+
+#[tokio::test]
+async fn raster_resample_and_aggregate_equal_gdalwarp_and_block_means() {
+    let server = Server::start(Era::Legacy, options(&["dem.tif"]))
+        .await
+        .unwrap();
+    let resampled = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "dem_200.tif", "resampling": "cubic", "resolution": [200, 200]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&resampled.result), "{}", text(&resampled.result));
+    assert_eq!(
+        resampled.refused_by(),
+        vec![("resampling".to_string(), "required".to_string())]
+    );
+    let out = structured(&resampled.result);
+    assert_eq!(out["pixel_size"], json!([200.0, -200.0]));
+    assert_matches_cli(&server, &out, "dem_200.tif");
+
+    let aggregated = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "dem.tif", "output": "dem_x4.tif", "factor": 4, "statistic": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !is_error(&aggregated.result),
+        "{}",
+        text(&aggregated.result)
+    );
+    assert!(aggregated
+        .refused_by()
+        .iter()
+        .any(|(d, _)| d == "aggregation"));
+    let out = structured(&aggregated.result);
+    assert_matches_cli(&server, &out, "dem_x4.tif");
+    // Hand check: every full 4x4 block is the mean of its 16 cells (dem.tif is 111x111).
+    let dem = read_all(&server.path("dem.tif"), 1);
+    let agg = read_all(&server.path("dem_x4.tif"), 1);
+    assert_eq!(
+        (out["width"].as_u64(), out["height"].as_u64()),
+        (Some(28), Some(28))
+    );
+    for by in 0..27 {
+        for bx in 0..27 {
+            let mut sum = 0.0;
+            for y in 0..4 {
+                for x in 0..4 {
+                    sum += dem[(by * 4 + y) * 111 + bx * 4 + x];
+                }
+            }
+            let got = agg[by * 28 + bx];
+            assert!(
+                (got - sum / 16.0).abs() < 1e-3,
+                "block ({bx},{by}): {got} vs {}",
+                sum / 16.0
+            );
+        }
+    }
+    assert_eq!(out["report"]["partial_edge_blocks"], json!(true));
+}
+
+#[tokio::test]
+async fn raster_overviews_external_and_into_a_new_file_equal_gdaladdo() {
+    let server = Server::start(Era::Modern, options(&["L7_ETMs.tif", "dem.tif"]))
+        .await
+        .unwrap();
+    // L7_ETMs.tif has internal overviews: GDAL cannot add an .ovr beside them.
+    let internal = server
+        .call(
+            "raster_overviews",
+            json!({"input": "L7_ETMs.tif", "resampling": "average", "levels": [2, 4]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&internal) && text(&internal).contains("pass `output`"),
+        "{}",
+        text(&internal)
+    );
+    let before = std::fs::read(server.path("dem.tif")).unwrap();
+    let external = call_justified(
+        &server,
+        "raster_overviews",
+        json!({"input": "dem.tif", "resampling": "average", "levels": [2, 4]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&external.result), "{}", text(&external.result));
+    let out = structured(&external.result);
+    assert!(out["output"].as_str().unwrap().ends_with("dem.tif.ovr"));
+    assert_eq!(
+        std::fs::read(server.path("dem.tif")).unwrap(),
+        before,
+        "the input's bytes are untouched"
+    );
+    // Reference: gdaladdo -ro on a copy.
+    std::fs::copy(server.path("dem.tif"), server.path("copy.tif")).unwrap();
+    let status = std::process::Command::new("gdaladdo")
+        .args(["-q", "-ro", "-r", "average"])
+        .arg(server.path("copy.tif"))
+        .args(["2", "4"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    oracle::assert_pixel_identical(&server.path("dem.tif"), &server.path("copy.tif")).unwrap();
+    // Again without overwrite: refused, the .ovr stays.
+    let again = server
+        .call(
+            "raster_overviews",
+            json!({"input": "dem.tif", "resampling": "average", "levels": [2, 4]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&again) && text(&again).contains("overwrite"),
+        "{}",
+        text(&again)
+    );
+    // Into a new GeoTIFF.
+    let new_file = call_justified(
+        &server,
+        "raster_overviews",
+        json!({"input": "L7_ETMs.tif", "output": "l7_ovr.tif", "resampling": "nearest", "levels": [2]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&new_file.result), "{}", text(&new_file.result));
+    assert_matches_cli(&server, &structured(&new_file.result), "l7_ovr.tif");
+}
+
+#[tokio::test]
+async fn raster_terrain_equals_gdaldem() {
+    let server = Server::start(Era::Legacy, options(&["dem.tif"]))
+        .await
+        .unwrap();
+    for (operation, extra) in [
+        (
+            "slope",
+            json!({"slope_units": "percent", "compute_edges": true}),
+        ),
+        (
+            "hillshade",
+            json!({"azimuth": 300, "altitude": 40, "z_factor": 2}),
+        ),
+        ("aspect", json!({"algorithm": "zevenbergen_thorne"})),
+        ("tri", json!({})),
+        ("tpi", json!({})),
+        ("roughness", json!({})),
+    ] {
+        let output = format!("{operation}.tif");
+        let mut args = json!({"input": "dem.tif", "output": output, "operation": operation});
+        for (k, v) in extra.as_object().unwrap() {
+            args[k] = v.clone();
+        }
+        let result = call_justified(&server, "raster_terrain", args)
+            .await
+            .unwrap();
+        assert!(
+            !is_error(&result.result),
+            "{operation}: {}",
+            text(&result.result)
+        );
+        assert_matches_cli(&server, &structured(&result.result), &output);
+    }
+    let bad = server
+        .call(
+            "raster_terrain",
+            json!({"input": "dem.tif", "output": "x.tif", "operation": "tri", "azimuth": 10}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&bad) && text(&bad).contains("hillshade"),
+        "{}",
+        text(&bad)
+    );
+}

@@ -1,0 +1,249 @@
+//! The vector tools over stdio on the real NAD27 counties, checked against `ogr2ogr` run with
+//! the command each tool reported, feature by feature.
+
+use crate::oracle;
+use gdal_mcp_tests::{call_justified, is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+
+fn nc() -> Options {
+    Options {
+        data: vec!["nc.gpkg", "nc.shp", "nc.shx", "nc.dbf", "nc.prj"],
+        ..Default::default()
+    }
+}
+
+/// Replay the reported ogr2ogr command into `ref_<output>` and compare every feature.
+fn assert_matches_ogr2ogr(server: &Server, result: &Value, output: &str) -> usize {
+    let actual = server.path(output);
+    let reference = server.path(&format!("ref_{output}"));
+    oracle::replay(&result["commands"], &actual, &reference).expect("ogr2ogr replay");
+    let a = oracle::features(&actual).unwrap();
+    let b = oracle::features(&reference).unwrap();
+    assert_eq!(a.len(), b.len(), "feature count");
+    for (i, (fa, fb)) in a.iter().zip(&b).enumerate() {
+        assert_eq!(fa.1, fb.1, "feature {i} attributes");
+        assert_eq!(fa.2, fb.2, "feature {i} geometry");
+    }
+    a.len()
+}
+
+#[tokio::test]
+async fn vector_info_reports_layers_fields_and_crs() {
+    let server = Server::start(Era::Modern, nc()).await.unwrap();
+    let result = server
+        .call("vector_info", json!({"path": "nc.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["driver"], json!("GPKG"));
+    let layer = &out["layers"][0];
+    assert_eq!(layer["feature_count"], json!(100));
+    assert_eq!(layer["geometry_type"], json!("Multi Polygon"));
+    assert_eq!(layer["crs"]["id"], json!("EPSG:4267"));
+    let fields: Vec<&str> = layer["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        fields.contains(&"NAME") && fields.contains(&"BIR74"),
+        "{fields:?}"
+    );
+    let extent = layer["extent"].as_array().unwrap();
+    assert!((extent[0].as_f64().unwrap() - -84.3239).abs() < 1e-3);
+    let missing = server
+        .call("vector_info", json!({"path": "nc.gpkg", "layer": "nope"}))
+        .await
+        .unwrap();
+    assert!(is_error(&missing) && text(&missing).contains("no layer named"));
+}
+
+#[tokio::test]
+async fn vector_reproject_equals_ogr2ogr_and_reports_the_datum_transformation() {
+    let server = Server::start(Era::Legacy, nc()).await.unwrap();
+    let result = call_justified(
+        &server,
+        "vector_reproject",
+        json!({"input": "nc.gpkg", "output": "nc_utm.gpkg", "dst_crs": "EPSG:32617"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result.result), "{}", text(&result.result));
+    assert!(
+        result.refused_by().iter().any(|(d, _)| d == "crs_datum"),
+        "a reprojection is a CRS decision: {:?}",
+        result.refused_by()
+    );
+    let out = structured(&result.result);
+    assert_eq!(
+        out["written"]["layers"][0]["crs"]["id"],
+        json!("EPSG:32617")
+    );
+    assert!(
+        out["transformation"]["name"]
+            .as_str()
+            .unwrap()
+            .contains("NAD27 to WGS 84"),
+        "{}",
+        out["transformation"]
+    );
+    assert_eq!(assert_matches_ogr2ogr(&server, &out, "nc_utm.gpkg"), 100);
+}
+
+#[tokio::test]
+async fn vector_convert_shapefile_to_flatgeobuf_promotes_mixed_polygons() {
+    let server = Server::start(Era::Modern, nc()).await.unwrap();
+    let result = call_justified(
+        &server,
+        "vector_convert",
+        json!({"input": "nc.shp", "output": "nc.fgb"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result.result), "{}", text(&result.result));
+    let out = structured(&result.result);
+    let command: Vec<&str> = out["commands"][0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(command.contains(&"PROMOTE_TO_MULTI"), "{command:?}");
+    assert_eq!(assert_matches_ogr2ogr(&server, &out, "nc.fgb"), 100);
+    let csv = call_justified(
+        &server,
+        "vector_convert",
+        json!({"input": "nc.gpkg", "output": "nc.csv", "layer_options": {"GEOMETRY": "AS_WKT"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&csv.result), "{}", text(&csv.result));
+    let unknown = server
+        .call(
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": "nc.xyz"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&unknown) && text(&unknown).contains("extension"));
+}
+
+#[tokio::test]
+async fn vector_clip_by_bounds_and_by_a_mask_in_another_crs() {
+    let server = Server::start(Era::Legacy, nc()).await.unwrap();
+    let bounds = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": "nc.gpkg", "output": "clip.gpkg",
+               "bounds": {"xmin": -80.0, "ymin": 35.0, "xmax": -78.0, "ymax": 36.0}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&bounds.result), "{}", text(&bounds.result));
+    let out = structured(&bounds.result);
+    let kept = assert_matches_ogr2ogr(&server, &out, "clip.gpkg");
+    assert_eq!(kept, 23);
+
+    // A mask in UTM: ogr2ogr 3.6 does not reproject -clipsrc datasources, so the command line
+    // keeps nothing; the host reprojects the mask itself and keeps what a mask reprojected
+    // beforehand keeps.
+    std::fs::write(
+        server.path("mask_utm.geojson"),
+        r#"{"type": "FeatureCollection",
+            "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32617"}},
+            "features": [{"type": "Feature", "properties": {}, "geometry": {"type": "Polygon",
+              "coordinates": [[[640000, 3900000], [720000, 3900000], [720000, 3960000],
+                               [640000, 3960000], [640000, 3900000]]]}}]}"#,
+    )
+    .unwrap();
+    let ogr2ogr = |args: &[&str]| {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ogr2ogr {args:?}");
+    };
+    let path = |name: &str| server.path(name).display().to_string();
+    ogr2ogr(&[
+        "-f",
+        "GPKG",
+        "-nlt",
+        "PROMOTE_TO_MULTI",
+        "-clipsrc",
+        &path("mask_utm.geojson"),
+        &path("cli_utm.gpkg"),
+        &path("nc.gpkg"),
+    ]);
+    assert_eq!(
+        oracle::features(&server.path("cli_utm.gpkg"))
+            .unwrap()
+            .len(),
+        0,
+        "ogr2ogr 3.6 keeps nothing with a mask in another CRS"
+    );
+    ogr2ogr(&[
+        "-f",
+        "GeoJSON",
+        "-t_srs",
+        "EPSG:4267",
+        &path("mask_nad27.geojson"),
+        &path("mask_utm.geojson"),
+    ]);
+    ogr2ogr(&[
+        "-f",
+        "GPKG",
+        "-nlt",
+        "PROMOTE_TO_MULTI",
+        "-clipsrc",
+        &path("mask_nad27.geojson"),
+        &path("cli_nad27.gpkg"),
+        &path("nc.gpkg"),
+    ]);
+    let expected = oracle::features(&server.path("cli_nad27.gpkg")).unwrap();
+    assert!(expected.len() > 5, "the mask covers several counties");
+
+    let masked = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": "nc.gpkg", "output": "masked.gpkg", "mask": "mask_utm.geojson"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&masked.result), "{}", text(&masked.result));
+    assert!(
+        masked.refused_by().iter().any(|(d, _)| d == "crs_datum"),
+        "a mask in another CRS is a CRS decision: {:?}",
+        masked.refused_by()
+    );
+    let out = structured(&masked.result);
+    assert!(out["transformation"].is_object());
+    let got = oracle::features(&server.path("masked.gpkg")).unwrap();
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "same counties as a pre-reprojected mask"
+    );
+    for (a, b) in got.iter().zip(&expected) {
+        assert_eq!(a.1, b.1, "attributes");
+    }
+
+    let both = server
+        .call(
+            "vector_clip",
+            json!({"input": "nc.gpkg", "output": "x.gpkg", "mask": "mask_utm.geojson",
+                   "bounds": {"xmin": 0, "ymin": 0, "xmax": 1, "ymax": 1}}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&both) && text(&both).contains("mutually exclusive"));
+    let outside = server
+        .call(
+            "vector_clip",
+            json!({"input": "nc.gpkg", "output": "x.gpkg", "mask": "../../etc/passwd"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&outside), "the mask path is confined");
+}
