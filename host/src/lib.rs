@@ -10,6 +10,7 @@
 //!    the decisions up in the capsule store ([`reflection::store`]);
 //! 5. a GDAL runner ([`gdal::warp`], [`gdal::info`]) does the work, and a receipt goes back.
 
+pub mod aggregation;
 pub mod config;
 pub mod domains;
 pub mod gdal;

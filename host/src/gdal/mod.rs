@@ -4,6 +4,7 @@
 //! ([`run_blocking`]) with one dataset handle per job. Errors are captured per call with a
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
 
+pub mod composite;
 pub mod facts;
 pub mod info;
 pub mod output;
@@ -14,6 +15,7 @@ pub mod stats;
 pub mod transform;
 pub mod vector;
 pub mod warp;
+pub mod zonal;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};

@@ -78,7 +78,35 @@ pub fn run(
 ) -> Result<ProgramOutcome, GdalError> {
     let capture = ErrorCapture::start();
     let staging = Staging::new(output)?;
-    let destination = cstring(&staging.path().to_string_lossy())?;
+    invoke(program, source, args, staging.path(), &capture)?;
+    finish(staging.path())?;
+    let warnings = capture.warnings();
+    let files = staging.commit()?;
+    Ok(ProgramOutcome { files, warnings })
+}
+
+/// Run `program` straight into `destination`, an in-memory (`/vsimem/`) scratch file that is
+/// never a user output.
+pub fn run_in_memory(
+    program: &Program,
+    source: &Dataset,
+    args: &[String],
+    destination: &Path,
+) -> Result<Vec<String>, GdalError> {
+    let capture = ErrorCapture::start();
+    invoke(program, source, args, destination, &capture)?;
+    Ok(capture.warnings())
+}
+
+/// The C call itself; failures are read from `capture`.
+fn invoke(
+    program: &Program,
+    source: &Dataset,
+    args: &[String],
+    destination: &Path,
+    capture: &ErrorCapture,
+) -> Result<(), GdalError> {
+    let destination = cstring(&destination.to_string_lossy())?;
     let mut argv = CArgv::new(args)?;
     let name = program.command().join(" ");
     let rejected = |capture: &ErrorCapture| {
@@ -99,7 +127,7 @@ pub fn run(
             Program::Translate => {
                 let options = gdal_sys::GDALTranslateOptionsNew(argv_ptr, std::ptr::null_mut());
                 if options.is_null() {
-                    return Err(rejected(&capture));
+                    return Err(rejected(capture));
                 }
                 let out = gdal_sys::GDALTranslate(
                     destination.as_ptr(),
@@ -113,7 +141,7 @@ pub fn run(
             Program::Warp => {
                 let options = gdal_sys::GDALWarpAppOptionsNew(argv_ptr, std::ptr::null_mut());
                 if options.is_null() {
-                    return Err(rejected(&capture));
+                    return Err(rejected(capture));
                 }
                 let mut sources = [handle];
                 let out = gdal_sys::GDALWarp(
@@ -131,7 +159,7 @@ pub fn run(
                 let options =
                     gdal_sys::GDALVectorTranslateOptionsNew(argv_ptr, std::ptr::null_mut());
                 if options.is_null() {
-                    return Err(rejected(&capture));
+                    return Err(rejected(capture));
                 }
                 let mut sources = [handle];
                 let out = gdal_sys::GDALVectorTranslate(
@@ -149,7 +177,7 @@ pub fn run(
                 let processing = cstring(processing)?;
                 let options = gdal_sys::GDALDEMProcessingOptionsNew(argv_ptr, std::ptr::null_mut());
                 if options.is_null() {
-                    return Err(rejected(&capture));
+                    return Err(rejected(capture));
                 }
                 let out = gdal_sys::GDALDEMProcessing(
                     destination.as_ptr(),
@@ -181,10 +209,7 @@ pub fn run(
             }),
         });
     }
-    finish(staging.path())?;
-    let warnings = capture.warnings();
-    let files = staging.commit()?;
-    Ok(ProgramOutcome { files, warnings })
+    Ok(())
 }
 
 /// Rust's shortest round-trip representation of a number: GDAL parses it back to the same

@@ -9,14 +9,16 @@
 use super::raster::{describe_output, RasterOutput};
 use super::tools::{
     creation_options, gate_arguments, output_path, parse, pass_gate, schema_of, to_json,
-    InlineJustifications, Outcome,
+    InlineJustifications, Outcome, WarpResampling,
 };
 use super::{App, ToolError};
+use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
-use crate::gdal::facts;
 use crate::gdal::warp::WarpRequest;
 use crate::gdal::{self as gdal_runner, GdalError};
+use crate::gdal::{composite, facts, zonal};
 use crate::reflection::justification::Justification;
+use gdal::vector::LayerAccess;
 use rmcp::model::{Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -195,6 +197,472 @@ pub async fn raster_aggregate(app: &App, arguments: &Value) -> Result<Outcome, T
     Ok(Outcome::Done(to_json(&result)))
 }
 
+// ---------------------------------------------------------------------------------------------
+// zonal_stats
+
+/// Zonal statistics.
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ZonalStat {
+    /// Number of valid cells (Σ coverage under `coverage`).
+    Count,
+    Sum,
+    Mean,
+    Min,
+    Max,
+    /// Population standard deviation (weighted under `coverage`).
+    Std,
+    Median,
+    /// Most frequent value (greatest Σ weight); ties go to the smallest value.
+    Majority,
+    /// Least frequent value; ties go to the smallest value.
+    Minority,
+    /// Number of distinct values.
+    Variety,
+}
+
+impl ZonalStat {
+    fn core(self) -> Stat {
+        match self {
+            Self::Count => Stat::Count,
+            Self::Sum => Stat::Sum,
+            Self::Mean => Stat::Mean,
+            Self::Min => Stat::Min,
+            Self::Max => Stat::Max,
+            Self::Std => Stat::Std,
+            Self::Median => Stat::Median,
+            Self::Majority => Stat::Majority,
+            Self::Minority => Stat::Minority,
+            Self::Variety => Stat::Variety,
+        }
+    }
+}
+
+/// Which cells belong to a zone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ZoneSemantics {
+    /// Cells whose centre is inside the polygon (GDAL's rasterize default; rasterstats'
+    /// default).
+    CellCentre,
+    /// Every cell the polygon overlaps with positive area (rasterstats `all_touched`).
+    AllTouched,
+    /// Every cell weighted by the exact fraction of its area inside the polygon
+    /// (exactextract).
+    Coverage,
+}
+
+impl ZoneSemantics {
+    fn core(self) -> Semantics {
+        match self {
+            Self::CellCentre => Semantics::CellCentre,
+            Self::AllTouched => Semantics::AllTouched,
+            Self::Coverage => Semantics::Coverage,
+        }
+    }
+}
+
+/// What a nodata cell does to its zone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ZoneNodataPolicy {
+    /// Skip nodata cells (default).
+    Ignore,
+    /// A zone touching any nodata cell gets null for every statistic but `count`.
+    Propagate,
+}
+
+/// Arguments of `zonal_stats`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ZonalArgs {
+    /// Raster inside a workspace (north-up).
+    pub raster: String,
+    /// Polygon zones (any OGR format) inside a workspace. Zones in another CRS are reprojected
+    /// to the raster's CRS (gated by crs_datum).
+    pub zones: String,
+    /// Layer of the zones (default: the first).
+    pub zone_layer: Option<String>,
+    /// Attribute to report as each zone's `id` (the OGR feature id is always reported).
+    pub id_field: Option<String>,
+    /// Band of the raster (default 1).
+    pub band: Option<u32>,
+    /// The statistics to compute. No default: they are part of the methodology.
+    #[schemars(length(min = 1))]
+    pub stats: Vec<ZonalStat>,
+    /// Which cells belong to a zone. No default.
+    pub semantics: ZoneSemantics,
+    /// ignore (default) or propagate.
+    pub nodata_policy: Option<ZoneNodataPolicy>,
+    /// Also write the table as CSV here (fid, id, one column per statistic).
+    pub output: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    #[schemars(with = "Option<BTreeMap<String, Justification>>")]
+    pub justification: Option<InlineJustifications>,
+}
+
+/// One zone's row.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ZoneRow {
+    /// OGR feature id.
+    pub fid: Option<u64>,
+    /// The `id_field` value, when one was asked for.
+    pub id: Value,
+    /// Valid cells with a positive weight.
+    pub cells: u64,
+    /// The requested statistics; null when the zone has no valid cell (or, under
+    /// `propagate`, touches nodata).
+    #[serde(flatten)]
+    pub stats: BTreeMap<String, Option<f64>>,
+}
+
+/// Result of `zonal_stats`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ZonalOutput {
+    pub raster: String,
+    pub zones: String,
+    pub band: u32,
+    pub semantics: ZoneSemantics,
+    pub nodata_policy: ZoneNodataPolicy,
+    pub stats: Vec<ZonalStat>,
+    /// True when the zones were reprojected into the raster's CRS.
+    pub reprojected: bool,
+    pub transformation: Option<crate::gdal::transform::TransformationFacts>,
+    pub features: Vec<ZoneRow>,
+    /// The CSV written, if any.
+    pub output: Option<String>,
+    pub files: Vec<String>,
+    /// One receipt per risk domain that had something to say.
+    pub reflection: Vec<crate::reflection::gate::Receipt>,
+}
+
+/// `zonal_stats`.
+pub async fn zonal_stats(app: &App, arguments: &Value) -> Result<Outcome, ToolError> {
+    let args: ZonalArgs = parse("zonal_stats", arguments)?;
+    if args.stats.is_empty() {
+        return Err(ToolError::Arguments(
+            "stats: name at least one statistic (count, sum, mean, min, max, std, median, \
+             majority, minority, variety)"
+                .to_string(),
+        ));
+    }
+    if args.band == Some(0) {
+        return Err(ToolError::Arguments(
+            "band: bands are numbered from 1".to_string(),
+        ));
+    }
+    let raster = app.workspaces.input("raster", &args.raster)?;
+    let zones = app.workspaces.input("zones", &args.zones)?;
+    let output = match &args.output {
+        Some(raw) => {
+            let path = output_path(app, raw, args.overwrite, &[&raster, &zones])?;
+            let csv = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+            if !csv {
+                return Err(ToolError::Arguments(
+                    "output: the table is written as CSV; use a .csv path".to_string(),
+                ));
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    let gate_args = gate_arguments(arguments);
+    let layer = args.zone_layer.clone();
+    let job_raster = raster.clone();
+    let job_zones = zones.clone();
+    let (call, reproject) = gdal_runner::run_blocking(move || {
+        let raster_dataset = facts::open(&job_raster)?;
+        if raster_dataset.raster_count() == 0 {
+            return Err(GdalError::Invalid(format!(
+                "raster: {} has no raster bands",
+                job_raster.display()
+            )));
+        }
+        let raster_facts = facts::from_dataset("raster", &job_raster, &raster_dataset);
+        let zones_dataset = ogr_open(&job_zones)?;
+        let zones_facts = facts::from_dataset("zones", &job_zones, &zones_dataset);
+        let zone_layer =
+            crate::gdal::vector::layer("zone_layer", &zones_dataset, layer.as_deref())?;
+        let mut target_crs = None;
+        let mut transformation = None;
+        let mut reproject = false;
+        if let (Ok(raster_srs), Some(zone_srs)) =
+            (raster_dataset.spatial_ref(), zone_layer.spatial_ref())
+        {
+            if !crate::gdal::transform::same_crs(&raster_srs, &zone_srs) {
+                reproject = true;
+                let area = zone_layer.try_get_extent().ok().flatten().and_then(|e| {
+                    crate::gdal::transform::lonlat_bounds(
+                        &zone_srs,
+                        [e.MinX, e.MinY, e.MaxX, e.MaxY],
+                    )
+                });
+                target_crs = Some(facts::crs_facts(&raster_srs));
+                transformation = crate::gdal::transform::facts(&zone_srs, &raster_srs, area);
+            }
+        }
+        Ok((
+            CallFacts {
+                tool: "zonal_stats".to_string(),
+                arguments: gate_args,
+                datasets: vec![raster_facts, zones_facts],
+                target_crs,
+                transformation,
+            },
+            reproject,
+        ))
+    })
+    .await?;
+    let transformation = call.transformation.clone();
+    let receipts = match pass_gate(app, call, args.justification).await? {
+        Ok(receipts) => receipts,
+        Err(refusal) => return Ok(refusal),
+    };
+    let stats: Vec<Stat> = args.stats.iter().map(|s| s.core()).collect();
+    let request = zonal::ZonalRequest {
+        raster: raster.clone(),
+        zones: zones.clone(),
+        layer: args.zone_layer.clone(),
+        id_field: args.id_field.clone(),
+        band: args.band.unwrap_or(1) as usize,
+        stats: stats.clone(),
+        semantics: args.semantics.core(),
+        policy: match args.nodata_policy.unwrap_or(ZoneNodataPolicy::Ignore) {
+            ZoneNodataPolicy::Ignore => NodataPolicy::Ignore,
+            ZoneNodataPolicy::Propagate => NodataPolicy::Propagate,
+        },
+        reproject,
+    };
+    let rows = gdal_runner::run_blocking(move || {
+        let rows = request.run()?;
+        let files = match &output {
+            Some(path) => zonal::write_csv(path, &stats, &rows)?,
+            None => Vec::new(),
+        };
+        Ok((rows, files, output))
+    })
+    .await?;
+    let (rows, files, output) = rows;
+    let features = rows
+        .into_iter()
+        .map(|row| ZoneRow {
+            fid: row.fid,
+            id: row.id,
+            cells: row.cells,
+            stats: row
+                .stats
+                .into_iter()
+                .map(|(stat, value)| (stat.as_str().to_string(), value))
+                .collect(),
+        })
+        .collect();
+    let result = ZonalOutput {
+        raster: raster.display().to_string(),
+        zones: zones.display().to_string(),
+        band: args.band.unwrap_or(1),
+        semantics: args.semantics,
+        nodata_policy: args.nodata_policy.unwrap_or(ZoneNodataPolicy::Ignore),
+        stats: args.stats,
+        reprojected: reproject,
+        transformation,
+        features,
+        output: output.map(|p| p.display().to_string()),
+        files: crate::server::tools::path_strings(&files),
+        reflection: receipts,
+    };
+    Ok(Outcome::Done(to_json(&result)))
+}
+
+fn ogr_open(path: &std::path::Path) -> Result<gdal::Dataset, GdalError> {
+    crate::gdal::vector::open("zones", path)
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_composite
+
+/// Per-pixel statistics across the inputs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CompositeStatistic {
+    Max,
+    Min,
+    Mean,
+    /// Median of the valid values (mean of the two middle ones for an even count).
+    Median,
+    /// Number of inputs with a valid value (UInt16 output).
+    Count,
+    Sum,
+}
+
+impl CompositeStatistic {
+    fn core(self) -> Statistic {
+        match self {
+            Self::Max => Statistic::Max,
+            Self::Min => Statistic::Min,
+            Self::Mean => Statistic::Mean,
+            Self::Median => Statistic::Median,
+            Self::Count => Statistic::Count,
+            Self::Sum => Statistic::Sum,
+        }
+    }
+}
+
+/// Arguments of `raster_composite`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompositeArgs {
+    /// Two or more rasters inside a workspace. The first defines the output grid.
+    #[schemars(length(min = 2, max = 512))]
+    pub inputs: Vec<String>,
+    /// Output GeoTIFF inside a workspace (Float32; UInt16 for `count`).
+    pub output: String,
+    /// The per-pixel statistic over the inputs' valid values. No default.
+    pub statistic: CompositeStatistic,
+    /// Band of every input (default 1).
+    pub band: Option<u32>,
+    /// How inputs on another grid are warped onto the first input's grid. Required only when
+    /// the grids differ.
+    pub resampling: Option<WarpResampling>,
+    /// Nodata value of the output (default: NaN), written where no input is valid.
+    pub nodata: Option<f64>,
+    /// GeoTIFF creation options (default COMPRESS=DEFLATE, TILED=YES).
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    #[schemars(with = "Option<BTreeMap<String, Justification>>")]
+    pub justification: Option<InlineJustifications>,
+}
+
+/// `raster_composite`.
+pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, ToolError> {
+    let args: CompositeArgs = parse("raster_composite", arguments)?;
+    if args.inputs.len() < 2 || args.inputs.len() > 512 {
+        return Err(ToolError::Arguments(
+            "inputs: give between 2 and 512 rasters".to_string(),
+        ));
+    }
+    if args.band == Some(0) {
+        return Err(ToolError::Arguments(
+            "band: bands are numbered from 1".to_string(),
+        ));
+    }
+    if args.nodata.is_some_and(f64::is_infinite) {
+        return Err(ToolError::Arguments(
+            "nodata: a finite number or NaN".to_string(),
+        ));
+    }
+    let mut options = creation_options(&args.creation_options)?;
+    if options.is_empty() {
+        options = vec![
+            ("COMPRESS".to_string(), "DEFLATE".to_string()),
+            ("TILED".to_string(), "YES".to_string()),
+        ];
+    }
+    let inputs = args
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| app.workspaces.input(&format!("inputs[{i}]"), raw))
+        .collect::<Result<Vec<_>, _>>()?;
+    let borrowed: Vec<&std::path::Path> = inputs.iter().map(|p| p.as_path()).collect();
+    let output = output_path(app, &args.output, args.overwrite, &borrowed)?;
+    let band = args.band.unwrap_or(1) as usize;
+    let mut gate_args = gate_arguments(arguments);
+    let job_inputs = inputs.clone();
+    let job_options = options.clone();
+    let (facts, grids) = gdal_runner::run_blocking(move || {
+        facts::check_raster_format("GTiff", &job_options)?;
+        let reference = facts::open(&job_inputs[0])?;
+        let mut datasets = Vec::new();
+        let mut differ = false;
+        for (i, path) in job_inputs.iter().enumerate() {
+            let dataset = facts::open(path)?;
+            if (dataset.raster_count()) < band {
+                return Err(GdalError::Invalid(format!(
+                    "band: inputs[{i}] ({}) has {} band(s)",
+                    path.display(),
+                    dataset.raster_count()
+                )));
+            }
+            if i > 0 && !composite::same_grid(&reference, &dataset) {
+                differ = true;
+            }
+            let role = if i == 0 {
+                "input".to_string()
+            } else {
+                format!("input{}", i + 1)
+            };
+            datasets.push(facts::from_dataset(&role, path, &dataset));
+        }
+        Ok((datasets, if differ { "differ" } else { "aligned" }))
+    })
+    .await?;
+    if grids == "differ" && args.resampling.is_none() {
+        return Err(ToolError::Arguments(
+            "resampling: the inputs lie on different grids (size, cell size, origin or CRS), \
+             so they must be warped onto the first input's grid; choose the method \
+             (e.g. nearest for classes, bilinear or average for continuous data)"
+                .to_string(),
+        ));
+    }
+    if let Some(object) = gate_args.as_object_mut() {
+        object.insert("_grids".to_string(), Value::String(grids.to_string()));
+    }
+    let call = CallFacts {
+        tool: "raster_composite".to_string(),
+        arguments: gate_args,
+        datasets: facts,
+        target_crs: None,
+        transformation: None,
+    };
+    let receipts = match pass_gate(app, call, args.justification).await? {
+        Ok(receipts) => receipts,
+        Err(refusal) => return Ok(refusal),
+    };
+    let request = composite::CompositeRequest {
+        inputs,
+        band,
+        statistic: args.statistic.core(),
+        resampling: args.resampling.map(|r| r.gdal_name().to_string()),
+        out_nodata: args.nodata,
+        output,
+        creation_options: options,
+    };
+    let statistic = args.statistic;
+    let result = gdal_runner::run_blocking(move || {
+        let outcome = request.run()?;
+        let report = serde_json::json!({
+            "statistic": statistic.core().as_str(),
+            "inputs": request.inputs.len(),
+            "grids": grids,
+            "empty_cells": outcome.empty_cells,
+            "warped_inputs": outcome
+                .warps
+                .iter()
+                .map(|(i, _)| *i)
+                .collect::<std::collections::BTreeSet<_>>(),
+        });
+        let commands = outcome.warps.iter().map(|(_, c)| c.clone()).collect();
+        describe_output(
+            &request.output,
+            &outcome.files,
+            commands,
+            outcome.warnings,
+            report,
+            receipts,
+        )
+    })
+    .await?;
+    Ok(Outcome::Done(to_json(&result)))
+}
+
 fn gated_annotations() -> ToolAnnotations {
     let mut a = ToolAnnotations::default();
     a.read_only_hint = Some(false);
@@ -206,16 +674,45 @@ fn gated_annotations() -> ToolAnnotations {
 
 /// The aggregation tools' definitions.
 pub fn definitions() -> Vec<Tool> {
-    vec![Tool::new(
-        "raster_aggregate",
-        "Aggregate a raster to a coarser grid whose cells are exact blocks of `factor` input \
+    vec![
+        Tool::new(
+            "zonal_stats",
+            "Statistics of a raster band per polygon zone: count, sum, mean, min, max, std, \
+             median, majority, minority, variety. Choose the zone semantics: cell_centre (cells \
+             whose centre is inside; as GDAL rasterize and rasterstats), all_touched (every \
+             cell the polygon overlaps), or coverage (cells weighted by the exact fraction \
+             inside; as exactextract). Nodata cells are skipped, or with nodata_policy \
+             `propagate` null the zone. Zones in another CRS are reprojected to the raster's \
+             (gated by crs_datum). Gated by the aggregation domain. Optionally writes the \
+             table as CSV.",
+            schema_of::<ZonalArgs>(),
+        )
+        .with_title("Zonal statistics")
+        .with_raw_output_schema(schema_of::<ZonalOutput>())
+        .with_annotations(gated_annotations()),
+        Tool::new(
+            "raster_composite",
+            "Composite two or more rasters per pixel: max, min, mean, median, count or sum of the \
+         valid values (nodata-aware: a pixel that is nodata in one input does not mask the \
+         others). The first input defines the grid; inputs on another grid are warped onto it \
+         with `resampling` (required then, and gated by the resampling domain). Gated by the \
+         aggregation domain. Output GeoTIFF, Float32 (UInt16 for count), written atomically.",
+            schema_of::<CompositeArgs>(),
+        )
+        .with_title("Composite rasters")
+        .with_raw_output_schema(schema_of::<RasterOutput>())
+        .with_annotations(gated_annotations()),
+        Tool::new(
+            "raster_aggregate",
+            "Aggregate a raster to a coarser grid whose cells are exact blocks of `factor` input \
          cells (gdalwarp -ts/-te on the aligned grid): average, sum, min, max, mode, median, \
          quartiles or rms of each block's valid cells (nodata cells are skipped; edge blocks \
          that extend past the raster use the cells that exist). Gated by the aggregation \
          domain. Written atomically; an existing output is replaced only with `overwrite`.",
-        schema_of::<AggregateArgs>(),
-    )
-    .with_title("Block aggregation")
-    .with_raw_output_schema(schema_of::<RasterOutput>())
-    .with_annotations(gated_annotations())]
+            schema_of::<AggregateArgs>(),
+        )
+        .with_title("Block aggregation")
+        .with_raw_output_schema(schema_of::<RasterOutput>())
+        .with_annotations(gated_annotations()),
+    ]
 }

@@ -280,6 +280,12 @@ impl ServerHandler for GdalMcp {
             "raster_terrain" => raster::raster_terrain(app, &arguments)
                 .await
                 .map(gated_result),
+            "zonal_stats" => aggregate::zonal_stats(app, &arguments)
+                .await
+                .map(gated_result),
+            "raster_composite" => aggregate::raster_composite(app, &arguments)
+                .await
+                .map(gated_result),
             "raster_aggregate" => aggregate::raster_aggregate(app, &arguments)
                 .await
                 .map(gated_result),

@@ -1,0 +1,274 @@
+//! Per-pixel compositing of several rasters with GDAL I/O around the numeric core in
+//! [`crate::aggregation::composite`].
+//!
+//! The first input defines the grid. Inputs on the same grid are read as they are; inputs on
+//! another grid are first warped onto it in memory (`/vsimem/`, gdalwarp with the method the
+//! caller chose). The output GeoTIFF is written in row strips into a staging folder and moved
+//! into place when complete, so memory stays at a few strips per input whatever the raster size.
+
+use super::output::Staging;
+use super::programs::{self, number, Program};
+use super::{ErrorCapture, GdalError};
+use crate::aggregation::{self, Statistic};
+use gdal::raster::{Buffer, RasterCreationOptions};
+use gdal::{Dataset, DriverManager};
+use std::path::{Path, PathBuf};
+
+/// Rows per strip.
+const STRIP_ROWS: usize = 256;
+
+/// The grid of a raster, for alignment checks.
+#[derive(Debug, Clone)]
+pub struct GridInfo {
+    pub width: usize,
+    pub height: usize,
+    pub geotransform: [f64; 6],
+    pub wkt: Option<String>,
+}
+
+/// Whether `b` lies on exactly the grid of `a` (same size, same geotransform up to 1e-9 of a
+/// cell, same CRS).
+pub fn same_grid(a: &Dataset, b: &Dataset) -> bool {
+    let (Ok(ga), Ok(gb)) = (a.geo_transform(), b.geo_transform()) else {
+        return false;
+    };
+    let tolerance = ga[1].abs().min(ga[5].abs()) * 1e-9;
+    let close = ga
+        .iter()
+        .zip(gb.iter())
+        .all(|(x, y)| (x - y).abs() <= tolerance);
+    let crs = match (a.spatial_ref(), b.spatial_ref()) {
+        (Ok(x), Ok(y)) => x == y,
+        (Err(_), Err(_)) => true,
+        _ => false,
+    };
+    a.raster_size() == b.raster_size() && close && crs
+}
+
+/// One compositing job.
+#[derive(Debug, Clone)]
+pub struct CompositeRequest {
+    pub inputs: Vec<PathBuf>,
+    pub band: usize,
+    pub statistic: Statistic,
+    /// gdalwarp method for inputs on another grid (required when there are any).
+    pub resampling: Option<String>,
+    pub out_nodata: Option<f64>,
+    pub output: PathBuf,
+    pub creation_options: Vec<(String, String)>,
+}
+
+/// What the composite produced.
+#[derive(Debug, Clone)]
+pub struct CompositeOutcome {
+    pub files: Vec<PathBuf>,
+    /// The gdalwarp command that put each unlike input on the grid (input index, command).
+    pub warps: Vec<(usize, Vec<String>)>,
+    /// Cells where no input had a valid value.
+    pub empty_cells: u64,
+    pub width: usize,
+    pub height: usize,
+    pub warnings: Vec<String>,
+}
+
+impl CompositeRequest {
+    /// Run the composite.
+    pub fn run(&self) -> Result<CompositeOutcome, GdalError> {
+        let capture = ErrorCapture::start();
+        let reference = super::facts::open(&self.inputs[0])?;
+        let (width, height) = reference.raster_size();
+        let geotransform = reference.geo_transform().map_err(|_| {
+            GdalError::Invalid("inputs[0]: the raster has no geotransform".to_string())
+        })?;
+        let wkt = reference.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
+        let mut datasets = Vec::with_capacity(self.inputs.len());
+        let mut warps = Vec::new();
+        let mut scratch = Vec::new();
+        for (index, path) in self.inputs.iter().enumerate() {
+            let dataset = super::facts::open(path)?;
+            if index == 0 || same_grid(&reference, &dataset) {
+                datasets.push(dataset);
+                continue;
+            }
+            let Some(method) = &self.resampling else {
+                return Err(GdalError::Invalid(format!(
+                    "inputs[{index}]: {} is not on the grid of inputs[0]; pass `resampling` to \
+                     warp it onto that grid",
+                    path.display()
+                )));
+            };
+            let memory = PathBuf::from(format!(
+                "/vsimem/gdal-mcp-composite-{}-{index}.tif",
+                std::process::id()
+            ));
+            let (x0, y0) = (geotransform[0], geotransform[3]);
+            let x1 = x0 + geotransform[1] * width as f64;
+            let y1 = y0 + geotransform[5] * height as f64;
+            let mut args = vec!["-of".to_string(), "GTiff".to_string()];
+            if let Some(wkt) = &wkt {
+                args.extend(["-t_srs".to_string(), wkt.clone()]);
+            }
+            args.extend(["-r".to_string(), method.clone()]);
+            args.extend(["-ts".to_string(), width.to_string(), height.to_string()]);
+            args.push("-te".to_string());
+            args.extend(
+                [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)]
+                    .iter()
+                    .map(|v| number(*v)),
+            );
+            // gdalwarp 3.6 has no band selection: pick the band through a VRT first.
+            let band_vrt = PathBuf::from(format!(
+                "/vsimem/gdal-mcp-composite-{}-{index}-band.vrt",
+                std::process::id()
+            ));
+            let select = vec![
+                "-of".to_string(),
+                "VRT".to_string(),
+                "-b".to_string(),
+                self.band.to_string(),
+            ];
+            programs::run_in_memory(&Program::Translate, &dataset, &select, &band_vrt)?;
+            let selected = super::facts::open(&band_vrt)?;
+            let warped = warp_to_memory(&selected, &args, &memory)?;
+            drop(selected);
+            warps.push((index, Program::Translate.command_line(&select, path, &band_vrt)));
+            warps.push((index, Program::Warp.command_line(&args, &band_vrt, &memory)));
+            scratch.push(band_vrt);
+            scratch.push(memory);
+            datasets.push(warped);
+        }
+        let bands: Vec<usize> = datasets
+            .iter()
+            .enumerate()
+            .map(|(i, _)| {
+                if warps.iter().any(|(w, _)| *w == i) {
+                    1
+                } else {
+                    self.band
+                }
+            })
+            .collect();
+        let mut nodata = Vec::with_capacity(datasets.len());
+        for (dataset, band) in datasets.iter().zip(&bands) {
+            let b = dataset.rasterband(*band).map_err(|_| {
+                GdalError::Invalid(format!("band: band {band} does not exist in every input"))
+            })?;
+            nodata.push(b.no_data_value());
+        }
+
+        let staging = Staging::new(&self.output)?;
+        let failed = |what: &str| GdalError::Failed {
+            operation: format!("writing {}", self.output.display()),
+            message: capture.failure_text(what),
+        };
+        let count = self.statistic == Statistic::Count;
+        let out_nodata = self.out_nodata.unwrap_or(f64::NAN);
+        let mut empty_cells = 0u64;
+        {
+            let driver =
+                DriverManager::get_driver_by_name("GTiff").map_err(|_| failed("no GTiff"))?;
+            let mut options = RasterCreationOptions::new();
+            for (key, value) in &self.creation_options {
+                options
+                    .add_name_value(key, value)
+                    .map_err(|e| GdalError::Invalid(e.to_string()))?;
+            }
+            let mut out = if count {
+                driver.create_with_band_type_with_options::<u16, _>(
+                    staging.path(),
+                    width,
+                    height,
+                    1,
+                    &options,
+                )
+            } else {
+                driver.create_with_band_type_with_options::<f32, _>(
+                    staging.path(),
+                    width,
+                    height,
+                    1,
+                    &options,
+                )
+            }
+            .map_err(|_| failed("cannot create the output"))?;
+            out.set_geo_transform(&geotransform)
+                .map_err(|_| failed("cannot set the geotransform"))?;
+            if let Some(wkt) = &wkt {
+                out.set_projection(wkt)
+                    .map_err(|_| failed("cannot set the CRS"))?;
+            }
+            let mut out_band = out.rasterband(1).map_err(|_| failed("no band"))?;
+            if !count {
+                out_band
+                    .set_no_data_value(Some(out_nodata))
+                    .map_err(|_| failed("cannot set nodata"))?;
+            }
+            let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
+            let mut row = 0;
+            while row < height {
+                let rows = STRIP_ROWS.min(height - row);
+                for ((dataset, band), strip) in datasets.iter().zip(&bands).zip(&mut strips) {
+                    let b = dataset
+                        .rasterband(*band)
+                        .map_err(|_| failed("cannot read an input band"))?;
+                    let buffer = b
+                        .read_as::<f32>((0, row as isize), (width, rows), (width, rows), None)
+                        .map_err(|_| failed("cannot read an input strip"))?;
+                    *strip = buffer.into_shape_and_vec().1;
+                }
+                let slices: Vec<&[f32]> = strips.iter().map(Vec::as_slice).collect();
+                let mut result = vec![0f32; width * rows];
+                aggregation::composite(
+                    &slices,
+                    &nodata,
+                    self.statistic,
+                    out_nodata as f32,
+                    &mut result,
+                )
+                .map_err(|e| GdalError::Invalid(e.to_string()))?;
+                if count {
+                    empty_cells += result.iter().filter(|v| **v == 0.0).count() as u64;
+                    let data: Vec<u16> = result.iter().map(|v| *v as u16).collect();
+                    let mut buffer = Buffer::new((width, rows), data);
+                    out_band
+                        .write((0, row as isize), (width, rows), &mut buffer)
+                        .map_err(|_| failed("cannot write a strip"))?;
+                } else {
+                    let nodata32 = out_nodata as f32;
+                    empty_cells += result
+                        .iter()
+                        .filter(|v| v.is_nan() || **v == nodata32)
+                        .count() as u64;
+                    let mut buffer = Buffer::new((width, rows), result);
+                    out_band
+                        .write((0, row as isize), (width, rows), &mut buffer)
+                        .map_err(|_| failed("cannot write a strip"))?;
+                }
+                row += rows;
+            }
+            out.flush_cache().map_err(|_| failed("cannot flush"))?;
+        }
+        drop(datasets);
+        for memory in &scratch {
+            if let Ok(path) = super::cstring(&memory.to_string_lossy()) {
+                // SAFETY: unlinks an in-memory file this job created; the path is NUL-terminated.
+                unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
+            }
+        }
+        let warnings = capture.warnings();
+        let files = staging.commit()?;
+        Ok(CompositeOutcome {
+            files,
+            warps,
+            empty_cells,
+            width,
+            height,
+            warnings,
+        })
+    }
+}
+
+fn warp_to_memory(source: &Dataset, args: &[String], memory: &Path) -> Result<Dataset, GdalError> {
+    programs::run_in_memory(&Program::Warp, source, args, memory)?;
+    super::facts::open(memory)
+}

@@ -1,0 +1,172 @@
+//! Zonal statistics with GDAL I/O around the numeric core in [`crate::aggregation`].
+//!
+//! Zones are read with OGR (reprojected into the raster's CRS when they are in another one),
+//! and for each zone only the window of cells its bounding box covers is read from the band,
+//! in row blocks, so memory follows the largest zone rather than the raster. The weights of
+//! each cell (cell centre, all touched, or exact coverage fraction) come from
+//! [`crate::aggregation::coverage`].
+
+use super::output::Staging;
+use super::vector::{self as ogr, Zone};
+use super::{ErrorCapture, GdalError};
+use crate::aggregation::{
+    nodata_predicate, zone_weights_in, zone_window, GridWindow, NodataPolicy, Semantics, Stat,
+    ZonalAccumulator,
+};
+use gdal::spatial_ref::SpatialRef;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Rows of a zone's window read at once.
+const BLOCK_ROWS: usize = 1024;
+
+/// One zonal-statistics job.
+#[derive(Debug, Clone)]
+pub struct ZonalRequest {
+    pub raster: PathBuf,
+    pub zones: PathBuf,
+    pub layer: Option<String>,
+    pub id_field: Option<String>,
+    pub band: usize,
+    pub stats: Vec<Stat>,
+    pub semantics: Semantics,
+    pub policy: NodataPolicy,
+    /// Reproject the zones into the raster's CRS (they are in another one).
+    pub reproject: bool,
+}
+
+/// The statistics of one zone.
+#[derive(Debug, Clone)]
+pub struct ZoneStats {
+    pub fid: Option<u64>,
+    pub id: serde_json::Value,
+    pub stats: BTreeMap<Stat, Option<f64>>,
+    /// Valid cells with a positive weight.
+    pub cells: u64,
+    /// Weighted count of the nodata cells the zone touched.
+    pub nodata: f64,
+}
+
+impl ZonalRequest {
+    /// Compute every zone's statistics.
+    pub fn run(&self) -> Result<Vec<ZoneStats>, GdalError> {
+        let capture = ErrorCapture::start();
+        let raster = super::facts::open(&self.raster)?;
+        let failed = |what: &str| GdalError::Failed {
+            operation: format!("reading {}", self.raster.display()),
+            message: capture.failure_text(what),
+        };
+        let gt = raster
+            .geo_transform()
+            .map_err(|_| GdalError::Invalid("raster: it has no geotransform".to_string()))?;
+        let (width, height) = raster.raster_size();
+        let grid = GridWindow::from_geotransform(gt, width, height)
+            .map_err(|e| GdalError::Invalid(format!("raster: {e}; warp it north-up first")))?;
+        let band = raster.rasterband(self.band).map_err(|_| {
+            GdalError::Invalid(format!(
+                "band: the raster has {} band(s)",
+                raster.raster_count()
+            ))
+        })?;
+        let is_nodata = nodata_predicate(band.no_data_value());
+        let target: Option<SpatialRef> = if self.reproject {
+            raster.spatial_ref().ok()
+        } else {
+            None
+        };
+        let zones_dataset = ogr::open("zones", &self.zones)?;
+        let mut layer = ogr::layer("zone_layer", &zones_dataset, self.layer.as_deref())?;
+        let zones: Vec<Zone> =
+            ogr::read_zones(&mut layer, self.id_field.as_deref(), target.as_ref())?;
+        let mut out = Vec::with_capacity(zones.len());
+        for zone in zones {
+            let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
+            let window = zone_window(&zone.polygons, &grid)
+                .map_err(|e| GdalError::Invalid(format!("zone {:?}: {e}", zone.fid)))?;
+            for block in window.row_blocks(BLOCK_ROWS) {
+                if block.is_empty() {
+                    continue;
+                }
+                let weights = zone_weights_in(&zone.polygons, &grid, self.semantics, block)
+                    .map_err(|e| GdalError::Invalid(format!("zone {:?}: {e}", zone.fid)))?;
+                if weights.weights.iter().all(|w| *w <= 0.0) {
+                    continue;
+                }
+                let values = band
+                    .read_as::<f32>(
+                        (block.col_off as isize, block.row_off as isize),
+                        (block.cols, block.rows),
+                        (block.cols, block.rows),
+                        None,
+                    )
+                    .map_err(|_| failed("cannot read a window of the band"))?;
+                accumulator
+                    .add(values.data(), &weights.weights, is_nodata)
+                    .map_err(|e| GdalError::Invalid(e.to_string()))?;
+            }
+            let result = accumulator.finish();
+            out.push(ZoneStats {
+                fid: zone.fid,
+                id: zone.id,
+                stats: result.stats,
+                cells: result.cells,
+                nodata: result.nodata_weight,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn csv_field(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Null => String::new(),
+        serde_json::Value::String(s) => {
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.clone()
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Write the table as CSV (fid, id, then one column per statistic) atomically.
+pub fn write_csv(
+    path: &Path,
+    stats: &[Stat],
+    rows: &[ZoneStats],
+) -> Result<Vec<PathBuf>, GdalError> {
+    let staging = Staging::new(path)?;
+    let io = |source| GdalError::Io {
+        operation: format!("writing {}", path.display()),
+        source,
+    };
+    {
+        let file = std::fs::File::create(staging.path()).map_err(io)?;
+        let mut writer = std::io::BufWriter::new(file);
+        let mut header = vec!["fid".to_string(), "id".to_string()];
+        header.extend(stats.iter().map(|s| s.as_str().to_string()));
+        writeln!(writer, "{}", header.join(",")).map_err(io)?;
+        for row in rows {
+            let mut fields = vec![
+                row.fid.map(|f| f.to_string()).unwrap_or_default(),
+                csv_field(&row.id),
+            ];
+            for stat in stats {
+                fields.push(
+                    row.stats
+                        .get(stat)
+                        .copied()
+                        .flatten()
+                        .map(|v| format!("{v}"))
+                        .unwrap_or_default(),
+                );
+            }
+            writeln!(writer, "{}", fields.join(",")).map_err(io)?;
+        }
+        writer.flush().map_err(io)?;
+    }
+    staging.commit()
+}
