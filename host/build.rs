@@ -11,7 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{exit, Command};
 
 /// The domains compiled into the binary, in load order.
-const BUILTIN: &[&str] = &["crs_datum", "resampling", "hydrology"];
+const BUILTIN: &[&str] = &[
+    "crs_datum",
+    "resampling",
+    "hydrology",
+    "format_selection",
+    "aggregation",
+];
 const TARGET: &str = "wasm32-wasip2";
 
 fn fail(message: &str) -> ! {

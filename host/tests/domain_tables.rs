@@ -7,7 +7,9 @@
 
 use gdal_mcp::domains::sandbox::Limits;
 use gdal_mcp::domains::{CallFacts, Registry, Severity};
-use gdal_mcp::gdal::facts::{CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, RasterFacts};
+use gdal_mcp::gdal::facts::{
+    CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, VectorFacts,
+};
 use gdal_mcp::gdal::transform::TransformationFacts;
 use serde_json::{json, Value};
 
@@ -472,4 +474,742 @@ fn hydrology_classification_table() {
         .validate(&epsilon, &just("epsilon Priority-Flood"))
         .expect("v")
         .is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tools of issue 3: the two new domains, and the tools crs_datum and resampling now cover.
+
+/// A raster with `bands` bands of `data_type`, every band with nodata `nodata`.
+fn raster_of(data_type: &str, bands: u32, categorical: bool, nodata: Option<f64>) -> RasterFacts {
+    RasterFacts {
+        band_count: bands,
+        data_types: vec![data_type.to_string(); bands as usize],
+        nodata: vec![nodata; bands as usize],
+        ..raster(categorical)
+    }
+}
+
+fn raster_dataset(role: &str, crs: Option<CrsFacts>, raster: RasterFacts) -> DatasetFacts {
+    DatasetFacts {
+        role: role.to_string(),
+        path: format!("/w/{role}.tif"),
+        driver: "GTiff".to_string(),
+        crs,
+        raster: Some(raster),
+        vector: None,
+    }
+}
+
+fn vector_dataset(role: &str, crs: Option<CrsFacts>, layers: &[(&str, &str)]) -> DatasetFacts {
+    DatasetFacts {
+        role: role.to_string(),
+        path: format!("/w/{role}.gpkg"),
+        driver: "GPKG".to_string(),
+        crs,
+        raster: None,
+        vector: Some(VectorFacts {
+            layers: layers
+                .iter()
+                .map(|(name, geometry)| LayerFacts {
+                    name: (*name).to_string(),
+                    geometry_type: (*geometry).to_string(),
+                    feature_count: Some(12),
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> CallFacts {
+    CallFacts {
+        tool: tool.to_string(),
+        arguments,
+        datasets,
+        target_crs: None,
+        transformation: None,
+    }
+}
+
+fn helmert() -> TransformationFacts {
+    TransformationFacts {
+        name: "NAD27 to WGS 84 (4)".to_string(),
+        accuracy_metres: Some(10.0),
+        ballpark: false,
+        missing_grids: vec![],
+    }
+}
+
+/// Severity, key fields and reason of `domain`'s verdict on `facts`.
+fn verdict(
+    registry: &Registry,
+    domain: &str,
+    facts: &CallFacts,
+) -> Option<(Severity, Value, String)> {
+    registry
+        .get(domain)
+        .expect("domain loaded")
+        .classify(facts)
+        .expect("classify succeeds")
+        .map(|t| (t.severity, t.key_fields, t.reason))
+}
+
+fn justification(method: &str) -> Value {
+    json!({"intent": "i", "alternatives": [{"method": "m", "why_not": "w"}],
+           "choice": {"method": method, "rationale": "r", "tradeoffs": "t"}, "confidence": "low"})
+}
+
+#[test]
+fn the_five_builtin_domains_load_in_order() {
+    let registry = registry();
+    let ids: Vec<&str> = registry.all().iter().map(|d| d.info.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "crs_datum",
+            "resampling",
+            "hydrology",
+            "format_selection",
+            "aggregation"
+        ]
+    );
+}
+
+#[test]
+fn crs_datum_covers_zones_masks_vectors_and_terrain() {
+    let registry = registry();
+    let zonal = |zones: Option<CrsFacts>, t: Option<TransformationFacts>| {
+        let mut facts = call(
+            "zonal_stats",
+            json!({"raster": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
+            vec![
+                raster_dataset("raster", Some(utm33()), raster(false)),
+                vector_dataset("zones", zones.clone(), &[("districts", "Multi Polygon")]),
+            ],
+        );
+        if zones.as_ref().and_then(|z| z.id.as_deref()) != Some("EPSG:32633") && zones.is_some() {
+            facts.target_crs = Some(utm33());
+            facts.transformation = t;
+        }
+        facts
+    };
+    let table: Vec<(&str, CallFacts, Option<Severity>)> = vec![
+        (
+            "zones in NAD27 over a UTM raster",
+            zonal(Some(nad27()), Some(helmert())),
+            Some(Severity::Required),
+        ),
+        (
+            "zones with only a ballpark transformation",
+            zonal(Some(nad27()), Some(ballpark())),
+            Some(Severity::Critical),
+        ),
+        (
+            "zones in the raster's CRS",
+            zonal(Some(utm33()), None),
+            None,
+        ),
+        (
+            "zones without a CRS",
+            zonal(None, None),
+            Some(Severity::Critical),
+        ),
+    ];
+    for (name, facts, expected) in table {
+        let got = verdict(&registry, "crs_datum", &facts);
+        assert_eq!(got.as_ref().map(|g| g.0), expected, "{name}: {got:?}");
+    }
+    let (_, key, _) = verdict(
+        &registry,
+        "crs_datum",
+        &zonal(Some(nad27()), Some(helmert())),
+    )
+    .expect("gated");
+    assert_eq!(
+        key,
+        json!({"operation": "zones_to_raster", "src_crs": "EPSG:4267", "dst_crs": "EPSG:32633",
+               "transformation": "NAD27 to WGS 84 (4)"})
+    );
+
+    let mut reproject = call(
+        "vector_reproject",
+        json!({"input": "roads.gpkg", "output": "out.gpkg", "dst_crs": "EPSG:4326"}),
+        vec![vector_dataset(
+            "input",
+            Some(nad27()),
+            &[("roads", "Line String")],
+        )],
+    );
+    reproject.target_crs = Some(wgs84());
+    reproject.transformation = Some(helmert());
+    let (severity, key, _) = verdict(&registry, "crs_datum", &reproject).expect("gated");
+    assert_eq!(severity, Severity::Required);
+    assert_eq!(key["src_crs"], json!("EPSG:4267"));
+
+    let mut clip = call(
+        "vector_clip",
+        json!({"input": "roads.gpkg", "output": "out.gpkg", "mask": "area.gpkg"}),
+        vec![
+            vector_dataset("input", Some(utm33()), &[("roads", "Line String")]),
+            vector_dataset("mask", Some(wgs84()), &[("area", "Polygon")]),
+        ],
+    );
+    clip.target_crs = Some(utm33());
+    assert_eq!(
+        verdict(&registry, "crs_datum", &clip).map(|g| g.0),
+        Some(Severity::Required)
+    );
+    let by_bounds = call(
+        "vector_clip",
+        json!({"input": "roads.gpkg", "output": "out.gpkg", "bounds": {"xmin": 0, "ymin": 0, "xmax": 1, "ymax": 1}}),
+        vec![vector_dataset(
+            "input",
+            Some(utm33()),
+            &[("roads", "Line String")],
+        )],
+    );
+    assert!(verdict(&registry, "crs_datum", &by_bounds).is_none());
+
+    let terrain = |crs: CrsFacts, arguments: Value| {
+        call(
+            "raster_terrain",
+            arguments,
+            vec![raster_dataset("input", Some(crs), raster(false))],
+        )
+    };
+    let slope = terrain(
+        wgs84(),
+        json!({"input": "dem.tif", "output": "s.tif", "operation": "slope"}),
+    );
+    let (severity, key, _) = verdict(&registry, "crs_datum", &slope).expect("gated");
+    assert_eq!(severity, Severity::Critical);
+    assert_eq!(
+        key,
+        json!({"operation": "terrain", "terrain": "slope", "crs": "EPSG:4326",
+               "crs_kind": "geographic", "scale": null})
+    );
+    let scaled = terrain(wgs84(), json!({"operation": "slope", "scale": 111120}));
+    assert_eq!(
+        verdict(&registry, "crs_datum", &scaled).map(|g| g.0),
+        Some(Severity::Required)
+    );
+    assert!(verdict(
+        &registry,
+        "crs_datum",
+        &terrain(utm33(), json!({"operation": "hillshade"}))
+    )
+    .is_none());
+    // Terrain asks its own questions, and the choice must name the scale.
+    let domain = registry.get("crs_datum").expect("crs_datum");
+    let key = json!({"operation": "terrain", "terrain": "slope", "crs": "EPSG:4326",
+                     "crs_kind": "geographic", "scale": 111120.0});
+    assert!(domain
+        .validate(
+            &key,
+            &justification("scale 111120 (metres per degree of latitude)")
+        )
+        .expect("validate")
+        .is_empty());
+    assert_eq!(
+        domain
+            .validate(&key, &justification("EPSG:4326"))
+            .expect("validate")
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn resampling_covers_every_grid_change() {
+    let registry = registry();
+    let one = |tool: &str, arguments: Value, categorical: bool| {
+        verdict(
+            &registry,
+            "resampling",
+            &call(
+                tool,
+                arguments,
+                vec![raster_dataset("input", Some(utm33()), raster(categorical))],
+            ),
+        )
+    };
+    type Row = (
+        &'static str,
+        Value,
+        bool,
+        Option<Severity>,
+        Option<&'static str>,
+    );
+    let table: Vec<Row> = vec![
+        (
+            "raster_resample",
+            json!({"resampling": "bilinear", "resolution": [60, 60]}),
+            true,
+            Some(Severity::Critical),
+            Some("resample"),
+        ),
+        (
+            "raster_resample",
+            json!({"resampling": "nearest", "resolution": [60, 60]}),
+            true,
+            Some(Severity::Advisory),
+            Some("resample"),
+        ),
+        (
+            "raster_resample",
+            json!({"resampling": "cubic", "size": [50, 50]}),
+            false,
+            Some(Severity::Required),
+            Some("resample"),
+        ),
+        (
+            "raster_overviews",
+            json!({"resampling": "average"}),
+            false,
+            Some(Severity::Required),
+            Some("overviews"),
+        ),
+        (
+            "raster_overviews",
+            json!({"resampling": "mode"}),
+            true,
+            Some(Severity::Advisory),
+            Some("overviews"),
+        ),
+        (
+            "raster_convert",
+            json!({"format": "COG", "overviews": {"resampling": "bilinear"}}),
+            true,
+            Some(Severity::Critical),
+            Some("overviews"),
+        ),
+        ("raster_convert", json!({"format": "COG"}), true, None, None),
+        (
+            "raster_aggregate",
+            json!({"factor": 4, "statistic": "average"}),
+            false,
+            None,
+            None,
+        ),
+    ];
+    for (tool, arguments, categorical, expected, operation) in table {
+        let got = one(tool, arguments.clone(), categorical);
+        assert_eq!(
+            got.as_ref().map(|g| g.0),
+            expected,
+            "{tool} {arguments} categorical={categorical}"
+        );
+        assert_eq!(
+            got.as_ref()
+                .and_then(|g| g.1["operation"].as_str().map(String::from))
+                .as_deref(),
+            operation,
+            "{tool} {arguments}"
+        );
+    }
+    let composite = |grids: &str, categorical: bool| {
+        verdict(
+            &registry,
+            "resampling",
+            &call(
+                "raster_composite",
+                json!({"inputs": ["a.tif", "b.tif"], "statistic": "max", "resampling": "bilinear", "_grids": grids}),
+                vec![
+                    raster_dataset("input", Some(utm33()), raster(false)),
+                    raster_dataset("input2", Some(utm33()), raster(categorical)),
+                ],
+            ),
+        )
+    };
+    assert!(composite("aligned", false).is_none());
+    let (severity, key, _) = composite("differ", false).expect("gated");
+    assert_eq!(severity, Severity::Required);
+    assert_eq!(
+        key,
+        json!({"operation": "composite", "method": "bilinear", "data": "continuous"})
+    );
+    assert_eq!(
+        composite("differ", true).map(|g| g.0),
+        Some(Severity::Critical)
+    );
+}
+
+#[test]
+fn format_selection_classification_table() {
+    let registry = registry();
+    let convert = |arguments: Value, input: RasterFacts| {
+        call(
+            "raster_convert",
+            arguments,
+            vec![raster_dataset("input", Some(utm33()), input)],
+        )
+    };
+    let float = || raster_of("Float32", 1, false, None);
+    let rgb = || raster_of("Byte", 3, false, None);
+    let table: Vec<(&str, CallFacts, Option<Severity>)> = vec![
+        (
+            "float32 to JPEG",
+            convert(json!({"format": "JPEG"}), float()),
+            Some(Severity::Critical),
+        ),
+        (
+            "float32 to PNG",
+            convert(json!({"format": "PNG"}), float()),
+            Some(Severity::Critical),
+        ),
+        (
+            "RGB to JPEG",
+            convert(json!({"format": "JPEG", "quality": 85}), rgb()),
+            Some(Severity::Required),
+        ),
+        (
+            "RGB to PNG",
+            convert(json!({"format": "PNG"}), rgb()),
+            Some(Severity::Advisory),
+        ),
+        (
+            "RGB to WEBP, two bands",
+            convert(json!({"format": "WEBP", "bands": [1, 2]}), rgb()),
+            Some(Severity::Critical),
+        ),
+        (
+            "DEFLATE GeoTIFF",
+            convert(json!({"compression": "DEFLATE", "predictor": 3}), float()),
+            Some(Severity::Advisory),
+        ),
+        (
+            "COG without overviews",
+            convert(json!({"format": "COG"}), float()),
+            Some(Severity::Advisory),
+        ),
+        (
+            "LERC with an error bound",
+            convert(json!({"compression": "LERC", "max_z_error": 0.01}), float()),
+            Some(Severity::Required),
+        ),
+        (
+            "Float32 to Byte without scale",
+            convert(json!({"output_type": "Byte"}), float()),
+            Some(Severity::Critical),
+        ),
+        (
+            "Float32 to Byte with scale",
+            convert(
+                json!({"output_type": "Byte", "scale": [0, 100, 0, 255]}),
+                float(),
+            ),
+            Some(Severity::Required),
+        ),
+        (
+            "classes to JPEG",
+            convert(json!({"format": "JPEG"}), raster(true)),
+            Some(Severity::Critical),
+        ),
+        (
+            "nodata to JPEG",
+            convert(
+                json!({"format": "JPEG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+            Some(Severity::Critical),
+        ),
+        (
+            "JPEG in GeoTIFF next to nodata",
+            convert(
+                json!({"compression": "JPEG"}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+            Some(Severity::Critical),
+        ),
+        (
+            "different nodata per band in GeoTIFF",
+            convert(
+                json!({}),
+                RasterFacts {
+                    nodata: vec![Some(0.0), Some(-1.0)],
+                    ..raster_of("Int16", 2, false, None)
+                },
+            ),
+            Some(Severity::Critical),
+        ),
+        (
+            "reprojection to a lossless GeoTIFF",
+            call(
+                "raster_reproject",
+                json!({"dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+                vec![raster_dataset("input", Some(utm33()), float())],
+            ),
+            None,
+        ),
+        (
+            "reprojection into JPEG-in-TIFF",
+            call(
+                "raster_reproject",
+                json!({"dst_crs": "EPSG:4326", "resampling": "bilinear", "creation_options": {"COMPRESS": "JPEG"}}),
+                vec![raster_dataset("input", Some(utm33()), float())],
+            ),
+            Some(Severity::Critical),
+        ),
+        (
+            "slope to PNG",
+            call(
+                "raster_terrain",
+                json!({"operation": "slope", "format": "PNG"}),
+                vec![raster_dataset("input", Some(utm33()), float())],
+            ),
+            Some(Severity::Critical),
+        ),
+    ];
+    for (name, facts, expected) in table {
+        let got = verdict(&registry, "format_selection", &facts);
+        assert_eq!(got.as_ref().map(|g| g.0), expected, "{name}: {got:?}");
+    }
+    let (_, key, _) = verdict(
+        &registry,
+        "format_selection",
+        &convert(
+            json!({"input": "a.tif", "output": "b.jpg", "format": "JPEG"}),
+            float(),
+        ),
+    )
+    .expect("gated");
+    assert_eq!(
+        key,
+        json!({"operation": "raster_encode", "format": "JPEG", "compression": "JPEG",
+               "lossy_by": "JPEG", "quality": 75, "max_z_error": null, "data_types": "Float32",
+               "output_type": null, "scaled": false, "bands": 1, "data": "continuous",
+               "nodata": "none"})
+    );
+
+    let vector = |output: &str, layers: &[(&str, &str)], crs: CrsFacts, extra: Value| {
+        let mut arguments = json!({"input": "in.gpkg", "output": output});
+        if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        call(
+            "vector_convert",
+            arguments,
+            vec![vector_dataset("input", Some(crs), layers)],
+        )
+    };
+    let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
+    let vectors: Vec<(&str, CallFacts, Option<Severity>)> = vec![
+        (
+            "two layers to GeoPackage",
+            vector("o.gpkg", &two, utm33(), json!({})),
+            Some(Severity::Advisory),
+        ),
+        (
+            "two layers to GeoJSON",
+            vector("o.geojson", &two, wgs84(), json!({})),
+            Some(Severity::Critical),
+        ),
+        (
+            "one layer of two to GeoJSON",
+            vector("o.geojson", &two, wgs84(), json!({"layer": "roads"})),
+            Some(Severity::Advisory),
+        ),
+        (
+            "mixed geometries to Shapefile",
+            vector("o.shp", &[("all", "Unknown (any)")], utm33(), json!({})),
+            Some(Severity::Critical),
+        ),
+        (
+            "CSV without geometry option",
+            vector("o.csv", &two[1..], utm33(), json!({})),
+            Some(Severity::Required),
+        ),
+        (
+            "CSV with WKT",
+            vector(
+                "o.csv",
+                &two[1..],
+                utm33(),
+                json!({"layer_options": {"GEOMETRY": "AS_WKT"}}),
+            ),
+            Some(Severity::Advisory),
+        ),
+        (
+            "KML from UTM",
+            vector("o.kml", &two, utm33(), json!({})),
+            Some(Severity::Required),
+        ),
+    ];
+    for (name, facts, expected) in vectors {
+        let got = verdict(&registry, "format_selection", &facts);
+        assert_eq!(got.as_ref().map(|g| g.0), expected, "{name}: {got:?}");
+    }
+
+    let domain = registry.get("format_selection").expect("format_selection");
+    let key = json!({"format": "GTiff", "lossy_by": "JPEG", "output_type": null});
+    assert!(domain
+        .validate(
+            &key,
+            &justification("JPEG-compressed GeoTIFF at quality 75")
+        )
+        .expect("validate")
+        .is_empty());
+    assert_eq!(
+        domain
+            .validate(&key, &justification("GeoTIFF with DEFLATE"))
+            .expect("validate")
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn aggregation_classification_table() {
+    let registry = registry();
+    let zonal = |stats: Value, semantics: &str, categorical: bool, zones: &str| {
+        call(
+            "zonal_stats",
+            json!({"raster": "r.tif", "zones": "z.gpkg", "stats": stats, "semantics": semantics}),
+            vec![
+                raster_dataset(
+                    "raster",
+                    Some(utm33()),
+                    raster_of(
+                        if categorical { "Byte" } else { "Float32" },
+                        1,
+                        categorical,
+                        Some(-9999.0),
+                    ),
+                ),
+                vector_dataset("zones", Some(utm33()), &[("districts", zones)]),
+            ],
+        )
+    };
+    let composite = |statistic: &str, categorical: bool| {
+        call(
+            "raster_composite",
+            json!({"inputs": ["a.tif", "b.tif"], "statistic": statistic, "_grids": "aligned"}),
+            vec![
+                raster_dataset(
+                    "input",
+                    Some(utm33()),
+                    raster_of("Byte", 1, categorical, Some(0.0)),
+                ),
+                raster_dataset(
+                    "input2",
+                    Some(utm33()),
+                    raster_of("Byte", 1, categorical, Some(0.0)),
+                ),
+            ],
+        )
+    };
+    let aggregate = |statistic: &str, data_type: &str, categorical: bool| {
+        call(
+            "raster_aggregate",
+            json!({"input": "a.tif", "output": "b.tif", "factor": 4, "statistic": statistic}),
+            vec![raster_dataset(
+                "input",
+                Some(utm33()),
+                raster_of(data_type, 1, categorical, None),
+            )],
+        )
+    };
+    let table: Vec<(&str, CallFacts, Option<Severity>)> = vec![
+        (
+            "zonal mean of a surface",
+            zonal(
+                json!(["mean", "count"]),
+                "cell_centre",
+                false,
+                "Multi Polygon",
+            ),
+            Some(Severity::Required),
+        ),
+        (
+            "zonal majority of classes",
+            zonal(json!(["majority"]), "coverage", true, "Polygon"),
+            Some(Severity::Required),
+        ),
+        (
+            "zonal mean of classes",
+            zonal(json!(["mean"]), "cell_centre", true, "Polygon"),
+            Some(Severity::Critical),
+        ),
+        (
+            "zonal sum with all_touched",
+            zonal(json!(["sum"]), "all_touched", false, "Polygon"),
+            Some(Severity::Critical),
+        ),
+        (
+            "zonal sum with coverage",
+            zonal(json!(["sum"]), "coverage", false, "Polygon"),
+            Some(Severity::Required),
+        ),
+        (
+            "coverage of line zones",
+            zonal(json!(["mean"]), "coverage", false, "Line String"),
+            Some(Severity::Critical),
+        ),
+        (
+            "composite max",
+            composite("max", false),
+            Some(Severity::Required),
+        ),
+        (
+            "composite mean of classes",
+            composite("mean", true),
+            Some(Severity::Critical),
+        ),
+        (
+            "aggregate average of a surface",
+            aggregate("average", "Float32", false),
+            Some(Severity::Required),
+        ),
+        (
+            "aggregate mode of classes",
+            aggregate("mode", "Byte", true),
+            Some(Severity::Required),
+        ),
+        (
+            "aggregate average of classes",
+            aggregate("average", "Byte", true),
+            Some(Severity::Critical),
+        ),
+        (
+            "aggregate sum saturating Byte",
+            aggregate("sum", "Byte", false),
+            Some(Severity::Critical),
+        ),
+        (
+            "not an aggregation",
+            call(
+                "raster_resample",
+                json!({"resampling": "average"}),
+                vec![raster_dataset("input", Some(utm33()), raster(false))],
+            ),
+            None,
+        ),
+    ];
+    for (name, facts, expected) in table {
+        let got = verdict(&registry, "aggregation", &facts);
+        assert_eq!(got.as_ref().map(|g| g.0), expected, "{name}: {got:?}");
+    }
+    let (_, key, _) = verdict(
+        &registry,
+        "aggregation",
+        &zonal(json!(["mean", "count"]), "coverage", false, "Multi Polygon"),
+    )
+    .expect("gated");
+    assert_eq!(
+        key,
+        json!({"operation": "zonal", "statistics": ["count", "mean"], "semantics": "coverage",
+               "nodata_policy": "ignore", "data": "continuous", "zones": "polygons"})
+    );
+
+    let domain = registry.get("aggregation").expect("aggregation");
+    assert!(domain
+        .validate(&key, &justification("coverage-weighted mean and count"))
+        .expect("validate")
+        .is_empty());
+    assert_eq!(
+        domain
+            .validate(&key, &justification("cell-centre mean and count"))
+            .expect("validate")
+            .len(),
+        1
+    );
 }

@@ -388,3 +388,57 @@ async fn raster_terrain_equals_gdaldem() {
         text(&bad)
     );
 }
+
+#[tokio::test]
+async fn float32_to_jpeg_is_refused_as_critical_by_format_selection() {
+    let server = Server::start(
+        Era::Modern,
+        options(&["dem.tif", "lc.tif", "lc.tif.aux.xml"]),
+    )
+    .await
+    .unwrap();
+    let args = json!({"input": "dem.tif", "output": "dem.jpg", "format": "JPEG"});
+    let refused = server.call("raster_convert", args.clone()).await.unwrap();
+    assert!(is_error(&refused));
+    let content = structured(&refused);
+    let entry = content["refusal"]
+        .as_array()
+        .and_then(|e| e.iter().find(|e| e["domain"] == json!("format_selection")))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(entry["severity"], json!("critical"), "{content}");
+    assert_eq!(entry["requires_assumptions"], json!(true));
+    assert!(
+        !server.path("dem.jpg").exists(),
+        "nothing is written before the gate"
+    );
+    let justified = call_justified(&server, "raster_convert", args)
+        .await
+        .unwrap();
+    assert!(!is_error(&justified.result), "{}", text(&justified.result));
+    assert!(server.path("dem.jpg").exists());
+
+    // Lossy JPEG compression inside a GeoTIFF of Byte data: required, not critical.
+    let lossy = server
+        .call(
+            "raster_convert",
+            json!({"input": "lc.tif", "output": "lc_jpeg.tif", "compression": "JPEG", "quality": 90}),
+        )
+        .await
+        .unwrap();
+    let severities: Vec<(String, String)> = structured(&lossy)["refusal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["domain"].as_str().unwrap_or_default().to_string(),
+                e["severity"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        severities.iter().any(|(d, _)| d == "format_selection"),
+        "{severities:?}"
+    );
+}

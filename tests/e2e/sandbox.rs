@@ -86,7 +86,7 @@ async fn hostile_plugin_fails_each_call_closed_and_the_server_keeps_serving() ->
         .collect();
     assert_eq!(domains, ["crs_datum", "resampling", "hostile"]);
     let tools = server.client.list_all_tools().await?;
-    assert_eq!(tools.len(), 8);
+    assert_eq!(tools.len(), 20);
     Ok(())
 }
 
@@ -130,6 +130,16 @@ async fn domains_command_lists_builtin_and_dropped_in_domains() -> anyhow::Resul
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .collect();
-    assert_eq!(ids, ["crs_datum", "resampling", "hydrology", "hostile"]);
+    assert_eq!(
+        ids,
+        [
+            "crs_datum",
+            "resampling",
+            "hydrology",
+            "format_selection",
+            "aggregation",
+            "hostile"
+        ]
+    );
     Ok(())
 }

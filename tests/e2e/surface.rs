@@ -24,6 +24,18 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
             "raster_info",
             "raster_reproject",
             "persist_justification",
+            "raster_stats",
+            "raster_convert",
+            "raster_resample",
+            "raster_overviews",
+            "raster_terrain",
+            "vector_info",
+            "vector_reproject",
+            "vector_convert",
+            "vector_clip",
+            "zonal_stats",
+            "raster_composite",
+            "raster_aggregate",
             "dem_condition",
             "dem_flow_direction",
             "dem_flow_accumulation",
@@ -49,7 +61,9 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
         [
             "justify_crs_datum",
             "justify_resampling",
-            "justify_hydrology"
+            "justify_hydrology",
+            "justify_format_selection",
+            "justify_aggregation"
         ]
     );
 

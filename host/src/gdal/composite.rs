@@ -131,7 +131,10 @@ impl CompositeRequest {
             let selected = super::facts::open(&band_vrt)?;
             let warped = warp_to_memory(&selected, &args, &memory)?;
             drop(selected);
-            warps.push((index, Program::Translate.command_line(&select, path, &band_vrt)));
+            warps.push((
+                index,
+                Program::Translate.command_line(&select, path, &band_vrt),
+            ));
             warps.push((index, Program::Warp.command_line(&args, &band_vrt, &memory)));
             scratch.push(band_vrt);
             scratch.push(memory);

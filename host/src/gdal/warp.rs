@@ -21,6 +21,8 @@ pub struct WarpRequest {
     /// (xmin, ymin, xmax, ymax) and the CRS they are in (default: the target CRS).
     pub bounds: Option<([f64; 4], Option<String>)>,
     pub dst_nodata: Option<f64>,
+    /// Output data type (`-ot`); `None` keeps the input's.
+    pub output_type: Option<String>,
     pub format: String,
     pub creation_options: Vec<(String, String)>,
 }
@@ -55,6 +57,9 @@ impl WarpRequest {
             if let Some(crs) = crs {
                 args.extend(["-te_srs".to_string(), crs.clone()]);
             }
+        }
+        if let Some(t) = &self.output_type {
+            args.extend(["-ot".to_string(), t.clone()]);
         }
         if let Some(nodata) = self.dst_nodata {
             args.extend(["-dstnodata".to_string(), number(nodata)]);

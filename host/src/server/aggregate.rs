@@ -95,6 +95,9 @@ pub struct AggregateArgs {
     pub factor: Factor,
     /// How a block's valid cells become one value. No default.
     pub statistic: BlockStatistic,
+    /// Output data type (default: the input's). A sum of Byte cells saturates at 255 unless
+    /// written to a wider type.
+    pub output_type: Option<super::raster::DataType>,
     /// GDAL driver of the output (default "GTiff").
     pub format: Option<String>,
     #[serde(default)]
@@ -120,6 +123,7 @@ pub async fn raster_aggregate(app: &App, arguments: &Value) -> Result<Outcome, T
     let output = output_path(app, &args.output, args.overwrite, &[&input])?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let statistic = args.statistic;
+    let output_type = args.output_type;
     let gate_args = gate_arguments(arguments);
     let (request, facts, partial) = gdal_runner::run_blocking(move || {
         facts::check_raster_format(&format, &options)?;
@@ -155,6 +159,7 @@ pub async fn raster_aggregate(app: &App, arguments: &Value) -> Result<Outcome, T
             size: Some((cols as u32, rows as u32)),
             bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
             dst_nodata: None,
+            output_type: output_type.map(|t| t.gdal_name().to_string()),
             format,
             creation_options: options,
         };
@@ -577,11 +582,12 @@ pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, T
     let mut gate_args = gate_arguments(arguments);
     let job_inputs = inputs.clone();
     let job_options = options.clone();
-    let (facts, grids) = gdal_runner::run_blocking(move || {
+    let (facts, grids, target) = gdal_runner::run_blocking(move || {
         facts::check_raster_format("GTiff", &job_options)?;
         let reference = facts::open(&job_inputs[0])?;
         let mut datasets = Vec::new();
         let mut differ = false;
+        let mut target = None;
         for (i, path) in job_inputs.iter().enumerate() {
             let dataset = facts::open(path)?;
             if (dataset.raster_count()) < band {
@@ -594,6 +600,25 @@ pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, T
             if i > 0 && !composite::same_grid(&reference, &dataset) {
                 differ = true;
             }
+            // An input in another CRS is reprojected onto the first input's grid: tell
+            // crs_datum which operation that takes (for the first such input).
+            if let (Ok(to), Ok(from)) = (reference.spatial_ref(), dataset.spatial_ref()) {
+                if i > 0 && target.is_none() && !crate::gdal::transform::same_crs(&from, &to) {
+                    let area = dataset.geo_transform().ok().and_then(|gt| {
+                        let (w, h) = dataset.raster_size();
+                        let (x0, x1) = (gt[0], gt[0] + gt[1] * w as f64);
+                        let (y0, y1) = (gt[3], gt[3] + gt[5] * h as f64);
+                        crate::gdal::transform::lonlat_bounds(
+                            &from,
+                            [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)],
+                        )
+                    });
+                    target = Some((
+                        facts::crs_facts(&to),
+                        crate::gdal::transform::facts(&from, &to, area),
+                    ));
+                }
+            }
             let role = if i == 0 {
                 "input".to_string()
             } else {
@@ -601,7 +626,7 @@ pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, T
             };
             datasets.push(facts::from_dataset(&role, path, &dataset));
         }
-        Ok((datasets, if differ { "differ" } else { "aligned" }))
+        Ok((datasets, if differ { "differ" } else { "aligned" }, target))
     })
     .await?;
     if grids == "differ" && args.resampling.is_none() {
@@ -615,12 +640,16 @@ pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, T
     if let Some(object) = gate_args.as_object_mut() {
         object.insert("_grids".to_string(), Value::String(grids.to_string()));
     }
+    let (target_crs, transformation) = match target {
+        Some((crs, transformation)) => (Some(crs), transformation),
+        None => (None, None),
+    };
     let call = CallFacts {
         tool: "raster_composite".to_string(),
         arguments: gate_args,
         datasets: facts,
-        target_crs: None,
-        transformation: None,
+        target_crs,
+        transformation,
     };
     let receipts = match pass_gate(app, call, args.justification).await? {
         Ok(receipts) => receipts,

@@ -42,7 +42,7 @@ pub enum DataType {
 }
 
 impl DataType {
-    fn gdal_name(self) -> &'static str {
+    pub fn gdal_name(self) -> &'static str {
         match self {
             DataType::Byte => "Byte",
             DataType::UInt16 => "UInt16",
@@ -748,6 +748,7 @@ pub async fn raster_resample(app: &App, arguments: &Value) -> Result<Outcome, To
         size: args.size.map(|[w, h]| (w, h)),
         bounds: None,
         dst_nodata: args.nodata,
+        output_type: None,
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: options,
     };

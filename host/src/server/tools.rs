@@ -381,6 +381,7 @@ pub async fn raster_reproject(app: &App, arguments: &Value) -> Result<Outcome, T
             .as_ref()
             .map(|b| ([b.xmin, b.ymin, b.xmax, b.ymax], b.crs.clone())),
         dst_nodata: args.nodata,
+        output_type: None,
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: args
             .creation_options

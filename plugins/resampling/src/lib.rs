@@ -6,26 +6,80 @@
 //! a continuous surface shifts it by up to half a cell and aliases when downsampling. This domain
 //! asks why the method fits the data, and makes an interpolating method on categorical data
 //! `critical`.
+//!
+//! Block aggregation (`raster_aggregate`) is not a resampling decision here: its statistic is
+//! the decision, and the `aggregation` domain owns it.
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, export_domain, field_error, json, names, prompt_argument, trigger, Call, Domain,
-    DomainInfo, FieldError, Severity, Trigger, Value,
+    categorical_evidence, chosen_method, export_domain, field_error, json, names, prompt_argument,
+    trigger, Call, Domain, DomainInfo, FieldError, RasterFacts, Severity, Trigger, Value,
 };
 
 struct Resampling;
 
 const METHODOLOGY: &str = include_str!("methodology.md");
 
-/// Tools that compute values on a new grid, with the operation name used in key fields.
-const GRID_TOOLS: &[(&str, &str)] = &[
-    ("raster_reproject", "reproject"),
-    ("raster_resample", "resample"),
-    ("raster_overviews", "overviews"),
-    ("raster_aggregate", "aggregate"),
-];
-
 /// Methods that keep an input cell's value as is (safe for classes).
 const CLASS_PRESERVING: &[&str] = &["nearest", "mode"];
+
+/// A grid change found in a call: what it is, the method, and the rasters it reads.
+struct GridChange<'a> {
+    operation: &'static str,
+    method: String,
+    rasters: Vec<&'a RasterFacts>,
+}
+
+/// The grid change `call` makes, if any.
+fn grid_change(call: &Call) -> Option<GridChange<'_>> {
+    let input = || call.dataset("input").and_then(|d| d.raster.as_ref());
+    let method = |value: Option<&str>| value.unwrap_or("nearest").to_ascii_lowercase();
+    let (operation, method, rasters) = match call.tool() {
+        "raster_reproject" => (
+            "reproject",
+            method(call.arg_str("resampling")),
+            vec![input()?],
+        ),
+        "raster_resample" => (
+            "resample",
+            method(call.arg_str("resampling")),
+            vec![input()?],
+        ),
+        "raster_overviews" => (
+            "overviews",
+            method(call.arg_str("resampling")),
+            vec![input()?],
+        ),
+        "raster_convert" => {
+            // Only a conversion that builds overviews changes a grid.
+            let overviews = call.args.get("overviews").filter(|o| o.is_object())?;
+            let chosen = overviews.get("resampling").and_then(Value::as_str);
+            ("overviews", method(chosen), vec![input()?])
+        }
+        "raster_composite" => {
+            // Inputs on other grids are warped onto the first input's grid.
+            if call.arg_str("_grids") != Some("differ") {
+                return None;
+            }
+            let rasters: Vec<&RasterFacts> = call
+                .raw
+                .datasets
+                .iter()
+                .filter(|d| d.role.starts_with("input"))
+                .filter_map(|d| d.raster.as_ref())
+                .collect();
+            if rasters.is_empty() {
+                return None;
+            }
+            ("composite", method(call.arg_str("resampling")), rasters)
+        }
+        _ => return None,
+    };
+    Some(GridChange {
+        operation,
+        method,
+        rasters,
+    })
+}
 
 impl Domain for Resampling {
     fn describe() -> DomainInfo {
@@ -54,33 +108,18 @@ impl Domain for Resampling {
     }
 
     fn classify(call: &Call) -> Option<Trigger> {
-        let operation = GRID_TOOLS
+        let GridChange {
+            operation,
+            method,
+            rasters,
+        } = grid_change(call)?;
+        // Categorical if any raster read looks categorical; the evidence names that raster.
+        let shown = rasters
             .iter()
-            .find(|(tool, _)| *tool == call.tool())
-            .map(|(_, op)| *op)?;
-        let raster = call.dataset("input").and_then(|d| d.raster.as_ref())?;
-        let method = call
-            .arg_str("resampling")
-            .unwrap_or("nearest")
-            .to_ascii_lowercase();
-
-        let categorical = raster.looks_categorical;
-        let evidence = if categorical {
-            let e = &raster.evidence;
-            let mut parts = Vec::new();
-            if e.palette {
-                parts.push("a colour table");
-            }
-            if e.attribute_table {
-                parts.push("a raster attribute table");
-            }
-            if e.integer_classes {
-                parts.push("integer values with few distinct classes");
-            }
-            format!("band 1 has {}", parts.join(", "))
-        } else {
-            format!("data type {}", raster.data_types.join(", "))
-        };
+            .find(|r| r.looks_categorical)
+            .or_else(|| rasters.first())?;
+        let categorical = shown.looks_categorical;
+        let evidence = categorical_evidence(shown);
         let data = if categorical {
             "categorical"
         } else {
@@ -99,6 +138,13 @@ impl Domain for Resampling {
             (true, true) => (
                 Severity::Advisory,
                 format!("{method} keeps class codes intact on categorical data ({evidence})"),
+            ),
+            (false, _) if operation == "composite" => (
+                Severity::Required,
+                format!(
+                    "the composite's inputs lie on different grids: they are warped onto the \
+                     first input's grid with {method}, on continuous data"
+                ),
             ),
             (false, _) => (
                 Severity::Required,
@@ -143,3 +189,134 @@ impl Domain for Resampling {
 }
 
 export_domain!(Resampling);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33};
+
+    fn classify_with(tool: &str, arguments: Value, categorical: bool) -> Option<Trigger> {
+        let data_type = if categorical { "Byte" } else { "Float32" };
+        let input = raster_dataset("input", Some(utm33()), raster(data_type, 1, categorical));
+        Resampling::classify(&Call::new(call(tool, arguments, vec![input])))
+    }
+
+    fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
+        trigger.as_ref().map(|t| t.severity)
+    }
+
+    fn key(trigger: &Option<Trigger>) -> Value {
+        trigger
+            .as_ref()
+            .and_then(|t| serde_json::from_str(&t.key_fields).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    #[test]
+    fn grid_changes_of_continuous_data_are_required() {
+        for (tool, args, operation) in [
+            (
+                "raster_reproject",
+                json!({"resampling": "bilinear", "dst_crs": "EPSG:4326"}),
+                "reproject",
+            ),
+            (
+                "raster_resample",
+                json!({"resampling": "cubic", "resolution": [60, 60]}),
+                "resample",
+            ),
+            (
+                "raster_overviews",
+                json!({"resampling": "average"}),
+                "overviews",
+            ),
+            (
+                "raster_convert",
+                json!({"format": "COG", "overviews": {"resampling": "lanczos"}}),
+                "overviews",
+            ),
+        ] {
+            let got = classify_with(tool, args, false);
+            assert_eq!(severity(&got), Some(Severity::Required), "{tool}");
+            assert_eq!(key(&got)["operation"], json!(operation), "{tool}");
+        }
+    }
+
+    #[test]
+    fn interpolation_on_categorical_data_is_critical_and_nearest_advisory() {
+        let bilinear = classify_with("raster_resample", json!({"resampling": "bilinear"}), true);
+        assert_eq!(severity(&bilinear), Some(Severity::Critical));
+        let gauss = classify_with(
+            "raster_convert",
+            json!({"overviews": {"resampling": "gauss"}}),
+            true,
+        );
+        assert_eq!(severity(&gauss), Some(Severity::Critical));
+        let nearest = classify_with("raster_overviews", json!({"resampling": "nearest"}), true);
+        assert_eq!(severity(&nearest), Some(Severity::Advisory));
+        let mode = classify_with(
+            "raster_convert",
+            json!({"overviews": {"resampling": "mode"}}),
+            true,
+        );
+        assert_eq!(severity(&mode), Some(Severity::Advisory));
+        assert_eq!(
+            key(&bilinear),
+            json!({"operation": "resample", "method": "bilinear", "data": "categorical"})
+        );
+    }
+
+    #[test]
+    fn convert_without_overviews_and_aggregate_are_not_resampling() {
+        assert!(classify_with("raster_convert", json!({"format": "COG"}), false).is_none());
+        assert!(classify_with(
+            "raster_aggregate",
+            json!({"factor": 4, "statistic": "average"}),
+            false
+        )
+        .is_none());
+        assert!(classify_with("raster_info", json!({"path": "x.tif"}), false).is_none());
+    }
+
+    #[test]
+    fn composites_resample_only_when_grids_differ() {
+        let inputs = |second_categorical: bool| {
+            vec![
+                raster_dataset("input", Some(utm33()), raster("Float32", 1, false)),
+                raster_dataset(
+                    "input2",
+                    Some(utm33()),
+                    raster("Byte", 1, second_categorical),
+                ),
+            ]
+        };
+        let composite = |grids: &str, categorical: bool| {
+            Resampling::classify(&Call::new(call(
+                "raster_composite",
+                json!({"statistic": "max", "resampling": "bilinear", "_grids": grids}),
+                inputs(categorical),
+            )))
+        };
+        assert!(composite("aligned", false).is_none());
+        let differ = composite("differ", false);
+        assert_eq!(severity(&differ), Some(Severity::Required));
+        assert_eq!(
+            key(&differ),
+            json!({"operation": "composite", "method": "bilinear", "data": "continuous"})
+        );
+        // A categorical second input makes interpolation critical.
+        assert_eq!(
+            severity(&composite("differ", true)),
+            Some(Severity::Critical)
+        );
+    }
+
+    #[test]
+    fn validate_wants_the_method_the_call_uses() {
+        let key = json!({"operation": "overviews", "method": "average", "data": "continuous"});
+        let just = |m: &str| json!({"choice": {"method": m}});
+        assert!(Resampling::validate(&key, &just("Average of the footprint")).is_empty());
+        assert_eq!(Resampling::validate(&key, &just("cubic")).len(), 1);
+        assert_eq!(Resampling::validate(&key, &json!({})).len(), 1);
+    }
+}

@@ -9,7 +9,9 @@
 //! * [`Domain::validate`] accepts everything.
 //!
 //! Helpers for reading call arguments and building triggers live here too, so the built-in
-//! domains and third-party methodology packs read the same way.
+//! domains and third-party methodology packs read the same way, and [`testing`] builds the
+//! records the host sends, so a domain's classification can be unit-tested natively with
+//! [`Call::new`].
 
 #![forbid(unsafe_code)]
 
@@ -100,7 +102,9 @@ pub struct Call {
 }
 
 impl Call {
-    fn new(raw: ToolCall) -> Self {
+    /// Parse the arguments of `raw` once. The export glue calls this for every `classify`;
+    /// native unit tests of a domain call it to build the calls they classify.
+    pub fn new(raw: ToolCall) -> Self {
         let args = serde_json::from_str(&raw.arguments).unwrap_or(Value::Null);
         Self { raw, args }
     }
@@ -115,6 +119,11 @@ impl Call {
         self.args.get(name).and_then(Value::as_str)
     }
 
+    /// A numeric argument.
+    pub fn arg_f64(&self, name: &str) -> Option<f64> {
+        self.args.get(name).and_then(Value::as_f64)
+    }
+
     /// Whether an argument is present and not null.
     pub fn has_arg(&self, name: &str) -> bool {
         self.args.get(name).is_some_and(|v| !v.is_null())
@@ -123,6 +132,27 @@ impl Call {
     /// The facts of the dataset that came from argument `role`.
     pub fn dataset(&self, role: &str) -> Option<&DatasetFacts> {
         self.raw.datasets.iter().find(|d| d.role == role)
+    }
+}
+
+/// Why a raster looks categorical (`band 1 has a colour table, ...`), or its data types when
+/// it does not.
+pub fn categorical_evidence(raster: &RasterFacts) -> String {
+    if raster.looks_categorical {
+        let e = &raster.evidence;
+        let mut parts = Vec::new();
+        if e.palette {
+            parts.push("a colour table");
+        }
+        if e.attribute_table {
+            parts.push("a raster attribute table");
+        }
+        if e.integer_classes {
+            parts.push("integer values with few distinct classes");
+        }
+        format!("band 1 has {}", parts.join(", "))
+    } else {
+        format!("data type {}", raster.data_types.join(", "))
     }
 }
 
@@ -221,4 +251,131 @@ pub fn normalise(text: &str) -> String {
 pub fn names(method: &str, expected: &str) -> bool {
     let expected = normalise(expected);
     !expected.is_empty() && normalise(method).contains(&expected)
+}
+
+/// Builders for native unit tests of domains: the records the host would send, with
+/// neutral defaults. Build a [`Call`] with [`Call::new`]`(testing::call(...))`.
+pub mod testing {
+    use super::{
+        CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, ToolCall,
+        TransformationFacts, Value, VectorFacts,
+    };
+
+    /// A CRS with an authority id (or none), a name and a kind; projected CRSs get metres.
+    pub fn crs(id: Option<&str>, name: &str, kind: CrsKind, datum: &str) -> CrsFacts {
+        CrsFacts {
+            id: id.map(String::from),
+            name: name.to_string(),
+            kind,
+            linear_unit: (kind == CrsKind::Projected).then(|| "metre".to_string()),
+            datum: Some(datum.to_string()),
+            vertical: None,
+        }
+    }
+
+    /// `EPSG:32633`, WGS 84 / UTM zone 33N.
+    pub fn utm33() -> CrsFacts {
+        crs(
+            Some("EPSG:32633"),
+            "WGS 84 / UTM zone 33N",
+            CrsKind::Projected,
+            "WGS_1984",
+        )
+    }
+
+    /// `EPSG:4326`, WGS 84 geographic.
+    pub fn wgs84() -> CrsFacts {
+        crs(Some("EPSG:4326"), "WGS 84", CrsKind::Geographic, "WGS_1984")
+    }
+
+    /// `EPSG:4267`, NAD27 geographic.
+    pub fn nad27() -> CrsFacts {
+        crs(
+            Some("EPSG:4267"),
+            "NAD27",
+            CrsKind::Geographic,
+            "North_American_Datum_1927",
+        )
+    }
+
+    /// A 100 x 100 raster with `bands` bands of `data_type`, no nodata, 30 m cells; when
+    /// `categorical`, band 1 has a colour table and few integer classes.
+    pub fn raster(data_type: &str, bands: u32, categorical: bool) -> RasterFacts {
+        RasterFacts {
+            width: 100,
+            height: 100,
+            band_count: bands,
+            data_types: (0..bands).map(|_| data_type.to_string()).collect(),
+            nodata: (0..bands).map(|_| None).collect(),
+            pixel_size: (30.0, -30.0),
+            looks_categorical: categorical,
+            evidence: CategoricalEvidence {
+                palette: categorical,
+                attribute_table: false,
+                integer_classes: categorical,
+            },
+            flat_fraction: None,
+        }
+    }
+
+    /// Raster dataset facts for argument `role`.
+    pub fn raster_dataset(role: &str, crs: Option<CrsFacts>, raster: RasterFacts) -> DatasetFacts {
+        DatasetFacts {
+            role: role.to_string(),
+            driver: "GTiff".to_string(),
+            crs,
+            raster: Some(raster),
+            vector: None,
+        }
+    }
+
+    /// Vector dataset facts for argument `role`, one layer per `(name, geometry type)`.
+    pub fn vector_dataset(
+        role: &str,
+        driver: &str,
+        crs: Option<CrsFacts>,
+        layers: &[(&str, &str)],
+    ) -> DatasetFacts {
+        DatasetFacts {
+            role: role.to_string(),
+            driver: driver.to_string(),
+            crs,
+            raster: None,
+            vector: Some(VectorFacts {
+                layers: layers
+                    .iter()
+                    .map(|(name, geometry)| LayerFacts {
+                        name: (*name).to_string(),
+                        geometry_type: (*geometry).to_string(),
+                        feature_count: Some(10),
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
+    /// A transformation PROJ might pick.
+    pub fn transformation(
+        name: &str,
+        accuracy: Option<f64>,
+        ballpark: bool,
+    ) -> TransformationFacts {
+        TransformationFacts {
+            name: name.to_string(),
+            accuracy_metres: accuracy,
+            ballpark,
+            missing_grids: Vec::new(),
+        }
+    }
+
+    /// A tool call as the host sends it, without target CRS or transformation.
+    pub fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> ToolCall {
+        ToolCall {
+            tool: tool.to_string(),
+            arguments: arguments.to_string(),
+            datasets,
+            target_crs: None,
+            transformation: None,
+        }
+    }
 }

@@ -1,0 +1,604 @@
+//! The `aggregation` risk domain: statistics that summarise many cells into one number.
+//!
+//! Zonal statistics, composites and block aggregation all choose a statistic and decide which
+//! cells it sees. Both choices change results without any error: the mean of land-cover codes is
+//! a code of no class, a sum over `all_touched` zones counts the cells on a shared boundary in
+//! both zones, a block sum written back into Byte saturates at 255, and a composite of scenes
+//! without nodata averages their fill values in. The size and shape of the zones or blocks is
+//! itself a choice (the modifiable areal unit problem). This domain owns those decisions:
+//! every `zonal_stats`, `raster_composite` and `raster_aggregate` call is `required`, and
+//! `critical` when the statistic cannot mean anything for the data or is known to be biased.
+//!
+//! Key fields are the operation, the statistic(s), the zone semantics and nodata policy, and
+//! what the data is (categorical, continuous or unknown); never paths, factors or band numbers.
+
+use gdal_mcp_domain_sdk::{
+    categorical_evidence, chosen_method, crs_label, export_domain, field_error, json, names,
+    prompt_argument, trigger, Call, CrsKind, Domain, DomainInfo, FieldError, RasterFacts, Severity,
+    Trigger, Value,
+};
+
+struct Aggregation;
+
+const METHODOLOGY: &str = include_str!("methodology.md");
+
+/// Statistics that add or average values: meaningless on class codes.
+const AVERAGING: &[&str] = &[
+    "mean", "average", "sum", "std", "median", "med", "rms", "q1", "q3",
+];
+
+/// Order statistics: meaningful on class codes only if the codes are ordered.
+const ORDER: &[&str] = &["min", "max"];
+
+/// Integer types narrow enough for a block sum to overflow in practice.
+const NARROW_INTEGERS: &[&str] = &["Byte", "UInt8", "Int8", "UInt16", "Int16"];
+
+/// What the statistic reads.
+#[derive(Clone, PartialEq, Eq)]
+enum Data {
+    Categorical(String),
+    Continuous(String),
+    /// A band other than the first: its type is integer, and the categorical evidence covers
+    /// band 1 only.
+    Unknown(String),
+}
+
+impl Data {
+    fn label(&self) -> &'static str {
+        match self {
+            Data::Categorical(_) => "categorical",
+            Data::Continuous(_) => "continuous",
+            Data::Unknown(_) => "unknown",
+        }
+    }
+
+    fn evidence(&self) -> &str {
+        match self {
+            Data::Categorical(e) | Data::Continuous(e) | Data::Unknown(e) => e,
+        }
+    }
+}
+
+fn is_float(data_type: &str) -> bool {
+    data_type.contains("Float")
+}
+
+/// Classify the band read from `rasters` (band 1 unless `band` says otherwise).
+fn data_of(rasters: &[&RasterFacts], band: Option<u64>) -> Option<Data> {
+    let first = rasters.first()?;
+    let band = band.unwrap_or(1);
+    if band <= 1 {
+        return Some(match rasters.iter().find(|r| r.looks_categorical) {
+            Some(r) => Data::Categorical(categorical_evidence(r)),
+            None => Data::Continuous(categorical_evidence(first)),
+        });
+    }
+    let index = usize::try_from(band - 1).ok()?;
+    let data_type = first.data_types.get(index).cloned().unwrap_or_default();
+    Some(if is_float(&data_type) {
+        Data::Continuous(format!("band {band} is {data_type}"))
+    } else {
+        Data::Unknown(format!(
+            "band {band} is {data_type}; whether it holds classes is known for band 1 only"
+        ))
+    })
+}
+
+/// The geometry family of a zones layer.
+fn zone_kind(geometry_type: &str) -> &'static str {
+    let base = geometry_type.strip_prefix("3D ").unwrap_or(geometry_type);
+    let base = base.strip_prefix("Measured ").unwrap_or(base);
+    match base {
+        "Polygon" | "Multi Polygon" | "Curve Polygon" | "Multi Surface" | "Surface"
+        | "Triangle" | "TIN" | "Polyhedral Surface" => "polygons",
+        "Point" | "Multi Point" | "Line String" | "Multi Line String" | "Circular String"
+        | "Compound Curve" | "Multi Curve" | "Curve" | "Linear Ring" => "points_or_lines",
+        _ => "mixed",
+    }
+}
+
+/// A statistic list as the call gives it: lower case, sorted, without repeats.
+fn statistics(call: &Call) -> Vec<String> {
+    let mut stats: Vec<String> = match call.args.get("stats") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_ascii_lowercase)
+            .collect(),
+        _ => call
+            .arg_str("statistic")
+            .map(|s| vec![s.to_ascii_lowercase()])
+            .unwrap_or_default(),
+    };
+    stats.sort();
+    stats.dedup();
+    stats
+}
+
+/// What one call decides, before it becomes a trigger.
+struct Decision {
+    verdict: Verdict,
+    key: Value,
+    /// Prompt arguments: the other decision fields, and what the data is.
+    details: String,
+    data: String,
+    /// What `choice.method` must name.
+    expected: Vec<String>,
+}
+
+/// A severity with its reasons (which set it) and notes (which do not).
+struct Verdict {
+    severity: Severity,
+    reasons: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Verdict {
+    fn new() -> Self {
+        Self {
+            severity: Severity::Required,
+            reasons: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn critical(&mut self, reason: String) {
+        self.severity = Severity::Critical;
+        self.reasons.push(reason);
+    }
+}
+
+/// The common critical case: adding or averaging class codes.
+fn check_classes(verdict: &mut Verdict, stats: &[String], data: &Data) {
+    let averaging: Vec<&str> = stats
+        .iter()
+        .map(String::as_str)
+        .filter(|s| AVERAGING.contains(s))
+        .collect();
+    let order: Vec<&str> = stats
+        .iter()
+        .map(String::as_str)
+        .filter(|s| ORDER.contains(s))
+        .collect();
+    match data {
+        Data::Categorical(evidence) if !averaging.is_empty() => verdict.critical(format!(
+            "{} of categorical data ({evidence}) adds or averages class codes: the result is a \
+             number of no class",
+            averaging.join(", ")
+        )),
+        Data::Unknown(evidence) if !averaging.is_empty() => verdict.notes.push(format!(
+            "{} assumes the values are measurements ({evidence})",
+            averaging.join(", ")
+        )),
+        _ => {}
+    }
+    if matches!(data, Data::Categorical(_)) && !order.is_empty() {
+        verdict.notes.push(format!(
+            "{} of class codes means something only if the codes are ordered",
+            order.join(", ")
+        ));
+    }
+}
+
+fn zonal(call: &Call) -> Option<Decision> {
+    let raster_dataset = call.dataset("raster")?;
+    let raster = raster_dataset.raster.as_ref()?;
+    let band = call.args.get("band").and_then(Value::as_u64);
+    let data = data_of(&[raster], band)?;
+    let stats = statistics(call);
+    let semantics = call
+        .arg_str("semantics")
+        .unwrap_or("cell_centre")
+        .to_ascii_lowercase();
+    let policy = call
+        .arg_str("nodata_policy")
+        .unwrap_or("ignore")
+        .to_ascii_lowercase();
+    let zones = call
+        .dataset("zones")
+        .and_then(|d| d.vector.as_ref())
+        .and_then(|v| match call.arg_str("zone_layer") {
+            Some(name) => v.layers.iter().find(|l| l.name == name),
+            None => v.layers.first(),
+        });
+    let zone_kind = zones
+        .map(|l| zone_kind(&l.geometry_type))
+        .unwrap_or("mixed");
+
+    let mut verdict = Verdict::new();
+    check_classes(&mut verdict, &stats, &data);
+    if semantics == "all_touched" && stats.iter().any(|s| s == "sum") {
+        verdict.critical(
+            "sum with all_touched counts every cell a zone boundary crosses in each zone that \
+             touches it: adjacent zones share those cells, so zone sums add up to more than the \
+             total"
+                .to_string(),
+        );
+    }
+    if semantics == "coverage" && zone_kind == "points_or_lines" {
+        verdict.critical(
+            "coverage weights each cell by the share of its area inside the zone; points and \
+             lines cover no area, so every statistic is empty"
+                .to_string(),
+        );
+    } else if zone_kind == "points_or_lines" {
+        verdict.notes.push(format!(
+            "point or line zones select the cells they are burnt into; {semantics} decides how \
+             many"
+        ));
+    }
+    if semantics == "all_touched" && stats.iter().any(|s| s == "count") {
+        verdict.notes.push(
+            "count under all_touched includes partly covered cells: it overstates zone areas"
+                .to_string(),
+        );
+    }
+    if raster_dataset
+        .crs
+        .as_ref()
+        .is_some_and(|c| c.kind == CrsKind::Geographic)
+    {
+        verdict.notes.push(format!(
+            "the raster is in a geographic CRS ({}): its cells shrink towards the poles, so \
+             counts are not areas and means weight cells, not area",
+            raster_dataset
+                .crs
+                .as_ref()
+                .map(crs_label)
+                .unwrap_or_default()
+        ));
+    }
+    let index = usize::try_from(band.unwrap_or(1).saturating_sub(1)).unwrap_or(0);
+    let declared = raster.nodata.get(index).copied().flatten().is_some();
+    if !declared {
+        verdict.notes.push(
+            "the raster declares no nodata: every cell counts, fill values included".to_string(),
+        );
+    } else if policy == "propagate" {
+        verdict.notes.push(
+            "with propagate, a zone touching any nodata cell gets no statistics but count"
+                .to_string(),
+        );
+    }
+    let key = json!({
+        "operation": "zonal",
+        "statistics": stats,
+        "semantics": semantics,
+        "nodata_policy": policy,
+        "data": data.label(),
+        "zones": zone_kind,
+    });
+    let details = format!(
+        "zone semantics {semantics}, nodata policy {policy}, zones are {}",
+        zone_kind.replace('_', " ")
+    );
+    verdict.reasons.insert(
+        0,
+        format!(
+            "zonal statistics {} under {semantics} on {} data",
+            stats.join(", "),
+            data.label()
+        ),
+    );
+    let mut expected = vec![semantics];
+    expected.extend(stats);
+    Some(Decision {
+        verdict,
+        key,
+        details,
+        data: format!("{} ({})", data.label(), data.evidence()),
+        expected,
+    })
+}
+
+fn composite(call: &Call) -> Option<Decision> {
+    let rasters: Vec<&RasterFacts> = call
+        .raw
+        .datasets
+        .iter()
+        .filter(|d| d.role.starts_with("input"))
+        .filter_map(|d| d.raster.as_ref())
+        .collect();
+    let band = call.args.get("band").and_then(Value::as_u64);
+    let data = data_of(&rasters, band)?;
+    let stats = statistics(call);
+    let index = usize::try_from(band.unwrap_or(1).saturating_sub(1)).unwrap_or(0);
+    let with_nodata = rasters
+        .iter()
+        .filter(|r| r.nodata.get(index).copied().flatten().is_some())
+        .count();
+    let input_nodata = if with_nodata == rasters.len() {
+        "declared"
+    } else if with_nodata == 0 {
+        "none"
+    } else {
+        "partial"
+    };
+    let mut verdict = Verdict::new();
+    check_classes(&mut verdict, &stats, &data);
+    if input_nodata != "declared" {
+        verdict.notes.push(format!(
+            "{} of {} inputs declare no nodata: their fill and masked cells (scene edges, \
+             clouds set to 0) enter the {} as data",
+            rasters.len() - with_nodata,
+            rasters.len(),
+            stats.join(", ")
+        ));
+    }
+    if stats.iter().any(|s| s == "mean" || s == "median") {
+        verdict.notes.push(
+            "where the number of valid inputs changes from cell to cell, a mean or median \
+             composite shows seams"
+                .to_string(),
+        );
+    }
+    verdict.reasons.insert(
+        0,
+        format!(
+            "per-cell {} composite of {} inputs on {} data",
+            stats.join(", "),
+            rasters.len(),
+            data.label()
+        ),
+    );
+    let key = json!({
+        "operation": "composite",
+        "statistics": stats,
+        "data": data.label(),
+        "input_nodata": input_nodata,
+    });
+    Some(Decision {
+        verdict,
+        key,
+        details: format!("inputs with nodata: {input_nodata}"),
+        data: format!("{} ({})", data.label(), data.evidence()),
+        expected: stats,
+    })
+}
+
+fn aggregate(call: &Call) -> Option<Decision> {
+    let raster = call.dataset("input").and_then(|d| d.raster.as_ref())?;
+    let data = data_of(&[raster], None)?;
+    let stats = statistics(call);
+    // The output keeps the input's types unless the call sets `output_type`.
+    let mut types = match call.arg_str("output_type") {
+        Some(t) => vec![t.to_string()],
+        None => raster.data_types.clone(),
+    };
+    types.sort();
+    types.dedup();
+    let factor: Vec<u64> = match call.args.get("factor") {
+        Some(Value::Array(items)) => items.iter().filter_map(Value::as_u64).collect(),
+        Some(v) => v.as_u64().map(|f| vec![f, f]).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let blocks = factor.iter().product::<u64>() > 1;
+    let mut verdict = Verdict::new();
+    check_classes(&mut verdict, &stats, &data);
+    let narrow: Vec<&str> = types
+        .iter()
+        .map(String::as_str)
+        .filter(|t| NARROW_INTEGERS.contains(t))
+        .collect();
+    if stats.iter().any(|s| s == "sum") && blocks && !narrow.is_empty() {
+        verdict.critical(format!(
+            "a block sum is written as {} (the input's type unless `output_type` says \
+             otherwise): sums beyond its range saturate silently",
+            narrow.join(", ")
+        ));
+    }
+    let integer = types.iter().any(|t| !is_float(t));
+    if integer
+        && stats
+            .iter()
+            .any(|s| matches!(s.as_str(), "average" | "rms" | "med" | "q1" | "q3"))
+    {
+        verdict.notes.push(format!(
+            "the result is written as {}: averages and quantiles are rounded to integers",
+            types.join(", ")
+        ));
+    }
+    if stats.iter().any(|s| s == "count") {
+        verdict.notes.push(
+            "count is the number of valid cells per block, which is constant unless nodata is \
+             declared"
+                .to_string(),
+        );
+    }
+    if stats.iter().any(|s| s == "mode") && types.iter().all(|t| is_float(t)) {
+        verdict.notes.push(
+            "the mode of floating-point values is the most frequent exact value: usually \
+             arbitrary"
+                .to_string(),
+        );
+    }
+    if raster.nodata.iter().all(Option::is_none) {
+        verdict.notes.push(
+            "the input declares no nodata: every cell, fill values included, enters each \
+             block"
+                .to_string(),
+        );
+    }
+    verdict.reasons.insert(
+        0,
+        format!(
+            "block aggregation with {} on {} data",
+            stats.join(", "),
+            data.label()
+        ),
+    );
+    let key = json!({
+        "operation": "aggregate",
+        "statistics": stats,
+        "data": data.label(),
+        "data_types": types.join(","),
+    });
+    Some(Decision {
+        verdict,
+        key,
+        details: format!("input types {}", types.join(", ")),
+        data: format!("{} ({})", data.label(), data.evidence()),
+        expected: stats,
+    })
+}
+
+impl Domain for Aggregation {
+    fn describe() -> DomainInfo {
+        let arg = prompt_argument;
+        DomainInfo {
+            id: "aggregation".to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            title: "Aggregation".to_string(),
+            summary: "Zonal statistics, composites and block aggregation: which statistic, which \
+                      cells a zone contains, how nodata is handled, and whether the statistic \
+                      means anything for the data."
+                .to_string(),
+            prompt_name: "justify_aggregation".to_string(),
+            prompt_arguments: vec![
+                arg("tool", "The tool being called", true),
+                arg("operation", "zonal, composite or aggregate", true),
+                arg("statistics", "The statistic(s) the call computes", true),
+                arg(
+                    "details",
+                    "Zone semantics, nodata policy, input nodata and types",
+                    false,
+                ),
+                arg(
+                    "data",
+                    "categorical, continuous or unknown, with the evidence",
+                    true,
+                ),
+                arg("expected", "What choice.method must name", true),
+                arg("reason", "Why the call was flagged", false),
+            ],
+            methodology: METHODOLOGY.to_string(),
+        }
+    }
+
+    fn classify(call: &Call) -> Option<Trigger> {
+        let (operation, decision) = match call.tool() {
+            "zonal_stats" => ("zonal", zonal(call)?),
+            "raster_composite" => ("composite", composite(call)?),
+            "raster_aggregate" => ("aggregate", aggregate(call)?),
+            _ => return None,
+        };
+        let Decision {
+            verdict,
+            key,
+            details,
+            data,
+            expected,
+        } = decision;
+        let mut parts = verdict.reasons;
+        parts.extend(verdict.notes);
+        let reason = parts.join("; ");
+        let statistics = key
+            .get("statistics")
+            .and_then(Value::as_array)
+            .map(|s| {
+                s.iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default();
+        Some(trigger(
+            verdict.severity,
+            reason.clone(),
+            key,
+            &[
+                ("tool", call.tool().to_string()),
+                ("operation", operation.to_string()),
+                ("statistics", statistics),
+                ("details", details),
+                ("data", data),
+                ("expected", expected.join(", ")),
+                ("reason", reason),
+            ],
+        ))
+    }
+
+    fn prompt_template() -> &'static str {
+        include_str!("prompt.md")
+    }
+
+    fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
+        let mut wanted: Vec<String> = Vec::new();
+        if let Some(semantics) = key_fields.get("semantics").and_then(Value::as_str) {
+            wanted.push(semantics.to_string());
+        }
+        if let Some(stats) = key_fields.get("statistics").and_then(Value::as_array) {
+            wanted.extend(stats.iter().filter_map(Value::as_str).map(String::from));
+        }
+        let Some(method) = chosen_method(justification) else {
+            return vec![field_error("/choice/method", "missing")];
+        };
+        let missing: Vec<&str> = wanted
+            .iter()
+            .map(String::as_str)
+            .filter(|w| !mentions(method, w))
+            .collect();
+        if missing.is_empty() {
+            return Vec::new();
+        }
+        vec![field_error(
+            "/choice/method",
+            format!(
+                "the call computes {}, but the choice \"{method}\" does not name {}; name the \
+                 zone semantics and every statistic this call uses",
+                wanted.join(", "),
+                missing.join(", ")
+            ),
+        )]
+    }
+}
+
+/// The words of `text`, lower case.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// Whether `method` names the statistic or semantics `name`, by a word or a known synonym.
+fn mentions(method: &str, name: &str) -> bool {
+    let synonyms: &[&str] = match name {
+        "cell_centre" => &["cell_centre", "cell center"],
+        "all_touched" => &["all_touched", "all touched"],
+        "coverage" => &[
+            "coverage",
+            "exact",
+            "area-weighted",
+            "area weighted",
+            "fraction",
+        ],
+        "mean" => &["mean", "average"],
+        "average" => &["average", "mean"],
+        "std" => &["std", "stdev", "stddev", "standard deviation"],
+        "median" | "med" => &["median", "med"],
+        "majority" | "mode" => &["majority", "mode", "most frequent"],
+        "minority" => &["minority", "least frequent"],
+        "variety" => &["variety", "distinct"],
+        "sum" => &["sum", "total"],
+        "min" => &["min", "minimum"],
+        "max" => &["max", "maximum"],
+        "rms" => &["rms", "root mean square"],
+        "q1" => &["q1", "first quartile", "lower quartile", "25th percentile"],
+        "q3" => &["q3", "third quartile", "upper quartile", "75th percentile"],
+        other => return names(method, other),
+    };
+    let tokens = words(method);
+    synonyms.iter().any(|s| {
+        if s.chars().all(|c| c.is_ascii_alphanumeric()) {
+            tokens.iter().any(|t| t == s)
+        } else {
+            names(method, s)
+        }
+    })
+}
+
+export_domain!(Aggregation);
+
+#[cfg(test)]
+mod tests;

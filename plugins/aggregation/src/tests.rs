@@ -1,0 +1,366 @@
+//! Classification tables of the domain, run natively.
+
+use super::*;
+use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
+use gdal_mcp_domain_sdk::{DatasetFacts, ToolCall};
+
+fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
+    trigger.as_ref().map(|t| t.severity)
+}
+
+fn key(trigger: &Option<Trigger>) -> Value {
+    trigger
+        .as_ref()
+        .and_then(|t| serde_json::from_str(&t.key_fields).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn reason(trigger: &Option<Trigger>) -> String {
+    trigger
+        .as_ref()
+        .map(|t| t.reason.clone())
+        .unwrap_or_default()
+}
+
+fn run(raw: ToolCall) -> Option<Trigger> {
+    Aggregation::classify(&Call::new(raw))
+}
+
+fn zonal_call(arguments: Value, categorical: bool, zones: &str) -> ToolCall {
+    let data_type = if categorical { "Byte" } else { "Float32" };
+    let mut r = raster(data_type, 1, categorical);
+    r.nodata = vec![Some(-9999.0)];
+    call(
+        "zonal_stats",
+        arguments,
+        vec![
+            raster_dataset("raster", Some(utm33()), r),
+            vector_dataset("zones", "GPKG", Some(utm33()), &[("districts", zones)]),
+        ],
+    )
+}
+
+#[test]
+fn zonal_table() {
+    let z = |stats: Value, semantics: &str| json!({"stats": stats, "semantics": semantics});
+    type Row = (&'static str, Value, bool, &'static str, Option<Severity>);
+    let table: Vec<Row> = vec![
+        (
+            "mean of a surface",
+            z(json!(["mean", "count"]), "cell_centre"),
+            false,
+            "Multi Polygon",
+            Some(Severity::Required),
+        ),
+        (
+            "majority of classes",
+            z(json!(["majority", "variety"]), "coverage"),
+            true,
+            "Polygon",
+            Some(Severity::Required),
+        ),
+        (
+            "mean of classes",
+            z(json!(["mean"]), "cell_centre"),
+            true,
+            "Polygon",
+            Some(Severity::Critical),
+        ),
+        (
+            "median of classes",
+            z(json!(["median", "count"]), "coverage"),
+            true,
+            "Polygon",
+            Some(Severity::Critical),
+        ),
+        (
+            "max of classes",
+            z(json!(["max"]), "cell_centre"),
+            true,
+            "Polygon",
+            Some(Severity::Required),
+        ),
+        (
+            "sum with all_touched",
+            z(json!(["sum"]), "all_touched"),
+            false,
+            "Polygon",
+            Some(Severity::Critical),
+        ),
+        (
+            "mean with all_touched",
+            z(json!(["mean"]), "all_touched"),
+            false,
+            "Polygon",
+            Some(Severity::Required),
+        ),
+        (
+            "sum with coverage",
+            z(json!(["sum"]), "coverage"),
+            false,
+            "Polygon",
+            Some(Severity::Required),
+        ),
+        (
+            "coverage of lines",
+            z(json!(["mean"]), "coverage"),
+            false,
+            "Line String",
+            Some(Severity::Critical),
+        ),
+        (
+            "centres of points",
+            z(json!(["mean"]), "cell_centre"),
+            false,
+            "3D Point",
+            Some(Severity::Required),
+        ),
+    ];
+    for (name, arguments, categorical, zones, expected) in table {
+        let got = run(zonal_call(arguments, categorical, zones));
+        assert_eq!(severity(&got), expected, "{name}: {}", reason(&got));
+    }
+    let got = run(zonal_call(
+        json!({"raster": "/w/r.tif", "zones": "/w/z.gpkg", "stats": ["mean", "count", "mean"],
+               "semantics": "coverage", "nodata_policy": "propagate", "zone_layer": "districts"}),
+        false,
+        "Multi Polygon",
+    ));
+    assert_eq!(
+        key(&got),
+        json!({"operation": "zonal", "statistics": ["count", "mean"], "semantics": "coverage",
+               "nodata_policy": "propagate", "data": "continuous", "zones": "polygons"})
+    );
+    assert!(reason(&got).contains("propagate"), "{}", reason(&got));
+}
+
+#[test]
+fn zonal_notes_do_not_raise_the_severity() {
+    let mut raw = zonal_call(
+        json!({"stats": ["count", "mean"], "semantics": "all_touched", "band": 2}),
+        true,
+        "Polygon",
+    );
+    raw.datasets[0].crs = Some(wgs84());
+    if let Some(r) = raw.datasets[0].raster.as_mut() {
+        r.band_count = 2;
+        r.data_types = vec!["Byte".to_string(), "Int16".to_string()];
+        r.nodata = vec![None, None];
+    }
+    let got = run(raw);
+    assert_eq!(severity(&got), Some(Severity::Required), "{}", reason(&got));
+    let text = reason(&got);
+    for expected in ["band 2 is Int16", "overstates", "geographic", "no nodata"] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    assert_eq!(key(&got)["data"], json!("unknown"));
+}
+
+fn inputs(categorical: bool, nodata: bool) -> Vec<DatasetFacts> {
+    (1..=3)
+        .map(|i| {
+            let mut r = raster(if categorical { "Byte" } else { "Int16" }, 1, categorical);
+            if nodata {
+                r.nodata = vec![Some(0.0)];
+            }
+            let role = if i == 1 {
+                "input".to_string()
+            } else {
+                format!("input{i}")
+            };
+            raster_dataset(&role, Some(utm33()), r)
+        })
+        .collect()
+}
+
+#[test]
+fn composite_table() {
+    let composite = |statistic: &str, categorical: bool, nodata: bool| {
+        run(call(
+            "raster_composite",
+            json!({"statistic": statistic, "_grids": "aligned"}),
+            inputs(categorical, nodata),
+        ))
+    };
+    assert_eq!(
+        severity(&composite("median", false, true)),
+        Some(Severity::Required)
+    );
+    assert_eq!(
+        severity(&composite("max", false, true)),
+        Some(Severity::Required)
+    );
+    assert_eq!(
+        severity(&composite("mean", true, true)),
+        Some(Severity::Critical)
+    );
+    assert_eq!(
+        severity(&composite("sum", true, true)),
+        Some(Severity::Critical)
+    );
+    assert_eq!(
+        severity(&composite("count", true, true)),
+        Some(Severity::Required)
+    );
+    let bare = composite("min", false, false);
+    assert_eq!(severity(&bare), Some(Severity::Required));
+    assert!(
+        reason(&bare).contains("3 of 3 inputs declare no nodata"),
+        "{}",
+        reason(&bare)
+    );
+    assert_eq!(
+        key(&bare),
+        json!({"operation": "composite", "statistics": ["min"], "data": "continuous",
+               "input_nodata": "none"})
+    );
+}
+
+#[test]
+fn aggregate_table() {
+    let aggregate = |statistic: &str, data_type: &str, categorical: bool, factor: Value| {
+        let input = raster_dataset("input", Some(utm33()), raster(data_type, 1, categorical));
+        run(call(
+            "raster_aggregate",
+            json!({"input": "a.tif", "output": "b.tif", "statistic": statistic, "factor": factor}),
+            vec![input],
+        ))
+    };
+    type Row = (&'static str, &'static str, bool, Value, Option<Severity>);
+    let table: Vec<Row> = vec![
+        (
+            "average",
+            "Float32",
+            false,
+            json!(4),
+            Some(Severity::Required),
+        ),
+        ("sum", "Float32", false, json!(4), Some(Severity::Required)),
+        ("mode", "Byte", true, json!(4), Some(Severity::Required)),
+        ("average", "Byte", true, json!(4), Some(Severity::Critical)),
+        ("q3", "Byte", true, json!([2, 3]), Some(Severity::Critical)),
+        (
+            "sum",
+            "Byte",
+            false,
+            json!([2, 2]),
+            Some(Severity::Critical),
+        ),
+        ("sum", "Int16", false, json!(10), Some(Severity::Critical)),
+        ("sum", "Int32", false, json!(10), Some(Severity::Required)),
+        ("max", "Byte", true, json!(4), Some(Severity::Required)),
+        ("count", "Byte", true, json!(4), Some(Severity::Required)),
+    ];
+    for (statistic, data_type, categorical, factor, expected) in table {
+        let got = aggregate(statistic, data_type, categorical, factor.clone());
+        assert_eq!(
+            severity(&got),
+            expected,
+            "{statistic} {data_type} categorical={categorical} factor={factor}: {}",
+            reason(&got)
+        );
+    }
+    let got = aggregate("average", "Int16", false, json!(4));
+    assert_eq!(
+        key(&got),
+        json!({"operation": "aggregate", "statistics": ["average"], "data": "continuous",
+               "data_types": "Int16"})
+    );
+    assert!(reason(&got).contains("rounded"), "{}", reason(&got));
+    assert!(run(call(
+        "raster_resample",
+        json!({"resampling": "average"}),
+        inputs(false, true)
+    ))
+    .is_none());
+}
+
+#[test]
+fn validate_wants_the_statistics_and_semantics() {
+    let just = |m: &str| json!({"choice": {"method": m}});
+    let zonal = json!({"operation": "zonal", "statistics": ["count", "mean", "std"], "semantics": "cell_centre"});
+    assert!(Aggregation::validate(
+        &zonal,
+        &just("mean, standard deviation and count of cells whose cell centre is inside")
+    )
+    .is_empty());
+    assert_eq!(
+        Aggregation::validate(&zonal, &just("mean and count, cell centre")).len(),
+        1
+    );
+    assert_eq!(
+        Aggregation::validate(&zonal, &just("mean, std, count, all touched")).len(),
+        1
+    );
+    let touched = json!({"statistics": ["min"], "semantics": "all_touched"});
+    assert_eq!(
+        Aggregation::validate(&touched, &just("minority with all_touched")).len(),
+        1
+    );
+    assert!(Aggregation::validate(&touched, &just("minimum, all touched")).is_empty());
+    let aggregate = json!({"operation": "aggregate", "statistics": ["average"]});
+    assert!(Aggregation::validate(&aggregate, &just("block mean")).is_empty());
+    assert_eq!(
+        Aggregation::validate(&aggregate, &just("block sum")).len(),
+        1
+    );
+    assert_eq!(Aggregation::validate(&aggregate, &json!({})).len(), 1);
+}
+
+#[test]
+fn the_prompt_renders_every_placeholder() {
+    let got = run(zonal_call(
+        json!({"stats": ["sum"], "semantics": "all_touched"}),
+        false,
+        "Polygon",
+    ));
+    let arguments = got.map(|t| t.prompt_arguments).unwrap_or_default();
+    let text = Aggregation::render_prompt(&arguments);
+    assert!(
+        text.contains("all_touched, sum") && !text.contains("{{"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_choice_that_restates_the_decision_is_accepted() {
+    let cases = [
+        run(zonal_call(
+            json!({"stats": ["count", "sum", "mean", "min", "max", "median", "majority", "variety", "std", "minority"], "semantics": "all_touched"}),
+            false,
+            "Polygon",
+        )),
+        run(zonal_call(
+            json!({"stats": ["mean"], "semantics": "cell_centre"}),
+            true,
+            "Polygon",
+        )),
+        run(call(
+            "raster_composite",
+            json!({"statistic": "median"}),
+            inputs(false, true),
+        )),
+    ];
+    for got in cases {
+        let key = key(&got);
+        let method = key
+            .as_object()
+            .map(|fields| {
+                fields
+                    .values()
+                    .map(|v| match v {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let errors = Aggregation::validate(&key, &json!({"choice": {"method": method}}));
+        assert!(
+            errors.is_empty(),
+            "{method}: {:?}",
+            errors.first().map(|e| &e.message)
+        );
+    }
+}

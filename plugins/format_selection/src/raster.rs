@@ -1,0 +1,712 @@
+//! Raster outputs: which data types, band counts and nodata a driver holds, and which
+//! encodings lose values.
+
+use super::{format_aliases, names_any, number, option, truthy, Assessment, Finding};
+use gdal_mcp_domain_sdk::{categorical_evidence, json, Call, RasterFacts, Severity, Value};
+
+/// Tools that write a raster in a format of the caller's choosing.
+pub(crate) const TOOLS: &[&str] = &[
+    "raster_convert",
+    "raster_reproject",
+    "raster_resample",
+    "raster_terrain",
+    "raster_composite",
+    "raster_aggregate",
+    "raster_overviews",
+];
+
+/// The numeric family of a GDAL data type.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Unsigned,
+    Signed,
+    Float,
+}
+
+/// Family and bits of a real GDAL data type, or of the components of a complex one.
+fn type_info(name: &str) -> Option<(Kind, u32, bool)> {
+    let (real, complex) = match name {
+        "CInt16" => ("Int16", true),
+        "CInt32" => ("Int32", true),
+        "CFloat16" => ("Float16", true),
+        "CFloat32" => ("Float32", true),
+        "CFloat64" => ("Float64", true),
+        other => (other, false),
+    };
+    let (kind, bits) = match real {
+        "Byte" | "UInt8" => (Kind::Unsigned, 8),
+        "UInt16" => (Kind::Unsigned, 16),
+        "UInt32" => (Kind::Unsigned, 32),
+        "UInt64" => (Kind::Unsigned, 64),
+        "Int8" => (Kind::Signed, 8),
+        "Int16" => (Kind::Signed, 16),
+        "Int32" => (Kind::Signed, 32),
+        "Int64" => (Kind::Signed, 64),
+        "Float16" => (Kind::Float, 16),
+        "Float32" => (Kind::Float, 32),
+        "Float64" => (Kind::Float, 64),
+        _ => return None,
+    };
+    Some((kind, bits, complex))
+}
+
+/// Significand bits of a floating-point type: the integers it holds exactly.
+fn significand(bits: u32) -> u32 {
+    match bits {
+        16 => 11,
+        32 => 24,
+        _ => 53,
+    }
+}
+
+/// Whether every value of type `source` is exactly a value of type `target`. Unknown type
+/// names are given the benefit of the doubt.
+pub(crate) fn holds(target: &str, source: &str) -> bool {
+    let (Some((tk, tb, tc)), Some((sk, sb, sc))) = (type_info(target), type_info(source)) else {
+        return true;
+    };
+    if sc && !tc {
+        return false;
+    }
+    match (sk, tk) {
+        (Kind::Unsigned, Kind::Unsigned) => tb >= sb,
+        (Kind::Unsigned, Kind::Signed) => tb > sb,
+        (Kind::Signed, Kind::Signed) => tb >= sb,
+        (Kind::Signed, Kind::Unsigned) => false,
+        (Kind::Unsigned | Kind::Signed, Kind::Float) => significand(tb) >= sb,
+        (Kind::Float, Kind::Float) => tb >= sb,
+        (Kind::Float, _) => false,
+    }
+}
+
+/// How the written bands declare nodata.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Nodata {
+    None,
+    /// One value for every band (or assigned by the call).
+    Uniform,
+    /// Different values per band, or only some bands have one.
+    PerBand,
+}
+
+impl Nodata {
+    fn label(self) -> &'static str {
+        match self {
+            Nodata::None => "none",
+            Nodata::Uniform => "uniform",
+            Nodata::PerBand => "per_band",
+        }
+    }
+}
+
+/// What the call writes.
+struct Written {
+    /// Per band, the type of the values before any `output_type`.
+    source_types: Vec<String>,
+    /// Per band, the type written.
+    types: Vec<String>,
+    output_type: Option<String>,
+    scaled: bool,
+    nodata: Nodata,
+    categorical: bool,
+    palette: bool,
+    evidence: String,
+}
+
+fn distinct(types: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in types {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    }
+    out
+}
+
+fn nodata_of(raster: &RasterFacts, selection: &[usize]) -> Nodata {
+    let values: Vec<Option<f64>> = selection
+        .iter()
+        .map(|b| raster.nodata.get(b - 1).copied().flatten())
+        .collect();
+    let first = values.first().copied().flatten();
+    let same = |v: &Option<f64>| match (v, first) {
+        (Some(a), Some(b)) => a == &b || (a.is_nan() && b.is_nan()),
+        _ => false,
+    };
+    if values.iter().all(Option::is_none) {
+        Nodata::None
+    } else if values.iter().all(same) {
+        Nodata::Uniform
+    } else {
+        Nodata::PerBand
+    }
+}
+
+fn written(call: &Call) -> Option<Written> {
+    let input = call.dataset("input").and_then(|d| d.raster.as_ref())?;
+    if call.tool() == "raster_terrain" {
+        // gdaldem writes one Float32 band (hillshade: Byte), with a nodata value.
+        let hillshade = call
+            .arg_str("operation")
+            .is_some_and(|o| o.eq_ignore_ascii_case("hillshade"));
+        let t = if hillshade { "Byte" } else { "Float32" }.to_string();
+        return Some(Written {
+            source_types: vec![t.clone()],
+            types: vec![t],
+            output_type: None,
+            scaled: false,
+            nodata: Nodata::Uniform,
+            categorical: false,
+            palette: false,
+            evidence: String::new(),
+        });
+    }
+    let count = usize::try_from(input.band_count).unwrap_or(0);
+    let valid = |b: u64| usize::try_from(b).ok().filter(|b| (1..=count).contains(b));
+    let all: Vec<usize> = (1..=count).collect();
+    let selection: Vec<usize> = match call.tool() {
+        "raster_convert" => call
+            .args
+            .get("bands")
+            .and_then(Value::as_array)
+            .map(|bands| {
+                bands
+                    .iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(valid)
+                    .collect()
+            })
+            .filter(|s: &Vec<usize>| !s.is_empty())
+            .unwrap_or(all),
+        "raster_composite" => match call
+            .args
+            .get("band")
+            .and_then(Value::as_u64)
+            .and_then(valid)
+        {
+            Some(b) => vec![b],
+            None => all,
+        },
+        _ => all,
+    };
+    let source_types: Vec<String> = selection
+        .iter()
+        .map(|b| input.data_types.get(b - 1).cloned().unwrap_or_default())
+        .collect();
+    let output_type = if call.tool() == "raster_convert" {
+        call.arg_str("output_type").map(String::from)
+    } else {
+        None
+    };
+    let types = match &output_type {
+        Some(t) => vec![t.clone(); source_types.len()],
+        None => source_types.clone(),
+    };
+    let nodata = if call.has_arg("nodata") {
+        Nodata::Uniform
+    } else {
+        nodata_of(input, &selection)
+    };
+    let band1 = selection.contains(&1);
+    Some(Written {
+        source_types,
+        types,
+        output_type,
+        scaled: call.tool() == "raster_convert" && call.has_arg("scale"),
+        nodata,
+        categorical: band1 && input.looks_categorical,
+        palette: band1 && input.evidence.palette,
+        evidence: categorical_evidence(input),
+    })
+}
+
+/// The canonical spelling of a raster driver name.
+pub(crate) fn canonical(format: &str) -> String {
+    match format.to_ascii_uppercase().as_str() {
+        "GTIFF" | "GEOTIFF" | "TIFF" => "GTiff",
+        "COG" => "COG",
+        "PNG" => "PNG",
+        "JPEG" | "JPG" => "JPEG",
+        "WEBP" => "WEBP",
+        "GIF" => "GIF",
+        "GPKG" => "GPKG",
+        "AAIGRID" => "AAIGrid",
+        _ => format,
+    }
+    .to_string()
+}
+
+/// The encoding a call asks for.
+struct Encoding {
+    compression: String,
+    /// (codec, what it loses), in the order found.
+    losses: Vec<(String, String)>,
+    quality: Option<u64>,
+    max_z_error: Option<f64>,
+    predictor: Option<String>,
+}
+
+fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
+    let opt = |key: &str| option(call, "creation_options", key);
+    let typed = call.arg_str("compression").map(str::to_ascii_uppercase);
+    let quality = call
+        .args
+        .get("quality")
+        .and_then(Value::as_u64)
+        .or_else(|| {
+            ["QUALITY", "JPEG_QUALITY", "WEBP_LEVEL"]
+                .iter()
+                .find_map(|k| opt(k))
+                .and_then(|q| q.trim().parse::<u64>().ok())
+        });
+    let max_z_error = call
+        .arg_f64("max_z_error")
+        .or_else(|| opt("MAX_Z_ERROR").and_then(|z| z.trim().parse::<f64>().ok()));
+    let predictor = call
+        .args
+        .get("predictor")
+        .and_then(Value::as_u64)
+        .map(|p| p.to_string())
+        .or_else(|| opt("PREDICTOR").map(|p| p.to_ascii_uppercase()));
+    let chosen = || {
+        typed
+            .clone()
+            .or_else(|| opt("COMPRESS").map(|c| c.to_ascii_uppercase()))
+    };
+    let all_byte = written.types.iter().all(|t| t == "Byte");
+    let compression = match format {
+        "JPEG" => "JPEG".to_string(),
+        "WEBP" => "WEBP".to_string(),
+        "PNG" => "DEFLATE".to_string(),
+        "GIF" => "LZW".to_string(),
+        "GPKG" => match opt("TILE_FORMAT").map(|t| t.to_ascii_uppercase()) {
+            Some(t) if t != "AUTO" => t,
+            _ if all_byte => "PNG_JPEG".to_string(),
+            _ if written.types.iter().any(|t| t == "Float32") => "TIFF".to_string(),
+            _ => "PNG".to_string(),
+        },
+        "COG" => chosen().unwrap_or_else(|| "LZW".to_string()),
+        "GTiff" => chosen().unwrap_or_else(|| "NONE".to_string()),
+        _ => chosen().unwrap_or_else(|| "driver default".to_string()),
+    };
+    let q = quality.unwrap_or(75);
+    let mut losses: Vec<(String, String)> = Vec::new();
+    let mut lose = |codec: &str, text: String| losses.push((codec.to_string(), text));
+    match compression.as_str() {
+        "JPEG" => lose(
+            "JPEG",
+            format!("JPEG at quality {q} is lossy: every 8×8 block is approximated"),
+        ),
+        "WEBP" => {
+            let lossless = ["LOSSLESS", "WEBP_LOSSLESS"]
+                .iter()
+                .any(|k| opt(k).is_some_and(|v| truthy(&v)))
+                || (format == "COG" && quality == Some(100));
+            if !lossless {
+                lose("WEBP", format!("lossy WebP at quality {q}"));
+            }
+        }
+        "LERC" | "LERC_DEFLATE" | "LERC_ZSTD" => {
+            let error = max_z_error.unwrap_or(0.0);
+            // For integers LERC quantises in steps of 2 × max_z_error: 0.5 is still exact.
+            let exact = if written.types.iter().all(|t| {
+                type_info(t).is_some_and(|(kind, _, complex)| kind != Kind::Float && !complex)
+            }) {
+                0.5
+            } else {
+                0.0
+            };
+            if error > exact {
+                lose(
+                    &compression,
+                    format!(
+                        "{compression} with max_z_error {} moves every value by up to {} data \
+                         units",
+                        number(error),
+                        number(error)
+                    ),
+                );
+            }
+        }
+        "PNG_JPEG" if format == "GPKG" => lose(
+            "PNG_JPEG",
+            format!("GeoPackage tiles are JPEG (quality {q}) wherever a tile is fully opaque"),
+        ),
+        "PNG8" if format == "GPKG" => lose(
+            "PNG8",
+            "PNG8 tiles quantise colours to a 256-entry palette per tile".to_string(),
+        ),
+        "PNG" if format == "GPKG" && written.types.iter().any(|t| t == "Float32") => lose(
+            "PNG",
+            "Float32 in GeoPackage PNG tiles is quantised to 16 bits with a per-tile scale and \
+             offset"
+                .to_string(),
+        ),
+        "JXL" if opt("JXL_LOSSLESS").is_some_and(|v| !truthy(&v)) => {
+            lose("JXL", "lossy JPEG-XL".to_string())
+        }
+        _ => {}
+    }
+    if let Some(bits) = opt("DISCARD_LSB") {
+        lose(
+            "DISCARD_LSB",
+            format!("DISCARD_LSB={bits} clears the lowest bits of every value"),
+        );
+    }
+    if let Some(nbits) = opt("NBITS").and_then(|n| n.trim().parse::<u32>().ok()) {
+        let cut: Vec<String> = distinct(&written.types)
+            .into_iter()
+            .filter(|t| type_info(t).is_some_and(|(_, bits, _)| bits > nbits))
+            .collect();
+        if !cut.is_empty() {
+            lose(
+                "NBITS",
+                format!(
+                    "NBITS={nbits} stores fewer bits than {} holds: values are cut (16 bits on \
+                     Float32 means half-precision floats)",
+                    cut.join(", ")
+                ),
+            );
+        }
+    }
+    Encoding {
+        compression,
+        losses,
+        quality,
+        max_z_error,
+        predictor,
+    }
+}
+
+/// Where a driver keeps nodata.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NodataSupport {
+    /// One value for the whole dataset.
+    OneValue,
+    /// PNG: a tRNS chunk, for grey or RGB images only.
+    GreyOrRgb,
+    Unsupported,
+}
+
+/// What a driver holds.
+struct Capacity {
+    /// Data types it stores (empty: any).
+    types: &'static [&'static str],
+    /// Band counts it stores (empty: any).
+    bands: &'static [usize],
+    nodata: NodataSupport,
+    palette: bool,
+}
+
+fn capacity(format: &str, written: &Written) -> Option<Capacity> {
+    let cap = |types, bands, nodata, palette| {
+        Some(Capacity {
+            types,
+            bands,
+            nodata,
+            palette,
+        })
+    };
+    match format {
+        "GTiff" | "COG" => cap(&[], &[], NodataSupport::OneValue, true),
+        "PNG" => cap(
+            &["Byte", "UInt16"],
+            &[1, 2, 3, 4],
+            NodataSupport::GreyOrRgb,
+            true,
+        ),
+        "JPEG" => cap(&["Byte"], &[1, 3, 4], NodataSupport::Unsupported, false),
+        "WEBP" => cap(&["Byte"], &[3, 4], NodataSupport::Unsupported, false),
+        "GIF" => cap(&["Byte"], &[1], NodataSupport::OneValue, true),
+        "AAIGrid" => cap(&[], &[1], NodataSupport::OneValue, false),
+        "GPKG" if written.types.iter().all(|t| t == "Byte") => {
+            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::Unsupported, true)
+        }
+        "GPKG" => cap(
+            &["Int16", "UInt16", "Float32"],
+            &[1],
+            NodataSupport::OneValue,
+            false,
+        ),
+        _ => None,
+    }
+}
+
+fn list(items: &[usize]) -> String {
+    let words: Vec<String> = items.iter().map(usize::to_string).collect();
+    match words.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => words.join(""),
+    }
+}
+
+/// Judge a raster-writing call.
+pub(crate) fn assess(call: &Call) -> Option<Assessment> {
+    let tool = call.tool();
+    let format = match tool {
+        "raster_overviews" => {
+            // Only a new GeoTIFF with creation options chooses an encoding.
+            if !call.has_arg("output") {
+                return None;
+            }
+            "GTiff".to_string()
+        }
+        _ => canonical(call.arg_str("format").unwrap_or("GTiff")),
+    };
+    let w = written(call)?;
+    let enc = encoding(call, &format, &w);
+    let n = w.types.len();
+    let data_types = distinct(&w.source_types);
+    let mut findings = Vec::new();
+    let mut notes = Vec::new();
+
+    // The output type.
+    let mut narrowed = Vec::new();
+    if let Some(t) = &w.output_type {
+        narrowed = data_types
+            .iter()
+            .filter(|s| !holds(t, s))
+            .cloned()
+            .collect::<Vec<_>>();
+        if !narrowed.is_empty() {
+            let from = narrowed.join(", ");
+            findings.push(if w.scaled {
+                Finding::new(
+                    Severity::Required,
+                    format!(
+                        "output_type {t} with `scale` maps {from} values linearly onto {t}: \
+                         they are quantised to its steps and clipped to its range"
+                    ),
+                )
+            } else {
+                Finding::new(
+                    Severity::Critical,
+                    format!(
+                        "output_type {t} cannot hold {from} values and no `scale` maps them: \
+                         values outside the {t} range are clipped and fractions dropped"
+                    ),
+                )
+            });
+        }
+    }
+    if w.scaled && narrowed.is_empty() {
+        findings.push(Finding::new(
+            Severity::Required,
+            "`scale` rescales the values linearly: the output no longer holds the original units",
+        ));
+    }
+
+    // What the format holds.
+    let cap = capacity(&format, &w);
+    if let Some(cap) = &cap {
+        let unsupported: Vec<String> = distinct(&w.types)
+            .into_iter()
+            .filter(|t| !cap.types.is_empty() && !cap.types.contains(&t.as_str()))
+            .collect();
+        if !unsupported.is_empty() {
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "{format} holds {} data only: {} values are converted with clipping and \
+                     truncation (or the write fails)",
+                    cap.types.join(" and "),
+                    unsupported.join(", ")
+                ),
+            ));
+        }
+        if !cap.bands.is_empty() && !cap.bands.contains(&n) {
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "{format} holds {} bands, not {n}: bands are dropped or the write fails",
+                    list(cap.bands)
+                ),
+            ));
+        }
+        match cap.nodata {
+            NodataSupport::Unsupported if w.nodata != Nodata::None => findings.push(Finding::new(
+                Severity::Critical,
+                format!("{format} has no nodata value: nodata cells become ordinary values"),
+            )),
+            NodataSupport::OneValue if w.nodata == Nodata::PerBand => findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "the bands have different nodata values (or only some have one), but \
+                         {format} keeps one value for the whole file: other bands' nodata \
+                         cells become data"
+                ),
+            )),
+            NodataSupport::GreyOrRgb if w.nodata != Nodata::None && (n == 2 || n == 4) => findings
+                .push(Finding::new(
+                    Severity::Critical,
+                    format!(
+                        "PNG keeps a nodata value only for grey or RGB images; with {n} bands \
+                         (an alpha channel) it is dropped"
+                    ),
+                )),
+            _ => {}
+        }
+        if w.palette && !cap.palette {
+            notes.push(format!("{format} drops the colour table"));
+        }
+    } else {
+        notes.push(format!(
+            "this domain has no capability table for the {format} driver: check that it holds \
+             {}, {n} band(s) and the nodata value",
+            distinct(&w.types).join(", ")
+        ));
+    }
+
+    // Codecs inside GeoTIFF have limits of their own.
+    if matches!(format.as_str(), "GTiff" | "COG") {
+        let not_byte: Vec<String> = distinct(&w.types)
+            .into_iter()
+            .filter(|t| t != "Byte")
+            .collect();
+        let codec = enc.compression.as_str();
+        if matches!(codec, "JPEG" | "WEBP") && !not_byte.is_empty() {
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "{codec} compression holds Byte data only: {} values are converted or the                      write fails",
+                    not_byte.join(", ")
+                ),
+            ));
+        }
+        if codec == "WEBP" && !(n == 3 || n == 4) {
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!("WEBP compression holds 3 or 4 bands, not {n}"),
+            ));
+        }
+    }
+
+    // Lossy encodings.
+    let lossy_by = enc.losses.first().map(|(codec, _)| codec.clone());
+    if let Some(codec) = &lossy_by {
+        let blurs = matches!(codec.as_str(), "JPEG" | "WEBP" | "PNG_JPEG");
+        let nodata_kept = cap
+            .as_ref()
+            .is_some_and(|c| c.nodata != NodataSupport::Unsupported);
+        if blurs && w.nodata != Nodata::None && nodata_kept {
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "{codec} compression alters the cells next to nodata cells, so the nodata \
+                     value no longer marks exactly the empty cells"
+                ),
+            ));
+        }
+        if w.categorical {
+            let palette = if w.palette && !cap.as_ref().is_some_and(|c| c.palette) {
+                ", and the colour table is dropped"
+            } else {
+                ""
+            };
+            findings.push(Finding::new(
+                Severity::Critical,
+                format!(
+                    "lossy {codec} compression of categorical data ({}) turns class codes into \
+                     codes of no class{palette}",
+                    w.evidence
+                ),
+            ));
+        }
+        let texts: Vec<&str> = enc.losses.iter().map(|(_, t)| t.as_str()).collect();
+        findings.push(Finding::new(Severity::Required, texts.join("; ")));
+    } else if cap.is_some() {
+        notes.insert(
+            0,
+            format!("lossless: {format} ({}) keeps every value", enc.compression),
+        );
+    }
+
+    // Advice that never raises the severity.
+    if format == "COG" && tool == "raster_convert" && !call.has_arg("overviews") {
+        notes.push(
+            "the COG has no overviews: zoomed-out reads fetch full-resolution tiles".to_string(),
+        );
+    }
+    let deflating = matches!(
+        enc.compression.as_str(),
+        "DEFLATE" | "LZW" | "ZSTD" | "LZMA"
+    );
+    if deflating && matches!(format.as_str(), "GTiff" | "COG") {
+        let float = distinct(&w.types)
+            .iter()
+            .any(|t| type_info(t).is_some_and(|(k, _, _)| k == Kind::Float));
+        let floating_predictor = matches!(enc.predictor.as_deref(), Some("3" | "FLOATING_POINT"));
+        if float && !floating_predictor {
+            notes
+                .push("floating-point data usually compresses better with predictor 3".to_string());
+        }
+        if !float && floating_predictor {
+            notes.push(
+                "predictor 3 applies only to floating-point data; use 2 for integers".to_string(),
+            );
+        }
+    }
+
+    let lossy_text = match (enc.losses.is_empty(), cap.is_some()) {
+        (false, _) => "lossy",
+        (true, true) => "lossless",
+        (true, false) => "loss unknown for this driver",
+    };
+    let mut encoding = format!("{} ({lossy_text})", enc.compression);
+    if let Some(t) = &w.output_type {
+        encoding.push_str(&format!(", written as {t}"));
+    }
+    if w.scaled {
+        encoding.push_str(", rescaled");
+    }
+    let data = format!(
+        "{} in {n} band(s), nodata {}, {}",
+        data_types.join(", "),
+        w.nodata.label().replace('_', " "),
+        if w.categorical {
+            "categorical"
+        } else {
+            "continuous"
+        }
+    );
+    let mut expected = format.clone();
+    if let Some(codec) = &lossy_by {
+        if !names_any(codec, &format_aliases(&format)) {
+            expected.push_str(&format!(" with {codec}"));
+        }
+    }
+    if let Some(t) = &w.output_type {
+        expected.push_str(&format!(" as {t}"));
+    }
+    let jpeg_like = lossy_by
+        .as_deref()
+        .is_some_and(|c| matches!(c, "JPEG" | "WEBP" | "PNG_JPEG"));
+    let key_fields = json!({
+        "operation": "raster_encode",
+        "format": format,
+        "compression": enc.compression,
+        "lossy_by": lossy_by,
+        "quality": if jpeg_like { Some(enc.quality.unwrap_or(75)) } else { None },
+        "max_z_error": if enc.compression.starts_with("LERC") {
+            Some(enc.max_z_error.unwrap_or(0.0))
+        } else {
+            None
+        },
+        "data_types": data_types.join(","),
+        "output_type": w.output_type,
+        "scaled": w.scaled,
+        "bands": n,
+        "data": if w.categorical { "categorical" } else { "continuous" },
+        "nodata": w.nodata.label(),
+    });
+    Some(Assessment {
+        findings,
+        notes,
+        advise_when_clean: tool == "raster_convert",
+        key_fields,
+        format,
+        encoding,
+        data,
+        expected,
+    })
+}

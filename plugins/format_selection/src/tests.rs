@@ -1,0 +1,704 @@
+//! Classification tables of the domain, run natively.
+
+use super::*;
+use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
+use gdal_mcp_domain_sdk::{json, RasterFacts, Severity};
+
+fn classify(tool: &str, arguments: Value, input: RasterFacts) -> Option<Trigger> {
+    let dataset = raster_dataset("input", Some(utm33()), input);
+    FormatSelection::classify(&Call::new(call(tool, arguments, vec![dataset])))
+}
+
+fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
+    trigger.as_ref().map(|t| t.severity)
+}
+
+fn key(trigger: &Option<Trigger>) -> Value {
+    trigger
+        .as_ref()
+        .and_then(|t| serde_json::from_str(&t.key_fields).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn reason(trigger: &Option<Trigger>) -> String {
+    trigger
+        .as_ref()
+        .map(|t| t.reason.clone())
+        .unwrap_or_default()
+}
+
+fn with_nodata(mut r: RasterFacts, values: &[Option<f64>]) -> RasterFacts {
+    r.nodata = values.to_vec();
+    r
+}
+
+#[test]
+fn raster_convert_table() {
+    let f32_1 = || raster("Float32", 1, false);
+    let byte_3 = || raster("Byte", 3, false);
+    let convert = |args: Value| {
+        json!({"input": "in.tif", "output": "out.x"})
+            .as_object()
+            .cloned()
+            .map(|mut o| {
+                if let Some(extra) = args.as_object() {
+                    o.extend(extra.clone());
+                }
+                Value::Object(o)
+            })
+            .unwrap_or(Value::Null)
+    };
+    type Row = (&'static str, Value, RasterFacts, Option<Severity>);
+    let table: Vec<Row> = vec![
+        (
+            "float32 to JPEG",
+            convert(json!({"format": "JPEG"})),
+            f32_1(),
+            Some(Severity::Critical),
+        ),
+        (
+            "float32 to PNG",
+            convert(json!({"format": "PNG"})),
+            f32_1(),
+            Some(Severity::Critical),
+        ),
+        (
+            "float32 to WEBP",
+            convert(json!({"format": "WEBP"})),
+            f32_1(),
+            Some(Severity::Critical),
+        ),
+        (
+            "RGB to JPEG",
+            convert(json!({"format": "JPEG", "quality": 90})),
+            byte_3(),
+            Some(Severity::Required),
+        ),
+        (
+            "RGB to PNG",
+            convert(json!({"format": "PNG"})),
+            byte_3(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "RGB to lossless WEBP",
+            convert(json!({"format": "WEBP", "creation_options": {"LOSSLESS": "YES"}})),
+            byte_3(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "RGB to lossy WEBP",
+            convert(json!({"format": "WEBP"})),
+            byte_3(),
+            Some(Severity::Required),
+        ),
+        (
+            "COG WEBP quality 100 is lossless",
+            convert(
+                json!({"format": "COG", "compression": "WEBP", "quality": 100, "overviews": {"resampling": "average"}}),
+            ),
+            byte_3(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "two bands to JPEG",
+            convert(json!({"format": "JPEG", "bands": [1, 2]})),
+            byte_3(),
+            Some(Severity::Critical),
+        ),
+        (
+            "one band to WEBP",
+            convert(json!({"format": "WEBP", "bands": [1]})),
+            byte_3(),
+            Some(Severity::Critical),
+        ),
+        (
+            "float to DEFLATE GeoTIFF",
+            convert(json!({"compression": "DEFLATE", "predictor": 3})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "COG without overviews",
+            convert(json!({"format": "COG"})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "LERC with an error bound",
+            convert(json!({"compression": "LERC_ZSTD", "max_z_error": 0.01})),
+            f32_1(),
+            Some(Severity::Required),
+        ),
+        (
+            "LERC 0.5 on integers is exact",
+            convert(json!({"compression": "LERC", "max_z_error": 0.5})),
+            raster("Int16", 1, false),
+            Some(Severity::Advisory),
+        ),
+        (
+            "LERC 0 is lossless",
+            convert(json!({"compression": "LERC"})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "JPEG in GeoTIFF via creation options",
+            convert(json!({"creation_options": {"compress": "jpeg"}})),
+            byte_3(),
+            Some(Severity::Required),
+        ),
+        (
+            "JPEG in GeoTIFF next to nodata",
+            convert(json!({"compression": "JPEG"})),
+            with_nodata(byte_3(), &[Some(0.0); 3]),
+            Some(Severity::Critical),
+        ),
+        (
+            "JPEG in GeoTIFF on Float32",
+            convert(json!({"compression": "JPEG"})),
+            f32_1(),
+            Some(Severity::Critical),
+        ),
+        (
+            "narrowing without scale",
+            convert(json!({"output_type": "Byte"})),
+            f32_1(),
+            Some(Severity::Critical),
+        ),
+        (
+            "narrowing with scale",
+            convert(json!({"output_type": "Byte", "scale": [0, 1000, 0, 255]})),
+            f32_1(),
+            Some(Severity::Required),
+        ),
+        (
+            "widening",
+            convert(json!({"output_type": "Float64"})),
+            raster("Int16", 1, false),
+            Some(Severity::Advisory),
+        ),
+        (
+            "Int32 to Float32 narrows",
+            convert(json!({"output_type": "Float32"})),
+            raster("Int32", 1, false),
+            Some(Severity::Critical),
+        ),
+        (
+            "classes to JPEG",
+            convert(json!({"format": "JPEG"})),
+            raster("Byte", 1, true),
+            Some(Severity::Critical),
+        ),
+        (
+            "classes to PNG",
+            convert(json!({"format": "PNG"})),
+            raster("Byte", 1, true),
+            Some(Severity::Advisory),
+        ),
+        (
+            "JPEG drops nodata",
+            convert(json!({"format": "JPEG"})),
+            with_nodata(raster("Byte", 1, false), &[Some(0.0)]),
+            Some(Severity::Critical),
+        ),
+        (
+            "GeoTIFF keeps one nodata",
+            convert(json!({})),
+            with_nodata(raster("Int16", 2, false), &[Some(0.0), Some(-1.0)]),
+            Some(Severity::Critical),
+        ),
+        (
+            "an assigned nodata is one value",
+            convert(json!({"nodata": -9999})),
+            with_nodata(raster("Int16", 2, false), &[Some(0.0), Some(-1.0)]),
+            Some(Severity::Advisory),
+        ),
+        (
+            "PNG with alpha loses nodata",
+            convert(json!({"format": "PNG"})),
+            with_nodata(raster("Byte", 4, false), &[Some(0.0); 4]),
+            Some(Severity::Critical),
+        ),
+        (
+            "PNG grey keeps nodata",
+            convert(json!({"format": "PNG"})),
+            with_nodata(raster("UInt16", 1, false), &[Some(0.0)]),
+            Some(Severity::Advisory),
+        ),
+        (
+            "GeoPackage tiles default to JPEG",
+            convert(json!({"format": "GPKG"})),
+            byte_3(),
+            Some(Severity::Required),
+        ),
+        (
+            "GeoPackage PNG tiles",
+            convert(json!({"format": "GPKG", "creation_options": {"TILE_FORMAT": "PNG"}})),
+            byte_3(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "GeoPackage cannot hold Float64",
+            convert(json!({"format": "GPKG"})),
+            raster("Float64", 1, false),
+            Some(Severity::Critical),
+        ),
+        (
+            "unknown driver",
+            convert(json!({"format": "HFA"})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "DISCARD_LSB",
+            convert(json!({"compression": "DEFLATE", "creation_options": {"DISCARD_LSB": "4"}})),
+            raster("UInt16", 1, false),
+            Some(Severity::Required),
+        ),
+    ];
+    for (name, arguments, input, expected) in table {
+        let got = classify("raster_convert", arguments, input);
+        assert_eq!(severity(&got), expected, "{name}: {}", reason(&got));
+        let key = key(&got);
+        assert!(
+            key.get("input").is_none() && key.get("output").is_none(),
+            "{name}: {key}"
+        );
+    }
+}
+
+#[test]
+fn raster_keys_name_the_decision() {
+    let got = classify(
+        "raster_convert",
+        json!({"input": "a.tif", "output": "b.jpg", "format": "jpeg"}),
+        raster("Byte", 3, false),
+    );
+    assert_eq!(
+        key(&got),
+        json!({"operation": "raster_encode", "format": "JPEG", "compression": "JPEG",
+               "lossy_by": "JPEG", "quality": 75, "max_z_error": null, "data_types": "Byte",
+               "output_type": null, "scaled": false, "bands": 3, "data": "continuous",
+               "nodata": "none"})
+    );
+    let f = classify(
+        "raster_convert",
+        json!({"format": "JPEG"}),
+        raster("Float32", 1, false),
+    );
+    assert!(reason(&f).contains("Byte data only"), "{}", reason(&f));
+    let cog = classify(
+        "raster_convert",
+        json!({"format": "COG"}),
+        raster("Float32", 1, false),
+    );
+    assert!(reason(&cog).contains("no overviews"), "{}", reason(&cog));
+    assert!(reason(&cog).contains("predictor 3"), "{}", reason(&cog));
+}
+
+#[test]
+fn other_raster_writers_are_gated_only_on_loss() {
+    let f32_1 = || raster("Float32", 1, false);
+    assert!(classify("raster_reproject", json!({"dst_crs": "EPSG:4326"}), f32_1()).is_none());
+    assert!(classify("raster_resample", json!({"format": "COG"}), f32_1()).is_none());
+    assert_eq!(
+        severity(&classify(
+            "raster_reproject",
+            json!({"creation_options": {"COMPRESS": "JPEG"}}),
+            f32_1()
+        )),
+        Some(Severity::Critical)
+    );
+    assert_eq!(
+        severity(&classify(
+            "raster_resample",
+            json!({"creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.1"}}),
+            f32_1()
+        )),
+        Some(Severity::Required)
+    );
+    // Terrain writes Float32 (hillshade Byte) whatever the DEM's type.
+    let dem = || raster("Int16", 1, false);
+    assert_eq!(
+        severity(&classify(
+            "raster_terrain",
+            json!({"operation": "slope", "format": "PNG"}),
+            dem()
+        )),
+        Some(Severity::Critical)
+    );
+    assert_eq!(
+        severity(&classify(
+            "raster_terrain",
+            json!({"operation": "hillshade", "format": "JPEG"}),
+            dem()
+        )),
+        Some(Severity::Critical),
+        "gdaldem hillshade has a nodata value, which JPEG drops"
+    );
+    assert!(classify(
+        "raster_terrain",
+        json!({"operation": "hillshade", "format": "PNG"}),
+        dem()
+    )
+    .is_none());
+    assert!(classify(
+        "raster_overviews",
+        json!({"resampling": "average"}),
+        f32_1()
+    )
+    .is_none());
+    assert_eq!(
+        severity(&classify(
+            "raster_overviews",
+            json!({"resampling": "average", "output": "o.tif", "creation_options": {"COMPRESS": "JPEG"}}),
+            raster("Byte", 1, true)
+        )),
+        Some(Severity::Critical)
+    );
+    // A composite of one band writes that band only.
+    let composite = FormatSelection::classify(&Call::new(call(
+        "raster_composite",
+        json!({"statistic": "max", "band": 2, "format": "PNG"}),
+        vec![raster_dataset("input", Some(utm33()), {
+            let mut r = raster("Byte", 2, false);
+            r.data_types = vec!["Float32".to_string(), "Byte".to_string()];
+            r
+        })],
+    )));
+    assert!(composite.is_none(), "{}", reason(&composite));
+    assert!(classify("raster_info", json!({}), f32_1()).is_none());
+}
+
+fn vector(
+    tool: &str,
+    arguments: Value,
+    layers: &[(&str, &str)],
+    crs: Option<CrsFacts>,
+) -> Option<Trigger> {
+    let input = vector_dataset("input", "GPKG", crs, layers);
+    let mut raw = call(tool, arguments.clone(), vec![input]);
+    if tool == "vector_reproject" {
+        raw.target_crs = Some(if arguments["dst_crs"] == json!("EPSG:4326") {
+            wgs84()
+        } else {
+            utm33()
+        });
+    }
+    FormatSelection::classify(&Call::new(raw))
+}
+
+use gdal_mcp_domain_sdk::CrsFacts;
+
+#[test]
+fn vector_table() {
+    let two = &[("roads", "Line String"), ("parcels", "Multi Polygon")][..];
+    let one = &[("parcels", "Multi Polygon")][..];
+    let utm = || Some(utm33());
+    type Row = (
+        &'static str,
+        &'static str,
+        Value,
+        &'static [(&'static str, &'static str)],
+        Option<CrsFacts>,
+        Option<Severity>,
+    );
+    let table: Vec<Row> = vec![
+        (
+            "to GeoPackage",
+            "vector_convert",
+            json!({"output": "o.gpkg"}),
+            two,
+            utm(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "two layers to GeoJSON",
+            "vector_convert",
+            json!({"output": "o.geojson"}),
+            two,
+            Some(wgs84()),
+            Some(Severity::Critical),
+        ),
+        (
+            "one chosen layer to GeoJSON",
+            "vector_convert",
+            json!({"output": "o.geojson", "layer": "parcels"}),
+            two,
+            Some(wgs84()),
+            Some(Severity::Advisory),
+        ),
+        (
+            "GeoJSON in UTM",
+            "vector_convert",
+            json!({"output": "o.geojson"}),
+            one,
+            utm(),
+            Some(Severity::Required),
+        ),
+        (
+            "GeoJSON RFC 7946 reprojects",
+            "vector_convert",
+            json!({"output": "o.geojson", "layer_options": {"RFC7946": "YES"}}),
+            one,
+            utm(),
+            Some(Severity::Required),
+        ),
+        (
+            "two layers to a .shp",
+            "vector_convert",
+            json!({"output": "o.shp"}),
+            two,
+            utm(),
+            Some(Severity::Critical),
+        ),
+        (
+            "two layers to a Shapefile folder",
+            "vector_convert",
+            json!({"output": "shapes", "format": "ESRI Shapefile"}),
+            two,
+            utm(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "mixed geometries to Shapefile",
+            "vector_convert",
+            json!({"output": "o.shp"}),
+            &[("all", "Unknown (any)")],
+            utm(),
+            Some(Severity::Critical),
+        ),
+        (
+            "3D polygons to Shapefile",
+            "vector_convert",
+            json!({"output": "o.shp"}),
+            &[("b", "3D Multi Polygon")],
+            utm(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "curves to GeoJSON",
+            "vector_convert",
+            json!({"output": "o.geojson"}),
+            &[("c", "Curve Polygon")],
+            Some(wgs84()),
+            Some(Severity::Required),
+        ),
+        (
+            "CSV drops geometry",
+            "vector_convert",
+            json!({"output": "o.csv"}),
+            one,
+            utm(),
+            Some(Severity::Required),
+        ),
+        (
+            "CSV as WKT",
+            "vector_convert",
+            json!({"output": "o.csv", "layer_options": {"GEOMETRY": "AS_WKT"}}),
+            one,
+            utm(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "CSV AS_XY for polygons",
+            "vector_convert",
+            json!({"output": "o.csv", "layer_options": {"GEOMETRY": "AS_XY"}}),
+            one,
+            utm(),
+            Some(Severity::Required),
+        ),
+        (
+            "CSV of a table",
+            "vector_convert",
+            json!({"output": "o.csv"}),
+            &[("t", "None")],
+            None,
+            Some(Severity::Advisory),
+        ),
+        (
+            "KML from UTM",
+            "vector_convert",
+            json!({"output": "o.kml"}),
+            two,
+            utm(),
+            Some(Severity::Required),
+        ),
+        (
+            "KML without CRS",
+            "vector_convert",
+            json!({"output": "o.kml"}),
+            one,
+            None,
+            Some(Severity::Critical),
+        ),
+        (
+            "KML in WGS 84",
+            "vector_convert",
+            json!({"output": "o.kml"}),
+            two,
+            Some(wgs84()),
+            Some(Severity::Advisory),
+        ),
+        (
+            "reproject to UTM as KML",
+            "vector_reproject",
+            json!({"output": "o.kml", "dst_crs": "EPSG:32633"}),
+            one,
+            Some(wgs84()),
+            Some(Severity::Critical),
+        ),
+        (
+            "reproject to WGS 84 as KML",
+            "vector_reproject",
+            json!({"output": "o.kml", "dst_crs": "EPSG:4326"}),
+            one,
+            utm(),
+            None,
+        ),
+        (
+            "clip to GeoPackage",
+            "vector_clip",
+            json!({"output": "o.gpkg", "mask": "m.gpkg"}),
+            two,
+            utm(),
+            None,
+        ),
+        (
+            "clip two layers to GeoJSON",
+            "vector_clip",
+            json!({"output": "o.geojson", "mask": "m.gpkg"}),
+            two,
+            Some(wgs84()),
+            Some(Severity::Critical),
+        ),
+        (
+            "unknown extension",
+            "vector_convert",
+            json!({"output": "o.xyz"}),
+            one,
+            utm(),
+            None,
+        ),
+    ];
+    for (name, tool, arguments, layers, crs, expected) in table {
+        let got = vector(tool, arguments, layers, crs);
+        assert_eq!(severity(&got), expected, "{name}: {}", reason(&got));
+    }
+    let got = vector(
+        "vector_convert",
+        json!({"output": "/w/o.geojson", "input": "/w/i.gpkg"}),
+        one,
+        utm(),
+    );
+    assert_eq!(
+        key(&got),
+        json!({"operation": "vector_encode", "format": "GeoJSON", "layers": 1,
+               "geometry_types": ["Multi Polygon"], "crs": "EPSG:32633", "crs_requested": false,
+               "rfc7946": false, "csv_geometry": null})
+    );
+}
+
+#[test]
+fn validate_wants_format_codec_and_type() {
+    let just = |m: &str| json!({"choice": {"method": m}});
+    let gtiff_jpeg = json!({"format": "GTiff", "lossy_by": "JPEG", "output_type": null});
+    assert!(
+        FormatSelection::validate(&gtiff_jpeg, &just("JPEG-compressed GeoTIFF, quality 75"))
+            .is_empty()
+    );
+    assert_eq!(
+        FormatSelection::validate(&gtiff_jpeg, &just("GeoTIFF")).len(),
+        1
+    );
+    assert_eq!(
+        FormatSelection::validate(&gtiff_jpeg, &just("JPEG")).len(),
+        1
+    );
+    let jpeg = json!({"format": "JPEG", "lossy_by": "JPEG"});
+    assert!(FormatSelection::validate(&jpeg, &just("JPG at quality 90")).is_empty());
+    let narrowed = json!({"format": "GTiff", "lossy_by": null, "output_type": "Byte"});
+    assert!(FormatSelection::validate(&narrowed, &just("GTiff as Byte, scaled 0-1000")).is_empty());
+    assert_eq!(
+        FormatSelection::validate(&narrowed, &just("GTiff")).len(),
+        1
+    );
+    let lerc = json!({"format": "COG", "lossy_by": "LERC_ZSTD"});
+    assert!(FormatSelection::validate(&lerc, &just("COG with LERC, 1 cm error")).is_empty());
+    let shp = json!({"format": "ESRI Shapefile"});
+    assert!(FormatSelection::validate(&shp, &just("shapefile for the legacy tool")).is_empty());
+    assert_eq!(
+        FormatSelection::validate(&shp, &just("GeoPackage")).len(),
+        1
+    );
+    assert_eq!(FormatSelection::validate(&shp, &json!({})).len(), 1);
+}
+
+#[test]
+fn the_prompt_names_what_to_write() {
+    let got = classify(
+        "raster_convert",
+        json!({"compression": "JPEG"}),
+        raster("Byte", 3, false),
+    );
+    let arguments = got.map(|t| t.prompt_arguments).unwrap_or_default();
+    let text = FormatSelection::render_prompt(&arguments);
+    assert!(
+        text.contains("`GTiff with JPEG`") && !text.contains("{{"),
+        "{text}"
+    );
+}
+
+/// The key fields' values, as a client that answers "what was decided" would write them.
+fn decision_text(key: &Value) -> String {
+    key.as_object()
+        .map(|fields| {
+            fields
+                .values()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_choice_that_restates_the_decision_is_accepted() {
+    let cases = [
+        classify(
+            "raster_convert",
+            json!({"compression": "JPEG"}),
+            raster("Byte", 3, false),
+        ),
+        classify(
+            "raster_convert",
+            json!({"output_type": "Byte", "scale": [0, 1, 0, 255]}),
+            raster("Float32", 1, false),
+        ),
+        classify(
+            "raster_convert",
+            json!({"format": "GPKG"}),
+            raster("Byte", 3, false),
+        ),
+        vector(
+            "vector_convert",
+            json!({"output": "o.shp"}),
+            &[("a", "Unknown (any)")],
+            Some(utm33()),
+        ),
+    ];
+    for got in cases {
+        let key = key(&got);
+        let method = decision_text(&key);
+        let errors = FormatSelection::validate(&key, &json!({"choice": {"method": method}}));
+        assert!(
+            errors.is_empty(),
+            "{method}: {:?}",
+            errors.first().map(|e| &e.message)
+        );
+    }
+}
