@@ -2,7 +2,8 @@
 # Set everything up and run every check: formatting, clippy (host and plugins), the Rust unit,
 # table, snapshot and end-to-end suites (real GDAL, real wasm components, the rmcp client over
 # stdio), the cross-implementation check with the official Python MCP SDK in both
-# protocol eras, and the hydrology outputs against independent implementations. Exits non-zero on the first failure.
+# protocol eras, the hydrology outputs against independent implementations, and zonal
+# statistics against exactextract and rasterstats. Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ensure_debian_packages python3-venv
 ensure_rust
@@ -13,12 +14,16 @@ bash tests/fixtures/fetch-data.sh "$ROOT/target/testdata" >&2
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
+cargo fmt --manifest-path plugins/Cargo.toml --all -- --check
 
 log "building"
 cargo build --locked --workspace --bins
 
 log "cargo test"
 cargo test --locked --workspace
+
+log "cargo test: the domains' own classification tests (plugins, native)"
+cargo test --locked --manifest-path plugins/Cargo.toml --target-dir target/plugins-native
 
 log "cargo clippy (host workspace, then plugins for wasm32-wasip2)"
 cargo clippy --locked --all-targets -- -D warnings
@@ -37,3 +42,7 @@ trap 'rm -rf "$ws"' EXIT
 log "hydrology against independent implementations (RichDEM fill, numpy steepest descent)"
 "$venv/bin/python" tests/python/hydrology_anchors.py --server target/debug/gdal-mcp \
   --data "$ROOT/target/testdata"
+
+log "zonal statistics against exactextract and rasterstats (real Olinda tracts)"
+"$venv/bin/python" tests/python/zonal_references.py --server target/debug/gdal-mcp \
+  --workspace "$ws/zonal" --data "$ROOT/target/testdata"

@@ -1,6 +1,6 @@
 //! Benchmarks over real stdio against the release binary (`cargo bench -p gdal-mcp-tests
-//! --bench stdio`): cold start to the initialize response, `raster_info` round trips, and idle
-//! resident memory. JSON-RPC is spoken directly over the child's pipes so that only the
+//! --bench stdio`): cold start to the initialize response, `raster_info` and `vector_info` round
+//! trips, and idle resident memory. JSON-RPC is spoken directly over the child's pipes so that only the
 //! server is measured.
 
 use serde_json::{json, Value};
@@ -109,7 +109,9 @@ fn main() {
     );
     let data = gdal_mcp_tests::testdata().expect("test data");
     let workspace = tempfile::tempdir().expect("tempdir");
-    std::fs::copy(data.join("dem.tif"), workspace.path().join("dem.tif")).expect("copy");
+    for name in ["dem.tif", "nc.gpkg"] {
+        std::fs::copy(data.join(name), workspace.path().join(name)).expect("copy");
+    }
     let cache = tempfile::tempdir().expect("cache dir");
     println!("binary: {}", binary.display());
 
@@ -177,5 +179,27 @@ fn main() {
     println!(
         "RSS after 520 raster_info calls: {:.1} MB",
         session.rss_kib() as f64 / 1024.0
+    );
+
+    // vector_info round trips: the 100 NC counties (GeoPackage, 14 fields).
+    let path = workspace.path().join("nc.gpkg");
+    let mut trips = Vec::new();
+    for index in 0..520 {
+        let started = Instant::now();
+        let response = session.request(
+            "tools/call",
+            json!({"name": "vector_info", "arguments": {"path": path}}),
+        );
+        let elapsed = started.elapsed();
+        assert_eq!(response["result"]["isError"], json!(false), "{response}");
+        if index >= 20 {
+            trips.push(elapsed);
+        }
+    }
+    println!(
+        "vector_info round trip (500 calls after 20 warm-up): p50 {} | p90 {} | p99 {}",
+        ms(percentile(&mut trips, 0.5)),
+        ms(percentile(&mut trips, 0.9)),
+        ms(percentile(&mut trips, 0.99))
     );
 }

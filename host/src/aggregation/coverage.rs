@@ -1008,10 +1008,8 @@ mod tests {
     }
 
     #[test]
-    fn triangle_with_third_fractions() {
-        // Triangle (0,0) (3,0) (0,3) shifted so that no centre is on an edge: (0.1, 0) ...
-        // Hand check with the triangle (0,0) (1,0) (0,1) inside one cell of a 2x2 grid of
-        // half-unit cells: x + y <= 1, cells 0.5 wide.
+    fn triangle_fractions_by_hand() {
+        // Triangle (0,0) (1,0) (0,1) on a 2 x 2 grid of half-unit cells (x + y <= 1).
         let g = GridWindow {
             x0: 0.0,
             y0: 1.0,

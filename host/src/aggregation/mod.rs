@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`coverage`] | which cells of a north-up grid a zone (multipolygon) touches, and how much: cell centre (GDAL's rasterize rule), all touched, exact coverage fraction (exactextract) |
 //! | [`zonal`] | statistics over (value, weight) pairs with nodata policies |
-//! | [`composite`] | per-pixel compositing of aligned inputs, nodata-aware |
+//! | [`mod@composite`] | per-pixel compositing of aligned inputs, nodata-aware |
 //!
 //! Ground rules shared by the three files:
 //!
