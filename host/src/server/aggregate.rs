@@ -8,8 +8,8 @@
 
 use super::raster::{describe_output, RasterOutput};
 use super::tools::{
-    creation_options, gate_arguments, output_path, parse, pass_gate, schema_of, to_json,
-    InlineJustifications, Outcome, WarpResampling,
+    annotations, creation_options, gate_arguments, output_path, parse, pass_gate, schema_of,
+    to_json, InlineJustifications, Outcome, WarpResampling,
 };
 use super::{App, ToolError};
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
@@ -19,7 +19,7 @@ use crate::gdal::{self as gdal_runner, GdalError};
 use crate::gdal::{composite, facts, zonal};
 use crate::reflection::justification::Justification;
 use gdal::vector::LayerAccess;
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::Tool;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -692,15 +692,6 @@ pub async fn raster_composite(app: &App, arguments: &Value) -> Result<Outcome, T
     Ok(Outcome::Done(to_json(&result)))
 }
 
-fn gated_annotations() -> ToolAnnotations {
-    let mut a = ToolAnnotations::default();
-    a.read_only_hint = Some(false);
-    a.destructive_hint = Some(true);
-    a.idempotent_hint = Some(true);
-    a.open_world_hint = Some(false);
-    a
-}
-
 /// The aggregation tools' definitions.
 pub fn definitions() -> Vec<Tool> {
     vec![
@@ -718,7 +709,7 @@ pub fn definitions() -> Vec<Tool> {
         )
         .with_title("Zonal statistics")
         .with_raw_output_schema(schema_of::<ZonalOutput>())
-        .with_annotations(gated_annotations()),
+        .with_annotations(annotations(false, true, true)),
         Tool::new(
             "raster_composite",
             "Composite two or more rasters per pixel: max, min, mean, median, count or sum of the \
@@ -730,7 +721,7 @@ pub fn definitions() -> Vec<Tool> {
         )
         .with_title("Composite rasters")
         .with_raw_output_schema(schema_of::<RasterOutput>())
-        .with_annotations(gated_annotations()),
+        .with_annotations(annotations(false, true, true)),
         Tool::new(
             "raster_aggregate",
             "Aggregate a raster to a coarser grid whose cells are exact blocks of `factor` input \
@@ -742,6 +733,6 @@ pub fn definitions() -> Vec<Tool> {
         )
         .with_title("Block aggregation")
         .with_raw_output_schema(schema_of::<RasterOutput>())
-        .with_annotations(gated_annotations()),
+        .with_annotations(annotations(false, true, true)),
     ]
 }

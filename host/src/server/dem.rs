@@ -7,7 +7,7 @@
 //! Long runs send MCP progress notifications when the client asked for them, and stop when the
 //! request is cancelled.
 
-use super::tools::{parse, schema_of, InlineJustifications, Outcome};
+use super::tools::{annotations, parse, schema_of, InlineJustifications, Outcome};
 use super::{App, ToolError};
 use crate::domains::CallFacts;
 use crate::gdal::raster_io::{self, Georef};
@@ -15,7 +15,7 @@ use crate::gdal::{self as gdal_runner, facts, GdalError};
 use crate::hydrology::{self as hy, CellSize, Grid, HydrologyError, Progress};
 use crate::reflection::gate::{Receipt, Verdict};
 use crate::reflection::justification::Justification;
-use rmcp::model::{ProgressNotificationParam, Tool, ToolAnnotations};
+use rmcp::model::{ProgressNotificationParam, Tool};
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use schemars::JsonSchema;
@@ -192,15 +192,6 @@ pub struct DemOutput {
     pub reflection: Vec<Receipt>,
 }
 
-fn gated(read_only: bool) -> ToolAnnotations {
-    let mut a = ToolAnnotations::default();
-    a.read_only_hint = Some(read_only);
-    a.destructive_hint = Some(true);
-    a.idempotent_hint = Some(true);
-    a.open_world_hint = Some(false);
-    a
-}
-
 /// The DEM tools' definitions.
 pub fn definitions() -> Vec<Tool> {
     let note = " Gated by the hydrology domain (refused once per new decision with its questions; \
@@ -211,7 +202,7 @@ pub fn definitions() -> Vec<Tool> {
         Tool::new(name, format!("{description}{note}"), schema)
             .with_title(title)
             .with_raw_output_schema(schema_of::<DemOutput>())
-            .with_annotations(gated(false))
+            .with_annotations(annotations(false, true, true))
     };
     vec![
         tool(

@@ -7,8 +7,8 @@
 //! process. Results report the equivalent command lines, which reproduce the output exactly.
 
 use super::tools::{
-    creation_options, gate_arguments, output_path, parse, pass_gate, path_strings, schema_of,
-    to_json, InlineJustifications, Outcome, WarpResampling,
+    annotations, creation_options, gate_arguments, output_path, parse, pass_gate, path_strings,
+    schema_of, to_json, InlineJustifications, Outcome, WarpResampling,
 };
 use super::{App, ToolError};
 use crate::domains::CallFacts;
@@ -19,7 +19,7 @@ use crate::gdal::{self as gdal_runner, overviews, stats, GdalError};
 use crate::reflection::gate::Receipt;
 use crate::reflection::justification::Justification;
 use gdal::Metadata;
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::Tool;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -150,24 +150,6 @@ pub fn describe_output(
         report,
         reflection,
     })
-}
-
-fn gated_annotations() -> ToolAnnotations {
-    let mut a = ToolAnnotations::default();
-    a.read_only_hint = Some(false);
-    a.destructive_hint = Some(true);
-    a.idempotent_hint = Some(true);
-    a.open_world_hint = Some(false);
-    a
-}
-
-fn read_only_annotations() -> ToolAnnotations {
-    let mut a = ToolAnnotations::default();
-    a.read_only_hint = Some(true);
-    a.destructive_hint = Some(false);
-    a.idempotent_hint = Some(true);
-    a.open_world_hint = Some(false);
-    a
 }
 
 /// Open a raster input and gather its facts, refusing vector-only datasets.
@@ -1212,7 +1194,7 @@ pub fn definitions() -> Vec<Tool> {
         Tool::new(name, format!("{description}{gate_note}"), schema)
             .with_title(title)
             .with_raw_output_schema(schema_of::<RasterOutput>())
-            .with_annotations(gated_annotations())
+            .with_annotations(annotations(false, true, true))
     };
     vec![
         Tool::new(
@@ -1225,7 +1207,7 @@ pub fn definitions() -> Vec<Tool> {
         )
         .with_title("Raster statistics")
         .with_raw_output_schema(schema_of::<StatsOutput>())
-        .with_annotations(read_only_annotations()),
+        .with_annotations(annotations(true, false, true)),
         gated(
             "raster_convert",
             "Convert a raster",

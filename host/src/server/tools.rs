@@ -51,7 +51,8 @@ pub fn parse<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, To
     })
 }
 
-fn annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations {
+/// Tool annotations; every tool works on local files only (`open_world_hint: false`).
+pub fn annotations(read_only: bool, destructive: bool, idempotent: bool) -> ToolAnnotations {
     let mut a = ToolAnnotations::default();
     a.read_only_hint = Some(read_only);
     a.destructive_hint = Some(destructive);

@@ -6,8 +6,8 @@
 //! Shapefile's `.dbf` and `.prj` first, the main file last).
 
 use super::tools::{
-    gate_arguments, output_path, parse, pass_gate, path_strings, schema_of, to_json, Bounds,
-    InlineJustifications, Outcome,
+    annotations, gate_arguments, output_path, parse, pass_gate, path_strings, schema_of, to_json,
+    Bounds, InlineJustifications, Outcome,
 };
 use super::{App, ToolError};
 use crate::domains::CallFacts;
@@ -20,7 +20,7 @@ use crate::reflection::gate::Receipt;
 use crate::reflection::justification::Justification;
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
-use rmcp::model::{Tool, ToolAnnotations};
+use rmcp::model::Tool;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -454,15 +454,6 @@ pub async fn vector_clip(app: &App, arguments: &Value) -> Result<Outcome, ToolEr
     run_plan(app, plan, inline).await
 }
 
-fn annotations(read_only: bool) -> ToolAnnotations {
-    let mut a = ToolAnnotations::default();
-    a.read_only_hint = Some(read_only);
-    a.destructive_hint = Some(!read_only);
-    a.idempotent_hint = Some(true);
-    a.open_world_hint = Some(false);
-    a
-}
-
 /// The vector tools' definitions.
 pub fn definitions() -> Vec<Tool> {
     let note = " Runs ogr2ogr in process (the result reports the equivalent command). The output \
@@ -473,7 +464,7 @@ pub fn definitions() -> Vec<Tool> {
         Tool::new(name, format!("{description}{note}"), schema)
             .with_title(title)
             .with_raw_output_schema(schema_of::<VectorOutput>())
-            .with_annotations(annotations(false))
+            .with_annotations(annotations(false, true, true))
     };
     vec![
         Tool::new(
@@ -485,7 +476,7 @@ pub fn definitions() -> Vec<Tool> {
         )
         .with_title("Vector info")
         .with_raw_output_schema(schema_of::<VectorInfoOutput>())
-        .with_annotations(annotations(true)),
+        .with_annotations(annotations(true, false, true)),
         writer(
             "vector_reproject",
             "Reproject vector data",
