@@ -70,6 +70,11 @@ impl WarpRequest {
         args
     }
 
+    /// The full `gdalwarp` command line, paths included.
+    pub fn command_line(&self) -> Vec<String> {
+        Program::Warp.command_line(&self.gdalwarp_args(), &self.input, &self.output)
+    }
+
     /// Run the warp into a staging folder and move the result into place.
     pub fn run(&self) -> Result<WarpOutcome, GdalError> {
         let source = super::facts::open(&self.input)?;

@@ -180,10 +180,7 @@ pub async fn raster_aggregate(app: &App, arguments: &Value) -> Result<Outcome, T
     };
     let result = gdal_runner::run_blocking(move || {
         let outcome = request.run()?;
-        let mut command = vec!["gdalwarp".to_string()];
-        command.extend(request.gdalwarp_args());
-        command.push(request.input.display().to_string());
-        command.push(request.output.display().to_string());
+        let command = request.command_line();
         let report = serde_json::json!({
             "factor": [fx, fy],
             "statistic": statistic.gdal_name(),

@@ -765,10 +765,7 @@ pub async fn run_warp_tool(
     };
     let result = gdal_runner::run_blocking(move || {
         let outcome = request.run()?;
-        let mut command = vec!["gdalwarp".to_string()];
-        command.extend(request.gdalwarp_args());
-        command.push(request.input.display().to_string());
-        command.push(request.output.display().to_string());
+        let command = request.command_line();
         describe_output(
             &request.output,
             &outcome.files,

@@ -449,10 +449,7 @@ pub async fn raster_reproject(app: &App, arguments: &Value) -> Result<Outcome, T
         let outcome = request.run()?;
         let written = facts::gather("output", &request.output)?;
         let raster = written.raster.clone();
-        let mut command = vec!["gdalwarp".to_string()];
-        command.extend(request.gdalwarp_args());
-        command.push(request.input.display().to_string());
-        command.push(request.output.display().to_string());
+        let command = request.command_line();
         Ok(RasterReprojectOutput {
             output: request.output.display().to_string(),
             files: outcome

@@ -6,8 +6,8 @@
 //! Shapefile's `.dbf` and `.prj` first, the main file last).
 
 use super::tools::{
-    annotations, gate_arguments, output_path, parse, pass_gate, path_strings, schema_of, to_json,
-    Bounds, InlineJustifications, Outcome,
+    annotations, creation_options, gate_arguments, output_path, parse, pass_gate, path_strings,
+    schema_of, to_json, Bounds, InlineJustifications, Outcome,
 };
 use super::{App, ToolError};
 use crate::domains::CallFacts;
@@ -149,21 +149,21 @@ pub struct VectorClipArgs {
 }
 
 fn options_args(flag: &str, options: &BTreeMap<String, String>) -> Result<Vec<String>, ToolError> {
-    let mut argv = Vec::new();
-    for (key, value) in options {
-        if key.is_empty() || key.contains('=') || key.contains(char::is_whitespace) {
-            return Err(ToolError::Arguments(format!(
-                "{}: \"{key}\" is not an option name",
-                if flag == "-dsco" {
-                    "dataset_options"
-                } else {
-                    "layer_options"
-                }
-            )));
+    let argument = if flag == "-dsco" {
+        "dataset_options"
+    } else {
+        "layer_options"
+    };
+    let checked = creation_options(options).map_err(|e| match e {
+        ToolError::Arguments(m) => {
+            ToolError::Arguments(m.replacen("creation_options", argument, 1))
         }
-        argv.extend([flag.to_string(), format!("{key}={value}")]);
-    }
-    Ok(argv)
+        other => other,
+    })?;
+    Ok(checked
+        .into_iter()
+        .flat_map(|(key, value)| [flag.to_string(), format!("{key}={value}")])
+        .collect())
 }
 
 /// Gather the facts of a vector input.
