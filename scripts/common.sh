@@ -37,3 +37,12 @@ ensure_rust() {
     fi
   fi
 }
+
+# Node.js and npm, for the cross-check with the TypeScript MCP SDK (most hosts embed it).
+# Debian 12's nodejs (18) is enough; an existing node/npm on PATH is used as it is.
+ensure_node() {
+  if command -v node >/dev/null && command -v npm >/dev/null; then return 0; fi
+  log "installing Debian packages: nodejs npm"
+  as_root apt-get update -qq >&2
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >&2
+}

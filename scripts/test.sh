@@ -3,10 +3,12 @@
 # table, snapshot and end-to-end suites (real GDAL, real wasm components, the rmcp client over
 # stdio), the cross-implementation check with the official Python MCP SDK in both
 # protocol eras, the hydrology outputs against independent implementations, and zonal
-# statistics against exactextract and rasterstats. Exits non-zero on the first failure.
+# statistics against exactextract and rasterstats, the TypeScript SDK 1.x client (what most
+# hosts embed) and the size of the model-facing tool list. Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 ensure_debian_packages python3-venv
 ensure_rust
+ensure_node
 cd "$ROOT"
 
 log "test data (real rasters and vectors from Debian's r-cran-stars and r-cran-sf)"
@@ -38,6 +40,16 @@ ws="$(mktemp -d)"
 trap 'rm -rf "$ws"' EXIT
 "$venv/bin/python" tests/python/cross_client.py --server target/debug/gdal-mcp \
   --workspace "$ws" --data "$ROOT/target/testdata"
+
+log "cross-check with the TypeScript MCP SDK 1.x client (errors and refusals must be readable)"
+npm ci --silent --no-audit --no-fund --prefix tests/ts >&2
+mkdir -p "$ws/ts"
+node tests/ts/cross_client.mjs --server target/debug/gdal-mcp --workspace "$ws/ts" \
+  --data "$ROOT/target/testdata"
+
+log "size of the model-facing tool list (at most 35000 characters)"
+"$venv/bin/python" tests/python/tool_list_size.py --server target/debug/gdal-mcp \
+  --max-model-facing 35000
 
 log "hydrology against independent implementations (RichDEM fill, numpy steepest descent)"
 "$venv/bin/python" tests/python/hydrology_anchors.py --server target/debug/gdal-mcp \

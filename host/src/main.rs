@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 use gdal_mcp::config::{default_cache_dir, ServerConfig};
 use gdal_mcp::domains::Origin;
 use gdal_mcp::server::{App, GdalMcp};
+use rmcp::service::ServerInitializeError;
 use rmcp::ServiceExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -151,13 +152,37 @@ fn serve(options: Options) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    let protocol_out = private_stdout()?;
     runtime.block_on(async move {
         let server = GdalMcp::new(Arc::new(app));
-        let service = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .context("MCP handshake over stdio failed")?;
+        let transport = (tokio::io::stdin(), tokio::fs::File::from_std(protocol_out));
+        let service = match server.serve(transport).await {
+            Ok(service) => service,
+            Err(ServerInitializeError::ConnectionClosed(_)) => {
+                eprintln!("gdal-mcp: the client closed the connection before the MCP handshake");
+                return Ok(());
+            }
+            Err(e) => return Err(e).context("MCP handshake over stdio failed"),
+        };
         service.waiting().await.context("MCP service failed")?;
+        eprintln!("gdal-mcp: the client closed the connection; exiting");
         Ok(())
     })
+}
+
+/// Keep stdout for JSON-RPC alone: the protocol writes to a private duplicate of fd 1, and fd 1
+/// itself is pointed at stderr, so nothing else in the process (GDAL, PROJ, a driver that
+/// writes to `/vsistdout/`, a stray print) can write into the protocol stream.
+fn private_stdout() -> anyhow::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    let duplicate = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot duplicate stdout")?;
+    // SAFETY: dup2 on the process's own standard descriptors; fd 2 stays open, and fd 1 is
+    // atomically replaced by a copy of it.
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot point stdout at stderr");
+    }
+    Ok(std::fs::File::from(duplicate))
 }

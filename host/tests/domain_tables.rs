@@ -580,9 +580,9 @@ fn crs_datum_covers_zones_masks_vectors_and_terrain() {
     let zonal = |zones: Option<CrsFacts>, t: Option<TransformationFacts>| {
         let mut facts = call(
             "zonal_stats",
-            json!({"raster": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
+            json!({"input": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
             vec![
-                raster_dataset("raster", Some(utm33()), raster(false)),
+                raster_dataset("input", Some(utm33()), raster(false)),
                 vector_dataset("zones", zones.clone(), &[("districts", "Multi Polygon")]),
             ],
         );
@@ -1063,10 +1063,10 @@ fn aggregation_classification_table() {
     let zonal = |stats: Value, semantics: &str, categorical: bool, zones: &str| {
         call(
             "zonal_stats",
-            json!({"raster": "r.tif", "zones": "z.gpkg", "stats": stats, "semantics": semantics}),
+            json!({"input": "r.tif", "zones": "z.gpkg", "stats": stats, "semantics": semantics}),
             vec![
                 raster_dataset(
-                    "raster",
+                    "input",
                     Some(utm33()),
                     raster_of(
                         if categorical { "Byte" } else { "Float32" },

@@ -155,7 +155,7 @@ fn main() {
         let started = Instant::now();
         let response = session.request(
             "tools/call",
-            json!({"name": "raster_info", "arguments": {"path": path}}),
+            json!({"name": "raster_info", "arguments": {"input": path}}),
         );
         let elapsed = started.elapsed();
         assert_eq!(response["result"]["isError"], json!(false), "{response}");
@@ -188,7 +188,7 @@ fn main() {
         let started = Instant::now();
         let response = session.request(
             "tools/call",
-            json!({"name": "vector_info", "arguments": {"path": path}}),
+            json!({"name": "vector_info", "arguments": {"input": path}}),
         );
         let elapsed = started.elapsed();
         assert_eq!(response["result"]["isError"], json!(false), "{response}");

@@ -86,7 +86,7 @@ async fn zonal_stats_hand_checked_semantics_and_nodata_policies() {
     );
     let stats = json!(["count", "sum", "mean", "min", "max", "median", "majority", "variety"]);
     let run = |semantics: &str, raster: &str, policy: &str| {
-        json!({"raster": raster, "zones": "zone.geojson", "stats": stats, "id_field": "name",
+        json!({"input": raster, "zones": "zone.geojson", "stats": stats, "id_field": "name",
                "semantics": semantics, "nodata_policy": policy})
     };
     let centre = call_justified(
@@ -189,7 +189,7 @@ async fn zonal_stats_on_olinda_tracts_with_csv_and_zones_in_another_crs() {
     )
     .await
     .unwrap();
-    let args = json!({"raster": "L7_ETMs.tif", "zones": "olinda_tracts.gpkg", "band": 4,
+    let args = json!({"input": "L7_ETMs.tif", "zones": "olinda_tracts.gpkg", "band": 4,
                       "stats": ["count", "mean", "majority"], "semantics": "coverage",
                       "id_field": "CD_GEOCODI", "output": "tracts.csv"});
     let result = call_justified(&server, "zonal_stats", args).await.unwrap();
@@ -214,7 +214,7 @@ async fn zonal_stats_on_olinda_tracts_with_csv_and_zones_in_another_crs() {
     let moved = call_justified(
         &server,
         "zonal_stats",
-        json!({"raster": "L7_ETMs.tif", "zones": "olinda1.shp", "band": 4,
+        json!({"input": "L7_ETMs.tif", "zones": "olinda1.shp", "band": 4,
                "stats": ["count", "mean", "majority"], "semantics": "coverage"}),
     )
     .await

@@ -33,7 +33,7 @@ async fn paths_outside_the_workspace_are_refused() -> anyhow::Result<()> {
         "/vsicurl/http://example.com/a.tif",
     ];
     for input in inputs {
-        let result = server.call("raster_info", json!({"path": input})).await?;
+        let result = server.call("raster_info", json!({"input": input})).await?;
         assert!(is_error(&result), "{input}");
         let error = &structured(&result)["error"];
         assert_eq!(error["kind"], json!("path"), "{input}: {error}");
@@ -53,7 +53,7 @@ async fn paths_outside_the_workspace_are_refused() -> anyhow::Result<()> {
     // Inside the workspace, relative paths work.
     assert!(!is_error(
         &server
-            .call("raster_info", json!({"path": "dem.tif"}))
+            .call("raster_info", json!({"input": "dem.tif"}))
             .await?
     ));
     Ok(())

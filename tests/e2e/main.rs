@@ -5,6 +5,7 @@ mod aggregation;
 mod confinement;
 mod hydrology;
 mod oracle;
+mod quirks;
 mod raster_tools;
 mod reflection;
 mod sandbox;

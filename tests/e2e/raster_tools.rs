@@ -40,7 +40,7 @@ async fn raster_stats_match_an_independent_computation_on_landsat() {
     let result = server
         .call(
             "raster_stats",
-            json!({"path": "L7_ETMs.tif", "bands": [1, 4], "percentiles": [0, 10, 50, 90, 100], "histogram_bins": 8}),
+            json!({"input": "L7_ETMs.tif", "bands": [1, 4], "percentiles": [0, 10, 50, 90, 100], "histogram_bins": 8}),
         )
         .await
         .unwrap();
@@ -86,13 +86,16 @@ async fn raster_stats_match_an_independent_computation_on_landsat() {
     let sampled = server
         .call(
             "raster_stats",
-            json!({"path": "L7_ETMs.tif", "sample": true}),
+            json!({"input": "L7_ETMs.tif", "sample": true}),
         )
         .await
         .unwrap();
     assert_eq!(structured(&sampled)["sampled"], json!(false));
     let bad = server
-        .call("raster_stats", json!({"path": "L7_ETMs.tif", "bands": [7]}))
+        .call(
+            "raster_stats",
+            json!({"input": "L7_ETMs.tif", "bands": [7]}),
+        )
         .await
         .unwrap();
     assert!(is_error(&bad));

@@ -59,7 +59,7 @@ async fn hostile_plugin_fails_each_call_closed_and_the_server_keeps_serving() ->
 
         // The next call is served normally.
         let info = server
-            .call("raster_info", json!({"path": "dem.tif"}))
+            .call("raster_info", json!({"input": "dem.tif"}))
             .await?;
         assert!(!is_error(&info), "after {output}: {}", text(&info));
     }

@@ -127,7 +127,7 @@ async fn raster_info_reports_facts_and_gdalinfo() -> anyhow::Result<()> {
     )
     .await?;
     let result = server
-        .call("raster_info", json!({"path": "dem.tif"}))
+        .call("raster_info", json!({"input": "dem.tif"}))
         .await?;
     assert!(!is_error(&result), "{result:?}");
     let out = structured(&result);
@@ -138,7 +138,7 @@ async fn raster_info_reports_facts_and_gdalinfo() -> anyhow::Result<()> {
 
     let lc = structured(
         &server
-            .call("raster_info", json!({"path": "lc.tif", "stats": true}))
+            .call("raster_info", json!({"input": "lc.tif", "stats": true}))
             .await?,
     );
     assert_eq!(lc["facts"]["raster"]["evidence"]["palette"], json!(true));
@@ -183,7 +183,7 @@ async fn bad_arguments_get_clear_errors_before_the_gate() -> anyhow::Result<()> 
         ),
         (
             json!({"input": "dem.tif", "output": "dem.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "overwrite": true}),
-            "input file",
+            "an input of this call",
         ),
         (
             json!({"input": "missing.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}),
@@ -216,7 +216,7 @@ async fn bad_arguments_get_clear_errors_before_the_gate() -> anyhow::Result<()> 
     // The server still serves.
     assert!(!is_error(
         &server
-            .call("raster_info", json!({"path": "dem.tif"}))
+            .call("raster_info", json!({"input": "dem.tif"}))
             .await?
     ));
     Ok(())

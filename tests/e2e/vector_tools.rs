@@ -31,7 +31,7 @@ fn assert_matches_ogr2ogr(server: &Server, result: &Value, output: &str) -> usiz
 async fn vector_info_reports_layers_fields_and_crs() {
     let server = Server::start(Era::Modern, nc()).await.unwrap();
     let result = server
-        .call("vector_info", json!({"path": "nc.gpkg"}))
+        .call("vector_info", json!({"input": "nc.gpkg"}))
         .await
         .unwrap();
     assert!(!is_error(&result), "{}", text(&result));
@@ -54,7 +54,7 @@ async fn vector_info_reports_layers_fields_and_crs() {
     let extent = layer["extent"].as_array().unwrap();
     assert!((extent[0].as_f64().unwrap() - -84.3239).abs() < 1e-3);
     let missing = server
-        .call("vector_info", json!({"path": "nc.gpkg", "layer": "nope"}))
+        .call("vector_info", json!({"input": "nc.gpkg", "layer": "nope"}))
         .await
         .unwrap();
     assert!(is_error(&missing) && text(&missing).contains("no layer named"));

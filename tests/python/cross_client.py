@@ -18,6 +18,12 @@ started as::
 with the full environment of this process. One line is printed per check, and the very
 last line is ``N passed, M failed``; the exit code is 0 only when M == 0.
 
+Result contract checked here: a successful result carries ``structuredContent`` (validated by
+the SDK against the tool's output schema); an error or a refusal is ``isError`` with **no**
+``structuredContent`` and two text blocks, the human-readable message and the JSON
+``{"error": {"kind", "message", ...}}`` or ``{"refusal": [...], "reflection": [...]}``. Every
+error result met here is checked for that shape.
+
 Usage::
 
     python tests/python/cross_client.py --server target/debug/gdal-mcp \\
@@ -29,6 +35,7 @@ Only the standard library and ``mcp`` (see requirements.txt) are used.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -45,6 +52,17 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 MODES = ("legacy", "auto")
 REQUIRED_TOOLS = ("raster_info", "raster_reproject", "persist_justification")
 REFUSED_DOMAINS = ("crs_datum", "resampling")
+ERROR_KINDS = (
+    "invalid_arguments",
+    "path",
+    "gdal",
+    "algorithm",
+    "cancelled",
+    "plugin_failure",
+    "invalid_justification",
+    "store",
+    "internal",
+)
 DST_CRS = "EPSG:4326"
 RESAMPLING = "bilinear"
 MARKER = ".cross_client"  # marks a per-mode workspace this script created (safe to delete)
@@ -52,6 +70,7 @@ CHECK_NAMES = (
     "0.handshake",
     "1.listings",
     "2.raster_info",
+    "2b.error_results",
     "3.refusal",
     "4.justified",
     "5.capsules_apply",
@@ -98,6 +117,39 @@ def _leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def error_parts(result: Any, what: str) -> tuple[str, dict[str, Any]]:
+    """An error or refusal result: (human message, the JSON object of the second text block).
+
+    Asserts the contract: is_error, no structured_content, two text blocks, block 1 a JSON object.
+    """
+    expect(result.is_error, f"{what}: is_error is False ({_text(result)})")
+    expect(
+        result.structured_content is None,
+        f"{what}: an error result carries structured_content {result.structured_content!r:.200}",
+    )
+    content = list(result.content or [])
+    kinds = [getattr(c, "type", type(c).__name__) for c in content]
+    expect(
+        len(content) == 2 and all(isinstance(getattr(c, "text", None), str) for c in content),
+        f"{what}: content is {kinds}, want two text blocks ({_text(result)})",
+    )
+    try:
+        payload = json.loads(content[1].text)
+    except json.JSONDecodeError as e:
+        raise CheckFailed(f"{what}: block 1 is not JSON ({e}): {content[1].text[:200]}") from e
+    expect(isinstance(payload, dict), f"{what}: block 1 is not a JSON object: {content[1].text[:200]}")
+    return content[0].text, payload
+
+
+def error_kind(payload: dict[str, Any], what: str) -> str:
+    """The kind of an {"error": {...}} payload, checked against the contract's list."""
+    err = payload.get("error")
+    expect(isinstance(err, dict), f"{what}: block 1 has no 'error' object: {json.dumps(payload)[:200]}")
+    expect(err.get("kind") in ERROR_KINDS, f"{what}: error.kind {err.get('kind')!r} not in {ERROR_KINDS}")
+    expect(isinstance(err.get("message"), str) and err["message"].strip(), f"{what}: error.message is empty")
+    return str(err["kind"])
 
 
 def justification_for(domain: str, entry: dict[str, Any] | None) -> dict[str, Any]:
@@ -253,7 +305,7 @@ class ModeRun:
             return f"{len(tools)} tools, {len(prompts)} prompts, {len(resources)} resources ({methodology[0]} ...)"
 
         async def raster_info() -> str:
-            result = await client.call_tool("raster_info", {"path": dem})
+            result = await client.call_tool("raster_info", {"input": dem})
             expect(not result.is_error, f"is_error: {_text(result)}")
             sc = result.structured_content
             expect(isinstance(sc, dict), f"structured_content is {type(sc).__name__}, want dict")
@@ -263,6 +315,17 @@ class ModeRun:
             expect(isinstance(crs, dict), f"facts.crs is {type(crs).__name__}, want object")
             expect(crs.get("id"), f"facts.crs has no id: {crs}")
             return f"crs id {crs.get('id')}"
+
+        async def error_results() -> str:
+            missing = await client.call_tool("raster_info", {"input": str(ws / "nope.tif")})
+            human, payload = error_parts(missing, "raster_info nope.tif")
+            expect("nope.tif" in human, f"the message does not mention nope.tif: {human[:200]}")
+            kind_missing = error_kind(payload, "raster_info nope.tif")
+            wrong = await client.call_tool("raster_info", {"input": 123})
+            human2, payload2 = error_parts(wrong, "raster_info input=123")
+            expect("input" in human2, f"the message does not mention input: {human2[:200]}")
+            kind_wrong = error_kind(payload2, "raster_info input=123")
+            return f"missing file: {kind_missing}; wrong type: {kind_wrong}; no structured_content on either"
 
         def reproject_args(output: str, justification: dict[str, Any] | None = None) -> dict[str, Any]:
             a: dict[str, Any] = {
@@ -278,9 +341,8 @@ class ModeRun:
         async def refusal() -> str:
             result = await client.call_tool("raster_reproject", reproject_args(f"out_{self.mode}.tif"))
             expect(result.is_error, "is_error is False: the unjustified reprojection was not refused")
-            sc = result.structured_content
-            expect(isinstance(sc, dict), f"structured_content is {type(sc).__name__}, want dict ({_text(result)})")
-            entries = sc.get("refusal")
+            human, payload = error_parts(result, "the refusal")
+            entries = payload.get("refusal")
             expect(isinstance(entries, list) and entries, f"'refusal' is not a non-empty list: {entries!r}")
             domains = []
             for i, entry in enumerate(entries):
@@ -292,6 +354,7 @@ class ModeRun:
                 expect(isinstance(prompt, str) and prompt.strip(), f"refusal[{i}].prompt is not rendered text")
                 expect(isinstance(entry.get("schema"), dict), f"refusal[{i}].schema is not an object")
                 expect("severity" in entry, f"refusal[{i}] has no severity")
+                expect(key in human, f"the refusal's message does not hold refusal[{i}].key {key}")
             for d in REFUSED_DOMAINS:
                 expect(d in domains, f"domain {d} not refused (domains {domains})")
             self.refusal = entries
@@ -332,13 +395,24 @@ class ModeRun:
             except Exception as e:  # noqa: BLE001 - any error is an accepted answer
                 return f"raised {describe(e)}"
             expect(result.is_error, "an unknown tool returned a successful result")
-            return f"is_error result: {_text(result)}"
+            human, payload = error_parts(result, "the unknown tool's error result")
+            return f"is_error result ({error_kind(payload, 'unknown tool')}): {human[:200]}"
 
         async def still_alive() -> str:
             tools = await list_all(lambda **kw: client.list_tools(cache_mode="bypass", **kw), "tools")
             return f"tools/list answered after the unknown tool ({len(tools)} tools)"
 
-        bodies = (handshake, listings, raster_info, refusal, justified, capsules_apply, unknown_tool, still_alive)
+        bodies = (
+            handshake,
+            listings,
+            raster_info,
+            error_results,
+            refusal,
+            justified,
+            capsules_apply,
+            unknown_tool,
+            still_alive,
+        )
         for name, body in zip(CHECK_NAMES, bodies, strict=True):
             await self.check(name, body)
             done.add(name)

@@ -39,6 +39,14 @@ def check(ok: bool, name: str, detail: str) -> None:
     print(f"{'PASS' if ok else 'FAIL'} {name}: {detail}", flush=True)
 
 
+def outcome(result) -> str:
+    """A result for a check line: its structured content, or for an error (which carries none)
+    its text blocks, the message and the JSON {"error": ...}."""
+    if result.is_error:
+        return " ".join(getattr(c, "text", "") for c in (result.content or []))[:200]
+    return str(result.structured_content)[:200]
+
+
 def read_f32(path: str, tmp: str) -> np.ndarray:
     """Band 1 as float32 through an ENVI raw copy (no GDAL Python bindings needed)."""
     raw = os.path.join(tmp, os.path.basename(path) + ".raw")
@@ -137,7 +145,7 @@ async def run(server: str, workspace: str, tmp: str) -> None:
             result = await client.call_tool("dem_condition", {
                 "input": name, "output": filled_path, "method": "fill",
                 "justification": {"hydrology": justification("fill")}}, progress_callback=on_progress)
-            check(not result.is_error, f"{stem}: dem_condition fill runs", str(result.structured_content)[:200])
+            check(not result.is_error, f"{stem}: dem_condition fill runs", outcome(result))
             check(len(updates) > 0 and updates == sorted(updates) and updates[-1] <= 100,
                   f"{stem}: progress notifications arrive in increasing order",
                   f"{len(updates)} updates, last {updates[-1] if updates else None}")
@@ -156,7 +164,7 @@ async def run(server: str, workspace: str, tmp: str) -> None:
             result = await client.call_tool("dem_flow_direction", {
                 "input": filled_path, "output": direction_path, "algorithm": "d8",
                 "justification": {"hydrology": justification("d8")}})
-            check(not result.is_error, f"{stem}: dem_flow_direction d8 runs", str(result.structured_content)[:200])
+            check(not result.is_error, f"{stem}: dem_flow_direction d8 runs", outcome(result))
             if result.is_error:
                 continue
             cell = result.structured_content["cell_size"]
@@ -175,7 +183,7 @@ async def run(server: str, workspace: str, tmp: str) -> None:
                 "input": name, "output": accumulation_path, "algorithm": "d8", "resolve_flats": False,
                 "justification": {"hydrology": justification("d8")}})
             if result.is_error:
-                check(False, f"{stem}: dem_flow_accumulation runs", str(result.structured_content)[:200])
+                check(False, f"{stem}: dem_flow_accumulation runs", outcome(result))
                 continue
             theirs_acc = independent_d8_accumulation(original, cell[0], cell[1])
             ours_acc = read_f32(accumulation_path, tmp)
@@ -236,7 +244,7 @@ async def cancellation(server: str, workspace: str, tmp: str) -> None:
         after = server_cpu_seconds(workspace)
         busy = None if before is None or after is None else after - before
         leftovers = [n for n in os.listdir(workspace) if n.startswith(".gdal-mcp-") or n == "big_filled.tif"]
-        info = await client.call_tool("raster_info", {"path": "big.tif"})
+        info = await client.call_tool("raster_info", {"input": "big.tif"})
         check(bool(updates) and busy is not None and busy < 0.5 and not leftovers and not info.is_error,
               "cancellation: the run stops, writes nothing, and the server keeps serving",
               f"{len(updates)} progress update(s) before cancelling; server CPU in the 2 s after: "

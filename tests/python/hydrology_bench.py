@@ -72,7 +72,7 @@ async def gdal_mcp(server: str, workspace: str) -> dict[str, float]:
                 "input": "filled.tif", "output": "acc.tif", "algorithm": "d8", "overwrite": True,
                 "justification": {"hydrology": justification("d8")}})
             end = time.perf_counter()
-            assert not result.is_error, result.structured_content
+            assert not result.is_error, [getattr(c, "text", c) for c in result.content]
             times = {"dem_condition fill": middle - start, "dem_flow_accumulation d8": end - middle,
                      "total": end - start}
         times["peak RSS MB"] = server_peak_rss_mb(workspace)

@@ -52,7 +52,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from rasterio.transform import from_origin
 from rasterstats import zonal_stats as rasterstats_zonal
 
-from zonal_references import Gate, Report, Zones, random_polygons, write_polygons
+from zonal_references import Gate, Report, Zones, random_polygons, text_of, write_polygons
 
 STATS = ["count", "min", "max", "mean", "sum"]
 MARKER = ".zonal_bench"
@@ -166,7 +166,7 @@ async def run(args: argparse.Namespace, ws: Path, raster: Path, vector: Path) ->
     ticks: dict[str, float] = {}
 
     def call_args(semantics: str) -> dict[str, Any]:
-        return {"raster": str(raster), "zones": str(vector), "zone_layer": "zones", "stats": STATS,
+        return {"input": str(raster), "zones": str(vector), "zone_layer": "zones", "stats": STATS,
                 "semantics": semantics}
 
     async def references_and(client: Client | None) -> bool:
@@ -199,7 +199,7 @@ async def run(args: argparse.Namespace, ws: Path, raster: Path, vector: Path) ->
                 ticks[semantics] = ticks.get(semantics, 0.0) + server_cpu(pid) - t0
                 if result.is_error:
                     report.check(False, f"bench.{semantics}.timed",
-                                 f"error: {result.structured_content or result.content}")
+                                 f"error: {text_of(result)}")
                     return False
                 timings.add(f"gdal-mcp {semantics}", wall, cpu)
                 by_fid = {int(f["fid"]): f for f in result.structured_content["features"]}

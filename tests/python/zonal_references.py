@@ -72,6 +72,7 @@ cross-agreement) without starting the server.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import shutil
@@ -572,6 +573,18 @@ def text_of(result: Any) -> str:
     return (" ".join(p for p in parts if p) or repr(result.structured_content))[:400]
 
 
+def error_payload(result: Any) -> Any:
+    """The JSON of an error or refusal result's second text block (``{"error": ...}`` or
+    ``{"refusal": [...], ...}``); such results carry no structuredContent. None if absent."""
+    content = list(result.content or [])
+    if len(content) < 2 or not isinstance(getattr(content[1], "text", None), str):
+        return None
+    try:
+        return json.loads(content[1].text)
+    except json.JSONDecodeError:
+        return None
+
+
 class Gate:
     """Makes each gated call twice (refused, then justified) and checks both answers."""
 
@@ -585,9 +598,10 @@ class Gate:
         """`domains` must all refuse; `severities` gives the expected severity of domains other
         than aggregation (whose severity follows from its decision, see expected_severity)."""
         first = await self.client.call_tool("zonal_stats", arguments)
-        sc = first.structured_content
+        sc = error_payload(first)
         try:
             expect(first.is_error, "the unjustified call was not refused")
+            expect(first.structured_content is None, "the refusal carries structuredContent")
             expect(isinstance(sc, dict) and isinstance(sc.get("refusal"), list) and sc["refusal"],
                    f"no refusal list in the answer: {text_of(first)}")
             entries = {e.get("domain"): e for e in sc["refusal"]}
@@ -768,7 +782,7 @@ class Run:
 
     def args_for(self, raster: str, zones: str, layer: str, semantics: str, stats: list[str], band: int = 1,
                  policy: str = "ignore", **extra: Any) -> dict[str, Any]:
-        a = {"raster": str(self.ws / raster), "zones": str(self.ws / zones), "zone_layer": layer, "band": band,
+        a = {"input": str(self.ws / raster), "zones": str(self.ws / zones), "zone_layer": layer, "band": band,
              "stats": stats, "semantics": semantics, "nodata_policy": policy}
         a.update(extra)
         return a

@@ -190,14 +190,31 @@ pub async fn call(
         .await
         .map_err(|_| anyhow!("{name} did not answer within {REQUEST_TIMEOUT:?}"))??;
     match response {
-        CallToolResponse::Complete(result) => Ok(result),
+        CallToolResponse::Complete(result) => {
+            // Every host must be able to read error results: the TypeScript SDK 1.x validates
+            // `structuredContent` against the output schema even when `isError` is set.
+            if result.is_error == Some(true) && result.structured_content.is_some() {
+                bail!("{name}: an error result carries structuredContent: {result:?}");
+            }
+            Ok(result)
+        }
         other => bail!("unexpected response to {name}: {other:?}"),
     }
 }
 
-/// The structured content of a result.
+/// The machine-readable content of a result: `structuredContent` for a success, the JSON of
+/// the second text block (`{"error": ...}` or `{"refusal": ...}`) for an error.
 pub fn structured(result: &CallToolResult) -> Value {
-    result.structured_content.clone().unwrap_or(Value::Null)
+    if let Some(value) = &result.structured_content {
+        return value.clone();
+    }
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text())
+        .nth(1)
+        .and_then(|t| serde_json::from_str(&t.text).ok())
+        .unwrap_or(Value::Null)
 }
 
 /// Whether the result is an error result.
@@ -205,7 +222,7 @@ pub fn is_error(result: &CallToolResult) -> bool {
     result.is_error == Some(true)
 }
 
-/// The concatenated text content of a result.
+/// The concatenated text content of a result (for an error: the message, then the JSON).
 pub fn text(result: &CallToolResult) -> String {
     result
         .content

@@ -4,12 +4,20 @@
 //! survives between calls and a trapped instance is never re-entered. The WASI context denies
 //! everything: no preopened directories, environment, arguments, stdin or network; stdout is
 //! discarded and stderr is captured only to explain a failure. Memory is capped by a
-//! [`ResourceLimiter`] and CPU by fuel. A trap, a panic or a limit hit becomes a
-//! [`PluginError`] for that one call.
+//! [`ResourceLimiter`], CPU by fuel, and wall time by epoch interruption (a ticker thread
+//! advances the engine's epoch; every store gets a deadline). A guest may not wait: the WASI
+//! `poll` and `pollable.block` imports trap at once, because a domain has nothing to wait for
+//! and a guest blocked inside the host could not be interrupted. A trap, a panic, a wait or a
+//! limit hit becomes a [`PluginError`] for that one call, naming the plugin, its version and the
+//! function.
 
-use wasmtime::component::{Component, Linker, ResourceTable};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{Component, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 wasmtime::component::bindgen!({
@@ -26,6 +34,8 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Fuel (roughly, WebAssembly instructions) a call may burn.
     pub fuel: u64,
+    /// Wall time a call may take (enforced by epoch interruption).
+    pub deadline: Duration,
 }
 
 impl Default for Limits {
@@ -33,9 +43,25 @@ impl Default for Limits {
         Self {
             memory_bytes: 64 << 20,
             fuel: 400_000_000,
+            deadline: Duration::from_secs(10),
         }
     }
 }
+
+/// How often the ticker advances the engine's epoch: the resolution of [`Limits::deadline`].
+const EPOCH_TICK: Duration = Duration::from_millis(20);
+
+/// The marker error behind a trap raised when a guest tries to wait.
+#[derive(Debug)]
+struct WaitDenied;
+
+impl std::fmt::Display for WaitDenied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a risk domain may not wait (WASI poll or pollable.block)")
+    }
+}
+
+impl std::error::Error for WaitDenied {}
 
 /// Stderr kept from a failing plugin, at most.
 const STDERR_CAPTURE: usize = 8 << 10;
@@ -66,6 +92,19 @@ pub enum PluginError {
         call: &'static str,
         message: String,
         stderr: String,
+    },
+    #[error("plugin \"{plugin}\" {version}: {call} did not finish within its deadline of {seconds} s; the call was refused")]
+    Deadline {
+        plugin: String,
+        version: String,
+        call: &'static str,
+        seconds: f64,
+    },
+    #[error("plugin \"{plugin}\" {version}: {call} tried to wait (a WASI clock or stream poll); domains must answer without waiting")]
+    Waited {
+        plugin: String,
+        version: String,
+        call: &'static str,
     },
     #[error("plugin \"{plugin}\" {version}: {call} broke the contract: {message}")]
     Contract {
@@ -129,10 +168,63 @@ pub struct Sandbox {
     engine: Engine,
     linker: Linker<PluginState>,
     limits: Limits,
+    ticker: Arc<EpochTicker>,
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] on a thread of its own until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: &Engine) -> Result<Self, std::io::Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let weak = engine.weak();
+        std::thread::Builder::new()
+            .name("gdal-mcp-epoch".to_string())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })?;
+        Ok(Self { stop })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Replace WASI's blocking waits with an immediate trap (see the module docs).
+fn deny_waits(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let mut poll = linker.instance("wasi:io/poll@0.2.12")?;
+    poll.func_wrap(
+        "poll",
+        |_store, (_pollables,): (Vec<Resource<DynPollable>>,)| -> wasmtime::Result<(Vec<u32>,)> {
+            Err(wasmtime::Error::new(WaitDenied))
+        },
+    )?;
+    poll.func_wrap(
+        "[method]pollable.block",
+        |_store, (_pollable,): (Resource<DynPollable>,)| -> wasmtime::Result<()> {
+            Err(wasmtime::Error::new(WaitDenied))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
 }
 
 impl Sandbox {
-    /// An engine with fuel metering and a linker offering deny-all WASI p2.
+    /// An engine with fuel metering and epoch interruption, and a linker offering deny-all
+    /// WASI p2 without blocking waits.
     pub fn new(limits: Limits) -> Result<Self, PluginError> {
         let load = |message: String| PluginError::Load {
             origin: "sandbox".to_string(),
@@ -140,14 +232,18 @@ impl Sandbox {
         };
         let mut config = Config::new();
         config.consume_fuel(true);
+        config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|e| load(format!("engine: {e}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|e| load(format!("linking WASI: {e}")))?;
+        deny_waits(&mut linker).map_err(|e| load(format!("replacing WASI waits: {e}")))?;
+        let ticker = EpochTicker::start(&engine).map_err(|e| load(format!("epoch ticker: {e}")))?;
         Ok(Self {
             engine,
             linker,
             limits,
+            ticker: Arc::new(ticker),
         })
     }
 
@@ -173,15 +269,19 @@ impl Sandbox {
             pre,
             engine: self.engine.clone(),
             limits: self.limits,
+            _ticker: self.ticker.clone(),
         })
     }
 }
 
-/// A component ready to instantiate, one fresh instance per call.
+/// A component ready to instantiate, one fresh instance per call. It keeps the epoch ticker
+/// alive: the sandbox that prepared it may be gone (regression: `Registry::load` dropped its
+/// sandbox, which stopped the ticker, so no loaded domain had a wall-clock deadline).
 pub struct Prepared {
     pre: RiskDomainPre<PluginState>,
     engine: Engine,
     limits: Limits,
+    _ticker: Arc<EpochTicker>,
 }
 
 /// Who a call is for, for error messages.
@@ -217,6 +317,9 @@ impl Prepared {
             },
         );
         store.limiter(|state| &mut state.limiter);
+        let ticks = (self.limits.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1);
+        store.set_epoch_deadline(u64::try_from(ticks).unwrap_or(u64::MAX));
+        store.epoch_deadline_trap();
         let fuel = self.limits.fuel;
         let outcome = store
             .set_fuel(fuel)
@@ -233,7 +336,21 @@ impl Prepared {
             };
             let plugin = who.plugin.to_string();
             let version = who.version.to_string();
-            if error.downcast_ref::<Trap>() == Some(&Trap::OutOfFuel) {
+            let trap = error.downcast_ref::<Trap>().copied();
+            if error.downcast_ref::<WaitDenied>().is_some() {
+                PluginError::Waited {
+                    plugin,
+                    version,
+                    call,
+                }
+            } else if trap == Some(Trap::Interrupt) {
+                PluginError::Deadline {
+                    plugin,
+                    version,
+                    call,
+                    seconds: self.limits.deadline.as_secs_f64(),
+                }
+            } else if trap == Some(Trap::OutOfFuel) {
                 PluginError::OutOfFuel {
                     plugin,
                     version,

@@ -78,7 +78,7 @@ impl CompositeRequest {
         let reference = super::facts::open(&self.inputs[0])?;
         let (width, height) = reference.raster_size();
         let geotransform = reference.geo_transform().map_err(|_| {
-            GdalError::Invalid("inputs[0]: the raster has no geotransform".to_string())
+            GdalError::Arguments("inputs[0]: the raster has no geotransform".to_string())
         })?;
         let wkt = reference.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
         let mut datasets = Vec::with_capacity(self.inputs.len());
@@ -91,7 +91,7 @@ impl CompositeRequest {
                 continue;
             }
             let Some(method) = &self.resampling else {
-                return Err(GdalError::Invalid(format!(
+                return Err(GdalError::Arguments(format!(
                     "inputs[{index}]: {} is not on the grid of inputs[0]; pass `resampling` to \
                      warp it onto that grid",
                     path.display()
@@ -154,7 +154,7 @@ impl CompositeRequest {
         let mut nodata = Vec::with_capacity(datasets.len());
         for (dataset, band) in datasets.iter().zip(&bands) {
             let b = dataset.rasterband(*band).map_err(|_| {
-                GdalError::Invalid(format!("band: band {band} does not exist in every input"))
+                GdalError::Arguments(format!("band: band {band} does not exist in every input"))
             })?;
             nodata.push(b.no_data_value());
         }
@@ -174,7 +174,7 @@ impl CompositeRequest {
             for (key, value) in &self.creation_options {
                 options
                     .add_name_value(key, value)
-                    .map_err(|e| GdalError::Invalid(e.to_string()))?;
+                    .map_err(|e| GdalError::Arguments(e.to_string()))?;
             }
             let mut out = if count {
                 driver.create_with_band_type_with_options::<u16, _>(
@@ -228,7 +228,7 @@ impl CompositeRequest {
                     out_nodata as f32,
                     &mut result,
                 )
-                .map_err(|e| GdalError::Invalid(e.to_string()))?;
+                .map_err(|e| GdalError::Algorithm(format!("composite: {e}")))?;
                 if count {
                     empty_cells += result.iter().filter(|v| **v == 0.0).count() as u64;
                     let data: Vec<u16> = result.iter().map(|v| *v as u16).collect();

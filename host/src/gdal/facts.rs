@@ -45,7 +45,7 @@ pub struct CategoricalEvidence {
 }
 
 /// Facts about a raster.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RasterFacts {
     pub width: u32,
     pub height: u32,
@@ -143,7 +143,7 @@ fn first_layer_srs(dataset: &Dataset) -> Option<SpatialRef> {
 pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalError> {
     let capture = ErrorCapture::start();
     SpatialRef::from_definition(definition).map_err(|_| {
-        GdalError::Invalid(format!(
+        GdalError::Arguments(format!(
             "{argument}: \"{definition}\" is not a CRS GDAL understands ({}); use an authority \
              code such as \"EPSG:32633\", a WKT string or a PROJ string",
             capture.failure_text("unrecognised definition")
@@ -355,7 +355,7 @@ pub fn writable_raster_drivers() -> Vec<String> {
 pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result<(), GdalError> {
     let capture = ErrorCapture::start();
     let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
-        GdalError::Invalid(format!(
+        GdalError::Arguments(format!(
             "format: \"{format}\" is not a GDAL driver; writable raster drivers include {}",
             writable_raster_drivers().join(", ")
         ))
@@ -364,7 +364,7 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
     let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
         || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
     if !raster || !writes {
-        return Err(GdalError::Invalid(format!(
+        return Err(GdalError::Arguments(format!(
             "format: the {format} driver cannot write rasters; use one of {}",
             writable_raster_drivers().join(", ")
         )));
@@ -377,15 +377,112 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
         let entry = format!("{key}={value}");
         cstring(&entry)?;
         list.add_string(&entry)
-            .map_err(|e| GdalError::Invalid(format!("creation option {entry}: {e}")))?;
+            .map_err(|e| GdalError::Arguments(format!("creation option {entry}: {e}")))?;
     }
     // SAFETY: the driver handle and the list are valid for the duration of the call.
     let ok = unsafe { gdal_sys::GDALValidateCreationOptions(driver.c_driver(), list.as_ptr()) };
     if ok == 0 {
-        return Err(GdalError::Invalid(format!(
+        return Err(GdalError::Arguments(format!(
             "creation_options: the {format} driver rejects them: {}",
             capture.failure_text("invalid creation option")
         )));
     }
     Ok(())
+}
+
+/// Open a dataset and gather its facts, refusing one without raster bands.
+pub fn gather_raster(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
+    let dataset = open(path)?;
+    require_raster(role, path, &dataset)?;
+    Ok(from_dataset(role, path, &dataset))
+}
+
+/// Refuse a dataset without raster bands (a vector dataset, say).
+pub fn require_raster(role: &str, path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    if dataset.raster_count() == 0 {
+        return Err(GdalError::Arguments(format!(
+            "{role}: {} has no raster bands (is it a vector dataset?)",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The extent of a raster in its own CRS, `[xmin, ymin, xmax, ymax]`, from its geotransform.
+pub fn raster_extent(dataset: &Dataset) -> Option<[f64; 4]> {
+    let gt = dataset.geo_transform().ok()?;
+    let (w, h) = dataset.raster_size();
+    let (w, h) = (w as f64, h as f64);
+    let xs = [
+        gt[0],
+        gt[0] + gt[1] * w,
+        gt[0] + gt[2] * h,
+        gt[0] + gt[1] * w + gt[2] * h,
+    ];
+    let ys = [
+        gt[3],
+        gt[3] + gt[4] * w,
+        gt[3] + gt[5] * h,
+        gt[3] + gt[4] * w + gt[5] * h,
+    ];
+    let min = |v: &[f64; 4]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = |v: &[f64; 4]| v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some([min(&xs), min(&ys), max(&xs), max(&ys)])
+}
+
+/// The creation options a driver declares (`DMD_CREATIONOPTIONLIST`), upper-cased.
+pub fn driver_option_names(driver: &gdal::Driver) -> Vec<String> {
+    let list = driver
+        .metadata_item("DMD_CREATIONOPTIONLIST", "")
+        .unwrap_or_default();
+    let mut names = Vec::new();
+    let mut rest = list.as_str();
+    while let Some(start) = rest.find("name='") {
+        let after = &rest[start + 6..];
+        match after.find('\'') {
+            Some(end) => {
+                names.push(after[..end].to_ascii_uppercase());
+                rest = &after[end..];
+            }
+            None => break,
+        }
+    }
+    names
+}
+
+/// A raster a tool wrote, described from the file itself.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WrittenRaster {
+    /// The main output file.
+    pub output: String,
+    /// Every file written (sidecars first, main file last).
+    pub files: Vec<String>,
+    pub driver: String,
+    pub crs: Option<CrsFacts>,
+    pub width: u32,
+    pub height: u32,
+    pub band_count: u32,
+    pub data_types: Vec<String>,
+    pub pixel_size: (f64, f64),
+}
+
+/// Describe a written raster (`describe` is read back from `path`).
+pub fn describe_written(
+    output: &Path,
+    files: &[std::path::PathBuf],
+    describe: &Path,
+) -> Result<WrittenRaster, GdalError> {
+    let written = gather("output", describe)?;
+    let raster = written.raster.unwrap_or_default();
+    Ok(WrittenRaster {
+        output: output.display().to_string(),
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        driver: written.driver,
+        crs: written.crs,
+        width: raster.width,
+        height: raster.height,
+        band_count: raster.band_count,
+        data_types: raster.data_types,
+        pixel_size: raster.pixel_size,
+    })
 }

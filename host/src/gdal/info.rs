@@ -17,7 +17,7 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
     // SAFETY: argv is NULL-terminated and outlives the call; the options are freed below.
     let options = unsafe { gdal_sys::GDALInfoOptionsNew(argv.as_mut_ptr(), std::ptr::null_mut()) };
     if options.is_null() {
-        return Err(GdalError::Invalid(
+        return Err(GdalError::Arguments(
             capture.failure_text("bad gdalinfo options"),
         ));
     }

@@ -28,9 +28,13 @@ pub enum GdalError {
     /// GDAL reported a failure.
     #[error("{operation} failed: {message}")]
     Failed { operation: String, message: String },
-    /// The request cannot work as given (bad driver, option, CRS...).
+    /// The request cannot work as given (bad driver, option, CRS, band...): an argument error
+    /// found at the GDAL level. The message names the argument and how to fix it.
     #[error("{0}")]
-    Invalid(String),
+    Arguments(String),
+    /// The host's own numeric core (aggregation), run over data read with GDAL, failed.
+    #[error("{0}")]
+    Algorithm(String),
     /// Filesystem trouble around the output.
     #[error("{operation}: {source}")]
     Io {
@@ -212,5 +216,5 @@ impl CArgv {
 
 /// A `CString`, refusing interior NUL bytes with a clear message.
 pub fn cstring(text: &str) -> Result<CString, GdalError> {
-    CString::new(text).map_err(|_| GdalError::Invalid(format!("\"{text}\" contains a NUL byte")))
+    CString::new(text).map_err(|_| GdalError::Arguments(format!("\"{text}\" contains a NUL byte")))
 }

@@ -26,7 +26,7 @@ impl Staging {
         };
         let parent = final_path.parent().unwrap_or(Path::new("."));
         let name = final_path.file_name().ok_or_else(|| {
-            GdalError::Invalid(format!("{} does not name a file", final_path.display()))
+            GdalError::Arguments(format!("{} does not name a file", final_path.display()))
         })?;
         let dir = tempfile::Builder::new()
             .prefix(".gdal-mcp-")
@@ -61,7 +61,7 @@ impl Staging {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         if !entries.iter().any(|p| p == &self.staged) {
-            return Err(GdalError::Invalid(format!(
+            return Err(GdalError::Arguments(format!(
                 "the driver wrote no file at {}",
                 self.final_path.display()
             )));

@@ -33,13 +33,13 @@ pub fn auto_levels(width: usize, height: usize) -> Vec<u32> {
 /// Check levels: each at least 2 and strictly increasing.
 pub fn check_levels(levels: &[u32]) -> Result<(), GdalError> {
     if levels.iter().any(|l| *l < 2) {
-        return Err(GdalError::Invalid(
+        return Err(GdalError::Arguments(
             "levels: every overview level is a reduction factor of at least 2 (e.g. [2, 4, 8])"
                 .to_string(),
         ));
     }
     if levels.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(GdalError::Invalid(
+        return Err(GdalError::Arguments(
             "levels: list the factors in increasing order without repeats (e.g. [2, 4, 8])"
                 .to_string(),
         ));
@@ -117,7 +117,7 @@ pub fn build_external(
 ) -> Result<Vec<PathBuf>, GdalError> {
     let name = input
         .file_name()
-        .ok_or_else(|| GdalError::Invalid(format!("{} does not name a file", input.display())))?;
+        .ok_or_else(|| GdalError::Arguments(format!("{} does not name a file", input.display())))?;
     let mut sidecar_name = name.to_os_string();
     sidecar_name.push(".ovr");
     let sidecar = input.with_file_name(&sidecar_name);

@@ -110,7 +110,7 @@ fn invoke(
     let mut argv = CArgv::new(args)?;
     let name = program.command().join(" ");
     let rejected = |capture: &ErrorCapture| {
-        GdalError::Invalid(format!(
+        GdalError::Arguments(format!(
             "{name} rejects the options {}: {}",
             args.join(" "),
             capture.failure_text("invalid options")

@@ -28,7 +28,7 @@ pub fn read_band_f32(path: &Path) -> Result<(Grid<f32>, Georef), GdalError> {
     };
     let geotransform = dataset
         .geo_transform()
-        .map_err(|_| GdalError::Invalid(format!("{} has no geotransform", path.display())))?;
+        .map_err(|_| GdalError::Arguments(format!("{} has no geotransform", path.display())))?;
     let band = dataset.rasterband(1).map_err(|_| failed("no band 1"))?;
     let (width, height) = band.size();
     let buffer = band
@@ -36,7 +36,7 @@ pub fn read_band_f32(path: &Path) -> Result<(Grid<f32>, Georef), GdalError> {
         .map_err(|_| failed("cannot read band 1"))?;
     let nodata = band.no_data_value().map(|v| v as f32);
     let grid = Grid::new(width, height, buffer.into_shape_and_vec().1, nodata)
-        .map_err(|e| GdalError::Invalid(format!("{}: {e}", path.display())))?;
+        .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
     let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
     Ok((grid, Georef { geotransform, wkt }))
 }
@@ -72,7 +72,7 @@ pub fn write_geotiff<T: GdalType + Copy>(
         ] {
             options
                 .add_name_value(key, value)
-                .map_err(|e| GdalError::Invalid(e.to_string()))?;
+                .map_err(|e| GdalError::Arguments(e.to_string()))?;
         }
         let mut dataset = driver
             .create_with_band_type_with_options::<T, _>(staging.path(), width, height, 1, &options)
@@ -106,7 +106,7 @@ pub fn vector_driver_for(path: &Path) -> Result<&'static str, GdalError> {
     {
         Some("gpkg") => Ok("GPKG"),
         Some("geojson") | Some("json") => Ok("GeoJSON"),
-        _ => Err(GdalError::Invalid(format!(
+        _ => Err(GdalError::Arguments(format!(
             "{}: stream lines are written as GeoPackage (.gpkg) or GeoJSON (.geojson)",
             path.display()
         ))),

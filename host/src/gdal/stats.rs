@@ -72,7 +72,7 @@ pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, b
     let dataset = super::facts::open(path)?;
     let count = dataset.raster_count();
     if count == 0 {
-        return Err(GdalError::Invalid(format!(
+        return Err(GdalError::Arguments(format!(
             "path: {} has no raster bands (is it a vector dataset?)",
             path.display()
         )));
@@ -83,7 +83,7 @@ pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, b
         request.bands.clone()
     };
     if let Some(bad) = bands.iter().find(|b| **b == 0 || **b > count) {
-        return Err(GdalError::Invalid(format!(
+        return Err(GdalError::Arguments(format!(
             "bands: band {bad} does not exist; the raster has bands 1 to {count}"
         )));
     }

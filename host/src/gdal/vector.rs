@@ -91,7 +91,7 @@ fn layer_info(layer: &Layer) -> LayerInfo {
 pub fn open(argument: &str, path: &Path) -> Result<Dataset, GdalError> {
     let dataset = facts::open(path)?;
     if dataset.layer_count() == 0 {
-        return Err(GdalError::Invalid(format!(
+        return Err(GdalError::Arguments(format!(
             "{argument}: {} has no vector layers (is it a raster?)",
             path.display()
         )));
@@ -108,7 +108,7 @@ pub fn layer<'a>(
     match name {
         Some(name) => dataset.layer_by_name(name).map_err(|_| {
             let names: Vec<String> = dataset.layers().map(|l| l.name()).collect();
-            GdalError::Invalid(format!(
+            GdalError::Arguments(format!(
                 "{argument}: no layer named \"{name}\"; the dataset has {}",
                 names.join(", ")
             ))
@@ -137,7 +137,7 @@ pub fn report(path: &Path, only: Option<&str>) -> Result<VectorReport, GdalError
 pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError> {
     if let Some(format) = format {
         let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
-            GdalError::Invalid(format!(
+            GdalError::Arguments(format!(
                 "format: \"{format}\" is not a GDAL driver; common vector drivers are GPKG, \
                  GeoJSON, FlatGeobuf, \"ESRI Shapefile\", CSV, KML, GML, SQLite"
             ))
@@ -146,7 +146,7 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
         let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
             || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
         if !vector || !writes {
-            return Err(GdalError::Invalid(format!(
+            return Err(GdalError::Arguments(format!(
                 "format: the {format} driver cannot write vector data"
             )));
         }
@@ -168,7 +168,7 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
         "gml" => "GML",
         "sqlite" => "SQLite",
         _ => {
-            return Err(GdalError::Invalid(format!(
+            return Err(GdalError::Arguments(format!(
                 "output: cannot tell the format from \"{}\"; use an extension such as .gpkg, \
                  .geojson, .fgb, .shp, .csv, .kml, .gml or .sqlite, or pass `format`",
                 path.display()
@@ -237,7 +237,7 @@ pub fn read_zones(
     let id_index = match id_field {
         Some(name) => Some(layer.defn().field_index(name).map_err(|_| {
             let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
-            GdalError::Invalid(format!(
+            GdalError::Arguments(format!(
                 "id_field: the zones have no field \"{name}\"; fields: {}",
                 names.join(", ")
             ))
@@ -299,7 +299,7 @@ pub fn mask_wkt(layer: &mut Layer, target: &SpatialRef) -> Result<String, GdalEr
     };
     let mut source = layer
         .spatial_ref()
-        .ok_or_else(|| GdalError::Invalid("mask: the mask layer has no CRS".to_string()))?;
+        .ok_or_else(|| GdalError::Arguments("mask: the mask layer has no CRS".to_string()))?;
     let mut target = target.clone();
     source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
@@ -334,7 +334,7 @@ pub fn mask_wkt(layer: &mut Layer, target: &SpatialRef) -> Result<String, GdalEr
         }
     }
     if collection.geometry_count() == 0 {
-        return Err(GdalError::Invalid(
+        return Err(GdalError::Arguments(
             "mask: the mask layer has no polygons to clip by".to_string(),
         ));
     }

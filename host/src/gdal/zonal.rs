@@ -59,12 +59,12 @@ impl ZonalRequest {
         };
         let gt = raster
             .geo_transform()
-            .map_err(|_| GdalError::Invalid("raster: it has no geotransform".to_string()))?;
+            .map_err(|_| GdalError::Arguments("raster: it has no geotransform".to_string()))?;
         let (width, height) = raster.raster_size();
         let grid = GridWindow::from_geotransform(gt, width, height)
-            .map_err(|e| GdalError::Invalid(format!("raster: {e}; warp it north-up first")))?;
+            .map_err(|e| GdalError::Arguments(format!("raster: {e}; warp it north-up first")))?;
         let band = raster.rasterband(self.band).map_err(|_| {
-            GdalError::Invalid(format!(
+            GdalError::Arguments(format!(
                 "band: the raster has {} band(s)",
                 raster.raster_count()
             ))
@@ -83,13 +83,13 @@ impl ZonalRequest {
         for zone in zones {
             let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
             let window = zone_window(&zone.polygons, &grid)
-                .map_err(|e| GdalError::Invalid(format!("zone {:?}: {e}", zone.fid)))?;
+                .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
             for block in window.row_blocks(BLOCK_ROWS) {
                 if block.is_empty() {
                     continue;
                 }
                 let weights = zone_weights_in(&zone.polygons, &grid, self.semantics, block)
-                    .map_err(|e| GdalError::Invalid(format!("zone {:?}: {e}", zone.fid)))?;
+                    .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
                 if weights.weights.iter().all(|w| *w <= 0.0) {
                     continue;
                 }
@@ -103,7 +103,7 @@ impl ZonalRequest {
                     .map_err(|_| failed("cannot read a window of the band"))?;
                 accumulator
                     .add(values.data(), &weights.weights, is_nodata)
-                    .map_err(|e| GdalError::Invalid(e.to_string()))?;
+                    .map_err(|e| GdalError::Algorithm(format!("zonal statistics: {e}")))?;
             }
             let result = accumulator.finish();
             out.push(ZoneStats {

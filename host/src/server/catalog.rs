@@ -1,7 +1,8 @@
-//! Prompts and resources: one prompt per loaded domain (rendered by the domain), each domain's
-//! methodology, the justification schema, and the stored capsules.
+//! Prompts and resources: one prompt per loaded domain (rendered by the domain, on the plugin
+//! pool and under the sandbox's deadline), each domain's methodology, the justification schema,
+//! and the stored capsules. A prompt renders only the arguments that were given.
 
-use super::App;
+use super::app::App;
 use crate::reflection::justification;
 use crate::reflection::key::key_hex;
 use rmcp::model::{
@@ -81,9 +82,9 @@ pub async fn get_prompt(
         }
     }
     let title = domain.info.title.clone();
-    let text = tokio::task::spawn_blocking(move || domain.render_prompt(&arguments))
+    let text = app
+        .plugins(move || Ok(domain.render_prompt(&arguments)?))
         .await
-        .map_err(|e| McpError::internal_error(e.to_string(), None))?
         .map_err(|e| McpError::internal_error(e.to_string(), None))?;
     Ok(
         GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])

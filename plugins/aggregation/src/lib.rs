@@ -181,7 +181,7 @@ fn check_classes(verdict: &mut Verdict, stats: &[String], data: &Data) {
 }
 
 fn zonal(call: &Call) -> Option<Decision> {
-    let raster_dataset = call.dataset("raster")?;
+    let raster_dataset = call.dataset("input")?;
     let raster = raster_dataset.raster.as_ref()?;
     let band = call.args.get("band").and_then(Value::as_u64);
     let data = data_of(&[raster], band)?;

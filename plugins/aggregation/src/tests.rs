@@ -34,7 +34,7 @@ fn zonal_call(arguments: Value, categorical: bool, zones: &str) -> ToolCall {
         "zonal_stats",
         arguments,
         vec![
-            raster_dataset("raster", Some(utm33()), r),
+            raster_dataset("input", Some(utm33()), r),
             vector_dataset("zones", "GPKG", Some(utm33()), &[("districts", zones)]),
         ],
     )
@@ -121,7 +121,7 @@ fn zonal_table() {
         assert_eq!(severity(&got), expected, "{name}: {}", reason(&got));
     }
     let got = run(zonal_call(
-        json!({"raster": "/w/r.tif", "zones": "/w/z.gpkg", "stats": ["mean", "count", "mean"],
+        json!({"input": "/w/r.tif", "zones": "/w/z.gpkg", "stats": ["mean", "count", "mean"],
                "semantics": "coverage", "nodata_policy": "propagate", "zone_layer": "districts"}),
         false,
         "Multi Polygon",

@@ -76,7 +76,7 @@ impl Domain for CrsDatum {
     fn classify(call: &Call) -> Option<Trigger> {
         match call.tool() {
             tool if REPROJECTING_TOOLS.contains(&tool) => reproject(call),
-            "zonal_stats" => moved_layer(call, "zones", "raster", "zones_to_raster"),
+            "zonal_stats" => moved_layer(call, "zones", "input", "zones_to_raster"),
             "vector_clip" if call.has_arg("mask") => {
                 moved_layer(call, "mask", "input", "mask_to_input")
             }
@@ -542,9 +542,9 @@ mod tests {
     ) -> ToolCall {
         let mut raw = call(
             "zonal_stats",
-            json!({"raster": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
+            json!({"input": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
             vec![
-                raster_dataset("raster", raster_crs.clone(), raster("Float32", 1, false)),
+                raster_dataset("input", raster_crs.clone(), raster("Float32", 1, false)),
                 vector_dataset("zones", "GPKG", zones.clone(), &[("z", "Multi Polygon")]),
             ],
         );

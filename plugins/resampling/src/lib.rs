@@ -275,7 +275,7 @@ mod tests {
             false
         )
         .is_none());
-        assert!(classify_with("raster_info", json!({"path": "x.tif"}), false).is_none());
+        assert!(classify_with("raster_info", json!({"input": "x.tif"}), false).is_none());
     }
 
     #[test]

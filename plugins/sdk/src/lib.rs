@@ -208,25 +208,47 @@ pub fn prompt_value<'a>(arguments: &'a [PromptValue], name: &str) -> &'a str {
         .unwrap_or("")
 }
 
-/// Replace every `{{name}}` with the argument's value (unknown names become empty).
+/// Replace every `{{name}}` with the argument's value. A line that names an argument which was
+/// not given at all is left out (a heading is kept, without the missing parts), so a prompt rendered from only its required arguments (as
+/// `prompts/get` may be) has no blank "**Flagged because:** " lines. An argument given as the
+/// empty string renders as empty.
 pub fn render_template(template: &str, arguments: &[PromptValue]) -> String {
+    let given = |name: &str| arguments.iter().any(|a| a.name == name);
     let mut out = String::with_capacity(template.len() + 256);
-    let mut rest = template;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        match after.find("}}") {
-            Some(end) => {
-                out.push_str(prompt_value(arguments, after[..end].trim()));
-                rest = &after[end + 2..];
-            }
-            None => {
-                out.push_str(&rest[start..]);
-                rest = "";
+    for line in template.split_inclusive('\n') {
+        let mut rendered = String::with_capacity(line.len() + 64);
+        let mut rest = line;
+        let mut missing = false;
+        while let Some(start) = rest.find("{{") {
+            rendered.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            match after.find("}}") {
+                Some(end) => {
+                    let name = after[..end].trim();
+                    missing |= !given(name);
+                    rendered.push_str(prompt_value(arguments, name));
+                    rest = &after[end + 2..];
+                }
+                None => {
+                    rendered.push_str(&rest[start..]);
+                    rest = "";
+                }
             }
         }
+        rendered.push_str(rest);
+        if !missing {
+            out.push_str(&rendered);
+        } else if line.starts_with('#') {
+            // A heading stays, without the parts that were not given.
+            let kept = rendered.trim_end().trim_end_matches([':', ' ']);
+            out.push_str(kept);
+            out.push('\n');
+        }
     }
-    out.push_str(rest);
+    // A dropped line must not leave a double blank line behind.
+    while out.contains("\n\n\n") {
+        out = out.replace("\n\n\n", "\n\n");
+    }
     out
 }
 
@@ -377,5 +399,40 @@ pub mod testing {
             target_crs: None,
             transformation: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(name: &str, value: &str) -> PromptValue {
+        PromptValue {
+            name: name.to_string(),
+            value: value.to_string(),
+        }
+    }
+
+    /// Regression: `prompts/get` with only the required arguments rendered
+    /// "**Flagged because:** " followed by nothing.
+    #[test]
+    fn lines_naming_arguments_that_were_not_given_are_left_out() {
+        let template = "## {{tool}}\n\n**Flagged because:** {{reason}}\n\nAnswer.\n";
+        assert_eq!(
+            render_template(template, &[value("tool", "raster_reproject")]),
+            "## raster_reproject\n\nAnswer.\n"
+        );
+        assert_eq!(
+            render_template("## Decision: {{tool}}\n**Why:** {{reason}}\nEnd.\n", &[]),
+            "## Decision\nEnd.\n"
+        );
+        assert_eq!(
+            render_template(template, &[value("tool", "t"), value("reason", "")]),
+            "## t\n\n**Flagged because:** \n\nAnswer.\n"
+        );
+        assert_eq!(
+            render_template(template, &[value("tool", "t"), value("reason", "r")]),
+            "## t\n\n**Flagged because:** r\n\nAnswer.\n"
+        );
     }
 }

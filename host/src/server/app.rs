@@ -1,0 +1,138 @@
+//! What a running server shares between calls: the configuration, the workspaces, the gate,
+//! and the two bounded worker pools.
+//!
+//! GDAL and the plugins are blocking code. Each runs on tokio's blocking threads, but behind a
+//! semaphore of its own, so that neither a burst of slow GDAL jobs nor a burst of plugin calls
+//! can take every blocking thread (the stdio transport needs them too), and so that at most
+//! [`PLUGIN_WORKERS`] plugin instances hold memory at once.
+
+use super::error::ToolError;
+use crate::config::ServerConfig;
+use crate::domains::sandbox::Limits;
+use crate::domains::{LoadError, Registry};
+use crate::reflection::gate::Gate;
+use crate::reflection::store::CapsuleStore;
+use crate::workspace::{PathError, Workspaces};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// GDAL jobs running at once; further jobs wait for a slot.
+pub const GDAL_WORKERS: usize = 8;
+/// Plugin jobs (gate decisions, validations, prompt renderings) running at once.
+pub const PLUGIN_WORKERS: usize = 4;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    #[error(transparent)]
+    Workspace(#[from] PathError),
+    #[error(transparent)]
+    Domains(#[from] LoadError),
+}
+
+/// Everything a running server shares between calls.
+pub struct App {
+    pub config: ServerConfig,
+    pub workspaces: Workspaces,
+    pub gate: Arc<Gate>,
+    gdal_slots: Arc<Semaphore>,
+    plugin_slots: Arc<Semaphore>,
+}
+
+impl App {
+    /// Resolve workspaces, load the domains, open the store.
+    pub fn start(config: ServerConfig) -> Result<Self, StartError> {
+        let workspaces = Workspaces::new(&config.workspaces)?;
+        let registry = Registry::load(
+            &config.plugin_dirs,
+            config.cache_dir.clone(),
+            Limits::default(),
+        )?;
+        let store_root = match (&config.store, workspaces.primary()) {
+            (None, Some(primary)) => primary.join(".preflight"),
+            _ => config.store_root(),
+        };
+        let store = CapsuleStore::new(store_root);
+        Ok(Self {
+            gate: Arc::new(Gate::new(Arc::new(registry), store)),
+            workspaces,
+            config,
+            gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),
+            plugin_slots: Arc::new(Semaphore::new(PLUGIN_WORKERS)),
+        })
+    }
+
+    /// Run a GDAL job on a blocking worker (one dataset handle per job), at most
+    /// [`GDAL_WORKERS`] at once.
+    pub async fn gdal<T, F>(&self, job: F) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    {
+        run_bounded(&self.gdal_slots, "GDAL", move || {
+            crate::gdal::init();
+            job()
+        })
+        .await
+    }
+
+    /// Run plugin work (the gate, `validate`, `render-prompt`) on a blocking worker, at most
+    /// [`PLUGIN_WORKERS`] at once. Every plugin call inside is bounded by the sandbox's own
+    /// deadline, so a slot is always given back.
+    pub async fn plugins<T, F>(&self, job: F) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    {
+        run_bounded(&self.plugin_slots, "plugin", job).await
+    }
+
+    /// Confine an input path.
+    pub fn input_path(&self, argument: &str, raw: &str) -> Result<PathBuf, ToolError> {
+        Ok(self.workspaces.input(argument, raw)?)
+    }
+
+    /// Confine an output path, refusing one that is an input of the call or, without
+    /// `overwrite`, any existing file.
+    pub fn output_path(
+        &self,
+        argument: &str,
+        raw: &str,
+        overwrite: bool,
+        inputs: &[&Path],
+    ) -> Result<PathBuf, ToolError> {
+        let output = self.workspaces.output(argument, raw)?;
+        if inputs.iter().any(|input| *input == output) {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: it is an input of this call; write to a new path"
+            )));
+        }
+        if output.exists() && !overwrite {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} already exists; pass \"overwrite\": true to replace it",
+                output.display()
+            )));
+        }
+        Ok(output)
+    }
+}
+
+async fn run_bounded<T, F>(slots: &Arc<Semaphore>, pool: &str, job: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    let permit = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| ToolError::Internal(format!("{pool} pool closed: {e}")))?;
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        job()
+    })
+    .await
+    .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?
+}

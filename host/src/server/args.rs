@@ -1,0 +1,291 @@
+//! Argument types and checks shared by the tool families, so that one concept has one name and
+//! one rule across tools.
+//!
+//! Naming rule (see `docs/architecture.md`): the dataset a tool reads is `input` (`inputs` for
+//! several); a secondary dataset is named by its role (`zones`, `mask`, `weights`); what a tool
+//! writes is `output` (a second written file by its role, `lines`); `format` is a GDAL driver
+//! short name; `creation_options` / `dataset_options` / `layer_options` are driver options;
+//! `overwrite` allows replacing an existing output; `justification` carries answers to a
+//! refusal, by domain id.
+
+use super::error::ToolError;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// Parse arguments, naming the offending JSON path on failure.
+pub fn parse<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(arguments).map_err(|e| {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!(" at `{path}`")
+        };
+        ToolError::Arguments(format!(
+            "invalid arguments for {tool}{at}: {}; see the tool's input schema",
+            e.inner()
+        ))
+    })
+}
+
+/// Justifications supplied inline on a retry, by domain id. Validated by the gate against
+/// `schema://justification` and the domain's own checks, so the input schema only names the
+/// shape instead of repeating the full schema in every gated tool.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(transparent)]
+pub struct Justifications(pub BTreeMap<String, Value>);
+
+impl JsonSchema for Justifications {
+    fn schema_name() -> Cow<'static, str> {
+        "Justifications".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "Only when retrying a refused call: {\"<domain id>\": \
+                justification}, each as the refusal's schema (schema://justification) says.",
+            "additionalProperties": {"type": "object"}
+        })
+    }
+}
+
+/// GDAL resampling methods (gdalwarp `-r`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WarpResampling {
+    Nearest,
+    Bilinear,
+    Cubic,
+    Cubicspline,
+    Lanczos,
+    Average,
+    Rms,
+    Mode,
+    Max,
+    Min,
+    Med,
+    Q1,
+    Q3,
+    Sum,
+}
+
+impl WarpResampling {
+    pub fn gdal_name(self) -> &'static str {
+        match self {
+            Self::Nearest => "near",
+            Self::Bilinear => "bilinear",
+            Self::Cubic => "cubic",
+            Self::Cubicspline => "cubicspline",
+            Self::Lanczos => "lanczos",
+            Self::Average => "average",
+            Self::Rms => "rms",
+            Self::Mode => "mode",
+            Self::Max => "max",
+            Self::Min => "min",
+            Self::Med => "med",
+            Self::Q1 => "q1",
+            Self::Q3 => "q3",
+            Self::Sum => "sum",
+        }
+    }
+}
+
+/// An extent, in `crs`.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Bounds {
+    pub xmin: f64,
+    pub ymin: f64,
+    pub xmax: f64,
+    pub ymax: f64,
+    /// CRS of the bounds (e.g. "EPSG:4326"); default: the tool's target or layer CRS.
+    pub crs: Option<String>,
+}
+
+impl Bounds {
+    /// Refuse an empty or inverted rectangle.
+    pub fn check(&self, argument: &str) -> Result<[f64; 4], ToolError> {
+        let values = [self.xmin, self.ymin, self.xmax, self.ymax];
+        if values.iter().all(|v| v.is_finite()) && self.xmin < self.xmax && self.ymin < self.ymax {
+            Ok(values)
+        } else {
+            Err(ToolError::Arguments(format!(
+                "{argument}: finite numbers with xmin below xmax and ymin below ymax"
+            )))
+        }
+    }
+}
+
+/// GDAL data types an output can take.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum DataType {
+    Byte,
+    UInt16,
+    Int16,
+    UInt32,
+    Int32,
+    Float32,
+    Float64,
+}
+
+impl DataType {
+    pub fn gdal_name(self) -> &'static str {
+        match self {
+            DataType::Byte => "Byte",
+            DataType::UInt16 => "UInt16",
+            DataType::Int16 => "Int16",
+            DataType::UInt32 => "UInt32",
+            DataType::Int32 => "Int32",
+            DataType::Float32 => "Float32",
+            DataType::Float64 => "Float64",
+        }
+    }
+}
+
+/// Methods GDAL offers for overviews (`gdaladdo -r`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OverviewResampling {
+    Nearest,
+    Average,
+    Rms,
+    Bilinear,
+    Gauss,
+    Cubic,
+    Cubicspline,
+    Lanczos,
+    Mode,
+}
+
+impl OverviewResampling {
+    pub fn gdal_name(self) -> &'static str {
+        match self {
+            Self::Nearest => "nearest",
+            Self::Average => "average",
+            Self::Rms => "rms",
+            Self::Bilinear => "bilinear",
+            Self::Gauss => "gauss",
+            Self::Cubic => "cubic",
+            Self::Cubicspline => "cubicspline",
+            Self::Lanczos => "lanczos",
+            Self::Mode => "mode",
+        }
+    }
+}
+
+/// Driver options as `KEY=VALUE` pairs (keys upper-cased), refusing keys that cannot be option
+/// names. The one check for `creation_options`, `dataset_options` and `layer_options`.
+pub fn driver_options(
+    argument: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, ToolError> {
+    options
+        .iter()
+        .map(|(key, value)| {
+            let name_like = !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !name_like {
+                return Err(ToolError::Arguments(format!(
+                    "{argument}: \"{key}\" is not an option name (letters, digits, _ and -)"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(ToolError::Arguments(format!(
+                    "{argument}.{key}: the value contains a NUL byte"
+                )));
+            }
+            Ok((key.to_ascii_uppercase(), value.clone()))
+        })
+        .collect()
+}
+
+/// Check a resolution/size pair as `gdalwarp -tr` / `-ts` takes them; `required` when one of
+/// the two must be given.
+pub fn check_grid(
+    resolution: Option<[f64; 2]>,
+    size: Option<[u32; 2]>,
+    required: bool,
+) -> Result<(), ToolError> {
+    match (resolution, size) {
+        (Some(_), Some(_)) => Err(ToolError::Arguments(
+            "resolution and size are mutually exclusive: give the pixel size or the pixel count"
+                .to_string(),
+        )),
+        (None, None) if required => Err(ToolError::Arguments(
+            "give `resolution` ([x, y] pixel size) or `size` ([width, height])".to_string(),
+        )),
+        (Some([x, y]), None) if !(x.is_finite() && y.is_finite() && x > 0.0 && y > 0.0) => Err(
+            ToolError::Arguments("resolution: both values must be positive numbers".to_string()),
+        ),
+        (None, Some([w, h])) if w == 0 || h == 0 => Err(ToolError::Arguments(
+            "size: width and height must be at least 1".to_string(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A nodata value must be finite or NaN.
+pub fn check_nodata(nodata: Option<f64>) -> Result<(), ToolError> {
+    if nodata.is_some_and(f64::is_infinite) {
+        return Err(ToolError::Arguments(
+            "nodata: a finite number or NaN".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// A band number must start at 1.
+pub fn check_band(band: Option<u32>) -> Result<(), ToolError> {
+    if band == Some(0) {
+        return Err(ToolError::Arguments(
+            "band: bands are numbered from 1".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn driver_options_upper_case_and_refuse_non_names() {
+        let mut options = BTreeMap::new();
+        options.insert("compress".to_string(), "DEFLATE".to_string());
+        assert_eq!(
+            driver_options("creation_options", &options).ok(),
+            Some(vec![("COMPRESS".to_string(), "DEFLATE".to_string())])
+        );
+        for bad in ["", "A=B", "A B", "../x"] {
+            let mut options = BTreeMap::new();
+            options.insert(bad.to_string(), "1".to_string());
+            let error = driver_options("layer_options", &options).err();
+            assert!(
+                matches!(&error, Some(ToolError::Arguments(m)) if m.starts_with("layer_options")),
+                "{bad:?}: {error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn grid_checks() {
+        assert!(check_grid(Some([1.0, 1.0]), Some([1, 1]), false).is_err());
+        assert!(check_grid(None, None, true).is_err());
+        assert!(check_grid(None, None, false).is_ok());
+        assert!(check_grid(Some([0.0, 1.0]), None, false).is_err());
+        assert!(check_grid(Some([f64::NAN, 1.0]), None, false).is_err());
+        assert!(check_grid(None, Some([0, 4]), false).is_err());
+        assert!(check_grid(None, Some([4, 4]), true).is_ok());
+    }
+}

@@ -1,0 +1,108 @@
+//! One tool call as a handler sees it: the shared [`App`], the tool's name, its raw arguments,
+//! and the request's progress and cancellation channels ([`Work`]).
+
+use super::app::App;
+use crate::hydrology::Progress;
+use rmcp::model::ProgressNotificationParam;
+use rmcp::service::RequestContext;
+use rmcp::RoleServer;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// One tool call.
+pub struct Call {
+    pub app: Arc<App>,
+    /// The tool's name, from the tool table.
+    pub tool: &'static str,
+    /// The arguments as the client sent them (an object).
+    pub arguments: Value,
+    context: Option<RequestContext<RoleServer>>,
+}
+
+impl Call {
+    pub fn new(
+        app: Arc<App>,
+        tool: &'static str,
+        arguments: Value,
+        context: Option<RequestContext<RoleServer>>,
+    ) -> Self {
+        Self {
+            app,
+            tool,
+            arguments,
+            context,
+        }
+    }
+
+    /// The arguments as the risk domains see them: everything but `justification`.
+    pub fn gate_arguments(&self) -> Value {
+        let mut copy = self.arguments.clone();
+        if let Some(object) = copy.as_object_mut() {
+            object.remove("justification");
+        }
+        copy
+    }
+
+    /// Progress and cancellation for the work of this call: progress goes to the client as
+    /// MCP progress notifications when it asked for them (a progress token), and the work sees
+    /// the request's cancellation.
+    pub fn work(&self) -> Work {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<f64>();
+        let Some(context) = &self.context else {
+            return Work { cancelled, sender };
+        };
+        let token = context.ct.clone();
+        let flag = cancelled.clone();
+        tokio::spawn(async move {
+            token.cancelled().await;
+            flag.store(true, Ordering::Relaxed);
+        });
+        let progress_token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let message = self.tool;
+        tokio::spawn(async move {
+            let mut last = -1.0f64;
+            while let Some(fraction) = receiver.recv().await {
+                let Some(token) = progress_token.clone() else {
+                    continue;
+                };
+                let percent = (fraction.clamp(0.0, 1.0) * 100.0).floor();
+                if percent <= last {
+                    continue;
+                }
+                last = percent;
+                let param = ProgressNotificationParam::new(token, percent)
+                    .with_total(100.0)
+                    .with_message(message);
+                let _ = peer.notify_progress(param).await;
+            }
+        });
+        Work { cancelled, sender }
+    }
+}
+
+/// Progress reporting and cancellation for work on a blocking worker.
+#[derive(Clone)]
+pub struct Work {
+    cancelled: Arc<AtomicBool>,
+    sender: tokio::sync::mpsc::UnboundedSender<f64>,
+}
+
+impl Work {
+    /// Whether the client cancelled the request.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed)
+    }
+}
+
+impl Progress for Work {
+    fn report(&self, fraction: f64) -> bool {
+        if self.is_cancelled() {
+            return false;
+        }
+        let _ = self.sender.send(fraction);
+        true
+    }
+}

@@ -1,0 +1,103 @@
+//! Why a tool call failed, with an honest kind for each failure.
+//!
+//! Every failure of a tool call becomes a [`ToolError`]; `server::mod` renders it as an
+//! `isError` result (never a protocol error). The kind says whose fault it is and what the
+//! caller can do: fix an argument, fix a path, justify a decision, report a GDAL or plugin
+//! problem. A refusal by the reflection gate is a variant too, so `?` carries it.
+
+use crate::domains::sandbox::PluginError;
+use crate::domains::FieldError;
+use crate::gdal::GdalError;
+use crate::hydrology::HydrologyError;
+use crate::reflection::gate::{GateError, PersistError, Receipt, RefusalEntry};
+use crate::reflection::store::StoreError;
+use crate::workspace::PathError;
+
+/// Why a tool call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The arguments are wrong; the message names the argument (as a JSON path) and the fix.
+    #[error("{0}")]
+    Arguments(String),
+    /// A path argument was refused by workspace confinement.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// GDAL failed, or found an argument it cannot work with.
+    #[error(transparent)]
+    Gdal(#[from] GdalError),
+    /// One of the host's own algorithms (hydrology, aggregation) failed.
+    #[error("{0}")]
+    Algorithm(String),
+    /// The client cancelled the request.
+    #[error("cancelled by the client; nothing was written")]
+    Cancelled,
+    /// A risk domain failed; the call fails closed.
+    #[error("the call was refused because a methodology domain failed: {0}")]
+    Plugin(#[from] PluginError),
+    /// The gate needs justifications before the call can run.
+    #[error("refused: {} methodology decision(s) need a justification", entries.len())]
+    Refused {
+        entries: Vec<RefusalEntry>,
+        receipts: Vec<Receipt>,
+    },
+    /// A justification given to `persist_justification` is invalid.
+    #[error("the justification is invalid")]
+    InvalidJustification(Vec<FieldError>),
+    /// The capsule store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A bug or a dead worker: not the caller's fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ToolError {
+    /// The machine-readable kind of the failure.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::Arguments(_) => "invalid_arguments",
+            ToolError::Path(_) => "path",
+            ToolError::Gdal(GdalError::Arguments(_)) => "invalid_arguments",
+            ToolError::Gdal(GdalError::Worker(_)) => "internal",
+            ToolError::Gdal(GdalError::Algorithm(_)) => "algorithm",
+            ToolError::Gdal(_) => "gdal",
+            ToolError::Algorithm(_) => "algorithm",
+            ToolError::Cancelled => "cancelled",
+            ToolError::Plugin(_) => "plugin_failure",
+            ToolError::Refused { .. } => "refused",
+            ToolError::InvalidJustification(_) => "invalid_justification",
+            ToolError::Store(_) => "store",
+            ToolError::Internal(_) => "internal",
+        }
+    }
+}
+
+impl From<GateError> for ToolError {
+    fn from(error: GateError) -> Self {
+        match error {
+            GateError::Plugin(e) => ToolError::Plugin(e),
+            GateError::Store(e) => ToolError::Store(e),
+        }
+    }
+}
+
+impl From<PersistError> for ToolError {
+    fn from(error: PersistError) -> Self {
+        match error {
+            PersistError::Invalid(errors) => ToolError::InvalidJustification(errors),
+            PersistError::Plugin(e) => ToolError::Plugin(e),
+            PersistError::Store(e) => ToolError::Store(e),
+            other => ToolError::Arguments(other.to_string()),
+        }
+    }
+}
+
+impl From<HydrologyError> for ToolError {
+    fn from(error: HydrologyError) -> Self {
+        match error {
+            HydrologyError::Cancelled => ToolError::Cancelled,
+            other => ToolError::Algorithm(format!("hydrology: {other}")),
+        }
+    }
+}

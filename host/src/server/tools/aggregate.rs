@@ -1,0 +1,651 @@
+//! The aggregation family: `zonal_stats`, `raster_composite` and `raster_aggregate`, gated by
+//! the `aggregation` domain (and by `crs_datum` / `resampling` where zones or grids differ).
+//!
+//! GDAL 3.6 has no zonal statistics and no per-pixel compositing across files, so those two
+//! run the host's own numeric core ([`crate::aggregation`]) over windows and row strips read
+//! with GDAL. Block aggregation is `gdalwarp` onto an exactly aligned coarser grid, which GDAL
+//! already does well (its statistics skip nodata).
+
+use super::RasterOutput;
+use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
+use crate::domains::CallFacts;
+use crate::gdal::warp::WarpRequest;
+use crate::gdal::{composite, facts, transform, vector as ogr, zonal};
+use crate::server::args::{
+    check_band, check_nodata, driver_options, parse, DataType, Justifications, WarpResampling,
+};
+use crate::server::call::Call;
+use crate::server::error::ToolError;
+use crate::server::gated::{self, Gathered};
+use gdal::vector::LayerAccess;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+// ---------------------------------------------------------------------------------------------
+// raster_aggregate
+
+/// Statistics for block aggregation (gdalwarp's reducing methods).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BlockStatistic {
+    /// Mean of the valid cells of the block.
+    Average,
+    Sum,
+    Min,
+    Max,
+    /// Most frequent value (for classes).
+    Mode,
+    /// Median.
+    Med,
+    /// First quartile.
+    Q1,
+    /// Third quartile.
+    Q3,
+    /// Root mean square.
+    Rms,
+}
+
+impl BlockStatistic {
+    fn gdal_name(self) -> &'static str {
+        match self {
+            Self::Average => "average",
+            Self::Sum => "sum",
+            Self::Min => "min",
+            Self::Max => "max",
+            Self::Mode => "mode",
+            Self::Med => "med",
+            Self::Q1 => "q1",
+            Self::Q3 => "q3",
+            Self::Rms => "rms",
+        }
+    }
+}
+
+/// An aggregation factor: one for both axes (`4` or `[4]`), or `[x, y]`.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Factor {
+    Both(u32),
+    One([u32; 1]),
+    PerAxis([u32; 2]),
+}
+
+impl Factor {
+    fn pair(self) -> (u32, u32) {
+        match self {
+            Factor::Both(f) | Factor::One([f]) => (f, f),
+            Factor::PerAxis([x, y]) => (x, y),
+        }
+    }
+}
+
+/// Published as an array so that the input schema stays portable (no `anyOf`); a bare integer
+/// is still accepted.
+impl JsonSchema for Factor {
+    fn schema_name() -> Cow<'static, str> {
+        "Factor".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "array",
+            "items": {"type": "integer", "minimum": 1},
+            "minItems": 1,
+            "maxItems": 2
+        })
+    }
+}
+
+/// Arguments of `raster_aggregate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AggregateArgs {
+    /// Source raster inside a workspace (north-up).
+    pub input: String,
+    /// Output path inside a workspace.
+    pub output: String,
+    /// Block size in input cells: 4 makes each output cell from a 4x4 block; [4, 2] for 4
+    /// columns by 2 rows.
+    pub factor: Factor,
+    /// How a block's valid cells become one value. No default.
+    pub statistic: BlockStatistic,
+    /// Output data type (default: the input's). A sum of Byte cells saturates at 255 unless
+    /// written to a wider type.
+    pub output_type: Option<DataType>,
+    /// GDAL driver of the output (default "GTiff").
+    pub format: Option<String>,
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `raster_aggregate`: gdalwarp onto the grid whose cells are exactly `factor` input cells.
+pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
+    let args: AggregateArgs = parse(call.tool, &call.arguments)?;
+    let (fx, fy) = args.factor.pair();
+    if fx == 0 || fy == 0 || (fx == 1 && fy == 1) || fx > 100_000 || fy > 100_000 {
+        return Err(ToolError::Arguments(
+            "factor: a block of at least 2 cells (e.g. [2], [4] or [4, 2]); 1 would copy the \
+             raster"
+                .to_string(),
+        ));
+    }
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let statistic = args.statistic;
+    let output_type = args.output_type;
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format(&format, &options)?;
+            let dataset = facts::open(&input)?;
+            facts::require_raster("input", &input, &dataset)?;
+            let input_facts = facts::from_dataset("input", &input, &dataset);
+            let gt = dataset.geo_transform().map_err(|_| {
+                ToolError::Arguments("input: the raster has no geotransform".to_string())
+            })?;
+            if gt[2] != 0.0 || gt[4] != 0.0 {
+                return Err(ToolError::Arguments(
+                    "input: the grid is rotated; warp it north-up first".to_string(),
+                ));
+            }
+            let (w, h) = dataset.raster_size();
+            let cols = w.div_ceil(fx as usize);
+            let rows = h.div_ceil(fy as usize);
+            let (x0, y0) = (gt[0], gt[3]);
+            let (dx, dy) = (gt[1] * fx as f64, gt[5] * fy as f64);
+            let (x1, y1) = (x0 + dx * cols as f64, y0 + dy * rows as f64);
+            let request = WarpRequest {
+                input: input.clone(),
+                output,
+                dst_crs: None,
+                src_crs: None,
+                resampling: statistic.gdal_name().to_string(),
+                resolution: None,
+                size: Some((cols as u32, rows as u32)),
+                bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
+                dst_nodata: None,
+                output_type: output_type.map(|t| t.gdal_name().to_string()),
+                format,
+                creation_options: options,
+            };
+            let partial = w % fx as usize != 0 || h % fy as usize != 0;
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                (request, partial),
+            ))
+        },
+        move |(request, partial), _work| {
+            let outcome = request.run()?;
+            Ok(RasterOutput {
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                commands: vec![request.command_line()],
+                warnings: outcome.warnings,
+                report: json!({
+                    "factor": [fx, fy],
+                    "statistic": statistic.gdal_name(),
+                    "partial_edge_blocks": partial,
+                }),
+            })
+        },
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// zonal_stats
+
+/// Zonal statistics.
+#[derive(
+    Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ZonalStat {
+    /// Number of valid cells (Σ coverage under `coverage`).
+    Count,
+    Sum,
+    Mean,
+    Min,
+    Max,
+    /// Population standard deviation (weighted under `coverage`).
+    Std,
+    Median,
+    /// Most frequent value (greatest Σ weight); ties go to the smallest value.
+    Majority,
+    /// Least frequent value; ties go to the smallest value.
+    Minority,
+    /// Number of distinct values.
+    Variety,
+}
+
+impl ZonalStat {
+    fn core(self) -> Stat {
+        match self {
+            Self::Count => Stat::Count,
+            Self::Sum => Stat::Sum,
+            Self::Mean => Stat::Mean,
+            Self::Min => Stat::Min,
+            Self::Max => Stat::Max,
+            Self::Std => Stat::Std,
+            Self::Median => Stat::Median,
+            Self::Majority => Stat::Majority,
+            Self::Minority => Stat::Minority,
+            Self::Variety => Stat::Variety,
+        }
+    }
+}
+
+/// Which cells belong to a zone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ZoneSemantics {
+    /// Cells whose centre is inside the polygon (GDAL's rasterize default; rasterstats'
+    /// default).
+    CellCentre,
+    /// Every cell the polygon overlaps with positive area (rasterstats `all_touched`).
+    AllTouched,
+    /// Every cell weighted by the exact fraction of its area inside the polygon
+    /// (exactextract).
+    Coverage,
+}
+
+impl ZoneSemantics {
+    fn core(self) -> Semantics {
+        match self {
+            Self::CellCentre => Semantics::CellCentre,
+            Self::AllTouched => Semantics::AllTouched,
+            Self::Coverage => Semantics::Coverage,
+        }
+    }
+}
+
+/// What a nodata cell does to its zone.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ZoneNodataPolicy {
+    /// Skip nodata cells (default).
+    Ignore,
+    /// A zone touching any nodata cell gets null for every statistic but `count`.
+    Propagate,
+}
+
+/// Arguments of `zonal_stats`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ZonalArgs {
+    /// Raster inside a workspace (north-up).
+    pub input: String,
+    /// Polygon zones (any OGR format) inside a workspace. Zones in another CRS are reprojected
+    /// to the raster's CRS (gated by crs_datum).
+    pub zones: String,
+    /// Layer of the zones (default: the first).
+    pub zone_layer: Option<String>,
+    /// Attribute to report as each zone's `id` (the OGR feature id is always reported).
+    pub id_field: Option<String>,
+    /// Band of the raster (default 1).
+    pub band: Option<u32>,
+    /// The statistics to compute. No default: they are part of the methodology.
+    #[schemars(length(min = 1))]
+    pub stats: Vec<ZonalStat>,
+    /// Which cells belong to a zone. No default.
+    pub semantics: ZoneSemantics,
+    /// ignore (default) or propagate.
+    pub nodata_policy: Option<ZoneNodataPolicy>,
+    /// Also write the table as CSV here (fid, id, one column per statistic).
+    pub output: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// One zone's row.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ZoneRow {
+    /// OGR feature id.
+    pub fid: Option<u64>,
+    /// The `id_field` value, when one was asked for.
+    pub id: Value,
+    /// Valid cells with a positive weight.
+    pub cells: u64,
+    /// The requested statistics; null when the zone has no valid cell (or, under
+    /// `propagate`, touches nodata).
+    #[serde(flatten)]
+    pub stats: BTreeMap<String, Option<f64>>,
+}
+
+/// Result of `zonal_stats`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ZonalOutput {
+    /// The raster.
+    pub input: String,
+    pub zones: String,
+    pub band: u32,
+    pub semantics: ZoneSemantics,
+    pub nodata_policy: ZoneNodataPolicy,
+    pub stats: Vec<ZonalStat>,
+    /// True when the zones were reprojected into the raster's CRS.
+    pub reprojected: bool,
+    pub transformation: Option<crate::gdal::transform::TransformationFacts>,
+    pub features: Vec<ZoneRow>,
+    /// The CSV written, if any.
+    pub output: Option<String>,
+    pub files: Vec<String>,
+}
+
+/// `zonal_stats`.
+pub async fn zonal(call: Call) -> Result<Value, ToolError> {
+    let args: ZonalArgs = parse(call.tool, &call.arguments)?;
+    if args.stats.is_empty() {
+        return Err(ToolError::Arguments(
+            "stats: name at least one statistic (count, sum, mean, min, max, std, median, \
+             majority, minority, variety)"
+                .to_string(),
+        ));
+    }
+    check_band(args.band)?;
+    let raster = call.app.input_path("input", &args.input)?;
+    let zones = call.app.input_path("zones", &args.zones)?;
+    let output = match &args.output {
+        Some(raw) => {
+            let path = call
+                .app
+                .output_path("output", raw, args.overwrite, &[&raster, &zones])?;
+            let csv = path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+            if !csv {
+                return Err(ToolError::Arguments(
+                    "output: the table is written as CSV; use a .csv path".to_string(),
+                ));
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    let stats: Vec<Stat> = args.stats.iter().map(|s| s.core()).collect();
+    let policy = args.nodata_policy.unwrap_or(ZoneNodataPolicy::Ignore);
+    let mut request = zonal::ZonalRequest {
+        raster: raster.clone(),
+        zones: zones.clone(),
+        layer: args.zone_layer.clone(),
+        id_field: args.id_field.clone(),
+        band: args.band.unwrap_or(1) as usize,
+        stats: stats.clone(),
+        semantics: args.semantics.core(),
+        policy: match policy {
+            ZoneNodataPolicy::Ignore => NodataPolicy::Ignore,
+            ZoneNodataPolicy::Propagate => NodataPolicy::Propagate,
+        },
+        reproject: false,
+    };
+    let (band, semantics, chosen) = (args.band.unwrap_or(1), args.semantics, args.stats);
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            let raster_dataset = facts::open(&raster)?;
+            facts::require_raster("input", &raster, &raster_dataset)?;
+            let raster_facts = facts::from_dataset("input", &raster, &raster_dataset);
+            let zones_dataset = ogr::open("zones", &zones)?;
+            let zones_facts = facts::from_dataset("zones", &zones, &zones_dataset);
+            let zone_layer = ogr::layer("zone_layer", &zones_dataset, request.layer.as_deref())?;
+            let mut target_crs = None;
+            let mut transformation = None;
+            if let (Ok(raster_srs), Some(zone_srs)) =
+                (raster_dataset.spatial_ref(), zone_layer.spatial_ref())
+            {
+                if !transform::same_crs(&raster_srs, &zone_srs) {
+                    request.reproject = true;
+                    let area = zone_layer.try_get_extent().ok().flatten().and_then(|e| {
+                        transform::lonlat_bounds(&zone_srs, [e.MinX, e.MinY, e.MaxX, e.MaxY])
+                    });
+                    target_crs = Some(facts::crs_facts(&raster_srs));
+                    transformation = transform::facts(&zone_srs, &raster_srs, area);
+                }
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![raster_facts, zones_facts],
+                    target_crs,
+                    transformation: transformation.clone(),
+                    ..CallFacts::default()
+                },
+                (request, transformation, output),
+            ))
+        },
+        move |(request, transformation, output), _work| {
+            let rows = request.run()?;
+            let files = match &output {
+                Some(path) => zonal::write_csv(path, &stats, &rows)?,
+                None => Vec::new(),
+            };
+            let features = rows
+                .into_iter()
+                .map(|row| ZoneRow {
+                    fid: row.fid,
+                    id: row.id,
+                    cells: row.cells,
+                    stats: row
+                        .stats
+                        .into_iter()
+                        .map(|(stat, value)| (stat.as_str().to_string(), value))
+                        .collect(),
+                })
+                .collect();
+            Ok(ZonalOutput {
+                input: request.raster.display().to_string(),
+                zones: request.zones.display().to_string(),
+                band,
+                semantics,
+                nodata_policy: policy,
+                stats: chosen,
+                reprojected: request.reproject,
+                transformation,
+                features,
+                output: output.map(|p| p.display().to_string()),
+                files: files.iter().map(|p| p.display().to_string()).collect(),
+            })
+        },
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_composite
+
+/// Per-pixel statistics across the inputs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CompositeStatistic {
+    Max,
+    Min,
+    Mean,
+    /// Median of the valid values (mean of the two middle ones for an even count).
+    Median,
+    /// Number of inputs with a valid value (UInt16 output).
+    Count,
+    Sum,
+}
+
+impl CompositeStatistic {
+    fn core(self) -> Statistic {
+        match self {
+            Self::Max => Statistic::Max,
+            Self::Min => Statistic::Min,
+            Self::Mean => Statistic::Mean,
+            Self::Median => Statistic::Median,
+            Self::Count => Statistic::Count,
+            Self::Sum => Statistic::Sum,
+        }
+    }
+}
+
+/// Arguments of `raster_composite`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompositeArgs {
+    /// Two or more rasters inside a workspace. The first defines the output grid.
+    #[schemars(length(min = 2, max = 512))]
+    pub inputs: Vec<String>,
+    /// Output GeoTIFF inside a workspace (Float32; UInt16 for `count`).
+    pub output: String,
+    /// The per-pixel statistic over the inputs' valid values. No default.
+    pub statistic: CompositeStatistic,
+    /// Band of every input (default 1).
+    pub band: Option<u32>,
+    /// How inputs on another grid are warped onto the first input's grid. Required only when
+    /// the grids differ.
+    pub resampling: Option<WarpResampling>,
+    /// Nodata value of the output (default: NaN), written where no input is valid.
+    pub nodata: Option<f64>,
+    /// GeoTIFF creation options (default COMPRESS=DEFLATE, TILED=YES).
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `raster_composite`.
+pub async fn composite(call: Call) -> Result<Value, ToolError> {
+    let args: CompositeArgs = parse(call.tool, &call.arguments)?;
+    if args.inputs.len() < 2 || args.inputs.len() > 512 {
+        return Err(ToolError::Arguments(
+            "inputs: give between 2 and 512 rasters".to_string(),
+        ));
+    }
+    check_band(args.band)?;
+    check_nodata(args.nodata)?;
+    let mut options = driver_options("creation_options", &args.creation_options)?;
+    if options.is_empty() {
+        options = vec![
+            ("COMPRESS".to_string(), "DEFLATE".to_string()),
+            ("TILED".to_string(), "YES".to_string()),
+        ];
+    }
+    let inputs = args
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| call.app.input_path(&format!("inputs[{i}]"), raw))
+        .collect::<Result<Vec<_>, _>>()?;
+    let borrowed: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &borrowed)?;
+    let band = args.band.unwrap_or(1) as usize;
+    let resampling = args.resampling;
+    let statistic = args.statistic;
+    let out_nodata = args.nodata;
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format("GTiff", &options)?;
+            let reference = facts::open(&inputs[0])?;
+            let mut datasets = Vec::new();
+            let mut differ = false;
+            let mut target = None;
+            for (i, path) in inputs.iter().enumerate() {
+                let dataset = facts::open(path)?;
+                if dataset.raster_count() < band {
+                    return Err(ToolError::Arguments(format!(
+                        "band: inputs[{i}] ({}) has {} band(s)",
+                        path.display(),
+                        dataset.raster_count()
+                    )));
+                }
+                if i > 0 && !composite::same_grid(&reference, &dataset) {
+                    differ = true;
+                }
+                // An input in another CRS is reprojected onto the first input's grid: tell
+                // crs_datum which operation that takes (for the first such input).
+                if let (Ok(to), Ok(from)) = (reference.spatial_ref(), dataset.spatial_ref()) {
+                    if i > 0 && target.is_none() && !transform::same_crs(&from, &to) {
+                        let area = facts::raster_extent(&dataset)
+                            .and_then(|extent| transform::lonlat_bounds(&from, extent));
+                        target = Some((facts::crs_facts(&to), transform::facts(&from, &to, area)));
+                    }
+                }
+                let role = if i == 0 {
+                    "input".to_string()
+                } else {
+                    format!("input{}", i + 1)
+                };
+                datasets.push(facts::from_dataset(&role, path, &dataset));
+            }
+            let grids = if differ { "differ" } else { "aligned" };
+            if differ && resampling.is_none() {
+                return Err(ToolError::Arguments(
+                    "resampling: the inputs lie on different grids (size, cell size, origin or \
+                     CRS), so they must be warped onto the first input's grid; choose the \
+                     method (e.g. nearest for classes, bilinear or average for continuous data)"
+                        .to_string(),
+                ));
+            }
+            let (target_crs, transformation) = match target {
+                Some((crs, transformation)) => (Some(crs), transformation),
+                None => (None, None),
+            };
+            let request = composite::CompositeRequest {
+                inputs,
+                band,
+                statistic: statistic.core(),
+                resampling: resampling.map(|r| r.gdal_name().to_string()),
+                out_nodata,
+                output,
+                creation_options: options,
+            };
+            Ok(Gathered::new(
+                CallFacts {
+                    arguments: json!({ "_grids": grids }),
+                    datasets,
+                    target_crs,
+                    transformation,
+                    ..CallFacts::default()
+                },
+                (request, grids),
+            ))
+        },
+        move |(request, grids), _work| {
+            let outcome = request.run()?;
+            let report = json!({
+                "statistic": statistic.core().as_str(),
+                "inputs": request.inputs.len(),
+                "grids": grids,
+                "empty_cells": outcome.empty_cells,
+                "warped_inputs": outcome
+                    .warps
+                    .iter()
+                    .map(|(i, _)| *i)
+                    .collect::<std::collections::BTreeSet<_>>(),
+            });
+            Ok(RasterOutput {
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                commands: outcome.warps.iter().map(|(_, c)| c.clone()).collect(),
+                warnings: outcome.warnings,
+                report,
+            })
+        },
+    )
+    .await
+}

@@ -1,0 +1,412 @@
+//! The conversion family: `raster_convert`, gdal_translate (plus gdaladdo for GTiff
+//! overviews) with typed arguments mapped onto the options the chosen driver declares.
+//!
+//! Every typed argument is checked against the driver before any work: an option the driver
+//! lacks, a combination that cannot work (a predictor without DEFLATE/LZW/ZSTD/LZMA,
+//! `max_z_error` without LERC, a COG that is not tiled or with explicit overview levels) and a
+//! creation option that contradicts a typed argument are refused with the fix.
+
+use super::RasterOutput;
+use crate::domains::CallFacts;
+use crate::gdal::facts;
+use crate::gdal::overviews;
+use crate::gdal::programs::{self, number, Program};
+use crate::server::args::{driver_options, parse, DataType, Justifications, OverviewResampling};
+use crate::server::call::Call;
+use crate::server::error::ToolError;
+use crate::server::gated::{self, Gathered};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Overviews to build in the output.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewSpec {
+    /// How overview cells are computed from full-resolution cells. No default.
+    pub resampling: OverviewResampling,
+    /// Reduction factors, e.g. [2, 4, 8]; default: halve until the overview fits in 256
+    /// pixels (as gdaladdo does). Not accepted for COG, which picks its own levels.
+    pub levels: Option<Vec<u32>>,
+}
+
+/// Compression codecs (GTiff and COG spell them this way).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Compression {
+    None,
+    Deflate,
+    Lzw,
+    Zstd,
+    Lzma,
+    Packbits,
+    Jpeg,
+    Webp,
+    Lerc,
+    LercDeflate,
+    LercZstd,
+}
+
+impl Compression {
+    fn gdal_name(self) -> &'static str {
+        match self {
+            Self::None => "NONE",
+            Self::Deflate => "DEFLATE",
+            Self::Lzw => "LZW",
+            Self::Zstd => "ZSTD",
+            Self::Lzma => "LZMA",
+            Self::Packbits => "PACKBITS",
+            Self::Jpeg => "JPEG",
+            Self::Webp => "WEBP",
+            Self::Lerc => "LERC",
+            Self::LercDeflate => "LERC_DEFLATE",
+            Self::LercZstd => "LERC_ZSTD",
+        }
+    }
+
+    fn is_lerc(self) -> bool {
+        matches!(self, Self::Lerc | Self::LercDeflate | Self::LercZstd)
+    }
+}
+
+/// Arguments of `raster_convert`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConvertArgs {
+    /// Source raster inside a workspace.
+    pub input: String,
+    /// Output path inside a workspace; its folder must exist.
+    pub output: String,
+    /// GDAL driver short name: "GTiff" (default), "COG", "PNG", "JPEG", "WEBP", "GPKG", ...
+    pub format: Option<String>,
+    /// Compression codec (GTiff, COG). JPEG, WEBP and LERC with max_z_error > 0 are lossy.
+    pub compression: Option<Compression>,
+    /// Predictor: 1 none, 2 horizontal differencing (integers), 3 floating point.
+    #[schemars(range(min = 1, max = 3))]
+    pub predictor: Option<u8>,
+    /// JPEG/WEBP quality 1-100.
+    #[schemars(range(min = 1, max = 100))]
+    pub quality: Option<u8>,
+    /// LERC: maximum error per cell, in data units (0 = lossless).
+    pub max_z_error: Option<f64>,
+    /// Tiled layout (GTiff; COG is always tiled).
+    pub tiled: Option<bool>,
+    /// Tile (block) size in pixels, a multiple of 16.
+    pub block_size: Option<u32>,
+    /// 1-based bands to keep, in output order (default: all).
+    pub bands: Option<Vec<u32>>,
+    /// Output data type (default: the input's).
+    pub output_type: Option<DataType>,
+    /// Linear rescaling [src_min, src_max, dst_min, dst_max] (gdal_translate -scale).
+    pub scale: Option<[f64; 4]>,
+    /// Nodata value to record in the output (gdal_translate -a_nodata).
+    pub nodata: Option<f64>,
+    /// Overviews to build (GTiff and COG). A COG without them has none.
+    pub overviews: Option<OverviewSpec>,
+    /// Further driver creation options, e.g. {"BIGTIFF": "YES"}. Must not contradict the typed
+    /// arguments above.
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    /// Justifications by domain id, for the decisions a previous refusal listed.
+    pub justification: Option<Justifications>,
+}
+
+/// The translate plan for a conversion: arguments and overview step.
+struct ConvertPlan {
+    format: String,
+    args: Vec<String>,
+    /// GTiff overviews to build after the copy: (method, levels or auto).
+    overviews: Option<(String, Option<Vec<u32>>)>,
+}
+
+fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
+    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let driver = gdal::DriverManager::get_driver_by_name(&format).map_err(|_| {
+        ToolError::Arguments(format!(
+            "format: \"{format}\" is not a GDAL driver; writable raster drivers include {}",
+            facts::writable_raster_drivers().join(", ")
+        ))
+    })?;
+    let format = driver.short_name();
+    let declared = facts::driver_option_names(&driver);
+    let has = |name: &str| declared.iter().any(|d| d == name);
+    let mut options: Vec<(String, String)> = Vec::new();
+    let mut typed = |key: &str, value: String, argument: &str| -> Result<(), ToolError> {
+        if !has(key) {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: the {format} driver has no {key} option; {argument} applies to \
+                 drivers that have it (GTiff, COG)"
+            )));
+        }
+        options.push((key.to_string(), value));
+        Ok(())
+    };
+    let is_cog = format == "COG";
+    let lossy_codec = matches!(
+        args.compression,
+        Some(Compression::Jpeg | Compression::Webp)
+    );
+    if let Some(c) = args.compression {
+        typed("COMPRESS", c.gdal_name().to_string(), "compression")?;
+    }
+    if let Some(p) = args.predictor {
+        if !(1..=3).contains(&p) {
+            return Err(ToolError::Arguments(
+                "predictor: 1 (none), 2 (horizontal) or 3 (floating point)".to_string(),
+            ));
+        }
+        if matches!(
+            args.compression,
+            None | Some(Compression::None | Compression::Jpeg | Compression::Webp)
+        ) || args.compression.is_some_and(Compression::is_lerc)
+        {
+            return Err(ToolError::Arguments(
+                "predictor: it only helps DEFLATE, LZW, ZSTD or LZMA compression; set \
+                 `compression` to one of them or drop the predictor"
+                    .to_string(),
+            ));
+        }
+        let value = if is_cog {
+            ["NO", "STANDARD", "FLOATING_POINT"][(p - 1) as usize].to_string()
+        } else {
+            p.to_string()
+        };
+        typed("PREDICTOR", value, "predictor")?;
+    }
+    if let Some(q) = args.quality {
+        if !(1..=100).contains(&q) {
+            return Err(ToolError::Arguments("quality: 1 to 100".to_string()));
+        }
+        let key = if has("QUALITY") {
+            "QUALITY"
+        } else if args.compression == Some(Compression::Jpeg) {
+            "JPEG_QUALITY"
+        } else if args.compression == Some(Compression::Webp) {
+            "WEBP_LEVEL"
+        } else {
+            return Err(ToolError::Arguments(format!(
+                "quality: applies to JPEG or WEBP compression, or to the JPEG and WEBP \
+                 drivers; the {format} output here has neither"
+            )));
+        };
+        if matches!(format.as_str(), "GTiff") && !lossy_codec {
+            return Err(ToolError::Arguments(
+                "quality: applies only with `compression` JPEG or WEBP".to_string(),
+            ));
+        }
+        typed(key, q.to_string(), "quality")?;
+    }
+    if let Some(z) = args.max_z_error {
+        if !(z.is_finite() && z >= 0.0) {
+            return Err(ToolError::Arguments(
+                "max_z_error: a non-negative number in data units".to_string(),
+            ));
+        }
+        if !args.compression.is_some_and(Compression::is_lerc) {
+            return Err(ToolError::Arguments(
+                "max_z_error: applies only with `compression` LERC, LERC_DEFLATE or LERC_ZSTD"
+                    .to_string(),
+            ));
+        }
+        typed("MAX_Z_ERROR", number(z), "max_z_error")?;
+    }
+    match (args.tiled, is_cog) {
+        (Some(false), true) => {
+            return Err(ToolError::Arguments(
+                "tiled: a COG is always tiled; drop `tiled: false` or use format GTiff".to_string(),
+            ))
+        }
+        (Some(true), false) => typed("TILED", "YES".to_string(), "tiled")?,
+        (Some(false), false) => typed("TILED", "NO".to_string(), "tiled")?,
+        _ => {}
+    }
+    if let Some(b) = args.block_size {
+        if b < 16 || b % 16 != 0 || b > 4096 {
+            return Err(ToolError::Arguments(
+                "block_size: a multiple of 16 between 16 and 4096".to_string(),
+            ));
+        }
+        if has("BLOCKSIZE") {
+            typed("BLOCKSIZE", b.to_string(), "block_size")?;
+        } else {
+            if format == "GTiff" && args.tiled != Some(true) {
+                return Err(ToolError::Arguments(
+                    "block_size: GeoTIFF tiles need `tiled: true`".to_string(),
+                ));
+            }
+            typed("BLOCKXSIZE", b.to_string(), "block_size")?;
+            typed("BLOCKYSIZE", b.to_string(), "block_size")?;
+        }
+    }
+    let mut overviews = None;
+    if let Some(spec) = &args.overviews {
+        if let Some(levels) = &spec.levels {
+            overviews::check_levels(levels)?;
+        }
+        match format.as_str() {
+            "COG" => {
+                if spec.levels.is_some() {
+                    return Err(ToolError::Arguments(
+                        "overviews.levels: a COG picks its overview levels itself (halving \
+                         down to one tile); drop `levels`, or write GTiff"
+                            .to_string(),
+                    ));
+                }
+                typed("OVERVIEWS", "IGNORE_EXISTING".to_string(), "overviews")?;
+                typed(
+                    "RESAMPLING",
+                    spec.resampling.gdal_name().to_ascii_uppercase(),
+                    "overviews",
+                )?;
+            }
+            "GTiff" => {
+                overviews = Some((spec.resampling.gdal_name().to_string(), spec.levels.clone()))
+            }
+            other => {
+                return Err(ToolError::Arguments(format!(
+                    "overviews: built for GTiff and COG outputs, not {other}"
+                )))
+            }
+        }
+    } else if is_cog {
+        options.push(("OVERVIEWS".to_string(), "NONE".to_string()));
+    }
+    let extra = driver_options("creation_options", &args.creation_options)?;
+    for (key, value) in extra {
+        match options.iter().find(|(k, _)| *k == key) {
+            Some((_, typed_value)) if !typed_value.eq_ignore_ascii_case(&value) => {
+                return Err(ToolError::Arguments(format!(
+                    "creation_options: {key}={value} contradicts the typed arguments, which set \
+                     {key}={typed_value}; give it once"
+                )))
+            }
+            Some(_) => {}
+            None => options.push((key, value)),
+        }
+    }
+    facts::check_raster_format(&format, &options)?;
+
+    let mut argv = vec!["-of".to_string(), format.clone()];
+    if let Some(bands) = &args.bands {
+        if bands.is_empty() {
+            return Err(ToolError::Arguments(
+                "bands: list at least one band, or leave it out for all".to_string(),
+            ));
+        }
+        for b in bands {
+            if *b == 0 || *b > input_bands {
+                return Err(ToolError::Arguments(format!(
+                    "bands: band {b} does not exist; the input has bands 1 to {input_bands}"
+                )));
+            }
+            argv.extend(["-b".to_string(), b.to_string()]);
+        }
+    }
+    if let Some(t) = args.output_type {
+        argv.extend(["-ot".to_string(), t.gdal_name().to_string()]);
+    }
+    if let Some([a, b, c, d]) = args.scale {
+        if [a, b, c, d].iter().any(|v| !v.is_finite()) || a == b {
+            return Err(ToolError::Arguments(
+                "scale: four finite numbers [src_min, src_max, dst_min, dst_max] with src_min \
+                 != src_max"
+                    .to_string(),
+            ));
+        }
+        argv.push("-scale".to_string());
+        argv.extend([a, b, c, d].iter().map(|v| number(*v)));
+    }
+    if let Some(nodata) = args.nodata {
+        if nodata.is_infinite() {
+            return Err(ToolError::Arguments(
+                "nodata: a finite number or NaN".to_string(),
+            ));
+        }
+        argv.extend(["-a_nodata".to_string(), number(nodata)]);
+    }
+    for (key, value) in &options {
+        argv.extend(["-co".to_string(), format!("{key}={value}")]);
+    }
+    Ok(ConvertPlan {
+        format,
+        args: argv,
+        overviews,
+    })
+}
+
+/// `raster_convert`.
+pub async fn convert(call: Call) -> Result<Value, ToolError> {
+    let args: ConvertArgs = parse(call.tool, &call.arguments)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let justifications = args.justification.clone();
+    gated::run(
+        &call,
+        justifications,
+        move || {
+            let input_facts = facts::gather_raster("input", &input)?;
+            let bands = input_facts
+                .raster
+                .as_ref()
+                .map(|r| r.band_count)
+                .unwrap_or(0);
+            let plan = plan_convert(&args, bands)?;
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                (plan, input, output),
+            ))
+        },
+        |(plan, input, output), _work| {
+            let source = facts::open(&input)?;
+            let mut report = json!({ "format": plan.format });
+            let mut commands = vec![Program::Translate.command_line(&plan.args, &input, &output)];
+            let mut built_levels = Vec::new();
+            let outcome = programs::run(
+                &Program::Translate,
+                &source,
+                &plan.args,
+                &output,
+                |staged| {
+                    if let Some((method, levels)) = &plan.overviews {
+                        let levels = match levels {
+                            Some(levels) => levels.clone(),
+                            None => {
+                                let (w, h) = source.raster_size();
+                                overviews::auto_levels(w, h)
+                            }
+                        };
+                        overviews::build_into(staged, method, &levels)?;
+                        built_levels = levels;
+                    }
+                    Ok(())
+                },
+            )?;
+            if let Some((method, _)) = &plan.overviews {
+                let mut addo = vec![
+                    "gdaladdo".to_string(),
+                    "-r".to_string(),
+                    method.clone(),
+                    output.display().to_string(),
+                ];
+                addo.extend(built_levels.iter().map(u32::to_string));
+                commands.push(addo);
+                report["overview_levels"] = json!(built_levels);
+            }
+            Ok(RasterOutput {
+                written: facts::describe_written(&output, &outcome.files, &output)?,
+                commands,
+                warnings: outcome.warnings,
+                report,
+            })
+        },
+    )
+    .await
+}

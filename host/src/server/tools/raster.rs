@@ -1,0 +1,805 @@
+//! The raster family: `raster_info`, `raster_stats` (read-only, never gated) and the gridding
+//! tools `raster_reproject`, `raster_resample`, `raster_overviews` and `raster_terrain`.
+//!
+//! Each gated tool checks its arguments completely before any work, gathers the facts the
+//! domains need, passes the one gated step, and runs the GDAL program that already does the job
+//! (`gdalwarp`, `gdaladdo`, `gdaldem`) in process. Results report the equivalent command lines,
+//! which reproduce the output exactly.
+
+use super::RasterOutput;
+use crate::domains::CallFacts;
+use crate::gdal::facts::{self, DatasetFacts};
+use crate::gdal::programs::{self, number, Program};
+use crate::gdal::transform::{self, TransformationFacts};
+use crate::gdal::warp::WarpRequest;
+use crate::gdal::{info, overviews, stats};
+use crate::server::args::{
+    check_band, check_grid, check_nodata, driver_options, parse, Bounds, Justifications,
+    OverviewResampling, WarpResampling,
+};
+use crate::server::call::Call;
+use crate::server::error::ToolError;
+use crate::server::gated::{self, Gathered};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+// ---------------------------------------------------------------------------------------------
+// raster_info
+
+/// Arguments of `raster_info`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InfoArgs {
+    /// Raster inside a workspace (relative paths resolve against the first one).
+    pub input: String,
+    /// Also compute exact per-band statistics (reads every pixel). Default false.
+    #[serde(default)]
+    pub stats: bool,
+}
+
+/// Result of `raster_info`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct InfoOutput {
+    /// The resolved path.
+    pub input: String,
+    /// The facts the risk domains see for this dataset.
+    pub facts: DatasetFacts,
+    /// GDAL's own `gdalinfo -json` report.
+    pub gdalinfo: Value,
+}
+
+/// `raster_info`.
+pub async fn info(call: Call) -> Result<Value, ToolError> {
+    let args: InfoArgs = parse(call.tool, &call.arguments)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .gdal(move || {
+            let dataset = facts::open(&input)?;
+            facts::require_raster("input", &input, &dataset)?;
+            let facts = facts::from_dataset("input", &input, &dataset);
+            let gdalinfo = info::gdalinfo_json(&dataset, args.stats)?;
+            Ok(InfoOutput {
+                input: input.display().to_string(),
+                facts,
+                gdalinfo,
+            })
+        })
+        .await?;
+    gated::to_value(call.tool, &output)
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_stats
+
+/// Arguments of `raster_stats`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatsArgs {
+    /// Raster inside a workspace.
+    pub input: String,
+    /// 1-based bands (default: all).
+    pub bands: Option<Vec<u32>>,
+    /// Percentiles in [0, 100] (default [2, 25, 50, 75, 98]); numpy's linear method.
+    pub percentiles: Option<Vec<f64>>,
+    /// Histogram bins over [min, max] (default 32; 0 for none).
+    pub histogram_bins: Option<u32>,
+    /// Read a decimated sample of at most 1,048,576 cells instead of every cell. Default false.
+    #[serde(default)]
+    pub sample: bool,
+}
+
+/// Result of `raster_stats`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatsOutput {
+    pub input: String,
+    /// True when the figures come from a decimated sample.
+    pub sampled: bool,
+    pub bands: Vec<stats::BandStats>,
+}
+
+/// `raster_stats`.
+pub async fn statistics(call: Call) -> Result<Value, ToolError> {
+    let args: StatsArgs = parse(call.tool, &call.arguments)?;
+    let percentiles = args
+        .percentiles
+        .unwrap_or_else(|| vec![2.0, 25.0, 50.0, 75.0, 98.0]);
+    if let Some(p) = percentiles
+        .iter()
+        .find(|p| !(p.is_finite() && (0.0..=100.0).contains(*p)))
+    {
+        return Err(ToolError::Arguments(format!(
+            "percentiles: {p} is outside [0, 100]"
+        )));
+    }
+    let bins = args.histogram_bins.unwrap_or(32) as usize;
+    if bins > 100_000 {
+        return Err(ToolError::Arguments(
+            "histogram_bins: at most 100000 bins".to_string(),
+        ));
+    }
+    let input = call.app.input_path("input", &args.input)?;
+    let request = stats::StatsRequest {
+        bands: args
+            .bands
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| b as usize)
+            .collect(),
+        percentiles,
+        histogram_bins: bins,
+        sample: args.sample,
+    };
+    let output = call
+        .app
+        .gdal(move || {
+            let (bands, sampled) = stats::compute(&input, &request)?;
+            Ok(StatsOutput {
+                input: input.display().to_string(),
+                sampled,
+                bands,
+            })
+        })
+        .await?;
+    gated::to_value(call.tool, &output)
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_reproject
+
+/// Arguments of `raster_reproject`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReprojectArgs {
+    /// Source raster inside a workspace.
+    pub input: String,
+    /// Output path inside a workspace; its folder must exist.
+    pub output: String,
+    /// Target CRS: authority code ("EPSG:32633"), WKT or PROJ string.
+    pub dst_crs: String,
+    /// Resampling method. No default: the choice is part of the methodology.
+    pub resampling: WarpResampling,
+    /// Assign or override the source CRS (only when the file's CRS is missing or wrong).
+    pub src_crs: Option<String>,
+    /// Output pixel size [x, y] in target CRS units. Excludes `size`.
+    pub resolution: Option<[f64; 2]>,
+    /// Output size [width, height] in pixels. Excludes `resolution`.
+    pub size: Option<[u32; 2]>,
+    /// Output extent (`crs` default: `dst_crs`).
+    pub bounds: Option<Bounds>,
+    /// Nodata value of the output (areas outside the source get it).
+    pub nodata: Option<f64>,
+    /// GDAL driver of the output. Default "GTiff"; "COG" for cloud-optimised GeoTIFF.
+    pub format: Option<String>,
+    /// Driver creation options, e.g. {"COMPRESS": "DEFLATE"}.
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    /// Replace an existing output. Default false. Never replaces an input.
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// Result of `raster_reproject`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReprojectOutput {
+    #[serde(flatten)]
+    pub written: facts::WrittenRaster,
+    /// The equivalent command line; running it gives a pixel-identical output.
+    pub gdalwarp_command: Vec<String>,
+    /// The coordinate operation PROJ selected, when known.
+    pub transformation: Option<TransformationFacts>,
+    /// GDAL warnings emitted while warping.
+    pub warnings: Vec<String>,
+}
+
+/// `raster_reproject`: validate, gather facts, gate, warp.
+pub async fn reproject(call: Call) -> Result<Value, ToolError> {
+    let args: ReprojectArgs = parse(call.tool, &call.arguments)?;
+    check_grid(args.resolution, args.size, false)?;
+    if let Some(b) = &args.bounds {
+        b.check("bounds")?;
+    }
+    check_nodata(args.nodata)?;
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let request = WarpRequest {
+        input,
+        output,
+        dst_crs: Some(args.dst_crs.clone()),
+        src_crs: args.src_crs.clone(),
+        resampling: args.resampling.gdal_name().to_string(),
+        resolution: args.resolution.map(|[x, y]| (x, y)),
+        size: args.size.map(|[w, h]| (w, h)),
+        bounds: args
+            .bounds
+            .as_ref()
+            .map(|b| ([b.xmin, b.ymin, b.xmax, b.ymax], b.crs.clone())),
+        dst_nodata: args.nodata,
+        output_type: None,
+        format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
+        creation_options: options,
+    };
+    let dst_crs = args.dst_crs;
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format(&request.format, &request.creation_options)?;
+            let target = facts::parse_crs("dst_crs", &dst_crs)?;
+            let assigned = match &request.src_crs {
+                Some(definition) => Some(facts::parse_crs("src_crs", definition)?),
+                None => None,
+            };
+            if let Some((_, Some(crs))) = &request.bounds {
+                facts::parse_crs("bounds.crs", crs)?;
+            }
+            let dataset = facts::open(&request.input)?;
+            facts::require_raster("input", &request.input, &dataset)?;
+            let input_facts = facts::from_dataset("input", &request.input, &dataset);
+            let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
+                return Err(ToolError::Arguments(
+                    "input: the raster has no CRS, so it cannot be reprojected; if you know its \
+                     CRS, pass it as src_crs (the crs_datum domain will ask you to justify that \
+                     assumption)"
+                        .to_string(),
+                ));
+            };
+            let area = facts::raster_extent(&dataset)
+                .and_then(|extent| transform::lonlat_bounds(&source, extent));
+            let transformation = transform::facts(&source, &target, area);
+            let facts = CallFacts {
+                datasets: vec![input_facts],
+                target_crs: Some(facts::crs_facts(&target)),
+                transformation: transformation.clone(),
+                ..CallFacts::default()
+            };
+            Ok(Gathered::new(facts, (request, transformation)))
+        },
+        |(request, transformation), _work| {
+            let outcome = request.run()?;
+            Ok(ReprojectOutput {
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                gdalwarp_command: request.command_line(),
+                transformation,
+                warnings: outcome.warnings,
+            })
+        },
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_resample
+
+/// Arguments of `raster_resample`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResampleArgs {
+    /// Source raster inside a workspace.
+    pub input: String,
+    /// Output path inside a workspace.
+    pub output: String,
+    /// Resampling method. No default: the choice is part of the methodology.
+    pub resampling: WarpResampling,
+    /// Output pixel size [x, y] in the raster's CRS units. Excludes `size`.
+    pub resolution: Option<[f64; 2]>,
+    /// Output size [width, height] in pixels. Excludes `resolution`.
+    pub size: Option<[u32; 2]>,
+    /// Nodata value of the output.
+    pub nodata: Option<f64>,
+    /// GDAL driver of the output (default "GTiff").
+    pub format: Option<String>,
+    /// Driver creation options.
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `raster_resample`: GDALWarp without a CRS change.
+pub async fn resample(call: Call) -> Result<Value, ToolError> {
+    let args: ResampleArgs = parse(call.tool, &call.arguments)?;
+    check_grid(args.resolution, args.size, true)?;
+    check_nodata(args.nodata)?;
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let request = WarpRequest {
+        input,
+        output,
+        dst_crs: None,
+        src_crs: None,
+        resampling: args.resampling.gdal_name().to_string(),
+        resolution: args.resolution.map(|[x, y]| (x, y)),
+        size: args.size.map(|[w, h]| (w, h)),
+        bounds: None,
+        dst_nodata: args.nodata,
+        output_type: None,
+        format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
+        creation_options: options,
+    };
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format(&request.format, &request.creation_options)?;
+            let input_facts = facts::gather_raster("input", &request.input)?;
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                request,
+            ))
+        },
+        |request, _work| {
+            let outcome = request.run()?;
+            Ok(RasterOutput {
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                commands: vec![request.command_line()],
+                warnings: outcome.warnings,
+                report: Value::Null,
+            })
+        },
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_overviews
+
+/// Arguments of `raster_overviews`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverviewsArgs {
+    /// Raster inside a workspace. It is never modified.
+    pub input: String,
+    /// Write a new GeoTIFF with internal overviews here. Without it, the overviews go to an
+    /// external `<input>.ovr` beside the input.
+    pub output: Option<String>,
+    /// How overview cells are computed. No default.
+    pub resampling: OverviewResampling,
+    /// Reduction factors, e.g. [2, 4, 8] (default: halve until 256 pixels, as gdaladdo).
+    pub levels: Option<Vec<u32>>,
+    /// Creation options of the new GeoTIFF (only with `output`).
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    /// Replace an existing output or `.ovr`.
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `raster_overviews`: gdaladdo into an external `.ovr` or a new GeoTIFF.
+pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
+    let args: OverviewsArgs = parse(call.tool, &call.arguments)?;
+    if let Some(levels) = &args.levels {
+        overviews::check_levels(levels)?;
+    }
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = match &args.output {
+        Some(raw) => Some(
+            call.app
+                .output_path("output", raw, args.overwrite, &[&input])?,
+        ),
+        None => {
+            if !options.is_empty() {
+                return Err(ToolError::Arguments(
+                    "creation_options: apply only with `output` (a new GeoTIFF); an external \
+                     .ovr takes none"
+                        .to_string(),
+                ));
+            }
+            let sidecar = ovr_path(&input);
+            if sidecar.exists() && !args.overwrite {
+                return Err(ToolError::Arguments(format!(
+                    "{} already exists; pass \"overwrite\": true to rebuild it",
+                    sidecar.display()
+                )));
+            }
+            None
+        }
+    };
+    let method = args.resampling.gdal_name().to_string();
+    let levels = args.levels;
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format("GTiff", &options)?;
+            let input_facts = facts::gather_raster("input", &input)?;
+            if output.is_none() {
+                let source = facts::open(&input)?;
+                let internal = source
+                    .rasterband(1)
+                    .ok()
+                    .and_then(|b| b.overview_count().ok())
+                    .is_some_and(|n| n > 0)
+                    && !ovr_path(&input).exists();
+                if internal {
+                    return Err(ToolError::Arguments(
+                        "input: the raster already has internal overviews, and GDAL cannot add \
+                         an external .ovr beside them; pass `output` to rebuild them into a \
+                         new GeoTIFF"
+                            .to_string(),
+                    ));
+                }
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                (input, output, options),
+            ))
+        },
+        move |(input, output, options), _work| {
+            let source = facts::open(&input)?;
+            let (w, h) = source.raster_size();
+            let levels = levels.unwrap_or_else(|| overviews::auto_levels(w, h));
+            if levels.is_empty() {
+                return Err(ToolError::Arguments(format!(
+                    "levels: the raster is only {w}x{h} pixels, so gdaladdo's automatic levels \
+                     are empty; give `levels` (e.g. [2, 4]) to build overviews anyway"
+                )));
+            }
+            let level_args: Vec<String> = levels.iter().map(u32::to_string).collect();
+            let addo = |target: &Path, read_only: bool| {
+                let mut line = vec!["gdaladdo".to_string()];
+                if read_only {
+                    line.push("-ro".to_string());
+                }
+                line.extend(["-r".to_string(), method.clone()]);
+                line.push(target.display().to_string());
+                line.extend(level_args.iter().cloned());
+                line
+            };
+            match output {
+                Some(output) => {
+                    let mut argv = vec!["-of".to_string(), "GTiff".to_string()];
+                    for (key, value) in &options {
+                        argv.extend(["-co".to_string(), format!("{key}={value}")]);
+                    }
+                    let outcome =
+                        programs::run(&Program::Translate, &source, &argv, &output, |s| {
+                            overviews::build_into(s, &method, &levels)
+                        })?;
+                    Ok(RasterOutput {
+                        written: facts::describe_written(&output, &outcome.files, &output)?,
+                        commands: vec![
+                            Program::Translate.command_line(&argv, &input, &output),
+                            addo(&output, false),
+                        ],
+                        warnings: outcome.warnings,
+                        report: json!({ "overview_levels": levels, "external": false }),
+                    })
+                }
+                None => {
+                    drop(source);
+                    let files = overviews::build_external(&input, &method, &levels)?;
+                    let sidecar = files.last().cloned().unwrap_or_else(|| ovr_path(&input));
+                    Ok(RasterOutput {
+                        written: facts::describe_written(&sidecar, &files, &input)?,
+                        commands: vec![addo(&input, true)],
+                        warnings: Vec::new(),
+                        report: json!({ "overview_levels": levels, "external": true }),
+                    })
+                }
+            }
+        },
+    )
+    .await
+}
+
+fn ovr_path(input: &Path) -> PathBuf {
+    let mut name = input.as_os_str().to_os_string();
+    name.push(".ovr");
+    PathBuf::from(name)
+}
+
+// ---------------------------------------------------------------------------------------------
+// raster_terrain
+
+/// Terrain derivatives (gdaldem).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TerrainOperation {
+    Slope,
+    Aspect,
+    Hillshade,
+    Tri,
+    Tpi,
+    Roughness,
+}
+
+impl TerrainOperation {
+    fn gdal_name(self) -> &'static str {
+        match self {
+            Self::Slope => "slope",
+            Self::Aspect => "aspect",
+            Self::Hillshade => "hillshade",
+            Self::Tri => "TRI",
+            Self::Tpi => "TPI",
+            Self::Roughness => "roughness",
+        }
+    }
+
+    fn is_gradient(self) -> bool {
+        matches!(self, Self::Slope | Self::Aspect | Self::Hillshade)
+    }
+}
+
+/// Slope units.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SlopeUnits {
+    Degrees,
+    Percent,
+}
+
+/// Gradient algorithm.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GradientAlgorithm {
+    /// Horn (1981), the default: smoother, better for rough terrain.
+    Horn,
+    /// Zevenbergen & Thorne (1987): better for smooth terrain.
+    ZevenbergenThorne,
+}
+
+/// Arguments of `raster_terrain`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TerrainArgs {
+    /// DEM inside a workspace.
+    pub input: String,
+    /// Output path inside a workspace.
+    pub output: String,
+    pub operation: TerrainOperation,
+    /// Band of the DEM (default 1).
+    pub band: Option<u32>,
+    /// Vertical exaggeration (slope, hillshade).
+    pub z_factor: Option<f64>,
+    /// Ratio of horizontal to vertical units, e.g. 111120 for degrees over metres (slope,
+    /// aspect, hillshade). Needed for geographic DEMs.
+    pub scale: Option<f64>,
+    /// Slope in degrees (default) or percent.
+    pub slope_units: Option<SlopeUnits>,
+    /// Gradient algorithm for slope, aspect and hillshade (default horn).
+    pub algorithm: Option<GradientAlgorithm>,
+    /// Compute edge cells by extrapolation instead of leaving them nodata.
+    #[serde(default)]
+    pub compute_edges: bool,
+    /// Hillshade: light azimuth in degrees (default 315).
+    pub azimuth: Option<f64>,
+    /// Hillshade: light altitude in degrees (default 45).
+    pub altitude: Option<f64>,
+    /// Hillshade: multidirectional shading.
+    #[serde(default)]
+    pub multidirectional: bool,
+    /// Hillshade: combined slope and oblique shading.
+    #[serde(default)]
+    pub combined: bool,
+    /// GDAL driver of the output (default "GTiff").
+    pub format: Option<String>,
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// The `gdaldem` argument vector for `args`, refusing arguments that do not apply.
+fn terrain_argv(
+    args: &TerrainArgs,
+    options: &[(String, String)],
+) -> Result<Vec<String>, ToolError> {
+    let op = args.operation;
+    let bad = |m: &str| Err(ToolError::Arguments(m.to_string()));
+    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let mut argv = vec!["-of".to_string(), format];
+    if let Some(b) = args.band {
+        argv.extend(["-b".to_string(), b.to_string()]);
+    }
+    if let Some(z) = args.z_factor {
+        if !(z.is_finite() && z > 0.0) {
+            return bad("z_factor: a positive number");
+        }
+        if !matches!(op, TerrainOperation::Slope | TerrainOperation::Hillshade) {
+            return bad("z_factor: applies to slope and hillshade");
+        }
+        argv.extend(["-z".to_string(), number(z)]);
+    }
+    if let Some(s) = args.scale {
+        if !(s.is_finite() && s > 0.0) {
+            return bad("scale: a positive number (e.g. 111120 for degrees over metres)");
+        }
+        if !op.is_gradient() {
+            return bad("scale: applies to slope, aspect and hillshade");
+        }
+        argv.extend(["-s".to_string(), number(s)]);
+    }
+    if let Some(units) = args.slope_units {
+        if op != TerrainOperation::Slope {
+            return bad("slope_units: applies to slope");
+        }
+        if units == SlopeUnits::Percent {
+            argv.push("-p".to_string());
+        }
+    }
+    if let Some(alg) = args.algorithm {
+        if !op.is_gradient() {
+            return bad("algorithm: applies to slope, aspect and hillshade");
+        }
+        argv.extend([
+            "-alg".to_string(),
+            match alg {
+                GradientAlgorithm::Horn => "Horn",
+                GradientAlgorithm::ZevenbergenThorne => "ZevenbergenThorne",
+            }
+            .to_string(),
+        ]);
+    }
+    if args.compute_edges {
+        argv.push("-compute_edges".to_string());
+    }
+    let hillshade_only =
+        args.azimuth.is_some() || args.altitude.is_some() || args.multidirectional || args.combined;
+    if hillshade_only && op != TerrainOperation::Hillshade {
+        return bad("azimuth, altitude, multidirectional and combined apply to hillshade");
+    }
+    if args.multidirectional && (args.combined || args.azimuth.is_some()) {
+        return bad("multidirectional: cannot be combined with `combined` or `azimuth`");
+    }
+    if let Some(az) = args.azimuth {
+        if !(az.is_finite() && (0.0..=360.0).contains(&az)) {
+            return bad("azimuth: degrees in [0, 360]");
+        }
+        argv.extend(["-az".to_string(), number(az)]);
+    }
+    if let Some(alt) = args.altitude {
+        if !(alt.is_finite() && (0.0..=90.0).contains(&alt)) {
+            return bad("altitude: degrees in [0, 90]");
+        }
+        argv.extend(["-alt".to_string(), number(alt)]);
+    }
+    if args.multidirectional {
+        argv.push("-multidirectional".to_string());
+    }
+    if args.combined {
+        argv.push("-combined".to_string());
+    }
+    for (key, value) in options {
+        argv.extend(["-co".to_string(), format!("{key}={value}")]);
+    }
+    Ok(argv)
+}
+
+/// `raster_terrain`: GDALDEMProcessing.
+pub async fn terrain(call: Call) -> Result<Value, ToolError> {
+    let args: TerrainArgs = parse(call.tool, &call.arguments)?;
+    check_band(args.band)?;
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let argv = terrain_argv(&args, &options)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let band = args.band;
+    let program = Program::Dem(args.operation.gdal_name().to_string());
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            facts::check_raster_format(&format, &options)?;
+            let input_facts = facts::gather_raster("input", &input)?;
+            let count = input_facts
+                .raster
+                .as_ref()
+                .map(|r| r.band_count)
+                .unwrap_or(0);
+            if band.is_some_and(|b| b > count) {
+                return Err(ToolError::Arguments(format!(
+                    "band: the DEM has {count} band(s)"
+                )));
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                (input, output),
+            ))
+        },
+        move |(input, output), _work| {
+            let source = facts::open(&input)?;
+            let outcome = programs::run(&program, &source, &argv, &output, |_| Ok(()))?;
+            Ok(RasterOutput {
+                written: facts::describe_written(&output, &outcome.files, &output)?,
+                commands: vec![program.command_line(&argv, &input, &output)],
+                warnings: outcome.warnings,
+                report: Value::Null,
+            })
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terrain(arguments: Value) -> Result<Vec<String>, String> {
+        let args: TerrainArgs = parse("raster_terrain", &arguments).map_err(|e| e.to_string())?;
+        terrain_argv(&args, &[]).map_err(|e| e.to_string())
+    }
+
+    /// Table-driven: each row is the arguments, then the argv or the start of the error.
+    #[test]
+    fn terrain_argument_planning() {
+        let base = |extra: Value| {
+            let mut v = json!({"input": "dem.tif", "output": "o.tif"});
+            if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+                o.extend(e);
+            }
+            v
+        };
+        let ok: &[(Value, &[&str])] = &[
+            (json!({"operation": "slope"}), &["-of", "GTiff"]),
+            (
+                json!({"operation": "slope", "slope_units": "percent", "z_factor": 2.0}),
+                &["-of", "GTiff", "-z", "2", "-p"],
+            ),
+            (
+                json!({"operation": "hillshade", "multidirectional": true, "format": "COG"}),
+                &["-of", "COG", "-multidirectional"],
+            ),
+            (
+                json!({"operation": "aspect", "algorithm": "zevenbergen_thorne", "scale": 111120.0}),
+                &["-of", "GTiff", "-s", "111120", "-alg", "ZevenbergenThorne"],
+            ),
+        ];
+        for (extra, want) in ok {
+            let got = terrain(base(extra.clone()));
+            let want: Vec<String> = want.iter().map(|w| w.to_string()).collect();
+            assert_eq!(got, Ok(want), "{extra}");
+        }
+        let refused: &[(Value, &str)] = &[
+            (json!({"operation": "tri", "z_factor": 2.0}), "z_factor"),
+            (json!({"operation": "tpi", "scale": 2.0}), "scale"),
+            (
+                json!({"operation": "aspect", "slope_units": "percent"}),
+                "slope_units",
+            ),
+            (json!({"operation": "slope", "azimuth": 10.0}), "azimuth"),
+            (
+                json!({"operation": "hillshade", "multidirectional": true, "azimuth": 10.0}),
+                "multidirectional",
+            ),
+            (
+                json!({"operation": "hillshade", "altitude": 95.0}),
+                "altitude",
+            ),
+            (
+                json!({"operation": "slope", "bogus": 1}),
+                "invalid arguments",
+            ),
+        ];
+        for (extra, start) in refused {
+            let error = terrain(base(extra.clone())).err().unwrap_or_default();
+            assert!(error.starts_with(start), "{extra}: {error}");
+        }
+    }
+}

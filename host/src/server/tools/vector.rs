@@ -1,0 +1,449 @@
+//! The vector family: `vector_info`, `vector_reproject`, `vector_convert` and `vector_clip`.
+//!
+//! Conversions run `ogr2ogr` in process (GDALVectorTranslate), so field mapping, geometry
+//! handling and driver quirks are exactly GDAL's; results report the equivalent command line.
+//! Outputs are staged beside their final path and moved into place (sidecars such as a
+//! Shapefile's `.dbf` and `.prj` first, the main file last).
+
+use crate::domains::CallFacts;
+use crate::gdal::facts::{self, DatasetFacts};
+use crate::gdal::programs::{self, number, Program};
+use crate::gdal::transform::{self, TransformationFacts};
+use crate::gdal::vector::{self as ogr, VectorReport};
+use crate::gdal::GdalError;
+use crate::server::args::{driver_options, parse, Bounds, Justifications};
+use crate::server::call::{Call, Work};
+use crate::server::error::ToolError;
+use crate::server::gated::{self, Gathered};
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::LayerAccess;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Arguments of `vector_info`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorInfoArgs {
+    /// Vector dataset inside a workspace.
+    pub input: String,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+}
+
+/// Result of `vector_info`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct VectorInfoOutput {
+    pub input: String,
+    #[serde(flatten)]
+    pub report: VectorReport,
+}
+
+/// `vector_info`.
+pub async fn info(call: Call) -> Result<Value, ToolError> {
+    let args: VectorInfoArgs = parse(call.tool, &call.arguments)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .gdal(move || {
+            let report = ogr::report(&input, args.layer.as_deref())?;
+            Ok(VectorInfoOutput {
+                input: input.display().to_string(),
+                report,
+            })
+        })
+        .await?;
+    gated::to_value(call.tool, &output)
+}
+
+/// Result of the vector tools that write a dataset.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct VectorOutput {
+    pub output: String,
+    /// Every file written (sidecars first, main file last).
+    pub files: Vec<String>,
+    /// The output as `vector_info` describes it.
+    pub written: VectorReport,
+    /// The equivalent ogr2ogr command line.
+    pub commands: Vec<Vec<String>>,
+    /// The coordinate operation PROJ selected, when the call changed CRS.
+    pub transformation: Option<TransformationFacts>,
+    pub warnings: Vec<String>,
+}
+
+/// Arguments of `vector_reproject`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorReprojectArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Target CRS: authority code, WKT or PROJ string.
+    pub dst_crs: String,
+    /// Assign or override the source CRS (only when the file's CRS is missing or wrong).
+    pub src_crs: Option<String>,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+    /// OGR driver of the output (default: from the extension).
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// Arguments of `vector_convert`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorConvertArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// OGR driver: GPKG, GeoJSON, FlatGeobuf, "ESRI Shapefile", CSV, KML, GML, SQLite...
+    pub format: Option<String>,
+    /// Only this layer (default: every layer).
+    pub layer: Option<String>,
+    /// Dataset creation options (ogr2ogr -dsco).
+    #[serde(default)]
+    pub dataset_options: BTreeMap<String, String>,
+    /// Layer creation options (ogr2ogr -lco), e.g. {"GEOMETRY": "AS_WKT"} for CSV.
+    #[serde(default)]
+    pub layer_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// Arguments of `vector_clip`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VectorClipArgs {
+    /// Source vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Clip rectangle, in `bounds.crs` (default: the input layer's CRS). Excludes `mask`.
+    pub bounds: Option<Bounds>,
+    /// Clip by the union of the polygons of this vector dataset (inside a workspace). A mask in
+    /// another CRS is reprojected to the input's CRS first (GDAL 3.6's ogr2ogr would not).
+    pub mask: Option<String>,
+    /// Layer of the mask (default: its first layer).
+    pub mask_layer: Option<String>,
+    /// Only this layer of the input (default: every layer).
+    pub layer: Option<String>,
+    /// OGR driver of the output (default: from the extension).
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+fn options_args(
+    argument: &str,
+    flag: &str,
+    options: &BTreeMap<String, String>,
+) -> Result<Vec<String>, ToolError> {
+    Ok(driver_options(argument, options)?
+        .into_iter()
+        .flat_map(|(key, value)| [flag.to_string(), format!("{key}={value}")])
+        .collect())
+}
+
+/// Gather the facts of a vector input.
+fn vector_facts(role: &str, path: &Path) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
+    let dataset = ogr::open(role, path)?;
+    Ok((facts::from_dataset(role, path, &dataset), dataset))
+}
+
+/// The CRS of the chosen layer (or the first).
+fn layer_crs(
+    dataset: &gdal::Dataset,
+    layer: Option<&str>,
+) -> Result<Option<SpatialRef>, GdalError> {
+    Ok(ogr::layer("layer", dataset, layer)?.spatial_ref())
+}
+
+/// Everything decided before the gate, ready to run after it.
+struct VectorPlan {
+    input: PathBuf,
+    output: PathBuf,
+    argv: Vec<String>,
+    transformation: Option<TransformationFacts>,
+}
+
+/// The work after the gate: ogr2ogr into a staged output, then describe what was written.
+fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> {
+    let source = facts::open(&plan.input)?;
+    let outcome = programs::run(
+        &Program::VectorTranslate,
+        &source,
+        &plan.argv,
+        &plan.output,
+        |_| Ok(()),
+    )?;
+    let written = ogr::report(&plan.output, None)?;
+    Ok(VectorOutput {
+        output: plan.output.display().to_string(),
+        files: outcome
+            .files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        written,
+        commands: vec![Program::VectorTranslate.command_line(
+            &plan.argv,
+            &plan.input,
+            &plan.output,
+        )],
+        transformation: plan.transformation,
+        warnings: outcome.warnings,
+    })
+}
+
+/// `-f <driver>`, plus `-nlt PROMOTE_TO_MULTI` where single-part layer types would reject
+/// features: a Shapefile's "Polygon" layer mixes polygons and multipolygons, and clipping can
+/// split a polygon in two (or leave a single part of a multipolygon). Strictly typed formats (FlatGeobuf) refuse such features, so they are
+/// promoted; a Shapefile output takes both and is left alone.
+fn base_argv(driver: &str, source: &DatasetFacts, clipping: bool) -> Vec<String> {
+    let mut argv = vec!["-f".to_string(), driver.to_string()];
+    let has = |types: &[&str]| {
+        source.vector.as_ref().is_some_and(|v| {
+            v.layers
+                .iter()
+                .any(|l| types.contains(&l.geometry_type.as_str()))
+        })
+    };
+    let promote = if clipping {
+        has(&[
+            "Polygon",
+            "Line String",
+            "Multi Polygon",
+            "Multi Line String",
+        ])
+    } else {
+        source.driver == "ESRI Shapefile" && has(&["Polygon", "Line String"])
+    };
+    if promote && driver != "ESRI Shapefile" {
+        argv.extend(["-nlt".to_string(), "PROMOTE_TO_MULTI".to_string()]);
+    }
+    argv
+}
+
+/// `vector_reproject`.
+pub async fn reproject(call: Call) -> Result<Value, ToolError> {
+    let args: VectorReprojectArgs = parse(call.tool, &call.arguments)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let justifications = args.justification.clone();
+    gated::run(
+        &call,
+        justifications,
+        move || {
+            let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+            let target = facts::parse_crs("dst_crs", &args.dst_crs)?;
+            let assigned = match &args.src_crs {
+                Some(definition) => Some(facts::parse_crs("src_crs", definition)?),
+                None => None,
+            };
+            let (input_facts, dataset) = vector_facts("input", &input)?;
+            let source = match assigned {
+                Some(s) => s,
+                None => layer_crs(&dataset, args.layer.as_deref())?.ok_or_else(|| {
+                    ToolError::Arguments(
+                        "input: the layer has no CRS, so it cannot be reprojected; if you know \
+                         it, pass src_crs (the crs_datum domain will ask you to justify that)"
+                            .to_string(),
+                    )
+                })?,
+            };
+            let area = ogr::layer("layer", &dataset, args.layer.as_deref())?
+                .try_get_extent()
+                .ok()
+                .flatten()
+                .and_then(|e| transform::lonlat_bounds(&source, [e.MinX, e.MinY, e.MaxX, e.MaxY]));
+            let transformation = transform::facts(&source, &target, area);
+            let mut argv = base_argv(&driver, &input_facts, false);
+            if let Some(src) = &args.src_crs {
+                argv.extend(["-s_srs".to_string(), src.clone()]);
+            }
+            argv.extend(["-t_srs".to_string(), args.dst_crs.clone()]);
+            if let Some(layer) = &args.layer {
+                argv.push(layer.clone());
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    target_crs: Some(facts::crs_facts(&target)),
+                    transformation: transformation.clone(),
+                    ..CallFacts::default()
+                },
+                VectorPlan {
+                    input,
+                    output,
+                    argv,
+                    transformation,
+                },
+            ))
+        },
+        translate,
+    )
+    .await
+}
+
+/// `vector_convert`.
+pub async fn convert(call: Call) -> Result<Value, ToolError> {
+    let args: VectorConvertArgs = parse(call.tool, &call.arguments)?;
+    let input = call.app.input_path("input", &args.input)?;
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &[&input])?;
+    let mut extra = options_args("dataset_options", "-dsco", &args.dataset_options)?;
+    extra.extend(options_args("layer_options", "-lco", &args.layer_options)?);
+    let justifications = args.justification.clone();
+    gated::run(
+        &call,
+        justifications,
+        move || {
+            let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+            let (input_facts, dataset) = vector_facts("input", &input)?;
+            if let Some(layer) = &args.layer {
+                ogr::layer("layer", &dataset, Some(layer))?;
+            }
+            let mut argv = base_argv(&driver, &input_facts, false);
+            argv.extend(extra);
+            if let Some(layer) = &args.layer {
+                argv.push(layer.clone());
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets: vec![input_facts],
+                    ..CallFacts::default()
+                },
+                VectorPlan {
+                    input,
+                    output,
+                    argv,
+                    transformation: None,
+                },
+            ))
+        },
+        translate,
+    )
+    .await
+}
+
+/// `vector_clip`.
+pub async fn clip(call: Call) -> Result<Value, ToolError> {
+    let args: VectorClipArgs = parse(call.tool, &call.arguments)?;
+    let rectangle = match (&args.bounds, &args.mask) {
+        (Some(_), Some(_)) => {
+            return Err(ToolError::Arguments(
+                "bounds and mask are mutually exclusive: clip by a rectangle or by a mask layer"
+                    .to_string(),
+            ))
+        }
+        (None, None) => {
+            return Err(ToolError::Arguments(
+                "give `bounds` (a rectangle) or `mask` (a polygon dataset) to clip by".to_string(),
+            ))
+        }
+        (Some(b), None) => Some(b.check("bounds")?),
+        (None, Some(_)) => None,
+    };
+    if args.mask_layer.is_some() && args.mask.is_none() {
+        return Err(ToolError::Arguments(
+            "mask_layer: applies only with `mask`".to_string(),
+        ));
+    }
+    let input = call.app.input_path("input", &args.input)?;
+    let mask = match &args.mask {
+        Some(raw) => Some(call.app.input_path("mask", raw)?),
+        None => None,
+    };
+    let mut inputs: Vec<&Path> = vec![&input];
+    if let Some(m) = &mask {
+        inputs.push(m);
+    }
+    let output = call
+        .app
+        .output_path("output", &args.output, args.overwrite, &inputs)?;
+    let justifications = args.justification.clone();
+    gated::run(
+        &call,
+        justifications,
+        move || {
+            let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+            let (input_facts, dataset) = vector_facts("input", &input)?;
+            let source_crs = layer_crs(&dataset, args.layer.as_deref())?;
+            let mut argv = base_argv(&driver, &input_facts, true);
+            let mut datasets = vec![input_facts];
+            let mut target_crs = None;
+            let mut transformation = None;
+            if let Some(mut rect) = rectangle {
+                if let (Some(crs), Some(source)) = (
+                    args.bounds.as_ref().and_then(|b| b.crs.as_ref()),
+                    &source_crs,
+                ) {
+                    let from = facts::parse_crs("bounds.crs", crs)?;
+                    rect = transform::transform_bounds(&from, source, rect).ok_or_else(|| {
+                        ToolError::Arguments(format!(
+                            "bounds: cannot transform the rectangle from {crs} to the layer's CRS"
+                        ))
+                    })?;
+                }
+                argv.push("-clipsrc".to_string());
+                argv.extend(rect.iter().map(|v| number(*v)));
+            }
+            if let Some(mask) = &mask {
+                let (mask_facts, mask_dataset) = vector_facts("mask", mask)?;
+                let mut mask_layer =
+                    ogr::layer("mask_layer", &mask_dataset, args.mask_layer.as_deref())?;
+                let mut reprojected = None;
+                if let (Some(m), Some(s)) = (mask_layer.spatial_ref(), &source_crs) {
+                    if !transform::same_crs(&m, s) {
+                        let area = mask_layer.try_get_extent().ok().flatten().and_then(|e| {
+                            transform::lonlat_bounds(&m, [e.MinX, e.MinY, e.MaxX, e.MaxY])
+                        });
+                        target_crs = Some(facts::crs_facts(s));
+                        transformation = transform::facts(&m, s, area);
+                        reprojected = Some(ogr::mask_wkt(&mut mask_layer, s)?);
+                    }
+                }
+                datasets.push(mask_facts);
+                match reprojected {
+                    Some(wkt) => argv.extend(["-clipsrc".to_string(), wkt]),
+                    None => {
+                        argv.extend(["-clipsrc".to_string(), mask.display().to_string()]);
+                        if let Some(layer) = &args.mask_layer {
+                            argv.extend(["-clipsrclayer".to_string(), layer.clone()]);
+                        }
+                    }
+                }
+            }
+            if let Some(layer) = &args.layer {
+                argv.push(layer.clone());
+            }
+            Ok(Gathered::new(
+                CallFacts {
+                    datasets,
+                    target_crs,
+                    transformation: transformation.clone(),
+                    ..CallFacts::default()
+                },
+                VectorPlan {
+                    input,
+                    output,
+                    argv,
+                    transformation,
+                },
+            ))
+        },
+        translate,
+    )
+    .await
+}
