@@ -108,6 +108,32 @@ fn a_loop_runs_out_of_fuel_and_the_next_call_works() {
     still_works(&registry);
 }
 
+/// A guest that sleeps waits inside a host call (`pollable.block`), where neither fuel nor an
+/// epoch deadline can stop it; the sandbox refuses the wait itself, at once.
+#[test]
+fn a_guest_that_waits_is_refused_at_once_and_the_next_call_works() {
+    let (_dir, registry) = load(Limits::default());
+    let hostile = registry.get("hostile").expect("hostile");
+    let started = Instant::now();
+    let error = hostile
+        .classify(&call("sleep.tif"))
+        .expect_err("a wait must fail");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not after the sleep or the deadline: {:?}",
+        started.elapsed()
+    );
+    match &error {
+        PluginError::Waited { plugin, call, .. } => {
+            assert_eq!(plugin, "hostile");
+            assert_eq!(*call, "classify");
+        }
+        other => panic!("expected Waited, got {other:?}"),
+    }
+    assert!(error.to_string().contains("tried to wait"), "{error}");
+    still_works(&registry);
+}
+
 #[test]
 fn a_panic_is_a_trap_with_its_message_and_the_next_call_works() {
     let (_dir, registry) = load(Limits::default());

@@ -79,6 +79,9 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
         .await?;
     let text = serde_json::to_string(&rendered.messages)?;
     assert!(text.contains("`cubic`"), "{text}");
+    // Regression: optional arguments that were not given rendered as blank fields
+    // ("**Flagged because:** " followed by nothing); such lines are left out now.
+    assert!(!text.contains("Flagged because"), "{text}");
 
     let resources = server.client.list_all_resources().await?;
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
@@ -219,5 +222,69 @@ async fn bad_arguments_get_clear_errors_before_the_gate() -> anyhow::Result<()> 
             .call("raster_info", json!({"input": "dem.tif"}))
             .await?
     ));
+    Ok(())
+}
+
+/// Start the server, optionally send one line, close stdin, and return (exit code, stdout,
+/// stderr). The server must end by itself within 20 s.
+fn run_and_close(send: Option<&str>) -> anyhow::Result<(Option<i32>, String, String)> {
+    use std::io::{Read, Write};
+    let workspace = tempfile::tempdir()?;
+    let mut child = std::process::Command::new(gdal_mcp_tests::binary()?)
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("--cache-dir")
+        .arg(gdal_mcp_tests::shared_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+    if let Some(line) = send {
+        writeln!(stdin, "{line}")?;
+        stdin.flush()?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    drop(stdin);
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(20) {
+            child.kill()?;
+            anyhow::bail!("the server did not exit after its client closed stdin");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut out = String::new();
+    let mut err = String::new();
+    if let Some(mut pipe) = child.stdout.take() {
+        pipe.read_to_string(&mut out)?;
+    }
+    if let Some(mut pipe) = child.stderr.take() {
+        pipe.read_to_string(&mut err)?;
+    }
+    Ok((status.code(), out, err))
+}
+
+/// Regression: a client that sends nothing, or only `server/discover`, and closes made the
+/// server exit 1 with a handshake error. It now ends with exit 0 and one clear line.
+#[test]
+fn a_closed_or_silent_client_ends_the_server_cleanly() -> anyhow::Result<()> {
+    let (code, out, err) = run_and_close(None)?;
+    assert_eq!(code, Some(0), "stderr: {err}");
+    assert!(out.is_empty(), "nothing but JSON-RPC on stdout: {out:?}");
+    assert!(err.contains("closed the connection"), "{err}");
+
+    let discover = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let (code, out, err) = run_and_close(Some(discover))?;
+    assert_eq!(code, Some(0), "stderr: {err}");
+    assert!(out.contains("\"id\":1"), "discover was answered: {out}");
+    for line in out.lines() {
+        let parsed: serde_json::Value = serde_json::from_str(line)?;
+        assert_eq!(parsed["jsonrpc"], "2.0", "{line}");
+    }
     Ok(())
 }

@@ -94,6 +94,19 @@ impl App {
         Ok(self.workspaces.input(argument, raw)?)
     }
 
+    /// Confine the `input` and `output` arguments of a tool that reads one dataset and writes
+    /// one.
+    pub fn input_and_output(
+        &self,
+        input: &str,
+        output: &str,
+        overwrite: bool,
+    ) -> Result<(PathBuf, PathBuf), ToolError> {
+        let input = self.input_path("input", input)?;
+        let output = self.output_path("output", output, overwrite, &[&input])?;
+        Ok((input, output))
+    }
+
     /// Confine an output path, refusing one that is an input of the call or, without
     /// `overwrite`, any existing file.
     pub fn output_path(

@@ -78,6 +78,16 @@ where
     )
 }
 
+/// Run an ungated, read-only call: the job on a GDAL worker, its result serialised.
+pub async fn read_only<O, J>(call: &Call, job: J) -> Result<Value, ToolError>
+where
+    O: Serialize + Send + 'static,
+    J: FnOnce() -> Result<O, ToolError> + Send + 'static,
+{
+    let output = call.app.gdal(job).await?;
+    to_value(call.tool, &output)
+}
+
 /// Ask the gate; proceed with receipts or fail with the refusal.
 async fn decide(
     call: &Call,

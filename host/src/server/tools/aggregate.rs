@@ -141,10 +141,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
         ));
     }
     let options = driver_options("creation_options", &args.creation_options)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let statistic = args.statistic;
     let output_type = args.output_type;

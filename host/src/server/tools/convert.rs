@@ -340,10 +340,9 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
 /// `raster_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {
     let args: ConvertArgs = parse(call.tool, &call.arguments)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,
@@ -409,4 +408,98 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(arguments: Value) -> Result<Vec<String>, String> {
+        crate::gdal::init();
+        let mut full = json!({"input": "in.tif", "output": "out.tif"});
+        if let (Some(o), Value::Object(extra)) = (full.as_object_mut(), arguments) {
+            o.extend(extra);
+        }
+        let args: ConvertArgs = parse("raster_convert", &full).map_err(|e| e.to_string())?;
+        plan_convert(&args, 3)
+            .map(|p| p.args)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Table-driven: typed arguments map onto the options the chosen driver declares, and
+    /// impossible combinations are refused before any work, naming the argument.
+    #[test]
+    fn convert_argument_planning() {
+        let ok: &[(Value, &[&str])] = &[
+            (json!({}), &["-of", "GTiff"]),
+            (
+                json!({"compression": "DEFLATE", "predictor": 2, "tiled": true, "block_size": 256}),
+                &[
+                    "-of",
+                    "GTiff",
+                    "-co",
+                    "COMPRESS=DEFLATE",
+                    "-co",
+                    "PREDICTOR=2",
+                    "-co",
+                    "TILED=YES",
+                    "-co",
+                    "BLOCKXSIZE=256",
+                    "-co",
+                    "BLOCKYSIZE=256",
+                ],
+            ),
+            (
+                json!({"format": "COG", "compression": "ZSTD", "predictor": 3}),
+                &[
+                    "-of",
+                    "COG",
+                    "-co",
+                    "COMPRESS=ZSTD",
+                    "-co",
+                    "PREDICTOR=FLOATING_POINT",
+                    "-co",
+                    "OVERVIEWS=NONE",
+                ],
+            ),
+            (
+                json!({"bands": [3, 1], "output_type": "Byte", "scale": [0, 1000, 0, 255]}),
+                &[
+                    "-of", "GTiff", "-b", "3", "-b", "1", "-ot", "Byte", "-scale", "0", "1000",
+                    "0", "255",
+                ],
+            ),
+        ];
+        for (arguments, want) in ok {
+            let want: Vec<String> = want.iter().map(|w| w.to_string()).collect();
+            assert_eq!(plan(arguments.clone()), Ok(want), "{arguments}");
+        }
+        let refused: &[(Value, &str)] = &[
+            (json!({"predictor": 2}), "predictor"),
+            (json!({"compression": "JPEG", "predictor": 2}), "predictor"),
+            (json!({"max_z_error": 0.5}), "max_z_error"),
+            (json!({"format": "COG", "tiled": false}), "tiled"),
+            (
+                json!({"format": "COG", "overviews": {"resampling": "average", "levels": [2]}}),
+                "overviews.levels",
+            ),
+            (json!({"block_size": 100}), "block_size"),
+            (json!({"bands": [4]}), "bands"),
+            (json!({"bands": []}), "bands"),
+            (json!({"scale": [1, 1, 0, 255]}), "scale"),
+            (json!({"format": "NoSuchDriver"}), "format"),
+            (
+                json!({"compression": "DEFLATE", "creation_options": {"COMPRESS": "LZW"}}),
+                "creation_options",
+            ),
+            (
+                json!({"format": "PNG", "compression": "DEFLATE"}),
+                "compression",
+            ),
+        ];
+        for (arguments, start) in refused {
+            let error = plan(arguments.clone()).err().unwrap_or_default();
+            assert!(error.starts_with(start), "{arguments}: {error}");
+        }
+    }
 }

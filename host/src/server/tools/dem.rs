@@ -263,10 +263,7 @@ where
     F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
 {
     let (input, output, overwrite) = paths;
-    let input = call.app.input_path("input", input)?;
-    let output = call
-        .app
-        .output_path("output", output, overwrite, &[&input])?;
+    let (input, output) = call.app.input_and_output(input, output, overwrite)?;
     gated::run(
         &call,
         justifications,

@@ -55,21 +55,18 @@ pub struct InfoOutput {
 pub async fn info(call: Call) -> Result<Value, ToolError> {
     let args: InfoArgs = parse(call.tool, &call.arguments)?;
     let input = call.app.input_path("input", &args.input)?;
-    let output = call
-        .app
-        .gdal(move || {
-            let dataset = facts::open(&input)?;
-            facts::require_raster("input", &input, &dataset)?;
-            let facts = facts::from_dataset("input", &input, &dataset);
-            let gdalinfo = info::gdalinfo_json(&dataset, args.stats)?;
-            Ok(InfoOutput {
-                input: input.display().to_string(),
-                facts,
-                gdalinfo,
-            })
+    gated::read_only(&call, move || {
+        let dataset = facts::open(&input)?;
+        facts::require_raster("input", &input, &dataset)?;
+        let facts = facts::from_dataset("input", &input, &dataset);
+        let gdalinfo = info::gdalinfo_json(&dataset, args.stats)?;
+        Ok(InfoOutput {
+            input: input.display().to_string(),
+            facts,
+            gdalinfo,
         })
-        .await?;
-    gated::to_value(call.tool, &output)
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,18 +130,15 @@ pub async fn statistics(call: Call) -> Result<Value, ToolError> {
         histogram_bins: bins,
         sample: args.sample,
     };
-    let output = call
-        .app
-        .gdal(move || {
-            let (bands, sampled) = stats::compute(&input, &request)?;
-            Ok(StatsOutput {
-                input: input.display().to_string(),
-                sampled,
-                bands,
-            })
+    gated::read_only(&call, move || {
+        let (bands, sampled) = stats::compute(&input, &request)?;
+        Ok(StatsOutput {
+            input: input.display().to_string(),
+            sampled,
+            bands,
         })
-        .await?;
-    gated::to_value(call.tool, &output)
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,10 +199,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     }
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let request = WarpRequest {
         input,
         output,
@@ -310,10 +303,9 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
     check_grid(args.resolution, args.size, true)?;
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let request = WarpRequest {
         input,
         output,
@@ -692,10 +684,9 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     check_band(args.band)?;
     let options = driver_options("creation_options", &args.creation_options)?;
     let argv = terrain_argv(&args, &options)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let band = args.band;
     let program = Program::Dem(args.operation.gdal_name().to_string());

@@ -45,17 +45,14 @@ pub struct VectorInfoOutput {
 pub async fn info(call: Call) -> Result<Value, ToolError> {
     let args: VectorInfoArgs = parse(call.tool, &call.arguments)?;
     let input = call.app.input_path("input", &args.input)?;
-    let output = call
-        .app
-        .gdal(move || {
-            let report = ogr::report(&input, args.layer.as_deref())?;
-            Ok(VectorInfoOutput {
-                input: input.display().to_string(),
-                report,
-            })
+    gated::read_only(&call, move || {
+        let report = ogr::report(&input, args.layer.as_deref())?;
+        Ok(VectorInfoOutput {
+            input: input.display().to_string(),
+            report,
         })
-        .await?;
-    gated::to_value(call.tool, &output)
+    })
+    .await
 }
 
 /// Result of the vector tools that write a dataset.
@@ -174,6 +171,23 @@ struct VectorPlan {
     transformation: Option<TransformationFacts>,
 }
 
+impl VectorPlan {
+    /// The gather step's answer: the facts the domains see, and this plan.
+    fn gathered(
+        self,
+        datasets: Vec<DatasetFacts>,
+        target_crs: Option<facts::CrsFacts>,
+    ) -> Gathered<Self> {
+        let facts = CallFacts {
+            datasets,
+            target_crs,
+            transformation: self.transformation.clone(),
+            ..CallFacts::default()
+        };
+        Gathered::new(facts, self)
+    }
+}
+
 /// The work after the gate: ogr2ogr into a staged output, then describe what was written.
 fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> {
     let source = facts::open(&plan.input)?;
@@ -235,10 +249,9 @@ fn base_argv(driver: &str, source: &DatasetFacts, clipping: bool) -> Vec<String>
 /// `vector_reproject`.
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     let args: VectorReprojectArgs = parse(call.tool, &call.arguments)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,
@@ -275,20 +288,13 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
-            Ok(Gathered::new(
-                CallFacts {
-                    datasets: vec![input_facts],
-                    target_crs: Some(facts::crs_facts(&target)),
-                    transformation: transformation.clone(),
-                    ..CallFacts::default()
-                },
-                VectorPlan {
-                    input,
-                    output,
-                    argv,
-                    transformation,
-                },
-            ))
+            let plan = VectorPlan {
+                input,
+                output,
+                argv,
+                transformation,
+            };
+            Ok(plan.gathered(vec![input_facts], Some(facts::crs_facts(&target))))
         },
         translate,
     )
@@ -298,10 +304,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
 /// `vector_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {
     let args: VectorConvertArgs = parse(call.tool, &call.arguments)?;
-    let input = call.app.input_path("input", &args.input)?;
-    let output = call
+    let (input, output) = call
         .app
-        .output_path("output", &args.output, args.overwrite, &[&input])?;
+        .input_and_output(&args.input, &args.output, args.overwrite)?;
     let mut extra = options_args("dataset_options", "-dsco", &args.dataset_options)?;
     extra.extend(options_args("layer_options", "-lco", &args.layer_options)?);
     let justifications = args.justification.clone();
@@ -319,18 +324,13 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
-            Ok(Gathered::new(
-                CallFacts {
-                    datasets: vec![input_facts],
-                    ..CallFacts::default()
-                },
-                VectorPlan {
-                    input,
-                    output,
-                    argv,
-                    transformation: None,
-                },
-            ))
+            let plan = VectorPlan {
+                input,
+                output,
+                argv,
+                transformation: None,
+            };
+            Ok(plan.gathered(vec![input_facts], None))
         },
         translate,
     )
@@ -428,20 +428,13 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
-            Ok(Gathered::new(
-                CallFacts {
-                    datasets,
-                    target_crs,
-                    transformation: transformation.clone(),
-                    ..CallFacts::default()
-                },
-                VectorPlan {
-                    input,
-                    output,
-                    argv,
-                    transformation,
-                },
-            ))
+            let plan = VectorPlan {
+                input,
+                output,
+                argv,
+                transformation,
+            };
+            Ok(plan.gathered(datasets, target_crs))
         },
         translate,
     )

@@ -6,6 +6,8 @@
 //! * contains `oom`: allocates until the host's memory limit refuses;
 //! * contains `stdout`: writes to stdout and stderr, then asks for a justification
 //!   (the host must keep both away from its JSON-RPC stream);
+//! * contains `sleep`: sleeps for an hour in a WASI clock wait, which burns no fuel (the host
+//!   must refuse the wait at once, not hold a thread for an hour);
 //! * anything else: no opinion.
 
 use gdal_mcp_domain_sdk::{
@@ -35,6 +37,9 @@ impl Domain for Hostile {
             loop {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
+        }
+        if output.contains("sleep") {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
         }
         if output.contains("trap") {
             panic!("hostile domain panics on purpose");

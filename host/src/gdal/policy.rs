@@ -1,0 +1,363 @@
+//! What GDAL may touch: the process-wide switches and the checks that keep GDAL inside the
+//! workspaces, whatever the arguments or the data say.
+//!
+//! Paths given as arguments are confined by `workspace`. This room covers the ways GDAL reaches
+//! further on its own (all verified with GDAL 3.6.2):
+//!
+//! * **Driver options that take file names** (MRF `DATANAME`, PDS4 `IMAGE_FILENAME`, ISIS3
+//!   `EXTERNAL_FILENAME`, MVT `TEMPORARY_DB`, PDF `JAVASCRIPT_FILE`...): outputs use an
+//!   allow-list of drivers, an option must be one the driver declares and not one that names a
+//!   file, and no option value may be a path, a `/vsi` name or a URL ([`check_options`]).
+//! * **Network access**: the network drivers are deregistered and the curl-based virtual file
+//!   systems refuse every file name ([`init`]).
+//! * **Files that make GDAL open other files** (a VRT's sources, an `.aux.xml`'s
+//!   `OVERVIEW_FILE`, a symlinked sidecar): after every open, every file GDAL lists for the
+//!   dataset is resolved and must lie inside a workspace ([`confine_opened`]).
+//! * **Sizes**: cell and byte budgets checked from the header before any whole-band read or
+//!   output allocation ([`check_cells`]).
+
+use super::GdalError;
+use gdal::{Dataset, Metadata};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Raster drivers a tool may write. Left out on purpose: drivers whose options or behaviour
+/// reach outside the output (MRF, PDS4, ISIS3, PDF, VRT) and drivers that reproject or expand
+/// on write behind the gate's back (MBTiles, KMLSUPEROVERLAY).
+pub const RASTER_OUTPUT_DRIVERS: &[&str] = &[
+    "GTiff", "COG", "PNG", "JPEG", "WEBP", "GPKG", "HFA", "ENVI", "AAIGrid", "XYZ", "netCDF",
+    "JP2OpenJPEG", "SAGA", "GS7BG", "RST",
+];
+
+/// Vector drivers a tool may write (MVT, whose `TEMPORARY_DB` deletes a file, and PDF are
+/// left out).
+pub const VECTOR_OUTPUT_DRIVERS: &[&str] = &[
+    "GPKG",
+    "GeoJSON",
+    "GeoJSONSeq",
+    "FlatGeobuf",
+    "ESRI Shapefile",
+    "CSV",
+    "KML",
+    "LIBKML",
+    "GML",
+    "SQLite",
+    "GPX",
+    "MapInfo File",
+    "DXF",
+    "ODS",
+    "XLSX",
+];
+
+/// Drivers that talk to the network or to database servers; deregistered at start-up so that
+/// neither an argument nor a nested reference (a VRT source) can reach them.
+const NETWORK_DRIVERS: &[&str] = &[
+    "HTTP",
+    "WMS",
+    "WMTS",
+    "WCS",
+    "WFS",
+    "OAPIF",
+    "OGCAPI",
+    "ELASTIC",
+    "CouchDB",
+    "Cloudant",
+    "PostgreSQL",
+    "PostGISRaster",
+    "MySQL",
+    "ODBC",
+    "PGeo",
+    "MSSQLSpatial",
+    "OCI",
+    "Carto",
+    "AmigoCloud",
+    "DAAS",
+    "EEDA",
+    "EEDAI",
+    "PLMOSAIC",
+    "PLSCENES",
+    "NGW",
+    "STACTA",
+    "STACIT",
+    "MongoDBv3",
+    "GNMDatabase",
+    "WEBHDFS",
+    "CSW",
+    "SOSI",
+    "OGR_GMT",
+    "HANA",
+    "TileDB",
+    "Rasterlite",
+    "OGR_VRT",
+];
+
+/// Option names that take a file or directory name, denied whatever the driver declares.
+const FILE_OPTIONS: &[&str] = &[
+    "DATANAME",
+    "INDEXNAME",
+    "IMAGE_FILENAME",
+    "EXTERNAL_FILENAME",
+    "TEMPORARY_DB",
+    "TEMPORARY_DIR",
+    "JAVASCRIPT_FILE",
+    "CACHEDSOURCE",
+    "EXTRA_RASTERS",
+    "EXTRA_IMAGES",
+    "CONF",
+    "HEADER",
+    "TRAILER",
+    "SEED",
+    "TEMPLATE",
+    "GMLJP2V2_DEF",
+    "OGR_DATASOURCE",
+    "XSISCHEMAURI",
+    "SCHEMA",
+    "TEMPLATE_FILE",
+    "METADATA_FILE",
+];
+
+/// Default budget of cells a tool may read whole or allocate: 400 M cells (1.6 GB as Float32),
+/// sized for a 2-core, 24 GiB machine with several calls at once. `GDAL_MCP_MAX_CELLS` overrides.
+pub const DEFAULT_MAX_CELLS: u64 = 400_000_000;
+
+/// The cell budget in force.
+pub fn max_cells() -> u64 {
+    static MAX: OnceLock<u64> = OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("GDAL_MCP_MAX_CELLS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_MAX_CELLS)
+    })
+}
+
+/// Refuse a grid of `width × height × bands` cells above the budget, before any allocation.
+pub fn check_cells(what: &str, width: u64, height: u64, bands: u64) -> Result<(), GdalError> {
+    let cells = width.saturating_mul(height).saturating_mul(bands.max(1));
+    if cells > max_cells() {
+        return Err(GdalError::Arguments(format!(
+            "{what}: {width} x {height} x {bands} = {cells} cells exceeds the server's budget of \
+             {} cells per call (GDAL_MCP_MAX_CELLS); work on a window, a coarser resolution or \
+             a sample",
+            max_cells()
+        )));
+    }
+    Ok(())
+}
+
+/// The workspace roots GDAL may read from, set once at start-up.
+static ROOTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+
+/// Set the workspace roots (canonical). The first call wins.
+pub fn set_roots(roots: &[PathBuf]) {
+    let _ = ROOTS.set(roots.to_vec());
+}
+
+/// Process-wide switches, applied once before the first GDAL job (from `gdal::init`).
+pub(super) fn apply_process_switches() {
+    for (key, value) in [
+        // Every curl-based virtual file system (/vsicurl/, /vsis3/, ...) accepts only this
+        // file name, which cannot exist: no URL is ever fetched.
+        (
+            "CPL_VSIL_CURL_ALLOWED_FILENAME",
+            "/nonexistent/gdal-mcp-refuses-network-access",
+        ),
+        ("GDAL_HTTP_TIMEOUT", "1"),
+        ("GDAL_HTTP_MAX_RETRY", "0"),
+        // A VRT may not run Python pixel functions (GDAL 3.6 refuses them by default too).
+        ("GDAL_VRT_ENABLE_PYTHON", "NO"),
+        // No .aux.xml is written beside inputs when statistics are computed.
+        ("GDAL_PAM_ENABLED", "YES"),
+    ] {
+        let _ = gdal::config::set_config_option(key, value);
+    }
+    for name in NETWORK_DRIVERS {
+        if let Ok(driver) = gdal::DriverManager::get_driver_by_name(name) {
+            // SAFETY: deregistering a driver handle GDAL returned; drivers are never destroyed
+            // here, only removed from the manager, before any dataset is opened with them.
+            unsafe { gdal_sys::GDALDeregisterDriver(driver.c_driver()) };
+        }
+    }
+}
+
+/// Whether `path` (as GDAL lists it) resolves inside a workspace. GDAL virtual paths and URLs
+/// never do.
+fn inside(path: &str) -> bool {
+    let Some(roots) = ROOTS.get() else {
+        return true;
+    };
+    if path.starts_with("/vsi") || path.contains("://") {
+        return false;
+    }
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(resolved) => resolved,
+        // A listed file that does not exist (an optional sidecar) is judged by its folder.
+        Err(_) => match Path::new(path).parent().map(std::fs::canonicalize) {
+            Some(Ok(parent)) => parent,
+            _ => return false,
+        },
+    };
+    roots.iter().any(|root| resolved.starts_with(root))
+}
+
+/// Refuse a dataset GDAL opened if any file it lists (a VRT's sources, sidecars, overview
+/// files) lies outside the workspaces, or if a listed sidecar is a symlink leaving them.
+pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    if ROOTS.get().is_none() {
+        return Ok(());
+    }
+    let mut files = file_list(dataset);
+    if let Some(overview) = dataset.metadata_item("OVERVIEW_FILE", "OVERVIEWS") {
+        files.push(overview);
+    }
+    for file in files {
+        if !inside(&file) {
+            return Err(GdalError::Arguments(format!(
+                "{}: opening it makes GDAL read \"{file}\", which is outside every workspace \
+                 (a VRT source, sidecar or overview file); copy the data into a workspace",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `GDALGetFileList` of a dataset.
+pub fn file_list(dataset: &Dataset) -> Vec<String> {
+    // SAFETY: the dataset handle is valid for the call; the returned list is owned by us and
+    // freed with CSLDestroy.
+    unsafe {
+        let list = gdal_sys::GDALGetFileList(dataset.c_dataset());
+        if list.is_null() {
+            return Vec::new();
+        }
+        let mut files = Vec::new();
+        let mut i = 0;
+        loop {
+            let entry = *list.add(i);
+            if entry.is_null() {
+                break;
+            }
+            files.push(
+                std::ffi::CStr::from_ptr(entry)
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            i += 1;
+        }
+        gdal_sys::CSLDestroy(list);
+        files
+    }
+}
+
+/// Which list of options an argument feeds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptionKind {
+    /// `-co` / `-dsco`: the driver's creation options.
+    Creation,
+    /// `-lco`: the driver's layer creation options.
+    Layer,
+}
+
+/// Refuse an output driver outside the allow-list.
+pub fn check_output_driver(argument: &str, driver: &str, raster: bool) -> Result<(), GdalError> {
+    let allowed = if raster {
+        RASTER_OUTPUT_DRIVERS
+    } else {
+        VECTOR_OUTPUT_DRIVERS
+    };
+    if allowed.iter().any(|d| d.eq_ignore_ascii_case(driver)) {
+        return Ok(());
+    }
+    Err(GdalError::Arguments(format!(
+        "{argument}: the {driver} driver is not allowed for outputs (it can reach files outside \
+         the output, or change data behind the methodology gate); use one of {}",
+        allowed.join(", ")
+    )))
+}
+
+/// Check driver options: each name must be declared by the driver and must not name a file,
+/// and no value may be a path, a `/vsi` name or a URL.
+pub fn check_options(
+    argument: &str,
+    driver: &gdal::Driver,
+    kind: OptionKind,
+    options: &[(String, String)],
+) -> Result<(), GdalError> {
+    let list = match kind {
+        OptionKind::Creation => "DMD_CREATIONOPTIONLIST",
+        OptionKind::Layer => "DS_LAYER_CREATIONOPTIONLIST",
+    };
+    let declared = super::facts::declared_options(driver, list);
+    for (key, value) in options {
+        let upper = key.to_ascii_uppercase();
+        if FILE_OPTIONS.contains(&upper.as_str())
+            || upper.ends_with("FILENAME")
+            || upper.ends_with("_FILE")
+            || upper.ends_with("_DIR")
+        {
+            return Err(GdalError::Arguments(format!(
+                "{argument}.{key}: options that name files are not allowed; outputs are \
+                 written only where `output` says"
+            )));
+        }
+        if !declared.is_empty() && !declared.iter().any(|d| *d == upper) {
+            return Err(GdalError::Arguments(format!(
+                "{argument}.{key}: the {} driver has no such option; it has {}",
+                driver.short_name(),
+                declared.join(", ")
+            )));
+        }
+        if looks_like_a_location(value) {
+            return Err(GdalError::Arguments(format!(
+                "{argument}.{key}: \"{value}\" looks like a path, a GDAL virtual file or a URL; \
+                 option values may not name files or locations"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A value that could make GDAL read or write elsewhere.
+fn looks_like_a_location(value: &str) -> bool {
+    let lower = value.trim().to_ascii_lowercase();
+    lower.contains('/')
+        || lower.contains('\\')
+        || lower.contains("..")
+        || lower.starts_with('~')
+        || lower.contains("://")
+        || lower.starts_with("vsi")
+        || lower.contains('\n')
+        || lower.contains('\0')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_are_recognised() {
+        for bad in [
+            "/etc/passwd",
+            "../x",
+            "/vsistdout/",
+            "http://127.0.0.1:8/x",
+            "C:\\x",
+            "~/x",
+            "vsicurl",
+        ] {
+            assert!(looks_like_a_location(bad), "{bad}");
+        }
+        for fine in ["DEFLATE", "YES", "256", "1.5", "EPSG:4326", "AS_WKT", "SEMICOLON"] {
+            assert!(!looks_like_a_location(fine), "{fine}");
+        }
+    }
+
+    #[test]
+    fn cell_budget() {
+        assert!(check_cells("input", 1000, 1000, 1).is_ok());
+        assert!(check_cells("input", 100_000, 100_000, 1).is_err());
+        assert!(check_cells("input", u64::MAX, u64::MAX, u64::MAX).is_err());
+    }
+}
