@@ -17,6 +17,7 @@ pub mod gdal;
 pub mod hydrology;
 pub mod reflection;
 pub mod server;
+pub mod transport;
 pub mod workspace;
 
 /// The server's version, as recorded in capsules and `serverInfo`.

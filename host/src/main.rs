@@ -155,16 +155,19 @@ fn serve(options: Options) -> anyhow::Result<()> {
     let protocol_out = private_stdout()?;
     runtime.block_on(async move {
         let server = GdalMcp::new(Arc::new(app));
-        let transport = (tokio::io::stdin(), tokio::fs::File::from_std(protocol_out));
-        let service = match server.serve(transport).await {
+        let (reader, writer, pumps) =
+            gdal_mcp::transport::start(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out));
+        let service = match server.serve((reader, writer)).await {
             Ok(service) => service,
             Err(ServerInitializeError::ConnectionClosed(_)) => {
+                pumps.finish().await;
                 eprintln!("gdal-mcp: the client closed the connection before the MCP handshake");
                 return Ok(());
             }
             Err(e) => return Err(e).context("MCP handshake over stdio failed"),
         };
         service.waiting().await.context("MCP service failed")?;
+        pumps.finish().await;
         eprintln!("gdal-mcp: the client closed the connection; exiting");
         Ok(())
     })

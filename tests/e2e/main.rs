@@ -1,6 +1,7 @@
 //! One integration-test binary (as wasmtime does): every test drives the built `gdal-mcp`
 //! binary over real stdio with the rmcp client, real GDAL and real wasm components.
 
+mod adversarial;
 mod aggregation;
 mod confinement;
 mod hydrology;

@@ -111,6 +111,17 @@ pub enum LoadError {
         "plugin {origin}: domain id \"{id}\" is invalid; use 1-64 lowercase letters, digits or _"
     )]
     InvalidId { origin: String, id: String },
+    #[error(
+        "plugin {origin}: domain \"{id}\" renders different prompts for the same arguments; \
+         render-prompt must be deterministic (decision keys hash the prompt)"
+    )]
+    Nondeterministic { origin: String, id: String },
+    #[error(
+        "built-in domain {expected}: the loaded component describes itself as \"{id}\"; the \
+         compiled-component cache may have been tampered with (remove it, or start with \
+         --no-cache)"
+    )]
+    BuiltinMismatch { expected: String, id: String },
     #[error("plugin {origin}: domain \"{id}\" is already loaded from {existing}; domain ids must be unique")]
     Duplicate {
         origin: String,
@@ -118,6 +129,15 @@ pub enum LoadError {
         existing: String,
     },
 }
+
+/// Caps on what a plugin may hand back, so that a hostile or broken domain cannot blow up a
+/// response (a 40 MB prompt became an 80 MiB response before these).
+pub const MAX_REASON_BYTES: usize = 2 << 10;
+pub const MAX_KEY_FIELDS_BYTES: usize = 16 << 10;
+pub const MAX_PROMPT_ARGUMENTS_BYTES: usize = 16 << 10;
+pub const MAX_PROMPT_BYTES: usize = 64 << 10;
+pub const MAX_FIELD_ERRORS: usize = 64;
+pub const MAX_FIELD_ERROR_BYTES: usize = 1 << 10;
 
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -146,6 +166,28 @@ impl Domain {
         let Some(trigger) = answer else {
             return Ok(None);
         };
+        if trigger.reason.len() > MAX_REASON_BYTES {
+            return Err(self.contract(format!(
+                "reason is {} bytes; at most {MAX_REASON_BYTES}",
+                trigger.reason.len()
+            )));
+        }
+        if trigger.key_fields.len() > MAX_KEY_FIELDS_BYTES {
+            return Err(self.contract(format!(
+                "key-fields is {} bytes; at most {MAX_KEY_FIELDS_BYTES}",
+                trigger.key_fields.len()
+            )));
+        }
+        let argument_bytes: usize = trigger
+            .prompt_arguments
+            .iter()
+            .map(|p| p.name.len() + p.value.len())
+            .sum();
+        if argument_bytes > MAX_PROMPT_ARGUMENTS_BYTES {
+            return Err(self.contract(format!(
+                "prompt arguments are {argument_bytes} bytes; at most {MAX_PROMPT_ARGUMENTS_BYTES}"
+            )));
+        }
         let key_fields: Value =
             serde_json::from_str(&trigger.key_fields).map_err(|e| self.contract(e.to_string()))?;
         if !key_fields.is_object() {
@@ -176,10 +218,21 @@ impl Domain {
                 value: value.clone(),
             })
             .collect();
-        self.prepared
+        let text = self
+            .prepared
             .call(&self.provenance(), "render-prompt", |domain, store| {
                 domain.call_render_prompt(store, &values)
-            })
+            })?;
+        if text.len() > MAX_PROMPT_BYTES {
+            return Err(self.contract_in(
+                "render-prompt",
+                format!(
+                    "the prompt is {} bytes; at most {MAX_PROMPT_BYTES}",
+                    text.len()
+                ),
+            ));
+        }
+        Ok(text)
     }
 
     /// The domain's own checks of a justification (JSON object) for these key fields.
@@ -195,6 +248,19 @@ impl Domain {
             .call(&self.provenance(), "validate", |domain, store| {
                 domain.call_validate(store, &key_fields, &justification)
             })?;
+        let oversized = errors
+            .iter()
+            .any(|e| e.path.len() + e.message.len() > MAX_FIELD_ERROR_BYTES);
+        if errors.len() > MAX_FIELD_ERRORS || oversized {
+            return Err(self.contract_in(
+                "validate",
+                format!(
+                    "returned {} field errors (at most {MAX_FIELD_ERRORS}, each at most \
+                     {MAX_FIELD_ERROR_BYTES} bytes)",
+                    errors.len()
+                ),
+            ));
+        }
         Ok(errors
             .into_iter()
             .map(|e| FieldError {
@@ -205,10 +271,14 @@ impl Domain {
     }
 
     fn contract(&self, message: String) -> PluginError {
+        self.contract_in("classify", message)
+    }
+
+    fn contract_in(&self, call: &'static str, message: String) -> PluginError {
         PluginError::Contract {
             plugin: self.info.id.clone(),
             version: self.info.version.clone(),
-            call: "classify",
+            call,
             message,
         }
     }
@@ -282,6 +352,15 @@ impl Registry {
             version: "?",
         };
         let info = prepared.call(&unknown, "describe", |d, s| d.call_describe(s))?;
+        if let Origin::Builtin = &origin {
+            let expected = origin_text.trim_start_matches("built-in ");
+            if info.id != expected {
+                return Err(LoadError::BuiltinMismatch {
+                    expected: expected.to_string(),
+                    id: info.id,
+                });
+            }
+        }
         if !valid_id(&info.id) {
             return Err(LoadError::InvalidId {
                 origin: origin_text.to_string(),
@@ -315,11 +394,26 @@ impl Registry {
                 .collect(),
             methodology: info.methodology,
         };
-        self.domains.push(Arc::new(Domain {
+        let domain = Domain {
             info,
             origin,
             prepared,
-        }));
+        };
+        // Keys hash the rendered prompt, so a domain whose prompt changes from call to call
+        // would never find its own capsules: check determinism once, at load.
+        let sample: Vec<(String, String)> = domain
+            .info
+            .prompt_arguments
+            .iter()
+            .map(|a| (a.name.clone(), format!("<{}>", a.name)))
+            .collect();
+        if domain.render_prompt(&sample)? != domain.render_prompt(&sample)? {
+            return Err(LoadError::Nondeterministic {
+                origin: origin_text.to_string(),
+                id: domain.info.id.clone(),
+            });
+        }
+        self.domains.push(Arc::new(domain));
         Ok(())
     }
 

@@ -101,10 +101,12 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
             | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
         ..Default::default()
     };
-    Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
+    let dataset = Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
-    })
+    })?;
+    super::policy::confine_opened(path, &dataset)?;
+    Ok(dataset)
 }
 
 /// Gather the facts of the dataset at `path`.
@@ -139,13 +141,82 @@ fn first_layer_srs(dataset: &Dataset) -> Option<SpatialRef> {
         .and_then(|layer| layer.spatial_ref())
 }
 
-/// Parse a user CRS definition (`EPSG:4326`, WKT, PROJJSON, PROJ string).
+/// WKT keywords a CRS definition may start with (WKT1 and WKT2).
+const WKT_STARTS: &[&str] = &[
+    "PROJCS[",
+    "GEOGCS[",
+    "GEOCCS[",
+    "COMPD_CS[",
+    "VERT_CS[",
+    "LOCAL_CS[",
+    "PROJCRS[",
+    "GEOGCRS[",
+    "GEODCRS[",
+    "GEODETICCRS[",
+    "GEOGRAPHICCRS[",
+    "PROJECTEDCRS[",
+    "BOUNDCRS[",
+    "COMPOUNDCRS[",
+    "VERTCRS[",
+    "VERTICALCRS[",
+    "ENGCRS[",
+    "ENGINEERINGCRS[",
+    "BASEGEOGCRS[",
+];
+
+/// What kind of CRS text a definition is; `None` for anything else (a file name, a URL...).
+fn crs_text_kind(text: &str) -> Option<&'static str> {
+    let upper = text.to_ascii_uppercase();
+    if WKT_STARTS.iter().any(|k| upper.starts_with(k)) {
+        return Some("wkt");
+    }
+    if text.starts_with('{') {
+        return Some("projjson");
+    }
+    // A PROJ string may not name a file (`+init=/path`, `+nadgrids=/path`).
+    if (text.starts_with("+proj=") || text.starts_with("+init=")) && !text.contains('/') {
+        return Some("proj");
+    }
+    if upper.starts_with("URN:OGC:DEF:CRS:") && !text.contains('/') {
+        return Some("urn");
+    }
+    let (authority, code) = text.split_once(':')?;
+    let authority_ok = !authority.is_empty()
+        && authority.len() <= 16
+        && authority
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let code_ok = !code.is_empty()
+        && code.len() <= 32
+        && code
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+    (authority_ok && code_ok).then_some("code")
+}
+
+/// Parse a user CRS definition: an authority code (`EPSG:4326`, `EPSG:32633+5773`), an OGC
+/// URN, WKT, PROJJSON or a PROJ string. Anything else is refused *before* GDAL sees it: GDAL's
+/// general importer would read a file name or fetch a URL given as a CRS.
 pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalError> {
+    let text = definition.trim();
+    let Some(kind) = crs_text_kind(text) else {
+        return Err(GdalError::Arguments(format!(
+            "{argument}: \"{}\" is not an authority code, WKT, PROJJSON or PROJ string; use e.g. \
+             \"EPSG:32633\" (file names and URLs are never read as CRSs)",
+            text.chars().take(80).collect::<String>()
+        )));
+    };
     let capture = ErrorCapture::start();
-    SpatialRef::from_definition(definition).map_err(|_| {
+    let parsed = match kind {
+        "wkt" => SpatialRef::from_wkt(text),
+        "proj" => SpatialRef::from_proj4(text),
+        _ => SpatialRef::from_definition(text),
+    };
+    parsed.map_err(|_| {
         GdalError::Arguments(format!(
-            "{argument}: \"{definition}\" is not a CRS GDAL understands ({}); use an authority \
-             code such as \"EPSG:32633\", a WKT string or a PROJ string",
+            "{argument}: \"{}\" is not a CRS GDAL understands ({}); use an authority code such \
+             as \"EPSG:32633\", a WKT string or a PROJ string",
+            text.chars().take(80).collect::<String>(),
             capture.failure_text("unrecognised definition")
         ))
     })
@@ -333,7 +404,7 @@ fn vector_facts(dataset: &Dataset) -> VectorFacts {
     VectorFacts { layers }
 }
 
-/// The short names of GDAL's raster drivers that can write (for error messages).
+/// The short names of the raster drivers outputs may use (for error messages).
 pub fn writable_raster_drivers() -> Vec<String> {
     let mut names = Vec::new();
     for index in 0..gdal::DriverManager::count() {
@@ -341,7 +412,9 @@ pub fn writable_raster_drivers() -> Vec<String> {
             let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
             let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
                 || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
-            if raster && writes {
+            let allowed =
+                super::policy::RASTER_OUTPUT_DRIVERS.contains(&driver.short_name().as_str());
+            if raster && writes && allowed {
                 names.push(driver.short_name());
             }
         }
@@ -369,9 +442,16 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
             writable_raster_drivers().join(", ")
         )));
     }
+    super::policy::check_output_driver("format", &driver.short_name(), true)?;
     if options.is_empty() {
         return Ok(());
     }
+    super::policy::check_options(
+        "creation_options",
+        &driver,
+        super::policy::OptionKind::Creation,
+        options,
+    )?;
     let mut list = gdal::cpl::CslStringList::new();
     for (key, value) in options {
         let entry = format!("{key}={value}");
@@ -432,9 +512,13 @@ pub fn raster_extent(dataset: &Dataset) -> Option<[f64; 4]> {
 
 /// The creation options a driver declares (`DMD_CREATIONOPTIONLIST`), upper-cased.
 pub fn driver_option_names(driver: &gdal::Driver) -> Vec<String> {
-    let list = driver
-        .metadata_item("DMD_CREATIONOPTIONLIST", "")
-        .unwrap_or_default();
+    declared_options(driver, "DMD_CREATIONOPTIONLIST")
+}
+
+/// The option names a driver declares in one of its option lists (`DMD_CREATIONOPTIONLIST`,
+/// `DS_LAYER_CREATIONOPTIONLIST`), upper-cased.
+pub fn declared_options(driver: &gdal::Driver, list: &str) -> Vec<String> {
+    let list = driver.metadata_item(list, "").unwrap_or_default();
     let mut names = Vec::new();
     let mut rest = list.as_str();
     while let Some(start) = rest.find("name='") {
@@ -485,4 +569,43 @@ pub fn describe_written(
         data_types: raster.data_types,
         pixel_size: raster.pixel_size,
     })
+}
+
+#[cfg(test)]
+mod crs_text_tests {
+    use super::crs_text_kind;
+
+    /// Regression: a CRS argument was handed to OSRSetFromUserInput, which reads a file name
+    /// (its WKT then appeared in the refusal: a file-existence oracle) and fetches a URL.
+    #[test]
+    fn file_names_and_urls_are_not_crs_text() {
+        for bad in [
+            "/etc/passwd",
+            "../x.prj",
+            "x.prj",
+            "http://127.0.0.1:9/crs",
+            "https://epsg.io/4326.wkt",
+            "/vsicurl/http://x",
+            "EPSG:../../x",
+            "file:///etc/passwd",
+            "+init=/etc/passwd",
+            "+proj=longlat +nadgrids=/etc/passwd",
+            "",
+        ] {
+            assert_eq!(crs_text_kind(bad), None, "{bad}");
+        }
+        for (good, kind) in [
+            ("EPSG:4326", "code"),
+            ("epsg:32633", "code"),
+            ("EPSG:32633+5773", "code"),
+            ("ESRI:102100", "code"),
+            ("urn:ogc:def:crs:EPSG::4326", "urn"),
+            ("GEOGCS[\"WGS 84\"]", "wkt"),
+            ("PROJCRS[\"x\"]", "wkt"),
+            ("{\"type\": \"GeographicCRS\"}", "projjson"),
+            ("+proj=longlat +datum=WGS84", "proj"),
+        ] {
+            assert_eq!(crs_text_kind(good), Some(kind), "{good}");
+        }
+    }
 }

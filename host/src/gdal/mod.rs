@@ -9,6 +9,7 @@ pub mod facts;
 pub mod info;
 pub mod output;
 pub mod overviews;
+pub mod policy;
 pub mod programs;
 pub mod raster_io;
 pub mod stats;
@@ -61,6 +62,7 @@ pub fn init() {
             let _ = gdal::config::set_config_option("GDAL_CACHEMAX", BLOCK_CACHE_MB);
         }
         gdal::DriverManager::register_all();
+        policy::apply_process_switches();
     });
 }
 

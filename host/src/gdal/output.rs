@@ -7,8 +7,132 @@
 //! disappears with everything in it.
 
 use super::GdalError;
+use std::cell::RefCell;
 use std::fs::{self, File};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+/// What a commit may replace. Set for the duration of one job on its worker thread
+/// ([`with_rules`]); without rules, nothing that exists may be replaced.
+#[derive(Debug, Clone, Default)]
+pub struct WriteRules {
+    /// The call's `overwrite`: an existing file may be replaced at all.
+    pub overwrite: bool,
+    /// (device, inode) of every input file: never replaced, whatever its name.
+    pub inputs: Vec<(u64, u64)>,
+    /// (device, inode) of every file that belongs to an input by name (`nc.dbf` beside
+    /// `nc.shp`, `dem.tif.ovr`, `dem.hdr`...): replaced only when declared as an output.
+    pub sidecars: Vec<(u64, u64)>,
+    /// Outputs the call declared (they may replace a sidecar of an input, with `overwrite`).
+    pub declared: Vec<PathBuf>,
+    /// Folders no output may land in (the capsule store, the component cache).
+    pub protected_roots: Vec<PathBuf>,
+}
+
+impl WriteRules {
+    /// The rules for a call that reads `inputs`, declares `outputs` and may `overwrite`.
+    pub fn for_call(
+        inputs: &[PathBuf],
+        outputs: &[PathBuf],
+        overwrite: bool,
+        protected_roots: Vec<PathBuf>,
+    ) -> Self {
+        let id = |p: &Path| fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        let mut rules = Self {
+            overwrite,
+            declared: outputs.to_vec(),
+            protected_roots,
+            ..Self::default()
+        };
+        for input in inputs {
+            rules.inputs.extend(id(input));
+            for sidecar in sidecars_of(input) {
+                rules.sidecars.extend(id(&sidecar));
+            }
+        }
+        rules
+    }
+}
+
+/// Files beside `input` that belong to it by name: `<stem>.*` and `<name>.*`.
+fn sidecars_of(input: &Path) -> Vec<PathBuf> {
+    let (Some(parent), Some(name)) = (input.parent(), input.file_name()) else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy().to_string();
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let prefixes = [format!("{stem}."), format!("{name}.")];
+    let Ok(entries) = fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().to_string())
+                .is_some_and(|n| prefixes.iter().any(|pre| n.starts_with(pre.as_str())))
+        })
+        .collect()
+}
+
+thread_local! {
+    static RULES: RefCell<Option<WriteRules>> = const { RefCell::new(None) };
+}
+
+/// Run `job` with `rules` in force for every commit on this thread.
+pub fn with_rules<T>(rules: WriteRules, job: impl FnOnce() -> T) -> T {
+    RULES.with(|r| *r.borrow_mut() = Some(rules));
+    let out = job();
+    RULES.with(|r| *r.borrow_mut() = None);
+    out
+}
+
+/// Refuse moving a staged file to `dest` if it would replace something it must not.
+fn check_destination(dest: &Path) -> Result<(), GdalError> {
+    RULES.with(|rules| {
+        let rules = rules.borrow();
+        let default = WriteRules::default();
+        let rules = rules.as_ref().unwrap_or(&default);
+        if let Some(root) = rules.protected_roots.iter().find(|r| dest.starts_with(r)) {
+            return Err(GdalError::Arguments(format!(
+                "output: {} lies in {}, which belongs to the server (capsule store or component \
+                 cache); write elsewhere",
+                dest.display(),
+                root.display()
+            )));
+        }
+        let Ok(meta) = fs::symlink_metadata(dest) else {
+            return Ok(());
+        };
+        let id = (meta.dev(), meta.ino());
+        if rules.inputs.contains(&id) {
+            return Err(GdalError::Arguments(format!(
+                "output: writing it would replace {}, a file of an input of this call; write \
+                 to a new path",
+                dest.display()
+            )));
+        }
+        if !rules.overwrite {
+            return Err(GdalError::Arguments(format!(
+                "output: the driver also writes {}, which already exists; pass \"overwrite\": \
+                 true to replace it, or choose another output name",
+                dest.display()
+            )));
+        }
+        if rules.sidecars.contains(&id) && !rules.declared.iter().any(|d| d == dest) {
+            return Err(GdalError::Arguments(format!(
+                "output: writing it would replace {}, which belongs to an input of this call \
+                 (a sidecar); choose another output name",
+                dest.display()
+            )));
+        }
+        Ok(())
+    })
+}
 
 /// A staging area for one output.
 pub struct Staging {
@@ -67,6 +191,11 @@ impl Staging {
             )));
         }
         entries.sort_by_key(|p| p == &self.staged);
+        // Check every destination before moving anything: all or nothing.
+        for entry in &entries {
+            let name = entry.file_name().map(PathBuf::from).unwrap_or_default();
+            check_destination(&parent.join(name))?;
+        }
         let mut moved = Vec::with_capacity(entries.len());
         for entry in entries {
             if entry.is_file() {

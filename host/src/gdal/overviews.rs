@@ -92,10 +92,12 @@ fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         open_flags: flags,
         ..Default::default()
     };
-    Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
+    let dataset = Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: capture.failure_text(&e.to_string()),
-    })
+    })?;
+    super::policy::confine_opened(path, &dataset)?;
+    Ok(dataset)
 }
 
 /// Add overviews inside a staged output (GeoTIFF), before it is moved into place.

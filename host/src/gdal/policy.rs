@@ -25,8 +25,21 @@ use std::sync::OnceLock;
 /// reach outside the output (MRF, PDS4, ISIS3, PDF, VRT) and drivers that reproject or expand
 /// on write behind the gate's back (MBTiles, KMLSUPEROVERLAY).
 pub const RASTER_OUTPUT_DRIVERS: &[&str] = &[
-    "GTiff", "COG", "PNG", "JPEG", "WEBP", "GPKG", "HFA", "ENVI", "AAIGrid", "XYZ", "netCDF",
-    "JP2OpenJPEG", "SAGA", "GS7BG", "RST",
+    "GTiff",
+    "COG",
+    "PNG",
+    "JPEG",
+    "WEBP",
+    "GPKG",
+    "HFA",
+    "ENVI",
+    "AAIGrid",
+    "XYZ",
+    "netCDF",
+    "JP2OpenJPEG",
+    "SAGA",
+    "GS7BG",
+    "RST",
 ];
 
 /// Vector drivers a tool may write (MVT, whose `TEMPORARY_DB` deletes a file, and PDF are
@@ -116,9 +129,10 @@ const FILE_OPTIONS: &[&str] = &[
     "METADATA_FILE",
 ];
 
-/// Default budget of cells a tool may read whole or allocate: 400 M cells (1.6 GB as Float32),
-/// sized for a 2-core, 24 GiB machine with several calls at once. `GDAL_MCP_MAX_CELLS` overrides.
-pub const DEFAULT_MAX_CELLS: u64 = 400_000_000;
+/// Default budget of cells a tool may read whole or allocate: 100 M cells (400 MB as Float32;
+/// the hydrology chain holds about 2.5 times the DEM), sized for a 2-core, 24 GiB machine with
+/// several calls at once. `GDAL_MCP_MAX_CELLS` overrides it.
+pub const DEFAULT_MAX_CELLS: u64 = 100_000_000;
 
 /// The cell budget in force.
 pub fn max_cells() -> u64 {
@@ -145,6 +159,10 @@ pub fn check_cells(what: &str, width: u64, height: u64, bands: u64) -> Result<()
     }
     Ok(())
 }
+
+/// Prefix of the host's own in-memory scratch files (`/vsimem/`); nothing else in `/vsi*` is
+/// ever read.
+pub const SCRATCH_PREFIX: &str = "/vsimem/gdal-mcp-";
 
 /// The workspace roots GDAL may read from, set once at start-up.
 static ROOTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
@@ -187,6 +205,10 @@ fn inside(path: &str) -> bool {
     let Some(roots) = ROOTS.get() else {
         return true;
     };
+    // The host's own in-memory scratch files (band VRTs for composites).
+    if path.starts_with(SCRATCH_PREFIX) {
+        return true;
+    }
     if path.starts_with("/vsi") || path.contains("://") {
         return false;
     }
@@ -302,7 +324,7 @@ pub fn check_options(
                  written only where `output` says"
             )));
         }
-        if !declared.is_empty() && !declared.iter().any(|d| *d == upper) {
+        if !declared.is_empty() && !declared.contains(&upper) {
             return Err(GdalError::Arguments(format!(
                 "{argument}.{key}: the {} driver has no such option; it has {}",
                 driver.short_name(),
@@ -349,7 +371,15 @@ mod tests {
         ] {
             assert!(looks_like_a_location(bad), "{bad}");
         }
-        for fine in ["DEFLATE", "YES", "256", "1.5", "EPSG:4326", "AS_WKT", "SEMICOLON"] {
+        for fine in [
+            "DEFLATE",
+            "YES",
+            "256",
+            "1.5",
+            "EPSG:4326",
+            "AS_WKT",
+            "SEMICOLON",
+        ] {
             assert!(!looks_like_a_location(fine), "{fine}");
         }
     }

@@ -73,7 +73,7 @@ pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, b
     let count = dataset.raster_count();
     if count == 0 {
         return Err(GdalError::Arguments(format!(
-            "path: {} has no raster bands (is it a vector dataset?)",
+            "input: {} has no raster bands (is it a vector dataset?)",
             path.display()
         )));
     }
@@ -89,6 +89,14 @@ pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, b
     }
     let (width, height) = dataset.raster_size();
     let sampled = request.sample && width * height > SAMPLE_PIXELS;
+    if !sampled {
+        super::policy::check_cells("input", width as u64, height as u64, 1).map_err(|e| {
+            GdalError::Arguments(format!(
+                "{e}; exact statistics read each band whole: pass \"sample\": true for \
+                 statistics from a decimated sample"
+            ))
+        })?;
+    }
     bands
         .iter()
         .map(|&b| band_stats(&dataset, path, b, request, sampled))

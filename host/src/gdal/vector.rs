@@ -133,6 +133,28 @@ pub fn report(path: &Path, only: Option<&str>) -> Result<VectorReport, GdalError
     })
 }
 
+/// Check `dataset_options` (-dsco) and `layer_options` (-lco) against the output driver.
+pub fn check_options(
+    driver: &str,
+    dataset_options: &[(String, String)],
+    layer_options: &[(String, String)],
+) -> Result<(), GdalError> {
+    let handle = gdal::DriverManager::get_driver_by_name(driver)
+        .map_err(|_| GdalError::Arguments(format!("format: \"{driver}\" is not a GDAL driver")))?;
+    super::policy::check_options(
+        "dataset_options",
+        &handle,
+        super::policy::OptionKind::Creation,
+        dataset_options,
+    )?;
+    super::policy::check_options(
+        "layer_options",
+        &handle,
+        super::policy::OptionKind::Layer,
+        layer_options,
+    )
+}
+
 /// The OGR driver for an output path, by extension; `format` wins when given.
 pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError> {
     if let Some(format) = format {
@@ -150,6 +172,7 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
                 "format: the {format} driver cannot write vector data"
             )));
         }
+        super::policy::check_output_driver("format", &driver.short_name(), false)?;
         return Ok(driver.short_name());
     }
     let extension = path

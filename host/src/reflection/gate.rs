@@ -20,7 +20,7 @@ use crate::domains::{CallFacts, Domain, FieldError, Registry, Severity};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -146,6 +146,8 @@ pub struct Gate {
     store: CapsuleStore,
     issued: Mutex<HashMap<String, Pending>>,
     prompts: Mutex<HashMap<(String, String), Rendered>>,
+    /// Capsules (key, integrity) their domain accepted in this process.
+    validated: Mutex<HashSet<(String, String)>>,
 }
 
 fn severity_name(severity: Severity) -> &'static str {
@@ -163,6 +165,7 @@ impl Gate {
             store,
             issued: Mutex::new(HashMap::new()),
             prompts: Mutex::new(HashMap::new()),
+            validated: Mutex::new(HashSet::new()),
         }
     }
 
@@ -239,9 +242,11 @@ impl Gate {
                 continue;
             }
             if let Some(capsule) = self.store.get(id, &key) {
-                receipt.capsule = Some(capsule.uri());
-                receipts.push(receipt);
-                continue;
+                if self.still_valid(domain, &capsule)? {
+                    receipt.capsule = Some(capsule.uri());
+                    receipts.push(receipt);
+                    continue;
+                }
             }
             let pending = Pending {
                 domain: id.clone(),
@@ -297,6 +302,41 @@ impl Gate {
         } else {
             Verdict::Refuse { entries, receipts }
         })
+    }
+
+    /// Whether a stored capsule still passes its domain's own checks. A capsule written into
+    /// the store by anything but this server (a planted file, an older domain's checks) is
+    /// honoured only if the domain that would receive it today accepts it.
+    fn still_valid(&self, domain: &Domain, capsule: &Capsule) -> Result<bool, GateError> {
+        let memo = (capsule.key.clone(), capsule.integrity.clone());
+        if self
+            .validated
+            .lock()
+            .is_ok_and(|validated| validated.contains(&memo))
+        {
+            return Ok(true);
+        }
+        let justification = serde_json::to_value(&capsule.justification).unwrap_or(Value::Null);
+        let errors = domain.validate(&capsule.key_fields, &justification)?;
+        if !errors.is_empty() {
+            tracing::warn!(
+                "ignoring capsule {}: domain {} {} rejects it now: {}",
+                capsule.uri(),
+                domain.info.id,
+                domain.info.version,
+                errors
+                    .iter()
+                    .map(|e| format!("{} {}", e.path, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        if errors.is_empty() {
+            if let Ok(mut validated) = self.validated.lock() {
+                validated.insert(memo);
+            }
+        }
+        Ok(errors.is_empty())
     }
 
     /// Validate and store a justification for a pending decision. The outer error is a

@@ -14,6 +14,30 @@ use crate::domains::FieldError;
 /// A justification may take at most this many bytes of compact JSON.
 pub const MAX_BYTES: usize = 4096;
 
+/// The visible text of `s`: without whitespace and Unicode format characters (zero-width
+/// spaces and joiners, bidi marks, the BOM, soft hyphens), which would make an empty answer
+/// look non-empty.
+pub fn visible(s: &str) -> String {
+    s.chars()
+        .filter(|c| {
+            !c.is_whitespace()
+                && !matches!(
+                    *c,
+                    '\u{00AD}'
+                        | '\u{061C}'
+                        | '\u{180E}'
+                        | '\u{200B}'..='\u{200F}'
+                        | '\u{202A}'..='\u{202E}'
+                        | '\u{2060}'..='\u{2064}'
+                        | '\u{2066}'..='\u{206F}'
+                        | '\u{FEFF}'
+                        | '\u{FFF9}'..='\u{FFFB}'
+                )
+                && !c.is_control()
+        })
+        .collect()
+}
+
 /// Non-empty text.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -128,7 +152,11 @@ fn err(errors: &mut Vec<FieldError>, path: &str, message: impl Into<String>) {
 fn text(errors: &mut Vec<FieldError>, value: Option<&Value>, path: &str) {
     match value {
         None => err(errors, path, "missing; a non-empty string is required"),
-        Some(Value::String(s)) if s.trim().is_empty() => err(errors, path, "must not be empty"),
+        Some(Value::String(s)) if visible(s).is_empty() => err(
+            errors,
+            path,
+            "must not be empty (whitespace and invisible format characters do not count)",
+        ),
         Some(Value::String(_)) => {}
         Some(_) => err(errors, path, "must be a string"),
     }
@@ -281,6 +309,18 @@ mod tests {
             "choice": {"method": "EPSG:32633", "rationale": "local UTM zone", "tradeoffs": "<0.1% scale error"},
             "confidence": "high"
         })
+    }
+
+    /// Regression: a justification made of zero-width characters passed the non-empty check.
+    #[test]
+    fn invisible_text_is_empty() {
+        let mut zero_width = good();
+        zero_width["intent"] = json!("\u{200B}\u{200C}\u{200D}\u{FEFF}\u{2060}");
+        zero_width["choice"]["rationale"] = json!(" \u{00AD}\u{202E} ");
+        let errors = validate(&zero_width, false).err().unwrap_or_default();
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["/intent", "/choice/rationale"], "{errors:?}");
+        assert_eq!(visible("a\u{200B}b"), "ab");
     }
 
     #[test]

@@ -112,7 +112,7 @@ impl CapsuleStore {
     /// The valid capsule for this decision, if any. Invalid capsules are logged and ignored.
     pub fn get(&self, domain: &str, key: &str) -> Option<Capsule> {
         let path = self.path(domain, key).ok()?;
-        if !path.is_file() {
+        if std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
         match read_verified(&path, domain, key) {
@@ -179,15 +179,48 @@ impl CapsuleStore {
     }
 }
 
+/// A capsule is at most this large (a justification is at most 4 KiB; the rest is small).
+pub const MAX_CAPSULE_BYTES: u64 = 64 << 10;
+
+/// Read a capsule file without following a symlink, only if it is a regular file, and at most
+/// [`MAX_CAPSULE_BYTES`]: a capsule name that is a symlink to `/dev/zero` or a FIFO must not
+/// make the listing read forever or hang.
+fn read_capsule_text(path: &Path) -> Result<String, StoreError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let invalid = |message: &str| StoreError::Invalid {
+        path: path.display().to_string(),
+        message: message.to_string(),
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(invalid("not a regular file"));
+    }
+    if meta.len() > MAX_CAPSULE_BYTES {
+        return Err(invalid("larger than any capsule"));
+    }
+    let mut text = String::new();
+    file.take(MAX_CAPSULE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(io)?;
+    Ok(text)
+}
+
 fn read_verified(path: &Path, domain: &str, key: &str) -> Result<Capsule, StoreError> {
     let invalid = |message: String| StoreError::Invalid {
         path: path.display().to_string(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|source| StoreError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let text = read_capsule_text(path)?;
     let raw: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let severity_critical = raw.get("severity").and_then(Value::as_str) == Some("critical");
     let justification_value = raw.get("justification").cloned().unwrap_or(Value::Null);

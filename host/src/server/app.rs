@@ -21,6 +21,8 @@ use tokio::sync::Semaphore;
 pub const GDAL_WORKERS: usize = 8;
 /// Plugin jobs (gate decisions, validations, prompt renderings) running at once.
 pub const PLUGIN_WORKERS: usize = 4;
+/// Tool calls in flight at once; further calls wait for a slot.
+pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -39,12 +41,16 @@ pub struct App {
     pub gate: Arc<Gate>,
     gdal_slots: Arc<Semaphore>,
     plugin_slots: Arc<Semaphore>,
+    call_slots: Arc<Semaphore>,
+    /// Folders no output may land in: the capsule store and the component cache.
+    protected_roots: Vec<PathBuf>,
 }
 
 impl App {
     /// Resolve workspaces, load the domains, open the store.
     pub fn start(config: ServerConfig) -> Result<Self, StartError> {
         let workspaces = Workspaces::new(&config.workspaces)?;
+        crate::gdal::policy::set_roots(workspaces.roots());
         let registry = Registry::load(
             &config.plugin_dirs,
             config.cache_dir.clone(),
@@ -54,13 +60,17 @@ impl App {
             (None, Some(primary)) => primary.join(".preflight"),
             _ => config.store_root(),
         };
+        let mut protected_roots = vec![absolute(&store_root)];
+        protected_roots.extend(config.cache_dir.as_deref().map(absolute));
         let store = CapsuleStore::new(store_root);
         Ok(Self {
+            protected_roots,
             gate: Arc::new(Gate::new(Arc::new(registry), store)),
             workspaces,
             config,
             gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),
             plugin_slots: Arc::new(Semaphore::new(PLUGIN_WORKERS)),
+            call_slots: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
         })
     }
 
@@ -117,6 +127,31 @@ impl App {
         inputs: &[&Path],
     ) -> Result<PathBuf, ToolError> {
         let output = self.workspaces.output(argument, raw)?;
+        if let Some(root) = self.protected_roots.iter().find(|r| output.starts_with(r)) {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} lies in {}, which belongs to the server (capsule store or \
+                 component cache); write elsewhere",
+                output.display(),
+                root.display()
+            )));
+        }
+        let sidecar_of = inputs.iter().find(|input| {
+            let (Some(name), Some(out)) = (input.file_name(), output.file_name()) else {
+                return false;
+            };
+            input.parent() == output.parent()
+                && out
+                    .to_string_lossy()
+                    .starts_with(&format!("{}.", name.to_string_lossy()))
+        });
+        if let Some(input) = sidecar_of {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} is a sidecar name of the input {} (GDAL would read it as part of \
+                 that input, e.g. as its overviews or metadata); choose another name",
+                output.display(),
+                input.display()
+            )));
+        }
         if inputs.iter().any(|input| *input == output) {
             return Err(ToolError::Arguments(format!(
                 "{argument}: it is an input of this call; write to a new path"
@@ -130,6 +165,24 @@ impl App {
         }
         Ok(output)
     }
+
+    /// A slot for one tool call in flight (held until dropped); `None` only if the server is
+    /// shutting down.
+    pub async fn call_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.call_slots.clone().acquire_owned().await.ok()
+    }
+
+    /// Folders no output may land in: the capsule store and the component cache.
+    pub fn protected_roots(&self) -> &[PathBuf] {
+        &self.protected_roots
+    }
+}
+
+/// `path` made absolute and, where it exists, canonical (the store may not exist yet).
+fn absolute(path: &Path) -> PathBuf {
+    path.canonicalize()
+        .or_else(|_| std::path::absolute(path))
+        .unwrap_or_else(|_| path.to_path_buf())
 }
 
 async fn run_bounded<T, F>(slots: &Arc<Semaphore>, pool: &str, job: F) -> Result<T, ToolError>

@@ -2,13 +2,15 @@
 //! and the request's progress and cancellation channels ([`Work`]).
 
 use super::app::App;
+use super::error::ToolError;
 use crate::hydrology::Progress;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One tool call.
 pub struct Call {
@@ -18,6 +20,15 @@ pub struct Call {
     /// The arguments as the client sent them (an object).
     pub arguments: Value,
     context: Option<RequestContext<RoleServer>>,
+    /// Every path this call confined: what it reads, and what it declared it writes.
+    paths: Mutex<Paths>,
+}
+
+/// The paths a call confined.
+#[derive(Debug, Clone, Default)]
+pub struct Paths {
+    pub inputs: Vec<PathBuf>,
+    pub outputs: Vec<PathBuf>,
 }
 
 impl Call {
@@ -32,7 +43,59 @@ impl Call {
             tool,
             arguments,
             context,
+            paths: Mutex::new(Paths::default()),
         }
+    }
+
+    /// Confine an input path, and remember it: outputs may never replace it or its sidecars.
+    pub fn input_path(&self, argument: &str, raw: &str) -> Result<PathBuf, ToolError> {
+        let path = self.app.input_path(argument, raw)?;
+        if let Ok(mut paths) = self.paths.lock() {
+            paths.inputs.push(path.clone());
+        }
+        Ok(path)
+    }
+
+    /// Confine an output path (see `App::output_path`), and remember it.
+    pub fn output_path(
+        &self,
+        argument: &str,
+        raw: &str,
+        overwrite: bool,
+        inputs: &[&Path],
+    ) -> Result<PathBuf, ToolError> {
+        let path = self.app.output_path(argument, raw, overwrite, inputs)?;
+        self.declare_output(&path);
+        Ok(path)
+    }
+
+    /// Confine the `input` and `output` of a tool that reads one dataset and writes one.
+    pub fn input_and_output(
+        &self,
+        input: &str,
+        output: &str,
+        overwrite: bool,
+    ) -> Result<(PathBuf, PathBuf), ToolError> {
+        let input = self.input_path("input", input)?;
+        let output = self.output_path("output", output, overwrite, &[&input])?;
+        Ok((input, output))
+    }
+
+    /// Declare a file this call writes on purpose (an external `.ovr`, say).
+    pub fn declare_output(&self, path: &Path) {
+        if let Ok(mut paths) = self.paths.lock() {
+            paths.outputs.push(path.to_path_buf());
+        }
+    }
+
+    /// The paths confined so far.
+    pub fn paths(&self) -> Paths {
+        self.paths.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// The `overwrite` argument (one name across tools).
+    pub fn overwrite(&self) -> bool {
+        self.arguments.get("overwrite").and_then(Value::as_bool) == Some(true)
     }
 
     /// The arguments as the risk domains see them: everything but `justification`.

@@ -10,6 +10,7 @@
 use super::call::{Call, Work};
 use super::error::ToolError;
 use crate::domains::CallFacts;
+use crate::gdal::output::{self, WriteRules};
 use crate::reflection::gate::{Receipt, Verdict};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -59,9 +60,13 @@ where
     let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
     let progress = call.work();
     let relay = progress.clone();
+    let paths = call.paths();
+    let overwrite = call.overwrite();
+    let protected = app.protected_roots().to_vec();
     let result = app
         .gdal(move || {
-            let out = work(plan, &relay)?;
+            let rules = WriteRules::for_call(&paths.inputs, &paths.outputs, overwrite, protected);
+            let out = output::with_rules(rules, || work(plan, &relay))?;
             if relay.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }

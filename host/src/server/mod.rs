@@ -60,9 +60,19 @@ fn display_path(path: &str) -> &str {
     }
 }
 
+/// The largest result the server sends (a 65536-band VRT made `raster_info` answer 28 MiB).
+pub const MAX_RESULT_BYTES: usize = 8 << 20;
+
 /// A successful result: structured content plus the same JSON as text.
 pub fn success_result(value: Value) -> CallToolResult {
     let text = value.to_string();
+    if text.len() > MAX_RESULT_BYTES {
+        return error_result(ToolError::Arguments(format!(
+            "the result is {} bytes, more than the {MAX_RESULT_BYTES} a response may carry; ask \
+             for less (fewer bands, a layer, a CSV output for zonal statistics)",
+            text.len()
+        )));
+    }
     let mut result = CallToolResult::structured(value);
     result.content = vec![ContentBlock::text(text)];
     result
@@ -181,6 +191,7 @@ impl ServerHandler for GdalMcp {
             ));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let _slot = self.app.call_slot().await;
         let call = Call::new(self.app.clone(), spec.name, arguments, Some(context));
         let result = match (spec.handler)(call).await {
             Ok(value) => success_result(value),

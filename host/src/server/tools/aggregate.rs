@@ -141,9 +141,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
         ));
     }
     let options = driver_options("creation_options", &args.creation_options)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let statistic = args.statistic;
     let output_type = args.output_type;
@@ -360,13 +358,11 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
         ));
     }
     check_band(args.band)?;
-    let raster = call.app.input_path("input", &args.input)?;
-    let zones = call.app.input_path("zones", &args.zones)?;
+    let raster = call.input_path("input", &args.input)?;
+    let zones = call.input_path("zones", &args.zones)?;
     let output = match &args.output {
         Some(raw) => {
-            let path = call
-                .app
-                .output_path("output", raw, args.overwrite, &[&raster, &zones])?;
+            let path = call.output_path("output", raw, args.overwrite, &[&raster, &zones])?;
             let csv = path
                 .extension()
                 .and_then(|e| e.to_str())
@@ -545,12 +541,10 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
         .inputs
         .iter()
         .enumerate()
-        .map(|(i, raw)| call.app.input_path(&format!("inputs[{i}]"), raw))
+        .map(|(i, raw)| call.input_path(&format!("inputs[{i}]"), raw))
         .collect::<Result<Vec<_>, _>>()?;
     let borrowed: Vec<&Path> = inputs.iter().map(|p| p.as_path()).collect();
-    let output = call
-        .app
-        .output_path("output", &args.output, args.overwrite, &borrowed)?;
+    let output = call.output_path("output", &args.output, args.overwrite, &borrowed)?;
     let band = args.band.unwrap_or(1) as usize;
     let resampling = args.resampling;
     let statistic = args.statistic;

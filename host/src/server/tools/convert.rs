@@ -340,9 +340,7 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
 /// `raster_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {
     let args: ConvertArgs = parse(call.tool, &call.arguments)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,

@@ -180,15 +180,20 @@ pub struct DemOutput {
     pub report: Value,
 }
 
-/// A DEM read, checked and described, ready for the gate and the run.
+/// A DEM read, checked and described, ready for the run.
 struct Loaded {
     dem: Grid<f32>,
     georef: Georef,
     cell_size: CellSize,
-    facts: CallFacts,
 }
 
-fn load(input: &Path) -> Result<Loaded, ToolError> {
+/// Side of the decimated read the gate's facts come from (`flat_fraction`): bounded work and
+/// memory before the gate, whatever the DEM's size.
+const FACTS_SIDE: usize = 2048;
+
+/// Check the DEM and gather the gate's facts from its header and a bounded, decimated read.
+/// Nothing is read whole before the gate.
+fn inspect(input: &Path) -> Result<(CallFacts, CellSize), ToolError> {
     let mut input_facts = facts::gather("input", input)?;
     if let Some(crs) = &input_facts.crs {
         if crs.kind == facts::CrsKind::Geographic {
@@ -200,8 +205,7 @@ fn load(input: &Path) -> Result<Loaded, ToolError> {
             )));
         }
     }
-    let (dem, georef) = raster_io::read_band_f32(input)?;
-    let gt = georef.geotransform;
+    let (sample, gt) = raster_io::read_band_f32_decimated(input, FACTS_SIDE)?;
     if gt[2] != 0.0 || gt[4] != 0.0 {
         return Err(ToolError::Arguments(
             "input: the DEM's grid is rotated; warp it to a north-up grid first".to_string(),
@@ -210,16 +214,22 @@ fn load(input: &Path) -> Result<Loaded, ToolError> {
     let cell_size = CellSize::new(gt[1].abs(), gt[5].abs())
         .map_err(|e| ToolError::Arguments(format!("input: {e}")))?;
     if let Some(raster) = input_facts.raster.as_mut() {
-        raster.flat_fraction = Some(hy::flat_fraction(&dem));
+        raster.flat_fraction = Some(hy::flat_fraction(&sample));
     }
+    let facts = CallFacts {
+        datasets: vec![input_facts],
+        ..CallFacts::default()
+    };
+    Ok((facts, cell_size))
+}
+
+/// Read the whole DEM (after the gate; within the server's cell budget).
+fn load(input: &Path, cell_size: CellSize) -> Result<Loaded, ToolError> {
+    let (dem, georef) = raster_io::read_band_f32(input)?;
     Ok(Loaded {
         dem,
         georef,
         cell_size,
-        facts: CallFacts {
-            datasets: vec![input_facts],
-            ..CallFacts::default()
-        },
     })
 }
 
@@ -263,16 +273,16 @@ where
     F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
 {
     let (input, output, overwrite) = paths;
-    let (input, output) = call.app.input_and_output(input, output, overwrite)?;
+    let (input, output) = call.input_and_output(input, output, overwrite)?;
     gated::run(
         &call,
         justifications,
         move || {
-            let mut loaded = load(&input)?;
-            let facts = std::mem::take(&mut loaded.facts);
-            Ok(Gathered::new(facts, (loaded, output)))
+            let (facts, cell_size) = inspect(&input)?;
+            Ok(Gathered::new(facts, (input, cell_size, output)))
         },
-        move |(loaded, output), work| {
+        move |(input, cell_size, output), work| {
+            let loaded = load(&input, cell_size)?;
             let cell_size = [loaded.cell_size.dx, loaded.cell_size.dy];
             let main = output.display().to_string();
             let (files, report) = job(loaded, output, work)?;
@@ -378,7 +388,7 @@ pub async fn flow_direction(call: Call) -> Result<Value, ToolError> {
 pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
     let args: FlowAccumulationArgs = parse(call.tool, &call.arguments)?;
     let weights = match &args.weights {
-        Some(path) => Some(call.app.input_path("weights", path)?),
+        Some(path) => Some(call.input_path("weights", path)?),
         None => None,
     };
     let (algorithm, units, resolve_flats) = (
@@ -433,11 +443,9 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
     }
     let lines = match &args.lines {
         Some(path) => {
-            let input = call.app.input_path("input", &args.input)?;
+            let input = call.input_path("input", &args.input)?;
             let output = call.app.workspaces.output("output", &args.output)?;
-            let resolved =
-                call.app
-                    .output_path("lines", path, args.overwrite, &[&input, &output])?;
+            let resolved = call.output_path("lines", path, args.overwrite, &[&input, &output])?;
             raster_io::vector_driver_for(&resolved)?;
             Some(resolved)
         }

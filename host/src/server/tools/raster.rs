@@ -12,7 +12,7 @@ use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
 use crate::gdal::transform::{self, TransformationFacts};
 use crate::gdal::warp::WarpRequest;
-use crate::gdal::{info, overviews, stats};
+use crate::gdal::{info, overviews, policy, stats};
 use crate::server::args::{
     check_band, check_grid, check_nodata, driver_options, parse, Bounds, Justifications,
     OverviewResampling, WarpResampling,
@@ -54,7 +54,7 @@ pub struct InfoOutput {
 /// `raster_info`.
 pub async fn info(call: Call) -> Result<Value, ToolError> {
     let args: InfoArgs = parse(call.tool, &call.arguments)?;
-    let input = call.app.input_path("input", &args.input)?;
+    let input = call.input_path("input", &args.input)?;
     gated::read_only(&call, move || {
         let dataset = facts::open(&input)?;
         facts::require_raster("input", &input, &dataset)?;
@@ -118,7 +118,7 @@ pub async fn statistics(call: Call) -> Result<Value, ToolError> {
             "histogram_bins: at most 100000 bins".to_string(),
         ));
     }
-    let input = call.app.input_path("input", &args.input)?;
+    let input = call.input_path("input", &args.input)?;
     let request = stats::StatsRequest {
         bands: args
             .bands
@@ -194,14 +194,13 @@ pub struct ReprojectOutput {
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     let args: ReprojectArgs = parse(call.tool, &call.arguments)?;
     check_grid(args.resolution, args.size, false)?;
+    check_output_size(args.size)?;
     if let Some(b) = &args.bounds {
         b.check("bounds")?;
     }
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let request = WarpRequest {
         input,
         output,
@@ -301,11 +300,10 @@ pub struct ResampleArgs {
 pub async fn resample(call: Call) -> Result<Value, ToolError> {
     let args: ResampleArgs = parse(call.tool, &call.arguments)?;
     check_grid(args.resolution, args.size, true)?;
+    check_output_size(args.size)?;
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let request = WarpRequest {
         input,
         output,
@@ -325,7 +323,16 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         args.justification,
         move || {
             facts::check_raster_format(&request.format, &request.creation_options)?;
-            let input_facts = facts::gather_raster("input", &request.input)?;
+            let dataset = facts::open(&request.input)?;
+            facts::require_raster("input", &request.input, &dataset)?;
+            if let (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) =
+                (request.resolution, facts::raster_extent(&dataset))
+            {
+                let cols = ((xmax - xmin) / rx).ceil().max(1.0) as u64;
+                let rows = ((ymax - ymin) / ry).ceil().max(1.0) as u64;
+                policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
+            }
+            let input_facts = facts::from_dataset("input", &request.input, &dataset);
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
@@ -379,12 +386,9 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         overviews::check_levels(levels)?;
     }
     let options = driver_options("creation_options", &args.creation_options)?;
-    let input = call.app.input_path("input", &args.input)?;
+    let input = call.input_path("input", &args.input)?;
     let output = match &args.output {
-        Some(raw) => Some(
-            call.app
-                .output_path("output", raw, args.overwrite, &[&input])?,
-        ),
+        Some(raw) => Some(call.output_path("output", raw, args.overwrite, &[&input])?),
         None => {
             if !options.is_empty() {
                 return Err(ToolError::Arguments(
@@ -394,6 +398,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
                 ));
             }
             let sidecar = ovr_path(&input);
+            call.declare_output(&sidecar);
             if sidecar.exists() && !args.overwrite {
                 return Err(ToolError::Arguments(format!(
                     "{} already exists; pass \"overwrite\": true to rebuild it",
@@ -492,6 +497,14 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         },
     )
     .await
+}
+
+/// Refuse an output `size` above the server's cell budget before any work.
+fn check_output_size(size: Option<[u32; 2]>) -> Result<(), ToolError> {
+    if let Some([w, h]) = size {
+        policy::check_cells("size", u64::from(w), u64::from(h), 1)?;
+    }
+    Ok(())
 }
 
 fn ovr_path(input: &Path) -> PathBuf {
@@ -684,9 +697,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     check_band(args.band)?;
     let options = driver_options("creation_options", &args.creation_options)?;
     let argv = terrain_argv(&args, &options)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let band = args.band;
     let program = Program::Dem(args.operation.gdal_name().to_string());

@@ -44,7 +44,7 @@ pub struct VectorInfoOutput {
 /// `vector_info`.
 pub async fn info(call: Call) -> Result<Value, ToolError> {
     let args: VectorInfoArgs = parse(call.tool, &call.arguments)?;
-    let input = call.app.input_path("input", &args.input)?;
+    let input = call.input_path("input", &args.input)?;
     gated::read_only(&call, move || {
         let report = ogr::report(&input, args.layer.as_deref())?;
         Ok(VectorInfoOutput {
@@ -138,15 +138,11 @@ pub struct VectorClipArgs {
     pub justification: Option<Justifications>,
 }
 
-fn options_args(
-    argument: &str,
-    flag: &str,
-    options: &BTreeMap<String, String>,
-) -> Result<Vec<String>, ToolError> {
-    Ok(driver_options(argument, options)?
-        .into_iter()
+fn options_argv(flag: &str, options: &[(String, String)]) -> Vec<String> {
+    options
+        .iter()
         .flat_map(|(key, value)| [flag.to_string(), format!("{key}={value}")])
-        .collect())
+        .collect()
 }
 
 /// Gather the facts of a vector input.
@@ -249,9 +245,7 @@ fn base_argv(driver: &str, source: &DatasetFacts, clipping: bool) -> Vec<String>
 /// `vector_reproject`.
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     let args: VectorReprojectArgs = parse(call.tool, &call.arguments)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,
@@ -304,23 +298,23 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
 /// `vector_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {
     let args: VectorConvertArgs = parse(call.tool, &call.arguments)?;
-    let (input, output) = call
-        .app
-        .input_and_output(&args.input, &args.output, args.overwrite)?;
-    let mut extra = options_args("dataset_options", "-dsco", &args.dataset_options)?;
-    extra.extend(options_args("layer_options", "-lco", &args.layer_options)?);
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
+    let dataset_options = driver_options("dataset_options", &args.dataset_options)?;
+    let layer_options = driver_options("layer_options", &args.layer_options)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,
         justifications,
         move || {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+            ogr::check_options(&driver, &dataset_options, &layer_options)?;
             let (input_facts, dataset) = vector_facts("input", &input)?;
             if let Some(layer) = &args.layer {
                 ogr::layer("layer", &dataset, Some(layer))?;
             }
             let mut argv = base_argv(&driver, &input_facts, false);
-            argv.extend(extra);
+            argv.extend(options_argv("-dsco", &dataset_options));
+            argv.extend(options_argv("-lco", &layer_options));
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
@@ -360,18 +354,16 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             "mask_layer: applies only with `mask`".to_string(),
         ));
     }
-    let input = call.app.input_path("input", &args.input)?;
+    let input = call.input_path("input", &args.input)?;
     let mask = match &args.mask {
-        Some(raw) => Some(call.app.input_path("mask", raw)?),
+        Some(raw) => Some(call.input_path("mask", raw)?),
         None => None,
     };
     let mut inputs: Vec<&Path> = vec![&input];
     if let Some(m) = &mask {
         inputs.push(m);
     }
-    let output = call
-        .app
-        .output_path("output", &args.output, args.overwrite, &inputs)?;
+    let output = call.output_path("output", &args.output, args.overwrite, &inputs)?;
     let justifications = args.justification.clone();
     gated::run(
         &call,

@@ -1,0 +1,605 @@
+//! The trust boundary, tried as an attacker would: data and arguments that try to make GDAL
+//! read, write or delete outside the workspace, fetch URLs, destroy inputs through sidecars,
+//! exhaust memory, stall the server through a plugin, or leave a request unanswered.
+//!
+//! Every test keeps a decoy tree outside the workspace and checks that not a byte of it changed,
+//! that the server still answers, and that the error names the problem.
+
+use gdal_mcp_tests::{is_error, plugin_component, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Files outside the workspace that nothing may touch, with their contents.
+struct Decoy {
+    dir: tempfile::TempDir,
+    before: BTreeMap<PathBuf, Vec<u8>>,
+}
+
+impl Decoy {
+    fn new() -> Decoy {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret.txt"), b"do not read me\n").unwrap();
+        std::fs::write(
+            dir.path().join("victim.tif"),
+            b"not a raster, must survive\n",
+        )
+        .unwrap();
+        std::fs::copy(
+            gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+            dir.path().join("outside.tif"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("x.prj"),
+            "GEOGCS[\"SECRET_OUTSIDE_CRS\",DATUM[\"WGS_1984\",SPHEROID[\"WGS 84\",6378137,298.257223563]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]]",
+        )
+        .unwrap();
+        let before = Decoy::snapshot(dir.path());
+        Decoy { dir, before }
+    }
+
+    fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| (e.path(), std::fs::read(e.path()).unwrap_or_default()))
+            .collect()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn assert_untouched(&self) {
+        assert_eq!(
+            Decoy::snapshot(self.dir.path()),
+            self.before,
+            "a file outside the workspace was created, changed or deleted"
+        );
+    }
+}
+
+/// A loopback HTTP listener that counts connections (it must see none).
+fn listener() -> (String, Arc<AtomicUsize>) {
+    let socket = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/data", socket.local_addr().unwrap());
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in socket.incoming().take(1000).flatten() {
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    (url, hits)
+}
+
+async fn start(data: &[&'static str]) -> Server {
+    Server::start(
+        Era::Modern,
+        Options {
+            data: data.to_vec(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn still_serves(server: &Server) {
+    let info = server
+        .call("raster_info", json!({"input": "dem.tif"}))
+        .await
+        .unwrap();
+    assert!(
+        !is_error(&info),
+        "the server still answers: {}",
+        text(&info)
+    );
+}
+
+fn error_message(result: &rmcp::model::CallToolResult) -> String {
+    structured(result)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn creation_options_and_drivers_cannot_reach_outside() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif", "nc.gpkg"]).await;
+    let victim = decoy.path("victim.tif");
+    let cases = [
+        (
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.mrf", "format": "MRF",
+                   "creation_options": {"DATANAME": victim}}),
+            "not allowed",
+        ),
+        (
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.xml", "format": "PDS4",
+                   "creation_options": {"IMAGE_FILENAME": "/vsistdout/"}}),
+            "not allowed",
+        ),
+        (
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.tif",
+                   "creation_options": {"COMPRESS": victim}}),
+            "looks like a path",
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "bilinear", "creation_options": {"TEMPORARY_DIR": "x"}}),
+            "name files",
+        ),
+        (
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.tif",
+                   "creation_options": {"NO_SUCH_OPTION": "1"}}),
+            "no such option",
+        ),
+        (
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": "o.mbtiles", "format": "MVT",
+                   "dataset_options": {"TEMPORARY_DB": victim}}),
+            "not allowed",
+        ),
+        (
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": "o.pdf", "format": "PDF",
+                   "dataset_options": {"JAVASCRIPT_FILE": decoy.path("secret.txt")}}),
+            "not allowed",
+        ),
+        (
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": "o.gpkg",
+                   "layer_options": {"FID": "../../x"}}),
+            "looks like a path",
+        ),
+    ];
+    for (tool, arguments, expected) in cases {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}");
+        let message = error_message(&result);
+        assert!(message.contains(expected), "{tool} {arguments}: {message}");
+        assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+    }
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn files_inside_cannot_make_gdal_read_outside() {
+    let decoy = Decoy::new();
+    let (url, hits) = listener();
+    let server = start(&["dem.tif"]).await;
+    let vrt = |source: &str| {
+        format!(
+            r#"<VRTDataset rasterXSize="111" rasterYSize="111">
+  <VRTRasterBand dataType="Float32" band="1">
+    <SimpleSource><SourceFilename relativeToVRT="0">{source}</SourceFilename><SourceBand>1</SourceBand></SimpleSource>
+  </VRTRasterBand>
+</VRTDataset>"#
+        )
+    };
+    std::fs::write(server.path("outside.vrt"), vrt(&decoy.path("outside.tif"))).unwrap();
+    std::fs::write(
+        server.path("relative.vrt"),
+        vrt("../../../../../../../../etc/hostname"),
+    )
+    .unwrap();
+    std::fs::write(server.path("curl.vrt"), vrt(&format!("/vsicurl/{url}"))).unwrap();
+    std::fs::write(
+        server.path("raw.vrt"),
+        r#"<VRTDataset rasterXSize="16" rasterYSize="1">
+  <VRTRasterBand dataType="Byte" band="1" subClass="VRTRawRasterBand">
+    <SourceFilename relativetoVRT="0">/proc/self/environ</SourceFilename>
+    <ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>16</LineOffset>
+  </VRTRasterBand>
+</VRTDataset>"#,
+    )
+    .unwrap();
+    // An .aux.xml whose OVERVIEW_FILE points outside, and a symlinked .ovr sidecar.
+    std::fs::copy(server.path("dem.tif"), server.path("aux.tif")).unwrap();
+    std::fs::write(
+        server.path("aux.tif.aux.xml"),
+        format!(
+            r#"<PAMDataset><Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">{}</MDI></Metadata></PAMDataset>"#,
+            decoy.path("outside.tif")
+        ),
+    )
+    .unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("linked.tif")).unwrap();
+    std::os::unix::fs::symlink(decoy.path("outside.tif"), server.path("linked.tif.ovr")).unwrap();
+
+    for name in [
+        "outside.vrt",
+        "relative.vrt",
+        "curl.vrt",
+        "raw.vrt",
+        "aux.tif",
+        "linked.tif",
+    ] {
+        for (tool, arguments) in [
+            ("raster_info", json!({"input": name})),
+            ("raster_stats", json!({"input": name})),
+            (
+                "raster_convert",
+                json!({"input": name, "output": format!("copy-{name}.tif")}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+            let message = error_message(&result);
+            assert!(
+                message.contains("outside every workspace")
+                    || message.contains("is not allowed")
+                    || message.contains("opening"),
+                "{tool} {name}: {message}"
+            );
+            assert!(
+                !text(&result).contains("PATH="),
+                "environment leaked: {name}"
+            );
+        }
+    }
+    assert!(
+        std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().starts_with("copy-")),
+        "nothing was copied in"
+    );
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "no request reached the network"
+    );
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn crs_arguments_are_never_read_as_files_or_urls() {
+    let decoy = Decoy::new();
+    let (url, hits) = listener();
+    let server = start(&["dem.tif", "nc.gpkg"]).await;
+    for crs in [decoy.path("x.prj"), url.clone(), format!("/vsicurl/{url}")] {
+        for (tool, arguments) in [
+            (
+                "raster_reproject",
+                json!({"input": "dem.tif", "output": "o.tif", "dst_crs": crs, "resampling": "nearest"}),
+            ),
+            (
+                "raster_reproject",
+                json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                       "src_crs": crs, "resampling": "nearest"}),
+            ),
+            (
+                "vector_reproject",
+                json!({"input": "nc.gpkg", "output": "o.gpkg", "dst_crs": crs}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {arguments}");
+            let all = text(&result);
+            assert!(all.contains("never read"), "{tool} {crs}: {all}");
+            assert!(
+                !all.contains("SECRET_OUTSIDE_CRS"),
+                "the file's WKT leaked: {all}"
+            );
+        }
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "no CRS URL was fetched");
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn outputs_never_replace_inputs_sidecars_or_the_store() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif", "nc.shp", "nc.dbf", "nc.shx", "nc.prj", "nc.gpkg"]).await;
+    let dbf_before = std::fs::read(server.path("nc.dbf")).unwrap();
+    std::fs::write(server.path("new.dbf"), b"unrelated file\n").unwrap();
+    let justification = |domain: &str| json!({domain: gdal_mcp_tests::justification("x")});
+    let cases = [
+        // An output named like an input's sidecar rewrote the input shapefile.
+        (
+            "vector_clip",
+            json!({"input": "nc.shp", "output": "nc.dbf", "overwrite": true, "format": "ESRI Shapefile",
+                   "bounds": {"xmin": -80.0, "ymin": 35.0, "xmax": -78.0, "ymax": 36.0}}),
+            "an input of this call",
+        ),
+        // A new Shapefile silently replaced an unrelated new.dbf.
+        (
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": "new.shp"}),
+            "already exists",
+        ),
+        // Fake overviews for the input.
+        (
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "dem.tif.ovr", "resampling": "nearest",
+                   "size": [10, 10], "justification": justification("resampling")}),
+            "sidecar name",
+        ),
+        // A tool output inside the capsule store.
+        (
+            "vector_convert",
+            json!({"input": "nc.gpkg", "output": ".preflight/planted.geojson"}),
+            "belongs to the server",
+        ),
+    ];
+    std::fs::create_dir_all(server.path(".preflight")).unwrap();
+    for (tool, arguments, expected) in cases {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+        let message = text(&result);
+        assert!(message.contains(expected), "{tool} {arguments}: {message}");
+    }
+    assert_eq!(std::fs::read(server.path("nc.dbf")).unwrap(), dbf_before);
+    assert_eq!(
+        std::fs::read(server.path("new.dbf")).unwrap(),
+        b"unrelated file\n"
+    );
+    assert!(!server.path("dem.tif.ovr").exists());
+    assert!(!server.path(".preflight/planted.geojson").exists());
+    let leftovers: Vec<String> = std::fs::read_dir(server.workspace.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(".gdal-mcp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "staging folders left: {leftovers:?}");
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_huge_declared_raster_is_refused_before_any_allocation() {
+    let server = start(&["dem.tif"]).await;
+    std::fs::write(
+        server.path("huge.vrt"),
+        r#"<VRTDataset rasterXSize="100000" rasterYSize="100000">
+  <SRS>EPSG:32633</SRS>
+  <GeoTransform>500000, 10, 0, 5000000, 0, -10</GeoTransform>
+  <VRTRasterBand dataType="Float32" band="1"><NoDataValue>-9999</NoDataValue></VRTRasterBand>
+</VRTDataset>"#,
+    )
+    .unwrap();
+    let started = Instant::now();
+    for method in ["fill", "fill_epsilon", "breach"] {
+        let result = server
+            .call(
+                "dem_condition",
+                json!({"input": "huge.vrt", "output": format!("{method}.tif"), "method": method,
+                       "justification": {"hydrology": gdal_mcp_tests::justification(method)}}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{method}: {}", text(&result));
+        assert!(
+            text(&result).contains("budget"),
+            "{method}: {}",
+            text(&result)
+        );
+    }
+    let exact = server
+        .call("raster_stats", json!({"input": "huge.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&exact));
+    assert!(text(&exact).contains("sample"), "{}", text(&exact));
+    let sized = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "big.tif", "resampling": "nearest",
+                   "size": [100000, 100000]}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&sized) && text(&sized).contains("budget"),
+        "{}",
+        text(&sized)
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn the_store_listing_survives_symlinks_fifos_and_planted_capsules() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let folder = server.justifications().join("crs_datum");
+    std::fs::create_dir_all(&folder).unwrap();
+    let hex = "a".repeat(64);
+    std::os::unix::fs::symlink("/dev/zero", folder.join(format!("{hex}.json"))).unwrap();
+    let fifo = folder.join(format!("{}.json", "b".repeat(64)));
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::os::unix::fs::symlink(
+        decoy.path("secret.txt"),
+        folder.join(format!("{}.json", "c".repeat(64))),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let resources =
+        tokio::time::timeout(Duration::from_secs(20), server.client.list_all_resources())
+            .await
+            .expect("resources/list answered")
+            .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(resources.iter().all(|r| !r.uri.contains(&hex)));
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+#[tokio::test]
+async fn a_sleeping_plugin_under_load_costs_refused_calls_not_the_server() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin_component("hostile"),
+        plugins.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let server = Arc::new(
+        Server::start(
+            Era::Legacy,
+            Options {
+                data: vec!["dem.tif"],
+                plugin_dirs: vec![plugins.path().to_path_buf()],
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    let mut calls = Vec::new();
+    for i in 0..200 {
+        let server = server.clone();
+        calls.push(tokio::spawn(async move {
+            server
+                .call(
+                    "raster_reproject",
+                    json!({"input": "dem.tif", "output": format!("sleep-{i}.tif"),
+                           "dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+                )
+                .await
+        }));
+    }
+    // raster_info is answered within a second throughout.
+    for _ in 0..5 {
+        let started = Instant::now();
+        let info = server
+            .call("raster_info", json!({"input": "dem.tif"}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "raster_info took {:?} under load",
+            started.elapsed()
+        );
+    }
+    for call in calls {
+        let result = call.await.unwrap().unwrap();
+        assert!(is_error(&result));
+        let error = &structured(&result)["error"];
+        assert_eq!(error["kind"], "plugin_failure", "{error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("tried to wait"),
+            "{error}"
+        );
+    }
+    still_serves(&server).await;
+}
+
+/// Send raw lines to a fresh server and return every reply line, by id.
+fn raw_session(lines: &[String]) -> Vec<Value> {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("--cache-dir")
+        .arg(gdal_mcp_tests::shared_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .map(|l| serde_json::from_str::<Value>(&l).expect("only JSON on stdout"))
+            .collect::<Vec<_>>()
+    });
+    for line in lines {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(stdin);
+    let replies = reader.join().unwrap();
+    let mut status = None;
+    for _ in 0..200 {
+        status = child.try_wait().unwrap();
+        if status.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        panic!("the server did not exit after stdin closed");
+    }
+    replies
+}
+
+#[test]
+fn every_request_gets_an_answer() {
+    let init = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let lines: Vec<String> = vec![
+        init.to_string(),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"raster_info","arguments":{"input":NaN}}}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/li"#.to_string(),
+        r#"{"id":4,"method":"ping"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#.to_string(),
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":123}}"#.to_string(),
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"pad":"{}"}}}}"#, "x".repeat(17 << 20)),
+        r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#.to_string(),
+    ];
+    let replies = raw_session(&lines);
+    let code_of = |id: Value| {
+        replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["error"]["code"].as_i64().unwrap_or(0))
+    };
+    assert_eq!(code_of(json!(1)), Some(-32602), "{replies:?}");
+    assert_eq!(code_of(json!(4)), Some(-32600));
+    assert_eq!(code_of(json!(6)), Some(-32602));
+    assert_eq!(
+        code_of(json!(8)),
+        Some(0),
+        "ping still answered after all that"
+    );
+    let null_codes: Vec<i64> = replies
+        .iter()
+        .filter(|r| r["id"].is_null())
+        .filter_map(|r| r["error"]["code"].as_i64())
+        .collect();
+    // NaN and the truncated line (-32700), the object id and the oversize line (-32600).
+    assert_eq!(
+        null_codes.iter().filter(|c| **c == -32700).count(),
+        2,
+        "{null_codes:?}"
+    );
+    assert_eq!(
+        null_codes.iter().filter(|c| **c == -32600).count(),
+        2,
+        "{null_codes:?}"
+    );
+}
