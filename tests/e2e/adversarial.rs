@@ -603,3 +603,80 @@ fn every_request_gets_an_answer() {
         "{null_codes:?}"
     );
 }
+
+/// Regression: `notifications/cancelled` was ignored by the GDAL tools (a cancelled warp was
+/// committed 40 s later). GDAL now stops through its progress callback and nothing is written.
+#[test]
+fn a_cancelled_warp_writes_nothing() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("--cache-dir")
+        .arg(gdal_mcp_tests::shared_cache())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| {
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    // 9000 x 9000 cells with lanczos: seconds of GDAL work.
+    send(
+        json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"big.tif","resampling":"lanczos","size":[9000, 9000],
+        "justification":{"resampling": gdal_mcp_tests::justification("lanczos")}}}}),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    send(
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"test"}}),
+    );
+    std::thread::sleep(Duration::from_secs(8));
+    send(json!({"jsonrpc":"2.0","id":6,"method":"ping"}));
+    let mut answered_ping = false;
+    for _ in 0..20 {
+        line.clear();
+        if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        if reply["id"] == json!(6) {
+            answered_ping = true;
+            break;
+        }
+    }
+    assert!(
+        answered_ping,
+        "the server still answers after the cancellation"
+    );
+    assert!(
+        !workspace.path().join("big.tif").exists(),
+        "a cancelled warp must not be committed"
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(workspace.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with(".gdal-mcp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "staging folders left: {leftovers:?}");
+    drop(stdin);
+    let _ = child.wait();
+}

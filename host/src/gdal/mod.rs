@@ -80,6 +80,36 @@ where
     .map_err(|e| GdalError::Worker(e.to_string()))?
 }
 
+thread_local! {
+    /// The progress sink of the job running on this thread: fraction done in, "go on" out.
+    static PROGRESS: RefCell<Option<Box<dyn Fn(f64) -> bool>>> = const { RefCell::new(None) };
+}
+
+/// Run `job` with `progress` receiving GDAL's progress on this thread; when it answers
+/// `false` (the client cancelled), GDAL stops the running program and nothing is committed.
+pub fn with_progress<T>(progress: impl Fn(f64) -> bool + 'static, job: impl FnOnce() -> T) -> T {
+    PROGRESS.with(|p| *p.borrow_mut() = Some(Box::new(progress)));
+    let out = job();
+    PROGRESS.with(|p| *p.borrow_mut() = None);
+    out
+}
+
+/// GDAL's progress callback: relays to this thread's sink and stops GDAL on cancellation.
+///
+/// # Safety
+/// Called by GDAL with its own arguments; it reads none of the pointers.
+pub unsafe extern "C" fn progress_callback(
+    complete: f64,
+    _message: *const c_char,
+    _data: *mut c_void,
+) -> std::ffi::c_int {
+    let go_on = PROGRESS.with(|p| match p.try_borrow() {
+        Ok(sink) => sink.as_ref().is_none_or(|sink| sink(complete)),
+        Err(_) => true,
+    });
+    std::ffi::c_int::from(go_on)
+}
+
 /// One message GDAL emitted during a captured call.
 #[derive(Debug, Clone)]
 pub struct CplMessage {

@@ -66,7 +66,7 @@ fn build(
             levels.as_ptr(),
             0,
             std::ptr::null(),
-            None,
+            Some(super::progress_callback),
             std::ptr::null_mut(),
         )
     };

@@ -129,6 +129,11 @@ fn invoke(
                 if options.is_null() {
                     return Err(rejected(capture));
                 }
+                gdal_sys::GDALTranslateOptionsSetProgress(
+                    options,
+                    Some(super::progress_callback),
+                    std::ptr::null_mut(),
+                );
                 let out = gdal_sys::GDALTranslate(
                     destination.as_ptr(),
                     handle,
@@ -143,6 +148,11 @@ fn invoke(
                 if options.is_null() {
                     return Err(rejected(capture));
                 }
+                gdal_sys::GDALWarpAppOptionsSetProgress(
+                    options,
+                    Some(super::progress_callback),
+                    std::ptr::null_mut(),
+                );
                 let mut sources = [handle];
                 let out = gdal_sys::GDALWarp(
                     destination.as_ptr(),
@@ -161,6 +171,11 @@ fn invoke(
                 if options.is_null() {
                     return Err(rejected(capture));
                 }
+                gdal_sys::GDALVectorTranslateOptionsSetProgress(
+                    options,
+                    Some(super::progress_callback),
+                    std::ptr::null_mut(),
+                );
                 let mut sources = [handle];
                 let out = gdal_sys::GDALVectorTranslate(
                     destination.as_ptr(),
@@ -179,6 +194,11 @@ fn invoke(
                 if options.is_null() {
                     return Err(rejected(capture));
                 }
+                gdal_sys::GDALDEMProcessingOptionsSetProgress(
+                    options,
+                    Some(super::progress_callback),
+                    std::ptr::null_mut(),
+                );
                 let out = gdal_sys::GDALDEMProcessing(
                     destination.as_ptr(),
                     handle,

@@ -11,6 +11,7 @@ use super::call::{Call, Work};
 use super::error::ToolError;
 use crate::domains::CallFacts;
 use crate::gdal::output::{self, WriteRules};
+use crate::hydrology::Progress;
 use crate::reflection::gate::{Receipt, Verdict};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -66,11 +67,17 @@ where
     let result = app
         .gdal(move || {
             let rules = WriteRules::for_call(&paths.inputs, &paths.outputs, overwrite, protected);
-            let out = output::with_rules(rules, || work(plan, &relay))?;
+            let sink = relay.clone();
+            let out = crate::gdal::with_progress(
+                move |fraction| sink.report(fraction),
+                || output::with_rules(rules, || work(plan, &relay)),
+            );
+            // A cancelled GDAL program fails ("User terminated") and commits nothing; a
+            // cancelled host algorithm stops likewise. Either way the client cancelled.
             if relay.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
-            Ok(out)
+            out
         })
         .await?;
     drop(progress);
