@@ -80,9 +80,12 @@ where
     .map_err(|e| GdalError::Worker(e.to_string()))?
 }
 
+/// A job's progress sink: fraction done in, "go on" out.
+type ProgressSink = Box<dyn Fn(f64) -> bool>;
+
 thread_local! {
-    /// The progress sink of the job running on this thread: fraction done in, "go on" out.
-    static PROGRESS: RefCell<Option<Box<dyn Fn(f64) -> bool>>> = const { RefCell::new(None) };
+    /// The progress sink of the job running on this thread.
+    static PROGRESS: RefCell<Option<ProgressSink>> = const { RefCell::new(None) };
 }
 
 /// Run `job` with `progress` receiving GDAL's progress on this thread; when it answers
