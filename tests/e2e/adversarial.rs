@@ -680,3 +680,27 @@ fn a_cancelled_warp_writes_nothing() {
     drop(stdin);
     let _ = child.wait();
 }
+
+/// Regression: a SIGKILL mid-write left the staging folder forever. Old ones are swept at
+/// start; a fresh one (another server may be writing into it) stays.
+#[tokio::test]
+async fn stale_staging_folders_are_swept_at_start() {
+    let workspace = tempfile::tempdir().unwrap();
+    let old = workspace.path().join("sub/.gdal-mcp-old");
+    let fresh = workspace.path().join(".gdal-mcp-fresh");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("half.tif"), b"half-written").unwrap();
+    std::fs::create_dir_all(&fresh).unwrap();
+    assert!(std::process::Command::new("touch")
+        .args(["-d", "3 hours ago"])
+        .arg(&old)
+        .status()
+        .unwrap()
+        .success());
+    let client = Server::connect(Era::Legacy, workspace.path(), &Options::default())
+        .await
+        .unwrap();
+    assert!(!old.exists(), "the stale staging folder was swept");
+    assert!(fresh.exists(), "a recent staging folder is left alone");
+    drop(client);
+}

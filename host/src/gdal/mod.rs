@@ -5,6 +5,7 @@
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
 
 pub mod composite;
+pub mod dem;
 pub mod facts;
 pub mod info;
 pub mod output;
@@ -14,6 +15,7 @@ pub mod programs;
 pub mod raster_io;
 pub mod stats;
 pub mod transform;
+pub mod translate;
 pub mod vector;
 pub mod warp;
 pub mod zonal;

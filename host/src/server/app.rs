@@ -51,6 +51,9 @@ impl App {
     pub fn start(config: ServerConfig) -> Result<Self, StartError> {
         let workspaces = Workspaces::new(&config.workspaces)?;
         crate::gdal::policy::set_roots(workspaces.roots());
+        for root in workspaces.roots() {
+            sweep_stale_staging(root, 2);
+        }
         let registry = Registry::load(
             &config.plugin_dirs,
             config.cache_dir.clone(),
@@ -175,6 +178,40 @@ impl App {
     /// Folders no output may land in: the capsule store and the component cache.
     pub fn protected_roots(&self) -> &[PathBuf] {
         &self.protected_roots
+    }
+}
+
+/// Staging folders older than this were left by a process that died mid-write.
+const STALE_STAGING: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Remove staging folders (`.gdal-mcp-*`) that a killed process left behind, `depth` levels
+/// down from `dir`. Recent ones may belong to another server writing right now.
+fn sweep_stale_staging(dir: &Path, depth: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if !kind.is_dir() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with(".gdal-mcp-") {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > STALE_STAGING);
+            if old {
+                tracing::info!(path = %entry.path().display(), "removing a stale staging folder");
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        } else if depth > 1 && !name.starts_with('.') {
+            sweep_stale_staging(&entry.path(), depth - 1);
+        }
     }
 }
 

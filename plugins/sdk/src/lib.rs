@@ -269,10 +269,47 @@ pub fn normalise(text: &str) -> String {
         .collect()
 }
 
-/// Whether `method` names `expected` (normalised containment).
+/// Words that turn a method's name into its opposite ("nearest, definitely not bilinear").
+const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "without", "instead", "rather", "avoid", "avoiding", "except", "nor",
+    "isnt", "dont", "doesnt", "wont", "cannot", "cant", "unlike", "versus", "vs",
+];
+
+/// The lower-case letter-and-digit runs of `text`.
+pub fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// Whether `method` names `expected`: some run of whole tokens of `method` spells `expected`
+/// (so `EPSG:4326`, `epsg 4326` and `scale 111,120` match `EPSG:4326` and `111120`, but
+/// `nonbilinear` does not match `bilinear`), and `method` negates nothing (`not bilinear`,
+/// `nearest instead of bilinear` name no method at all). Compared by parsed tokens, never by
+/// substring.
 pub fn names(method: &str, expected: &str) -> bool {
     let expected = normalise(expected);
-    !expected.is_empty() && normalise(method).contains(&expected)
+    if expected.is_empty() {
+        return false;
+    }
+    let tokens = tokens(&method.replace("n't", "nt"));
+    if tokens.iter().any(|t| NEGATIONS.contains(&t.as_str())) {
+        return false;
+    }
+    (0..tokens.len()).any(|start| {
+        let mut run = String::new();
+        for token in &tokens[start..] {
+            run.push_str(token);
+            if run == expected {
+                return true;
+            }
+            if run.len() >= expected.len() || !expected.starts_with(&run) {
+                return false;
+            }
+        }
+        false
+    })
 }
 
 /// Builders for native unit tests of domains: the records the host would send, with
@@ -411,6 +448,22 @@ mod tests {
             name: name.to_string(),
             value: value.to_string(),
         }
+    }
+
+    /// Regression: `validate` compared by containment, so "nearest, definitely not bilinear"
+    /// passed for a bilinear call.
+    #[test]
+    fn names_compares_tokens_and_refuses_negations() {
+        assert!(names("EPSG:4326", "EPSG:4326"));
+        assert!(names("epsg 4326 (WGS 84)", "EPSG:4326"));
+        assert!(names("scale 111,120 (metres per degree)", "111120"));
+        assert!(names("Bilinear interpolation", "bilinear"));
+        assert!(!names("nearest, definitely not bilinear", "bilinear"));
+        assert!(!names("nearest instead of bilinear", "bilinear"));
+        assert!(!names("don't use bilinear", "bilinear"));
+        assert!(!names("nonbilinear", "bilinear"));
+        assert!(!names("EPSG:43260", "EPSG:4326"));
+        assert!(!names("anything", ""));
     }
 
     /// Regression: `prompts/get` with only the required arguments rendered

@@ -10,7 +10,8 @@ use super::RasterOutput;
 use crate::domains::CallFacts;
 use crate::gdal::facts;
 use crate::gdal::overviews;
-use crate::gdal::programs::{self, number, Program};
+use crate::gdal::programs::number;
+use crate::gdal::translate::TranslateRequest;
 use crate::server::args::{driver_options, parse, DataType, Justifications, OverviewResampling};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -362,44 +363,20 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
             ))
         },
         |(plan, input, output), _work| {
-            let source = facts::open(&input)?;
+            let request = TranslateRequest {
+                input,
+                output,
+                args: plan.args,
+                overviews: plan.overviews,
+            };
+            let outcome = request.run()?;
             let mut report = json!({ "format": plan.format });
-            let mut commands = vec![Program::Translate.command_line(&plan.args, &input, &output)];
-            let mut built_levels = Vec::new();
-            let outcome = programs::run(
-                &Program::Translate,
-                &source,
-                &plan.args,
-                &output,
-                |staged| {
-                    if let Some((method, levels)) = &plan.overviews {
-                        let levels = match levels {
-                            Some(levels) => levels.clone(),
-                            None => {
-                                let (w, h) = source.raster_size();
-                                overviews::auto_levels(w, h)
-                            }
-                        };
-                        overviews::build_into(staged, method, &levels)?;
-                        built_levels = levels;
-                    }
-                    Ok(())
-                },
-            )?;
-            if let Some((method, _)) = &plan.overviews {
-                let mut addo = vec![
-                    "gdaladdo".to_string(),
-                    "-r".to_string(),
-                    method.clone(),
-                    output.display().to_string(),
-                ];
-                addo.extend(built_levels.iter().map(u32::to_string));
-                commands.push(addo);
-                report["overview_levels"] = json!(built_levels);
+            if let Some(levels) = &outcome.overview_levels {
+                report["overview_levels"] = json!(levels);
             }
             Ok(RasterOutput {
-                written: facts::describe_written(&output, &outcome.files, &output)?,
-                commands,
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                commands: outcome.commands,
                 warnings: outcome.warnings,
                 report,
             })

@@ -8,6 +8,7 @@
 
 use super::RasterOutput;
 use crate::domains::CallFacts;
+use crate::gdal::dem::DemRequest;
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
 use crate::gdal::transform::{self, TransformationFacts};
@@ -700,7 +701,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let band = args.band;
-    let program = Program::Dem(args.operation.gdal_name().to_string());
+    let processing = args.operation.gdal_name().to_string();
     gated::run(
         &call,
         args.justification,
@@ -717,20 +718,25 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     "band: the DEM has {count} band(s)"
                 )));
             }
+            let request = DemRequest {
+                input,
+                output,
+                processing,
+                args: argv,
+            };
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                (input, output),
+                request,
             ))
         },
-        move |(input, output), _work| {
-            let source = facts::open(&input)?;
-            let outcome = programs::run(&program, &source, &argv, &output, |_| Ok(()))?;
+        |request, _work| {
+            let outcome = request.run()?;
             Ok(RasterOutput {
-                written: facts::describe_written(&output, &outcome.files, &output)?,
-                commands: vec![program.command_line(&argv, &input, &output)],
+                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                commands: vec![outcome.command],
                 warnings: outcome.warnings,
                 report: Value::Null,
             })

@@ -1,0 +1,40 @@
+//! `gdaldem` (slope, aspect, hillshade, TRI, TPI, roughness) in process, beside
+//! [`super::warp`]: the same code path as the command line.
+
+use super::programs::{self, Program};
+use super::GdalError;
+use std::path::PathBuf;
+
+/// One `gdaldem` run, fully specified.
+#[derive(Debug, Clone)]
+pub struct DemRequest {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    /// The processing mode as gdaldem names it (`slope`, `TRI`...).
+    pub processing: String,
+    /// The `gdaldem` arguments (without the mode and the paths).
+    pub args: Vec<String>,
+}
+
+/// What a `gdaldem` run produced.
+#[derive(Debug, Clone)]
+pub struct DemOutcome {
+    pub files: Vec<PathBuf>,
+    pub warnings: Vec<String>,
+    /// The equivalent command line.
+    pub command: Vec<String>,
+}
+
+impl DemRequest {
+    /// Run into a staging folder and move the output into place.
+    pub fn run(&self) -> Result<DemOutcome, GdalError> {
+        let program = Program::Dem(self.processing.clone());
+        let source = super::facts::open(&self.input)?;
+        let outcome = programs::run(&program, &source, &self.args, &self.output, |_| Ok(()))?;
+        Ok(DemOutcome {
+            files: outcome.files,
+            warnings: outcome.warnings,
+            command: program.command_line(&self.args, &self.input, &self.output),
+        })
+    }
+}
