@@ -468,7 +468,7 @@ async fn a_sleeping_plugin_under_load_costs_refused_calls_not_the_server() {
         .unwrap(),
     );
     let mut calls = Vec::new();
-    for i in 0..200 {
+    for i in 0..600 {
         let server = server.clone();
         calls.push(tokio::spawn(async move {
             server

@@ -62,6 +62,8 @@ pub struct CompositeRequest {
 #[derive(Debug, Clone)]
 pub struct CompositeOutcome {
     pub files: Vec<PathBuf>,
+    /// The output, described from the staged copy.
+    pub written: super::facts::DatasetFacts,
     /// The gdalwarp command that put each unlike input on the grid (input index, command).
     pub warps: Vec<(usize, Vec<String>)>,
     /// Cells where no input had a valid value.
@@ -259,9 +261,11 @@ impl CompositeRequest {
             }
         }
         let warnings = capture.warnings();
+        let written = super::facts::gather("output", staging.path())?;
         let files = staging.commit()?;
         Ok(CompositeOutcome {
             files,
+            written,
             warps,
             empty_cells,
             width,

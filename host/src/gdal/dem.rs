@@ -21,6 +21,8 @@ pub struct DemRequest {
 pub struct DemOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
+    /// The output, described from the staged copy.
+    pub written: super::facts::DatasetFacts,
     /// The equivalent command line.
     pub command: Vec<String>,
 }
@@ -34,6 +36,7 @@ impl DemRequest {
         Ok(DemOutcome {
             files: outcome.files,
             warnings: outcome.warnings,
+            written: outcome.written,
             command: program.command_line(&self.args, &self.input, &self.output),
         })
     }

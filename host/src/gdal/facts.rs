@@ -550,25 +550,37 @@ pub struct WrittenRaster {
     pub pixel_size: (f64, f64),
 }
 
-/// Describe a written raster (`describe` is read back from `path`).
+impl WrittenRaster {
+    /// A written raster from the facts read back from its staged copy (no I/O, so it cannot
+    /// fail after the commit).
+    pub fn new(output: &Path, files: &[std::path::PathBuf], written: DatasetFacts) -> Self {
+        let raster = written.raster.unwrap_or_default();
+        WrittenRaster {
+            output: output.display().to_string(),
+            files: files.iter().map(|p| p.display().to_string()).collect(),
+            driver: written.driver,
+            crs: written.crs,
+            width: raster.width,
+            height: raster.height,
+            band_count: raster.band_count,
+            data_types: raster.data_types,
+            pixel_size: raster.pixel_size,
+        }
+    }
+}
+
+/// Describe a raster by reading `describe` (for outputs written in place, such as an external
+/// `.ovr`, whose raster is the input).
 pub fn describe_written(
     output: &Path,
     files: &[std::path::PathBuf],
     describe: &Path,
 ) -> Result<WrittenRaster, GdalError> {
-    let written = gather("output", describe)?;
-    let raster = written.raster.unwrap_or_default();
-    Ok(WrittenRaster {
-        output: output.display().to_string(),
-        files: files.iter().map(|p| p.display().to_string()).collect(),
-        driver: written.driver,
-        crs: written.crs,
-        width: raster.width,
-        height: raster.height,
-        band_count: raster.band_count,
-        data_types: raster.data_types,
-        pixel_size: raster.pixel_size,
-    })
+    Ok(WrittenRaster::new(
+        output,
+        files,
+        gather("output", describe)?,
+    ))
 }
 
 #[cfg(test)]

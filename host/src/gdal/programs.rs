@@ -64,6 +64,9 @@ pub struct ProgramOutcome {
     /// Every file moved into place, main file last.
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
+    /// The output as written, described from the staged copy before the commit: a result can
+    /// never fail after its files were moved into place.
+    pub written: super::facts::DatasetFacts,
 }
 
 /// Run `program` on `source` with `args`, writing `output` atomically. `finish` runs on the
@@ -81,8 +84,13 @@ pub fn run(
     invoke(program, source, args, staging.path(), &capture)?;
     finish(staging.path())?;
     let warnings = capture.warnings();
+    let written = super::facts::gather("output", staging.path())?;
     let files = staging.commit()?;
-    Ok(ProgramOutcome { files, warnings })
+    Ok(ProgramOutcome {
+        files,
+        warnings,
+        written,
+    })
 }
 
 /// Run `program` straight into `destination`, an in-memory (`/vsimem/`) scratch file that is

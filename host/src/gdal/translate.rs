@@ -22,6 +22,8 @@ pub struct TranslateRequest {
 pub struct TranslateOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
+    /// The output, described from the staged copy.
+    pub written: super::facts::DatasetFacts,
     /// The equivalent command lines, in order.
     pub commands: Vec<Vec<String>>,
     /// The overview levels built, if any.
@@ -65,6 +67,7 @@ impl TranslateRequest {
         Ok(TranslateOutcome {
             files: outcome.files,
             warnings: outcome.warnings,
+            written: outcome.written,
             commands,
             overview_levels: built,
         })

@@ -32,6 +32,8 @@ pub struct WarpRequest {
 pub struct WarpOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
+    /// The output, described from the staged copy.
+    pub written: super::facts::DatasetFacts,
 }
 
 impl WarpRequest {
@@ -95,6 +97,7 @@ impl WarpRequest {
         Ok(WarpOutcome {
             files: outcome.files,
             warnings: outcome.warnings,
+            written: outcome.written,
         })
     }
 }

@@ -19,9 +19,13 @@ use tokio::sync::Semaphore;
 
 /// GDAL jobs running at once; further jobs wait for a slot.
 pub const GDAL_WORKERS: usize = 8;
+/// GDAL jobs of the read-only tools (`raster_info`, `raster_stats`, `vector_info`) running at
+/// once, on slots of their own: a cheap question never queues behind a burst of heavy work.
+pub const READ_WORKERS: usize = 4;
 /// Plugin jobs (gate decisions, validations, prompt renderings) running at once.
 pub const PLUGIN_WORKERS: usize = 4;
-/// Tool calls in flight at once; further calls wait for a slot.
+/// Calls of the tools that write (and pass the gate) in flight at once; further calls wait for
+/// a slot. Read-only tools do not take one, so they are never queued behind such a burst.
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
 
 /// Why the server could not start.
@@ -40,6 +44,7 @@ pub struct App {
     pub workspaces: Workspaces,
     pub gate: Arc<Gate>,
     gdal_slots: Arc<Semaphore>,
+    read_slots: Arc<Semaphore>,
     plugin_slots: Arc<Semaphore>,
     call_slots: Arc<Semaphore>,
     /// Folders no output may land in: the capsule store and the component cache.
@@ -72,6 +77,7 @@ impl App {
             workspaces,
             config,
             gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),
+            read_slots: Arc::new(Semaphore::new(READ_WORKERS)),
             plugin_slots: Arc::new(Semaphore::new(PLUGIN_WORKERS)),
             call_slots: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
         })
@@ -85,6 +91,19 @@ impl App {
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
         run_bounded(&self.gdal_slots, "GDAL", move || {
+            crate::gdal::init();
+            job()
+        })
+        .await
+    }
+
+    /// Run a read-only GDAL job on the read-only tools' own slots.
+    pub async fn gdal_read<T, F>(&self, job: F) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    {
+        run_bounded(&self.read_slots, "GDAL", move || {
             crate::gdal::init();
             job()
         })

@@ -96,7 +96,7 @@ where
     O: Serialize + Send + 'static,
     J: FnOnce() -> Result<O, ToolError> + Send + 'static,
 {
-    let output = call.app.gdal(job).await?;
+    let output = call.app.gdal_read(job).await?;
     to_value(call.tool, &output)
 }
 

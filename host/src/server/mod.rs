@@ -191,7 +191,10 @@ impl ServerHandler for GdalMcp {
             ));
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let _slot = self.app.call_slot().await;
+        let _slot = match spec.effect {
+            registry::Effect::ReadOnly => None,
+            _ => self.app.call_slot().await,
+        };
         let call = Call::new(self.app.clone(), spec.name, arguments, Some(context));
         let result = match (spec.handler)(call).await {
             Ok(value) => success_result(value),

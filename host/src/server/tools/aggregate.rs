@@ -193,7 +193,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
         move |(request, partial), _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 commands: vec![request.command_line()],
                 warnings: outcome.warnings,
                 report: json!({
@@ -633,7 +637,11 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                     .collect::<std::collections::BTreeSet<_>>(),
             });
             Ok(RasterOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 commands: outcome.warps.iter().map(|(_, c)| c.clone()).collect(),
                 warnings: outcome.warnings,
                 report,

@@ -375,7 +375,11 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 report["overview_levels"] = json!(levels);
             }
             Ok(RasterOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 commands: outcome.commands,
                 warnings: outcome.warnings,
                 report,

@@ -258,7 +258,11 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         |(request, transformation), _work| {
             let outcome = request.run()?;
             Ok(ReprojectOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 gdalwarp_command: request.command_line(),
                 transformation,
                 warnings: outcome.warnings,
@@ -345,7 +349,11 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         |request, _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 commands: vec![request.command_line()],
                 warnings: outcome.warnings,
                 report: Value::Null,
@@ -474,7 +482,11 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
                             overviews::build_into(s, &method, &levels)
                         })?;
                     Ok(RasterOutput {
-                        written: facts::describe_written(&output, &outcome.files, &output)?,
+                        written: facts::WrittenRaster::new(
+                            &output,
+                            &outcome.files,
+                            outcome.written,
+                        ),
                         commands: vec![
                             Program::Translate.command_line(&argv, &input, &output),
                             addo(&output, false),
@@ -735,7 +747,11 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
         |request, _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
-                written: facts::describe_written(&request.output, &outcome.files, &request.output)?,
+                written: facts::WrittenRaster::new(
+                    &request.output,
+                    &outcome.files,
+                    outcome.written,
+                ),
                 commands: vec![outcome.command],
                 warnings: outcome.warnings,
                 report: Value::Null,

@@ -187,14 +187,22 @@ impl VectorPlan {
 /// The work after the gate: ogr2ogr into a staged output, then describe what was written.
 fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> {
     let source = facts::open(&plan.input)?;
+    // Described from the staged copy, before the commit, so the result cannot fail after the
+    // files are in place.
+    let mut report = None;
     let outcome = programs::run(
         &Program::VectorTranslate,
         &source,
         &plan.argv,
         &plan.output,
-        |_| Ok(()),
+        |staged| {
+            report = Some(ogr::report(staged, None)?);
+            Ok(())
+        },
     )?;
-    let written = ogr::report(&plan.output, None)?;
+    let written = report.ok_or_else(|| {
+        ToolError::Internal("the staged output was not described before the commit".to_string())
+    })?;
     Ok(VectorOutput {
         output: plan.output.display().to_string(),
         files: outcome
