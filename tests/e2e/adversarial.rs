@@ -704,3 +704,84 @@ async fn stale_staging_folders_are_swept_at_start() {
     assert!(fresh.exists(), "a recent staging folder is left alone");
     drop(client);
 }
+
+/// Regression: paths were checked once and reopened by name later, so flipping a workspace
+/// folder to a symlink in between created outputs outside the workspace or copied outside
+/// pixels in. Folders are now pinned (opened without following links) for GDAL's reads and
+/// for the staging, writes and renames of outputs. Bounded: 40 calls against a flipping link.
+#[tokio::test]
+async fn a_folder_flipped_to_a_link_during_calls_never_leads_outside() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let real = server.path("flip");
+    std::fs::create_dir(&real).unwrap();
+    std::fs::copy(server.path("dem.tif"), real.join("data.tif")).unwrap();
+    // Outside, the same name holds a different raster (the Landsat scene, 349 columns).
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("L7_ETMs.tif"),
+        decoy.dir.path().join("data.tif"),
+    )
+    .unwrap();
+    let decoy = Decoy {
+        before: Decoy::snapshot(decoy.dir.path()),
+        dir: decoy.dir,
+    };
+    let aside = server.path("flip_real");
+    let target = decoy.dir.path().to_path_buf();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flipping = stop.clone();
+    let (link, real_dir) = (real.clone(), aside.clone());
+    let flipper = std::thread::spawn(move || {
+        let mut flips = 0u32;
+        while !flipping.load(Ordering::SeqCst) && flips < 100_000 {
+            if std::fs::rename(&link, &real_dir).is_ok() {
+                let _ = std::os::unix::fs::symlink(&target, &link);
+                std::thread::sleep(Duration::from_micros(500));
+                let _ = std::fs::remove_file(&link);
+                let _ = std::fs::rename(&real_dir, &link);
+            }
+            std::thread::sleep(Duration::from_millis(3));
+            flips += 1;
+        }
+        flips
+    });
+    let mut written = 0;
+    for i in 0..40 {
+        let out = format!("flip/out_{i}.tif");
+        let result = server
+            .call(
+                "raster_convert",
+                json!({"input": "flip/data.tif", "output": out}),
+            )
+            .await
+            .unwrap();
+        if !is_error(&result) {
+            written += 1;
+            assert_eq!(
+                structured(&result)["width"],
+                json!(111),
+                "the output holds the inside raster, never the outside one"
+            );
+        }
+        let info = server
+            .call("raster_info", json!({"input": "flip/data.tif"}))
+            .await
+            .unwrap();
+        if !is_error(&info) {
+            assert_eq!(structured(&info)["facts"]["raster"]["width"], json!(111));
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let flips = flipper.join().unwrap();
+    assert!(
+        flips > 10,
+        "the link flipped during the calls ({flips} flips)"
+    );
+    let _ = std::fs::remove_file(&real);
+    if aside.exists() {
+        std::fs::rename(&aside, &real).unwrap();
+    }
+    eprintln!("{written} of 40 conversions ran while the folder flipped {flips} times");
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}

@@ -101,9 +101,14 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
             | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
         ..Default::default()
     };
-    let dataset = Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
+    // GDAL opens the file through its pinned folder, so a folder swapped for a link after the
+    // path was checked cannot redirect it.
+    let gdal_path = super::policy::pinned(path)?;
+    let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
-        message: capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
+        message: super::policy::unpin_text(
+            &capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
+        ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
     Ok(dataset)

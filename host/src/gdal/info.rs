@@ -29,7 +29,7 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
         if raw.is_null() {
             None
         } else {
-            let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
+            let text = super::policy::unpin_text(&CStr::from_ptr(raw).to_string_lossy());
             gdal_sys::VSIFree(raw.cast());
             Some(text)
         }

@@ -9,6 +9,7 @@
 use super::GdalError;
 use std::cell::RefCell;
 use std::fs::{self, File};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -91,8 +92,9 @@ pub fn with_rules<T>(rules: WriteRules, job: impl FnOnce() -> T) -> T {
     out
 }
 
-/// Refuse moving a staged file to `dest` if it would replace something it must not.
-fn check_destination(dest: &Path) -> Result<(), GdalError> {
+/// Refuse moving a staged file to `dest` (reached through `dest_io`, the pinned folder) if it
+/// would replace something it must not.
+fn check_destination(dest: &Path, dest_io: &Path) -> Result<(), GdalError> {
     RULES.with(|rules| {
         let rules = rules.borrow();
         let default = WriteRules::default();
@@ -105,7 +107,7 @@ fn check_destination(dest: &Path) -> Result<(), GdalError> {
                 root.display()
             )));
         }
-        let Ok(meta) = fs::symlink_metadata(dest) else {
+        let Ok(meta) = fs::symlink_metadata(dest_io) else {
             return Ok(());
         };
         let id = (meta.dev(), meta.ino());
@@ -136,9 +138,13 @@ fn check_destination(dest: &Path) -> Result<(), GdalError> {
 
 /// A staging area for one output.
 pub struct Staging {
+    // Dropped first: the staging folder is removed through the anchor, which closes last.
     dir: tempfile::TempDir,
     final_path: PathBuf,
     staged: PathBuf,
+    /// The output folder as I/O reaches it: `/proc/self/fd/N` of the anchor.
+    parent_io: PathBuf,
+    _anchor: Option<OwnedFd>,
 }
 
 impl Staging {
@@ -152,15 +158,31 @@ impl Staging {
         let name = final_path.file_name().ok_or_else(|| {
             GdalError::Arguments(format!("{} does not name a file", final_path.display()))
         })?;
+        // The output folder is pinned (opened without following links): staging, writing and
+        // the final renames all go through that descriptor, so a folder swapped for a link
+        // after the path was checked cannot send the output elsewhere.
+        let anchor = super::policy::pin_dir(parent).map_err(|e| {
+            GdalError::Arguments(format!(
+                "output: its folder {} changed while the call was running ({e}); a folder \
+                 inside the workspace was replaced by a link",
+                parent.display()
+            ))
+        })?;
+        let parent_io = match &anchor {
+            Some(fd) => PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd())),
+            None => parent.to_path_buf(),
+        };
         let dir = tempfile::Builder::new()
             .prefix(".gdal-mcp-")
-            .tempdir_in(parent)
+            .tempdir_in(&parent_io)
             .map_err(io)?;
         let staged = dir.path().join(name);
         Ok(Self {
             dir,
             final_path: final_path.to_path_buf(),
             staged,
+            parent_io,
+            _anchor: anchor,
         })
     }
 
@@ -194,7 +216,7 @@ impl Staging {
         // Check every destination before moving anything: all or nothing.
         for entry in &entries {
             let name = entry.file_name().map(PathBuf::from).unwrap_or_default();
-            check_destination(&parent.join(name))?;
+            check_destination(&parent.join(&name), &self.parent_io.join(&name))?;
         }
         let mut moved = Vec::with_capacity(entries.len());
         for entry in entries {
@@ -202,11 +224,12 @@ impl Staging {
                 File::open(&entry).and_then(|f| f.sync_all()).map_err(io)?;
             }
             let name = entry.file_name().map(PathBuf::from).unwrap_or_default();
-            let dest = parent.join(name);
-            fs::rename(&entry, &dest).map_err(io)?;
-            moved.push(dest);
+            fs::rename(&entry, self.parent_io.join(&name)).map_err(io)?;
+            moved.push(parent.join(name));
         }
-        File::open(&parent).and_then(|d| d.sync_all()).map_err(io)?;
+        File::open(&self.parent_io)
+            .and_then(|d| d.sync_all())
+            .map_err(io)?;
         Ok(moved)
     }
 }

@@ -92,7 +92,8 @@ fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         open_flags: flags,
         ..Default::default()
     };
-    let dataset = Dataset::open_ex(path, options).map_err(|e| GdalError::Failed {
+    let gdal_path = super::policy::pinned(path)?;
+    let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: capture.failure_text(&e.to_string()),
     })?;

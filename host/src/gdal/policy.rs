@@ -172,6 +172,106 @@ pub fn set_roots(roots: &[PathBuf]) {
     let _ = ROOTS.set(roots.to_vec());
 }
 
+thread_local! {
+    /// Directories pinned for the job running on this thread, with the path GDAL sees for
+    /// each (`/proc/self/fd/N`) and the real path it stands for.
+    static PINS: std::cell::RefCell<Vec<(std::os::fd::OwnedFd, String, String)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The workspace root that contains `path`, if any.
+fn root_of(path: &Path) -> Option<PathBuf> {
+    ROOTS
+        .get()?
+        .iter()
+        .find(|root| path.starts_with(root))
+        .cloned()
+}
+
+/// Open `dir` (canonical, inside a workspace) without following any symlink: from the
+/// workspace root, one component at a time with `O_NOFOLLOW`, each checked to be a directory.
+/// The descriptor names that very directory whatever happens to the path afterwards, so a
+/// folder swapped for a symlink after the check cannot redirect GDAL. `None` when no workspace
+/// contains `dir` (no workspaces configured: unit tests).
+pub fn pin_dir(dir: &Path) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let Some(root) = root_of(dir) else {
+        return Ok(None);
+    };
+    let open = |at: Option<&OwnedFd>, name: &std::ffi::CStr| -> std::io::Result<OwnedFd> {
+        let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a NUL-terminated name and, when given, a live directory descriptor.
+        let fd = unsafe {
+            match at {
+                Some(dirfd) => libc::openat(dirfd.as_raw_fd(), name.as_ptr(), flags),
+                None => libc::open(name.as_ptr(), flags),
+            }
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let meta = std::fs::metadata(format!("/proc/self/fd/{}", owned.as_raw_fd()))?;
+        if !meta.is_dir() {
+            return Err(std::io::Error::other("not a directory"));
+        }
+        Ok(owned)
+    };
+    let c = |text: &str| {
+        std::ffi::CString::new(text).map_err(|_| std::io::Error::other("NUL in a path"))
+    };
+    let mut fd = open(None, &c(&root.to_string_lossy())?)?;
+    let relative = dir.strip_prefix(&root).unwrap_or(Path::new(""));
+    for component in relative.components() {
+        let std::path::Component::Normal(name) = component else {
+            return Err(std::io::Error::other("unexpected path component"));
+        };
+        fd = open(Some(&fd), &c(&name.to_string_lossy())?)?;
+    }
+    Ok(Some(fd))
+}
+
+/// The path GDAL should open for `path`: its folder pinned for the rest of this job (see
+/// [`pin_dir`]), as `/proc/self/fd/N/<name>`. Paths outside every workspace (or with no
+/// workspaces configured) are returned unchanged.
+pub fn pinned(path: &Path) -> Result<PathBuf, GdalError> {
+    use std::os::fd::AsRawFd;
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(path.to_path_buf());
+    };
+    match pin_dir(parent) {
+        Ok(Some(fd)) => {
+            let via = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let pinned = Path::new(&via).join(name);
+            PINS.with(|p| p.borrow_mut().push((fd, via, parent.display().to_string())));
+            Ok(pinned)
+        }
+        Ok(None) => Ok(path.to_path_buf()),
+        Err(e) => Err(GdalError::Arguments(format!(
+            "{}: its folder changed while the call was running ({e}); a folder inside the \
+             workspace was replaced by a link",
+            path.display()
+        ))),
+    }
+}
+
+/// Replace the pinned folders' `/proc/self/fd/N` paths in GDAL's text with their real paths.
+pub fn unpin_text(text: &str) -> String {
+    PINS.with(|p| {
+        let mut out = text.to_string();
+        for (_, via, real) in p.borrow().iter().rev() {
+            out = out.replace(via.as_str(), real);
+        }
+        out
+    })
+}
+
+/// Close the folders pinned by the job on this thread (at the end of the job).
+pub fn release_pins() {
+    PINS.with(|p| p.borrow_mut().clear());
+}
+
 /// Process-wide switches, applied once before the first GDAL job (from `gdal::init`).
 pub(super) fn apply_process_switches() {
     for (key, value) in [

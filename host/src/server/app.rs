@@ -253,7 +253,9 @@ where
         .map_err(|e| ToolError::Internal(format!("{pool} pool closed: {e}")))?;
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        job()
+        let out = job();
+        crate::gdal::policy::release_pins();
+        out
     })
     .await
     .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?
