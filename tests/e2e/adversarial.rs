@@ -57,10 +57,16 @@ impl Decoy {
     }
 
     fn assert_untouched(&self) {
-        assert_eq!(
-            Decoy::snapshot(self.dir.path()),
-            self.before,
-            "a file outside the workspace was created, changed or deleted"
+        let after = Decoy::snapshot(self.dir.path());
+        let changed: Vec<String> = after
+            .keys()
+            .chain(self.before.keys())
+            .filter(|p| after.get(*p) != self.before.get(*p))
+            .map(|p| p.display().to_string())
+            .collect();
+        assert!(
+            changed.is_empty(),
+            "files outside the workspace were created, changed or deleted: {changed:?}"
         );
     }
 }
@@ -220,6 +226,42 @@ async fn files_inside_cannot_make_gdal_read_outside() {
     .unwrap();
     std::fs::copy(server.path("dem.tif"), server.path("linked.tif")).unwrap();
     std::os::unix::fs::symlink(decoy.path("outside.tif"), server.path("linked.tif.ovr")).unwrap();
+    // An OGR VRT whose source is outside, and a shapefile whose .dbf is a link outside.
+    std::fs::write(
+        server.path("layer.vrt"),
+        format!(
+            r#"<OGRVRTDataSource><OGRVRTLayer name="x"><SrcDataSource>{}</SrcDataSource></OGRVRTLayer></OGRVRTDataSource>"#,
+            decoy.path("secret.txt")
+        ),
+    )
+    .unwrap();
+    let data = gdal_mcp_tests::testdata().unwrap();
+    for ext in ["shp", "shx", "prj"] {
+        std::fs::copy(
+            data.join(format!("nc.{ext}")),
+            server.path(&format!("nc.{ext}")),
+        )
+        .unwrap();
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::copy(data.join("nc.dbf"), elsewhere.path().join("nc.dbf")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join("nc.dbf"), server.path("nc.dbf")).unwrap();
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "layer.vrt"})),
+        ("vector_info", json!({"input": "nc.shp"})),
+        (
+            "vector_convert",
+            json!({"input": "nc.shp", "output": "copy-nc.gpkg"}),
+        ),
+    ] {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+        assert!(
+            !text(&result).contains("do not read me"),
+            "{}",
+            text(&result)
+        );
+    }
 
     for name in [
         "outside.vrt",
@@ -784,4 +826,88 @@ async fn a_folder_flipped_to_a_link_during_calls_never_leads_outside() {
     eprintln!("{written} of 40 conversions ran while the folder flipped {flips} times");
     decoy.assert_untouched();
     still_serves(&server).await;
+}
+
+/// Regression: an ENVI conversion replaced the input's `.hdr`, so the input read as garbage.
+#[tokio::test]
+async fn a_conversion_never_rewrites_an_input_header() {
+    let server = start(&["dem.tif"]).await;
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-of", "ENVI"])
+        .arg(server.path("dem.tif"))
+        .arg(server.path("img.bil"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let header = std::fs::read(server.path("img.hdr")).unwrap();
+    let data = std::fs::read(server.path("img.bil")).unwrap();
+    for overwrite in [false, true] {
+        let result = server
+            .call(
+                "raster_convert",
+                json!({"input": "img.bil", "output": "img.envi", "format": "ENVI",
+                       "overwrite": overwrite}),
+            )
+            .await
+            .unwrap();
+        assert!(
+            is_error(&result),
+            "overwrite {overwrite}: {}",
+            text(&result)
+        );
+        assert!(text(&result).contains("img.hdr"), "{}", text(&result));
+    }
+    assert_eq!(std::fs::read(server.path("img.hdr")).unwrap(), header);
+    assert_eq!(std::fs::read(server.path("img.bil")).unwrap(), data);
+    assert!(!server.path("img.envi").exists());
+    still_serves(&server).await;
+}
+
+/// Regression: copying another component's compiled artifact over a built-in's cache entry
+/// replaced that domain at the next start (deserialising it is running native code).
+#[test]
+fn a_tampered_component_cache_is_not_loaded() {
+    let cache = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let domains = |cache: &Path| {
+        let out = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("domains")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(cache)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let clean = domains(cache.path());
+    for id in [
+        "crs_datum",
+        "resampling",
+        "hydrology",
+        "format_selection",
+        "aggregation",
+    ] {
+        assert!(clean.contains(id), "{clean}");
+    }
+    let mut artifacts: Vec<PathBuf> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    artifacts.sort();
+    assert!(artifacts.len() >= 5, "{artifacts:?}");
+    // Rotate the artifacts: every built-in's entry now holds another built-in's code.
+    let first = std::fs::read(&artifacts[0]).unwrap();
+    for pair in artifacts.windows(2) {
+        std::fs::copy(&pair[1], &pair[0]).unwrap();
+    }
+    std::fs::write(artifacts.last().unwrap(), first).unwrap();
+    assert_eq!(
+        domains(cache.path()),
+        clean,
+        "the same domains load, recompiled"
+    );
 }
