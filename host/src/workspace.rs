@@ -34,6 +34,15 @@ pub enum PathError {
         resolved: String,
         roots: String,
     },
+    #[error(
+        "{argument}: {path} is {what}; GDAL would block on it or reach through it, so the input \
+         is refused (remove or replace that file)"
+    )]
+    Special {
+        argument: String,
+        path: String,
+        what: String,
+    },
     #[error("{argument}: \"{path}\" does not name a file")]
     NotAFile { argument: String, path: String },
     #[error("workspace {path}: {source}")]
@@ -81,7 +90,69 @@ impl Workspaces {
             path: raw.to_string(),
             source,
         })?;
-        self.check(argument, raw, resolved)
+        let resolved = self.check(argument, raw, resolved)?;
+        self.check_special(argument, &resolved)?;
+        Ok(resolved)
+    }
+
+    /// Refuse an input that is not a regular file or folder (a FIFO or a device blocks GDAL,
+    /// and a blocked worker never answers), and an input whose sidecars (`<name>.*`,
+    /// `<stem>.*` beside it) include such a file or a link that dangles or leaves the
+    /// workspaces (GDAL would read or write through it).
+    fn check_special(&self, argument: &str, resolved: &Path) -> Result<(), PathError> {
+        let special = |what: &str, path: &Path| PathError::Special {
+            argument: argument.to_string(),
+            path: path.display().to_string(),
+            what: what.to_string(),
+        };
+        let meta = std::fs::metadata(resolved).map_err(|source| PathError::Missing {
+            argument: argument.to_string(),
+            path: resolved.display().to_string(),
+            source,
+        })?;
+        if !(meta.is_file() || meta.is_dir()) {
+            return Err(special("not a regular file or folder", resolved));
+        }
+        let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+            return Ok(());
+        };
+        let name = name.to_string_lossy().to_string();
+        let stem = resolved
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let prefixes = [format!("{name}."), format!("{stem}.")];
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            return Ok(());
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let entry_name = entry.file_name().to_string_lossy().to_string();
+            if !prefixes.iter().any(|p| entry_name.starts_with(p.as_str())) {
+                continue;
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if kind.is_symlink() {
+                let inside = path
+                    .canonicalize()
+                    .is_ok_and(|t| self.roots.iter().any(|root| t.starts_with(root)));
+                if !inside {
+                    return Err(special(
+                        "a sidecar that is a link dangling or leaving the workspaces",
+                        &path,
+                    ));
+                }
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_file() || m.is_dir() => {}
+                    _ => return Err(special("a sidecar that is not a regular file", &path)),
+                }
+            } else if !(kind.is_file() || kind.is_dir()) {
+                return Err(special("a sidecar that is not a regular file", &path));
+            }
+        }
+        Ok(())
     }
 
     /// Resolve an output path: its folder must exist inside a workspace. An existing symlink

@@ -284,6 +284,7 @@ async fn files_inside_cannot_make_gdal_read_outside() {
             let message = error_message(&result);
             assert!(
                 message.contains("outside every workspace")
+                    || message.contains("leaving the workspaces")
                     || message.contains("is not allowed")
                     || message.contains("opening"),
                 "{tool} {name}: {message}"
@@ -910,4 +911,213 @@ fn a_tampered_component_cache_is_not_loaded() {
         clean,
         "the same domains load, recompiled"
     );
+}
+
+/// Regressions from a black-box attack on the hardened build: a VRT mask band reading outside
+/// (and `/dev/stdin`), layer names that address paths, a FIFO input or sidecar, a dangling
+/// `.aux.xml` link written through by statistics, a linked capsule store, a CRS naming a grid
+/// file, and tiny files declaring rasters that fill the disk.
+#[tokio::test]
+async fn second_round_attacks_are_refused() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif", "nc.gpkg"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    let mask = |source: &str| {
+        format!(
+            r#"<VRTDataset rasterXSize="111" rasterYSize="111">
+  <VRTRasterBand dataType="Float32" band="1">
+    <SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource>
+  </VRTRasterBand>
+  <MaskBand><VRTRasterBand dataType="Byte" subClass="VRTRawRasterBand"><SourceFilename relativetoVRT="0">{source}</SourceFilename><ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>111</LineOffset></VRTRasterBand></MaskBand>
+</VRTDataset>"#
+        )
+    };
+    std::fs::write(ws.join("mask.vrt"), mask(&decoy.path("secret.txt"))).unwrap();
+    std::fs::write(ws.join("stdin.tif"), mask("/dev/stdin")).unwrap();
+    for input in ["mask.vrt", "stdin.tif"] {
+        let result = server
+            .call(
+                "raster_convert",
+                json!({"input": input, "output": format!("out-{input}.tif")}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert!(
+            text(&result).contains("outside every workspace"),
+            "{}",
+            text(&result)
+        );
+    }
+
+    std::fs::write(
+        ws.join("two.geojson"),
+        r#"{"type":"FeatureCollection","name":"../../../../../../../../tmp/gdal-mcp-pwned",
+            "features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    for (arguments, expected) in [
+        (
+            json!({"input": "two.geojson", "output": "out.csv"}),
+            "looks like a path",
+        ),
+        (
+            json!({"input": "nc.gpkg", "output": "kout", "format": "CSV"}),
+            "no extension",
+        ),
+    ] {
+        let result = server
+            .call("vector_convert", arguments.clone())
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{arguments}");
+        assert!(
+            text(&result).contains(expected),
+            "{arguments}: {}",
+            text(&result)
+        );
+    }
+    assert!(!Path::new("/tmp/gdal-mcp-pwned.csv").exists());
+
+    std::fs::copy(ws.join("dem.tif"), ws.join("f.tif")).unwrap();
+    assert!(std::process::Command::new("mkfifo")
+        .arg(ws.join("f.tif.aux.xml"))
+        .status()
+        .unwrap()
+        .success());
+    assert!(std::process::Command::new("mkfifo")
+        .arg(ws.join("fifo.tif"))
+        .status()
+        .unwrap()
+        .success());
+    std::fs::copy(ws.join("dem.tif"), ws.join("p.tif")).unwrap();
+    std::os::unix::fs::symlink(decoy.dir.path().join("pam.xml"), ws.join("p.tif.aux.xml")).unwrap();
+    for (input, stats) in [("f.tif", false), ("fifo.tif", false), ("p.tif", true)] {
+        let started = Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("raster_info", json!({"input": input, "stats": stats})),
+        )
+        .await
+        .expect("answered, not blocked")
+        .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert!(started.elapsed() < Duration::from_secs(10));
+    }
+
+    let bound = |path: &str| {
+        format!(
+            r#"BOUNDCRS[SOURCECRS[GEOGCRS["x",DATUM["WGS 84",ELLIPSOID["WGS 84",6378137,298.257223563]],CS[ellipsoidal,2],AXIS["lat",north],AXIS["lon",east],ANGLEUNIT["degree",0.0174532925199433]]],TARGETCRS[GEOGCRS["WGS 84",DATUM["WGS 84",ELLIPSOID["WGS 84",6378137,298.257223563]],CS[ellipsoidal,2],AXIS["lat",north],AXIS["lon",east],ANGLEUNIT["degree",0.0174532925199433]]],ABRIDGEDTRANSFORMATION["x",METHOD["NTv2"],PARAMETERFILE["Latitude and longitude difference file","{path}"]]]"#
+        )
+    };
+    for path in ["/etc/shadow", "/dev/stdin", "/nonexistent"] {
+        let result = server
+            .call(
+                "raster_reproject",
+                json!({"input": "dem.tif", "output": "o.tif", "dst_crs": bound(path), "resampling": "nearest"}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result));
+        assert!(text(&result).contains("names a grid"), "{}", text(&result));
+    }
+
+    std::fs::write(
+        ws.join("huge.vrt"),
+        r#"<VRTDataset rasterXSize="100000" rasterYSize="100000"><SRS>EPSG:31985</SRS>
+  <GeoTransform>288776, 10, 0, 9120760, 0, -10</GeoTransform>
+  <VRTRasterBand dataType="Float32" band="1"><NoDataValue>-9999</NoDataValue></VRTRasterBand></VRTDataset>"#,
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("big_zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::31985"}},
+            "features":[{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[288776,8120760],[1288776,8120760],[1288776,9120760],[288776,9120760],[288776,8120760]]]}}]}"#,
+    )
+    .unwrap();
+    let justified =
+        |domain: &str, method: &str| json!({domain: gdal_mcp_tests::justification(method)});
+    let huge = [
+        (
+            "raster_convert",
+            json!({"input": "huge.vrt", "output": "h1.tif"}),
+        ),
+        (
+            "raster_overviews",
+            json!({"input": "huge.vrt", "output": "h2.tif", "resampling": "nearest",
+            "justification": justified("resampling", "nearest")}),
+        ),
+        (
+            "raster_terrain",
+            json!({"input": "huge.vrt", "output": "h3.tif", "operation": "slope"}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "h4.tif", "dst_crs": "EPSG:31985",
+            "resampling": "nearest", "bounds": {"xmin": 0, "ymin": 0, "xmax": 9000000, "ymax": 9000000}}),
+        ),
+        (
+            "zonal_stats",
+            json!({"input": "huge.vrt", "zones": "big_zone.geojson", "stats": ["median"],
+            "semantics": "cell_centre", "justification": justified("aggregation", "median cell_centre")}),
+        ),
+    ];
+    for (tool, arguments) in huge {
+        let started = Instant::now();
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert!(
+            text(&result).contains("budget"),
+            "{tool}: {}",
+            text(&result)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{tool} took {:?}",
+            started.elapsed()
+        );
+    }
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+/// A capsule store that is a link (`.preflight -> /elsewhere`) is neither written nor read.
+#[tokio::test]
+async fn a_linked_capsule_store_is_never_written() {
+    let decoy = Decoy::new();
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    std::fs::create_dir(decoy.dir.path().join("store")).unwrap();
+    let decoy = Decoy {
+        before: Decoy::snapshot(decoy.dir.path()),
+        dir: decoy.dir,
+    };
+    std::os::unix::fs::symlink(
+        decoy.dir.path().join("store"),
+        workspace.path().join(".preflight"),
+    )
+    .unwrap();
+    let client = Server::connect(Era::Legacy, workspace.path(), &Options::default())
+        .await
+        .unwrap();
+    let arguments = json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "nearest",
+        "justification": {"crs_datum": gdal_mcp_tests::justification("EPSG:4326"),
+                          "resampling": gdal_mcp_tests::justification("nearest")}});
+    let result = gdal_mcp_tests::call(&client, "raster_reproject", arguments)
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(text(&result).contains("link"), "{}", text(&result));
+    assert!(
+        std::fs::read_dir(decoy.dir.path().join("store"))
+            .unwrap()
+            .next()
+            .is_none(),
+        "nothing was written into the linked store"
+    );
+    decoy.assert_untouched();
 }

@@ -79,6 +79,7 @@ impl CompositeRequest {
         let capture = ErrorCapture::start();
         let reference = super::facts::open(&self.inputs[0])?;
         let (width, height) = reference.raster_size();
+        super::policy::check_cells("inputs[0]", width as u64, height as u64, 1)?;
         let geotransform = reference.geo_transform().map_err(|_| {
             GdalError::Arguments("inputs[0]: the raster has no geotransform".to_string())
         })?;
@@ -211,6 +212,9 @@ impl CompositeRequest {
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
             let mut row = 0;
             while row < height {
+                if !super::keep_going(row as f64 / height.max(1) as f64) {
+                    return Err(super::cancelled("composite"));
+                }
                 let rows = STRIP_ROWS.min(height - row);
                 for ((dataset, band), strip) in datasets.iter().zip(&bands).zip(&mut strips) {
                     let b = dataset

@@ -172,6 +172,16 @@ const WKT_STARTS: &[&str] = &[
 /// What kind of CRS text a definition is; `None` for anything else (a file name, a URL...).
 fn crs_text_kind(text: &str) -> Option<&'static str> {
     let upper = text.to_ascii_uppercase();
+    // A definition that names a grid or parameter file makes PROJ open that file (a path
+    // outside, a FIFO, /dev/stdin): refused whatever its form; an authority code reaches the
+    // same grids through PROJ's own database.
+    let compact: String = upper.chars().filter(|c| !c.is_whitespace()).collect();
+    if ["PARAMETERFILE", "PARAMETER_FILE", "GRIDS=", "\"FILENAME\""]
+        .iter()
+        .any(|k| compact.contains(k))
+    {
+        return None;
+    }
     if WKT_STARTS.iter().any(|k| upper.starts_with(k)) {
         return Some("wkt");
     }
@@ -206,8 +216,9 @@ pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalErr
     let text = definition.trim();
     let Some(kind) = crs_text_kind(text) else {
         return Err(GdalError::Arguments(format!(
-            "{argument}: \"{}\" is not an authority code, WKT, PROJJSON or PROJ string; use e.g. \
-             \"EPSG:32633\" (file names and URLs are never read as CRSs)",
+            "{argument}: \"{}\" is not an authority code, WKT, PROJJSON or PROJ string, or it \
+             names a grid or parameter file; use e.g. \"EPSG:32633\" (file names and URLs are \
+             never read as CRSs)",
             text.chars().take(80).collect::<String>()
         )));
     };
@@ -607,6 +618,9 @@ mod crs_text_tests {
             "file:///etc/passwd",
             "+init=/etc/passwd",
             "+proj=longlat +nadgrids=/etc/passwd",
+            "+proj=longlat +nadgrids=conus",
+            "BOUNDCRS[SOURCECRS[],ABRIDGEDTRANSFORMATION[\"x\",METHOD[\"NTv2\"],PARAMETERFILE[\"f\",\"/dev/stdin\"]]]",
+            "{\"type\": \"BoundCRS\", \"transformation\": {\"parameters\": [{\"parameter_file\": \"/etc/shadow\"}]}}",
             "",
         ] {
             assert_eq!(crs_text_kind(bad), None, "{bad}");

@@ -43,3 +43,14 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
         message: format!("GDALInfo returned invalid JSON: {e}"),
     })
 }
+
+/// `gdalinfo -json -stats` of the raster at `path`, computed with GDAL's auxiliary files
+/// (PAM) switched off on this thread, so that computing statistics writes nothing beside the
+/// input: `raster_info` is read-only (and an `.aux.xml` link could otherwise be written
+/// through).
+pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalError> {
+    let _ = gdal::config::set_thread_local_config_option("GDAL_PAM_ENABLED", "NO");
+    let report = super::facts::open(path).and_then(|dataset| gdalinfo_json(&dataset, true));
+    let _ = gdal::config::clear_thread_local_config_option("GDAL_PAM_ENABLED");
+    report
+}

@@ -99,6 +99,24 @@ pub fn with_progress<T>(progress: impl Fn(f64) -> bool + 'static, job: impl FnOn
     out
 }
 
+/// Report `fraction` done to this thread's progress sink; `false` means the client cancelled
+/// and the host's own loops (composite strips, zonal zones) must stop.
+pub fn keep_going(fraction: f64) -> bool {
+    PROGRESS.with(|p| match p.try_borrow() {
+        Ok(sink) => sink.as_ref().is_none_or(|sink| sink(fraction)),
+        Err(_) => true,
+    })
+}
+
+/// The error a host loop returns when the client cancelled (the gated step reports it as
+/// `cancelled`).
+pub fn cancelled(operation: &str) -> GdalError {
+    GdalError::Failed {
+        operation: operation.to_string(),
+        message: "cancelled by the client".to_string(),
+    }
+}
+
 /// GDAL's progress callback: relays to this thread's sink and stops GDAL on cancellation.
 ///
 /// # Safety

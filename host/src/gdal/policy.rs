@@ -164,6 +164,21 @@ pub fn check_cells(what: &str, width: u64, height: u64, bands: u64) -> Result<()
 /// ever read.
 pub const SCRATCH_PREFIX: &str = "/vsimem/gdal-mcp-";
 
+/// Refuse a raster whose cells (all bands) exceed the budget: for tools that write an output
+/// as large as their input (conversion, overviews, terrain), so that a tiny file declaring a
+/// huge raster cannot fill the disk.
+pub fn check_raster_cells(what: &str, facts: &super::facts::DatasetFacts) -> Result<(), GdalError> {
+    match &facts.raster {
+        Some(r) => check_cells(
+            what,
+            u64::from(r.width),
+            u64::from(r.height),
+            u64::from(r.band_count),
+        ),
+        None => Ok(()),
+    }
+}
+
 /// The workspace roots GDAL may read from, set once at start-up.
 static ROOTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
 
@@ -314,6 +329,8 @@ fn inside(path: &str) -> bool {
     }
     let resolved = match std::fs::canonicalize(path) {
         Ok(resolved) => resolved,
+        // A dangling link could be created through: never inside.
+        Err(_) if std::fs::symlink_metadata(path).is_ok() => return false,
         // A listed file that does not exist (an optional sidecar) is judged by its folder.
         Err(_) => match Path::new(path).parent().map(std::fs::canonicalize) {
             Some(Ok(parent)) => parent,
@@ -333,6 +350,14 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     if let Some(overview) = dataset.metadata_item("OVERVIEW_FILE", "OVERVIEWS") {
         files.push(overview);
     }
+    let vrts: Vec<String> = files
+        .iter()
+        .filter(|f| is_vrt_document(Path::new(f.as_str())))
+        .cloned()
+        .collect();
+    for vrt in vrts {
+        vrt_sources(Path::new(&vrt), 0, &mut files);
+    }
     for file in files {
         if !inside(&file) {
             return Err(GdalError::Arguments(format!(
@@ -343,6 +368,64 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
         }
     }
     Ok(())
+}
+
+/// Every `<SourceFilename>` a VRT names, anywhere in the document (bands, mask bands,
+/// overviews, kernel-filtered, derived and pansharpened sources), resolved against the VRT's
+/// folder when marked relative. `GDALGetFileList` does not list a mask band's sources, so the
+/// document itself is read. Nested VRTs inside the workspace are followed (to a depth of 8).
+fn vrt_sources(vrt: &Path, depth: usize, found: &mut Vec<String>) {
+    let Ok(text) = std::fs::read_to_string(vrt) else {
+        return;
+    };
+    let lower = text.to_ascii_lowercase();
+    let base = vrt.parent().unwrap_or(Path::new("/"));
+    let mut rest = 0;
+    while let Some(start) = lower[rest..].find("<sourcefilename") {
+        let tag_start = rest + start;
+        let Some(tag_end) = lower[tag_start..].find('>').map(|e| tag_start + e) else {
+            break;
+        };
+        let Some(close) = lower[tag_end..]
+            .find("</sourcefilename>")
+            .map(|c| tag_end + c)
+        else {
+            break;
+        };
+        let attributes = &lower[tag_start..tag_end];
+        let relative =
+            attributes.contains("relativetovrt=\"1\"") || attributes.contains("relativetovrt='1'");
+        let name = text[tag_end + 1..close].trim().to_string();
+        let resolved = if relative && !name.starts_with('/') {
+            base.join(&name).display().to_string()
+        } else {
+            name
+        };
+        if depth < 8 && inside(&resolved) && is_vrt_document(Path::new(&resolved)) {
+            vrt_sources(Path::new(&resolved), depth + 1, found);
+        }
+        found.push(resolved);
+        rest = close;
+    }
+}
+
+/// Whether `path` is a VRT document, by content (GDAL identifies VRTs by content, whatever
+/// the extension). Only regular files are read.
+fn is_vrt_document(path: &Path) -> bool {
+    use std::io::Read;
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if !regular {
+        return false;
+    }
+    let mut head = [0u8; 256];
+    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
+    text.trim_start_matches('\u{feff}')
+        .trim_start()
+        .trim_start_matches(|c: char| c != '<')
+        .contains("<vrtdataset")
 }
 
 /// `GDALGetFileList` of a dataset.

@@ -99,6 +99,22 @@ pub fn open(argument: &str, path: &Path) -> Result<Dataset, GdalError> {
     Ok(dataset)
 }
 
+/// Refuse a dataset about to be translated whose layer names could address a path (`/`,
+/// `\\`, `..`, NUL): layer names are data that some output drivers turn into file names.
+pub fn check_layer_names(argument: &str, path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    for layer in dataset.layers() {
+        let name = layer.name();
+        if name.contains('/') || name.contains('\\') || name.contains("..") || name.contains('\0') {
+            return Err(GdalError::Arguments(format!(
+                "{argument}: {} has a layer named \"{name}\", which looks like a path; layer \
+                 names become file names in some formats, so rename the layer first",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The named layer, or the only/first one.
 pub fn layer<'a>(
     argument: &str,
@@ -155,8 +171,19 @@ pub fn check_options(
     )
 }
 
-/// The OGR driver for an output path, by extension; `format` wins when given.
+/// The OGR driver for an output path, by extension; `format` wins when given. The output must
+/// name a file with an extension: without one, drivers such as CSV, LIBKML and MapInfo write a
+/// folder of files named after the *layers*, and a layer name is data (`../../x` wrote outside
+/// the workspace, or over the input).
 pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError> {
+    if path.extension().is_none_or(|e| e.is_empty()) {
+        return Err(GdalError::Arguments(format!(
+            "output: \"{}\" has no extension; name a file such as out.gpkg, out.geojson, out.fgb, \
+             out.shp, out.csv or out.kml (a name without one makes some drivers write a folder \
+             of files named after the layers)",
+            path.display()
+        )));
+    }
     if let Some(format) = format {
         let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
             GdalError::Arguments(format!(

@@ -101,3 +101,49 @@ impl WarpRequest {
         })
     }
 }
+
+/// The output grid gdalwarp would choose by default for `dataset` (in `source_wkt`) warped to
+/// `target_wkt`: its geotransform and size. `None` when GDAL cannot suggest one.
+pub fn suggested_output(
+    dataset: &gdal::Dataset,
+    source_wkt: &str,
+    target_wkt: &str,
+) -> Option<([f64; 6], u64, u64)> {
+    let _capture = super::ErrorCapture::start();
+    let source = super::cstring(source_wkt).ok()?;
+    let target = super::cstring(target_wkt).ok()?;
+    // SAFETY: the dataset handle and both strings outlive the calls; the transformer is
+    // destroyed before returning; the output buffers have the sizes GDAL writes.
+    unsafe {
+        let transformer = gdal_sys::GDALCreateGenImgProjTransformer(
+            dataset.c_dataset(),
+            source.as_ptr(),
+            std::ptr::null_mut(),
+            target.as_ptr(),
+            0,
+            0.0,
+            0,
+        );
+        if transformer.is_null() {
+            return None;
+        }
+        let mut geotransform = [0f64; 6];
+        let (mut pixels, mut lines) = (0, 0);
+        let mut extent = [0f64; 4];
+        let err = gdal_sys::GDALSuggestedWarpOutput2(
+            dataset.c_dataset(),
+            Some(gdal_sys::GDALGenImgProjTransform),
+            transformer,
+            geotransform.as_mut_ptr(),
+            &mut pixels,
+            &mut lines,
+            extent.as_mut_ptr(),
+            0,
+        );
+        gdal_sys::GDALDestroyGenImgProjTransformer(transformer);
+        if err != gdal_sys::CPLErr::CE_None || pixels <= 0 || lines <= 0 {
+            return None;
+        }
+        Some((geotransform, pixels as u64, lines as u64))
+    }
+}

@@ -80,10 +80,21 @@ impl ZonalRequest {
         let zones: Vec<Zone> =
             ogr::read_zones(&mut layer, self.id_field.as_deref(), target.as_ref())?;
         let mut out = Vec::with_capacity(zones.len());
-        for zone in zones {
+        let total = zones.len().max(1);
+        for (index, zone) in zones.into_iter().enumerate() {
+            if !super::keep_going(index as f64 / total as f64) {
+                return Err(super::cancelled("zonal statistics"));
+            }
             let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
             let window = zone_window(&zone.polygons, &grid)
                 .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
+            // Medians and majorities keep every value of a zone: bound the window.
+            super::policy::check_cells(
+                &format!("zone {:?}", zone.fid),
+                window.cols as u64,
+                window.rows as u64,
+                1,
+            )?;
             for block in window.row_blocks(BLOCK_ROWS) {
                 if block.is_empty() {
                     continue;

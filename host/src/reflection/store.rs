@@ -109,8 +109,29 @@ impl CapsuleStore {
             .join(format!("{hex}.json")))
     }
 
+    /// Whether the store's folders for `domain` are real folders, not links: a store folder
+    /// replaced by a link (`.preflight -> /elsewhere`) would make the server read and write
+    /// capsules outside the workspace.
+    fn folders_are_real(&self, domain: &str) -> bool {
+        let chain = [
+            self.root.clone(),
+            self.root.join("justifications"),
+            self.root.join("justifications").join(domain),
+        ];
+        chain
+            .iter()
+            .all(|dir| match std::fs::symlink_metadata(dir) {
+                Ok(meta) => meta.is_dir() && !meta.file_type().is_symlink(),
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
+    }
+
     /// The valid capsule for this decision, if any. Invalid capsules are logged and ignored.
     pub fn get(&self, domain: &str, key: &str) -> Option<Capsule> {
+        if !self.folders_are_real(domain) {
+            tracing::warn!("ignoring the store for {domain}: a store folder is a link");
+            return None;
+        }
         let path = self.path(domain, key).ok()?;
         if std::fs::symlink_metadata(&path).is_err() {
             return None;
@@ -132,7 +153,21 @@ impl CapsuleStore {
             source,
         };
         let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        if !self.folders_are_real(&capsule.domain) {
+            return Err(StoreError::Invalid {
+                path: dir.display().to_string(),
+                message: "a folder of the store is a link; the store must be a real folder \
+                          (remove the link or start with --store)"
+                    .to_string(),
+            });
+        }
         std::fs::create_dir_all(&dir).map_err(io)?;
+        if !self.folders_are_real(&capsule.domain) {
+            return Err(StoreError::Invalid {
+                path: dir.display().to_string(),
+                message: "a folder of the store became a link while it was created".to_string(),
+            });
+        }
         let text = serde_json::to_string_pretty(capsule).map_err(|e| StoreError::Invalid {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -155,6 +190,9 @@ impl CapsuleStore {
     pub fn list(&self, domains: &[&str]) -> Vec<Capsule> {
         let mut capsules = Vec::new();
         for domain in domains {
+            if !self.folders_are_real(domain) {
+                continue;
+            }
             let dir = self.root.join("justifications").join(domain);
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;

@@ -64,8 +64,11 @@ impl App {
             config.cache_dir.clone(),
             Limits::default(),
         )?;
+        // An operator's --store is trusted as given (resolved once here); the default store
+        // in the workspace is used only while its folders are real folders, not links.
         let store_root = match (&config.store, workspaces.primary()) {
             (None, Some(primary)) => primary.join(".preflight"),
+            (Some(store), _) => store.canonicalize().unwrap_or_else(|_| store.clone()),
             _ => config.store_root(),
         };
         let mut protected_roots = vec![absolute(&store_root)];

@@ -60,7 +60,12 @@ pub async fn info(call: Call) -> Result<Value, ToolError> {
         let dataset = facts::open(&input)?;
         facts::require_raster("input", &input, &dataset)?;
         let facts = facts::from_dataset("input", &input, &dataset);
-        let gdalinfo = info::gdalinfo_json(&dataset, args.stats)?;
+        let gdalinfo = if args.stats {
+            drop(dataset);
+            info::gdalinfo_json_with_stats(&input)?
+        } else {
+            info::gdalinfo_json(&dataset, false)?
+        };
         Ok(InfoOutput {
             input: input.display().to_string(),
             facts,
@@ -247,6 +252,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let area = facts::raster_extent(&dataset)
                 .and_then(|extent| transform::lonlat_bounds(&source, extent));
             let transformation = transform::facts(&source, &target, area);
+            check_warp_output(&request, &dataset, &source, &target)?;
             let facts = CallFacts {
                 datasets: vec![input_facts],
                 target_crs: Some(facts::crs_facts(&target)),
@@ -425,6 +431,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         move || {
             facts::check_raster_format("GTiff", &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
+            policy::check_raster_cells("input", &input_facts)?;
             if output.is_none() {
                 let source = facts::open(&input)?;
                 let internal = source
@@ -510,6 +517,59 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         },
     )
     .await
+}
+
+/// Refuse a reprojection whose output grid (from `size`, or `resolution` and `bounds`, or
+/// gdalwarp's own suggestion) exceeds the server's cell budget, before any work: `bounds` far
+/// larger than the data made a 40 GB output from a small DEM.
+fn check_warp_output(
+    request: &WarpRequest,
+    dataset: &gdal::Dataset,
+    source: &gdal::spatial_ref::SpatialRef,
+    target: &gdal::spatial_ref::SpatialRef,
+) -> Result<(), ToolError> {
+    let bands = dataset.raster_count() as u64;
+    if let Some((w, h)) = request.size {
+        policy::check_cells("size", u64::from(w), u64::from(h), bands)?;
+        return Ok(());
+    }
+    let (Ok(source_wkt), Ok(target_wkt)) = (source.to_wkt(), target.to_wkt()) else {
+        return Ok(());
+    };
+    let Some((gt, cols, rows)) =
+        crate::gdal::warp::suggested_output(dataset, &source_wkt, &target_wkt)
+    else {
+        return Ok(());
+    };
+    let (rx, ry) = request.resolution.unwrap_or((gt[1].abs(), gt[5].abs()));
+    let extent = match &request.bounds {
+        Some((rect, crs)) => {
+            let from = match crs {
+                Some(definition) => facts::parse_crs("bounds.crs", definition)?,
+                None => target.clone(),
+            };
+            transform::transform_bounds(&from, target, *rect).unwrap_or(*rect)
+        }
+        None => {
+            let (x0, y0) = (gt[0], gt[3]);
+            let (x1, y1) = (x0 + gt[1] * cols as f64, y0 + gt[5] * rows as f64);
+            [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)]
+        }
+    };
+    if !(rx > 0.0 && ry > 0.0) {
+        return Ok(());
+    }
+    let out_cols = ((extent[2] - extent[0]) / rx).abs().ceil().max(1.0);
+    let out_rows = ((extent[3] - extent[1]) / ry).abs().ceil().max(1.0);
+    let clamp = |v: f64| {
+        if v.is_finite() {
+            v.min(u64::MAX as f64) as u64
+        } else {
+            u64::MAX
+        }
+    };
+    policy::check_cells("output", clamp(out_cols), clamp(out_rows), bands)?;
+    Ok(())
 }
 
 /// Refuse an output `size` above the server's cell budget before any work.
@@ -720,6 +780,14 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
         move || {
             facts::check_raster_format(&format, &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
+            let single_band = facts::DatasetFacts {
+                raster: input_facts.raster.clone().map(|mut r| {
+                    r.band_count = 1;
+                    r
+                }),
+                ..input_facts.clone()
+            };
+            policy::check_raster_cells("input", &single_band)?;
             let count = input_facts
                 .raster
                 .as_ref()

@@ -148,6 +148,7 @@ fn options_argv(flag: &str, options: &[(String, String)]) -> Vec<String> {
 /// Gather the facts of a vector input.
 fn vector_facts(role: &str, path: &Path) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
     let dataset = ogr::open(role, path)?;
+    ogr::check_layer_names(role, path, &dataset)?;
     Ok((facts::from_dataset(role, path, &dataset), dataset))
 }
 
