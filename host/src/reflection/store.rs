@@ -85,15 +85,44 @@ pub enum StoreError {
     BadKey(String),
 }
 
+/// How long a check that the store's folders are real folders is trusted for reads (writes
+/// always check): the gate reads a capsule per domain per call, on the cheap-call path.
+const FOLDER_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The store rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct CapsuleStore {
     root: PathBuf,
+    /// Domains whose store folders were found real, and when.
+    checked:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>>,
 }
 
 impl CapsuleStore {
     pub fn new(root: PathBuf) -> Self {
-        Self { root }
+        Self {
+            root,
+            checked: Default::default(),
+        }
+    }
+
+    /// [`Self::folders_are_real`] for reads, trusted for [`FOLDER_CHECK_TTL`].
+    fn folders_are_real_for_reading(&self, domain: &str) -> bool {
+        let fresh = self.checked.lock().is_ok_and(|checked| {
+            checked
+                .get(domain)
+                .is_some_and(|at| at.elapsed() < FOLDER_CHECK_TTL)
+        });
+        if fresh {
+            return true;
+        }
+        let real = self.folders_are_real(domain);
+        if real {
+            if let Ok(mut checked) = self.checked.lock() {
+                checked.insert(domain.to_string(), std::time::Instant::now());
+            }
+        }
+        real
     }
 
     pub fn root(&self) -> &Path {
@@ -128,7 +157,7 @@ impl CapsuleStore {
 
     /// The valid capsule for this decision, if any. Invalid capsules are logged and ignored.
     pub fn get(&self, domain: &str, key: &str) -> Option<Capsule> {
-        if !self.folders_are_real(domain) {
+        if !self.folders_are_real_for_reading(domain) {
             tracing::warn!("ignoring the store for {domain}: a store folder is a link");
             return None;
         }
