@@ -556,17 +556,7 @@ async fn a_sleeping_plugin_under_load_costs_refused_calls_not_the_server() {
 /// Send raw lines to a fresh server and return every reply line, by id.
 fn raw_session(lines: &[String]) -> Vec<Value> {
     let workspace = tempfile::tempdir().unwrap();
-    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .arg("--cache-dir")
-        .arg(gdal_mcp_tests::shared_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let stdout = child.stdout.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -657,17 +647,7 @@ fn a_cancelled_warp_writes_nothing() {
         workspace.path().join("dem.tif"),
     )
     .unwrap();
-    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .arg("--cache-dir")
-        .arg(gdal_mcp_tests::shared_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut send = |v: Value| {

@@ -230,16 +230,7 @@ async fn bad_arguments_get_clear_errors_before_the_gate() -> anyhow::Result<()> 
 fn run_and_close(send: Option<&str>) -> anyhow::Result<(Option<i32>, String, String)> {
     use std::io::{Read, Write};
     let workspace = tempfile::tempdir()?;
-    let mut child = std::process::Command::new(gdal_mcp_tests::binary()?)
-        .arg("serve")
-        .arg("--workspace")
-        .arg(workspace.path())
-        .arg("--cache-dir")
-        .arg(gdal_mcp_tests::shared_cache())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()?;
+    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), true)?;
     let mut stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
     if let Some(line) = send {
         writeln!(stdin, "{line}")?;

@@ -89,6 +89,26 @@ pub fn shared_cache() -> PathBuf {
     repo_root().join("target/test-component-cache")
 }
 
+/// Start the server on `workspace` with piped stdin and stdout, for tests that speak raw
+/// JSON-RPC lines (malformed requests, cancellation, closing the connection). stderr is piped
+/// when `capture_stderr`, else discarded.
+pub fn spawn_raw(workspace: &Path, capture_stderr: bool) -> Result<std::process::Child> {
+    Ok(std::process::Command::new(binary()?)
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(if capture_stderr {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .spawn()?)
+}
+
 /// A running server with its own workspace and store.
 pub struct Server {
     pub workspace: tempfile::TempDir,

@@ -18,37 +18,25 @@ pub struct Georef {
     pub wkt: Option<String>,
 }
 
-/// Band 1 of `path` as an f32 grid (nodata kept), with its georeferencing.
+/// Band 1 of `path` as an f32 grid (nodata kept), with its georeferencing; whole, within the
+/// server's cell budget.
 pub fn read_band_f32(path: &Path) -> Result<(Grid<f32>, Georef), GdalError> {
-    let capture = ErrorCapture::start();
-    let dataset = super::facts::open(path)?;
-    let failed = |what: &str| GdalError::Failed {
-        operation: format!("reading {}", path.display()),
-        message: capture.failure_text(what),
-    };
-    let geotransform = dataset
-        .geo_transform()
-        .map_err(|_| GdalError::Arguments(format!("{} has no geotransform", path.display())))?;
-    let band = dataset.rasterband(1).map_err(|_| failed("no band 1"))?;
-    let (width, height) = band.size();
-    super::policy::check_cells("input", width as u64, height as u64, 1)?;
-    let buffer = band
-        .read_as::<f32>((0, 0), (width, height), (width, height), None)
-        .map_err(|_| failed("cannot read band 1"))?;
-    let nodata = band.no_data_value().map(|v| v as f32);
-    let grid = Grid::new(width, height, buffer.into_shape_and_vec().1, nodata)
-        .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
-    let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
-    Ok((grid, Georef { geotransform, wkt }))
+    read_band1(path, None)
 }
 
 /// Read band 1 decimated (nearest) so that neither side exceeds `max_side` cells, with the
-/// geotransform of the full-resolution grid. Bounded work and memory whatever the raster's
+/// georeferencing of the full-resolution grid. Bounded work and memory whatever the raster's
 /// size: for facts that are needed before the gate.
 pub fn read_band_f32_decimated(
     path: &Path,
     max_side: usize,
-) -> Result<(Grid<f32>, [f64; 6]), GdalError> {
+) -> Result<(Grid<f32>, Georef), GdalError> {
+    read_band1(path, Some(max_side))
+}
+
+/// Band 1, whole (`max_side` `None`, budget-checked) or decimated to at most `max_side` cells
+/// a side.
+fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef), GdalError> {
     let capture = ErrorCapture::start();
     let dataset = super::facts::open(path)?;
     let failed = |what: &str| GdalError::Failed {
@@ -60,15 +48,24 @@ pub fn read_band_f32_decimated(
         .map_err(|_| GdalError::Arguments(format!("{} has no geotransform", path.display())))?;
     let band = dataset.rasterband(1).map_err(|_| failed("no band 1"))?;
     let (width, height) = band.size();
-    let step = width.max(height).div_ceil(max_side.max(1)).max(1);
-    let (w, h) = (width.div_ceil(step).max(1), height.div_ceil(step).max(1));
+    let (w, h) = match max_side {
+        None => {
+            super::policy::check_cells("input", width as u64, height as u64, 1)?;
+            (width, height)
+        }
+        Some(side) => {
+            let step = width.max(height).div_ceil(side.max(1)).max(1);
+            (width.div_ceil(step).max(1), height.div_ceil(step).max(1))
+        }
+    };
     let buffer = band
         .read_as::<f32>((0, 0), (width, height), (w, h), None)
         .map_err(|_| failed("cannot read band 1"))?;
     let nodata = band.no_data_value().map(|v| v as f32);
     let grid = Grid::new(w, h, buffer.into_shape_and_vec().1, nodata)
         .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
-    Ok((grid, geotransform))
+    let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
+    Ok((grid, Georef { geotransform, wkt }))
 }
 
 /// Write a single-band GeoTIFF (tiled, ZSTD level 1) atomically.

@@ -93,11 +93,7 @@ impl App {
         T: Send + 'static,
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
-        run_bounded(&self.gdal_slots, "GDAL", move || {
-            crate::gdal::init();
-            job()
-        })
-        .await
+        run_gdal(&self.gdal_slots, job).await
     }
 
     /// Run a read-only GDAL job on the read-only tools' own slots.
@@ -106,11 +102,7 @@ impl App {
         T: Send + 'static,
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
-        run_bounded(&self.read_slots, "GDAL", move || {
-            crate::gdal::init();
-            job()
-        })
-        .await
+        run_gdal(&self.read_slots, job).await
     }
 
     /// Run plugin work (the gate, `validate`, `render-prompt`) on a blocking worker, at most
@@ -127,19 +119,6 @@ impl App {
     /// Confine an input path.
     pub fn input_path(&self, argument: &str, raw: &str) -> Result<PathBuf, ToolError> {
         Ok(self.workspaces.input(argument, raw)?)
-    }
-
-    /// Confine the `input` and `output` arguments of a tool that reads one dataset and writes
-    /// one.
-    pub fn input_and_output(
-        &self,
-        input: &str,
-        output: &str,
-        overwrite: bool,
-    ) -> Result<(PathBuf, PathBuf), ToolError> {
-        let input = self.input_path("input", input)?;
-        let output = self.output_path("output", output, overwrite, &[&input])?;
-        Ok((input, output))
     }
 
     /// Confine an output path, refusing one that is an input of the call or, without
@@ -244,6 +223,22 @@ fn absolute(path: &Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A GDAL job on `slots`: GDAL initialised once per process, folders pinned by the job
+/// released when it ends.
+async fn run_gdal<T, F>(slots: &Arc<Semaphore>, job: F) -> Result<T, ToolError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+{
+    run_bounded(slots, "GDAL", move || {
+        crate::gdal::init();
+        let out = job();
+        crate::gdal::policy::release_pins();
+        out
+    })
+    .await
+}
+
 async fn run_bounded<T, F>(slots: &Arc<Semaphore>, pool: &str, job: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
@@ -256,9 +251,7 @@ where
         .map_err(|e| ToolError::Internal(format!("{pool} pool closed: {e}")))?;
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        let out = job();
-        crate::gdal::policy::release_pins();
-        out
+        job()
     })
     .await
     .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?

@@ -205,7 +205,8 @@ fn inspect(input: &Path) -> Result<(CallFacts, CellSize), ToolError> {
             )));
         }
     }
-    let (sample, gt) = raster_io::read_band_f32_decimated(input, FACTS_SIDE)?;
+    let (sample, georef) = raster_io::read_band_f32_decimated(input, FACTS_SIDE)?;
+    let gt = georef.geotransform;
     if gt[2] != 0.0 || gt[4] != 0.0 {
         return Err(ToolError::Arguments(
             "input: the DEM's grid is rotated; warp it to a north-up grid first".to_string(),
