@@ -134,6 +134,25 @@ fn a_guest_that_waits_is_refused_at_once_and_the_next_call_works() {
     still_works(&registry);
 }
 
+/// Regression: plugin output size was unbounded (a 40 MB prompt became an 80 MiB response).
+#[test]
+fn an_oversized_answer_breaks_the_contract() {
+    let (_dir, registry) = load(Limits::default());
+    let hostile = registry.get("hostile").expect("hostile");
+    let error = hostile
+        .classify(&call("huge.tif"))
+        .expect_err("a 3 KiB reason is over the cap");
+    assert!(
+        matches!(&error, PluginError::Contract { call, .. } if *call == "classify"),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("reason is 3072 bytes"),
+        "{error}"
+    );
+    still_works(&registry);
+}
+
 #[test]
 fn a_panic_is_a_trap_with_its_message_and_the_next_call_works() {
     let (_dir, registry) = load(Limits::default());

@@ -1101,3 +1101,102 @@ async fn a_linked_capsule_store_is_never_written() {
     );
     decoy.assert_untouched();
 }
+
+/// Regression: a plugin touching 60 MiB per call under 48 concurrent calls took the process to
+/// 2.8 GiB. Plugin jobs run at most four at once, so the peak stays near 4 × 64 MiB above the
+/// server's own memory.
+#[test]
+fn concurrent_memory_hungry_plugin_calls_are_bounded() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        plugin_component("hostile"),
+        plugins.path().join("hostile.wasm"),
+    )
+    .unwrap();
+    let mut child = gdal_mcp_tests::spawn_raw_with(
+        workspace.path(),
+        false,
+        &["--plugins".as_ref(), plugins.path().as_os_str()],
+    )
+    .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = vec![
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+    ];
+    for i in 1..=48 {
+        lines.push(json!({"jsonrpc":"2.0","id":i,"method":"tools/call","params":{"name":"raster_reproject",
+            "arguments":{"input":"dem.tif","output":format!("oom-{i}.tif"),"dst_crs":"EPSG:4326","resampling":"bilinear"}}}));
+    }
+    for line in &lines {
+        stdin.write_all(line.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin.flush().unwrap();
+    let mut answered = 0;
+    for line in stdout.lines().map_while(Result::ok) {
+        let reply: Value = serde_json::from_str(&line).unwrap();
+        if reply["id"].as_i64().is_some_and(|id| id >= 1) {
+            assert_eq!(reply["result"]["isError"], json!(true), "{line}");
+            answered += 1;
+            if answered == 48 {
+                break;
+            }
+        }
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    drop(stdin);
+    let _ = child.wait();
+    eprintln!(
+        "peak resident memory under 48 concurrent 64 MiB plugin calls: {} MiB",
+        peak_kb / 1024
+    );
+    assert_eq!(answered, 48);
+    assert!(
+        peak_kb < 1024 * 1024,
+        "peak resident memory {} MiB under 48 concurrent 64 MiB plugin calls",
+        peak_kb / 1024
+    );
+}
+
+/// Regression: a 65536-band VRT made `raster_info` answer 28 MiB. Results are capped.
+#[tokio::test]
+async fn an_enormous_result_is_refused_not_sent() {
+    let server = start(&["dem.tif"]).await;
+    let mut vrt = String::from(r#"<VRTDataset rasterXSize="2" rasterYSize="2">"#);
+    for band in 1..=40_000 {
+        vrt.push_str(&format!(
+            r#"<VRTRasterBand dataType="Byte" band="{band}"><Description>band number {band} with a long description</Description></VRTRasterBand>"#
+        ));
+    }
+    vrt.push_str("</VRTDataset>");
+    std::fs::write(server.path("bands.vrt"), vrt).unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(120),
+        server.call("raster_info", json!({"input": "bands.vrt"})),
+    )
+    .await
+    .expect("answered")
+    .unwrap();
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("more than the"),
+        "{}",
+        &text(&result)[..200.min(text(&result).len())]
+    );
+    still_serves(&server).await;
+}

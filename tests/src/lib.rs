@@ -93,12 +93,22 @@ pub fn shared_cache() -> PathBuf {
 /// JSON-RPC lines (malformed requests, cancellation, closing the connection). stderr is piped
 /// when `capture_stderr`, else discarded.
 pub fn spawn_raw(workspace: &Path, capture_stderr: bool) -> Result<std::process::Child> {
+    spawn_raw_with(workspace, capture_stderr, &[])
+}
+
+/// [`spawn_raw`] with further `serve` arguments (`--plugins DIR`, say).
+pub fn spawn_raw_with(
+    workspace: &Path,
+    capture_stderr: bool,
+    extra: &[&std::ffi::OsStr],
+) -> Result<std::process::Child> {
     Ok(std::process::Command::new(binary()?)
         .arg("serve")
         .arg("--workspace")
         .arg(workspace)
         .arg("--cache-dir")
         .arg(shared_cache())
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(if capture_stderr {

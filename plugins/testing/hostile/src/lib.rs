@@ -6,6 +6,7 @@
 //! * contains `oom`: allocates until the host's memory limit refuses;
 //! * contains `stdout`: writes to stdout and stderr, then asks for a justification
 //!   (the host must keep both away from its JSON-RPC stream);
+//! * contains `huge`: asks for a justification with a 3 KiB reason (over the host's 2 KiB cap);
 //! * contains `sleep`: sleeps for an hour in a WASI clock wait, which burns no fuel (the host
 //!   must refuse the wait at once, not hold a thread for an hour);
 //! * anything else: no opinion.
@@ -37,6 +38,14 @@ impl Domain for Hostile {
             loop {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
+        }
+        if output.contains("huge") {
+            return Some(trigger(
+                Severity::Required,
+                &"x".repeat(3 << 10),
+                json!({ "hostile": "huge" }),
+                &[],
+            ));
         }
         if output.contains("sleep") {
             std::thread::sleep(std::time::Duration::from_secs(3600));
