@@ -42,7 +42,7 @@ impl Domain for Hostile {
         if output.contains("huge") {
             return Some(trigger(
                 Severity::Required,
-                &"x".repeat(3 << 10),
+                "x".repeat(3 << 10),
                 json!({ "hostile": "huge" }),
                 &[],
             ));
