@@ -153,10 +153,13 @@ fn serve(options: Options) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let protocol_out = private_stdout()?;
+    let protocol_in = private_stdin()?;
     runtime.block_on(async move {
         let server = GdalMcp::new(Arc::new(app));
-        let (reader, writer, pumps) =
-            gdal_mcp::transport::start(tokio::io::stdin(), tokio::fs::File::from_std(protocol_out));
+        let (reader, writer, pumps) = gdal_mcp::transport::start(
+            tokio::fs::File::from_std(protocol_in),
+            tokio::fs::File::from_std(protocol_out),
+        );
         let service = match server.serve((reader, writer)).await {
             Ok(service) => service,
             Err(ServerInitializeError::ConnectionClosed(_)) => {
@@ -186,6 +189,23 @@ fn private_stdout() -> anyhow::Result<std::fs::File> {
     // atomically replaced by a copy of it.
     if unsafe { libc::dup2(2, 1) } < 0 {
         return Err(std::io::Error::last_os_error()).context("cannot point stdout at stderr");
+    }
+    Ok(std::fs::File::from(duplicate))
+}
+
+/// Keep stdin for JSON-RPC alone, likewise: the protocol reads a private duplicate of fd 0, and
+/// fd 0 is pointed at `/dev/null`, so nothing else in the process (a CRS naming `/dev/stdin`
+/// as a grid file, a VRT source) can consume the client's requests.
+fn private_stdin() -> anyhow::Result<std::fs::File> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let duplicate = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("cannot duplicate stdin")?;
+    let null = std::fs::File::open("/dev/null").context("cannot open /dev/null")?;
+    // SAFETY: dup2 of an open descriptor onto the process's own fd 0.
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
+        return Err(std::io::Error::last_os_error()).context("cannot point stdin at /dev/null");
     }
     Ok(std::fs::File::from(duplicate))
 }

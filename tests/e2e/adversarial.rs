@@ -1200,3 +1200,62 @@ async fn an_enormous_result_is_refused_not_sent() {
     );
     still_serves(&server).await;
 }
+
+/// Regression (second attack round): a raster's own `.prj` naming a grid file made PROJ open it
+/// while GDAL opened the raster: a FIFO outside blocked the read-only tools, and `/dev/stdin`
+/// consumed the client's requests. Such inputs are refused before GDAL opens them, and stdin is
+/// the protocol's alone (fd 0 points at /dev/null).
+#[tokio::test]
+async fn a_crs_inside_a_file_cannot_name_grid_files() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let fifo = tempfile::tempdir().unwrap();
+    let fifo_path = fifo.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo_path)
+        .status()
+        .unwrap()
+        .success());
+    for (name, grid) in [
+        ("fifo", fifo_path.display().to_string()),
+        ("stdin", "/dev/stdin".to_string()),
+    ] {
+        let asc = server.path(&format!("{name}.asc"));
+        assert!(std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "AAIGrid"])
+            .arg(server.path("dem.tif"))
+            .arg(&asc)
+            .status()
+            .unwrap()
+            .success());
+        let _ = std::fs::remove_file(server.path(&format!("{name}.asc.aux.xml")));
+        std::fs::write(
+            server.path(&format!("{name}.prj")),
+            format!(
+                r#"GEOGCS["WGS 84",DATUM["WGS_1984",SPHEROID["WGS 84",6378137,298.257223563]],PRIMEM["Greenwich",0],UNIT["degree",0.0174532925199433],EXTENSION["PROJ4","+proj=longlat +ellps=WGS84 +nadgrids={grid} +wktext +no_defs"]]"#
+            ),
+        )
+        .unwrap();
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("raster_info", json!({"input": format!("{name}.asc")})),
+        )
+        .await
+        .expect("answered, not blocked")
+        .unwrap();
+        assert!(is_error(&result), "{name}: {}", text(&result));
+        assert!(
+            text(&result).contains("grid or parameter file"),
+            "{}",
+            text(&result)
+        );
+    }
+    for _ in 0..3 {
+        let listed = tokio::time::timeout(Duration::from_secs(10), server.client.list_all_tools())
+            .await
+            .expect("every request is still answered");
+        assert!(listed.is_ok());
+    }
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}

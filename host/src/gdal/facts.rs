@@ -103,6 +103,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
     };
     // GDAL opens the file through its pinned folder, so a folder swapped for a link after the
     // path was checked cannot redirect it.
+    super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),

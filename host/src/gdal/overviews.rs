@@ -92,6 +92,7 @@ fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         open_flags: flags,
         ..Default::default()
     };
+    super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),

@@ -340,6 +340,80 @@ fn inside(path: &str) -> bool {
     roots.iter().any(|root| resolved.starts_with(root))
 }
 
+/// Checks before GDAL opens `path` (its real path inside a workspace), for what GDAL would act
+/// on *during* the open: a VRT's sources must lie inside a workspace and be regular files or
+/// folders (a FIFO blocks the open), and no CRS carried by the file or its `.prj` / `.aux.xml`
+/// may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a path outside,
+/// a FIFO, `/dev/stdin`).
+pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
+    if ROOTS.get().is_none() {
+        return Ok(());
+    }
+    if is_vrt_document(path) {
+        let mut sources = Vec::new();
+        vrt_sources(path, 0, &mut sources);
+        for source in sources {
+            let special = std::fs::metadata(&source).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+            if !inside(&source) || special {
+                return Err(GdalError::Arguments(format!(
+                    "{}: it makes GDAL read \"{source}\", which is outside every workspace or \
+                     not a regular file; copy the data into a workspace",
+                    path.display()
+                )));
+            }
+        }
+    }
+    let mut carriers = vec![path.to_path_buf()];
+    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+        let name = name.to_string_lossy();
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        for sidecar in [
+            format!("{stem}.prj"),
+            format!("{name}.prj"),
+            format!("{name}.aux.xml"),
+            format!("{stem}.aux.xml"),
+            format!("{name}.xml"),
+        ] {
+            carriers.push(parent.join(sidecar));
+        }
+    }
+    for carrier in carriers {
+        if mentions_grid_files(&carrier) {
+            return Err(GdalError::Arguments(format!(
+                "{}: its CRS names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...), \
+                 which PROJ would open while reading it; assign the CRS by authority code \
+                 instead (src_crs, e.g. \"EPSG:4326\")",
+                carrier.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the first MiB of a regular file mentions a grid or parameter file.
+fn mentions_grid_files(path: &Path) -> bool {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::new();
+    let read = std::fs::File::open(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
+    if read.is_err() {
+        return false;
+    }
+    let text: String = String::from_utf8_lossy(&head)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    ["grids=", "parameterfile", "parameter_file"]
+        .iter()
+        .any(|k| text.contains(k))
+}
+
 /// Refuse a dataset GDAL opened if any file it lists (a VRT's sources, sidecars, overview
 /// files) lies outside the workspaces, or if a listed sidecar is a symlink leaving them.
 pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
