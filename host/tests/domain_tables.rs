@@ -10,7 +10,7 @@ use gdal_mcp::domains::{CallFacts, Registry, Severity};
 use gdal_mcp::gdal::facts::{
     CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, VectorFacts,
 };
-use gdal_mcp::gdal::transform::TransformationFacts;
+use gdal_mcp::gdal::transform::{OperationFacts, TransformationFacts};
 use serde_json::{json, Value};
 
 fn registry() -> Registry {
@@ -25,6 +25,8 @@ fn crs(id: Option<&str>, name: &str, kind: CrsKind, datum: &str) -> CrsFacts {
         linear_unit: (kind == CrsKind::Projected).then(|| "metre".to_string()),
         datum: Some(datum.to_string()),
         vertical: None,
+        linear_unit_metres: (kind == CrsKind::Projected).then_some(1.0),
+        axis_order: None,
     }
 }
 
@@ -57,7 +59,7 @@ fn raster(categorical: bool) -> RasterFacts {
         band_count: 1,
         data_types: vec![if categorical { "Byte" } else { "Float32" }.to_string()],
         nodata: vec![None],
-        pixel_size: (30.0, -30.0),
+        pixel_size: Some((30.0, -30.0)),
         looks_categorical: categorical,
         evidence: CategoricalEvidence {
             palette: categorical,
@@ -65,6 +67,8 @@ fn raster(categorical: bool) -> RasterFacts {
             integer_classes: categorical,
         },
         flat_fraction: None,
+        georeferencing: Default::default(),
+        bands: Vec::new(),
     }
 }
 
@@ -110,11 +114,33 @@ impl Case {
 }
 
 fn ballpark() -> TransformationFacts {
+    transformation(
+        "Ballpark geographic offset from NAD27 to WGS 84".to_string(),
+        None,
+        true,
+        vec!["us_noaa_conus.tif".to_string()],
+    )
+}
+
+/// The same operation used and picked by default (the host found nothing better).
+fn transformation(
+    name: String,
+    accuracy_metres: Option<f64>,
+    ballpark: bool,
+    missing_grids: Vec<String>,
+) -> TransformationFacts {
+    let op = OperationFacts {
+        name,
+        accuracy_metres,
+        ballpark,
+        via: None,
+        covers_data: Some(true),
+        pipeline: None,
+    };
     TransformationFacts {
-        name: "Ballpark geographic offset from NAD27 to WGS 84".to_string(),
-        accuracy_metres: None,
-        ballpark: true,
-        missing_grids: vec!["us_noaa_conus.tif".to_string()],
+        used: op.clone(),
+        default: op,
+        missing_grids,
     }
 }
 
@@ -175,12 +201,12 @@ fn crs_datum_classification_table() {
         (
             Case {
                 source: Some(nad27()),
-                transformation: Some(TransformationFacts {
-                    name: "NAD27 to WGS 84 (4)".to_string(),
-                    accuracy_metres: Some(10.0),
-                    ballpark: false,
-                    missing_grids: vec![],
-                }),
+                transformation: Some(transformation(
+                    "NAD27 to WGS 84 (4)".to_string(),
+                    Some(10.0),
+                    false,
+                    vec![],
+                )),
                 ..Case::reproject("datum change with a Helmert transformation", args.clone())
             },
             Some(Severity::Required),
@@ -267,14 +293,14 @@ fn domains_validate_that_the_choice_is_the_method_the_call_uses() {
         "4326",
     ] {
         assert!(
-            crs.validate(&key, &justification(accepted))
+            crs.validate(&key, &[], &justification(accepted))
                 .expect("validate")
                 .is_empty(),
             "{accepted}"
         );
     }
     let errors = crs
-        .validate(&key, &justification("EPSG:3857"))
+        .validate(&key, &[], &justification("EPSG:3857"))
         .expect("validate");
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].path, "/choice/method");
@@ -282,12 +308,12 @@ fn domains_validate_that_the_choice_is_the_method_the_call_uses() {
     let resampling = registry.get("resampling").expect("resampling");
     let key = json!({"operation": "reproject", "method": "bilinear", "data": "continuous"});
     assert!(resampling
-        .validate(&key, &justification("Bilinear interpolation"))
+        .validate(&key, &[], &justification("Bilinear interpolation"))
         .expect("validate")
         .is_empty());
     assert_eq!(
         resampling
-            .validate(&key, &justification("cubic"))
+            .validate(&key, &[], &justification("cubic"))
             .expect("validate")
             .len(),
         1
@@ -460,18 +486,18 @@ fn hydrology_classification_table() {
                                 "choice": {"method": m, "rationale": "r", "tradeoffs": "t"}, "confidence": "low"})
     };
     assert!(domain
-        .validate(&streams, &just("threshold of 100 cells"))
+        .validate(&streams, &[], &just("threshold of 100 cells"))
         .expect("v")
         .is_empty());
     assert_eq!(
         domain
-            .validate(&streams, &just("threshold 500"))
+            .validate(&streams, &[], &just("threshold 500"))
             .expect("v")
             .len(),
         1
     );
     assert!(domain
-        .validate(&epsilon, &just("epsilon Priority-Flood"))
+        .validate(&epsilon, &[], &just("epsilon Priority-Flood"))
         .expect("v")
         .is_empty());
 }
@@ -514,8 +540,14 @@ fn vector_dataset(role: &str, crs: Option<CrsFacts>, layers: &[(&str, &str)]) ->
                     name: (*name).to_string(),
                     geometry_type: (*geometry).to_string(),
                     feature_count: Some(12),
+                    has_z: false,
+                    has_m: false,
+                    geometry_types: vec![],
+                    invalid_geometries: Some(0),
+                    features_checked: 12,
                 })
                 .collect(),
+            selected_layer: None,
         }),
     }
 }
@@ -531,12 +563,7 @@ fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> CallFacts 
 }
 
 fn helmert() -> TransformationFacts {
-    TransformationFacts {
-        name: "NAD27 to WGS 84 (4)".to_string(),
-        accuracy_metres: Some(10.0),
-        ballpark: false,
-        missing_grids: vec![],
-    }
+    transformation("NAD27 to WGS 84 (4)".to_string(), Some(10.0), false, vec![])
 }
 
 /// Severity, key fields and reason of `domain`'s verdict on `facts`.
@@ -705,13 +732,14 @@ fn crs_datum_covers_zones_masks_vectors_and_terrain() {
     assert!(domain
         .validate(
             &key,
+            &[],
             &justification("scale 111120 (metres per degree of latitude)")
         )
         .expect("validate")
         .is_empty());
     assert_eq!(
         domain
-            .validate(&key, &justification("EPSG:4326"))
+            .validate(&key, &[], &justification("EPSG:4326"))
             .expect("validate")
             .len(),
         1
@@ -1044,13 +1072,14 @@ fn format_selection_classification_table() {
     assert!(domain
         .validate(
             &key,
+            &[],
             &justification("JPEG-compressed GeoTIFF at quality 75")
         )
         .expect("validate")
         .is_empty());
     assert_eq!(
         domain
-            .validate(&key, &justification("GeoTIFF with DEFLATE"))
+            .validate(&key, &[], &justification("GeoTIFF with DEFLATE"))
             .expect("validate")
             .len(),
         1
@@ -1202,12 +1231,16 @@ fn aggregation_classification_table() {
 
     let domain = registry.get("aggregation").expect("aggregation");
     assert!(domain
-        .validate(&key, &justification("coverage-weighted mean and count"))
+        .validate(
+            &key,
+            &[],
+            &justification("coverage-weighted mean and count")
+        )
         .expect("validate")
         .is_empty());
     assert_eq!(
         domain
-            .validate(&key, &justification("cell-centre mean and count"))
+            .validate(&key, &[], &justification("cell-centre mean and count"))
             .expect("validate")
             .len(),
         1

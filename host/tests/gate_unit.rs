@@ -31,6 +31,8 @@ fn sirgas_to_wgs84() -> CallFacts {
         linear_unit: Some("metre".to_string()),
         datum: Some("Sistema_de_Referencia_Geocentrico_para_las_AmericaS_2000".to_string()),
         vertical: None,
+        linear_unit_metres: Some(1.0),
+        axis_order: Some("east,north".to_string()),
     };
     let target = CrsFacts {
         id: Some("EPSG:4326".to_string()),
@@ -39,6 +41,8 @@ fn sirgas_to_wgs84() -> CallFacts {
         linear_unit: None,
         datum: Some("WGS_1984".to_string()),
         vertical: None,
+        linear_unit_metres: None,
+        axis_order: Some("north,east".to_string()),
     };
     CallFacts {
         tool: "raster_reproject".to_string(),
@@ -55,7 +59,7 @@ fn sirgas_to_wgs84() -> CallFacts {
                 band_count: 1,
                 data_types: vec!["Float32".to_string()],
                 nodata: vec![None],
-                pixel_size: (30.0, -30.0),
+                pixel_size: Some((30.0, -30.0)),
                 ..RasterFacts::default()
             }),
             vector: None,

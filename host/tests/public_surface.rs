@@ -60,23 +60,33 @@ fn surface() -> BTreeMap<String, Value> {
         "justification_schema.json".to_string(),
         gdal_mcp::reflection::justification::schema(),
     );
+    // Every WIT file, the current contract and the frozen older ones (`wit/v0.2/`), by path.
     let wit_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
     let mut wit = serde_json::Map::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&wit_dir)
-        .expect("wit/ exists")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .collect();
+    let mut pending = vec![wit_dir.clone()];
+    let mut entries = Vec::new();
+    while let Some(dir) = pending.pop() {
+        for path in std::fs::read_dir(&dir)
+            .expect("wit/ exists")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+        {
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                entries.push(path);
+            }
+        }
+    }
     entries.sort();
     for file in entries {
         let text = std::fs::read_to_string(&file).expect("wit file reads");
-        wit.insert(
-            file.file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default()
-                .to_string(),
-            json!(hex::encode(Sha256::digest(text.as_bytes()))),
-        );
+        let name = file
+            .strip_prefix(&wit_dir)
+            .expect("under wit/")
+            .to_string_lossy()
+            .into_owned();
+        wit.insert(name, json!(hex::encode(Sha256::digest(text.as_bytes()))));
     }
     files.insert("wit.json".to_string(), Value::Object(wit));
     files

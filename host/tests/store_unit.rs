@@ -20,7 +20,7 @@ fn capsule(dst_crs: &str) -> Capsule {
                             "transformation": Value::Null});
     let prompt_text = format!("## CRS and datum decision\n\nWhy {dst_crs}?");
     let prompt_sha256 = sha256_hex(&prompt_text);
-    let key = decision_key(DOMAIN, &key_fields, &prompt_sha256);
+    let key = decision_key(DOMAIN, &key_fields, &prompt_sha256, &[]);
     let justification = justification::validate(
         &json!({
             "intent": "web map overlay",
@@ -31,6 +31,7 @@ fn capsule(dst_crs: &str) -> Capsule {
             "assumptions": ["sub-metre datum differences do not matter here"]
         }),
         false,
+        &[],
     )
     .expect("a valid justification");
     let mut capsule = Capsule {
@@ -46,6 +47,7 @@ fn capsule(dst_crs: &str) -> Capsule {
             arguments: BTreeMap::from([("dst_crs".to_string(), dst_crs.to_string())]),
             sha256: prompt_sha256,
         },
+        evidence: Vec::new(),
         justification,
         created_at: "2026-01-01T00:00:00.000Z".to_string(),
         server_version: "0.1.0".to_string(),

@@ -155,15 +155,40 @@ async fn d8_on_flat_dominated_terrain_is_critical() -> anyhow::Result<()> {
         )
         .await?;
     assert!(is_error(&refused));
-    assert_eq!(
-        structured(&refused)["refusal"][0]["errors"][0]["path"],
-        json!("/assumptions")
-    );
+    let errors = &structured(&refused)["refusal"][0]["errors"];
+    assert_eq!(errors[0]["path"], json!("/assumptions"), "{errors}");
+    // ... and answer each evidence item by id: the flat share, with numbers, is one of them.
+    let ids: Vec<String> = entry["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["id"].as_str().map(String::from))
+        .collect();
+    assert!(ids.contains(&"flat_fraction".to_string()), "{entry}");
+    let missing: Vec<&str> = errors
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["path"].as_str())
+        .filter(|p| p.starts_with("/evidence/"))
+        .collect();
+    assert_eq!(missing.len(), ids.len(), "{errors}");
+    let mut answered = justification("d8");
+    answered["evidence"] = ids
+        .iter()
+        .map(|id| {
+            (
+                id.clone(),
+                json!("the plateau is a test surface: any drainage direction across it is fine"),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     let done = server
         .call(
             "dem_flow_direction",
             json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8",
-                                             "justification": justified("d8")}),
+                                             "justification": {"hydrology": answered}}),
         )
         .await?;
     assert!(!is_error(&done), "{}", text(&done));

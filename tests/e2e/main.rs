@@ -10,5 +10,6 @@ mod quirks;
 mod raster_tools;
 mod reflection;
 mod sandbox;
+mod silent_errors;
 mod surface;
 mod vector_tools;

@@ -82,7 +82,7 @@ async fn vector_reproject_equals_ogr2ogr_and_reports_the_datum_transformation() 
         json!("EPSG:32617")
     );
     assert!(
-        out["transformation"]["name"]
+        out["transformation"]["used"]["name"]
             .as_str()
             .unwrap()
             .contains("NAD27 to WGS 84"),

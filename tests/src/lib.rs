@@ -334,7 +334,27 @@ pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Re
             })
             .unwrap_or_default();
         let domain = entry["domain"].as_str().unwrap_or_default().to_string();
-        answers.insert(domain, justification(&decision));
+        let mut answer = justification(&decision);
+        // A critical decision answers every evidence item by id; this answer engages with the
+        // usual findings (an accepted error in metres, why interpolated class codes are fine).
+        if entry["severity"] == "critical" {
+            let mut evidence = serde_json::Map::new();
+            for item in entry["evidence"].as_array().into_iter().flatten() {
+                if let Some(id) = item["id"].as_str() {
+                    evidence.insert(
+                        id.to_string(),
+                        Value::String(format!(
+                            "accounted for ({id}): the analysis accepts up to 100 m of \
+                             positional error, and interpolated class codes (blended values \
+                             that are no class) are acceptable because the output is a \
+                             continuous preview that is never used as classes"
+                        )),
+                    );
+                }
+            }
+            answer["evidence"] = Value::Object(evidence);
+        }
+        answers.insert(domain, answer);
     }
     let mut retry = arguments;
     retry["justification"] = Value::Object(answers);

@@ -7,12 +7,14 @@
 //! of MCP, capsules or GDAL runners: the gate asks, a domain answers.
 
 pub mod cache;
+mod legacy;
 pub mod sandbox;
 
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
-use crate::gdal::transform::TransformationFacts;
+use crate::gdal::georef::Registration;
+use crate::gdal::transform::{OperationFacts, TransformationFacts};
 use cache::ComponentCache;
-use sandbox::{wit, Limits, PluginError, Prepared, Provenance, Sandbox};
+use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -53,6 +55,20 @@ pub struct DomainInfo {
     pub methodology: String,
 }
 
+/// One finding behind a trigger.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, JsonSchema)]
+pub struct EvidenceItem {
+    /// Stable id; a critical justification answers the item under `evidence.<id>`.
+    pub id: String,
+    /// The fact, with numbers.
+    pub fact: String,
+    /// Why it matters for this call.
+    pub why: String,
+    /// Ready-to-use call arguments that avoid the risk, when a safe alternative exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alternative: Option<Value>,
+}
+
 /// A domain's verdict on a call.
 #[derive(Debug, Clone)]
 pub struct Trigger {
@@ -61,6 +77,8 @@ pub struct Trigger {
     /// Always a JSON object.
     pub key_fields: Value,
     pub prompt_arguments: Vec<(String, String)>,
+    /// Never empty: a trigger without evidence gets one item, `finding`, from its reason.
+    pub evidence: Vec<EvidenceItem>,
 }
 
 /// A domain-specific problem with a justification.
@@ -138,6 +156,8 @@ pub const MAX_PROMPT_ARGUMENTS_BYTES: usize = 16 << 10;
 pub const MAX_PROMPT_BYTES: usize = 64 << 10;
 pub const MAX_FIELD_ERRORS: usize = 64;
 pub const MAX_FIELD_ERROR_BYTES: usize = 1 << 10;
+pub const MAX_EVIDENCE_ITEMS: usize = 16;
+pub const MAX_EVIDENCE_BYTES: usize = 8 << 10;
 
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -155,25 +175,35 @@ impl Domain {
         }
     }
 
+    /// The contract version the component was built against (`0.3.0` or `0.2.0`).
+    pub fn contract(&self) -> &'static str {
+        self.prepared.contract()
+    }
+
     /// Ask the domain whether `call` needs a justification.
     pub fn classify(&self, call: &CallFacts) -> Result<Option<Trigger>, PluginError> {
-        let request = to_wit_call(call);
-        let answer = self
-            .prepared
-            .call(&self.provenance(), "classify", |domain, store| {
-                domain.call_classify(store, &request)
-            })?;
+        let answer =
+            self.prepared.call(
+                &self.provenance(),
+                "classify",
+                |domain, store| match domain {
+                    Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
+                    Bindings::V0_2(d) => d
+                        .call_classify(store, &legacy::to_call(call))
+                        .map(|t| t.map(legacy::from_trigger)),
+                },
+            )?;
         let Some(trigger) = answer else {
             return Ok(None);
         };
         if trigger.reason.len() > MAX_REASON_BYTES {
-            return Err(self.contract(format!(
+            return Err(self.contract_error(format!(
                 "reason is {} bytes; at most {MAX_REASON_BYTES}",
                 trigger.reason.len()
             )));
         }
         if trigger.key_fields.len() > MAX_KEY_FIELDS_BYTES {
-            return Err(self.contract(format!(
+            return Err(self.contract_error(format!(
                 "key-fields is {} bytes; at most {MAX_KEY_FIELDS_BYTES}",
                 trigger.key_fields.len()
             )));
@@ -184,15 +214,16 @@ impl Domain {
             .map(|p| p.name.len() + p.value.len())
             .sum();
         if argument_bytes > MAX_PROMPT_ARGUMENTS_BYTES {
-            return Err(self.contract(format!(
+            return Err(self.contract_error(format!(
                 "prompt arguments are {argument_bytes} bytes; at most {MAX_PROMPT_ARGUMENTS_BYTES}"
             )));
         }
-        let key_fields: Value =
-            serde_json::from_str(&trigger.key_fields).map_err(|e| self.contract(e.to_string()))?;
+        let key_fields: Value = serde_json::from_str(&trigger.key_fields)
+            .map_err(|e| self.contract_error(e.to_string()))?;
         if !key_fields.is_object() {
-            return Err(self.contract("key-fields must be a JSON object".to_string()));
+            return Err(self.contract_error("key-fields must be a JSON object".to_string()));
         }
+        let evidence = self.evidence(&trigger.reason, trigger.evidence)?;
         Ok(Some(Trigger {
             severity: match trigger.severity {
                 wit::Severity::Advisory => Severity::Advisory,
@@ -206,7 +237,72 @@ impl Domain {
                 .into_iter()
                 .map(|p| (p.name, p.value))
                 .collect(),
+            evidence,
         }))
+    }
+
+    /// Check a trigger's evidence against the contract; none becomes one `finding` item.
+    fn evidence(
+        &self,
+        reason: &str,
+        items: Vec<wit::EvidenceItem>,
+    ) -> Result<Vec<EvidenceItem>, PluginError> {
+        if items.is_empty() {
+            return Ok(vec![EvidenceItem {
+                id: "finding".to_string(),
+                fact: reason.to_string(),
+                why: format!("domain {} raised it for this call", self.info.id),
+                alternative: None,
+            }]);
+        }
+        let bytes: usize = items
+            .iter()
+            .map(|e| {
+                e.id.len()
+                    + e.fact.len()
+                    + e.why.len()
+                    + e.alternative.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        if items.len() > MAX_EVIDENCE_ITEMS || bytes > MAX_EVIDENCE_BYTES {
+            return Err(self.contract_error(format!(
+                "{} evidence items, {bytes} bytes; at most {MAX_EVIDENCE_ITEMS} items and \
+                 {MAX_EVIDENCE_BYTES} bytes",
+                items.len()
+            )));
+        }
+        let mut out: Vec<EvidenceItem> = Vec::with_capacity(items.len());
+        for item in items {
+            if !valid_id(&item.id) || out.iter().any(|e| e.id == item.id) {
+                return Err(self.contract_error(format!(
+                    "evidence id \"{}\" is invalid or repeated; use unique ids of 1-64 \
+                     lowercase letters, digits or _",
+                    item.id
+                )));
+            }
+            let alternative = match item.alternative {
+                None => None,
+                Some(text) => {
+                    let value: Value = serde_json::from_str(&text).map_err(|e| {
+                        self.contract_error(format!("evidence {} alternative: {e}", item.id))
+                    })?;
+                    if !value.is_object() {
+                        return Err(self.contract_error(format!(
+                            "evidence {} alternative must be a JSON object of arguments",
+                            item.id
+                        )));
+                    }
+                    Some(value)
+                }
+            };
+            out.push(EvidenceItem {
+                id: item.id,
+                fact: item.fact,
+                why: item.why,
+                alternative,
+            });
+        }
+        Ok(out)
     }
 
     /// The domain's questions for these prompt arguments.
@@ -218,11 +314,17 @@ impl Domain {
                 value: value.clone(),
             })
             .collect();
-        let text = self
-            .prepared
-            .call(&self.provenance(), "render-prompt", |domain, store| {
-                domain.call_render_prompt(store, &values)
-            })?;
+        let text =
+            self.prepared.call(
+                &self.provenance(),
+                "render-prompt",
+                |domain, store| match domain {
+                    Bindings::Current(d) => d.call_render_prompt(store, &values),
+                    Bindings::V0_2(d) => {
+                        d.call_render_prompt(store, &legacy::prompt_values(&values))
+                    }
+                },
+            )?;
         if text.len() > MAX_PROMPT_BYTES {
             return Err(self.contract_in(
                 "render-prompt",
@@ -235,19 +337,38 @@ impl Domain {
         Ok(text)
     }
 
-    /// The domain's own checks of a justification (JSON object) for these key fields.
+    /// The domain's own checks of a justification (JSON object) for these key fields and
+    /// this evidence.
     pub fn validate(
         &self,
         key_fields: &Value,
+        evidence: &[EvidenceItem],
         justification: &Value,
     ) -> Result<Vec<FieldError>, PluginError> {
         let key_fields = key_fields.to_string();
         let justification = justification.to_string();
-        let errors = self
-            .prepared
-            .call(&self.provenance(), "validate", |domain, store| {
-                domain.call_validate(store, &key_fields, &justification)
-            })?;
+        let evidence: Vec<wit::EvidenceItem> = evidence
+            .iter()
+            .map(|e| wit::EvidenceItem {
+                id: e.id.clone(),
+                fact: e.fact.clone(),
+                why: e.why.clone(),
+                alternative: e.alternative.as_ref().map(Value::to_string),
+            })
+            .collect();
+        let errors =
+            self.prepared.call(
+                &self.provenance(),
+                "validate",
+                |domain, store| match domain {
+                    Bindings::Current(d) => {
+                        d.call_validate(store, &key_fields, &evidence, &justification)
+                    }
+                    Bindings::V0_2(d) => d
+                        .call_validate(store, &key_fields, &justification)
+                        .map(|errors| errors.into_iter().map(legacy::from_field_error).collect()),
+                },
+            )?;
         let oversized = errors
             .iter()
             .any(|e| e.path.len() + e.message.len() > MAX_FIELD_ERROR_BYTES);
@@ -270,7 +391,7 @@ impl Domain {
             .collect())
     }
 
-    fn contract(&self, message: String) -> PluginError {
+    fn contract_error(&self, message: String) -> PluginError {
         self.contract_in("classify", message)
     }
 
@@ -351,7 +472,10 @@ impl Registry {
             plugin: origin_text,
             version: "?",
         };
-        let info = prepared.call(&unknown, "describe", |d, s| d.call_describe(s))?;
+        let info = prepared.call(&unknown, "describe", |d, s| match d {
+            Bindings::Current(d) => d.call_describe(s),
+            Bindings::V0_2(d) => d.call_describe(s).map(legacy::from_info),
+        })?;
         if let Origin::Builtin = &origin {
             let expected = origin_text.trim_start_matches("built-in ");
             if info.id != expected {
@@ -451,6 +575,86 @@ fn to_wit_crs(crs: &CrsFacts) -> wit::CrsFacts {
         linear_unit: crs.linear_unit.clone(),
         datum: crs.datum.clone(),
         vertical: crs.vertical.clone(),
+        linear_unit_metres: crs.linear_unit_metres,
+        axis_order: crs.axis_order.clone(),
+    }
+}
+
+fn to_wit_operation(op: &OperationFacts) -> wit::OperationFacts {
+    wit::OperationFacts {
+        name: op.name.clone(),
+        accuracy_metres: op.accuracy_metres,
+        ballpark: op.ballpark,
+        via: op.via.clone(),
+        covers_data: op.covers_data,
+    }
+}
+
+fn to_wit_transformation(t: &TransformationFacts) -> wit::TransformationFacts {
+    wit::TransformationFacts {
+        used: to_wit_operation(&t.used),
+        default: to_wit_operation(&t.default),
+        missing_grids: t.missing_grids.clone(),
+    }
+}
+
+fn to_wit_raster(r: &crate::gdal::facts::RasterFacts) -> wit::RasterFacts {
+    let g = &r.georeferencing;
+    wit::RasterFacts {
+        width: r.width,
+        height: r.height,
+        band_count: r.band_count,
+        data_types: r.data_types.clone(),
+        nodata: r.nodata.clone(),
+        pixel_size: r.pixel_size,
+        looks_categorical: r.looks_categorical,
+        evidence: wit::CategoricalEvidence {
+            palette: r.evidence.palette,
+            attribute_table: r.evidence.attribute_table,
+            integer_classes: r.evidence.integer_classes,
+        },
+        flat_fraction: r.flat_fraction,
+        georeferencing: wit::Georeferencing {
+            geotransform_source: g.geotransform_source.replace('_', "-"),
+            candidates: g
+                .candidates
+                .iter()
+                .map(|c| wit::GeorefCandidate {
+                    source: c.source.replace('_', "-"),
+                    geotransform: c.geotransform.map(|gt| gt.to_vec()),
+                    crs: c.crs.clone(),
+                })
+                .collect(),
+            conflicts: g.conflicts.clone(),
+            registration: match g.registration {
+                Registration::Area => wit::Registration::Area,
+                Registration::Point => wit::Registration::Point,
+                Registration::Unknown => wit::Registration::Unknown,
+            },
+            rotated: g.rotated,
+            south_up: g.south_up,
+            cell_size_metres: g.cell_size_metres,
+        },
+        bands: r
+            .bands
+            .iter()
+            .map(|b| wit::BandFacts {
+                scale: b.scale,
+                offset: b.offset,
+                unit: b.unit.clone(),
+                nodata: b.nodata,
+                undeclared_sentinels: b
+                    .undeclared_sentinels
+                    .iter()
+                    .map(|s| wit::Sentinel {
+                        value: s.value,
+                        count: s.count,
+                        kind: s.kind.replace('_', "-"),
+                    })
+                    .collect(),
+                sampled_cells: b.sampled_cells,
+            })
+            .collect(),
     }
 }
 
@@ -465,21 +669,7 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
                 role: d.role.clone(),
                 driver: d.driver.clone(),
                 crs: d.crs.as_ref().map(to_wit_crs),
-                raster: d.raster.as_ref().map(|r| wit::RasterFacts {
-                    width: r.width,
-                    height: r.height,
-                    band_count: r.band_count,
-                    data_types: r.data_types.clone(),
-                    nodata: r.nodata.clone(),
-                    pixel_size: r.pixel_size,
-                    looks_categorical: r.looks_categorical,
-                    evidence: wit::CategoricalEvidence {
-                        palette: r.evidence.palette,
-                        attribute_table: r.evidence.attribute_table,
-                        integer_classes: r.evidence.integer_classes,
-                    },
-                    flat_fraction: r.flat_fraction,
-                }),
+                raster: d.raster.as_ref().map(to_wit_raster),
                 vector: d.vector.as_ref().map(|v| wit::VectorFacts {
                     layers: v
                         .layers
@@ -488,20 +678,18 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
                             name: l.name.clone(),
                             geometry_type: l.geometry_type.clone(),
                             feature_count: l.feature_count,
+                            has_z: l.has_z,
+                            has_m: l.has_m,
+                            geometry_types: l.geometry_types.clone(),
+                            invalid_geometries: l.invalid_geometries,
+                            features_checked: l.features_checked,
                         })
                         .collect(),
+                    selected_layer: v.selected_layer.clone(),
                 }),
             })
             .collect(),
         target_crs: call.target_crs.as_ref().map(to_wit_crs),
-        transformation: call
-            .transformation
-            .as_ref()
-            .map(|t| wit::TransformationFacts {
-                name: t.name.clone(),
-                accuracy_metres: t.accuracy_metres,
-                ballpark: t.ballpark,
-                missing_grids: t.missing_grids.clone(),
-            }),
+        transformation: call.transformation.as_ref().map(to_wit_transformation),
     }
 }

@@ -20,12 +20,37 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-wasmtime::component::bindgen!({
-    world: "risk-domain",
-    path: "../wit",
-});
+/// Bindings for the current contract, `gdal-mcp:risk@0.3.0` (`wit/risk.wit`).
+pub mod current {
+    wasmtime::component::bindgen!({
+        world: "risk-domain",
+        path: "../wit/risk.wit",
+    });
+}
 
-pub use self::gdal_mcp::risk::types as wit;
+/// Bindings for the frozen `gdal-mcp:risk@0.2.0` (`wit/v0.2/risk.wit`), so that components
+/// built against it keep loading; `super::legacy` adapts their records.
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "risk-domain",
+        path: "../wit/v0.2/risk.wit",
+    });
+}
+
+pub use self::current::gdal_mcp::risk::types as wit;
+pub use self::v0_2::gdal_mcp::risk::types as wit_v0_2;
+
+/// The contract version a component was built against, and its instance.
+pub enum Bindings {
+    Current(current::RiskDomain),
+    V0_2(v0_2::RiskDomain),
+}
+
+/// A pre-instantiated component of either contract version.
+enum Pre {
+    Current(current::RiskDomainPre<PluginState>),
+    V0_2(v0_2::RiskDomainPre<PluginState>),
+}
 
 /// Per-call budgets.
 #[derive(Debug, Clone, Copy)]
@@ -254,17 +279,28 @@ impl Sandbox {
 
     /// Pre-instantiate a compiled component against the sandbox's imports.
     pub fn prepare(&self, origin: &str, component: &Component) -> Result<Prepared, PluginError> {
-        let pre = self
-            .linker
-            .instantiate_pre(component)
-            .and_then(RiskDomainPre::new)
-            .map_err(|e| PluginError::Load {
-                origin: origin.to_string(),
-                message: format!(
-                    "it does not implement the gdal-mcp:risk@0.2.0 world or imports more than \
-                     WASI: {e:#}"
-                ),
-            })?;
+        let instance_pre =
+            self.linker
+                .instantiate_pre(component)
+                .map_err(|e| PluginError::Load {
+                    origin: origin.to_string(),
+                    message: format!("it imports more than WASI: {e:#}"),
+                })?;
+        let pre = match current::RiskDomainPre::new(instance_pre.clone()) {
+            Ok(pre) => Pre::Current(pre),
+            Err(current_error) => match v0_2::RiskDomainPre::new(instance_pre) {
+                Ok(pre) => Pre::V0_2(pre),
+                Err(_) => {
+                    return Err(PluginError::Load {
+                        origin: origin.to_string(),
+                        message: format!(
+                            "it implements neither the gdal-mcp:risk@0.3.0 nor the 0.2.0 \
+                             risk-domain world: {current_error:#}"
+                        ),
+                    })
+                }
+            },
+        };
         Ok(Prepared {
             pre,
             engine: self.engine.clone(),
@@ -278,7 +314,7 @@ impl Sandbox {
 /// alive: the sandbox that prepared it may be gone (regression: `Registry::load` dropped its
 /// sandbox, which stopped the ticker, so no loaded domain had a wall-clock deadline).
 pub struct Prepared {
-    pre: RiskDomainPre<PluginState>,
+    pre: Pre,
     engine: Engine,
     limits: Limits,
     _ticker: Arc<EpochTicker>,
@@ -291,12 +327,20 @@ pub struct Provenance<'a> {
 }
 
 impl Prepared {
+    /// The contract version the component was built against.
+    pub fn contract(&self) -> &'static str {
+        match self.pre {
+            Pre::Current(_) => "0.3.0",
+            Pre::V0_2(_) => "0.2.0",
+        }
+    }
+
     /// Run `f` against a fresh instance under the limits.
     pub fn call<R>(
         &self,
         who: &Provenance<'_>,
         call: &'static str,
-        f: impl FnOnce(&RiskDomain, &mut Store<PluginState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Bindings, &mut Store<PluginState>) -> wasmtime::Result<R>,
     ) -> Result<R, PluginError> {
         let stderr = MemoryOutputPipe::new(STDERR_CAPTURE);
         let wasi = WasiCtxBuilder::new()
@@ -323,7 +367,10 @@ impl Prepared {
         let fuel = self.limits.fuel;
         let outcome = store
             .set_fuel(fuel)
-            .and_then(|()| self.pre.instantiate(&mut store))
+            .and_then(|()| match &self.pre {
+                Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+                Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
+            })
             .and_then(|instance| f(&instance, &mut store));
         outcome.map_err(|error| {
             let text = String::from_utf8_lossy(&stderr.contents())

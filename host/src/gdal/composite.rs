@@ -162,6 +162,21 @@ impl CompositeRequest {
             nodata.push(b.no_data_value());
         }
 
+        // Physical values where an input band declares a scale or offset (read from the inputs
+        // themselves: a warped copy need not carry them): a composite of two scenes with
+        // different scales would otherwise mix unlike numbers.
+        let mut physical = Vec::with_capacity(self.inputs.len());
+        for path in &self.inputs {
+            let dataset = super::facts::open(path)?;
+            let b = dataset.rasterband(self.band).map_err(|_| {
+                GdalError::Arguments(format!(
+                    "band: band {} does not exist in every input",
+                    self.band
+                ))
+            })?;
+            physical.push((b.scale().unwrap_or(1.0), b.offset().unwrap_or(0.0)));
+        }
+
         let staging = Staging::new(&self.output)?;
         let failed = |what: &str| GdalError::Failed {
             operation: format!("writing {}", self.output.display()),
@@ -224,6 +239,19 @@ impl CompositeRequest {
                         .read_as::<f32>((0, row as isize), (width, rows), (width, rows), None)
                         .map_err(|_| failed("cannot read an input strip"))?;
                     *strip = buffer.into_shape_and_vec().1;
+                }
+                for ((strip, (scale, offset)), nd) in strips.iter_mut().zip(&physical).zip(&nodata)
+                {
+                    if *scale == 1.0 && *offset == 0.0 {
+                        continue;
+                    }
+                    for v in strip.iter_mut() {
+                        *v = if v.is_nan() || nd.is_some_and(|n| f64::from(*v) == n) {
+                            f32::NAN
+                        } else {
+                            (f64::from(*v) * scale + offset) as f32
+                        };
+                    }
                 }
                 let slices: Vec<&[f32]> = strips.iter().map(Vec::as_slice).collect();
                 let mut result = vec![0f32; width * rows];

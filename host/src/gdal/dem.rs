@@ -32,12 +32,23 @@ impl DemRequest {
     pub fn run(&self) -> Result<DemOutcome, GdalError> {
         let program = Program::Dem(self.processing.clone());
         let source = super::facts::open(&self.input)?;
-        let outcome = programs::run(&program, &source, &self.args, &self.output, |_| Ok(()))?;
+        // A COG builds overviews with CUBIC by default: none here (raster_overviews is gated).
+        let mut args = self.args.clone();
+        let format = args
+            .iter()
+            .position(|a| a == "-of")
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+            .unwrap_or_default();
+        for (key, value) in super::policy::overview_options(&format, None) {
+            args.extend(["-co".to_string(), format!("{key}={value}")]);
+        }
+        let outcome = programs::run(&program, &source, &args, &self.output, |_| Ok(()))?;
         Ok(DemOutcome {
             files: outcome.files,
             warnings: outcome.warnings,
             written: outcome.written,
-            command: program.command_line(&self.args, &self.input, &self.output),
+            command: program.command_line(&args, &self.input, &self.output),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! The facts mirror the WIT records of `gdal-mcp:risk` (`crs-facts`, `raster-facts`, ...), and
 //! are also what `raster_info` reports, so an agent sees exactly what the domains saw.
 
+use super::georef::{self, Georeferencing};
 use super::{cstring, ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
@@ -11,7 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ffi::{c_int, CStr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Kind of coordinate reference system.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
@@ -34,6 +35,11 @@ pub struct CrsFacts {
     pub linear_unit: Option<String>,
     pub datum: Option<String>,
     pub vertical: Option<String>,
+    /// Metres per linear unit (projected CRSs): 1 for metre, 0.3048006096 for the US survey
+    /// foot.
+    pub linear_unit_metres: Option<f64>,
+    /// The CRS's own axis order, e.g. `north,east` (data reaches the tools as x,y).
+    pub axis_order: Option<String>,
 }
 
 /// Evidence that a raster holds classes.
@@ -44,6 +50,37 @@ pub struct CategoricalEvidence {
     pub integer_classes: bool,
 }
 
+/// A value that occurs in a band but is not its declared nodata.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Sentinel {
+    pub value: f64,
+    /// Cells of the sample holding it.
+    pub count: u64,
+    /// `known` (a conventional no-data code such as -9999) or `edge_constant` (an extreme
+    /// value filling most of the sample's border, far from every other value).
+    pub kind: String,
+}
+
+/// What one band's numbers mean.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct BandFacts {
+    /// physical = raw * scale + offset.
+    pub scale: Option<f64>,
+    pub offset: Option<f64>,
+    pub unit: Option<String>,
+    pub nodata: Option<f64>,
+    pub undeclared_sentinels: Vec<Sentinel>,
+    /// Cells sampled to look for sentinels (0: not computed, e.g. beyond the first bands).
+    pub sampled_cells: u64,
+}
+
+impl BandFacts {
+    /// Whether the band declares a scale or offset other than the identity.
+    pub fn scaled(&self) -> bool {
+        self.scale.is_some_and(|s| s != 1.0) || self.offset.is_some_and(|o| o != 0.0)
+    }
+}
+
 /// Facts about a raster.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct RasterFacts {
@@ -52,12 +89,14 @@ pub struct RasterFacts {
     pub band_count: u32,
     pub data_types: Vec<String>,
     pub nodata: Vec<Option<f64>>,
-    /// (x, y) pixel size in CRS units.
-    pub pixel_size: (f64, f64),
+    /// (x, y) pixel size in CRS units; absent when the raster has no geotransform.
+    pub pixel_size: Option<(f64, f64)>,
     pub looks_categorical: bool,
     pub evidence: CategoricalEvidence,
     /// Share of valid cells with no strictly lower neighbour; computed for hydrology inputs.
     pub flat_fraction: Option<f64>,
+    pub georeferencing: Georeferencing,
+    pub bands: Vec<BandFacts>,
 }
 
 /// Facts about a vector layer.
@@ -66,13 +105,28 @@ pub struct LayerFacts {
     pub name: String,
     pub geometry_type: String,
     pub feature_count: Option<u64>,
+    pub has_z: bool,
+    pub has_m: bool,
+    /// Distinct geometry types among the features checked (more than one: a mixed layer).
+    pub geometry_types: Vec<String>,
+    /// Features GEOS finds invalid among `features_checked`; absent when not checked.
+    pub invalid_geometries: Option<u64>,
+    /// Features read for the two facts above (at most [`FEATURE_BUDGET`]).
+    pub features_checked: u64,
 }
 
 /// Facts about a vector dataset.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct VectorFacts {
     pub layers: Vec<LayerFacts>,
+    /// The layer the call named, if it named one.
+    pub selected_layer: Option<String>,
 }
+
+/// Features read per layer to find mixed and invalid geometries.
+pub const FEATURE_BUDGET: u64 = 10_000;
+/// Bands sampled for undeclared sentinels.
+const SENTINEL_BANDS: usize = 8;
 
 /// Facts about one dataset.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -105,13 +159,53 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
     // path was checked cannot redirect it.
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
-    let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
+    let choice = georef::choice();
+    let opened = match choice {
+        None => Dataset::open_ex(&gdal_path, options),
+        Some(_) => georef::open_with(&gdal_path, choice),
+    };
+    let dataset = opened.map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: super::policy::unpin_text(
             &capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    if dataset.raster_count() > 0 {
+        let candidates = georef::candidates(path, &dataset);
+        let conflicts = georef::conflicts(&candidates);
+        if !conflicts.is_empty() {
+            let Some(choice) = choice else {
+                return Err(georef::conflict_error(path, &candidates, &conflicts));
+            };
+            let Some(chosen) = candidates.iter().find(|c| c.source == choice.name()) else {
+                return Err(GdalError::Arguments(format!(
+                    "georef_source: {} has no {} georeferencing; its sources are {}",
+                    path.display(),
+                    choice.name(),
+                    candidates
+                        .iter()
+                        .map(|c| c.source.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            };
+            let honoured = match (chosen.geotransform, dataset.geo_transform().ok()) {
+                (Some(want), Some(got)) => georef::same_geotransform(&want, &got),
+                (None, _) => true,
+                (Some(_), None) => false,
+            };
+            if !honoured {
+                return Err(GdalError::Arguments(format!(
+                    "georef_source: GDAL's {} driver cannot be told to use the {} \
+                     georeferencing of {}; fix the file or its sidecars so they agree",
+                    dataset.driver().short_name(),
+                    choice.name(),
+                    path.display()
+                )));
+            }
+        }
+    }
     Ok(dataset)
 }
 
@@ -123,13 +217,13 @@ pub fn gather(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
 
 /// Facts of an open dataset.
 pub fn from_dataset(role: &str, path: &Path, dataset: &Dataset) -> DatasetFacts {
-    let raster = (dataset.raster_count() > 0).then(|| raster_facts(dataset));
-    let vector = (dataset.layer_count() > 0).then(|| vector_facts(dataset));
-    let crs = dataset
+    let srs = dataset
         .spatial_ref()
         .ok()
-        .or_else(|| first_layer_srs(dataset))
-        .map(|srs| crs_facts(&srs));
+        .or_else(|| first_layer_srs(dataset));
+    let raster = (dataset.raster_count() > 0).then(|| raster_facts(path, dataset, srs.as_ref()));
+    let vector = (dataset.layer_count() > 0).then(|| vector_facts(path, dataset));
+    let crs = srs.map(|srs| crs_facts(&srs));
     DatasetFacts {
         role: role.to_string(),
         path: path.display().to_string(),
@@ -259,18 +353,45 @@ pub fn crs_facts(srs: &SpatialRef) -> CrsFacts {
     } else {
         None
     };
+    let projected = kind == CrsKind::Projected;
     CrsFacts {
         id: authority_id(srs),
         name: srs.name().unwrap_or_else(|| "unnamed".to_string()),
         kind,
-        linear_unit: if kind == CrsKind::Projected {
+        linear_unit: if projected {
             srs.linear_units_name()
         } else {
             None
         },
         datum: srs.get_attr_value("DATUM", 0).ok().flatten(),
         vertical,
+        linear_unit_metres: projected.then(|| srs.linear_units()),
+        axis_order: axis_order(srs, kind),
     }
+}
+
+/// The CRS's own axis order, e.g. `north,east`.
+fn axis_order(srs: &SpatialRef, kind: CrsKind) -> Option<String> {
+    let key = match kind {
+        CrsKind::Projected => "PROJCS",
+        CrsKind::Geographic => "GEOGCS",
+        _ => return None,
+    };
+    let mut names = Vec::new();
+    for axis in 0..2 {
+        let orientation = srs.axis_orientation(key, axis).ok()?;
+        use gdal_sys::OGRAxisOrientation as O;
+        names.push(match orientation {
+            O::OAO_North => "north",
+            O::OAO_South => "south",
+            O::OAO_East => "east",
+            O::OAO_West => "west",
+            O::OAO_Up => "up",
+            O::OAO_Down => "down",
+            _ => "other",
+        });
+    }
+    Some(names.join(","))
 }
 
 /// The CRS's own authority code, else the best PROJ match with confidence of at least 90 %.
@@ -330,95 +451,329 @@ fn best_match(srs: &SpatialRef) -> Option<String> {
     }
 }
 
-fn raster_facts(dataset: &Dataset) -> RasterFacts {
+fn raster_facts(path: &Path, dataset: &Dataset, srs: Option<&SpatialRef>) -> RasterFacts {
     let (width, height) = dataset.raster_size();
     let count = dataset.raster_count();
     let mut data_types = Vec::with_capacity(count);
     let mut nodata = Vec::with_capacity(count);
     let mut evidence = CategoricalEvidence::default();
+    let mut bands = Vec::with_capacity(count);
+    let values = band_values(path, dataset);
     for index in 1..=count {
         if let Ok(band) = dataset.rasterband(index) {
             data_types.push(band.band_type().name());
             nodata.push(band.no_data_value());
+            let sampled = values.get(index - 1).cloned().unwrap_or_default();
             if index == 1 {
                 evidence.palette = band.color_table().is_some();
                 // SAFETY: the band handle is valid while `band` lives; the RAT is owned by it.
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
-                evidence.integer_classes = integer_classes(&band);
+                evidence.integer_classes = sampled.integer_classes;
             }
+            bands.push(BandFacts {
+                scale: band.scale(),
+                offset: band.offset(),
+                unit: Some(band.unit()).filter(|u| !u.is_empty()),
+                nodata: band.no_data_value(),
+                undeclared_sentinels: sampled.sentinels,
+                sampled_cells: sampled.cells,
+            });
         }
     }
-    let pixel_size = dataset
-        .geo_transform()
-        .map(|gt| (gt[1], gt[5]))
-        .unwrap_or((1.0, 1.0));
+    let geotransform = dataset.geo_transform().ok();
+    let candidates = georef::candidates(path, dataset);
+    let conflicts = georef::conflicts(&candidates);
+    let cell_size_metres = match (srs, geotransform) {
+        (Some(srs), Some(gt)) if srs.is_geographic() => {
+            let centre_lat = gt[3] + gt[5] * height as f64 / 2.0 + gt[4] * width as f64 / 2.0;
+            georef::cell_size_metres(srs, gt[1], gt[5], centre_lat.clamp(-90.0, 90.0))
+        }
+        _ => None,
+    };
+    let georeferencing = Georeferencing {
+        geotransform_source: georef::source_of(geotransform, &candidates, dataset),
+        geotransform,
+        registration: georef::registration(dataset),
+        rotated: geotransform.is_some_and(|gt| gt[2] != 0.0 || gt[4] != 0.0),
+        south_up: geotransform.is_some_and(|gt| gt[5] > 0.0),
+        cell_size_metres,
+        candidates,
+        conflicts,
+    };
     RasterFacts {
         width: u32::try_from(width).unwrap_or(u32::MAX),
         height: u32::try_from(height).unwrap_or(u32::MAX),
         band_count: u32::try_from(count).unwrap_or(u32::MAX),
         data_types,
         nodata,
-        pixel_size,
+        pixel_size: geotransform.map(|gt| (gt[1], gt[5])),
         looks_categorical: evidence.palette || evidence.attribute_table || evidence.integer_classes,
         evidence,
         flat_fraction: None,
+        georeferencing,
+        bands,
     }
 }
 
-/// Integer data type and at most [`MAX_CLASSES`] distinct values (nodata excluded) in a
-/// decimated sample of the band.
-fn integer_classes(band: &gdal::raster::RasterBand<'_>) -> bool {
-    use gdal::raster::GdalDataType as T;
-    let integer = matches!(
-        band.band_type(),
-        T::UInt8 | T::UInt16 | T::Int16 | T::UInt32 | T::Int32 | T::UInt64 | T::Int64
-    );
-    if !integer {
-        return false;
+/// What a decimated sample of a band says about its values.
+#[derive(Debug, Clone, Default)]
+struct SampledValues {
+    integer_classes: bool,
+    sentinels: Vec<Sentinel>,
+    cells: u64,
+}
+
+/// Conventional no-data codes that data sets carry without declaring them. `raster_stats`
+/// refuses a band holding one it does not declare: its mean and percentiles would include it.
+pub const KNOWN_SENTINELS: &[f64] = &[
+    -9999.0,
+    -99999.0,
+    -32768.0,
+    -32767.0,
+    -3.402_823_466_385_288_6e38,
+    3.402_823_466_385_288_6e38,
+];
+
+/// Facts that cost a read of the data, memoised per file version (path, size, mtime, inode)
+/// and part (a layer name): asking again about the same file is cheap, an edited file is read
+/// again.
+struct PerFileCache<V> {
+    entries: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<FileVersion, V>>>,
+}
+
+type FileVersion = (PathBuf, u64, i64, i64, u64, String);
+
+/// Entries kept at most before a cache starts over.
+const CACHE_ENTRIES: usize = 4096;
+
+impl<V: Clone> PerFileCache<V> {
+    const fn new() -> Self {
+        Self {
+            entries: std::sync::OnceLock::new(),
+        }
     }
+
+    fn get_or_compute(&self, path: &Path, part: &str, compute: impl FnOnce() -> V) -> V {
+        use std::os::unix::fs::MetadataExt;
+        let key = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| {
+                (
+                    path.to_path_buf(),
+                    m.len(),
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ino(),
+                    part.to_string(),
+                )
+            });
+        let entries = self.entries.get_or_init(Default::default);
+        if let Some(key) = &key {
+            if let Some(hit) = entries.lock().ok().and_then(|e| e.get(key).cloned()) {
+                return hit;
+            }
+        }
+        let value = compute();
+        if let (Some(key), Ok(mut entries)) = (key, entries.lock()) {
+            if entries.len() >= CACHE_ENTRIES {
+                entries.clear();
+            }
+            entries.insert(key, value.clone());
+        }
+        value
+    }
+}
+
+/// Sampled value facts of the first bands, cached per file: a decimated read of a large tiled
+/// raster touches every tile.
+fn band_values(path: &Path, dataset: &Dataset) -> Vec<SampledValues> {
+    static CACHE: PerFileCache<Vec<SampledValues>> = PerFileCache::new();
+    CACHE.get_or_compute(path, "", || {
+        (1..=dataset.raster_count().min(SENTINEL_BANDS))
+            .map(|index| {
+                dataset
+                    .rasterband(index)
+                    .map(|band| sample_values(&band))
+                    .unwrap_or_default()
+            })
+            .collect()
+    })
+}
+
+fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
+    use gdal::raster::GdalDataType as T;
     let (w, h) = band.size();
     if w == 0 || h == 0 {
-        return false;
+        return SampledValues::default();
     }
     let side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
     let _quiet = ErrorCapture::start();
     let Ok(sample) = band.read_as::<f64>((0, 0), (w, h), side, None) else {
-        return false;
+        return SampledValues::default();
     };
     let nodata = band.no_data_value();
+    let is_nodata = |v: f64| nodata.is_some_and(|nd| nd == v || (nd.is_nan() && v.is_nan()));
+    let data = sample.data();
+    let integer = matches!(
+        band.band_type(),
+        T::UInt8 | T::UInt16 | T::Int16 | T::UInt32 | T::Int32 | T::UInt64 | T::Int64
+    );
     let mut distinct = BTreeSet::new();
-    for value in sample.data() {
-        if nodata.is_some_and(|nd| nd == *value) {
+    let mut sentinels: Vec<Sentinel> = Vec::new();
+    for &value in data {
+        if is_nodata(value) {
             continue;
         }
-        distinct.insert(value.to_bits());
-        if distinct.len() > MAX_CLASSES {
-            return false;
+        if integer && distinct.len() <= MAX_CLASSES {
+            distinct.insert(value.to_bits());
+        }
+        if KNOWN_SENTINELS.contains(&value) {
+            match sentinels.iter_mut().find(|s| s.value == value) {
+                Some(s) => s.count += 1,
+                None => sentinels.push(Sentinel {
+                    value,
+                    count: 1,
+                    kind: "known".to_string(),
+                }),
+            }
         }
     }
-    !distinct.is_empty()
+    if let Some(edge) = edge_constant(data, side, &is_nodata) {
+        if !sentinels.iter().any(|s| s.value == edge.value) {
+            sentinels.push(edge);
+        }
+    }
+    SampledValues {
+        integer_classes: integer && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
+        sentinels,
+        cells: data.len() as u64,
+    }
 }
 
-fn vector_facts(dataset: &Dataset) -> VectorFacts {
+/// An extreme value filling at least half of the sample's border and far from every other
+/// value (further than the other values span): a collar of fill values, such as 0 around a DEM
+/// of 500-900 m.
+fn edge_constant(
+    data: &[f64],
+    (w, h): (usize, usize),
+    is_nodata: &dyn Fn(f64) -> bool,
+) -> Option<Sentinel> {
+    if w < 3 || h < 3 || data.len() != w * h {
+        return None;
+    }
+    let border: Vec<f64> = (0..w)
+        .flat_map(|x| [data[x], data[(h - 1) * w + x]])
+        .chain((1..h - 1).flat_map(|y| [data[y * w], data[y * w + w - 1]]))
+        .filter(|v| !is_nodata(*v) && v.is_finite())
+        .collect();
+    let (&candidate, count) = border
+        .iter()
+        .fold(
+            std::collections::HashMap::<u64, (f64, usize)>::new(),
+            |mut m, v| {
+                m.entry(v.to_bits()).or_insert((*v, 0)).1 += 1;
+                m
+            },
+        )
+        .values()
+        .max_by_key(|(_, n)| *n)
+        .map(|(v, n)| (v, *n))?;
+    if count * 2 < border.len() {
+        return None;
+    }
+    let others = data
+        .iter()
+        .copied()
+        .filter(|v| *v != candidate && !is_nodata(*v) && v.is_finite());
+    let (mut lo, mut hi, mut any) = (f64::INFINITY, f64::NEG_INFINITY, false);
+    for v in others {
+        lo = lo.min(v);
+        hi = hi.max(v);
+        any = true;
+    }
+    if !any {
+        return None;
+    }
+    let gap = if candidate < lo {
+        lo - candidate
+    } else if candidate > hi {
+        candidate - hi
+    } else {
+        return None;
+    };
+    (gap > (hi - lo)).then(|| Sentinel {
+        value: candidate,
+        count: data.iter().filter(|v| **v == candidate).count() as u64,
+        kind: "edge_constant".to_string(),
+    })
+}
+
+fn vector_facts(path: &Path, dataset: &Dataset) -> VectorFacts {
     let layers = dataset
         .layers()
-        .map(|layer| {
+        .map(|mut layer| {
             // SAFETY: the layer handle is valid while `layer` lives; the type name is static.
-            let geometry_type = unsafe {
-                let ty = gdal_sys::OGR_L_GetGeomType(layer.c_layer());
-                CStr::from_ptr(gdal_sys::OGRGeometryTypeToName(ty))
-                    .to_string_lossy()
-                    .into_owned()
-            };
+            let declared = unsafe { gdal_sys::OGR_L_GetGeomType(layer.c_layer()) };
+            let checked = geometry_check(path, &mut layer);
             LayerFacts {
                 name: layer.name(),
-                geometry_type,
+                geometry_type: gdal::vector::geometry_type_to_name(declared),
                 feature_count: layer.try_feature_count(),
+                has_z: gdal::vector::geometry_type_has_z(declared) || checked.any_z,
+                has_m: gdal::vector::geometry_type_has_m(declared) || checked.any_m,
+                geometry_types: checked.types,
+                invalid_geometries: Some(checked.invalid),
+                features_checked: checked.features,
             }
         })
         .collect();
-    VectorFacts { layers }
+    VectorFacts {
+        layers,
+        selected_layer: None,
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct GeometryCheck {
+    types: Vec<String>,
+    invalid: u64,
+    features: u64,
+    any_z: bool,
+    any_m: bool,
+}
+
+/// Geometry types, Z/M and GEOS validity of up to [`FEATURE_BUDGET`] features, cached per
+/// file and layer.
+fn geometry_check(path: &Path, layer: &mut gdal::vector::Layer<'_>) -> GeometryCheck {
+    static CACHE: PerFileCache<GeometryCheck> = PerFileCache::new();
+    let name = layer.name();
+    CACHE.get_or_compute(path, &name, || read_geometries(layer))
+}
+
+fn read_geometries(layer: &mut gdal::vector::Layer<'_>) -> GeometryCheck {
+    let _quiet = ErrorCapture::start();
+    let mut check = GeometryCheck::default();
+    layer.reset_feature_reading();
+    for feature in layer.features().take(FEATURE_BUDGET as usize) {
+        check.features += 1;
+        let Some(geometry) = feature.geometry() else {
+            continue;
+        };
+        let ty = geometry.geometry_type();
+        check.any_z |= gdal::vector::geometry_type_has_z(ty);
+        check.any_m |= gdal::vector::geometry_type_has_m(ty);
+        let name = gdal::vector::geometry_type_to_name(gdal::vector::geometry_type_flatten(ty));
+        if !check.types.contains(&name) {
+            check.types.push(name);
+        }
+        if !geometry.is_empty() && !geometry.is_valid() {
+            check.invalid += 1;
+        }
+    }
+    layer.reset_feature_reading();
+    check
 }
 
 /// The short names of the raster drivers outputs may use (for error messages).
@@ -564,7 +919,8 @@ pub struct WrittenRaster {
     pub height: u32,
     pub band_count: u32,
     pub data_types: Vec<String>,
-    pub pixel_size: (f64, f64),
+    /// Absent when the output has no geotransform.
+    pub pixel_size: Option<(f64, f64)>,
 }
 
 impl WrittenRaster {

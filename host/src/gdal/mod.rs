@@ -7,6 +7,7 @@
 pub mod composite;
 pub mod dem;
 pub mod facts;
+pub mod georef;
 pub mod info;
 pub mod output;
 pub mod overviews;
@@ -35,6 +36,15 @@ pub enum GdalError {
     /// found at the GDAL level. The message names the argument and how to fix it.
     #[error("{0}")]
     Arguments(String),
+    /// The data contradicts itself (a sidecar's georeferencing against the file's own, a
+    /// container with several layers and none named): refused with the candidates and the
+    /// parameter that chooses between them.
+    #[error("{message}")]
+    Conflict {
+        message: String,
+        parameter: String,
+        candidates: serde_json::Value,
+    },
     /// The host's own numeric core (aggregation), run over data read with GDAL, failed.
     #[error("{0}")]
     Algorithm(String),

@@ -598,6 +598,48 @@ pub fn check_options(
     Ok(())
 }
 
+/// Creation options that take a methodological decision inside the driver (a resampling, a
+/// tiling scheme that regrids, a CRS): the domains would never see it, so they are typed
+/// arguments of the tools (`resampling`, `dst_crs`) or refused.
+pub const DECISION_OPTIONS: &[&str] = &[
+    "RESAMPLING",
+    "OVERVIEW_RESAMPLING",
+    "WARP_RESAMPLING",
+    "TILING_SCHEME",
+    "TARGET_SRS",
+    "ZOOM_LEVEL",
+    "ZOOM_LEVEL_STRATEGY",
+    "RES",
+    "EXTENT",
+    "ALIGNED_LEVELS",
+];
+
+/// The creation options that decide a driver's own overviews, given the resampling the call
+/// chose (and the domains saw), if any. COG builds overviews by default with CUBIC (NEAREST
+/// only for paletted bands), which invents values in a class map: it gets the call's method,
+/// or no overviews (build them with `raster_overviews`, which is gated).
+pub fn overview_options(format: &str, resampling: Option<&str>) -> Vec<(String, String)> {
+    if !format.eq_ignore_ascii_case("COG") {
+        return Vec::new();
+    }
+    let method = resampling.and_then(|r| match r {
+        "near" | "nearest" => Some("NEAREST"),
+        "bilinear" => Some("BILINEAR"),
+        "cubic" => Some("CUBIC"),
+        "cubicspline" => Some("CUBICSPLINE"),
+        "lanczos" => Some("LANCZOS"),
+        "average" => Some("AVERAGE"),
+        "rms" => Some("RMS"),
+        "mode" => Some("MODE"),
+        "gauss" => Some("GAUSS"),
+        _ => None,
+    });
+    match method {
+        Some(method) => vec![("OVERVIEW_RESAMPLING".to_string(), method.to_string())],
+        None => vec![("OVERVIEWS".to_string(), "NONE".to_string())],
+    }
+}
+
 /// A value that could make GDAL read or write elsewhere.
 fn looks_like_a_location(value: &str) -> bool {
     let lower = value.trim().to_ascii_lowercase();

@@ -43,10 +43,30 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
         operation: format!("reading {}", path.display()),
         message: capture.failure_text(what),
     };
-    let geotransform = dataset
-        .geo_transform()
-        .map_err(|_| GdalError::Arguments(format!("{} has no geotransform", path.display())))?;
+    let geotransform = dataset.geo_transform().map_err(|_| {
+        GdalError::Arguments(format!(
+            "{} has no geotransform, so its cell size is unknown; georeference it first",
+            path.display()
+        ))
+    })?;
+    // The grid algorithms take rows as north-to-south and cells as axis-aligned: a rotated or
+    // south-up raster would route water the wrong way, silently.
+    if geotransform[2] != 0.0 || geotransform[4] != 0.0 || geotransform[5] > 0.0 {
+        return Err(GdalError::Arguments(format!(
+            "{}: its geotransform is {}; warp it north-up first with raster_reproject \
+             (dst_crs = its own CRS)",
+            path.display(),
+            if geotransform[5] > 0.0 {
+                "south-up (positive y pixel size)"
+            } else {
+                "rotated or sheared"
+            }
+        )));
+    }
     let band = dataset.rasterband(1).map_err(|_| failed("no band 1"))?;
+    // A declared scale or offset: the algorithms work in physical values (elevations in
+    // metres, not in the file's integer steps).
+    let (scale, offset) = (band.scale().unwrap_or(1.0), band.offset().unwrap_or(0.0));
     let (width, height) = band.size();
     let (w, h) = match max_side {
         None => {
@@ -62,7 +82,15 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
         .read_as::<f32>((0, 0), (width, height), (w, h), None)
         .map_err(|_| failed("cannot read band 1"))?;
     let nodata = band.no_data_value().map(|v| v as f32);
-    let grid = Grid::new(w, h, buffer.into_shape_and_vec().1, nodata)
+    let mut values = buffer.into_shape_and_vec().1;
+    if scale != 1.0 || offset != 0.0 {
+        for v in values.iter_mut() {
+            if nodata != Some(*v) && !v.is_nan() {
+                *v = (f64::from(*v) * scale + offset) as f32;
+            }
+        }
+    }
+    let grid = Grid::new(w, h, values, nodata)
         .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
     let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
     Ok((grid, Georef { geotransform, wkt }))

@@ -28,6 +28,8 @@ pub struct StatsRequest {
     /// Histogram bins over [min, max]; 0 for none.
     pub histogram_bins: usize,
     pub sample: bool,
+    /// A nodata value to use instead of the bands' declared one (e.g. an undeclared -9999).
+    pub nodata: Option<f64>,
 }
 
 /// A histogram of equal-width bins over [min, max] (the last bin includes max).
@@ -52,7 +54,14 @@ pub struct Percentile {
 pub struct BandStats {
     pub band: usize,
     pub data_type: String,
+    /// The nodata value used (raw units): the band's declared one, or the `nodata` argument.
     pub nodata: Option<f64>,
+    /// The band's declared scale and offset. When either is set, every figure below is in
+    /// physical units (raw * scale + offset), as GDAL's own statistics are not.
+    pub scale: Option<f64>,
+    pub offset: Option<f64>,
+    /// The band's declared unit.
+    pub unit: Option<String>,
     /// Cells read (all cells in exact mode, the sample in sampled mode).
     pub cells: u64,
     pub valid_count: u64,
@@ -119,9 +128,11 @@ fn band_stats(
     let band = dataset
         .rasterband(index)
         .map_err(|e| failed(e.to_string()))?;
-    let nodata = band.no_data_value();
+    let nodata = request.nodata.or(band.no_data_value());
     let (width, height) = band.size();
     let is_valid = |v: f64| !v.is_nan() && nodata.is_none_or(|nd| v != nd);
+    let scale = band.scale().filter(|s| *s != 1.0);
+    let offset = band.offset().filter(|o| *o != 0.0);
     let mut values: Vec<f64> = Vec::new();
     let mut cells = 0u64;
     if sampled {
@@ -147,11 +158,47 @@ fn band_stats(
             row += rows;
         }
     }
+    let mut found: Vec<(f64, u64)> = Vec::new();
+    for v in &values {
+        if super::facts::KNOWN_SENTINELS.contains(v) {
+            match found.iter_mut().find(|(s, _)| s == v) {
+                Some((_, n)) => *n += 1,
+                None => found.push((*v, 1)),
+            }
+        }
+    }
+    if let Some(&(value, count)) = found.first() {
+        return Err(GdalError::Conflict {
+            message: format!(
+                "input: band {index} holds {count} cell(s) of {value}, a conventional no-data \
+                 code, but declares {}; its minimum, mean and percentiles would include them. \
+                 Pass \"nodata\": {value} to leave them out (nothing is written).",
+                match nodata {
+                    Some(nd) => format!("{nd} as nodata"),
+                    None => "no nodata".to_string(),
+                }
+            ),
+            parameter: "nodata".to_string(),
+            candidates: serde_json::json!(found
+                .iter()
+                .map(|(v, n)| serde_json::json!({"value": v, "cells": n}))
+                .collect::<Vec<_>>()),
+        });
+    }
+    if scale.is_some() || offset.is_some() {
+        let (s, o) = (scale.unwrap_or(1.0), offset.unwrap_or(0.0));
+        for v in values.iter_mut() {
+            *v = *v * s + o;
+        }
+    }
     let summary = summarise(&mut values, &request.percentiles, request.histogram_bins);
     Ok(BandStats {
         band: index,
         data_type: band.band_type().name(),
         nodata,
+        scale,
+        offset,
+        unit: Some(band.unit()).filter(|u| !u.is_empty()),
         cells,
         valid_count: values.len() as u64,
         nodata_count: cells - values.len() as u64,

@@ -4,7 +4,14 @@
 //! GDAL 3.6 does not expose the operation it picks, so this asks PROJ (the same libproj GDAL
 //! links) through its C API: list the candidate operations for the data's area of interest,
 //! sorted by PROJ's own preference, and take the first one that can run on this machine, as
-//! `proj_create_crs_to_crs` does.
+//! `proj_create_crs_to_crs` does. That is the **default**.
+//!
+//! PROJ's default search does not go through intermediate CRSs when a direct operation exists
+//! somewhere, so over Rome it finds only a ballpark (74 m off) from Monte Mario (Rome) to
+//! WGS 84, although a 4 m path exists through Monte Mario. The search is therefore repeated
+//! with intermediate CRSs allowed, and the most accurate operation that runs here and whose
+//! area of use contains the data is the one **used** when it is strictly better than the
+//! default: its PROJ pipeline goes to GDAL explicitly (`-ct`) and the result reports both.
 
 use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
 use schemars::JsonSchema;
@@ -13,13 +20,42 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_double, c_int, c_void, CStr, CString};
 use std::sync::{Mutex, OnceLock};
 
-/// The operation PROJ would use.
+/// One coordinate operation.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct OperationFacts {
+    pub name: String,
+    /// Published accuracy in metres; absent when unknown.
+    pub accuracy_metres: Option<f64>,
+    /// A ballpark transformation (datum shift ignored or approximated).
+    pub ballpark: bool,
+    /// The intermediate CRS the operation goes through, if any.
+    pub via: Option<String>,
+    /// Whether the data's extent lies inside the operation's area of use (absent: unknown).
+    pub covers_data: Option<bool>,
+    /// The PROJ pipeline (what `-ct` passes to GDAL).
+    #[serde(skip)]
+    pub pipeline: Option<String>,
+}
+
+/// The operations between two CRSs over the data.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct TransformationFacts {
-    pub name: String,
-    pub accuracy_metres: Option<f64>,
-    pub ballpark: bool,
+    /// What the call uses: the most accurate operation available here (including through an
+    /// intermediate CRS) when strictly better than the default, else the default.
+    pub used: OperationFacts,
+    /// What PROJ (and so GDAL) picks on its own.
+    pub default: OperationFacts,
+    /// Grids better operations need but this machine lacks.
     pub missing_grids: Vec<String>,
+}
+
+impl TransformationFacts {
+    /// The pipeline to pass to GDAL (`-ct`) when the host chose better than GDAL would.
+    pub fn explicit_pipeline(&self) -> Option<&str> {
+        (self.used != self.default)
+            .then_some(self.used.pipeline.as_deref())
+            .flatten()
+    }
 }
 
 #[allow(non_camel_case_types)]
@@ -33,11 +69,14 @@ type PJ_OPERATION_FACTORY_CONTEXT = c_void;
 
 const PROJ_GRID_AVAILABILITY_USED_FOR_SORTING: c_int = 0;
 const PROJ_SPATIAL_CRITERION_PARTIAL_INTERSECTION: c_int = 1;
+const PROJ_INTERMEDIATE_CRS_USE_ALWAYS: c_int = 0;
+const PJ_PROJ_5: c_int = 0;
 
 #[link(name = "proj")]
 extern "C" {
     fn proj_context_create() -> *mut PJ_CONTEXT;
     fn proj_context_destroy(ctx: *mut PJ_CONTEXT);
+    fn proj_log_level(ctx: *mut PJ_CONTEXT, level: c_int) -> c_int;
     fn proj_create(ctx: *mut PJ_CONTEXT, definition: *const c_char) -> *mut PJ;
     fn proj_destroy(pj: *mut PJ) -> *mut PJ;
     fn proj_create_operation_factory_context(
@@ -63,6 +102,29 @@ extern "C" {
         east: c_double,
         north: c_double,
     );
+    fn proj_operation_factory_context_set_allow_use_intermediate_crs(
+        ctx: *mut PJ_CONTEXT,
+        fctx: *mut PJ_OPERATION_FACTORY_CONTEXT,
+        usage: c_int,
+    );
+    fn proj_get_area_of_use(
+        ctx: *mut PJ_CONTEXT,
+        obj: *const PJ,
+        west: *mut c_double,
+        south: *mut c_double,
+        east: *mut c_double,
+        north: *mut c_double,
+        name: *mut *const c_char,
+    ) -> c_int;
+    fn proj_as_proj_string(
+        ctx: *mut PJ_CONTEXT,
+        obj: *const PJ,
+        kind: c_int,
+        options: *const *const c_char,
+    ) -> *const c_char;
+    fn proj_concatoperation_get_step_count(ctx: *mut PJ_CONTEXT, op: *const PJ) -> c_int;
+    fn proj_concatoperation_get_step(ctx: *mut PJ_CONTEXT, op: *const PJ, index: c_int) -> *mut PJ;
+    fn proj_get_target_crs(ctx: *mut PJ_CONTEXT, obj: *const PJ) -> *mut PJ;
     fn proj_create_operations(
         ctx: *mut PJ_CONTEXT,
         source: *const PJ,
@@ -101,6 +163,12 @@ impl Proj {
     fn new() -> Option<Self> {
         // SAFETY: plain constructor; NULL on failure.
         let ctx = unsafe { proj_context_create() };
+        if !ctx.is_null() {
+            // Candidates that need a grid this machine lacks are expected; PROJ would print a
+            // line to stderr for each one it tries (missing grids are reported as facts).
+            // SAFETY: a valid context; 0 is PJ_LOG_NONE.
+            unsafe { proj_log_level(ctx, 0) };
+        }
         (!ctx.is_null()).then_some(Self {
             ctx,
             objects: Vec::new(),
@@ -157,6 +225,27 @@ pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) ->
     transform.transform_bounds(&bounds, 21).ok()
 }
 
+/// A transformation from `from` to `to` (traditional x/y order), through `pipeline` when the
+/// host chose an operation more accurate than GDAL's own (see [`TransformationFacts`]).
+pub fn coord_transform(
+    from: &SpatialRef,
+    to: &SpatialRef,
+    pipeline: Option<&str>,
+) -> gdal::errors::Result<CoordTransform> {
+    let mut source = from.clone();
+    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let mut target = to.clone();
+    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    match pipeline {
+        None => CoordTransform::new(&source, &target),
+        Some(pipeline) => {
+            let mut options = gdal::spatial_ref::CoordTransformOptions::new()?;
+            options.set_coordinate_operation(pipeline, false)?;
+            CoordTransform::new_with_options(&source, &target, &options)
+        }
+    }
+}
+
 /// Whether two CRSs are the same for transformation purposes (OSRIsSame, ignoring axis order).
 pub fn same_crs(a: &SpatialRef, b: &SpatialRef) -> bool {
     a == b
@@ -203,6 +292,47 @@ fn query(source: &str, target: &str, area: Option<[f64; 4]>) -> Option<Transform
     let mut proj = Proj::new()?;
     let src = proj.create(source)?;
     let dst = proj.create(target)?;
+    let mut missing = Vec::new();
+    let default = search(&mut proj, src, dst, area, false, &mut missing)?
+        .into_iter()
+        .next()?;
+    let mut ignored = Vec::new();
+    let candidates = search(&mut proj, src, dst, area, true, &mut ignored).unwrap_or_default();
+    // The most accurate candidate that runs here, is not a ballpark and covers the data.
+    let best = candidates
+        .into_iter()
+        .filter(|op| !op.ballpark && op.covers_data != Some(false) && op.accuracy_metres.is_some())
+        .min_by(|a, b| {
+            a.accuracy_metres
+                .partial_cmp(&b.accuracy_metres)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+    let better = |best: &OperationFacts| match (&default.accuracy_metres, &best.accuracy_metres) {
+        _ if default.ballpark => true,
+        (None, Some(_)) => true,
+        (Some(d), Some(b)) => b < d,
+        _ => false,
+    };
+    let used = match best {
+        Some(best) if better(&best) && best.pipeline.is_some() => best,
+        _ => default.clone(),
+    };
+    Some(TransformationFacts {
+        used,
+        default,
+        missing_grids: missing,
+    })
+}
+
+/// The instantiable operations PROJ lists, in its order of preference.
+fn search(
+    proj: &mut Proj,
+    src: *mut PJ,
+    dst: *mut PJ,
+    area: Option<[f64; 4]>,
+    intermediate: bool,
+    missing: &mut Vec<String>,
+) -> Option<Vec<OperationFacts>> {
     let ctx = proj.ctx;
     // SAFETY: all pointers below come from this context and stay alive until `proj` drops;
     // the list and factory context are destroyed before leaving the block.
@@ -221,6 +351,13 @@ fn query(source: &str, target: &str, area: Option<[f64; 4]>) -> Option<Transform
             factory,
             PROJ_SPATIAL_CRITERION_PARTIAL_INTERSECTION,
         );
+        if intermediate {
+            proj_operation_factory_context_set_allow_use_intermediate_crs(
+                ctx,
+                factory,
+                PROJ_INTERMEDIATE_CRS_USE_ALWAYS,
+            );
+        }
         if let Some([west, south, east, north]) = area {
             proj_operation_factory_context_set_area_of_interest(
                 ctx, factory, west, south, east, north,
@@ -232,16 +369,15 @@ fn query(source: &str, target: &str, area: Option<[f64; 4]>) -> Option<Transform
             return None;
         }
         let count = proj_list_get_count(list);
-        let mut missing = Vec::new();
-        let mut chosen = None;
-        for index in 0..count {
+        let mut found = Vec::new();
+        for index in 0..count.min(64) {
             let op = proj.adopt(proj_list_get(ctx, list, index));
             if op.is_null() {
                 continue;
             }
             if proj_coordoperation_is_instantiable(ctx, op) != 0 {
-                chosen = Some(op);
-                break;
+                found.push(describe(proj, op, area));
+                continue;
             }
             for grid in 0..proj_coordoperation_get_grid_used_count(ctx, op) {
                 let mut short_name: *const c_char = std::ptr::null();
@@ -268,17 +404,57 @@ fn query(source: &str, target: &str, area: Option<[f64; 4]>) -> Option<Transform
                 }
             }
         }
-        let result = chosen.map(|op| {
-            let name = text(proj_get_name(op)).unwrap_or_else(|| "unnamed operation".into());
-            let accuracy = proj_coordoperation_get_accuracy(ctx, op);
-            TransformationFacts {
-                ballpark: name.to_ascii_lowercase().contains("ballpark"),
-                name,
-                accuracy_metres: (accuracy >= 0.0).then_some(accuracy),
-                missing_grids: missing,
-            }
-        });
         proj_list_destroy(list);
-        result
+        Some(found)
+    }
+}
+
+/// Facts of one instantiable operation.
+///
+/// # Safety
+/// `op` must be a live operation of `proj`'s context.
+unsafe fn describe(proj: &mut Proj, op: *mut PJ, area: Option<[f64; 4]>) -> OperationFacts {
+    let ctx = proj.ctx;
+    let name = text(proj_get_name(op)).unwrap_or_else(|| "unnamed operation".into());
+    let accuracy = proj_coordoperation_get_accuracy(ctx, op);
+    let (mut west, mut south, mut east, mut north) = (0.0, 0.0, 0.0, 0.0);
+    let mut area_name: *const c_char = std::ptr::null();
+    let has_area = proj_get_area_of_use(
+        ctx,
+        op,
+        &mut west,
+        &mut south,
+        &mut east,
+        &mut north,
+        &mut area_name,
+    ) != 0
+        && west > -1000.0;
+    let covers_data = match (area, has_area) {
+        (Some([w, s, e, n]), true) => Some(if west <= east {
+            w >= west - 1e-9 && e <= east + 1e-9 && s >= south - 1e-9 && n <= north + 1e-9
+        } else {
+            // An area of use crossing the antimeridian.
+            (w >= west || e <= east) && s >= south - 1e-9 && n <= north + 1e-9
+        }),
+        _ => None,
+    };
+    let mut via = None;
+    if proj_concatoperation_get_step_count(ctx, op) > 1 {
+        let first = proj.adopt(proj_concatoperation_get_step(ctx, op, 0));
+        if !first.is_null() {
+            let pivot = proj.adopt(proj_get_target_crs(ctx, first));
+            if !pivot.is_null() {
+                via = text(proj_get_name(pivot));
+            }
+        }
+    }
+    let pipeline = text(proj_as_proj_string(ctx, op, PJ_PROJ_5, std::ptr::null()));
+    OperationFacts {
+        ballpark: name.to_ascii_lowercase().contains("ballpark"),
+        name,
+        accuracy_metres: (accuracy >= 0.0).then_some(accuracy),
+        via,
+        covers_data,
+        pipeline,
     }
 }

@@ -6,7 +6,7 @@
 
 use super::facts::{self, CrsFacts};
 use super::{ErrorCapture, GdalError};
-use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{field_type_to_name, Geometry, Layer, LayerAccess};
 use gdal::{Dataset, Metadata};
 use schemars::JsonSchema;
@@ -71,11 +71,7 @@ fn layer_info(layer: &Layer) -> LayerInfo {
         .next()
         .map(|g| g.name())
         .filter(|n| !n.is_empty());
-    let extent = layer
-        .try_get_extent()
-        .ok()
-        .flatten()
-        .map(|e| [e.MinX, e.MinY, e.MaxX, e.MaxY]);
+    let extent = layer_extent(layer);
     LayerInfo {
         name: layer.name(),
         geometry_type: geometry_type_name(layer),
@@ -115,7 +111,21 @@ pub fn check_layer_names(argument: &str, path: &Path, dataset: &Dataset) -> Resu
     Ok(())
 }
 
-/// The named layer, or the only/first one.
+/// The extent of a layer, `[xmin, ymin, xmax, ymax]`: the driver's when it knows it cheaply,
+/// else computed from the features (GeoJSON and CSV know none; a `null` extent left the
+/// transformation search without an area).
+pub fn layer_extent(layer: &Layer) -> Option<[f64; 4]> {
+    let _quiet = super::ErrorCapture::start();
+    let envelope = match layer.try_get_extent() {
+        Ok(Some(e)) => Some(e),
+        _ => layer.get_extent().ok(),
+    }?;
+    let e = [envelope.MinX, envelope.MinY, envelope.MaxX, envelope.MaxY];
+    e.iter().all(|v| v.is_finite()).then_some(e)
+}
+
+/// The named layer, or the only one. A container with several layers and none named is
+/// refused with the layer list: taking the first would be a silent choice.
 pub fn layer<'a>(
     argument: &str,
     dataset: &'a Dataset,
@@ -129,6 +139,29 @@ pub fn layer<'a>(
                 names.join(", ")
             ))
         }),
+        None if dataset.layer_count() > 1 => {
+            let listed: Vec<serde_json::Value> = dataset
+                .layers()
+                .map(|l| serde_json::json!({"layer": l.name(), "feature_count": l.try_feature_count()}))
+                .collect();
+            let names: Vec<String> = dataset
+                .layers()
+                .map(|l| match l.try_feature_count() {
+                    Some(n) => format!("\"{}\" ({n} features)", l.name()),
+                    None => format!("\"{}\"", l.name()),
+                })
+                .collect();
+            Err(GdalError::Conflict {
+                message: format!(
+                    "{argument}: the dataset holds {} layers ({}); name the one to use with \
+                     `layer` (taking the first would be a silent choice)",
+                    names.len(),
+                    names.join(", ")
+                ),
+                parameter: "layer".to_string(),
+                candidates: serde_json::Value::Array(listed),
+            })
+        }
         None => dataset.layer(0).map_err(|e| GdalError::Failed {
             operation: format!("reading the first layer of {argument}"),
             message: e.to_string(),
@@ -138,9 +171,13 @@ pub fn layer<'a>(
 
 /// The report for `path` (every layer, or only `layer`).
 pub fn report(path: &Path, only: Option<&str>) -> Result<VectorReport, GdalError> {
-    let dataset = open("path", path)?;
+    report_of(&open("input", path)?, only)
+}
+
+/// The report for an open dataset (every layer, or only `layer`).
+pub fn report_of(dataset: &Dataset, only: Option<&str>) -> Result<VectorReport, GdalError> {
     let layers = match only {
-        Some(name) => vec![layer_info(&layer("layer", &dataset, Some(name))?)],
+        Some(name) => vec![layer_info(&layer("layer", dataset, Some(name))?)],
         None => dataset.layers().map(|l| layer_info(&l)).collect(),
     };
     Ok(VectorReport {
@@ -268,20 +305,18 @@ pub fn read_zones(
     layer: &mut Layer,
     id_field: Option<&str>,
     target: Option<&SpatialRef>,
+    operation: Option<&str>,
 ) -> Result<Vec<Zone>, GdalError> {
     let capture = ErrorCapture::start();
     let transform = match (target, layer.spatial_ref()) {
-        (Some(target), Some(mut source)) => {
-            let mut target = target.clone();
-            source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-            target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-            Some(
-                CoordTransform::new(&source, &target).map_err(|e| GdalError::Failed {
+        (Some(target), Some(source)) => Some(
+            super::transform::coord_transform(&source, target, operation).map_err(|e| {
+                GdalError::Failed {
                     operation: "preparing the zones' reprojection".to_string(),
                     message: capture.failure_text(&e.to_string()),
-                })?,
-            )
-        }
+                }
+            })?,
+        ),
         _ => None,
     };
     let id_index = match id_field {
@@ -341,20 +376,21 @@ fn field_json(value: gdal::vector::FieldValue) -> serde_json::Value {
 /// `ogr2ogr -clipsrc <datasource>` in GDAL 3.6 does not reproject the mask: a mask in another
 /// CRS silently clips everything away (measured: 0 of 100 features kept). The host therefore
 /// reprojects the mask itself and passes the geometry as WKT.
-pub fn mask_wkt(layer: &mut Layer, target: &SpatialRef) -> Result<String, GdalError> {
+pub fn mask_wkt(
+    layer: &mut Layer,
+    target: &SpatialRef,
+    operation: Option<&str>,
+) -> Result<String, GdalError> {
     let capture = ErrorCapture::start();
     let failed = |what: &str| GdalError::Failed {
         operation: "preparing the clip mask".to_string(),
         message: capture.failure_text(what),
     };
-    let mut source = layer
+    let source = layer
         .spatial_ref()
         .ok_or_else(|| GdalError::Arguments("mask: the mask layer has no CRS".to_string()))?;
-    let mut target = target.clone();
-    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let transform =
-        CoordTransform::new(&source, &target).map_err(|_| failed("no transformation"))?;
+    let transform = super::transform::coord_transform(&source, target, operation)
+        .map_err(|_| failed("no transformation"))?;
     let mut collection = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbMultiPolygon)
         .map_err(|_| failed("cannot create a geometry"))?;
     for feature in layer.features() {

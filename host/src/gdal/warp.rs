@@ -25,6 +25,9 @@ pub struct WarpRequest {
     pub output_type: Option<String>,
     pub format: String,
     pub creation_options: Vec<(String, String)>,
+    /// A PROJ pipeline passed as `-ct`: the coordinate operation the host chose because it is
+    /// more accurate than the one GDAL would pick (see `transform`).
+    pub coordinate_operation: Option<String>,
 }
 
 /// What the warp produced.
@@ -46,6 +49,9 @@ impl WarpRequest {
         if let Some(dst) = &self.dst_crs {
             args.extend(["-t_srs".to_string(), dst.clone()]);
         }
+        if let Some(pipeline) = &self.coordinate_operation {
+            args.extend(["-ct".to_string(), pipeline.clone()]);
+        }
         args.extend(["-r".to_string(), self.resampling.clone()]);
         if let Some((x, y)) = self.resolution {
             args.extend(["-tr".to_string(), number(x), number(y)]);
@@ -66,7 +72,8 @@ impl WarpRequest {
         if let Some(nodata) = self.dst_nodata {
             args.extend(["-dstnodata".to_string(), number(nodata)]);
         }
-        for (key, value) in &self.creation_options {
+        let decided = super::policy::overview_options(&self.format, Some(&self.resampling));
+        for (key, value) in self.creation_options.iter().chain(&decided) {
             args.extend(["-co".to_string(), format!("{key}={value}")]);
         }
         args

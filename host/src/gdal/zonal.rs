@@ -34,6 +34,9 @@ pub struct ZonalRequest {
     pub policy: NodataPolicy,
     /// Reproject the zones into the raster's CRS (they are in another one).
     pub reproject: bool,
+    /// The coordinate operation for the zones when the host chose one more accurate than
+    /// GDAL's own (a PROJ pipeline).
+    pub operation: Option<String>,
 }
 
 /// The statistics of one zone.
@@ -70,6 +73,11 @@ impl ZonalRequest {
             ))
         })?;
         let is_nodata = nodata_predicate(band.no_data_value());
+        // Physical values where the band declares a scale or offset; nodata cells become NaN
+        // (never a value) before the transform, so no physical value can pass for nodata.
+        let scale = band.scale().unwrap_or(1.0);
+        let offset = band.offset().unwrap_or(0.0);
+        let physical = scale != 1.0 || offset != 0.0;
         let target: Option<SpatialRef> = if self.reproject {
             raster.spatial_ref().ok()
         } else {
@@ -77,8 +85,12 @@ impl ZonalRequest {
         };
         let zones_dataset = ogr::open("zones", &self.zones)?;
         let mut layer = ogr::layer("zone_layer", &zones_dataset, self.layer.as_deref())?;
-        let zones: Vec<Zone> =
-            ogr::read_zones(&mut layer, self.id_field.as_deref(), target.as_ref())?;
+        let zones: Vec<Zone> = ogr::read_zones(
+            &mut layer,
+            self.id_field.as_deref(),
+            target.as_ref(),
+            self.operation.as_deref(),
+        )?;
         let mut out = Vec::with_capacity(zones.len());
         let total = zones.len().max(1);
         for (index, zone) in zones.into_iter().enumerate() {
@@ -112,8 +124,24 @@ impl ZonalRequest {
                         None,
                     )
                     .map_err(|_| failed("cannot read a window of the band"))?;
+                let data: std::borrow::Cow<[f32]> = if physical {
+                    values
+                        .data()
+                        .iter()
+                        .map(|&v| {
+                            if is_nodata(v) {
+                                f32::NAN
+                            } else {
+                                (f64::from(v) * scale + offset) as f32
+                            }
+                        })
+                        .collect::<Vec<f32>>()
+                        .into()
+                } else {
+                    values.data().into()
+                };
                 accumulator
-                    .add(values.data(), &weights.weights, is_nodata)
+                    .add(&data, &weights.weights, is_nodata)
                     .map_err(|e| GdalError::Algorithm(format!("zonal statistics: {e}")))?;
             }
             let result = accumulator.finish();

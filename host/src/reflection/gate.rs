@@ -16,7 +16,7 @@ use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
 use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
 use crate::domains::sandbox::PluginError;
-use crate::domains::{CallFacts, Domain, FieldError, Registry, Severity};
+use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -49,6 +49,9 @@ pub struct Receipt {
     pub capsule: Option<String>,
     /// True when this call stored the capsule (inline justification).
     pub stored_now: bool,
+    /// The ids of the evidence items the decision rested on (the refusal and the capsule
+    /// carry the items themselves).
+    pub evidence: Vec<String>,
 }
 
 /// One missing or invalid justification in a refusal.
@@ -62,13 +65,17 @@ pub struct RefusalEntry {
     pub key: String,
     /// What is being decided: the domain's key fields (the key hashes them).
     pub decision: Value,
+    /// The findings behind the verdict, each with its numbers and, where one exists, a safe
+    /// alternative as ready-to-use arguments.
+    pub evidence: Vec<EvidenceItem>,
     pub prompt_name: String,
     pub prompt_arguments: BTreeMap<String, String>,
     /// The domain's questions for this decision (Markdown).
     pub prompt: String,
     /// The JSON Schema a justification must satisfy.
     pub schema: Value,
-    /// Critical decisions must also list `assumptions`.
+    /// Critical decisions must also list `assumptions` and answer every evidence item by id
+    /// (`evidence.<id>`).
     pub requires_assumptions: bool,
     /// What was wrong with the justification supplied for this domain, if one was.
     pub errors: Vec<FieldError>,
@@ -132,6 +139,7 @@ struct Pending {
     severity: Severity,
     key_fields: Value,
     prompt: CapsulePrompt,
+    evidence: Vec<EvidenceItem>,
 }
 
 #[derive(Clone)]
@@ -148,6 +156,22 @@ pub struct Gate {
     prompts: Mutex<HashMap<(String, String), Rendered>>,
     /// Capsules (key, integrity) their domain accepted in this process.
     validated: Mutex<HashSet<(String, String)>>,
+}
+
+/// "Or avoid the decision: retry with {...}. " for the evidence that offers a safe alternative.
+fn alternatives_line(evidence: &[EvidenceItem]) -> String {
+    let offers: Vec<String> = evidence
+        .iter()
+        .filter_map(|e| e.alternative.as_ref().map(|a| format!("{a} ({})", e.id)))
+        .collect();
+    if offers.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Or avoid the decision: retry with {}. ",
+            offers.join(" or ")
+        )
+    }
 }
 
 fn severity_name(severity: Severity) -> &'static str {
@@ -225,7 +249,7 @@ impl Gate {
             };
             let rendered = self.render(domain, &trigger.prompt_arguments)?;
             let id = &domain.info.id;
-            let key = decision_key(id, &trigger.key_fields, &rendered.sha256);
+            let key = decision_key(id, &trigger.key_fields, &rendered.sha256, &trigger.evidence);
             let mut receipt = Receipt {
                 domain: id.clone(),
                 plugin_version: domain.info.version.clone(),
@@ -235,6 +259,7 @@ impl Gate {
                 key: key.clone(),
                 capsule: None,
                 stored_now: false,
+                evidence: trigger.evidence.iter().map(|e| e.id.clone()).collect(),
             };
             if trigger.severity == Severity::Advisory {
                 receipt.decision = Decision::Warn;
@@ -258,6 +283,7 @@ impl Gate {
                     arguments: trigger.prompt_arguments.iter().cloned().collect(),
                     sha256: rendered.sha256.clone(),
                 },
+                evidence: trigger.evidence.clone(),
             };
             if let Ok(mut issued) = self.issued.lock() {
                 issued.insert(key.clone(), pending.clone());
@@ -283,6 +309,7 @@ impl Gate {
                 reason: trigger.reason,
                 key: key.clone(),
                 decision: trigger.key_fields.clone(),
+                evidence: trigger.evidence.clone(),
                 prompt_name: domain.info.prompt_name.clone(),
                 prompt_arguments: pending.prompt.arguments.clone(),
                 prompt: rendered.text,
@@ -290,10 +317,24 @@ impl Gate {
                 requires_assumptions: trigger.severity == Severity::Critical,
                 errors,
                 how_to_supply: format!(
-                    "Answer the prompt as a justification object (schema above, at most \
-                     {MAX_BYTES} bytes) and either retry this exact call with \
+                    "{}Answer the prompt as a justification object (schema above, at most \
+                     {MAX_BYTES} bytes){} and either retry this exact call with \
                      \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
-                     with domain \"{id}\", key \"{key}\" and the justification, then retry."
+                     with domain \"{id}\", key \"{key}\" and the justification, then retry.",
+                    alternatives_line(&trigger.evidence),
+                    if trigger.severity == Severity::Critical {
+                        format!(
+                            ", with `assumptions` and an `evidence` object answering {}",
+                            trigger
+                                .evidence
+                                .iter()
+                                .map(|e| format!("\"{}\"", e.id))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    } else {
+                        String::new()
+                    }
                 ),
             });
         }
@@ -317,7 +358,7 @@ impl Gate {
             return Ok(true);
         }
         let justification = serde_json::to_value(&capsule.justification).unwrap_or(Value::Null);
-        let errors = domain.validate(&capsule.key_fields, &justification)?;
+        let errors = domain.validate(&capsule.key_fields, &capsule.evidence, &justification)?;
         if !errors.is_empty() {
             tracing::warn!(
                 "ignoring capsule {}: domain {} {} rejects it now: {}",
@@ -349,11 +390,12 @@ impl Gate {
         justification: &Value,
     ) -> Result<Result<Capsule, Vec<FieldError>>, GateError> {
         let critical = pending.severity == Severity::Critical;
-        let typed = match justification::validate(justification, critical) {
+        let typed = match justification::validate(justification, critical, &pending.evidence) {
             Ok(typed) => typed,
             Err(errors) => return Ok(Err(errors)),
         };
-        let domain_errors = domain.validate(&pending.key_fields, justification)?;
+        let domain_errors =
+            domain.validate(&pending.key_fields, &pending.evidence, justification)?;
         if !domain_errors.is_empty() {
             return Ok(Err(domain_errors));
         }
@@ -366,6 +408,7 @@ impl Gate {
             severity: severity_name(pending.severity).to_string(),
             key_fields: pending.key_fields.clone(),
             prompt: pending.prompt.clone(),
+            evidence: pending.evidence.clone(),
             justification: typed,
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             server_version: crate::VERSION.to_string(),

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::borrow::Cow;
 
-use crate::domains::FieldError;
+use crate::domains::{EvidenceItem, FieldError};
+use std::collections::BTreeMap;
 
 /// A justification may take at most this many bytes of compact JSON.
 pub const MAX_BYTES: usize = 4096;
@@ -108,6 +109,10 @@ pub struct Justification {
     /// What would make this decision worth revisiting.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions_for_revisit: Vec<Text>,
+    /// How the analysis accounts for each evidence item of the refusal, by id. Required for
+    /// every item of a critical decision.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub evidence: BTreeMap<String, Text>,
 }
 
 /// The published JSON Schema (draft 2020-12) of [`Justification`], generated once.
@@ -126,7 +131,8 @@ fn generate_schema() -> Value {
             "description".to_string(),
             Value::String(format!(
                 "A methodological justification. All strings non-empty; at most {MAX_BYTES} bytes \
-                 of JSON; `assumptions` must be non-empty for critical decisions."
+                 of JSON; critical decisions need non-empty `assumptions` and an `evidence` \
+                 answer for every evidence id of the refusal."
             )),
         );
     }
@@ -140,6 +146,7 @@ const FIELDS: &[&str] = &[
     "confidence",
     "assumptions",
     "conditions_for_revisit",
+    "evidence",
 ];
 
 fn err(errors: &mut Vec<FieldError>, path: &str, message: impl Into<String>) {
@@ -200,9 +207,74 @@ fn text_list(errors: &mut Vec<FieldError>, value: Option<&Value>, path: &str, re
     }
 }
 
+/// The `evidence` answers: an object from evidence id to text. Every id must be one of the
+/// decision's; a critical decision must answer each of them.
+fn evidence_answers(
+    errors: &mut Vec<FieldError>,
+    value: Option<&Value>,
+    evidence: &[EvidenceItem],
+    critical: bool,
+) {
+    let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
+    let answers = match value {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(map)) => Some(map),
+        Some(_) => {
+            err(
+                errors,
+                "/evidence",
+                "must be an object from evidence id to how the analysis accounts for it",
+            );
+            return;
+        }
+    };
+    if let Some(map) = answers {
+        for (id, answer) in map {
+            if !ids.contains(&id.as_str()) {
+                err(
+                    errors,
+                    &format!("/evidence/{id}"),
+                    format!(
+                        "not an evidence id of this decision; its ids are: {}",
+                        ids.join(", ")
+                    ),
+                );
+                continue;
+            }
+            text(errors, Some(answer), &format!("/evidence/{id}"));
+        }
+    }
+    if !critical {
+        return;
+    }
+    for item in evidence {
+        if answers.is_none_or(|m| !m.contains_key(&item.id)) {
+            err(
+                errors,
+                &format!("/evidence/{}", item.id),
+                format!(
+                    "missing: this critical decision rests on evidence \"{}\" ({}); say how \
+                     the analysis accounts for it{}",
+                    item.id,
+                    item.fact,
+                    item.alternative
+                        .as_ref()
+                        .map(|a| format!(", or retry with the safe alternative {a}"))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+    }
+}
+
 /// Check `value` against the schema and the host's rules; `critical` also requires
-/// `assumptions`. Returns the typed justification or every problem found.
-pub fn validate(value: &Value, critical: bool) -> Result<Justification, Vec<FieldError>> {
+/// `assumptions` and an answer for every item of `evidence`. Returns the typed justification
+/// or every problem found.
+pub fn validate(
+    value: &Value,
+    critical: bool,
+    evidence: &[EvidenceItem],
+) -> Result<Justification, Vec<FieldError>> {
     let mut errors = Vec::new();
     let Some(object) = value.as_object() else {
         err(&mut errors, "", "a justification must be a JSON object");
@@ -278,6 +350,7 @@ pub fn validate(value: &Value, critical: bool) -> Result<Justification, Vec<Fiel
         "/conditions_for_revisit",
         false,
     );
+    evidence_answers(&mut errors, object.get("evidence"), evidence, critical);
     let size = value.to_string().len();
     if size > MAX_BYTES {
         err(
@@ -317,7 +390,7 @@ mod tests {
         let mut zero_width = good();
         zero_width["intent"] = json!("\u{200B}\u{200C}\u{200D}\u{FEFF}\u{2060}");
         zero_width["choice"]["rationale"] = json!(" \u{00AD}\u{202E} ");
-        let errors = validate(&zero_width, false).err().unwrap_or_default();
+        let errors = validate(&zero_width, false, &[]).err().unwrap_or_default();
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["/intent", "/choice/rationale"], "{errors:?}");
         assert_eq!(visible("a\u{200B}b"), "ab");
@@ -325,7 +398,7 @@ mod tests {
 
     #[test]
     fn a_complete_justification_passes() {
-        assert!(validate(&good(), false).is_ok());
+        assert!(validate(&good(), false, &[]).is_ok());
     }
 
     #[test]
@@ -337,7 +410,7 @@ mod tests {
             "confidence": "certain",
             "extra": 1
         });
-        let errors = validate(&bad, false).err().unwrap_or_default();
+        let errors = validate(&bad, false, &[]).err().unwrap_or_default();
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         for expected in [
             "/extra",
@@ -356,19 +429,59 @@ mod tests {
 
     #[test]
     fn critical_decisions_need_assumptions() {
-        let errors = validate(&good(), true).err().unwrap_or_default();
+        let errors = validate(&good(), true, &[]).err().unwrap_or_default();
         assert_eq!(errors.len(), 1);
         assert_eq!(errors[0].path, "/assumptions");
         let mut with = good();
         with["assumptions"] = json!(["the header CRS is right"]);
-        assert!(validate(&with, true).is_ok());
+        assert!(validate(&with, true, &[]).is_ok());
+    }
+
+    fn ballpark() -> Vec<EvidenceItem> {
+        vec![EvidenceItem {
+            id: "ballpark_operation".into(),
+            fact: "ballpark operation, error unknown".into(),
+            why: "positions may be off by 100 m".into(),
+            alternative: None,
+        }]
+    }
+
+    /// The hurried agent: a well-formed critical justification that never engages with the
+    /// evidence is refused, naming the item.
+    #[test]
+    fn critical_decisions_answer_every_evidence_item() {
+        let mut hurried = good();
+        hurried["assumptions"] = json!(["chosen on purpose"]);
+        let errors = validate(&hurried, true, &ballpark())
+            .err()
+            .unwrap_or_default();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "/evidence/ballpark_operation");
+        assert!(errors[0]
+            .message
+            .contains("ballpark operation, error unknown"));
+        let mut blank = hurried.clone();
+        blank["evidence"] = json!({"ballpark_operation": " \u{200B} "});
+        assert!(validate(&blank, true, &ballpark()).is_err());
+        let mut stray = hurried.clone();
+        stray["evidence"] = json!({"ballpark_operation": "we accept 100 m", "other": "x"});
+        let errors = validate(&stray, true, &ballpark())
+            .err()
+            .unwrap_or_default();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "/evidence/other");
+        let mut answered = hurried;
+        answered["evidence"] = json!({"ballpark_operation": "we accept 100 m: 1 km cells"});
+        assert!(validate(&answered, true, &ballpark()).is_ok());
+        // Not critical: answers are optional.
+        assert!(validate(&good(), false, &ballpark()).is_ok());
     }
 
     #[test]
     fn oversized_justifications_are_refused() {
         let mut big = good();
         big["intent"] = Value::String("x".repeat(MAX_BYTES));
-        let errors = validate(&big, false).err().unwrap_or_default();
+        let errors = validate(&big, false, &[]).err().unwrap_or_default();
         assert!(errors.iter().any(|e| e.message.contains("limit")));
     }
 

@@ -50,12 +50,24 @@ pub fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-/// The decision key of a domain's decision.
-pub fn decision_key(domain: &str, key_fields: &Value, prompt_sha256: &str) -> String {
+/// The decision key of a domain's decision. It covers the evidence by id (and the safe
+/// alternative each item offers), so a new kind of finding asks again, while the numbers in a
+/// fact (a cell size, a count) do not make every file a new decision.
+pub fn decision_key(
+    domain: &str,
+    key_fields: &Value,
+    prompt_sha256: &str,
+    evidence: &[crate::domains::EvidenceItem],
+) -> String {
+    let evidence: Vec<Value> = evidence
+        .iter()
+        .map(|e| serde_json::json!({"id": e.id, "alternative": e.alternative}))
+        .collect();
     let material = serde_json::json!({
         "domain": domain,
         "key_fields": key_fields,
         "prompt_sha256": prompt_sha256,
+        "evidence": evidence,
     });
     format!("sha256:{}", sha256_hex(&canonical_json(&material)))
 }
@@ -87,17 +99,25 @@ mod tests {
     #[test]
     fn keys_depend_on_every_part() {
         let fields = json!({"dst_crs": "EPSG:4326"});
-        let base = decision_key("crs_datum", &fields, "aa");
+        let base = decision_key("crs_datum", &fields, "aa", &[]);
         assert!(key_hex(&base).is_some());
-        assert_ne!(base, decision_key("resampling", &fields, "aa"));
+        assert_ne!(base, decision_key("resampling", &fields, "aa", &[]));
         assert_ne!(
             base,
-            decision_key("crs_datum", &json!({"dst_crs": "EPSG:3857"}), "aa")
+            decision_key("crs_datum", &json!({"dst_crs": "EPSG:3857"}), "aa", &[])
         );
-        assert_ne!(base, decision_key("crs_datum", &fields, "ab"));
+        assert_ne!(base, decision_key("crs_datum", &fields, "ab", &[]));
+        // A new finding asks again.
+        let finding = crate::domains::EvidenceItem {
+            id: "ballpark_operation".into(),
+            fact: "ballpark, error unknown".into(),
+            why: "positions".into(),
+            alternative: None,
+        };
+        assert_ne!(base, decision_key("crs_datum", &fields, "aa", &[finding]));
         // Independent of the order the fields were written in.
-        let a = decision_key("d", &json!({"x": 1, "y": 2}), "p");
-        let b = decision_key("d", &json!({"y": 2, "x": 1}), "p");
+        let a = decision_key("d", &json!({"x": 1, "y": 2}), "p", &[]);
+        let b = decision_key("d", &json!({"y": 2, "x": 1}), "p", &[]);
         assert_eq!(a, b);
     }
 

@@ -39,6 +39,9 @@ pub struct Capsule {
     pub severity: String,
     pub key_fields: Value,
     pub prompt: CapsulePrompt,
+    /// The evidence the decision rested on, as the domain gave it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence: Vec<crate::domains::EvidenceItem>,
     pub justification: Justification,
     pub created_at: String,
     pub server_version: String,
@@ -291,16 +294,25 @@ fn read_verified(path: &Path, domain: &str, key: &str) -> Result<Capsule, StoreE
     let raw: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let severity_critical = raw.get("severity").and_then(Value::as_str) == Some("critical");
     let justification_value = raw.get("justification").cloned().unwrap_or(Value::Null);
-    justification::validate(&justification_value, severity_critical).map_err(|errors| {
-        invalid(format!(
-            "justification fails the schema: {}",
-            errors
-                .iter()
-                .map(|e| format!("{} {}", e.path, e.message))
-                .collect::<Vec<_>>()
-                .join("; ")
-        ))
-    })?;
+    let evidence: Vec<crate::domains::EvidenceItem> = raw
+        .get("evidence")
+        .cloned()
+        .map(serde_json::from_value)
+        .transpose()
+        .map_err(|e| invalid(format!("evidence: {e}")))?
+        .unwrap_or_default();
+    justification::validate(&justification_value, severity_critical, &evidence).map_err(
+        |errors| {
+            invalid(format!(
+                "justification fails the schema: {}",
+                errors
+                    .iter()
+                    .map(|e| format!("{} {}", e.path, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        },
+    )?;
     let capsule: Capsule =
         serde_json::from_value(raw).map_err(|e| invalid(format!("not a capsule: {e}")))?;
     if capsule.format != FORMAT {
@@ -312,7 +324,12 @@ fn read_verified(path: &Path, domain: &str, key: &str) -> Result<Capsule, StoreE
             capsule.domain, capsule.key
         )));
     }
-    let rehashed = decision_key(&capsule.domain, &capsule.key_fields, &capsule.prompt.sha256);
+    let rehashed = decision_key(
+        &capsule.domain,
+        &capsule.key_fields,
+        &capsule.prompt.sha256,
+        &capsule.evidence,
+    );
     if rehashed != capsule.key {
         return Err(invalid(format!(
             "its recorded fields hash to {rehashed}, not to its key: it was edited"

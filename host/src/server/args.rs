@@ -51,8 +51,7 @@ impl JsonSchema for Justifications {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
-            "description": "Only when retrying a refused call: {\"<domain id>\": \
-                justification}, each as the refusal's schema (schema://justification) says.",
+            "description": "Retry only: {\"<domain id>\": justification}, as the refusal says.",
             "additionalProperties": {"type": "object"}
         })
     }
@@ -198,6 +197,15 @@ pub fn driver_options(
             if !name_like {
                 return Err(ToolError::Arguments(format!(
                     "{argument}: \"{key}\" is not an option name (letters, digits, _ and -)"
+                )));
+            }
+            if crate::gdal::policy::DECISION_OPTIONS.contains(&key.to_ascii_uppercase().as_str()) {
+                return Err(ToolError::Arguments(format!(
+                    "{argument}.{key}: this option takes a methodological decision (a \
+                     resampling, a tiling scheme or a CRS) inside the driver, where the \
+                     methodology domains would not see it; use the tool's typed arguments \
+                     (`resampling`, `overviews`), raster_reproject for a CRS, or \
+                     raster_overviews"
                 )));
             }
             if value.contains('\0') {

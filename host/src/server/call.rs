@@ -3,6 +3,7 @@
 
 use super::app::App;
 use super::error::ToolError;
+use crate::gdal::georef::GeorefSource;
 use crate::hydrology::Progress;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;
@@ -17,8 +18,11 @@ pub struct Call {
     pub app: Arc<App>,
     /// The tool's name, from the tool table.
     pub tool: &'static str,
-    /// The arguments as the client sent them (an object).
+    /// The arguments as the client sent them (an object), without `georef_source`.
     pub arguments: Value,
+    /// `georef_source`, for tools that open rasters: which georeferencing to trust when a
+    /// raster's sources disagree (the gated step puts it in force for the whole call).
+    georef_source: Result<Option<GeorefSource>, String>,
     context: Option<RequestContext<RoleServer>>,
     /// Every path this call confined: what it reads, and what it declared it writes.
     paths: Mutex<Paths>,
@@ -32,19 +36,45 @@ pub struct Paths {
 }
 
 impl Call {
+    /// A call; `opens_rasters` tools take `georef_source`, which is taken out of the arguments
+    /// here so that every tool's own argument type stays the same.
     pub fn new(
         app: Arc<App>,
         tool: &'static str,
-        arguments: Value,
+        mut arguments: Value,
+        opens_rasters: bool,
         context: Option<RequestContext<RoleServer>>,
     ) -> Self {
+        let raw = if opens_rasters {
+            arguments
+                .as_object_mut()
+                .and_then(|a| a.remove("georef_source"))
+        } else {
+            None
+        };
+        let georef_source = match raw {
+            None | Some(Value::Null) => Ok(None),
+            Some(value) => serde_json::from_value::<GeorefSource>(value.clone())
+                .map(Some)
+                .map_err(|_| {
+                    format!(
+                    "georef_source: {value} is not one of \"internal\", \"aux_xml\", \"world_file\""
+                )
+                }),
+        };
         Self {
             app,
             tool,
             arguments,
+            georef_source,
             context,
             paths: Mutex::new(Paths::default()),
         }
+    }
+
+    /// The georeferencing source the caller chose, if any.
+    pub fn georef_source(&self) -> Result<Option<GeorefSource>, ToolError> {
+        self.georef_source.clone().map_err(ToolError::Arguments)
     }
 
     /// Confine an input path, and remember it: outputs may never replace it or its sidecars.

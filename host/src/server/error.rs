@@ -61,6 +61,7 @@ impl ToolError {
             ToolError::Gdal(GdalError::Arguments(_)) => "invalid_arguments",
             ToolError::Gdal(GdalError::Worker(_)) => "internal",
             ToolError::Gdal(GdalError::Algorithm(_)) => "algorithm",
+            ToolError::Gdal(GdalError::Conflict { .. }) => "data_conflict",
             ToolError::Gdal(_) => "gdal",
             ToolError::Algorithm(_) => "algorithm",
             ToolError::Cancelled => "cancelled",

@@ -10,6 +10,7 @@
 use super::call::{Call, Work};
 use super::error::ToolError;
 use crate::domains::CallFacts;
+use crate::gdal::georef;
 use crate::gdal::output::{self, WriteRules};
 use crate::hydrology::Progress;
 use crate::reflection::gate::{Receipt, Verdict};
@@ -55,7 +56,10 @@ where
     W: FnOnce(P, &Work) -> Result<O, ToolError> + Send + 'static,
 {
     let app = call.app.clone();
-    let Gathered { mut facts, plan } = app.gdal(gather).await?;
+    let georef = call.georef_source()?;
+    let Gathered { mut facts, plan } = app
+        .gdal(move || georef::with_choice(georef, gather))
+        .await?;
     facts.tool = call.tool.to_string();
     facts.arguments = merge(call.gate_arguments(), std::mem::take(&mut facts.arguments));
     let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
@@ -68,10 +72,12 @@ where
         .gdal(move || {
             let rules = WriteRules::for_call(&paths.inputs, &paths.outputs, overwrite, protected);
             let sink = relay.clone();
-            let out = crate::gdal::with_progress(
-                move |fraction| sink.report(fraction),
-                || output::with_rules(rules, || work(plan, &relay)),
-            );
+            let out = georef::with_choice(georef, || {
+                crate::gdal::with_progress(
+                    move |fraction| sink.report(fraction),
+                    || output::with_rules(rules, || work(plan, &relay)),
+                )
+            });
             // A cancelled GDAL program fails ("User terminated") and commits nothing; a
             // cancelled host algorithm stops likewise. Either way the client cancelled.
             if relay.is_cancelled() {
@@ -96,7 +102,11 @@ where
     O: Serialize + Send + 'static,
     J: FnOnce() -> Result<O, ToolError> + Send + 'static,
 {
-    let output = call.app.gdal_read(job).await?;
+    let georef = call.georef_source()?;
+    let output = call
+        .app
+        .gdal_read(move || georef::with_choice(georef, job))
+        .await?;
     to_value(call.tool, &output)
 }
 

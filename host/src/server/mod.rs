@@ -85,6 +85,15 @@ pub fn error_result(error: ToolError) -> CallToolResult {
         other => {
             let mut text = other.to_string();
             let mut detail = json!({ "kind": other.kind(), "message": other.to_string() });
+            if let ToolError::Gdal(crate::gdal::GdalError::Conflict {
+                parameter,
+                candidates,
+                ..
+            }) = &other
+            {
+                detail["parameter"] = json!(parameter);
+                detail["candidates"] = candidates.clone();
+            }
             if let ToolError::InvalidJustification(errors) = &other {
                 detail["errors"] = field_errors(errors);
                 for e in errors {
@@ -120,6 +129,17 @@ fn refusal_text(entries: Vec<RefusalEntry>, receipts: Vec<Receipt>) -> (String, 
             "\n## {} ({:?}): {}\nkey: {}\n",
             entry.domain, entry.severity, entry.reason, entry.key
         );
+        text.push_str("Evidence:\n");
+        for item in &entry.evidence {
+            let _ = writeln!(
+                text,
+                "- `{}`: {} Why it matters: {}",
+                item.id, item.fact, item.why
+            );
+            if let Some(alternative) = &item.alternative {
+                let _ = writeln!(text, "  Safe alternative: retry with {alternative}");
+            }
+        }
         if !entry.errors.is_empty() {
             text.push_str("The justification supplied for this domain was rejected:\n");
             for e in &entry.errors {
@@ -128,7 +148,10 @@ fn refusal_text(entries: Vec<RefusalEntry>, receipts: Vec<Receipt>) -> (String, 
         }
         let _ = write!(text, "\n{}\n\n{}\n", entry.prompt, entry.how_to_supply);
         if entry.requires_assumptions {
-            text.push_str("This decision is critical: list your `assumptions`.\n");
+            text.push_str(
+                "This decision is critical: list your `assumptions`, and answer every evidence \
+                 item by id in an `evidence` object (id -> how the analysis accounts for it).\n",
+            );
         }
     }
     text.push_str(
@@ -144,7 +167,7 @@ operations (reprojection, resampling, format changes, aggregation, hydrology) ar
 methodology domains: the first call for a new decision is refused (isError) with each domain's \
 questions, a JSON Schema and a key. Answer with a justification (intent, alternatives with \
 why_not, choice {method, rationale, tradeoffs}, confidence, and assumptions for critical \
-decisions), either inline as `justification: {<domain>: {...}}` on a retry or through \
+decisions, plus an `evidence` object answering each evidence id), either inline as `justification: {<domain>: {...}}` on a retry or through \
 persist_justification; the same decision then runs at once. Every gated result carries \
 `reflection` receipts. Outputs are written atomically and never replace an input; an existing \
 output is replaced only with `overwrite: true`.";
@@ -195,7 +218,13 @@ impl ServerHandler for GdalMcp {
             registry::Effect::ReadOnly => None,
             _ => self.app.call_slot().await,
         };
-        let call = Call::new(self.app.clone(), spec.name, arguments, Some(context));
+        let call = Call::new(
+            self.app.clone(),
+            spec.name,
+            arguments,
+            spec.opens_rasters,
+            Some(context),
+        );
         let result = match (spec.handler)(call).await {
             Ok(value) => success_result(value),
             Err(error) => error_result(error),

@@ -55,6 +55,8 @@ pub struct ToolSpec {
     pub effect: Effect,
     /// Whether the reflection gate sees the call (it then takes `justification`).
     pub gated: bool,
+    /// Whether the tool opens rasters (it then takes `georef_source`).
+    pub opens_rasters: bool,
     pub input: fn() -> Arc<JsonObject>,
     pub output: fn() -> Arc<JsonObject>,
     pub handler: Handler,
@@ -68,7 +70,12 @@ impl ToolSpec {
         annotations.destructive_hint = Some(self.effect == Effect::Writes);
         annotations.idempotent_hint = Some(true);
         annotations.open_world_hint = Some(false);
-        Tool::new(self.name, self.description, (self.input)())
+        let input = if self.opens_rasters {
+            schema::with_georef_source((self.input)())
+        } else {
+            (self.input)()
+        };
+        Tool::new(self.name, self.description, input)
             .with_title(self.title)
             .with_raw_output_schema((self.output)())
             .with_annotations(annotations)
@@ -114,6 +121,7 @@ fn build() -> Vec<ToolSpec> {
                 exact per-band statistics.",
             effect: ReadOnly,
             gated: false,
+            opens_rasters: true,
             input: schema::input::<raster::InfoArgs>,
             output: schema::output::<raster::InfoOutput>,
             handler: handler!(raster::info),
@@ -122,12 +130,12 @@ fn build() -> Vec<ToolSpec> {
             name: "raster_reproject",
             family: Raster,
             title: "Reproject raster",
-            description: "Reproject and/or regrid a raster with gdalwarp (`dst_crs`, \
-                `resampling`, optional resolution, size, bounds, nodata, format). Gated by \
-                crs_datum and resampling; the result reports the PROJ operation used and the \
-                equivalent gdalwarp command.",
+            description: "Reproject and/or regrid a raster with gdalwarp, through the most \
+                accurate PROJ operation available (reported, with the gdalwarp command). Gated \
+                by crs_datum and resampling.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<raster::ReprojectArgs>,
             output: schema::output::<Gated<raster::ReprojectOutput>>,
             handler: handler!(raster::reproject),
@@ -140,6 +148,7 @@ fn build() -> Vec<ToolSpec> {
                 `domain` and `key` from that refusal; then retry the call unchanged.",
             effect: Stores,
             gated: false,
+            opens_rasters: false,
             input: schema::input::<justify::PersistArgs>,
             output: schema::output::<Stored>,
             handler: handler!(justify::persist),
@@ -148,11 +157,12 @@ fn build() -> Vec<ToolSpec> {
             name: "raster_stats",
             family: Raster,
             title: "Raster statistics",
-            description: "Per-band statistics: valid and nodata counts, min, max, mean, std, \
-                exact percentiles and a histogram. `sample` reads a decimated sample of at most \
-                2^20 cells.",
+            description: "Per-band statistics in physical values (scale and offset applied): \
+                counts, min, max, mean, std, exact percentiles, histogram. `sample` reads at \
+                most 2^20 cells.",
             effect: ReadOnly,
             gated: false,
+            opens_rasters: true,
             input: schema::input::<raster::StatsArgs>,
             output: schema::output::<raster::StatsOutput>,
             handler: handler!(raster::statistics),
@@ -163,10 +173,10 @@ fn build() -> Vec<ToolSpec> {
             title: "Convert a raster",
             description: "Convert a raster with gdal_translate (GTiff, COG, PNG, JPEG, WEBP, \
                 GPKG...): compression, predictor, quality, tiling, bands, data type, scaling, \
-                nodata, overviews. Options are checked against the driver first. Gated by \
-                format_selection and resampling (overviews).",
+                nodata, overviews. Gated by format_selection and resampling (overviews).",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<convert::ConvertArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(convert::convert),
@@ -179,6 +189,7 @@ fn build() -> Vec<ToolSpec> {
                 (gdalwarp). Gated by resampling.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<raster::ResampleArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(raster::resample),
@@ -191,6 +202,7 @@ fn build() -> Vec<ToolSpec> {
                 not modified) or into a new GeoTIFF `output`. Gated by resampling.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<raster::OverviewsArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(raster::build_overviews),
@@ -199,10 +211,11 @@ fn build() -> Vec<ToolSpec> {
             name: "raster_terrain",
             family: Raster,
             title: "Terrain derivatives",
-            description: "Slope, aspect, hillshade, TRI, TPI or roughness of a DEM (gdaldem). A \
-                geographic DEM needs `scale`; crs_datum gates that case.",
+            description: "Slope, aspect, hillshade, TRI, TPI or roughness of a DEM (gdaldem), \
+                with unit ratios and band scale taken from the data (or asked for).",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<raster::TerrainArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(raster::terrain),
@@ -215,6 +228,7 @@ fn build() -> Vec<ToolSpec> {
                 feature count, extent, CRS and fields.",
             effect: ReadOnly,
             gated: false,
+            opens_rasters: false,
             input: schema::input::<vector::VectorInfoArgs>,
             output: schema::output::<vector::VectorInfoOutput>,
             handler: handler!(vector::info),
@@ -227,6 +241,7 @@ fn build() -> Vec<ToolSpec> {
                 sees the PROJ operation (accuracy, ballpark, missing grids).",
             effect: Writes,
             gated: true,
+            opens_rasters: false,
             input: schema::input::<vector::VectorReprojectArgs>,
             output: schema::output::<Gated<vector::VectorOutput>>,
             handler: handler!(vector::reproject),
@@ -240,6 +255,7 @@ fn build() -> Vec<ToolSpec> {
                 format_selection.",
             effect: Writes,
             gated: true,
+            opens_rasters: false,
             input: schema::input::<vector::VectorConvertArgs>,
             output: schema::output::<Gated<vector::VectorOutput>>,
             handler: handler!(vector::convert),
@@ -252,6 +268,7 @@ fn build() -> Vec<ToolSpec> {
                 A mask in another CRS is reprojected by the host (gated by crs_datum).",
             effect: Writes,
             gated: true,
+            opens_rasters: false,
             input: schema::input::<vector::VectorClipArgs>,
             output: schema::output::<Gated<vector::VectorOutput>>,
             handler: handler!(vector::clip),
@@ -260,12 +277,12 @@ fn build() -> Vec<ToolSpec> {
             name: "zonal_stats",
             family: Aggregate,
             title: "Zonal statistics",
-            description: "Statistics of a raster band per polygon zone (count, sum, mean, min, \
-                max, std, median, majority, minority, variety) under cell_centre, all_touched \
-                or coverage (exact fractions) semantics; optional CSV. Zones in another CRS are \
-                reprojected (crs_datum). Gated by aggregation.",
+            description: "Statistics of a raster band per polygon zone under cell_centre, \
+                all_touched or coverage (exact fractions) semantics; optional CSV. Zones in \
+                another CRS are reprojected (crs_datum). Gated by aggregation.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<aggregate::ZonalArgs>,
             output: schema::output::<Gated<aggregate::ZonalOutput>>,
             handler: handler!(aggregate::zonal),
@@ -279,6 +296,7 @@ fn build() -> Vec<ToolSpec> {
                 it with `resampling`. Gated by aggregation (and resampling).",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<aggregate::CompositeArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(aggregate::composite),
@@ -292,6 +310,7 @@ fn build() -> Vec<ToolSpec> {
                 Gated by aggregation.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<aggregate::AggregateArgs>,
             output: schema::output::<Gated<RasterOutput>>,
             handler: handler!(aggregate::aggregate),
@@ -305,6 +324,7 @@ fn build() -> Vec<ToolSpec> {
                 and cancellation.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<dem::ConditionArgs>,
             output: schema::output::<Gated<dem::DemOutput>>,
             handler: handler!(dem::condition),
@@ -317,6 +337,7 @@ fn build() -> Vec<ToolSpec> {
                 codes) or D-infinity angles, with flat resolution. Gated by hydrology.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<dem::FlowDirectionArgs>,
             output: schema::output::<Gated<dem::DemOutput>>,
             handler: handler!(dem::flow_direction),
@@ -329,6 +350,7 @@ fn build() -> Vec<ToolSpec> {
                 or area, optionally weighted. Gated by hydrology.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<dem::FlowAccumulationArgs>,
             output: schema::output::<Gated<dem::DemOutput>>,
             handler: handler!(dem::flow_accumulation),
@@ -341,6 +363,7 @@ fn build() -> Vec<ToolSpec> {
                 threshold, Strahler order, optional stream lines. Gated by hydrology.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<dem::StreamsArgs>,
             output: schema::output::<Gated<dem::DemOutput>>,
             handler: handler!(dem::streams),
@@ -353,6 +376,7 @@ fn build() -> Vec<ToolSpec> {
                 snapped to the highest accumulation nearby. Gated by hydrology.",
             effect: Writes,
             gated: true,
+            opens_rasters: true,
             input: schema::input::<dem::WatershedArgs>,
             output: schema::output::<Gated<dem::DemOutput>>,
             handler: handler!(dem::watershed),

@@ -26,6 +26,23 @@ pub fn input<T: JsonSchema>() -> Arc<JsonObject> {
     Arc::new(object(portable(generate::<T>(), Mode::Input)))
 }
 
+/// An input schema plus `georef_source`, for tools that open rasters (`server::call` takes it
+/// out of the arguments before the tool parses them).
+pub fn with_georef_source(input: Arc<JsonObject>) -> Arc<JsonObject> {
+    let mut input = (*input).clone();
+    if let Some(Value::Object(properties)) = input.get_mut("properties") {
+        properties.insert(
+            "georef_source".to_string(),
+            serde_json::json!({
+                "type": "string",
+                "enum": ["internal", "aux_xml", "world_file"],
+                "description": "After a data_conflict refusal: the source to trust"
+            }),
+        );
+    }
+    Arc::new(input)
+}
+
 /// The output schema of `T`: inlined, nullable fields kept.
 pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
     Arc::new(object(portable(generate::<T>(), Mode::Output)))
@@ -141,6 +158,12 @@ fn rewrite(node: Value, defs: &Map<String, Value>, mode: Mode, depth: usize) -> 
 fn merge_into(map: &mut Map<String, Value>, mut inner: Map<String, Value>) {
     match (map.get("description"), inner.remove("description")) {
         (Some(Value::String(own)), Some(Value::String(theirs))) if !own.contains(&theirs) => {
+            // An enum's description is its type's summary, then its variants' meanings in
+            // parentheses: the field says what it is for, so only the variants are kept.
+            let theirs = match theirs.find(". (") {
+                Some(at) if inner.contains_key("enum") => theirs[at + 2..].to_string(),
+                _ => theirs,
+            };
             let joined = format!("{} {theirs}", own.trim_end());
             map.insert("description".to_string(), Value::String(joined));
         }

@@ -11,11 +11,19 @@
 //!
 //! Key fields are the operation, the statistic(s), the zone semantics and nodata policy, and
 //! what the data is (categorical, continuous or unknown); never paths, factors or band numbers.
+//!
+//! Evidence: every trigger carries its operation's item (`zonal_method`, `composite_method`,
+//! `aggregate_method`: the statistics, the data with its numbers, the zones, nodata and
+//! sentinels), then one item per critical finding (`categorical_mean`, `all_touched_sum`,
+//! `coverage_without_area`, `block_sum_saturates`), with a ready-to-use alternative where one
+//! exists (`majority` for zones of classes, `mode` for blocks, `coverage` semantics, a wider
+//! `output_type`).
 
 use gdal_mcp_domain_sdk::{
-    categorical_evidence, chosen_method, crs_label, export_domain, field_error, json, names,
-    prompt_argument, trigger, Call, CrsKind, Domain, DomainInfo, FieldError, RasterFacts, Severity,
-    Trigger, Value,
+    approx, categorical_evidence, categorical_fact, chosen_method, crs_label, evidence,
+    export_domain, field_error, json, names, prompt_argument, shorten, trigger, Call, CrsKind,
+    Domain, DomainInfo, EvidenceItem, FieldError, LayerFacts, RasterFacts, Severity, Trigger,
+    Value,
 };
 
 struct Aggregation;
@@ -32,6 +40,84 @@ const ORDER: &[&str] = &["min", "max"];
 
 /// Integer types narrow enough for a block sum to overflow in practice.
 const NARROW_INTEGERS: &[&str] = &["Byte", "UInt8", "Int8", "UInt16", "Int16"];
+
+/// Evidence ids.
+mod ids {
+    pub const ZONAL_METHOD: &str = "zonal_method";
+    pub const COMPOSITE_METHOD: &str = "composite_method";
+    pub const AGGREGATE_METHOD: &str = "aggregate_method";
+    pub const CATEGORICAL_MEAN: &str = "categorical_mean";
+    pub const ALL_TOUCHED_SUM: &str = "all_touched_sum";
+    pub const COVERAGE_WITHOUT_AREA: &str = "coverage_without_area";
+    pub const BLOCK_SUM_SATURATES: &str = "block_sum_saturates";
+}
+
+/// The largest magnitude a narrow integer type holds.
+fn type_max(data_type: &str) -> Option<f64> {
+    match data_type {
+        "Byte" | "UInt8" => Some(255.0),
+        "Int8" => Some(128.0),
+        "UInt16" => Some(65535.0),
+        "Int16" => Some(32768.0),
+        _ => None,
+    }
+}
+
+/// Declared nodata of band `index` (0-based), and the undeclared sentinels a sample found.
+fn nodata_text(raster: &RasterFacts, index: usize) -> String {
+    let declared = raster.nodata.get(index).copied().flatten();
+    let mut text = match declared {
+        Some(v) => format!("nodata {}", approx(v, 8)),
+        None => "no nodata declared".to_string(),
+    };
+    if let Some(band) = raster.bands.get(index) {
+        if !band.undeclared_sentinels.is_empty() {
+            let found: Vec<String> = band
+                .undeclared_sentinels
+                .iter()
+                .map(|s| format!("{} in {} cells", approx(s.value, 8), s.count))
+                .collect();
+            text.push_str(&format!(
+                " (a sample of {} cells holds {}, undeclared)",
+                band.sampled_cells,
+                found.join(", ")
+            ));
+        }
+    }
+    text
+}
+
+/// The cell size of a raster with its unit: `30 × 30 m`.
+fn cells_text(raster: &RasterFacts, crs: Option<&gdal_mcp_domain_sdk::CrsFacts>) -> String {
+    let unit = match crs {
+        Some(c) if c.kind == CrsKind::Geographic => "°".to_string(),
+        Some(c) => match c.linear_unit.as_deref() {
+            Some("metre" | "meter") => " m".to_string(),
+            Some(u) => format!(" {u}"),
+            None => String::new(),
+        },
+        None => String::new(),
+    };
+    match raster.pixel_size {
+        Some((x, y)) => format!(
+            "cells of {} × {}{unit}",
+            approx(x.abs(), 4),
+            approx(y.abs(), 4)
+        ),
+        None => "cells of unknown size".to_string(),
+    }
+}
+
+/// A zones layer in numbers: `districts (Multi Polygon, 12 features)`.
+fn layer_text(layer: Option<&LayerFacts>) -> String {
+    match layer {
+        Some(l) => match l.feature_count {
+            Some(n) => format!("{} ({}, {n} features)", l.name, l.geometry_type),
+            None => format!("{} ({})", l.name, l.geometry_type),
+        },
+        None => "no zones layer facts".to_string(),
+    }
+}
 
 /// What the statistic reads.
 #[derive(Clone, PartialEq, Eq)]
@@ -61,6 +147,21 @@ impl Data {
 
 fn is_float(data_type: &str) -> bool {
     data_type.contains("Float")
+}
+
+/// The data with its numbers, for evidence: the categorical fact of the raster shown for band
+/// 1, else the band's type.
+fn data_fact(rasters: &[&RasterFacts], band: Option<u64>, data: &Data) -> String {
+    let band = band.unwrap_or(1);
+    if band > 1 {
+        return data.evidence().to_string();
+    }
+    rasters
+        .iter()
+        .find(|r| r.looks_categorical)
+        .or_else(|| rasters.first())
+        .map(|r| categorical_fact(r))
+        .unwrap_or_default()
 }
 
 /// Classify the band read from `rasters` (band 1 unless `band` says otherwise).
@@ -118,6 +219,8 @@ fn statistics(call: &Call) -> Vec<String> {
 /// What one call decides, before it becomes a trigger.
 struct Decision {
     verdict: Verdict,
+    /// The operation's own evidence item: id and fact (its `why` is the notes).
+    base: (&'static str, String),
     key: Value,
     /// Prompt arguments: the other decision fields, and what the data is.
     details: String,
@@ -126,11 +229,13 @@ struct Decision {
     expected: Vec<String>,
 }
 
-/// A severity with its reasons (which set it) and notes (which do not).
+/// A severity with its reasons (which set it), notes (which do not) and the evidence of the
+/// critical findings.
 struct Verdict {
     severity: Severity,
     reasons: Vec<String>,
     notes: Vec<String>,
+    evidence: Vec<EvidenceItem>,
 }
 
 impl Verdict {
@@ -139,17 +244,26 @@ impl Verdict {
             severity: Severity::Required,
             reasons: Vec::new(),
             notes: Vec::new(),
+            evidence: Vec::new(),
         }
     }
 
-    fn critical(&mut self, reason: String) {
+    fn critical(&mut self, reason: String, item: EvidenceItem) {
         self.severity = Severity::Critical;
         self.reasons.push(reason);
+        self.evidence.push(item);
     }
 }
 
-/// The common critical case: adding or averaging class codes.
-fn check_classes(verdict: &mut Verdict, stats: &[String], data: &Data) {
+/// The common critical case: adding or averaging class codes. `fact` is the data in numbers,
+/// `alternative` the call's arguments with a class statistic instead.
+fn check_classes(
+    verdict: &mut Verdict,
+    stats: &[String],
+    data: &Data,
+    fact: &str,
+    alternative: Option<Value>,
+) {
     let averaging: Vec<&str> = stats
         .iter()
         .map(String::as_str)
@@ -161,11 +275,23 @@ fn check_classes(verdict: &mut Verdict, stats: &[String], data: &Data) {
         .filter(|s| ORDER.contains(s))
         .collect();
     match data {
-        Data::Categorical(evidence) if !averaging.is_empty() => verdict.critical(format!(
-            "{} of categorical data ({evidence}) adds or averages class codes: the result is a \
-             number of no class",
-            averaging.join(", ")
-        )),
+        Data::Categorical(summary) if !averaging.is_empty() => verdict.critical(
+            format!(
+                "{} of categorical data ({summary}) adds or averages class codes: the result is \
+                 a number of no class",
+                averaging.join(", ")
+            ),
+            evidence(
+                ids::CATEGORICAL_MEAN,
+                format!("{fact}; the call computes {}", averaging.join(", ")),
+                format!(
+                    "{} add(s) or average(s) class codes: the mean of codes 1 (forest) and 5 \
+                     (water) is 3, a code of another class or of none",
+                    averaging.join(", ")
+                ),
+                alternative,
+            ),
+        ),
         Data::Unknown(evidence) if !averaging.is_empty() => verdict.notes.push(format!(
             "{} assumes the values are measurements ({evidence})",
             averaging.join(", ")
@@ -205,14 +331,43 @@ fn zonal(call: &Call) -> Option<Decision> {
         .map(|l| zone_kind(&l.geometry_type))
         .unwrap_or("mixed");
 
+    let fact = data_fact(&[raster], band, &data);
+    let cells = cells_text(raster, raster_dataset.crs.as_ref());
+    let zones_text = layer_text(zones);
+    // Zones of classes: the majority class instead of every adding or averaging statistic.
+    let mut class_stats: Vec<String> = stats
+        .iter()
+        .filter(|s| !AVERAGING.contains(&s.as_str()))
+        .cloned()
+        .collect();
+    if !class_stats.iter().any(|s| s == "majority") {
+        class_stats.push("majority".to_string());
+    }
+    class_stats.sort();
     let mut verdict = Verdict::new();
-    check_classes(&mut verdict, &stats, &data);
+    check_classes(
+        &mut verdict,
+        &stats,
+        &data,
+        &fact,
+        Some(json!({ "stats": class_stats })),
+    );
     if semantics == "all_touched" && stats.iter().any(|s| s == "sum") {
         verdict.critical(
             "sum with all_touched counts every cell a zone boundary crosses in each zone that \
              touches it: adjacent zones share those cells, so zone sums add up to more than the \
              total"
                 .to_string(),
+            evidence(
+                ids::ALL_TOUCHED_SUM,
+                format!(
+                    "sum under all_touched over zones {zones_text} on {cells}: every cell a \
+                     boundary crosses counts in full in each zone touching it"
+                ),
+                "adjacent zones share their boundary cells, so the zone sums add up to more than \
+                 the raster's total, by more the smaller the zones are in cells",
+                (zone_kind == "polygons").then(|| json!({ "semantics": "coverage" })),
+            ),
         );
     }
     if semantics == "coverage" && zone_kind == "points_or_lines" {
@@ -220,6 +375,13 @@ fn zonal(call: &Call) -> Option<Decision> {
             "coverage weights each cell by the share of its area inside the zone; points and \
              lines cover no area, so every statistic is empty"
                 .to_string(),
+            evidence(
+                ids::COVERAGE_WITHOUT_AREA,
+                format!("coverage semantics over zones {zones_text}, which have no area"),
+                "coverage weights each cell by the share of its area inside the zone: zero for \
+                 every cell, so every statistic is empty",
+                Some(json!({ "semantics": "cell_centre" })),
+            ),
         );
     } else if zone_kind == "points_or_lines" {
         verdict.notes.push(format!(
@@ -280,10 +442,17 @@ fn zonal(call: &Call) -> Option<Decision> {
             data.label()
         ),
     );
+    let base = format!(
+        "{} under {semantics} (nodata policy {policy}) of {fact}, {cells}, {}; zones: \
+         {zones_text}",
+        stats.join(", "),
+        nodata_text(raster, index)
+    );
     let mut expected = vec![semantics];
     expected.extend(stats);
     Some(Decision {
         verdict,
+        base: (ids::ZONAL_METHOD, base),
         key,
         details,
         data: format!("{} ({})", data.label(), data.evidence()),
@@ -314,8 +483,10 @@ fn composite(call: &Call) -> Option<Decision> {
     } else {
         "partial"
     };
+    let fact = data_fact(&rasters, band, &data);
     let mut verdict = Verdict::new();
-    check_classes(&mut verdict, &stats, &data);
+    // No class statistic exists for composites: no alternative.
+    check_classes(&mut verdict, &stats, &data, &fact, None);
     if input_nodata != "declared" {
         verdict.notes.push(format!(
             "{} of {} inputs declare no nodata: their fill and masked cells (scene edges, \
@@ -347,8 +518,14 @@ fn composite(call: &Call) -> Option<Decision> {
         "data": data.label(),
         "input_nodata": input_nodata,
     });
+    let base = format!(
+        "per-cell {} of {} inputs, {with_nodata} of them with nodata declared, on {fact}",
+        stats.join(", "),
+        rasters.len()
+    );
     Some(Decision {
         verdict,
+        base: (ids::COMPOSITE_METHOD, base),
         key,
         details: format!("inputs with nodata: {input_nodata}"),
         data: format!("{} ({})", data.label(), data.evidence()),
@@ -372,20 +549,61 @@ fn aggregate(call: &Call) -> Option<Decision> {
         Some(v) => v.as_u64().map(|f| vec![f, f]).unwrap_or_default(),
         None => Vec::new(),
     };
-    let blocks = factor.iter().product::<u64>() > 1;
+    let block = factor.iter().product::<u64>();
+    let blocks = block > 1;
+    let block_text = match factor.as_slice() {
+        [x, y] => format!("blocks of {x} × {y} = {block} cells"),
+        _ => "blocks of unknown size".to_string(),
+    };
+    let fact = data_fact(&[raster], None, &data);
     let mut verdict = Verdict::new();
-    check_classes(&mut verdict, &stats, &data);
+    check_classes(
+        &mut verdict,
+        &stats,
+        &data,
+        &fact,
+        Some(json!({ "statistic": "mode" })),
+    );
     let narrow: Vec<&str> = types
         .iter()
         .map(String::as_str)
         .filter(|t| NARROW_INTEGERS.contains(t))
         .collect();
     if stats.iter().any(|s| s == "sum") && blocks && !narrow.is_empty() {
-        verdict.critical(format!(
-            "a block sum is written as {} (the input's type unless `output_type` says \
-             otherwise): sums beyond its range saturate silently",
-            narrow.join(", ")
-        ));
+        let largest = narrow
+            .iter()
+            .filter_map(|t| type_max(t))
+            .fold(0.0_f64, f64::max);
+        let cells = block as f64;
+        let wide = if largest * cells < 2_147_483_647.0 {
+            "Int32"
+        } else {
+            "Float64"
+        };
+        let limits: Vec<String> = narrow
+            .iter()
+            .filter_map(|t| type_max(t).map(|m| format!("{t} holds up to {}", approx(m, 6))))
+            .collect();
+        verdict.critical(
+            format!(
+                "a block sum is written as {} (the input's type unless `output_type` says \
+                 otherwise): sums beyond its range saturate silently",
+                narrow.join(", ")
+            ),
+            evidence(
+                ids::BLOCK_SUM_SATURATES,
+                format!(
+                    "sum over {block_text} written as {}: {}, so a block saturates as soon as \
+                     its cells average more than {}",
+                    narrow.join(", "),
+                    limits.join(", "),
+                    approx(largest / cells, 4)
+                ),
+                "saturated sums are clipped to the type's maximum without an error: totals are \
+                 silently too low",
+                Some(json!({ "output_type": wide })),
+            ),
+        );
     }
     let integer = types.iter().any(|t| !is_float(t));
     if integer
@@ -433,8 +651,15 @@ fn aggregate(call: &Call) -> Option<Decision> {
         "data": data.label(),
         "data_types": types.join(","),
     });
+    let base = format!(
+        "{} over {block_text}, written as {}, of {fact}, {}",
+        stats.join(", "),
+        types.join(", "),
+        nodata_text(raster, 0)
+    );
     Some(Decision {
         verdict,
+        base: (ids::AGGREGATE_METHOD, base),
         key,
         details: format!("input types {}", types.join(", ")),
         data: format!("{} ({})", data.label(), data.evidence()),
@@ -484,11 +709,33 @@ impl Domain for Aggregation {
         };
         let Decision {
             verdict,
+            base,
             key,
             details,
             data,
             expected,
         } = decision;
+        let why = if verdict.notes.is_empty() {
+            match operation {
+                "zonal" => {
+                    "the statistic and which cells belong to a zone decide the number: another \
+                     semantics or statistic gives another result, and so do other zones (MAUP)"
+                        .to_string()
+                }
+                "composite" => {
+                    "each statistic favours different cells (max bright ones, min dark ones, \
+                     median the typical one); fill and cloud cells must be nodata first"
+                        .to_string()
+                }
+                _ => "each output cell summarises a block: the statistic and the block size \
+                     decide what the coarser grid means (MAUP)"
+                    .to_string(),
+            }
+        } else {
+            verdict.notes.join("; ")
+        };
+        let mut items = vec![evidence(base.0, base.1, why, None)];
+        items.extend(verdict.evidence);
         let mut parts = verdict.reasons;
         parts.extend(verdict.notes);
         let reason = parts.join("; ");
@@ -515,6 +762,7 @@ impl Domain for Aggregation {
                 ("expected", expected.join(", ")),
                 ("reason", reason),
             ],
+            items,
         ))
     }
 
@@ -522,7 +770,11 @@ impl Domain for Aggregation {
         include_str!("prompt.md")
     }
 
-    fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
+    fn validate(
+        key_fields: &Value,
+        _evidence: &[EvidenceItem],
+        justification: &Value,
+    ) -> Vec<FieldError> {
         let mut wanted: Vec<String> = Vec::new();
         if let Some(semantics) = key_fields.get("semantics").and_then(Value::as_str) {
             wanted.push(semantics.to_string());
@@ -544,9 +796,10 @@ impl Domain for Aggregation {
         vec![field_error(
             "/choice/method",
             format!(
-                "the call computes {}, but the choice \"{method}\" does not name {}; name the \
+                "the call computes {}, but the choice \"{}\" does not name {}; name the \
                  zone semantics and every statistic this call uses",
                 wanted.join(", "),
+                shorten(method, 200),
                 missing.join(", ")
             ),
         )]

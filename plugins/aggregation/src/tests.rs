@@ -2,6 +2,7 @@
 
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
+use gdal_mcp_domain_sdk::testing::{checked, evidence_ids as ids, evidence_item as item, offered};
 use gdal_mcp_domain_sdk::{DatasetFacts, ToolCall};
 
 fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
@@ -22,8 +23,19 @@ fn reason(trigger: &Option<Trigger>) -> String {
         .unwrap_or_default()
 }
 
+/// Classify, and check the evidence contract and that the operation's item comes first.
 fn run(raw: ToolCall) -> Option<Trigger> {
-    Aggregation::classify(&Call::new(raw))
+    let got = checked(Aggregation::classify(&Call::new(raw)));
+    if let Some(t) = &got {
+        assert!(
+            t.evidence
+                .first()
+                .is_some_and(|e| e.id.ends_with("_method")),
+            "{}",
+            t.reason
+        );
+    }
+    got
 }
 
 fn zonal_call(arguments: Value, categorical: bool, zones: &str) -> ToolCall {
@@ -281,30 +293,31 @@ fn validate_wants_the_statistics_and_semantics() {
     let zonal = json!({"operation": "zonal", "statistics": ["count", "mean", "std"], "semantics": "cell_centre"});
     assert!(Aggregation::validate(
         &zonal,
+        &[],
         &just("mean, standard deviation and count of cells whose cell centre is inside")
     )
     .is_empty());
     assert_eq!(
-        Aggregation::validate(&zonal, &just("mean and count, cell centre")).len(),
+        Aggregation::validate(&zonal, &[], &just("mean and count, cell centre")).len(),
         1
     );
     assert_eq!(
-        Aggregation::validate(&zonal, &just("mean, std, count, all touched")).len(),
+        Aggregation::validate(&zonal, &[], &just("mean, std, count, all touched")).len(),
         1
     );
     let touched = json!({"statistics": ["min"], "semantics": "all_touched"});
     assert_eq!(
-        Aggregation::validate(&touched, &just("minority with all_touched")).len(),
+        Aggregation::validate(&touched, &[], &just("minority with all_touched")).len(),
         1
     );
-    assert!(Aggregation::validate(&touched, &just("minimum, all touched")).is_empty());
+    assert!(Aggregation::validate(&touched, &[], &just("minimum, all touched")).is_empty());
     let aggregate = json!({"operation": "aggregate", "statistics": ["average"]});
-    assert!(Aggregation::validate(&aggregate, &just("block mean")).is_empty());
+    assert!(Aggregation::validate(&aggregate, &[], &just("block mean")).is_empty());
     assert_eq!(
-        Aggregation::validate(&aggregate, &just("block sum")).len(),
+        Aggregation::validate(&aggregate, &[], &just("block sum")).len(),
         1
     );
-    assert_eq!(Aggregation::validate(&aggregate, &json!({})).len(), 1);
+    assert_eq!(Aggregation::validate(&aggregate, &[], &json!({})).len(), 1);
 }
 
 #[test]
@@ -356,11 +369,117 @@ fn a_choice_that_restates_the_decision_is_accepted() {
                     .join(" ")
             })
             .unwrap_or_default();
-        let errors = Aggregation::validate(&key, &json!({"choice": {"method": method}}));
+        let errors = Aggregation::validate(&key, &[], &json!({"choice": {"method": method}}));
         assert!(
             errors.is_empty(),
             "{method}: {:?}",
             errors.first().map(|e| &e.message)
         );
     }
+}
+
+#[test]
+fn zonal_evidence_has_the_numbers_and_the_alternatives() {
+    let got = run(zonal_call(
+        json!({"stats": ["mean", "count"], "semantics": "cell_centre"}),
+        true,
+        "Multi Polygon",
+    ));
+    assert_eq!(ids(&got), vec!["zonal_method", "categorical_mean"]);
+    assert_eq!(
+        item(&got, "zonal_method").fact,
+        "count, mean under cell_centre (nodata policy ignore) of band 1 is Byte with a colour \
+         table; a 256 × 256 sample of it holds at most 32 distinct integer values, cells of \
+         30 × 30 m, nodata -9999; zones: districts (Multi Polygon, 10 features)"
+    );
+    assert!(item(&got, "categorical_mean")
+        .fact
+        .ends_with("the call computes mean"));
+    assert_eq!(
+        offered(&got, "categorical_mean"),
+        Some(json!({"stats": ["count", "majority"]}))
+    );
+    let touched = run(zonal_call(
+        json!({"stats": ["sum"], "semantics": "all_touched"}),
+        false,
+        "Polygon",
+    ));
+    assert_eq!(ids(&touched), vec!["zonal_method", "all_touched_sum"]);
+    assert!(item(&touched, "all_touched_sum")
+        .fact
+        .contains("zones districts (Polygon, 10 features) on cells of 30 × 30 m"));
+    assert_eq!(
+        offered(&touched, "all_touched_sum"),
+        Some(json!({"semantics": "coverage"}))
+    );
+    let lines = run(zonal_call(
+        json!({"stats": ["mean"], "semantics": "coverage"}),
+        false,
+        "Line String",
+    ));
+    assert_eq!(
+        offered(&lines, "coverage_without_area"),
+        Some(json!({"semantics": "cell_centre"}))
+    );
+}
+
+#[test]
+fn block_sums_that_saturate_offer_a_wider_type() {
+    let aggregate = |statistic: &str, data_type: &str, categorical: bool| {
+        run(call(
+            "raster_aggregate",
+            json!({"statistic": statistic, "factor": [4, 4]}),
+            vec![raster_dataset(
+                "input",
+                Some(utm33()),
+                raster(data_type, 1, categorical),
+            )],
+        ))
+    };
+    let sum = aggregate("sum", "Byte", false);
+    assert_eq!(severity(&sum), Some(Severity::Critical));
+    let fact = item(&sum, "block_sum_saturates").fact;
+    assert_eq!(
+        fact,
+        "sum over blocks of 4 × 4 = 16 cells written as Byte: Byte holds up to 255, so a block \
+         saturates as soon as its cells average more than 15.94"
+    );
+    assert_eq!(
+        offered(&sum, "block_sum_saturates"),
+        Some(json!({"output_type": "Int32"}))
+    );
+    let average = aggregate("average", "Byte", true);
+    assert_eq!(
+        offered(&average, "categorical_mean"),
+        Some(json!({"statistic": "mode"}))
+    );
+    assert!(item(&average, "aggregate_method")
+        .fact
+        .starts_with("average over blocks of 4 × 4 = 16 cells, written as Byte"));
+    // Composites have no class statistic: no alternative.
+    let composite = run(call(
+        "raster_composite",
+        json!({"statistic": "mean"}),
+        inputs(true, true),
+    ));
+    assert_eq!(offered(&composite, "categorical_mean"), None);
+    assert!(item(&composite, "composite_method")
+        .fact
+        .starts_with("per-cell mean of 3 inputs, 3 of them with nodata declared"));
+}
+
+#[test]
+fn undeclared_sentinels_are_in_the_facts() {
+    let mut r = raster("Float32", 1, false);
+    r.bands[0].undeclared_sentinels =
+        vec![gdal_mcp_domain_sdk::testing::sentinel(-9999.0, 40, "known")];
+    r.bands[0].sampled_cells = 10_000;
+    let got = run(call(
+        "raster_aggregate",
+        json!({"statistic": "average", "factor": 2}),
+        vec![raster_dataset("input", Some(utm33()), r)],
+    ));
+    assert!(item(&got, "aggregate_method").fact.ends_with(
+        "no nodata declared (a sample of 10000 cells holds -9999 in 40 cells, undeclared)"
+    ));
 }

@@ -4,18 +4,29 @@
 //! a ballpark one), it bends distances and areas, and it is impossible to audit afterwards
 //! unless someone wrote down why. This domain asks for that record whenever a call changes
 //! CRS, and escalates to `critical` when the source CRS is missing, overridden or ambiguous,
-//! or when PROJ could only find a ballpark transformation.
+//! when the operation the call uses is a ballpark one, or when the data lies outside the
+//! operation's area of use.
+//!
+//! Since 0.3 the host searches the most accurate operation itself (through intermediate CRSs
+//! too) and passes it to GDAL explicitly: `transformation.used` is what runs,
+//! `transformation.default` what GDAL/PROJ would have picked alone. A ballpark *default* that
+//! the host replaced with an accurate operation is a good outcome, said as evidence
+//! (`better_operation_used`) without raising the severity.
 //!
 //! Some calls change CRS without saying so: `zonal_stats` brings zones in another CRS onto the
 //! raster's grid, `vector_clip` brings a mask onto the input's CRS. They are gated like a
 //! reprojection of the layer that moves. And one call misreads a CRS without changing it:
 //! `raster_terrain` on a geographic DEM divides metres of height by degrees of distance unless
 //! a `scale` converts them, which makes slopes wrong by orders of magnitude.
+//!
+//! Every trigger carries evidence items with the numbers behind it; `validate` insists that a
+//! justification of a ballpark operation states, in metres, the positional error it accepts.
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, crs_label, export_domain, field_error, json, names, prompt_argument,
-    prompt_value, render_template, trigger, Call, CrsFacts, CrsKind, Domain, DomainInfo,
-    FieldError, PromptValue, Severity, Trigger, Value,
+    approx, chosen_method, chosen_tradeoffs, crs_label, evidence, evidence_answer, export_domain,
+    field_error, find_evidence, json, names, prompt_argument, prompt_value, render_template,
+    shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
+    FieldError, OperationFacts, PromptValue, Severity, Trigger, Value,
 };
 
 struct CrsDatum;
@@ -30,6 +41,83 @@ const REPROJECTING_TOOLS: &[&str] = &["raster_reproject", "vector_reproject"];
 
 /// `raster_terrain` operations whose result depends on the horizontal-to-vertical unit ratio.
 const GRADIENT_OPERATIONS: &[&str] = &["slope", "hillshade", "aspect"];
+
+/// Metres per degree of latitude, the `scale` gdaldem documents for degrees over metres.
+const METRES_PER_DEGREE: f64 = 111_120.0;
+
+/// Evidence ids, one per finding.
+mod ids {
+    pub const CRS_CHANGE: &str = "crs_change";
+    pub const SOURCE_CRS_MISSING: &str = "source_crs_missing";
+    pub const SOURCE_CRS_ASSIGNED: &str = "source_crs_assigned";
+    pub const SOURCE_CRS_OVERRIDDEN: &str = "source_crs_overridden";
+    pub const SOURCE_CRS_UNIDENTIFIED: &str = "source_crs_unidentified";
+    pub const CRS_MISSING: &str = "crs_missing";
+    pub const BALLPARK_OPERATION: &str = "ballpark_operation";
+    pub const MISSING_GRIDS: &str = "missing_grids";
+    pub const BETTER_OPERATION_USED: &str = "better_operation_used";
+    pub const OUTSIDE_AREA_OF_USE: &str = "outside_area_of_use";
+    pub const GEOGRAPHIC_TARGET: &str = "geographic_target";
+    pub const GEOGRAPHIC_DEM_UNSCALED: &str = "geographic_dem_unscaled";
+    pub const GEOGRAPHIC_DEM_SCALED: &str = "geographic_dem_scaled";
+    pub const GEOGRAPHIC_DEM_ASPECT: &str = "geographic_dem_aspect";
+    pub const UNIT_MISMATCH: &str = "unit_mismatch";
+    pub const DEM_CRS_MISSING: &str = "dem_crs_missing";
+}
+
+/// At most this many characters of a justification or a fact are quoted in a field error.
+const QUOTE: usize = 200;
+
+/// Units accepted after a number as a distance in metres.
+const METRE_UNITS: &[&str] = &[
+    "m",
+    "metre",
+    "metres",
+    "meter",
+    "meters",
+    "km",
+    "kilometre",
+    "kilometres",
+    "kilometer",
+    "kilometers",
+];
+
+/// A severity with the reasons that explain it and the evidence behind them.
+struct Verdict {
+    severity: Severity,
+    reasons: Vec<String>,
+    evidence: Vec<EvidenceItem>,
+}
+
+impl Verdict {
+    fn new(severity: Severity) -> Self {
+        Self {
+            severity,
+            reasons: Vec::new(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Add a finding: `severity` raises the verdict's (never lowers it); `reason` (if not
+    /// empty) joins the reason line; `item` joins the evidence.
+    fn add(&mut self, severity: Severity, reason: Option<String>, item: EvidenceItem) {
+        if rank(severity) > rank(self.severity) {
+            self.severity = severity;
+        }
+        if let Some(reason) = reason {
+            self.reasons.push(reason);
+        }
+        self.evidence.push(item);
+    }
+}
+
+fn rank(severity: Severity) -> u8 {
+    match severity {
+        Severity::Advisory => 0,
+        Severity::Required => 1,
+        Severity::Critical => 2,
+    }
+}
 
 impl Domain for CrsDatum {
     fn describe() -> DomainInfo {
@@ -51,6 +139,8 @@ impl Domain for CrsDatum {
                     "Source and target datums, if they differ",
                     false,
                 ),
+                // The description is kept as in 0.2 (a published prompt signature): the value is
+                // now the operation the call uses, and PROJ's default when it differs.
                 arg(
                     "transformation",
                     "The operation PROJ selected, with accuracy",
@@ -107,7 +197,11 @@ impl Domain for CrsDatum {
         render_template(template, arguments)
     }
 
-    fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
+    fn validate(
+        key_fields: &Value,
+        evidence: &[EvidenceItem],
+        justification: &Value,
+    ) -> Vec<FieldError> {
         let field = |name: &str| key_fields.get(name).and_then(Value::as_str).unwrap_or("");
         let mut errors = Vec::new();
         if field("operation") == "terrain" {
@@ -127,7 +221,8 @@ impl Domain for CrsDatum {
                     "/choice/method",
                     format!(
                         "the call computes terrain with {expected}, but the choice names \
-                         \"{method}\"; name what this call uses (e.g. \"{expected}\")"
+                         \"{quoted}\"; name what this call uses (e.g. \"{expected}\")",
+                        quoted = shorten(method, QUOTE)
                     ),
                 )),
                 None => errors.push(field_error("/choice/method", "missing")),
@@ -144,11 +239,33 @@ impl Domain for CrsDatum {
             Some(method) => errors.push(field_error(
                 "/choice/method",
                 format!(
-                    "the call reprojects to {dst}, but the choice names \"{method}\"; name the \
-                     target CRS this call uses (e.g. \"{dst}\")"
+                    "the call reprojects to {dst}, but the choice names \"{quoted}\"; name the \
+                     target CRS this call uses (e.g. \"{dst}\")",
+                    quoted = shorten(method, QUOTE)
                 ),
             )),
             None => errors.push(field_error("/choice/method", "missing")),
+        }
+        if let Some(item) = find_evidence(evidence, ids::BALLPARK_OPERATION) {
+            let stated = [
+                evidence_answer(justification, ids::BALLPARK_OPERATION),
+                chosen_tradeoffs(justification),
+            ]
+            .into_iter()
+            .flatten()
+            .any(states_metres);
+            if !stated {
+                errors.push(field_error(
+                    "/evidence/ballpark_operation",
+                    format!(
+                        "the call uses a ballpark operation ({}), whose positional error is \
+                         unknown; state the error this analysis accepts as a number in metres, \
+                         e.g. \"we accept up to 100 m of positional error because ...\", in \
+                         evidence.ballpark_operation (or in choice.tradeoffs)",
+                        shorten(&item.fact, QUOTE)
+                    ),
+                ));
+            }
         }
         errors
     }
@@ -159,40 +276,83 @@ fn reproject(call: &Call) -> Option<Trigger> {
     let target = call.raw.target_crs.as_ref()?;
     let recorded = call.dataset("input").and_then(|d| d.crs.as_ref());
     let src_override = call.arg_str("src_crs");
-
-    let (source_label, mut severity, mut reasons) = match (recorded, src_override) {
-        (None, None) => (
-            "unknown".to_string(),
-            Severity::Critical,
-            vec!["the input has no CRS and none was given".to_string()],
-        ),
-        (None, Some(given)) => (
-            given.to_string(),
-            Severity::Critical,
-            vec![format!(
-                "the input has no CRS; the call assumes {given} without evidence in the file"
-            )],
-        ),
-        (Some(crs), Some(given)) => (
-            given.to_string(),
-            Severity::Critical,
-            vec![format!(
-                "the call overrides the recorded CRS {} with {given}",
-                crs_label(crs)
-            )],
-        ),
-        (Some(crs), None) => (crs_label(crs), Severity::Required, Vec::new()),
-    };
     let target_label = crs_label(target);
+    let mut verdict = Verdict::new(Severity::Required);
+
+    let source_label = match (recorded, src_override) {
+        (None, None) => {
+            verdict.add(
+                Severity::Critical,
+                Some("the input has no CRS and none was given".to_string()),
+                evidence(
+                    ids::SOURCE_CRS_MISSING,
+                    "the input records no CRS and the call gives no `src_crs`",
+                    format!(
+                        "without a source CRS nothing can be transformed to {target_label}: \
+                         every coordinate would be taken as it is"
+                    ),
+                    None,
+                ),
+            );
+            "unknown".to_string()
+        }
+        (None, Some(given)) => {
+            verdict.add(
+                Severity::Critical,
+                Some(format!(
+                    "the input has no CRS; the call assumes {given} without evidence in the file"
+                )),
+                evidence(
+                    ids::SOURCE_CRS_ASSIGNED,
+                    format!("the input records no CRS; the call assigns `src_crs` {given}"),
+                    format!(
+                        "every coordinate is read as {given} before it moves to {target_label}; \
+                         a wrong guess displaces the whole dataset, by metres for a wrong datum \
+                         and by kilometres for a wrong projection, and no later step can tell"
+                    ),
+                    None,
+                ),
+            );
+            given.to_string()
+        }
+        (Some(crs), Some(given)) => {
+            verdict.add(
+                Severity::Critical,
+                Some(format!(
+                    "the call overrides the recorded CRS {} with {given}",
+                    crs_label(crs)
+                )),
+                evidence(
+                    ids::SOURCE_CRS_OVERRIDDEN,
+                    format!(
+                        "the file records {} ({}); the call overrides it with `src_crs` {given}",
+                        crs_label(crs),
+                        crs_description(crs)
+                    ),
+                    format!(
+                        "the file's own CRS is discarded: if it was right, the output is \
+                         displaced by the difference between {} and {given}",
+                        crs_label(crs)
+                    ),
+                    None,
+                ),
+            );
+            given.to_string()
+        }
+        (Some(crs), None) => crs_label(crs),
+    };
 
     if let Some(crs) = recorded {
         if crs.id.is_none() && src_override.is_none() {
-            severity = Severity::Critical;
-            reasons.push(format!(
-                "the source CRS \"{}\" matches no authority code, so PROJ may pick the wrong \
-                 transformation",
-                crs.name
-            ));
+            verdict.add(
+                Severity::Critical,
+                Some(format!(
+                    "the source CRS \"{}\" matches no authority code, so PROJ may pick the \
+                     wrong transformation",
+                    crs.name
+                )),
+                unidentified(crs),
+            );
         }
         if src_override.is_none() && same_crs(crs, target) {
             // Same CRS in and out: no CRS decision is being made.
@@ -201,7 +361,8 @@ fn reproject(call: &Call) -> Option<Trigger> {
     }
 
     let datum_change = datum_change(recorded, target);
-    let transformation = describe_transformation(call, &mut severity, &mut reasons);
+    let transformation = transformation_findings(call, &mut verdict);
+    let mut reasons = std::mem::take(&mut verdict.reasons);
     if reasons.is_empty() {
         reasons.push(if datum_change.is_empty() {
             format!("reprojects from {source_label} to {target_label}")
@@ -211,12 +372,47 @@ fn reproject(call: &Call) -> Option<Trigger> {
             )
         });
     }
+    verdict.evidence.insert(
+        0,
+        crs_change(
+            recorded.filter(|_| src_override.is_none()),
+            &source_label,
+            target,
+            &datum_change,
+            call,
+        ),
+    );
     if target.kind == CrsKind::Geographic && call.tool() == "raster_reproject" {
         reasons.push(
             "the target is geographic: pixel sizes become degrees, so areas and distances \
              vary with latitude"
                 .to_string(),
         );
+        let resolution = call
+            .args
+            .get("resolution")
+            .and_then(Value::as_array)
+            .and_then(|r| Some((r.first()?.as_f64()?, r.get(1)?.as_f64()?)));
+        let size = match resolution {
+            Some((x, y)) => format!(
+                "output cells of {}° × {}°, i.e. about {} m north-south and {} m × cos(latitude) \
+                 east-west",
+                approx(x, 4),
+                approx(y, 4),
+                approx(y * METRES_PER_DEGREE, 4),
+                approx(x * METRES_PER_DEGREE, 4)
+            ),
+            None => "output pixel sizes in degrees; a cell's east-west width is cos(latitude) \
+                     times its north-south height (0.87 at 30°, 0.5 at 60°)"
+                .to_string(),
+        };
+        verdict.evidence.push(evidence(
+            ids::GEOGRAPHIC_TARGET,
+            format!("the target {target_label} is geographic: {size}"),
+            "cell areas and distances measured on the output vary with latitude; counts of \
+             cells are not areas",
+            None,
+        ));
     }
     let reason = reasons.join("; ");
 
@@ -225,10 +421,10 @@ fn reproject(call: &Call) -> Option<Trigger> {
         "src_crs": source_label,
         "src_crs_assigned": src_override.is_some(),
         "dst_crs": target_label,
-        "transformation": call.raw.transformation.as_ref().map(|t| t.name.clone()),
+        "transformation": call.raw.transformation.as_ref().map(|t| t.used.name.clone()),
     });
     Some(trigger(
-        severity,
+        verdict.severity,
         reason.clone(),
         key_fields,
         &[
@@ -240,7 +436,116 @@ fn reproject(call: &Call) -> Option<Trigger> {
             ("reason", reason),
             ("operation", "reproject".to_string()),
         ],
+        verdict.evidence,
     ))
+}
+
+/// The `source_crs_unidentified` item for a CRS without an authority code.
+fn unidentified(crs: &CrsFacts) -> EvidenceItem {
+    evidence(
+        ids::SOURCE_CRS_UNIDENTIFIED,
+        format!(
+            "the source CRS \"{}\" ({}) matches no authority code",
+            crs.name,
+            crs_description(crs)
+        ),
+        "PROJ chooses the datum transformation from the CRS definition alone; a custom or \
+         ambiguous definition can select the wrong datum shift, or none",
+        None,
+    )
+}
+
+/// Kind, datum and unit of a CRS in a few words: `geographic, datum NAD27`.
+fn crs_description(crs: &CrsFacts) -> String {
+    let kind = match crs.kind {
+        CrsKind::Geographic => "geographic",
+        CrsKind::Projected => "projected",
+        CrsKind::Geocentric => "geocentric",
+        CrsKind::Local => "local",
+        CrsKind::Other => "other",
+    };
+    let mut parts = vec![kind.to_string()];
+    if let Some(datum) = &crs.datum {
+        parts.push(format!("datum {datum}"));
+    }
+    if let Some(unit) = &crs.linear_unit {
+        match crs.linear_unit_metres {
+            Some(m) if (m - 1.0).abs() > 1e-12 => {
+                parts.push(format!("unit {unit} = {} m", approx(m, 10)))
+            }
+            _ => parts.push(format!("unit {unit}")),
+        }
+    }
+    parts.join(", ")
+}
+
+/// The `crs_change` item every CRS change carries: from where to where, across which datums,
+/// with which operation.
+fn crs_change(
+    source: Option<&CrsFacts>,
+    source_label: &str,
+    target: &CrsFacts,
+    datum_change: &str,
+    call: &Call,
+) -> EvidenceItem {
+    let from = match source {
+        Some(crs) => format!("{source_label} ({})", crs_description(crs)),
+        None => source_label.to_string(),
+    };
+    let datums = if datum_change.is_empty() {
+        "no datum change".to_string()
+    } else {
+        format!("datum change {datum_change}")
+    };
+    let operation = match &call.raw.transformation {
+        Some(t) => format!("; the call uses {}", operation_text(&t.used)),
+        None => String::new(),
+    };
+    evidence(
+        ids::CRS_CHANGE,
+        format!(
+            "{from} → {} ({}); {datums}{operation}",
+            crs_label(target),
+            crs_description(target)
+        ),
+        "the target CRS's distortion and the operation's error enter every coordinate of the \
+         output; the justification records which measurements (areas, distances, overlays) \
+         must survive",
+        None,
+    )
+}
+
+/// An operation in words: `NAD27 to WGS 84 (4), published accuracy 10 m, via Monte Mario`.
+fn operation_text(op: &OperationFacts) -> String {
+    let mut text = op.name.clone();
+    if op.ballpark {
+        text.push_str(", ballpark (datum shift ignored, error unknown)");
+    } else {
+        match op.accuracy_metres {
+            Some(m) => text.push_str(&format!(", published accuracy {} m", approx(m, 4))),
+            None => text.push_str(", accuracy unknown"),
+        }
+    }
+    if let Some(via) = &op.via {
+        text.push_str(&format!(", via {via}"));
+    }
+    text
+}
+
+/// Whether `default` is worse than `used`: ballpark against an accurate operation, or a
+/// larger published error.
+fn default_is_worse(used: &OperationFacts, default: &OperationFacts) -> bool {
+    if used.ballpark || (used.name == default.name && used.via == default.via) {
+        return false;
+    }
+    if default.ballpark {
+        return true;
+    }
+    match (used.accuracy_metres, default.accuracy_metres) {
+        (Some(u), Some(d)) => d > u,
+        (Some(_), None) => true,
+        _ => false,
+    }
 }
 
 /// A call that brings the dataset of argument `moving` into the CRS of the dataset of argument
@@ -263,10 +568,25 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
                  `{other}` dataset's CRS ({label}) without any evidence"
             );
             let (src, dst) = if from.is_none() {
-                ("unknown".to_string(), label)
+                ("unknown".to_string(), label.clone())
             } else {
-                (label, "unknown".to_string())
+                (label.clone(), "unknown".to_string())
             };
+            let item = evidence(
+                ids::CRS_MISSING,
+                format!(
+                    "the `{missing}` dataset records no CRS; the `{other}` dataset is in {label} \
+                     ({})",
+                    crs_description(known)
+                ),
+                format!(
+                    "{} cannot transform anything: it reads the `{missing}` coordinates as if \
+                     they were in {label}; if they are not, every zone or mask lands in the \
+                     wrong place and the statistics describe the wrong cells",
+                    call.tool()
+                ),
+                None,
+            );
             return Some(trigger(
                 Severity::Critical,
                 reason.clone(),
@@ -288,6 +608,7 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
                     ("reason", reason),
                     ("operation", operation.to_string()),
                 ],
+                vec![item],
             ));
         }
         (Some(from), Some(_)) => from,
@@ -300,34 +621,43 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
     }
     let source_label = crs_label(from);
     let target_label = crs_label(target);
-    let mut severity = Severity::Required;
-    let mut reasons = vec![format!(
+    let mut verdict = Verdict::new(Severity::Required);
+    verdict.reasons.push(format!(
         "{} brings the {moving} from {source_label} into the {fixed}'s CRS {target_label} on \
          the fly",
         call.tool()
-    )];
+    ));
     if from.id.is_none() {
-        severity = Severity::Critical;
-        reasons.push(format!(
-            "the {moving} CRS \"{}\" matches no authority code, so PROJ may pick the wrong \
-             transformation",
-            from.name
-        ));
+        verdict.add(
+            Severity::Critical,
+            Some(format!(
+                "the {moving} CRS \"{}\" matches no authority code, so PROJ may pick the wrong \
+                 transformation",
+                from.name
+            )),
+            unidentified(from),
+        );
     }
     let datum_change = datum_change(Some(from), target);
     if !datum_change.is_empty() {
-        reasons.push(format!("across datums ({datum_change})"));
+        verdict
+            .reasons
+            .push(format!("across datums ({datum_change})"));
     }
-    let transformation = describe_transformation(call, &mut severity, &mut reasons);
-    let reason = reasons.join("; ");
+    let transformation = transformation_findings(call, &mut verdict);
+    verdict.evidence.insert(
+        0,
+        crs_change(Some(from), &source_label, target, &datum_change, call),
+    );
+    let reason = verdict.reasons.join("; ");
     Some(trigger(
-        severity,
+        verdict.severity,
         reason.clone(),
         json!({
             "operation": operation,
             "src_crs": source_label,
             "dst_crs": target_label,
-            "transformation": call.raw.transformation.as_ref().map(|t| t.name.clone()),
+            "transformation": call.raw.transformation.as_ref().map(|t| t.used.name.clone()),
         }),
         &[
             ("tool", call.tool().to_string()),
@@ -338,7 +668,27 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
             ("reason", reason),
             ("operation", operation.to_string()),
         ],
+        verdict.evidence,
     ))
+}
+
+/// The vertical unit of band 1 in metres, when it is declared as metres or feet.
+fn vertical_unit_metres(dataset: Option<&DatasetFacts>) -> Option<f64> {
+    let unit = dataset?
+        .raster
+        .as_ref()?
+        .bands
+        .first()?
+        .unit
+        .as_deref()?
+        .trim()
+        .to_ascii_lowercase();
+    match unit.as_str() {
+        "m" | "metre" | "metres" | "meter" | "meters" => Some(1.0),
+        "ft" | "foot" | "feet" | "international foot" => Some(0.3048),
+        "us-ft" | "ftus" | "us survey foot" | "us_survey_foot" => Some(1200.0 / 3937.0),
+        _ => None,
+    }
 }
 
 /// `raster_terrain`: gradients need horizontal and vertical distances in one unit.
@@ -348,41 +698,150 @@ fn terrain(call: &Call) -> Option<Trigger> {
         // TRI, TPI and roughness compare heights only.
         return None;
     }
-    let crs = call.dataset("input").and_then(|d| d.crs.as_ref());
+    let dataset = call.dataset("input");
+    let raster = dataset.and_then(|d| d.raster.as_ref());
+    let crs = dataset.and_then(|d| d.crs.as_ref());
     let scale = call.arg_f64("scale");
     let aspect = operation == "aspect";
-    let (severity, label, kind, reason) = match crs {
+    let vertical = vertical_unit_metres(dataset);
+    let pixel = raster.and_then(|r| r.pixel_size);
+    let metric = raster.and_then(|r| r.georeferencing.cell_size_metres);
+    let (severity, label, kind, reason, item) = match crs {
         Some(crs) if crs.kind == CrsKind::Geographic => {
             let label = crs_label(crs);
-            let (severity, reason) = match (aspect, scale) {
-                (true, _) => (
-                    Severity::Required,
-                    format!(
-                        "aspect on a DEM in the geographic CRS {label}: a degree of longitude is \
-                         shorter than a degree of latitude away from the equator, so aspects \
-                         are skewed east-west; no single scale corrects that"
-                    ),
-                ),
-                (false, None) => (
-                    Severity::Critical,
-                    format!(
-                        "{operation} on a DEM in the geographic CRS {label} without `scale`: \
-                         heights in metres are divided by distances in degrees, so gradients \
-                         are wrong by orders of magnitude (about 111120 for metres over \
-                         degrees)"
-                    ),
-                ),
-                (false, Some(s)) => (
-                    Severity::Required,
-                    format!(
-                        "{operation} on a DEM in the geographic CRS {label} with scale {}: one \
-                         ratio holds for north-south distances only; east-west ones shrink \
-                         with the cosine of the latitude",
-                        number(s)
-                    ),
-                ),
+            // Metres per degree along the meridian and the parallel at the data's centre.
+            let per_degree = match (pixel, metric) {
+                (Some((px, py)), Some((mx, my))) if px != 0.0 && py != 0.0 => {
+                    Some((mx / px.abs(), my / py.abs()))
+                }
+                _ => None,
             };
-            (severity, label, "geographic", reason)
+            let cells = match (pixel, metric) {
+                (Some((px, py)), Some((mx, my))) => format!(
+                    "cells of {}° × {}° (about {} m × {} m at the data's centre latitude)",
+                    approx(px.abs(), 4),
+                    approx(py.abs(), 4),
+                    approx(mx, 4),
+                    approx(my, 4)
+                ),
+                (Some((px, py)), None) => {
+                    format!(
+                        "cells of {}° × {}°",
+                        approx(px.abs(), 4),
+                        approx(py.abs(), 4)
+                    )
+                }
+                _ => "cells sized in degrees".to_string(),
+            };
+            match (aspect, scale) {
+                (false, None) => {
+                    let north_south = per_degree.map_or(METRES_PER_DEGREE, |(_, ns)| ns);
+                    let suggested = (north_south / vertical.unwrap_or(1.0)).round();
+                    let heights = match vertical {
+                        Some(v) if v != 1.0 => "heights in feet",
+                        Some(_) => "heights in metres",
+                        None => "heights assumed in metres (band 1 declares no unit)",
+                    };
+                    (
+                        Severity::Critical,
+                        label.clone(),
+                        "geographic",
+                        format!(
+                            "{operation} on a DEM in the geographic CRS {label} without `scale`: \
+                             heights in metres are divided by distances in degrees, so \
+                             gradients are wrong by orders of magnitude (about 111120 for \
+                             metres over degrees)"
+                        ),
+                        evidence(
+                            ids::GEOGRAPHIC_DEM_UNSCALED,
+                            format!(
+                                "the DEM is in {label} with {cells}; {heights}; the call passes \
+                                 no `scale`, so gdaldem divides height differences by \
+                                 distances of about {} degrees",
+                                pixel.map_or("0.0003".to_string(), |(px, _)| approx(px.abs(), 4))
+                            ),
+                            format!(
+                                "every {operation} value is computed as if one degree were one \
+                                 height unit: gradients are about {} times too steep",
+                                approx(suggested, 4)
+                            ),
+                            Some(json!({ "scale": suggested })),
+                        ),
+                    )
+                }
+                (false, Some(s)) => {
+                    let skew = per_degree.map(|(ew, ns)| (ew, ns, ns / ew - 1.0));
+                    let fact = match skew {
+                        Some((ew, ns, over)) => format!(
+                            "the DEM is in {label} with {cells}; `scale` {} converts degrees to \
+                             height units along the meridian ({} m per degree at the centre), \
+                             but a degree of longitude there is {} m: east-west distances are \
+                             overstated by {} %",
+                            number(s),
+                            approx(ns, 6),
+                            approx(ew, 6),
+                            approx(over * 100.0, 3)
+                        ),
+                        None => format!(
+                            "the DEM is in {label} with {cells}; `scale` {} holds north-south \
+                             only: a degree of longitude is cos(latitude) times shorter (east-west \
+                             distances overstated by 15 % at 30°, 100 % at 60°)",
+                            number(s)
+                        ),
+                    };
+                    (
+                        Severity::Required,
+                        label.clone(),
+                        "geographic",
+                        format!(
+                            "{operation} on a DEM in the geographic CRS {label} with scale {}: \
+                             one ratio holds for north-south distances only; east-west ones \
+                             shrink with the cosine of the latitude",
+                            number(s)
+                        ),
+                        evidence(
+                            ids::GEOGRAPHIC_DEM_SCALED,
+                            fact,
+                            "east-west gradients come out too gentle by that share, and more so \
+                             away from the centre latitude; reprojecting the DEM to a projected \
+                             CRS in metres first avoids it",
+                            None,
+                        ),
+                    )
+                }
+                (true, _) => {
+                    let fact = match per_degree {
+                        Some((ew, ns)) => format!(
+                            "the DEM is in {label} with {cells}; at its centre a degree of \
+                             longitude is {} m and a degree of latitude {} m (ratio {})",
+                            approx(ew, 6),
+                            approx(ns, 6),
+                            approx(ew / ns, 3)
+                        ),
+                        None => format!(
+                            "the DEM is in {label} with {cells}; a degree of longitude is \
+                             cos(latitude) times a degree of latitude"
+                        ),
+                    };
+                    (
+                        Severity::Required,
+                        label.clone(),
+                        "geographic",
+                        format!(
+                            "aspect on a DEM in the geographic CRS {label}: a degree of \
+                             longitude is shorter than a degree of latitude, so aspects are \
+                             skewed towards east and west away from the equator"
+                        ),
+                        evidence(
+                            ids::GEOGRAPHIC_DEM_ASPECT,
+                            fact,
+                            "aspect does not depend on `scale`, but the unequal cell sides skew \
+                             every direction towards east or west",
+                            None,
+                        ),
+                    )
+                }
+            }
         }
         Some(crs) => {
             let unit = crs.linear_unit.clone().unwrap_or_default();
@@ -391,6 +850,21 @@ fn terrain(call: &Call) -> Option<Trigger> {
                 return None;
             }
             let label = crs_label(crs);
+            let horizontal = crs.linear_unit_metres;
+            let unit_metres = horizontal
+                .map(|m| format!(" ({} m)", approx(m, 10)))
+                .unwrap_or_default();
+            let (heights, alternative) = match (vertical, horizontal) {
+                (Some(v), Some(h)) if (v - h).abs() > 1e-9 => (
+                    format!(
+                        "band 1 declares heights in units of {} m: the units differ",
+                        approx(v, 10)
+                    ),
+                    Some(json!({ "scale": h / v })),
+                ),
+                (Some(_), _) => (format!("band 1 declares heights in {unit} too"), None),
+                (None, _) => ("band 1 declares no vertical unit".to_string(), None),
+            };
             (
                 Severity::Required,
                 label.clone(),
@@ -399,12 +873,31 @@ fn terrain(call: &Call) -> Option<Trigger> {
                     "{operation} on a DEM in {label}, whose horizontal unit is {unit}, without \
                      `scale`: correct only if the heights are in {unit} too"
                 ),
+                evidence(
+                    ids::UNIT_MISMATCH,
+                    format!(
+                        "the DEM's CRS {label} measures distances in {unit}{unit_metres}; \
+                         {heights}; the call passes no `scale`"
+                    ),
+                    format!(
+                        "gdaldem divides height differences by distances in {unit}: if the \
+                         heights are in metres, slopes are off by the ratio of the units"
+                    ),
+                    alternative,
+                ),
             )
         }
         None => {
             if scale.is_some() || aspect {
                 return None;
             }
+            let cells = pixel.map_or("no geotransform".to_string(), |(px, py)| {
+                format!(
+                    "a pixel size of {} × {}",
+                    approx(px.abs(), 4),
+                    approx(py.abs(), 4)
+                )
+            });
             (
                 Severity::Required,
                 "unknown".to_string(),
@@ -412,6 +905,16 @@ fn terrain(call: &Call) -> Option<Trigger> {
                 format!(
                     "{operation} on a DEM without a CRS and without `scale`: gdaldem assumes \
                      horizontal distances and heights share one unit"
+                ),
+                evidence(
+                    ids::DEM_CRS_MISSING,
+                    format!(
+                        "the DEM records no CRS ({cells} in an unknown unit) and the call passes \
+                         no `scale`"
+                    ),
+                    "gdaldem takes the pixel size to be in the heights' unit; nothing in the \
+                     file confirms it",
+                    None,
                 ),
             )
         }
@@ -437,6 +940,7 @@ fn terrain(call: &Call) -> Option<Trigger> {
             ("operation", "terrain".to_string()),
             ("scale", scale_text),
         ],
+        vec![item],
     ))
 }
 
@@ -448,34 +952,155 @@ fn datum_change(source: Option<&CrsFacts>, target: &CrsFacts) -> String {
     }
 }
 
-/// Describe the call's transformation, raising `severity` and adding to `reasons` for a
-/// ballpark operation or missing grids.
-fn describe_transformation(
-    call: &Call,
-    severity: &mut Severity,
-    reasons: &mut Vec<String>,
-) -> String {
+/// Judge the call's coordinate operations: a ballpark operation or one used outside its area
+/// of use is critical; missing grids and a better operation than PROJ's default are said as
+/// evidence without raising the severity. Returns the prompt's description of the operation.
+fn transformation_findings(call: &Call, verdict: &mut Verdict) -> String {
     let Some(t) = &call.raw.transformation else {
         return String::new();
     };
-    if t.ballpark {
-        *severity = Severity::Critical;
-        reasons.push(format!(
-            "PROJ falls back to a ballpark transformation ({}): the datum shift is ignored, \
-             errors of tens to hundreds of metres are possible",
-            t.name
-        ));
+    let used = &t.used;
+    if used.ballpark {
+        verdict.add(
+            Severity::Critical,
+            Some(format!(
+                "the call can only use a ballpark transformation ({}): the datum shift is \
+                 ignored, errors of tens to hundreds of metres are possible",
+                used.name
+            )),
+            evidence(
+                ids::BALLPARK_OPERATION,
+                format!(
+                    "ballpark operation {}: datum shift ignored, error unknown, typically up to \
+                     ~100 m or more",
+                    used.name
+                ),
+                "every coordinate may be off by the ignored datum shift, and nothing in the \
+                 output shows it: overlays with data on the target datum will not line up",
+                None,
+            ),
+        );
+    }
+    if used.covers_data == Some(false) {
+        verdict.add(
+            Severity::Critical,
+            Some(format!(
+                "the data lies outside the area of use of {}",
+                used.name
+            )),
+            evidence(
+                ids::OUTSIDE_AREA_OF_USE,
+                format!(
+                    "the data's extent lies outside the area of use of {}",
+                    operation_text(used)
+                ),
+                "an operation's published accuracy holds only inside its area of use; outside it \
+                 the error is unknown and can be far larger",
+                None,
+            ),
+        );
     }
     if !t.missing_grids.is_empty() {
-        reasons.push(format!(
-            "a more accurate transformation needs grids this machine lacks: {}",
-            t.missing_grids.join(", ")
+        verdict.add(
+            Severity::Advisory,
+            Some(format!(
+                "a more accurate transformation needs grids this machine lacks: {}",
+                t.missing_grids.join(", ")
+            )),
+            evidence(
+                ids::MISSING_GRIDS,
+                format!(
+                    "{} grid(s) that a more accurate operation needs are not installed: {}",
+                    t.missing_grids.len(),
+                    t.missing_grids.join(", ")
+                ),
+                "with them installed, PROJ would apply a grid-based datum shift instead; the \
+                 decision is asked again once they are (the operation is part of the key)",
+                None,
+            ),
+        );
+    }
+    let default = &t.default;
+    if default_is_worse(used, default) {
+        let default_text = if default.ballpark {
+            "ballpark, datum shift ignored".to_string()
+        } else {
+            match default.accuracy_metres {
+                Some(m) => format!("{} m", approx(m, 4)),
+                None => "accuracy unknown".to_string(),
+            }
+        };
+        let used_accuracy = used
+            .accuracy_metres
+            .map_or("accuracy unknown".to_string(), |m| {
+                format!("{} m", approx(m, 4))
+            });
+        let via = used
+            .via
+            .as_deref()
+            .map_or("directly".to_string(), |v| format!("via {v}"));
+        verdict.add(
+            Severity::Advisory,
+            None,
+            evidence(
+                ids::BETTER_OPERATION_USED,
+                format!(
+                    "PROJ's default here is {} ({default_text}); the host uses {} \
+                     ({used_accuracy}) {via}",
+                    default.name, used.name
+                ),
+                "the host passes the more accurate operation to GDAL explicitly; the same \
+                 command run with GDAL alone would apply the default and give a different \
+                 result",
+                None,
+            ),
+        );
+    }
+    let mut text = operation_text(used);
+    if default.name != used.name {
+        text.push_str(&format!(
+            "; PROJ alone would pick {}",
+            operation_text(default)
         ));
     }
-    match t.accuracy_metres {
-        Some(m) => format!("{} (accuracy {m} m)", t.name),
-        None => format!("{} (accuracy unknown)", t.name),
+    text
+}
+
+/// Whether `text` states a distance in metres: a number followed by `m`, `metre(s)`,
+/// `meter(s)` or `km` (`100 m`, `~50m`, `1.5 km`, `2,000 metres`).
+fn states_metres(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        // A number: digits with `.` or `,` between digits.
+        while i < chars.len()
+            && (chars[i].is_ascii_digit()
+                || (matches!(chars[i], '.' | ',')
+                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let mut j = i;
+        while j < chars.len() && chars[j].is_whitespace() {
+            j += 1;
+        }
+        let start = j;
+        while j < chars.len() && chars[j].is_ascii_alphabetic() {
+            j += 1;
+        }
+        let unit: String = chars[start..j]
+            .iter()
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if METRE_UNITS.contains(&unit.as_str()) {
+            return true;
+        }
     }
+    false
 }
 
 /// A number as people write it: `111120`, not `111120.0`.
@@ -512,12 +1137,32 @@ export_domain!(CrsDatum);
 mod tests {
     use super::*;
     use gdal_mcp_domain_sdk::testing::{
-        call, crs, nad27, raster, raster_dataset, transformation, utm33, vector_dataset, wgs84,
+        band, call, crs, nad27, operation, operation_via, raster, raster_dataset, transformation,
+        transformations, utm33, vector_dataset, wgs84, with_bands,
     };
-    use gdal_mcp_domain_sdk::{DatasetFacts, ToolCall, TransformationFacts};
+    use gdal_mcp_domain_sdk::testing::{checked, evidence_ids as ids, evidence_item as item};
+    use gdal_mcp_domain_sdk::{alternative, DatasetFacts, ToolCall, TransformationFacts};
 
+    /// Classify, and check the evidence contract.
     fn run(raw: ToolCall) -> Option<Trigger> {
-        CrsDatum::classify(&Call::new(raw))
+        checked(CrsDatum::classify(&Call::new(raw)))
+    }
+
+    /// `vector_reproject` of a NAD27 layer to WGS 84 with these transformation facts.
+    fn nad27_to_wgs84(t: TransformationFacts) -> ToolCall {
+        let mut raw = call(
+            "vector_reproject",
+            json!({"dst_crs": "EPSG:4326"}),
+            vec![vector_dataset(
+                "input",
+                "GPKG",
+                Some(nad27()),
+                &[("roads", "Line String")],
+            )],
+        );
+        raw.target_crs = Some(wgs84());
+        raw.transformation = Some(t);
+        raw
     }
 
     fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
@@ -715,10 +1360,12 @@ mod tests {
         );
         let key = key(&scaled);
         let just = |m: &str| json!({"choice": {"method": m}});
-        assert!(CrsDatum::validate(&key, &just("scale 111,120 (metres per degree)")).is_empty());
-        assert_eq!(CrsDatum::validate(&key, &just("EPSG:4326")).len(), 1);
+        assert!(
+            CrsDatum::validate(&key, &[], &just("scale 111,120 (metres per degree)")).is_empty()
+        );
+        assert_eq!(CrsDatum::validate(&key, &[], &just("EPSG:4326")).len(), 1);
         let unscaled = json!({"operation": "terrain", "crs": "EPSG:4326", "scale": null});
-        assert!(CrsDatum::validate(&unscaled, &just("compute in EPSG:4326 as is")).is_empty());
+        assert!(CrsDatum::validate(&unscaled, &[], &just("compute in EPSG:4326 as is")).is_empty());
     }
 
     #[test]
@@ -726,16 +1373,274 @@ mod tests {
         let just = |m: &str| json!({"choice": {"method": m}});
         let key =
             json!({"operation": "zones_to_raster", "src_crs": "EPSG:4267", "dst_crs": "unknown"});
-        assert!(CrsDatum::validate(&key, &just("NAD27 (EPSG:4267)")).is_empty());
+        assert!(CrsDatum::validate(&key, &[], &just("NAD27 (EPSG:4267)")).is_empty());
         let key =
             json!({"operation": "reproject", "src_crs": "EPSG:32633", "dst_crs": "EPSG:4326"});
-        assert!(CrsDatum::validate(&key, &just("epsg 4326")).is_empty());
-        assert_eq!(CrsDatum::validate(&key, &just("EPSG:3857")).len(), 1);
+        assert!(CrsDatum::validate(&key, &[], &just("epsg 4326")).is_empty());
+        assert_eq!(CrsDatum::validate(&key, &[], &just("EPSG:3857")).len(), 1);
         // The reprojection prompt is the original one.
         let args = vec![PromptValue {
             name: "dst_crs".to_string(),
             value: "EPSG:4326".to_string(),
         }];
         assert!(CrsDatum::render_prompt(&args).starts_with("## CRS and datum decision"));
+    }
+
+    #[test]
+    fn a_ballpark_operation_is_critical_with_its_evidence() {
+        let t = transformations(
+            operation(
+                "Ballpark geographic offset from NAD27 to WGS 84",
+                None,
+                true,
+            ),
+            operation(
+                "Ballpark geographic offset from NAD27 to WGS 84",
+                None,
+                true,
+            ),
+            &["us_noaa_conus.tif"],
+        );
+        let got = run(nad27_to_wgs84(t));
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert_eq!(
+            ids(&got),
+            vec!["crs_change", "ballpark_operation", "missing_grids"]
+        );
+        let ballpark = item(&got, "ballpark_operation");
+        assert!(
+            ballpark.fact.contains("Ballpark geographic offset")
+                && ballpark.fact.contains("~100 m"),
+            "{}",
+            ballpark.fact
+        );
+        assert!(item(&got, "missing_grids")
+            .fact
+            .contains("us_noaa_conus.tif"));
+        assert!(item(&got, "crs_change")
+            .fact
+            .contains("North_American_Datum_1927 → WGS_1984"));
+    }
+
+    #[test]
+    fn a_better_operation_than_the_default_is_only_advisory_evidence() {
+        // The host found a 4 m operation via an intermediate CRS where PROJ alone would have
+        // fallen back to a ballpark one: no escalation, the reprojection stays `required`.
+        let better = transformations(
+            operation_via(
+                "NAD27 to WGS 84 (79) + NAD83 to WGS 84 (1)",
+                Some(4.0),
+                "NAD83",
+            ),
+            operation(
+                "Ballpark geographic offset from NAD27 to WGS 84",
+                None,
+                true,
+            ),
+            &[],
+        );
+        let got = run(nad27_to_wgs84(better));
+        assert_eq!(severity(&got), Some(Severity::Required));
+        assert_eq!(ids(&got), vec!["crs_change", "better_operation_used"]);
+        let fact = item(&got, "better_operation_used").fact;
+        assert!(
+            fact.contains("PROJ's default here is Ballpark geographic offset")
+                && fact.contains("(4 m) via NAD83"),
+            "{fact}"
+        );
+        assert_eq!(
+            key(&got)["transformation"],
+            json!("NAD27 to WGS 84 (79) + NAD83 to WGS 84 (1)")
+        );
+        // The finding itself carries no more than advisory weight.
+        let mut verdict = Verdict::new(Severity::Advisory);
+        let raw = nad27_to_wgs84(transformations(
+            operation_via("NAD27 to WGS 84 (79)", Some(4.0), "NAD83"),
+            operation("NAD27 to WGS 84 (4)", Some(10.0), false),
+            &[],
+        ));
+        transformation_findings(&Call::new(raw), &mut verdict);
+        assert_eq!(verdict.severity, Severity::Advisory);
+        assert_eq!(verdict.evidence.len(), 1);
+        assert!(verdict.evidence[0].fact.contains("(10 m)"));
+        // The same operation both ways: nothing to say.
+        let same = run(nad27_to_wgs84(transformation(
+            "NAD27 to WGS 84 (4)",
+            Some(10.0),
+            false,
+        )));
+        assert_eq!(ids(&same), vec!["crs_change"]);
+        assert!(item(&same, "crs_change")
+            .fact
+            .contains("NAD27 to WGS 84 (4), published accuracy 10 m"));
+    }
+
+    #[test]
+    fn an_operation_outside_its_area_of_use_is_critical() {
+        let mut used = operation("NAD27 to WGS 84 (4)", Some(10.0), false);
+        used.covers_data = Some(false);
+        let got = run(nad27_to_wgs84(transformations(used.clone(), used, &[])));
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert!(item(&got, "outside_area_of_use")
+            .fact
+            .contains("outside the area of use of NAD27 to WGS 84 (4)"));
+    }
+
+    #[test]
+    fn source_crs_problems_bring_their_own_evidence() {
+        let mut raw = call(
+            "raster_reproject",
+            json!({"dst_crs": "EPSG:4326", "resampling": "bilinear", "src_crs": "EPSG:32633"}),
+            vec![dem(None)],
+        );
+        raw.target_crs = Some(wgs84());
+        assert_eq!(
+            ids(&run(raw.clone())),
+            vec!["crs_change", "source_crs_assigned", "geographic_target"]
+        );
+        raw.datasets = vec![dem(Some(nad27()))];
+        assert!(ids(&run(raw.clone())).contains(&"source_crs_overridden".to_string()));
+        raw.arguments = json!({"dst_crs": "EPSG:4326", "resampling": "bilinear"}).to_string();
+        raw.datasets = vec![dem(Some(crs(None, "local", CrsKind::Projected, "unknown")))];
+        assert!(ids(&run(raw)).contains(&"source_crs_unidentified".to_string()));
+        let missing = run(zonal(None, Some(utm33()), None));
+        assert_eq!(ids(&missing), vec!["crs_missing"]);
+    }
+
+    #[test]
+    fn terrain_evidence_offers_a_scale() {
+        let terrain = |dataset: DatasetFacts, arguments: Value| {
+            run(call("raster_terrain", arguments, vec![dataset]))
+        };
+        let mut geographic = raster("Float32", 1, false);
+        geographic.pixel_size = Some((0.000_277_777_8, -0.000_277_777_8));
+        geographic.georeferencing.cell_size_metres = Some((21.4, 30.9));
+        let slope = terrain(
+            raster_dataset("input", Some(wgs84()), geographic.clone()),
+            json!({"operation": "slope"}),
+        );
+        let unscaled = item(&slope, "geographic_dem_unscaled");
+        assert!(
+            unscaled.fact.contains("21.4 m × 30.9 m"),
+            "{}",
+            unscaled.fact
+        );
+        assert_eq!(alternative(&unscaled), Some(json!({"scale": 111_240.0})));
+        let scaled = terrain(
+            raster_dataset("input", Some(wgs84()), geographic.clone()),
+            json!({"operation": "slope", "scale": 111120}),
+        );
+        let fact = item(&scaled, "geographic_dem_scaled").fact;
+        assert!(fact.contains("overstated by 44.4 %"), "{fact}");
+        let aspect = terrain(
+            raster_dataset("input", Some(wgs84()), geographic),
+            json!({"operation": "aspect"}),
+        );
+        assert_eq!(ids(&aspect), vec!["geographic_dem_aspect"]);
+        // A DEM in US survey feet whose heights are declared in metres.
+        let mut feet = utm33();
+        feet.linear_unit = Some("US survey foot".to_string());
+        feet.linear_unit_metres = Some(0.304_800_609_6);
+        let mut metres = band(None);
+        metres.unit = Some("m".to_string());
+        let dem_ft = raster_dataset(
+            "input",
+            Some(feet.clone()),
+            with_bands(raster("Float32", 1, false), vec![metres]),
+        );
+        let got = terrain(dem_ft.clone(), json!({"operation": "slope"}));
+        let mismatch = item(&got, "unit_mismatch");
+        assert!(
+            mismatch.fact.contains("0.3048006096 m"),
+            "{}",
+            mismatch.fact
+        );
+        let scale = alternative(&mismatch)
+            .and_then(|a| a["scale"].as_f64())
+            .unwrap_or_default();
+        assert!((scale - 0.304_800_609_6).abs() < 1e-9);
+        // The alternative, applied, is not gated.
+        assert!(terrain(dem_ft, json!({"operation": "slope", "scale": scale})).is_none());
+        let none = terrain(
+            raster_dataset("input", None, raster("Float32", 1, false)),
+            json!({"operation": "hillshade"}),
+        );
+        assert!(item(&none, "dem_crs_missing").fact.contains("30 × 30"));
+    }
+
+    #[test]
+    fn a_ballpark_justification_must_state_the_accepted_error_in_metres() {
+        let t = transformation(
+            "Ballpark geographic offset from NAD27 to WGS 84",
+            None,
+            true,
+        );
+        let got = run(nad27_to_wgs84(t));
+        let key = key(&got);
+        let evidence = got.map(|t| t.evidence).unwrap_or_default();
+        let just = |answer: &str, tradeoffs: &str| {
+            json!({"choice": {"method": "EPSG:4326", "tradeoffs": tradeoffs},
+                   "evidence": {"ballpark_operation": answer, "crs_change": "web map"}})
+        };
+        let errors = CrsDatum::validate(
+            &key,
+            &evidence,
+            &just("the shift is acceptable for our purpose", "some distortion"),
+        );
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].path, "/evidence/ballpark_operation");
+        assert!(
+            errors[0].message.contains("in metres"),
+            "{}",
+            errors[0].message
+        );
+        for accepted in [
+            "we accept 100 m",
+            "errors up to ~150m are fine",
+            "1.5 km is ok",
+        ] {
+            assert!(
+                CrsDatum::validate(&key, &evidence, &just(accepted, "t")).is_empty(),
+                "{accepted}"
+            );
+        }
+        // The figure may stand in the tradeoffs instead.
+        assert!(CrsDatum::validate(
+            &key,
+            &evidence,
+            &just("acceptable", "a positional error of 200 metres")
+        )
+        .is_empty());
+        // A number without a unit of length is not a tolerance.
+        assert_eq!(
+            CrsDatum::validate(&key, &evidence, &just("100 most of the time", "t")).len(),
+            1
+        );
+        // Without the ballpark item there is nothing to state.
+        assert!(CrsDatum::validate(&key, &[], &just("acceptable", "t")).is_empty());
+    }
+
+    #[test]
+    fn metres_are_recognised_after_a_number() {
+        for yes in [
+            "100 m",
+            "100m.",
+            "2,000 metres",
+            "3 meters",
+            "0.5 km",
+            "12 meter",
+        ] {
+            assert!(states_metres(yes), "{yes}");
+        }
+        for no in [
+            "100",
+            "m 100",
+            "100 mm",
+            "100 miles",
+            "EPSG 4326",
+            "a few metres",
+        ] {
+            assert!(!states_metres(no), "{no}");
+        }
     }
 }

@@ -14,32 +14,167 @@
 //!   overviews. The other writing tools are gated only when something is lost.
 //!
 //! Key fields name the decision (format, encoding, the kind of data) and never a path.
+//!
+//! Every finding is an evidence item with a stable id (`lossy_encoding`, `lossy_categorical`,
+//! `unsupported_data_type`, `too_many_layers`, ...; see [`why`] for the list), the finding with
+//! the numbers of what is written, and, where the same format can do without the loss, a
+//! ready-to-use lossless alternative. An advisory's evidence is its notes (`lossless_write`,
+//! `cog_without_overviews`, `predictor`, ...).
 
 mod raster;
 mod vector;
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, export_domain, field_error, names, prompt_argument, trigger, Call, Domain,
-    DomainInfo, FieldError, Severity, Trigger, Value,
+    chosen_method, evidence, export_domain, field_error, names, prompt_argument, shorten, trigger,
+    Call, Domain, DomainInfo, EvidenceItem, FieldError, Severity, Trigger, Value,
 };
 
 struct FormatSelection;
 
 const METHODOLOGY: &str = include_str!("methodology.md");
 
-/// One thing the chosen format or encoding does to the data.
+/// One thing the chosen format or encoding does to the data: a line of the reason and an
+/// evidence item.
 pub(crate) struct Finding {
     pub severity: Severity,
+    /// The evidence id.
+    pub id: &'static str,
+    /// The reason's words.
     pub text: String,
+    /// The evidence fact, when it says more than `text`.
+    pub fact: Option<String>,
+    /// Ready-to-use arguments that avoid the loss.
+    pub alternative: Option<Value>,
 }
 
 impl Finding {
-    pub fn new(severity: Severity, text: impl Into<String>) -> Self {
+    pub fn new(severity: Severity, id: &'static str, text: impl Into<String>) -> Self {
         Self {
             severity,
+            id,
             text: text.into(),
+            fact: None,
+            alternative: None,
         }
     }
+
+    /// The evidence fact, in place of the reason's words.
+    pub fn with_fact(mut self, fact: impl Into<String>) -> Self {
+        self.fact = Some(fact.into());
+        self
+    }
+
+    /// Arguments that avoid the loss, if there are any.
+    pub fn or_use(mut self, alternative: Option<Value>) -> Self {
+        self.alternative = alternative;
+        self
+    }
+}
+
+/// A note: advice that never raises the severity.
+pub(crate) fn note(id: &'static str, text: impl Into<String>) -> Finding {
+    Finding::new(Severity::Advisory, id, text)
+}
+
+/// Why each finding matters, by evidence id.
+pub(crate) fn why(id: &str) -> &'static str {
+    match id {
+        "scaled_output_type" => {
+            "the linear mapping is deliberate, but every value is rounded to the new type's steps \
+             and values outside the mapped range are clipped"
+        }
+        "narrowing_output_type" => {
+            "values the new type cannot hold are clipped to its range and fractions are dropped, \
+             silently: the file reads back different numbers"
+        }
+        "rescaled_values" => {
+            "the output holds rescaled numbers, no longer the original units; every reader must \
+             know the mapping"
+        }
+        "unsupported_data_type" => {
+            "the driver converts the values to a type it holds, clipping and truncating them, \
+             or the write fails"
+        }
+        "unsupported_band_count" => "bands are dropped, or the write fails",
+        "nodata_lost" => {
+            "without a nodata value, empty cells read back as data and enter every statistic"
+        }
+        "per_band_nodata" => {
+            "one nodata value for the whole file: the other bands' empty cells read back as data, \
+             and some of their real values may read back as empty"
+        }
+        "nodata_with_alpha" => "the empty cells are marked only by the alpha band",
+        "codec_data_type" | "codec_band_count" => {
+            "the codec cannot hold what is written: values are converted, or the write fails"
+        }
+        "lossy_near_nodata" => {
+            "the codec blurs values across the edge of the empty area: cells next to it take \
+             values near the nodata value, and the mask frays"
+        }
+        "lossy_categorical" => {
+            "a lossy codec approximates blocks of cells: class codes along every boundary turn \
+             into codes of no class, or of another class"
+        }
+        "lossy_encoding" => {
+            "every value read back differs from the original by up to the codec's error; the \
+             loss cannot be undone"
+        }
+        "too_many_layers" => "only one layer ends up in the file, or the write fails",
+        "mixed_geometries" => {
+            "features of the other geometry types are refused or converted, so the layer is \
+             not written whole"
+        }
+        "curves_linearised" => "arcs become straight segments: lengths and areas change slightly",
+        "csv_geometry_dropped" | "csv_points_only" => {
+            "the geometry (or all but point coordinates) is not written: the file holds \
+             attributes only"
+        }
+        "crs_missing" => {
+            "coordinates without a CRS are read as WGS 84 longitude and latitude, which they \
+             are probably not"
+        }
+        "crs_not_kept" => "the output is in WGS 84, not in the CRS the call asked for",
+        "driver_reprojects" => {
+            "the driver reprojects to WGS 84 with whatever datum transformation PROJ picks, \
+             outside the crs_datum review"
+        }
+        "non_standard_crs" => "most web clients ignore the `crs` member and misplace the data",
+        "palette_dropped" => "the colour table, and with it the class colours, is lost",
+        "unknown_driver" => "the domain cannot tell what this driver drops; check it yourself",
+        "cog_without_overviews" => {
+            "a client zoomed out reads every full-resolution tile; overviews are a resampling \
+             decision of their own"
+        }
+        "predictor" => "the predictor changes only the size of the file, never the values",
+        "shapefile_limits" => {
+            "attribute names, long strings and date-times may be cut without a warning"
+        }
+        "lossless_write" => "nothing is lost; the format is still a decision worth recording",
+        _ => "the format or encoding changes what is written",
+    }
+}
+
+/// The evidence items of `findings`, one per id (findings with the same id are joined), each
+/// fact followed by what is written.
+fn evidence_of(findings: &[Finding], data: &str) -> Vec<EvidenceItem> {
+    let mut items: Vec<EvidenceItem> = Vec::new();
+    for f in findings {
+        let fact = f.fact.clone().unwrap_or_else(|| f.text.clone());
+        match items.iter_mut().find(|i| i.id == f.id) {
+            Some(item) => {
+                item.fact = item
+                    .fact
+                    .replacen("; written: ", &format!("; {fact}; written: "), 1);
+            }
+            None => items.push(evidence(
+                f.id,
+                format!("{fact}; written: {data}"),
+                why(f.id),
+                f.alternative.clone(),
+            )),
+        }
+    }
+    items
 }
 
 /// The domain's view of one writing call.
@@ -47,7 +182,7 @@ pub(crate) struct Assessment {
     /// Losses, most severe first once sorted.
     pub findings: Vec<Finding>,
     /// What an advisory says when nothing is lost.
-    pub notes: Vec<String>,
+    pub notes: Vec<Finding>,
     /// Whether a loss-free call still gets an advisory (the conversion tools).
     pub advise_when_clean: bool,
     pub key_fields: Value,
@@ -114,21 +249,17 @@ impl Domain for FormatSelection {
         assessment
             .findings
             .sort_by_key(|f| std::cmp::Reverse(rank(f.severity)));
-        let (severity, reason) = match assessment.findings.first() {
-            Some(worst) => (
-                worst.severity,
-                assessment
-                    .findings
-                    .iter()
-                    .map(|f| f.text.as_str())
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            None if assessment.advise_when_clean => {
-                (Severity::Advisory, assessment.notes.join("; "))
-            }
+        let (severity, shown) = match assessment.findings.first() {
+            Some(worst) => (worst.severity, &assessment.findings),
+            None if assessment.advise_when_clean => (Severity::Advisory, &assessment.notes),
             None => return None,
         };
+        let reason = shown
+            .iter()
+            .map(|f| f.text.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let items = evidence_of(shown, &assessment.data);
         Some(trigger(
             severity,
             reason.clone(),
@@ -141,6 +272,7 @@ impl Domain for FormatSelection {
                 ("expected", assessment.expected),
                 ("reason", reason),
             ],
+            items,
         ))
     }
 
@@ -148,7 +280,11 @@ impl Domain for FormatSelection {
         include_str!("prompt.md")
     }
 
-    fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
+    fn validate(
+        key_fields: &Value,
+        _evidence: &[EvidenceItem],
+        justification: &Value,
+    ) -> Vec<FieldError> {
         let field = |name: &str| key_fields.get(name).and_then(Value::as_str);
         let Some(format) = field("format") else {
             return Vec::new();
@@ -177,9 +313,10 @@ impl Domain for FormatSelection {
         vec![field_error(
             "/choice/method",
             format!(
-                "the call writes {}, but the choice \"{method}\" does not name {}; justify the \
+                "the call writes {}, but the choice \"{}\" does not name {}; justify the \
                  format and encoding this call uses",
                 all.join(" with "),
+                shorten(method, 200),
                 missing.join(" or ")
             ),
         )]

@@ -1,8 +1,10 @@
 //! Raster outputs: which data types, band counts and nodata a driver holds, and which
 //! encodings lose values.
 
-use super::{format_aliases, names_any, number, option, truthy, Assessment, Finding};
-use gdal_mcp_domain_sdk::{categorical_evidence, json, Call, RasterFacts, Severity, Value};
+use super::{format_aliases, names_any, note, number, option, truthy, Assessment, Finding};
+use gdal_mcp_domain_sdk::{
+    categorical_evidence, categorical_fact, json, Call, RasterFacts, Severity, Value,
+};
 
 /// Tools that write a raster in a format of the caller's choosing.
 pub(crate) const TOOLS: &[&str] = &[
@@ -108,9 +110,13 @@ struct Written {
     output_type: Option<String>,
     scaled: bool,
     nodata: Nodata,
+    /// Per written band, its declared nodata (empty: the tool sets its own).
+    band_nodata: Vec<Option<f64>>,
     categorical: bool,
     palette: bool,
     evidence: String,
+    /// The categorical evidence with its numbers, for evidence items.
+    fact: String,
 }
 
 fn distinct(types: &[String]) -> Vec<String> {
@@ -156,9 +162,11 @@ fn written(call: &Call) -> Option<Written> {
             output_type: None,
             scaled: false,
             nodata: Nodata::Uniform,
+            band_nodata: Vec::new(),
             categorical: false,
             palette: false,
             evidence: String::new(),
+            fact: String::new(),
         });
     }
     let count = usize::try_from(input.band_count).unwrap_or(0);
@@ -214,9 +222,14 @@ fn written(call: &Call) -> Option<Written> {
         output_type,
         scaled: call.tool() == "raster_convert" && call.has_arg("scale"),
         nodata,
+        band_nodata: selection
+            .iter()
+            .map(|b| input.nodata.get(b - 1).copied().flatten())
+            .collect(),
         categorical: band1 && input.looks_categorical,
         palette: band1 && input.evidence.palette,
         evidence: categorical_evidence(input),
+        fact: categorical_fact(input),
     })
 }
 
@@ -440,6 +453,131 @@ fn list(items: &[usize]) -> String {
     }
 }
 
+/// The nodata values of the written bands, as a list (`-9999, none, 0`), or the one the call
+/// assigns.
+fn nodata_values(call: &Call, w: &Written) -> String {
+    if let Some(v) = call.arg_f64("nodata") {
+        return format!("nodata {} assigned by the call", number(v));
+    }
+    if w.band_nodata.is_empty() {
+        return "the tool's nodata value".to_string();
+    }
+    let values: Vec<String> = w
+        .band_nodata
+        .iter()
+        .map(|v| v.map_or("none".to_string(), number))
+        .collect();
+    format!("nodata {}", values.join(", "))
+}
+
+/// Creation-option keys that choose or tune a lossy encoding.
+const LOSSY_OPTIONS: &[&str] = &[
+    "COMPRESS",
+    "PREDICTOR",
+    "QUALITY",
+    "JPEG_QUALITY",
+    "WEBP_LEVEL",
+    "WEBP_LOSSLESS",
+    "LOSSLESS",
+    "MAX_Z_ERROR",
+    "DISCARD_LSB",
+    "NBITS",
+    "TILE_FORMAT",
+    "JXL_LOSSLESS",
+];
+
+/// The call's creation options without the ones in `drop` (any case), as a JSON object.
+fn creation_options_without(call: &Call, drop: &[&str]) -> serde_json::Map<String, Value> {
+    call.args
+        .get("creation_options")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| !drop.iter().any(|d| k.eq_ignore_ascii_case(d)))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Ready-to-use arguments for a lossless encoding in the same format: DEFLATE with the
+/// predictor that suits the data in GeoTIFF and COG (typed arguments for `raster_convert`,
+/// creation options elsewhere), lossless tiles in a GeoPackage. `None` for other formats,
+/// where only another format would help.
+fn lossless(call: &Call, format: &str, w: &Written) -> Option<Value> {
+    let float = w
+        .types
+        .iter()
+        .any(|t| type_info(t).is_some_and(|(k, _, _)| k == Kind::Float));
+    let predictor = if float { 3 } else { 2 };
+    let typed = call.tool() == "raster_convert";
+    let mut alternative = serde_json::Map::new();
+    match format {
+        "GTiff" | "COG" => {
+            let mut options = creation_options_without(call, LOSSY_OPTIONS);
+            if typed {
+                alternative.insert("compression".to_string(), json!("DEFLATE"));
+                alternative.insert("predictor".to_string(), json!(predictor));
+                for unset in ["quality", "max_z_error"] {
+                    if call.has_arg(unset) {
+                        alternative.insert(unset.to_string(), Value::Null);
+                    }
+                }
+            } else {
+                options.insert("COMPRESS".to_string(), json!("DEFLATE"));
+                options.insert("PREDICTOR".to_string(), json!(predictor.to_string()));
+            }
+            if call.has_arg("creation_options") || !typed {
+                alternative.insert("creation_options".to_string(), Value::Object(options));
+            }
+        }
+        "GPKG" => {
+            let byte = w.types.iter().all(|t| t == "Byte");
+            let mut options = creation_options_without(call, LOSSY_OPTIONS);
+            let tiles = if byte { "PNG" } else { "TIFF" };
+            options.insert("TILE_FORMAT".to_string(), json!(tiles));
+            alternative.insert("creation_options".to_string(), Value::Object(options));
+            if typed && call.has_arg("quality") {
+                alternative.insert("quality".to_string(), Value::Null);
+            }
+        }
+        _ => return None,
+    }
+    Some(Value::Object(alternative))
+}
+
+/// Ready-to-use arguments that set the predictor.
+fn predictor(call: &Call, value: u8) -> Option<Value> {
+    if call.tool() == "raster_convert" && option(call, "creation_options", "PREDICTOR").is_none() {
+        return Some(json!({ "predictor": value }));
+    }
+    let mut options = creation_options_without(call, &["PREDICTOR"]);
+    options.insert("PREDICTOR".to_string(), json!(value.to_string()));
+    Some(json!({ "creation_options": options }))
+}
+
+/// The data types the tools accept as `output_type`.
+const OUTPUT_TYPES: &[&str] = &[
+    "Byte", "UInt16", "Int16", "UInt32", "Int32", "Float32", "Float64",
+];
+
+/// An `output_type` the tools accept that holds every source type and that `format` stores,
+/// if any: a source type itself when one holds the others, else the narrowest that does.
+fn wide_enough(source_types: &[String], format: &str, w: &Written) -> Option<String> {
+    let holds_all = |t: &str| source_types.iter().all(|s| holds(t, s));
+    let candidate = source_types
+        .iter()
+        .map(String::as_str)
+        .filter(|t| OUTPUT_TYPES.contains(t))
+        .find(|t| holds_all(t))
+        .or_else(|| OUTPUT_TYPES.iter().copied().find(|t| holds_all(t)))?;
+    let stored = match capacity(format, w) {
+        Some(cap) => cap.types.is_empty() || cap.types.contains(&candidate),
+        None => false,
+    };
+    stored.then(|| candidate.to_string())
+}
+
 /// Judge a raster-writing call.
 pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let tool = call.tool();
@@ -473,6 +611,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             findings.push(if w.scaled {
                 Finding::new(
                     Severity::Required,
+                    "scaled_output_type",
                     format!(
                         "output_type {t} with `scale` maps {from} values linearly onto {t}: \
                          they are quantised to its steps and clipped to its range"
@@ -481,17 +620,20 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             } else {
                 Finding::new(
                     Severity::Critical,
+                    "narrowing_output_type",
                     format!(
                         "output_type {t} cannot hold {from} values and no `scale` maps them: \
                          values outside the {t} range are clipped and fractions dropped"
                     ),
                 )
+                .or_use(wide_enough(&data_types, &format, &w).map(|t| json!({ "output_type": t })))
             });
         }
     }
     if w.scaled && narrowed.is_empty() {
         findings.push(Finding::new(
             Severity::Required,
+            "rescaled_values",
             "`scale` rescales the values linearly: the output no longer holds the original units",
         ));
     }
@@ -506,6 +648,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         if !unsupported.is_empty() {
             findings.push(Finding::new(
                 Severity::Critical,
+                "unsupported_data_type",
                 format!(
                     "{format} holds {} data only: {} values are converted with clipping and \
                      truncation (or the write fails)",
@@ -517,6 +660,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         if !cap.bands.is_empty() && !cap.bands.contains(&n) {
             findings.push(Finding::new(
                 Severity::Critical,
+                "unsupported_band_count",
                 format!(
                     "{format} holds {} bands, not {n}: bands are dropped or the write fails",
                     list(cap.bands)
@@ -526,19 +670,26 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         match cap.nodata {
             NodataSupport::Unsupported if w.nodata != Nodata::None => findings.push(Finding::new(
                 Severity::Critical,
-                format!("{format} has no nodata value: nodata cells become ordinary values"),
+                "nodata_lost",
+                format!(
+                    "{format} has no nodata value: nodata cells ({}) become ordinary values",
+                    nodata_values(call, &w)
+                ),
             )),
             NodataSupport::OneValue if w.nodata == Nodata::PerBand => findings.push(Finding::new(
                 Severity::Critical,
+                "per_band_nodata",
                 format!(
                     "the bands have different nodata values (or only some have one), but \
                          {format} keeps one value for the whole file: other bands' nodata \
-                         cells become data"
+                         cells become data (nodata per band: {})",
+                    nodata_values(call, &w)
                 ),
             )),
             NodataSupport::GreyOrRgb if w.nodata != Nodata::None && (n == 2 || n == 4) => findings
                 .push(Finding::new(
                     Severity::Critical,
+                    "nodata_with_alpha",
                     format!(
                         "PNG keeps a nodata value only for grey or RGB images; with {n} bands \
                          (an alpha channel) it is dropped"
@@ -547,13 +698,19 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             _ => {}
         }
         if w.palette && !cap.palette {
-            notes.push(format!("{format} drops the colour table"));
+            notes.push(note(
+                "palette_dropped",
+                format!("{format} drops the colour table"),
+            ));
         }
     } else {
-        notes.push(format!(
-            "this domain has no capability table for the {format} driver: check that it holds \
-             {}, {n} band(s) and the nodata value",
-            distinct(&w.types).join(", ")
+        notes.push(note(
+            "unknown_driver",
+            format!(
+                "this domain has no capability table for the {format} driver: check that it \
+                 holds {}, {n} band(s) and the nodata value",
+                distinct(&w.types).join(", ")
+            ),
         ));
     }
 
@@ -565,19 +722,28 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             .collect();
         let codec = enc.compression.as_str();
         if matches!(codec, "JPEG" | "WEBP") && !not_byte.is_empty() {
-            findings.push(Finding::new(
-                Severity::Critical,
-                format!(
-                    "{codec} compression holds Byte data only: {} values are converted or the                      write fails",
-                    not_byte.join(", ")
-                ),
-            ));
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "codec_data_type",
+                    format!(
+                        "{codec} compression holds Byte data only: {} values are converted or \
+                         the write fails",
+                        not_byte.join(", ")
+                    ),
+                )
+                .or_use(lossless(call, &format, &w)),
+            );
         }
         if codec == "WEBP" && !(n == 3 || n == 4) {
-            findings.push(Finding::new(
-                Severity::Critical,
-                format!("WEBP compression holds 3 or 4 bands, not {n}"),
-            ));
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "codec_band_count",
+                    format!("WEBP compression holds 3 or 4 bands, not {n}"),
+                )
+                .or_use(lossless(call, &format, &w)),
+            );
         }
     }
 
@@ -589,13 +755,18 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             .as_ref()
             .is_some_and(|c| c.nodata != NodataSupport::Unsupported);
         if blurs && w.nodata != Nodata::None && nodata_kept {
-            findings.push(Finding::new(
-                Severity::Critical,
-                format!(
-                    "{codec} compression alters the cells next to nodata cells, so the nodata \
-                     value no longer marks exactly the empty cells"
-                ),
-            ));
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "lossy_near_nodata",
+                    format!(
+                        "{codec} compression alters the cells next to nodata cells ({}), so the \
+                         nodata value no longer marks exactly the empty cells",
+                        nodata_values(call, &w)
+                    ),
+                )
+                .or_use(lossless(call, &format, &w)),
+            );
         }
         if w.categorical {
             let palette = if w.palette && !cap.as_ref().is_some_and(|c| c.palette) {
@@ -603,28 +774,44 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             } else {
                 ""
             };
-            findings.push(Finding::new(
-                Severity::Critical,
-                format!(
-                    "lossy {codec} compression of categorical data ({}) turns class codes into \
-                     codes of no class{palette}",
-                    w.evidence
-                ),
-            ));
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "lossy_categorical",
+                    format!(
+                        "lossy {codec} compression of categorical data ({}) turns class codes \
+                         into codes of no class{palette}",
+                        w.evidence
+                    ),
+                )
+                .with_fact(format!("{}; lossy {codec} compression", w.fact))
+                .or_use(lossless(call, &format, &w)),
+            );
         }
         let texts: Vec<&str> = enc.losses.iter().map(|(_, t)| t.as_str()).collect();
-        findings.push(Finding::new(Severity::Required, texts.join("; ")));
+        findings.push(
+            Finding::new(Severity::Required, "lossy_encoding", texts.join("; "))
+                .or_use(lossless(call, &format, &w)),
+        );
     } else if cap.is_some() {
         notes.insert(
             0,
-            format!("lossless: {format} ({}) keeps every value", enc.compression),
+            note(
+                "lossless_write",
+                format!("lossless: {format} ({}) keeps every value", enc.compression),
+            ),
         );
     }
 
     // Advice that never raises the severity.
     if format == "COG" && tool == "raster_convert" && !call.has_arg("overviews") {
+        let resampling = if w.categorical { "mode" } else { "average" };
         notes.push(
-            "the COG has no overviews: zoomed-out reads fetch full-resolution tiles".to_string(),
+            note(
+                "cog_without_overviews",
+                "the COG has no overviews: zoomed-out reads fetch full-resolution tiles",
+            )
+            .or_use(Some(json!({ "overviews": { "resampling": resampling } }))),
         );
     }
     let deflating = matches!(
@@ -637,12 +824,21 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             .any(|t| type_info(t).is_some_and(|(k, _, _)| k == Kind::Float));
         let floating_predictor = matches!(enc.predictor.as_deref(), Some("3" | "FLOATING_POINT"));
         if float && !floating_predictor {
-            notes
-                .push("floating-point data usually compresses better with predictor 3".to_string());
+            notes.push(
+                note(
+                    "predictor",
+                    "floating-point data usually compresses better with predictor 3",
+                )
+                .or_use(predictor(call, 3)),
+            );
         }
         if !float && floating_predictor {
             notes.push(
-                "predictor 3 applies only to floating-point data; use 2 for integers".to_string(),
+                note(
+                    "predictor",
+                    "predictor 3 applies only to floating-point data; use 2 for integers",
+                )
+                .or_use(predictor(call, 2)),
             );
         }
     }

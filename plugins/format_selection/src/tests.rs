@@ -2,11 +2,25 @@
 
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
+use gdal_mcp_domain_sdk::testing::{evidence_ids as ids, evidence_item as item, offered};
 use gdal_mcp_domain_sdk::{json, RasterFacts, Severity};
+
+/// Check the evidence contract, and that every fact says what is written.
+fn checked(got: Option<Trigger>) -> Option<Trigger> {
+    let got = gdal_mcp_domain_sdk::testing::checked(got);
+    for item in got.iter().flat_map(|t| &t.evidence) {
+        assert!(item.fact.contains("; written: "), "{}", item.fact);
+    }
+    got
+}
 
 fn classify(tool: &str, arguments: Value, input: RasterFacts) -> Option<Trigger> {
     let dataset = raster_dataset("input", Some(utm33()), input);
-    FormatSelection::classify(&Call::new(call(tool, arguments, vec![dataset])))
+    checked(FormatSelection::classify(&Call::new(call(
+        tool,
+        arguments,
+        vec![dataset],
+    ))))
 }
 
 fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
@@ -386,7 +400,7 @@ fn vector(
             utm33()
         });
     }
-    FormatSelection::classify(&Call::new(raw))
+    checked(FormatSelection::classify(&Call::new(raw)))
 }
 
 use gdal_mcp_domain_sdk::CrsFacts;
@@ -604,35 +618,41 @@ fn vector_table() {
 fn validate_wants_format_codec_and_type() {
     let just = |m: &str| json!({"choice": {"method": m}});
     let gtiff_jpeg = json!({"format": "GTiff", "lossy_by": "JPEG", "output_type": null});
-    assert!(
-        FormatSelection::validate(&gtiff_jpeg, &just("JPEG-compressed GeoTIFF, quality 75"))
-            .is_empty()
-    );
+    assert!(FormatSelection::validate(
+        &gtiff_jpeg,
+        &[],
+        &just("JPEG-compressed GeoTIFF, quality 75")
+    )
+    .is_empty());
     assert_eq!(
-        FormatSelection::validate(&gtiff_jpeg, &just("GeoTIFF")).len(),
+        FormatSelection::validate(&gtiff_jpeg, &[], &just("GeoTIFF")).len(),
         1
     );
     assert_eq!(
-        FormatSelection::validate(&gtiff_jpeg, &just("JPEG")).len(),
+        FormatSelection::validate(&gtiff_jpeg, &[], &just("JPEG")).len(),
         1
     );
     let jpeg = json!({"format": "JPEG", "lossy_by": "JPEG"});
-    assert!(FormatSelection::validate(&jpeg, &just("JPG at quality 90")).is_empty());
+    assert!(FormatSelection::validate(&jpeg, &[], &just("JPG at quality 90")).is_empty());
     let narrowed = json!({"format": "GTiff", "lossy_by": null, "output_type": "Byte"});
-    assert!(FormatSelection::validate(&narrowed, &just("GTiff as Byte, scaled 0-1000")).is_empty());
+    assert!(
+        FormatSelection::validate(&narrowed, &[], &just("GTiff as Byte, scaled 0-1000")).is_empty()
+    );
     assert_eq!(
-        FormatSelection::validate(&narrowed, &just("GTiff")).len(),
+        FormatSelection::validate(&narrowed, &[], &just("GTiff")).len(),
         1
     );
     let lerc = json!({"format": "COG", "lossy_by": "LERC_ZSTD"});
-    assert!(FormatSelection::validate(&lerc, &just("COG with LERC, 1 cm error")).is_empty());
+    assert!(FormatSelection::validate(&lerc, &[], &just("COG with LERC, 1 cm error")).is_empty());
     let shp = json!({"format": "ESRI Shapefile"});
-    assert!(FormatSelection::validate(&shp, &just("shapefile for the legacy tool")).is_empty());
+    assert!(
+        FormatSelection::validate(&shp, &[], &just("shapefile for the legacy tool")).is_empty()
+    );
     assert_eq!(
-        FormatSelection::validate(&shp, &just("GeoPackage")).len(),
+        FormatSelection::validate(&shp, &[], &just("GeoPackage")).len(),
         1
     );
-    assert_eq!(FormatSelection::validate(&shp, &json!({})).len(), 1);
+    assert_eq!(FormatSelection::validate(&shp, &[], &json!({})).len(), 1);
 }
 
 #[test]
@@ -694,11 +714,155 @@ fn a_choice_that_restates_the_decision_is_accepted() {
     for got in cases {
         let key = key(&got);
         let method = decision_text(&key);
-        let errors = FormatSelection::validate(&key, &json!({"choice": {"method": method}}));
+        let errors = FormatSelection::validate(&key, &[], &json!({"choice": {"method": method}}));
         assert!(
             errors.is_empty(),
             "{method}: {:?}",
             errors.first().map(|e| &e.message)
         );
     }
+}
+
+#[test]
+fn raster_findings_are_evidence_with_lossless_alternatives() {
+    // JPEG inside a GeoTIFF of class codes: the categorical item names the numbers, and the
+    // alternative is DEFLATE with the integer predictor, in typed arguments.
+    let got = classify(
+        "raster_convert",
+        json!({"input": "i.tif", "output": "o.tif", "compression": "JPEG", "quality": 80}),
+        raster("Byte", 1, true),
+    );
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert_eq!(ids(&got), vec!["lossy_categorical", "lossy_encoding"]);
+    let categorical = item(&got, "lossy_categorical");
+    assert!(
+        categorical.fact.starts_with(
+            "band 1 is Byte with a colour table; a 256 × 256 sample of it holds at most 32 \
+             distinct integer values; lossy JPEG compression; written: Byte in 1 band(s)"
+        ),
+        "{}",
+        categorical.fact
+    );
+    let deflate = json!({"compression": "DEFLATE", "predictor": 2, "quality": null});
+    assert_eq!(offered(&got, "lossy_categorical"), Some(deflate.clone()));
+    assert!(item(&got, "lossy_encoding").fact.contains("quality 80"));
+    // LERC on floats: the error bound is in the fact, the alternative floating-point DEFLATE.
+    let lerc = classify(
+        "raster_convert",
+        json!({"output": "o.tif", "compression": "LERC_ZSTD", "max_z_error": 0.01}),
+        raster("Float32", 1, false),
+    );
+    assert_eq!(severity(&lerc), Some(Severity::Required));
+    assert!(item(&lerc, "lossy_encoding")
+        .fact
+        .contains("max_z_error 0.01"));
+    assert_eq!(
+        offered(&lerc, "lossy_encoding"),
+        Some(json!({"compression": "DEFLATE", "predictor": 3, "max_z_error": null}))
+    );
+    // Other tools take creation options only.
+    let warped = classify(
+        "raster_reproject",
+        json!({"output": "o.tif", "creation_options": {"COMPRESS": "JPEG", "TILED": "YES"}}),
+        with_nodata(raster("Byte", 3, false), &[Some(0.0), Some(0.0), Some(0.0)]),
+    );
+    assert_eq!(severity(&warped), Some(Severity::Critical));
+    assert!(item(&warped, "lossy_near_nodata")
+        .fact
+        .contains("nodata 0, 0, 0"));
+    assert_eq!(
+        offered(&warped, "lossy_near_nodata"),
+        Some(
+            json!({"creation_options": {"TILED": "YES", "COMPRESS": "DEFLATE", "PREDICTOR": "2"}})
+        )
+    );
+    // A narrowing output type: the type that holds the data.
+    let narrowed = classify(
+        "raster_convert",
+        json!({"output": "o.tif", "output_type": "Byte"}),
+        raster("Float32", 1, false),
+    );
+    assert_eq!(
+        offered(&narrowed, "narrowing_output_type"),
+        Some(json!({"output_type": "Float32"}))
+    );
+    // A format that cannot hold the type: no alternative in the same format.
+    let png = classify(
+        "raster_convert",
+        json!({"output": "o.png", "format": "PNG"}),
+        raster("Float32", 1, false),
+    );
+    assert_eq!(ids(&png), vec!["unsupported_data_type"]);
+    assert_eq!(offered(&png, "unsupported_data_type"), None);
+    // Per-band nodata: the values are in the fact.
+    let per_band = classify(
+        "raster_convert",
+        json!({"output": "o.tif"}),
+        with_nodata(raster("Int16", 2, false), &[Some(-9999.0), None]),
+    );
+    assert!(item(&per_band, "per_band_nodata")
+        .fact
+        .contains("nodata -9999, none"));
+}
+
+#[test]
+fn advisories_carry_their_notes_as_evidence() {
+    let cog = classify(
+        "raster_convert",
+        json!({"output": "o.tif", "format": "COG", "compression": "DEFLATE"}),
+        raster("Float32", 1, false),
+    );
+    assert_eq!(severity(&cog), Some(Severity::Advisory));
+    assert_eq!(
+        ids(&cog),
+        vec!["lossless_write", "cog_without_overviews", "predictor"]
+    );
+    assert_eq!(
+        offered(&cog, "cog_without_overviews"),
+        Some(json!({"overviews": {"resampling": "average"}}))
+    );
+    assert_eq!(offered(&cog, "predictor"), Some(json!({"predictor": 3})));
+    let classes = classify(
+        "raster_convert",
+        json!({"output": "o.tif", "format": "COG"}),
+        raster("Byte", 1, true),
+    );
+    assert_eq!(
+        offered(&classes, "cog_without_overviews"),
+        Some(json!({"overviews": {"resampling": "mode"}}))
+    );
+}
+
+#[test]
+fn vector_findings_are_evidence_with_the_layers() {
+    let shp = vector(
+        "vector_convert",
+        json!({"output": "o.shp"}),
+        &[("a", "Point"), ("b", "Line String")],
+        Some(utm33()),
+    );
+    assert_eq!(severity(&shp), Some(Severity::Critical));
+    let fact = item(&shp, "too_many_layers").fact;
+    assert!(
+        fact.contains("a (Point, 10 features, types met in 10 checked: Point); b (Line String"),
+        "{fact}"
+    );
+    let csv = vector(
+        "vector_convert",
+        json!({"output": "o.csv", "layer_options": {"SEPARATOR": "SEMICOLON"}}),
+        &[("a", "Polygon")],
+        Some(utm33()),
+    );
+    assert_eq!(
+        offered(&csv, "csv_geometry_dropped"),
+        Some(json!({"layer_options": {"SEPARATOR": "SEMICOLON", "GEOMETRY": "AS_WKT"}}))
+    );
+    let gpkg = vector(
+        "vector_convert",
+        json!({"output": "o.gpkg"}),
+        &[("a", "Polygon")],
+        Some(utm33()),
+    );
+    assert_eq!(severity(&gpkg), Some(Severity::Advisory));
+    assert_eq!(ids(&gpkg), vec!["lossless_write"]);
 }

@@ -1,8 +1,8 @@
 //! Vector outputs: how many layers, which geometry types and which CRS a driver holds, and
 //! what CSV does with geometries.
 
-use super::{option, truthy, Assessment, Finding};
-use gdal_mcp_domain_sdk::{crs_label, json, Call, CrsFacts, Severity};
+use super::{note, option, truthy, Assessment, Finding};
+use gdal_mcp_domain_sdk::{crs_label, json, Call, CrsFacts, LayerFacts, Severity, Value};
 
 /// Tools that write a vector dataset in a format of the caller's choosing.
 pub(crate) const TOOLS: &[&str] = &["vector_convert", "vector_reproject", "vector_clip"];
@@ -109,6 +109,44 @@ fn is_wgs84(crs: &CrsFacts) -> bool {
     })
 }
 
+/// A layer in numbers: `roads (Line String, 120 features; types met in 100 checked: Line
+/// String, Point)`.
+fn layer_text(layer: &LayerFacts) -> String {
+    let mut parts = vec![layer.geometry_type.clone()];
+    if let Some(n) = layer.feature_count {
+        parts.push(format!("{n} features"));
+    }
+    if layer.features_checked > 0 && !layer.geometry_types.is_empty() {
+        parts.push(format!(
+            "types met in {} checked: {}",
+            layer.features_checked,
+            layer.geometry_types.join(", ")
+        ));
+    }
+    format!("{} ({})", layer.name, parts.join(", "))
+}
+
+/// The call's layer options with `key` set to `value`, as ready-to-use arguments; `None` for
+/// tools without `layer_options` (only `vector_convert` takes them).
+fn with_layer_option(call: &Call, key: &str, value: &str) -> Option<Value> {
+    if call.tool() != "vector_convert" {
+        return None;
+    }
+    let mut options: serde_json::Map<String, Value> = call
+        .args
+        .get("layer_options")
+        .and_then(Value::as_object)
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| !k.eq_ignore_ascii_case(key))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    options.insert(key.to_string(), json!(value));
+    Some(json!({ "layer_options": options }))
+}
+
 /// Judge a vector-writing call.
 pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let tool = call.tool();
@@ -119,14 +157,19 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     };
     let input = call.dataset("input")?;
     let layers = &input.vector.as_ref()?.layers;
-    let written: Vec<&str> = match call.arg_str("layer") {
-        Some(name) => layers
-            .iter()
-            .filter(|l| l.name == name)
-            .map(|l| l.geometry_type.as_str())
-            .collect(),
-        None => layers.iter().map(|l| l.geometry_type.as_str()).collect(),
+    let written_layers: Vec<&LayerFacts> = match call.arg_str("layer") {
+        Some(name) => layers.iter().filter(|l| l.name == name).collect(),
+        None => layers.iter().collect(),
     };
+    let written: Vec<&str> = written_layers
+        .iter()
+        .map(|l| l.geometry_type.as_str())
+        .collect();
+    let layers_text = written_layers
+        .iter()
+        .map(|l| layer_text(l))
+        .collect::<Vec<_>>()
+        .join("; ");
     let mut geometry_types: Vec<String> = written.iter().map(|g| (*g).to_string()).collect();
     geometry_types.sort();
     geometry_types.dedup();
@@ -135,55 +178,91 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let mut notes = Vec::new();
 
     if single_layer(&format, output) && written.len() > 1 {
-        findings.push(Finding::new(
-            Severity::Critical,
-            format!(
-                "{format} holds one layer per file, and the call writes {} layers: pass `layer`, \
-                 or write a GeoPackage",
+        findings.push(
+            Finding::new(
+                Severity::Critical,
+                "too_many_layers",
+                format!(
+                    "{format} holds one layer per file, and the call writes {} layers: pass \
+                     `layer`, or write a GeoPackage",
+                    written.len()
+                ),
+            )
+            .with_fact(format!(
+                "{format} holds one layer per file; the call writes {}: {layers_text}",
                 written.len()
-            ),
-        ));
+            )),
+        );
     }
     if format == "ESRI Shapefile" {
         if bases.iter().any(|b| MIXED.contains(b)) {
-            findings.push(Finding::new(
-                Severity::Critical,
-                "a Shapefile holds one simple geometry type per layer: a layer of mixed types or \
-                 geometry collections cannot be written whole",
-            ));
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "mixed_geometries",
+                    "a Shapefile holds one simple geometry type per layer: a layer of mixed types \
+                     or geometry collections cannot be written whole",
+                )
+                .with_fact(format!(
+                    "a Shapefile holds one simple geometry type per layer; the call writes \
+                     {layers_text}"
+                )),
+            );
         }
-        notes.push(
+        notes.push(note(
+            "shapefile_limits",
             "Shapefile limits the facts cannot show: field names are cut to 10 characters, \
-             strings to 254, date-times lose their time, and a file stops at 2 GB"
-                .to_string(),
-        );
+             strings to 254, date-times lose their time, and a file stops at 2 GB",
+        ));
     }
     if NO_CURVES.contains(&format.as_str()) && bases.iter().any(|b| CURVES.contains(b)) {
-        findings.push(Finding::new(
-            Severity::Required,
-            format!("{format} has no curved geometries: arcs are replaced by straight segments"),
-        ));
+        let curved: Vec<String> = written_layers
+            .iter()
+            .filter(|l| CURVES.contains(&base_geometry(&l.geometry_type)))
+            .map(|l| layer_text(l))
+            .collect();
+        findings.push(
+            Finding::new(
+                Severity::Required,
+                "curves_linearised",
+                format!(
+                    "{format} has no curved geometries: arcs are replaced by straight segments"
+                ),
+            )
+            .with_fact(format!(
+                "{format} has no curved geometries; curved layer(s): {}",
+                curved.join("; ")
+            )),
+        );
     }
     let csv_geometry = (format == "CSV")
         .then(|| option(call, "layer_options", "GEOMETRY").map(|g| g.to_ascii_uppercase()))
         .flatten();
     if format == "CSV" && bases.iter().any(|b| *b != "None") {
         match csv_geometry.as_deref() {
-            None => findings.push(Finding::new(
-                Severity::Required,
-                "CSV drops the geometry unless the layer option GEOMETRY=AS_WKT (or AS_XY for \
-                 points) keeps it",
-            )),
+            None => findings.push(
+                Finding::new(
+                    Severity::Required,
+                    "csv_geometry_dropped",
+                    "CSV drops the geometry unless the layer option GEOMETRY=AS_WKT (or AS_XY \
+                     for points) keeps it",
+                )
+                .or_use(with_layer_option(call, "GEOMETRY", "AS_WKT")),
+            ),
             Some(g @ ("AS_XY" | "AS_YX" | "AS_XYZ"))
                 if bases.iter().any(|b| !matches!(*b, "Point" | "None")) =>
             {
-                findings.push(Finding::new(
-                    Severity::Required,
-                    format!(
-                        "GEOMETRY={g} writes point coordinates only: lines and polygons lose \
-                         their geometry"
-                    ),
-                ))
+                findings.push(
+                    Finding::new(
+                        Severity::Required,
+                        "csv_points_only",
+                        format!(
+                            "GEOMETRY={g} writes point coordinates only: lines and polygons \
+                             lose their geometry"
+                        ),
+                    )
+                    .or_use(with_layer_option(call, "GEOMETRY", "AS_WKT")),
+                )
             }
             _ => {}
         }
@@ -205,6 +284,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             Some(crs) if is_wgs84(crs) => {}
             None if always => findings.push(Finding::new(
                 Severity::Critical,
+                "crs_missing",
                 format!(
                     "{format} stores WGS 84 longitude/latitude and the data has no CRS: its \
                      coordinates are written as if they were longitudes and latitudes"
@@ -212,10 +292,12 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             )),
             None => findings.push(Finding::new(
                 Severity::Required,
+                "crs_missing",
                 "GeoJSON readers assume WGS 84 longitude/latitude, and the data has no CRS",
             )),
             Some(crs) if always && reprojecting => findings.push(Finding::new(
                 Severity::Critical,
+                "crs_not_kept",
                 format!(
                     "{format} always stores WGS 84 longitude/latitude: the output will not be in \
                      the requested {}",
@@ -224,6 +306,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             )),
             Some(crs) if always => findings.push(Finding::new(
                 Severity::Required,
+                "driver_reprojects",
                 format!(
                     "{format} stores WGS 84 longitude/latitude: the driver reprojects from {} \
                      with a datum transformation no one reviewed",
@@ -232,6 +315,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             )),
             Some(crs) => findings.push(Finding::new(
                 Severity::Required,
+                "non_standard_crs",
                 format!(
                     "GeoJSON (RFC 7946) is WGS 84 longitude/latitude: GDAL writes {} \
                      coordinates with a non-standard `crs` member that most web clients ignore",
@@ -241,14 +325,25 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         }
     }
     if KNOWN.contains(&format.as_str()) {
-        notes.insert(0, format!("{format} holds these layers without loss"));
+        notes.insert(
+            0,
+            note(
+                "lossless_write",
+                format!("{format} holds these layers without loss"),
+            )
+            .with_fact(format!("{format} holds {layers_text}")),
+        );
     } else {
         notes.insert(
             0,
-            format!(
-                "this domain has no capability table for the {format} driver: check that it                  holds {} layer(s) of {} and the CRS",
-                written.len(),
-                geometry_types.join(", ")
+            note(
+                "unknown_driver",
+                format!(
+                    "this domain has no capability table for the {format} driver: check that it \
+                     holds {} layer(s) of {} and the CRS",
+                    written.len(),
+                    geometry_types.join(", ")
+                ),
             ),
         );
     }

@@ -5,10 +5,17 @@
 //! `required`; it is `critical` when the DEM is in a geographic CRS (steepest descent then
 //! divides metres by degrees) and when D8 routing runs on terrain the host's facts mark as
 //! flat-dominated (directions on flats are an artefact of the flat-resolution method).
+//!
+//! Every trigger carries evidence with the DEM's numbers: the operation's own item
+//! (`depression_handling`, `routing_method`, `stream_threshold` or `pour_points`), then
+//! `geographic_dem` and `flat_fraction` for the critical findings, and
+//! `undeclared_sentinels` when band 1 holds a no-data code it does not declare (a -9999 cell is
+//! a pit every path drains into).
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, export_domain, field_error, json, names, prompt_argument, trigger, Call,
-    CrsKind, Domain, DomainInfo, FieldError, Severity, Trigger, Value,
+    approx, chosen_method, crs_label, evidence, export_domain, field_error, json, names,
+    prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
+    EvidenceItem, FieldError, Severity, Trigger, Value,
 };
 
 struct Hydrology;
@@ -18,6 +25,110 @@ const METHODOLOGY: &str = include_str!("methodology.md");
 /// A DEM with at least this share of cells without a strictly lower neighbour is
 /// flat-dominated.
 const FLAT_DOMINATED: f64 = 0.25;
+
+/// Evidence ids.
+mod ids {
+    pub const DEPRESSION_HANDLING: &str = "depression_handling";
+    pub const ROUTING_METHOD: &str = "routing_method";
+    pub const STREAM_THRESHOLD: &str = "stream_threshold";
+    pub const POUR_POINTS: &str = "pour_points";
+    pub const GEOGRAPHIC_DEM: &str = "geographic_dem";
+    pub const FLAT_FRACTION: &str = "flat_fraction";
+    pub const UNDECLARED_SENTINELS: &str = "undeclared_sentinels";
+}
+
+/// Metres per CRS unit of a projected CRS.
+fn unit_metres(crs: &CrsFacts) -> Option<f64> {
+    crs.linear_unit_metres
+        .or_else(|| matches!(crs.linear_unit.as_deref(), Some("metre" | "meter")).then_some(1.0))
+}
+
+/// The DEM in numbers: `400 × 300 cells of 30 × 30 m, Float32, EPSG:32633`, and the area of one
+/// cell in square metres when the CRS says.
+fn dem_facts(dem: Option<&DatasetFacts>) -> (String, Option<f64>) {
+    let Some(dem) = dem else {
+        return ("no DEM facts".to_string(), None);
+    };
+    let raster = dem.raster.as_ref();
+    let crs = dem.crs.as_ref();
+    let mut parts = Vec::new();
+    let mut area = None;
+    if let Some(r) = raster {
+        let unit = match crs {
+            Some(c) if c.kind == CrsKind::Geographic => "°".to_string(),
+            Some(c) => c
+                .linear_unit
+                .as_deref()
+                .map(|u| {
+                    if u == "metre" || u == "meter" {
+                        " m".to_string()
+                    } else {
+                        format!(" {u}")
+                    }
+                })
+                .unwrap_or_default(),
+            None => String::new(),
+        };
+        let cells = match r.pixel_size {
+            Some((x, y)) => {
+                if let Some(m) = crs
+                    .filter(|c| c.kind == CrsKind::Projected)
+                    .and_then(unit_metres)
+                {
+                    area = Some((x * m * y * m).abs());
+                }
+                format!(
+                    "{} × {} cells of {} × {}{unit}",
+                    r.width,
+                    r.height,
+                    approx(x.abs(), 4),
+                    approx(y.abs(), 4)
+                )
+            }
+            None => format!("{} × {} cells without geotransform", r.width, r.height),
+        };
+        parts.push(cells);
+        if let Some(t) = r.data_types.first() {
+            parts.push(t.clone());
+        }
+    }
+    parts.push(crs.map_or("no CRS".to_string(), crs_label));
+    if let Some(share) = raster.and_then(|r| r.flat_fraction) {
+        parts.push(format!(
+            "{} % of valid cells without a lower neighbour",
+            approx(share * 100.0, 3)
+        ));
+    }
+    (parts.join(", "), area)
+}
+
+/// `undeclared_sentinels` when band 1 holds values that look like no-data codes.
+fn sentinels(dem: Option<&DatasetFacts>) -> Option<EvidenceItem> {
+    let band = dem?.raster.as_ref()?.bands.first()?;
+    if band.undeclared_sentinels.is_empty() {
+        return None;
+    }
+    let found: Vec<String> = band
+        .undeclared_sentinels
+        .iter()
+        .map(|s| format!("{} ({} cells, {})", approx(s.value, 8), s.count, s.kind))
+        .collect();
+    let declared = band.nodata.map_or("no nodata".to_string(), |n| {
+        format!("nodata {}", approx(n, 8))
+    });
+    Some(evidence(
+        ids::UNDECLARED_SENTINELS,
+        format!(
+            "band 1 declares {declared} but a sample of {} cells holds {}",
+            band.sampled_cells,
+            found.join(", ")
+        ),
+        "an undeclared no-data code is read as elevation: a -9999 cell is a pit every flow path \
+         drains into, and a high fill value a wall; depression filling raises whole areas to \
+         it",
+        None,
+    ))
+}
 
 /// The governed tools and the operation each performs.
 const TOOLS: &[(&str, &str)] = &[
@@ -148,6 +259,10 @@ impl Domain for Hydrology {
 
         let mut severity = Severity::Required;
         let mut reasons = vec![format!("{operation} with {method}: {details}")];
+        let (numbers, cell_area) = dem_facts(dem);
+        let mut items = vec![operation_item(
+            call, operation, &method, &details, &numbers, cell_area,
+        )];
         if let Some(crs) = dem.and_then(|d| d.crs.as_ref()) {
             if crs.kind == CrsKind::Geographic {
                 severity = Severity::Critical;
@@ -155,6 +270,29 @@ impl Domain for Hydrology {
                     "the DEM is in a geographic CRS ({}): cell sizes are degrees, so slopes and \
                      steepest descent mix metres with degrees",
                     crs.id.clone().unwrap_or_else(|| crs.name.clone())
+                ));
+                let metric = dem
+                    .and_then(|d| d.raster.as_ref())
+                    .and_then(|r| r.georeferencing.cell_size_metres)
+                    .map(|(x, y)| {
+                        format!(
+                            "; a cell is about {} m × {} m at the centre latitude",
+                            approx(x, 4),
+                            approx(y, 4)
+                        )
+                    })
+                    .unwrap_or_default();
+                items.push(evidence(
+                    ids::GEOGRAPHIC_DEM,
+                    format!(
+                        "the DEM is in the geographic CRS {}: {numbers}{metric}",
+                        crs_label(crs)
+                    ),
+                    "steepest descent divides height differences in metres by distances in \
+                     degrees, and a degree of longitude is shorter than a degree of latitude, so \
+                     both the gradients and the diagonal-versus-straight comparison are wrong; \
+                     reproject the DEM to a projected CRS in metres first",
+                    None,
                 ));
             }
         }
@@ -171,8 +309,29 @@ impl Domain for Hydrology {
                      directions there come from the flat-resolution method, not the terrain",
                     share * 100.0
                 ));
+                let resolve = (flats == "unresolved").then(|| json!({"resolve_flats": true}));
+                items.push(evidence(
+                    ids::FLAT_FRACTION,
+                    format!(
+                        "{} % of the DEM's valid cells have no strictly lower neighbour (pits \
+                         and flats; flat-dominated from {} %); flats are {flats}",
+                        approx(share * 100.0, 3),
+                        approx(FLAT_DOMINATED * 100.0, 3)
+                    ),
+                    if flats == "unresolved" {
+                        "without flat resolution D8 gives those cells no direction at all: flow \
+                         stops on every flat, and streams and watersheds break there"
+                    } else {
+                        "on those cells D8 directions come from the flat-resolution method (away \
+                         from higher, towards lower terrain), not from the terrain: parallel \
+                         artefact paths across every flat; an epsilon-filled DEM drains \
+                         everywhere"
+                    },
+                    resolve,
+                ));
             }
         }
+        items.extend(sentinels(dem));
         let reason = reasons.join("; ");
         Some(trigger(
             severity,
@@ -185,6 +344,7 @@ impl Domain for Hydrology {
                 ("details", details),
                 ("reason", reason),
             ],
+            items,
         ))
     }
 
@@ -192,7 +352,11 @@ impl Domain for Hydrology {
         include_str!("prompt.md")
     }
 
-    fn validate(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
+    fn validate(
+        key_fields: &Value,
+        _evidence: &[EvidenceItem],
+        justification: &Value,
+    ) -> Vec<FieldError> {
         let operation = key_fields
             .get("operation")
             .and_then(Value::as_str)
@@ -220,8 +384,9 @@ impl Domain for Hydrology {
             Some(chosen) => vec![field_error(
                 "/choice/method",
                 format!(
-                    "the call's {operation} uses \"{expected}\", but the choice names \"{chosen}\"; \
-                     justify what this call does"
+                    "the call's {operation} uses \"{expected}\", but the choice names \
+                     \"{quoted}\"; justify what this call does",
+                    quoted = shorten(chosen, 200)
                 ),
             )],
             None => vec![field_error("/choice/method", "missing")],
@@ -229,4 +394,228 @@ impl Domain for Hydrology {
     }
 }
 
+/// The evidence item of the operation itself, with the DEM's numbers.
+fn operation_item(
+    call: &Call,
+    operation: &str,
+    method: &str,
+    details: &str,
+    numbers: &str,
+    cell_area: Option<f64>,
+) -> EvidenceItem {
+    match operation {
+        "condition" => evidence(
+            ids::DEPRESSION_HANDLING,
+            format!("{method} ({details}) on a DEM of {numbers}"),
+            match method {
+                "fill" => {
+                    "every depression is raised to its spill level and becomes exactly flat: real \
+                     lakes and sinks disappear, and the flats need resolving downstream"
+                }
+                "breach" => {
+                    "breach paths cut through barriers up to the limits, real ones (road \
+                     embankments, dams) included; what cannot be breached is filled"
+                }
+                _ => {
+                    "depressions are filled with a tiny gradient so every cell drains: the \
+                     filled areas' directions are an artefact of the gradient"
+                }
+            },
+            None,
+        ),
+        "streams" => {
+            let threshold = call.arg_f64("threshold");
+            let area = match (threshold, cell_area) {
+                (Some(t), Some(a)) => format!(
+                    " = {} m² ({} km²) of contributing area",
+                    approx(t * a, 4),
+                    approx(t * a / 1e6, 4)
+                ),
+                _ => String::new(),
+            };
+            evidence(
+                ids::STREAM_THRESHOLD,
+                format!(
+                    "streams where accumulation ≥ {} cells{area}, on a DEM of {numbers}",
+                    threshold.map_or("(unset)".to_string(), |t| approx(t, 8))
+                ),
+                "the threshold alone sets the drainage density: halving it roughly doubles the \
+                 network's length, and channel heads move uphill",
+                None,
+            )
+        }
+        "watershed" => evidence(
+            ids::POUR_POINTS,
+            format!("{details}, on a DEM of {numbers}"),
+            "a pour point off the D8 channel delineates the tiny catchment of the cell it falls \
+             in; the snapping distance decides which channel it moves to",
+            None,
+        ),
+        _ => evidence(
+            ids::ROUTING_METHOD,
+            format!("{operation} with {method} ({details}), on a DEM of {numbers}"),
+            if method == "d8" {
+                "D8 sends each cell's flow to one neighbour: parallel, grid-aligned paths on \
+                 planar and divergent slopes"
+            } else {
+                "D-infinity splits flow between two neighbours by facet angle: dispersion, and \
+                 no single-cell channels"
+            },
+            None,
+        ),
+    }
+}
+
 export_domain!(Hydrology);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdal_mcp_domain_sdk::testing::{
+        call, checked, evidence_ids as ids, evidence_item as item, raster, raster_dataset,
+        sentinel, utm33, wgs84,
+    };
+    use gdal_mcp_domain_sdk::{alternative, CrsFacts, RasterFacts};
+
+    fn dem(flat_fraction: Option<f64>) -> RasterFacts {
+        let mut r = raster("Float32", 1, false);
+        r.flat_fraction = flat_fraction;
+        r
+    }
+
+    fn run(tool: &str, arguments: Value, crs: CrsFacts, r: RasterFacts) -> Option<Trigger> {
+        let got = Hydrology::classify(&Call::new(call(
+            tool,
+            arguments,
+            vec![raster_dataset("input", Some(crs), r)],
+        )));
+        checked(got)
+    }
+
+    fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
+        trigger.as_ref().map(|t| t.severity)
+    }
+
+    #[test]
+    fn every_operation_brings_its_own_evidence() {
+        let r = || dem(Some(0.02));
+        for (tool, arguments, id) in [
+            (
+                "dem_condition",
+                json!({"method": "breach", "max_breach_length": 50}),
+                "depression_handling",
+            ),
+            (
+                "dem_flow_direction",
+                json!({"algorithm": "dinf"}),
+                "routing_method",
+            ),
+            (
+                "dem_flow_accumulation",
+                json!({"units": "area"}),
+                "routing_method",
+            ),
+            (
+                "dem_streams",
+                json!({"threshold": 1000}),
+                "stream_threshold",
+            ),
+            ("dem_watershed", json!({"snap_distance": 3}), "pour_points"),
+        ] {
+            let got = run(tool, arguments, utm33(), r());
+            assert_eq!(severity(&got), Some(Severity::Required), "{tool}");
+            assert_eq!(ids(&got), vec![id.to_string()], "{tool}");
+            assert!(
+                item(&got, id)
+                    .fact
+                    .contains("100 × 100 cells of 30 × 30 m, Float32, EPSG:32633, 2 %"),
+                "{tool}: {}",
+                item(&got, id).fact
+            );
+        }
+        // The stream threshold in contributing area: 1000 cells of 900 m².
+        let streams = run("dem_streams", json!({"threshold": 1000}), utm33(), r());
+        assert!(item(&streams, "stream_threshold")
+            .fact
+            .contains("≥ 1000 cells = 900000 m² (0.9 km²)"));
+    }
+
+    #[test]
+    fn a_geographic_dem_is_critical_with_evidence() {
+        let mut r = dem(None);
+        r.pixel_size = Some((0.000_277_777_8, -0.000_277_777_8));
+        r.georeferencing.cell_size_metres = Some((21.4, 30.9));
+        let got = run("dem_condition", json!({"method": "fill"}), wgs84(), r);
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        let fact = item(&got, "geographic_dem").fact;
+        assert!(
+            fact.contains("0.0002778 × 0.0002778°") && fact.contains("21.4 m × 30.9 m"),
+            "{fact}"
+        );
+    }
+
+    #[test]
+    fn flat_dominated_d8_is_critical_with_the_share() {
+        let got = run(
+            "dem_flow_direction",
+            json!({"algorithm": "d8", "resolve_flats": false}),
+            utm33(),
+            dem(Some(0.4)),
+        );
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        let flat = item(&got, "flat_fraction");
+        assert!(
+            flat.fact.starts_with("40 % of the DEM's valid cells"),
+            "{}",
+            flat.fact
+        );
+        assert_eq!(alternative(&flat), Some(json!({"resolve_flats": true})));
+        // Resolved flats: no alternative to offer, still critical.
+        let resolved = run(
+            "dem_streams",
+            json!({"threshold": 100}),
+            utm33(),
+            dem(Some(0.4)),
+        );
+        assert_eq!(severity(&resolved), Some(Severity::Critical));
+        assert_eq!(alternative(&item(&resolved, "flat_fraction")), None);
+        // Below the threshold, or D-infinity: not flat-dominated.
+        let few = run(
+            "dem_streams",
+            json!({"threshold": 100}),
+            utm33(),
+            dem(Some(0.1)),
+        );
+        assert!(!ids(&few).contains(&"flat_fraction".to_string()));
+        let dinf = run(
+            "dem_flow_direction",
+            json!({"algorithm": "dinf"}),
+            utm33(),
+            dem(Some(0.4)),
+        );
+        assert_eq!(severity(&dinf), Some(Severity::Required));
+    }
+
+    #[test]
+    fn undeclared_sentinels_are_named_without_raising_the_severity() {
+        let mut r = dem(None);
+        r.bands[0].undeclared_sentinels = vec![sentinel(-9999.0, 412, "known")];
+        r.bands[0].sampled_cells = 10_000;
+        let got = run("dem_condition", json!({"method": "fill"}), utm33(), r);
+        assert_eq!(severity(&got), Some(Severity::Required));
+        assert_eq!(
+            item(&got, "undeclared_sentinels").fact,
+            "band 1 declares no nodata but a sample of 10000 cells holds -9999 (412 cells, known)"
+        );
+    }
+
+    #[test]
+    fn validate_wants_the_method_the_call_uses() {
+        let key = json!({"operation": "condition", "method": "fill_epsilon"});
+        let just = |m: &str| json!({"choice": {"method": m}});
+        assert!(Hydrology::validate(&key, &[], &just("epsilon fill")).is_empty());
+        assert_eq!(Hydrology::validate(&key, &[], &just("breach")).len(), 1);
+        let key = json!({"operation": "streams", "threshold": 1000});
+        assert!(Hydrology::validate(&key, &[], &just("threshold 1000 cells")).is_empty());
+    }
+}

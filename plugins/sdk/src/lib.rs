@@ -8,10 +8,15 @@
 //! * [`Domain::render_prompt`] fills `{{name}}` placeholders of [`Domain::prompt_template`];
 //! * [`Domain::validate`] accepts everything.
 //!
-//! Helpers for reading call arguments and building triggers live here too, so the built-in
-//! domains and third-party methodology packs read the same way, and [`testing`] builds the
-//! records the host sends, so a domain's classification can be unit-tested natively with
-//! [`Call::new`].
+//! Helpers for reading call arguments and building triggers and their evidence live here too
+//! ([`trigger`], [`evidence`], [`evidence_answer`]), so the built-in domains and third-party
+//! methodology packs read the same way, and [`testing`] builds the records the host sends, so a
+//! domain's classification can be unit-tested natively with [`Call::new`].
+//!
+//! The bindings follow `gdal-mcp:risk@0.3.0`: every trigger carries a list of
+//! [`EvidenceItem`]s (stable id, the fact with its numbers, why it matters, and optionally a
+//! ready-to-use alternative as a JSON object of call arguments), and `validate` receives the
+//! trigger's evidence next to the key fields and the justification.
 
 #![forbid(unsafe_code)]
 
@@ -30,9 +35,10 @@ pub mod bindings {
 }
 
 pub use bindings::gdal_mcp::risk::types::{
-    CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, FieldError, LayerFacts,
-    PromptArgument, PromptValue, RasterFacts, Severity, ToolCall, TransformationFacts, Trigger,
-    VectorFacts,
+    BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EvidenceItem,
+    FieldError, GeorefCandidate, Georeferencing, LayerFacts, OperationFacts, PromptArgument,
+    PromptValue, RasterFacts, Registration, Sentinel, Severity, ToolCall, TransformationFacts,
+    Trigger, VectorFacts,
 };
 
 /// A risk domain. Implement this on a unit struct and pass it to [`export_domain!`].
@@ -55,7 +61,14 @@ pub trait Domain {
     }
 
     /// Domain-specific checks of a justification that already passed the host's schema.
-    fn validate(_key_fields: &Value, _justification: &Value) -> Vec<FieldError> {
+    /// `key_fields` and `evidence` are the trigger's; the justification answers evidence items
+    /// by id in its `evidence` object (read one with [`evidence_answer`]). Return an empty list
+    /// to accept.
+    fn validate(
+        _key_fields: &Value,
+        _evidence: &[EvidenceItem],
+        _justification: &Value,
+    ) -> Vec<FieldError> {
         Vec::new()
     }
 }
@@ -73,13 +86,17 @@ impl<T: Domain> bindings::Guest for T {
         T::render_prompt(&arguments)
     }
 
-    fn validate(key_fields: String, justification: String) -> Vec<FieldError> {
+    fn validate(
+        key_fields: String,
+        evidence: Vec<EvidenceItem>,
+        justification: String,
+    ) -> Vec<FieldError> {
         let key_fields = match serde_json::from_str::<Value>(&key_fields) {
             Ok(value) => value,
             Err(e) => return vec![field_error("", format!("key fields are not JSON: {e}"))],
         };
         match serde_json::from_str::<Value>(&justification) {
-            Ok(justification) => T::validate(&key_fields, &justification),
+            Ok(justification) => T::validate(&key_fields, &evidence, &justification),
             Err(e) => vec![field_error("", format!("justification is not JSON: {e}"))],
         }
     }
@@ -156,17 +173,81 @@ pub fn categorical_evidence(raster: &RasterFacts) -> String {
     }
 }
 
+/// The categorical evidence as a fact with its numbers, for an evidence item: `band 1 is Byte
+/// with a colour table; a 256 × 256 sample of it holds at most 32 distinct integer values`.
+/// For a raster that does not look categorical: its data types and that no evidence holds.
+pub fn categorical_fact(raster: &RasterFacts) -> String {
+    let data_type = raster
+        .data_types
+        .first()
+        .map(String::as_str)
+        .unwrap_or("of unknown type");
+    if !raster.looks_categorical {
+        let types = distinct_types(&raster.data_types);
+        return format!(
+            "{} band(s) of {}; band 1 has no colour table, no attribute table and is not an \
+             integer band with few distinct values",
+            raster.band_count,
+            if types.is_empty() {
+                "unknown type".to_string()
+            } else {
+                types.join(", ")
+            }
+        );
+    }
+    let e = &raster.evidence;
+    let mut with = Vec::new();
+    if e.palette {
+        with.push("a colour table");
+    }
+    if e.attribute_table {
+        with.push("a raster attribute table");
+    }
+    let mut fact = format!("band 1 is {data_type}");
+    if !with.is_empty() {
+        fact.push_str(" with ");
+        fact.push_str(&with.join(" and "));
+    }
+    if e.integer_classes {
+        fact.push_str(&format!(
+            "; a {SAMPLE_SIDE} × {SAMPLE_SIDE} sample of it holds at most {MAX_CLASSES} distinct \
+             integer values"
+        ));
+    }
+    fact
+}
+
+/// The host samples band 1 on a grid of this many cells a side to count distinct values.
+pub const SAMPLE_SIDE: u32 = 256;
+
+/// At most this many distinct integer values in the sample make a band look categorical.
+pub const MAX_CLASSES: u32 = 32;
+
+/// The distinct entries of `types`, in order.
+pub fn distinct_types(types: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in types {
+        if !out.contains(t) {
+            out.push(t.clone());
+        }
+    }
+    out
+}
+
 /// A stable label for a CRS: its authority id, else its name.
 pub fn crs_label(crs: &CrsFacts) -> String {
     crs.id.clone().unwrap_or_else(|| crs.name.clone())
 }
 
-/// Build a trigger; `key_fields` must be a JSON object.
+/// Build a trigger; `key_fields` must be a JSON object. `evidence` lists the findings behind
+/// the verdict (build them with [`evidence`]); a trigger without any gets one item, `finding`,
+/// made by the host from `reason`, so give at least one.
 pub fn trigger(
     severity: Severity,
     reason: impl Into<String>,
     key_fields: Value,
     prompt_arguments: &[(&str, String)],
+    evidence: Vec<EvidenceItem>,
 ) -> Trigger {
     Trigger {
         severity,
@@ -179,6 +260,88 @@ pub fn trigger(
                 value: value.clone(),
             })
             .collect(),
+        evidence,
+    }
+}
+
+/// One evidence item: a stable snake_case `id` (lowercase letters, digits, `_`; at most 64
+/// characters), the `fact` with its numbers, `why` it matters for this call, and, when a safe
+/// one exists, an `alternative`: a JSON object of ready-to-use call arguments (anything else
+/// is dropped).
+pub fn evidence(
+    id: &str,
+    fact: impl Into<String>,
+    why: impl Into<String>,
+    alternative: Option<Value>,
+) -> EvidenceItem {
+    EvidenceItem {
+        id: id.to_string(),
+        fact: fact.into(),
+        why: why.into(),
+        alternative: alternative.filter(Value::is_object).map(|a| a.to_string()),
+    }
+}
+
+/// The item with `id` among a trigger's evidence.
+pub fn find_evidence<'a>(evidence: &'a [EvidenceItem], id: &str) -> Option<&'a EvidenceItem> {
+    evidence.iter().find(|e| e.id == id)
+}
+
+/// An item's alternative, parsed (`None` when it has none or it is not a JSON object).
+pub fn alternative(item: &EvidenceItem) -> Option<Value> {
+    item.alternative
+        .as_deref()
+        .and_then(|a| serde_json::from_str::<Value>(a).ok())
+        .filter(Value::is_object)
+}
+
+/// The justification's answer to evidence item `id`: the string at `evidence.<id>`.
+pub fn evidence_answer<'a>(justification: &'a Value, id: &str) -> Option<&'a str> {
+    justification
+        .get("evidence")
+        .and_then(|e| e.get(id))
+        .and_then(Value::as_str)
+}
+
+/// `text` cut to at most `max` characters (with `…` when cut), for quoting a justification in a
+/// field error: the host refuses field errors over 1 KiB as a broken contract.
+pub fn shorten(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// The justification's `choice.tradeoffs`, if it is a string.
+pub fn chosen_tradeoffs(justification: &Value) -> Option<&str> {
+    justification
+        .get("choice")
+        .and_then(|c| c.get("tradeoffs"))
+        .and_then(Value::as_str)
+}
+
+/// A number for a sentence: integers without a fraction (`30`, not `30.0`), others with at most
+/// `digits` significant digits and no trailing zeros (`0.000278`, `27.83`).
+pub fn approx(value: f64, digits: u32) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        return format!("{value:.0}");
+    }
+    let magnitude = if value == 0.0 {
+        0
+    } else {
+        value.abs().log10().floor() as i32
+    };
+    let decimals = (i64::from(digits.max(1)) - 1 - i64::from(magnitude)).clamp(0, 17);
+    let text = format!("{value:.prec$}", prec = decimals as usize);
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -313,22 +476,86 @@ pub fn names(method: &str, expected: &str) -> bool {
 }
 
 /// Builders for native unit tests of domains: the records the host would send, with
-/// neutral defaults. Build a [`Call`] with [`Call::new`]`(testing::call(...))`.
+/// neutral defaults. Build a [`Call`] with [`Call::new`]`(testing::call(...))`; set the facts
+/// 0.3 added with [`testing::georeferencing`], [`testing::with_bands`],
+/// [`testing::transformations`], [`testing::layer`] and friends, or by assigning the public
+/// record fields.
 pub mod testing {
     use super::{
-        CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, ToolCall,
-        TransformationFacts, Value, VectorFacts,
+        BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, EvidenceItem,
+        GeorefCandidate, Georeferencing, LayerFacts, OperationFacts, RasterFacts, Registration,
+        Sentinel, ToolCall, TransformationFacts, Trigger, Value, VectorFacts,
     };
 
-    /// A CRS with an authority id (or none), a name and a kind; projected CRSs get metres.
+    /// Check what the host requires of a trigger's evidence, and hand the trigger back: at
+    /// least one item, unique ids of 1-64 lowercase letters, digits or `_`, a fact and a why,
+    /// and alternatives that are JSON objects. Panics (it is for tests) naming the item.
+    pub fn checked(trigger: Option<Trigger>) -> Option<Trigger> {
+        if let Some(t) = &trigger {
+            assert!(!t.evidence.is_empty(), "no evidence: {}", t.reason);
+            let mut seen: Vec<&str> = Vec::new();
+            for item in &t.evidence {
+                let id = item.id.as_str();
+                assert!(
+                    !id.is_empty()
+                        && id.len() <= 64
+                        && id
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                    "evidence id {id:?}"
+                );
+                assert!(!seen.contains(&id), "duplicate evidence id {id}");
+                seen.push(id);
+                assert!(!item.fact.is_empty() && !item.why.is_empty(), "{id}");
+                if let Some(a) = &item.alternative {
+                    assert!(
+                        serde_json::from_str::<Value>(a).is_ok_and(|v| v.is_object()),
+                        "{id}: alternative {a} is not a JSON object"
+                    );
+                }
+            }
+        }
+        trigger
+    }
+
+    /// The evidence ids of a trigger, in order.
+    pub fn evidence_ids(trigger: &Option<Trigger>) -> Vec<String> {
+        trigger
+            .as_ref()
+            .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The evidence item `id` of a trigger; panics naming the ids there are.
+    pub fn evidence_item(trigger: &Option<Trigger>, id: &str) -> EvidenceItem {
+        trigger
+            .as_ref()
+            .and_then(|t| super::find_evidence(&t.evidence, id).cloned())
+            .unwrap_or_else(|| panic!("no evidence item {id}: {:?}", evidence_ids(trigger)))
+    }
+
+    /// The safe alternative the evidence item `id` offers, if any.
+    pub fn offered(trigger: &Option<Trigger>, id: &str) -> Option<Value> {
+        super::alternative(&evidence_item(trigger, id))
+    }
+
+    /// A CRS with an authority id (or none), a name and a kind; projected CRSs get metres
+    /// (easting, northing), geographic ones no unit (latitude first, as EPSG orders them).
     pub fn crs(id: Option<&str>, name: &str, kind: CrsKind, datum: &str) -> CrsFacts {
+        let projected = kind == CrsKind::Projected;
         CrsFacts {
             id: id.map(String::from),
             name: name.to_string(),
             kind,
-            linear_unit: (kind == CrsKind::Projected).then(|| "metre".to_string()),
+            linear_unit: projected.then(|| "metre".to_string()),
             datum: Some(datum.to_string()),
             vertical: None,
+            linear_unit_metres: projected.then_some(1.0),
+            axis_order: match kind {
+                CrsKind::Projected => Some("east,north".to_string()),
+                CrsKind::Geographic => Some("north,east".to_string()),
+                _ => None,
+            },
         }
     }
 
@@ -357,8 +584,97 @@ pub mod testing {
         )
     }
 
-    /// A 100 x 100 raster with `bands` bands of `data_type`, no nodata, 30 m cells; when
-    /// `categorical`, band 1 has a colour table and few integer classes.
+    /// Georeferencing from one `source` (`internal`, `aux-xml`, `world-file`, `gcps`, `rpc` or
+    /// `none`): no competing candidates, no conflicts, area registration, north-up, not
+    /// rotated, no metric cell size.
+    pub fn georeferencing(source: &str) -> Georeferencing {
+        Georeferencing {
+            geotransform_source: source.to_string(),
+            candidates: Vec::new(),
+            conflicts: Vec::new(),
+            registration: Registration::Area,
+            rotated: false,
+            south_up: false,
+            cell_size_metres: None,
+        }
+    }
+
+    /// One georeferencing candidate from `source`.
+    pub fn candidate(
+        source: &str,
+        geotransform: Option<[f64; 6]>,
+        crs: Option<&str>,
+    ) -> GeorefCandidate {
+        GeorefCandidate {
+            source: source.to_string(),
+            geotransform: geotransform.map(|g| g.to_vec()),
+            crs: crs.map(String::from),
+        }
+    }
+
+    /// `raster` with `georeferencing` in place of the default.
+    pub fn with_georeferencing(
+        mut raster: RasterFacts,
+        georeferencing: Georeferencing,
+    ) -> RasterFacts {
+        raster.georeferencing = georeferencing;
+        raster
+    }
+
+    /// A band's facts: declared nodata, no scale, offset or unit, no sentinels, not sampled.
+    pub fn band(nodata: Option<f64>) -> BandFacts {
+        BandFacts {
+            scale: None,
+            offset: None,
+            unit: None,
+            nodata,
+            undeclared_sentinels: Vec::new(),
+            sampled_cells: 0,
+        }
+    }
+
+    /// A band with a declared scale, offset and unit.
+    pub fn scaled_band(scale: f64, offset: f64, unit: Option<&str>) -> BandFacts {
+        BandFacts {
+            scale: Some(scale),
+            offset: Some(offset),
+            unit: unit.map(String::from),
+            ..band(None)
+        }
+    }
+
+    /// A value found in a band's sample that is not its declared nodata.
+    pub fn sentinel(value: f64, count: u64, kind: &str) -> Sentinel {
+        Sentinel {
+            value,
+            count,
+            kind: kind.to_string(),
+        }
+    }
+
+    /// `raster` with these per-band facts; its `band_count`, `nodata` and `data_types` follow
+    /// (extra bands repeat the last data type).
+    pub fn with_bands(mut raster: RasterFacts, bands: Vec<BandFacts>) -> RasterFacts {
+        let last = raster
+            .data_types
+            .last()
+            .cloned()
+            .unwrap_or_else(|| "Byte".to_string());
+        raster.data_types.resize(bands.len(), last);
+        raster.nodata = bands.iter().map(|b| b.nodata).collect();
+        raster.band_count = u32::try_from(bands.len()).unwrap_or(u32::MAX);
+        raster.bands = bands;
+        raster
+    }
+
+    /// `raster` with the pixel size `(x, y)` (y negative for north-up), or none.
+    pub fn with_pixel_size(mut raster: RasterFacts, pixel_size: Option<(f64, f64)>) -> RasterFacts {
+        raster.pixel_size = pixel_size;
+        raster
+    }
+
+    /// A 100 x 100 raster with `bands` bands of `data_type`, no nodata, 30 m cells, internal
+    /// georeferencing; when `categorical`, band 1 has a colour table and few integer classes.
     pub fn raster(data_type: &str, bands: u32, categorical: bool) -> RasterFacts {
         RasterFacts {
             width: 100,
@@ -366,7 +682,7 @@ pub mod testing {
             band_count: bands,
             data_types: (0..bands).map(|_| data_type.to_string()).collect(),
             nodata: (0..bands).map(|_| None).collect(),
-            pixel_size: (30.0, -30.0),
+            pixel_size: Some((30.0, -30.0)),
             looks_categorical: categorical,
             evidence: CategoricalEvidence {
                 palette: categorical,
@@ -374,6 +690,8 @@ pub mod testing {
                 integer_classes: categorical,
             },
             flat_fraction: None,
+            georeferencing: georeferencing("internal"),
+            bands: (0..bands).map(|_| band(None)).collect(),
         }
     }
 
@@ -388,12 +706,27 @@ pub mod testing {
         }
     }
 
-    /// Vector dataset facts for argument `role`, one layer per `(name, geometry type)`.
-    pub fn vector_dataset(
+    /// A layer of 10 features of one `geometry` type (3D when it starts with `3D `, measured
+    /// when it says `Measured`), all checked, none invalid.
+    pub fn layer(name: &str, geometry: &str) -> LayerFacts {
+        LayerFacts {
+            name: name.to_string(),
+            geometry_type: geometry.to_string(),
+            feature_count: Some(10),
+            has_z: geometry.starts_with("3D "),
+            has_m: geometry.contains("Measured"),
+            geometry_types: vec![geometry.to_string()],
+            invalid_geometries: Some(0),
+            features_checked: 10,
+        }
+    }
+
+    /// Vector dataset facts for argument `role`, with these layers and no selected layer.
+    pub fn vector_layers(
         role: &str,
         driver: &str,
         crs: Option<CrsFacts>,
-        layers: &[(&str, &str)],
+        layers: Vec<LayerFacts>,
     ) -> DatasetFacts {
         DatasetFacts {
             role: role.to_string(),
@@ -401,29 +734,71 @@ pub mod testing {
             crs,
             raster: None,
             vector: Some(VectorFacts {
-                layers: layers
-                    .iter()
-                    .map(|(name, geometry)| LayerFacts {
-                        name: (*name).to_string(),
-                        geometry_type: (*geometry).to_string(),
-                        feature_count: Some(10),
-                    })
-                    .collect(),
+                layers,
+                selected_layer: None,
             }),
         }
     }
 
-    /// A transformation PROJ might pick.
+    /// Vector dataset facts for argument `role`, one [`layer`] per `(name, geometry type)`.
+    pub fn vector_dataset(
+        role: &str,
+        driver: &str,
+        crs: Option<CrsFacts>,
+        layers: &[(&str, &str)],
+    ) -> DatasetFacts {
+        vector_layers(
+            role,
+            driver,
+            crs,
+            layers
+                .iter()
+                .map(|(name, geometry)| layer(name, geometry))
+                .collect(),
+        )
+    }
+
+    /// One coordinate operation: direct (no intermediate CRS), area of use unknown.
+    pub fn operation(name: &str, accuracy: Option<f64>, ballpark: bool) -> OperationFacts {
+        OperationFacts {
+            name: name.to_string(),
+            accuracy_metres: accuracy,
+            ballpark,
+            via: None,
+            covers_data: None,
+        }
+    }
+
+    /// An operation through the intermediate CRS `via`.
+    pub fn operation_via(name: &str, accuracy: Option<f64>, via: &str) -> OperationFacts {
+        OperationFacts {
+            via: Some(via.to_string()),
+            ..operation(name, accuracy, false)
+        }
+    }
+
+    /// The transformation facts when the host uses what PROJ would pick anyway: `used` and
+    /// `default` are the same operation, no grids missing.
     pub fn transformation(
         name: &str,
         accuracy: Option<f64>,
         ballpark: bool,
     ) -> TransformationFacts {
+        let op = operation(name, accuracy, ballpark);
+        transformations(op.clone(), op, &[])
+    }
+
+    /// The transformation facts with the operation the call `used`, PROJ's `default`, and the
+    /// grids better operations need but the machine lacks.
+    pub fn transformations(
+        used: OperationFacts,
+        default: OperationFacts,
+        missing_grids: &[&str],
+    ) -> TransformationFacts {
         TransformationFacts {
-            name: name.to_string(),
-            accuracy_metres: accuracy,
-            ballpark,
-            missing_grids: Vec::new(),
+            used,
+            default,
+            missing_grids: missing_grids.iter().map(|g| (*g).to_string()).collect(),
         }
     }
 
@@ -448,6 +823,78 @@ mod tests {
             name: name.to_string(),
             value: value.to_string(),
         }
+    }
+
+    #[test]
+    fn evidence_items_keep_only_object_alternatives() {
+        let item = evidence(
+            "categorical_input",
+            "band 1 is Byte with a colour table",
+            "bilinear mixes class codes",
+            Some(json!({"resampling": "mode"})),
+        );
+        assert_eq!(
+            item.alternative.as_deref(),
+            Some(r#"{"resampling":"mode"}"#)
+        );
+        assert_eq!(alternative(&item), Some(json!({"resampling": "mode"})));
+        assert!(evidence("x", "f", "w", Some(json!("mode")))
+            .alternative
+            .is_none());
+        assert!(evidence("x", "f", "w", None).alternative.is_none());
+        let items = [item];
+        assert!(find_evidence(&items, "categorical_input").is_some());
+        assert!(find_evidence(&items, "finding").is_none());
+        let t = trigger(
+            Severity::Critical,
+            "r",
+            json!({"a": 1}),
+            &[],
+            items.to_vec(),
+        );
+        assert_eq!(t.evidence.len(), 1);
+    }
+
+    #[test]
+    fn justification_answers_are_read_by_id() {
+        let just = json!({"evidence": {"ballpark_operation": "we accept 100 m"},
+                          "choice": {"tradeoffs": "t"}});
+        assert_eq!(
+            evidence_answer(&just, "ballpark_operation"),
+            Some("we accept 100 m")
+        );
+        assert_eq!(evidence_answer(&just, "missing_grids"), None);
+        assert_eq!(chosen_tradeoffs(&just), Some("t"));
+    }
+
+    #[test]
+    fn shorten_cuts_long_quotes() {
+        assert_eq!(shorten("bilinear", 10), "bilinear");
+        assert_eq!(shorten("abcdefghijk", 5), "abcd…");
+        assert_eq!(shorten(&"é".repeat(300), 200).chars().count(), 200);
+    }
+
+    #[test]
+    fn approx_keeps_integers_and_trims_fractions() {
+        assert_eq!(approx(30.0, 4), "30");
+        assert_eq!(approx(111120.0, 4), "111120");
+        assert_eq!(approx(27.834_12, 4), "27.83");
+        assert_eq!(approx(0.000_277_777_8, 3), "0.000278");
+        assert_eq!(approx(2.5, 4), "2.5");
+        assert_eq!(approx(-0.5, 2), "-0.5");
+        assert_eq!(approx(0.0, 3), "0");
+    }
+
+    #[test]
+    fn categorical_fact_has_the_numbers() {
+        let r = testing::raster("Byte", 1, true);
+        assert_eq!(
+            categorical_fact(&r),
+            "band 1 is Byte with a colour table; a 256 × 256 sample of it holds at most 32 \
+             distinct integer values"
+        );
+        let f = testing::raster("Float32", 2, false);
+        assert!(categorical_fact(&f).starts_with("2 band(s) of Float32"));
     }
 
     /// Regression: `validate` compared by containment, so "nearest, definitely not bilinear"

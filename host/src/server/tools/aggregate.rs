@@ -115,7 +115,7 @@ pub struct AggregateArgs {
     /// Block size in input cells: 4 makes each output cell from a 4x4 block; [4, 2] for 4
     /// columns by 2 rows.
     pub factor: Factor,
-    /// How a block's valid cells become one value. No default.
+    /// No default.
     pub statistic: BlockStatistic,
     /// Output data type (default: the input's). A sum of Byte cells saturates at 255 unless
     /// written to a wider type.
@@ -127,6 +127,42 @@ pub struct AggregateArgs {
     #[serde(default)]
     pub overwrite: bool,
     pub justification: Option<Justifications>,
+}
+
+/// gdalwarp aggregates raw values and copies each band's scale and offset to the output, which
+/// is right for statistics that commute with `raw * scale + offset` (mean, median, mode; min,
+/// max and quartiles when the scale is positive) and wrong for the others: a block sum keeps
+/// one offset instead of n, an rms is not linear. Those are refused with the reason.
+fn check_block_scale(
+    input: &facts::DatasetFacts,
+    statistic: BlockStatistic,
+) -> Result<(), ToolError> {
+    let bands = input
+        .raster
+        .as_ref()
+        .map(|r| r.bands.as_slice())
+        .unwrap_or_default();
+    for (index, band) in bands.iter().enumerate() {
+        let scale = band.scale.unwrap_or(1.0);
+        let offset = band.offset.unwrap_or(0.0);
+        let wrong = match statistic {
+            BlockStatistic::Sum | BlockStatistic::Rms => offset != 0.0 || scale < 0.0,
+            BlockStatistic::Min | BlockStatistic::Max | BlockStatistic::Q1 | BlockStatistic::Q3 => {
+                scale < 0.0
+            }
+            _ => false,
+        };
+        if wrong {
+            return Err(ToolError::Arguments(format!(
+                "statistic: band {} declares scale {scale} and offset {offset} (physical = raw \
+                 x scale + offset); gdalwarp would compute this statistic on raw values and keep \
+                 the scale and offset, which gives a wrong physical value for it. Convert the \
+                 band to physical values first, or use average, med or mode",
+                index + 1
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `raster_aggregate`: gdalwarp onto the grid whose cells are exactly `factor` input cells.
@@ -161,6 +197,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     "input: the grid is rotated; warp it north-up first".to_string(),
                 ));
             }
+            check_block_scale(&input_facts, statistic)?;
             let (w, h) = dataset.raster_size();
             let cols = w.div_ceil(fx as usize);
             let rows = h.div_ceil(fy as usize);
@@ -180,6 +217,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 output_type: output_type.map(|t| t.gdal_name().to_string()),
                 format,
                 creation_options: options,
+                coordinate_operation: None,
             };
             let partial = w % fx as usize != 0 || h % fy as usize != 0;
             Ok(Gathered::new(
@@ -303,7 +341,7 @@ pub struct ZonalArgs {
     pub id_field: Option<String>,
     /// Band of the raster (default 1).
     pub band: Option<u32>,
-    /// The statistics to compute. No default: they are part of the methodology.
+    /// The statistics to compute. No default.
     #[schemars(length(min = 1))]
     pub stats: Vec<ZonalStat>,
     /// Which cells belong to a zone. No default.
@@ -395,6 +433,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
             ZoneNodataPolicy::Propagate => NodataPolicy::Propagate,
         },
         reproject: false,
+        operation: None,
     };
     let (band, semantics, chosen) = (args.band.unwrap_or(1), args.semantics, args.stats);
     gated::run(
@@ -405,7 +444,10 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
             facts::require_raster("input", &raster, &raster_dataset)?;
             let raster_facts = facts::from_dataset("input", &raster, &raster_dataset);
             let zones_dataset = ogr::open("zones", &zones)?;
-            let zones_facts = facts::from_dataset("zones", &zones, &zones_dataset);
+            let mut zones_facts = facts::from_dataset("zones", &zones, &zones_dataset);
+            if let Some(vector) = zones_facts.vector.as_mut() {
+                vector.selected_layer = request.layer.clone();
+            }
             let zone_layer = ogr::layer("zone_layer", &zones_dataset, request.layer.as_deref())?;
             let mut target_crs = None;
             let mut transformation = None;
@@ -414,11 +456,14 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
             {
                 if !transform::same_crs(&raster_srs, &zone_srs) {
                     request.reproject = true;
-                    let area = zone_layer.try_get_extent().ok().flatten().and_then(|e| {
-                        transform::lonlat_bounds(&zone_srs, [e.MinX, e.MinY, e.MaxX, e.MaxY])
-                    });
+                    let area = ogr::layer_extent(&zone_layer)
+                        .and_then(|e| transform::lonlat_bounds(&zone_srs, e));
                     target_crs = Some(facts::crs_facts(&raster_srs));
                     transformation = transform::facts(&zone_srs, &raster_srs, area);
+                    request.operation = transformation
+                        .as_ref()
+                        .and_then(|t| t.explicit_pipeline())
+                        .map(str::to_string);
                 }
             }
             Ok(Gathered::new(
@@ -507,7 +552,7 @@ pub struct CompositeArgs {
     pub inputs: Vec<String>,
     /// Output GeoTIFF inside a workspace (Float32; UInt16 for `count`).
     pub output: String,
-    /// The per-pixel statistic over the inputs' valid values. No default.
+    /// No default.
     pub statistic: CompositeStatistic,
     /// Band of every input (default 1).
     pub band: Option<u32>,

@@ -27,8 +27,7 @@ use std::collections::BTreeMap;
 pub struct OverviewSpec {
     /// How overview cells are computed from full-resolution cells. No default.
     pub resampling: OverviewResampling,
-    /// Reduction factors, e.g. [2, 4, 8]; default: halve until the overview fits in 256
-    /// pixels (as gdaladdo does). Not accepted for COG, which picks its own levels.
+    /// Reduction factors, e.g. [2, 4, 8]; default: halve down to 256 pixels. Not for COG.
     pub levels: Option<Vec<u32>>,
 }
 

@@ -76,7 +76,7 @@ pub struct ConditionArgs {
     pub input: String,
     /// Output GeoTIFF (Float32).
     pub output: String,
-    /// fill, fill_epsilon or breach. No default: the choice is part of the methodology.
+    /// Depression handling. No default.
     pub method: ConditionMethod,
     /// Breach: longest path to carve, in cells (default 100).
     pub max_breach_length: Option<u32>,

@@ -93,6 +93,8 @@ pub struct StatsArgs {
     /// Read a decimated sample of at most 1,048,576 cells instead of every cell. Default false.
     #[serde(default)]
     pub sample: bool,
+    /// Nodata value to use instead of the declared one (e.g. an undeclared -9999).
+    pub nodata: Option<f64>,
 }
 
 /// Result of `raster_stats`.
@@ -107,6 +109,7 @@ pub struct StatsOutput {
 /// `raster_stats`.
 pub async fn statistics(call: Call) -> Result<Value, ToolError> {
     let args: StatsArgs = parse(call.tool, &call.arguments)?;
+    check_nodata(args.nodata)?;
     let percentiles = args
         .percentiles
         .unwrap_or_else(|| vec![2.0, 25.0, 50.0, 75.0, 98.0]);
@@ -133,6 +136,7 @@ pub async fn statistics(call: Call) -> Result<Value, ToolError> {
             .map(|b| b as usize)
             .collect(),
         percentiles,
+        nodata: args.nodata,
         histogram_bins: bins,
         sample: args.sample,
     };
@@ -160,7 +164,7 @@ pub struct ReprojectArgs {
     pub output: String,
     /// Target CRS: authority code ("EPSG:32633"), WKT or PROJ string.
     pub dst_crs: String,
-    /// Resampling method. No default: the choice is part of the methodology.
+    /// Resampling method. No default.
     pub resampling: WarpResampling,
     /// Assign or override the source CRS (only when the file's CRS is missing or wrong).
     pub src_crs: Option<String>,
@@ -207,7 +211,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
     let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
-    let request = WarpRequest {
+    let mut request = WarpRequest {
         input,
         output,
         dst_crs: Some(args.dst_crs.clone()),
@@ -223,6 +227,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         output_type: None,
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: options,
+        coordinate_operation: None,
     };
     let dst_crs = args.dst_crs;
     gated::run(
@@ -252,6 +257,12 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let area = facts::raster_extent(&dataset)
                 .and_then(|extent| transform::lonlat_bounds(&source, extent));
             let transformation = transform::facts(&source, &target, area);
+            // Right by default: a more accurate operation than GDAL's own pick goes to GDAL
+            // explicitly, and the result reports both.
+            request.coordinate_operation = transformation
+                .as_ref()
+                .and_then(|t| t.explicit_pipeline())
+                .map(str::to_string);
             check_warp_output(&request, &dataset, &source, &target)?;
             let facts = CallFacts {
                 datasets: vec![input_facts],
@@ -289,7 +300,7 @@ pub struct ResampleArgs {
     pub input: String,
     /// Output path inside a workspace.
     pub output: String,
-    /// Resampling method. No default: the choice is part of the methodology.
+    /// Resampling method. No default.
     pub resampling: WarpResampling,
     /// Output pixel size [x, y] in the raster's CRS units. Excludes `size`.
     pub resolution: Option<[f64; 2]>,
@@ -328,6 +339,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         output_type: None,
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: options,
+        coordinate_operation: None,
     };
     gated::run(
         &call,
@@ -649,8 +661,7 @@ pub struct TerrainArgs {
     pub band: Option<u32>,
     /// Vertical exaggeration (slope, hillshade).
     pub z_factor: Option<f64>,
-    /// Ratio of horizontal to vertical units, e.g. 111120 for degrees over metres (slope,
-    /// aspect, hillshade). Needed for geographic DEMs.
+    /// Horizontal over vertical unit (gdaldem -s), e.g. 0.3048006 for US feet over metres.
     pub scale: Option<f64>,
     /// Slope in degrees (default) or percent.
     pub slope_units: Option<SlopeUnits>,
@@ -764,6 +775,108 @@ fn terrain_argv(
     Ok(argv)
 }
 
+/// Units gdaldem cannot see, made right from the facts (and refusals where the data does not
+/// say): gdaldem takes cell sizes from `gt[1]`/`gt[5]` alone (no rotation, no geotransform
+/// means 1-unit cells), assumes horizontal and vertical units are the same, and reads raw
+/// values (a band's scale and offset ignored). Returns the extra arguments (`-s`, `-z`).
+fn terrain_units(
+    input: &DatasetFacts,
+    band: u32,
+    operation: TerrainOperation,
+    user_scale: Option<f64>,
+    user_z: Option<f64>,
+) -> Result<Vec<String>, ToolError> {
+    let Some(raster) = &input.raster else {
+        return Ok(Vec::new());
+    };
+    let g = &raster.georeferencing;
+    if g.geotransform.is_none() {
+        return Err(ToolError::Arguments(
+            "input: the DEM has no geotransform, so cell sizes are unknown (gdaldem would use 1 \
+             unit); georeference it first (raster_reproject with src_crs and bounds, or a world \
+             file)"
+                .to_string(),
+        ));
+    }
+    if g.rotated || g.south_up {
+        return Err(ToolError::Arguments(format!(
+            "input: the DEM's geotransform is {}; gdaldem reads only the pixel sizes and would \
+             compute slopes and aspects in the wrong direction. Warp it north-up first with \
+             raster_reproject (dst_crs = its own CRS)",
+            if g.rotated {
+                "rotated or sheared"
+            } else {
+                "south-up (positive y pixel size)"
+            }
+        )));
+    }
+    let mut extra = Vec::new();
+    let band_facts = raster.bands.get(band.saturating_sub(1) as usize);
+    let band_scale = band_facts.and_then(|b| b.scale).filter(|s| *s != 1.0);
+    if let Some(k) = band_scale {
+        match operation {
+            TerrainOperation::Slope | TerrainOperation::Hillshade => {
+                let z = user_z.unwrap_or(1.0) * k;
+                extra.extend(["-z".to_string(), number(z)]);
+            }
+            TerrainOperation::Aspect => {}
+            _ => {
+                return Err(ToolError::Arguments(format!(
+                    "input: band {band} declares a scale of {k} (physical = raw x {k}); \
+                     {} would come out in raw units. Convert it to physical values first \
+                     (raster_convert with output_type Float32 and scale)",
+                    operation.gdal_name()
+                )))
+            }
+        }
+    }
+    if !operation.is_gradient() || user_scale.is_some() {
+        return Ok(extra);
+    }
+    let vertical_feet = band_facts
+        .and_then(|b| b.unit.as_deref())
+        .map(|u| u.to_ascii_lowercase())
+        .map(|u| u.contains("ft") || u.contains("foot") || u.contains("feet"));
+    if let Some((mx, my)) = g.cell_size_metres {
+        let per_degree = raster
+            .pixel_size
+            .map(|(_, dy)| my / dy.abs())
+            .unwrap_or(111_120.0);
+        return Err(ToolError::Arguments(format!(
+            "input: the DEM is in a geographic CRS (cells of {mx:.1} m x {my:.1} m here); \
+             gdaldem needs one ratio of horizontal to vertical units and the east-west one \
+             shrinks with latitude. Reproject it to a projected CRS in metres first \
+             (raster_reproject), or pass scale: {per_degree:.0} (metres per degree of latitude \
+             here{})",
+            if vertical_feet == Some(true) {
+                ", divided by 0.3048 for elevations in feet"
+            } else {
+                ""
+            }
+        )));
+    }
+    let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
+    match (unit, vertical_feet) {
+        (Some(u), _) if (u - 1.0).abs() < 1e-12 && vertical_feet != Some(true) => {}
+        (Some(u), Some(false)) => extra.extend(["-s".to_string(), number(u)]),
+        (Some(u), Some(true)) if (u - 0.3048).abs() < 1e-4 => {}
+        (Some(u), _) => {
+            let name = input
+                .crs
+                .as_ref()
+                .and_then(|c| c.linear_unit.clone())
+                .unwrap_or_else(|| "unknown".to_string());
+            return Err(ToolError::Arguments(format!(
+                "input: the DEM's horizontal unit is the {name} ({u} m) and band {band} does \
+                 not declare its elevation unit; pass scale: {u} if elevations are in metres, \
+                 or scale: 1 if they are in the same {name}"
+            )));
+        }
+        (None, _) => {}
+    }
+    Ok(extra)
+}
+
 /// `raster_terrain`: GDALDEMProcessing.
 pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     let args: TerrainArgs = parse(call.tool, &call.arguments)?;
@@ -774,6 +887,8 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let band = args.band;
     let processing = args.operation.gdal_name().to_string();
+    let operation = args.operation;
+    let (user_scale, user_z) = (args.scale, args.z_factor);
     gated::run(
         &call,
         args.justification,
@@ -798,6 +913,14 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     "band: the DEM has {count} band(s)"
                 )));
             }
+            let mut argv = argv;
+            argv.extend(terrain_units(
+                &input_facts,
+                band.unwrap_or(1),
+                operation,
+                user_scale,
+                user_z,
+            )?);
             let request = DemRequest {
                 input,
                 output,

@@ -39,6 +39,9 @@ pub struct VectorInfoOutput {
     pub input: String,
     #[serde(flatten)]
     pub report: VectorReport,
+    /// The facts the risk domains see for this dataset: per layer Z/M, the geometry types met
+    /// and invalid geometries (within a feature budget), and each CRS's axis order.
+    pub facts: DatasetFacts,
 }
 
 /// `vector_info`.
@@ -46,10 +49,16 @@ pub async fn info(call: Call) -> Result<Value, ToolError> {
     let args: VectorInfoArgs = parse(call.tool, &call.arguments)?;
     let input = call.input_path("input", &args.input)?;
     gated::read_only(&call, move || {
-        let report = ogr::report(&input, args.layer.as_deref())?;
+        let dataset = ogr::open("input", &input)?;
+        let mut facts = facts::from_dataset("input", &input, &dataset);
+        if let Some(vector) = facts.vector.as_mut() {
+            vector.selected_layer = args.layer.clone();
+        }
+        let report = ogr::report_of(&dataset, args.layer.as_deref())?;
         Ok(VectorInfoOutput {
             input: input.display().to_string(),
             report,
+            facts,
         })
     })
     .await
@@ -124,8 +133,7 @@ pub struct VectorClipArgs {
     pub output: String,
     /// Clip rectangle, in `bounds.crs` (default: the input layer's CRS). Excludes `mask`.
     pub bounds: Option<Bounds>,
-    /// Clip by the union of the polygons of this vector dataset (inside a workspace). A mask in
-    /// another CRS is reprojected to the input's CRS first (GDAL 3.6's ogr2ogr would not).
+    /// Clip by the union of this dataset's polygons (reprojected to the input's CRS).
     pub mask: Option<String>,
     /// Layer of the mask (default: its first layer).
     pub mask_layer: Option<String>,
@@ -145,11 +153,19 @@ fn options_argv(flag: &str, options: &[(String, String)]) -> Vec<String> {
         .collect()
 }
 
-/// Gather the facts of a vector input.
-fn vector_facts(role: &str, path: &Path) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
+/// Gather the facts of a vector input, with the layer the call named.
+fn vector_facts(
+    role: &str,
+    path: &Path,
+    layer: Option<&str>,
+) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
     let dataset = ogr::open(role, path)?;
     ogr::check_layer_names(role, path, &dataset)?;
-    Ok((facts::from_dataset(role, path, &dataset), dataset))
+    let mut facts = facts::from_dataset(role, path, &dataset);
+    if let Some(vector) = facts.vector.as_mut() {
+        vector.selected_layer = layer.map(str::to_string);
+    }
+    Ok((facts, dataset))
 }
 
 /// The CRS of the chosen layer (or the first).
@@ -266,7 +282,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 Some(definition) => Some(facts::parse_crs("src_crs", definition)?),
                 None => None,
             };
-            let (input_facts, dataset) = vector_facts("input", &input)?;
+            let (input_facts, dataset) = vector_facts("input", &input, args.layer.as_deref())?;
             let source = match assigned {
                 Some(s) => s,
                 None => layer_crs(&dataset, args.layer.as_deref())?.ok_or_else(|| {
@@ -277,17 +293,17 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                     )
                 })?,
             };
-            let area = ogr::layer("layer", &dataset, args.layer.as_deref())?
-                .try_get_extent()
-                .ok()
-                .flatten()
-                .and_then(|e| transform::lonlat_bounds(&source, [e.MinX, e.MinY, e.MaxX, e.MaxY]));
+            let area = ogr::layer_extent(&ogr::layer("layer", &dataset, args.layer.as_deref())?)
+                .and_then(|e| transform::lonlat_bounds(&source, e));
             let transformation = transform::facts(&source, &target, area);
             let mut argv = base_argv(&driver, &input_facts, false);
             if let Some(src) = &args.src_crs {
                 argv.extend(["-s_srs".to_string(), src.clone()]);
             }
             argv.extend(["-t_srs".to_string(), args.dst_crs.clone()]);
+            if let Some(pipeline) = transformation.as_ref().and_then(|t| t.explicit_pipeline()) {
+                argv.extend(["-ct".to_string(), pipeline.to_string()]);
+            }
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
@@ -317,7 +333,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
         move || {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
             ogr::check_options(&driver, &dataset_options, &layer_options)?;
-            let (input_facts, dataset) = vector_facts("input", &input)?;
+            let (input_facts, dataset) = vector_facts("input", &input, args.layer.as_deref())?;
             if let Some(layer) = &args.layer {
                 ogr::layer("layer", &dataset, Some(layer))?;
             }
@@ -379,7 +395,7 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
         justifications,
         move || {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
-            let (input_facts, dataset) = vector_facts("input", &input)?;
+            let (input_facts, dataset) = vector_facts("input", &input, args.layer.as_deref())?;
             let source_crs = layer_crs(&dataset, args.layer.as_deref())?;
             let mut argv = base_argv(&driver, &input_facts, true);
             let mut datasets = vec![input_facts];
@@ -401,18 +417,23 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 argv.extend(rect.iter().map(|v| number(*v)));
             }
             if let Some(mask) = &mask {
-                let (mask_facts, mask_dataset) = vector_facts("mask", mask)?;
+                let (mask_facts, mask_dataset) =
+                    vector_facts("mask", mask, args.mask_layer.as_deref())?;
                 let mut mask_layer =
                     ogr::layer("mask_layer", &mask_dataset, args.mask_layer.as_deref())?;
                 let mut reprojected = None;
                 if let (Some(m), Some(s)) = (mask_layer.spatial_ref(), &source_crs) {
                     if !transform::same_crs(&m, s) {
-                        let area = mask_layer.try_get_extent().ok().flatten().and_then(|e| {
-                            transform::lonlat_bounds(&m, [e.MinX, e.MinY, e.MaxX, e.MaxY])
-                        });
+                        let area = ogr::layer_extent(&mask_layer)
+                            .and_then(|e| transform::lonlat_bounds(&m, e));
                         target_crs = Some(facts::crs_facts(s));
                         transformation = transform::facts(&m, s, area);
-                        reprojected = Some(ogr::mask_wkt(&mut mask_layer, s)?);
+                        let operation = transformation
+                            .as_ref()
+                            .and_then(|t| t.explicit_pipeline())
+                            .map(str::to_string);
+                        reprojected =
+                            Some(ogr::mask_wkt(&mut mask_layer, s, operation.as_deref())?);
                     }
                 }
                 datasets.push(mask_facts);

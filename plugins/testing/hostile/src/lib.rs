@@ -10,6 +10,9 @@
 //! * contains `sleep`: sleeps for an hour in a WASI clock wait, which burns no fuel (the host
 //!   must refuse the wait at once, not hold a thread for an hour);
 //! * anything else: no opinion.
+//!
+//! Its triggers carry no evidence on purpose: the host must then make one item, `finding`,
+//! from the reason.
 
 use gdal_mcp_domain_sdk::{
     export_domain, json, trigger, Call, Domain, DomainInfo, Severity, Trigger,
@@ -45,6 +48,7 @@ impl Domain for Hostile {
                 "x".repeat(3 << 10),
                 json!({ "hostile": "huge" }),
                 &[],
+                Vec::new(),
             ));
         }
         if output.contains("sleep") {
@@ -75,6 +79,7 @@ impl Domain for Hostile {
                 "the hostile domain wants a justification",
                 json!({ "hostile": true }),
                 &[],
+                Vec::new(),
             ));
         }
         None

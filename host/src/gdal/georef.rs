@@ -1,0 +1,490 @@
+//! Where a raster's georeferencing comes from, and what to do when its sources disagree.
+//!
+//! GDAL reads a GeoTIFF's geotransform and CRS from the first source that has one, in the order
+//! `PAM` (the `.aux.xml` sidecar), `INTERNAL` (the file's own tags), `TABFILE`, `WORLDFILE`. A
+//! sidecar that disagrees with the file therefore wins silently, and every tool inherits it (a
+//! 20 m sidecar over a 10 m file makes every area 4x too large). This room reads each source on
+//! its own, reports every candidate and every disagreement, and opens a raster with the source
+//! the caller chose (`georef_source`); without a choice, a raster whose sources disagree is
+//! refused with the candidates ([`GdalError::Conflict`]).
+//!
+//! The choice is per call: the gated step sets it on the worker thread for the whole call
+//! ([`with_choice`]), so every open of every input honours it.
+
+use super::GdalError;
+use gdal::spatial_ref::SpatialRef;
+use gdal::{Dataset, DatasetOptions, GdalOpenFlags, Metadata};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+/// A source of georeferencing the caller can choose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GeorefSource {
+    /// The file's own tags (GeoTIFF keys, the format's header).
+    Internal,
+    /// The `.aux.xml` sidecar (GDAL's PAM).
+    AuxXml,
+    /// The world file (`.tfw`, `.wld`, ...).
+    WorldFile,
+}
+
+impl GeorefSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            GeorefSource::Internal => "internal",
+            GeorefSource::AuxXml => "aux_xml",
+            GeorefSource::WorldFile => "world_file",
+        }
+    }
+}
+
+thread_local! {
+    static CHOICE: Cell<Option<GeorefSource>> = const { Cell::new(None) };
+}
+
+/// Run `job` with the caller's georeferencing choice in force on this thread.
+pub fn with_choice<T>(choice: Option<GeorefSource>, job: impl FnOnce() -> T) -> T {
+    let previous = CHOICE.with(|c| c.replace(choice));
+    let out = job();
+    CHOICE.with(|c| c.set(previous));
+    out
+}
+
+/// The choice in force on this thread.
+pub fn choice() -> Option<GeorefSource> {
+    CHOICE.with(Cell::get)
+}
+
+/// Whether a pixel value stands for the cell's area or for its centre point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Registration {
+    Area,
+    Point,
+    #[default]
+    Unknown,
+}
+
+/// One source's georeferencing.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct GeorefCandidate {
+    /// `internal`, `aux_xml` or `world_file`.
+    pub source: String,
+    /// The six geotransform coefficients (GDAL order), when this source has them.
+    pub geotransform: Option<[f64; 6]>,
+    /// The CRS this source declares (authority id, else name), when it declares one.
+    pub crs: Option<String>,
+}
+
+/// Where a raster's georeferencing comes from and how it is oriented.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Georeferencing {
+    /// Source of the geotransform in use: `internal`, `aux_xml`, `world_file`, `gcps`, `rpc`
+    /// or `none` (pixel coordinates only: no tool can measure anything in it).
+    pub geotransform_source: String,
+    /// The geotransform in use (GDAL order: x0, dx, rx, y0, ry, dy); absent without one.
+    pub geotransform: Option<[f64; 6]>,
+    /// Every source present, when a sidecar could disagree with the file.
+    pub candidates: Vec<GeorefCandidate>,
+    /// One line per disagreement; tools refuse until the call names `georef_source`.
+    pub conflicts: Vec<String>,
+    /// `AREA_OR_POINT`. GDAL shifts a point-registered GeoTIFF's geotransform by half a cell,
+    /// so the geotransform (and every extent and coordinate the tools report) describes cell
+    /// corners, and cell centres sit at corner + half a cell.
+    pub registration: Registration,
+    /// Rotation or shear terms in the geotransform.
+    pub rotated: bool,
+    /// Rows run south to north (positive y pixel size).
+    pub south_up: bool,
+    /// For geographic CRSs: the true cell size (x, y) in metres at the data's centre latitude.
+    pub cell_size_metres: Option<(f64, f64)>,
+}
+
+/// Sidecars GDAL may take georeferencing from, for a raster at `path`.
+fn sidecars(path: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let name = name.to_string_lossy();
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let aux = vec![parent.join(format!("{name}.aux.xml"))];
+    let mut world = vec![parent.join(format!("{stem}.wld"))];
+    if let Some(ext) = path.extension().map(|e| e.to_string_lossy().to_string()) {
+        let chars: Vec<char> = ext.chars().collect();
+        if chars.len() >= 2 {
+            let short = format!("{}{}w", chars[0], chars[chars.len() - 1]);
+            for e in [short.clone(), short.to_ascii_uppercase()] {
+                world.push(parent.join(format!("{stem}.{e}")));
+            }
+        }
+        world.push(parent.join(format!("{stem}.{ext}w")));
+    }
+    let existing = |v: Vec<PathBuf>| -> Vec<PathBuf> {
+        v.into_iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()))
+            .collect()
+    };
+    (existing(aux), existing(world))
+}
+
+/// The first 1 MiB of a small regular sidecar (not following a final link, never blocking).
+fn read_sidecar(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(1 << 20).read_to_string(&mut text).ok()?;
+    Some(text)
+}
+
+/// A world file's six numbers (A, D, B, E, C, F: C/F are the centre of the top-left cell) as
+/// a GDAL geotransform.
+fn parse_world_file(text: &str) -> Option<[f64; 6]> {
+    let numbers: Vec<f64> = text
+        .split_whitespace()
+        .take(6)
+        .map(|t| t.parse::<f64>())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let [a, d, b, e, c, f] = <[f64; 6]>::try_from(numbers).ok()?;
+    Some([c - a / 2.0 - b / 2.0, a, b, f - d / 2.0 - e / 2.0, d, e])
+}
+
+/// The `<GeoTransform>` of a PAM document.
+fn parse_aux_geotransform(text: &str) -> Option<[f64; 6]> {
+    let start = text.find("<GeoTransform>")? + "<GeoTransform>".len();
+    let end = start + text[start..].find("</GeoTransform>")?;
+    let numbers: Vec<f64> = text[start..end]
+        .split(',')
+        .map(|t| t.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .ok()?;
+    <[f64; 6]>::try_from(numbers).ok()
+}
+
+/// The `<SRS>` WKT of a PAM document, unescaped.
+fn parse_aux_srs(text: &str) -> Option<String> {
+    let open = text.find("<SRS")?;
+    let start = open + text[open..].find('>')? + 1;
+    let end = start + text[start..].find("</SRS>")?;
+    let wkt = text[start..end]
+        .replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    let wkt = wkt.trim().to_string();
+    (!wkt.is_empty()).then_some(wkt)
+}
+
+fn crs_label(srs: &SpatialRef) -> String {
+    match (srs.auth_name(), srs.auth_code()) {
+        (Some(name), Ok(code)) => format!("{name}:{code}"),
+        _ => srs.name().unwrap_or_else(|| "unnamed CRS".to_string()),
+    }
+}
+
+pub fn same_geotransform(a: &[f64; 6], b: &[f64; 6]) -> bool {
+    a.iter()
+        .zip(b)
+        .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0))
+}
+
+/// Open `path` with only the file's own georeferencing (no PAM; GeoTIFF keys only).
+fn open_internal(path: &Path) -> Option<Dataset> {
+    open_with(path, Some(GeorefSource::Internal)).ok()
+}
+
+/// Open `path` read-only with GDAL told which georeferencing source to use. `None` is GDAL's
+/// default order.
+pub(super) fn open_with(
+    path: &Path,
+    source: Option<GeorefSource>,
+) -> gdal::errors::Result<Dataset> {
+    let gtiff_sources = match source {
+        None => None,
+        Some(GeorefSource::Internal) => Some("GEOREF_SOURCES=INTERNAL"),
+        Some(GeorefSource::AuxXml) => Some("GEOREF_SOURCES=PAM,INTERNAL"),
+        Some(GeorefSource::WorldFile) => Some("GEOREF_SOURCES=WORLDFILE,INTERNAL"),
+    };
+    let open_options: Vec<&str> = gtiff_sources.into_iter().collect();
+    let options = DatasetOptions {
+        open_flags: GdalOpenFlags::GDAL_OF_READONLY
+            | GdalOpenFlags::GDAL_OF_RASTER
+            | GdalOpenFlags::GDAL_OF_VECTOR
+            | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
+        open_options: (!open_options.is_empty()).then_some(open_options.as_slice()),
+        ..Default::default()
+    };
+    // Drivers other than GTiff take PAM first and know no open option: without PAM they read
+    // only the file (and, for formats without internal georeferencing, the world file).
+    let no_pam = matches!(
+        source,
+        Some(GeorefSource::Internal) | Some(GeorefSource::WorldFile)
+    );
+    let _pam = no_pam.then(|| ThreadConfig::set("GDAL_PAM_ENABLED", "NO"));
+    Dataset::open_ex(path, options)
+}
+
+/// A thread-local GDAL configuration option, restored on drop.
+struct ThreadConfig {
+    key: std::ffi::CString,
+    previous: Option<std::ffi::CString>,
+}
+
+impl ThreadConfig {
+    fn set(key: &str, value: &str) -> Option<Self> {
+        let key = std::ffi::CString::new(key).ok()?;
+        let value = std::ffi::CString::new(value).ok()?;
+        // SAFETY: valid NUL-terminated strings; GDAL copies them.
+        let previous = unsafe {
+            let old = gdal_sys::CPLGetThreadLocalConfigOption(key.as_ptr(), std::ptr::null());
+            let previous = (!old.is_null()).then(|| std::ffi::CStr::from_ptr(old).to_owned());
+            gdal_sys::CPLSetThreadLocalConfigOption(key.as_ptr(), value.as_ptr());
+            previous
+        };
+        Some(Self { key, previous })
+    }
+}
+
+impl Drop for ThreadConfig {
+    fn drop(&mut self) {
+        let previous = self
+            .previous
+            .as_ref()
+            .map_or(std::ptr::null(), |p| p.as_ptr());
+        // SAFETY: valid strings or NULL (which unsets the option).
+        unsafe { gdal_sys::CPLSetThreadLocalConfigOption(self.key.as_ptr(), previous) };
+    }
+}
+
+/// Every georeferencing candidate of the raster at `path`, or none when no sidecar carries
+/// georeferencing (the common case, which costs a few `stat`s).
+pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
+    let (aux, world) = sidecars(path);
+    let mut found = Vec::new();
+    for file in &aux {
+        if let Some(text) = read_sidecar(file) {
+            let geotransform = parse_aux_geotransform(&text);
+            let crs = parse_aux_srs(&text)
+                .and_then(|wkt| SpatialRef::from_wkt(&wkt).ok())
+                .map(|s| crs_label(&s));
+            if geotransform.is_some() || crs.is_some() {
+                found.push(GeorefCandidate {
+                    source: "aux_xml".to_string(),
+                    geotransform,
+                    crs,
+                });
+            }
+        }
+    }
+    for file in &world {
+        if let Some(geotransform) = read_sidecar(file).and_then(|t| parse_world_file(&t)) {
+            found.push(GeorefCandidate {
+                source: "world_file".to_string(),
+                geotransform: Some(geotransform),
+                crs: None,
+            });
+            break;
+        }
+    }
+    if found.is_empty() {
+        return found;
+    }
+    let _quiet = super::ErrorCapture::start();
+    let internal = if opened.driver().short_name() == "GTiff" || !aux.is_empty() {
+        open_internal(&super::policy::pinned(path).unwrap_or_else(|_| path.to_path_buf()))
+    } else {
+        None
+    };
+    if let Some(internal) = internal {
+        let geotransform = internal.geo_transform().ok();
+        let crs = internal.spatial_ref().ok().map(|s| crs_label(&s));
+        // Without PAM, a format with no georeferencing of its own reports the world file's.
+        let from_world = geotransform.is_some_and(|g| {
+            found.iter().any(|c| {
+                c.source == "world_file"
+                    && c.geotransform.is_some_and(|w| same_geotransform(&g, &w))
+            })
+        }) && opened.driver().short_name() != "GTiff";
+        if (geotransform.is_some() && !from_world) || crs.is_some() {
+            found.insert(
+                0,
+                GeorefCandidate {
+                    source: "internal".to_string(),
+                    geotransform: geotransform.filter(|_| !from_world),
+                    crs,
+                },
+            );
+        }
+    }
+    found
+}
+
+/// The disagreements between candidates, one line each.
+pub fn conflicts(candidates: &[GeorefCandidate]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, a) in candidates.iter().enumerate() {
+        for b in &candidates[i + 1..] {
+            if let (Some(ga), Some(gb)) = (&a.geotransform, &b.geotransform) {
+                if !same_geotransform(ga, gb) {
+                    lines.push(format!(
+                        "{} and {} disagree on the geotransform: pixel size {} x {} at \
+                         ({}, {}) vs {} x {} at ({}, {})",
+                        a.source, b.source, ga[1], ga[5], ga[0], ga[3], gb[1], gb[5], gb[0], gb[3]
+                    ));
+                }
+            }
+            if let (Some(ca), Some(cb)) = (&a.crs, &b.crs) {
+                if ca != cb {
+                    lines.push(format!(
+                        "{} and {} disagree on the CRS: {ca} vs {cb}",
+                        a.source, b.source
+                    ));
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// The refusal for a raster whose georeferencing sources disagree.
+pub fn conflict_error(
+    path: &Path,
+    candidates: &[GeorefCandidate],
+    conflicts: &[String],
+) -> GdalError {
+    let choices: Vec<&str> = candidates.iter().map(|c| c.source.as_str()).collect();
+    GdalError::Conflict {
+        message: format!(
+            "{}: its georeferencing sources disagree ({}). GDAL would silently use the first \
+             it finds (the .aux.xml sidecar wins over the file's own tags), and every size, \
+             area and coordinate would follow it. Check which is right and retry with \
+             georef_source set to one of: {}.",
+            path.display(),
+            conflicts.join("; "),
+            choices.join(", ")
+        ),
+        parameter: "georef_source".to_string(),
+        candidates: json!(candidates),
+    }
+}
+
+/// Which candidate the opened dataset's geotransform came from.
+pub fn source_of(
+    geotransform: Option<[f64; 6]>,
+    candidates: &[GeorefCandidate],
+    dataset: &Dataset,
+) -> String {
+    let Some(gt) = geotransform else {
+        if !dataset.gcps().is_empty() {
+            return "gcps".to_string();
+        }
+        if dataset.metadata_domain("RPC").is_some() {
+            return "rpc".to_string();
+        }
+        return "none".to_string();
+    };
+    candidates
+        .iter()
+        .find(|c| c.geotransform.is_some_and(|g| same_geotransform(&g, &gt)))
+        .map(|c| c.source.clone())
+        .unwrap_or_else(|| "internal".to_string())
+}
+
+/// `AREA_OR_POINT` of the dataset.
+pub fn registration(dataset: &Dataset) -> Registration {
+    match dataset.metadata_item("AREA_OR_POINT", "").as_deref() {
+        Some(v) if v.eq_ignore_ascii_case("point") => Registration::Point,
+        Some(v) if v.eq_ignore_ascii_case("area") => Registration::Area,
+        _ => Registration::Unknown,
+    }
+}
+
+/// The true size in metres of a cell of `dx` x `dy` degrees at latitude `lat`, on the
+/// ellipsoid of `srs` (meridian and prime-vertical radii of curvature).
+pub fn cell_size_metres(srs: &SpatialRef, dx: f64, dy: f64, lat: f64) -> Option<(f64, f64)> {
+    let a = srs.semi_major().ok()?;
+    let mut err = gdal_sys::OGRErr::OGRERR_NONE;
+    // SAFETY: a valid SRS handle and an error out-parameter.
+    let inv_f = unsafe { gdal_sys::OSRGetInvFlattening(srs.to_c_hsrs(), &mut err) };
+    if err != gdal_sys::OGRErr::OGRERR_NONE {
+        return None;
+    }
+    let f = if inv_f == 0.0 { 0.0 } else { 1.0 / inv_f };
+    let e2 = f * (2.0 - f);
+    let phi = lat.to_radians();
+    let w = (1.0 - e2 * phi.sin().powi(2)).sqrt();
+    let n = a / w;
+    let m = a * (1.0 - e2) / w.powi(3);
+    let rad = std::f64::consts::PI / 180.0;
+    Some((dx.abs() * rad * n * phi.cos(), dy.abs() * rad * m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn world_file_is_centre_based() {
+        // 10 m cells, top-left cell centred at (105, 195): the corner is (100, 200).
+        let gt = parse_world_file("10\n0\n0\n-10\n105\n195\n").unwrap();
+        assert_eq!(gt, [100.0, 10.0, 0.0, 200.0, 0.0, -10.0]);
+    }
+
+    #[test]
+    fn aux_geotransform_and_srs() {
+        let text = "<PAMDataset><SRS dataAxisToSRSAxisMapping=\"1,2\">PROJCS[&quot;x&quot;]</SRS>\
+                    <GeoTransform>  1.0e+02,  2.0e+01,  0,  2.0e+02,  0, -2.0e+01</GeoTransform></PAMDataset>";
+        assert_eq!(
+            parse_aux_geotransform(text).unwrap(),
+            [100.0, 20.0, 0.0, 200.0, 0.0, -20.0]
+        );
+        assert_eq!(parse_aux_srs(text).unwrap(), "PROJCS[\"x\"]");
+    }
+
+    #[test]
+    fn conflicting_pixel_sizes_are_named() {
+        let a = GeorefCandidate {
+            source: "internal".into(),
+            geotransform: Some([0.0, 10.0, 0.0, 0.0, 0.0, -10.0]),
+            crs: None,
+        };
+        let b = GeorefCandidate {
+            source: "aux_xml".into(),
+            geotransform: Some([0.0, 20.0, 0.0, 0.0, 0.0, -20.0]),
+            crs: None,
+        };
+        let lines = conflicts(&[a.clone(), b]);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].contains("10 x -10") && lines[0].contains("20 x -20"),
+            "{lines:?}"
+        );
+        assert!(conflicts(&[a.clone(), a]).is_empty());
+    }
+
+    #[test]
+    fn a_degree_is_about_111_km() {
+        let wgs84 = SpatialRef::from_epsg(4326).unwrap();
+        let (x, y) = cell_size_metres(&wgs84, 1.0, 1.0, 0.0).unwrap();
+        assert!((x - 111_319.5).abs() < 1.0, "{x}");
+        assert!((y - 110_574.4).abs() < 1.0, "{y}");
+        let (x60, _) = cell_size_metres(&wgs84, 1.0, 1.0, 60.0).unwrap();
+        assert!((x60 - 55_799.9).abs() < 5.0, "{x60}");
+    }
+}

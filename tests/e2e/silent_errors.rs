@@ -1,0 +1,1028 @@
+//! Zero silent errors: one test per failure family of the geospatial trap suite, each with a
+//! fixture built here whose right answer is known by construction. Every family either gets the
+//! right number by default or a refusal that names the defect; none yields a plausible wrong
+//! number with a success.
+
+use gdal::raster::{Buffer, GdalType};
+use gdal::spatial_ref::SpatialRef;
+use gdal::{DriverManager, Metadata};
+use gdal_mcp_tests::{
+    call_justified, is_error, justification, plugin_component, structured, text, Era, Options,
+    Server,
+};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A one-band GeoTIFF with `data` (row-major), an optional geotransform and EPSG code, and a
+/// hook to set band properties (nodata, scale, offset, unit).
+fn write_raster<T: GdalType + Copy>(
+    path: &Path,
+    (w, h): (usize, usize),
+    data: Vec<T>,
+    gt: Option<[f64; 6]>,
+    epsg: Option<u32>,
+    band_setup: impl FnOnce(&mut gdal::raster::RasterBand),
+) {
+    let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver.create_with_band_type::<T, _>(path, w, h, 1).unwrap();
+    if let Some(gt) = gt {
+        dataset.set_geo_transform(&gt).unwrap();
+    }
+    if let Some(code) = epsg {
+        dataset
+            .set_spatial_ref(&SpatialRef::from_epsg(code).unwrap())
+            .unwrap();
+    }
+    let mut band = dataset.rasterband(1).unwrap();
+    band.write((0, 0), (w, h), &mut Buffer::new((w, h), data))
+        .unwrap();
+    band_setup(&mut band);
+}
+
+/// Change a written dataset in place (metadata GDAL only takes on an open dataset).
+fn update(path: &Path, change: impl FnOnce(&mut gdal::Dataset)) {
+    let mut dataset = gdal::Dataset::open_ex(
+        path,
+        gdal::DatasetOptions {
+            open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    change(&mut dataset);
+}
+
+fn set_unit(band: &gdal::raster::RasterBand, unit: &str) {
+    let unit = std::ffi::CString::new(unit).unwrap();
+    // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+    unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+}
+
+fn read_all(path: &Path) -> (Vec<f64>, [f64; 6]) {
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let gt = dataset.geo_transform().unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let (w, h) = band.size();
+    let data = band
+        .read_as::<f64>((0, 0), (w, h), (w, h), None)
+        .unwrap()
+        .data()
+        .to_vec();
+    (data, gt)
+}
+
+fn error_kind(result: &Value) -> &str {
+    result["error"]["kind"].as_str().unwrap_or_default()
+}
+
+async fn server() -> Server {
+    Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap()
+}
+
+/// Sidecar georeferencing: the file's tags say 10 m, its `.aux.xml` says 20 m (GDAL's default
+/// order reads the sidecar first, so every area came out 4x too large). Every raster tool
+/// refuses with both candidates until `georef_source` chooses; then the chosen one is used.
+#[tokio::test]
+async fn a_sidecar_that_contradicts_the_file_is_refused_until_a_source_is_chosen() {
+    let server = server().await;
+    let tif = server.path("conflict.tif");
+    write_raster::<f32>(
+        &tif,
+        (4, 4),
+        (1..=16).map(|v| v as f32).collect(),
+        Some([500_000.0, 10.0, 0.0, 4_000_040.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    std::fs::write(
+        server.path("conflict.tif.aux.xml"),
+        "<PAMDataset><GeoTransform>5.0e+05, 2.0e+01, 0, 4.00004e+06, 0, -2.0e+01</GeoTransform></PAMDataset>",
+    )
+    .unwrap();
+    for (tool, args) in [
+        ("raster_info", json!({"input": "conflict.tif"})),
+        ("raster_stats", json!({"input": "conflict.tif"})),
+        (
+            "raster_resample",
+            json!({"input": "conflict.tif", "output": "r.tif", "resampling": "nearest", "resolution": [40, 40]}),
+        ),
+    ] {
+        let refused = server.call(tool, args).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        let detail = structured(&refused);
+        assert_eq!(error_kind(&detail), "data_conflict", "{tool}: {detail}");
+        assert_eq!(detail["error"]["parameter"], "georef_source");
+        let sources: Vec<&str> = detail["error"]["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["source"].as_str())
+            .collect();
+        assert_eq!(sources, ["internal", "aux_xml"], "{tool}");
+        assert!(text(&refused).contains("10 x -10") && text(&refused).contains("20 x -20"));
+    }
+    assert!(!server.path("r.tif").exists());
+    for (source, size) in [("internal", 10.0), ("aux_xml", 20.0)] {
+        let info = server
+            .call(
+                "raster_info",
+                json!({"input": "conflict.tif", "georef_source": source}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{}", text(&info));
+        let facts = &structured(&info)["facts"]["raster"];
+        assert_eq!(facts["pixel_size"], json!([size, -size]), "{source}");
+        assert_eq!(facts["georeferencing"]["geotransform_source"], source);
+        assert_eq!(
+            facts["georeferencing"]["conflicts"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+    // The choice reaches the gated tools' GDAL programs too: 40 m cells from 10 m cells.
+    let resampled = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "conflict.tif", "output": "r.tif", "resampling": "average",
+               "resolution": [40, 40], "georef_source": "internal"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&resampled.result), "{}", text(&resampled.result));
+    let (values, gt) = read_all(&server.path("r.tif"));
+    assert_eq!(gt[1], 40.0);
+    assert_eq!(values, vec![8.5]);
+    // A value that is not a source is an argument error naming the choices.
+    let bad = server
+        .call(
+            "raster_info",
+            json!({"input": "conflict.tif", "georef_source": "sidecar"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(error_kind(&structured(&bad)), "invalid_arguments");
+    assert!(text(&bad).contains("aux_xml"));
+}
+
+/// No geotransform: described as such (not as 1x1 pixels), and tools that need cell sizes
+/// refuse.
+#[tokio::test]
+async fn a_raster_without_a_geotransform_says_so_and_terrain_refuses() {
+    let server = server().await;
+    write_raster::<f32>(
+        &server.path("bare.tif"),
+        (3, 3),
+        vec![1.0; 9],
+        None,
+        None,
+        |_| {},
+    );
+    let info = server
+        .call("raster_info", json!({"input": "bare.tif"}))
+        .await
+        .unwrap();
+    let facts = &structured(&info)["facts"]["raster"];
+    assert_eq!(facts["pixel_size"], Value::Null);
+    assert_eq!(facts["georeferencing"]["geotransform_source"], "none");
+    let slope = server
+        .call(
+            "raster_terrain",
+            json!({"input": "bare.tif", "output": "s.tif", "operation": "slope"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&slope));
+    assert!(text(&slope).contains("no geotransform"), "{}", text(&slope));
+    assert!(!server.path("s.tif").exists());
+}
+
+/// Pixel-is-point: registration is reported, and the geotransform (and so every coordinate)
+/// is corner-based: the tie point written as a cell centre is corner + half a cell.
+#[tokio::test]
+async fn pixel_is_point_registration_is_reported_with_corner_coordinates() {
+    let server = server().await;
+    let tif = server.path("point.tif");
+    write_raster::<f32>(
+        &tif,
+        (2, 2),
+        vec![1.0, 2.0, 3.0, 4.0],
+        Some([1000.0, 10.0, 0.0, 2000.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    update(&tif, |dataset| {
+        dataset
+            .set_metadata_item("AREA_OR_POINT", "Point", "")
+            .unwrap()
+    });
+    let info = server
+        .call("raster_info", json!({"input": "point.tif"}))
+        .await
+        .unwrap();
+    let g = &structured(&info)["facts"]["raster"]["georeferencing"];
+    assert_eq!(g["registration"], "point", "{g}");
+    // GDAL keeps the corner-based geotransform it was given; the first cell's centre is at
+    // (1005, 1995), where a point-registered file puts its tie point.
+    assert_eq!(
+        g["geotransform"],
+        json!([1000.0, 10.0, 0.0, 2000.0, 0.0, -10.0])
+    );
+}
+
+/// South-up and rotated rasters: reported, and the grid algorithms that assume north-up
+/// (hydrology, terrain, zonal statistics) refuse instead of routing water the wrong way.
+#[tokio::test]
+async fn south_up_and_rotated_rasters_are_reported_and_refused_by_grid_algorithms() {
+    let server = server().await;
+    let dem: Vec<f32> = (0..25).map(|v| 100.0 + v as f32).collect();
+    write_raster::<f32>(
+        &server.path("south.tif"),
+        (5, 5),
+        dem.clone(),
+        Some([0.0, 10.0, 0.0, 0.0, 0.0, 10.0]),
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("rotated.tif"),
+        (5, 5),
+        dem,
+        Some([0.0, 10.0, 2.0, 100.0, 2.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    for (file, flag, phrase) in [
+        ("south.tif", "south_up", "south-up"),
+        ("rotated.tif", "rotated", "rotated"),
+    ] {
+        let info = server
+            .call("raster_info", json!({"input": file}))
+            .await
+            .unwrap();
+        assert_eq!(
+            structured(&info)["facts"]["raster"]["georeferencing"][flag],
+            true,
+            "{file}"
+        );
+        for (tool, args) in [
+            (
+                "dem_flow_direction",
+                json!({"input": file, "output": "fd.tif", "algorithm": "d8"}),
+            ),
+            (
+                "raster_terrain",
+                json!({"input": file, "output": "t.tif", "operation": "aspect"}),
+            ),
+        ] {
+            let result = call_justified(&server, tool, args).await.unwrap().result;
+            assert!(is_error(&result), "{tool} on {file}: {}", text(&result));
+            assert!(text(&result).contains(phrase), "{tool}: {}", text(&result));
+        }
+    }
+    assert!(!server.path("fd.tif").exists() && !server.path("t.tif").exists());
+}
+
+/// Scale and offset: an NDVI-like band stored as Int16 with scale 0.0001 and offset -0.1.
+/// Statistics come back in physical values (ignoring the offset would shift the mean by 0.1).
+#[tokio::test]
+async fn statistics_are_in_physical_values_where_a_band_declares_scale_and_offset() {
+    let server = server().await;
+    let raw: Vec<i16> = vec![1000, 2000, 3000, 4000];
+    write_raster::<i16>(
+        &server.path("ndvi.tif"),
+        (2, 2),
+        raw,
+        Some([0.0, 30.0, 0.0, 60.0, 0.0, -30.0]),
+        Some(32633),
+        |band| {
+            band.set_scale(0.0001).unwrap();
+            band.set_offset(-0.1).unwrap();
+        },
+    );
+    let stats = server
+        .call("raster_stats", json!({"input": "ndvi.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    let band = &structured(&stats)["bands"][0];
+    // physical = raw * 0.0001 - 0.1: 0.0, 0.1, 0.2, 0.3; mean 0.15.
+    let close = |v: &Value, want: f64| v.as_f64().is_some_and(|v| (v - want).abs() < 1e-6);
+    assert!(close(&band["mean"], 0.15), "{band}");
+    assert!(
+        close(&band["min"], 0.0) && close(&band["max"], 0.3),
+        "{band}"
+    );
+    assert_eq!(band["scale"], 0.0001);
+    assert_eq!(band["offset"], -0.1);
+    // Zonal statistics too: one zone over the whole grid.
+    std::fs::write(
+        server.path("zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"id":1},
+            "geometry":{"type":"Polygon","coordinates":[[[0,0],[60,0],[60,60],[0,60],[0,0]]]}}]}"#,
+    )
+    .unwrap();
+    let zonal = call_justified(
+        &server,
+        "zonal_stats",
+        json!({"input": "ndvi.tif", "zones": "zone.geojson", "stats": ["mean", "max"],
+               "semantics": "cell_centre"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&zonal.result), "{}", text(&zonal.result));
+    let zone = &structured(&zonal.result)["features"][0];
+    assert!(
+        close(&zone["mean"], 0.15) && close(&zone["max"], 0.3),
+        "{zone}"
+    );
+    let info = server
+        .call("raster_info", json!({"input": "ndvi.tif"}))
+        .await
+        .unwrap();
+    let facts = &structured(&info)["facts"]["raster"]["bands"][0];
+    assert_eq!(facts["scale"], 0.0001);
+    assert_eq!(facts["offset"], -0.1);
+}
+
+/// An undeclared -9999: reported as evidence by raster_info, and statistics refuse (the mean
+/// would include it) until `nodata` names it.
+#[tokio::test]
+async fn an_undeclared_sentinel_is_reported_and_statistics_refuse_until_nodata_names_it() {
+    let server = server().await;
+    let mut data = vec![10.0f32; 16];
+    data[0] = -9999.0;
+    data[5] = -9999.0;
+    data[15] = 30.0;
+    write_raster::<f32>(
+        &server.path("sentinel.tif"),
+        (4, 4),
+        data,
+        Some([0.0, 10.0, 0.0, 40.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let info = server
+        .call("raster_info", json!({"input": "sentinel.tif"}))
+        .await
+        .unwrap();
+    let sentinels = &structured(&info)["facts"]["raster"]["bands"][0]["undeclared_sentinels"];
+    assert_eq!(sentinels[0]["value"], -9999.0, "{sentinels}");
+    assert_eq!(sentinels[0]["count"], 2);
+    let refused = server
+        .call("raster_stats", json!({"input": "sentinel.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused));
+    let detail = structured(&refused);
+    assert_eq!(error_kind(&detail), "data_conflict");
+    assert_eq!(detail["error"]["parameter"], "nodata");
+    assert!(
+        text(&refused).contains("2 cell(s) of -9999"),
+        "{}",
+        text(&refused)
+    );
+    let stats = server
+        .call(
+            "raster_stats",
+            json!({"input": "sentinel.tif", "nodata": -9999}),
+        )
+        .await
+        .unwrap();
+    let band = &structured(&stats)["bands"][0];
+    // 13 cells of 10 and one of 30: mean 160/14.
+    assert_eq!(band["valid_count"], 14);
+    assert!((band["mean"].as_f64().unwrap() - 160.0 / 14.0).abs() < 1e-9);
+}
+
+/// Bilinear on a land-cover map: critical, with evidence and the safe alternative. The hurried
+/// agent's generic justification is refused naming the evidence item; a COG written with the
+/// safe method has overviews made only of existing classes (the driver's default cubic made
+/// 104 values of 14 classes).
+#[tokio::test]
+async fn bilinear_on_classes_needs_the_evidence_answered_and_cog_overviews_keep_classes() {
+    let server = server().await;
+    let (w, h) = (1024usize, 1024usize);
+    let classes: Vec<u8> = (0..w * h)
+        .map(|i| [1u8, 5, 9, 14][((i % w) / 7 + (i / w) / 5) % 4])
+        .collect();
+    write_raster::<u8>(
+        &server.path("landcover.tif"),
+        (w, h),
+        classes,
+        Some([0.0, 10.0, 0.0, 10240.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let args = json!({"input": "landcover.tif", "output": "lc20.tif", "resampling": "bilinear",
+                      "resolution": [20, 20]});
+    let refused = server.call("raster_resample", args.clone()).await.unwrap();
+    let refusal = structured(&refused);
+    let entry = refusal["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["domain"] == "resampling")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["severity"], "critical");
+    let item = entry["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == "categorical_input")
+        .cloned()
+        .unwrap_or_else(|| panic!("no categorical_input evidence: {entry}"));
+    assert!(item["alternative"]["resampling"].is_string(), "{item}");
+    assert!(text(&refused).contains("Safe alternative"));
+
+    // The hurried agent: well-formed, with assumptions, never engaging with the evidence.
+    let mut hurried = args.clone();
+    let mut generic = justification("bilinear");
+    generic["assumptions"] = json!(["chosen on purpose"]);
+    hurried["justification"] = json!({"resampling": generic});
+    let refused = server.call("raster_resample", hurried).await.unwrap();
+    let entry = structured(&refused)["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["domain"] == "resampling")
+        .cloned()
+        .unwrap();
+    let paths: Vec<&str> = entry["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .collect();
+    assert!(paths.contains(&"/evidence/categorical_input"), "{entry}");
+
+    // An answer that names the item but does not engage with it is refused by the domain.
+    let mut waved = args.clone();
+    let mut answer = generic.clone();
+    answer["evidence"] = json!({"categorical_input": "chosen on purpose"});
+    waved["justification"] = json!({"resampling": answer});
+    let refused = server.call("raster_resample", waved).await.unwrap();
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("/evidence/categorical_input"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("lc20.tif").exists());
+
+    // The safe alternative to a COG: the overviews are built with it, not with cubic.
+    let safe = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "landcover.tif", "output": "lc.tif", "resampling": "mode",
+               "resolution": [10, 10], "format": "COG"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&safe.result), "{}", text(&safe.result));
+    let dataset = gdal::Dataset::open(server.path("lc.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    assert!(band.overview_count().unwrap() > 0);
+    let overview = band.overview(0).unwrap();
+    let (ow, oh) = overview.size();
+    let values = overview
+        .read_as::<u8>((0, 0), (ow, oh), (ow, oh), None)
+        .unwrap();
+    let distinct: std::collections::BTreeSet<u8> = values.data().iter().copied().collect();
+    assert!(
+        distinct.iter().all(|v| [1, 5, 9, 14].contains(v)),
+        "overview values {distinct:?}"
+    );
+    // An option that would decide the resampling inside the driver is refused.
+    let hidden = server
+        .call(
+            "raster_resample",
+            json!({"input": "landcover.tif", "output": "x.tif", "resampling": "mode",
+                   "resolution": [20, 20], "format": "COG",
+                   "creation_options": {"RESAMPLING": "BILINEAR"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(error_kind(&structured(&hidden)), "invalid_arguments");
+    assert!(text(&hidden).contains("RESAMPLING"));
+}
+
+/// Ballpark default, accurate pivot: from Monte Mario (Rome) to WGS 84, PROJ's default search
+/// over Rome finds only a ballpark (about 70 m off); a 4 m operation exists through Monte
+/// Mario. The host uses it by default and reports both: the output equals reprojecting in two
+/// steps (Rome meridian -> Greenwich, then Monte Mario -> WGS 84 with EPSG:1660).
+#[tokio::test]
+async fn reprojection_uses_the_accurate_operation_through_a_pivot_crs() {
+    let server = server().await;
+    // 0.001 degree cells around (0.04 E of the Rome meridian, 41.9 N).
+    write_raster::<f32>(
+        &server.path("rome.tif"),
+        (3, 3),
+        (1..=9).map(|v| v as f32).collect(),
+        Some([0.04, 0.001, 0.0, 41.903, 0.0, -0.001]),
+        Some(4806),
+        |_| {},
+    );
+    let done = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "rome.tif", "output": "wgs84.tif", "dst_crs": "EPSG:4326",
+               "resampling": "nearest"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let out = structured(&done.result);
+    let t = &out["transformation"];
+    assert_eq!(t["default"]["ballpark"], true, "{t}");
+    assert_eq!(t["used"]["ballpark"], false, "{t}");
+    assert_eq!(t["used"]["accuracy_metres"], 4.0);
+    assert_eq!(t["used"]["via"], "Monte Mario");
+    let command = out["gdalwarp_command"].as_array().unwrap();
+    assert!(command.iter().any(|a| a == "-ct"), "{command:?}");
+
+    // The reference: two steps with the GDAL command line.
+    let dir = server.workspace.path();
+    let run = |args: &[&str]| {
+        let status = std::process::Command::new("gdalwarp")
+            .args(["-q", "-overwrite", "-r", "near"])
+            .args(args)
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    run(&["-t_srs", "EPSG:4265", "rome.tif", "step1.tif"]);
+    run(&["-t_srs", "EPSG:4326", "step1.tif", "step2.tif"]);
+    run(&["-t_srs", "EPSG:4326", "rome.tif", "ballpark.tif"]);
+    let (_, ours) = read_all(&server.path("wgs84.tif"));
+    let (_, two_steps) = read_all(&server.path("step2.tif"));
+    let (_, ballpark) = read_all(&server.path("ballpark.tif"));
+    let metres = |a: f64, b: f64| (a - b).abs() * 111_000.0;
+    assert!(
+        metres(ours[3], two_steps[3]) < 0.5,
+        "{ours:?} vs {two_steps:?}"
+    );
+    assert!(metres(ours[0], two_steps[0]) < 0.5);
+    assert!(
+        metres(ours[3], ballpark[3]) > 50.0,
+        "{ours:?} vs {ballpark:?}"
+    );
+}
+
+/// A multi-layer GeoPackage without `layer`: refused with the layer list and feature counts,
+/// never the first layer silently.
+#[tokio::test]
+async fn a_multi_layer_container_without_a_layer_is_refused_with_the_layers() {
+    let server = server().await;
+    let dir = server.workspace.path();
+    let square = |x: f64| {
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{{"id":1}},
+               "geometry":{{"type":"Polygon","coordinates":[[[{x},0],[{},0],[{},10],[{x},10],[{x},0]]]}}}}]}}"#,
+            x + 10.0,
+            x + 10.0
+        )
+    };
+    std::fs::write(dir.join("a.geojson"), square(0.0)).unwrap();
+    std::fs::write(dir.join("b.geojson"), square(100.0)).unwrap();
+    for (file, layer, extra) in [
+        ("a.geojson", "roads", vec![]),
+        ("b.geojson", "parcels", vec!["-update"]),
+    ] {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(extra)
+            .args(["-a_srs", "EPSG:32633", "-nln", layer, "zones.gpkg", file])
+            .current_dir(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    write_raster::<f32>(
+        &server.path("grid.tif"),
+        (20, 2),
+        vec![1.0; 40],
+        Some([0.0, 10.0, 0.0, 20.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let refused = server
+        .call(
+            "zonal_stats",
+            json!({"input": "grid.tif", "zones": "zones.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let detail = structured(&refused);
+    assert_eq!(error_kind(&detail), "data_conflict", "{detail}");
+    assert_eq!(detail["error"]["parameter"], "layer");
+    let layers: Vec<&str> = detail["error"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["layer"].as_str())
+        .collect();
+    assert_eq!(layers, ["roads", "parcels"]);
+    assert!(
+        text(&refused).contains("\"parcels\" (1 features)"),
+        "{}",
+        text(&refused)
+    );
+    let reproject = server
+        .call(
+            "vector_reproject",
+            json!({"input": "zones.gpkg", "output": "z.gpkg", "dst_crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(error_kind(&structured(&reproject)), "data_conflict");
+}
+
+/// GeoJSON has no cheap extent: one is computed (it was `null`, which left the transformation
+/// search without an area).
+#[tokio::test]
+async fn geojson_gets_a_computed_extent() {
+    let server = server().await;
+    std::fs::write(
+        server.path("points.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+            {"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[12.5,41.9]}},
+            {"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[13.25,42.75]}}]}"#,
+    )
+    .unwrap();
+    let info = server
+        .call("vector_info", json!({"input": "points.geojson"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&info)["layers"][0]["extent"],
+        json!([12.5, 41.9, 13.25, 42.75])
+    );
+}
+
+/// A projected CRS in US survey feet with elevations in metres: gdaldem would take 10 ft cells
+/// for 10 m (slope atan(0.1) = 5.71 degrees instead of 18.16). Without a declared elevation
+/// unit the call is refused naming the ratio; with one, the ratio is applied.
+#[tokio::test]
+async fn terrain_in_us_survey_feet_uses_the_unit_ratio_or_refuses() {
+    let server = server().await;
+    // 10 ftUS cells; elevation rises 1 m per cell eastwards.
+    let plane: Vec<f32> = (0..25).map(|i| (i % 5) as f32).collect();
+    let gt = Some([6_000_000.0, 10.0, 0.0, 2_000_000.0, 0.0, -10.0]);
+    write_raster::<f32>(
+        &server.path("ft.tif"),
+        (5, 5),
+        plane.clone(),
+        gt,
+        Some(2227),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("ft_m.tif"),
+        (5, 5),
+        plane,
+        gt,
+        Some(2227),
+        |band| set_unit(band, "metre"),
+    );
+    let info = server
+        .call("raster_info", json!({"input": "ft.tif"}))
+        .await
+        .unwrap();
+    let crs = &structured(&info)["facts"]["crs"];
+    assert!((crs["linear_unit_metres"].as_f64().unwrap() - 0.3048006096).abs() < 1e-9);
+    let refused = call_justified(
+        &server,
+        "raster_terrain",
+        json!({"input": "ft.tif", "output": "s.tif", "operation": "slope"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("scale: 0.3048006096"),
+        "{}",
+        text(&refused)
+    );
+    let slope = call_justified(
+        &server,
+        "raster_terrain",
+        json!({"input": "ft_m.tif", "output": "s.tif", "operation": "slope"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&slope), "{}", text(&slope));
+    let (values, _) = read_all(&server.path("s.tif"));
+    let want = (1.0f64 / (10.0 * 0.3048006096)).atan().to_degrees();
+    assert!((values[12] - want).abs() < 1e-3, "{} vs {want}", values[12]);
+}
+
+/// Drivers that reproject on write (MBTiles to EPSG:3857, KMLSUPEROVERLAY to EPSG:4326, with
+/// their own resampling and RGBA expansion: 14 classes became 79 values) are not output
+/// drivers: the CRS change and the resampling would happen behind the gate.
+#[tokio::test]
+async fn drivers_that_reproject_on_write_are_refused() {
+    let server = server().await;
+    write_raster::<u8>(
+        &server.path("utm.tif"),
+        (4, 4),
+        vec![1; 16],
+        Some([500_000.0, 10.0, 0.0, 4_000_040.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    for (format, output) in [("MBTiles", "t.mbtiles"), ("KMLSUPEROVERLAY", "t.kmz")] {
+        let refused = server
+            .call(
+                "raster_convert",
+                json!({"input": "utm.tif", "output": output, "format": format}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&refused), "{format}");
+        assert!(text(&refused).contains(format), "{}", text(&refused));
+        assert!(!server.path(output).exists());
+    }
+}
+
+/// A component built against gdal-mcp:risk@0.2.0 still loads and gates through the adapter:
+/// its trigger gets one evidence item made from its reason, and its own `validate` runs.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
+    let plugins = tempfile::tempdir().unwrap();
+    let legacy = plugin_component("legacy_v02");
+    assert!(legacy.is_file(), "{} is not built", legacy.display());
+    std::fs::copy(&legacy, plugins.path().join("legacy_v02.wasm")).unwrap();
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            plugin_dirs: vec![plugins.path().to_path_buf()],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        server.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let args = json!({"input": "p.geojson", "output": "p.gpkg"});
+    let refused = server.call("vector_convert", args.clone()).await.unwrap();
+    let refusal = structured(&refused);
+    let entry = refusal["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["domain"] == "legacy_pack")
+        .cloned()
+        .unwrap_or_else(|| panic!("legacy_pack did not gate: {refusal}"));
+    assert_eq!(entry["severity"], "required");
+    assert_eq!(entry["evidence"][0]["id"], "finding");
+    assert!(entry["evidence"][0]["fact"]
+        .as_str()
+        .unwrap()
+        .contains("gdal-mcp:risk@0.2.0"));
+    let mut answers = serde_json::Map::new();
+    for e in refusal["refusal"].as_array().unwrap() {
+        let domain = e["domain"].as_str().unwrap().to_string();
+        answers.insert(domain, justification("vector_convert"));
+    }
+    let mut retry = args.clone();
+    retry["justification"] = Value::Object(answers.clone());
+    let rejected = server.call("vector_convert", retry).await.unwrap();
+    assert!(text(&rejected).contains("legacy"), "{}", text(&rejected));
+    answers["legacy_pack"]["intent"] = json!("convert for the legacy archive");
+    let mut retry = args;
+    retry["justification"] = Value::Object(answers);
+    let done = server.call("vector_convert", retry).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let receipts = structured(&done)["reflection"].clone();
+    assert!(
+        receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["domain"] == "legacy_pack" && r["decision"] == "proceed"),
+        "{receipts}"
+    );
+}
+
+/// Scale and offset in compositing and block aggregation: two scenes stored with different
+/// scales composite in physical values; a block sum of a band with an offset (gdalwarp would
+/// keep one offset for n cells) is refused, while a block mean (which commutes) runs.
+#[tokio::test]
+async fn composites_use_physical_values_and_block_sums_with_an_offset_are_refused() {
+    let server = server().await;
+    let gt = Some([0.0, 10.0, 0.0, 20.0, 0.0, -10.0]);
+    // Physical 1, 2, 3, 4 stored as raw*0.5 and as raw*0.25 + 1.
+    write_raster::<i16>(
+        &server.path("a.tif"),
+        (2, 2),
+        vec![2, 4, 6, 8],
+        gt,
+        Some(32633),
+        |b| {
+            b.set_scale(0.5).unwrap();
+        },
+    );
+    write_raster::<i16>(
+        &server.path("b.tif"),
+        (2, 2),
+        vec![0, 4, 8, 12],
+        gt,
+        Some(32633),
+        |b| {
+            b.set_scale(0.25).unwrap();
+            b.set_offset(1.0).unwrap();
+        },
+    );
+    let done = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["a.tif", "b.tif"], "output": "mean.tif", "statistic": "mean"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let (values, _) = read_all(&server.path("mean.tif"));
+    assert_eq!(values, vec![1.0, 2.0, 3.0, 4.0]);
+
+    let sum = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "b.tif", "output": "sum.tif", "factor": [2], "statistic": "sum"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&sum.result));
+    assert!(
+        text(&sum.result).contains("offset 1"),
+        "{}",
+        text(&sum.result)
+    );
+    assert!(!server.path("sum.tif").exists());
+    let mean = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "b.tif", "output": "avg.tif", "factor": [2], "statistic": "average",
+               "output_type": "Float32"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&mean.result), "{}", text(&mean.result));
+    let dataset = gdal::Dataset::open(server.path("avg.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let raw = band
+        .read_as::<f64>((0, 0), (1, 1), (1, 1), None)
+        .unwrap()
+        .data()[0];
+    let physical = raw * band.scale().unwrap_or(1.0) + band.offset().unwrap_or(0.0);
+    assert!((physical - 2.5).abs() < 1e-9, "raw {raw} -> {physical}");
+}
+
+/// Ballpark with nothing better: a datum PROJ knows no shift for. The call is critical, with
+/// the ballpark as evidence; the hurried agent's well-formed justification that never engages
+/// with it is refused naming the item, an answer without an accepted error in metres is refused
+/// by crs_datum, and an answer that states it passes.
+#[tokio::test]
+async fn a_ballpark_decision_must_state_the_error_it_accepts() {
+    let server = server().await;
+    let custom = "GEOGCS[\"Island 1950\",DATUM[\"Island_datum_1950\",SPHEROID[\"International 1924\",6378388,297]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]]";
+    write_raster::<f32>(
+        &server.path("island.tif"),
+        (2, 2),
+        vec![1.0, 2.0, 3.0, 4.0],
+        Some([10.0, 0.01, 0.0, 50.0, 0.0, -0.01]),
+        None,
+        |_| {},
+    );
+    update(&server.path("island.tif"), |dataset| {
+        dataset
+            .set_spatial_ref(&SpatialRef::from_wkt(custom).unwrap())
+            .unwrap()
+    });
+    let args = json!({"input": "island.tif", "output": "wgs.tif", "dst_crs": "EPSG:4326",
+                      "resampling": "nearest"});
+    let refused = server.call("raster_reproject", args.clone()).await.unwrap();
+    let refusal = structured(&refused);
+    let entry = refusal["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["domain"] == "crs_datum")
+        .cloned()
+        .unwrap();
+    assert_eq!(entry["severity"], "critical", "{entry}");
+    let ids: Vec<String> = entry["evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["id"].as_str().map(String::from))
+        .collect();
+    assert!(ids.contains(&"ballpark_operation".to_string()), "{ids:?}");
+
+    let with = |crs_answer: Value| {
+        let mut retry = args.clone();
+        retry["justification"] = json!({
+            "crs_datum": crs_answer,
+            "resampling": justification("nearest"),
+        });
+        retry
+    };
+    let mut hurried = justification("EPSG:4326");
+    hurried["assumptions"] = json!(["chosen on purpose"]);
+    let result = server
+        .call("raster_reproject", with(hurried.clone()))
+        .await
+        .unwrap();
+    assert!(
+        text(&result).contains("/evidence/ballpark_operation"),
+        "{}",
+        text(&result)
+    );
+
+    let answer = |text: &str| -> Value {
+        ids.iter()
+            .map(|id| (id.clone(), json!(text)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let mut vague = hurried.clone();
+    vague["choice"]["tradeoffs"] = json!("some positional error");
+    vague["evidence"] = answer("we know the datum is approximate");
+    let result = server.call("raster_reproject", with(vague)).await.unwrap();
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("/evidence/ballpark_operation"),
+        "{}",
+        text(&result)
+    );
+    assert!(!server.path("wgs.tif").exists());
+
+    let mut engaged = hurried;
+    engaged["evidence"] = answer(
+        "no datum shift is known for Island 1950; we accept up to 150 m of positional error, \
+         far below the 1 km cells of the regional model",
+    );
+    let done = server
+        .call("raster_reproject", with(engaged))
+        .await
+        .unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let receipt = structured(&done)["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "crs_datum")
+        .cloned()
+        .unwrap();
+    assert!(receipt["evidence"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("ballpark_operation")));
+}
+
+/// Vector facts in `vector_info`: Z, the geometry types met (a mixed layer) and invalid
+/// geometries (a self-crossing "bow tie"), and the CRS's axis order.
+#[tokio::test]
+async fn vector_info_reports_mixed_invalid_and_3d_geometries() {
+    let server = server().await;
+    std::fs::write(
+        server.path("mixed.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+            {"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[0,0],[10,10],[10,0],[0,10],[0,0]]]}},
+            {"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}},
+            {"type":"Feature","properties":{},"geometry":{"type":"LineString","coordinates":[[0,0,5],[1,1,6]]}}]}"#,
+    )
+    .unwrap();
+    let info = server
+        .call("vector_info", json!({"input": "mixed.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let out = structured(&info);
+    let layer = &out["facts"]["vector"]["layers"][0];
+    assert_eq!(
+        layer["geometry_types"],
+        json!(["Polygon", "Line String"]),
+        "{layer}"
+    );
+    assert_eq!(layer["invalid_geometries"], 1, "{layer}");
+    assert_eq!(layer["features_checked"], 3);
+    assert_eq!(layer["has_z"], true);
+    assert_eq!(
+        out["facts"]["crs"]["axis_order"], "north,east",
+        "{}",
+        out["facts"]["crs"]
+    );
+}
