@@ -129,7 +129,15 @@ fn a_tampered_capsule_is_treated_as_missing() {
             "valid before the edit"
         );
 
+        // The store memoises verified capsules by file version: an edit that puts the
+        // modification time back (same size, same mtime) must still count as an edit.
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).expect("mtime");
         edit(&path, from, to);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(modified))
+            .expect("restore mtime");
         assert!(
             store.get(DOMAIN, &original.key).is_none(),
             "editing {from} -> {to} must invalidate the capsule"

@@ -92,6 +92,14 @@ pub enum StoreError {
 /// always check): the gate reads a capsule per domain per call, on the cheap-call path.
 const FOLDER_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// What identifies one version of a capsule file: device, inode, size, modification and
+/// status-change times. Any write, rename over or `touch` changes the status-change time,
+/// which no caller can set, so an edited capsule is never mistaken for the one verified.
+type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
+
+/// Verified capsules kept at most before the memo starts over.
+const VERIFIED_ENTRIES: usize = 4096;
+
 /// The store rooted at a directory.
 #[derive(Debug, Clone)]
 pub struct CapsuleStore {
@@ -99,6 +107,10 @@ pub struct CapsuleStore {
     /// Domains whose store folders were found real, and when.
     checked:
         std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>>,
+    /// Capsules verified in this process, by path and file version: a cache hit of the gate
+    /// re-reads a capsule's metadata, not its JSON.
+    verified:
+        std::sync::Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, (FileStamp, Capsule)>>>,
 }
 
 impl CapsuleStore {
@@ -106,6 +118,7 @@ impl CapsuleStore {
         Self {
             root,
             checked: Default::default(),
+            verified: Default::default(),
         }
     }
 
@@ -168,7 +181,25 @@ impl CapsuleStore {
         if std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        match read_verified(&path, domain, key) {
+        let verified = open_capsule(&path).and_then(|(file, stamp)| {
+            let memo = self.verified.lock().ok().and_then(|m| {
+                m.get(&path)
+                    .filter(|(seen, _)| *seen == stamp)
+                    .map(|(_, c)| c.clone())
+            });
+            if let Some(capsule) = memo {
+                return Ok(capsule);
+            }
+            let capsule = read_verified(file, &path, domain, key)?;
+            if let Ok(mut memo) = self.verified.lock() {
+                if memo.len() >= VERIFIED_ENTRIES {
+                    memo.clear();
+                }
+                memo.insert(path.clone(), (stamp, capsule.clone()));
+            }
+            Ok(capsule)
+        });
+        match verified {
             Ok(capsule) => Some(capsule),
             Err(e) => {
                 tracing::warn!("ignoring capsule: {e}");
@@ -239,7 +270,9 @@ impl CapsuleStore {
                     continue;
                 };
                 let key = format!("sha256:{stem}");
-                match read_verified(&file, domain, &key) {
+                match open_capsule(&file)
+                    .and_then(|(opened, _)| read_verified(opened, &file, domain, &key))
+                {
                     Ok(capsule) => capsules.push(capsule),
                     Err(e) => tracing::warn!("ignoring capsule: {e}"),
                 }
@@ -252,12 +285,12 @@ impl CapsuleStore {
 /// A capsule is at most this large (a justification is at most 4 KiB; the rest is small).
 pub const MAX_CAPSULE_BYTES: u64 = 64 << 10;
 
-/// Read a capsule file without following a symlink, only if it is a regular file, and at most
-/// [`MAX_CAPSULE_BYTES`]: a capsule name that is a symlink to `/dev/zero` or a FIFO must not
-/// make the listing read forever or hang.
-fn read_capsule_text(path: &Path) -> Result<String, StoreError> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
+/// Open a capsule file without following a symlink or blocking, only if it is a regular file
+/// of at most [`MAX_CAPSULE_BYTES`] (a capsule name that is a symlink to `/dev/zero` or a FIFO
+/// must not make the gate or the listing read forever or hang); with the file's version
+/// stamp.
+fn open_capsule(path: &Path) -> Result<(std::fs::File, FileStamp), StoreError> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let io = |source| StoreError::Io {
         path: path.display().to_string(),
         source,
@@ -278,6 +311,25 @@ fn read_capsule_text(path: &Path) -> Result<String, StoreError> {
     if meta.len() > MAX_CAPSULE_BYTES {
         return Err(invalid("larger than any capsule"));
     }
+    let stamp = (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    );
+    Ok((file, stamp))
+}
+
+/// The text of an opened capsule (at most [`MAX_CAPSULE_BYTES`]).
+fn read_capsule_text(file: std::fs::File, path: &Path) -> Result<String, StoreError> {
+    use std::io::Read;
+    let io = |source| StoreError::Io {
+        path: path.display().to_string(),
+        source,
+    };
     let mut text = String::new();
     file.take(MAX_CAPSULE_BYTES + 1)
         .read_to_string(&mut text)
@@ -285,12 +337,17 @@ fn read_capsule_text(path: &Path) -> Result<String, StoreError> {
     Ok(text)
 }
 
-fn read_verified(path: &Path, domain: &str, key: &str) -> Result<Capsule, StoreError> {
+fn read_verified(
+    file: std::fs::File,
+    path: &Path,
+    domain: &str,
+    key: &str,
+) -> Result<Capsule, StoreError> {
     let invalid = |message: String| StoreError::Invalid {
         path: path.display().to_string(),
         message,
     };
-    let text = read_capsule_text(path)?;
+    let text = read_capsule_text(file, path)?;
     let raw: Value = serde_json::from_str(&text).map_err(|e| invalid(format!("not JSON: {e}")))?;
     let severity_critical = raw.get("severity").and_then(Value::as_str) == Some("critical");
     let justification_value = raw.get("justification").cloned().unwrap_or(Value::Null);
