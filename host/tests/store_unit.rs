@@ -131,7 +131,9 @@ fn a_tampered_capsule_is_treated_as_missing() {
 
         // The store memoises verified capsules by file version: an edit that puts the
         // modification time back (same size, same mtime) must still count as an edit.
-        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).expect("mtime");
+        let modified = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .expect("mtime");
         edit(&path, from, to);
         std::fs::File::options()
             .write(true)
