@@ -30,6 +30,16 @@ enum Command {
     Serve(Options),
     /// List the loaded risk domains and exit.
     Domains(Options),
+    /// The store's tamper-evident ledger of decisions and capsules.
+    #[command(subcommand)]
+    Ledger(LedgerCommand),
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Check the whole hash chain of `<store>/ledger.jsonl`: exit 0 when intact, 1 naming the
+    /// first bad line (edited, deleted, inserted or reordered).
+    Verify(Options),
 }
 
 #[derive(Args, Clone, Default)]
@@ -104,6 +114,34 @@ fn main() -> anyhow::Result<()> {
         None => serve(cli.options),
         Some(Command::Serve(options)) => serve(options.merge(cli.options)),
         Some(Command::Domains(options)) => domains(options.merge(cli.options)),
+        Some(Command::Ledger(LedgerCommand::Verify(options))) => {
+            verify_ledger(options.merge(cli.options))
+        }
+    }
+}
+
+fn verify_ledger(options: Options) -> anyhow::Result<()> {
+    let store = options.config()?.store_root();
+    let path = store.join(gdal_mcp::reflection::ledger::FILE_NAME);
+    match gdal_mcp::reflection::ledger::verify(&path) {
+        Ok(intact) => {
+            println!(
+                "ledger {}: intact, {} entries, head {}",
+                path.display(),
+                intact.entries,
+                intact.head
+            );
+            Ok(())
+        }
+        Err(broken) => {
+            eprintln!(
+                "ledger {}: broken at line {}: {}",
+                path.display(),
+                broken.line,
+                broken.message
+            );
+            std::process::exit(1)
+        }
     }
 }
 

@@ -5,6 +5,7 @@ mod adversarial;
 mod aggregation;
 mod confinement;
 mod hydrology;
+mod ledger;
 mod oracle;
 mod quirks;
 mod raster_tools;

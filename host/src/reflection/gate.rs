@@ -14,6 +14,7 @@
 
 use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
+use super::ledger::{self, Ledger};
 use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
 use crate::domains::sandbox::PluginError;
 use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
@@ -152,6 +153,7 @@ struct Rendered {
 pub struct Gate {
     registry: Arc<Registry>,
     store: CapsuleStore,
+    ledger: Ledger,
     issued: Mutex<HashMap<String, Pending>>,
     prompts: Mutex<HashMap<(String, String), Rendered>>,
     /// Capsules (key, integrity) their domain accepted in this process.
@@ -186,6 +188,7 @@ impl Gate {
     pub fn new(registry: Arc<Registry>, store: CapsuleStore) -> Self {
         Self {
             registry,
+            ledger: Ledger::new(store.root()),
             store,
             issued: Mutex::new(HashMap::new()),
             prompts: Mutex::new(HashMap::new()),
@@ -199,6 +202,14 @@ impl Gate {
 
     pub fn store(&self) -> &CapsuleStore {
         &self.store
+    }
+
+    /// Append to the ledger; a failure is logged, never fails the call (the capsules stay the
+    /// record of what was justified, and `gdal-mcp ledger verify` says where the chain broke).
+    fn record(&self, kind: &str, entry: &Value) {
+        if let Err(e) = self.ledger.append(kind, entry) {
+            tracing::warn!("not recorded in the ledger: {e}");
+        }
     }
 
     /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
@@ -338,6 +349,9 @@ impl Gate {
                 ),
             });
         }
+        if !receipts.is_empty() {
+            self.record("gate", &ledger::gate_entry(&call.tool, &receipts));
+        }
         Ok(if entries.is_empty() {
             Verdict::Proceed(receipts)
         } else {
@@ -416,6 +430,7 @@ impl Gate {
         };
         capsule.integrity = capsule.compute_integrity();
         self.store.put(&capsule)?;
+        self.record("capsule", &ledger::capsule_entry(&capsule));
         Ok(Ok(capsule))
     }
 

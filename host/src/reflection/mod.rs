@@ -6,9 +6,11 @@
 //! * [`justification`]: the schema an agent fills in, and its validation;
 //! * [`key`]: canonical JSON and decision keys;
 //! * [`store`]: capsules on disk under `<store>/justifications/<domain>/`;
+//! * [`ledger`]: the tamper-evident record of every decision and capsule, `<store>/ledger.jsonl`;
 //! * [`gate`]: the decision for one call.
 
 pub mod gate;
 pub mod justification;
 pub mod key;
+pub mod ledger;
 pub mod store;

@@ -1,0 +1,102 @@
+//! The ledger over real stdio: two servers sharing one store, 200 concurrent gated calls, one
+//! intact chain; `gdal-mcp ledger verify` exits 0 on it and names the first bad line after an
+//! edit, a deletion, an insertion or a reordering.
+
+use gdal_mcp_tests::{binary, call, is_error, justification, text, Era, Options, Server};
+use serde_json::json;
+use std::process::Command;
+
+fn verify(store: &std::path::Path) -> (bool, String) {
+    let out = Command::new(binary().unwrap())
+        .args(["ledger", "verify", "--store"])
+        .arg(store)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn two_servers_on_one_store_keep_one_intact_chain() {
+    let first = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let grid = first.path("grid.asc");
+    std::fs::write(
+        &grid,
+        "ncols 4\nnrows 4\nxllcorner 0\nyllcorner 0\ncellsize 10\n\
+         1 2 3 4\n5 6 7 8\n9 10 11 12\n13 14 15 16\n",
+    )
+    .unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .arg(&grid)
+        .arg(first.path("grid.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let args = |i: usize| {
+        json!({"input": "grid.tif", "output": format!("out{i}.tif"), "resampling": "nearest",
+               "resolution": [20, 20]})
+    };
+    // One justified call stores the capsule: a capsule entry, then a gate entry.
+    let mut justified = args(0);
+    justified["justification"] = json!({"resampling": justification("nearest")});
+    let done = first.call("raster_resample", justified).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+
+    // A second server process on the same workspace and store.
+    let second = Server::connect(Era::Legacy, first.workspace.path(), &Options::default())
+        .await
+        .unwrap();
+    let calls = (1..=200).map(|i| {
+        let client = if i % 2 == 0 { &first.client } else { &second };
+        call(client, "raster_resample", args(i))
+    });
+    let results = futures::future::join_all(calls).await;
+    for result in &results {
+        let result = result.as_ref().unwrap();
+        assert!(!is_error(result), "{}", text(result));
+    }
+
+    let store = first.workspace.path().join(".preflight");
+    let (ok, report) = verify(&store);
+    assert!(ok, "{report}");
+    assert!(report.contains("intact, 202 entries"), "{report}");
+
+    // Tampering, each kind named at its first bad line.
+    let path = store.join("ledger.jsonl");
+    let original = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    let write = |lines: &[&str]| std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let edited = lines[10].replacen("\"proceed\"", "\"blocked\"", 1);
+    assert_ne!(edited, lines[10]);
+    let mut tampered = lines.clone();
+    tampered[10] = &edited;
+    write(&tampered);
+    let (ok, report) = verify(&store);
+    assert!(!ok && report.contains("line 12"), "edit: {report}");
+    let mut tampered = lines.clone();
+    tampered.remove(50);
+    write(&tampered);
+    let (ok, report) = verify(&store);
+    assert!(!ok && report.contains("line 51"), "deletion: {report}");
+    let mut tampered = lines.clone();
+    tampered.insert(80, lines[20]);
+    write(&tampered);
+    let (ok, report) = verify(&store);
+    assert!(!ok && report.contains("line 81"), "insertion: {report}");
+    let mut tampered = lines.clone();
+    tampered.swap(100, 101);
+    write(&tampered);
+    let (ok, report) = verify(&store);
+    assert!(!ok && report.contains("line 101"), "reordering: {report}");
+    std::fs::write(&path, &original).unwrap();
+    assert!(verify(&store).0);
+}
