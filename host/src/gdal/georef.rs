@@ -191,6 +191,18 @@ fn parse_aux_srs(text: &str) -> Option<String> {
     (!wkt.is_empty()).then_some(wkt)
 }
 
+/// Whether CRS text names a grid or parameter file (`PARAMETERFILE[...]`, `+nadgrids=`).
+fn names_a_file(text: &str) -> bool {
+    let compact: String = text
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_ascii_uppercase())
+        .collect();
+    ["PARAMETERFILE", "PARAMETER_FILE", "GRIDS="]
+        .iter()
+        .any(|k| compact.contains(k))
+}
+
 fn crs_label(srs: &SpatialRef) -> String {
     match (srs.auth_name(), srs.auth_code()) {
         (Some(name), Ok(code)) => format!("{name}:{code}"),
@@ -280,7 +292,10 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
     for file in &aux {
         if let Some(text) = read_sidecar(file) {
             let geotransform = parse_aux_geotransform(&text);
+            // A CRS naming a grid or parameter file makes PROJ open it while parsing; the
+            // check before the open refused such sidecars, but this read comes later.
             let crs = parse_aux_srs(&text)
+                .filter(|wkt| !names_a_file(wkt))
                 .and_then(|wkt| SpatialRef::from_wkt(&wkt).ok())
                 .map(|s| crs_label(&s));
             if geotransform.is_some() || crs.is_some() {
@@ -455,6 +470,17 @@ mod tests {
             [100.0, 20.0, 0.0, 200.0, 0.0, -20.0]
         );
         assert_eq!(parse_aux_srs(text).unwrap(), "PROJCS[\"x\"]");
+    }
+
+    /// Regression guard: the sidecar is read again after the pre-open check, so its CRS text
+    /// must not reach PROJ if it names a file (a swapped sidecar).
+    #[test]
+    fn sidecar_crs_naming_a_file_is_not_parsed() {
+        assert!(names_a_file(
+            "BOUNDCRS[SOURCECRS[],ABRIDGEDTRANSFORMATION[\"x\",PARAMETERFILE[\"f\",\"/dev/stdin\"]]]"
+        ));
+        assert!(names_a_file("+proj=longlat +NADGRIDS=/x"));
+        assert!(!names_a_file("GEOGCS[\"WGS 84\"]"));
     }
 
     #[test]
