@@ -398,6 +398,57 @@ async fn an_undeclared_sentinel_is_reported_and_statistics_refuse_until_nodata_n
     // 13 cells of 10 and one of 30: mean 160/14.
     assert_eq!(band["valid_count"], 14);
     assert!((band["mean"].as_f64().unwrap() - 160.0 / 14.0).abs() < 1e-9);
+
+    // The computing tools refuse it too, pointing at declaring it; once declared (with
+    // raster_convert), the zone mean is right.
+    std::fs::write(
+        server.path("all.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"id":1},
+            "geometry":{"type":"Polygon","coordinates":[[[0,0],[40,0],[40,40],[0,40],[0,0]]]}}]}"#,
+    )
+    .unwrap();
+    let zonal = |input: &str| json!({"input": input, "zones": "all.geojson", "stats": ["mean"], "semantics": "cell_centre"});
+    for (tool, args) in [
+        ("zonal_stats", zonal("sentinel.tif")),
+        (
+            "raster_resample",
+            json!({"input": "sentinel.tif", "output": "r.tif", "resampling": "bilinear", "resolution": [20, 20]}),
+        ),
+        (
+            "raster_terrain",
+            json!({"input": "sentinel.tif", "output": "t.tif", "operation": "slope"}),
+        ),
+    ] {
+        let refused = call_justified(&server, tool, args).await.unwrap().result;
+        assert_eq!(
+            error_kind(&structured(&refused)),
+            "data_conflict",
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(
+            text(&refused).contains("raster_convert"),
+            "{tool}: {}",
+            text(&refused)
+        );
+    }
+    let declared = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "sentinel.tif", "output": "declared.tif", "nodata": -9999}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&declared.result), "{}", text(&declared.result));
+    let done = call_justified(&server, "zonal_stats", zonal("declared.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let mean = structured(&done.result)["features"][0]["mean"]
+        .as_f64()
+        .unwrap();
+    assert!((mean - 160.0 / 14.0).abs() < 1e-6, "{mean}");
 }
 
 /// Bilinear on a land-cover map: critical, with evidence and the safe alternative. The hurried

@@ -849,6 +849,46 @@ pub fn gather_raster(role: &str, path: &Path) -> Result<DatasetFacts, GdalError>
     Ok(from_dataset(role, path, &dataset))
 }
 
+/// Refuse a raster whose band (`None`: any band) holds a conventional no-data code it does not
+/// declare, for a computation that would take those cells as values (a mean of elevations with
+/// -9999 in it, a slope down into a -9999 hole). Loud, with the way out: declare the nodata.
+pub fn refuse_undeclared_sentinels(
+    facts: &DatasetFacts,
+    band: Option<u32>,
+    computation: &str,
+) -> Result<(), GdalError> {
+    let Some(raster) = &facts.raster else {
+        return Ok(());
+    };
+    for (index, b) in raster.bands.iter().enumerate() {
+        let number = index as u32 + 1;
+        if band.is_some_and(|wanted| wanted != number) {
+            continue;
+        }
+        let Some(sentinel) = b.undeclared_sentinels.iter().find(|s| s.kind == "known") else {
+            continue;
+        };
+        return Err(GdalError::Conflict {
+            message: format!(
+                "{}: band {number} holds {} sampled cell(s) of {}, a conventional no-data code, \
+                 but declares {}; {computation} would take them as values. Declare it first \
+                 (raster_convert with \"nodata\": {}), then run this on the converted file",
+                facts.role,
+                sentinel.count,
+                sentinel.value,
+                b.nodata
+                    .map(|n| format!("{n} as nodata"))
+                    .unwrap_or_else(|| "no nodata".to_string()),
+                sentinel.value
+            ),
+            parameter: "nodata".to_string(),
+            candidates: serde_json::json!([{"band": number, "value": sentinel.value,
+                                            "sampled_cells": sentinel.count}]),
+        });
+    }
+    Ok(())
+}
+
 /// Refuse a dataset without raster bands (a vector dataset, say).
 pub fn require_raster(role: &str, path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     if dataset.raster_count() == 0 {

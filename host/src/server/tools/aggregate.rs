@@ -189,6 +189,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let dataset = facts::open(&input)?;
             facts::require_raster("input", &input, &dataset)?;
             let input_facts = facts::from_dataset("input", &input, &dataset);
+            facts::refuse_undeclared_sentinels(&input_facts, None, "block aggregation")?;
             let gt = dataset.geo_transform().map_err(|_| {
                 ToolError::Arguments("input: the raster has no geotransform".to_string())
             })?;
@@ -443,6 +444,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
             let raster_dataset = facts::open(&raster)?;
             facts::require_raster("input", &raster, &raster_dataset)?;
             let raster_facts = facts::from_dataset("input", &raster, &raster_dataset);
+            facts::refuse_undeclared_sentinels(&raster_facts, Some(band), "zonal statistics")?;
             let zones_dataset = ogr::open("zones", &zones)?;
             let mut zones_facts = facts::from_dataset("zones", &zones, &zones_dataset);
             if let Some(vector) = zones_facts.vector.as_mut() {
@@ -633,7 +635,13 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 } else {
                     format!("input{}", i + 1)
                 };
-                datasets.push(facts::from_dataset(&role, path, &dataset));
+                let input_facts = facts::from_dataset(&role, path, &dataset);
+                facts::refuse_undeclared_sentinels(
+                    &input_facts,
+                    u32::try_from(band).ok(),
+                    "a composite",
+                )?;
+                datasets.push(input_facts);
             }
             let grids = if differ { "differ" } else { "aligned" };
             if differ && resampling.is_none() {

@@ -195,6 +195,7 @@ const FACTS_SIDE: usize = 2048;
 /// Nothing is read whole before the gate.
 fn inspect(input: &Path) -> Result<(CallFacts, CellSize), ToolError> {
     let mut input_facts = facts::gather("input", input)?;
+    facts::refuse_undeclared_sentinels(&input_facts, Some(1), "the DEM algorithms")?;
     if let Some(crs) = &input_facts.crs {
         if crs.kind == facts::CrsKind::Geographic {
             return Err(ToolError::Arguments(format!(

@@ -246,6 +246,13 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let dataset = facts::open(&request.input)?;
             facts::require_raster("input", &request.input, &dataset)?;
             let input_facts = facts::from_dataset("input", &request.input, &dataset);
+            if request.resampling != "near" {
+                facts::refuse_undeclared_sentinels(
+                    &input_facts,
+                    None,
+                    &format!("{} resampling", request.resampling),
+                )?;
+            }
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
                     "input: the raster has no CRS, so it cannot be reprojected; if you know its \
@@ -356,6 +363,13 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
             }
             let input_facts = facts::from_dataset("input", &request.input, &dataset);
+            if request.resampling != "near" {
+                facts::refuse_undeclared_sentinels(
+                    &input_facts,
+                    None,
+                    &format!("{} resampling", request.resampling),
+                )?;
+            }
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
@@ -895,6 +909,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
         move || {
             facts::check_raster_format(&format, &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
+            facts::refuse_undeclared_sentinels(&input_facts, Some(band.unwrap_or(1)), "gdaldem")?;
             let single_band = facts::DatasetFacts {
                 raster: input_facts.raster.clone().map(|mut r| {
                     r.band_count = 1;
