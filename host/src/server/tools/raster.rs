@@ -200,6 +200,20 @@ pub struct ReprojectOutput {
     pub warnings: Vec<String>,
 }
 
+/// Every method but nearest computes new cells from neighbours (or picks an extreme), so an
+/// undeclared -9999 would spread into them: refused until the nodata is declared.
+fn refuse_sentinels_for_warp(request: &WarpRequest, input: &DatasetFacts) -> Result<(), ToolError> {
+    if request.resampling == "near" {
+        return Ok(());
+    }
+    let computation = format!("{} resampling", request.resampling);
+    Ok(facts::refuse_undeclared_sentinels(
+        input,
+        None,
+        &computation,
+    )?)
+}
+
 /// `raster_reproject`: validate, gather facts, gate, warp.
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     let args: ReprojectArgs = parse(call.tool, &call.arguments)?;
@@ -246,13 +260,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let dataset = facts::open(&request.input)?;
             facts::require_raster("input", &request.input, &dataset)?;
             let input_facts = facts::from_dataset("input", &request.input, &dataset);
-            if request.resampling != "near" {
-                facts::refuse_undeclared_sentinels(
-                    &input_facts,
-                    None,
-                    &format!("{} resampling", request.resampling),
-                )?;
-            }
+            refuse_sentinels_for_warp(&request, &input_facts)?;
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
                     "input: the raster has no CRS, so it cannot be reprojected; if you know its \
@@ -363,13 +371,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
             }
             let input_facts = facts::from_dataset("input", &request.input, &dataset);
-            if request.resampling != "near" {
-                facts::refuse_undeclared_sentinels(
-                    &input_facts,
-                    None,
-                    &format!("{} resampling", request.resampling),
-                )?;
-            }
+            refuse_sentinels_for_warp(&request, &input_facts)?;
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
