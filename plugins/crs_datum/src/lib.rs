@@ -1227,18 +1227,7 @@ mod tests {
 
     #[test]
     fn vector_reprojection_reads_the_layer_crs() {
-        let mut raw = call(
-            "vector_reproject",
-            json!({"dst_crs": "EPSG:4326"}),
-            vec![vector_dataset(
-                "input",
-                "GPKG",
-                Some(nad27()),
-                &[("roads", "Line String")],
-            )],
-        );
-        raw.target_crs = Some(wgs84());
-        raw.transformation = Some(transformation("NAD27 to WGS 84 (4)", Some(10.0), false));
+        let mut raw = nad27_to_wgs84(transformation("NAD27 to WGS 84 (4)", Some(10.0), false));
         let got = run(raw.clone());
         assert_eq!(severity(&got), Some(Severity::Required));
         assert_eq!(key(&got)["src_crs"], json!("EPSG:4267"));
