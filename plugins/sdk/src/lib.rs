@@ -36,9 +36,9 @@ pub mod bindings {
 
 pub use bindings::gdal_mcp::risk::types::{
     BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EvidenceItem,
-    FieldError, GeorefCandidate, Georeferencing, LayerFacts, OperationFacts, PromptArgument,
-    PromptValue, RasterFacts, Registration, Sentinel, Severity, ToolCall, TransformationFacts,
-    Trigger, VectorFacts,
+    FieldError, GeorefCandidate, Georeferencing, LayerFacts, Lineage, OperationFacts,
+    PromptArgument, PromptValue, RasterFacts, Registration, Sentinel, Severity, ToolCall,
+    TransformationFacts, Trigger, UpstreamStep, VectorFacts,
 };
 
 /// A risk domain. Implement this on a unit struct and pass it to [`export_domain!`].
@@ -483,8 +483,8 @@ pub fn names(method: &str, expected: &str) -> bool {
 pub mod testing {
     use super::{
         BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, EvidenceItem,
-        GeorefCandidate, Georeferencing, LayerFacts, OperationFacts, RasterFacts, Registration,
-        Sentinel, ToolCall, TransformationFacts, Trigger, Value, VectorFacts,
+        GeorefCandidate, Georeferencing, LayerFacts, Lineage, OperationFacts, RasterFacts,
+        Registration, Sentinel, ToolCall, TransformationFacts, Trigger, Value, VectorFacts,
     };
 
     /// Check what the host requires of a trigger's evidence, and hand the trigger back: at
@@ -703,6 +703,7 @@ pub mod testing {
             crs,
             raster: Some(raster),
             vector: None,
+            upstream: no_lineage(),
         }
     }
 
@@ -737,6 +738,16 @@ pub mod testing {
                 layers,
                 selected_layer: None,
             }),
+            upstream: no_lineage(),
+        }
+    }
+
+    /// No lineage: a dataset the server did not make.
+    pub fn no_lineage() -> Lineage {
+        Lineage {
+            sha256: None,
+            modified_since: false,
+            steps: Vec::new(),
         }
     }
 
