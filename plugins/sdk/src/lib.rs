@@ -13,10 +13,14 @@
 //! methodology packs read the same way, and [`testing`] builds the records the host sends, so a
 //! domain's classification can be unit-tested natively with [`Call::new`].
 //!
-//! The bindings follow `gdal-mcp:risk@0.3.0`: every trigger carries a list of
+//! The bindings follow `gdal-mcp:risk@0.4.0`: every trigger carries a list of
 //! [`EvidenceItem`]s (stable id, the fact with its numbers, why it matters, and optionally a
 //! ready-to-use alternative as a JSON object of call arguments), and `validate` receives the
-//! trigger's evidence next to the key fields and the justification.
+//! trigger's evidence next to the key fields and the justification. Since 0.4 every dataset
+//! carries its [`Lineage`]: the steps that made it ([`UpstreamStep`]). The SDK reads them in one
+//! place: [`Call::upstream`], [`upstream_steps`] (the part of the chain that still describes the
+//! file), [`creates_values`], [`nearest_interpolation`], [`nearest_regridding`],
+//! [`nearest_lossy_encoding`] and [`step_fact`].
 
 #![forbid(unsafe_code)]
 
@@ -150,6 +154,96 @@ impl Call {
     pub fn dataset(&self, role: &str) -> Option<&DatasetFacts> {
         self.raw.datasets.iter().find(|d| d.role == role)
     }
+
+    /// How the dataset that came from argument `role` was made, from the host's lineage
+    /// records (read its steps with [`upstream_steps`] and the `nearest_*` helpers).
+    pub fn upstream(&self, role: &str) -> Option<&Lineage> {
+        self.dataset(role).map(|d| &d.upstream)
+    }
+}
+
+/// Resampling methods that copy or select an input cell's value: nearest neighbour, the
+/// majority class and the order statistics. Every other method computes values of its own.
+const VALUE_KEEPING: &[&str] = &["nearest", "mode", "min", "max", "med", "q1", "q3"];
+
+/// Whether resampling `method` computes new cell values (bilinear, cubic, cubicspline,
+/// lanczos, average, rms, sum, gauss) rather than copying or selecting an input cell's value
+/// (nearest, mode, min, max, med, q1, q3). Case-insensitive; an unknown method counts as
+/// computing values, the conservative answer.
+pub fn creates_values(method: &str) -> bool {
+    let method = method.trim().to_ascii_lowercase();
+    !VALUE_KEEPING.contains(&method.as_str())
+}
+
+/// The steps of `lineage` that still describe the dataset, nearest first (by depth): all of
+/// them, up to and including the first step one of whose inputs had been modified outside the
+/// server (the chain before it is broken, so deeper steps describe a file that no longer
+/// exists as written). None when the dataset itself was modified since the server wrote it.
+pub fn upstream_steps(lineage: &Lineage) -> Vec<&UpstreamStep> {
+    if lineage.modified_since {
+        return Vec::new();
+    }
+    let mut steps: Vec<&UpstreamStep> = lineage.steps.iter().collect();
+    steps.sort_by_key(|s| s.depth);
+    if let Some(broken) = steps.iter().position(|s| s.input_modified) {
+        steps.truncate(broken + 1);
+    }
+    steps
+}
+
+/// Whether `step` computed new cell values by resampling ([`creates_values`]).
+pub fn interpolates(step: &UpstreamStep) -> bool {
+    step.resampling.as_deref().is_some_and(creates_values)
+}
+
+/// The nearest step of `lineage` (smallest depth) that resampled with a value-creating method
+/// ([`interpolates`]).
+pub fn nearest_interpolation(lineage: &Lineage) -> Option<&UpstreamStep> {
+    upstream_steps(lineage)
+        .into_iter()
+        .find(|s| interpolates(s))
+}
+
+/// The nearest step of `lineage` (smallest depth) that resampled with a value-creating method
+/// or changed the CRS (which moves every cell onto a new grid, whatever the method).
+pub fn nearest_regridding(lineage: &Lineage) -> Option<&UpstreamStep> {
+    upstream_steps(lineage)
+        .into_iter()
+        .find(|s| interpolates(s) || s.crs_change.is_some())
+}
+
+/// The nearest step of `lineage` (smallest depth) that wrote a lossy encoding.
+pub fn nearest_lossy_encoding(lineage: &Lineage) -> Option<&UpstreamStep> {
+    upstream_steps(lineage)
+        .into_iter()
+        .find(|s| s.lossy_encoding.is_some())
+}
+
+/// Where a step is: `raster_reproject 2 steps up` (`1 step up` for the call that wrote the
+/// dataset).
+pub fn step_label(step: &UpstreamStep) -> String {
+    let plural = if step.depth == 1 { "" } else { "s" };
+    format!("{} {} step{plural} up", step.tool, step.depth)
+}
+
+/// What a step did to the cells, as an evidence fact: `raster_reproject 2 steps up resampled
+/// with bilinear (EPSG:4326 -> EPSG:32633)`, `... changed the CRS (EPSG:4326 -> EPSG:32633)`
+/// when it names no method, `... wrote JPEG quality 75` for a lossy encoding alone.
+pub fn step_fact(step: &UpstreamStep) -> String {
+    let mut parts = Vec::new();
+    match (&step.resampling, &step.crs_change) {
+        (Some(method), Some(change)) => parts.push(format!("resampled with {method} ({change})")),
+        (Some(method), None) => parts.push(format!("resampled with {method}")),
+        (None, Some(change)) => parts.push(format!("changed the CRS ({change})")),
+        (None, None) => {}
+    }
+    if let Some(encoding) = &step.lossy_encoding {
+        parts.push(format!("wrote {encoding}"));
+    }
+    if parts.is_empty() {
+        return step_label(step);
+    }
+    format!("{} {}", step_label(step), parts.join(" and "))
 }
 
 /// Why a raster looks categorical (`band 1 has a colour table, ...`), or its data types when
@@ -479,12 +573,14 @@ pub fn names(method: &str, expected: &str) -> bool {
 /// neutral defaults. Build a [`Call`] with [`Call::new`]`(testing::call(...))`; set the facts
 /// 0.3 added with [`testing::georeferencing`], [`testing::with_bands`],
 /// [`testing::transformations`], [`testing::layer`] and friends, or by assigning the public
-/// record fields.
+/// record fields; give a dataset the upstream steps 0.4 added with [`testing::with_upstream`]
+/// and [`testing::upstream_step`] (or [`testing::resampled_step`]).
 pub mod testing {
     use super::{
         BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, EvidenceItem,
         GeorefCandidate, Georeferencing, LayerFacts, Lineage, OperationFacts, RasterFacts,
-        Registration, Sentinel, ToolCall, TransformationFacts, Trigger, Value, VectorFacts,
+        Registration, Sentinel, ToolCall, TransformationFacts, Trigger, UpstreamStep, Value,
+        VectorFacts,
     };
 
     /// Check what the host requires of a trigger's evidence, and hand the trigger back: at
@@ -751,6 +847,55 @@ pub mod testing {
         }
     }
 
+    /// The lineage of a dataset the server made through `steps` (nearest first): hashed, not
+    /// modified since.
+    pub fn lineage(steps: Vec<UpstreamStep>) -> Lineage {
+        Lineage {
+            sha256: Some("0".repeat(64)),
+            modified_since: false,
+            steps,
+        }
+    }
+
+    /// `dataset` as made by the server through `steps` ([`lineage`]).
+    pub fn with_upstream(mut dataset: DatasetFacts, steps: Vec<UpstreamStep>) -> DatasetFacts {
+        dataset.upstream = lineage(steps);
+        dataset
+    }
+
+    /// One upstream step of `tool` at `depth` (1: the call that wrote the dataset): arguments
+    /// `{}`, no resampling, CRS change, conditioning, aggregation or lossy encoding, input not
+    /// modified, no capsules. Set what the step did with struct update syntax.
+    pub fn upstream_step(depth: u32, tool: &str) -> UpstreamStep {
+        UpstreamStep {
+            depth,
+            tool: tool.to_string(),
+            arguments: "{}".to_string(),
+            resampling: None,
+            crs_change: None,
+            conditioning: None,
+            aggregation: None,
+            lossy_encoding: None,
+            input_modified: false,
+            capsules: Vec::new(),
+        }
+    }
+
+    /// An [`upstream_step`] that resampled with `method`, changing the CRS when `crs_change`
+    /// says `source -> target`.
+    pub fn resampled_step(
+        depth: u32,
+        tool: &str,
+        method: &str,
+        crs_change: Option<&str>,
+    ) -> UpstreamStep {
+        UpstreamStep {
+            resampling: Some(method.to_string()),
+            crs_change: crs_change.map(String::from),
+            ..upstream_step(depth, tool)
+        }
+    }
+
     /// Vector dataset facts for argument `role`, one [`layer`] per `(name, geometry type)`.
     pub fn vector_dataset(
         role: &str,
@@ -906,6 +1051,98 @@ mod tests {
         );
         let f = testing::raster("Float32", 2, false);
         assert!(categorical_fact(&f).starts_with("2 band(s) of Float32"));
+    }
+
+    #[test]
+    fn creates_values_tells_interpolators_from_selectors() {
+        for method in [
+            "bilinear",
+            "cubic",
+            "cubicspline",
+            "lanczos",
+            "average",
+            "rms",
+            "sum",
+            "gauss",
+            "Bilinear",
+            "something_new",
+        ] {
+            assert!(creates_values(method), "{method}");
+        }
+        for method in [
+            "nearest", "mode", "min", "max", "med", "q1", "q3", "NEAREST",
+        ] {
+            assert!(!creates_values(method), "{method}");
+        }
+    }
+
+    #[test]
+    fn nearest_steps_are_found_by_depth_within_the_unbroken_chain() {
+        use testing::{lineage, resampled_step, upstream_step};
+        let lossy = UpstreamStep {
+            lossy_encoding: Some("JPEG quality 75".to_string()),
+            ..upstream_step(1, "raster_convert")
+        };
+        let nearest = resampled_step(2, "raster_resample", "nearest", None);
+        let moved = resampled_step(
+            3,
+            "raster_reproject",
+            "mode",
+            Some("EPSG:4326 -> EPSG:32633"),
+        );
+        let bilinear = resampled_step(4, "raster_resample", "bilinear", None);
+        // Out of order on purpose: depth decides.
+        let l = lineage(vec![
+            bilinear.clone(),
+            moved.clone(),
+            lossy.clone(),
+            nearest.clone(),
+        ]);
+        assert_eq!(upstream_steps(&l).len(), 4);
+        assert_eq!(nearest_interpolation(&l).map(|s| s.depth), Some(4));
+        assert_eq!(nearest_regridding(&l).map(|s| s.depth), Some(3));
+        assert_eq!(nearest_lossy_encoding(&l).map(|s| s.depth), Some(1));
+        assert_eq!(
+            nearest_regridding(&l).map(step_fact).as_deref(),
+            Some("raster_reproject 3 steps up resampled with mode (EPSG:4326 -> EPSG:32633)")
+        );
+        assert_eq!(
+            step_fact(&lossy),
+            "raster_convert 1 step up wrote JPEG quality 75"
+        );
+        // Nearest neighbour and no CRS change: nothing interpolated.
+        let l = lineage(vec![nearest.clone()]);
+        assert!(nearest_interpolation(&l).is_none() && nearest_regridding(&l).is_none());
+        // A broken chain: steps beyond the step whose input was modified do not count.
+        let broken = UpstreamStep {
+            input_modified: true,
+            ..nearest.clone()
+        };
+        let l = lineage(vec![lossy, broken, bilinear.clone()]);
+        assert_eq!(upstream_steps(&l).len(), 2);
+        assert!(nearest_interpolation(&l).is_none());
+        // A file modified since: no steps at all.
+        let mut l = lineage(vec![bilinear]);
+        l.modified_since = true;
+        assert!(upstream_steps(&l).is_empty() && nearest_interpolation(&l).is_none());
+    }
+
+    #[test]
+    fn calls_read_upstream_by_role() {
+        use testing::{call, raster, raster_dataset, resampled_step, with_upstream};
+        let input = with_upstream(
+            raster_dataset("input", None, raster("Float32", 1, false)),
+            vec![resampled_step(1, "raster_resample", "cubic", None)],
+        );
+        let c = Call::new(call("dem_condition", json!({}), vec![input]));
+        assert_eq!(
+            c.upstream("input")
+                .and_then(nearest_interpolation)
+                .map(step_fact)
+                .as_deref(),
+            Some("raster_resample 1 step up resampled with cubic")
+        );
+        assert!(c.upstream("zones").is_none());
     }
 
     /// Regression: `validate` compared by containment, so "nearest, definitely not bilinear"
