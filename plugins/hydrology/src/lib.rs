@@ -11,11 +11,18 @@
 //! `geographic_dem` and `flat_fraction` for the critical findings, and
 //! `undeclared_sentinels` when band 1 holds a no-data code it does not declare (a -9999 cell is
 //! a pit every path drains into).
+//!
+//! Since 0.3 the domain also reads how the DEM was made (WIT 0.4 lineage): when a step upstream
+//! of the DEM resampled it with a value-creating method or changed its CRS, the trigger carries
+//! `upstream_interpolation` (the nearest such step, its depth, method and CRS change) and the key
+//! gains `upstream` (`interpolated`, or `reprojected` for a CRS change that copied cells), so one
+//! justification covers every DEM made that way.
 
 use gdal_mcp_domain_sdk::{
-    approx, chosen_method, crs_label, evidence, export_domain, field_error, json, names,
-    prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
-    EvidenceItem, FieldError, Severity, Trigger, Value,
+    approx, chosen_method, crs_label, evidence, export_domain, field_error, interpolates, json,
+    names, nearest_regridding, prompt_argument, shorten, step_fact, step_label, trigger,
+    upstream_steps, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
+    FieldError, Severity, Trigger, Value,
 };
 
 struct Hydrology;
@@ -35,6 +42,7 @@ mod ids {
     pub const GEOGRAPHIC_DEM: &str = "geographic_dem";
     pub const FLAT_FRACTION: &str = "flat_fraction";
     pub const UNDECLARED_SENTINELS: &str = "undeclared_sentinels";
+    pub const UPSTREAM_INTERPOLATION: &str = "upstream_interpolation";
 }
 
 /// Metres per CRS unit of a projected CRS.
@@ -130,6 +138,62 @@ fn sentinels(dem: Option<&DatasetFacts>) -> Option<EvidenceItem> {
     ))
 }
 
+/// `upstream_interpolation` when a step upstream of the DEM resampled it with a value-creating
+/// method or changed its CRS: the item, a line for the reason, and the `upstream` key field
+/// (`interpolated`, or `reprojected` when the nearest such step moved cells without computing
+/// new values).
+fn upstream_interpolation(
+    dem: Option<&DatasetFacts>,
+    operation: &str,
+) -> Option<(EvidenceItem, String, &'static str)> {
+    let dem = dem?;
+    let step = nearest_regridding(&dem.upstream)?;
+    let interpolated = interpolates(step);
+    let mut fact = step_fact(step);
+    // A conditioning step between it and this call: the artefacts are conditioned in already.
+    if let Some(conditioned) = upstream_steps(&dem.upstream)
+        .into_iter()
+        .filter(|s| s.depth < step.depth)
+        .find(|s| s.conditioning.is_some())
+    {
+        fact.push_str(&format!(
+            "; {} conditioned it since with {}",
+            step_label(conditioned),
+            conditioned.conditioning.as_deref().unwrap_or_default()
+        ));
+    }
+    let then = if operation == "condition" {
+        "conditioning then treats those artefacts as terrain: it fills or breaches pits the \
+         resampling made and keeps ridges it lowered"
+    } else {
+        "conditioning and routing then treat those artefacts as terrain: flow paths follow \
+         smoothed channels and shifted divides"
+    };
+    let why = if interpolated {
+        format!(
+            "interpolation computes new heights from neighbouring cells: it lowers peaks and \
+             ridges, fills pits, smooths channels and shifts divides; {then}"
+        )
+    } else {
+        format!(
+            "a reprojection moves every cell onto a new grid: with a method that copies cells, \
+             some heights are duplicated and others dropped, leaving artificial steps and flats \
+             along the grid; {then}"
+        )
+    };
+    let reason = format!("the DEM was resampled upstream: {fact}");
+    let key = if interpolated {
+        "interpolated"
+    } else {
+        "reprojected"
+    };
+    Some((
+        evidence(ids::UPSTREAM_INTERPOLATION, fact, why, None),
+        reason,
+        key,
+    ))
+}
+
 /// The governed tools and the operation each performs.
 const TOOLS: &[(&str, &str)] = &[
     ("dem_condition", "condition"),
@@ -181,7 +245,7 @@ impl Domain for Hydrology {
         } else {
             "resolved"
         };
-        let (method, key_fields, details) = match operation {
+        let (method, mut key_fields, details) = match operation {
             "condition" => {
                 let method = call.arg_str("method").unwrap_or("fill").to_string();
                 let length = call
@@ -331,6 +395,14 @@ impl Domain for Hydrology {
                 ));
             }
         }
+        if let Some((item, reason, upstream)) = upstream_interpolation(dem, operation) {
+            // At least required (every governed call already is): no change of severity.
+            reasons.push(reason);
+            items.push(item);
+            if let Some(key) = key_fields.as_object_mut() {
+                key.insert("upstream".to_string(), json!(upstream));
+            }
+        }
         items.extend(sentinels(dem));
         let reason = reasons.join("; ");
         Some(trigger(
@@ -473,9 +545,9 @@ mod tests {
     use super::*;
     use gdal_mcp_domain_sdk::testing::{
         call, checked, evidence_ids as ids, evidence_item as item, raster, raster_dataset,
-        sentinel, utm33, wgs84,
+        resampled_step, sentinel, upstream_step, utm33, wgs84, with_upstream,
     };
-    use gdal_mcp_domain_sdk::{alternative, CrsFacts, RasterFacts};
+    use gdal_mcp_domain_sdk::{alternative, CrsFacts, RasterFacts, UpstreamStep};
 
     fn dem(flat_fraction: Option<f64>) -> RasterFacts {
         let mut r = raster("Float32", 1, false);
@@ -606,6 +678,173 @@ mod tests {
         assert_eq!(
             item(&got, "undeclared_sentinels").fact,
             "band 1 declares no nodata but a sample of 10000 cells holds -9999 (412 cells, known)"
+        );
+    }
+
+    /// Classify `tool` on a projected DEM made through `steps`.
+    fn run_upstream(tool: &str, arguments: Value, steps: Vec<UpstreamStep>) -> Option<Trigger> {
+        let input = with_upstream(raster_dataset("input", Some(utm33()), dem(None)), steps);
+        checked(Hydrology::classify(&Call::new(call(
+            tool,
+            arguments,
+            vec![input],
+        ))))
+    }
+
+    fn key(trigger: &Option<Trigger>) -> Value {
+        trigger
+            .as_ref()
+            .and_then(|t| serde_json::from_str(&t.key_fields).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// A DEM reprojected with bilinear two steps up, then copied by `raster_convert`.
+    fn reprojected_bilinear() -> Vec<UpstreamStep> {
+        vec![
+            upstream_step(1, "raster_convert"),
+            resampled_step(
+                2,
+                "raster_reproject",
+                "bilinear",
+                Some("EPSG:4326 -> EPSG:32633"),
+            ),
+        ]
+    }
+
+    #[test]
+    fn an_interpolated_dem_upstream_is_evidence_for_every_tool() {
+        for (tool, arguments) in [
+            ("dem_condition", json!({"method": "breach"})),
+            ("dem_flow_direction", json!({"algorithm": "d8"})),
+            ("dem_flow_accumulation", json!({"units": "cells"})),
+            ("dem_streams", json!({"threshold": 1000})),
+            ("dem_watershed", json!({"snap_distance": 3})),
+        ] {
+            let got = run_upstream(tool, arguments, reprojected_bilinear());
+            assert_eq!(severity(&got), Some(Severity::Required), "{tool}");
+            let upstream = item(&got, "upstream_interpolation");
+            assert_eq!(
+                upstream.fact,
+                "raster_reproject 2 steps up resampled with bilinear (EPSG:4326 -> EPSG:32633)",
+                "{tool}"
+            );
+            assert!(
+                upstream.why.contains("lowers peaks")
+                    && upstream.why.contains("fills pits")
+                    && upstream.why.contains("smooths channels")
+                    && upstream.why.contains("shifts divides")
+                    && upstream.why.contains("artefacts as terrain"),
+                "{tool}: {}",
+                upstream.why
+            );
+            assert_eq!(key(&got)["upstream"], json!("interpolated"), "{tool}");
+            assert!(
+                got.as_ref()
+                    .is_some_and(|t| t.reason.contains("resampled upstream")),
+                "{tool}"
+            );
+        }
+    }
+
+    #[test]
+    fn upstream_interpolation_keeps_a_stronger_severity() {
+        let mut r = dem(None);
+        r.georeferencing.cell_size_metres = Some((21.4, 30.9));
+        let input = with_upstream(
+            raster_dataset("input", Some(wgs84()), r),
+            vec![resampled_step(1, "raster_resample", "cubic", None)],
+        );
+        let got = checked(Hydrology::classify(&Call::new(call(
+            "dem_condition",
+            json!({"method": "fill"}),
+            vec![input],
+        ))));
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert_eq!(
+            ids(&got),
+            vec![
+                "depression_handling".to_string(),
+                "geographic_dem".to_string(),
+                "upstream_interpolation".to_string()
+            ]
+        );
+        assert_eq!(
+            item(&got, "upstream_interpolation").fact,
+            "raster_resample 1 step up resampled with cubic"
+        );
+    }
+
+    #[test]
+    fn no_upstream_interpolation_without_it() {
+        let fill = || json!({"method": "fill"});
+        let made_outside = run("dem_condition", fill(), utm33(), dem(None));
+        let nearest = run_upstream(
+            "dem_condition",
+            fill(),
+            vec![resampled_step(1, "raster_resample", "nearest", None)],
+        );
+        let mode = run_upstream(
+            "dem_streams",
+            json!({"threshold": 100}),
+            vec![resampled_step(2, "raster_resample", "mode", None)],
+        );
+        let converted = run_upstream(
+            "dem_condition",
+            fill(),
+            vec![upstream_step(1, "raster_convert")],
+        );
+        for got in [made_outside, nearest, mode, converted] {
+            assert_eq!(severity(&got), Some(Severity::Required));
+            assert!(!ids(&got).contains(&"upstream_interpolation".to_string()));
+            assert_eq!(key(&got).get("upstream"), None);
+        }
+        // The file was modified since the server wrote it: the host reports that, not us.
+        let mut input = with_upstream(
+            raster_dataset("input", Some(utm33()), dem(None)),
+            Vec::new(),
+        );
+        input.upstream.modified_since = true;
+        let got = checked(Hydrology::classify(&Call::new(call(
+            "dem_condition",
+            fill(),
+            vec![input],
+        ))));
+        assert_eq!(ids(&got), vec!["depression_handling".to_string()]);
+    }
+
+    #[test]
+    fn a_nearest_reprojection_upstream_is_named_as_such() {
+        let got = run_upstream(
+            "dem_flow_direction",
+            json!({"algorithm": "d8"}),
+            vec![resampled_step(
+                1,
+                "raster_reproject",
+                "nearest",
+                Some("EPSG:4326 -> EPSG:32633"),
+            )],
+        );
+        let upstream = item(&got, "upstream_interpolation");
+        assert_eq!(
+            upstream.fact,
+            "raster_reproject 1 step up resampled with nearest (EPSG:4326 -> EPSG:32633)"
+        );
+        assert!(upstream.why.contains("duplicated"), "{}", upstream.why);
+        assert_eq!(key(&got)["upstream"], json!("reprojected"));
+    }
+
+    #[test]
+    fn a_conditioning_since_the_interpolation_is_said() {
+        let mut steps = reprojected_bilinear();
+        steps[0] = UpstreamStep {
+            conditioning: Some("breach".to_string()),
+            ..upstream_step(1, "dem_condition")
+        };
+        let got = run_upstream("dem_streams", json!({"threshold": 1000}), steps);
+        assert_eq!(
+            item(&got, "upstream_interpolation").fact,
+            "raster_reproject 2 steps up resampled with bilinear (EPSG:4326 -> EPSG:32633); \
+             dem_condition 1 step up conditioned it since with breach"
         );
     }
 
