@@ -18,12 +18,18 @@
 //! `coverage_without_area`, `block_sum_saturates`), with a ready-to-use alternative where one
 //! exists (`majority` for zones of classes, `mode` for blocks, `coverage` semantics, a wider
 //! `output_type`).
+//!
+//! Since 0.3 the domain reads how the inputs were made (WIT 0.4 lineage): a class statistic
+//! (majority, minority, variety, mode), or an averaging one on data that looks categorical, of
+//! an input a step upstream resampled with a value-creating method is `critical`, with
+//! `upstream_interpolated_classes` (the nearest such step and its method): interpolated class
+//! codes are not classes. The key then gains `upstream: interpolated`.
 
 use gdal_mcp_domain_sdk::{
     approx, categorical_evidence, categorical_fact, chosen_method, crs_label, evidence,
-    export_domain, field_error, json, names, prompt_argument, shorten, trigger, Call, CrsKind,
-    Domain, DomainInfo, EvidenceItem, FieldError, LayerFacts, RasterFacts, Severity, Trigger,
-    Value,
+    export_domain, field_error, json, names, nearest_interpolation, prompt_argument, shorten,
+    step_fact, trigger, Call, CrsKind, Domain, DomainInfo, EvidenceItem, FieldError, LayerFacts,
+    RasterFacts, Severity, Trigger, Value,
 };
 
 struct Aggregation;
@@ -38,6 +44,10 @@ const AVERAGING: &[&str] = &[
 /// Order statistics: meaningful on class codes only if the codes are ordered.
 const ORDER: &[&str] = &["min", "max"];
 
+/// Statistics that treat values as classes: they count or pick codes, and mean something only
+/// if the codes still are classes.
+const CLASS_STATISTICS: &[&str] = &["majority", "minority", "variety", "mode"];
+
 /// Integer types narrow enough for a block sum to overflow in practice.
 const NARROW_INTEGERS: &[&str] = &["Byte", "UInt8", "Int8", "UInt16", "Int16"];
 
@@ -50,6 +60,7 @@ mod ids {
     pub const ALL_TOUCHED_SUM: &str = "all_touched_sum";
     pub const COVERAGE_WITHOUT_AREA: &str = "coverage_without_area";
     pub const BLOCK_SUM_SATURATES: &str = "block_sum_saturates";
+    pub const UPSTREAM_INTERPOLATED_CLASSES: &str = "upstream_interpolated_classes";
 }
 
 /// The largest magnitude a narrow integer type holds.
@@ -236,6 +247,8 @@ struct Verdict {
     reasons: Vec<String>,
     notes: Vec<String>,
     evidence: Vec<EvidenceItem>,
+    /// The statistic reads class codes an upstream step interpolated (`upstream` key field).
+    upstream_interpolated: bool,
 }
 
 impl Verdict {
@@ -245,6 +258,7 @@ impl Verdict {
             reasons: Vec::new(),
             notes: Vec::new(),
             evidence: Vec::new(),
+            upstream_interpolated: false,
         }
     }
 
@@ -306,6 +320,79 @@ fn check_classes(
     }
 }
 
+/// The critical case of lineage: class codes interpolated upstream. A class statistic of an
+/// input that a step upstream resampled with a value-creating method, or an averaging statistic
+/// of such an input that still looks categorical, reads codes that are no longer classes.
+fn check_upstream(verdict: &mut Verdict, call: &Call, stats: &[String], data: &Data) {
+    let class: Vec<&str> = stats
+        .iter()
+        .map(String::as_str)
+        .filter(|s| CLASS_STATISTICS.contains(s))
+        .collect();
+    // Averaging statistics read class codes only where the data still looks categorical.
+    let averaging: Vec<&str> = stats
+        .iter()
+        .map(String::as_str)
+        .filter(|s| AVERAGING.contains(s) && matches!(data, Data::Categorical(_)))
+        .collect();
+    let mut read = class.clone();
+    read.extend(&averaging);
+    if read.is_empty() {
+        return;
+    }
+    // The raster inputs (`input`, `input2`, ... of a composite), the first interpolated one.
+    let Some((role, step)) = call
+        .raw
+        .datasets
+        .iter()
+        .filter(|d| d.role.starts_with("input") && d.raster.is_some())
+        .find_map(|d| nearest_interpolation(&d.upstream).map(|s| (d.role.as_str(), s)))
+    else {
+        return;
+    };
+    let made = if role == "input" {
+        step_fact(step)
+    } else {
+        format!("{role}: {}", step_fact(step))
+    };
+    let method = step.resampling.as_deref().unwrap_or("interpolation");
+    let mut uses = Vec::new();
+    if !class.is_empty() {
+        uses.push(format!(
+            "{} count(s) or pick(s) those codes as if they were classes",
+            class.join(", ")
+        ));
+    }
+    if !averaging.is_empty() {
+        uses.push(format!(
+            "{} average(s) or add(s) codes that were never measurements",
+            averaging.join(", ")
+        ));
+    }
+    verdict.upstream_interpolated = true;
+    verdict.critical(
+        format!(
+            "{} read(s) class codes that {} interpolated upstream with {method}: interpolated \
+             codes are not classes",
+            read.join(", "),
+            step.tool
+        ),
+        evidence(
+            ids::UPSTREAM_INTERPOLATED_CLASSES,
+            format!("{made}; the call computes {} of it", read.join(", ")),
+            format!(
+                "{method} computed each cell from its neighbours' codes: along every boundary \
+                 between classes 1 and 3 it wrote 2, a class that is not there, and fractions \
+                 that are no class at all; {}. Redo {} with nearest or mode, or say why the \
+                 values are measurements",
+                uses.join(", and "),
+                step.tool
+            ),
+            None,
+        ),
+    );
+}
+
 fn zonal(call: &Call) -> Option<Decision> {
     let raster_dataset = call.dataset("input")?;
     let raster = raster_dataset.raster.as_ref()?;
@@ -352,6 +439,7 @@ fn zonal(call: &Call) -> Option<Decision> {
         &fact,
         Some(json!({ "stats": class_stats })),
     );
+    check_upstream(&mut verdict, call, &stats, &data);
     if semantics == "all_touched" && stats.iter().any(|s| s == "sum") {
         verdict.critical(
             "sum with all_touched counts every cell a zone boundary crosses in each zone that \
@@ -487,6 +575,7 @@ fn composite(call: &Call) -> Option<Decision> {
     let mut verdict = Verdict::new();
     // No class statistic exists for composites: no alternative.
     check_classes(&mut verdict, &stats, &data, &fact, None);
+    check_upstream(&mut verdict, call, &stats, &data);
     if input_nodata != "declared" {
         verdict.notes.push(format!(
             "{} of {} inputs declare no nodata: their fill and masked cells (scene edges, \
@@ -564,6 +653,7 @@ fn aggregate(call: &Call) -> Option<Decision> {
         &fact,
         Some(json!({ "statistic": "mode" })),
     );
+    check_upstream(&mut verdict, call, &stats, &data);
     let narrow: Vec<&str> = types
         .iter()
         .map(String::as_str)
@@ -710,11 +800,16 @@ impl Domain for Aggregation {
         let Decision {
             verdict,
             base,
-            key,
+            mut key,
             details,
             data,
             expected,
         } = decision;
+        if verdict.upstream_interpolated {
+            if let Some(key) = key.as_object_mut() {
+                key.insert("upstream".to_string(), json!("interpolated"));
+            }
+        }
         let why = if verdict.notes.is_empty() {
             match operation {
                 "zonal" => {

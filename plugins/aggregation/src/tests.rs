@@ -3,7 +3,8 @@
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
 use gdal_mcp_domain_sdk::testing::{checked, evidence_ids as ids, evidence_item as item, offered};
-use gdal_mcp_domain_sdk::{DatasetFacts, ToolCall};
+use gdal_mcp_domain_sdk::testing::{lineage, resampled_step, upstream_step, with_upstream};
+use gdal_mcp_domain_sdk::{DatasetFacts, ToolCall, UpstreamStep};
 
 fn severity(trigger: &Option<Trigger>) -> Option<Severity> {
     trigger.as_ref().map(|t| t.severity)
@@ -482,4 +483,171 @@ fn undeclared_sentinels_are_in_the_facts() {
     assert!(item(&got, "aggregate_method").fact.ends_with(
         "no nodata declared (a sample of 10000 cells holds -9999 in 40 cells, undeclared)"
     ));
+}
+
+/// `raw` with its first dataset (the raster `input`) made through `steps`.
+fn made_through(mut raw: ToolCall, steps: Vec<UpstreamStep>) -> ToolCall {
+    if let Some(first) = raw.datasets.first_mut() {
+        first.upstream = lineage(steps);
+    }
+    raw
+}
+
+fn bilinear() -> Vec<UpstreamStep> {
+    vec![resampled_step(1, "raster_resample", "bilinear", None)]
+}
+
+#[test]
+fn class_statistics_of_codes_interpolated_upstream_are_critical() {
+    // Zonal majority of a surface that no longer looks categorical: the lineage says why.
+    let got = run(made_through(
+        zonal_call(
+            json!({"stats": ["majority", "variety"], "semantics": "cell_centre"}),
+            false,
+            "Polygon",
+        ),
+        bilinear(),
+    ));
+    assert_eq!(severity(&got), Some(Severity::Critical), "{}", reason(&got));
+    let upstream = item(&got, "upstream_interpolated_classes");
+    assert_eq!(
+        upstream.fact,
+        "raster_resample 1 step up resampled with bilinear; the call computes majority, variety \
+         of it"
+    );
+    assert!(
+        upstream.why.contains("classes 1 and 3 it wrote 2"),
+        "{}",
+        upstream.why
+    );
+    assert_eq!(key(&got)["upstream"], json!("interpolated"));
+    assert!(reason(&got).contains("interpolated upstream with bilinear"));
+
+    // Block mode of a raster a reprojection interpolated two steps up.
+    let input = with_upstream(
+        raster_dataset("input", Some(utm33()), raster("Byte", 1, true)),
+        vec![
+            upstream_step(1, "raster_convert"),
+            resampled_step(
+                2,
+                "raster_reproject",
+                "cubic",
+                Some("EPSG:4326 -> EPSG:32633"),
+            ),
+        ],
+    );
+    let got = run(call(
+        "raster_aggregate",
+        json!({"statistic": "mode", "factor": 4}),
+        vec![input],
+    ));
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert_eq!(
+        item(&got, "upstream_interpolated_classes").fact,
+        "raster_reproject 2 steps up resampled with cubic (EPSG:4326 -> EPSG:32633); the call \
+         computes mode of it"
+    );
+}
+
+#[test]
+fn averaging_interpolated_codes_that_look_categorical_is_critical_twice() {
+    let got = run(made_through(
+        zonal_call(
+            json!({"stats": ["mean"], "semantics": "cell_centre"}),
+            true,
+            "Polygon",
+        ),
+        bilinear(),
+    ));
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert_eq!(
+        ids(&got),
+        vec![
+            "zonal_method".to_string(),
+            "categorical_mean".to_string(),
+            "upstream_interpolated_classes".to_string()
+        ]
+    );
+    assert!(item(&got, "upstream_interpolated_classes")
+        .why
+        .contains("mean average(s) or add(s) codes"));
+    // A composite: the interpolated input is named by its role.
+    let mut datasets = inputs(true, true);
+    datasets[1].upstream = lineage(vec![resampled_step(1, "raster_resample", "average", None)]);
+    let got = run(call(
+        "raster_composite",
+        json!({"statistic": "mean", "_grids": "aligned"}),
+        datasets,
+    ));
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert_eq!(
+        item(&got, "upstream_interpolated_classes").fact,
+        "input2: raster_resample 1 step up resampled with average; the call computes mean of it"
+    );
+}
+
+#[test]
+fn no_upstream_finding_without_interpolated_codes() {
+    let majority = || {
+        zonal_call(
+            json!({"stats": ["majority"], "semantics": "cell_centre"}),
+            true,
+            "Polygon",
+        )
+    };
+    let mut modified = majority();
+    modified.datasets[0].upstream.modified_since = true;
+    let cases: Vec<(&str, ToolCall)> = vec![
+        ("made outside the server", majority()),
+        (
+            "nearest upstream",
+            made_through(
+                majority(),
+                vec![resampled_step(1, "raster_resample", "nearest", None)],
+            ),
+        ),
+        (
+            "mode upstream, reprojected",
+            made_through(
+                majority(),
+                vec![resampled_step(
+                    1,
+                    "raster_reproject",
+                    "mode",
+                    Some("EPSG:4326 -> EPSG:32633"),
+                )],
+            ),
+        ),
+        ("modified since (the host reports it)", modified),
+        (
+            "a mean of a continuous surface interpolated upstream",
+            made_through(
+                zonal_call(
+                    json!({"stats": ["mean"], "semantics": "cell_centre"}),
+                    false,
+                    "Polygon",
+                ),
+                bilinear(),
+            ),
+        ),
+    ];
+    for (name, raw) in cases {
+        let got = run(raw);
+        assert_eq!(severity(&got), Some(Severity::Required), "{name}");
+        assert!(
+            !ids(&got).contains(&"upstream_interpolated_classes".to_string()),
+            "{name}"
+        );
+        assert_eq!(key(&got).get("upstream"), None, "{name}");
+    }
+    let nearest = with_upstream(
+        raster_dataset("input", Some(utm33()), raster("Byte", 1, true)),
+        vec![resampled_step(1, "raster_resample", "nearest", None)],
+    );
+    let got = run(call(
+        "raster_aggregate",
+        json!({"statistic": "mode", "factor": 4}),
+        vec![nearest],
+    ));
+    assert_eq!(severity(&got), Some(Severity::Required));
 }
