@@ -7,7 +7,9 @@
 //! held. GDAL mostly does these things with a warning at best. This domain owns the choice of
 //! format, compression and output type for every tool that writes a raster or vector file:
 //!
-//! * lossy encodings are `required`: someone must say the loss is acceptable;
+//! * lossy encodings are `required`: someone must say the loss is acceptable, and a second
+//!   lossy encoding of an input that a step upstream already encoded lossily (WIT 0.4 lineage)
+//!   adds `second_lossy_encoding`, with a lossless alternative;
 //! * a format that cannot hold the data (data type, band count, nodata, class codes, layers,
 //!   geometry types, CRS) is `critical`;
 //! * a lossless `raster_convert` or `vector_convert` is `advisory`, as is a COG without
@@ -118,6 +120,12 @@ pub(crate) fn why(id: &str) -> &'static str {
         "lossy_encoding" => {
             "every value read back differs from the original by up to the codec's error; the \
              loss cannot be undone"
+        }
+        "second_lossy_encoding" => {
+            "a lossy codec treats the first codec's artefacts (block edges, ringing, quantised \
+             steps) as detail to keep: the errors add up, and a JPEG of a JPEG is worse than \
+             either quality says; write the intermediate result losslessly and encode lossily \
+             once, at the end"
         }
         "too_many_layers" => "only one layer ends up in the file, or the write fails",
         "mixed_geometries" => {

@@ -1,9 +1,10 @@
-//! Raster outputs: which data types, band counts and nodata a driver holds, and which
-//! encodings lose values.
+//! Raster outputs: which data types, band counts and nodata a driver holds, which encodings
+//! lose values, and whether the input already went through a lossy encoding upstream.
 
 use super::{format_aliases, names_any, note, number, option, truthy, Assessment, Finding};
 use gdal_mcp_domain_sdk::{
-    categorical_evidence, categorical_fact, json, Call, RasterFacts, Severity, Value,
+    categorical_evidence, categorical_fact, json, nearest_lossy_encoding, step_fact, Call,
+    RasterFacts, Severity, UpstreamStep, Value,
 };
 
 /// Tools that write a raster in a format of the caller's choosing.
@@ -546,6 +547,45 @@ fn lossless(call: &Call, format: &str, w: &Written) -> Option<Value> {
     Some(Value::Object(alternative))
 }
 
+/// Ready-to-use arguments for a lossless write: [`lossless`] in the same format when it has one,
+/// else GeoTIFF with DEFLATE (the format argument changed; GeoTIFF holds every type, band count
+/// and nodata).
+fn lossless_anywhere(call: &Call, format: &str, w: &Written) -> Option<Value> {
+    lossless(call, format, w).or_else(|| {
+        let mut alternative = lossless(call, "GTiff", w)?;
+        if let Some(a) = alternative.as_object_mut() {
+            a.insert("format".to_string(), json!("GTiff"));
+        }
+        Some(alternative)
+    })
+}
+
+/// The nearest upstream step that wrote a lossy encoding, of the first raster input (`input`,
+/// `input2`, ... of a composite) that has one, with that input's role.
+fn lossy_upstream(call: &Call) -> Option<(&str, &UpstreamStep)> {
+    call.raw
+        .datasets
+        .iter()
+        .filter(|d| d.role.starts_with("input") && d.raster.is_some())
+        .find_map(|d| nearest_lossy_encoding(&d.upstream).map(|s| (d.role.as_str(), s)))
+}
+
+/// This call's lossy encoding in the words the lineage uses: `JPEG quality 75`, `LERC
+/// max_z_error 0.5`, else the codec's loss.
+fn encoding_label(codec: &str, enc: &Encoding) -> String {
+    match codec {
+        "JPEG" | "WEBP" | "PNG_JPEG" => format!("{codec} quality {}", enc.quality.unwrap_or(75)),
+        "LERC" | "LERC_DEFLATE" | "LERC_ZSTD" => format!(
+            "{codec} max_z_error {}",
+            number(enc.max_z_error.unwrap_or(0.0))
+        ),
+        _ => enc
+            .losses
+            .first()
+            .map_or_else(|| codec.to_string(), |(_, text)| text.clone()),
+    }
+}
+
 /// Ready-to-use arguments that set the predictor.
 fn predictor(call: &Call, value: u8) -> Option<Value> {
     if call.tool() == "raster_convert" && option(call, "creation_options", "PREDICTOR").is_none() {
@@ -749,6 +789,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
 
     // Lossy encodings.
     let lossy_by = enc.losses.first().map(|(codec, _)| codec.clone());
+    let mut second_lossy = false;
     if let Some(codec) = &lossy_by {
         let blurs = matches!(codec.as_str(), "JPEG" | "WEBP" | "PNG_JPEG");
         let nodata_kept = cap
@@ -793,6 +834,29 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             Finding::new(Severity::Required, "lossy_encoding", texts.join("; "))
                 .or_use(lossless(call, &format, &w)),
         );
+        if let Some((role, step)) = lossy_upstream(call) {
+            let upstream = step.lossy_encoding.as_deref().unwrap_or_default();
+            let made = if role == "input" {
+                step_fact(step)
+            } else {
+                format!("{role}: {}", step_fact(step))
+            };
+            let this = encoding_label(codec, &enc);
+            findings.push(
+                Finding::new(
+                    Severity::Required,
+                    "second_lossy_encoding",
+                    format!(
+                        "the input already went through {upstream} upstream ({}); {this} \
+                         encodes its errors a second time",
+                        step.tool
+                    ),
+                )
+                .with_fact(format!("{made}; this call writes {this} on top of it"))
+                .or_use(lossless_anywhere(call, &format, &w)),
+            );
+            second_lossy = true;
+        }
     } else if cap.is_some() {
         notes.insert(
             0,
@@ -877,7 +941,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let jpeg_like = lossy_by
         .as_deref()
         .is_some_and(|c| matches!(c, "JPEG" | "WEBP" | "PNG_JPEG"));
-    let key_fields = json!({
+    let mut key_fields = json!({
         "operation": "raster_encode",
         "format": format,
         "compression": enc.compression,
@@ -895,6 +959,11 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         "data": if w.categorical { "categorical" } else { "continuous" },
         "nodata": w.nodata.label(),
     });
+    if second_lossy {
+        if let Some(key) = key_fields.as_object_mut() {
+            key.insert("upstream".to_string(), json!("lossy"));
+        }
+    }
     Some(Assessment {
         findings,
         notes,

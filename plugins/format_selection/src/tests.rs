@@ -3,7 +3,8 @@
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
 use gdal_mcp_domain_sdk::testing::{evidence_ids as ids, evidence_item as item, offered};
-use gdal_mcp_domain_sdk::{json, RasterFacts, Severity};
+use gdal_mcp_domain_sdk::testing::{resampled_step, upstream_step, with_upstream};
+use gdal_mcp_domain_sdk::{json, RasterFacts, Severity, UpstreamStep};
 
 /// Check the evidence contract, and that every fact says what is written.
 fn checked(got: Option<Trigger>) -> Option<Trigger> {
@@ -865,4 +866,151 @@ fn vector_findings_are_evidence_with_the_layers() {
     );
     assert_eq!(severity(&gpkg), Some(Severity::Advisory));
     assert_eq!(ids(&gpkg), vec!["lossless_write"]);
+}
+
+/// A step that wrote `encoding`, `depth` steps up.
+fn lossy_step(depth: u32, tool: &str, encoding: &str) -> UpstreamStep {
+    UpstreamStep {
+        lossy_encoding: Some(encoding.to_string()),
+        ..upstream_step(depth, tool)
+    }
+}
+
+/// Classify `tool` on `input` made through `steps`.
+fn classify_made(
+    tool: &str,
+    arguments: Value,
+    input: RasterFacts,
+    steps: Vec<UpstreamStep>,
+) -> Option<Trigger> {
+    let dataset = with_upstream(raster_dataset("input", Some(utm33()), input), steps);
+    checked(FormatSelection::classify(&Call::new(call(
+        tool,
+        arguments,
+        vec![dataset],
+    ))))
+}
+
+#[test]
+fn a_second_lossy_encoding_is_evidence_with_a_lossless_alternative() {
+    let jpeg_upstream = || {
+        vec![
+            upstream_step(1, "raster_resample"),
+            lossy_step(2, "raster_convert", "JPEG quality 75"),
+        ]
+    };
+    // JPEG inside a GeoTIFF of a JPEG: typed DEFLATE instead.
+    let got = classify_made(
+        "raster_convert",
+        json!({"output": "o.tif", "compression": "JPEG", "quality": 90}),
+        raster("Byte", 3, false),
+        jpeg_upstream(),
+    );
+    assert_eq!(severity(&got), Some(Severity::Required));
+    assert_eq!(ids(&got), vec!["lossy_encoding", "second_lossy_encoding"]);
+    let second = item(&got, "second_lossy_encoding");
+    assert!(
+        second.fact.starts_with(
+            "raster_convert 2 steps up wrote JPEG quality 75; this call writes JPEG quality 90 \
+             on top of it; written: Byte in 3 band(s)"
+        ),
+        "{}",
+        second.fact
+    );
+    assert!(second.why.contains("errors add up"), "{}", second.why);
+    assert_eq!(
+        offered(&got, "second_lossy_encoding"),
+        Some(json!({"compression": "DEFLATE", "predictor": 2, "quality": null}))
+    );
+    assert_eq!(key(&got)["upstream"], json!("lossy"));
+    assert!(reason(&got).contains("already went through JPEG quality 75 upstream"));
+
+    // The JPEG driver has no lossless mode: the alternative is a GeoTIFF.
+    let got = classify_made(
+        "raster_convert",
+        json!({"output": "o.jpg", "format": "JPEG"}),
+        raster("Byte", 3, false),
+        jpeg_upstream(),
+    );
+    assert_eq!(offered(&got, "lossy_encoding"), None);
+    assert_eq!(
+        offered(&got, "second_lossy_encoding"),
+        Some(json!({"format": "GTiff", "compression": "DEFLATE", "predictor": 2}))
+    );
+
+    // LERC with an error bound after LERC, in a tool that takes creation options.
+    let got = classify_made(
+        "raster_reproject",
+        json!({"output": "o.tif", "resampling": "bilinear",
+               "creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.5", "TILED": "YES"}}),
+        raster("Float32", 1, false),
+        vec![lossy_step(1, "raster_convert", "LERC max_z_error 0.5")],
+    );
+    assert_eq!(severity(&got), Some(Severity::Required));
+    assert!(item(&got, "second_lossy_encoding").fact.starts_with(
+        "raster_convert 1 step up wrote LERC max_z_error 0.5; this call writes LERC max_z_error \
+         0.5 on top of it"
+    ));
+    assert_eq!(
+        offered(&got, "second_lossy_encoding"),
+        Some(
+            json!({"creation_options": {"TILED": "YES", "COMPRESS": "DEFLATE", "PREDICTOR": "3"}})
+        )
+    );
+    // Critical findings keep their severity.
+    let got = classify_made(
+        "raster_convert",
+        json!({"output": "o.tif", "compression": "WEBP"}),
+        raster("Byte", 1, true),
+        jpeg_upstream(),
+    );
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert!(ids(&got).contains(&"second_lossy_encoding".to_string()));
+}
+
+#[test]
+fn no_second_lossy_encoding_without_both() {
+    let jpeg = || json!({"output": "o.tif", "compression": "JPEG"});
+    let mut modified = with_upstream(
+        raster_dataset("input", Some(utm33()), raster("Byte", 3, false)),
+        Vec::new(),
+    );
+    modified.upstream.modified_since = true;
+    let cases: Vec<(&str, Option<Trigger>)> = vec![
+        (
+            "made outside the server",
+            classify("raster_convert", jpeg(), raster("Byte", 3, false)),
+        ),
+        (
+            "lossless upstream",
+            classify_made(
+                "raster_convert",
+                jpeg(),
+                raster("Byte", 3, false),
+                vec![resampled_step(1, "raster_resample", "nearest", None)],
+            ),
+        ),
+        (
+            "modified since (the host reports it)",
+            checked(FormatSelection::classify(&Call::new(call(
+                "raster_convert",
+                jpeg(),
+                vec![modified],
+            )))),
+        ),
+    ];
+    for (name, got) in cases {
+        assert_eq!(severity(&got), Some(Severity::Required), "{name}");
+        assert_eq!(ids(&got), vec!["lossy_encoding"], "{name}");
+        assert_eq!(key(&got).get("upstream"), None, "{name}");
+    }
+    // A lossless write of a JPEG-encoded input loses nothing more.
+    let got = classify_made(
+        "raster_convert",
+        json!({"output": "o.tif", "compression": "DEFLATE"}),
+        raster("Byte", 3, false),
+        vec![lossy_step(1, "raster_convert", "JPEG quality 75")],
+    );
+    assert_eq!(severity(&got), Some(Severity::Advisory));
+    assert!(!ids(&got).contains(&"second_lossy_encoding".to_string()));
 }
