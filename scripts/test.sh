@@ -22,6 +22,7 @@ log "building"
 cargo build --locked --workspace --bins
 
 log "cargo test"
+rm -rf target/provenance
 cargo test --locked --workspace
 
 log "cargo test: the domains' own classification tests (plugins, native)"
@@ -40,6 +41,14 @@ ws="$(mktemp -d)"
 trap 'rm -rf "$ws"' EXIT
 "$venv/bin/python" tests/python/cross_client.py --server target/debug/gdal-mcp \
   --workspace "$ws" --data "$ROOT/target/testdata"
+
+log "PROV-JSON of the end-to-end chain against the W3C PROV-JSON schema (and the checker's own negatives)"
+"$venv/bin/python" tests/python/prov_check.py target/provenance/chain.prov.json
+for bad in tests/fixtures/prov-json/invalid_*.json; do
+  if "$venv/bin/python" tests/python/prov_check.py "$bad" >/dev/null 2>&1; then
+    echo "prov_check accepted $bad, which must fail" >&2; exit 1
+  fi
+done
 
 log "cross-check with the TypeScript MCP SDK 1.x client (errors and refusals must be readable)"
 npm ci --silent --no-audit --no-fund --prefix tests/ts >&2

@@ -38,6 +38,7 @@ fn main() {
         datasets: vec![input],
         target_crs: Some(facts::crs_facts(&target)),
         transformation: None,
+        upstream: Vec::new(),
     };
     let justification = |method: &str| {
         json!({"intent": "i", "alternatives": [{"method": "m", "why_not": "w"}],

@@ -13,6 +13,19 @@ pub struct ServerConfig {
     pub plugin_dirs: Vec<PathBuf>,
     /// Where compiled components are cached; `None` disables the disk cache.
     pub cache_dir: Option<PathBuf>,
+    /// What a stale capsule (same decision, older prompt text or domain version) does.
+    pub stale: StalePolicy,
+}
+
+/// What the gate does with a stale capsule: one for the same domain and the same decision, but
+/// answering an older prompt text or written under another domain version.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum StalePolicy {
+    /// Proceed, with a `warn` receipt naming the old capsule and what changed.
+    #[default]
+    Warn,
+    /// Ask again, as if no capsule existed.
+    Refuse,
 }
 
 impl ServerConfig {

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use gdal_mcp::config::{default_cache_dir, ServerConfig};
+use gdal_mcp::config::{default_cache_dir, ServerConfig, StalePolicy};
 use gdal_mcp::domains::Origin;
 use gdal_mcp::server::{App, GdalMcp};
 use rmcp::service::ServerInitializeError;
@@ -33,6 +33,26 @@ enum Command {
     /// The store's tamper-evident ledger of decisions and capsules.
     #[command(subcommand)]
     Ledger(LedgerCommand),
+    /// How FILE was made, from the store's lineage records: a methods section (Markdown) or
+    /// W3C PROV-JSON, on stdout. Exit 0 with a report, 1 when no lineage matches FILE.
+    Provenance(ProvenanceOptions),
+}
+
+#[derive(Args, Clone)]
+struct ProvenanceOptions {
+    /// The file to report on.
+    file: PathBuf,
+    /// `markdown` (default) or `prov-json`.
+    #[arg(long, value_enum, default_value = "markdown")]
+    format: ReportFormat,
+    #[command(flatten)]
+    options: Options,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ReportFormat {
+    Markdown,
+    ProvJson,
 }
 
 #[derive(Subcommand)]
@@ -60,6 +80,10 @@ struct Options {
     /// Compile components in memory at every start instead of caching them.
     #[arg(long)]
     no_cache: bool,
+    /// A capsule for the same decision but an older prompt text or domain version: `warn`
+    /// proceeds with a `warn` receipt naming it (default), `refuse` asks again.
+    #[arg(long, value_enum, value_name = "POLICY")]
+    stale: Option<StalePolicy>,
 }
 
 impl Options {
@@ -78,6 +102,7 @@ impl Options {
             },
             cache_dir: self.cache_dir.or(global.cache_dir),
             no_cache: self.no_cache || global.no_cache,
+            stale: self.stale.or(global.stale),
         }
     }
 
@@ -96,6 +121,7 @@ impl Options {
             } else {
                 self.cache_dir.or_else(default_cache_dir)
             },
+            stale: self.stale.unwrap_or_default(),
         })
     }
 }
@@ -114,10 +140,40 @@ fn main() -> anyhow::Result<()> {
         None => serve(cli.options),
         Some(Command::Serve(options)) => serve(options.merge(cli.options)),
         Some(Command::Domains(options)) => domains(options.merge(cli.options)),
+        Some(Command::Provenance(report)) => {
+            let options = report.options.clone().merge(cli.options);
+            provenance(report, options)
+        }
         Some(Command::Ledger(LedgerCommand::Verify(options))) => {
             verify_ledger(options.merge(cli.options))
         }
     }
+}
+
+fn provenance(report: ProvenanceOptions, options: Options) -> anyhow::Result<()> {
+    use gdal_mcp::reflection::{lineage::LineageStore, provenance, store::CapsuleStore};
+    let store = options.config()?.store_root();
+    let format = match report.format {
+        ReportFormat::Markdown => provenance::Format::Markdown,
+        ReportFormat::ProvJson => provenance::Format::ProvJson,
+    };
+    let file = report
+        .file
+        .canonicalize()
+        .with_context(|| format!("cannot read {}", report.file.display()))?;
+    let lineage = LineageStore::new(&store);
+    let written = provenance::report(&lineage, &CapsuleStore::new(store.clone()), &file, format)?;
+    println!("{}", written.report);
+    if written.steps == 0 {
+        eprintln!(
+            "gdal-mcp provenance: no lineage in {} matches {} (SHA-256 {})",
+            store.display(),
+            file.display(),
+            written.sha256
+        );
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 fn verify_ledger(options: Options) -> anyhow::Result<()> {

@@ -109,6 +109,7 @@ impl Case {
             }],
             target_crs: self.target.clone(),
             transformation: self.transformation.clone(),
+            upstream: Vec::new(),
         }
     }
 }
@@ -361,6 +362,7 @@ fn hydrology_classification_table() {
         datasets: vec![dem(kind, flat)],
         target_crs: None,
         transformation: None,
+        upstream: Vec::new(),
     };
     let registry = registry();
     let domain = registry.get("hydrology").expect("hydrology loaded");
@@ -559,6 +561,7 @@ fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> CallFacts 
         datasets,
         target_crs: None,
         transformation: None,
+        upstream: Vec::new(),
     }
 }
 

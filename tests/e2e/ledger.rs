@@ -68,7 +68,8 @@ async fn two_servers_on_one_store_keep_one_intact_chain() {
     let store = first.workspace.path().join(".preflight");
     let (ok, report) = verify(&store);
     assert!(ok, "{report}");
-    assert!(report.contains("intact, 202 entries"), "{report}");
+    // 1 capsule, 201 gate decisions and 201 lineage records (one per output).
+    assert!(report.contains("intact, 403 entries"), "{report}");
 
     // Tampering, each kind named at its first bad line.
     let path = store.join("ledger.jsonl");

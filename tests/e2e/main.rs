@@ -6,6 +6,7 @@ mod aggregation;
 mod confinement;
 mod hydrology;
 mod ledger;
+mod lineage;
 mod oracle;
 mod quirks;
 mod raster_tools;

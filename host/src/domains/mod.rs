@@ -9,6 +9,7 @@
 pub mod cache;
 mod legacy;
 pub mod sandbox;
+mod v0_3;
 
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
 use crate::gdal::georef::Registration;
@@ -18,6 +19,7 @@ use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox}
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -97,6 +99,52 @@ pub struct CallFacts {
     pub datasets: Vec<DatasetFacts>,
     pub target_crs: Option<CrsFacts>,
     pub transformation: Option<TransformationFacts>,
+    /// How each dataset was made, by index into `datasets` (empty until the gated step looks
+    /// the datasets up in the lineage records).
+    pub upstream: Vec<DatasetLineage>,
+}
+
+impl CallFacts {
+    /// The capsules the inputs' upstream steps rested on, each once, sorted.
+    pub fn upstream_capsules(&self) -> Vec<String> {
+        let mut capsules: Vec<String> = self
+            .upstream
+            .iter()
+            .flat_map(|l| l.steps.iter().flat_map(|s| s.capsules.iter().cloned()))
+            .collect();
+        capsules.sort();
+        capsules.dedup();
+        capsules
+    }
+}
+
+/// What the lineage records say of how one dataset was made (WIT `lineage`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DatasetLineage {
+    /// SHA-256 of the dataset's file(s), hex; `None` when it could not be hashed.
+    pub sha256: Option<String>,
+    /// The server wrote this path with other content: modified outside the server since.
+    pub modified_since: bool,
+    /// The steps that made it, nearest first.
+    pub steps: Vec<UpstreamStep>,
+}
+
+/// One step that made a dataset (WIT `upstream-step`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpstreamStep {
+    /// 1 for the call that wrote the dataset, 2 for the one before, ...
+    pub depth: u32,
+    pub tool: String,
+    pub arguments: Value,
+    pub resampling: Option<String>,
+    pub crs_change: Option<String>,
+    pub conditioning: Option<String>,
+    pub aggregation: Option<String>,
+    pub lossy_encoding: Option<String>,
+    /// An input of this step had been modified outside the server.
+    pub input_modified: bool,
+    /// `justification://...` of the capsules the step rested on.
+    pub capsules: Vec<String>,
 }
 
 /// Where a domain came from.
@@ -111,6 +159,8 @@ pub enum Origin {
 pub struct Domain {
     pub info: DomainInfo,
     pub origin: Origin,
+    /// SHA-256 of the component's bytes (hex), as recorded in lineage.
+    pub digest: String,
     prepared: Prepared,
 }
 
@@ -175,7 +225,7 @@ impl Domain {
         }
     }
 
-    /// The contract version the component was built against (`0.3.0` or `0.2.0`).
+    /// The contract version the component was built against (`0.4.0`, `0.3.0` or `0.2.0`).
     pub fn contract(&self) -> &'static str {
         self.prepared.contract()
     }
@@ -188,6 +238,11 @@ impl Domain {
                 "classify",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
+                    Bindings::V0_3(d) => d
+                        .call_classify(store, &v0_3::to_call(&to_wit_call(call))?)?
+                        .as_ref()
+                        .map(v0_3::from_trigger)
+                        .transpose(),
                     Bindings::V0_2(d) => d
                         .call_classify(store, &legacy::to_call(call))
                         .map(|t| t.map(legacy::from_trigger)),
@@ -320,6 +375,9 @@ impl Domain {
                 "render-prompt",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_render_prompt(store, &values),
+                    Bindings::V0_3(d) => {
+                        d.call_render_prompt(store, &v0_3::prompt_values(&values)?)
+                    }
                     Bindings::V0_2(d) => {
                         d.call_render_prompt(store, &legacy::prompt_values(&values))
                     }
@@ -364,6 +422,14 @@ impl Domain {
                     Bindings::Current(d) => {
                         d.call_validate(store, &key_fields, &evidence, &justification)
                     }
+                    Bindings::V0_3(d) => d
+                        .call_validate(
+                            store,
+                            &key_fields,
+                            &v0_3::evidence(&evidence)?,
+                            &justification,
+                        )
+                        .and_then(|errors| v0_3::from_field_errors(&errors)),
                     Bindings::V0_2(d) => d
                         .call_validate(store, &key_fields, &justification)
                         .map(|errors| errors.into_iter().map(legacy::from_field_error).collect()),
@@ -474,6 +540,7 @@ impl Registry {
         };
         let info = prepared.call(&unknown, "describe", |d, s| match d {
             Bindings::Current(d) => d.call_describe(s),
+            Bindings::V0_3(d) => d.call_describe(s).and_then(|i| v0_3::from_info(&i)),
             Bindings::V0_2(d) => d.call_describe(s).map(legacy::from_info),
         })?;
         if let Origin::Builtin = &origin {
@@ -521,6 +588,7 @@ impl Registry {
         let domain = Domain {
             info,
             origin,
+            digest: hex::encode(Sha256::digest(bytes)),
             prepared,
         };
         // Keys hash the rendered prompt, so a domain whose prompt changes from call to call
@@ -658,6 +726,36 @@ fn to_wit_raster(r: &crate::gdal::facts::RasterFacts) -> wit::RasterFacts {
     }
 }
 
+fn to_wit_lineage(lineage: Option<&DatasetLineage>) -> wit::Lineage {
+    let Some(lineage) = lineage else {
+        return wit::Lineage {
+            sha256: None,
+            modified_since: false,
+            steps: Vec::new(),
+        };
+    };
+    wit::Lineage {
+        sha256: lineage.sha256.clone(),
+        modified_since: lineage.modified_since,
+        steps: lineage
+            .steps
+            .iter()
+            .map(|s| wit::UpstreamStep {
+                depth: s.depth,
+                tool: s.tool.clone(),
+                arguments: s.arguments.to_string(),
+                resampling: s.resampling.clone(),
+                crs_change: s.crs_change.clone(),
+                conditioning: s.conditioning.clone(),
+                aggregation: s.aggregation.clone(),
+                lossy_encoding: s.lossy_encoding.clone(),
+                input_modified: s.input_modified,
+                capsules: s.capsules.clone(),
+            })
+            .collect(),
+    }
+}
+
 fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
     wit::ToolCall {
         tool: call.tool.clone(),
@@ -665,7 +763,9 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
         datasets: call
             .datasets
             .iter()
-            .map(|d| wit::DatasetFacts {
+            .enumerate()
+            .map(|(index, d)| wit::DatasetFacts {
+                upstream: to_wit_lineage(call.upstream.get(index)),
                 role: d.role.clone(),
                 driver: d.driver.clone(),
                 crs: d.crs.as_ref().map(to_wit_crs),

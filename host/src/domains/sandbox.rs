@@ -20,11 +20,24 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Bindings for the current contract, `gdal-mcp:risk@0.3.0` (`wit/risk.wit`).
+/// Bindings for the current contract, `gdal-mcp:risk@0.4.0` (`wit/risk.wit`). Its records
+/// serialise (serde) so that `super::v0_3` can adapt them to the frozen 0.3 records, which
+/// are the same records less the 0.4 fields.
 pub mod current {
     wasmtime::component::bindgen!({
         world: "risk-domain",
         path: "../wit/risk.wit",
+        additional_derives: [serde::Serialize, serde::Deserialize],
+    });
+}
+
+/// Bindings for the frozen `gdal-mcp:risk@0.3.0` (`wit/v0.3/risk.wit`), so that components
+/// built against it keep loading; `super::v0_3` adapts their records.
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        world: "risk-domain",
+        path: "../wit/v0.3/risk.wit",
+        additional_derives: [serde::Serialize, serde::Deserialize],
     });
 }
 
@@ -39,16 +52,19 @@ pub mod v0_2 {
 
 pub use self::current::gdal_mcp::risk::types as wit;
 pub use self::v0_2::gdal_mcp::risk::types as wit_v0_2;
+pub use self::v0_3::gdal_mcp::risk::types as wit_v0_3;
 
 /// The contract version a component was built against, and its instance.
 pub enum Bindings {
     Current(current::RiskDomain),
+    V0_3(v0_3::RiskDomain),
     V0_2(v0_2::RiskDomain),
 }
 
 /// A pre-instantiated component of either contract version.
 enum Pre {
     Current(current::RiskDomainPre<PluginState>),
+    V0_3(v0_3::RiskDomainPre<PluginState>),
     V0_2(v0_2::RiskDomainPre<PluginState>),
 }
 
@@ -288,14 +304,18 @@ impl Sandbox {
                 })?;
         let pre = match current::RiskDomainPre::new(instance_pre.clone()) {
             Ok(pre) => Pre::Current(pre),
-            Err(current_error) => match v0_2::RiskDomainPre::new(instance_pre) {
-                Ok(pre) => Pre::V0_2(pre),
-                Err(_) => {
+            Err(current_error) => match (
+                v0_3::RiskDomainPre::new(instance_pre.clone()),
+                v0_2::RiskDomainPre::new(instance_pre),
+            ) {
+                (Ok(pre), _) => Pre::V0_3(pre),
+                (_, Ok(pre)) => Pre::V0_2(pre),
+                _ => {
                     return Err(PluginError::Load {
                         origin: origin.to_string(),
                         message: format!(
-                            "it implements neither the gdal-mcp:risk@0.3.0 nor the 0.2.0 \
-                             risk-domain world: {current_error:#}"
+                            "it implements none of the gdal-mcp:risk@0.4.0, 0.3.0 and 0.2.0 \
+                             risk-domain worlds: {current_error:#}"
                         ),
                     })
                 }
@@ -330,7 +350,8 @@ impl Prepared {
     /// The contract version the component was built against.
     pub fn contract(&self) -> &'static str {
         match self.pre {
-            Pre::Current(_) => "0.3.0",
+            Pre::Current(_) => "0.4.0",
+            Pre::V0_3(_) => "0.3.0",
             Pre::V0_2(_) => "0.2.0",
         }
     }
@@ -369,6 +390,7 @@ impl Prepared {
             .set_fuel(fuel)
             .and_then(|()| match &self.pre {
                 Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+                Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),
                 Pre::V0_2(pre) => pre.instantiate(&mut store).map(Bindings::V0_2),
             })
             .and_then(|instance| f(&instance, &mut store));

@@ -78,6 +78,26 @@ pub fn init() {
     });
 }
 
+/// The versions of GDAL and PROJ this process runs with, e.g. `("3.6.2", "9.1.1")`.
+pub fn versions() -> (String, String) {
+    // SAFETY: GDALVersionInfo returns a pointer to a static, NUL-terminated string owned by
+    // GDAL; OSRGetPROJVersion writes three ints through valid pointers.
+    let gdal = unsafe {
+        let key = c"RELEASE_NAME";
+        let text = gdal_sys::GDALVersionInfo(key.as_ptr());
+        if text.is_null() {
+            "unknown".to_string()
+        } else {
+            std::ffi::CStr::from_ptr(text)
+                .to_string_lossy()
+                .into_owned()
+        }
+    };
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    unsafe { gdal_sys::OSRGetPROJVersion(&mut major, &mut minor, &mut patch) };
+    (gdal, format!("{major}.{minor}.{patch}"))
+}
+
 /// Run a blocking GDAL job on tokio's blocking pool.
 pub async fn run_blocking<T, F>(job: F) -> Result<T, GdalError>
 where

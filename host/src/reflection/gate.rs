@@ -5,17 +5,25 @@
 //!
 //! * `advisory` triggers proceed with a `warn` receipt;
 //! * a valid stored capsule for the key proceeds with a `proceed` receipt;
+//! * a *stale* capsule (the same decision, answered under an older prompt text or domain
+//!   version) proceeds with a `warn` receipt naming it and what changed, or is ignored under
+//!   `--stale refuse`;
 //! * an inline justification for the domain is validated (schema, host rules, then the
 //!   domain's own `validate`), stored, and proceeds;
 //! * anything else is collected into one refusal that lists every missing domain at once.
 //!
 //! A domain that traps, loops or exhausts memory fails the whole call closed. Keys handed out
 //! in refusals are remembered so that `persist_justification` accepts only those.
+//!
+//! Decisions chain: the capsules the inputs' upstream steps rested on (their lineage) are shown
+//! in a refusal, with their choices, so the agent can justify consistently, and are recorded in
+//! the capsule the call stores.
 
 use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
 use super::ledger::{self, Ledger};
 use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
+use crate::config::StalePolicy;
 use crate::domains::sandbox::PluginError;
 use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
 use schemars::JsonSchema;
@@ -53,6 +61,24 @@ pub struct Receipt {
     /// The ids of the evidence items the decision rested on (the refusal and the capsule
     /// carry the items themselves).
     pub evidence: Vec<String>,
+    /// When the call proceeded on a stale capsule (`decision` is then `warn`): what changed
+    /// since it was written (prompt text, domain version).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale: Option<String>,
+}
+
+/// A decision taken upstream: a capsule an input's making rested on.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct UpstreamDecision {
+    /// The step's tool, and how far up it is (1 = it wrote the input).
+    pub tool: String,
+    pub depth: u32,
+    pub domain: String,
+    /// `justification://<domain>/<hex>`.
+    pub capsule: String,
+    /// The chosen method and its rationale, when the capsule is still in the store.
+    pub choice: Option<String>,
+    pub rationale: Option<String>,
 }
 
 /// One missing or invalid justification in a refusal.
@@ -80,6 +106,10 @@ pub struct RefusalEntry {
     pub requires_assumptions: bool,
     /// What was wrong with the justification supplied for this domain, if one was.
     pub errors: Vec<FieldError>,
+    /// Decisions taken when the inputs were made (from their lineage), to justify
+    /// consistently with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upstream_decisions: Vec<UpstreamDecision>,
     /// How to supply the justification.
     pub how_to_supply: String,
 }
@@ -141,6 +171,7 @@ struct Pending {
     key_fields: Value,
     prompt: CapsulePrompt,
     evidence: Vec<EvidenceItem>,
+    upstream_capsules: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -158,6 +189,10 @@ pub struct Gate {
     prompts: Mutex<HashMap<(String, String), Rendered>>,
     /// Capsules (key, integrity) their domain accepted in this process.
     validated: Mutex<HashSet<(String, String)>>,
+    stale: StalePolicy,
+    /// The newest capsule found per (domain, decision), for the stale lookup: the decision
+    /// without its prompt hash, so a prompt or version change finds the old answer.
+    decisions: Mutex<HashMap<(String, String), Option<String>>>,
 }
 
 /// "Or avoid the decision: retry with {...}. " for the evidence that offers a safe alternative.
@@ -174,6 +209,12 @@ fn alternatives_line(evidence: &[EvidenceItem]) -> String {
             offers.join(" or ")
         )
     }
+}
+
+/// The first 12 hex digits of a `sha256:` value, for messages.
+fn short(hash: &str) -> &str {
+    let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
+    hex.get(..12).unwrap_or(hex)
 }
 
 fn severity_name(severity: Severity) -> &'static str {
@@ -193,7 +234,15 @@ impl Gate {
             issued: Mutex::new(HashMap::new()),
             prompts: Mutex::new(HashMap::new()),
             validated: Mutex::new(HashSet::new()),
+            stale: StalePolicy::default(),
+            decisions: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The same gate with another stale policy.
+    pub fn with_stale(mut self, stale: StalePolicy) -> Self {
+        self.stale = stale;
+        self
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -271,6 +320,7 @@ impl Gate {
                 capsule: None,
                 stored_now: false,
                 evidence: trigger.evidence.iter().map(|e| e.id.clone()).collect(),
+                stale: None,
             };
             if trigger.severity == Severity::Advisory {
                 receipt.decision = Decision::Warn;
@@ -280,6 +330,22 @@ impl Gate {
             if let Some(capsule) = self.store.get(id, &key) {
                 if self.still_valid(domain, &capsule)? {
                     receipt.capsule = Some(capsule.uri());
+                    receipts.push(receipt);
+                    continue;
+                }
+            }
+            if self.stale == StalePolicy::Warn {
+                if let Some((capsule, changed)) =
+                    self.stale_capsule(domain, &trigger.key_fields, &trigger.evidence, &rendered)?
+                {
+                    receipt.decision = Decision::Warn;
+                    receipt.capsule = Some(capsule.uri());
+                    receipt.reason = format!(
+                        "{} (proceeding on a stale justification: {changed}; answer the \
+                         current prompt to refresh it)",
+                        receipt.reason
+                    );
+                    receipt.stale = Some(changed);
                     receipts.push(receipt);
                     continue;
                 }
@@ -295,6 +361,7 @@ impl Gate {
                     sha256: rendered.sha256.clone(),
                 },
                 evidence: trigger.evidence.clone(),
+                upstream_capsules: call.upstream_capsules(),
             };
             if let Ok(mut issued) = self.issued.lock() {
                 issued.insert(key.clone(), pending.clone());
@@ -327,6 +394,7 @@ impl Gate {
                 schema: justification::schema(),
                 requires_assumptions: trigger.severity == Severity::Critical,
                 errors,
+                upstream_decisions: self.upstream_decisions(call),
                 how_to_supply: format!(
                     "{}Answer the prompt as a justification object (schema above, at most \
                      {MAX_BYTES} bytes){} and either retry this exact call with \
@@ -357,6 +425,111 @@ impl Gate {
         } else {
             Verdict::Refuse { entries, receipts }
         })
+    }
+
+    /// A capsule of `domain` for the same decision (key fields and evidence ids) whose prompt
+    /// text or domain version differs from today's, if the domain still accepts it; with what
+    /// changed, in words.
+    fn stale_capsule(
+        &self,
+        domain: &Domain,
+        key_fields: &Value,
+        evidence: &[EvidenceItem],
+        rendered: &Rendered,
+    ) -> Result<Option<(Capsule, String)>, GateError> {
+        let id = &domain.info.id;
+        let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
+        let decision = sha256_hex(&format!(
+            "{}\n{}",
+            canonical_json(key_fields),
+            ids.join(",")
+        ));
+        let memo_key = (id.clone(), decision);
+        let remembered = self
+            .decisions
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&memo_key).cloned());
+        let key = match remembered {
+            Some(key) => key,
+            None => {
+                let newest = self
+                    .store
+                    .list(&[id.as_str()])
+                    .into_iter()
+                    .filter(|c| {
+                        &c.key_fields == key_fields
+                            && c.evidence
+                                .iter()
+                                .map(|e| e.id.as_str())
+                                .eq(ids.iter().copied())
+                    })
+                    .max_by(|a, b| a.created_at.cmp(&b.created_at))
+                    .map(|c| c.key);
+                if let Ok(mut memo) = self.decisions.lock() {
+                    memo.insert(memo_key.clone(), newest.clone());
+                }
+                newest
+            }
+        };
+        let Some(capsule) = key.and_then(|k| self.store.get(id, &k)) else {
+            return Ok(None);
+        };
+        let mut changed = Vec::new();
+        if capsule.prompt.sha256 != rendered.sha256 {
+            changed.push(format!(
+                "the domain's prompt text changed (sha256 {} then, {} now)",
+                short(&capsule.prompt.sha256),
+                short(&rendered.sha256)
+            ));
+        }
+        if capsule.domain_version != domain.info.version {
+            changed.push(format!(
+                "domain {id} was {} then, {} now",
+                capsule.domain_version, domain.info.version
+            ));
+        }
+        if changed.is_empty() || !self.still_valid(domain, &capsule)? {
+            return Ok(None);
+        }
+        Ok(Some((
+            capsule.clone(),
+            format!(
+                "capsule {} answered an older question: {}",
+                capsule.uri(),
+                changed.join("; ")
+            ),
+        )))
+    }
+
+    /// The decisions the inputs' upstream steps rested on, with their choices.
+    fn upstream_decisions(&self, call: &CallFacts) -> Vec<UpstreamDecision> {
+        let mut out: Vec<UpstreamDecision> = Vec::new();
+        for step in call.upstream.iter().flat_map(|l| l.steps.iter()) {
+            for uri in &step.capsules {
+                if out.iter().any(|d| &d.capsule == uri) {
+                    continue;
+                }
+                let parsed = uri
+                    .strip_prefix("justification://")
+                    .and_then(|rest| rest.split_once('/'));
+                let Some((domain, hex)) = parsed else {
+                    continue;
+                };
+                let capsule = self.store.get(domain, &format!("sha256:{hex}"));
+                out.push(UpstreamDecision {
+                    tool: step.tool.clone(),
+                    depth: step.depth,
+                    domain: domain.to_string(),
+                    capsule: uri.clone(),
+                    choice: capsule
+                        .as_ref()
+                        .map(|c| c.justification.choice.method.0.clone()),
+                    rationale: capsule.map(|c| c.justification.choice.rationale.0),
+                });
+            }
+        }
+        out
     }
 
     /// Whether a stored capsule still passes its domain's own checks. A capsule written into
@@ -424,6 +597,7 @@ impl Gate {
             prompt: pending.prompt.clone(),
             evidence: pending.evidence.clone(),
             justification: typed,
+            upstream_capsules: pending.upstream_capsules.clone(),
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             server_version: crate::VERSION.to_string(),
             integrity: String::new(),

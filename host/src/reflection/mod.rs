@@ -7,10 +7,14 @@
 //! * [`key`]: canonical JSON and decision keys;
 //! * [`store`]: capsules on disk under `<store>/justifications/<domain>/`;
 //! * [`ledger`]: the tamper-evident record of every decision and capsule, `<store>/ledger.jsonl`;
+//! * [`lineage`]: how every output was made, `<store>/lineage/`, keyed by content;
+//! * [`provenance`]: a file's lineage written up, as a methods section or W3C PROV-JSON;
 //! * [`gate`]: the decision for one call.
 
 pub mod gate;
 pub mod justification;
 pub mod key;
 pub mod ledger;
+pub mod lineage;
+pub mod provenance;
 pub mod store;

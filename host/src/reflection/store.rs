@@ -43,6 +43,10 @@ pub struct Capsule {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub evidence: Vec<crate::domains::EvidenceItem>,
     pub justification: Justification,
+    /// `justification://...` of the capsules the call's inputs were made under (from their
+    /// lineage): the decisions this one was taken on top of.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstream_capsules: Vec<String>,
     pub created_at: String,
     pub server_version: String,
     /// `sha256:` of the canonical JSON of every other field.

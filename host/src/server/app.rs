@@ -11,6 +11,7 @@ use crate::config::ServerConfig;
 use crate::domains::sandbox::Limits;
 use crate::domains::{LoadError, Registry};
 use crate::reflection::gate::Gate;
+use crate::reflection::lineage::{LineageStore, PluginRef, Versions};
 use crate::reflection::store::CapsuleStore;
 use crate::workspace::{PathError, Workspaces};
 use std::path::{Path, PathBuf};
@@ -43,6 +44,10 @@ pub struct App {
     pub config: ServerConfig,
     pub workspaces: Workspaces,
     pub gate: Arc<Gate>,
+    /// Lineage records of every output, in the store.
+    pub lineage: LineageStore,
+    /// What every lineage record names: the software versions and the loaded domains.
+    pub provenance: Arc<(Versions, Vec<PluginRef>)>,
     gdal_slots: Arc<Semaphore>,
     read_slots: Arc<Semaphore>,
     plugin_slots: Arc<Semaphore>,
@@ -73,10 +78,29 @@ impl App {
         };
         let mut protected_roots = vec![absolute(&store_root)];
         protected_roots.extend(config.cache_dir.as_deref().map(absolute));
+        let (gdal, proj) = crate::gdal::versions();
+        let versions = Versions {
+            gdal_mcp: crate::VERSION.to_string(),
+            gdal,
+            proj,
+        };
+        let plugins = registry
+            .all()
+            .iter()
+            .map(|d| PluginRef {
+                id: d.info.id.clone(),
+                version: d.info.version.clone(),
+                contract: d.contract().to_string(),
+                digest: d.digest.clone(),
+            })
+            .collect();
+        let lineage = LineageStore::new(&store_root);
         let store = CapsuleStore::new(store_root);
         Ok(Self {
             protected_roots,
-            gate: Arc::new(Gate::new(Arc::new(registry), store)),
+            lineage,
+            provenance: Arc::new((versions, plugins)),
+            gate: Arc::new(Gate::new(Arc::new(registry), store).with_stale(config.stale)),
             workspaces,
             config,
             gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),

@@ -51,7 +51,7 @@ impl JsonSchema for Justifications {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
-            "description": "Retry only: {\"<domain id>\": justification}, as the refusal says.",
+            "description": "Retry only: {\"<domain>\": {...}} per the refusal.",
             "additionalProperties": {"type": "object"}
         })
     }

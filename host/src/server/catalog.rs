@@ -3,8 +3,8 @@
 //! and the stored capsules. A prompt renders only the arguments that were given.
 
 use super::app::App;
-use crate::reflection::justification;
 use crate::reflection::key::key_hex;
+use crate::reflection::{justification, provenance};
 use rmcp::model::{
     GetPromptRequestParams, GetPromptResult, ListResourcesResult, Prompt, PromptArgument,
     PromptMessage, ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role,
@@ -99,6 +99,8 @@ pub fn templates() -> Vec<ResourceTemplate> {
             .with_title("A stored justification (capsule JSON)"),
         ResourceTemplate::new("methodology://{domain}", "domain methodology")
             .with_title("A risk domain's methodology (Markdown)"),
+        ResourceTemplate::new("lineage://{sha256}", "output lineage")
+            .with_title("How an output was made: its lineage record (JSON) and methods (Markdown)"),
     ]
 }
 
@@ -191,6 +193,38 @@ pub async fn read(app: &App, uri: &str) -> Result<ReadResourceResult, McpError> 
             ResourceContents::text(text, uri),
             "application/json",
         )]));
+    }
+    if let Some(sha256) = uri.strip_prefix("lineage://") {
+        let sha256 = sha256.to_ascii_lowercase();
+        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(not_found(
+                uri,
+                "expected lineage://<64 hex digits of SHA-256>",
+            ));
+        }
+        let lineage = app.lineage.clone();
+        let capsules = app.gate.store().clone();
+        let (record, methods) = tokio::task::spawn_blocking(move || {
+            let record = lineage.record(&sha256)?;
+            let methods = provenance::report_for_digest(
+                &lineage,
+                &capsules,
+                &sha256,
+                None,
+                false,
+                provenance::Format::Markdown,
+            );
+            Some((record, methods.report))
+        })
+        .await
+        .map_err(|e| McpError::internal_error(e.to_string(), None))?
+        .ok_or_else(|| not_found(uri, "no lineage record for this content"))?;
+        let text = serde_json::to_string_pretty(&record)
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        return Ok(ReadResourceResult::new(vec![
+            with_mime(ResourceContents::text(text, uri), "application/json"),
+            with_mime(ResourceContents::text(methods, uri), "text/markdown"),
+        ]));
     }
     Err(not_found(uri, "unknown scheme"))
 }

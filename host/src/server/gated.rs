@@ -5,7 +5,13 @@
 //!    the work (anything that can be refused is refused here, before the gate);
 //! 3. **decide**: ask the gate, on a plugin worker; a refusal becomes [`ToolError::Refused`];
 //! 4. **work**: on a GDAL worker, with progress and cancellation;
-//! 5. the result goes back with the gate's receipts ([`Gated`]).
+//! 5. **record**: on the same worker, the outputs are hashed and their lineage record is
+//!    written (`reflection::lineage`);
+//! 6. the result goes back with the gate's receipts and the outputs' `lineage://` URIs
+//!    ([`Gated`]).
+//!
+//! The gather step also looks every input up in the lineage records, so the domains see the
+//! steps that made it (`CallFacts::upstream`).
 
 use super::call::{Call, Work};
 use super::error::ToolError;
@@ -14,6 +20,7 @@ use crate::gdal::georef;
 use crate::gdal::output::{self, WriteRules};
 use crate::hydrology::Progress;
 use crate::reflection::gate::{Receipt, Verdict};
+use crate::reflection::lineage::{self, FileRef, LineageStore, Record};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -26,6 +33,8 @@ pub struct Gated<T> {
     pub result: T,
     /// One receipt per risk domain that had something to say about this call.
     pub reflection: Vec<Receipt>,
+    /// `lineage://<sha256>` of each output: how it was made (also `provenance_report`).
+    pub lineage: Vec<String>,
 }
 
 /// What the gather step found: the facts the domains see and the plan for the work.
@@ -57,18 +66,35 @@ where
 {
     let app = call.app.clone();
     let georef = call.georef_source()?;
-    let Gathered { mut facts, plan } = app
-        .gdal(move || georef::with_choice(georef, gather))
+    let started_at = now();
+    let lineage_store = app.lineage.clone();
+    let inputs = call.paths().inputs;
+    let (Gathered { mut facts, plan }, input_files) = app
+        .gdal(move || {
+            let gathered = georef::with_choice(georef, gather)?;
+            Ok(look_upstream(&lineage_store, gathered, &inputs))
+        })
         .await?;
     facts.tool = call.tool.to_string();
     facts.arguments = merge(call.gate_arguments(), std::mem::take(&mut facts.arguments));
+    let source_crs = facts
+        .datasets
+        .first()
+        .and_then(|d| d.crs.as_ref())
+        .map(|c| c.id.clone().unwrap_or_else(|| c.name.clone()));
+    let upstream_capsules = facts.upstream_capsules();
+    let arguments = facts.arguments.clone();
     let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
     let progress = call.work();
     let relay = progress.clone();
     let paths = call.paths();
     let overwrite = call.overwrite();
     let protected = app.protected_roots().to_vec();
-    let result = app
+    let tool = call.tool;
+    let lineage_store = app.lineage.clone();
+    let provenance = app.provenance.clone();
+    let record_receipts = receipts.clone();
+    let (result, lineage) = app
         .gdal(move || {
             let rules = WriteRules::for_call(&paths.inputs, &paths.outputs, overwrite, protected);
             let sink = relay.clone();
@@ -83,7 +109,53 @@ where
             if relay.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
-            out
+            let result = to_value(tool, &out?)?;
+            let commands = commands_of(&result);
+            let record = Record {
+                format: lineage::FORMAT.to_string(),
+                tool: tool.to_string(),
+                summary: lineage::summarise(
+                    tool,
+                    &arguments,
+                    &commands,
+                    &result,
+                    source_crs.as_deref(),
+                ),
+                arguments,
+                commands,
+                inputs: input_files,
+                outputs: paths
+                    .outputs
+                    .iter()
+                    .map(|p| FileRef {
+                        role: "output".to_string(),
+                        path: p.display().to_string(),
+                        sha256: None,
+                        size: None,
+                        recorded: false,
+                        modified_outside: false,
+                    })
+                    .collect(),
+                versions: provenance.0.clone(),
+                plugins: provenance.1.clone(),
+                receipts: record_receipts
+                    .iter()
+                    .filter_map(|r| serde_json::to_value(r).ok())
+                    .collect(),
+                capsules: record_receipts
+                    .iter()
+                    .filter_map(|r| r.capsule.clone())
+                    .collect(),
+                upstream_capsules,
+                started_at,
+                finished_at: now(),
+            };
+            // The outputs are committed: a lineage failure is logged, never fails the call.
+            let uris = lineage_store.write(record).unwrap_or_else(|e| {
+                tracing::warn!("{tool}: lineage not recorded: {e}");
+                Vec::new()
+            });
+            Ok((result, uris))
         })
         .await?;
     drop(progress);
@@ -92,8 +164,54 @@ where
         &Gated {
             result,
             reflection: receipts,
+            lineage,
         },
     )
+}
+
+/// Look every dataset of the gathered facts up in the lineage records, and name every input
+/// file as the record will (digest, recorded, modified outside).
+fn look_upstream<P>(
+    store: &LineageStore,
+    mut gathered: Gathered<P>,
+    inputs: &[std::path::PathBuf],
+) -> (Gathered<P>, Vec<FileRef>) {
+    let facts = &mut gathered.facts;
+    facts.upstream = facts
+        .datasets
+        .iter()
+        .map(|d| store.upstream(std::path::Path::new(&d.path)))
+        .collect();
+    let files = inputs
+        .iter()
+        .map(|path| {
+            let role = facts
+                .datasets
+                .iter()
+                .find(|d| std::path::Path::new(&d.path) == path.as_path())
+                .map_or("input", |d| d.role.as_str());
+            store.input(role, path)
+        })
+        .collect();
+    (gathered, files)
+}
+
+/// The equivalent command lines a result reports (`commands`, or a single `command`).
+fn commands_of(result: &Value) -> Vec<Vec<String>> {
+    let line = |v: &Value| -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|a| a.as_str().map(str::to_string))
+            .collect()
+    };
+    if let Some(all) = result.get("commands").and_then(Value::as_array) {
+        return all.iter().filter_map(line).collect();
+    }
+    result.get("command").and_then(line).into_iter().collect()
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Run an ungated, read-only call: the job on a GDAL worker, its result serialised.

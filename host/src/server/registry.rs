@@ -154,6 +154,19 @@ fn build() -> Vec<ToolSpec> {
             handler: handler!(justify::persist),
         },
         ToolSpec {
+            name: "provenance_report",
+            family: Justify,
+            title: "Provenance report",
+            description: "How a file was made, from lineage records: steps, parameters, \
+                decisions, versions, edits outside the server. Markdown methods or W3C PROV-JSON.",
+            effect: ReadOnly,
+            gated: false,
+            opens_rasters: false,
+            input: schema::input::<justify::ProvenanceArgs>,
+            output: schema::output::<crate::reflection::provenance::Report>,
+            handler: handler!(justify::provenance_report),
+        },
+        ToolSpec {
             name: "raster_stats",
             family: Raster,
             title: "Raster statistics",
@@ -172,8 +185,8 @@ fn build() -> Vec<ToolSpec> {
             family: Convert,
             title: "Convert a raster",
             description: "Convert a raster with gdal_translate (GTiff, COG, PNG, JPEG, WEBP, \
-                GPKG...): compression, predictor, quality, tiling, bands, data type, scaling, \
-                nodata, overviews. Gated by format_selection and resampling (overviews).",
+                GPKG...): compression, tiling, bands, type, scaling, nodata, overviews. Gated \
+                by format_selection and resampling.",
             effect: Writes,
             gated: true,
             opens_rasters: true,
@@ -292,8 +305,8 @@ fn build() -> Vec<ToolSpec> {
             family: Aggregate,
             title: "Composite rasters",
             description: "Per-pixel max, min, mean, median, count or sum of the valid values of \
-                two or more rasters. The first input defines the grid; others are warped onto \
-                it with `resampling`. Gated by aggregation (and resampling).",
+                two or more rasters, on the first input's grid. Gated by aggregation (and \
+                resampling).",
             effect: Writes,
             gated: true,
             opens_rasters: true,

@@ -36,7 +36,7 @@ pub fn with_georef_source(input: Arc<JsonObject>) -> Arc<JsonObject> {
             serde_json::json!({
                 "type": "string",
                 "enum": ["internal", "aux_xml", "world_file"],
-                "description": "After a data_conflict refusal: the source to trust"
+                "description": "Only after a data_conflict refusal"
             }),
         );
     }

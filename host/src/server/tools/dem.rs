@@ -138,6 +138,8 @@ pub struct StreamsArgs {
     pub output: String,
     /// Stream cells have a D8 accumulation (in cells) of at least this.
     pub threshold: f64,
+    /// Optional D8 accumulation (cells) of this DEM, from dem_flow_accumulation, to reuse.
+    pub accumulation: Option<String>,
     /// Optional stream lines: a .gpkg or .geojson path (layer `streams`: id, order, downstream, cells).
     pub lines: Option<String>,
     #[serde(default = "yes")]
@@ -453,13 +455,26 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
         }
         None => None,
     };
+    let given_accumulation = match &args.accumulation {
+        Some(path) => Some(call.input_path("accumulation", path)?),
+        None => None,
+    };
     let (threshold, resolve_flats) = (args.threshold, args.resolve_flats);
     gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
         let directions = route_d8(&dem, cell_size, resolve_flats, &hy::SubProgress::new(relay, 0.0, 0.4))?;
         drop(dem);
-        let (accumulation, _) = hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3))?;
+        let accumulation = match &given_accumulation {
+            Some(path) => {
+                let (grid, given) = raster_io::read_band_f32(path)?;
+                if grid.shape() != (w, h) || given.geotransform != georef.geotransform {
+                    return Err(ToolError::Arguments(format!("accumulation: {}x{} cells at {:?}, but the DEM is {w}x{h} at {:?}; compute it with dem_flow_accumulation (d8, cells) from this DEM", grid.width(), grid.height(), given.geotransform, georef.geotransform)));
+                }
+                grid
+            }
+            None => hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3))?.0,
+        };
         let mask = hy::stream_mask(&accumulation, threshold)?;
         drop(accumulation);
         let order = hy::strahler_order(&directions, &mask, &hy::SubProgress::new(relay, 0.7, 0.15))?;

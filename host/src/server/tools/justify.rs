@@ -1,7 +1,9 @@
-//! The justification family: `persist_justification`, which stores a justification for a key
-//! a refusal handed out, after the same validation an inline justification gets.
+//! The record family: `persist_justification`, which stores a justification for a key a
+//! refusal handed out, after the same validation an inline justification gets; and
+//! `provenance_report`, which writes up how a file was made from its lineage.
 
 use crate::reflection::justification::Justification;
+use crate::reflection::provenance::{self, Format};
 use crate::server::args::parse;
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -32,4 +34,29 @@ pub async fn persist(call: Call) -> Result<Value, ToolError> {
         .plugins(move || Ok(gate.persist(&args.domain, &args.key, &args.justification)?))
         .await?;
     gated::to_value(call.tool, &stored)
+}
+
+/// Arguments of `provenance_report`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProvenanceArgs {
+    /// A file a gated tool wrote (renamed or copied is fine).
+    pub input: String,
+    /// Default markdown.
+    #[serde(default)]
+    pub format: Option<Format>,
+}
+
+/// `provenance_report`.
+pub async fn provenance_report(call: Call) -> Result<Value, ToolError> {
+    let args: ProvenanceArgs = parse(call.tool, &call.arguments)?;
+    let path = call.input_path("input", &args.input)?;
+    let lineage = call.app.lineage.clone();
+    let capsules = call.app.gate.store().clone();
+    let format = args.format.unwrap_or(Format::Markdown);
+    gated::read_only(&call, move || {
+        provenance::report(&lineage, &capsules, &path, format)
+            .map_err(|e| ToolError::Arguments(format!("input: {e}")))
+    })
+    .await
 }

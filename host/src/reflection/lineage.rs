@@ -1,0 +1,714 @@
+//! Lineage: for every file a gated tool writes, a record of how it was made, in
+//! `<store>/lineage/`.
+//!
+//! A record names the tool, its validated arguments, the equivalent command lines, the SHA-256
+//! of every input and output, the versions of gdal-mcp, GDAL and PROJ, each domain's id,
+//! version and component digest, the receipts and capsules, and the time. Records are keyed by
+//! the output's content (`lineage/<sha256>.json`), so a renamed or copied output keeps its
+//! lineage and a modified one loses it. A second index, `lineage/paths/`, remembers which
+//! content the server last wrote at each path: a file whose content differs from that was
+//! modified outside the server, and is flagged wherever it is used.
+//!
+//! Walking records from a file's digest back through its inputs' digests gives the steps that
+//! made it ([`LineageStore::upstream`]); the domains see them as facts, and
+//! `super::provenance` writes them up. Files are hashed with SHA-256 (sha2, which uses the
+//! CPU's SHA extensions), on the blocking worker that wrote or read them, and digests are
+//! memoised by file version (device, inode, size, mtime, ctime) so that a chain hashes each
+//! file once. Every record written is also entered in the ledger (`super::ledger`), so an
+//! edited record shows.
+
+use super::ledger::Ledger;
+use crate::domains::{DatasetLineage, UpstreamStep};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The record format identifier.
+pub const FORMAT: &str = "gdal-mcp.lineage/1";
+/// The folder under the store.
+pub const DIR: &str = "lineage";
+/// A record is at most this large.
+pub const MAX_RECORD_BYTES: u64 = 1 << 20;
+/// Upstream walks stop after this many steps (a chain longer than this is reported cut).
+pub const MAX_STEPS: usize = 64;
+/// Digests memoised before the memo starts over.
+const MEMO_ENTRIES: usize = 4096;
+/// Read buffer for hashing.
+const HASH_BUFFER: usize = 1 << 20;
+
+/// Why lineage could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LineageError {
+    #[error("lineage {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("lineage {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// One file in a record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileRef {
+    /// The argument the file came from (`input`, `zones`, `output`, ...).
+    pub role: String,
+    pub path: String,
+    /// SHA-256 (hex) of the file, or of a shapefile's parts; `None` if it could not be read.
+    pub sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// A lineage record for this content existed when the step ran.
+    #[serde(default)]
+    pub recorded: bool,
+    /// The server had written this path with other content: the file was modified outside
+    /// the server before this step read it.
+    #[serde(default)]
+    pub modified_outside: bool,
+}
+
+/// What kind of step it was, in the terms the domains and the methods section use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepSummary {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resampling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crs_change: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditioning: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregation: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lossy_encoding: Option<String>,
+}
+
+/// Software versions a step ran with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Versions {
+    pub gdal_mcp: String,
+    pub gdal: String,
+    pub proj: String,
+}
+
+/// A domain that was loaded when the step ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PluginRef {
+    pub id: String,
+    pub version: String,
+    /// The WIT contract it was built against.
+    pub contract: String,
+    /// SHA-256 of the component (hex).
+    pub digest: String,
+}
+
+/// How one gated call made its outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    pub format: String,
+    pub tool: String,
+    /// The validated arguments, without `justification`.
+    pub arguments: Value,
+    /// The equivalent command lines, in order (empty for host algorithms).
+    pub commands: Vec<Vec<String>>,
+    pub inputs: Vec<FileRef>,
+    pub outputs: Vec<FileRef>,
+    pub summary: StepSummary,
+    pub versions: Versions,
+    pub plugins: Vec<PluginRef>,
+    /// The gate's receipts, as returned to the client.
+    pub receipts: Vec<Value>,
+    /// `justification://...` of the capsules this call rested on.
+    pub capsules: Vec<String>,
+    /// Capsules found in the inputs' lineage (justification chaining).
+    #[serde(default)]
+    pub upstream_capsules: Vec<String>,
+    pub started_at: String,
+    pub finished_at: String,
+}
+
+impl Record {
+    /// The step as the domains see it, at `depth`.
+    pub fn step(&self, depth: u32) -> UpstreamStep {
+        UpstreamStep {
+            depth,
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            resampling: self.summary.resampling.clone(),
+            crs_change: self.summary.crs_change.clone(),
+            conditioning: self.summary.conditioning.clone(),
+            aggregation: self.summary.aggregation.clone(),
+            lossy_encoding: self.summary.lossy_encoding.clone(),
+            input_modified: self.inputs.iter().any(|i| i.modified_outside),
+            capsules: self.capsules.clone(),
+        }
+    }
+}
+
+/// `lineage://<sha256>`.
+pub fn uri(sha256: &str) -> String {
+    format!("lineage://{sha256}")
+}
+
+/// The path index entry: what the server last wrote at a path.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Written {
+    path: String,
+    sha256: String,
+    at: String,
+}
+
+type Stamp = (u64, u64, u64, i64, i64, i64, i64);
+
+fn stamp(meta: &std::fs::Metadata) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    )
+}
+
+/// Open without following a link or blocking, regular files only.
+fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok((file, meta))
+}
+
+/// SHA-256 of a file's bytes, streamed; with the file's version before and after.
+fn hash_file(path: &Path) -> std::io::Result<(String, Stamp, Stamp)> {
+    let (mut file, before) = open_regular(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; HASH_BUFFER];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    let after = file.metadata()?;
+    Ok((
+        hex::encode(hasher.finalize()),
+        stamp(&before),
+        stamp(&after),
+    ))
+}
+
+/// The parts of a shapefile whose edits change what the layer says.
+const SHAPEFILE_PARTS: [&str; 4] = ["shx", "dbf", "prj", "cpg"];
+
+/// The store's lineage folder.
+#[derive(Clone)]
+pub struct LineageStore {
+    root: PathBuf,
+    ledger: Arc<Ledger>,
+    digests: Arc<Mutex<HashMap<PathBuf, (Stamp, String)>>>,
+}
+
+impl LineageStore {
+    /// The lineage of the store at `store_root`.
+    pub fn new(store_root: &Path) -> Self {
+        Self {
+            root: store_root.join(DIR),
+            ledger: Arc::new(Ledger::new(store_root)),
+            digests: Arc::default(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// SHA-256 of one file, memoised by file version. A file that changed while it was read
+    /// is hashed but not memoised.
+    pub fn file_digest(&self, path: &Path) -> std::io::Result<String> {
+        let meta = std::fs::symlink_metadata(path)?;
+        let now = stamp(&meta);
+        if let Some(hit) = self.digests.lock().ok().and_then(|m| {
+            m.get(path)
+                .filter(|(s, _)| *s == now)
+                .map(|(_, d)| d.clone())
+        }) {
+            return Ok(hit);
+        }
+        let (digest, before, after) = hash_file(path)?;
+        if before == after {
+            if let Ok(mut memo) = self.digests.lock() {
+                if memo.len() >= MEMO_ENTRIES {
+                    memo.clear();
+                }
+                memo.insert(path.to_path_buf(), (after, digest.clone()));
+            }
+        }
+        Ok(digest)
+    }
+
+    /// The digest that identifies a dataset: its file's, or for a shapefile, the digest of its
+    /// parts' digests (an edit of the `.dbf` alone is an edit of the layer).
+    pub fn dataset_digest(&self, path: &Path) -> std::io::Result<String> {
+        let main = self.file_digest(path)?;
+        let is_shapefile = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("shp"));
+        if !is_shapefile {
+            return Ok(main);
+        }
+        let mut combined = Sha256::new();
+        combined.update(format!("shp {main}\n"));
+        for part in SHAPEFILE_PARTS {
+            let sibling = path.with_extension(part);
+            match self.file_digest(&sibling) {
+                Ok(digest) => combined.update(format!("{part} {digest}\n")),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(hex::encode(combined.finalize()))
+    }
+
+    fn record_path(&self, sha256: &str) -> Option<PathBuf> {
+        let valid = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then(|| {
+            self.root
+                .join(format!("{}.json", sha256.to_ascii_lowercase()))
+        })
+    }
+
+    fn path_index(&self, path: &Path) -> PathBuf {
+        let name = hex::encode(Sha256::digest(path.as_os_str().as_encoded_bytes()));
+        self.root.join("paths").join(format!("{name}.json"))
+    }
+
+    /// The record of the call that wrote content `sha256`, if one exists and is readable.
+    pub fn record(&self, sha256: &str) -> Option<Record> {
+        let path = self.record_path(sha256)?;
+        match read_json::<Record>(&path) {
+            Ok(Some(record)) if record.format == FORMAT => Some(record),
+            Ok(Some(_)) => {
+                tracing::warn!(path = %path.display(), "ignoring a lineage record of another format");
+                None
+            }
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("ignoring lineage record: {e}");
+                None
+            }
+        }
+    }
+
+    /// The content the server last wrote at `path`, if it wrote there.
+    fn written_at(&self, path: &Path) -> Option<String> {
+        match read_json::<Written>(&self.path_index(path)) {
+            Ok(Some(w)) if Path::new(&w.path) == path => Some(w.sha256),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("ignoring lineage path index: {e}");
+                None
+            }
+        }
+    }
+
+    /// An input as a record names it: its digest, whether a record exists for that content,
+    /// and whether the server wrote this path with other content (modified outside).
+    pub fn input(&self, role: &str, path: &Path) -> FileRef {
+        let sha256 = match self.dataset_digest(path) {
+            Ok(digest) => Some(digest),
+            Err(e) => {
+                tracing::debug!(path = %path.display(), "not hashed for lineage: {e}");
+                None
+            }
+        };
+        let recorded = sha256
+            .as_deref()
+            .and_then(|d| self.record_path(d))
+            .is_some_and(|p| p.is_file());
+        let modified_outside = !recorded
+            && sha256
+                .as_deref()
+                .is_some_and(|now| self.written_at(path).is_some_and(|written| written != now));
+        FileRef {
+            role: role.to_string(),
+            path: path.display().to_string(),
+            sha256,
+            size: std::fs::metadata(path).ok().map(|m| m.len()),
+            recorded,
+            modified_outside,
+        }
+    }
+
+    /// How the dataset at `path` was made: its steps, nearest first (breadth first through the
+    /// inputs' records, each record once, at most [`MAX_STEPS`]).
+    pub fn upstream(&self, path: &Path) -> DatasetLineage {
+        let file = self.input("input", path);
+        let mut lineage = DatasetLineage {
+            sha256: file.sha256.clone(),
+            modified_since: file.modified_outside,
+            steps: Vec::new(),
+        };
+        let Some(start) = file.sha256 else {
+            return lineage;
+        };
+        for (depth, record) in self.walk(&start) {
+            lineage.steps.push(record.step(depth));
+        }
+        lineage
+    }
+
+    /// The records that made content `sha256`, breadth first, with their depth (1 = the
+    /// record of `sha256` itself).
+    pub fn walk(&self, sha256: &str) -> Vec<(u32, Record)> {
+        let mut seen: BTreeSet<String> = BTreeSet::new();
+        let mut queue: VecDeque<(u32, String)> = VecDeque::from([(1, sha256.to_string())]);
+        let mut out = Vec::new();
+        while let Some((depth, digest)) = queue.pop_front() {
+            if out.len() >= MAX_STEPS || !seen.insert(digest.clone()) {
+                continue;
+            }
+            let Some(record) = self.record(&digest) else {
+                continue;
+            };
+            for input in &record.inputs {
+                if let Some(d) = &input.sha256 {
+                    queue.push_back((depth + 1, d.clone()));
+                }
+            }
+            out.push((depth, record));
+        }
+        out
+    }
+
+    /// Hash the outputs of a finished call and write its record under each output's digest,
+    /// the path index for each output, and a ledger entry per record. Returns the
+    /// `lineage://` URI of each output recorded.
+    pub fn write(&self, mut record: Record) -> Result<Vec<String>, LineageError> {
+        let mut uris = Vec::new();
+        for output in &mut record.outputs {
+            let path = PathBuf::from(&output.path);
+            match self.dataset_digest(&path) {
+                Ok(digest) => {
+                    output.size = std::fs::metadata(&path).ok().map(|m| m.len());
+                    output.sha256 = Some(digest);
+                }
+                Err(e) => {
+                    tracing::debug!(path = %path.display(), "output not hashed: {e}");
+                }
+            }
+        }
+        record.outputs.retain(|o| o.sha256.is_some());
+        if record.outputs.is_empty() {
+            return Ok(uris);
+        }
+        self.ensure_folders()?;
+        let text = serde_json::to_string_pretty(&record).map_err(|e| LineageError::Invalid {
+            path: self.root.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let record_sha = hex::encode(Sha256::digest(text.as_bytes()));
+        for output in &record.outputs {
+            let Some(digest) = &output.sha256 else {
+                continue;
+            };
+            let Some(path) = self.record_path(digest) else {
+                continue;
+            };
+            write_atomically(&path, text.as_bytes())?;
+            let written = Written {
+                path: output.path.clone(),
+                sha256: digest.clone(),
+                at: record.finished_at.clone(),
+            };
+            let index = serde_json::to_vec(&written).map_err(|e| LineageError::Invalid {
+                path: output.path.clone(),
+                message: e.to_string(),
+            })?;
+            write_atomically(&self.path_index(Path::new(&output.path)), &index)?;
+            let entry = serde_json::json!({
+                "tool": record.tool,
+                "output": digest,
+                "record_sha256": record_sha,
+            });
+            if let Err(e) = self.ledger.append("lineage", &entry) {
+                tracing::warn!("lineage record not entered in the ledger: {e}");
+            }
+            uris.push(uri(digest));
+        }
+        Ok(uris)
+    }
+
+    /// The lineage folders exist and are real folders, not links.
+    fn ensure_folders(&self) -> Result<(), LineageError> {
+        let store = self.root.parent().unwrap_or(&self.root).to_path_buf();
+        for dir in [store, self.root.clone(), self.root.join("paths")] {
+            match std::fs::symlink_metadata(&dir) {
+                Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {}
+                Ok(_) => {
+                    return Err(LineageError::Invalid {
+                        path: dir.display().to_string(),
+                        message: "not a real folder (a link?); the store must be a real folder"
+                            .to_string(),
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir(&dir).map_err(|source| LineageError::Io {
+                        path: dir.display().to_string(),
+                        source,
+                    })?;
+                }
+                Err(source) => {
+                    return Err(LineageError::Io {
+                        path: dir.display().to_string(),
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON file of the store: `None` when absent; refused when a link, not a regular file, or
+/// larger than [`MAX_RECORD_BYTES`].
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, LineageError> {
+    let invalid = |message: String| LineageError::Invalid {
+        path: path.display().to_string(),
+        message,
+    };
+    let (file, meta) = match open_regular(path) {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(LineageError::Io {
+                path: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    if meta.len() > MAX_RECORD_BYTES {
+        return Err(invalid("larger than any lineage record".to_string()));
+    }
+    let mut text = String::new();
+    file.take(MAX_RECORD_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|source| LineageError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| invalid(e.to_string()))
+}
+
+/// Write through a temporary file in the same folder and rename over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LineageError> {
+    let io = |source| LineageError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut file = tempfile::Builder::new()
+        .prefix(".lineage-")
+        .tempfile_in(dir)
+        .map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.write_all(b"\n").map_err(io)?;
+    file.persist(path).map_err(|e| io(e.error))?;
+    Ok(())
+}
+
+/// What a step was, from its tool, arguments, commands and result.
+pub fn summarise(
+    tool: &str,
+    arguments: &Value,
+    commands: &[Vec<String>],
+    result: &Value,
+    source_crs: Option<&str>,
+) -> StepSummary {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let resampling = commands
+        .iter()
+        .filter(|c| {
+            c.first()
+                .is_some_and(|p| p == "gdalwarp" || p == "gdal_translate")
+        })
+        .find_map(|c| {
+            c.windows(2)
+                .find(|w| w[0] == "-r")
+                .map(|w| w[1].to_string())
+        })
+        .or_else(|| match tool {
+            "raster_reproject" | "raster_resample" | "raster_composite" => {
+                text(arguments.get("resampling")).or_else(|| Some("nearest".to_string()))
+            }
+            _ => None,
+        });
+    let crs_change = text(arguments.get("dst_crs")).map(|dst| {
+        let src = text(arguments.get("src_crs"))
+            .or_else(|| source_crs.map(str::to_string))
+            .unwrap_or_else(|| "unknown CRS".to_string());
+        format!("{src} -> {dst}")
+    });
+    let conditioning = (tool == "dem_condition").then(|| {
+        text(result.get("method"))
+            .or_else(|| text(result.pointer("/report/method")))
+            .or_else(|| text(arguments.get("method")))
+            .unwrap_or_else(|| "default".to_string())
+    });
+    let aggregation = match tool {
+        "raster_aggregate" => Some(format!(
+            "{} by a factor of {}",
+            text(arguments.get("statistic")).unwrap_or_else(|| "default".to_string()),
+            arguments
+                .get("factor")
+                .map_or("?".to_string(), Value::to_string)
+        )),
+        "raster_composite" => Some(format!(
+            "{} of {} inputs",
+            text(arguments.get("statistic")).unwrap_or_else(|| "default".to_string()),
+            arguments
+                .get("inputs")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len)
+        )),
+        _ => None,
+    };
+    StepSummary {
+        resampling,
+        crs_change,
+        conditioning,
+        aggregation,
+        lossy_encoding: lossy_encoding(arguments),
+    }
+}
+
+/// The lossy encoding a call's arguments ask for, if any: JPEG or WEBP (as a format or a
+/// compression, unless WEBP is lossless at quality 100), or LERC with a positive max_z_error.
+fn lossy_encoding(arguments: &Value) -> Option<String> {
+    let upper = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_uppercase);
+    let mut compression = upper(arguments.get("compression"));
+    let mut quality = arguments.get("quality").and_then(Value::as_f64);
+    let mut max_z_error = arguments.get("max_z_error").and_then(Value::as_f64);
+    if let Some(options) = arguments.get("creation_options").and_then(Value::as_object) {
+        for (name, value) in options {
+            let value = value
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| value.to_string());
+            match name.to_ascii_uppercase().as_str() {
+                "COMPRESS" if compression.is_none() => compression = Some(value.to_uppercase()),
+                "QUALITY" | "JPEG_QUALITY" | "WEBP_LEVEL" if quality.is_none() => {
+                    quality = value.parse().ok()
+                }
+                "MAX_Z_ERROR" if max_z_error.is_none() => max_z_error = value.parse().ok(),
+                _ => {}
+            }
+        }
+    }
+    let format = upper(arguments.get("format"));
+    let codec = match (format.as_deref(), compression.as_deref()) {
+        (Some("JPEG"), _) | (_, Some("JPEG")) => "JPEG",
+        (Some("WEBP"), _) | (_, Some("WEBP")) if quality.is_none_or(|q| q < 100.0) => "WEBP",
+        (_, Some(c)) if c.starts_with("LERC") && max_z_error.is_some_and(|e| e > 0.0) => {
+            return Some(format!(
+                "{c} max_z_error {}",
+                max_z_error.unwrap_or_default()
+            ))
+        }
+        _ => return None,
+    };
+    Some(match quality {
+        Some(q) => format!("{codec} quality {q}"),
+        None => format!("{codec} (driver's default quality)"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_resampling_of_a_step_comes_from_its_command_line() {
+        let commands = vec![vec![
+            "gdalwarp".to_string(),
+            "-r".to_string(),
+            "bilinear".to_string(),
+        ]];
+        let s = summarise(
+            "raster_reproject",
+            &json!({"dst_crs": "EPSG:32633"}),
+            &commands,
+            &Value::Null,
+            Some("EPSG:4326"),
+        );
+        assert_eq!(s.resampling.as_deref(), Some("bilinear"));
+        assert_eq!(s.crs_change.as_deref(), Some("EPSG:4326 -> EPSG:32633"));
+    }
+
+    #[test]
+    fn lossy_encodings_are_named_and_lossless_ones_are_not() {
+        assert_eq!(
+            lossy_encoding(&json!({"compression": "jpeg", "quality": 75})).as_deref(),
+            Some("JPEG quality 75")
+        );
+        assert_eq!(
+            lossy_encoding(&json!({"compression": "LERC_ZSTD", "max_z_error": 0.5})).as_deref(),
+            Some("LERC_ZSTD max_z_error 0.5")
+        );
+        assert_eq!(
+            lossy_encoding(&json!({"compression": "LERC", "max_z_error": 0})),
+            None
+        );
+        assert_eq!(lossy_encoding(&json!({"compression": "DEFLATE"})), None);
+        assert_eq!(
+            lossy_encoding(&json!({"compression": "WEBP", "quality": 100})),
+            None
+        );
+    }
+
+    #[test]
+    fn a_digest_is_memoised_until_the_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let file = dir.path().join("a.bin");
+        std::fs::write(&file, b"abc").unwrap();
+        let first = store.file_digest(&file).unwrap();
+        assert_eq!(
+            first,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        std::fs::write(&file, b"abd").unwrap();
+        assert_ne!(store.file_digest(&file).unwrap(), first);
+    }
+
+    #[test]
+    fn a_shapefile_digest_changes_when_only_its_dbf_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let shp = dir.path().join("a.shp");
+        std::fs::write(&shp, b"shape").unwrap();
+        std::fs::write(dir.path().join("a.dbf"), b"attributes").unwrap();
+        let before = store.dataset_digest(&shp).unwrap();
+        std::fs::write(dir.path().join("a.dbf"), b"attributez").unwrap();
+        assert_ne!(store.dataset_digest(&shp).unwrap(), before);
+    }
+}

@@ -1,0 +1,499 @@
+//! The chain over real stdio: `raster_reproject` (bilinear) → `dem_condition` →
+//! `dem_flow_accumulation` → `dem_streams`, with lineage checked at every step: the records'
+//! digests, the upstream facts the hydrology domain cites, chained decisions, the methods
+//! section, PROV-JSON, renaming (kept) and editing (flagged). Then stale capsules under
+//! `--stale warn|refuse`, and a component built against WIT 0.3 loading through the adapter.
+
+use gdal_mcp_tests::{
+    call_justified, is_error, justification, plugin_component, repo_root, structured, text, Era,
+    Options, Server,
+};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+fn sha256(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A 80 x 80 geographic DEM (EPSG:4326, 0.0005°, at 15°E 45°N): a V-shaped valley falling
+/// south, with three pits.
+fn write_geographic_dem(path: &Path) {
+    let mut asc =
+        String::from("ncols 80\nnrows 80\nxllcorner 15.0\nyllcorner 45.0\ncellsize 0.0005\n");
+    for row in 0..80 {
+        let line: Vec<String> = (0..80)
+            .map(|col| {
+                let mut z = 100.0 + 2.0 * (col as f64 - 40.0).abs() + 0.5 * (80 - row) as f64;
+                if [(20, 30), (50, 41), (65, 55)].contains(&(row, col)) {
+                    z -= 6.0;
+                }
+                format!("{z:.2}")
+            })
+            .collect();
+        asc.push_str(&line.join(" "));
+        asc.push('\n');
+    }
+    let grid = path.with_extension("asc");
+    std::fs::write(&grid, asc).unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:4326"])
+        .arg(&grid)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The hydrology entry of a refusal.
+fn hydrology_entry(refusal: &Value) -> Value {
+    refusal["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == "hydrology"))
+        .cloned()
+        .unwrap_or_else(|| panic!("hydrology did not gate: {refusal}"))
+}
+
+fn evidence<'a>(entry: &'a Value, id: &str) -> &'a Value {
+    entry["evidence"]
+        .as_array()
+        .and_then(|items| items.iter().find(|e| e["id"] == id))
+        .unwrap_or_else(|| panic!("no evidence {id}: {entry}"))
+}
+
+async fn provenance(server: &Server, input: &str, format: &str) -> Value {
+    let result = server
+        .call(
+            "provenance_report",
+            json!({"input": input, "format": format}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    structured(&result)
+}
+
+#[tokio::test]
+async fn a_chain_of_four_steps_knows_how_each_output_was_made() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_geographic_dem(&server.path("dem.tif"));
+
+    // 1. Bilinear reprojection to UTM 33N.
+    let step = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "dem.tif", "output": "dem_utm.tif", "dst_crs": "EPSG:32633",
+               "resampling": "bilinear"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let reprojected = structured(&step.result);
+    let utm_sha = sha256(&server.path("dem_utm.tif"));
+    assert_eq!(
+        reprojected["lineage"],
+        json!([format!("lineage://{utm_sha}")])
+    );
+
+    // 2. Conditioning: the hydrology trigger cites the upstream bilinear reprojection.
+    let first = server
+        .call(
+            "dem_condition",
+            json!({"input": "dem_utm.tif", "output": "dem_filled.tif",
+                                      "method": "fill"}),
+        )
+        .await
+        .unwrap();
+    let entry = hydrology_entry(&structured(&first));
+    let fact = evidence(&entry, "upstream_interpolation")["fact"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        fact.contains("raster_reproject") && fact.contains("bilinear"),
+        "{fact}"
+    );
+    let step = call_justified(
+        &server,
+        "dem_condition",
+        json!({"input": "dem_utm.tif", "output": "dem_filled.tif", "method": "fill"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let condition_capsules: Vec<String> = structured(&step.result)["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["capsule"].as_str().map(str::to_string))
+        .collect();
+    assert!(!condition_capsules.is_empty());
+
+    // 3. Accumulation: two steps up now, and the upstream decisions are shown.
+    let accumulate = json!({"input": "dem_filled.tif", "output": "acc.tif", "algorithm": "d8"});
+    let first = server
+        .call("dem_flow_accumulation", accumulate.clone())
+        .await
+        .unwrap();
+    let refusal = structured(&first);
+    let entry = hydrology_entry(&refusal);
+    let fact = evidence(&entry, "upstream_interpolation")["fact"]
+        .as_str()
+        .unwrap();
+    assert!(
+        fact.contains("raster_reproject") && fact.contains("2 steps up"),
+        "{fact}"
+    );
+    let upstream: Vec<&str> = entry["upstream_decisions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no upstream decisions: {entry}"))
+        .iter()
+        .filter_map(|d| d["capsule"].as_str())
+        .collect();
+    for capsule in &condition_capsules {
+        assert!(
+            upstream.contains(&capsule.as_str()),
+            "{capsule} not in {upstream:?}"
+        );
+    }
+    let step = call_justified(&server, "dem_flow_accumulation", accumulate)
+        .await
+        .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    // The capsule stored for this call records the decisions it was taken on top of.
+    let stored = structured(&step.result)["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "hydrology" && r["stored_now"] == true)
+        .and_then(|r| r["capsule"].as_str())
+        .map(str::to_string)
+        .expect("a hydrology capsule stored by the accumulation call");
+    let hex = stored.rsplit('/').next().unwrap();
+    let capsule: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            server
+                .justifications()
+                .join(format!("hydrology/{hex}.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for upstream in &condition_capsules {
+        assert!(
+            capsule["upstream_capsules"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(upstream)),
+            "{capsule}"
+        );
+    }
+
+    // 4. Streams from the conditioned DEM and the accumulation.
+    let step = call_justified(
+        &server,
+        "dem_streams",
+        json!({"input": "dem_filled.tif", "accumulation": "acc.tif", "output": "streams.tif",
+               "threshold": 20}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let streams_sha = sha256(&server.path("streams.tif"));
+    assert_eq!(
+        structured(&step.result)["lineage"],
+        json!([format!("lineage://{streams_sha}")])
+    );
+
+    // The lineage resource: the record of the last step, with the inputs' true digests.
+    let read = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "lineage://{streams_sha}"
+        )))
+        .await
+        .unwrap();
+    let body = serde_json::to_value(&read.contents).unwrap();
+    let record: Value = serde_json::from_str(body[0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(record["tool"], "dem_streams");
+    let digests: Vec<&str> = record["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["sha256"].as_str())
+        .collect();
+    let filled_sha = sha256(&server.path("dem_filled.tif"));
+    let acc_sha = sha256(&server.path("acc.tif"));
+    assert!(digests.contains(&filled_sha.as_str()), "{record}");
+    assert!(digests.contains(&acc_sha.as_str()), "{record}");
+    assert_eq!(record["versions"]["gdal"], "3.6.2");
+    assert!(record["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["digest"].as_str().is_some_and(|d| d.len() == 64)));
+    assert!(body[1]["text"].as_str().unwrap().contains("# Methods"));
+
+    // The methods section names each step, in order, and each decision.
+    let report = provenance(&server, "streams.tif", "markdown").await;
+    assert_eq!(report["steps"], 4, "{report}");
+    let md = report["report"].as_str().unwrap();
+    let positions: Vec<usize> = [
+        "`raster_reproject`",
+        "`dem_condition`",
+        "`dem_flow_accumulation`",
+        "`dem_streams`",
+    ]
+    .iter()
+    .map(|tool| {
+        md.find(tool)
+            .unwrap_or_else(|| panic!("{tool} missing:\n{md}"))
+    })
+    .collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{md}");
+    assert!(md.contains("resampling with bilinear"), "{md}");
+    assert!(md.contains("from EPSG:4326 to EPSG:32633"), "{md}");
+    assert!(md.contains("Decision (hydrology"), "{md}");
+    assert!(md.contains("GDAL 3.6.2"), "{md}");
+    assert!(!md.contains("Flagged"), "{md}");
+
+    // PROV-JSON: four activities, every file as an entity by digest. `./scripts/test.sh`
+    // validates the saved document against the W3C schema (tests/python/prov_check.py).
+    let prov = provenance(&server, "streams.tif", "prov_json").await;
+    let document: Value = serde_json::from_str(prov["report"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        document["activity"].as_object().unwrap().len(),
+        4,
+        "{document}"
+    );
+    for sha in [&utm_sha, &filled_sha, &acc_sha, &streams_sha] {
+        assert!(
+            document["entity"]
+                .get(format!("file:sha256-{sha}"))
+                .is_some(),
+            "{sha} missing: {document}"
+        );
+    }
+    let saved = repo_root().join("target/provenance");
+    std::fs::create_dir_all(&saved).unwrap();
+    std::fs::write(
+        saved.join("chain.prov.json"),
+        prov["report"].as_str().unwrap(),
+    )
+    .unwrap();
+
+    // Renaming an intermediate keeps its lineage (records are keyed by content)...
+    std::fs::rename(server.path("dem_filled.tif"), server.path("renamed.tif")).unwrap();
+    let renamed = provenance(&server, "renamed.tif", "markdown").await;
+    assert_eq!(renamed["steps"], 2, "{renamed}");
+    assert_eq!(renamed["modified_since"], false);
+
+    // ...and editing one breaks the link, flagged wherever it is used.
+    // (Doubled accumulations: another stream network, so the next output differs.)
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-scale", "0", "1", "0", "2"])
+        .arg(server.path("acc.tif"))
+        .arg(server.path("acc_edited.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::rename(server.path("acc_edited.tif"), server.path("acc.tif")).unwrap();
+    let edited = provenance(&server, "acc.tif", "markdown").await;
+    assert_eq!(edited["steps"], 0, "{edited}");
+    assert_eq!(edited["modified_since"], true, "{edited}");
+    assert!(edited["report"]
+        .as_str()
+        .unwrap()
+        .contains("modified outside"));
+    let step = call_justified(
+        &server,
+        "dem_streams",
+        json!({"input": "renamed.tif", "accumulation": "acc.tif", "output": "streams2.tif",
+               "threshold": 20}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let flagged = provenance(&server, "streams2.tif", "markdown").await;
+    assert_eq!(flagged["broken_links"], 1, "{flagged}");
+    let md = flagged["report"].as_str().unwrap();
+    assert!(md.contains("**Flagged:** input `acc.tif`"), "{md}");
+
+    // The CLI writes the same report from the store.
+    let out = Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("provenance")
+        .arg(server.path("streams.tif"))
+        .args(["--format", "markdown", "--store"])
+        .arg(server.workspace.path().join(".preflight"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("`dem_flow_accumulation`"), "{stdout}");
+    let out = Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("provenance")
+        .arg(server.path("dem.tif"))
+        .args(["--store"])
+        .arg(server.workspace.path().join(".preflight"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "no lineage for a file the server did not make"
+    );
+}
+
+/// The legacy 0.2 fixture with its prompt text edited in place, as a rebuilt component would
+/// be: same id and version, other questions.
+fn legacy_with_prompt(dir: &Path, edited: bool) {
+    let mut bytes = std::fs::read(plugin_component("legacy_v02")).unwrap();
+    if edited {
+        let (from, to) = (b"Say it in `intent`", b"Put it in `intent`");
+        let at = bytes
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("the fixture's prompt text");
+        bytes[at..at + to.len()].copy_from_slice(to);
+    }
+    std::fs::write(dir.join("legacy_v02.wasm"), bytes).unwrap();
+}
+
+/// A capsule for the same decision under an older prompt text is stale: `warn` (the default)
+/// proceeds with a warn receipt naming it and what changed; `--stale refuse` asks again.
+#[tokio::test]
+async fn a_capsule_for_an_older_prompt_warns_by_default_and_is_refused_on_request() {
+    let plugins = tempfile::tempdir().unwrap();
+    legacy_with_prompt(plugins.path(), false);
+    let options = Options {
+        plugin_dirs: vec![plugins.path().to_path_buf()],
+        ..Default::default()
+    };
+    let server = Server::start(Era::Legacy, options.clone()).await.unwrap();
+    std::fs::write(
+        server.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let args = |output: &str| json!({"input": "p.geojson", "output": output});
+    let mut answers = serde_json::Map::new();
+    let refused = server.call("vector_convert", args("a.gpkg")).await.unwrap();
+    for e in structured(&refused)["refusal"].as_array().unwrap() {
+        let mut answer = justification("vector_convert");
+        answer["intent"] = json!("convert for the legacy archive");
+        answers.insert(e["domain"].as_str().unwrap().to_string(), answer);
+    }
+    let mut retry = args("a.gpkg");
+    retry["justification"] = Value::Object(answers);
+    let done = server.call("vector_convert", retry).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let Server {
+        workspace, client, ..
+    } = server;
+    client.cancel().await.unwrap();
+
+    // The rebuilt component asks other questions.
+    legacy_with_prompt(plugins.path(), true);
+    let client = Server::connect(Era::Legacy, workspace.path(), &options)
+        .await
+        .unwrap();
+    let result = gdal_mcp_tests::call(&client, "vector_convert", args("b.gpkg"))
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let receipt = structured(&result)["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "legacy_pack")
+        .cloned()
+        .unwrap();
+    assert_eq!(receipt["decision"], "warn", "{receipt}");
+    let stale = receipt["stale"].as_str().unwrap();
+    assert!(stale.contains("prompt text changed"), "{stale}");
+    assert!(stale.contains("justification://legacy_pack/"), "{stale}");
+    client.cancel().await.unwrap();
+
+    let mut refusing = options.clone();
+    refusing.extra_args = vec!["--stale".to_string(), "refuse".to_string()];
+    let client = Server::connect(Era::Legacy, workspace.path(), &refusing)
+        .await
+        .unwrap();
+    let result = gdal_mcp_tests::call(&client, "vector_convert", args("c.gpkg"))
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(structured(&result)["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e["domain"] == "legacy_pack"));
+    assert!(!workspace.path().join("c.gpkg").exists());
+}
+
+/// A component built against gdal-mcp:risk@0.3.0 loads through the adapter: it receives the
+/// facts (all but the upstream steps) and its `validate` runs.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_3_still_loads_and_gates() {
+    let plugins = tempfile::tempdir().unwrap();
+    let component = plugin_component("legacy_v03");
+    assert!(component.is_file(), "{} is not built", component.display());
+    std::fs::copy(&component, plugins.path().join("legacy_v03.wasm")).unwrap();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            plugin_dirs: vec![plugins.path().to_path_buf()],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    std::fs::write(
+        server.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let args = json!({"input": "p.geojson", "output": "p.gpkg"});
+    let refused = server.call("vector_convert", args.clone()).await.unwrap();
+    let refusal = structured(&refused);
+    let entry = refusal["refusal"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["domain"] == "legacy_v03")
+        .cloned()
+        .unwrap_or_else(|| panic!("legacy_v03 did not gate: {refusal}"));
+    assert_eq!(entry["evidence"][0]["id"], "v03_finding");
+    assert!(
+        entry["reason"].as_str().unwrap().contains("GeoJSON"),
+        "{entry}"
+    );
+    let mut answers = serde_json::Map::new();
+    for e in refusal["refusal"].as_array().unwrap() {
+        answers.insert(
+            e["domain"].as_str().unwrap().to_string(),
+            justification("vector_convert"),
+        );
+    }
+    let mut retry = args.clone();
+    retry["justification"] = Value::Object(answers.clone());
+    let rejected = server.call("vector_convert", retry).await.unwrap();
+    assert!(text(&rejected).contains("/intent"), "{}", text(&rejected));
+    answers["legacy_v03"]["intent"] = json!("convert for the legacy archive");
+    let mut retry = args;
+    retry["justification"] = Value::Object(answers);
+    let done = server.call("vector_convert", retry).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+}
