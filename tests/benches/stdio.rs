@@ -202,4 +202,52 @@ fn main() {
         ms(percentile(&mut trips, 0.9)),
         ms(percentile(&mut trips, 0.99))
     );
+
+    // A gated call on a cache hit: raster_resample of the small DEM, each call writing a new
+    // file (gate, capsules read, GDAL work, commit, ledger, lineage). The first call is
+    // refused; it is answered once, and every later call finds the capsules.
+    let input = workspace.path().join("dem.tif");
+    let arguments = |index: usize| {
+        json!({"input": input, "output": workspace.path().join(format!("gated-{index}.tif")),
+               "resampling": "nearest", "resolution": [60, 60]})
+    };
+    let refused = session.request(
+        "tools/call",
+        json!({"name": "raster_resample", "arguments": arguments(0)}),
+    );
+    let mut answers = serde_json::Map::new();
+    for entry in refused["result"]["structuredContent"]["refusal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let domain = entry["domain"].as_str().unwrap_or_default().to_string();
+        answers.insert(domain, gdal_mcp_tests::justification("nearest"));
+    }
+    let mut first = arguments(0);
+    first["justification"] = Value::Object(answers);
+    let done = session.request(
+        "tools/call",
+        json!({"name": "raster_resample", "arguments": first}),
+    );
+    assert_eq!(done["result"]["isError"], json!(false), "{done}");
+    let mut trips = Vec::new();
+    for index in 1..=320 {
+        let started = Instant::now();
+        let response = session.request(
+            "tools/call",
+            json!({"name": "raster_resample", "arguments": arguments(index)}),
+        );
+        let elapsed = started.elapsed();
+        assert_eq!(response["result"]["isError"], json!(false), "{response}");
+        if index > 20 {
+            trips.push(elapsed);
+        }
+    }
+    println!(
+        "gated raster_resample, capsule cache hit (300 calls after 20 warm-up): p50 {} | p90 {} | p99 {}",
+        ms(percentile(&mut trips, 0.5)),
+        ms(percentile(&mut trips, 0.9)),
+        ms(percentile(&mut trips, 0.99))
+    );
 }

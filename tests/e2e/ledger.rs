@@ -101,3 +101,35 @@ async fn two_servers_on_one_store_keep_one_intact_chain() {
     std::fs::write(&path, &original).unwrap();
     assert!(verify(&store).0);
 }
+
+/// Regression: on a fresh store the first gated call is usually a refusal, made before any
+/// capsule created the store's folder; the ledger's append failed ("No such file or
+/// directory") and the refusal went unrecorded. The ledger now creates the folder.
+#[tokio::test]
+async fn a_refusal_on_a_fresh_store_is_the_ledgers_first_entry() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let refused = server
+        .call(
+            "vector_reproject",
+            json!({"input": "p.geojson", "output": "q.geojson", "src_crs": "EPSG:4267",
+                   "dst_crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let store = server.workspace.path().join(".preflight");
+    let ledger = std::fs::read_to_string(store.join("ledger.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(ledger.lines().next().unwrap()).unwrap();
+    assert_eq!(first["seq"], 1);
+    assert_eq!(first["kind"], "gate");
+    assert!(ledger.contains("\"blocked\""), "{ledger}");
+    let (ok, report) = verify(&store);
+    assert!(ok, "{report}");
+}

@@ -24,6 +24,7 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
             "raster_info",
             "raster_reproject",
             "persist_justification",
+            "provenance_report",
             "raster_stats",
             "raster_convert",
             "raster_resample",

@@ -32,7 +32,8 @@ import { McpError } from "@modelcontextprotocol/sdk/types.js";
 
 const MARKER = ".cross_client_ts"; // marks a workspace this script created (safe to delete)
 const TOOLS = [
-  "raster_info", "raster_reproject", "persist_justification", "raster_stats", "raster_convert",
+  "raster_info", "raster_reproject", "persist_justification", "provenance_report", "raster_stats",
+  "raster_convert",
   "raster_resample", "raster_overviews", "raster_terrain", "vector_info", "vector_reproject",
   "vector_convert", "vector_clip", "zonal_stats", "raster_composite", "raster_aggregate",
   "dem_condition", "dem_flow_direction", "dem_flow_accumulation", "dem_streams", "dem_watershed",
@@ -44,7 +45,7 @@ const ERROR_KINDS = [
 const FORBIDDEN_KEYWORDS = ["$schema", "$defs", "$ref", "oneOf", "anyOf", "allOf"];
 const CHECK_NAMES = [
   "connect", "list_tools", "input_schemas", "raster_info", "missing_file", "wrong_type",
-  "refusal", "justified", "unknown_tool", "still_alive",
+  "refusal", "justified", "provenance", "unknown_tool", "still_alive",
 ];
 
 // ------------------------------------------------------------------------------------------------
@@ -409,6 +410,22 @@ async function main() {
       const out = path.join(ws, "out.tif");
       expect(fs.existsSync(out), `${out} was not written`);
       return `receipts ${reflection.map((r) => `${r.domain}=${r.decision}${r.stored_now ? " (stored now)" : ""}`).join(", ")}; wrote out.tif (${fs.statSync(out).size} B)`;
+    });
+
+    await check("provenance", async () => {
+      // The SDK validates structuredContent against provenance_report's outputSchema (and the
+      // gated result's `lineage` field against raster_reproject's) and throws on a mismatch.
+      const result = await client.callTool(
+        { name: "provenance_report", arguments: { input: "out.tif", format: "prov_json" } },
+        undefined,
+        opts,
+      );
+      expect(!result.isError, `isError: ${short(result)}`);
+      const sc = result.structuredContent;
+      expect(sc && sc.steps === 1, `want 1 step for out.tif, got ${JSON.stringify(sc && sc.steps)}`);
+      const doc = JSON.parse(sc.report);
+      expect(doc.activity && Object.keys(doc.activity).length === 1, `want one activity: ${sc.report.slice(0, 200)}`);
+      return `out.tif: ${sc.steps} step, PROV-JSON with ${Object.keys(doc.entity || {}).length} entities`;
     });
 
     await check("unknown_tool", async () => {

@@ -86,6 +86,22 @@ impl Ledger {
             path: self.path.display().to_string(),
             source,
         };
+        if let Some(store) = self.path.parent() {
+            match std::fs::symlink_metadata(store) {
+                Ok(meta) if meta.file_type().is_symlink() || !meta.is_dir() => {
+                    return Err(LedgerError::Invalid {
+                        path: store.display().to_string(),
+                        message: "the store is not a real folder (a link?)".to_string(),
+                    })
+                }
+                Ok(_) => {}
+                // The first entry of a new store (a refusal comes before any capsule).
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    std::fs::create_dir_all(store).map_err(io)?
+                }
+                Err(e) => return Err(io(e)),
+            }
+        }
         let mut file = open_for_append(&self.path).map_err(io)?;
         let _lock = Lock::exclusive(&file).map_err(io)?;
         let (seq, prev) = match last_line(&mut file).map_err(io)? {
