@@ -5,7 +5,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use gdal_mcp::reflection::lineage::LineageStore;
+use gdal_mcp::reflection::lineage::{self, FileRef, LineageStore, Record, StepSummary, Versions};
 use std::io::Write;
 use std::time::Instant;
 
@@ -36,11 +36,10 @@ fn main() {
 
     let mut ours = Vec::new();
     let mut reference = Vec::new();
-    let mut digest = String::new();
     for _ in 0..5 {
         let store = LineageStore::new(dir.path());
         let started = Instant::now();
-        digest = store.file_digest(&path).expect("digest");
+        let digest = store.file_digest(&path).expect("digest");
         ours.push(bytes / started.elapsed().as_secs_f64() / 1e9);
 
         let started = Instant::now();
@@ -69,5 +68,55 @@ fn main() {
     println!(
         "memoised digest of an unchanged file (1000 calls): {:.1} µs each",
         started.elapsed().as_secs_f64() * 1e3
+    );
+
+    // Recording one small output (111 KB, as a resampled DEM tile): hash, record, path index,
+    // ledger entry. This is the cost lineage adds after the work of a gated call.
+    let store_dir = tempfile::tempdir().expect("store");
+    let store = LineageStore::new(store_dir.path());
+    let outputs = tempfile::tempdir().expect("outputs");
+    let mut times = Vec::new();
+    for index in 0..300 {
+        let output = outputs.path().join(format!("out-{index}.tif"));
+        std::fs::write(&output, vec![index as u8; 111_000]).expect("output");
+        let record = Record {
+            format: lineage::FORMAT.to_string(),
+            tool: "raster_resample".to_string(),
+            arguments: serde_json::json!({"input": "dem.tif", "resampling": "nearest"}),
+            commands: vec![vec![
+                "gdalwarp".to_string(),
+                "-r".to_string(),
+                "near".to_string(),
+            ]],
+            inputs: Vec::new(),
+            outputs: vec![FileRef {
+                role: "output".to_string(),
+                path: output.display().to_string(),
+                sha256: None,
+                size: None,
+                recorded: false,
+                modified_outside: false,
+            }],
+            summary: StepSummary::default(),
+            versions: Versions {
+                gdal_mcp: "0".to_string(),
+                gdal: "3.6.2".to_string(),
+                proj: "9.1.1".to_string(),
+            },
+            plugins: Vec::new(),
+            receipts: Vec::new(),
+            capsules: Vec::new(),
+            upstream_capsules: Vec::new(),
+            started_at: String::new(),
+            finished_at: String::new(),
+        };
+        let started = Instant::now();
+        store.write(record).expect("recorded");
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "recording one 111 KB output (300 records): p50 {:.3} ms, p90 {:.3} ms",
+        times[150], times[270]
     );
 }

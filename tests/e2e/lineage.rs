@@ -2,7 +2,7 @@
 //! `dem_flow_accumulation` → `dem_streams`, with lineage checked at every step: the records'
 //! digests, the upstream facts the hydrology domain cites, chained decisions, the methods
 //! section, PROV-JSON, renaming (kept) and editing (flagged). Then stale capsules under
-//! `--stale warn|refuse`, and a component built against WIT 0.3 loading through the adapter.
+//! `--stale warn|refuse`, and the upstream rules of the aggregation and format domains.
 
 use gdal_mcp_tests::{
     call_justified, is_error, justification, plugin_component, repo_root, structured, text, Era,
@@ -51,13 +51,13 @@ fn write_geographic_dem(path: &Path) {
     assert!(status.success());
 }
 
-/// The hydrology entry of a refusal.
-fn hydrology_entry(refusal: &Value) -> Value {
+/// The entry of `domain` in a refusal.
+fn entry_of(refusal: &Value, domain: &str) -> Value {
     refusal["refusal"]
         .as_array()
-        .and_then(|entries| entries.iter().find(|e| e["domain"] == "hydrology"))
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == domain))
         .cloned()
-        .unwrap_or_else(|| panic!("hydrology did not gate: {refusal}"))
+        .unwrap_or_else(|| panic!("{domain} did not gate: {refusal}"))
 }
 
 fn evidence<'a>(entry: &'a Value, id: &str) -> &'a Value {
@@ -112,7 +112,7 @@ async fn a_chain_of_four_steps_knows_how_each_output_was_made() {
         )
         .await
         .unwrap();
-    let entry = hydrology_entry(&structured(&first));
+    let entry = entry_of(&structured(&first), "hydrology");
     let fact = evidence(&entry, "upstream_interpolation")["fact"]
         .as_str()
         .unwrap()
@@ -144,7 +144,7 @@ async fn a_chain_of_four_steps_knows_how_each_output_was_made() {
         .await
         .unwrap();
     let refusal = structured(&first);
-    let entry = hydrology_entry(&refusal);
+    let entry = entry_of(&refusal, "hydrology");
     let fact = evidence(&entry, "upstream_interpolation")["fact"]
         .as_str()
         .unwrap();
@@ -443,57 +443,110 @@ async fn a_capsule_for_an_older_prompt_warns_by_default_and_is_refused_on_reques
     assert!(!workspace.path().join("c.gpkg").exists());
 }
 
-/// A component built against gdal-mcp:risk@0.3.0 loads through the adapter: it receives the
-/// facts (all but the upstream steps) and its `validate` runs.
+/// A 20 x 20 class raster (Byte, EPSG:32633, 10 m): class 1 in the west half, 3 in the east.
+fn write_classes(path: &Path) {
+    let mut asc =
+        String::from("ncols 20\nnrows 20\nxllcorner 500000\nyllcorner 4000000\ncellsize 10\n");
+    for _ in 0..20 {
+        let row: Vec<&str> = (0..20).map(|c| if c < 10 { "1" } else { "3" }).collect();
+        asc.push_str(&row.join(" "));
+        asc.push('\n');
+    }
+    let grid = path.with_extension("asc");
+    std::fs::write(&grid, asc).unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Byte", "-a_srs", "EPSG:32633"])
+        .arg(&grid)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Upstream facts reach the other domains: a majority over classes that a bilinear resampling
+/// interpolated upstream is critical (aggregation), and a second lossy encoding of an output
+/// already encoded lossily is named (format_selection).
 #[tokio::test]
-async fn a_domain_built_against_wit_0_3_still_loads_and_gates() {
-    let plugins = tempfile::tempdir().unwrap();
-    let component = plugin_component("legacy_v03");
-    assert!(component.is_file(), "{} is not built", component.display());
-    std::fs::copy(&component, plugins.path().join("legacy_v03.wasm")).unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            plugin_dirs: vec![plugins.path().to_path_buf()],
-            ..Default::default()
-        },
+async fn domains_see_interpolated_classes_and_a_second_lossy_encoding_upstream() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_classes(&server.path("classes.tif"));
+    std::fs::write(
+        server.path("zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"name":"all"},"geometry":{"type":"Polygon",
+            "coordinates":[[[500020,4000020],[500180,4000020],[500180,4000180],[500020,4000180],[500020,4000020]]]}}]}"#,
+    )
+    .unwrap();
+    let step = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "classes.tif", "output": "smooth.tif", "resampling": "bilinear",
+               "resolution": [7, 7]}),
     )
     .await
     .unwrap();
-    std::fs::write(
-        server.path("p.geojson"),
-        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
-    )
-    .unwrap();
-    let args = json!({"input": "p.geojson", "output": "p.gpkg"});
-    let refused = server.call("vector_convert", args.clone()).await.unwrap();
-    let refusal = structured(&refused);
-    let entry = refusal["refusal"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["domain"] == "legacy_v03")
-        .cloned()
-        .unwrap_or_else(|| panic!("legacy_v03 did not gate: {refusal}"));
-    assert_eq!(entry["evidence"][0]["id"], "v03_finding");
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let refused = server
+        .call(
+            "zonal_stats",
+            json!({"input": "smooth.tif", "zones": "zone.geojson", "stats": ["majority"],
+                   "semantics": "cell_centre", "id_field": "name"}),
+        )
+        .await
+        .unwrap();
+    let entry = entry_of(&structured(&refused), "aggregation");
+    assert_eq!(entry["severity"], "critical", "{entry}");
+    let fact = evidence(&entry, "upstream_interpolated_classes")["fact"]
+        .as_str()
+        .unwrap();
     assert!(
-        entry["reason"].as_str().unwrap().contains("GeoJSON"),
-        "{entry}"
+        fact.contains("raster_resample") && fact.contains("bilinear"),
+        "{fact}"
     );
-    let mut answers = serde_json::Map::new();
-    for e in refusal["refusal"].as_array().unwrap() {
-        answers.insert(
-            e["domain"].as_str().unwrap().to_string(),
-            justification("vector_convert"),
+
+    // The same zonal majority on the original classes is not about upstream at all.
+    let direct = server
+        .call(
+            "zonal_stats",
+            json!({"input": "classes.tif", "zones": "zone.geojson", "stats": ["majority"],
+                   "semantics": "cell_centre", "id_field": "name"}),
+        )
+        .await
+        .unwrap();
+    if let Some(entries) = structured(&direct)["refusal"].as_array() {
+        assert!(
+            !serde_json::to_string(entries)
+                .unwrap()
+                .contains("upstream_interpolated_classes"),
+            "{entries:?}"
         );
     }
-    let mut retry = args.clone();
-    retry["justification"] = Value::Object(answers.clone());
-    let rejected = server.call("vector_convert", retry).await.unwrap();
-    assert!(text(&rejected).contains("/intent"), "{}", text(&rejected));
-    answers["legacy_v03"]["intent"] = json!("convert for the legacy archive");
-    let mut retry = args;
-    retry["justification"] = Value::Object(answers);
-    let done = server.call("vector_convert", retry).await.unwrap();
-    assert!(!is_error(&done), "{}", text(&done));
+
+    // JPEG on JPEG.
+    let step = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "classes.tif", "output": "once.tif", "compression": "JPEG",
+               "quality": 75}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let refused = server
+        .call(
+            "raster_convert",
+            json!({"input": "once.tif", "output": "twice.tif", "compression": "JPEG",
+                   "quality": 90}),
+        )
+        .await
+        .unwrap();
+    let entry = entry_of(&structured(&refused), "format_selection");
+    let item = evidence(&entry, "second_lossy_encoding");
+    assert!(
+        item["fact"].as_str().unwrap().contains("JPEG quality 75"),
+        "{item}"
+    );
+    assert!(item["alternative"].is_object(), "{item}");
 }

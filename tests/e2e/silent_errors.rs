@@ -805,14 +805,19 @@ async fn drivers_that_reproject_on_write_are_refused() {
     }
 }
 
-/// A component built against gdal-mcp:risk@0.2.0 still loads and gates through the adapter:
-/// its trigger gets one evidence item made from its reason, and its own `validate` runs.
-#[tokio::test]
-async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
+/// A component built against an older contract still loads and gates through its adapter:
+/// it is refused first with `evidence_id` (whose fact contains `fact_part`), its own
+/// `validate` rejects an intent without "legacy", and accepts one with it.
+async fn an_older_contract_gates(
+    component: &str,
+    domain: &str,
+    evidence_id: &str,
+    fact_part: &str,
+) {
     let plugins = tempfile::tempdir().unwrap();
-    let legacy = plugin_component("legacy_v02");
-    assert!(legacy.is_file(), "{} is not built", legacy.display());
-    std::fs::copy(&legacy, plugins.path().join("legacy_v02.wasm")).unwrap();
+    let built = plugin_component(component);
+    assert!(built.is_file(), "{} is not built", built.display());
+    std::fs::copy(&built, plugins.path().join(format!("{component}.wasm"))).unwrap();
     let server = Server::start(
         Era::Legacy,
         Options {
@@ -834,15 +839,13 @@ async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["domain"] == "legacy_pack")
+        .find(|e| e["domain"] == domain)
         .cloned()
-        .unwrap_or_else(|| panic!("legacy_pack did not gate: {refusal}"));
+        .unwrap_or_else(|| panic!("{domain} did not gate: {refusal}"));
     assert_eq!(entry["severity"], "required");
-    assert_eq!(entry["evidence"][0]["id"], "finding");
-    assert!(entry["evidence"][0]["fact"]
-        .as_str()
-        .unwrap()
-        .contains("gdal-mcp:risk@0.2.0"));
+    assert_eq!(entry["evidence"][0]["id"], evidence_id);
+    let text_of_entry = entry.to_string();
+    assert!(text_of_entry.contains(fact_part), "{entry}");
     let mut answers = serde_json::Map::new();
     for e in refusal["refusal"].as_array().unwrap() {
         let domain = e["domain"].as_str().unwrap().to_string();
@@ -852,7 +855,7 @@ async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
     retry["justification"] = Value::Object(answers.clone());
     let rejected = server.call("vector_convert", retry).await.unwrap();
     assert!(text(&rejected).contains("legacy"), "{}", text(&rejected));
-    answers["legacy_pack"]["intent"] = json!("convert for the legacy archive");
+    answers[domain]["intent"] = json!("convert for the legacy archive");
     let mut retry = args;
     retry["justification"] = Value::Object(answers);
     let done = server.call("vector_convert", retry).await.unwrap();
@@ -863,9 +866,28 @@ async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r["domain"] == "legacy_pack" && r["decision"] == "proceed"),
+            .any(|r| r["domain"] == domain && r["decision"] == "proceed"),
         "{receipts}"
     );
+}
+
+/// WIT 0.2: the trigger gets one evidence item made from its reason.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_2_still_loads_and_gates() {
+    an_older_contract_gates(
+        "legacy_v02",
+        "legacy_pack",
+        "finding",
+        "gdal-mcp:risk@0.2.0",
+    )
+    .await;
+}
+
+/// WIT 0.3: the component receives the facts (all but the upstream steps; its reason names
+/// the first dataset's driver) and answers with its own evidence.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_3_still_loads_and_gates() {
+    an_older_contract_gates("legacy_v03", "legacy_v03", "v03_finding", "GeoJSON").await;
 }
 
 /// Scale and offset in compositing and block aggregation: two scenes stored with different

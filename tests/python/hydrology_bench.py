@@ -81,6 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", required=True)
     parser.add_argument("--size", type=int, default=4000)
+    parser.add_argument("--gdal-mcp-only", action="store_true",
+                        help="skip RichDEM (for comparing two gdal-mcp binaries)")
     args = parser.parse_args()
     z = synthetic(args.size)
     with tempfile.TemporaryDirectory() as workspace:
@@ -93,6 +95,12 @@ def main() -> None:
         subprocess.run(["gdal_translate", "-q", "-of", "GTiff", "-co", "TILED=YES", "-a_srs", "EPSG:32633",
                         raw, os.path.join(workspace, "dem.tif")], check=True)
         ours = anyio.run(gdal_mcp, os.path.abspath(args.server), workspace)
+    if args.gdal_mcp_only:
+        peak = ours.pop("peak RSS MB")
+        for step, seconds in ours.items():
+            print(f"gdal-mcp  {step:<28} {seconds:6.2f} s  (over MCP, incl. GeoTIFF read/write)")
+        print(f"gdal-mcp  peak RSS of the server process: {peak:.0f} MB")
+        return
 
     dem = rd.rdarray(z.astype(np.float64), no_data=-9999.0)
     dem.geotransform = [500000, 10, 0, 4100000, 0, -10]

@@ -12,10 +12,10 @@
 //! that cannot be written is logged and does not fail the call: the capsules remain the record
 //! of what was justified, and `verify` says where the ledger stopped being whole.
 
+use super::journal::{open_for_append, Lock};
 use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The ledger's file name inside the store.
@@ -143,49 +143,6 @@ impl Ledger {
 fn sha256_hex_bytes(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))
-}
-
-/// Open the ledger for appending, creating it; never through a final symlink, never a FIFO.
-fn open_for_append(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o644)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
-}
-
-/// An exclusive `flock` on a descriptor, released on drop (declared after the file it locks,
-/// so it is dropped first).
-struct Lock(std::os::fd::RawFd);
-
-impl Lock {
-    fn exclusive(file: &std::fs::File) -> std::io::Result<Self> {
-        let fd = file.as_raw_fd();
-        loop {
-            // SAFETY: a valid descriptor owned by `file`, which outlives the lock.
-            if unsafe { libc::flock(fd, libc::LOCK_EX) } == 0 {
-                return Ok(Self(fd));
-            }
-            let error = std::io::Error::last_os_error();
-            if error.kind() != std::io::ErrorKind::Interrupted {
-                return Err(error);
-            }
-        }
-    }
-}
-
-impl Drop for Lock {
-    fn drop(&mut self) {
-        // SAFETY: as above; unlocking a held lock on a descriptor still open.
-        unsafe { libc::flock(self.0, libc::LOCK_UN) };
-    }
 }
 
 /// The last line of the file (without its newline), or `None` for an empty file. Reads

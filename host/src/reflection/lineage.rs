@@ -4,10 +4,13 @@
 //! A record names the tool, its validated arguments, the equivalent command lines, the SHA-256
 //! of every input and output, the versions of gdal-mcp, GDAL and PROJ, each domain's id,
 //! version and component digest, the receipts and capsules, and the time. Records are keyed by
-//! the output's content (`lineage/<sha256>.json`), so a renamed or copied output keeps its
-//! lineage and a modified one loses it. A second index, `lineage/paths/`, remembers which
-//! content the server last wrote at each path: a file whose content differs from that was
-//! modified outside the server, and is flagged wherever it is used.
+//! the output's content: `lineage/records.jsonl` holds one line per record, indexed by the
+//! SHA-256 of each output (the last line for a digest wins), so a renamed or copied output
+//! keeps its lineage and a modified one loses it. A second journal, `lineage/paths.jsonl`,
+//! remembers which content the server last wrote at each path: a file whose content differs
+//! from that was modified outside the server, and is flagged wherever it is used. Both are
+//! append-only (`super::journal`): one append per record on a call's hot path, and servers
+//! sharing a store see each other's records at their next lookup.
 //!
 //! Walking records from a file's digest back through its inputs' digests gives the steps that
 //! made it ([`LineageStore::upstream`]); the domains see them as facts, and
@@ -17,13 +20,15 @@
 //! file once. Every record written is also entered in the ledger (`super::ledger`), so an
 //! edited record shows.
 
+use super::journal::Journal;
 use super::ledger::Ledger;
+use super::stamp::{self, FileStamp as Stamp};
 use crate::domains::{DatasetLineage, UpstreamStep};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeSet, HashMap, VecDeque};
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -31,8 +36,6 @@ use std::sync::{Arc, Mutex};
 pub const FORMAT: &str = "gdal-mcp.lineage/1";
 /// The folder under the store.
 pub const DIR: &str = "lineage";
-/// A record is at most this large.
-pub const MAX_RECORD_BYTES: u64 = 1 << 20;
 /// Upstream walks stop after this many steps (a chain longer than this is reported cut).
 pub const MAX_STEPS: usize = 64;
 /// Digests memoised before the memo starts over.
@@ -154,29 +157,6 @@ pub fn uri(sha256: &str) -> String {
     format!("lineage://{sha256}")
 }
 
-/// The path index entry: what the server last wrote at a path.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Written {
-    path: String,
-    sha256: String,
-    at: String,
-}
-
-type Stamp = (u64, u64, u64, i64, i64, i64, i64);
-
-fn stamp(meta: &std::fs::Metadata) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    (
-        meta.dev(),
-        meta.ino(),
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    )
-}
-
 /// Open without following a link or blocking, regular files only.
 fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
@@ -198,7 +178,9 @@ fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadat
 fn hash_file(path: &Path) -> std::io::Result<(String, Stamp, Stamp)> {
     let (mut file, before) = open_regular(path)?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; HASH_BUFFER];
+    // A small file needs no megabyte of zeroed buffer.
+    let wanted = usize::try_from(before.len()).unwrap_or(HASH_BUFFER);
+    let mut buffer = vec![0u8; wanted.saturating_add(1).clamp(4096, HASH_BUFFER)];
     loop {
         let n = file.read(&mut buffer)?;
         if n == 0 {
@@ -209,8 +191,8 @@ fn hash_file(path: &Path) -> std::io::Result<(String, Stamp, Stamp)> {
     let after = file.metadata()?;
     Ok((
         hex::encode(hasher.finalize()),
-        stamp(&before),
-        stamp(&after),
+        stamp::of(&before),
+        stamp::of(&after),
     ))
 }
 
@@ -223,13 +205,46 @@ pub struct LineageStore {
     root: PathBuf,
     ledger: Arc<Ledger>,
     digests: Arc<Mutex<HashMap<PathBuf, (Stamp, String)>>>,
+    records: Arc<Journal>,
+    paths: Arc<Journal>,
+}
+
+/// The output digests a record line answers for.
+fn record_keys(line: &str) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Output {
+        sha256: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct Outputs {
+        outputs: Vec<Output>,
+    }
+    serde_json::from_str::<Outputs>(line)
+        .map(|r| r.outputs.into_iter().filter_map(|o| o.sha256).collect())
+        .unwrap_or_default()
+}
+
+/// What the server wrote at a path.
+#[derive(Debug, Serialize, Deserialize)]
+struct Written {
+    path: String,
+    sha256: String,
+}
+
+fn path_keys(line: &str) -> Vec<String> {
+    serde_json::from_str::<Written>(line)
+        .map(|w| vec![w.path])
+        .unwrap_or_default()
 }
 
 impl LineageStore {
     /// The lineage of the store at `store_root`.
     pub fn new(store_root: &Path) -> Self {
+        let root = store_root.join(DIR);
         Self {
-            root: store_root.join(DIR),
+            records: Arc::new(Journal::new(root.join("records.jsonl"), record_keys)),
+            paths: Arc::new(Journal::new(root.join("paths.jsonl"), path_keys)),
+            root,
             ledger: Arc::new(Ledger::new(store_root)),
             digests: Arc::default(),
         }
@@ -243,7 +258,7 @@ impl LineageStore {
     /// is hashed but not memoised.
     pub fn file_digest(&self, path: &Path) -> std::io::Result<String> {
         let meta = std::fs::symlink_metadata(path)?;
-        let now = stamp(&meta);
+        let now = stamp::of(&meta);
         if let Some(hit) = self.digests.lock().ok().and_then(|m| {
             m.get(path)
                 .filter(|(s, _)| *s == now)
@@ -286,31 +301,17 @@ impl LineageStore {
         Ok(hex::encode(combined.finalize()))
     }
 
-    fn record_path(&self, sha256: &str) -> Option<PathBuf> {
-        let valid = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
-        valid.then(|| {
-            self.root
-                .join(format!("{}.json", sha256.to_ascii_lowercase()))
-        })
-    }
-
-    fn path_index(&self, path: &Path) -> PathBuf {
-        let name = hex::encode(Sha256::digest(path.as_os_str().as_encoded_bytes()));
-        self.root.join("paths").join(format!("{name}.json"))
-    }
-
     /// The record of the call that wrote content `sha256`, if one exists and is readable.
     pub fn record(&self, sha256: &str) -> Option<Record> {
-        let path = self.record_path(sha256)?;
-        match read_json::<Record>(&path) {
-            Ok(Some(record)) if record.format == FORMAT => Some(record),
-            Ok(Some(_)) => {
-                tracing::warn!(path = %path.display(), "ignoring a lineage record of another format");
+        let line = self.records.get(&sha256.to_ascii_lowercase())?;
+        match serde_json::from_str::<Record>(&line) {
+            Ok(record) if record.format == FORMAT => Some(record),
+            Ok(_) => {
+                tracing::warn!("ignoring a lineage record of another format for {sha256}");
                 None
             }
-            Ok(None) => None,
             Err(e) => {
-                tracing::warn!("ignoring lineage record: {e}");
+                tracing::warn!("ignoring an unreadable lineage record for {sha256}: {e}");
                 None
             }
         }
@@ -318,14 +319,10 @@ impl LineageStore {
 
     /// The content the server last wrote at `path`, if it wrote there.
     fn written_at(&self, path: &Path) -> Option<String> {
-        match read_json::<Written>(&self.path_index(path)) {
-            Ok(Some(w)) if Path::new(&w.path) == path => Some(w.sha256),
-            Ok(_) => None,
-            Err(e) => {
-                tracing::warn!("ignoring lineage path index: {e}");
-                None
-            }
-        }
+        let line = self.paths.get(&path.display().to_string())?;
+        serde_json::from_str::<Written>(&line)
+            .ok()
+            .map(|w| w.sha256)
     }
 
     /// An input as a record names it: its digest, whether a record exists for that content,
@@ -338,10 +335,7 @@ impl LineageStore {
                 None
             }
         };
-        let recorded = sha256
-            .as_deref()
-            .and_then(|d| self.record_path(d))
-            .is_some_and(|p| p.is_file());
+        let recorded = sha256.as_deref().is_some_and(|d| self.records.contains(d));
         let modified_outside = !recorded
             && sha256
                 .as_deref()
@@ -418,30 +412,35 @@ impl LineageStore {
         if record.outputs.is_empty() {
             return Ok(uris);
         }
-        self.ensure_folders()?;
-        let text = serde_json::to_string_pretty(&record).map_err(|e| LineageError::Invalid {
+        self.ensure_folder()?;
+        let text = serde_json::to_string(&record).map_err(|e| LineageError::Invalid {
             path: self.root.display().to_string(),
             message: e.to_string(),
         })?;
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| LineageError::Io { path, source }
+        };
+        self.records
+            .append(&text)
+            .map_err(io(self.records.path()))?;
         let record_sha = hex::encode(Sha256::digest(text.as_bytes()));
         for output in &record.outputs {
             let Some(digest) = &output.sha256 else {
                 continue;
             };
-            let Some(path) = self.record_path(digest) else {
-                continue;
-            };
-            write_atomically(&path, text.as_bytes())?;
-            let written = Written {
-                path: output.path.clone(),
-                sha256: digest.clone(),
-                at: record.finished_at.clone(),
-            };
-            let index = serde_json::to_vec(&written).map_err(|e| LineageError::Invalid {
-                path: output.path.clone(),
-                message: e.to_string(),
-            })?;
-            write_atomically(&self.path_index(Path::new(&output.path)), &index)?;
+            let output_path = Path::new(&output.path);
+            if self.written_at(output_path).as_deref() != Some(digest.as_str()) {
+                let written = serde_json::to_string(&Written {
+                    path: output.path.clone(),
+                    sha256: digest.clone(),
+                })
+                .map_err(|e| LineageError::Invalid {
+                    path: output.path.clone(),
+                    message: e.to_string(),
+                })?;
+                self.paths.append(&written).map_err(io(self.paths.path()))?;
+            }
             let entry = serde_json::json!({
                 "tool": record.tool,
                 "output": digest,
@@ -455,10 +454,10 @@ impl LineageStore {
         Ok(uris)
     }
 
-    /// The lineage folders exist and are real folders, not links.
-    fn ensure_folders(&self) -> Result<(), LineageError> {
+    /// The store and its lineage folder exist and are real folders, not links.
+    fn ensure_folder(&self) -> Result<(), LineageError> {
         let store = self.root.parent().unwrap_or(&self.root).to_path_buf();
-        for dir in [store, self.root.clone(), self.root.join("paths")] {
+        for dir in [store, self.root.clone()] {
             match std::fs::symlink_metadata(&dir) {
                 Ok(meta) if meta.is_dir() && !meta.file_type().is_symlink() => {}
                 Ok(_) => {
@@ -469,7 +468,7 @@ impl LineageStore {
                     })
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    std::fs::create_dir(&dir).map_err(|source| LineageError::Io {
+                    std::fs::create_dir_all(&dir).map_err(|source| LineageError::Io {
                         path: dir.display().to_string(),
                         source,
                     })?;
@@ -484,55 +483,6 @@ impl LineageStore {
         }
         Ok(())
     }
-}
-
-/// A JSON file of the store: `None` when absent; refused when a link, not a regular file, or
-/// larger than [`MAX_RECORD_BYTES`].
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, LineageError> {
-    let invalid = |message: String| LineageError::Invalid {
-        path: path.display().to_string(),
-        message,
-    };
-    let (file, meta) = match open_regular(path) {
-        Ok(opened) => opened,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(LineageError::Io {
-                path: path.display().to_string(),
-                source,
-            })
-        }
-    };
-    if meta.len() > MAX_RECORD_BYTES {
-        return Err(invalid("larger than any lineage record".to_string()));
-    }
-    let mut text = String::new();
-    file.take(MAX_RECORD_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|source| LineageError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| invalid(e.to_string()))
-}
-
-/// Write through a temporary file in the same folder and rename over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), LineageError> {
-    let io = |source| LineageError::Io {
-        path: path.display().to_string(),
-        source,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut file = tempfile::Builder::new()
-        .prefix(".lineage-")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    file.write_all(bytes).map_err(io)?;
-    file.write_all(b"\n").map_err(io)?;
-    file.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }
 
 /// What a step was, from its tool, arguments, commands and result.

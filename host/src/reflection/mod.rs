@@ -12,9 +12,11 @@
 //! * [`gate`]: the decision for one call.
 
 pub mod gate;
+mod journal;
 pub mod justification;
 pub mod key;
 pub mod ledger;
 pub mod lineage;
 pub mod provenance;
+mod stamp;
 pub mod store;

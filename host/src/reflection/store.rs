@@ -11,6 +11,7 @@
 
 use super::justification::{self, Justification};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
+use super::stamp::{self, FileStamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -95,11 +96,6 @@ pub enum StoreError {
 /// How long a check that the store's folders are real folders is trusted for reads (writes
 /// always check): the gate reads a capsule per domain per call, on the cheap-call path.
 const FOLDER_CHECK_TTL: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// What identifies one version of a capsule file: device, inode, size, modification and
-/// status-change times. Any write, rename over or `touch` changes the status-change time,
-/// which no caller can set, so an edited capsule is never mistaken for the one verified.
-type FileStamp = (u64, u64, u64, i64, i64, i64, i64);
 
 /// Verified capsules kept at most before the memo starts over.
 const VERIFIED_ENTRIES: usize = 4096;
@@ -294,7 +290,7 @@ pub const MAX_CAPSULE_BYTES: u64 = 64 << 10;
 /// must not make the gate or the listing read forever or hang); with the file's version
 /// stamp.
 fn open_capsule(path: &Path) -> Result<(std::fs::File, FileStamp), StoreError> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let io = |source| StoreError::Io {
         path: path.display().to_string(),
         source,
@@ -315,16 +311,7 @@ fn open_capsule(path: &Path) -> Result<(std::fs::File, FileStamp), StoreError> {
     if meta.len() > MAX_CAPSULE_BYTES {
         return Err(invalid("larger than any capsule"));
     }
-    let stamp = (
-        meta.dev(),
-        meta.ino(),
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.ctime(),
-        meta.ctime_nsec(),
-    );
-    Ok((file, stamp))
+    Ok((file, stamp::of(&meta)))
 }
 
 /// The text of an opened capsule (at most [`MAX_CAPSULE_BYTES`]).

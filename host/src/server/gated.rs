@@ -72,7 +72,13 @@ where
     let (Gathered { mut facts, plan }, input_files) = app
         .gdal(move || {
             let gathered = georef::with_choice(georef, gather)?;
-            Ok(look_upstream(&lineage_store, gathered, &inputs))
+            let started = std::time::Instant::now();
+            let looked = look_upstream(&lineage_store, gathered, &inputs);
+            tracing::debug!(
+                micros = started.elapsed().as_micros() as u64,
+                "lineage: inputs looked up"
+            );
+            Ok(looked)
         })
         .await?;
     facts.tool = call.tool.to_string();
@@ -151,10 +157,15 @@ where
                 finished_at: now(),
             };
             // The outputs are committed: a lineage failure is logged, never fails the call.
+            let started = std::time::Instant::now();
             let uris = lineage_store.write(record).unwrap_or_else(|e| {
                 tracing::warn!("{tool}: lineage not recorded: {e}");
                 Vec::new()
             });
+            tracing::debug!(
+                micros = started.elapsed().as_micros() as u64,
+                "lineage: outputs recorded"
+            );
             Ok((result, uris))
         })
         .await?;
@@ -182,6 +193,7 @@ fn look_upstream<P>(
         .iter()
         .map(|d| store.upstream(std::path::Path::new(&d.path)))
         .collect();
+    // Every input as the record names it (digests are memoised: no file is hashed twice).
     let files = inputs
         .iter()
         .map(|path| {
