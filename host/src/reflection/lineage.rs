@@ -353,16 +353,20 @@ impl LineageStore {
     /// How the dataset at `path` was made: its steps, nearest first (breadth first through the
     /// inputs' records, each record once, at most [`MAX_STEPS`]).
     pub fn upstream(&self, path: &Path) -> DatasetLineage {
-        let file = self.input("input", path);
+        self.upstream_of(&self.input("input", path))
+    }
+
+    /// [`Self::upstream`] of a file already named by [`Self::input`].
+    pub fn upstream_of(&self, file: &FileRef) -> DatasetLineage {
         let mut lineage = DatasetLineage {
             sha256: file.sha256.clone(),
             modified_since: file.modified_outside,
             steps: Vec::new(),
         };
-        let Some(start) = file.sha256 else {
+        let Some(start) = &file.sha256 else {
             return lineage;
         };
-        for (depth, record) in self.walk(&start) {
+        for (depth, record) in self.walk(start) {
             lineage.steps.push(record.step(depth));
         }
         lineage

@@ -188,23 +188,27 @@ fn look_upstream<P>(
     inputs: &[std::path::PathBuf],
 ) -> (Gathered<P>, Vec<FileRef>) {
     let facts = &mut gathered.facts;
-    facts.upstream = facts
+    let role_of = |path: &std::path::Path| {
+        facts
+            .datasets
+            .iter()
+            .find(|d| std::path::Path::new(&d.path) == path)
+            .map_or("input", |d| d.role.as_str())
+    };
+    // Every input as the record names it, each looked up once.
+    let files: Vec<FileRef> = inputs
+        .iter()
+        .map(|path| store.input(role_of(path), path))
+        .collect();
+    let upstream = facts
         .datasets
         .iter()
-        .map(|d| store.upstream(std::path::Path::new(&d.path)))
-        .collect();
-    // Every input as the record names it (digests are memoised: no file is hashed twice).
-    let files = inputs
-        .iter()
-        .map(|path| {
-            let role = facts
-                .datasets
-                .iter()
-                .find(|d| std::path::Path::new(&d.path) == path.as_path())
-                .map_or("input", |d| d.role.as_str());
-            store.input(role, path)
+        .map(|d| match files.iter().find(|f| f.path == d.path) {
+            Some(file) => store.upstream_of(file),
+            None => store.upstream(std::path::Path::new(&d.path)),
         })
         .collect();
+    facts.upstream = upstream;
     (gathered, files)
 }
 
