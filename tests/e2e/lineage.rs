@@ -213,6 +213,32 @@ async fn a_chain_of_four_steps_knows_how_each_output_was_made() {
         json!([format!("lineage://{streams_sha}")])
     );
 
+    // An accumulation in area units would make the threshold (cells) mean something else.
+    let step = call_justified(
+        &server,
+        "dem_flow_accumulation",
+        json!({"input": "dem_filled.tif", "output": "acc_area.tif", "algorithm": "d8",
+               "units": "area"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let refused = call_justified(
+        &server,
+        "dem_streams",
+        json!({"input": "dem_filled.tif", "accumulation": "acc_area.tif",
+               "output": "streams_area.tif", "threshold": 20}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result));
+    assert!(
+        text(&refused.result).contains("not a D8 accumulation in cells"),
+        "{}",
+        text(&refused.result)
+    );
+    assert!(!server.path("streams_area.tif").exists());
+
     // The lineage resource: the record of the last step, with the inputs' true digests.
     let read = server
         .client
@@ -297,9 +323,10 @@ async fn a_chain_of_four_steps_knows_how_each_output_was_made() {
     assert_eq!(renamed["modified_since"], false);
 
     // ...and editing one breaks the link, flagged wherever it is used.
-    // (Doubled accumulations: another stream network, so the next output differs.)
+    // (Accumulations a -> 2a - 1: still whole cell counts from 1, but another stream
+    // network, so the next output differs.)
     let status = Command::new("gdal_translate")
-        .args(["-q", "-scale", "0", "1", "0", "2"])
+        .args(["-q", "-scale", "1", "2", "1", "3"])
         .arg(server.path("acc.tif"))
         .arg(server.path("acc_edited.tif"))
         .status()

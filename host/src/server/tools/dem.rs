@@ -471,6 +471,7 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
                 if grid.shape() != (w, h) || given.geotransform != georef.geotransform {
                     return Err(ToolError::Arguments(format!("accumulation: {}x{} cells at {:?}, but the DEM is {w}x{h} at {:?}; compute it with dem_flow_accumulation (d8, cells) from this DEM", grid.width(), grid.height(), given.geotransform, georef.geotransform)));
                 }
+                check_cell_counts(&grid)?;
                 grid
             }
             None => hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3))?.0,
@@ -492,6 +493,37 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
         Ok((files, report))
     })
     .await
+}
+
+/// A D8 accumulation in cells holds whole numbers whose smallest is 1 (a ridge cell drains
+/// only itself). An accumulation in area units (smallest: the cell area) or a D-infinity one
+/// (fractions) would make `threshold`, a number of cells, mean something else, and every
+/// stream a plausible wrong one: refuse it.
+fn check_cell_counts(grid: &hy::Grid<f32>) -> Result<(), ToolError> {
+    let nodata = grid.nodata();
+    let valid = grid
+        .data()
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite() && Some(*v) != nodata);
+    let (mut smallest, mut fractional) = (f32::INFINITY, false);
+    for value in valid {
+        smallest = smallest.min(value);
+        fractional |= value.fract() != 0.0;
+    }
+    if smallest == 1.0 && !fractional {
+        return Ok(());
+    }
+    Err(ToolError::Arguments(format!(
+        "accumulation: not a D8 accumulation in cells (smallest value {smallest}{}); \
+         `threshold` counts cells. Compute it with dem_flow_accumulation (algorithm d8, units \
+         cells) from this DEM, or leave `accumulation` out",
+        if fractional {
+            ", fractional values"
+        } else {
+            ""
+        }
+    )))
 }
 
 /// `dem_watershed`.
