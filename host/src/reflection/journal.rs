@@ -60,6 +60,9 @@ impl Drop for Lock {
 /// A line of a journal is at most this long; longer lines are skipped when indexing.
 pub const MAX_LINE_BYTES: usize = 1 << 20;
 
+/// Bytes read at a time while indexing.
+const FOLLOW_CHUNK: usize = 4 << 20;
+
 /// Which keys a line answers for (parsed from the line; empty for a line to skip).
 pub type KeysOf = fn(&str) -> Vec<String>;
 
@@ -152,24 +155,41 @@ impl Journal {
         if len == state.read_to {
             return Ok(());
         }
+        // In chunks, so that a large journal is indexed in bounded memory.
         file.seek(SeekFrom::Start(state.read_to))?;
-        let mut tail = Vec::new();
-        file.take(len - state.read_to).read_to_end(&mut tail)?;
-        let mut start = 0usize;
-        while let Some(end) = tail[start..].iter().position(|&b| b == b'\n') {
-            let line = &tail[start..start + end];
-            let offset = state.read_to + start as u64;
-            if line.len() < MAX_LINE_BYTES {
-                if let Ok(text) = std::str::from_utf8(line) {
-                    for key in (self.keys_of)(text) {
-                        state.offsets.insert(key, offset);
+        let mut pending: Vec<u8> = Vec::new();
+        let mut chunk = vec![0u8; FOLLOW_CHUNK];
+        let mut position = state.read_to;
+        while position < len {
+            let wanted =
+                usize::try_from(len - position).map_or(FOLLOW_CHUNK, |n| n.min(FOLLOW_CHUNK));
+            let n = file.read(&mut chunk[..wanted])?;
+            if n == 0 {
+                break;
+            }
+            position += n as u64;
+            pending.extend_from_slice(&chunk[..n]);
+            let mut start = 0usize;
+            while let Some(end) = pending[start..].iter().position(|&b| b == b'\n') {
+                let line = &pending[start..start + end];
+                if line.len() < MAX_LINE_BYTES {
+                    if let Ok(text) = std::str::from_utf8(line) {
+                        for key in (self.keys_of)(text) {
+                            state.offsets.insert(key, state.read_to);
+                        }
                     }
                 }
+                state.read_to += (end + 1) as u64;
+                start += end + 1;
             }
-            start += end + 1;
+            pending.drain(..start);
+            if pending.len() > MAX_LINE_BYTES {
+                // A line longer than any journal line: skip past it.
+                state.read_to += pending.len() as u64;
+                pending.clear();
+            }
         }
         // A line still being written (no newline yet) is indexed next time.
-        state.read_to += start as u64;
         Ok(())
     }
 }
@@ -235,5 +255,21 @@ mod tests {
         assert_eq!(ours.get("a").as_deref(), Some("a 3"));
         assert_eq!(ours.get("b").as_deref(), Some("b 2"));
         assert!(ours.append("two\nlines").is_err());
+    }
+
+    #[test]
+    fn lines_across_read_chunks_are_all_indexed_at_their_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.jsonl");
+        let journal = Journal::new(path.clone(), first_word);
+        let padding = "x".repeat(100_000);
+        for i in 0..100 {
+            journal.append(&format!("k{i} {padding}{i}")).unwrap();
+        }
+        let reader = Journal::new(path, first_word);
+        for i in [0, 41, 42, 99] {
+            let line = reader.get(&format!("k{i}")).unwrap();
+            assert!(line.starts_with(&format!("k{i} ")) && line.ends_with(&format!("x{i}")));
+        }
     }
 }
