@@ -7,13 +7,15 @@
 //! of MCP, capsules or GDAL runners: the gate asks, a domain answers.
 
 pub mod cache;
+mod additive;
 mod legacy;
 pub mod sandbox;
-mod v0_3;
 
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
 use crate::gdal::georef::Registration;
+use crate::gdal::measure::MeasurementFacts;
 use crate::gdal::transform::{OperationFacts, TransformationFacts};
+use additive::{v0_3, v0_4};
 use cache::ComponentCache;
 use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
@@ -102,6 +104,8 @@ pub struct CallFacts {
     /// How each dataset was made, by index into `datasets` (empty until the gated step looks
     /// the datasets up in the lineage records).
     pub upstream: Vec<DatasetLineage>,
+    /// What the host found about a measuring call's method and data.
+    pub measurement: Option<MeasurementFacts>,
 }
 
 impl CallFacts {
@@ -225,7 +229,7 @@ impl Domain {
         }
     }
 
-    /// The contract version the component was built against (`0.4.0`, `0.3.0` or `0.2.0`).
+    /// The contract version the component was built against (`0.5.0`, `0.4.0`, `0.3.0` or `0.2.0`).
     pub fn contract(&self) -> &'static str {
         self.prepared.contract()
     }
@@ -238,6 +242,11 @@ impl Domain {
                 "classify",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
+                    Bindings::V0_4(d) => d
+                        .call_classify(store, &v0_4::to_call(&to_wit_call(call))?)?
+                        .as_ref()
+                        .map(v0_4::from_trigger)
+                        .transpose(),
                     Bindings::V0_3(d) => d
                         .call_classify(store, &v0_3::to_call(&to_wit_call(call))?)?
                         .as_ref()
@@ -375,6 +384,9 @@ impl Domain {
                 "render-prompt",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_render_prompt(store, &values),
+                    Bindings::V0_4(d) => {
+                        d.call_render_prompt(store, &v0_4::prompt_values(&values)?)
+                    }
                     Bindings::V0_3(d) => {
                         d.call_render_prompt(store, &v0_3::prompt_values(&values)?)
                     }
@@ -422,6 +434,14 @@ impl Domain {
                     Bindings::Current(d) => {
                         d.call_validate(store, &key_fields, &evidence, &justification)
                     }
+                    Bindings::V0_4(d) => d
+                        .call_validate(
+                            store,
+                            &key_fields,
+                            &v0_4::evidence(&evidence)?,
+                            &justification,
+                        )
+                        .and_then(|errors| v0_4::from_field_errors(&errors)),
                     Bindings::V0_3(d) => d
                         .call_validate(
                             store,
@@ -540,6 +560,7 @@ impl Registry {
         };
         let info = prepared.call(&unknown, "describe", |d, s| match d {
             Bindings::Current(d) => d.call_describe(s),
+            Bindings::V0_4(d) => d.call_describe(s).and_then(|i| v0_4::from_info(&i)),
             Bindings::V0_3(d) => d.call_describe(s).and_then(|i| v0_3::from_info(&i)),
             Bindings::V0_2(d) => d.call_describe(s).map(legacy::from_info),
         })?;
@@ -791,5 +812,23 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
             .collect(),
         target_crs: call.target_crs.as_ref().map(to_wit_crs),
         transformation: call.transformation.as_ref().map(to_wit_transformation),
+        measurement: call.measurement.as_ref().map(|m| wit::MeasurementFacts {
+            method: m.method.clone(),
+            crs: m.crs.as_ref().map(to_wit_crs),
+            ellipsoid: m.ellipsoid.clone(),
+            area_scale_error: m.area_scale_error,
+            length_scale_error: m.length_scale_error,
+            worst_at: m.worst_at,
+            features_checked: m.features_checked,
+            invalid_features: m.invalid_features,
+            make_valid: m.make_valid,
+            overlapping_pairs: m.overlapping_pairs,
+            overlap_area_m2: m.overlap_area_m2,
+            dissolve: m.dissolve,
+            geometry_kinds: m.geometry_kinds.clone(),
+            z_ignored: m.z_ignored,
+            distance_units: m.distance_units.clone(),
+            unweighted_means: m.unweighted_means.clone(),
+        }),
     }
 }

@@ -9,6 +9,7 @@ pub mod dem;
 pub mod facts;
 pub mod georef;
 pub mod info;
+pub mod measure;
 pub mod output;
 pub mod overviews;
 pub mod policy;

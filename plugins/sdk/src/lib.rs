@@ -966,6 +966,7 @@ pub mod testing {
             datasets,
             target_crs: None,
             transformation: None,
+            measurement: None,
         }
     }
 }

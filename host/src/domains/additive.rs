@@ -1,0 +1,138 @@
+//! The adapters that keep components built against older contracts that the current one only
+//! extended (`gdal-mcp:risk@0.4.x` and `0.3.x`) loading.
+//!
+//! 0.5 added `tool-call.measurement` to 0.4, and 0.4 added `dataset-facts.upstream` to 0.3, so
+//! every older record is its current namesake less those fields. Records cross through their
+//! serde form: a current record read as an older one drops what the older contract does not
+//! know, and an older record read as a current one is complete. A 0.4 component therefore sees
+//! every fact but the measurement facts, a 0.3 component every fact but those and the upstream
+//! steps, and both answer in full.
+
+use super::sandbox::wit;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// One record as its namesake in another contract version.
+fn convert<A: Serialize, B: DeserializeOwned>(record: &A, version: &str) -> wasmtime::Result<B> {
+    serde_json::to_value(record)
+        .and_then(serde_json::from_value)
+        .map_err(|e| wasmtime::Error::msg(format!("adapting a record to or from {version}: {e}")))
+}
+
+/// The adapter functions for one older contract whose records are the current ones less
+/// some fields.
+macro_rules! additive_adapter {
+    ($module:ident, $old:path, $version:literal) => {
+        pub mod $module {
+            use super::{convert, wit};
+            use $old as old;
+
+            /// The older view of a call: everything its contract knows.
+            pub fn to_call(call: &wit::ToolCall) -> wasmtime::Result<old::ToolCall> {
+                convert(call, $version)
+            }
+
+            pub fn from_trigger(trigger: &old::Trigger) -> wasmtime::Result<wit::Trigger> {
+                convert(trigger, $version)
+            }
+
+            pub fn from_info(info: &old::DomainInfo) -> wasmtime::Result<wit::DomainInfo> {
+                convert(info, $version)
+            }
+
+            pub fn prompt_values(
+                values: &[wit::PromptValue],
+            ) -> wasmtime::Result<Vec<old::PromptValue>> {
+                convert(&values, $version)
+            }
+
+            pub fn evidence(items: &[wit::EvidenceItem]) -> wasmtime::Result<Vec<old::EvidenceItem>> {
+                convert(&items, $version)
+            }
+
+            pub fn from_field_errors(
+                errors: &[old::FieldError],
+            ) -> wasmtime::Result<Vec<wit::FieldError>> {
+                convert(&errors, $version)
+            }
+        }
+    };
+}
+
+additive_adapter!(v0_4, crate::domains::sandbox::wit_v0_4, "0.4");
+additive_adapter!(v0_3, crate::domains::sandbox::wit_v0_3, "0.3");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call() -> wit::ToolCall {
+        wit::ToolCall {
+            tool: "vector_measure".to_string(),
+            arguments: "{\"input\":\"a.gpkg\"}".to_string(),
+            datasets: vec![wit::DatasetFacts {
+                role: "input".to_string(),
+                driver: "GPKG".to_string(),
+                crs: None,
+                raster: None,
+                vector: Some(wit::VectorFacts {
+                    layers: Vec::new(),
+                    selected_layer: Some("roads".to_string()),
+                }),
+                upstream: wit::Lineage {
+                    sha256: Some("ab".repeat(32)),
+                    modified_since: true,
+                    steps: Vec::new(),
+                },
+            }],
+            target_crs: None,
+            transformation: None,
+            measurement: Some(wit::MeasurementFacts {
+                method: "planar".to_string(),
+                crs: None,
+                ellipsoid: None,
+                area_scale_error: Some(0.31),
+                length_scale_error: Some(0.15),
+                worst_at: Some((10.0, 35.0)),
+                features_checked: 3,
+                invalid_features: 1,
+                make_valid: false,
+                overlapping_pairs: Some(1),
+                overlap_area_m2: Some(2.0),
+                dissolve: false,
+                geometry_kinds: vec!["polygon".to_string()],
+                z_ignored: false,
+                distance_units: None,
+                unweighted_means: Vec::new(),
+            }),
+        }
+    }
+
+    /// 0.4 loses the measurement facts, and nothing else.
+    #[test]
+    fn a_call_reaches_0_4_without_its_measurement_facts() {
+        let old = v0_4::to_call(&call()).unwrap();
+        assert_eq!(old.tool, "vector_measure");
+        assert!(old.datasets[0].upstream.modified_since);
+        let back = serde_json::to_value(&old).unwrap();
+        assert!(back.get("measurement").is_none(), "{back}");
+    }
+
+    /// 0.3 loses the upstream steps as well, and nothing else.
+    #[test]
+    fn a_call_reaches_0_3_without_its_upstream_steps() {
+        let old = v0_3::to_call(&call()).unwrap();
+        assert_eq!(old.tool, "vector_measure");
+        assert_eq!(old.datasets[0].driver, "GPKG");
+        assert_eq!(
+            old.datasets[0]
+                .vector
+                .as_ref()
+                .and_then(|v| v.selected_layer.as_deref()),
+            Some("roads")
+        );
+        let back = serde_json::to_value(&old).unwrap();
+        assert!(back.get("measurement").is_none(), "{back}");
+        assert!(back["datasets"][0].get("upstream").is_none(), "{back}");
+    }
+}
