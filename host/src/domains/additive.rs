@@ -46,7 +46,9 @@ macro_rules! additive_adapter {
                 convert(&values, $version)
             }
 
-            pub fn evidence(items: &[wit::EvidenceItem]) -> wasmtime::Result<Vec<old::EvidenceItem>> {
+            pub fn evidence(
+                items: &[wit::EvidenceItem],
+            ) -> wasmtime::Result<Vec<old::EvidenceItem>> {
                 convert(&items, $version)
             }
 

@@ -6,8 +6,8 @@
 //! [`FieldError`]) and the translation between host facts and the WIT records. It knows nothing
 //! of MCP, capsules or GDAL runners: the gate asks, a domain answers.
 
-pub mod cache;
 mod additive;
+pub mod cache;
 mod legacy;
 pub mod sandbox;
 

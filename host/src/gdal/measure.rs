@@ -8,8 +8,16 @@
 //! planar figures from GEOS in the CRS the caller names.
 
 use super::facts::CrsFacts;
+use super::{transform, ErrorCapture, GdalError};
+use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+use gdal::vector::{Geometry, LayerAccess};
+use gdal_sys::OGRwkbGeometryType as Wkb;
+use geographiclib_rs::{Geodesic, InverseGeodesic, PolygonArea, Winding};
 use schemars::JsonSchema;
+use serde::Deserialize;
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// What the host found about a measuring call before it runs (WIT `measurement-facts`).
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
@@ -42,4 +50,1104 @@ pub struct MeasurementFacts {
     pub distance_units: Option<(String, String)>,
     /// `field:statistic` averages asked for without a weight.
     pub unweighted_means: Vec<String>,
+}
+
+/// How figures are taken.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// On the ellipsoid of the layer's CRS (GeographicLib).
+    #[default]
+    Geodesic,
+    /// In a projected CRS, with the CRS's unit converted to the one asked for.
+    Planar,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Geodesic => "geodesic",
+            Method::Planar => "planar",
+        }
+    }
+}
+
+/// A unit of length (international foot and mile).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum LengthUnit {
+    #[default]
+    #[serde(rename = "m")]
+    Metre,
+    #[serde(rename = "km")]
+    Kilometre,
+    #[serde(rename = "ft")]
+    Foot,
+    #[serde(rename = "mi")]
+    Mile,
+}
+
+impl LengthUnit {
+    /// Metres per unit.
+    pub fn metres(self) -> f64 {
+        match self {
+            LengthUnit::Metre => 1.0,
+            LengthUnit::Kilometre => 1000.0,
+            LengthUnit::Foot => 0.3048,
+            LengthUnit::Mile => 1609.344,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            LengthUnit::Metre => "m",
+            LengthUnit::Kilometre => "km",
+            LengthUnit::Foot => "ft",
+            LengthUnit::Mile => "mi",
+        }
+    }
+}
+
+/// A unit of area (international foot and mile).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AreaUnit {
+    #[default]
+    #[serde(rename = "m2")]
+    SquareMetre,
+    #[serde(rename = "ha")]
+    Hectare,
+    #[serde(rename = "km2")]
+    SquareKilometre,
+    #[serde(rename = "ft2")]
+    SquareFoot,
+    #[serde(rename = "acre")]
+    Acre,
+    #[serde(rename = "mi2")]
+    SquareMile,
+}
+
+impl AreaUnit {
+    /// Square metres per unit.
+    pub fn square_metres(self) -> f64 {
+        match self {
+            AreaUnit::SquareMetre => 1.0,
+            AreaUnit::Hectare => 1.0e4,
+            AreaUnit::SquareKilometre => 1.0e6,
+            AreaUnit::SquareFoot => 0.092_903_04,
+            AreaUnit::Acre => 4_046.856_422_4,
+            AreaUnit::SquareMile => 2_589_988.110_336,
+        }
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            AreaUnit::SquareMetre => "m2",
+            AreaUnit::Hectare => "ha",
+            AreaUnit::SquareKilometre => "km2",
+            AreaUnit::SquareFoot => "ft2",
+            AreaUnit::Acre => "acre",
+            AreaUnit::SquareMile => "mi2",
+        }
+    }
+}
+
+/// What a geometry part is measured as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Polygon,
+    Line,
+    Point,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Polygon => "polygon",
+            Kind::Line => "line",
+            Kind::Point => "point",
+        }
+    }
+}
+
+/// One simple part of a geometry: a polygon's rings (shell first), a line's vertices or a
+/// point, as `[x, y, z]`.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub kind: Kind,
+    pub rings: Vec<Vec<[f64; 3]>>,
+}
+
+/// The simple parts of a geometry, curves linearised, collections opened.
+pub fn parts(geometry: &Geometry) -> Vec<Part> {
+    let mut out = Vec::new();
+    collect_parts(geometry, &mut out, 0);
+    out
+}
+
+fn points_of(geometry: &Geometry) -> Vec<[f64; 3]> {
+    let mut points = Vec::new();
+    geometry.get_points(&mut points);
+    points.into_iter().map(|(x, y, z)| [x, y, z]).collect()
+}
+
+fn collect_parts(geometry: &Geometry, out: &mut Vec<Part>, depth: usize) {
+    if geometry.is_empty() || depth > 32 {
+        return;
+    }
+    if has_curves(geometry) {
+        if let Some(linear) = linearised(geometry) {
+            collect_parts(&linear, out, depth + 1);
+        }
+        return;
+    }
+    match gdal::vector::geometry_type_flatten(geometry.geometry_type()) {
+        Wkb::wkbPoint => out.push(Part {
+            kind: Kind::Point,
+            rings: vec![points_of(geometry)],
+        }),
+        Wkb::wkbLineString | Wkb::wkbLinearRing => out.push(Part {
+            kind: Kind::Line,
+            rings: vec![points_of(geometry)],
+        }),
+        Wkb::wkbPolygon | Wkb::wkbTriangle => out.push(Part {
+            kind: Kind::Polygon,
+            rings: (0..geometry.geometry_count())
+                .map(|i| points_of(&geometry.get_geometry(i)))
+                .collect(),
+        }),
+        _ => {
+            for i in 0..geometry.geometry_count() {
+                collect_parts(&geometry.get_geometry(i), out, depth + 1);
+            }
+        }
+    }
+}
+
+fn has_curves(geometry: &Geometry) -> bool {
+    // SAFETY: the handle is valid for the borrow of `geometry`.
+    unsafe { gdal_sys::OGR_G_HasCurveGeometry(geometry.c_geometry(), 0) != 0 }
+}
+
+/// The geometry with arcs replaced by line segments (OGR's default step).
+fn linearised(geometry: &Geometry) -> Option<Geometry> {
+    // SAFETY: the input handle is valid for the borrow; the result is a new geometry that
+    // `owned` takes over and destroys.
+    unsafe {
+        let handle =
+            gdal_sys::OGR_G_GetLinearGeometry(geometry.c_geometry(), 0.0, std::ptr::null_mut());
+        owned(handle)
+    }
+}
+
+/// Take over a geometry handle GDAL returned (through ISO WKB), destroying it.
+///
+/// # Safety
+/// `handle` must be null or a geometry the caller owns and does not use afterwards.
+unsafe fn owned(handle: gdal_sys::OGRGeometryH) -> Option<Geometry> {
+    if handle.is_null() {
+        return None;
+    }
+    let size = gdal_sys::OGR_G_WkbSize(handle);
+    let mut buffer = vec![0u8; usize::try_from(size).unwrap_or(0)];
+    let status = gdal_sys::OGR_G_ExportToIsoWkb(
+        handle,
+        gdal_sys::OGRwkbByteOrder::wkbNDR,
+        buffer.as_mut_ptr(),
+    );
+    gdal_sys::OGR_G_DestroyGeometry(handle);
+    if status != gdal_sys::OGRErr::OGRERR_NONE {
+        return None;
+    }
+    Geometry::from_wkb(&buffer).ok()
+}
+
+/// The union of many geometries at once (GEOS cascaded union).
+pub fn union_all(geometries: &[Geometry]) -> Option<Geometry> {
+    let mut collection = Geometry::empty(Wkb::wkbMultiPolygon).ok()?;
+    let mut count = 0;
+    for geometry in geometries {
+        for part in polygon_pieces(geometry) {
+            if collection.add_geometry(part).is_ok() {
+                count += 1;
+            }
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    // SAFETY: the collection's handle is valid; the union is a new geometry `owned` destroys.
+    unsafe { owned(gdal_sys::OGR_G_UnionCascaded(collection.c_geometry())) }
+}
+
+/// The polygons inside a geometry (a polygon, a multipolygon or a collection), as owned
+/// polygons.
+pub fn polygon_pieces(geometry: &Geometry) -> Vec<Geometry> {
+    let mut out = Vec::new();
+    collect_polygons(geometry, &mut out, 0);
+    out
+}
+
+fn collect_polygons(geometry: &Geometry, out: &mut Vec<Geometry>, depth: usize) {
+    if geometry.is_empty() || depth > 32 {
+        return;
+    }
+    match gdal::vector::geometry_type_flatten(geometry.geometry_type()) {
+        Wkb::wkbPolygon => out.push(geometry.clone()),
+        Wkb::wkbMultiPolygon | Wkb::wkbGeometryCollection | Wkb::wkbMultiSurface => {
+            for i in 0..geometry.geometry_count() {
+                collect_polygons(&geometry.get_geometry(i), out, depth + 1);
+            }
+        }
+        Wkb::wkbCurvePolygon => {
+            if let Some(linear) = linearised(geometry) {
+                collect_polygons(&linear, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keep only the parts of a repaired geometry of the kinds the original had: a repaired
+/// polygon's collapsed slivers are not lines, and must not be measured as such.
+fn of_kinds(parts: Vec<Part>, kinds: &[Kind]) -> Vec<Part> {
+    parts
+        .into_iter()
+        .filter(|p| kinds.contains(&p.kind))
+        .collect()
+}
+
+/// The figures of one set of parts, in metres and square metres.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figures {
+    pub area: f64,
+    pub perimeter: f64,
+    pub length: f64,
+    pub polygons: u64,
+    pub lines: u64,
+    pub points: u64,
+}
+
+impl Figures {
+    fn add(&mut self, other: &Figures) {
+        self.area += other.area;
+        self.perimeter += other.perimeter;
+        self.length += other.length;
+        self.polygons += other.polygons;
+        self.lines += other.lines;
+        self.points += other.points;
+    }
+}
+
+/// How figures are computed from parts already in the measuring CRS.
+pub enum Measurer {
+    /// Parts in longitude/latitude degrees on this ellipsoid.
+    Geodesic(Geodesic),
+    /// Parts in a projected CRS with this many metres per unit.
+    Planar { metres_per_unit: f64 },
+}
+
+impl Measurer {
+    /// Area (shell less holes, whatever their winding) and perimeter (every ring) of a
+    /// polygon part; length of a line part (3D when `three_d` and Z is present).
+    pub fn figures(&self, parts: &[Part], three_d: bool) -> Figures {
+        let mut figures = Figures::default();
+        for part in parts {
+            match part.kind {
+                Kind::Point => figures.points += 1,
+                Kind::Line => {
+                    figures.lines += 1;
+                    figures.length += self.line_length(&part.rings[0], three_d);
+                }
+                Kind::Polygon => {
+                    figures.polygons += 1;
+                    for (index, ring) in part.rings.iter().enumerate() {
+                        let (perimeter, area) = self.ring(ring);
+                        figures.perimeter += perimeter;
+                        if index == 0 {
+                            figures.area += area;
+                        } else {
+                            figures.area -= area;
+                        }
+                    }
+                }
+            }
+        }
+        figures
+    }
+
+    /// Perimeter and unsigned area of a closed ring.
+    fn ring(&self, ring: &[[f64; 3]]) -> (f64, f64) {
+        let mut points = ring;
+        if points.len() > 1 && points[0][..2] == points[points.len() - 1][..2] {
+            points = &points[..points.len() - 1];
+        }
+        if points.len() < 2 {
+            return (0.0, 0.0);
+        }
+        match self {
+            Measurer::Geodesic(geodesic) => {
+                let mut polygon = PolygonArea::new(geodesic, Winding::CounterClockwise);
+                for p in points {
+                    polygon.add_point(p[1], p[0]);
+                }
+                let (perimeter, area, _) = polygon.compute(true);
+                (perimeter, area.abs())
+            }
+            Measurer::Planar { metres_per_unit } => {
+                let n = points.len();
+                let mut twice_area = 0.0;
+                let mut perimeter = 0.0;
+                for i in 0..n {
+                    let a = points[i];
+                    let b = points[(i + 1) % n];
+                    // Relative to the first vertex, so large coordinates keep their precision.
+                    let (ax, ay) = (a[0] - points[0][0], a[1] - points[0][1]);
+                    let (bx, by) = (b[0] - points[0][0], b[1] - points[0][1]);
+                    twice_area += ax * by - bx * ay;
+                    perimeter += ((b[0] - a[0]).powi(2) + (b[1] - a[1]).powi(2)).sqrt();
+                }
+                let unit = *metres_per_unit;
+                (perimeter * unit, (twice_area / 2.0).abs() * unit * unit)
+            }
+        }
+    }
+
+    /// Length of a line; with `three_d`, each segment's height difference (in metres) is
+    /// added by Pythagoras.
+    fn line_length(&self, line: &[[f64; 3]], three_d: bool) -> f64 {
+        line.windows(2)
+            .map(|w| {
+                let (a, b) = (w[0], w[1]);
+                let flat = match self {
+                    Measurer::Geodesic(geodesic) => {
+                        let s: f64 = geodesic.inverse(a[1], a[0], b[1], b[0]);
+                        s
+                    }
+                    Measurer::Planar { metres_per_unit } => {
+                        ((b[0] - a[0]).powi(2) + (b[1] - a[1]).powi(2)).sqrt() * metres_per_unit
+                    }
+                };
+                let dz = if three_d { b[2] - a[2] } else { 0.0 };
+                (flat * flat + dz * dz).sqrt()
+            })
+            .sum()
+    }
+}
+
+/// The ellipsoid of a CRS, for geodesic figures.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Ellipsoid {
+    pub name: String,
+    /// Semi-major axis in metres.
+    pub a: f64,
+    pub inverse_flattening: f64,
+}
+
+/// The ellipsoid of `srs` (its geographic base), and the geodesic on it.
+pub fn ellipsoid_of(srs: &SpatialRef) -> Result<(Ellipsoid, Geodesic), GdalError> {
+    let failed = |what: &str| {
+        GdalError::Arguments(format!(
+            "the layer's CRS defines no usable ellipsoid ({what}); geodesic figures need one: \
+             assign the CRS with vector_reproject's src_crs, or use method \"planar\" with a \
+             projected `crs`"
+        ))
+    };
+    let a = srs.semi_major().map_err(|_| failed("no semi-major axis"))?;
+    let b = srs.semi_minor().map_err(|_| failed("no semi-minor axis"))?;
+    if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
+        return Err(failed("axes not positive"));
+    }
+    let f = (a - b) / a;
+    let inverse_flattening = if f > 0.0 { 1.0 / f } else { 0.0 };
+    let name = srs
+        .get_attr_value("SPHEROID", 0)
+        .ok()
+        .flatten()
+        .or_else(|| srs.get_attr_value("ELLIPSOID", 0).ok().flatten())
+        .unwrap_or_else(|| format!("a = {a} m, 1/f = {inverse_flattening}"));
+    Ok((
+        Ellipsoid {
+            name,
+            a,
+            inverse_flattening,
+        },
+        Geodesic::new(a, f),
+    ))
+}
+
+/// The geographic CRS (longitude, latitude order) underlying `srs`.
+pub fn geographic_of(srs: &SpatialRef) -> Result<SpatialRef, GdalError> {
+    let mut geographic = srs.geog_cs().map_err(|e| GdalError::Failed {
+        operation: "finding the layer CRS's geographic base".to_string(),
+        message: e.to_string(),
+    })?;
+    geographic.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    Ok(geographic)
+}
+
+/// A transformation in traditional (x, y) order.
+pub fn transformer(from: &SpatialRef, to: &SpatialRef) -> Result<CoordTransform, GdalError> {
+    transform::coord_transform(from, to, None).map_err(|e| GdalError::Failed {
+        operation: "preparing a coordinate transformation".to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// How wrong planar figures in `planar` are over a lon/lat extent, sampled on a 9 × 9 grid:
+/// at each sample, small steps east, north and diagonally are measured in the plane and on
+/// the ellipsoid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleError {
+    pub area: f64,
+    pub length: f64,
+    pub worst_at: (f64, f64),
+}
+
+pub fn scale_error(planar: &SpatialRef, extent: [f64; 4]) -> Option<ScaleError> {
+    let geographic = geographic_of(planar).ok()?;
+    let (_, geodesic) = ellipsoid_of(planar).ok()?;
+    let to_plane = transformer(&geographic, planar).ok()?;
+    let to_ground = transformer(planar, &geographic).ok()?;
+    let metres = planar.linear_units();
+    if !(metres.is_finite() && metres > 0.0) {
+        return None;
+    }
+    let _quiet = ErrorCapture::start();
+    let steps = 9;
+    let (mut area_error, mut length_error) = (0.0_f64, 0.0_f64);
+    let mut worst: Option<(f64, (f64, f64))> = None;
+    for i in 0..steps {
+        for j in 0..steps {
+            let lon = extent[0] + (extent[2] - extent[0]) * i as f64 / (steps - 1) as f64;
+            let lat = extent[1] + (extent[3] - extent[1]) * j as f64 / (steps - 1) as f64;
+            let Some((x, y)) = project(&to_plane, lon, lat) else {
+                continue;
+            };
+            // A step of about 10 m, in the CRS's unit.
+            let h = 10.0 / metres;
+            let corners = [(x, y), (x + h, y), (x + h, y + h), (x, y + h)];
+            let ground: Option<Vec<(f64, f64)>> = corners
+                .iter()
+                .map(|(cx, cy)| project(&to_ground, *cx, *cy))
+                .collect();
+            let Some(ground) = ground else {
+                continue;
+            };
+            let distance =
+                |a: (f64, f64), b: (f64, f64)| -> f64 { geodesic.inverse(a.1, a.0, b.1, b.0) };
+            let plane_step = h * metres;
+            let mut length: f64 = 0.0;
+            for (a, b, plane) in [
+                (0, 1, plane_step),
+                (0, 3, plane_step),
+                (0, 2, plane_step * std::f64::consts::SQRT_2),
+                (1, 3, plane_step * std::f64::consts::SQRT_2),
+            ] {
+                let on_ground = distance(ground[a], ground[b]);
+                if on_ground > 0.0 {
+                    length = length.max((plane / on_ground - 1.0).abs());
+                }
+            }
+            let mut polygon = PolygonArea::new(&geodesic, Winding::CounterClockwise);
+            for (glon, glat) in &ground {
+                polygon.add_point(*glat, *glon);
+            }
+            let (_, ground_area, _) = polygon.compute(false);
+            if ground_area <= 0.0 {
+                continue;
+            }
+            let area = (plane_step * plane_step / ground_area - 1.0).abs();
+            area_error = area_error.max(area);
+            length_error = length_error.max(length);
+            if worst.is_none_or(|(value, _)| area.max(length) > value) {
+                worst = Some((area.max(length), (lon, lat)));
+            }
+        }
+    }
+    worst.map(|(_, worst_at)| ScaleError {
+        area: area_error,
+        length: length_error,
+        worst_at,
+    })
+}
+
+fn project(transform: &CoordTransform, x: f64, y: f64) -> Option<(f64, f64)> {
+    let mut xs = [x];
+    let mut ys = [y];
+    let mut zs = [0.0];
+    transform.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    (xs[0].is_finite() && ys[0].is_finite()).then_some((xs[0], ys[0]))
+}
+
+/// A `vector_measure` request, checked by the tool.
+#[derive(Debug, Clone)]
+pub struct MeasureRequest {
+    pub input: PathBuf,
+    pub layer: Option<String>,
+    pub method: Method,
+    /// Planar only: the CRS to measure in (a definition); default the layer's.
+    pub crs: Option<String>,
+    pub area_unit: AreaUnit,
+    pub length_unit: LengthUnit,
+    pub group_by: Option<String>,
+    pub make_valid: bool,
+    pub dissolve: bool,
+    pub three_d: bool,
+    pub list_features: bool,
+}
+
+/// At most this many features are listed one by one.
+pub const MAX_LISTED_FEATURES: usize = 1000;
+/// At most this many invalid features are named.
+pub const MAX_NAMED_INVALID: usize = 50;
+/// Overlaps are looked for among at most this many polygons.
+pub const MAX_OVERLAP_POLYGONS: usize = 50_000;
+
+/// A CRS as results name it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CrsName {
+    pub id: Option<String>,
+    pub name: String,
+}
+
+/// The units figures are given in.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Units {
+    pub area: &'static str,
+    pub length: &'static str,
+}
+
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct PolygonTotals {
+    pub count: u64,
+    pub area: f64,
+    /// Every ring, holes included.
+    pub perimeter: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct LineTotals {
+    pub count: u64,
+    /// 3D where the call asked for it (`z`) and the lines carry Z.
+    pub length: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct PointTotals {
+    pub count: u64,
+}
+
+/// Figures per kind; a kind absent from the data is `null`.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Totals {
+    pub polygons: Option<PolygonTotals>,
+    pub lines: Option<LineTotals>,
+    pub points: Option<PointTotals>,
+    /// With `dissolve`: the area of the polygons' union, overlaps counted once.
+    pub dissolved_area: Option<f64>,
+}
+
+/// One group of `group_by`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct GroupMeasure {
+    /// The field's value as text; `null` for features where it is null.
+    pub key: Option<String>,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One feature's figures.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FeatureMeasure {
+    pub fid: Option<u64>,
+    /// `polygon`, `line`, `point`, or `mixed` for a collection of several kinds.
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub perimeter: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length: Option<f64>,
+    pub valid: bool,
+    /// Measured after `make_valid` repaired it.
+    pub repaired: bool,
+}
+
+/// Invalid geometries met.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct InvalidReport {
+    pub count: u64,
+    /// The first few invalid features' ids.
+    pub fids: Vec<u64>,
+    /// Whether they were repaired (`make_valid`) before measuring.
+    pub repaired: bool,
+}
+
+/// Polygons whose interiors overlap.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OverlapReport {
+    pub pairs: u64,
+    /// The overlapping area (pairwise), in the area unit: what a plain sum counts twice.
+    pub area: f64,
+    /// A few overlapping pairs, as feature ids.
+    pub examples: Vec<(Option<u64>, Option<u64>)>,
+}
+
+/// Result of `vector_measure`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MeasureOutput {
+    pub input: String,
+    pub layer: String,
+    pub method: Method,
+    /// The CRS planar figures were taken in (`null` for geodesic figures).
+    pub crs: Option<CrsName>,
+    /// The ellipsoid geodesic figures were taken on (`null` for planar figures).
+    pub ellipsoid: Option<Ellipsoid>,
+    pub units: Units,
+    #[serde(flatten)]
+    pub totals: Totals,
+    pub invalid: InvalidReport,
+    /// `null` when not checked (no polygons, or more than 50,000).
+    pub overlaps: Option<OverlapReport>,
+    /// Features without geometry (or with an empty one): counted in no total.
+    pub empty: u64,
+    /// With `group_by`, sorted by key.
+    pub groups: Vec<GroupMeasure>,
+    pub features: Vec<FeatureMeasure>,
+    pub features_truncated: bool,
+    /// How the figures were made, in words (method, CRS, units, conversions).
+    pub notes: Vec<String>,
+}
+
+/// The CRS figures are taken in and how to get there.
+struct Setup {
+    measurer: Measurer,
+    to_measuring: CoordTransform,
+    planar: Option<SpatialRef>,
+    ellipsoid: Option<Ellipsoid>,
+}
+
+fn setup(request: &MeasureRequest, layer_srs: &SpatialRef) -> Result<Setup, GdalError> {
+    match request.method {
+        Method::Geodesic => {
+            let geographic = geographic_of(layer_srs)?;
+            let (ellipsoid, geodesic) = ellipsoid_of(layer_srs)?;
+            Ok(Setup {
+                measurer: Measurer::Geodesic(geodesic),
+                to_measuring: transformer(layer_srs, &geographic)?,
+                planar: None,
+                ellipsoid: Some(ellipsoid),
+            })
+        }
+        Method::Planar => {
+            let planar = match &request.crs {
+                Some(definition) => super::facts::parse_crs("crs", definition)?,
+                None => layer_srs.clone(),
+            };
+            if planar.is_geographic() || planar.is_geocentric() {
+                return Err(GdalError::Arguments(format!(
+                    "crs: {} is {}; planar figures in it would be square degrees, not an area. \
+                     Use method \"geodesic\" (on the ellipsoid), or name a projected `crs` for \
+                     planar figures (an equal-area CRS for areas, e.g. EPSG:6933, or the local \
+                     UTM zone)",
+                    planar.name().unwrap_or_else(|| "this CRS".to_string()),
+                    if planar.is_geographic() {
+                        "geographic (degrees)"
+                    } else {
+                        "geocentric"
+                    }
+                )));
+            }
+            let metres_per_unit = planar.linear_units();
+            if !(metres_per_unit.is_finite() && metres_per_unit > 0.0) {
+                return Err(GdalError::Arguments(
+                    "crs: its linear unit is unknown, so planar figures would have no unit; \
+                     name a projected `crs` with a declared unit"
+                        .to_string(),
+                ));
+            }
+            Ok(Setup {
+                measurer: Measurer::Planar { metres_per_unit },
+                to_measuring: transformer(layer_srs, &planar)?,
+                planar: Some(planar),
+                ellipsoid: None,
+            })
+        }
+    }
+}
+
+/// One feature read for measurement.
+struct Read {
+    fid: Option<u64>,
+    key: Option<String>,
+    /// The geometry in the layer's CRS (repaired when asked and needed).
+    geometry: Geometry,
+    kinds: Vec<Kind>,
+    valid: bool,
+    repaired: bool,
+    has_z: bool,
+}
+
+/// Measure a layer: the facts the `measurement` domain sees, and the figures.
+///
+/// Everything is computed in one pass before the gate, since measuring writes nothing: a
+/// refused call costs the reading, never a file.
+pub fn measure(
+    request: &MeasureRequest,
+    dataset: &gdal::Dataset,
+) -> Result<(MeasurementFacts, MeasureOutput), GdalError> {
+    let mut layer = super::vector::layer("layer", dataset, request.layer.as_deref())?;
+    let layer_name = layer.name();
+    let layer_srs = layer.spatial_ref().ok_or_else(|| {
+        GdalError::Arguments(format!(
+            "input: layer \"{layer_name}\" has no CRS, so its coordinates have no known unit \
+             or ellipsoid; assign the CRS first (vector_reproject with src_crs and the same \
+             dst_crs)"
+        ))
+    })?;
+    let setup = setup(request, &layer_srs)?;
+    let key_index = match &request.group_by {
+        Some(field) => Some(layer.defn().field_index(field).map_err(|_| {
+            let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
+            GdalError::Arguments(format!(
+                "group_by: layer \"{layer_name}\" has no field \"{field}\"; its fields are {}",
+                names.join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let extent = super::vector::layer_extent(&layer);
+    let capture = ErrorCapture::start();
+    let mut reads = Vec::new();
+    let mut empty = 0u64;
+    let mut invalid = InvalidReport {
+        repaired: request.make_valid,
+        ..InvalidReport::default()
+    };
+    let mut checked = 0u64;
+    for feature in layer.features() {
+        let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
+            empty += 1;
+            continue;
+        };
+        let fid = feature.fid();
+        let key = match key_index {
+            Some(i) => feature.field_as_string(i).ok().flatten(),
+            None => None,
+        };
+        let mut kinds: Vec<Kind> = parts(geometry).iter().map(|p| p.kind).collect();
+        kinds.sort();
+        kinds.dedup();
+        if kinds.is_empty() {
+            empty += 1;
+            continue;
+        }
+        let has_z = gdal::vector::geometry_type_has_z(geometry.geometry_type());
+        checked += 1;
+        let valid = kinds == [Kind::Point] || geometry.is_valid();
+        let mut geometry = geometry.clone();
+        let mut repaired = false;
+        if !valid {
+            invalid.count += 1;
+            if let Some(fid) = fid {
+                if invalid.fids.len() < MAX_NAMED_INVALID {
+                    invalid.fids.push(fid);
+                }
+            }
+            if request.make_valid {
+                let fixed = geometry
+                    .make_valid(&gdal::cpl::CslStringList::new())
+                    .map_err(|e| GdalError::Failed {
+                        operation: format!("repairing feature {fid:?} (make_valid)"),
+                        message: capture.failure_text(&e.to_string()),
+                    })?;
+                geometry = fixed;
+                repaired = true;
+            }
+        }
+        reads.push(Read {
+            fid,
+            key,
+            geometry,
+            kinds,
+            valid,
+            repaired,
+            has_z,
+        });
+    }
+    drop(capture);
+
+    let mut kinds_present: Vec<Kind> = reads.iter().flat_map(|r| r.kinds.clone()).collect();
+    kinds_present.sort();
+    kinds_present.dedup();
+    let z_ignored = !request.three_d
+        && reads
+            .iter()
+            .any(|r| r.has_z && r.kinds.contains(&Kind::Line));
+
+    // Figures per feature, per group and in total.
+    let area_unit = request.area_unit.square_metres();
+    let length_unit = request.length_unit.metres();
+    let mut total = Figures::default();
+    let mut groups: BTreeMap<Option<String>, Figures> = BTreeMap::new();
+    let mut features = Vec::new();
+    for read in &reads {
+        let figures = figures_of(&setup, &read.geometry, &read.kinds, request.three_d)?;
+        total.add(&figures);
+        if key_index.is_some() {
+            groups.entry(read.key.clone()).or_default().add(&figures);
+        }
+        if request.list_features && features.len() < MAX_LISTED_FEATURES {
+            features.push(FeatureMeasure {
+                fid: read.fid,
+                kind: match read.kinds.as_slice() {
+                    [one] => one.name().to_string(),
+                    _ => "mixed".to_string(),
+                },
+                area: read
+                    .kinds
+                    .contains(&Kind::Polygon)
+                    .then_some(figures.area / area_unit),
+                perimeter: read
+                    .kinds
+                    .contains(&Kind::Polygon)
+                    .then_some(figures.perimeter / length_unit),
+                length: read
+                    .kinds
+                    .contains(&Kind::Line)
+                    .then_some(figures.length / length_unit),
+                valid: read.valid,
+                repaired: read.repaired,
+            });
+        }
+    }
+
+    // Overlaps among the polygons (repaired ones included; invalid ones left unrepaired are
+    // skipped, since GEOS cannot intersect them).
+    let polygons: Vec<&Read> = reads
+        .iter()
+        .filter(|r| r.kinds.contains(&Kind::Polygon) && (r.valid || r.repaired))
+        .collect();
+    let overlaps = if polygons.is_empty() || polygons.len() > MAX_OVERLAP_POLYGONS {
+        None
+    } else {
+        Some(find_overlaps(&setup, &polygons)?)
+    };
+
+    // The union, when asked: overall and per group.
+    let mut dissolved = None;
+    let mut dissolved_groups: BTreeMap<Option<String>, f64> = BTreeMap::new();
+    if request.dissolve && !polygons.is_empty() {
+        dissolved = Some(union_area(&setup, polygons.iter().map(|r| &r.geometry))?);
+        if key_index.is_some() {
+            let mut by_key: BTreeMap<Option<String>, Vec<&Geometry>> = BTreeMap::new();
+            for read in &polygons {
+                by_key
+                    .entry(read.key.clone())
+                    .or_default()
+                    .push(&read.geometry);
+            }
+            for (key, members) in by_key {
+                dissolved_groups.insert(key, union_area(&setup, members.into_iter())?);
+            }
+        }
+    }
+
+    let totals_of = |f: &Figures, dissolved: Option<f64>| Totals {
+        polygons: (f.polygons > 0).then(|| PolygonTotals {
+            count: f.polygons,
+            area: f.area / area_unit,
+            perimeter: f.perimeter / length_unit,
+        }),
+        lines: (f.lines > 0).then(|| LineTotals {
+            count: f.lines,
+            length: f.length / length_unit,
+        }),
+        points: (f.points > 0).then_some(PointTotals { count: f.points }),
+        dissolved_area: dissolved.map(|a| a / area_unit),
+    };
+
+    let scale = match (&setup.planar, extent) {
+        (Some(planar), Some(extent)) => {
+            transform::lonlat_bounds(&layer_srs, extent).and_then(|ll| scale_error(planar, ll))
+        }
+        _ => None,
+    };
+    let crs_facts = setup.planar.as_ref().map(super::facts::crs_facts);
+    let mut notes = Vec::new();
+    match (&setup.planar, &setup.ellipsoid) {
+        (Some(planar), _) => {
+            let unit = planar
+                .linear_units_name()
+                .unwrap_or_else(|| "unit".to_string());
+            notes.push(format!(
+                "planar figures in {} (unit: {unit}, {} m), converted to {} and {}",
+                planar.name().unwrap_or_default(),
+                planar.linear_units(),
+                request.area_unit.symbol(),
+                request.length_unit.symbol()
+            ));
+            if let Some(s) = scale {
+                notes.push(format!(
+                    "this CRS's scale error over the data: areas up to {:.3} %, lengths up to \
+                     {:.3} % (worst at {:.4}°, {:.4}°)",
+                    s.area * 100.0,
+                    s.length * 100.0,
+                    s.worst_at.0,
+                    s.worst_at.1
+                ));
+            }
+        }
+        (None, Some(ellipsoid)) => notes.push(format!(
+            "geodesic figures on the {} ellipsoid (a = {} m, 1/f = {}) with GeographicLib; \
+             polygon areas are shells less holes, whatever the rings' winding",
+            ellipsoid.name, ellipsoid.a, ellipsoid.inverse_flattening
+        )),
+        _ => {}
+    }
+    if request.three_d && reads.iter().any(|r| r.has_z) {
+        notes.push(
+            "line lengths are 3D: each segment's Z difference is taken in metres".to_string(),
+        );
+    }
+    if invalid.count > 0 {
+        notes.push(if request.make_valid {
+            format!(
+                "{} invalid geometries were repaired (GEOS MakeValid) before measuring; only \
+                 the parts of each feature's own kind are measured",
+                invalid.count
+            )
+        } else {
+            format!(
+                "{} invalid geometries were measured as they are: their areas are not \
+                 meaningful (pass make_valid to repair them)",
+                invalid.count
+            )
+        });
+    }
+
+    let facts = MeasurementFacts {
+        method: request.method.name().to_string(),
+        crs: crs_facts.clone(),
+        ellipsoid: setup.ellipsoid.as_ref().map(|e| e.name.clone()),
+        area_scale_error: scale.map(|s| s.area),
+        length_scale_error: scale.map(|s| s.length),
+        worst_at: scale.map(|s| s.worst_at),
+        features_checked: checked,
+        invalid_features: invalid.count,
+        make_valid: request.make_valid,
+        overlapping_pairs: overlaps.as_ref().map(|o| o.pairs),
+        overlap_area_m2: overlaps.as_ref().map(|o| o.area),
+        dissolve: request.dissolve,
+        geometry_kinds: kinds_present.iter().map(|k| k.name().to_string()).collect(),
+        z_ignored,
+        distance_units: None,
+        unweighted_means: Vec::new(),
+    };
+    let output = MeasureOutput {
+        input: request.input.display().to_string(),
+        layer: layer_name,
+        method: request.method,
+        crs: crs_facts.map(|c| CrsName {
+            id: c.id,
+            name: c.name,
+        }),
+        ellipsoid: setup.ellipsoid.clone(),
+        units: Units {
+            area: request.area_unit.symbol(),
+            length: request.length_unit.symbol(),
+        },
+        totals: totals_of(&total, dissolved),
+        invalid,
+        overlaps: overlaps.map(|o| OverlapReport {
+            area: o.area / area_unit,
+            ..o
+        }),
+        empty,
+        groups: groups
+            .iter()
+            .map(|(key, figures)| GroupMeasure {
+                key: key.clone(),
+                totals: totals_of(figures, dissolved_groups.get(key).copied()),
+            })
+            .collect(),
+        features_truncated: request.list_features && reads.len() > features.len(),
+        features,
+        notes,
+    };
+    Ok((facts, output))
+}
+
+/// The figures of one geometry (in the layer's CRS), only of the kinds it was read as.
+fn figures_of(
+    setup: &Setup,
+    geometry: &Geometry,
+    kinds: &[Kind],
+    three_d: bool,
+) -> Result<Figures, GdalError> {
+    let moved = geometry
+        .transform(&setup.to_measuring)
+        .map_err(|e| GdalError::Failed {
+            operation: "transforming a geometry to the measuring CRS".to_string(),
+            message: e.to_string(),
+        })?;
+    Ok(setup
+        .measurer
+        .figures(&of_kinds(parts(&moved), kinds), three_d))
+}
+
+/// The area (m²) of the union of polygons in the layer's CRS.
+fn union_area<'a>(
+    setup: &Setup,
+    geometries: impl Iterator<Item = &'a Geometry>,
+) -> Result<f64, GdalError> {
+    let owned: Vec<Geometry> = geometries.cloned().collect();
+    let Some(union) = union_all(&owned) else {
+        return Ok(0.0);
+    };
+    Ok(figures_of(setup, &union, &[Kind::Polygon], false)?.area)
+}
+
+/// Pairs of polygons whose interiors overlap, found by a sweep over their envelopes, and
+/// their pairwise overlapping area in m² (in `OverlapReport::area`).
+fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, GdalError> {
+    let mut order: Vec<(usize, gdal::vector::Envelope)> = polygons
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (i, r.geometry.envelope()))
+        .collect();
+    order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
+    let mut report = OverlapReport {
+        pairs: 0,
+        area: 0.0,
+        examples: Vec::new(),
+    };
+    let _quiet = ErrorCapture::start();
+    for (n, (i, a)) in order.iter().enumerate() {
+        for (j, b) in order.iter().skip(n + 1) {
+            if b.MinX > a.MaxX {
+                break;
+            }
+            if b.MinY > a.MaxY || b.MaxY < a.MinY {
+                continue;
+            }
+            let (ga, gb) = (&polygons[*i].geometry, &polygons[*j].geometry);
+            if !(ga.overlaps(gb) || ga.contains(gb) || ga.within(gb)) {
+                continue;
+            }
+            let Some(common) = ga.intersection(gb) else {
+                continue;
+            };
+            let area = figures_of(setup, &common, &[Kind::Polygon], false)?.area;
+            if area <= 0.0 {
+                continue;
+            }
+            report.pairs += 1;
+            report.area += area;
+            if report.examples.len() < 10 {
+                report.examples.push((polygons[*i].fid, polygons[*j].fid));
+            }
+        }
+    }
+    Ok(report)
 }

@@ -4,6 +4,7 @@
 //! ([`run_blocking`]) with one dataset handle per job. Errors are captured per call with a
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
 
+pub mod calc;
 pub mod composite;
 pub mod dem;
 pub mod facts;

@@ -10,7 +10,7 @@ use super::call::Call;
 use super::error::ToolError;
 use super::gated::Gated;
 use super::schema;
-use super::tools::{aggregate, convert, dem, justify, raster, vector, RasterOutput};
+use super::tools::{aggregate, analysis, convert, dem, justify, raster, vector, RasterOutput};
 use crate::reflection::gate::Stored;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
@@ -31,6 +31,7 @@ pub enum Family {
     Convert,
     Vector,
     Aggregate,
+    Analysis,
     Dem,
     Justify,
 }
@@ -234,6 +235,20 @@ fn build() -> Vec<ToolSpec> {
             handler: handler!(raster::terrain),
         },
         ToolSpec {
+            name: "raster_calc",
+            family: Raster,
+            title: "Band math",
+            description: "Band math over rasters on one grid, block by block: scale/offset \
+                applied, nodata propagated, explicit output type (values that do not fit are \
+                an error).",
+            effect: Writes,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<raster::CalcArgs>,
+            output: schema::output::<Gated<crate::gdal::calc::CalcOutput>>,
+            handler: handler!(raster::calc),
+        },
+        ToolSpec {
             name: "vector_info",
             family: Vector,
             title: "Vector info",
@@ -285,6 +300,20 @@ fn build() -> Vec<ToolSpec> {
             input: schema::input::<vector::VectorClipArgs>,
             output: schema::output::<Gated<vector::VectorOutput>>,
             handler: handler!(vector::clip),
+        },
+        ToolSpec {
+            name: "vector_measure",
+            family: Analysis,
+            title: "Measure vector data",
+            description: "Areas, perimeters, lengths and counts per feature, per group and in \
+                total: geodesic on the ellipsoid, or planar in a projected CRS. Reports invalid \
+                geometries and overlaps. Gated by measurement.",
+            effect: ReadOnly,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<analysis::MeasureArgs>,
+            output: schema::output::<Gated<crate::gdal::measure::MeasureOutput>>,
+            handler: handler!(analysis::measure),
         },
         ToolSpec {
             name: "zonal_stats",

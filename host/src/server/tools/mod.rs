@@ -4,6 +4,7 @@
 //! below in `gdal/`.
 
 pub mod aggregate;
+pub mod analysis;
 pub mod convert;
 pub mod dem;
 pub mod justify;

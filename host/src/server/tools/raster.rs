@@ -8,6 +8,7 @@
 
 use super::RasterOutput;
 use crate::domains::CallFacts;
+use crate::gdal::calc::{CalcInput, CalcRequest};
 use crate::gdal::dem::DemRequest;
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
@@ -15,7 +16,7 @@ use crate::gdal::transform::{self, TransformationFacts};
 use crate::gdal::warp::WarpRequest;
 use crate::gdal::{info, overviews, policy, stats};
 use crate::server::args::{
-    check_band, check_grid, check_nodata, driver_options, parse, Bounds, Justifications,
+    check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType, Justifications,
     OverviewResampling, WarpResampling,
 };
 use crate::server::call::Call;
@@ -1034,4 +1035,94 @@ mod tests {
             assert!(error.starts_with(start), "{extra}: {error}");
         }
     }
+}
+
+/// Arguments of `raster_calc`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CalcArgs {
+    /// Variable name -> raster, e.g. {"nir": "b8.tif", "red": "b4.tif"}; all on one grid.
+    pub inputs: BTreeMap<String, String>,
+    /// Band per variable (default 1).
+    #[serde(default)]
+    pub bands: BTreeMap<String, u32>,
+    /// e.g. "(nir - red) / (nir + red)"; also comparisons, && ||, `a if c else b`, min, max,
+    /// sqrt, ln, exp.
+    pub expression: String,
+    /// GeoTIFF output path.
+    pub output: String,
+    pub data_type: DataType,
+    /// Output nodata (default NaN for floats, the type's extreme for integers).
+    pub nodata: Option<f64>,
+    #[serde(default)]
+    pub creation_options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `raster_calc`.
+pub async fn calc(call: Call) -> Result<Value, ToolError> {
+    let args: CalcArgs = parse(call.tool, &call.arguments)?;
+    if args.inputs.is_empty() {
+        return Err(ToolError::Arguments(
+            "inputs: name at least one raster, e.g. {\"a\": \"dem.tif\"}".to_string(),
+        ));
+    }
+    if let Some(name) = args.bands.keys().find(|k| !args.inputs.contains_key(*k)) {
+        return Err(ToolError::Arguments(format!(
+            "bands: `{name}` is not one of `inputs`"
+        )));
+    }
+    let options = driver_options("creation_options", &args.creation_options)?;
+    let mut inputs = Vec::with_capacity(args.inputs.len());
+    for (name, raw) in &args.inputs {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || name.starts_with(|c: char| c.is_ascii_digit())
+        {
+            return Err(ToolError::Arguments(format!(
+                "inputs: `{name}` is not a usable variable name; use letters, digits and _ \
+                 (not starting with a digit)"
+            )));
+        }
+        let band = args.bands.get(name).copied().unwrap_or(1);
+        check_band(Some(band))?;
+        inputs.push(CalcInput {
+            name: name.clone(),
+            path: call.input_path(&format!("inputs.{name}"), raw)?,
+            band: band as usize,
+        });
+    }
+    let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
+    crate::gdal::calc::check_expression(&args.expression, &names)?;
+    let input_paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    let borrowed: Vec<&Path> = input_paths.iter().map(PathBuf::as_path).collect();
+    let output = call.output_path("output", &args.output, args.overwrite, &borrowed)?;
+    let request = CalcRequest {
+        inputs,
+        expression: args.expression.clone(),
+        output,
+        data_type: args.data_type.gdal_name().to_string(),
+        nodata: args.nodata,
+        creation_options: options,
+    };
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            let mut datasets = Vec::with_capacity(request.inputs.len());
+            for input in &request.inputs {
+                let facts = facts::gather_raster(&format!("inputs.{}", input.name), &input.path)?;
+                facts::refuse_undeclared_sentinels(&facts, Some(input.band as u32), "band math")?;
+                datasets.push(facts);
+            }
+            let facts = CallFacts {
+                datasets,
+                ..CallFacts::default()
+            };
+            Ok(Gathered::new(facts, request))
+        },
+        |request: CalcRequest, _work| Ok(crate::gdal::calc::run(&request)?),
+    )
+    .await
 }
