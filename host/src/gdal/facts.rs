@@ -209,6 +209,31 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
     Ok(dataset)
 }
 
+/// Open a table (CSV, XLSX, ODS) with every cell as text, so numbers are parsed by the
+/// caller's rules, not guessed by the driver (`FIELD_TYPES=STRING` for the spreadsheet drivers;
+/// the CSV driver reads text unless told otherwise). The same confinement as [`open`].
+pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
+    let capture = ErrorCapture::start();
+    let options = DatasetOptions {
+        open_flags: GdalOpenFlags::GDAL_OF_READONLY
+            | GdalOpenFlags::GDAL_OF_VECTOR
+            | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
+        allowed_drivers: Some(&["CSV", "XLSX", "ODS"]),
+        open_options: Some(&["FIELD_TYPES=STRING"]),
+        ..Default::default()
+    };
+    super::policy::check_before_open(path)?;
+    let gdal_path = super::policy::pinned(path)?;
+    let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
+        operation: format!("opening {}", path.display()),
+        message: super::policy::unpin_text(
+            &capture.failure_text(&format!("{e}; tables are read as CSV (.csv), XLSX or ODS")),
+        ),
+    })?;
+    super::policy::confine_opened(path, &dataset)?;
+    Ok(dataset)
+}
+
 /// Gather the facts of the dataset at `path`.
 pub fn gather(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
     let dataset = open(path)?;

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod programs;
 pub mod raster_io;
 pub mod stats;
+pub mod table;
 pub mod transform;
 pub mod translate;
 pub mod vector;

@@ -302,6 +302,20 @@ fn build() -> Vec<ToolSpec> {
             handler: handler!(vector::clip),
         },
         ToolSpec {
+            name: "points_from_table",
+            family: Vector,
+            title: "Points from a table",
+            description: "A point layer from a CSV/XLSX/ODS table's coordinate columns, in the \
+                CRS you name. Strict numbers: decimal commas, DMS text and out-of-range values \
+                are errors naming the row; ID-like columns keep leading zeros.",
+            effect: Writes,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<vector::PointsArgs>,
+            output: schema::output::<Gated<crate::gdal::table::TableOutput>>,
+            handler: handler!(vector::points_from_table),
+        },
+        ToolSpec {
             name: "vector_measure",
             family: Analysis,
             title: "Measure vector data",

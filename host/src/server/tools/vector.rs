@@ -462,3 +462,55 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
     )
     .await
 }
+
+/// Arguments of `points_from_table`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PointsArgs {
+    /// Table inside a workspace: .csv, .xlsx or .ods.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Column of longitudes or eastings.
+    pub x: String,
+    /// Column of latitudes or northings.
+    pub y: String,
+    /// Column of heights.
+    pub z: Option<String>,
+    /// CRS of the coordinates, e.g. "EPSG:4326".
+    pub crs: String,
+    /// Sheet of a spreadsheet (needed when it has several).
+    pub sheet: Option<String>,
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `points_from_table`.
+pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
+    let args: PointsArgs = parse(call.tool, &call.arguments)?;
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
+    let justifications = args.justification.clone();
+    gated::run(
+        &call,
+        justifications,
+        move || {
+            let driver = ogr::driver_for(args.format.as_deref(), &output)?;
+            facts::parse_crs("crs", &args.crs)?;
+            let request = crate::gdal::table::TableRequest {
+                input,
+                output,
+                driver,
+                x: args.x,
+                y: args.y,
+                z: args.z,
+                crs: args.crs,
+                sheet: args.sheet,
+            };
+            Ok(Gathered::new(CallFacts::default(), request))
+        },
+        |request: crate::gdal::table::TableRequest, _work| Ok(crate::gdal::table::run(&request)?),
+    )
+    .await
+}
