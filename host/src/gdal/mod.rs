@@ -4,10 +4,12 @@
 //! ([`run_blocking`]) with one dataset handle per job. Errors are captured per call with a
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
 
+pub mod analysis;
 pub mod calc;
 pub mod composite;
 pub mod dem;
 pub mod facts;
+pub mod geometry;
 pub mod georef;
 pub mod info;
 pub mod measure;

@@ -330,6 +330,48 @@ fn build() -> Vec<ToolSpec> {
             handler: handler!(analysis::measure),
         },
         ToolSpec {
+            name: "vector_buffer",
+            family: Analysis,
+            title: "Buffer vector data",
+            description: "Buffer features by a distance with explicit units: geodesic (true \
+                metres around each feature, any CRS) or planar in a projected CRS. Gated by \
+                measurement.",
+            effect: Writes,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<analysis::BufferArgs>,
+            output: schema::output::<Gated<crate::gdal::analysis::BufferOutput>>,
+            handler: handler!(analysis::buffer),
+        },
+        ToolSpec {
+            name: "vector_overlay",
+            family: Analysis,
+            title: "Overlay two layers",
+            description: "Intersection, difference, union, symmetric difference or identity of \
+                two layers, attributes from both (overlay_ prefix). Another CRS is reprojected \
+                by the host (crs_datum); an empty result says why.",
+            effect: Writes,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<analysis::OverlayArgs>,
+            output: schema::output::<Gated<crate::gdal::analysis::OverlayOutput>>,
+            handler: handler!(analysis::overlay),
+        },
+        ToolSpec {
+            name: "vector_join",
+            family: Analysis,
+            title: "Join two layers",
+            description: "Spatial join (predicate, or dwithin a distance) or attribute join \
+                (key as text) of a source layer onto target features: join_count plus \
+                summaries per field. Another CRS is reprojected by the host (crs_datum).",
+            effect: Writes,
+            gated: true,
+            opens_rasters: false,
+            input: schema::input::<analysis::JoinArgs>,
+            output: schema::output::<Gated<crate::gdal::analysis::JoinOutput>>,
+            handler: handler!(analysis::join),
+        },
+        ToolSpec {
             name: "zonal_stats",
             family: Aggregate,
             title: "Zonal statistics",

@@ -7,8 +7,12 @@
 //! figures before the gate and returns them after it.
 
 use crate::domains::CallFacts;
+use crate::gdal::analysis::{
+    self, BufferRequest, JoinRequest, OverlayOperation, OverlayRequest, Predicate, Stat,
+};
 use crate::gdal::facts;
 use crate::gdal::measure::{self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method};
+use crate::gdal::vector;
 use crate::server::args::{parse, Justifications};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -79,7 +83,7 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
         &call,
         justifications,
         move || {
-            let dataset = crate::gdal::vector::open("input", &input)?;
+            let dataset = vector::open("input", &input)?;
             let mut dataset_facts = facts::from_dataset("input", &input, &dataset);
             if let Some(vector) = dataset_facts.vector.as_mut() {
                 vector.selected_layer = request.layer.clone();
@@ -93,6 +97,335 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
             Ok(Gathered::new(facts, output))
         },
         |output: MeasureOutput, _work| Ok(output),
+    )
+    .await
+}
+
+/// Arguments of `vector_buffer`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BufferArgs {
+    /// Vector dataset inside a workspace.
+    pub input: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Buffer distance (negative shrinks polygons).
+    pub distance: f64,
+    /// Unit of `distance`.
+    pub unit: LengthUnit,
+    /// geodesic (default; true distances around each feature) or planar (in the layer's CRS).
+    pub method: Option<Method>,
+    /// Layer (needed when the dataset has several).
+    pub layer: Option<String>,
+    /// Segments per quarter circle (default 8).
+    pub segments: Option<u32>,
+    /// Merge all buffers into one feature.
+    #[serde(default)]
+    pub dissolve: bool,
+    /// Repair invalid geometries first.
+    #[serde(default)]
+    pub make_valid: bool,
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `vector_buffer`.
+pub async fn buffer(call: Call) -> Result<Value, ToolError> {
+    let args: BufferArgs = parse(call.tool, &call.arguments)?;
+    if !args.distance.is_finite() || args.distance == 0.0 {
+        return Err(ToolError::Arguments(
+            "distance: give a non-zero finite distance (negative shrinks polygons)".to_string(),
+        ));
+    }
+    let segments = args.segments.unwrap_or(8);
+    if !(1..=1000).contains(&segments) {
+        return Err(ToolError::Arguments(
+            "segments: between 1 and 1000 per quarter circle".to_string(),
+        ));
+    }
+    let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
+    let request = BufferRequest {
+        driver: String::new(),
+        input,
+        output,
+        layer: args.layer.clone(),
+        distance: args.distance,
+        unit: args.unit.symbol(),
+        distance_m: args.distance * args.unit.metres(),
+        method: args.method.unwrap_or_default(),
+        segments,
+        dissolve: args.dissolve,
+        make_valid: args.make_valid,
+    };
+    let format = args.format.clone();
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            let mut request = request;
+            request.driver = vector::driver_for(format.as_deref(), &request.output)?;
+            let dataset = vector::open("input", &request.input)?;
+            let mut dataset_facts = facts::from_dataset("input", &request.input, &dataset);
+            if let Some(v) = dataset_facts.vector.as_mut() {
+                v.selected_layer = request.layer.clone();
+            }
+            let measurement = analysis::buffer_facts(&request, &dataset)?;
+            let facts = CallFacts {
+                datasets: vec![dataset_facts],
+                measurement: Some(measurement),
+                ..CallFacts::default()
+            };
+            Ok(Gathered::new(facts, request))
+        },
+        |request: BufferRequest, _work| Ok(analysis::buffer(&request)?),
+    )
+    .await
+}
+
+/// Arguments of `vector_overlay`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverlayArgs {
+    /// Vector dataset inside a workspace.
+    pub input: String,
+    /// Second dataset; reprojected to the input's CRS if needed.
+    pub overlay: String,
+    pub operation: OverlayOperation,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    pub layer: Option<String>,
+    pub overlay_layer: Option<String>,
+    /// Merge the result by this field.
+    pub dissolve_by: Option<String>,
+    /// Repair invalid geometries first.
+    #[serde(default)]
+    pub make_valid: bool,
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// The gather step of a two-layer tool: both datasets' facts, the measurement facts, and the
+/// second layer's reprojection (for crs_datum).
+fn two_layer_gather(
+    input: &std::path::Path,
+    layer: Option<&str>,
+    role: &str,
+    second: &std::path::Path,
+    second_layer: Option<&str>,
+    make_valid: bool,
+) -> Result<(CallFacts, Option<String>), ToolError> {
+    let first_dataset = vector::open("input", input)?;
+    let second_dataset = vector::open(role, second)?;
+    let mut first_facts = facts::from_dataset("input", input, &first_dataset);
+    if let Some(v) = first_facts.vector.as_mut() {
+        v.selected_layer = layer.map(str::to_string);
+    }
+    let mut second_facts = facts::from_dataset(role, second, &second_dataset);
+    if let Some(v) = second_facts.vector.as_mut() {
+        v.selected_layer = second_layer.map(str::to_string);
+    }
+    let found = analysis::two_layer_facts(
+        &first_dataset,
+        layer,
+        role,
+        &second_dataset,
+        second_layer,
+        make_valid,
+    )?;
+    let transformation = found
+        .reprojected
+        .as_ref()
+        .and_then(|r| r.transformation.clone());
+    let pipeline = transformation
+        .as_ref()
+        .and_then(|t| t.explicit_pipeline())
+        .map(str::to_string);
+    let target_crs = found
+        .reprojected
+        .as_ref()
+        .and_then(|_| first_facts.crs.clone());
+    Ok((
+        CallFacts {
+            datasets: vec![first_facts, second_facts],
+            target_crs,
+            transformation,
+            measurement: Some(found.measurement),
+            ..CallFacts::default()
+        },
+        pipeline,
+    ))
+}
+
+/// `vector_overlay`.
+pub async fn overlay(call: Call) -> Result<Value, ToolError> {
+    let args: OverlayArgs = parse(call.tool, &call.arguments)?;
+    let input = call.input_path("input", &args.input)?;
+    let second = call.input_path("overlay", &args.overlay)?;
+    let output = call.output_path("output", &args.output, args.overwrite, &[&input, &second])?;
+    let mut request = OverlayRequest {
+        input,
+        overlay: second,
+        output,
+        driver: String::new(),
+        layer: args.layer.clone(),
+        overlay_layer: args.overlay_layer.clone(),
+        operation: args.operation,
+        dissolve_by: args.dissolve_by.clone(),
+        make_valid: args.make_valid,
+        pipeline: None,
+    };
+    let format = args.format.clone();
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            request.driver = vector::driver_for(format.as_deref(), &request.output)?;
+            let (facts, pipeline) = two_layer_gather(
+                &request.input,
+                request.layer.as_deref(),
+                "overlay",
+                &request.overlay,
+                request.overlay_layer.as_deref(),
+                request.make_valid,
+            )?;
+            request.pipeline = pipeline;
+            Ok(Gathered::new(facts, request))
+        },
+        |request: OverlayRequest, _work| Ok(analysis::overlay(&request)?),
+    )
+    .await
+}
+
+/// Arguments of `vector_join`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JoinArgs {
+    /// Target dataset: its features get the join's columns.
+    pub input: String,
+    /// Source dataset; reprojected to the input's CRS if needed.
+    pub join: String,
+    /// Output path; the format follows its extension unless `format` is given.
+    pub output: String,
+    /// Spatial join: target <predicate> source (GEOS semantics; a point on a shared boundary
+    /// is within neither zone).
+    pub predicate: Option<Predicate>,
+    /// dwithin only.
+    pub distance: Option<f64>,
+    /// Unit of `distance`.
+    pub unit: Option<LengthUnit>,
+    /// Attribute join instead: a field of both, compared as text ("001" is not "1").
+    pub key: Option<String>,
+    /// Source fields to summarise.
+    #[serde(default)]
+    pub fields: Vec<String>,
+    /// Summaries per field (join_count is always added).
+    #[serde(default)]
+    pub stats: Vec<Stat>,
+    /// Field weighting weighted_mean (e.g. population for a rate).
+    pub weight: Option<String>,
+    pub layer: Option<String>,
+    pub join_layer: Option<String>,
+    /// Repair invalid geometries first.
+    #[serde(default)]
+    pub make_valid: bool,
+    pub format: Option<String>,
+    #[serde(default)]
+    pub overwrite: bool,
+    pub justification: Option<Justifications>,
+}
+
+/// `vector_join`.
+pub async fn join(call: Call) -> Result<Value, ToolError> {
+    let args: JoinArgs = parse(call.tool, &call.arguments)?;
+    match (&args.predicate, &args.key) {
+        (Some(_), Some(_)) => {
+            return Err(ToolError::Arguments(
+                "predicate and key are exclusive: a spatial join or an attribute join".to_string(),
+            ))
+        }
+        (None, None) => {
+            return Err(ToolError::Arguments(
+                "give `predicate` (a spatial join) or `key` (an attribute join on a field of both)"
+                    .to_string(),
+            ))
+        }
+        _ => {}
+    }
+    let distance_m = match (args.predicate, args.distance, args.unit) {
+        (Some(Predicate::Dwithin), Some(d), Some(unit)) if d.is_finite() && d >= 0.0 => {
+            Some(d * unit.metres())
+        }
+        (Some(Predicate::Dwithin), _, _) => {
+            return Err(ToolError::Arguments(
+                "dwithin needs `distance` (>= 0) and its `unit` (m, km, ft or mi)".to_string(),
+            ))
+        }
+        (_, None, None) => None,
+        _ => {
+            return Err(ToolError::Arguments(
+                "distance and unit apply to predicate \"dwithin\" only".to_string(),
+            ))
+        }
+    };
+    if args.stats.contains(&Stat::WeightedMean) && args.weight.is_none() {
+        return Err(ToolError::Arguments(
+            "stats: weighted_mean needs `weight`, the field to weight by (e.g. population for a \
+             rate)"
+                .to_string(),
+        ));
+    }
+    if !args.fields.is_empty() && args.stats.is_empty() {
+        return Err(ToolError::Arguments(
+            "stats: name the summaries of `fields` (count, sum, mean, weighted_mean, first, \
+             min, max)"
+                .to_string(),
+        ));
+    }
+    let input = call.input_path("input", &args.input)?;
+    let source = call.input_path("join", &args.join)?;
+    let output = call.output_path("output", &args.output, args.overwrite, &[&input, &source])?;
+    let mut request = JoinRequest {
+        input,
+        join: source,
+        output,
+        driver: String::new(),
+        layer: args.layer.clone(),
+        join_layer: args.join_layer.clone(),
+        predicate: args.predicate,
+        distance_m,
+        key: args.key.clone(),
+        fields: args.fields.clone(),
+        stats: args.stats.clone(),
+        weight: args.weight.clone(),
+        make_valid: args.make_valid,
+        pipeline: None,
+    };
+    let format = args.format.clone();
+    gated::run(
+        &call,
+        args.justification,
+        move || {
+            request.driver = vector::driver_for(format.as_deref(), &request.output)?;
+            let (mut facts, pipeline) = two_layer_gather(
+                &request.input,
+                request.layer.as_deref(),
+                "join",
+                &request.join,
+                request.join_layer.as_deref(),
+                request.make_valid,
+            )?;
+            let first = vector::open("input", &request.input)?;
+            let second = vector::open("join", &request.join)?;
+            let found = analysis::join_facts(&request, &first, &second)?;
+            facts.measurement = Some(found.measurement);
+            request.pipeline = pipeline;
+            Ok(Gathered::new(facts, request))
+        },
+        |request: JoinRequest, _work| Ok(analysis::join(&request)?),
     )
     .await
 }

@@ -1,0 +1,1450 @@
+//! Vector analysis runners: buffers (`vector_buffer`), overlays (`vector_overlay`) and joins
+//! (`vector_join`), with the facts the `measurement` domain decides on.
+//!
+//! Distances are explicit about their units and never handed to GEOS in a CRS unit they were
+//! not given in: a geodesic buffer is drawn in an azimuthal equidistant projection centred on
+//! its feature (same datum) and brought back, a planar one converts the distance to the CRS's
+//! unit. A second layer in another CRS is reprojected to the first one's by the host, through
+//! the most accurate operation (`gdal::transform`), and the call reports it. Overlays are
+//! GDAL's layer algebra (`OGR_L_Intersection` and its siblings) over in-memory copies; joins
+//! evaluate the predicate with GEOS per candidate pair (envelopes first).
+
+use super::facts::{self, CrsFacts};
+use super::geometry::{
+    centre, ellipsoid_of, geographic_of, local_aeqd, overlapping_pairs, parts, polygon_pieces,
+    repair, scale_error, transformer, union_all, Kind, Measurer,
+};
+use super::measure::{CrsName, MeasurementFacts, Method};
+use super::output::Staging;
+use super::transform::{self, TransformationFacts};
+use super::{ErrorCapture, GdalError};
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::{FieldValue, Geometry, LayerAccess, LayerOptions};
+use gdal::{Dataset, DriverManager};
+use gdal_sys::{OGRFieldType, OGRwkbGeometryType as Wkb};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// A field of a layer read into memory.
+#[derive(Debug, Clone)]
+pub struct FieldDef {
+    pub name: String,
+    pub kind: OGRFieldType::Type,
+}
+
+/// A feature read into memory.
+pub struct Row {
+    pub fid: Option<u64>,
+    pub geometry: Option<Geometry>,
+    pub values: Vec<Option<FieldValue>>,
+}
+
+/// A layer read into memory.
+pub struct LayerData {
+    pub name: String,
+    pub srs: Option<SpatialRef>,
+    pub geometry_type: Wkb::Type,
+    pub fields: Vec<FieldDef>,
+    pub rows: Vec<Row>,
+    pub extent: Option<[f64; 4]>,
+}
+
+/// Read a layer (the named one, or the only one) into memory.
+pub fn read_layer(
+    argument: &str,
+    dataset: &Dataset,
+    name: Option<&str>,
+) -> Result<LayerData, GdalError> {
+    let mut layer = super::vector::layer(argument, dataset, name)?;
+    let fields: Vec<FieldDef> = layer
+        .defn()
+        .fields()
+        .map(|f| FieldDef {
+            name: f.name(),
+            kind: f.field_type(),
+        })
+        .collect();
+    let geometry_type = layer
+        .defn()
+        .geom_fields()
+        .next()
+        .map(|g| g.field_type())
+        .unwrap_or(Wkb::wkbUnknown);
+    let extent = super::vector::layer_extent(&layer);
+    let srs = layer.spatial_ref();
+    let layer_name = layer.name();
+    let rows = layer
+        .features()
+        .map(|f| Row {
+            fid: f.fid(),
+            geometry: f.geometry().filter(|g| !g.is_empty()).cloned(),
+            values: (0..fields.len())
+                .map(|i| f.field(i).ok().flatten())
+                .collect(),
+        })
+        .collect();
+    Ok(LayerData {
+        name: layer_name,
+        srs,
+        geometry_type,
+        fields,
+        rows,
+        extent,
+    })
+}
+
+/// Validity of a layer's geometries: (checked, invalid), repairing them when asked.
+fn validate(rows: &mut [Row], make_valid: bool) -> Result<(u64, u64), GdalError> {
+    let _quiet = ErrorCapture::start();
+    let (mut checked, mut invalid) = (0, 0);
+    for row in rows.iter_mut() {
+        let Some(geometry) = &row.geometry else {
+            continue;
+        };
+        checked += 1;
+        let points_only = parts(geometry).iter().all(|p| p.kind == Kind::Point);
+        if points_only || geometry.is_valid() {
+            continue;
+        }
+        invalid += 1;
+        if make_valid {
+            row.geometry = Some(repair(geometry)?);
+        }
+    }
+    Ok((checked, invalid))
+}
+
+/// The kinds present among rows, by name.
+fn kinds_of(rows: &[Row]) -> Vec<String> {
+    let mut kinds: Vec<Kind> = rows
+        .iter()
+        .filter_map(|r| r.geometry.as_ref())
+        .flat_map(|g| parts(g).into_iter().map(|p| p.kind))
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    kinds.iter().map(|k| k.name().to_string()).collect()
+}
+
+/// Reproject rows from `from` to `to` (through the explicit operation when there is one).
+fn reproject(
+    rows: &mut [Row],
+    from: &SpatialRef,
+    to: &SpatialRef,
+    pipeline: Option<&str>,
+) -> Result<(), GdalError> {
+    let ct = transform::coord_transform(from, to, pipeline).map_err(|e| GdalError::Failed {
+        operation: "preparing the reprojection of the second layer".to_string(),
+        message: e.to_string(),
+    })?;
+    for row in rows.iter_mut() {
+        if let Some(g) = &row.geometry {
+            row.geometry = Some(g.transform(&ct).map_err(|e| GdalError::Failed {
+                operation: format!("reprojecting feature {:?}", row.fid),
+                message: e.to_string(),
+            })?);
+        }
+    }
+    Ok(())
+}
+
+/// How a second layer reaches the first one's CRS.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Reprojected {
+    pub from: CrsName,
+    pub to: CrsName,
+    /// The coordinate operation the host chose (PROJ's most accurate available).
+    pub transformation: Option<TransformationFacts>,
+}
+
+fn crs_name(srs: &SpatialRef) -> CrsName {
+    let f: CrsFacts = facts::crs_facts(srs);
+    CrsName {
+        id: f.id,
+        name: f.name,
+    }
+}
+
+/// Decide how a second layer's CRS relates to the first's: the same (nothing to do), a
+/// reprojection (facts for crs_datum), or a refusal when exactly one has no CRS.
+pub fn second_layer_crs(
+    argument: &str,
+    first: Option<&SpatialRef>,
+    second: Option<&SpatialRef>,
+    second_extent: Option<[f64; 4]>,
+) -> Result<Option<Reprojected>, GdalError> {
+    match (first, second) {
+        (Some(a), Some(b)) if !transform::same_crs(a, b) => {
+            let area = second_extent.and_then(|e| transform::lonlat_bounds(b, e));
+            Ok(Some(Reprojected {
+                from: crs_name(b),
+                to: crs_name(a),
+                transformation: transform::facts(b, a, area),
+            }))
+        }
+        (Some(_), None) | (None, Some(_)) => Err(GdalError::Arguments(format!(
+            "{argument}: one of the two layers has no CRS, so they cannot be brought together \
+             (taking one to be in the other's CRS would be a silent guess); assign the missing \
+             CRS first with vector_reproject's src_crs"
+        ))),
+        _ => Ok(None),
+    }
+}
+
+/// Write rows to a new dataset (staged, then committed). Returns the files and the count.
+#[allow(clippy::too_many_arguments)]
+fn write_rows(
+    path: &std::path::Path,
+    driver: &str,
+    layer_name: &str,
+    srs: Option<&SpatialRef>,
+    ty: Wkb::Type,
+    fields: &[FieldDef],
+    rows: impl Iterator<Item = (Geometry, Vec<Option<FieldValue>>)>,
+) -> Result<(Vec<PathBuf>, u64), GdalError> {
+    let capture = ErrorCapture::start();
+    let failed = |what: &str| GdalError::Failed {
+        operation: format!("writing {}", path.display()),
+        message: capture.failure_text(what),
+    };
+    let staging = Staging::new(path)?;
+    let mut count = 0u64;
+    {
+        let driver =
+            DriverManager::get_driver_by_name(driver).map_err(|_| failed("no such driver"))?;
+        let mut out = driver
+            .create_vector_only(staging.path())
+            .map_err(|_| failed("cannot create the file"))?;
+        let layer = out
+            .create_layer(LayerOptions {
+                name: layer_name,
+                srs,
+                ty,
+                options: None,
+            })
+            .map_err(|_| failed("cannot create the layer"))?;
+        let defs: Vec<(&str, OGRFieldType::Type)> =
+            fields.iter().map(|f| (f.name.as_str(), f.kind)).collect();
+        layer
+            .create_defn_fields(&defs)
+            .map_err(|_| failed("cannot create the fields"))?;
+        for (geometry, values) in rows {
+            let mut feature =
+                gdal::vector::Feature::new(layer.defn()).map_err(|_| failed("feature"))?;
+            feature
+                .set_geometry(geometry)
+                .map_err(|_| failed("cannot set a geometry"))?;
+            for (i, value) in values.iter().enumerate() {
+                if let Some(value) = value {
+                    feature
+                        .set_field(i, value)
+                        .map_err(|_| failed("cannot set a field"))?;
+                }
+            }
+            feature
+                .create(&layer)
+                .map_err(|_| failed("cannot write a feature"))?;
+            count += 1;
+        }
+    }
+    Ok((staging.commit()?, count))
+}
+
+/// A polygonal geometry as a multipolygon (what every writer here declares).
+fn as_multipolygon(geometry: &Geometry) -> Result<Geometry, GdalError> {
+    as_multi(geometry, Kind::Polygon)
+}
+
+/// The pieces of one kind inside a geometry, as a multi-geometry of that kind (empty when it
+/// has none).
+fn as_multi(geometry: &Geometry, kind: Kind) -> Result<Geometry, GdalError> {
+    let ty = match kind {
+        Kind::Polygon => Wkb::wkbMultiPolygon,
+        Kind::Line => Wkb::wkbMultiLineString,
+        Kind::Point => Wkb::wkbMultiPoint,
+    };
+    let mut multi = Geometry::empty(ty).map_err(|e| GdalError::Failed {
+        operation: "building a multi-geometry".to_string(),
+        message: e.to_string(),
+    })?;
+    match kind {
+        Kind::Polygon => {
+            for piece in polygon_pieces(geometry) {
+                let _ = multi.add_geometry(piece);
+            }
+        }
+        _ => {
+            for part in parts(geometry).into_iter().filter(|p| p.kind == kind) {
+                let piece_type = if kind == Kind::Line {
+                    Wkb::wkbLineString25D
+                } else {
+                    Wkb::wkbPoint25D
+                };
+                let mut piece = Geometry::empty(piece_type).map_err(|e| GdalError::Failed {
+                    operation: "building a multi-geometry".to_string(),
+                    message: e.to_string(),
+                })?;
+                for p in &part.rings[0] {
+                    piece.add_point((p[0], p[1], p[2]));
+                }
+                let _ = multi.add_geometry(piece);
+            }
+        }
+    }
+    if !gdal::vector::geometry_type_has_z(geometry.geometry_type()) {
+        multi.flatten_to_2d();
+    }
+    Ok(multi)
+}
+
+/// The one kind of a layer's result (the input's highest dimension), for its declared type.
+fn result_kind(rows: &[Row]) -> Kind {
+    let mut kinds: Vec<Kind> = rows
+        .iter()
+        .filter_map(|r| r.geometry.as_ref())
+        .flat_map(|g| parts(g).into_iter().map(|p| p.kind))
+        .collect();
+    kinds.sort();
+    kinds.first().copied().unwrap_or(Kind::Polygon)
+}
+
+fn multi_type(kind: Kind) -> Wkb::Type {
+    match kind {
+        Kind::Polygon => Wkb::wkbMultiPolygon,
+        Kind::Line => Wkb::wkbMultiLineString,
+        Kind::Point => Wkb::wkbMultiPoint,
+    }
+}
+
+fn distance_note(value: f64, unit: &str, metres: f64) -> String {
+    format!("{value} {unit} ({metres} m)")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+
+/// A `vector_buffer` request, checked by the tool.
+#[derive(Debug, Clone)]
+pub struct BufferRequest {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub driver: String,
+    pub layer: Option<String>,
+    /// The distance as given, its unit's symbol, and in metres.
+    pub distance: f64,
+    pub unit: &'static str,
+    pub distance_m: f64,
+    pub method: Method,
+    pub segments: u32,
+    pub dissolve: bool,
+    pub make_valid: bool,
+}
+
+/// Result of `vector_buffer`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BufferOutput {
+    pub output: String,
+    pub files: Vec<String>,
+    pub layer: String,
+    pub features: u64,
+    pub method: Method,
+    pub crs: Option<CrsName>,
+    /// The distance as given, e.g. "500 m (500 m)".
+    pub distance: String,
+    /// Planar: the distance in the CRS's unit, as passed to GEOS.
+    pub distance_in_crs_units: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// The facts of a buffer call (gathered before the gate).
+pub fn buffer_facts(
+    request: &BufferRequest,
+    dataset: &Dataset,
+) -> Result<MeasurementFacts, GdalError> {
+    let mut data = read_layer("layer", dataset, request.layer.as_deref())?;
+    let srs = data.srs.clone().ok_or_else(|| {
+        GdalError::Arguments(format!(
+            "input: layer \"{}\" has no CRS, so a distance in {} cannot be placed; assign the \
+             CRS first (vector_reproject with src_crs)",
+            data.name, request.unit
+        ))
+    })?;
+    let (checked, invalid) = validate(&mut data.rows, false)?;
+    let mut facts = MeasurementFacts {
+        method: request.method.name().to_string(),
+        features_checked: checked,
+        invalid_features: invalid,
+        make_valid: request.make_valid,
+        dissolve: request.dissolve,
+        geometry_kinds: kinds_of(&data.rows),
+        ..MeasurementFacts::default()
+    };
+    match request.method {
+        Method::Planar => {
+            if srs.is_geographic() {
+                return Err(GdalError::Arguments(format!(
+                    "method: the layer's CRS ({}) is geographic, in degrees; a planar buffer of \
+                     {} {} would have to be given to GEOS in degrees. Use method \"geodesic\" \
+                     (the default: each feature is buffered in metres around itself), or \
+                     reproject the layer to a projected CRS first",
+                    srs.name().unwrap_or_default(),
+                    request.distance,
+                    request.unit
+                )));
+            }
+            let crs = facts::crs_facts(&srs);
+            let unit = srs
+                .linear_units_name()
+                .unwrap_or_else(|| "unit".to_string());
+            if (srs.linear_units() - 1.0).abs() > 1e-12 || request.unit != "m" {
+                facts.distance_units = Some((request.unit.to_string(), unit));
+            }
+            if let Some(extent) = data.extent {
+                if let Some(s) =
+                    transform::lonlat_bounds(&srs, extent).and_then(|ll| scale_error(&srs, ll))
+                {
+                    facts.area_scale_error = Some(s.area);
+                    facts.length_scale_error = Some(s.length);
+                    facts.worst_at = Some(s.worst_at);
+                }
+            }
+            facts.crs = Some(crs);
+        }
+        Method::Geodesic => {
+            facts.ellipsoid = Some(ellipsoid_of(&srs)?.0.name);
+        }
+    }
+    Ok(facts)
+}
+
+/// Buffer every feature and write the result.
+pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
+    let dataset = facts::open(&request.input)?;
+    let mut data = read_layer("layer", &dataset, request.layer.as_deref())?;
+    let srs = data
+        .srs
+        .clone()
+        .ok_or_else(|| GdalError::Arguments("input: the layer has no CRS".to_string()))?;
+    validate(&mut data.rows, request.make_valid)?;
+    let capture = ErrorCapture::start();
+    let failed = |what: String| GdalError::Failed {
+        operation: "buffering".to_string(),
+        message: capture.failure_text(&what),
+    };
+    let mut notes = Vec::new();
+    let mut distance_in_crs_units = None;
+    let mut buffered: Vec<(Geometry, Vec<Option<FieldValue>>)> =
+        Vec::with_capacity(data.rows.len());
+    match request.method {
+        Method::Planar => {
+            let d = request.distance_m / srs.linear_units();
+            distance_in_crs_units = Some(d);
+            notes.push(format!(
+                "planar buffer in {}: {} = {d} {}",
+                srs.name().unwrap_or_default(),
+                distance_note(request.distance, request.unit, request.distance_m),
+                srs.linear_units_name().unwrap_or_default()
+            ));
+            for row in &data.rows {
+                let Some(g) = &row.geometry else { continue };
+                let b = g
+                    .buffer(d, request.segments)
+                    .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                buffered.push((as_multipolygon(&b)?, row.values.clone()));
+            }
+        }
+        Method::Geodesic => {
+            let geographic = geographic_of(&srs)?;
+            let to_geographic = transformer(&srs, &geographic)?;
+            notes.push(format!(
+                "geodesic buffer of {}: each feature is buffered in an azimuthal equidistant \
+                 projection centred on it (same datum), then brought back to {}",
+                distance_note(request.distance, request.unit, request.distance_m),
+                srs.name().unwrap_or_default()
+            ));
+            for row in &data.rows {
+                let Some(g) = &row.geometry else { continue };
+                let (lon, lat) = centre(
+                    &g.transform(&to_geographic)
+                        .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?,
+                );
+                let local = local_aeqd(&geographic, lon, lat)?;
+                let there = transformer(&srs, &local)?;
+                let back = transformer(&local, &srs)?;
+                let b = g
+                    .transform(&there)
+                    .and_then(|l| l.buffer(request.distance_m, request.segments))
+                    .and_then(|b| b.transform(&back))
+                    .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                buffered.push((as_multipolygon(&b)?, row.values.clone()));
+            }
+        }
+    }
+    drop(capture);
+    let layer_name = data.name.clone();
+    let (files, count) = if request.dissolve {
+        let geometries: Vec<Geometry> = buffered.into_iter().map(|(g, _)| g).collect();
+        let union = match union_all(&geometries) {
+            Some(u) => vec![(as_multipolygon(&u)?, Vec::new())],
+            None => Vec::new(),
+        };
+        notes.push("dissolved into one feature; attributes dropped".to_string());
+        write_rows(
+            &request.output,
+            &request.driver,
+            &layer_name,
+            Some(&srs),
+            Wkb::wkbMultiPolygon,
+            &[],
+            union.into_iter(),
+        )?
+    } else {
+        write_rows(
+            &request.output,
+            &request.driver,
+            &layer_name,
+            Some(&srs),
+            Wkb::wkbMultiPolygon,
+            &data.fields,
+            buffered.into_iter(),
+        )?
+    };
+    Ok(BufferOutput {
+        output: request.output.display().to_string(),
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        layer: layer_name,
+        features: count,
+        method: request.method,
+        crs: Some(crs_name(&srs)),
+        distance: distance_note(request.distance, request.unit, request.distance_m),
+        distance_in_crs_units,
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overlays
+
+/// An overlay operation (GDAL layer algebra).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OverlayOperation {
+    Intersection,
+    Difference,
+    Union,
+    SymmetricDifference,
+    Identity,
+}
+
+impl OverlayOperation {
+    fn name(self) -> &'static str {
+        match self {
+            OverlayOperation::Intersection => "intersection",
+            OverlayOperation::Difference => "difference",
+            OverlayOperation::Union => "union",
+            OverlayOperation::SymmetricDifference => "symmetric_difference",
+            OverlayOperation::Identity => "identity",
+        }
+    }
+}
+
+/// A `vector_overlay` request, checked by the tool.
+#[derive(Debug, Clone)]
+pub struct OverlayRequest {
+    pub input: PathBuf,
+    pub overlay: PathBuf,
+    pub output: PathBuf,
+    pub driver: String,
+    pub layer: Option<String>,
+    pub overlay_layer: Option<String>,
+    pub operation: OverlayOperation,
+    pub dissolve_by: Option<String>,
+    pub make_valid: bool,
+    /// The explicit coordinate operation for the overlay's reprojection, chosen before the gate.
+    pub pipeline: Option<String>,
+}
+
+/// Result of `vector_overlay`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OverlayOutput {
+    pub output: String,
+    pub files: Vec<String>,
+    pub layer: String,
+    pub operation: OverlayOperation,
+    pub features: u64,
+    /// How the overlay layer reached the input's CRS (`null` when they were the same).
+    pub reprojected: Option<Reprojected>,
+    /// Why the result is empty, when it is.
+    pub empty_reason: Option<String>,
+    pub notes: Vec<String>,
+}
+
+/// What the gather step found for a two-layer call.
+pub struct TwoLayers {
+    pub measurement: MeasurementFacts,
+    pub reprojected: Option<Reprojected>,
+}
+
+/// Facts of a two-layer call: validity of both, kinds, and the second layer's reprojection.
+pub fn two_layer_facts(
+    first: &Dataset,
+    first_layer: Option<&str>,
+    second_argument: &str,
+    second: &Dataset,
+    second_layer: Option<&str>,
+    make_valid: bool,
+) -> Result<TwoLayers, GdalError> {
+    let mut a = read_layer("layer", first, first_layer)?;
+    let mut b = read_layer(second_argument, second, second_layer)?;
+    let reprojected = second_layer_crs(second_argument, a.srs.as_ref(), b.srs.as_ref(), b.extent)?;
+    let (checked_a, invalid_a) = validate(&mut a.rows, false)?;
+    let (checked_b, invalid_b) = validate(&mut b.rows, false)?;
+    let mut kinds = kinds_of(&a.rows);
+    kinds.extend(kinds_of(&b.rows));
+    kinds.sort();
+    kinds.dedup();
+    let method = match &a.srs {
+        Some(s) if s.is_geographic() => Method::Geodesic,
+        _ => Method::Planar,
+    };
+    Ok(TwoLayers {
+        measurement: MeasurementFacts {
+            method: method.name().to_string(),
+            crs: a.srs.as_ref().map(facts::crs_facts),
+            features_checked: checked_a + checked_b,
+            invalid_features: invalid_a + invalid_b,
+            make_valid,
+            geometry_kinds: kinds,
+            ..MeasurementFacts::default()
+        },
+        reprojected,
+    })
+}
+
+/// An in-memory layer holding `rows`.
+fn memory_layer<'a>(
+    dataset: &'a mut Dataset,
+    name: &str,
+    srs: Option<&SpatialRef>,
+    ty: Wkb::Type,
+    fields: &[FieldDef],
+    rows: &[Row],
+) -> Result<gdal::vector::Layer<'a>, GdalError> {
+    let failed = |what: &str| GdalError::Failed {
+        operation: "building an in-memory layer".to_string(),
+        message: what.to_string(),
+    };
+    let layer = dataset
+        .create_layer(LayerOptions {
+            name,
+            srs,
+            ty,
+            options: None,
+        })
+        .map_err(|e| failed(&e.to_string()))?;
+    let defs: Vec<(&str, OGRFieldType::Type)> =
+        fields.iter().map(|f| (f.name.as_str(), f.kind)).collect();
+    layer
+        .create_defn_fields(&defs)
+        .map_err(|e| failed(&e.to_string()))?;
+    for row in rows {
+        let Some(g) = &row.geometry else { continue };
+        let mut feature =
+            gdal::vector::Feature::new(layer.defn()).map_err(|e| failed(&e.to_string()))?;
+        feature
+            .set_geometry(g.clone())
+            .map_err(|e| failed(&e.to_string()))?;
+        for (i, value) in row.values.iter().enumerate() {
+            if let Some(value) = value {
+                feature
+                    .set_field(i, value)
+                    .map_err(|e| failed(&e.to_string()))?;
+            }
+        }
+        feature.create(&layer).map_err(|e| failed(&e.to_string()))?;
+    }
+    Ok(layer)
+}
+
+fn memory_dataset() -> Result<Dataset, GdalError> {
+    DriverManager::get_driver_by_name("Memory")
+        .and_then(|d| d.create_vector_only(""))
+        .map_err(|e| GdalError::Failed {
+            operation: "creating an in-memory dataset".to_string(),
+            message: e.to_string(),
+        })
+}
+
+fn envelopes_meet(a: Option<[f64; 4]>, b: Option<[f64; 4]>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => !(a[2] < b[0] || b[2] < a[0] || a[3] < b[1] || b[3] < a[1]),
+        _ => true,
+    }
+}
+
+fn rows_extent(rows: &[Row]) -> Option<[f64; 4]> {
+    let mut extent: Option<[f64; 4]> = None;
+    for g in rows.iter().filter_map(|r| r.geometry.as_ref()) {
+        let e = g.envelope();
+        extent = Some(match extent {
+            None => [e.MinX, e.MinY, e.MaxX, e.MaxY],
+            Some(x) => [
+                x[0].min(e.MinX),
+                x[1].min(e.MinY),
+                x[2].max(e.MaxX),
+                x[3].max(e.MaxY),
+            ],
+        });
+    }
+    extent
+}
+
+/// Run the overlay and write the result.
+pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
+    let first = facts::open(&request.input)?;
+    let second = facts::open(&request.overlay)?;
+    let mut a = read_layer("layer", &first, request.layer.as_deref())?;
+    let mut b = read_layer("overlay_layer", &second, request.overlay_layer.as_deref())?;
+    let reprojected = second_layer_crs("overlay", a.srs.as_ref(), b.srs.as_ref(), b.extent)?;
+    let mut notes = Vec::new();
+    if let (Some(r), Some(from), Some(to)) = (&reprojected, b.srs.clone(), a.srs.clone()) {
+        reproject(&mut b.rows, &from, &to, request.pipeline.as_deref())?;
+        notes.push(format!(
+            "the overlay was reprojected from {} to {} by the host{}",
+            r.from.name,
+            r.to.name,
+            r.transformation
+                .as_ref()
+                .map(|t| format!(" ({})", t.used.name))
+                .unwrap_or_default()
+        ));
+    }
+    validate(&mut a.rows, request.make_valid)?;
+    validate(&mut b.rows, request.make_valid)?;
+    let clash: Vec<&str> = b
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|n| a.fields.iter().any(|f| f.name == *n))
+        .collect();
+    let mut memory = memory_dataset()?;
+    let mut memory_b = memory_dataset()?;
+    let mut memory_out = memory_dataset()?;
+    let layer_a = memory_layer(
+        &mut memory,
+        "input",
+        a.srs.as_ref(),
+        a.geometry_type,
+        &a.fields,
+        &a.rows,
+    )?;
+    let layer_b = memory_layer(
+        &mut memory_b,
+        "overlay",
+        a.srs.as_ref(),
+        b.geometry_type,
+        &b.fields,
+        &b.rows,
+    )?;
+    let out_layer = memory_out
+        .create_layer(LayerOptions {
+            name: "result",
+            srs: a.srs.as_ref(),
+            ty: Wkb::wkbUnknown,
+            options: None,
+        })
+        .map_err(|e| GdalError::Failed {
+            operation: "creating the result layer".to_string(),
+            message: e.to_string(),
+        })?;
+    let options = [
+        "PROMOTE_TO_MULTI=YES",
+        "KEEP_LOWER_DIMENSION_GEOMETRIES=NO",
+        "METHOD_PREFIX=overlay_",
+        "SKIP_FAILURES=NO",
+    ];
+    let mut csl = gdal::cpl::CslStringList::new();
+    for option in options {
+        if let Some((k, v)) = option.split_once('=') {
+            csl.set_name_value(k, v)
+                .map_err(|e| GdalError::Arguments(e.to_string()))?;
+        }
+    }
+    let capture = ErrorCapture::start();
+    // SAFETY: the three layers live in datasets owned here for the whole call; the options
+    // list outlives it; the progress callback reads no pointer.
+    let status = unsafe {
+        let f = match request.operation {
+            OverlayOperation::Intersection => gdal_sys::OGR_L_Intersection,
+            OverlayOperation::Difference => gdal_sys::OGR_L_Erase,
+            OverlayOperation::Union => gdal_sys::OGR_L_Union,
+            OverlayOperation::SymmetricDifference => gdal_sys::OGR_L_SymDifference,
+            OverlayOperation::Identity => gdal_sys::OGR_L_Identity,
+        };
+        f(
+            layer_a.c_layer(),
+            layer_b.c_layer(),
+            out_layer.c_layer(),
+            csl.as_ptr(),
+            Some(super::progress_callback),
+            std::ptr::null_mut(),
+        )
+    };
+    if status != gdal_sys::OGRErr::OGRERR_NONE {
+        if !super::keep_going(0.0) {
+            return Err(super::cancelled("vector_overlay"));
+        }
+        return Err(GdalError::Failed {
+            operation: format!("the {} overlay", request.operation.name()),
+            message: capture
+                .failure_text("GEOS failed; if geometries are invalid, pass make_valid"),
+        });
+    }
+    drop(capture);
+    // Read the result back.
+    let result = read_layer("result", &memory_out, Some("result"))?;
+    if !clash.is_empty() {
+        notes.push(format!(
+            "overlay fields are prefixed overlay_ (e.g. {} -> overlay_{})",
+            clash[0], clash[0]
+        ));
+    }
+    // The result keeps the input's kind: polygons cut by polygons stay polygons, lines stay
+    // lines; lower-dimension slivers where boundaries touch are dropped.
+    let kind = result_kind(&a.rows);
+    let mut dropped = 0u64;
+    let mut rows: Vec<(Geometry, Vec<Option<FieldValue>>)> = Vec::new();
+    let mut fields = result.fields.clone();
+    match &request.dissolve_by {
+        Some(field) => {
+            let index = result
+                .fields
+                .iter()
+                .position(|f| &f.name == field)
+                .ok_or_else(|| {
+                    GdalError::Arguments(format!(
+                        "dissolve_by: the result has no field \"{field}\"; its fields are {}",
+                        result
+                            .fields
+                            .iter()
+                            .map(|f| f.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
+            let mut groups: BTreeMap<String, (Option<FieldValue>, Vec<Geometry>)> = BTreeMap::new();
+            for row in &result.rows {
+                let Some(g) = &row.geometry else { continue };
+                let value = row.values[index].clone();
+                let key = format!("{value:?}");
+                groups
+                    .entry(key)
+                    .or_insert_with(|| (value, Vec::new()))
+                    .1
+                    .push(g.clone());
+            }
+            fields = vec![result.fields[index].clone()];
+            if kind != Kind::Polygon {
+                return Err(GdalError::Arguments(
+                    "dissolve_by: merges polygons; the input holds lines or points".to_string(),
+                ));
+            }
+            for (_, (value, geometries)) in groups {
+                if let Some(u) = union_all(&geometries) {
+                    rows.push((as_multipolygon(&u)?, vec![value]));
+                }
+            }
+            notes.push(format!("dissolved by {field}"));
+        }
+        None => {
+            for row in result.rows {
+                if let Some(g) = row.geometry {
+                    let multi = as_multi(&g, kind)?;
+                    if multi.is_empty() {
+                        dropped += 1;
+                    } else {
+                        rows.push((multi, row.values));
+                    }
+                }
+            }
+        }
+    }
+    if dropped > 0 {
+        notes.push(format!(
+            "{dropped} pieces of a lower dimension than the input's {}s (where boundaries only \
+             touch) were dropped",
+            kind.name()
+        ));
+    }
+    let empty_reason = if rows.is_empty() {
+        let (ea, eb) = (rows_extent(&a.rows), rows_extent(&b.rows));
+        Some(if a.rows.is_empty() {
+            "the input layer has no features".to_string()
+        } else if !envelopes_meet(ea, eb) {
+            format!(
+                "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
+                ea, eb
+            )
+        } else if request.operation == OverlayOperation::Difference {
+            "every input feature lies inside the overlay, so nothing of it is left (swap input and overlay for the other difference)".to_string()
+        } else {
+            "no input feature overlaps an overlay feature, although the extents meet".to_string()
+        })
+    } else {
+        None
+    };
+    let layer_name = a.name.clone();
+    let (files, count) = write_rows(
+        &request.output,
+        &request.driver,
+        &layer_name,
+        a.srs.as_ref(),
+        multi_type(kind),
+        &fields,
+        rows.into_iter(),
+    )?;
+    Ok(OverlayOutput {
+        output: request.output.display().to_string(),
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        layer: layer_name,
+        operation: request.operation,
+        features: count,
+        reprojected,
+        empty_reason,
+        notes,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Joins
+
+/// A spatial predicate, target against source (GEOS, DE-9IM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Predicate {
+    Intersects,
+    Within,
+    Contains,
+    Touches,
+    Crosses,
+    Overlaps,
+    Dwithin,
+}
+
+/// A summary of the joined source features' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Stat {
+    Count,
+    Sum,
+    Mean,
+    WeightedMean,
+    First,
+    Min,
+    Max,
+}
+
+impl Stat {
+    fn name(self) -> &'static str {
+        match self {
+            Stat::Count => "count",
+            Stat::Sum => "sum",
+            Stat::Mean => "mean",
+            Stat::WeightedMean => "weighted_mean",
+            Stat::First => "first",
+            Stat::Min => "min",
+            Stat::Max => "max",
+        }
+    }
+}
+
+/// A `vector_join` request, checked by the tool.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    pub input: PathBuf,
+    pub join: PathBuf,
+    pub output: PathBuf,
+    pub driver: String,
+    pub layer: Option<String>,
+    pub join_layer: Option<String>,
+    pub predicate: Option<Predicate>,
+    pub distance_m: Option<f64>,
+    pub key: Option<String>,
+    pub fields: Vec<String>,
+    pub stats: Vec<Stat>,
+    pub weight: Option<String>,
+    pub make_valid: bool,
+    pub pipeline: Option<String>,
+}
+
+/// Result of `vector_join`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct JoinOutput {
+    pub output: String,
+    pub files: Vec<String>,
+    pub layer: String,
+    pub features: u64,
+    /// Target features with at least one match, and without.
+    pub matched: u64,
+    pub unmatched: u64,
+    /// The columns added: `join_count` and `<field>_<stat>`.
+    pub columns: Vec<String>,
+    pub reprojected: Option<Reprojected>,
+    pub notes: Vec<String>,
+}
+
+fn numeric(value: &FieldValue) -> Option<f64> {
+    match value {
+        FieldValue::IntegerValue(v) => Some(f64::from(*v)),
+        FieldValue::Integer64Value(v) => Some(*v as f64),
+        FieldValue::RealValue(v) => Some(*v),
+        _ => None,
+    }
+}
+
+fn is_numeric(kind: OGRFieldType::Type) -> bool {
+    kind == OGRFieldType::OFTInteger
+        || kind == OGRFieldType::OFTInteger64
+        || kind == OGRFieldType::OFTReal
+}
+
+fn text(value: &FieldValue) -> String {
+    match value {
+        FieldValue::StringValue(s) => s.trim().to_string(),
+        FieldValue::IntegerValue(v) => v.to_string(),
+        FieldValue::Integer64Value(v) => v.to_string(),
+        FieldValue::RealValue(v) => v.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Check the join's fields against the source layer; returns (field index, numeric) per field.
+fn check_join_fields(
+    request: &JoinRequest,
+    source: &LayerData,
+) -> Result<(Vec<(usize, bool)>, Option<usize>), GdalError> {
+    let find = |argument: &str, name: &str| -> Result<usize, GdalError> {
+        source
+            .fields
+            .iter()
+            .position(|f| f.name == name)
+            .ok_or_else(|| {
+                GdalError::Arguments(format!(
+                    "{argument}: the join layer has no field \"{name}\"; its fields are {}",
+                    source
+                        .fields
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    };
+    let mut out = Vec::new();
+    for name in &request.fields {
+        let i = find("fields", name)?;
+        let numeric = is_numeric(source.fields[i].kind);
+        for stat in &request.stats {
+            if !numeric && !matches!(stat, Stat::Count | Stat::First) {
+                return Err(GdalError::Arguments(format!(
+                    "stats: {} of \"{name}\" needs numbers, but it is a text field; use \
+                     `count` or `first`, or convert the field",
+                    stat.name()
+                )));
+            }
+        }
+        out.push((i, numeric));
+    }
+    let weight = match &request.weight {
+        Some(w) => {
+            let i = find("weight", w)?;
+            if !is_numeric(source.fields[i].kind) {
+                return Err(GdalError::Arguments(format!(
+                    "weight: \"{w}\" is not a numeric field"
+                )));
+            }
+            Some(i)
+        }
+        None => None,
+    };
+    Ok((out, weight))
+}
+
+/// Facts of a join: the two-layer facts, plus overlaps among the source polygons (a sum over
+/// overlapping sources counts the overlap twice) and the means asked for without a weight.
+pub fn join_facts(
+    request: &JoinRequest,
+    target: &Dataset,
+    source: &Dataset,
+) -> Result<TwoLayers, GdalError> {
+    let mut facts = two_layer_facts(
+        target,
+        request.layer.as_deref(),
+        "join",
+        source,
+        request.join_layer.as_deref(),
+        request.make_valid,
+    )?;
+    let data = read_layer("join_layer", source, request.join_layer.as_deref())?;
+    check_join_fields(request, &data)?;
+    if request.stats.contains(&Stat::Mean) && request.weight.is_none() {
+        facts.measurement.unweighted_means =
+            request.fields.iter().map(|f| format!("{f}:mean")).collect();
+    }
+    if request.key.is_none()
+        && request
+            .stats
+            .iter()
+            .any(|s| matches!(s, Stat::Sum | Stat::Mean | Stat::WeightedMean))
+    {
+        if let Some(srs) = &data.srs {
+            let valid: Vec<(Option<u64>, &Geometry)> = data
+                .rows
+                .iter()
+                .filter_map(|r| r.geometry.as_ref().map(|g| (r.fid, g)))
+                .filter(|(_, g)| parts(g).iter().all(|p| p.kind == Kind::Polygon) && g.is_valid())
+                .collect();
+            if !valid.is_empty() && valid.len() <= super::measure::MAX_OVERLAP_POLYGONS {
+                let geographic = geographic_of(srs)?;
+                let (_, geodesic) = ellipsoid_of(srs)?;
+                let to_geographic = transformer(srs, &geographic)?;
+                let measurer = Measurer::Geodesic(geodesic);
+                let (pairs, area, _) = overlapping_pairs(&valid, |common| {
+                    let moved =
+                        common
+                            .transform(&to_geographic)
+                            .map_err(|e| GdalError::Failed {
+                                operation: "measuring an overlap".to_string(),
+                                message: e.to_string(),
+                            })?;
+                    Ok(measurer.figures(&parts(&moved), false).area)
+                })?;
+                facts.measurement.overlapping_pairs = Some(pairs);
+                facts.measurement.overlap_area_m2 = Some(area);
+            }
+        }
+    }
+    if let (Some(Predicate::Dwithin), Some(srs)) = (request.predicate, &data.srs) {
+        facts.measurement.distance_units = (!srs.is_geographic()
+            && (srs.linear_units() - 1.0).abs() > 1e-12)
+            .then(|| ("m".to_string(), srs.linear_units_name().unwrap_or_default()));
+    }
+    Ok(facts)
+}
+
+/// GEOS distance between two geometries, in their CRS's units.
+fn distance(a: &Geometry, b: &Geometry) -> f64 {
+    // SAFETY: both handles are valid for the borrows.
+    unsafe { gdal_sys::OGR_G_Distance(a.c_geometry(), b.c_geometry()) }
+}
+
+/// Run the join and write the target features with the added columns.
+pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+    let first = facts::open(&request.input)?;
+    let second = facts::open(&request.join)?;
+    let mut target = read_layer("layer", &first, request.layer.as_deref())?;
+    let mut source = read_layer("join_layer", &second, request.join_layer.as_deref())?;
+    let reprojected = second_layer_crs(
+        "join",
+        target.srs.as_ref(),
+        source.srs.as_ref(),
+        source.extent,
+    )?;
+    let mut notes = Vec::new();
+    if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
+    {
+        reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
+        notes.push(format!(
+            "the join layer was reprojected from {} to {} by the host",
+            r.from.name, r.to.name
+        ));
+    }
+    validate(&mut target.rows, request.make_valid)?;
+    validate(&mut source.rows, request.make_valid)?;
+    let (field_indices, weight_index) = check_join_fields(request, &source)?;
+
+    // Matches per target feature, as source row indices in source order.
+    let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
+    match (&request.key, request.predicate) {
+        (Some(key), _) => {
+            let ti = target.fields.iter().position(|f| &f.name == key);
+            let si = source.fields.iter().position(|f| &f.name == key);
+            let (Some(ti), Some(si)) = (ti, si) else {
+                return Err(GdalError::Arguments(format!(
+                    "key: \"{key}\" must be a field of both layers"
+                )));
+            };
+            let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            for (j, row) in source.rows.iter().enumerate() {
+                if let Some(v) = &row.values[si] {
+                    index.entry(text(v)).or_default().push(j);
+                }
+            }
+            let mut zero_mismatch = 0;
+            for (i, row) in target.rows.iter().enumerate() {
+                if let Some(v) = &row.values[ti] {
+                    let k = text(v);
+                    match index.get(&k) {
+                        Some(found) => matches[i] = found.clone(),
+                        None => {
+                            let stripped = k.trim_start_matches('0');
+                            if index.keys().any(|s| s.trim_start_matches('0') == stripped) {
+                                zero_mismatch += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            notes.push(format!(
+                "attribute join on \"{key}\", keys compared as text"
+            ));
+            if zero_mismatch > 0 {
+                notes.push(format!(
+                    "{zero_mismatch} target keys match a join key only if leading zeros are \
+                     ignored (e.g. \"001\" and \"1\"); they were not joined"
+                ));
+            }
+        }
+        (None, Some(predicate)) => {
+            let srs = target.srs.clone();
+            let geographic = match &srs {
+                Some(s) if s.is_geographic() => Some(geographic_of(s)?),
+                _ => None,
+            };
+            let metres = srs.as_ref().map(|s| s.linear_units()).unwrap_or(1.0);
+            let reach = match (predicate, request.distance_m) {
+                (Predicate::Dwithin, Some(d)) => match &geographic {
+                    // Degrees of latitude are at least 110.5 km; longitude shrinks with latitude
+                    // and is handled per target below.
+                    Some(_) => d / 110_000.0,
+                    None => d / metres,
+                },
+                _ => 0.0,
+            };
+            let mut order: Vec<(usize, gdal::vector::Envelope)> = source
+                .rows
+                .iter()
+                .enumerate()
+                .filter_map(|(j, r)| r.geometry.as_ref().map(|g| (j, g.envelope())))
+                .collect();
+            order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
+            let _quiet = ErrorCapture::start();
+            for (i, row) in target.rows.iter().enumerate() {
+                if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
+                    return Err(super::cancelled("vector_join"));
+                }
+                let Some(t) = &row.geometry else { continue };
+                let e = t.envelope();
+                let (mut reach_x, reach_y) = (reach, reach);
+                if geographic.is_some() && reach > 0.0 {
+                    let lat = e.MaxY.abs().max(e.MinY.abs()).min(89.0);
+                    reach_x = reach / lat.to_radians().cos();
+                }
+                let local = match (&geographic, predicate) {
+                    (Some(g), Predicate::Dwithin) => {
+                        let (lon, lat) = centre(t);
+                        let aeqd = local_aeqd(g, lon, lat)?;
+                        Some((transformer(g, &aeqd)?, aeqd))
+                    }
+                    _ => None,
+                };
+                let local_t = match &local {
+                    Some((ct, _)) => Some(t.transform(ct).map_err(|e| GdalError::Failed {
+                        operation: "projecting a target feature".to_string(),
+                        message: e.to_string(),
+                    })?),
+                    None => None,
+                };
+                for (j, s_env) in &order {
+                    if s_env.MinX > e.MaxX + reach_x {
+                        break;
+                    }
+                    if s_env.MaxX < e.MinX - reach_x
+                        || s_env.MinY > e.MaxY + reach_y
+                        || s_env.MaxY < e.MinY - reach_y
+                    {
+                        continue;
+                    }
+                    let Some(s) = &source.rows[*j].geometry else {
+                        continue;
+                    };
+                    let hit = match predicate {
+                        Predicate::Intersects => t.intersects(s),
+                        Predicate::Within => t.within(s),
+                        Predicate::Contains => t.contains(s),
+                        Predicate::Touches => t.touches(s),
+                        Predicate::Crosses => t.crosses(s),
+                        Predicate::Overlaps => t.overlaps(s),
+                        Predicate::Dwithin => {
+                            let d = request.distance_m.unwrap_or(0.0);
+                            match (&local, &local_t) {
+                                (Some((ct, _)), Some(lt)) => {
+                                    let ls = s.transform(ct).map_err(|e| GdalError::Failed {
+                                        operation: "projecting a join feature".to_string(),
+                                        message: e.to_string(),
+                                    })?;
+                                    distance(lt, &ls) <= d
+                                }
+                                _ => distance(t, s) * metres <= d,
+                            }
+                        }
+                    };
+                    if hit {
+                        matches[i].push(*j);
+                    }
+                }
+                matches[i].sort_unstable();
+            }
+        }
+        (None, None) => {
+            return Err(GdalError::Arguments(
+                "give `predicate` (a spatial join) or `key` (an attribute join)".to_string(),
+            ))
+        }
+    }
+
+    // Columns.
+    let mut fields = target.fields.clone();
+    let mut added = vec!["join_count".to_string()];
+    fields.push(FieldDef {
+        name: "join_count".to_string(),
+        kind: OGRFieldType::OFTInteger64,
+    });
+    for (name, (index, numeric)) in request.fields.iter().zip(&field_indices) {
+        for stat in &request.stats {
+            if *stat == Stat::Count {
+                continue;
+            }
+            let column = format!("{name}_{}", stat.name());
+            if fields.iter().any(|f| f.name == column) {
+                return Err(GdalError::Arguments(format!(
+                    "fields: the output would have two fields named \"{column}\"; rename the \
+                     target's field first"
+                )));
+            }
+            let kind = if *stat == Stat::First && !numeric {
+                source.fields[*index].kind
+            } else {
+                OGRFieldType::OFTReal
+            };
+            fields.push(FieldDef {
+                name: column.clone(),
+                kind,
+            });
+            added.push(column);
+        }
+    }
+    let (mut matched, mut unmatched) = (0u64, 0u64);
+    let mut rows = Vec::with_capacity(target.rows.len());
+    for (row, found) in target.rows.iter().zip(&matches) {
+        if found.is_empty() {
+            unmatched += 1;
+        } else {
+            matched += 1;
+        }
+        let mut values = row.values.clone();
+        values.push(Some(FieldValue::Integer64Value(found.len() as i64)));
+        for (index, is_number) in &field_indices {
+            let present: Vec<&FieldValue> = found
+                .iter()
+                .filter_map(|j| source.rows[*j].values[*index].as_ref())
+                .collect();
+            let numbers: Vec<f64> = present.iter().filter_map(|v| numeric(v)).collect();
+            for stat in &request.stats {
+                let value = match stat {
+                    Stat::Count => continue,
+                    Stat::First => present.first().map(|v| {
+                        if *is_number {
+                            numeric(v).map_or((*v).clone(), FieldValue::RealValue)
+                        } else {
+                            (*v).clone()
+                        }
+                    }),
+                    Stat::Sum => {
+                        (!numbers.is_empty()).then(|| FieldValue::RealValue(numbers.iter().sum()))
+                    }
+                    Stat::Mean => (!numbers.is_empty()).then(|| {
+                        FieldValue::RealValue(numbers.iter().sum::<f64>() / numbers.len() as f64)
+                    }),
+                    Stat::Min => numbers
+                        .iter()
+                        .copied()
+                        .reduce(f64::min)
+                        .map(FieldValue::RealValue),
+                    Stat::Max => numbers
+                        .iter()
+                        .copied()
+                        .reduce(f64::max)
+                        .map(FieldValue::RealValue),
+                    Stat::WeightedMean => {
+                        let Some(w) = weight_index else {
+                            return Err(GdalError::Arguments(
+                                "stats: weighted_mean needs `weight`, the field to weight by \
+                                 (e.g. population for a rate)"
+                                    .to_string(),
+                            ));
+                        };
+                        let (mut num, mut den) = (0.0, 0.0);
+                        for j in found {
+                            let (Some(v), Some(wv)) = (
+                                source.rows[*j].values[*index].as_ref().and_then(numeric),
+                                source.rows[*j].values[w].as_ref().and_then(numeric),
+                            ) else {
+                                continue;
+                            };
+                            num += v * wv;
+                            den += wv;
+                        }
+                        (den != 0.0).then(|| FieldValue::RealValue(num / den))
+                    }
+                };
+                values.push(value);
+            }
+        }
+        if let Some(g) = &row.geometry {
+            rows.push((g.clone(), values));
+        }
+    }
+    let layer_name = target.name.clone();
+    let (files, count) = write_rows(
+        &request.output,
+        &request.driver,
+        &layer_name,
+        target.srs.as_ref(),
+        target.geometry_type,
+        &fields,
+        rows.into_iter(),
+    )?;
+    if let Some(p) = request.predicate.filter(|_| request.key.is_none()) {
+        notes.push(format!(
+            "spatial join: target {} source ({}); a point on a shared boundary is within \
+             neither zone and intersects both",
+            match p {
+                Predicate::Intersects => "intersects",
+                Predicate::Within => "within",
+                Predicate::Contains => "contains",
+                Predicate::Touches => "touches",
+                Predicate::Crosses => "crosses",
+                Predicate::Overlaps => "overlaps",
+                Predicate::Dwithin => "within the distance of",
+            },
+            match p {
+                Predicate::Dwithin => "geodesic metres in a local projection for geographic layers",
+                _ => "GEOS DE-9IM",
+            }
+        ));
+    }
+    Ok(JoinOutput {
+        output: request.output.display().to_string(),
+        files: files.iter().map(|p| p.display().to_string()).collect(),
+        layer: layer_name,
+        features: count,
+        matched,
+        unmatched,
+        columns: added,
+        reprojected,
+        notes,
+    })
+}

@@ -1,0 +1,541 @@
+//! Geometry and geodesy shared by the vector analysis runners (`measure`, `analysis`): simple
+//! parts of any geometry (curves linearised, collections opened), repairs that keep a feature's
+//! own kinds, cascaded unions, figures on the ellipsoid (GeographicLib) or in the plane, a
+//! planar CRS's scale error over an extent, and local azimuthal equidistant projections.
+
+use super::{transform, ErrorCapture, GdalError};
+use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+use gdal::vector::Geometry;
+use gdal_sys::OGRwkbGeometryType as Wkb;
+use geographiclib_rs::{Geodesic, InverseGeodesic, PolygonArea, Winding};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// What a geometry part is measured as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Polygon,
+    Line,
+    Point,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Polygon => "polygon",
+            Kind::Line => "line",
+            Kind::Point => "point",
+        }
+    }
+}
+
+/// One simple part of a geometry: a polygon's rings (shell first), a line's vertices or a
+/// point, as `[x, y, z]`.
+#[derive(Debug, Clone)]
+pub struct Part {
+    pub kind: Kind,
+    pub rings: Vec<Vec<[f64; 3]>>,
+}
+
+/// The simple parts of a geometry, curves linearised, collections opened.
+pub fn parts(geometry: &Geometry) -> Vec<Part> {
+    let mut out = Vec::new();
+    collect_parts(geometry, &mut out, 0);
+    out
+}
+
+fn points_of(geometry: &Geometry) -> Vec<[f64; 3]> {
+    let mut points = Vec::new();
+    geometry.get_points(&mut points);
+    points.into_iter().map(|(x, y, z)| [x, y, z]).collect()
+}
+
+fn collect_parts(geometry: &Geometry, out: &mut Vec<Part>, depth: usize) {
+    if geometry.is_empty() || depth > 32 {
+        return;
+    }
+    if has_curves(geometry) {
+        if let Some(linear) = linearised(geometry) {
+            collect_parts(&linear, out, depth + 1);
+        }
+        return;
+    }
+    match gdal::vector::geometry_type_flatten(geometry.geometry_type()) {
+        Wkb::wkbPoint => out.push(Part {
+            kind: Kind::Point,
+            rings: vec![points_of(geometry)],
+        }),
+        Wkb::wkbLineString | Wkb::wkbLinearRing => out.push(Part {
+            kind: Kind::Line,
+            rings: vec![points_of(geometry)],
+        }),
+        Wkb::wkbPolygon | Wkb::wkbTriangle => out.push(Part {
+            kind: Kind::Polygon,
+            rings: (0..geometry.geometry_count())
+                .map(|i| points_of(&geometry.get_geometry(i)))
+                .collect(),
+        }),
+        _ => {
+            for i in 0..geometry.geometry_count() {
+                collect_parts(&geometry.get_geometry(i), out, depth + 1);
+            }
+        }
+    }
+}
+
+pub fn has_curves(geometry: &Geometry) -> bool {
+    // SAFETY: the handle is valid for the borrow of `geometry`.
+    unsafe { gdal_sys::OGR_G_HasCurveGeometry(geometry.c_geometry(), 0) != 0 }
+}
+
+/// The geometry with arcs replaced by line segments (OGR's default step).
+pub fn linearised(geometry: &Geometry) -> Option<Geometry> {
+    // SAFETY: the input handle is valid for the borrow; the result is a new geometry that
+    // `owned` takes over and destroys.
+    unsafe {
+        let handle =
+            gdal_sys::OGR_G_GetLinearGeometry(geometry.c_geometry(), 0.0, std::ptr::null_mut());
+        owned(handle)
+    }
+}
+
+/// Take over a geometry handle GDAL returned (through ISO WKB), destroying it.
+///
+/// # Safety
+/// `handle` must be null or a geometry the caller owns and does not use afterwards.
+unsafe fn owned(handle: gdal_sys::OGRGeometryH) -> Option<Geometry> {
+    if handle.is_null() {
+        return None;
+    }
+    let size = gdal_sys::OGR_G_WkbSize(handle);
+    let mut buffer = vec![0u8; usize::try_from(size).unwrap_or(0)];
+    let status = gdal_sys::OGR_G_ExportToIsoWkb(
+        handle,
+        gdal_sys::OGRwkbByteOrder::wkbNDR,
+        buffer.as_mut_ptr(),
+    );
+    gdal_sys::OGR_G_DestroyGeometry(handle);
+    if status != gdal_sys::OGRErr::OGRERR_NONE {
+        return None;
+    }
+    Geometry::from_wkb(&buffer).ok()
+}
+
+/// The union of many geometries at once (GEOS cascaded union).
+pub fn union_all(geometries: &[Geometry]) -> Option<Geometry> {
+    let mut collection = Geometry::empty(Wkb::wkbMultiPolygon).ok()?;
+    let mut count = 0;
+    for geometry in geometries {
+        for part in polygon_pieces(geometry) {
+            if collection.add_geometry(part).is_ok() {
+                count += 1;
+            }
+        }
+    }
+    if count == 0 {
+        return None;
+    }
+    // SAFETY: the collection's handle is valid; the union is a new geometry `owned` destroys.
+    unsafe { owned(gdal_sys::OGR_G_UnionCascaded(collection.c_geometry())) }
+}
+
+/// The polygons inside a geometry (a polygon, a multipolygon or a collection), as owned
+/// polygons.
+pub fn polygon_pieces(geometry: &Geometry) -> Vec<Geometry> {
+    let mut out = Vec::new();
+    collect_polygons(geometry, &mut out, 0);
+    out
+}
+
+fn collect_polygons(geometry: &Geometry, out: &mut Vec<Geometry>, depth: usize) {
+    if geometry.is_empty() || depth > 32 {
+        return;
+    }
+    match gdal::vector::geometry_type_flatten(geometry.geometry_type()) {
+        Wkb::wkbPolygon => out.push(geometry.clone()),
+        Wkb::wkbMultiPolygon | Wkb::wkbGeometryCollection | Wkb::wkbMultiSurface => {
+            for i in 0..geometry.geometry_count() {
+                collect_polygons(&geometry.get_geometry(i), out, depth + 1);
+            }
+        }
+        Wkb::wkbCurvePolygon => {
+            if let Some(linear) = linearised(geometry) {
+                collect_polygons(&linear, out, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keep only the parts of a repaired geometry of the kinds the original had: a repaired
+/// polygon's collapsed slivers are not lines, and must not be measured as such.
+pub fn of_kinds(parts: Vec<Part>, kinds: &[Kind]) -> Vec<Part> {
+    parts
+        .into_iter()
+        .filter(|p| kinds.contains(&p.kind))
+        .collect()
+}
+
+/// The figures of one set of parts, in metres and square metres.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Figures {
+    pub area: f64,
+    pub perimeter: f64,
+    pub length: f64,
+    pub polygons: u64,
+    pub lines: u64,
+    pub points: u64,
+}
+
+impl Figures {
+    pub fn add(&mut self, other: &Figures) {
+        self.area += other.area;
+        self.perimeter += other.perimeter;
+        self.length += other.length;
+        self.polygons += other.polygons;
+        self.lines += other.lines;
+        self.points += other.points;
+    }
+}
+
+/// How figures are computed from parts already in the measuring CRS.
+pub enum Measurer {
+    /// Parts in longitude/latitude degrees on this ellipsoid.
+    Geodesic(Geodesic),
+    /// Parts in a projected CRS with this many metres per unit.
+    Planar { metres_per_unit: f64 },
+}
+
+impl Measurer {
+    /// Area (shell less holes, whatever their winding) and perimeter (every ring) of a
+    /// polygon part; length of a line part (3D when `three_d` and Z is present).
+    pub fn figures(&self, parts: &[Part], three_d: bool) -> Figures {
+        let mut figures = Figures::default();
+        for part in parts {
+            match part.kind {
+                Kind::Point => figures.points += 1,
+                Kind::Line => {
+                    figures.lines += 1;
+                    figures.length += self.line_length(&part.rings[0], three_d);
+                }
+                Kind::Polygon => {
+                    figures.polygons += 1;
+                    for (index, ring) in part.rings.iter().enumerate() {
+                        let (perimeter, area) = self.ring(ring);
+                        figures.perimeter += perimeter;
+                        if index == 0 {
+                            figures.area += area;
+                        } else {
+                            figures.area -= area;
+                        }
+                    }
+                }
+            }
+        }
+        figures
+    }
+
+    /// Perimeter and unsigned area of a closed ring.
+    fn ring(&self, ring: &[[f64; 3]]) -> (f64, f64) {
+        let mut points = ring;
+        if points.len() > 1 && points[0][..2] == points[points.len() - 1][..2] {
+            points = &points[..points.len() - 1];
+        }
+        if points.len() < 2 {
+            return (0.0, 0.0);
+        }
+        match self {
+            Measurer::Geodesic(geodesic) => {
+                let mut polygon = PolygonArea::new(geodesic, Winding::CounterClockwise);
+                for p in points {
+                    polygon.add_point(p[1], p[0]);
+                }
+                let (perimeter, area, _) = polygon.compute(true);
+                (perimeter, area.abs())
+            }
+            Measurer::Planar { metres_per_unit } => {
+                let n = points.len();
+                let mut twice_area = 0.0;
+                let mut perimeter = 0.0;
+                for i in 0..n {
+                    let a = points[i];
+                    let b = points[(i + 1) % n];
+                    // Relative to the first vertex, so large coordinates keep their precision.
+                    let (ax, ay) = (a[0] - points[0][0], a[1] - points[0][1]);
+                    let (bx, by) = (b[0] - points[0][0], b[1] - points[0][1]);
+                    twice_area += ax * by - bx * ay;
+                    perimeter += ((b[0] - a[0]).powi(2) + (b[1] - a[1]).powi(2)).sqrt();
+                }
+                let unit = *metres_per_unit;
+                (perimeter * unit, (twice_area / 2.0).abs() * unit * unit)
+            }
+        }
+    }
+
+    /// Length of a line; with `three_d`, each segment's height difference (in metres) is
+    /// added by Pythagoras.
+    fn line_length(&self, line: &[[f64; 3]], three_d: bool) -> f64 {
+        line.windows(2)
+            .map(|w| {
+                let (a, b) = (w[0], w[1]);
+                let flat = match self {
+                    Measurer::Geodesic(geodesic) => {
+                        let s: f64 = geodesic.inverse(a[1], a[0], b[1], b[0]);
+                        s
+                    }
+                    Measurer::Planar { metres_per_unit } => {
+                        ((b[0] - a[0]).powi(2) + (b[1] - a[1]).powi(2)).sqrt() * metres_per_unit
+                    }
+                };
+                let dz = if three_d { b[2] - a[2] } else { 0.0 };
+                (flat * flat + dz * dz).sqrt()
+            })
+            .sum()
+    }
+}
+
+/// The ellipsoid of a CRS, for geodesic figures.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Ellipsoid {
+    pub name: String,
+    /// Semi-major axis in metres.
+    pub a: f64,
+    pub inverse_flattening: f64,
+}
+
+/// The ellipsoid of `srs` (its geographic base), and the geodesic on it.
+pub fn ellipsoid_of(srs: &SpatialRef) -> Result<(Ellipsoid, Geodesic), GdalError> {
+    let failed = |what: &str| {
+        GdalError::Arguments(format!(
+            "the layer's CRS defines no usable ellipsoid ({what}); geodesic figures need one: \
+             assign the CRS with vector_reproject's src_crs, or use method \"planar\" with a \
+             projected `crs`"
+        ))
+    };
+    let a = srs.semi_major().map_err(|_| failed("no semi-major axis"))?;
+    let b = srs.semi_minor().map_err(|_| failed("no semi-minor axis"))?;
+    if !(a.is_finite() && b.is_finite() && a > 0.0 && b > 0.0) {
+        return Err(failed("axes not positive"));
+    }
+    let f = (a - b) / a;
+    let inverse_flattening = if f > 0.0 { 1.0 / f } else { 0.0 };
+    let name = srs
+        .get_attr_value("SPHEROID", 0)
+        .ok()
+        .flatten()
+        .or_else(|| srs.get_attr_value("ELLIPSOID", 0).ok().flatten())
+        .unwrap_or_else(|| format!("a = {a} m, 1/f = {inverse_flattening}"));
+    Ok((
+        Ellipsoid {
+            name,
+            a,
+            inverse_flattening,
+        },
+        Geodesic::new(a, f),
+    ))
+}
+
+/// The geographic CRS (longitude, latitude order) underlying `srs`.
+pub fn geographic_of(srs: &SpatialRef) -> Result<SpatialRef, GdalError> {
+    let mut geographic = srs.geog_cs().map_err(|e| GdalError::Failed {
+        operation: "finding the layer CRS's geographic base".to_string(),
+        message: e.to_string(),
+    })?;
+    geographic.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    Ok(geographic)
+}
+
+/// A transformation in traditional (x, y) order.
+pub fn transformer(from: &SpatialRef, to: &SpatialRef) -> Result<CoordTransform, GdalError> {
+    transform::coord_transform(from, to, None).map_err(|e| GdalError::Failed {
+        operation: "preparing a coordinate transformation".to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// How wrong planar figures in `planar` are over a lon/lat extent, sampled on a 9 × 9 grid:
+/// at each sample, small steps east, north and diagonally are measured in the plane and on
+/// the ellipsoid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleError {
+    pub area: f64,
+    pub length: f64,
+    pub worst_at: (f64, f64),
+}
+
+pub fn scale_error(planar: &SpatialRef, extent: [f64; 4]) -> Option<ScaleError> {
+    let geographic = geographic_of(planar).ok()?;
+    let (_, geodesic) = ellipsoid_of(planar).ok()?;
+    let to_plane = transformer(&geographic, planar).ok()?;
+    let to_ground = transformer(planar, &geographic).ok()?;
+    let metres = planar.linear_units();
+    if !(metres.is_finite() && metres > 0.0) {
+        return None;
+    }
+    let _quiet = ErrorCapture::start();
+    let steps = 9;
+    let (mut area_error, mut length_error) = (0.0_f64, 0.0_f64);
+    let mut worst: Option<(f64, (f64, f64))> = None;
+    for i in 0..steps {
+        for j in 0..steps {
+            let lon = extent[0] + (extent[2] - extent[0]) * i as f64 / (steps - 1) as f64;
+            let lat = extent[1] + (extent[3] - extent[1]) * j as f64 / (steps - 1) as f64;
+            let Some((x, y)) = project(&to_plane, lon, lat) else {
+                continue;
+            };
+            // A step of about 10 m, in the CRS's unit.
+            let h = 10.0 / metres;
+            let corners = [(x, y), (x + h, y), (x + h, y + h), (x, y + h)];
+            let ground: Option<Vec<(f64, f64)>> = corners
+                .iter()
+                .map(|(cx, cy)| project(&to_ground, *cx, *cy))
+                .collect();
+            let Some(ground) = ground else {
+                continue;
+            };
+            let distance =
+                |a: (f64, f64), b: (f64, f64)| -> f64 { geodesic.inverse(a.1, a.0, b.1, b.0) };
+            let plane_step = h * metres;
+            let mut length: f64 = 0.0;
+            for (a, b, plane) in [
+                (0, 1, plane_step),
+                (0, 3, plane_step),
+                (0, 2, plane_step * std::f64::consts::SQRT_2),
+                (1, 3, plane_step * std::f64::consts::SQRT_2),
+            ] {
+                let on_ground = distance(ground[a], ground[b]);
+                if on_ground > 0.0 {
+                    length = length.max((plane / on_ground - 1.0).abs());
+                }
+            }
+            let mut polygon = PolygonArea::new(&geodesic, Winding::CounterClockwise);
+            for (glon, glat) in &ground {
+                polygon.add_point(*glat, *glon);
+            }
+            let (_, ground_area, _) = polygon.compute(false);
+            if ground_area <= 0.0 {
+                continue;
+            }
+            let area = (plane_step * plane_step / ground_area - 1.0).abs();
+            area_error = area_error.max(area);
+            length_error = length_error.max(length);
+            if worst.is_none_or(|(value, _)| area.max(length) > value) {
+                worst = Some((area.max(length), (lon, lat)));
+            }
+        }
+    }
+    worst.map(|(_, worst_at)| ScaleError {
+        area: area_error,
+        length: length_error,
+        worst_at,
+    })
+}
+
+fn project(transform: &CoordTransform, x: f64, y: f64) -> Option<(f64, f64)> {
+    let mut xs = [x];
+    let mut ys = [y];
+    let mut zs = [0.0];
+    transform.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    (xs[0].is_finite() && ys[0].is_finite()).then_some((xs[0], ys[0]))
+}
+
+/// A pair of overlapping polygons, by their features' ids.
+pub type FidPair = (Option<u64>, Option<u64>);
+
+/// Pairs of polygons whose interiors overlap, found by a sweep over their envelopes, with
+/// their pairwise overlapping area as `area_of` measures it and a few examples.
+pub fn overlapping_pairs(
+    polygons: &[(Option<u64>, &Geometry)],
+    area_of: impl Fn(&Geometry) -> Result<f64, GdalError>,
+) -> Result<(u64, f64, Vec<FidPair>), GdalError> {
+    let mut order: Vec<(usize, gdal::vector::Envelope)> = polygons
+        .iter()
+        .enumerate()
+        .map(|(i, (_, g))| (i, g.envelope()))
+        .collect();
+    order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
+    let (mut pairs, mut area, mut examples) = (0u64, 0.0, Vec::new());
+    let _quiet = ErrorCapture::start();
+    for (n, (i, a)) in order.iter().enumerate() {
+        for (j, b) in order.iter().skip(n + 1) {
+            if b.MinX > a.MaxX {
+                break;
+            }
+            if b.MinY > a.MaxY || b.MaxY < a.MinY {
+                continue;
+            }
+            let (ga, gb) = (polygons[*i].1, polygons[*j].1);
+            if !(ga.overlaps(gb) || ga.contains(gb) || ga.within(gb)) {
+                continue;
+            }
+            let Some(common) = ga.intersection(gb) else {
+                continue;
+            };
+            let common_area = area_of(&common)?;
+            if common_area <= 0.0 {
+                continue;
+            }
+            pairs += 1;
+            area += common_area;
+            if examples.len() < 10 {
+                examples.push((polygons[*i].0, polygons[*j].0));
+            }
+        }
+    }
+    Ok((pairs, area, examples))
+}
+
+/// Repair an invalid geometry (GEOS MakeValid), keeping only pieces of the kinds it had: a
+/// repaired polygon's collapsed slivers are dropped rather than turned into lines.
+pub fn repair(geometry: &Geometry) -> Result<Geometry, GdalError> {
+    let fixed = geometry
+        .make_valid(&gdal::cpl::CslStringList::new())
+        .map_err(|e| GdalError::Failed {
+            operation: "repairing a geometry (make_valid)".to_string(),
+            message: e.to_string(),
+        })?;
+    let original: Vec<Kind> = parts(geometry).iter().map(|p| p.kind).collect();
+    if original.contains(&Kind::Polygon) && !original.contains(&Kind::Line) {
+        let pieces = polygon_pieces(&fixed);
+        let mut multi = Geometry::empty(Wkb::wkbMultiPolygon).map_err(|e| GdalError::Failed {
+            operation: "repairing a geometry".to_string(),
+            message: e.to_string(),
+        })?;
+        for piece in pieces {
+            let _ = multi.add_geometry(piece);
+        }
+        return Ok(multi);
+    }
+    Ok(fixed)
+}
+
+/// An azimuthal equidistant projection centred on (`lon`, `lat`), on the same datum as
+/// `geographic`, in metres: distances from the centre are true.
+pub fn local_aeqd(geographic: &SpatialRef, lon: f64, lat: f64) -> Result<SpatialRef, GdalError> {
+    let failed = |message: String| GdalError::Failed {
+        operation: "building a local azimuthal equidistant projection".to_string(),
+        message,
+    };
+    let mut local = SpatialRef::new().map_err(|e| failed(e.to_string()))?;
+    // SAFETY: both handles are valid for the calls; the functions copy what they need.
+    let status = unsafe {
+        let copied = gdal_sys::OSRCopyGeogCSFrom(local.to_c_hsrs(), geographic.to_c_hsrs());
+        if copied != gdal_sys::OGRErr::OGRERR_NONE {
+            copied
+        } else {
+            gdal_sys::OSRSetAE(local.to_c_hsrs(), lat, lon, 0.0, 0.0)
+        }
+    };
+    if status != gdal_sys::OGRErr::OGRERR_NONE {
+        return Err(failed(format!("OGR error {status}")));
+    }
+    local.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    Ok(local)
+}
+
+/// The centre of a geometry's envelope.
+pub fn centre(geometry: &Geometry) -> (f64, f64) {
+    let e = geometry.envelope();
+    ((e.MinX + e.MaxX) / 2.0, (e.MinY + e.MaxY) / 2.0)
+}
