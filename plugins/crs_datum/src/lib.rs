@@ -14,7 +14,8 @@
 //! (`better_operation_used`) without raising the severity.
 //!
 //! Some calls change CRS without saying so: `zonal_stats` brings zones in another CRS onto the
-//! raster's grid, `vector_clip` brings a mask onto the input's CRS. They are gated like a
+//! raster's grid, `vector_clip` brings a mask onto the input's CRS, `vector_overlay` and
+//! `vector_join` bring their second layer onto the input's CRS. They are gated like a
 //! reprojection of the layer that moves. And one call misreads a CRS without changing it:
 //! `raster_terrain` on a geographic DEM divides metres of height by degrees of distance unless
 //! a `scale` converts them, which makes slopes wrong by orders of magnitude.
@@ -149,7 +150,8 @@ impl Domain for CrsDatum {
                 arg("reason", "Why the call was flagged", false),
                 arg(
                     "operation",
-                    "reproject, zones_to_raster, mask_to_input, inputs_to_grid or terrain \
+                    "reproject, zones_to_raster, mask_to_input, overlay_to_input, join_to_input, \
+                     inputs_to_grid or terrain \
                      (terrain asks different questions)",
                     false,
                 ),
@@ -170,6 +172,8 @@ impl Domain for CrsDatum {
             "vector_clip" if call.has_arg("mask") => {
                 moved_layer(call, "mask", "input", "mask_to_input")
             }
+            "vector_overlay" => moved_layer(call, "overlay", "input", "overlay_to_input"),
+            "vector_join" => moved_layer(call, "join", "input", "join_to_input"),
             "raster_terrain" => terrain(call),
             "raster_composite" => {
                 // The host warps inputs in another CRS onto the first input's grid.
@@ -1293,6 +1297,34 @@ mod tests {
         assert_eq!(key(&got)["operation"], json!("mask_to_input"));
         assert!(clip(true, utm33()).is_none());
         assert!(clip(false, wgs84()).is_none());
+    }
+
+    #[test]
+    fn overlay_and_join_layers_in_another_crs() {
+        for (tool, role, operation) in [
+            ("vector_overlay", "overlay", "overlay_to_input"),
+            ("vector_join", "join", "join_to_input"),
+        ] {
+            let gate = |second_crs: Option<CrsFacts>| {
+                let mut raw = call(
+                    tool,
+                    json!({"input": "a.gpkg", role: "b.gpkg", "output": "c.gpkg"}),
+                    vec![
+                        vector_dataset("input", "GPKG", Some(utm33()), &[("a", "Polygon")]),
+                        vector_dataset(role, "GPKG", second_crs.clone(), &[("b", "Polygon")]),
+                    ],
+                );
+                if second_crs.as_ref().is_some_and(|c| !same_crs(c, &utm33())) {
+                    raw.target_crs = Some(utm33());
+                }
+                run(raw)
+            };
+            let moved = gate(Some(wgs84()));
+            assert_eq!(severity(&moved), Some(Severity::Required), "{tool}");
+            assert_eq!(key(&moved)["operation"], json!(operation), "{tool}");
+            assert!(gate(Some(utm33())).is_none(), "{tool}");
+            assert_eq!(severity(&gate(None)), Some(Severity::Critical), "{tool}");
+        }
     }
 
     #[test]
