@@ -13,14 +13,17 @@
 //! methodology packs read the same way, and [`testing`] builds the records the host sends, so a
 //! domain's classification can be unit-tested natively with [`Call::new`].
 //!
-//! The bindings follow `gdal-mcp:risk@0.4.0`: every trigger carries a list of
+//! The bindings follow `gdal-mcp:risk@0.5.0`: every trigger carries a list of
 //! [`EvidenceItem`]s (stable id, the fact with its numbers, why it matters, and optionally a
 //! ready-to-use alternative as a JSON object of call arguments), and `validate` receives the
 //! trigger's evidence next to the key fields and the justification. Since 0.4 every dataset
 //! carries its [`Lineage`]: the steps that made it ([`UpstreamStep`]). The SDK reads them in one
 //! place: [`Call::upstream`], [`upstream_steps`] (the part of the chain that still describes the
 //! file), [`creates_values`], [`nearest_interpolation`], [`nearest_regridding`],
-//! [`nearest_lossy_encoding`] and [`step_fact`].
+//! [`nearest_lossy_encoding`] and [`step_fact`]. Since 0.5 a measuring call (`vector_measure`,
+//! `vector_buffer`, `vector_overlay`, `vector_join`) carries [`MeasurementFacts`]: the method,
+//! the planar CRS and its scale error over the data, invalid and overlapping geometries, ignored
+//! Z, distance units and unweighted means; read them with [`Call::measurement`].
 
 #![forbid(unsafe_code)]
 
@@ -40,9 +43,9 @@ pub mod bindings {
 
 pub use bindings::gdal_mcp::risk::types::{
     BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EvidenceItem,
-    FieldError, GeorefCandidate, Georeferencing, LayerFacts, Lineage, OperationFacts,
-    PromptArgument, PromptValue, RasterFacts, Registration, Sentinel, Severity, ToolCall,
-    TransformationFacts, Trigger, UpstreamStep, VectorFacts,
+    FieldError, GeorefCandidate, Georeferencing, LayerFacts, Lineage, MeasurementFacts,
+    OperationFacts, PromptArgument, PromptValue, RasterFacts, Registration, Sentinel, Severity,
+    ToolCall, TransformationFacts, Trigger, UpstreamStep, VectorFacts,
 };
 
 /// A risk domain. Implement this on a unit struct and pass it to [`export_domain!`].
@@ -159,6 +162,12 @@ impl Call {
     /// records (read its steps with [`upstream_steps`] and the `nearest_*` helpers).
     pub fn upstream(&self, role: &str) -> Option<&Lineage> {
         self.dataset(role).map(|d| &d.upstream)
+    }
+
+    /// What the host measured about a measuring call (`vector_measure`, `vector_buffer`,
+    /// `vector_overlay`, `vector_join`) before it runs; `None` for every other tool.
+    pub fn measurement(&self) -> Option<&MeasurementFacts> {
+        self.raw.measurement.as_ref()
     }
 }
 
@@ -574,13 +583,16 @@ pub fn names(method: &str, expected: &str) -> bool {
 /// 0.3 added with [`testing::georeferencing`], [`testing::with_bands`],
 /// [`testing::transformations`], [`testing::layer`] and friends, or by assigning the public
 /// record fields; give a dataset the upstream steps 0.4 added with [`testing::with_upstream`]
-/// and [`testing::upstream_step`] (or [`testing::resampled_step`]).
+/// and [`testing::upstream_step`] (or [`testing::resampled_step`]); give a measuring call the
+/// measurement facts 0.5 added with [`testing::with_measurement`], built from
+/// [`testing::measurement`] (neutral defaults) or [`testing::planar_measurement`] with struct
+/// update syntax.
 pub mod testing {
     use super::{
         BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, EvidenceItem,
-        GeorefCandidate, Georeferencing, LayerFacts, Lineage, OperationFacts, RasterFacts,
-        Registration, Sentinel, ToolCall, TransformationFacts, Trigger, UpstreamStep, Value,
-        VectorFacts,
+        GeorefCandidate, Georeferencing, LayerFacts, Lineage, MeasurementFacts, OperationFacts,
+        RasterFacts, Registration, Sentinel, ToolCall, TransformationFacts, Trigger, UpstreamStep,
+        Value, VectorFacts,
     };
 
     /// Check what the host requires of a trigger's evidence, and hand the trigger back: at
@@ -958,7 +970,64 @@ pub mod testing {
         }
     }
 
-    /// A tool call as the host sends it, without target CRS or transformation.
+    /// Measurement facts with neutral defaults, for the `method` given (`geodesic` or
+    /// `planar`): no CRS, the WGS 84 ellipsoid for geodesic figures (none for planar ones), no
+    /// scale error, 10 features checked and none invalid, no repair, overlaps not checked, no
+    /// dissolve, polygons only, no ignored Z, no distance units, no unweighted means. Set what a
+    /// test needs with struct update syntax:
+    ///
+    /// ```
+    /// use gdal_mcp_domain_sdk::testing::measurement;
+    /// use gdal_mcp_domain_sdk::MeasurementFacts;
+    /// let facts = MeasurementFacts { invalid_features: 2, ..measurement("geodesic") };
+    /// assert_eq!((facts.features_checked, facts.invalid_features), (10, 2));
+    /// ```
+    pub fn measurement(method: &str) -> MeasurementFacts {
+        MeasurementFacts {
+            method: method.to_string(),
+            crs: None,
+            ellipsoid: (method == "geodesic").then(|| "WGS 84".to_string()),
+            area_scale_error: None,
+            length_scale_error: None,
+            worst_at: None,
+            features_checked: 10,
+            invalid_features: 0,
+            make_valid: false,
+            overlapping_pairs: None,
+            overlap_area_m2: None,
+            dissolve: false,
+            geometry_kinds: vec!["polygon".to_string()],
+            z_ignored: false,
+            distance_units: None,
+            unweighted_means: Vec::new(),
+        }
+    }
+
+    /// Planar [`measurement`] facts in `crs`, with the largest relative area and length errors
+    /// over the data (e.g. 0.31 for 31 %) found at `worst_at` (`[longitude, latitude]`).
+    pub fn planar_measurement(
+        crs: CrsFacts,
+        area_scale_error: f64,
+        length_scale_error: f64,
+        worst_at: (f64, f64),
+    ) -> MeasurementFacts {
+        MeasurementFacts {
+            crs: Some(crs),
+            area_scale_error: Some(area_scale_error),
+            length_scale_error: Some(length_scale_error),
+            worst_at: Some(worst_at),
+            ..measurement("planar")
+        }
+    }
+
+    /// `call` with the measurement facts the host sends for a measuring call.
+    pub fn with_measurement(mut call: ToolCall, facts: MeasurementFacts) -> ToolCall {
+        call.measurement = Some(facts);
+        call
+    }
+
+    /// A tool call as the host sends it, without target CRS, transformation or measurement
+    /// facts.
     pub fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> ToolCall {
         ToolCall {
             tool: tool.to_string(),
@@ -1144,6 +1213,38 @@ mod tests {
             Some("raster_resample 1 step up resampled with cubic")
         );
         assert!(c.upstream("zones").is_none());
+    }
+
+    #[test]
+    fn calls_read_their_measurement_facts() {
+        use testing::{call, measurement, planar_measurement, utm33, with_measurement};
+        let plain = Call::new(call("vector_info", json!({}), Vec::new()));
+        assert!(plain.measurement().is_none());
+        let facts = MeasurementFacts {
+            invalid_features: 3,
+            geometry_kinds: vec!["line".to_string()],
+            ..planar_measurement(utm33(), 0.0008, 0.0004, (15.0, 45.0))
+        };
+        let c = Call::new(with_measurement(
+            call("vector_measure", json!({"method": "planar"}), Vec::new()),
+            facts,
+        ));
+        let m = c.measurement();
+        assert_eq!(m.map(|m| m.method.as_str()), Some("planar"));
+        assert_eq!(
+            m.and_then(|m| m.crs.as_ref()).map(crs_label).as_deref(),
+            Some("EPSG:32633")
+        );
+        assert_eq!(
+            m.map(|m| (m.features_checked, m.invalid_features)),
+            Some((10, 3))
+        );
+        assert_eq!(m.and_then(|m| m.worst_at), Some((15.0, 45.0)));
+        assert!(m.is_some_and(|m| m.ellipsoid.is_none()));
+        let geodesic = measurement("geodesic");
+        assert_eq!(geodesic.ellipsoid.as_deref(), Some("WGS 84"));
+        assert!(geodesic.crs.is_none() && geodesic.area_scale_error.is_none());
+        assert_eq!(geodesic.geometry_kinds, ["polygon"]);
     }
 
     /// Regression: `validate` compared by containment, so "nearest, definitely not bilinear"
