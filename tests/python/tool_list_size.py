@@ -16,10 +16,10 @@ paginates) and prints:
 * the same per tool, in a table sorted by size.
 
 The exit code is 1 when the model-facing part exceeds ``--max-model-facing`` characters
-(default 35000), 2 when the server could not be queried, 0 otherwise. Standard library only.
+(default 43000), 2 when the server could not be queried, 0 otherwise. Standard library only.
 
     python3 tests/python/tool_list_size.py --server target/debug/gdal-mcp [--workspace DIR] \\
-        [--max-model-facing 35000]
+        [--max-model-facing 43000]
 """
 
 from __future__ import annotations
@@ -163,8 +163,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", required=True, help="path to the gdal-mcp binary")
     p.add_argument("--workspace", help="workspace passed to the server (default: a fresh temporary folder)")
-    p.add_argument("--max-model-facing", type=int, default=35000,
-                   help="fail when the model-facing part exceeds this many characters (default 35000)")
+    p.add_argument("--max-model-facing", type=int, default=43000,
+                   help="fail when the model-facing part exceeds this many characters (default 43000)")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
     args = p.parse_args(argv)
     server = Path(args.server)

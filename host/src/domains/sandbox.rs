@@ -365,7 +365,7 @@ impl Prepared {
     /// The contract version the component was built against.
     pub fn contract(&self) -> &'static str {
         match self.pre {
-            Pre::Current(_) => "0.4.0",
+            Pre::Current(_) => "0.5.0",
             Pre::V0_4(_) => "0.4.0",
             Pre::V0_3(_) => "0.3.0",
             Pre::V0_2(_) => "0.2.0",

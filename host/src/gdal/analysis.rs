@@ -527,7 +527,8 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
 // ---------------------------------------------------------------------------------------------
 // Overlays
 
-/// An overlay operation (GDAL layer algebra).
+// An overlay operation (GDAL layer algebra). Plain comments on argument enums: the
+// arguments describe them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OverlayOperation {
@@ -920,7 +921,7 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
 // ---------------------------------------------------------------------------------------------
 // Joins
 
-/// A spatial predicate, target against source (GEOS, DE-9IM).
+// A spatial predicate, target against source (GEOS, DE-9IM).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Predicate {
@@ -933,7 +934,7 @@ pub enum Predicate {
     Dwithin,
 }
 
-/// A summary of the joined source features' values.
+// A summary of the joined source features' values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Stat {

@@ -54,14 +54,14 @@ pub struct MeasurementFacts {
     pub unweighted_means: Vec<String>,
 }
 
-/// How figures are taken.
+// How figures are taken: `geodesic` on the ellipsoid of the layer's CRS (GeographicLib), or
+// `planar` in a projected CRS with its unit converted. (Plain comments: the arguments that use
+// these enums describe them, and doc comments would be repeated in every tool schema.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
-    /// On the ellipsoid of the layer's CRS (GeographicLib).
     #[default]
     Geodesic,
-    /// In a projected CRS, with the CRS's unit converted to the one asked for.
     Planar,
 }
 
@@ -74,7 +74,7 @@ impl Method {
     }
 }
 
-/// A unit of length (international foot and mile).
+// A unit of length (international foot and mile).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum LengthUnit {
     #[default]
@@ -109,7 +109,7 @@ impl LengthUnit {
     }
 }
 
-/// A unit of area (international foot and mile).
+// A unit of area (international foot and mile).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum AreaUnit {
     #[default]

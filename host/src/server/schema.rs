@@ -23,7 +23,12 @@ const MAX_DEPTH: usize = 32;
 
 /// The portable input schema of `T` (a plain top-level object).
 pub fn input<T: JsonSchema>() -> Arc<JsonObject> {
-    Arc::new(object(portable(generate::<T>(), Mode::Input)))
+    let mut schema = object(portable(generate::<T>(), Mode::Input));
+    // The tool's own description says what the arguments are for; the struct's name and doc
+    // ("Arguments of `x`") would only repeat it in every turn's context.
+    schema.remove("title");
+    schema.remove("description");
+    Arc::new(schema)
 }
 
 /// An input schema plus `georef_source`, for tools that open rasters (`server::call` takes it

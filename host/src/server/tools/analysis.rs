@@ -310,8 +310,8 @@ pub struct JoinArgs {
     pub join: String,
     /// Output path; the format follows its extension unless `format` is given.
     pub output: String,
-    /// Spatial join: target <predicate> source (GEOS semantics; a point on a shared boundary
-    /// is within neither zone).
+    /// Spatial join: target <predicate> source (GEOS: a point on a shared boundary is within
+    /// neither zone).
     pub predicate: Option<Predicate>,
     /// dwithin only.
     pub distance: Option<f64>,
