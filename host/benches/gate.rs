@@ -39,6 +39,7 @@ fn main() {
         target_crs: Some(facts::crs_facts(&target)),
         transformation: None,
         upstream: Vec::new(),
+        measurement: None,
     };
     let justification = |method: &str| {
         json!({"intent": "i", "alternatives": [{"method": "m", "why_not": "w"}],

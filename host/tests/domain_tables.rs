@@ -10,6 +10,7 @@ use gdal_mcp::domains::{CallFacts, Registry, Severity};
 use gdal_mcp::gdal::facts::{
     CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, VectorFacts,
 };
+use gdal_mcp::gdal::measure::MeasurementFacts;
 use gdal_mcp::gdal::transform::{OperationFacts, TransformationFacts};
 use serde_json::{json, Value};
 
@@ -110,6 +111,7 @@ impl Case {
             target_crs: self.target.clone(),
             transformation: self.transformation.clone(),
             upstream: Vec::new(),
+            measurement: None,
         }
     }
 }
@@ -363,6 +365,7 @@ fn hydrology_classification_table() {
         target_crs: None,
         transformation: None,
         upstream: Vec::new(),
+        measurement: None,
     };
     let registry = registry();
     let domain = registry.get("hydrology").expect("hydrology loaded");
@@ -562,6 +565,7 @@ fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> CallFacts 
         target_crs: None,
         transformation: None,
         upstream: Vec::new(),
+        measurement: None,
     }
 }
 
@@ -589,7 +593,7 @@ fn justification(method: &str) -> Value {
 }
 
 #[test]
-fn the_five_builtin_domains_load_in_order() {
+fn the_six_builtin_domains_load_in_order() {
     let registry = registry();
     let ids: Vec<&str> = registry.all().iter().map(|d| d.info.id.as_str()).collect();
     assert_eq!(
@@ -599,9 +603,99 @@ fn the_five_builtin_domains_load_in_order() {
             "resampling",
             "hydrology",
             "format_selection",
-            "aggregation"
+            "aggregation",
+            "measurement"
         ]
     );
+}
+
+fn measurement_facts(method: &str) -> MeasurementFacts {
+    MeasurementFacts {
+        method: method.to_string(),
+        features_checked: 10,
+        geometry_kinds: vec!["polygon".to_string()],
+        ..MeasurementFacts::default()
+    }
+}
+
+fn measuring(tool: &str, arguments: Value, facts: MeasurementFacts) -> CallFacts {
+    let mut call = call(
+        tool,
+        arguments,
+        vec![vector_dataset("input", Some(wgs84()), &[("parcels", "Polygon")])],
+    );
+    call.measurement = Some(facts);
+    call
+}
+
+/// The `measurement` table (docs/domains.md), through the embedded component.
+#[test]
+fn measurement_classification_table() {
+    let registry = registry();
+    let severity = |facts: &CallFacts| verdict(&registry, "measurement", facts).map(|v| v.0);
+    let measure = |facts: MeasurementFacts| {
+        measuring("vector_measure", json!({"input": "p.gpkg"}), facts)
+    };
+    // Geodesic, valid, no overlaps: nothing to say.
+    assert_eq!(severity(&measure(measurement_facts("geodesic"))), None);
+    // Planar scale error: > 1 % required, > 10 % critical, below 1 % nothing.
+    let planar = |area: f64| MeasurementFacts {
+        crs: Some(utm33()),
+        area_scale_error: Some(area),
+        length_scale_error: Some(area / 2.0),
+        worst_at: Some((15.0, 50.0)),
+        ..measurement_facts("planar")
+    };
+    assert_eq!(severity(&measure(planar(0.004))), None);
+    assert_eq!(severity(&measure(planar(0.05))), Some(Severity::Required));
+    assert_eq!(severity(&measure(planar(0.3))), Some(Severity::Critical));
+    // Invalid geometries: critical unless repaired (then advisory).
+    let invalid = |make_valid: bool| MeasurementFacts {
+        invalid_features: 2,
+        make_valid,
+        ..measurement_facts("geodesic")
+    };
+    assert_eq!(severity(&measure(invalid(false))), Some(Severity::Critical));
+    assert_eq!(severity(&measure(invalid(true))), Some(Severity::Advisory));
+    // Overlaps before a sum: required unless dissolved.
+    let overlapping = |dissolve: bool| MeasurementFacts {
+        overlapping_pairs: Some(3),
+        overlap_area_m2: Some(120.0),
+        dissolve,
+        ..measurement_facts("geodesic")
+    };
+    assert_eq!(severity(&measure(overlapping(false))), Some(Severity::Required));
+    assert_eq!(severity(&measure(overlapping(true))), None);
+    // Z ignored: required for vector_measure, advisory for a buffer.
+    let z = MeasurementFacts {
+        z_ignored: true,
+        geometry_kinds: vec!["line".to_string()],
+        ..measurement_facts("geodesic")
+    };
+    assert_eq!(severity(&measure(z.clone())), Some(Severity::Required));
+    assert_eq!(
+        severity(&measuring("vector_buffer", json!({}), z)),
+        Some(Severity::Advisory)
+    );
+    // An unweighted mean in a join: required, and its key names the finding.
+    let join = measuring(
+        "vector_join",
+        json!({"fields": ["rate"], "stats": ["mean"]}),
+        MeasurementFacts {
+            unweighted_means: vec!["rate:mean".to_string()],
+            ..measurement_facts("planar")
+        },
+    );
+    let (level, key, _) = verdict(&registry, "measurement", &join).expect("a trigger");
+    assert_eq!(level, Severity::Required);
+    assert_eq!(key["findings"], json!(["unweighted_means"]));
+    // Other tools, or no measurement facts: nothing.
+    let mut other = measure(planar(0.3));
+    other.tool = "vector_convert".to_string();
+    assert_eq!(severity(&other), None);
+    other.tool = "vector_measure".to_string();
+    other.measurement = None;
+    assert_eq!(severity(&other), None);
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn sirgas_to_wgs84() -> CallFacts {
         target_crs: Some(target),
         transformation: None,
         upstream: Vec::new(),
+        measurement: None,
     }
 }
 

@@ -63,6 +63,7 @@ fn call(output: &str) -> CallFacts {
         target_crs: None,
         transformation: None,
         upstream: Vec::new(),
+        measurement: None,
     }
 }
 
@@ -269,6 +270,7 @@ fn a_loop_under_a_short_deadline_is_interrupted_by_the_epoch_not_fuel() {
         datasets: Vec::new(),
         target_crs: None,
         transformation: None,
+        measurement: None,
     };
     let looping = request("loop.tif");
     let started = Instant::now();

@@ -7,6 +7,7 @@ mod confinement;
 mod hydrology;
 mod ledger;
 mod lineage;
+mod measurement;
 mod oracle;
 mod quirks;
 mod raster_tools;

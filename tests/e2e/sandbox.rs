@@ -86,7 +86,7 @@ async fn hostile_plugin_fails_each_call_closed_and_the_server_keeps_serving() ->
         .collect();
     assert_eq!(domains, ["crs_datum", "resampling", "hostile"]);
     let tools = server.client.list_all_tools().await?;
-    assert_eq!(tools.len(), 21);
+    assert_eq!(tools.len(), 27);
     Ok(())
 }
 
@@ -138,6 +138,7 @@ async fn domains_command_lists_builtin_and_dropped_in_domains() -> anyhow::Resul
             "hydrology",
             "format_selection",
             "aggregation",
+            "measurement",
             "hostile"
         ]
     );

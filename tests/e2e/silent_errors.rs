@@ -890,6 +890,19 @@ async fn a_domain_built_against_wit_0_3_still_loads_and_gates() {
     an_older_contract_gates("legacy_v03", "legacy_v03", "v03_finding", "GeoJSON").await;
 }
 
+/// WIT 0.4: the component receives every fact but the measurement facts (its fact reports the
+/// input's lineage, which 0.4 added) and answers with its own evidence.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_4_still_loads_and_gates() {
+    an_older_contract_gates(
+        "legacy_v04",
+        "legacy_v04",
+        "v04_finding",
+        "GeoJSON driver; its lineage: 0 upstream step(s)",
+    )
+    .await;
+}
+
 /// Scale and offset in compositing and block aggregation: two scenes stored with different
 /// scales composite in physical values; a block sum of a band with an offset (gdalwarp would
 /// keep one offset for n cells) is refused, while a block mean (which commutes) runs.

@@ -30,10 +30,16 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
             "raster_resample",
             "raster_overviews",
             "raster_terrain",
+            "raster_calc",
             "vector_info",
             "vector_reproject",
             "vector_convert",
             "vector_clip",
+            "points_from_table",
+            "vector_measure",
+            "vector_buffer",
+            "vector_overlay",
+            "vector_join",
             "zonal_stats",
             "raster_composite",
             "raster_aggregate",
@@ -64,7 +70,8 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
             "justify_resampling",
             "justify_hydrology",
             "justify_format_selection",
-            "justify_aggregation"
+            "justify_aggregation",
+            "justify_measurement"
         ]
     );
 

@@ -272,7 +272,8 @@ pub fn justification(method: &str) -> Value {
         "choice": {
             "method": method,
             "rationale": "matches the analysis layers and the data's continuous nature",
-            "tradeoffs": "sub-pixel smoothing and degree-based pixel sizes"
+            "tradeoffs": "sub-pixel smoothing and degree-based pixel sizes; for a preview, scale \
+                errors up to 500 % are accepted"
         },
         "confidence": "medium",
         "assumptions": ["the file's CRS metadata is correct"],

@@ -1,0 +1,761 @@
+//! The analysis tools (`vector_measure`, `vector_buffer`, `vector_overlay`, `vector_join`,
+//! `raster_calc`, `points_from_table`) and the `measurement` domain over stdio: one fixture per
+//! trap of issue 11, built here with answers known by construction. The numeric cross-checks
+//! against GeographicLib, PROJ's `geod`, shapely and numpy are in
+//! `tests/python/measure_references.py`.
+
+use gdal_mcp_tests::{call_justified, is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A GeoJSON layer in `epsg` with `(properties, geometry)` features.
+fn layer(path: &Path, epsg: u32, features: &[(Value, Value)]) {
+    let features: Vec<Value> = features
+        .iter()
+        .map(|(p, g)| json!({"type": "Feature", "properties": p, "geometry": g}))
+        .collect();
+    let doc = json!({
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": format!("urn:ogc:def:crs:EPSG::{epsg}")}},
+        "features": features,
+    });
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+/// A closed square ring, anticlockwise from (x, y).
+fn square(x: f64, y: f64, side: f64) -> Vec<[f64; 2]> {
+    vec![
+        [x, y],
+        [x + side, y],
+        [x + side, y + side],
+        [x, y + side],
+        [x, y],
+    ]
+}
+
+fn polygon(rings: &[Vec<[f64; 2]>]) -> Value {
+    json!({"type": "Polygon", "coordinates": rings})
+}
+
+fn close(got: &Value, want: f64, relative: f64) -> bool {
+    got.as_f64()
+        .is_some_and(|g| (g - want).abs() <= relative * want.abs().max(1e-12))
+}
+
+fn refusal_entry<'a>(content: &'a Value, domain: &str) -> &'a Value {
+    content["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == domain))
+        .unwrap_or(&Value::Null)
+}
+
+fn evidence_ids(entry: &Value) -> Vec<String> {
+    entry["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["id"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn alternative_of(entry: &Value, id: &str) -> Value {
+    entry["evidence"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["id"] == id)
+        .map(|e| e["alternative"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Areas in Web Mercator at 50° N and "areas" in square degrees: the first is refused by
+/// `measurement` with the geodesic alternative, the second is an argument error; the geodesic
+/// area of a 1° cell at the equator is GeographicLib's (12308778361.469452 m², from
+/// `Geodesic.WGS84.Polygon()` of geographiclib 2.0).
+#[tokio::test]
+async fn planar_areas_in_web_mercator_or_degrees_are_never_silent() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let cells = server.path("cells.geojson");
+    layer(
+        &cells,
+        4326,
+        &[
+            (json!({"name": "equator"}), polygon(&[square(0.0, 0.0, 1.0)])),
+            (json!({"name": "fifty"}), polygon(&[square(10.0, 50.0, 1.0)])),
+        ],
+    );
+    let input = cells.display().to_string();
+    // Planar in EPSG:3857: refused, critical (the error at 51° N is about 2.9 times the area).
+    let refused = server
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar", "crs": "EPSG:3857"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    let entry = refusal_entry(&content, "measurement");
+    assert_eq!(entry["severity"], json!("critical"), "{content}");
+    assert!(evidence_ids(entry).contains(&"planar_distortion".to_string()));
+    assert_eq!(
+        alternative_of(entry, "planar_distortion"),
+        json!({"method": "geodesic"})
+    );
+    // "Areas" in square degrees: an argument error, whatever the justification.
+    let degrees = server
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar", "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&degrees));
+    assert!(text(&degrees).contains("square degrees"), "{}", text(&degrees));
+    // Geodesic, the default: runs without a justification, on the layer's ellipsoid.
+    let geodesic = server
+        .call("vector_measure", json!({"input": input}))
+        .await
+        .unwrap();
+    assert!(!is_error(&geodesic), "{}", text(&geodesic));
+    let out = structured(&geodesic);
+    assert_eq!(out["method"], json!("geodesic"));
+    assert_eq!(out["ellipsoid"]["name"], json!("WGS 84"));
+    assert!(
+        close(&out["features"][0]["area"], 12_308_778_361.469_452, 1e-12),
+        "{}",
+        out["features"][0]
+    );
+    // The 50° N cell is smaller by about cos(50.5°).
+    let ratio = out["features"][1]["area"].as_f64().unwrap() / 12_308_778_361.469_452;
+    assert!((ratio - 50.5_f64.to_radians().cos()).abs() < 0.01, "{ratio}");
+    // In hectares: the same figure / 10⁴.
+    let hectares = server
+        .call("vector_measure", json!({"input": input, "area_unit": "ha"}))
+        .await
+        .unwrap();
+    assert!(close(
+        &structured(&hectares)["features"][0]["area"],
+        1_230_877.836_146_945_2,
+        1e-12
+    ));
+}
+
+/// A square of 1000 × 1000 US survey feet in EPSG:2263 is 92903.41 m², not 92903.04 (the
+/// international foot) nor 10⁶: the unit is converted and said (an advisory receipt).
+#[tokio::test]
+async fn us_survey_feet_are_converted_and_said() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let parcel = server.path("parcel.geojson");
+    layer(
+        &parcel,
+        2263,
+        &[(json!({}), polygon(&[square(1_000_000.0, 200_000.0, 1000.0)]))],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": parcel.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    let metres_per_foot = 1200.0 / 3937.0;
+    let want = (1000.0 * metres_per_foot) * (1000.0_f64 * metres_per_foot);
+    assert!(close(&out["polygons"]["area"], want, 1e-9), "{}", out["polygons"]);
+    assert!(close(&out["polygons"]["perimeter"], 4000.0 * metres_per_foot, 1e-9));
+    assert_eq!(out["crs"]["id"], json!("EPSG:2263"));
+    let receipt = out["reflection"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["domain"] == "measurement"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(receipt["decision"], json!("warn"), "{out}");
+    assert!(out["notes"][0].as_str().unwrap().contains("US survey foot"), "{}", out["notes"]);
+}
+
+/// A self-crossing ring (a figure eight) has no meaningful area: critical, with `make_valid` as
+/// the way out; repaired, its two triangles measure 25 m² each. A hole wound like its shell is
+/// still subtracted.
+#[tokio::test]
+async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_winding() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let bowtie = server.path("bowtie.geojson");
+    layer(
+        &bowtie,
+        32633,
+        &[(
+            json!({"id": 1}),
+            polygon(&[vec![
+                [500_000.0, 0.0],
+                [500_010.0, 10.0],
+                [500_010.0, 0.0],
+                [500_000.0, 10.0],
+                [500_000.0, 0.0],
+            ]]),
+        )],
+    );
+    let input = bowtie.display().to_string();
+    let refused = server
+        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    let entry = refusal_entry(&content, "measurement");
+    assert_eq!(entry["severity"], json!("critical"), "{content}");
+    assert_eq!(
+        alternative_of(entry, "invalid_geometries"),
+        json!({"make_valid": true})
+    );
+    let repaired = server
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar", "make_valid": true}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&repaired), "{}", text(&repaired));
+    let out = structured(&repaired);
+    assert!(close(&out["polygons"]["area"], 50.0, 1e-9), "{}", out["polygons"]);
+    assert_eq!(out["invalid"]["count"], json!(1));
+    assert_eq!(out["features"][0]["repaired"], json!(true));
+
+    let holes = server.path("holes.geojson");
+    // Two parcels 1 km apart, each 100 × 100 with a 10 × 10 hole; the second's hole winds
+    // like its shell.
+    let mut reversed = square(500_010.0, 10.0, 10.0);
+    reversed.reverse();
+    layer(
+        &holes,
+        32633,
+        &[
+            (
+                json!({"winding": "opposite"}),
+                polygon(&[square(500_000.0, 0.0, 100.0), reversed]),
+            ),
+            (
+                json!({"winding": "same"}),
+                polygon(&[square(501_000.0, 0.0, 100.0), square(501_010.0, 10.0, 10.0)]),
+            ),
+        ],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": holes.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    let out = structured(&result);
+    for feature in out["features"].as_array().unwrap() {
+        assert!(close(&feature["area"], 9900.0, 1e-12), "{feature}");
+        assert!(close(&feature["perimeter"], 440.0, 1e-12), "{feature}");
+    }
+}
+
+/// A layer of a parcel, a pipe and a valve: the parcel's perimeter is never the pipe's length.
+/// The pipe climbs 120 m over 50 m: 2D length 50, 3D 130, and measuring it in 2D asks first.
+#[tokio::test]
+async fn mixed_layers_and_z_are_measured_for_what_they_are() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let mixed = server.path("mixed.geojson");
+    layer(
+        &mixed,
+        32633,
+        &[
+            (json!({"kind": "parcel"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (
+                json!({"kind": "pipe"}),
+                json!({"type": "LineString", "coordinates": [[500_000.0, 0.0, 0.0], [500_030.0, 40.0, 120.0]]}),
+            ),
+            (json!({"kind": "valve"}), json!({"type": "Point", "coordinates": [500_001.0, 1.0]})),
+        ],
+    );
+    let input = mixed.display().to_string();
+    let flat = server
+        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .await
+        .unwrap();
+    let content = structured(&flat);
+    let entry = refusal_entry(&content, "measurement");
+    assert_eq!(entry["severity"], json!("required"), "{content}");
+    assert_eq!(alternative_of(entry, "z_ignored"), json!({"z": true}));
+    assert!(evidence_ids(entry).contains(&"mixed_geometries".to_string()));
+    let three_d = server
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar", "z": true, "group_by": "kind"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&three_d), "{}", text(&three_d));
+    let out = structured(&three_d);
+    assert!(close(&out["lines"]["length"], 130.0, 1e-12), "{out}");
+    assert_eq!(out["lines"]["count"], json!(1));
+    assert!(close(&out["polygons"]["perimeter"], 40.0, 1e-12));
+    assert!(close(&out["polygons"]["area"], 100.0, 1e-12));
+    assert_eq!(out["points"]["count"], json!(1));
+    let groups = out["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3);
+    let pipe = groups.iter().find(|g| g["key"] == "pipe").unwrap();
+    assert_eq!(pipe["polygons"], Value::Null);
+    assert!(close(&pipe["lines"]["length"], 130.0, 1e-12));
+}
+
+/// Two 10 × 10 parcels overlapping by 50 m²: the plain sum (200) counts the overlap twice, so a
+/// sum asks first; `dissolve` gives the union (150).
+#[tokio::test]
+async fn overlapping_parcels_are_not_summed_twice_silently() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let parcels = server.path("parcels.geojson");
+    layer(
+        &parcels,
+        32633,
+        &[
+            (json!({"id": "a"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (json!({"id": "b"}), polygon(&[square(500_005.0, 0.0, 10.0)])),
+        ],
+    );
+    let input = parcels.display().to_string();
+    let refused = server
+        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    let entry = refusal_entry(&content, "measurement");
+    assert_eq!(entry["severity"], json!("required"), "{content}");
+    assert_eq!(
+        alternative_of(entry, "overlapping_features"),
+        json!({"dissolve": true})
+    );
+    let dissolved = server
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar", "dissolve": true}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&dissolved), "{}", text(&dissolved));
+    let out = structured(&dissolved);
+    assert!(close(&out["polygons"]["area"], 200.0, 1e-12));
+    assert!(close(&out["dissolved_area"], 150.0, 1e-9), "{out}");
+    assert_eq!(out["overlaps"]["pairs"], json!(1));
+    assert!(close(&out["overlaps"]["area"], 50.0, 1e-9));
+}
+
+/// A 500 m buffer of a point in EPSG:4326 is 500 m, never 500 degrees: the geodesic buffer's
+/// area is the 32-gon's (0.5 × 32 × 500² × sin(2π/32)) to 1e-4; a planar buffer in degrees is
+/// refused; in US survey feet 500 m is 1640.4167 ftUS.
+#[tokio::test]
+async fn buffer_distances_keep_their_units() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let wells = server.path("wells.geojson");
+    layer(
+        &wells,
+        4326,
+        &[(json!({"id": "w1"}), json!({"type": "Point", "coordinates": [10.0, 50.0]}))],
+    );
+    let output = server.path("wells_500m.gpkg");
+    let result = server
+        .call(
+            "vector_buffer",
+            json!({"input": wells.display().to_string(), "output": output.display().to_string(),
+                   "distance": 500, "unit": "m"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let measured = server
+        .call("vector_measure", json!({"input": output.display().to_string()}))
+        .await
+        .unwrap();
+    let out = structured(&measured);
+    let polygon_32 = 0.5 * 32.0 * 500.0_f64.powi(2) * (2.0 * std::f64::consts::PI / 32.0).sin();
+    assert!(close(&out["polygons"]["area"], polygon_32, 1e-4), "{out}");
+    let degrees = server
+        .call(
+            "vector_buffer",
+            json!({"input": wells.display().to_string(), "output": server.path("x.gpkg").display().to_string(),
+                   "distance": 500, "unit": "m", "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&degrees));
+    assert!(text(&degrees).contains("degrees"), "{}", text(&degrees));
+    assert!(!server.path("x.gpkg").exists());
+
+    let feet = server.path("feet.geojson");
+    layer(
+        &feet,
+        2263,
+        &[(json!({}), json!({"type": "Point", "coordinates": [1_000_000.0, 200_000.0]}))],
+    );
+    let planar = call_justified(
+        &server,
+        "vector_buffer",
+        json!({"input": feet.display().to_string(), "output": server.path("feet_500m.gpkg").display().to_string(),
+               "distance": 500, "unit": "m", "method": "planar"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&planar.result), "{}", text(&planar.result));
+    let out = structured(&planar.result);
+    assert!(close(&out["distance_in_crs_units"], 500.0 / (1200.0 / 3937.0), 1e-12), "{out}");
+}
+
+/// Zones A = [0, 10] × [0, 10] and B = [10, 20] × [0, 10] with points inside A, on the shared
+/// edge and inside B: `contains` gives the edge point to neither, `intersects` to both.
+#[tokio::test]
+async fn points_on_a_shared_boundary_follow_the_documented_predicate() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let zones = server.path("zones.geojson");
+    layer(
+        &zones,
+        32633,
+        &[
+            (json!({"zone": "A"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (json!({"zone": "B"}), polygon(&[square(500_010.0, 0.0, 10.0)])),
+        ],
+    );
+    let points = server.path("points.geojson");
+    layer(
+        &points,
+        32633,
+        &[
+            (json!({"pop": 100, "rate": 0.1}), json!({"type": "Point", "coordinates": [500_005.0, 5.0]})),
+            (json!({"pop": 300, "rate": 0.3}), json!({"type": "Point", "coordinates": [500_010.0, 5.0]})),
+            (json!({"pop": 50, "rate": 0.9}), json!({"type": "Point", "coordinates": [500_015.0, 5.0]})),
+        ],
+    );
+    let counts = |predicate: &'static str| {
+        let server = &server;
+        let zones = zones.display().to_string();
+        let points = points.display().to_string();
+        async move {
+            let output = server.path(&format!("join_{predicate}.gpkg"));
+            let result = server
+                .call(
+                    "vector_join",
+                    json!({"input": zones, "join": points, "predicate": predicate,
+                           "output": output.display().to_string()}),
+                )
+                .await
+                .unwrap();
+            assert!(!is_error(&result), "{}", text(&result));
+            read_field(&output, "join_count")
+        }
+    };
+    assert_eq!(counts("contains").await, vec![json!(1), json!(1)]);
+    assert_eq!(counts("intersects").await, vec![json!(2), json!(2)]);
+}
+
+/// The values of one field of a layer, in feature order.
+fn read_field(path: &Path, field: &str) -> Vec<Value> {
+    use gdal::vector::LayerAccess;
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    layer
+        .features()
+        .map(|f| {
+            let index = f.field_index(field).unwrap();
+            match f.field(index).unwrap() {
+                Some(gdal::vector::FieldValue::Integer64Value(v)) => json!(v),
+                Some(gdal::vector::FieldValue::IntegerValue(v)) => json!(v),
+                Some(gdal::vector::FieldValue::RealValue(v)) => json!(v),
+                Some(gdal::vector::FieldValue::StringValue(v)) => json!(v),
+                _ => Value::Null,
+            }
+        })
+        .collect()
+}
+
+/// A mean of rates weights a village like a city: asked first; the weighted mean by population
+/// is (0.1·100 + 0.3·300) / 400 = 0.25 where the plain mean is 0.2. Zones in EPSG:32633 and
+/// points in EPSG:4326: the host reprojects (crs_datum asks), and the matches are the same.
+#[tokio::test]
+async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let zones = server.path("zones.geojson");
+    layer(
+        &zones,
+        32633,
+        &[(json!({"zone": "A"}), polygon(&[square(500_000.0, 5_000_000.0, 1000.0)]))],
+    );
+    // Two points inside the zone, given in longitude/latitude.
+    let utm = gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap();
+    let mut wgs84 = gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap();
+    wgs84.set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+    let mut utm_xy = utm.clone();
+    utm_xy.set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+    let to_lonlat = gdal::spatial_ref::CoordTransform::new(&utm_xy, &wgs84).unwrap();
+    let mut xs = [500_250.0, 500_750.0];
+    let mut ys = [5_000_250.0, 5_000_750.0];
+    let mut zs = [0.0, 0.0];
+    to_lonlat.transform_coords(&mut xs, &mut ys, &mut zs).unwrap();
+    let towns = server.path("towns.geojson");
+    layer(
+        &towns,
+        4326,
+        &[
+            (json!({"pop": 100, "rate": 0.1}), json!({"type": "Point", "coordinates": [xs[0], ys[0]]})),
+            (json!({"pop": 300, "rate": 0.3}), json!({"type": "Point", "coordinates": [xs[1], ys[1]]})),
+        ],
+    );
+    let arguments = |stats: Value, weight: Option<&str>, output: &str| {
+        let mut a = json!({"input": zones.display().to_string(), "join": towns.display().to_string(),
+                           "predicate": "contains", "fields": ["rate"], "stats": stats,
+                           "output": server.path(output).display().to_string()});
+        if let Some(w) = weight {
+            a["weight"] = json!(w);
+        }
+        a
+    };
+    let unweighted = server
+        .call("vector_join", arguments(json!(["mean"]), None, "mean.gpkg"))
+        .await
+        .unwrap();
+    let content = structured(&unweighted);
+    let measurement = refusal_entry(&content, "measurement");
+    assert_eq!(measurement["severity"], json!("required"), "{content}");
+    assert!(evidence_ids(measurement).contains(&"unweighted_means".to_string()), "{content}");
+    let crs = refusal_entry(&content, "crs_datum");
+    assert_eq!(crs["decision"]["operation"], json!("join_to_input"), "{content}");
+    let weighted = call_justified(
+        &server,
+        "vector_join",
+        arguments(json!(["weighted_mean", "count"]), Some("pop"), "weighted.gpkg"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&weighted.result), "{}", text(&weighted.result));
+    let out = structured(&weighted.result);
+    assert_eq!(out["matched"], json!(1));
+    assert!(out["reprojected"]["from"]["id"] == json!("EPSG:4326"), "{out}");
+    assert_eq!(read_field(&server.path("weighted.gpkg"), "join_count"), vec![json!(2)]);
+    let mean = read_field(&server.path("weighted.gpkg"), "rate_weighted_mean");
+    assert!(close(&mean[0], 0.25, 1e-12), "{mean:?}");
+}
+
+/// Keys are text: "001" joins "001" and not "1", and the near miss is said.
+#[tokio::test]
+async fn attribute_joins_keep_keys_as_text() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let parcels = server.path("parcels.geojson");
+    layer(
+        &parcels,
+        32633,
+        &[
+            (json!({"code": "001"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (json!({"code": "002"}), polygon(&[square(500_020.0, 0.0, 10.0)])),
+        ],
+    );
+    let owners = server.path("owners.geojson");
+    layer(
+        &owners,
+        32633,
+        &[
+            (json!({"code": "001", "value": 7}), json!({"type": "Point", "coordinates": [0.0, 0.0]})),
+            (json!({"code": "2", "value": 9}), json!({"type": "Point", "coordinates": [0.0, 0.0]})),
+        ],
+    );
+    let output = server.path("joined.gpkg");
+    let result = server
+        .call(
+            "vector_join",
+            json!({"input": parcels.display().to_string(), "join": owners.display().to_string(),
+                   "key": "code", "fields": ["value"], "stats": ["first"],
+                   "output": output.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["matched"], json!(1));
+    assert_eq!(out["unmatched"], json!(1));
+    assert!(
+        out["notes"].to_string().contains("leading zeros"),
+        "{}",
+        out["notes"]
+    );
+    assert_eq!(read_field(&output, "code"), vec![json!("001"), json!("002")]);
+    assert_eq!(read_field(&output, "join_count"), vec![json!(1), json!(0)]);
+}
+
+/// An overlay that comes out empty says why: disjoint extents, or an input inside the overlay
+/// for `difference`.
+#[tokio::test]
+async fn empty_overlays_say_why() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let a = server.path("a.geojson");
+    let far = server.path("far.geojson");
+    let cover = server.path("cover.geojson");
+    layer(&a, 32633, &[(json!({"n": 1}), polygon(&[square(500_000.0, 0.0, 10.0)]))]);
+    layer(&far, 32633, &[(json!({"m": 1}), polygon(&[square(600_000.0, 0.0, 10.0)]))]);
+    layer(&cover, 32633, &[(json!({"n": 2}), polygon(&[square(499_990.0, -10.0, 40.0)]))]);
+    let overlay = |second: &Path, operation: &str, output: &str| {
+        json!({"input": a.display().to_string(), "overlay": second.display().to_string(),
+               "operation": operation, "output": server.path(output).display().to_string()})
+    };
+    let disjoint = server
+        .call("vector_overlay", overlay(&far, "intersection", "i.gpkg"))
+        .await
+        .unwrap();
+    let out = structured(&disjoint);
+    assert_eq!(out["features"], json!(0), "{out}");
+    assert!(out["empty_reason"].as_str().unwrap().contains("do not meet"), "{out}");
+    let inside = server
+        .call("vector_overlay", overlay(&cover, "difference", "d.gpkg"))
+        .await
+        .unwrap();
+    let out = structured(&inside);
+    assert_eq!(out["features"], json!(0), "{out}");
+    assert!(out["empty_reason"].as_str().unwrap().contains("inside the overlay"));
+    // The intersection keeps both layers' fields, the overlay's prefixed.
+    let both = server
+        .call("vector_overlay", overlay(&cover, "intersection", "both.gpkg"))
+        .await
+        .unwrap();
+    assert_eq!(structured(&both)["features"], json!(1), "{}", text(&both));
+    assert_eq!(read_field(&server.path("both.gpkg"), "n"), vec![json!(1)]);
+    assert_eq!(read_field(&server.path("both.gpkg"), "overlay_n"), vec![json!(2)]);
+}
+
+/// Band math: scale and offset are applied, nodata propagates, a division by zero is nodata
+/// and counted; grids that differ and values that do not fit the type are refused, and
+/// nothing is written.
+#[tokio::test]
+async fn raster_calc_applies_scale_offset_nodata_and_types() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let write = |name: &str, values: &str, extra: &[&str]| {
+        let asc = server.path(&format!("{name}.asc"));
+        std::fs::write(
+            &asc,
+            format!("ncols 3\nnrows 2\nxllcorner 500000\nyllcorner 0\ncellsize 10\nNODATA_value -1\n{values}\n"),
+        )
+        .unwrap();
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-ot", "Int16", "-a_srs", "EPSG:32633"])
+            .args(extra)
+            .arg(&asc)
+            .arg(server.path(&format!("{name}.tif")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    write("a", "2 4 -1\n8 10 12", &[]);
+    write("b", "0 2 2\n2 2 2", &["-a_scale", "0.5", "-a_offset", "1"]);
+    let path = |n: &str| server.path(n).display().to_string();
+    // b as read: 1 2 2 / 2 2 2; a / (b - 1): 2/0 (undefined), 4, nodata / 8, 10, 12.
+    let result = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": path("a.tif"), "b": path("b.tif")}, "expression": "a / (b - 1)",
+               "output": path("c.tif"), "data_type": "Float32"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result.result), "{}", text(&result.result));
+    let out = structured(&result.result);
+    assert_eq!(out["cells"]["valid"], json!(4), "{out}");
+    assert_eq!(out["cells"]["undefined"], json!(1));
+    assert_eq!(out["cells"]["nodata_input"], json!(1));
+    assert_eq!(out["min"], json!(4.0));
+    assert_eq!(out["max"], json!(12.0));
+    let dataset = gdal::Dataset::open(server.path("c.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let cells = band.read_as::<f32>((0, 0), (3, 2), (3, 2), None).unwrap();
+    let cells = cells.data();
+    assert!(cells[0].is_nan() && cells[2].is_nan());
+    assert_eq!(&cells[3..], &[8.0, 10.0, 12.0]);
+    // 100 × a does not fit a Byte: refused, nothing written.
+    let overflow = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": path("a.tif")}, "expression": "a * 100",
+                   "output": path("byte.tif"), "data_type": "Byte"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&overflow));
+    assert!(text(&overflow).contains("Float32"), "{}", text(&overflow));
+    assert!(!server.path("byte.tif").exists());
+    // Another grid: refused, naming raster_resample.
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-a_ullr", "500000", "40", "500030", "0"])
+        .arg(server.path("a.tif"))
+        .arg(server.path("shifted.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mismatch = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": path("a.tif"), "s": path("shifted.tif")}, "expression": "a + s",
+                   "output": path("m.tif"), "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&mismatch));
+    assert!(text(&mismatch).contains("raster_resample"), "{}", text(&mismatch));
+    // A variable that is not an input.
+    let unknown = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": path("a.tif")}, "expression": "a + nir",
+                   "output": path("u.tif"), "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+    assert!(text(&unknown).contains("`nir`"), "{}", text(&unknown));
+}
+
+/// Tables: a decimal comma, degree-minute-second text and a latitude of 95 are errors naming
+/// the row, and nothing is written; "007" stays "007".
+#[tokio::test]
+async fn points_from_tables_parse_numbers_strictly() {
+    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    let cases = [
+        ("comma.csv", "id,lon,lat\n007,10.5,59.9\n008,\"10,5\",59.9\n", "row 2", "comma"),
+        ("dms.csv", "id,lon,lat\n007,10°30'E,59.9\n", "row 1", "degrees"),
+        ("range.csv", "id,lon,lat\n007,10.5,59.9\n008,59.9,95\n", "row 2", "latitude"),
+    ];
+    for (name, body, row, word) in cases {
+        std::fs::write(server.path(name), body).unwrap();
+        let output = name.replace(".csv", ".gpkg");
+        let result = server
+            .call(
+                "points_from_table",
+                json!({"input": path(name), "output": path(&output), "x": "lon", "y": "lat",
+                       "crs": "EPSG:4326"}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{name}");
+        let message = text(&result);
+        assert!(message.contains(row) && message.contains(word), "{name}: {message}");
+        assert!(!server.path(&output).exists(), "{name}");
+    }
+    std::fs::write(
+        server.path("ok.csv"),
+        "id,lon,lat,pop\n007,10.5,59.9,700000\n008,5.25,60.4,285000\n",
+    )
+    .unwrap();
+    let result = server
+        .call(
+            "points_from_table",
+            json!({"input": path("ok.csv"), "output": path("ok.gpkg"), "x": "lon", "y": "lat",
+                   "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["features"], json!(2));
+    assert_eq!(read_field(&server.path("ok.gpkg"), "id"), vec![json!("007"), json!("008")]);
+    assert_eq!(
+        read_field(&server.path("ok.gpkg"), "pop"),
+        vec![json!(700000), json!(285000)]
+    );
+}
