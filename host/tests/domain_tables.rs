@@ -622,7 +622,11 @@ fn measuring(tool: &str, arguments: Value, facts: MeasurementFacts) -> CallFacts
     let mut call = call(
         tool,
         arguments,
-        vec![vector_dataset("input", Some(wgs84()), &[("parcels", "Polygon")])],
+        vec![vector_dataset(
+            "input",
+            Some(wgs84()),
+            &[("parcels", "Polygon")],
+        )],
     );
     call.measurement = Some(facts);
     call
@@ -633,9 +637,8 @@ fn measuring(tool: &str, arguments: Value, facts: MeasurementFacts) -> CallFacts
 fn measurement_classification_table() {
     let registry = registry();
     let severity = |facts: &CallFacts| verdict(&registry, "measurement", facts).map(|v| v.0);
-    let measure = |facts: MeasurementFacts| {
-        measuring("vector_measure", json!({"input": "p.gpkg"}), facts)
-    };
+    let measure =
+        |facts: MeasurementFacts| measuring("vector_measure", json!({"input": "p.gpkg"}), facts);
     // Geodesic, valid, no overlaps: nothing to say.
     assert_eq!(severity(&measure(measurement_facts("geodesic"))), None);
     // Planar scale error: > 1 % required, > 10 % critical, below 1 % nothing.
@@ -664,7 +667,10 @@ fn measurement_classification_table() {
         dissolve,
         ..measurement_facts("geodesic")
     };
-    assert_eq!(severity(&measure(overlapping(false))), Some(Severity::Required));
+    assert_eq!(
+        severity(&measure(overlapping(false))),
+        Some(Severity::Required)
+    );
     assert_eq!(severity(&measure(overlapping(true))), None);
     // Z ignored: required for vector_measure, advisory for a buffer.
     let z = MeasurementFacts {

@@ -74,14 +74,22 @@ fn alternative_of(entry: &Value, id: &str) -> Value {
 /// `Geodesic.WGS84.Polygon()` of geographiclib 2.0).
 #[tokio::test]
 async fn planar_areas_in_web_mercator_or_degrees_are_never_silent() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let cells = server.path("cells.geojson");
     layer(
         &cells,
         4326,
         &[
-            (json!({"name": "equator"}), polygon(&[square(0.0, 0.0, 1.0)])),
-            (json!({"name": "fifty"}), polygon(&[square(10.0, 50.0, 1.0)])),
+            (
+                json!({"name": "equator"}),
+                polygon(&[square(0.0, 0.0, 1.0)]),
+            ),
+            (
+                json!({"name": "fifty"}),
+                polygon(&[square(10.0, 50.0, 1.0)]),
+            ),
         ],
     );
     let input = cells.display().to_string();
@@ -111,7 +119,11 @@ async fn planar_areas_in_web_mercator_or_degrees_are_never_silent() {
         .await
         .unwrap();
     assert!(is_error(&degrees));
-    assert!(text(&degrees).contains("square degrees"), "{}", text(&degrees));
+    assert!(
+        text(&degrees).contains("square degrees"),
+        "{}",
+        text(&degrees)
+    );
     // Geodesic, the default: runs without a justification, on the layer's ellipsoid.
     let geodesic = server
         .call("vector_measure", json!({"input": input}))
@@ -128,7 +140,10 @@ async fn planar_areas_in_web_mercator_or_degrees_are_never_silent() {
     );
     // The 50° N cell is smaller by about cos(50.5°).
     let ratio = out["features"][1]["area"].as_f64().unwrap() / 12_308_778_361.469_452;
-    assert!((ratio - 50.5_f64.to_radians().cos()).abs() < 0.01, "{ratio}");
+    assert!(
+        (ratio - 50.5_f64.to_radians().cos()).abs() < 0.01,
+        "{ratio}"
+    );
     // In hectares: the same figure / 10⁴.
     let hectares = server
         .call("vector_measure", json!({"input": input, "area_unit": "ha"}))
@@ -145,12 +160,17 @@ async fn planar_areas_in_web_mercator_or_degrees_are_never_silent() {
 /// international foot) nor 10⁶: the unit is converted and said (an advisory receipt).
 #[tokio::test]
 async fn us_survey_feet_are_converted_and_said() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let parcel = server.path("parcel.geojson");
     layer(
         &parcel,
         2263,
-        &[(json!({}), polygon(&[square(1_000_000.0, 200_000.0, 1000.0)]))],
+        &[(
+            json!({}),
+            polygon(&[square(1_000_000.0, 200_000.0, 1000.0)]),
+        )],
     );
     let result = server
         .call(
@@ -163,8 +183,16 @@ async fn us_survey_feet_are_converted_and_said() {
     let out = structured(&result);
     let metres_per_foot = 1200.0 / 3937.0;
     let want = (1000.0 * metres_per_foot) * (1000.0_f64 * metres_per_foot);
-    assert!(close(&out["polygons"]["area"], want, 1e-9), "{}", out["polygons"]);
-    assert!(close(&out["polygons"]["perimeter"], 4000.0 * metres_per_foot, 1e-9));
+    assert!(
+        close(&out["polygons"]["area"], want, 1e-9),
+        "{}",
+        out["polygons"]
+    );
+    assert!(close(
+        &out["polygons"]["perimeter"],
+        4000.0 * metres_per_foot,
+        1e-9
+    ));
     assert_eq!(out["crs"]["id"], json!("EPSG:2263"));
     let receipt = out["reflection"]
         .as_array()
@@ -172,7 +200,11 @@ async fn us_survey_feet_are_converted_and_said() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(receipt["decision"], json!("warn"), "{out}");
-    assert!(out["notes"][0].as_str().unwrap().contains("US survey foot"), "{}", out["notes"]);
+    assert!(
+        out["notes"][0].as_str().unwrap().contains("US survey foot"),
+        "{}",
+        out["notes"]
+    );
 }
 
 /// A self-crossing ring (a figure eight) has no meaningful area: critical, with `make_valid` as
@@ -180,7 +212,9 @@ async fn us_survey_feet_are_converted_and_said() {
 /// still subtracted.
 #[tokio::test]
 async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_winding() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let bowtie = server.path("bowtie.geojson");
     layer(
         &bowtie,
@@ -198,7 +232,10 @@ async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_wind
     );
     let input = bowtie.display().to_string();
     let refused = server
-        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar"}),
+        )
         .await
         .unwrap();
     let content = structured(&refused);
@@ -217,7 +254,11 @@ async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_wind
         .unwrap();
     assert!(!is_error(&repaired), "{}", text(&repaired));
     let out = structured(&repaired);
-    assert!(close(&out["polygons"]["area"], 50.0, 1e-9), "{}", out["polygons"]);
+    assert!(
+        close(&out["polygons"]["area"], 50.0, 1e-9),
+        "{}",
+        out["polygons"]
+    );
     assert_eq!(out["invalid"]["count"], json!(1));
     assert_eq!(out["features"][0]["repaired"], json!(true));
 
@@ -258,23 +299,34 @@ async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_wind
 /// The pipe climbs 120 m over 50 m: 2D length 50, 3D 130, and measuring it in 2D asks first.
 #[tokio::test]
 async fn mixed_layers_and_z_are_measured_for_what_they_are() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let mixed = server.path("mixed.geojson");
     layer(
         &mixed,
         32633,
         &[
-            (json!({"kind": "parcel"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (
+                json!({"kind": "parcel"}),
+                polygon(&[square(500_000.0, 0.0, 10.0)]),
+            ),
             (
                 json!({"kind": "pipe"}),
                 json!({"type": "LineString", "coordinates": [[500_000.0, 0.0, 0.0], [500_030.0, 40.0, 120.0]]}),
             ),
-            (json!({"kind": "valve"}), json!({"type": "Point", "coordinates": [500_001.0, 1.0]})),
+            (
+                json!({"kind": "valve"}),
+                json!({"type": "Point", "coordinates": [500_001.0, 1.0]}),
+            ),
         ],
     );
     let input = mixed.display().to_string();
     let flat = server
-        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar"}),
+        )
         .await
         .unwrap();
     let content = structured(&flat);
@@ -307,7 +359,9 @@ async fn mixed_layers_and_z_are_measured_for_what_they_are() {
 /// sum asks first; `dissolve` gives the union (150).
 #[tokio::test]
 async fn overlapping_parcels_are_not_summed_twice_silently() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let parcels = server.path("parcels.geojson");
     layer(
         &parcels,
@@ -319,7 +373,10 @@ async fn overlapping_parcels_are_not_summed_twice_silently() {
     );
     let input = parcels.display().to_string();
     let refused = server
-        .call("vector_measure", json!({"input": input, "method": "planar"}))
+        .call(
+            "vector_measure",
+            json!({"input": input, "method": "planar"}),
+        )
         .await
         .unwrap();
     let content = structured(&refused);
@@ -349,12 +406,17 @@ async fn overlapping_parcels_are_not_summed_twice_silently() {
 /// refused; in US survey feet 500 m is 1640.4167 ftUS.
 #[tokio::test]
 async fn buffer_distances_keep_their_units() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let wells = server.path("wells.geojson");
     layer(
         &wells,
         4326,
-        &[(json!({"id": "w1"}), json!({"type": "Point", "coordinates": [10.0, 50.0]}))],
+        &[(
+            json!({"id": "w1"}),
+            json!({"type": "Point", "coordinates": [10.0, 50.0]}),
+        )],
     );
     let output = server.path("wells_500m.gpkg");
     let result = server
@@ -367,7 +429,10 @@ async fn buffer_distances_keep_their_units() {
         .unwrap();
     assert!(!is_error(&result), "{}", text(&result));
     let measured = server
-        .call("vector_measure", json!({"input": output.display().to_string()}))
+        .call(
+            "vector_measure",
+            json!({"input": output.display().to_string()}),
+        )
         .await
         .unwrap();
     let out = structured(&measured);
@@ -389,7 +454,10 @@ async fn buffer_distances_keep_their_units() {
     layer(
         &feet,
         2263,
-        &[(json!({}), json!({"type": "Point", "coordinates": [1_000_000.0, 200_000.0]}))],
+        &[(
+            json!({}),
+            json!({"type": "Point", "coordinates": [1_000_000.0, 200_000.0]}),
+        )],
     );
     let planar = call_justified(
         &server,
@@ -401,21 +469,36 @@ async fn buffer_distances_keep_their_units() {
     .unwrap();
     assert!(!is_error(&planar.result), "{}", text(&planar.result));
     let out = structured(&planar.result);
-    assert!(close(&out["distance_in_crs_units"], 500.0 / (1200.0 / 3937.0), 1e-12), "{out}");
+    assert!(
+        close(
+            &out["distance_in_crs_units"],
+            500.0 / (1200.0 / 3937.0),
+            1e-12
+        ),
+        "{out}"
+    );
 }
 
 /// Zones A = [0, 10] × [0, 10] and B = [10, 20] × [0, 10] with points inside A, on the shared
 /// edge and inside B: `contains` gives the edge point to neither, `intersects` to both.
 #[tokio::test]
 async fn points_on_a_shared_boundary_follow_the_documented_predicate() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let zones = server.path("zones.geojson");
     layer(
         &zones,
         32633,
         &[
-            (json!({"zone": "A"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
-            (json!({"zone": "B"}), polygon(&[square(500_010.0, 0.0, 10.0)])),
+            (
+                json!({"zone": "A"}),
+                polygon(&[square(500_000.0, 0.0, 10.0)]),
+            ),
+            (
+                json!({"zone": "B"}),
+                polygon(&[square(500_010.0, 0.0, 10.0)]),
+            ),
         ],
     );
     let points = server.path("points.geojson");
@@ -423,9 +506,18 @@ async fn points_on_a_shared_boundary_follow_the_documented_predicate() {
         &points,
         32633,
         &[
-            (json!({"pop": 100, "rate": 0.1}), json!({"type": "Point", "coordinates": [500_005.0, 5.0]})),
-            (json!({"pop": 300, "rate": 0.3}), json!({"type": "Point", "coordinates": [500_010.0, 5.0]})),
-            (json!({"pop": 50, "rate": 0.9}), json!({"type": "Point", "coordinates": [500_015.0, 5.0]})),
+            (
+                json!({"pop": 100, "rate": 0.1}),
+                json!({"type": "Point", "coordinates": [500_005.0, 5.0]}),
+            ),
+            (
+                json!({"pop": 300, "rate": 0.3}),
+                json!({"type": "Point", "coordinates": [500_010.0, 5.0]}),
+            ),
+            (
+                json!({"pop": 50, "rate": 0.9}),
+                json!({"type": "Point", "coordinates": [500_015.0, 5.0]}),
+            ),
         ],
     );
     let counts = |predicate: &'static str| {
@@ -475,12 +567,17 @@ fn read_field(path: &Path, field: &str) -> Vec<Value> {
 /// points in EPSG:4326: the host reprojects (crs_datum asks), and the matches are the same.
 #[tokio::test]
 async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let zones = server.path("zones.geojson");
     layer(
         &zones,
         32633,
-        &[(json!({"zone": "A"}), polygon(&[square(500_000.0, 5_000_000.0, 1000.0)]))],
+        &[(
+            json!({"zone": "A"}),
+            polygon(&[square(500_000.0, 5_000_000.0, 1000.0)]),
+        )],
     );
     // Two points inside the zone, given in longitude/latitude.
     let utm = gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap();
@@ -492,14 +589,22 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
     let mut xs = [500_250.0, 500_750.0];
     let mut ys = [5_000_250.0, 5_000_750.0];
     let mut zs = [0.0, 0.0];
-    to_lonlat.transform_coords(&mut xs, &mut ys, &mut zs).unwrap();
+    to_lonlat
+        .transform_coords(&mut xs, &mut ys, &mut zs)
+        .unwrap();
     let towns = server.path("towns.geojson");
     layer(
         &towns,
         4326,
         &[
-            (json!({"pop": 100, "rate": 0.1}), json!({"type": "Point", "coordinates": [xs[0], ys[0]]})),
-            (json!({"pop": 300, "rate": 0.3}), json!({"type": "Point", "coordinates": [xs[1], ys[1]]})),
+            (
+                json!({"pop": 100, "rate": 0.1}),
+                json!({"type": "Point", "coordinates": [xs[0], ys[0]]}),
+            ),
+            (
+                json!({"pop": 300, "rate": 0.3}),
+                json!({"type": "Point", "coordinates": [xs[1], ys[1]]}),
+            ),
         ],
     );
     let arguments = |stats: Value, weight: Option<&str>, output: &str| {
@@ -518,21 +623,38 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
     let content = structured(&unweighted);
     let measurement = refusal_entry(&content, "measurement");
     assert_eq!(measurement["severity"], json!("required"), "{content}");
-    assert!(evidence_ids(measurement).contains(&"unweighted_means".to_string()), "{content}");
+    assert!(
+        evidence_ids(measurement).contains(&"unweighted_means".to_string()),
+        "{content}"
+    );
     let crs = refusal_entry(&content, "crs_datum");
-    assert_eq!(crs["decision"]["operation"], json!("join_to_input"), "{content}");
+    assert_eq!(
+        crs["decision"]["operation"],
+        json!("join_to_input"),
+        "{content}"
+    );
     let weighted = call_justified(
         &server,
         "vector_join",
-        arguments(json!(["weighted_mean", "count"]), Some("pop"), "weighted.gpkg"),
+        arguments(
+            json!(["weighted_mean", "count"]),
+            Some("pop"),
+            "weighted.gpkg",
+        ),
     )
     .await
     .unwrap();
     assert!(!is_error(&weighted.result), "{}", text(&weighted.result));
     let out = structured(&weighted.result);
     assert_eq!(out["matched"], json!(1));
-    assert!(out["reprojected"]["from"]["id"] == json!("EPSG:4326"), "{out}");
-    assert_eq!(read_field(&server.path("weighted.gpkg"), "join_count"), vec![json!(2)]);
+    assert!(
+        out["reprojected"]["from"]["id"] == json!("EPSG:4326"),
+        "{out}"
+    );
+    assert_eq!(
+        read_field(&server.path("weighted.gpkg"), "join_count"),
+        vec![json!(2)]
+    );
     let mean = read_field(&server.path("weighted.gpkg"), "rate_weighted_mean");
     assert!(close(&mean[0], 0.25, 1e-12), "{mean:?}");
 }
@@ -540,14 +662,22 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
 /// Keys are text: "001" joins "001" and not "1", and the near miss is said.
 #[tokio::test]
 async fn attribute_joins_keep_keys_as_text() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let parcels = server.path("parcels.geojson");
     layer(
         &parcels,
         32633,
         &[
-            (json!({"code": "001"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
-            (json!({"code": "002"}), polygon(&[square(500_020.0, 0.0, 10.0)])),
+            (
+                json!({"code": "001"}),
+                polygon(&[square(500_000.0, 0.0, 10.0)]),
+            ),
+            (
+                json!({"code": "002"}),
+                polygon(&[square(500_020.0, 0.0, 10.0)]),
+            ),
         ],
     );
     let owners = server.path("owners.geojson");
@@ -555,8 +685,14 @@ async fn attribute_joins_keep_keys_as_text() {
         &owners,
         32633,
         &[
-            (json!({"code": "001", "value": 7}), json!({"type": "Point", "coordinates": [0.0, 0.0]})),
-            (json!({"code": "2", "value": 9}), json!({"type": "Point", "coordinates": [0.0, 0.0]})),
+            (
+                json!({"code": "001", "value": 7}),
+                json!({"type": "Point", "coordinates": [0.0, 0.0]}),
+            ),
+            (
+                json!({"code": "2", "value": 9}),
+                json!({"type": "Point", "coordinates": [0.0, 0.0]}),
+            ),
         ],
     );
     let output = server.path("joined.gpkg");
@@ -578,7 +714,10 @@ async fn attribute_joins_keep_keys_as_text() {
         "{}",
         out["notes"]
     );
-    assert_eq!(read_field(&output, "code"), vec![json!("001"), json!("002")]);
+    assert_eq!(
+        read_field(&output, "code"),
+        vec![json!("001"), json!("002")]
+    );
     assert_eq!(read_field(&output, "join_count"), vec![json!(1), json!(0)]);
 }
 
@@ -586,13 +725,27 @@ async fn attribute_joins_keep_keys_as_text() {
 /// for `difference`.
 #[tokio::test]
 async fn empty_overlays_say_why() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let a = server.path("a.geojson");
     let far = server.path("far.geojson");
     let cover = server.path("cover.geojson");
-    layer(&a, 32633, &[(json!({"n": 1}), polygon(&[square(500_000.0, 0.0, 10.0)]))]);
-    layer(&far, 32633, &[(json!({"m": 1}), polygon(&[square(600_000.0, 0.0, 10.0)]))]);
-    layer(&cover, 32633, &[(json!({"n": 2}), polygon(&[square(499_990.0, -10.0, 40.0)]))]);
+    layer(
+        &a,
+        32633,
+        &[(json!({"n": 1}), polygon(&[square(500_000.0, 0.0, 10.0)]))],
+    );
+    layer(
+        &far,
+        32633,
+        &[(json!({"m": 1}), polygon(&[square(600_000.0, 0.0, 10.0)]))],
+    );
+    layer(
+        &cover,
+        32633,
+        &[(json!({"n": 2}), polygon(&[square(499_990.0, -10.0, 40.0)]))],
+    );
     let overlay = |second: &Path, operation: &str, output: &str| {
         json!({"input": a.display().to_string(), "overlay": second.display().to_string(),
                "operation": operation, "output": server.path(output).display().to_string()})
@@ -603,22 +756,37 @@ async fn empty_overlays_say_why() {
         .unwrap();
     let out = structured(&disjoint);
     assert_eq!(out["features"], json!(0), "{out}");
-    assert!(out["empty_reason"].as_str().unwrap().contains("do not meet"), "{out}");
+    assert!(
+        out["empty_reason"]
+            .as_str()
+            .unwrap()
+            .contains("do not meet"),
+        "{out}"
+    );
     let inside = server
         .call("vector_overlay", overlay(&cover, "difference", "d.gpkg"))
         .await
         .unwrap();
     let out = structured(&inside);
     assert_eq!(out["features"], json!(0), "{out}");
-    assert!(out["empty_reason"].as_str().unwrap().contains("inside the overlay"));
+    assert!(out["empty_reason"]
+        .as_str()
+        .unwrap()
+        .contains("inside the overlay"));
     // The intersection keeps both layers' fields, the overlay's prefixed.
     let both = server
-        .call("vector_overlay", overlay(&cover, "intersection", "both.gpkg"))
+        .call(
+            "vector_overlay",
+            overlay(&cover, "intersection", "both.gpkg"),
+        )
         .await
         .unwrap();
     assert_eq!(structured(&both)["features"], json!(1), "{}", text(&both));
     assert_eq!(read_field(&server.path("both.gpkg"), "n"), vec![json!(1)]);
-    assert_eq!(read_field(&server.path("both.gpkg"), "overlay_n"), vec![json!(2)]);
+    assert_eq!(
+        read_field(&server.path("both.gpkg"), "overlay_n"),
+        vec![json!(2)]
+    );
 }
 
 /// Band math: scale and offset are applied, nodata propagates, a division by zero is nodata
@@ -626,7 +794,9 @@ async fn empty_overlays_say_why() {
 /// nothing is written.
 #[tokio::test]
 async fn raster_calc_applies_scale_offset_nodata_and_types() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let write = |name: &str, values: &str, extra: &[&str]| {
         let asc = server.path(&format!("{name}.asc"));
         std::fs::write(
@@ -697,7 +867,11 @@ async fn raster_calc_applies_scale_offset_nodata_and_types() {
         .await
         .unwrap();
     assert!(is_error(&mismatch));
-    assert!(text(&mismatch).contains("raster_resample"), "{}", text(&mismatch));
+    assert!(
+        text(&mismatch).contains("raster_resample"),
+        "{}",
+        text(&mismatch)
+    );
     // A variable that is not an input.
     let unknown = server
         .call(
@@ -714,12 +888,29 @@ async fn raster_calc_applies_scale_offset_nodata_and_types() {
 /// the row, and nothing is written; "007" stays "007".
 #[tokio::test]
 async fn points_from_tables_parse_numbers_strictly() {
-    let server = Server::start(Era::Modern, Options::default()).await.unwrap();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
     let path = |n: &str| server.path(n).display().to_string();
     let cases = [
-        ("comma.csv", "id,lon,lat\n007,10.5,59.9\n008,\"10,5\",59.9\n", "row 2", "comma"),
-        ("dms.csv", "id,lon,lat\n007,10°30'E,59.9\n", "row 1", "degrees"),
-        ("range.csv", "id,lon,lat\n007,10.5,59.9\n008,59.9,95\n", "row 2", "latitude"),
+        (
+            "comma.csv",
+            "id,lon,lat\n007,10.5,59.9\n008,\"10,5\",59.9\n",
+            "row 2",
+            "comma",
+        ),
+        (
+            "dms.csv",
+            "id,lon,lat\n007,10°30'E,59.9\n",
+            "row 1",
+            "degrees",
+        ),
+        (
+            "range.csv",
+            "id,lon,lat\n007,10.5,59.9\n008,59.9,95\n",
+            "row 2",
+            "latitude",
+        ),
     ];
     for (name, body, row, word) in cases {
         std::fs::write(server.path(name), body).unwrap();
@@ -734,7 +925,10 @@ async fn points_from_tables_parse_numbers_strictly() {
             .unwrap();
         assert!(is_error(&result), "{name}");
         let message = text(&result);
-        assert!(message.contains(row) && message.contains(word), "{name}: {message}");
+        assert!(
+            message.contains(row) && message.contains(word),
+            "{name}: {message}"
+        );
         assert!(!server.path(&output).exists(), "{name}");
     }
     std::fs::write(
@@ -753,7 +947,10 @@ async fn points_from_tables_parse_numbers_strictly() {
     assert!(!is_error(&result), "{}", text(&result));
     let out = structured(&result);
     assert_eq!(out["features"], json!(2));
-    assert_eq!(read_field(&server.path("ok.gpkg"), "id"), vec![json!("007"), json!("008")]);
+    assert_eq!(
+        read_field(&server.path("ok.gpkg"), "id"),
+        vec![json!("007"), json!("008")]
+    );
     assert_eq!(
         read_field(&server.path("ok.gpkg"), "pop"),
         vec![json!(700000), json!(285000)]

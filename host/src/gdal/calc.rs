@@ -109,9 +109,79 @@ fn default_nodata(data_type: &str) -> f64 {
     }
 }
 
+/// The functions and constants an expression may use: exmex's numeric ones. Its integer
+/// bit operations, arrays, `fact` (which prints to stdout) and casts are left out.
+const FUNCTIONS: &[&str] = &[
+    "sqrt", "cbrt", "ln", "log", "log2", "log10", "exp", "abs", "signum", "floor", "ceil", "round",
+    "trunc", "fract", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+    "acosh", "atanh", "min", "max", "if", "else", "PI", "E", "TAU", "true", "false",
+];
+
+/// The longest expression accepted.
+const MAX_EXPRESSION_BYTES: usize = 4096;
+
+/// Refuse what the expression language has but band math must not use.
+fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError> {
+    let refuse = |what: String| {
+        Err(GdalError::Arguments(format!(
+            "expression: {what}; use + - * / ^ %, comparisons, && ||, `a if cond else b` and \
+             {}",
+            FUNCTIONS.join(", ")
+        )))
+    };
+    if expression.len() > MAX_EXPRESSION_BYTES {
+        return refuse(format!(
+            "is {} bytes long, at most {MAX_EXPRESSION_BYTES}",
+            expression.len()
+        ));
+    }
+    for banned in ["<<", ">>", "[", "]", "XOR"] {
+        if expression.contains(banned) {
+            return refuse(format!("`{banned}` is not available"));
+        }
+    }
+    let bytes = expression.as_bytes();
+    for (i, c) in bytes.iter().enumerate() {
+        let next = bytes.get(i + 1).copied();
+        let previous = i.checked_sub(1).map(|p| bytes[p]);
+        if (*c == b'|' && next != Some(b'|') && previous != Some(b'|'))
+            || (*c == b'&' && next != Some(b'&') && previous != Some(b'&'))
+        {
+            return refuse("bit operations (`|`, `&`) are not available".to_string());
+        }
+    }
+    let mut word = String::new();
+    let mut after_digit = false;
+    for c in expression.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            if word.is_empty() && c.is_ascii_digit() {
+                after_digit = true;
+            }
+            word.push(c);
+            continue;
+        }
+        // `1e5` and `2.5E-3` are numbers, not names.
+        let is_number = after_digit || word.chars().next().is_some_and(|f| f.is_ascii_digit());
+        if !word.is_empty()
+            && !is_number
+            && !FUNCTIONS.contains(&word.as_str())
+            && !names.contains(&word)
+        {
+            return refuse(format!(
+                "`{word}` is neither one of `inputs` ({}) nor an available function",
+                names.join(", ")
+            ));
+        }
+        after_digit = c == '.' && (after_digit || is_number);
+        word.clear();
+    }
+    Ok(())
+}
+
 /// Parse the expression and check its variables against the inputs. Returns the index of
 /// each of the expression's variables in `inputs`.
 pub fn check_expression(expression: &str, names: &[String]) -> Result<Vec<usize>, GdalError> {
+    check_vocabulary(expression, names)?;
     let parsed = exmex::parse_val::<i64, f64>(expression).map_err(|e| {
         GdalError::Arguments(format!(
             "expression: cannot parse \"{expression}\": {e}. Use + - * / ^, comparisons, \
@@ -452,5 +522,41 @@ fn create(
         "Int32" => make::<i32>(&driver, path, width, height, &creation),
         "Float32" => make::<f32>(&driver, path, width, height, &creation),
         _ => make::<f64>(&driver, path, width, height, &creation),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Vec<String> {
+        vec!["nir".to_string(), "red".to_string()]
+    }
+
+    #[test]
+    fn expressions_use_the_inputs_and_the_numeric_functions_only() {
+        let ok = [
+            "(nir - red) / (nir + red)",
+            "sqrt(nir) * 0.001 + 250.5",
+            "nir if nir > red && red >= 0 || nir == 1 else red",
+            "max(nir, red) ^ 2 % 7",
+        ];
+        for e in ok {
+            assert!(check_expression(e, &names()).is_ok(), "{e}");
+        }
+        // exmex's `fact` prints to stdout; bit operations, arrays and casts are out.
+        let refused = [
+            "fact(nir)",
+            "nir << 2",
+            "nir | 1",
+            "nir & red",
+            "[1, 2]",
+            "to_int(nir)",
+            "swir + 1",
+        ];
+        for e in refused {
+            assert!(check_expression(e, &names()).is_err(), "{e}");
+        }
+        assert!(check_expression(&"nir+".repeat(2000), &names()).is_err());
     }
 }
