@@ -37,6 +37,8 @@ const TOOLS = [
   "raster_resample", "raster_overviews", "raster_terrain", "vector_info", "vector_reproject",
   "vector_convert", "vector_clip", "zonal_stats", "raster_composite", "raster_aggregate",
   "dem_condition", "dem_flow_direction", "dem_flow_accumulation", "dem_streams", "dem_watershed",
+  "raster_calc", "points_from_table", "vector_measure", "vector_buffer", "vector_overlay",
+  "vector_join",
 ];
 const ERROR_KINDS = [
   "invalid_arguments", "path", "gdal", "algorithm", "cancelled", "plugin_failure",
@@ -45,7 +47,8 @@ const ERROR_KINDS = [
 const FORBIDDEN_KEYWORDS = ["$schema", "$defs", "$ref", "oneOf", "anyOf", "allOf"];
 const CHECK_NAMES = [
   "connect", "list_tools", "input_schemas", "raster_info", "missing_file", "wrong_type",
-  "refusal", "justified", "provenance", "unknown_tool", "still_alive",
+  "refusal", "justified", "provenance", "analysis", "analysis_refusal", "unknown_tool",
+  "still_alive",
 ];
 
 // ------------------------------------------------------------------------------------------------
@@ -426,6 +429,54 @@ async function main() {
       const doc = JSON.parse(sc.report);
       expect(doc.activity && Object.keys(doc.activity).length === 1, `want one activity: ${sc.report.slice(0, 200)}`);
       return `out.tif: ${sc.steps} step, PROV-JSON with ${Object.keys(doc.entity || {}).length} entities`;
+    });
+
+    await check("analysis", async () => {
+      // Every analysis tool once (zones near 50° N, in UTM 33N), each result validated by the SDK against its outputSchema
+      // (callTool throws on a mismatch): nullable kinds, flattened totals, NaN nodata as null.
+      const square = (x, y, s) => [[[x, y], [x + s, y], [x + s, y + s], [x, y + s], [x, y]]];
+      const crs = { type: "name", properties: { name: "urn:ogc:def:crs:EPSG::32633" } };
+      const fc = (features) => JSON.stringify({ type: "FeatureCollection", crs, features });
+      fs.writeFileSync(path.join(ws, "zones.geojson"), fc([
+        { type: "Feature", properties: { zone: "A" }, geometry: { type: "Polygon", coordinates: square(500000, 5500000, 100) } },
+        { type: "Feature", properties: { zone: "B" }, geometry: { type: "Polygon", coordinates: square(500200, 5500000, 100) } },
+      ]));
+      fs.writeFileSync(path.join(ws, "sites.csv"), "id,x,y,pop\n001,500050,5500050,10\n002,500250,5500050,20\n");
+      const done = [];
+      const call = async (name, args) => {
+        const result = await client.callTool({ name, arguments: args }, undefined, opts);
+        expect(!result.isError, `${name} isError: ${short(result)}`);
+        done.push(name);
+        return result.structuredContent;
+      };
+      const measured = await call("vector_measure", { input: "zones.geojson", method: "planar" });
+      expect(Math.abs(measured.polygons.area - 20000) < 1e-6, `area ${measured.polygons.area}, want 20000`);
+      expect(measured.lines === null && measured.points === null, "absent kinds are not null");
+      const points = await call("points_from_table", { input: "sites.csv", output: "sites.gpkg", x: "x", y: "y", crs: "EPSG:32633" });
+      expect(points.features === 2, `points_from_table wrote ${points.features} features`);
+      const joined = await call("vector_join", {
+        input: "zones.geojson", join: "sites.gpkg", predicate: "contains", fields: ["pop"], stats: ["sum"], output: "joined.gpkg",
+      });
+      expect(joined.matched === 2, `vector_join matched ${joined.matched}`);
+      await call("vector_buffer", { input: "sites.gpkg", output: "sites_10m.gpkg", distance: 10, unit: "m" });
+      const overlay = await call("vector_overlay", { input: "zones.geojson", overlay: "sites_10m.gpkg", operation: "difference", output: "rest.gpkg" });
+      expect(overlay.features === 2 && overlay.empty_reason === null, `vector_overlay: ${js(overlay).slice(0, 200)}`);
+      const calc = await call("raster_calc", { inputs: { dem: "dem.tif" }, expression: "dem * 2", output: "twice.tif", data_type: "Float32" });
+      expect(calc.nodata_is_nan === true || typeof calc.nodata === "number", `raster_calc nodata: ${js(calc).slice(0, 200)}`);
+      return `${done.join(", ")}: schemas hold (area ${measured.polygons.area} m2, ${joined.matched} zones matched)`;
+    });
+
+    await check("analysis_refusal", async () => {
+      const result = await client.callTool(
+        { name: "vector_measure", arguments: { input: "zones.geojson", method: "planar", crs: "EPSG:3857" } },
+        undefined,
+        opts,
+      );
+      const { human, payload } = errorShape(result, "vector_measure in EPSG:3857");
+      expect(human.includes("measurement"), `the message does not name measurement: ${human.slice(0, 200)}`);
+      const entry = (payload.refusal || []).find((e) => e.domain === "measurement");
+      expect(entry && entry.evidence.some((e) => e.id === "planar_distortion"), `no planar_distortion evidence: ${js(payload).slice(0, 300)}`);
+      return `refused by measurement (${entry.severity})`;
     });
 
     await check("unknown_tool", async () => {
