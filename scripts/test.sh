@@ -3,10 +3,12 @@
 # table, snapshot and end-to-end suites (real GDAL, real wasm components, the rmcp client over
 # stdio), the cross-implementation check with the official Python MCP SDK in both
 # protocol eras, the hydrology outputs against independent implementations, and zonal
-# statistics against exactextract and rasterstats, the TypeScript SDK 1.x client (what most
-# hosts embed) and the size of the model-facing tool list. Exits non-zero on the first failure.
+# statistics against exactextract and rasterstats, the measuring tools (geodesic and planar
+# figures, buffers, overlays, joins, band math, table points) against GeographicLib, PROJ, shapely
+# and numpy, the TypeScript SDK 1.x client (what most hosts embed) and the size of the
+# model-facing tool list. Exits non-zero on the first failure.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-ensure_debian_packages python3-venv
+ensure_debian_packages python3-venv proj-bin  # proj-bin: `geod`, a reference of measure_references.py
 ensure_rust
 ensure_node
 cd "$ROOT"
@@ -67,3 +69,7 @@ log "hydrology against independent implementations (RichDEM fill, numpy steepest
 log "zonal statistics against exactextract and rasterstats (real Olinda tracts)"
 "$venv/bin/python" tests/python/zonal_references.py --server target/debug/gdal-mcp \
   --workspace "$ws/zonal" --data "$ROOT/target/testdata"
+
+log "measuring tools against independent implementations (GeographicLib, PROJ geod, shapely, numpy)"
+"$venv/bin/python" tests/python/measure_references.py --server target/debug/gdal-mcp \
+  --workspace "$ws/measure"

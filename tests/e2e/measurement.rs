@@ -955,4 +955,26 @@ async fn points_from_tables_parse_numbers_strictly() {
         read_field(&server.path("ok.gpkg"), "pop"),
         vec![json!(700000), json!(285000)]
     );
+    // The same table as a spreadsheet (GDAL 3.6's XLSX driver guesses types and headers
+    // unless told not to, by configuration options): the same points, "007" still text.
+    let status = std::process::Command::new("ogr2ogr")
+        .args(["-f", "XLSX"])
+        .arg(server.path("ok.xlsx"))
+        .arg(server.path("ok.csv"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let result = server
+        .call(
+            "points_from_table",
+            json!({"input": path("ok.xlsx"), "output": path("sheet.gpkg"), "x": "lon", "y": "lat",
+                   "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(
+        read_field(&server.path("sheet.gpkg"), "id"),
+        vec![json!("007"), json!("008")]
+    );
 }

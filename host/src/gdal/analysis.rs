@@ -81,7 +81,7 @@ pub fn read_layer(
             fid: f.fid(),
             geometry: f.geometry().filter(|g| !g.is_empty()).cloned(),
             values: (0..fields.len())
-                .map(|i| f.field(i).ok().flatten())
+                .map(|i| super::vector::field_value(&f, i))
                 .collect(),
         })
         .collect();

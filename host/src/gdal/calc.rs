@@ -1,16 +1,21 @@
 //! Band math (`raster_calc`): an expression over bands of rasters on one grid, evaluated block
 //! by block so memory stays bounded however large the rasters are.
 //!
-//! The expression language is `exmex`'s value language (arithmetic, comparisons, `&&`, `||`,
-//! `a if cond else b`, `min`, `max`, `abs`, `sqrt`, `ln`, `log10`, `exp`, `floor`, `round`,
-//! ...): parsed once, evaluated per cell on plain values, with no access to anything but the
-//! cells' values. Declared scale and offset are applied before the expression sees a value, a
+//! The expression language is `exmex`'s float language (`+ - * / ^`, `abs`, `sqrt`, `ln`,
+//! `log10`, `exp`, `floor`, `round`, `min(a, b)`, `max(a, b)`, trigonometry) with comparisons,
+//! `&&`, `||` and `a if cond else b` added here as operators over plain numbers (true is 1):
+//! parsed once, evaluated per cell, with no access to anything but the cells' values. exmex's
+//! own value language (`parse_val`) is not used: in 0.21 it evaluates `a - 2 * 3 + 4` as
+//! `a - 10`, because its `+` and `-` share a priority (the float language gives `-` its own).
+//! Two forms whose meaning differs between languages are refused rather than guessed: a
+//! unary minus before a power (`-a^2` is `(-a)^2` in exmex, `-(a^2)` in mathematics) and
+//! chained powers (`a^b^c`). Declared scale and offset are applied before the expression sees a value, a
 //! nodata (or NaN) cell in any input makes the output cell nodata, and the output type is the
 //! caller's: a value that does not fit it is an error, never a silent clamp.
 
 use super::output::Staging;
 use super::{ErrorCapture, GdalError};
-use exmex::{Express, Val};
+use exmex::{BinOp, Express, FlatEx, FloatOpsFactory, MakeOperators, Operator};
 use gdal::raster::{Buffer, GdalType, RasterCreationOptions};
 use gdal::{Dataset, DriverManager};
 use schemars::JsonSchema;
@@ -109,13 +114,90 @@ fn default_nodata(data_type: &str) -> f64 {
     }
 }
 
-/// The functions and constants an expression may use: exmex's numeric ones. Its integer
-/// bit operations, arrays, `fact` (which prints to stdout) and casts are left out.
+/// The names an expression may use besides its variables. `log` is left out on purpose
+/// (exmex's `log` is the natural logarithm, many readers' is base 10): write `ln` or `log10`.
 const FUNCTIONS: &[&str] = &[
-    "sqrt", "cbrt", "ln", "log", "log2", "log10", "exp", "abs", "signum", "floor", "ceil", "round",
-    "trunc", "fract", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
-    "acosh", "atanh", "min", "max", "if", "else", "PI", "E", "TAU", "true", "false",
+    "sqrt", "cbrt", "ln", "log2", "log10", "exp", "abs", "signum", "floor", "ceil", "round",
+    "trunc", "fract", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
+    "asinh", "acosh", "atanh", "min", "max", "if", "else", "PI", "E", "TAU",
 ];
+
+/// What `x if c` gives when `c` is false: a NaN with its own payload, which `else` replaces.
+/// Arithmetic never produces this payload, so a computed NaN stays undefined.
+const NOT_TAKEN: u64 = 0x7ff8_0000_0bad_0e15;
+
+fn not_taken() -> f64 {
+    f64::from_bits(NOT_TAKEN)
+}
+
+/// A comparison's value: 1 or 0, or undefined (NaN) when either side is undefined, so an
+/// undefined cell never silently takes the `else` branch.
+fn defined(a: f64, b: f64, value: bool) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if value {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// exmex's float operators plus comparisons, `&&`, `||` and `x if c else y`. Priorities follow
+/// exmex's scheme (every non-commutative operator above its commutative partner: `+` 0,
+/// `-` 1, `*` 2, `/` 3, `^` 4), with the new operators below them all.
+#[derive(Clone, Debug)]
+pub struct BandMath;
+
+impl MakeOperators<f64> for BandMath {
+    fn make<'a>() -> Vec<Operator<'a, f64>> {
+        fn binary<'a>(name: &'a str, prio: i64, apply: fn(f64, f64) -> f64) -> Operator<'a, f64> {
+            Operator::make_bin(
+                name,
+                BinOp {
+                    apply,
+                    prio,
+                    is_commutative: false,
+                },
+            )
+        }
+        let mut ops: Vec<Operator<'a, f64>> = FloatOpsFactory::<f64>::make()
+            .into_iter()
+            .filter(|o| {
+                FUNCTIONS.contains(&o.repr()) || ["+", "-", "*", "/", "^"].contains(&o.repr())
+            })
+            .collect();
+        ops.extend([
+            binary("<", -1, |a, b| defined(a, b, a < b)),
+            binary("<=", -1, |a, b| defined(a, b, a <= b)),
+            binary(">", -1, |a, b| defined(a, b, a > b)),
+            binary(">=", -1, |a, b| defined(a, b, a >= b)),
+            binary("==", -1, |a, b| defined(a, b, a == b)),
+            binary("!=", -1, |a, b| defined(a, b, a != b)),
+            binary("&&", -3, |a, b| defined(a, b, a != 0.0 && b != 0.0)),
+            binary("||", -4, |a, b| defined(a, b, a != 0.0 || b != 0.0)),
+            binary("if", -5, |value, condition| {
+                if condition.is_nan() {
+                    f64::NAN
+                } else if condition != 0.0 {
+                    value
+                } else {
+                    not_taken()
+                }
+            }),
+            binary("else", -6, |taken, otherwise| {
+                if taken.to_bits() == NOT_TAKEN {
+                    otherwise
+                } else {
+                    taken
+                }
+            }),
+        ]);
+        ops
+    }
+}
+
+/// A parsed expression.
+pub type Expression = FlatEx<f64, BandMath>;
 
 /// The longest expression accepted.
 const MAX_EXPRESSION_BYTES: usize = 4096;
@@ -124,7 +206,7 @@ const MAX_EXPRESSION_BYTES: usize = 4096;
 fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError> {
     let refuse = |what: String| {
         Err(GdalError::Arguments(format!(
-            "expression: {what}; use + - * / ^ %, comparisons, && ||, `a if cond else b` and \
+            "expression: {what}; use + - * / ^, comparisons, && ||, `a if cond else b` and \
              {}",
             FUNCTIONS.join(", ")
         )))
@@ -135,7 +217,7 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
             expression.len()
         ));
     }
-    for banned in ["<<", ">>", "[", "]", "XOR"] {
+    for banned in ["<<", ">>", "[", "]", "%"] {
         if expression.contains(banned) {
             return refuse(format!("`{banned}` is not available"));
         }
@@ -150,6 +232,7 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
             return refuse("bit operations (`|`, `&`) are not available".to_string());
         }
     }
+    check_powers(expression).or_else(|what| refuse(what))?;
     let mut word = String::new();
     let mut after_digit = false;
     for c in expression.chars().chain(std::iter::once(' ')) {
@@ -178,14 +261,94 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
     Ok(())
 }
 
+/// Refuse the two power forms whose meaning differs between languages: a unary minus before a
+/// power's base (`-a^2`), and a power of a power without parentheses (`a^b^c`).
+fn check_powers(expression: &str) -> Result<(), String> {
+    let chars: Vec<char> = expression.chars().filter(|c| !c.is_whitespace()).collect();
+    for (i, c) in chars.iter().enumerate() {
+        if *c != '^' {
+            continue;
+        }
+        // The base: a name or number, or a parenthesised group (with its function name).
+        let mut start = i;
+        if start > 0 && chars[start - 1] == ')' {
+            let mut depth = 0;
+            while start > 0 {
+                start -= 1;
+                match chars[start] {
+                    ')' => depth += 1,
+                    '(' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        while start > 0
+            && (chars[start - 1].is_ascii_alphanumeric() || "_.".contains(chars[start - 1]))
+        {
+            start -= 1;
+        }
+        if start > 0 && chars[start - 1] == '-' {
+            let before = start.checked_sub(2).map(|p| chars[p]);
+            // The word before the minus, when it is one (`else -a^2` is a unary minus too).
+            let word: String = chars[..start - 1]
+                .iter()
+                .rev()
+                .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            let unary = before.is_none_or(|b| "(+-*/^<>=!&|,".contains(b))
+                || word == "if"
+                || word == "else";
+            if unary {
+                return Err(
+                    "a minus before a power is ambiguous (`-a^2`): write -(a^2) or (-a)^2"
+                        .to_string(),
+                );
+            }
+        }
+        // The exponent: if it is followed by another `^` at the same depth, refuse.
+        let mut depth = 0i32;
+        for next in &chars[i + 1..] {
+            match next {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth < 0 {
+                        break;
+                    }
+                }
+                '^' if depth == 0 => {
+                    return Err(
+                        "a power of a power is ambiguous (`a^b^c`): write (a^b)^c or a^(b^c)"
+                            .to_string(),
+                    )
+                }
+                '+' | '-' | '*' | '/' | '<' | '>' | '=' | '!' | '&' | '|' | ',' if depth == 0 => {
+                    break
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Parse the expression and check its variables against the inputs. Returns the index of
 /// each of the expression's variables in `inputs`.
 pub fn check_expression(expression: &str, names: &[String]) -> Result<Vec<usize>, GdalError> {
     check_vocabulary(expression, names)?;
-    let parsed = exmex::parse_val::<i64, f64>(expression).map_err(|e| {
+    let parsed = Expression::parse(expression).map_err(|e| {
         GdalError::Arguments(format!(
             "expression: cannot parse \"{expression}\": {e}. Use + - * / ^, comparisons, \
-             && ||, `a if cond else b`, min, max, abs, sqrt, ln, log10, exp, floor, round"
+             && ||, `a if cond else b`, min(a, b), max(a, b), abs, sqrt, ln, log10, exp, \
+             floor, round"
         ))
     })?;
     parsed
@@ -262,7 +425,7 @@ fn check_grid(sources: &[(String, &Dataset)]) -> Result<(), GdalError> {
 pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
     let order = check_expression(&request.expression, &names)?;
-    let expression = exmex::parse_val::<i64, f64>(&request.expression)
+    let expression = Expression::parse(&request.expression)
         .map_err(|e| GdalError::Arguments(format!("expression: {e}")))?;
     let (low, high, integer) = type_range(&request.data_type).ok_or_else(|| {
         GdalError::Arguments(format!(
@@ -348,7 +511,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             .set_no_data_value(Some(nodata))
             .map_err(|_| failed("cannot set nodata"))?;
         let rows_per_block = (BLOCK_CELLS / width.max(1)).clamp(1, height.max(1));
-        let mut values: Vec<Val<i64, f64>> = vec![Val::Float(0.0); order.len()];
+        let mut values: Vec<f64> = vec![0.0; order.len()];
         let mut row = 0;
         while row < height {
             if !super::keep_going(row as f64 / height.max(1) as f64) {
@@ -378,14 +541,9 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                         cells.nodata_input += 1;
                         continue 'cell;
                     }
-                    values[k] = Val::Float(raw * source.scale + source.offset);
+                    values[k] = raw * source.scale + source.offset;
                 }
-                let value = match expression.eval(&values) {
-                    Ok(Val::Float(v)) => v,
-                    Ok(Val::Int(v)) => v as f64,
-                    Ok(Val::Bool(b)) => f64::from(u8::from(b)),
-                    _ => f64::NAN,
-                };
+                let value = expression.eval(&values).unwrap_or(f64::NAN);
                 if !value.is_finite() {
                     cells.undefined += 1;
                     continue;
@@ -539,7 +697,9 @@ mod tests {
             "(nir - red) / (nir + red)",
             "sqrt(nir) * 0.001 + 250.5",
             "nir if nir > red && red >= 0 || nir == 1 else red",
-            "max(nir, red) ^ 2 % 7",
+            "max(nir, red) ^ 2",
+            "-(nir^2) + (-red)^2",
+            "(nir^2)^0.5",
         ];
         for e in ok {
             assert!(check_expression(e, &names()).is_ok(), "{e}");
@@ -558,5 +718,65 @@ mod tests {
             assert!(check_expression(e, &names()).is_err(), "{e}");
         }
         assert!(check_expression(&"nir+".repeat(2000), &names()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod evaluation {
+    use super::*;
+
+    fn eval(expression: &str, a: f64, b: f64) -> f64 {
+        let parsed = Expression::parse(expression).unwrap();
+        let values: Vec<f64> = parsed
+            .var_names()
+            .iter()
+            .map(|n| if n == "a" { a } else { b })
+            .collect();
+        parsed.eval(&values).unwrap()
+    }
+
+    /// Regression: exmex 0.21's value language (`parse_val`) gives `a - 2 * 3 + 4` = a - 10
+    /// and `a * (8 - 2 + 1)` = 5a. The band-math operators keep exmex's float priorities, which
+    /// evaluate every case here as arithmetic does.
+    #[test]
+    fn arithmetic_follows_the_usual_rules() {
+        let cases: [(&str, f64); 12] = [
+            ("a - 2 * 3 + 4", 6.0),
+            ("a * (8 - 2 + 1)", 56.0),
+            ("a * 2 - 3 + 4", 17.0),
+            ("1 - 2 * 3 + 4 + a", 7.0),
+            ("a / b * 4", 16.0),
+            ("a - b - 1", 5.0),
+            ("a / b / 2", 2.0),
+            ("-(a^2)", -64.0),
+            ("(-a)^2", 64.0),
+            ("a - -b", 10.0),
+            ("min(a, b) + max(a, b)", 10.0),
+            ("a * b / 4", 4.0),
+        ];
+        for (expression, want) in cases {
+            assert_eq!(eval(expression, 8.0, 2.0), want, "{expression}");
+        }
+    }
+
+    #[test]
+    fn comparisons_and_choices() {
+        assert_eq!(eval("a if a > b else b", 8.0, 2.0), 8.0);
+        assert_eq!(eval("a if a > b else b", 1.0, 2.0), 2.0);
+        assert_eq!(eval("1 if a > 5 && b < 5 else 0", 8.0, 2.0), 1.0);
+        assert_eq!(eval("1 if a > 9 || b < 1 else 0", 8.0, 2.0), 0.0);
+        assert_eq!(eval("a + 1 if a >= b + 6 else b * 10", 8.0, 2.0), 9.0);
+        // Chained choices: the first true condition wins.
+        let grade = "1 if a < 3 else 2 if a < 6 else 3";
+        assert_eq!(eval(grade, 1.0, 0.0), 1.0);
+        assert_eq!(eval(grade, 4.0, 0.0), 2.0);
+        assert_eq!(eval(grade, 9.0, 0.0), 3.0);
+        // Comparisons are numbers (true is 1).
+        assert_eq!(eval("(a > b) + (a == 8)", 8.0, 2.0), 2.0);
+        // An undefined condition leaves the cell undefined, not the `else` branch.
+        assert!(eval("1 if sqrt(b - 3) > 0 else 0", 8.0, 2.0).is_nan());
+        assert!(eval("1 if sqrt(b - 3) > 0 || a > 0 else 0", 8.0, 2.0).is_nan());
+        // A choice without `else` is undefined where it is not taken.
+        assert!(eval("a if a < b", 8.0, 2.0).is_nan());
     }
 }

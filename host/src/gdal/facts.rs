@@ -209,9 +209,8 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
     Ok(dataset)
 }
 
-/// Open a table (CSV, XLSX, ODS) with every cell as text, so numbers are parsed by the
-/// caller's rules, not guessed by the driver (`FIELD_TYPES=STRING` for the spreadsheet drivers;
-/// the CSV driver reads text unless told otherwise). The same confinement as [`open`].
+/// Open a table (CSV, XLSX, ODS) with the same confinement as [`open`]. Read it inside
+/// [`with_text_cells`], so every cell arrives as text.
 pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
     let capture = ErrorCapture::start();
     let options = DatasetOptions {
@@ -219,7 +218,6 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
             | GdalOpenFlags::GDAL_OF_VECTOR
             | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
         allowed_drivers: Some(&["CSV", "XLSX", "ODS"]),
-        open_options: Some(&["FIELD_TYPES=STRING"]),
         ..Default::default()
     };
     super::policy::check_before_open(path)?;
@@ -232,6 +230,27 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
     })?;
     super::policy::confine_opened(path, &dataset)?;
     Ok(dataset)
+}
+
+/// Run `job` with the spreadsheet drivers told to read every cell as text and the first row as
+/// the header, on this thread (GDAL 3.6's XLSX and ODS drivers take these as configuration
+/// options, `OGR_{XLSX,ODS}_{FIELD_TYPES,HEADERS}`, read when a sheet is first accessed; the
+/// CSV driver reads text with a header row unless told otherwise).
+pub fn with_text_cells<T>(job: impl FnOnce() -> T) -> T {
+    const OPTIONS: [(&str, &str); 4] = [
+        ("OGR_XLSX_FIELD_TYPES", "STRING"),
+        ("OGR_XLSX_HEADERS", "FORCE"),
+        ("OGR_ODS_FIELD_TYPES", "STRING"),
+        ("OGR_ODS_HEADERS", "FORCE"),
+    ];
+    for (key, value) in OPTIONS {
+        let _ = gdal::config::set_thread_local_config_option(key, value);
+    }
+    let out = job();
+    for (key, _) in OPTIONS {
+        let _ = gdal::config::clear_thread_local_config_option(key);
+    }
+    out
 }
 
 /// Gather the facts of the dataset at `path`.

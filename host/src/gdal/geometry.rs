@@ -208,8 +208,9 @@ pub enum Measurer {
 }
 
 impl Measurer {
-    /// Area (shell less holes, whatever their winding) and perimeter (every ring) of a
-    /// polygon part; length of a line part (3D when `three_d` and Z is present).
+    /// The figures of one feature's parts: area (shells less holes, whatever their winding)
+    /// and perimeter (every ring) of its polygons, length of its lines (3D when `three_d` and Z
+    /// is present). Counts are of the feature: 1 for each kind it holds, however many parts.
     pub fn figures(&self, parts: &[Part], three_d: bool) -> Figures {
         let mut figures = Figures::default();
         for part in parts {
@@ -233,6 +234,9 @@ impl Measurer {
                 }
             }
         }
+        figures.polygons = figures.polygons.min(1);
+        figures.lines = figures.lines.min(1);
+        figures.points = figures.points.min(1);
         figures
     }
 

@@ -192,6 +192,7 @@ pub struct Units {
 
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct PolygonTotals {
+    /// Features holding polygons (a multipolygon is one).
     pub count: u64,
     pub area: f64,
     /// Every ring, holes included.
@@ -200,6 +201,7 @@ pub struct PolygonTotals {
 
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct LineTotals {
+    /// Features holding lines.
     pub count: u64,
     /// 3D where the call asked for it (`z`) and the lines carry Z.
     pub length: f64,
@@ -207,6 +209,7 @@ pub struct LineTotals {
 
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct PointTotals {
+    /// Features holding points (a multipoint is one).
     pub count: u64,
 }
 
@@ -405,7 +408,8 @@ pub fn measure(
         };
         let fid = feature.fid();
         let key = match key_index {
-            Some(i) => feature.field_as_string(i).ok().flatten(),
+            Some(i) => super::vector::field_value(&feature, i)
+                .and_then(|_| feature.field_as_string(i).ok().flatten()),
             None => None,
         };
         let mut kinds: Vec<Kind> = parts(geometry).iter().map(|p| p.kind).collect();

@@ -409,9 +409,25 @@ fn mentions_grid_files(path: &Path) -> bool {
         .filter(|c| !c.is_whitespace())
         .map(|c| c.to_ascii_lowercase())
         .collect();
-    ["grids=", "parameterfile", "parameter_file"]
-        .iter()
-        .any(|k| text.contains(k))
+    names_grid_files(&text)
+}
+
+/// Whether lowercased, whitespace-free text names a grid or parameter file. PROJ's built-in
+/// null grid (`+nadgrids=@null`, which GDAL writes into every EPSG:3857 definition it stores,
+/// a GeoPackage's included) opens no file and does not count.
+fn names_grid_files(text: &str) -> bool {
+    if text.contains("parameterfile") || text.contains("parameter_file") {
+        return true;
+    }
+    text.match_indices("grids=").any(|(at, key)| {
+        let value: String = text[at + key.len()..]
+            .chars()
+            .take_while(|c| !"+\"']<;&)".contains(*c))
+            .collect();
+        value
+            .split(',')
+            .any(|grid| grid.trim_start_matches('@') != "null")
+    })
 }
 
 /// Refuse a dataset GDAL opened if any file it lists (a VRT's sources, sidecars, overview
@@ -688,5 +704,29 @@ mod tests {
         assert!(check_cells("input", 1000, 1000, 1).is_ok());
         assert!(check_cells("input", 100_000, 100_000, 1).is_err());
         assert!(check_cells("input", u64::MAX, u64::MAX, u64::MAX).is_err());
+    }
+}
+
+#[cfg(test)]
+mod grid_mentions {
+    use super::names_grid_files;
+
+    /// Regression (issue 11): GDAL stores EPSG:3857 with `+nadgrids=@null` (PROJ's built-in
+    /// null grid), so every GeoPackage it wrote in Web Mercator was refused as naming a grid
+    /// file. The null grid opens nothing; any other grid still counts.
+    #[test]
+    fn the_built_in_null_grid_is_not_a_file() {
+        assert!(!names_grid_files(
+            "+proj=merc+a=6378137+b=6378137+nadgrids=@null+wktext+no_defs"
+        ));
+        assert!(!names_grid_files(
+            "extension[\"proj4\",\"+proj=merc+nadgrids=@null+no_defs\"]"
+        ));
+        assert!(names_grid_files(
+            "+proj=longlat+nadgrids=/outside/fifo+no_defs"
+        ));
+        assert!(names_grid_files("+nadgrids=@null,/etc/shadow"));
+        assert!(names_grid_files("+geoidgrids=egm96_15.gtx"));
+        assert!(names_grid_files("parameterfile[\"x\",\"/etc/passwd\"]"));
     }
 }

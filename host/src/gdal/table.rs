@@ -1,7 +1,7 @@
 //! Tables to points (`points_from_table`): a CSV, XLSX or ODS table with coordinate columns
 //! becomes a point layer, with strict number parsing.
 //!
-//! Every cell is read as text (`facts::open_table`). Coordinates must be plain decimal numbers:
+//! Every cell is read as text (`facts::open_table`, `facts::with_text_cells`). Coordinates must be plain decimal numbers:
 //! a decimal comma, degree-minute-second text, an empty cell or a value outside a geographic
 //! CRS's range is an error naming the row and column, never a guess. The other columns are
 //! typed from all their values: whole numbers without leading zeros become Integer64, plain
@@ -118,6 +118,10 @@ fn plain_real(t: &str) -> bool {
 
 /// Read the table, check it, and write the points.
 pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
+    super::facts::with_text_cells(|| run_with_text_cells(request))
+}
+
+fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
     let srs = super::facts::parse_crs("crs", &request.crs)?;
     let geographic = srs.is_geographic();
     let dataset = super::facts::open_table(&request.input)?;

@@ -83,6 +83,25 @@ fn layer_info(layer: &Layer) -> LayerInfo {
     }
 }
 
+/// A feature's field value, or `None` when it is null **or unset**: gdal 0.19's
+/// `Feature::field` checks only for null, and an unset field (a GeoJSON feature without the
+/// property, a piece GDAL's overlay took from the other layer) reads back as "" or 0.
+pub fn field_value(
+    feature: &gdal::vector::Feature,
+    index: usize,
+) -> Option<gdal::vector::FieldValue> {
+    let Ok(i) = std::ffi::c_int::try_from(index) else {
+        return None;
+    };
+    // SAFETY: the feature handle is valid for the borrow; OGR checks the index.
+    let set = unsafe { gdal_sys::OGR_F_IsFieldSetAndNotNull(feature.c_feature(), i) } != 0;
+    if set {
+        feature.field(index).ok().flatten()
+    } else {
+        None
+    }
+}
+
 /// Open `path` as a vector dataset.
 pub fn open(argument: &str, path: &Path) -> Result<Dataset, GdalError> {
     let dataset = facts::open(path)?;

@@ -1046,11 +1046,12 @@ pub struct CalcArgs {
     /// Band per variable (default 1).
     #[serde(default)]
     pub bands: BTreeMap<String, u32>,
-    /// e.g. "(nir - red) / (nir + red)"; also comparisons, && ||, `a if c else b`, min, max,
-    /// sqrt, ln, exp.
+    /// e.g. "(nir - red) / (nir + red)"; also comparisons, && ||, `a if c else b`, min(a, b),
+    /// sqrt, ln, log10, exp (true is 1).
     pub expression: String,
     /// GeoTIFF output path.
     pub output: String,
+    /// Integer types round to nearest (halves away from zero); values that do not fit fail.
     pub data_type: DataType,
     /// Output nodata (default NaN for floats, the type's extreme for integers).
     pub nodata: Option<f64>,
