@@ -978,3 +978,47 @@ async fn points_from_tables_parse_numbers_strictly() {
         vec![json!("007"), json!("008")]
     );
 }
+
+/// `dwithin` is geodesic in every CRS: two points 1500 Web Mercator metres apart at 60° N are
+/// about 750 m apart on the ground, so they are within 800 m of each other and not within
+/// 700 m (planar distances in EPSG:3857 would have kept them apart at both).
+#[tokio::test]
+async fn dwithin_means_metres_on_the_ground_in_web_mercator() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let wells = server.path("wells.geojson");
+    let y = 8_399_737.889_818_36; // 60° N in EPSG:3857
+    layer(
+        &wells,
+        3857,
+        &[
+            (
+                json!({"id": "a"}),
+                json!({"type": "Point", "coordinates": [1_113_194.9, y]}),
+            ),
+            (
+                json!({"id": "b"}),
+                json!({"type": "Point", "coordinates": [1_114_694.9, y]}),
+            ),
+        ],
+    );
+    for (distance, want) in [(800, 2), (700, 1)] {
+        let output = server.path(&format!("near_{distance}.gpkg"));
+        let result = server
+            .call(
+                "vector_join",
+                json!({"input": wells.display().to_string(), "join": wells.display().to_string(),
+                       "predicate": "dwithin", "distance": distance, "unit": "m",
+                       "output": output.display().to_string()}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{}", text(&result));
+        assert_eq!(
+            read_field(&output, "join_count"),
+            vec![json!(want), json!(want)],
+            "{distance} m"
+        );
+    }
+}

@@ -1127,10 +1127,10 @@ pub fn join_facts(
             }
         }
     }
-    if let (Some(Predicate::Dwithin), Some(srs)) = (request.predicate, &data.srs) {
-        facts.measurement.distance_units = (!srs.is_geographic()
-            && (srs.linear_units() - 1.0).abs() > 1e-12)
-            .then(|| ("m".to_string(), srs.linear_units_name().unwrap_or_default()));
+    if request.predicate == Some(Predicate::Dwithin) {
+        // Distances are geodesic in every CRS (see `join`).
+        facts.measurement.method = Method::Geodesic.name().to_string();
+        facts.measurement.crs = None;
     }
     Ok(facts)
 }
@@ -1210,20 +1210,24 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         }
         (None, Some(predicate)) => {
             let srs = target.srs.clone();
-            let geographic = match &srs {
-                Some(s) if s.is_geographic() => Some(geographic_of(s)?),
-                _ => None,
-            };
-            let metres = srs.as_ref().map(|s| s.linear_units()).unwrap_or(1.0);
-            let reach = match (predicate, request.distance_m) {
-                (Predicate::Dwithin, Some(d)) => match &geographic {
-                    // Degrees of latitude are at least 110.5 km; longitude shrinks with latitude
-                    // and is handled per target below.
-                    Some(_) => d / 110_000.0,
-                    None => d / metres,
-                },
-                _ => 0.0,
-            };
+            // dwithin is geodesic in every CRS: each target and its candidates are measured in
+            // an azimuthal equidistant projection centred on the target (same datum), so a
+            // distance in metres means metres, in Web Mercator at 60° N as in degrees.
+            let geodesic =
+                match (&srs, predicate) {
+                    (Some(s), Predicate::Dwithin) => {
+                        let g = geographic_of(s)?;
+                        let to_g = transformer(s, &g)?;
+                        Some((s.clone(), g, to_g))
+                    }
+                    (None, Predicate::Dwithin) => return Err(GdalError::Arguments(
+                        "predicate: dwithin needs layers with a CRS; a distance in metres means \
+                         nothing in unknown units (assign the CRS with vector_reproject's src_crs)"
+                            .to_string(),
+                    )),
+                    _ => None,
+                };
+            let reach = request.distance_m.unwrap_or(0.0);
             let mut order: Vec<(usize, gdal::vector::Envelope)> = source
                 .rows
                 .iter()
@@ -1232,40 +1236,55 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                 .collect();
             order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
             let _quiet = ErrorCapture::start();
+            let failed = |what: &str, e: gdal::errors::GdalError| GdalError::Failed {
+                operation: what.to_string(),
+                message: e.to_string(),
+            };
             for (i, row) in target.rows.iter().enumerate() {
                 if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
                     return Err(super::cancelled("vector_join"));
                 }
                 let Some(t) = &row.geometry else { continue };
-                let e = t.envelope();
-                let (mut reach_x, reach_y) = (reach, reach);
-                if geographic.is_some() && reach > 0.0 {
-                    let lat = e.MaxY.abs().max(e.MinY.abs()).min(89.0);
-                    reach_x = reach / lat.to_radians().cos();
-                }
-                let local = match (&geographic, predicate) {
-                    (Some(g), Predicate::Dwithin) => {
-                        let (lon, lat) = centre(t);
+                let envelope = t.envelope();
+                let mut window = [envelope.MinX, envelope.MinY, envelope.MaxX, envelope.MaxY];
+                let local = match &geodesic {
+                    Some((layer_srs, g, to_g)) => {
+                        let (lon, lat) = centre(
+                            &t.transform(to_g)
+                                .map_err(|e| failed("locating a target feature", e))?,
+                        );
                         let aeqd = local_aeqd(g, lon, lat)?;
-                        Some((transformer(g, &aeqd)?, aeqd))
+                        let there = transformer(layer_srs, &aeqd)?;
+                        let back = transformer(&aeqd, layer_srs)?;
+                        let local_t = t
+                            .transform(&there)
+                            .map_err(|e| failed("projecting a target feature", e))?;
+                        // The search window: the target's local envelope grown by the distance,
+                        // brought back into the layer's CRS.
+                        let l = local_t.envelope();
+                        let grown = [
+                            l.MinX - reach,
+                            l.MinY - reach,
+                            l.MaxX + reach,
+                            l.MaxY + reach,
+                        ];
+                        if let Ok(b) = back.transform_bounds(&grown, 21) {
+                            window = [
+                                window[0].min(b[0]),
+                                window[1].min(b[1]),
+                                window[2].max(b[2]),
+                                window[3].max(b[3]),
+                            ];
+                        }
+                        Some((there, local_t))
                     }
-                    _ => None,
-                };
-                let local_t = match &local {
-                    Some((ct, _)) => Some(t.transform(ct).map_err(|e| GdalError::Failed {
-                        operation: "projecting a target feature".to_string(),
-                        message: e.to_string(),
-                    })?),
                     None => None,
                 };
                 for (j, s_env) in &order {
-                    if s_env.MinX > e.MaxX + reach_x {
+                    if s_env.MinX > window[2] {
                         break;
                     }
-                    if s_env.MaxX < e.MinX - reach_x
-                        || s_env.MinY > e.MaxY + reach_y
-                        || s_env.MaxY < e.MinY - reach_y
-                    {
+                    if s_env.MaxX < window[0] || s_env.MinY > window[3] || s_env.MaxY < window[1] {
                         continue;
                     }
                     let Some(s) = &source.rows[*j].geometry else {
@@ -1278,19 +1297,15 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                         Predicate::Touches => t.touches(s),
                         Predicate::Crosses => t.crosses(s),
                         Predicate::Overlaps => t.overlaps(s),
-                        Predicate::Dwithin => {
-                            let d = request.distance_m.unwrap_or(0.0);
-                            match (&local, &local_t) {
-                                (Some((ct, _)), Some(lt)) => {
-                                    let ls = s.transform(ct).map_err(|e| GdalError::Failed {
-                                        operation: "projecting a join feature".to_string(),
-                                        message: e.to_string(),
-                                    })?;
-                                    distance(lt, &ls) <= d
-                                }
-                                _ => distance(t, s) * metres <= d,
+                        Predicate::Dwithin => match &local {
+                            Some((there, local_t)) => {
+                                let local_s = s
+                                    .transform(there)
+                                    .map_err(|e| failed("projecting a join feature", e))?;
+                                distance(local_t, &local_s) <= reach
                             }
-                        }
+                            None => false,
+                        },
                     };
                     if hit {
                         matches[i].push(*j);
@@ -1432,7 +1447,9 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                 Predicate::Dwithin => "within the distance of",
             },
             match p {
-                Predicate::Dwithin => "geodesic metres in a local projection for geographic layers",
+                Predicate::Dwithin => {
+                    "geodesic metres, in an azimuthal equidistant projection centred on each target"
+                }
                 _ => "GEOS DE-9IM",
             }
         ));
