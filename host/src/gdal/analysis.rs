@@ -1021,11 +1021,11 @@ fn text(value: &FieldValue) -> String {
     }
 }
 
-/// Check the join's fields against the source layer; returns (field index, numeric) per field.
-fn check_join_fields(
-    request: &JoinRequest,
-    source: &LayerData,
-) -> Result<(Vec<(usize, bool)>, Option<usize>), GdalError> {
+/// The source fields a join summarises, as (field index, numeric), and the weight's index.
+type JoinFields = (Vec<(usize, bool)>, Option<usize>);
+
+/// Check the join's fields against the source layer.
+fn check_join_fields(request: &JoinRequest, source: &LayerData) -> Result<JoinFields, GdalError> {
     let find = |argument: &str, name: &str| -> Result<usize, GdalError> {
         source
             .fields
@@ -1111,7 +1111,7 @@ pub fn join_facts(
                 let geographic = geographic_of(srs)?;
                 let (_, geodesic) = ellipsoid_of(srs)?;
                 let to_geographic = transformer(srs, &geographic)?;
-                let measurer = Measurer::Geodesic(geodesic);
+                let measurer = Measurer::Geodesic(Box::new(geodesic));
                 let (pairs, area, _) = overlapping_pairs(&valid, |common| {
                     let moved =
                         common

@@ -232,7 +232,7 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
             return refuse("bit operations (`|`, `&`) are not available".to_string());
         }
     }
-    check_powers(expression).or_else(|what| refuse(what))?;
+    check_powers(expression).or_else(refuse)?;
     let mut word = String::new();
     let mut after_digit = false;
     for c in expression.chars().chain(std::iter::once(' ')) {

@@ -202,7 +202,7 @@ impl Figures {
 /// How figures are computed from parts already in the measuring CRS.
 pub enum Measurer {
     /// Parts in longitude/latitude degrees on this ellipsoid.
-    Geodesic(Geodesic),
+    Geodesic(Box<Geodesic>),
     /// Parts in a projected CRS with this many metres per unit.
     Planar { metres_per_unit: f64 },
 }

@@ -309,7 +309,7 @@ fn setup(request: &MeasureRequest, layer_srs: &SpatialRef) -> Result<Setup, Gdal
             let geographic = geographic_of(layer_srs)?;
             let (ellipsoid, geodesic) = ellipsoid_of(layer_srs)?;
             Ok(Setup {
-                measurer: Measurer::Geodesic(geodesic),
+                measurer: Measurer::Geodesic(Box::new(geodesic)),
                 to_measuring: transformer(layer_srs, &geographic)?,
                 planar: None,
                 ellipsoid: Some(ellipsoid),
