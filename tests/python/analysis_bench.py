@@ -5,7 +5,7 @@ Builds the inputs in a fresh workspace, starts ``SERVER serve --workspace WS --s
 and times each call over raw JSON-RPC (one server, warm: the first call of each tool is not
 timed) against an equivalent in the Python geospatial stack, best of ``--repeat`` runs:
 
-* ``vector_measure`` geodesic, N polygons of 32 vertices (1-3 km across, 44-46° N) vs
+* ``vector_measure`` geodesic, N polygons of 32 vertices (0.4-1.3 km across, 44-46° N) vs
   ``pyproj.Geod(ellps="WGS84").geometry_area_perimeter`` per polygon;
 * ``vector_measure`` planar in EPSG:32632 vs pyproj ``Transformer`` + ``shapely.area`` /
   ``shapely.length`` (vectorised);
@@ -119,11 +119,13 @@ def main() -> int:
     ws = Path(tempfile.mkdtemp(prefix="analysis-bench-"))
     rows = []
     try:
-        # Polygons near 45° N (32-gons, 1-3 km across), in lon/lat and in UTM 32N.
+        # Polygons near 45° N (32-gons, 0.4-1.3 km across, on a grid so that none overlap: the
+        # measurement domain would rightly ask about a sum over overlaps), lon/lat and UTM 32N.
         n = args.features
-        lon = rng.uniform(8.0, 10.0, n)
-        lat = rng.uniform(44.0, 46.0, n)
-        radius_deg = rng.uniform(0.005, 0.015, n)
+        side = math.ceil(math.sqrt(n))
+        lon = 8.0 + (np.arange(n) % side) * 0.02 + rng.uniform(-0.002, 0.002, n)
+        lat = 44.0 + (np.arange(n) // side) * 0.02 + rng.uniform(-0.002, 0.002, n)
+        radius_deg = rng.uniform(0.002, 0.006, n)
         angles = np.linspace(0, 2 * math.pi, 33)
         polygons = [
             shapely.Polygon(np.column_stack([lo + r * np.cos(angles) / math.cos(math.radians(la)),
@@ -188,8 +190,9 @@ def main() -> int:
         rows.append((f"vector_buffer geodesic 500 m, {n} points", t_ours,
                      "per-point pyproj AEQD + shapely buffer", t_ref, "reference timed once"))
 
-        # Points in 400 squares (20 x 20 over the area), contains + sum.
-        squares = [shapely.box(8 + i * 0.1, 44 + j * 0.1, 8.1 + i * 0.1, 44.1 + j * 0.1)
+        # Points in 400 squares (20 x 20 over the points' area), contains + sum.
+        step = side * 0.02 / 20
+        squares = [shapely.box(8 + i * step, 44 + j * step, 8 + (i + 1) * step, 44 + (j + 1) * step)
                    for i in range(20) for j in range(20)]
         geojson(ws / "squares.geojson", 4326, squares, [{"cell": i} for i in range(400)])
         subprocess.run(["ogr2ogr", "-q", str(ws / "squares.gpkg"), str(ws / "squares.geojson")], check=True)

@@ -318,6 +318,32 @@ fn multi_type(kind: Kind) -> Wkb::Type {
     }
 }
 
+/// The geodesic circle of `radius` metres around (`lon`, `lat`), as a lon/lat polygon with
+/// `4 × segments` vertices at azimuths in steps of 90° / `segments`, clockwise from north.
+fn geodesic_circle(
+    geodesic: &geographiclib_rs::Geodesic,
+    lon: f64,
+    lat: f64,
+    radius: f64,
+    segments: u32,
+) -> Result<Geometry, GdalError> {
+    use geographiclib_rs::DirectGeodesic;
+    let failed = |e: gdal::errors::GdalError| GdalError::Failed {
+        operation: "drawing a geodesic circle".to_string(),
+        message: e.to_string(),
+    };
+    let mut ring = Geometry::empty(Wkb::wkbLinearRing).map_err(failed)?;
+    let steps = 4 * segments.max(1);
+    for k in 0..=steps {
+        let azimuth = 360.0 * f64::from(k % steps) / f64::from(steps);
+        let (lat2, lon2): (f64, f64) = geodesic.direct(lat, lon, azimuth, radius);
+        ring.add_point_2d((lon2, lat2));
+    }
+    let mut polygon = Geometry::empty(Wkb::wkbPolygon).map_err(failed)?;
+    polygon.add_geometry(ring).map_err(failed)?;
+    Ok(polygon)
+}
+
 fn distance_note(value: f64, unit: &str, metres: f64) -> String {
     format!("{value} {unit} ({metres} m)")
 }
@@ -459,17 +485,39 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             let geographic = geographic_of(&srs)?;
             let to_geographic = transformer(&srs, &geographic)?;
             notes.push(format!(
-                "geodesic buffer of {}: each feature is buffered in an azimuthal equidistant \
-                 projection centred on it (same datum), then brought back to {}",
+                "geodesic buffer of {}: each point's is its geodesic circle; every other \
+                 feature is buffered in an azimuthal equidistant projection centred on it (same \
+                 datum), then brought back to {}",
                 distance_note(request.distance, request.unit, request.distance_m),
                 srs.name().unwrap_or_default()
             ));
+            let (_, geodesic) = ellipsoid_of(&srs)?;
+            let to_layer = transformer(&geographic, &srs)?;
             for row in &data.rows {
                 let Some(g) = &row.geometry else { continue };
-                let (lon, lat) = centre(
-                    &g.transform(&to_geographic)
-                        .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?,
-                );
+                let on_ground = g
+                    .transform(&to_geographic)
+                    .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                // A point's buffer is its geodesic circle: the same vertices as GEOS's circle in
+                // the point's own azimuthal equidistant projection (azimuths in steps of
+                // 90° / segments from north, at the distance), computed directly.
+                if gdal::vector::geometry_type_flatten(g.geometry_type()) == Wkb::wkbPoint {
+                    if request.distance_m > 0.0 {
+                        let (lon, lat) = centre(&on_ground);
+                        let circle = geodesic_circle(
+                            &geodesic,
+                            lon,
+                            lat,
+                            request.distance_m,
+                            request.segments,
+                        )?
+                        .transform(&to_layer)
+                        .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                        buffered.push((as_multipolygon(&circle)?, row.values.clone()));
+                    }
+                    continue;
+                }
+                let (lon, lat) = centre(&on_ground);
                 let local = local_aeqd(&geographic, lon, lat)?;
                 let there = transformer(&srs, &local)?;
                 let back = transformer(&local, &srs)?;
