@@ -455,6 +455,21 @@ async fn a_huge_declared_raster_is_refused_before_any_allocation() {
         "{}",
         text(&sized)
     );
+    // Band math writes one band as large as its input: refused before any cell is computed.
+    let calc = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": "huge.vrt"}, "expression": "a * 2", "output": "calc.tif",
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&calc) && text(&calc).contains("budget"),
+        "{}",
+        text(&calc)
+    );
+    assert!(!server.path("calc.tif").exists());
     assert!(started.elapsed() < Duration::from_secs(60));
     still_serves(&server).await;
 }

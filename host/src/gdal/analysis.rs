@@ -473,7 +473,10 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 distance_note(request.distance, request.unit, request.distance_m),
                 srs.linear_units_name().unwrap_or_default()
             ));
-            for row in &data.rows {
+            for (i, row) in data.rows.iter().enumerate() {
+                if i % 256 == 0 && !super::keep_going(i as f64 / data.rows.len().max(1) as f64) {
+                    return Err(super::cancelled("vector_buffer"));
+                }
                 let Some(g) = &row.geometry else { continue };
                 let b = g
                     .buffer(d, request.segments)
@@ -493,7 +496,10 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             ));
             let (_, geodesic) = ellipsoid_of(&srs)?;
             let to_layer = transformer(&geographic, &srs)?;
-            for row in &data.rows {
+            for (i, row) in data.rows.iter().enumerate() {
+                if i % 256 == 0 && !super::keep_going(i as f64 / data.rows.len().max(1) as f64) {
+                    return Err(super::cancelled("vector_buffer"));
+                }
                 let Some(g) = &row.geometry else { continue };
                 let on_ground = g
                     .transform(&to_geographic)

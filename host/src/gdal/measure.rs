@@ -401,7 +401,10 @@ pub fn measure(
         ..InvalidReport::default()
     };
     let mut checked = 0u64;
-    for feature in layer.features() {
+    for (index, feature) in layer.features().enumerate() {
+        if index % 1024 == 0 && !super::keep_going(0.0) {
+            return Err(super::cancelled("vector_measure"));
+        }
         let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
             empty += 1;
             continue;

@@ -32,6 +32,9 @@ pub struct TableRequest {
     pub sheet: Option<String>,
 }
 
+/// At most this many rows are read (every cell is held as text until the types are known).
+pub const MAX_ROWS: usize = 5_000_000;
+
 /// A column of the output and its type.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Column {
@@ -144,6 +147,12 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     // Every row as text.
     let mut rows: Vec<Vec<Option<String>>> = Vec::new();
     for feature in layer.features() {
+        if rows.len() == MAX_ROWS {
+            return Err(GdalError::Arguments(format!(
+                "input: the table has more than {MAX_ROWS} rows, the most one call reads; split \
+                 it into parts of at most that many rows"
+            )));
+        }
         rows.push(
             (0..names.len())
                 .map(|i| {

@@ -1113,7 +1113,13 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         move || {
             let mut datasets = Vec::with_capacity(request.inputs.len());
             for input in &request.inputs {
-                let facts = facts::gather_raster(&format!("inputs.{}", input.name), &input.path)?;
+                let role = format!("inputs.{}", input.name);
+                let facts = facts::gather_raster(&role, &input.path)?;
+                // The output is one band as large as the input: a tiny file declaring a huge
+                // raster must not fill the disk.
+                if let Some(r) = &facts.raster {
+                    policy::check_cells(&role, u64::from(r.width), u64::from(r.height), 1)?;
+                }
                 facts::refuse_undeclared_sentinels(&facts, Some(input.band as u32), "band math")?;
                 datasets.push(facts);
             }
