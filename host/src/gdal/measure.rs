@@ -401,10 +401,7 @@ pub fn measure(
         ..InvalidReport::default()
     };
     let mut checked = 0u64;
-    for (index, feature) in layer.features().enumerate() {
-        if index % 1024 == 0 && !super::keep_going(0.0) {
-            return Err(super::cancelled("vector_measure"));
-        }
+    for feature in layer.features() {
         let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
             empty += 1;
             continue;
