@@ -95,25 +95,38 @@ pub fn read_layer(
     })
 }
 
-/// Validity of a layer's geometries: (checked, invalid), repairing them when asked.
-fn validate(rows: &mut [Row], make_valid: bool) -> Result<(u64, u64), GdalError> {
+/// Validity of a layer's geometries: (checked, invalid).
+fn count_invalid(rows: &[Row]) -> (u64, u64) {
     let _quiet = ErrorCapture::start();
     let (mut checked, mut invalid) = (0, 0);
-    for row in rows.iter_mut() {
-        let Some(geometry) = &row.geometry else {
-            continue;
-        };
+    for geometry in rows.iter().filter_map(|r| r.geometry.as_ref()) {
         checked += 1;
-        let points_only = parts(geometry).iter().all(|p| p.kind == Kind::Point);
-        if points_only || geometry.is_valid() {
-            continue;
-        }
-        invalid += 1;
-        if make_valid {
-            row.geometry = Some(repair(geometry)?);
+        if !is_valid(geometry) {
+            invalid += 1;
         }
     }
-    Ok((checked, invalid))
+    (checked, invalid)
+}
+
+/// Points are always valid; anything else as GEOS says.
+fn is_valid(geometry: &Geometry) -> bool {
+    parts(geometry).iter().all(|p| p.kind == Kind::Point) || geometry.is_valid()
+}
+
+/// Repair a layer's invalid geometries in place (when asked: `make_valid`).
+fn validate(rows: &mut [Row], make_valid: bool) -> Result<(), GdalError> {
+    if !make_valid {
+        return Ok(());
+    }
+    let _quiet = ErrorCapture::start();
+    for row in rows.iter_mut() {
+        if let Some(geometry) = &row.geometry {
+            if !is_valid(geometry) {
+                row.geometry = Some(repair(geometry)?);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The kinds present among rows, by name.
@@ -389,7 +402,7 @@ pub fn buffer_facts(
     request: &BufferRequest,
     dataset: &Dataset,
 ) -> Result<MeasurementFacts, GdalError> {
-    let mut data = read_layer("layer", dataset, request.layer.as_deref())?;
+    let data = read_layer("layer", dataset, request.layer.as_deref())?;
     let srs = data.srs.clone().ok_or_else(|| {
         GdalError::Arguments(format!(
             "input: layer \"{}\" has no CRS, so a distance in {} cannot be placed; assign the \
@@ -397,7 +410,7 @@ pub fn buffer_facts(
             data.name, request.unit
         ))
     })?;
-    let (checked, invalid) = validate(&mut data.rows, false)?;
+    let (checked, invalid) = count_invalid(&data.rows);
     let mut facts = MeasurementFacts {
         method: request.method.name().to_string(),
         features_checked: checked,
@@ -651,11 +664,21 @@ pub fn two_layer_facts(
     second_layer: Option<&str>,
     make_valid: bool,
 ) -> Result<TwoLayers, GdalError> {
-    let mut a = read_layer("layer", first, first_layer)?;
-    let mut b = read_layer(second_argument, second, second_layer)?;
+    let a = read_layer("layer", first, first_layer)?;
+    let b = read_layer(second_argument, second, second_layer)?;
+    facts_of_layers(&a, &b, second_argument, make_valid)
+}
+
+/// The two-layer facts of layers already read.
+fn facts_of_layers(
+    a: &LayerData,
+    b: &LayerData,
+    second_argument: &str,
+    make_valid: bool,
+) -> Result<TwoLayers, GdalError> {
     let reprojected = second_layer_crs(second_argument, a.srs.as_ref(), b.srs.as_ref(), b.extent)?;
-    let (checked_a, invalid_a) = validate(&mut a.rows, false)?;
-    let (checked_b, invalid_b) = validate(&mut b.rows, false)?;
+    let (checked_a, invalid_a) = count_invalid(&a.rows);
+    let (checked_b, invalid_b) = count_invalid(&b.rows);
     let mut kinds = kinds_of(&a.rows);
     kinds.extend(kinds_of(&b.rows));
     kinds.sort();
@@ -1134,15 +1157,9 @@ pub fn join_facts(
     target: &Dataset,
     source: &Dataset,
 ) -> Result<TwoLayers, GdalError> {
-    let mut facts = two_layer_facts(
-        target,
-        request.layer.as_deref(),
-        "join",
-        source,
-        request.join_layer.as_deref(),
-        request.make_valid,
-    )?;
+    let first = read_layer("layer", target, request.layer.as_deref())?;
     let data = read_layer("join_layer", source, request.join_layer.as_deref())?;
+    let mut facts = facts_of_layers(&first, &data, "join", request.make_valid)?;
     check_join_fields(request, &data)?;
     if request.stats.contains(&Stat::Mean) && request.weight.is_none() {
         facts.measurement.unweighted_means =

@@ -208,15 +208,19 @@ pub struct OverlayArgs {
     pub justification: Option<Justifications>,
 }
 
-/// The gather step of a two-layer tool: both datasets' facts, the measurement facts, and the
-/// second layer's reprojection (for crs_datum).
+/// The gather step of a two-layer tool: both datasets' facts, the tool's measurement facts
+/// (`measure`, given both datasets, reads each layer once), and the second layer's
+/// reprojection (for crs_datum).
 fn two_layer_gather(
     input: &std::path::Path,
     layer: Option<&str>,
     role: &str,
     second: &std::path::Path,
     second_layer: Option<&str>,
-    make_valid: bool,
+    measure: impl FnOnce(
+        &gdal::Dataset,
+        &gdal::Dataset,
+    ) -> Result<analysis::TwoLayers, crate::gdal::GdalError>,
 ) -> Result<(CallFacts, Option<String>), ToolError> {
     let first_dataset = vector::open("input", input)?;
     let second_dataset = vector::open(role, second)?;
@@ -228,14 +232,7 @@ fn two_layer_gather(
     if let Some(v) = second_facts.vector.as_mut() {
         v.selected_layer = second_layer.map(str::to_string);
     }
-    let found = analysis::two_layer_facts(
-        &first_dataset,
-        layer,
-        role,
-        &second_dataset,
-        second_layer,
-        make_valid,
-    )?;
+    let found = measure(&first_dataset, &second_dataset)?;
     let transformation = found
         .reprojected
         .as_ref()
@@ -290,7 +287,16 @@ pub async fn overlay(call: Call) -> Result<Value, ToolError> {
                 "overlay",
                 &request.overlay,
                 request.overlay_layer.as_deref(),
-                request.make_valid,
+                |first, second| {
+                    analysis::two_layer_facts(
+                        first,
+                        request.layer.as_deref(),
+                        "overlay",
+                        second,
+                        request.overlay_layer.as_deref(),
+                        request.make_valid,
+                    )
+                },
             )?;
             request.pipeline = pipeline;
             Ok(Gathered::new(facts, request))
@@ -410,18 +416,14 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
         args.justification,
         move || {
             request.driver = vector::driver_for(format.as_deref(), &request.output)?;
-            let (mut facts, pipeline) = two_layer_gather(
+            let (facts, pipeline) = two_layer_gather(
                 &request.input,
                 request.layer.as_deref(),
                 "join",
                 &request.join,
                 request.join_layer.as_deref(),
-                request.make_valid,
+                |first, second| analysis::join_facts(&request, first, second),
             )?;
-            let first = vector::open("input", &request.input)?;
-            let second = vector::open("join", &request.join)?;
-            let found = analysis::join_facts(&request, &first, &second)?;
-            facts.measurement = Some(found.measurement);
             request.pipeline = pipeline;
             Ok(Gathered::new(facts, request))
         },
