@@ -231,20 +231,38 @@ async fn invalid_rings_are_critical_and_holes_are_subtracted_whatever_their_wind
         )],
     );
     let input = bowtie.display().to_string();
-    let refused = server
-        .call(
+    // No area at all: refused by the host before the gate, with GEOS's own reason, whatever
+    // justification comes with it.
+    for refused in [
+        server
+            .call(
+                "vector_measure",
+                json!({"input": input, "method": "planar"}),
+            )
+            .await
+            .unwrap(),
+        call_justified(
+            &server,
             "vector_measure",
             json!({"input": input, "method": "planar"}),
         )
         .await
-        .unwrap();
-    let content = structured(&refused);
-    let entry = refusal_entry(&content, "measurement");
-    assert_eq!(entry["severity"], json!("critical"), "{content}");
-    assert_eq!(
-        alternative_of(entry, "invalid_geometries"),
-        json!({"make_valid": true})
-    );
+        .unwrap()
+        .result,
+    ] {
+        let content = structured(&refused);
+        assert_eq!(
+            content["error"]["kind"],
+            json!("invalid_arguments"),
+            "{content}"
+        );
+        let message = content["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("feature 1: Self-intersection[500005 5]")
+                && message.contains("make_valid: true"),
+            "{message}"
+        );
+    }
     let repaired = server
         .call(
             "vector_measure",
@@ -322,18 +340,45 @@ async fn mixed_layers_and_z_are_measured_for_what_they_are() {
         ],
     );
     let input = mixed.display().to_string();
-    let flat = server
+    // 2D and 3D differ: only `z` chooses (a justification cannot).
+    let conflict = server
         .call(
             "vector_measure",
             json!({"input": input, "method": "planar"}),
         )
         .await
         .unwrap();
-    let content = structured(&flat);
-    let entry = refusal_entry(&content, "measurement");
-    assert_eq!(entry["severity"], json!("required"), "{content}");
-    assert_eq!(alternative_of(entry, "z_ignored"), json!({"z": true}));
-    assert!(evidence_ids(entry).contains(&"mixed_geometries".to_string()));
+    let content = structured(&conflict);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("data_conflict"),
+        "{content}"
+    );
+    assert_eq!(content["error"]["parameter"], json!("z"));
+    assert!(close(
+        &content["error"]["candidates"][0]["length"],
+        50.0,
+        1e-12
+    ));
+    assert!(close(
+        &content["error"]["candidates"][1]["length"],
+        130.0,
+        1e-12
+    ));
+    let two_d = call_justified(
+        &server,
+        "vector_measure",
+        json!({"input": input, "method": "planar", "z": false}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&two_d.result), "{}", text(&two_d.result));
+    assert!(two_d.refused_by().is_empty(), "{:?}", two_d.refusal);
+    assert!(close(
+        &structured(&two_d.result)["lines"]["length"],
+        50.0,
+        1e-12
+    ));
     let three_d = server
         .call(
             "vector_measure",
@@ -355,8 +400,8 @@ async fn mixed_layers_and_z_are_measured_for_what_they_are() {
     assert!(close(&pipe["lines"]["length"], 130.0, 1e-12));
 }
 
-/// Two 10 × 10 parcels overlapping by 50 m²: the plain sum (200) counts the overlap twice, so a
-/// sum asks first; `dissolve` gives the union (150).
+/// Two 10 × 10 parcels overlapping by 50 m²: the plain sum (200) and the union (150) are both
+/// answers, so the host refuses with both until `overlaps` chooses (no justification can).
 #[tokio::test]
 async fn overlapping_parcels_are_not_summed_twice_silently() {
     let server = Server::start(Era::Modern, Options::default())
@@ -372,33 +417,77 @@ async fn overlapping_parcels_are_not_summed_twice_silently() {
         ],
     );
     let input = parcels.display().to_string();
-    let refused = server
-        .call(
+    for refused in [
+        server
+            .call(
+                "vector_measure",
+                json!({"input": input, "method": "planar"}),
+            )
+            .await
+            .unwrap(),
+        call_justified(
+            &server,
             "vector_measure",
             json!({"input": input, "method": "planar"}),
         )
         .await
-        .unwrap();
-    let content = structured(&refused);
-    let entry = refusal_entry(&content, "measurement");
-    assert_eq!(entry["severity"], json!("required"), "{content}");
-    assert_eq!(
-        alternative_of(entry, "overlapping_features"),
-        json!({"dissolve": true})
-    );
-    let dissolved = server
-        .call(
+        .unwrap()
+        .result,
+    ] {
+        let content = structured(&refused);
+        assert_eq!(
+            content["error"]["kind"],
+            json!("data_conflict"),
+            "{content}"
+        );
+        assert_eq!(content["error"]["parameter"], json!("overlaps"));
+        let candidates = &content["error"]["candidates"];
+        assert_eq!(candidates[0]["overlaps"], json!("count_once"));
+        assert!(close(&candidates[0]["area"], 150.0, 1e-9), "{candidates}");
+        assert!(close(&candidates[1]["area"], 200.0, 1e-12), "{candidates}");
+    }
+    for (overlaps, want) in [("count_once", 150.0), ("count_each", 200.0)] {
+        let chosen = call_justified(
+            &server,
             "vector_measure",
-            json!({"input": input, "method": "planar", "dissolve": true}),
+            json!({"input": input, "method": "planar", "overlaps": overlaps}),
         )
         .await
         .unwrap();
-    assert!(!is_error(&dissolved), "{}", text(&dissolved));
-    let out = structured(&dissolved);
-    assert!(close(&out["polygons"]["area"], 200.0, 1e-12));
-    assert!(close(&out["dissolved_area"], 150.0, 1e-9), "{out}");
-    assert_eq!(out["overlaps"]["pairs"], json!(1));
-    assert!(close(&out["overlaps"]["area"], 50.0, 1e-9));
+        assert!(!is_error(&chosen.result), "{}", text(&chosen.result));
+        assert!(chosen.refused_by().is_empty(), "{:?}", chosen.refusal);
+        let out = structured(&chosen.result);
+        assert!(close(&out["polygons"]["area"], want, 1e-9), "{out}");
+        assert_eq!(out["overlaps"]["pairs"], json!(1));
+        assert_eq!(out["overlaps"]["counted"], json!(overlaps));
+        assert!(close(&out["overlaps"]["area"], 50.0, 1e-9));
+        assert!(close(&out["overlaps"]["area_counted_once"], 150.0, 1e-9));
+        assert!(close(&out["overlaps"]["area_counted_each"], 200.0, 1e-12));
+    }
+
+    // The clean twin: parcels that share an edge but no ground. Sum and union agree, so the
+    // call runs at once, with neither argument nor justification.
+    let adjacent = server.path("adjacent.geojson");
+    layer(
+        &adjacent,
+        32633,
+        &[
+            (json!({"id": "a"}), polygon(&[square(500_000.0, 0.0, 10.0)])),
+            (json!({"id": "b"}), polygon(&[square(500_010.0, 0.0, 10.0)])),
+        ],
+    );
+    let clean = server
+        .call(
+            "vector_measure",
+            json!({"input": adjacent.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    let out = structured(&clean);
+    assert!(close(&out["polygons"]["area"], 200.0, 1e-12), "{out}");
+    assert_eq!(out["overlaps"]["pairs"], json!(0));
+    assert_eq!(out["reflection"], json!([]), "{out}");
 }
 
 /// A 500 m buffer of a point in EPSG:4326 is 500 m, never 500 degrees: the geodesic buffer's
@@ -616,17 +705,38 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
         }
         a
     };
-    let unweighted = server
-        .call("vector_join", arguments(json!(["mean"]), None, "mean.gpkg"))
+    // Plain 0.2 against 0.25 weighted by pop: only an argument chooses.
+    for unweighted in [
+        server
+            .call("vector_join", arguments(json!(["mean"]), None, "mean.gpkg"))
+            .await
+            .unwrap(),
+        call_justified(
+            &server,
+            "vector_join",
+            arguments(json!(["mean"]), None, "mean.gpkg"),
+        )
         .await
-        .unwrap();
-    let content = structured(&unweighted);
-    let measurement = refusal_entry(&content, "measurement");
-    assert_eq!(measurement["severity"], json!("required"), "{content}");
-    assert!(
-        evidence_ids(measurement).contains(&"unweighted_means".to_string()),
-        "{content}"
-    );
+        .unwrap()
+        .result,
+    ] {
+        let content = structured(&unweighted);
+        assert_eq!(
+            content["error"]["kind"],
+            json!("data_conflict"),
+            "{content}"
+        );
+        assert_eq!(content["error"]["parameter"], json!("weight"));
+        let candidates = &content["error"]["candidates"];
+        assert!(close(&candidates[0]["mean"], 0.2, 1e-12), "{candidates}");
+        assert_eq!(candidates[1]["weight"], json!("pop"));
+        assert!(close(&candidates[1]["mean"], 0.25, 1e-12), "{candidates}");
+    }
+    assert!(!server.path("mean.gpkg").exists());
+    let mut plain = arguments(json!(["mean"]), None, "plain.gpkg");
+    plain["weighting"] = json!("equal");
+    let first = server.call("vector_join", plain.clone()).await.unwrap();
+    let content = structured(&first);
     let crs = refusal_entry(&content, "crs_datum");
     assert_eq!(
         crs["decision"]["operation"],
@@ -656,6 +766,23 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
         vec![json!(2)]
     );
     let mean = read_field(&server.path("weighted.gpkg"), "rate_weighted_mean");
+    assert!(close(&mean[0], 0.25, 1e-12), "{mean:?}");
+    let plain = call_justified(&server, "vector_join", plain).await.unwrap();
+    assert!(!is_error(&plain.result), "{}", text(&plain.result));
+    let mean = read_field(&server.path("plain.gpkg"), "rate_mean");
+    assert!(close(&mean[0], 0.2, 1e-12), "{mean:?}");
+    // Both figures side by side: the call chose to see both.
+    let both = call_justified(
+        &server,
+        "vector_join",
+        arguments(json!(["mean", "weighted_mean"]), Some("pop"), "both.gpkg"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&both.result), "{}", text(&both.result));
+    let mean = read_field(&server.path("both.gpkg"), "rate_mean");
+    assert!(close(&mean[0], 0.2, 1e-12), "{mean:?}");
+    let mean = read_field(&server.path("both.gpkg"), "rate_weighted_mean");
     assert!(close(&mean[0], 0.25, 1e-12), "{mean:?}");
 }
 
@@ -1019,6 +1146,370 @@ async fn dwithin_means_metres_on_the_ground_in_web_mercator() {
             read_field(&output, "join_count"),
             vec![json!(want), json!(want)],
             "{distance} m"
+        );
+    }
+}
+
+/// Issue 18, clean twins of the Z and means traps. A flat 3D line (every Z 7 m) has the same
+/// length in 2D and 3D, so it is measured at once (it was refused for "ignored Z"); two towns
+/// of equal population make the plain and the weighted mean agree, so the unweighted mean
+/// runs at once (every unweighted mean was refused).
+#[tokio::test]
+async fn a_flat_3d_line_and_equal_weights_proceed_without_an_argument() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let flat = server.path("flat.geojson");
+    layer(
+        &flat,
+        32633,
+        &[(
+            json!({"kind": "pipe"}),
+            json!({"type": "LineString", "coordinates": [[500_000.0, 0.0, 7.0], [500_030.0, 40.0, 7.0], [500_030.0, 100.0, 7.0]]}),
+        )],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": flat.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert!(close(&out["lines"]["length"], 110.0, 1e-12), "{out}");
+    assert_eq!(out["reflection"], json!([]), "{out}");
+
+    let zones = server.path("zones.geojson");
+    layer(
+        &zones,
+        32633,
+        &[(
+            json!({"zone": "A"}),
+            polygon(&[square(500_000.0, 5_000_000.0, 1000.0)]),
+        )],
+    );
+    let towns = server.path("towns.geojson");
+    let town = |pop: i64, rate: f64, x: f64| {
+        (
+            json!({"town_id": 7, "pop": pop, "rate": rate}),
+            json!({"type": "Point", "coordinates": [x, 5_000_500.0]}),
+        )
+    };
+    layer(
+        &towns,
+        32633,
+        &[town(200, 0.1, 500_250.0), town(200, 0.3, 500_750.0)],
+    );
+    let output = server.path("equal.gpkg");
+    let result = server
+        .call(
+            "vector_join",
+            json!({"input": zones.display().to_string(), "join": towns.display().to_string(),
+                   "predicate": "contains", "fields": ["rate"], "stats": ["mean"],
+                   "output": output.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    // Only the advisory that a join of polygons and points mixes kinds; nothing gated.
+    let receipts = structured(&result)["reflection"].clone();
+    assert!(
+        receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["severity"] == "advisory" && r["evidence"] == json!(["mixed_geometries"])),
+        "{receipts}"
+    );
+    let mean = read_field(&output, "rate_mean");
+    assert!(close(&mean[0], 0.2, 1e-12), "{mean:?}");
+}
+
+/// Issue 18: an invalid polygon's area is refused by the host with GEOS's own reason (a hole
+/// outside its shell here, not a self-crossing ring), and its valid twin is measured at once.
+#[tokio::test]
+async fn an_invalid_polygon_is_refused_with_geos_reason_and_its_valid_twin_measured() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let outside = server.path("outside.geojson");
+    layer(
+        &outside,
+        32633,
+        &[
+            (
+                json!({"id": "ok"}),
+                polygon(&[square(500_000.0, 0.0, 10.0)]),
+            ),
+            (
+                json!({"id": "bad"}),
+                polygon(&[square(500_100.0, 0.0, 10.0), square(500_200.0, 0.0, 5.0)]),
+            ),
+        ],
+    );
+    let refused = server
+        .call(
+            "vector_measure",
+            json!({"input": outside.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("invalid_arguments"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("1 of the 2 features")
+            && message.contains("feature 1: Hole lies outside shell")
+            && message.contains("make_valid: true")
+            && !message.contains("Self-intersection"),
+        "{message}"
+    );
+    let valid = server.path("valid.geojson");
+    layer(
+        &valid,
+        32633,
+        &[(
+            json!({"id": "ok"}),
+            polygon(&[square(500_100.0, 0.0, 10.0), square(500_102.0, 2.0, 5.0)]),
+        )],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": valid.display().to_string(), "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert!(close(&structured(&result)["polygons"]["area"], 75.0, 1e-12));
+}
+
+/// A shapefile of one 100 × 100 parcel with a 10 × 10 hole, written by GDAL (shell clockwise,
+/// hole anticlockwise, as the format wants); with `hole_like_shell` the hole's vertices are
+/// reversed in the .shp, so it winds clockwise like its shell.
+fn parcel_shapefile(path: &Path, hole_like_shell: bool) {
+    use gdal::vector::{Geometry, LayerAccess, LayerOptions};
+    {
+        let driver = gdal::DriverManager::get_driver_by_name("ESRI Shapefile").unwrap();
+        let mut dataset = driver.create_vector_only(path).unwrap();
+        let srs = gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap();
+        let mut layer = dataset
+            .create_layer(LayerOptions {
+                name: "parcels",
+                srs: Some(&srs),
+                ty: gdal_sys::OGRwkbGeometryType::wkbPolygon,
+                options: None,
+            })
+            .unwrap();
+        let geometry = Geometry::from_wkt(
+            "POLYGON((500000 0,500100 0,500100 100,500000 100,500000 0),\
+             (500010 10,500020 10,500020 20,500010 20,500010 10))",
+        )
+        .unwrap();
+        layer.create_feature(geometry).unwrap();
+    }
+    if hole_like_shell {
+        let mut bytes = std::fs::read(path).unwrap();
+        let int = |at: usize| i32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        // Record 1: 8-byte header, then type, box, part and point counts, part starts, points.
+        let (parts, points) = (int(144), int(148));
+        assert_eq!((parts, points), (2, 10));
+        let second = int(152 + 4);
+        let start = 152 + 4 * parts + 16 * second;
+        let mut ring: Vec<[u8; 16]> = bytes[start..start + 16 * (points - second)]
+            .chunks(16)
+            .map(|c| c.try_into().unwrap())
+            .collect();
+        ring.reverse();
+        // Now clockwise like the shell: a negative shoelace sum.
+        let xy = |c: &[u8; 16]| {
+            (
+                f64::from_le_bytes(c[..8].try_into().unwrap()),
+                f64::from_le_bytes(c[8..].try_into().unwrap()),
+            )
+        };
+        let twice: f64 = ring
+            .windows(2)
+            .map(|w| {
+                let ((ax, ay), (bx, by)) = (xy(&w[0]), xy(&w[1]));
+                ax * by - bx * ay
+            })
+            .sum();
+        assert!(twice < 0.0, "the hole should now wind clockwise: {twice}");
+        bytes[start..start + 16 * (points - second)].copy_from_slice(&ring.concat());
+        std::fs::write(path, bytes).unwrap();
+    }
+}
+
+/// Issue 18: a hole wound like its shell in a shapefile was read by GDAL (which orders a
+/// shapefile's rings by winding) as a second shell, and measured as 10 100 m² or refused as a
+/// self-crossing ring. Rings get their roles by containment: 9900 m², valid for GEOS, as for
+/// the twin whose hole winds the other way.
+#[tokio::test]
+async fn a_shapefile_hole_wound_like_its_shell_is_still_a_hole() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    for (name, like_shell) in [("trap.shp", true), ("twin.shp", false)] {
+        let path = server.path(name);
+        parcel_shapefile(&path, like_shell);
+        let result = server
+            .call(
+                "vector_measure",
+                json!({"input": path.display().to_string(), "method": "planar"}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{name}: {}", text(&result));
+        let out = structured(&result);
+        assert!(
+            close(&out["polygons"]["area"], 9900.0, 1e-12),
+            "{name}: {out}"
+        );
+        assert!(close(&out["polygons"]["perimeter"], 440.0, 1e-12), "{name}");
+        assert_eq!(out["invalid"]["count"], json!(0), "{name}");
+        assert_eq!(out["reflection"], json!([]), "{name}: {out}");
+    }
+}
+
+/// Issue 18, rule 5: the layer's own figures by default. A 1 km square on the central meridian
+/// of EPSG:32633 is measured in its own plane (10⁶ m², what the coordinates, QGIS and geopandas
+/// say); the geodesic figure is given beside it, larger by the UTM scale factor 0.9996 squared
+/// (ratio 0.9992 to 1e-4). The same square at 60° N in Web Mercator (scale ~2 there) is
+/// measured geodesically by default, its planar figure about 4 times larger beside it.
+#[tokio::test]
+async fn a_faithful_projected_layer_is_measured_in_its_own_plane_by_default() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let utm = server.path("utm.geojson");
+    layer(
+        &utm,
+        32633,
+        &[(
+            json!({}),
+            polygon(&[square(500_000.0, 5_000_000.0, 1000.0)]),
+        )],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": utm.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["method"], json!("planar"), "{out}");
+    assert!(close(&out["polygons"]["area"], 1.0e6, 1e-12), "{out}");
+    assert_eq!(out["other"]["method"], json!("geodesic"));
+    let ratio = out["other"]["area_ratio"].as_f64().unwrap();
+    assert!((ratio - 0.9996_f64.powi(2)).abs() < 1e-4, "{ratio}");
+    assert!(close(&out["other"]["area"], 1.0e6 / ratio, 1e-12));
+    assert_eq!(out["reflection"], json!([]), "{out}");
+
+    let mercator = server.path("mercator.geojson");
+    let y = 8_399_737.889_818_36; // 60° N in EPSG:3857
+    layer(
+        &mercator,
+        3857,
+        &[(json!({}), polygon(&[square(1_113_194.9, y, 1000.0)]))],
+    );
+    let result = server
+        .call(
+            "vector_measure",
+            json!({"input": mercator.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["method"], json!("geodesic"), "{out}");
+    assert_eq!(out["other"]["method"], json!("planar"));
+    let ratio = out["other"]["area_ratio"].as_f64().unwrap();
+    assert!((ratio - 0.25).abs() < 0.01, "{ratio}");
+    let area = out["polygons"]["area"].as_f64().unwrap();
+    assert!((area / 250_000.0 - 1.0).abs() < 0.01, "{area}");
+}
+
+/// Issue 18: an attribute join with a CSV table (no geometry, no CRS) failed with "one of the
+/// two layers has no CRS", and the CSV's numbers arrived as text. A key join never uses
+/// geometry: it runs, and the table's columns are typed as points_from_table types them
+/// (sum of pop 100 + 250 = 350; "007" stays a text key). The twin is the same table as a
+/// GeoJSON layer with geometries: the same figures.
+#[tokio::test]
+async fn attribute_joins_with_a_csv_table_work_and_type_its_numbers() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let zones = server.path("zones.geojson");
+    layer(
+        &zones,
+        32633,
+        &[
+            (
+                json!({"code": "007"}),
+                polygon(&[square(500_000.0, 0.0, 10.0)]),
+            ),
+            (
+                json!({"code": "8"}),
+                polygon(&[square(500_100.0, 0.0, 10.0)]),
+            ),
+        ],
+    );
+    std::fs::write(
+        server.path("table.csv"),
+        "code,pop,rate\n007,100,0.5\n007,250,0.25\n7,999,0.75\n",
+    )
+    .unwrap();
+    let twin = server.path("table.geojson");
+    layer(
+        &twin,
+        32633,
+        &[
+            (
+                json!({"code": "007", "pop": 100, "rate": 0.5}),
+                json!({"type": "Point", "coordinates": [500_005.0, 5.0]}),
+            ),
+            (
+                json!({"code": "007", "pop": 250, "rate": 0.25}),
+                json!({"type": "Point", "coordinates": [500_005.0, 5.0]}),
+            ),
+            (
+                json!({"code": "7", "pop": 999, "rate": 0.75}),
+                json!({"type": "Point", "coordinates": [500_005.0, 5.0]}),
+            ),
+        ],
+    );
+    for source in ["table.csv", "table.geojson"] {
+        let output = server.path(&format!("joined_{source}.gpkg"));
+        let result = server
+            .call(
+                "vector_join",
+                json!({"input": zones.display().to_string(),
+                       "join": server.path(source).display().to_string(),
+                       "key": "code", "fields": ["pop", "rate"],
+                       "stats": ["sum", "max"],
+                       "output": output.display().to_string()}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{source}: {}", text(&result));
+        assert_eq!(structured(&result)["matched"], json!(1), "{source}");
+        assert_eq!(
+            read_field(&output, "pop_sum"),
+            vec![json!(350.0), Value::Null],
+            "{source}"
+        );
+        assert_eq!(
+            read_field(&output, "rate_max"),
+            vec![json!(0.5), Value::Null],
+            "{source}"
         );
     }
 }

@@ -269,22 +269,87 @@ async fn south_up_and_rotated_rasters_are_reported_and_refused_by_grid_algorithm
             true,
             "{file}"
         );
-        for (tool, args) in [
-            (
-                "dem_flow_direction",
-                json!({"input": file, "output": "fd.tif", "algorithm": "d8"}),
-            ),
-            (
+        // gdaldem on a south-up DEM is flipped north-up first (below); a rotated one cannot be.
+        let mut tools = vec![(
+            "dem_flow_direction",
+            json!({"input": file, "output": "fd.tif", "algorithm": "d8"}),
+        )];
+        if flag == "rotated" {
+            tools.push((
                 "raster_terrain",
                 json!({"input": file, "output": "t.tif", "operation": "aspect"}),
-            ),
-        ] {
+            ));
+        }
+        for (tool, args) in tools {
             let result = call_justified(&server, tool, args).await.unwrap().result;
             assert!(is_error(&result), "{tool} on {file}: {}", text(&result));
             assert!(text(&result).contains(phrase), "{tool}: {}", text(&result));
         }
     }
     assert!(!server.path("fd.tif").exists() && !server.path("t.tif").exists());
+}
+
+/// Issue 18: slope on a south-up DEM was refused although it does not depend on the row
+/// direction, and aspect and hillshade, which do, were refused instead of computed. A DEM whose
+/// surface tilts unevenly (every aspect differs) is written north-up and south-up (the same
+/// ground, rows reversed, positive pixel height); every terrain operation on the south-up file
+/// gives gdaldem's grid of the north-up file, cell for cell, georeferenced north-up.
+#[tokio::test]
+async fn terrain_on_a_south_up_dem_equals_gdaldem_on_its_north_up_twin() {
+    let server = server().await;
+    let (w, h) = (9usize, 7usize);
+    let height = |col: usize, row_from_north: usize| {
+        let (x, y) = (col as f32, (h - 1 - row_from_north) as f32);
+        100.0 + 3.0 * x + 0.7 * y * y - 0.4 * x * y
+    };
+    let north: Vec<f32> = (0..h)
+        .flat_map(|r| (0..w).map(move |c| height(c, r)))
+        .collect();
+    let south: Vec<f32> = (0..h)
+        .rev()
+        .flat_map(|r| (0..w).map(move |c| height(c, r)))
+        .collect();
+    write_raster::<f32>(
+        &server.path("north.tif"),
+        (w, h),
+        north,
+        Some([500_000.0, 10.0, 0.0, 4_000_070.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("south.tif"),
+        (w, h),
+        south,
+        Some([500_000.0, 10.0, 0.0, 4_000_000.0, 0.0, 10.0]),
+        Some(32633),
+        |_| {},
+    );
+    for operation in ["slope", "aspect", "hillshade", "tri", "tpi", "roughness"] {
+        let mut grids = Vec::new();
+        for file in ["north.tif", "south.tif"] {
+            let output = format!("{operation}_{file}");
+            let result = call_justified(
+                &server,
+                "raster_terrain",
+                json!({"input": file, "output": output, "operation": operation}),
+            )
+            .await
+            .unwrap()
+            .result;
+            assert!(!is_error(&result), "{operation} {file}: {}", text(&result));
+            grids.push(read_all(&server.path(&output)));
+        }
+        let ((north, north_gt), (south, south_gt)) = (&grids[0], &grids[1]);
+        assert_eq!(north_gt, south_gt, "{operation}");
+        assert_eq!(north_gt[5], -10.0, "{operation}");
+        assert_eq!(north, south, "{operation}");
+        // Not a grid of nodata: the inner cells carry values.
+        assert!(
+            north.iter().filter(|v| **v > -9000.0 && **v != 0.0).count() >= (w - 2) * (h - 2),
+            "{operation}: {north:?}"
+        );
+    }
 }
 
 /// Scale and offset: an NDVI-like band stored as Int16 with scale 0.0001 and offset -0.1.

@@ -57,6 +57,7 @@ pub fn read_layer(
     dataset: &Dataset,
     name: Option<&str>,
 ) -> Result<LayerData, GdalError> {
+    let _rings = super::geometry::RingsByContainment::start();
     let mut layer = super::vector::layer(argument, dataset, name)?;
     let fields: Vec<FieldDef> = layer
         .defn()
@@ -75,7 +76,7 @@ pub fn read_layer(
     let extent = super::vector::layer_extent(&layer);
     let srs = layer.spatial_ref();
     let layer_name = layer.name();
-    let rows = layer
+    let mut rows: Vec<Row> = layer
         .features()
         .map(|f| Row {
             fid: f.fid(),
@@ -85,6 +86,10 @@ pub fn read_layer(
                 .collect(),
         })
         .collect();
+    let mut fields = fields;
+    if dataset.driver().short_name() == "CSV" {
+        type_text_columns(&mut fields, &mut rows);
+    }
     Ok(LayerData {
         name: layer_name,
         srs,
@@ -93,6 +98,38 @@ pub fn read_layer(
         rows,
         extent,
     })
+}
+
+/// Type a CSV's text columns as `points_from_table` does (`table::column_kind`): whole numbers
+/// without leading zeros become Integer64, plain decimals Real, the rest stays text, so a
+/// table's numbers are numbers ("001" stays the text "001"). Empty cells are null.
+fn type_text_columns(fields: &mut [FieldDef], rows: &mut [Row]) {
+    for (i, field) in fields.iter_mut().enumerate() {
+        if field.kind != OGRFieldType::OFTString {
+            continue;
+        }
+        let texts = rows.iter().filter_map(|r| match &r.values[i] {
+            Some(FieldValue::StringValue(t)) if !t.trim().is_empty() => Some(t.trim()),
+            _ => None,
+        });
+        let kind = super::table::column_kind(texts);
+        let (ty, parse): (_, fn(&str) -> Option<FieldValue>) = match kind {
+            "Integer64" => (OGRFieldType::OFTInteger64, |t| {
+                t.parse().ok().map(FieldValue::Integer64Value)
+            }),
+            "Real" => (OGRFieldType::OFTReal, |t| {
+                t.parse().ok().map(FieldValue::RealValue)
+            }),
+            _ => continue,
+        };
+        field.kind = ty;
+        for row in rows.iter_mut() {
+            row.values[i] = match &row.values[i] {
+                Some(FieldValue::StringValue(t)) => parse(t.trim()),
+                other => other.clone(),
+            };
+        }
+    }
 }
 
 /// Validity of a layer's geometries: (checked, invalid).
@@ -666,7 +703,7 @@ pub fn two_layer_facts(
 ) -> Result<TwoLayers, GdalError> {
     let a = read_layer("layer", first, first_layer)?;
     let b = read_layer(second_argument, second, second_layer)?;
-    facts_of_layers(&a, &b, second_argument, make_valid)
+    facts_of_layers(&a, &b, second_argument, make_valid, true)
 }
 
 /// The two-layer facts of layers already read.
@@ -675,8 +712,14 @@ fn facts_of_layers(
     b: &LayerData,
     second_argument: &str,
     make_valid: bool,
+    spatial: bool,
 ) -> Result<TwoLayers, GdalError> {
-    let reprojected = second_layer_crs(second_argument, a.srs.as_ref(), b.srs.as_ref(), b.extent)?;
+    // A key join never uses geometry: a table without geometry or CRS joins as it is.
+    let reprojected = if spatial {
+        second_layer_crs(second_argument, a.srs.as_ref(), b.srs.as_ref(), b.extent)?
+    } else {
+        None
+    };
     let (checked_a, invalid_a) = count_invalid(&a.rows);
     let (checked_b, invalid_b) = count_invalid(&b.rows);
     let mut kinds = kinds_of(&a.rows);
@@ -1053,8 +1096,152 @@ pub struct JoinRequest {
     pub fields: Vec<String>,
     pub stats: Vec<Stat>,
     pub weight: Option<String>,
+    /// `weighting: equal`: plain means, chosen by the call.
+    pub weighting: Option<Weighting>,
     pub make_valid: bool,
     pub pipeline: Option<String>,
+}
+
+// How `mean` weights the joined features: `equal` (each counts once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    Equal,
+}
+
+/// Field names that mark an identifier, never a weight.
+fn looks_like_id(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "id" | "fid" | "gid" | "oid" | "objectid" | "ogc_fid" | "uid" | "uuid" | "code" | "key"
+    ) || lower.ends_with("_id")
+        || lower.ends_with("_code")
+        || lower.ends_with("_key")
+        || lower.starts_with("id_")
+}
+
+/// The source fields that can serve as a weight: whole numbers, none negative, not all zero,
+/// not an identifier (by name, as the join key, or numbering the features 0..n or 1..n).
+fn weight_candidates(request: &JoinRequest, source: &LayerData) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, field) in source.fields.iter().enumerate() {
+        if !is_numeric(field.kind)
+            || looks_like_id(&field.name)
+            || request.key.as_deref() == Some(field.name.as_str())
+        {
+            continue;
+        }
+        let values: Vec<f64> = source
+            .rows
+            .iter()
+            .filter_map(|r| r.values[i].as_ref().and_then(numeric))
+            .collect();
+        if values.is_empty()
+            || values
+                .iter()
+                .any(|v| !v.is_finite() || *v < 0.0 || v.fract() != 0.0)
+            || values.iter().all(|v| *v == 0.0)
+        {
+            continue;
+        }
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let numbering = |first: f64| {
+            sorted
+                .iter()
+                .enumerate()
+                .all(|(k, v)| *v == first + k as f64)
+        };
+        if sorted.len() > 1 && (numbering(0.0) || numbering(1.0)) {
+            continue;
+        }
+        out.push(i);
+    }
+    out
+}
+
+/// Refuse when the plain mean and a weighted mean of a joined field differ for some target
+/// feature: the data does not say which is meant, so `weight` or `weighting` must.
+fn check_means(
+    request: &JoinRequest,
+    target: &LayerData,
+    source: &LayerData,
+    matches: &[Vec<usize>],
+    weights: &[usize],
+) -> Result<(), GdalError> {
+    let mut first: Option<(String, Option<u64>, f64, String, f64)> = None;
+    let mut differing = 0u64;
+    for (t, found) in matches.iter().enumerate() {
+        if found.len() < 2 {
+            continue;
+        }
+        let mut this_differs = false;
+        for name in &request.fields {
+            let Some(f) = source.fields.iter().position(|d| &d.name == name) else {
+                continue;
+            };
+            let values: Vec<f64> = found
+                .iter()
+                .filter_map(|j| source.rows[*j].values[f].as_ref().and_then(numeric))
+                .collect();
+            if values.is_empty() {
+                continue;
+            }
+            let plain = values.iter().sum::<f64>() / values.len() as f64;
+            for w in weights.iter().filter(|w| **w != f) {
+                let (mut num, mut den) = (0.0, 0.0);
+                for j in found {
+                    if let (Some(v), Some(wv)) = (
+                        source.rows[*j].values[f].as_ref().and_then(numeric),
+                        source.rows[*j].values[*w].as_ref().and_then(numeric),
+                    ) {
+                        num += v * wv;
+                        den += wv;
+                    }
+                }
+                if den <= 0.0 {
+                    continue;
+                }
+                let weighted = num / den;
+                let scale = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
+                if (weighted - plain).abs() > super::measure::AGREEMENT * scale {
+                    this_differs = true;
+                    if first.is_none() {
+                        first = Some((
+                            name.clone(),
+                            target.rows[t].fid,
+                            plain,
+                            source.fields[*w].name.clone(),
+                            weighted,
+                        ));
+                    }
+                }
+            }
+        }
+        if this_differs {
+            differing += 1;
+        }
+    }
+    let Some((field, fid, plain, weight, weighted)) = first else {
+        return Ok(());
+    };
+    Err(GdalError::Conflict {
+        message: format!(
+            "the mean of \"{field}\" has two answers: for target feature {} it is {plain} with \
+             each joined feature counted once, and {weighted} weighted by \"{weight}\" \
+             ({differing} target feature(s) differ like this). A mean of rates is the rate of \
+             the whole only when weighted by its denominator. Retry with stats \
+             [\"weighted_mean\"] and weight: \"{weight}\" (or another weight field), or with \
+             weighting: \"equal\" for the plain mean",
+            fid.map_or_else(|| "?".to_string(), |f| f.to_string()),
+        ),
+        parameter: "weight".to_string(),
+        candidates: serde_json::json!([
+            {"weighting": "equal", "field": field, "target_fid": fid, "mean": plain},
+            {"weight": weight, "stats": ["weighted_mean"], "field": field, "target_fid": fid, "mean": weighted},
+        ]),
+    })
 }
 
 /// Result of `vector_join`.
@@ -1157,14 +1344,16 @@ pub fn join_facts(
     target: &Dataset,
     source: &Dataset,
 ) -> Result<TwoLayers, GdalError> {
-    let first = read_layer("layer", target, request.layer.as_deref())?;
-    let data = read_layer("join_layer", source, request.join_layer.as_deref())?;
-    let mut facts = facts_of_layers(&first, &data, "join", request.make_valid)?;
+    let mut first = read_layer("layer", target, request.layer.as_deref())?;
+    let mut data = read_layer("join_layer", source, request.join_layer.as_deref())?;
+    let mut facts = facts_of_layers(
+        &first,
+        &data,
+        "join",
+        request.make_valid,
+        request.key.is_none(),
+    )?;
     check_join_fields(request, &data)?;
-    if request.stats.contains(&Stat::Mean) && request.weight.is_none() {
-        facts.measurement.unweighted_means =
-            request.fields.iter().map(|f| format!("{f}:mean")).collect();
-    }
     if request.key.is_none()
         && request
             .stats
@@ -1198,6 +1387,31 @@ pub fn join_facts(
             }
         }
     }
+    // A plain mean asked for next to the weighted one, or with `weighting: equal`, is chosen.
+    if request.stats.contains(&Stat::Mean)
+        && !request.stats.contains(&Stat::WeightedMean)
+        && request.weighting.is_none()
+    {
+        // The candidates: the plain mean and the mean weighted by each count-like field. They
+        // are compared over the real matches; where they differ, only an argument can choose.
+        let weights = weight_candidates(request, &data);
+        if !weights.is_empty() {
+            let mut source_rows = std::mem::take(&mut data.rows);
+            if let (Some(r), Some(from), Some(to)) = (&facts.reprojected, &data.srs, &first.srs) {
+                let pipeline = r
+                    .transformation
+                    .as_ref()
+                    .and_then(|t| t.explicit_pipeline())
+                    .map(str::to_string);
+                reproject(&mut source_rows, from, to, pipeline.as_deref())?;
+            }
+            data.rows = source_rows;
+            validate(&mut first.rows, request.make_valid)?;
+            validate(&mut data.rows, request.make_valid)?;
+            let matches = find_matches(request, &first, &data, &mut Vec::new())?;
+            check_means(request, &first, &data, &matches, &weights)?;
+        }
+    }
     if request.predicate == Some(Predicate::Dwithin) {
         // Distances are geodesic in every CRS (see `join`).
         facts.measurement.method = Method::Geodesic.name().to_string();
@@ -1206,38 +1420,42 @@ pub fn join_facts(
     Ok(facts)
 }
 
+/// The mean of field `index` over the rows `found`, weighted by field `weight`.
+fn weighted_mean(
+    source: &LayerData,
+    found: &[usize],
+    index: usize,
+    weight: Option<usize>,
+) -> Option<FieldValue> {
+    let w = weight?;
+    let (mut num, mut den) = (0.0, 0.0);
+    for j in found {
+        let (Some(v), Some(wv)) = (
+            source.rows[*j].values[index].as_ref().and_then(numeric),
+            source.rows[*j].values[w].as_ref().and_then(numeric),
+        ) else {
+            continue;
+        };
+        num += v * wv;
+        den += wv;
+    }
+    (den != 0.0).then(|| FieldValue::RealValue(num / den))
+}
+
 /// GEOS distance between two geometries, in their CRS's units.
 fn distance(a: &Geometry, b: &Geometry) -> f64 {
     // SAFETY: both handles are valid for the borrows.
     unsafe { gdal_sys::OGR_G_Distance(a.c_geometry(), b.c_geometry()) }
 }
 
-/// Run the join and write the target features with the added columns.
-pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
-    let first = facts::open(&request.input)?;
-    let second = facts::open(&request.join)?;
-    let mut target = read_layer("layer", &first, request.layer.as_deref())?;
-    let mut source = read_layer("join_layer", &second, request.join_layer.as_deref())?;
-    let reprojected = second_layer_crs(
-        "join",
-        target.srs.as_ref(),
-        source.srs.as_ref(),
-        source.extent,
-    )?;
-    let mut notes = Vec::new();
-    if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
-    {
-        reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
-        notes.push(format!(
-            "the join layer was reprojected from {} to {} by the host",
-            r.from.name, r.to.name
-        ));
-    }
-    validate(&mut target.rows, request.make_valid)?;
-    validate(&mut source.rows, request.make_valid)?;
-    let (field_indices, weight_index) = check_join_fields(request, &source)?;
-
-    // Matches per target feature, as source row indices in source order.
+/// Matches per target feature, as source row indices in source order (the source already in
+/// the target's CRS).
+fn find_matches(
+    request: &JoinRequest,
+    target: &LayerData,
+    source: &LayerData,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Vec<usize>>, GdalError> {
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     match (&request.key, request.predicate) {
         (Some(key), _) => {
@@ -1392,6 +1610,55 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         }
     }
 
+    Ok(matches)
+}
+
+/// Open a second layer: a `.csv` as a table (the CSV driver only, every cell as text, which
+/// `read_layer` then types), so a table of three numeric columns is never taken for a gridded
+/// XYZ raster; anything else as a vector dataset.
+pub fn open_second(argument: &str, path: &std::path::Path) -> Result<Dataset, GdalError> {
+    let is_csv = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    if is_csv {
+        facts::open_table(path)
+    } else {
+        super::vector::open(argument, path)
+    }
+}
+
+/// Run the join and write the target features with the added columns.
+pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+    let first = facts::open(&request.input)?;
+    let second = open_second("join", &request.join)?;
+    let mut target = read_layer("layer", &first, request.layer.as_deref())?;
+    let mut source = read_layer("join_layer", &second, request.join_layer.as_deref())?;
+    // A key join never uses geometry: a table without geometry or CRS joins as it is.
+    let reprojected = match request.key {
+        Some(_) => None,
+        None => second_layer_crs(
+            "join",
+            target.srs.as_ref(),
+            source.srs.as_ref(),
+            source.extent,
+        )?,
+    };
+    let mut notes = Vec::new();
+    if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
+    {
+        reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
+        notes.push(format!(
+            "the join layer was reprojected from {} to {} by the host",
+            r.from.name, r.to.name
+        ));
+    }
+    validate(&mut target.rows, request.make_valid)?;
+    validate(&mut source.rows, request.make_valid)?;
+    let (field_indices, weight_index) = check_join_fields(request, &source)?;
+
+    let matches = find_matches(request, &target, &source, &mut notes)?;
+
     // Columns.
     let mut fields = target.fields.clone();
     let mut added = vec!["join_count".to_string()];
@@ -1466,25 +1733,14 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                         .reduce(f64::max)
                         .map(FieldValue::RealValue),
                     Stat::WeightedMean => {
-                        let Some(w) = weight_index else {
+                        if weight_index.is_none() {
                             return Err(GdalError::Arguments(
                                 "stats: weighted_mean needs `weight`, the field to weight by \
                                  (e.g. population for a rate)"
                                     .to_string(),
                             ));
-                        };
-                        let (mut num, mut den) = (0.0, 0.0);
-                        for j in found {
-                            let (Some(v), Some(wv)) = (
-                                source.rows[*j].values[*index].as_ref().and_then(numeric),
-                                source.rows[*j].values[w].as_ref().and_then(numeric),
-                            ) else {
-                                continue;
-                            };
-                            num += v * wv;
-                            den += wv;
                         }
-                        (den != 0.0).then(|| FieldValue::RealValue(num / den))
+                        weighted_mean(&source, found, *index, weight_index)
                     }
                 };
                 values.push(value);

@@ -543,3 +543,74 @@ pub fn centre(geometry: &Geometry) -> (f64, f64) {
     let e = geometry.envelope();
     ((e.MinX + e.MaxX) / 2.0, (e.MinY + e.MaxY) / 2.0)
 }
+
+/// GEOS's own reason why a geometry is invalid (`GEOSisValidReason`, e.g. "Self-intersection[5
+/// 5]" or "Nested shells[...]"); `None` when GEOS finds it valid or cannot read it.
+pub fn invalidity_reason(geometry: &Geometry) -> Option<String> {
+    let wkb = geometry.wkb().ok()?;
+    // SAFETY: a fresh GEOS context, used on this thread only and finished before returning;
+    // the WKB buffer outlives the read; every GEOS object made here is destroyed or freed
+    // with the same context.
+    unsafe {
+        let context = geos::GEOS_init_r();
+        if context.is_null() {
+            return None;
+        }
+        let handle = geos::GEOSGeomFromWKB_buf_r(context, wkb.as_ptr(), wkb.len());
+        let mut reason = None;
+        if !handle.is_null() {
+            let text = geos::GEOSisValidReason_r(context, handle);
+            if !text.is_null() {
+                let said = std::ffi::CStr::from_ptr(text)
+                    .to_string_lossy()
+                    .into_owned();
+                geos::GEOSFree_r(context, text.cast());
+                if said != "Valid Geometry" {
+                    reason = Some(said);
+                }
+            }
+            geos::GEOSGeom_destroy_r(context, handle);
+        }
+        geos::GEOS_finish_r(context);
+        reason
+    }
+}
+
+/// The few GEOS C API functions GDAL does not expose (GDAL links the same `libgeos_c`).
+mod geos {
+    use std::ffi::{c_char, c_void};
+
+    #[link(name = "geos_c")]
+    extern "C" {
+        pub fn GEOS_init_r() -> *mut c_void;
+        pub fn GEOS_finish_r(context: *mut c_void);
+        pub fn GEOSGeomFromWKB_buf_r(
+            context: *mut c_void,
+            wkb: *const u8,
+            size: usize,
+        ) -> *mut c_void;
+        pub fn GEOSisValidReason_r(context: *mut c_void, geometry: *const c_void) -> *mut c_char;
+        pub fn GEOSGeom_destroy_r(context: *mut c_void, geometry: *mut c_void);
+        pub fn GEOSFree_r(context: *mut c_void, buffer: *mut c_void);
+    }
+}
+
+/// While alive, polygons read on this thread get their rings' roles by containment, not by
+/// winding: OGR's shapefile reader otherwise takes every clockwise ring for a shell
+/// (`METHOD=ONLY_CCW`), so a hole wound like its shell became a second, nested shell that a
+/// total then added. `OGR_ORGANIZE_POLYGONS=DEFAULT` overrides the driver's method with the full
+/// containment analysis; the option is cleared again on drop.
+pub struct RingsByContainment(());
+
+impl RingsByContainment {
+    pub fn start() -> Self {
+        let _ = gdal::config::set_thread_local_config_option("OGR_ORGANIZE_POLYGONS", "DEFAULT");
+        Self(())
+    }
+}
+
+impl Drop for RingsByContainment {
+    fn drop(&mut self) {
+        let _ = gdal::config::clear_thread_local_config_option("OGR_ORGANIZE_POLYGONS");
+    }
+}

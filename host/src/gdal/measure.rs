@@ -9,8 +9,8 @@
 
 use super::facts::CrsFacts;
 use super::geometry::{
-    ellipsoid_of, geographic_of, of_kinds, overlapping_pairs, parts, repair, scale_error,
-    transformer, union_all, Ellipsoid, Figures, Kind, Measurer,
+    ellipsoid_of, geographic_of, invalidity_reason, of_kinds, overlapping_pairs, parts, repair,
+    scale_error, transformer, union_all, Ellipsoid, Figures, Kind, Measurer, RingsByContainment,
 };
 use super::{transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -72,6 +72,33 @@ impl Method {
             Method::Planar => "planar",
         }
     }
+}
+
+// How polygons that overlap enter an area total: `count_once` (the union's area) or
+// `count_each` (every feature's area, shared ground as often as it is covered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Overlaps {
+    CountOnce,
+    CountEach,
+}
+
+impl Overlaps {
+    pub fn name(self) -> &'static str {
+        match self {
+            Overlaps::CountOnce => "count_once",
+            Overlaps::CountEach => "count_each",
+        }
+    }
+}
+
+/// Two figures of one question agree when they differ by at most this share of the larger
+/// (one part per million): then the data does not make the question ambiguous.
+pub const AGREEMENT: f64 = 1e-6;
+
+/// Whether two candidate figures agree within [`AGREEMENT`].
+pub fn agree(a: f64, b: f64) -> bool {
+    (a - b).abs() <= AGREEMENT * a.abs().max(b.abs())
 }
 
 // A unit of length (international foot and mile).
@@ -157,15 +184,18 @@ impl AreaUnit {
 pub struct MeasureRequest {
     pub input: PathBuf,
     pub layer: Option<String>,
-    pub method: Method,
+    /// `None`: the layer's own plane where it is faithful to the data, else geodesic.
+    pub method: Option<Method>,
     /// Planar only: the CRS to measure in (a definition); default the layer's.
     pub crs: Option<String>,
     pub area_unit: AreaUnit,
     pub length_unit: LengthUnit,
     pub group_by: Option<String>,
     pub make_valid: bool,
-    pub dissolve: bool,
-    pub three_d: bool,
+    /// How overlapping polygons enter the totals; `None`: only where it changes nothing.
+    pub overlaps: Option<Overlaps>,
+    /// 3D line lengths; `None`: only where 2D and 3D agree.
+    pub three_d: Option<bool>,
     pub list_features: bool,
 }
 
@@ -173,6 +203,12 @@ pub struct MeasureRequest {
 pub const MAX_LISTED_FEATURES: usize = 1000;
 /// At most this many invalid features are named.
 pub const MAX_NAMED_INVALID: usize = 50;
+/// A projected layer is measured in its own plane by default when its scale error over the
+/// data (areas for polygons, else lengths) is at most this share: the `measurement` domain's
+/// threshold, so a default never needs a justification.
+pub const OWN_PLANE_TOLERANCE: f64 = 0.01;
+/// At most this many invalid polygons are quoted with GEOS's reason in a refusal.
+pub const MAX_REASONS: usize = 5;
 /// Overlaps are looked for among at most this many polygons.
 pub const MAX_OVERLAP_POLYGONS: usize = 50_000;
 
@@ -219,8 +255,6 @@ pub struct Totals {
     pub polygons: Option<PolygonTotals>,
     pub lines: Option<LineTotals>,
     pub points: Option<PointTotals>,
-    /// With `dissolve`: the area of the polygons' union, overlaps counted once.
-    pub dissolved_area: Option<f64>,
 }
 
 /// One group of `group_by`.
@@ -267,6 +301,23 @@ pub struct OverlapReport {
     pub area: f64,
     /// A few overlapping pairs, as feature ids.
     pub examples: Vec<(Option<u64>, Option<u64>)>,
+    /// How the totals count them (`count_once`, `count_each`; `null` when no total changes).
+    pub counted: Option<Overlaps>,
+    /// The polygons' total area with overlaps counted once (their union) and counted each time.
+    pub area_counted_once: Option<f64>,
+    pub area_counted_each: Option<f64>,
+}
+
+/// The totals by the method not chosen, in the same units.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct OtherFigures {
+    pub method: Method,
+    pub area: Option<f64>,
+    pub perimeter: Option<f64>,
+    pub length: Option<f64>,
+    /// This result's total area over the other's (1.0008 means 0.08 % larger).
+    pub area_ratio: Option<f64>,
+    pub length_ratio: Option<f64>,
 }
 
 /// Result of `vector_measure`.
@@ -274,7 +325,12 @@ pub struct OverlapReport {
 pub struct MeasureOutput {
     pub input: String,
     pub layer: String,
+    /// By default planar in a projected layer's own CRS when its scale error over the data is
+    /// within 1 %, else geodesic.
     pub method: Method,
+    /// The same totals by the other method (planar in the layer's CRS, or geodesic), and the
+    /// ratios of these figures to them; `null` for a geographic layer measured geodesically.
+    pub other: Option<OtherFigures>,
     /// The CRS planar figures were taken in (`null` for geodesic figures).
     pub crs: Option<CrsName>,
     /// The ellipsoid geodesic figures were taken on (`null` for planar figures).
@@ -303,8 +359,12 @@ struct Setup {
     ellipsoid: Option<Ellipsoid>,
 }
 
-fn setup(request: &MeasureRequest, layer_srs: &SpatialRef) -> Result<Setup, GdalError> {
-    match request.method {
+fn make_setup(
+    method: Method,
+    crs: Option<&str>,
+    layer_srs: &SpatialRef,
+) -> Result<Setup, GdalError> {
+    match method {
         Method::Geodesic => {
             let geographic = geographic_of(layer_srs)?;
             let (ellipsoid, geodesic) = ellipsoid_of(layer_srs)?;
@@ -316,7 +376,7 @@ fn setup(request: &MeasureRequest, layer_srs: &SpatialRef) -> Result<Setup, Gdal
             })
         }
         Method::Planar => {
-            let planar = match &request.crs {
+            let planar = match crs {
                 Some(definition) => super::facts::parse_crs("crs", definition)?,
                 None => layer_srs.clone(),
             };
@@ -372,6 +432,7 @@ pub fn measure(
     request: &MeasureRequest,
     dataset: &gdal::Dataset,
 ) -> Result<(MeasurementFacts, MeasureOutput), GdalError> {
+    let _rings = RingsByContainment::start();
     let mut layer = super::vector::layer("layer", dataset, request.layer.as_deref())?;
     let layer_name = layer.name();
     let layer_srs = layer.spatial_ref().ok_or_else(|| {
@@ -381,7 +442,14 @@ pub fn measure(
              dst_crs)"
         ))
     })?;
-    let setup = setup(request, &layer_srs)?;
+    // A method the call names is checked before any reading.
+    let named = match request.method {
+        Some(method) => Some((
+            method,
+            make_setup(method, request.crs.as_deref(), &layer_srs)?,
+        )),
+        None => None,
+    };
     let key_index = match &request.group_by {
         Some(field) => Some(layer.defn().field_index(field).map_err(|_| {
             let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
@@ -401,6 +469,7 @@ pub fn measure(
         ..InvalidReport::default()
     };
     let mut checked = 0u64;
+    let (mut unmeasurable, mut unmeasurable_named) = (0u64, Vec::new());
     for feature in layer.features() {
         let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
             empty += 1;
@@ -431,6 +500,17 @@ pub fn measure(
                     invalid.fids.push(fid);
                 }
             }
+            if !request.make_valid && kinds.contains(&Kind::Polygon) {
+                unmeasurable += 1;
+                if unmeasurable_named.len() < MAX_REASONS {
+                    let reason = invalidity_reason(&geometry)
+                        .unwrap_or_else(|| "GEOS finds it invalid".to_string());
+                    unmeasurable_named.push(match fid {
+                        Some(fid) => format!("feature {fid}: {reason}"),
+                        None => format!("a feature without id: {reason}"),
+                    });
+                }
+            }
             if request.make_valid {
                 geometry = repair(&geometry).map_err(|e| GdalError::Failed {
                     operation: format!("repairing feature {fid:?} (make_valid)"),
@@ -450,23 +530,74 @@ pub fn measure(
         });
     }
     drop(capture);
+    if unmeasurable > 0 {
+        // An invalid polygon has no area: its rings cross or nest wrongly, so any figure
+        // (lobes cancelling, a hole subtracted from nothing) would be a plausible wrong number.
+        return Err(GdalError::Arguments(format!(
+            "input: {unmeasurable} of the {checked} features hold invalid polygons, \
+             whose area and perimeter mean nothing ({}{}). Retry with make_valid: true to \
+             measure them as GEOS MakeValid repairs them (a bow-tie becomes two triangles), or \
+             fix the data first",
+            unmeasurable_named.join("; "),
+            if unmeasurable as usize > unmeasurable_named.len() {
+                format!(
+                    "; and {} more",
+                    unmeasurable as usize - unmeasurable_named.len()
+                )
+            } else {
+                String::new()
+            }
+        )));
+    }
 
     let mut kinds_present: Vec<Kind> = reads.iter().flat_map(|r| r.kinds.clone()).collect();
     kinds_present.sort();
     kinds_present.dedup();
-    let z_ignored = !request.three_d
+    // The layer's own figures by default: planar in a projected layer's CRS where its scale
+    // error over the data is within OWN_PLANE_TOLERANCE (what the layer's coordinates, a
+    // cadastre or a desktop GIS give), else geodesic.
+    let own_scale = if layer_srs.is_projected() {
+        extent
+            .and_then(|e| transform::lonlat_bounds(&layer_srs, e))
+            .and_then(|ll| scale_error(&layer_srs, ll))
+    } else {
+        None
+    };
+    let own_error = own_scale.map(|s| {
+        if kinds_present.contains(&Kind::Polygon) {
+            s.area
+        } else {
+            s.length
+        }
+    });
+    let (method, setup) = match named {
+        Some(named) => named,
+        None => {
+            let method = match own_error {
+                Some(e) if e <= OWN_PLANE_TOLERANCE => Method::Planar,
+                _ => Method::Geodesic,
+            };
+            (method, make_setup(method, None, &layer_srs)?)
+        }
+    };
+    let sloping_candidates = request.three_d.is_none()
         && reads
             .iter()
             .any(|r| r.has_z && r.kinds.contains(&Kind::Line));
+    let three_d = request.three_d.unwrap_or(false);
 
     // Figures per feature, per group and in total.
     let area_unit = request.area_unit.square_metres();
     let length_unit = request.length_unit.metres();
     let mut total = Figures::default();
+    let mut length_3d = 0.0;
     let mut groups: BTreeMap<Option<String>, Figures> = BTreeMap::new();
     let mut features = Vec::new();
     for read in &reads {
-        let figures = figures_of(&setup, &read.geometry, &read.kinds, request.three_d)?;
+        let figures = figures_of(&setup, &read.geometry, &read.kinds, three_d)?;
+        if sloping_candidates && read.has_z && read.kinds.contains(&Kind::Line) {
+            length_3d += figures_of(&setup, &read.geometry, &[Kind::Line], true)?.length;
+        }
         total.add(&figures);
         if key_index.is_some() {
             groups.entry(read.key.clone()).or_default().add(&figures);
@@ -508,12 +639,84 @@ pub fn measure(
         Some(find_overlaps(&setup, &polygons)?)
     };
 
-    // The union, when asked: overall and per group.
+    // Z: when the lines carry Z and the call did not choose, 2D and 3D must agree.
+    if sloping_candidates {
+        // `total.length` is 2D here; `length_3d` covers the lines with Z, the rest are flat.
+        let flat_rest = total.length
+            - reads
+                .iter()
+                .filter(|r| r.has_z && r.kinds.contains(&Kind::Line))
+                .map(|r| figures_of(&setup, &r.geometry, &[Kind::Line], false).map(|f| f.length))
+                .sum::<Result<f64, GdalError>>()?;
+        let (two, three) = (total.length, flat_rest + length_3d);
+        if !agree(two, three) {
+            let unit = request.length_unit;
+            return Err(GdalError::Conflict {
+                message: format!(
+                    "the lines carry Z that changes their length: {} {u} in 2D (the horizontal \
+                     projection, a map distance) against {} {u} in 3D (along the slope, for a \
+                     cable, a pipe or a trail), {:.4} % apart. Retry with z: false for the 2D \
+                     length or z: true for the 3D one",
+                    two / unit.metres(),
+                    three / unit.metres(),
+                    (three / two - 1.0) * 100.0,
+                    u = unit.symbol()
+                ),
+                parameter: "z".to_string(),
+                candidates: serde_json::json!([
+                    {"z": false, "length": two / unit.metres(), "unit": unit.symbol()},
+                    {"z": true, "length": three / unit.metres(), "unit": unit.symbol()},
+                ]),
+            });
+        }
+    }
+
+    // Overlaps: the sum and the union are the candidates for an area total; they must agree
+    // unless the call chose how overlaps count.
     let mut dissolved = None;
     let mut dissolved_groups: BTreeMap<Option<String>, f64> = BTreeMap::new();
-    if request.dissolve && !polygons.is_empty() {
-        dissolved = Some(union_area(&setup, polygons.iter().map(|r| &r.geometry))?);
-        if key_index.is_some() {
+    let overlapping = overlaps.as_ref().is_some_and(|o| o.pairs > 0);
+    let mut counted = None;
+    if overlapping || request.overlaps == Some(Overlaps::CountOnce) {
+        let union = union_area(&setup, polygons.iter().map(|r| &r.geometry))?;
+        dissolved = Some(union);
+        if request.overlaps.is_none() && !agree(total.area, union) {
+            let (a, u) = (
+                request.area_unit.square_metres(),
+                request.area_unit.symbol(),
+            );
+            let o = overlaps.as_ref();
+            return Err(GdalError::Conflict {
+                message: format!(
+                    "{} pairs of polygons overlap (e.g. features {}), so the area total has two \
+                     answers: {} {u} with the shared ground counted once (the union, the ground \
+                     covered) or {} {u} with every feature's area counted (shared ground as often \
+                     as it is covered, e.g. a sum of claims). Retry with overlaps: \"count_once\" \
+                     or overlaps: \"count_each\"",
+                    o.map_or(0, |o| o.pairs),
+                    o.map(|o| {
+                        o.examples
+                            .iter()
+                            .take(3)
+                            .map(|(x, y)| format!("{} and {}", fid_text(*x), fid_text(*y)))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default(),
+                    union / a,
+                    total.area / a,
+                ),
+                parameter: "overlaps".to_string(),
+                candidates: serde_json::json!([
+                    {"overlaps": "count_once", "area": union / a, "unit": u},
+                    {"overlaps": "count_each", "area": total.area / a, "unit": u},
+                ]),
+            });
+        }
+        if overlapping {
+            counted = Some(request.overlaps.unwrap_or(Overlaps::CountEach));
+        }
+        if request.overlaps == Some(Overlaps::CountOnce) && key_index.is_some() {
             let mut by_key: BTreeMap<Option<String>, Vec<&Geometry>> = BTreeMap::new();
             for read in &polygons {
                 by_key
@@ -526,11 +729,14 @@ pub fn measure(
             }
         }
     }
+    let once = request.overlaps == Some(Overlaps::CountOnce);
+    let sum_area = total.area;
 
-    let totals_of = |f: &Figures, dissolved: Option<f64>| Totals {
+    // Areas are totalled as chosen: the union when overlaps count once, else the sum.
+    let totals_of = |f: &Figures, union: Option<f64>| Totals {
         polygons: (f.polygons > 0).then(|| PolygonTotals {
             count: f.polygons,
-            area: f.area / area_unit,
+            area: union.filter(|_| once).unwrap_or(f.area) / area_unit,
             perimeter: f.perimeter / length_unit,
         }),
         lines: (f.lines > 0).then(|| LineTotals {
@@ -538,7 +744,6 @@ pub fn measure(
             length: f.length / length_unit,
         }),
         points: (f.points > 0).then_some(PointTotals { count: f.points }),
-        dissolved_area: dissolved.map(|a| a / area_unit),
     };
 
     let scale = match (&setup.planar, extent) {
@@ -579,7 +784,7 @@ pub fn measure(
         )),
         _ => {}
     }
-    if request.three_d && reads.iter().any(|r| r.has_z) {
+    if three_d && reads.iter().any(|r| r.has_z) {
         notes.push(
             "line lengths are 3D: each segment's Z difference is taken in metres".to_string(),
         );
@@ -600,8 +805,73 @@ pub fn measure(
         });
     }
 
+    // The other figure, so neither is hidden.
+    let other_method = match method {
+        Method::Planar => Some(Method::Geodesic),
+        Method::Geodesic if layer_srs.is_projected() => Some(Method::Planar),
+        Method::Geodesic => None,
+    };
+    let other =
+        match other_method.and_then(|m| make_setup(m, None, &layer_srs).ok().map(|s| (m, s))) {
+            Some((m, other_setup)) => {
+                let mut sum = Figures::default();
+                for read in &reads {
+                    sum.add(&figures_of(
+                        &other_setup,
+                        &read.geometry,
+                        &read.kinds,
+                        three_d,
+                    )?);
+                }
+                if once && !polygons.is_empty() {
+                    sum.area = union_area(&other_setup, polygons.iter().map(|r| &r.geometry))?;
+                }
+                let chosen_area = if once {
+                    dissolved.unwrap_or(sum_area)
+                } else {
+                    sum_area
+                };
+                let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
+                Some(OtherFigures {
+                    method: m,
+                    area: (sum.polygons > 0).then_some(sum.area / area_unit),
+                    perimeter: (sum.polygons > 0).then_some(sum.perimeter / length_unit),
+                    length: (sum.lines > 0).then_some(sum.length / length_unit),
+                    area_ratio: if sum.polygons > 0 {
+                        ratio(chosen_area, sum.area)
+                    } else {
+                        None
+                    },
+                    length_ratio: if sum.lines > 0 {
+                        ratio(total.length, sum.length)
+                    } else {
+                        None
+                    },
+                })
+            }
+            None => None,
+        };
+    if request.method.is_none() {
+        notes.push(match (method, own_error) {
+            (Method::Planar, Some(e)) => format!(
+                "planar by default: the layer's own CRS distorts the data by at most {:.3} % \
+                 (within {} %), so its own coordinates are measured, as a GIS reports them; \
+                 `other` holds the geodesic figures",
+                e * 100.0,
+                OWN_PLANE_TOLERANCE * 100.0
+            ),
+            (_, Some(e)) => format!(
+                "geodesic by default: the layer's own CRS distorts the data by up to {:.3} % \
+                 (more than {} %); `other` holds its planar figures",
+                e * 100.0,
+                OWN_PLANE_TOLERANCE * 100.0
+            ),
+            _ => "geodesic by default: the layer is geographic".to_string(),
+        });
+    }
+
     let facts = MeasurementFacts {
-        method: request.method.name().to_string(),
+        method: method.name().to_string(),
         crs: crs_facts.clone(),
         ellipsoid: setup.ellipsoid.as_ref().map(|e| e.name.clone()),
         area_scale_error: scale.map(|s| s.area),
@@ -612,16 +882,19 @@ pub fn measure(
         make_valid: request.make_valid,
         overlapping_pairs: overlaps.as_ref().map(|o| o.pairs),
         overlap_area_m2: overlaps.as_ref().map(|o| o.area),
-        dissolve: request.dissolve,
+        // Settled by the host: the sum and the union agree, or `overlaps` chose.
+        dissolve: true,
         geometry_kinds: kinds_present.iter().map(|k| k.name().to_string()).collect(),
-        z_ignored,
+        // Settled by the host: 2D and 3D agree, or `z` chose.
+        z_ignored: false,
         distance_units: None,
         unweighted_means: Vec::new(),
     };
     let output = MeasureOutput {
         input: request.input.display().to_string(),
         layer: layer_name,
-        method: request.method,
+        method,
+        other,
         crs: crs_facts.map(|c| CrsName {
             id: c.id,
             name: c.name,
@@ -635,6 +908,9 @@ pub fn measure(
         invalid,
         overlaps: overlaps.map(|o| OverlapReport {
             area: o.area / area_unit,
+            counted,
+            area_counted_once: dissolved.filter(|_| o.pairs > 0).map(|a| a / area_unit),
+            area_counted_each: (o.pairs > 0).then_some(sum_area / area_unit),
             ..o
         }),
         empty,
@@ -693,5 +969,12 @@ fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, Gda
         pairs,
         area,
         examples,
+        counted: None,
+        area_counted_once: None,
+        area_counted_each: None,
     })
+}
+
+fn fid_text(fid: Option<u64>) -> String {
+    fid.map_or_else(|| "?".to_string(), |f| f.to_string())
 }

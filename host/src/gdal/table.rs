@@ -119,6 +119,19 @@ fn plain_real(t: &str) -> bool {
     plain_decimal(t) && !(whole.len() > 1 && whole.starts_with('0'))
 }
 
+/// The type of a table column from all its (trimmed, non-empty) values: `Integer64` when every
+/// one is a whole number without leading zeros, `Real` when every one is a plain decimal,
+/// else `String` (also for a column without values).
+pub fn column_kind<'a>(values: impl Iterator<Item = &'a str> + Clone) -> &'static str {
+    if values.clone().all(plain_integer) && values.clone().next().is_some() {
+        "Integer64"
+    } else if values.clone().all(plain_real) && values.clone().next().is_some() {
+        "Real"
+    } else {
+        "String"
+    }
+}
+
 /// Read the table, check it, and write the points.
 pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
     super::facts::with_text_cells(|| run_with_text_cells(request))
@@ -208,14 +221,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     let columns: Vec<(usize, Column)> = others
         .iter()
         .map(|&i| {
-            let values = rows.iter().filter_map(|r| r[i].as_deref().map(str::trim));
-            let kind = if values.clone().all(plain_integer) && values.clone().next().is_some() {
-                "Integer64"
-            } else if values.clone().all(plain_real) && values.clone().next().is_some() {
-                "Real"
-            } else {
-                "String"
-            };
+            let kind = column_kind(rows.iter().filter_map(|r| r[i].as_deref().map(str::trim)));
             (
                 i,
                 Column {

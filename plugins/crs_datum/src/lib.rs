@@ -173,7 +173,7 @@ impl Domain for CrsDatum {
                 moved_layer(call, "mask", "input", "mask_to_input")
             }
             "vector_overlay" => moved_layer(call, "overlay", "input", "overlay_to_input"),
-            "vector_join" => moved_layer(call, "join", "input", "join_to_input"),
+            "vector_join" if !call.has_arg("key") => moved_layer(call, "join", "input", "join_to_input"),
             "raster_terrain" => terrain(call),
             "raster_composite" => {
                 // The host warps inputs in another CRS onto the first input's grid.

@@ -8,10 +8,12 @@
 
 use crate::domains::CallFacts;
 use crate::gdal::analysis::{
-    self, BufferRequest, JoinRequest, OverlayOperation, OverlayRequest, Predicate, Stat,
+    self, BufferRequest, JoinRequest, OverlayOperation, OverlayRequest, Predicate, Stat, Weighting,
 };
 use crate::gdal::facts;
-use crate::gdal::measure::{self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method};
+use crate::gdal::measure::{
+    self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method, Overlaps,
+};
 use crate::gdal::vector;
 use crate::server::args::{parse, Justifications};
 use crate::server::call::Call;
@@ -29,7 +31,8 @@ pub struct MeasureArgs {
     pub input: String,
     /// Layer (needed when the dataset has several).
     pub layer: Option<String>,
-    /// geodesic (default; on the CRS's ellipsoid) or planar (in `crs`).
+    /// planar (in `crs`) or geodesic. Default: planar if the layer's projection distorts the data
+    /// by at most 1 %, else geodesic.
     pub method: Option<Method>,
     /// Planar only: projected CRS to measure in (default: the layer's).
     pub crs: Option<String>,
@@ -42,12 +45,11 @@ pub struct MeasureArgs {
     /// Repair invalid geometries (GEOS MakeValid) before measuring.
     #[serde(default)]
     pub make_valid: bool,
-    /// Also give the area of the union, so overlaps count once.
-    #[serde(default)]
-    pub dissolve: bool,
-    /// 3D line lengths where Z exists.
-    #[serde(default)]
-    pub z: bool,
+    /// Overlapping polygons in area totals: count_once (union) or count_each (sum); needed only
+    /// where they differ.
+    pub overlaps: Option<Overlaps>,
+    /// 3D (true) or 2D (false) line lengths; needed only where Z changes them.
+    pub z: Option<bool>,
     /// List features one by one (at most 1000; default true).
     pub features: Option<bool>,
     pub justification: Option<Justifications>,
@@ -57,14 +59,17 @@ pub struct MeasureArgs {
 pub async fn measure(call: Call) -> Result<Value, ToolError> {
     let args: MeasureArgs = parse(call.tool, &call.arguments)?;
     let input = call.input_path("input", &args.input)?;
-    let method = args.method.unwrap_or_default();
-    if args.crs.is_some() && method == Method::Geodesic {
-        return Err(ToolError::Arguments(
-            "crs: applies to method \"planar\" only; geodesic figures are taken on the layer \
-             CRS's own ellipsoid"
-                .to_string(),
-        ));
-    }
+    let method = match (args.method, &args.crs) {
+        (Some(Method::Geodesic), Some(_)) => {
+            return Err(ToolError::Arguments(
+                "crs: applies to method \"planar\" only; geodesic figures are taken on the \
+                 layer CRS's own ellipsoid"
+                    .to_string(),
+            ))
+        }
+        (None, Some(_)) => Some(Method::Planar),
+        (method, _) => method,
+    };
     let request = MeasureRequest {
         input: input.clone(),
         layer: args.layer.clone(),
@@ -74,7 +79,7 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
         length_unit: args.length_unit.unwrap_or_default(),
         group_by: args.group_by.clone(),
         make_valid: args.make_valid,
-        dissolve: args.dissolve,
+        overlaps: args.overlaps,
         three_d: args.z,
         list_features: args.features.unwrap_or(true),
     };
@@ -223,7 +228,7 @@ fn two_layer_gather(
     ) -> Result<analysis::TwoLayers, crate::gdal::GdalError>,
 ) -> Result<(CallFacts, Option<String>), ToolError> {
     let first_dataset = vector::open("input", input)?;
-    let second_dataset = vector::open(role, second)?;
+    let second_dataset = analysis::open_second(role, second)?;
     let mut first_facts = facts::from_dataset("input", input, &first_dataset);
     if let Some(v) = first_facts.vector.as_mut() {
         v.selected_layer = layer.map(str::to_string);
@@ -333,6 +338,8 @@ pub struct JoinArgs {
     pub stats: Vec<Stat>,
     /// Field weighting weighted_mean (e.g. population for a rate).
     pub weight: Option<String>,
+    /// equal: plain mean; needed only where a weight field changes it.
+    pub weighting: Option<Weighting>,
     pub layer: Option<String>,
     pub join_layer: Option<String>,
     /// Repair invalid geometries first.
@@ -384,6 +391,13 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
                 .to_string(),
         ));
     }
+    if args.weight.is_some() && !args.stats.contains(&Stat::WeightedMean) {
+        return Err(ToolError::Arguments(
+            "weight: applies to the weighted_mean statistic; add \"weighted_mean\" to stats \
+             (mean stays the plain mean)"
+                .to_string(),
+        ));
+    }
     if !args.fields.is_empty() && args.stats.is_empty() {
         return Err(ToolError::Arguments(
             "stats: name the summaries of `fields` (count, sum, mean, weighted_mean, first, \
@@ -407,6 +421,7 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
         fields: args.fields.clone(),
         stats: args.stats.clone(),
         weight: args.weight.clone(),
+        weighting: args.weighting,
         make_valid: args.make_valid,
         pipeline: None,
     };

@@ -815,17 +815,14 @@ fn terrain_units(
                 .to_string(),
         ));
     }
-    if g.rotated || g.south_up {
-        return Err(ToolError::Arguments(format!(
-            "input: the DEM's geotransform is {}; gdaldem reads only the pixel sizes and would \
-             compute slopes and aspects in the wrong direction. Warp it north-up first with \
-             raster_reproject (dst_crs = its own CRS)",
-            if g.rotated {
-                "rotated or sheared"
-            } else {
-                "south-up (positive y pixel size)"
-            }
-        )));
+    // A south-up DEM is flipped north-up by the run (`gdal::dem`); a rotated one cannot be.
+    if g.rotated {
+        return Err(ToolError::Arguments(
+            "input: the DEM's geotransform is rotated or sheared; gdaldem reads only the pixel \
+             sizes and would compute slopes and aspects in the wrong direction. Warp it \
+             north-up first with raster_reproject (dst_crs = its own CRS)"
+                .to_string(),
+        ));
     }
     let mut extra = Vec::new();
     let band_facts = raster.bands.get(band.saturating_sub(1) as usize);
