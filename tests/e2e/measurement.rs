@@ -1513,3 +1513,55 @@ async fn attribute_joins_with_a_csv_table_work_and_type_its_numbers() {
         );
     }
 }
+
+/// Issue 21: `vector_buffer` of a few thousand points with 1000 segments per quarter circle
+/// would write 1300 × 4001 = 5.2 M vertices (a 2 MB point file took 4 GB): refused before any
+/// buffer is drawn, with the budget and its variable named. The same points with 8 segments
+/// are buffered (1300 × 33 vertices).
+#[tokio::test]
+async fn a_buffer_beyond_the_vertex_budget_is_refused_before_any_work() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let points = server.path("many.geojson");
+    let features: Vec<(Value, Value)> = (0..1300)
+        .map(|i| {
+            (
+                json!({"n": i}),
+                json!({"type": "Point", "coordinates": [500_000.0 + f64::from(i % 50) * 100.0, f64::from(i / 50) * 100.0]}),
+            )
+        })
+        .collect();
+    layer(&points, 32633, &features);
+    let input = points.display().to_string();
+    let refused = server
+        .call(
+            "vector_buffer",
+            json!({"input": input, "output": server.path("big.gpkg").display().to_string(),
+                   "distance": 10, "unit": "m", "method": "planar", "segments": 1000}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("invalid_arguments"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("5201300 vertices") && message.contains("GDAL_MCP_MAX_VERTICES"),
+        "{message}"
+    );
+    assert!(!server.path("big.gpkg").exists());
+    let result = server
+        .call(
+            "vector_buffer",
+            json!({"input": input, "output": server.path("small.gpkg").display().to_string(),
+                   "distance": 10, "unit": "m", "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    assert_eq!(structured(&result)["features"], json!(1300));
+}

@@ -76,16 +76,19 @@ pub fn read_layer(
     let extent = super::vector::layer_extent(&layer);
     let srs = layer.spatial_ref();
     let layer_name = layer.name();
-    let mut rows: Vec<Row> = layer
-        .features()
-        .map(|f| Row {
+    let mut budget = super::geometry::ReadBudget::new(argument);
+    let mut rows: Vec<Row> = Vec::new();
+    for f in layer.features() {
+        let geometry = f.geometry().filter(|g| !g.is_empty());
+        budget.take(geometry)?;
+        rows.push(Row {
             fid: f.fid(),
-            geometry: f.geometry().filter(|g| !g.is_empty()).cloned(),
+            geometry: geometry.cloned(),
             values: (0..fields.len())
                 .map(|i| super::vector::field_value(&f, i))
                 .collect(),
-        })
-        .collect();
+        });
+    }
     let mut fields = fields;
     if dataset.driver().short_name() == "CSV" {
         type_text_columns(&mut fields, &mut rows);
@@ -447,6 +450,36 @@ pub fn buffer_facts(
             data.name, request.unit
         ))
     })?;
+    // The output's size, before any buffer is drawn: a point's buffer has 4 × segments + 1
+    // vertices, a line's or polygon's about twice its vertices plus a round cap or corner of
+    // 4 × segments per part.
+    let round = 4 * u64::from(request.segments) + 1;
+    let output_vertices: u64 = data
+        .rows
+        .iter()
+        .filter_map(|r| r.geometry.as_ref())
+        .map(|g| {
+            let pieces = parts(g);
+            pieces
+                .iter()
+                .map(|p| match p.kind {
+                    Kind::Point => round,
+                    _ => 2 * p.rings.iter().map(|r| r.len() as u64).sum::<u64>() + round,
+                })
+                .sum::<u64>()
+        })
+        .sum();
+    let budget = super::geometry::max_vertices();
+    if output_vertices > budget {
+        return Err(GdalError::Arguments(format!(
+            "segments: the buffers of {} features with {} segments per quarter circle would \
+             hold about {output_vertices} vertices, more than the server's budget of {budget} \
+             (GDAL_MCP_MAX_VERTICES); use fewer segments (8 is GEOS's default) or fewer \
+             features",
+            data.rows.len(),
+            request.segments
+        )));
+    }
     let (checked, invalid) = count_invalid(&data.rows);
     let mut facts = MeasurementFacts {
         method: request.method.name().to_string(),

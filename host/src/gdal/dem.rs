@@ -65,8 +65,8 @@ impl DemRequest {
     }
 }
 
-/// A north-up in-memory copy of a south-up raster: rows reversed, the origin moved to the
-/// northern edge, the pixel height negated; CRS, nodata, scale, offset and unit kept.
+/// A north-up in-memory Float32 copy of a south-up raster: rows reversed, the origin moved to
+/// the northern edge, the pixel height negated; CRS, nodata, scale, offset and unit kept.
 fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
     let failed = |e: gdal::errors::GdalError| GdalError::Failed {
         operation: "flipping a south-up DEM north-up".to_string(),
@@ -76,7 +76,7 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
     let count = source.raster_count();
     let driver = DriverManager::get_driver_by_name("MEM").map_err(failed)?;
     let mut copy = driver
-        .create_with_band_type::<f64, _>("", width, height, count)
+        .create_with_band_type::<f32, _>("", width, height, count)
         .map_err(failed)?;
     copy.set_geo_transform(&[
         gt[0],
@@ -92,17 +92,18 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
     }
     for index in 1..=count {
         let band = source.rasterband(index).map_err(failed)?;
+        // Float32, as gdaldem computes; the cells were checked against the cell budget.
         let mut data = band
-            .read_as::<f64>((0, 0), (width, height), (width, height), None)
+            .read_as::<f32>((0, 0), (width, height), (width, height), None)
             .map_err(failed)?
             .into_shape_and_vec()
             .1;
-        // Rows in reverse order: the last (northernmost) row first.
-        let mut reversed = Vec::with_capacity(data.len());
-        for row in data.chunks(width.max(1)).rev() {
-            reversed.extend_from_slice(row);
+        // Rows in reverse order, in place: the last (northernmost) row first.
+        for top in 0..height / 2 {
+            let bottom = height - 1 - top;
+            let (upper, lower) = data.split_at_mut(bottom * width);
+            upper[top * width..(top + 1) * width].swap_with_slice(&mut lower[..width]);
         }
-        data = reversed;
         let mut target = copy.rasterband(index).map_err(failed)?;
         target
             .write(

@@ -614,3 +614,134 @@ impl Drop for RingsByContainment {
         let _ = gdal::config::clear_thread_local_config_option("OGR_ORGANIZE_POLYGONS");
     }
 }
+
+/// Default budget of vertices one layer read by a vector analysis tool may hold, and of the
+/// vertices a buffer may write (`GDAL_MCP_MAX_VERTICES` overrides it): about 0.5 GB of
+/// geometries and their copies at most, so several calls at once fit a small machine.
+pub const DEFAULT_MAX_VERTICES: u64 = 5_000_000;
+/// Default budget of features one layer read by a vector analysis tool may hold
+/// (`GDAL_MCP_MAX_FEATURES` overrides it).
+pub const DEFAULT_MAX_FEATURES: u64 = 1_000_000;
+
+fn budget(variable: &str, default: u64) -> u64 {
+    std::env::var(variable)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(default)
+}
+
+/// The vertex budget in force.
+pub fn max_vertices() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| budget("GDAL_MCP_MAX_VERTICES", DEFAULT_MAX_VERTICES))
+}
+
+/// The feature budget in force.
+pub fn max_features() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| budget("GDAL_MCP_MAX_FEATURES", DEFAULT_MAX_FEATURES))
+}
+
+/// The vertices of a geometry (every ring and part; curves as stored).
+pub fn vertex_count(geometry: &Geometry) -> u64 {
+    fn count(geometry: &Geometry, depth: usize) -> u64 {
+        let parts = geometry.geometry_count();
+        if parts == 0 || depth > 32 {
+            return geometry.point_count() as u64;
+        }
+        (0..parts)
+            .map(|i| count(&geometry.get_geometry(i), depth + 1))
+            .sum()
+    }
+    count(geometry, 0)
+}
+
+/// Features and vertices read so far from one layer, refused past the budgets before more is
+/// held in memory.
+pub struct ReadBudget {
+    argument: String,
+    features: u64,
+    vertices: u64,
+}
+
+impl ReadBudget {
+    pub fn new(argument: &str) -> Self {
+        Self {
+            argument: argument.to_string(),
+            features: 0,
+            vertices: 0,
+        }
+    }
+
+    /// Count one feature (and its geometry's vertices).
+    pub fn take(&mut self, geometry: Option<&Geometry>) -> Result<(), GdalError> {
+        self.features += 1;
+        if self.features > max_features() {
+            return Err(GdalError::Arguments(format!(
+                "{}: the layer holds more than {} features, the server's budget per layer \
+                 (GDAL_MCP_MAX_FEATURES); clip it to the area of interest first (vector_clip with \
+                 bounds)",
+                self.argument,
+                max_features()
+            )));
+        }
+        self.vertices += geometry.map_or(0, vertex_count);
+        if self.vertices > max_vertices() {
+            return Err(GdalError::Arguments(format!(
+                "{}: the layer's first {} features hold more than {} vertices, the server's \
+                 budget per layer (GDAL_MCP_MAX_VERTICES); clip it to the area of interest first \
+                 (vector_clip with bounds)",
+                self.argument,
+                self.features,
+                max_vertices()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every ring and part counts, closing vertices included.
+    #[test]
+    fn vertices_are_counted_over_rings_and_parts() {
+        let cases = [
+            ("POINT (1 2)", 1),
+            ("LINESTRING (0 0, 1 1, 2 0)", 3),
+            (
+                "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 3 2, 3 3, 2 2))",
+                9,
+            ),
+            (
+                "MULTIPOLYGON (((0 0, 1 0, 1 1, 0 0)), ((5 5, 6 5, 6 6, 5 5)))",
+                8,
+            ),
+            ("GEOMETRYCOLLECTION (POINT (0 0), LINESTRING (0 0, 1 1))", 3),
+        ];
+        for (wkt, want) in cases {
+            let geometry = Geometry::from_wkt(wkt).unwrap();
+            assert_eq!(vertex_count(&geometry), want, "{wkt}");
+        }
+    }
+
+    /// GEOS's own words, not a template: a bow-tie's crossing point, a hole outside its shell.
+    #[test]
+    fn invalidity_reasons_are_geos_own() {
+        let bowtie = Geometry::from_wkt("POLYGON ((0 0, 10 10, 10 0, 0 10, 0 0))").unwrap();
+        assert_eq!(
+            invalidity_reason(&bowtie).as_deref(),
+            Some("Self-intersection[5 5]")
+        );
+        let outside =
+            Geometry::from_wkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0), (5 5, 6 5, 6 6, 5 6, 5 5))")
+                .unwrap();
+        assert!(
+            invalidity_reason(&outside).is_some_and(|r| r.starts_with("Hole lies outside shell"))
+        );
+        let square = Geometry::from_wkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))").unwrap();
+        assert_eq!(invalidity_reason(&square), None);
+    }
+}

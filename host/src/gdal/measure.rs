@@ -10,7 +10,8 @@
 use super::facts::CrsFacts;
 use super::geometry::{
     ellipsoid_of, geographic_of, invalidity_reason, of_kinds, overlapping_pairs, parts, repair,
-    scale_error, transformer, union_all, Ellipsoid, Figures, Kind, Measurer, RingsByContainment,
+    scale_error, transformer, union_all, Ellipsoid, Figures, Kind, Measurer, ReadBudget,
+    RingsByContainment,
 };
 use super::{transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -470,7 +471,9 @@ pub fn measure(
     };
     let mut checked = 0u64;
     let (mut unmeasurable, mut unmeasurable_named) = (0u64, Vec::new());
+    let mut budget = ReadBudget::new("input");
     for feature in layer.features() {
+        budget.take(feature.geometry())?;
         let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
             empty += 1;
             continue;
