@@ -4,6 +4,7 @@
 mod adversarial;
 mod aggregation;
 mod confinement;
+mod encoding;
 mod hydrology;
 mod ledger;
 mod lineage;

@@ -1106,6 +1106,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         data_type: args.data_type.gdal_name().to_string(),
         nodata: args.nodata,
         creation_options: options,
+        budget: crate::gdal::calc::BlockBudget::from_env(),
     };
     gated::run(
         &call,
