@@ -875,7 +875,7 @@ mod tests {
             "{error}"
         );
         let wide = dir.path().join("wide.csv");
-        std::fs::write(&wide, format!("{}\n", vec!["c"; 11].join(";"))).unwrap();
+        std::fs::write(&wide, format!("{}\n", ["c"; 11].join(";"))).unwrap();
         let error = check_budget(&wide, &small()).err().unwrap().to_string();
         assert!(error.contains("11 columns"), "{error}");
         let big = dir.path().join("big.csv");

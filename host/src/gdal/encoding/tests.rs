@@ -324,7 +324,14 @@ fn the_fact_says_lossy_exactly_where_gdal_changes_cells() {
         // Text grids round floats.
         ("AAIGrid", "asc", "Float32", 1, false, &[]),
         ("AAIGrid", "asc", "Float64", 1, false, &[]),
-        ("AAIGrid", "asc", "Float64", 1, false, &[("SIGNIFICANT_DIGITS", "9")]),
+        (
+            "AAIGrid",
+            "asc",
+            "Float64",
+            1,
+            false,
+            &[("SIGNIFICANT_DIGITS", "9")],
+        ),
         (
             "AAIGrid",
             "asc",
@@ -353,7 +360,14 @@ fn the_fact_says_lossy_exactly_where_gdal_changes_cells() {
         // GeoPackage tiles.
         // Fully opaque tiles (one 64 × 64 tile) are JPEG under the default PNG_JPEG.
         ("GPKG", "gpkg", "Byte", 3, false, &[("BLOCKSIZE", "64")]),
-        ("GPKG", "gpkg", "Byte", 3, false, &[("BLOCKSIZE", "64"), ("TILE_FORMAT", "PNG")]),
+        (
+            "GPKG",
+            "gpkg",
+            "Byte",
+            3,
+            false,
+            &[("BLOCKSIZE", "64"), ("TILE_FORMAT", "PNG")],
+        ),
         ("GPKG", "gpkg", "Float32", 1, false, &[]),
         // Lossless codecs and formats: nothing changes.
         (
