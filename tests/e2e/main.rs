@@ -3,6 +3,7 @@
 
 mod adversarial;
 mod aggregation;
+mod budgets;
 mod confinement;
 mod encoding;
 mod hydrology;
