@@ -544,6 +544,33 @@ fn check_grid(sources: &[(String, &Dataset)]) -> Result<(), GdalError> {
     Ok(())
 }
 
+/// Refuse, before the gate, a request whose inputs GDAL would read in blocks above the byte
+/// budget, or whose inputs need more bytes per cell than the budget allows.
+pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
+    let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
+    let order = check_expression(&request.expression, &names)?;
+    if request.budget.window_cells(order.len()) == 0 {
+        return Err(GdalError::Arguments(format!(
+            "inputs: {} inputs need {} bytes per cell, above the band-math budget of {}; use \
+             fewer inputs per call or raise the budget",
+            order.len(),
+            8 * (order.len() + 1),
+            request.budget.describe()
+        )));
+    }
+    for input in &request.inputs {
+        let dataset = super::facts::open(&input.path)?;
+        if let Ok(band) = dataset.rasterband(input.band) {
+            check_natural_block(
+                &format!("`{}` band {}", input.name, input.band),
+                &band,
+                &request.budget,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Run the band math into a staged GeoTIFF and commit it.
 pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
@@ -1156,10 +1183,11 @@ mod budget {
             cells: 4096,
             bytes: 100_000,
         };
-        let error = run(&request(&input, &dir.path().join("o.tif"), budget))
-            .err()
-            .unwrap()
-            .to_string();
+        let wide = request(&input, &dir.path().join("o.tif"), budget);
+        // Before the gate, and again in the work.
+        let before = check_budget(&wide).err().unwrap().to_string();
+        assert!(before.contains("GDAL_MCP_CALC_BLOCK_BYTES"), "{before}");
+        let error = run(&wide).err().unwrap().to_string();
         assert!(
             error.contains("100000 × 1 cells") && error.contains("GDAL_MCP_CALC_BLOCK_BYTES"),
             "{error}"

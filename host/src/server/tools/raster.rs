@@ -1124,6 +1124,8 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
                 facts::refuse_undeclared_sentinels(&facts, Some(input.band as u32), "band math")?;
                 datasets.push(facts);
             }
+            // Blocks GDAL would read whole, above the budget: refused before the gate.
+            crate::gdal::calc::check_budget(&request)?;
             let facts = CallFacts {
                 datasets,
                 ..CallFacts::default()
