@@ -1349,3 +1349,254 @@ fn aggregation_classification_table() {
         1
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 21 / issue 18 rule 3: format_selection, finding by finding: the finding fires, its clean
+// twin stays silent, and the hurried agent's boilerplate (one answer under every id) is refused.
+
+/// The facts the gated step would send: the host's encoding fact added as `_encoding`.
+fn with_encoding_fact(mut facts: CallFacts) -> CallFacts {
+    if let Some(fact) =
+        gdal_mcp::gdal::encoding::fact_of_call(&facts.tool, &facts.arguments, &facts.datasets)
+    {
+        facts.arguments[gdal_mcp::gdal::encoding::ARGUMENT] =
+            serde_json::to_value(fact).expect("fact serialises");
+    }
+    facts
+}
+
+/// An input whose lineage says a step upstream wrote `encoding`.
+fn lossy_upstream(facts: CallFacts, encoding: &str) -> CallFacts {
+    use gdal_mcp::domains::{DatasetLineage, UpstreamStep};
+    let upstream = vec![DatasetLineage {
+        sha256: Some("ab".repeat(32)),
+        modified_since: false,
+        steps: vec![UpstreamStep {
+            depth: 1,
+            tool: "raster_convert".to_string(),
+            lossy_encoding: Some(encoding.to_string()),
+            ..UpstreamStep::default()
+        }],
+    }];
+    CallFacts { upstream, ..facts }
+}
+
+const BOILERPLATE: &str =
+    "Acknowledged: this finding has been reviewed and is acceptable for the purposes of this analysis.";
+
+#[test]
+fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
+    let registry = registry();
+    let domain = registry.get("format_selection").expect("format_selection");
+    let convert = |arguments: Value, input: RasterFacts| {
+        with_encoding_fact(call(
+            "raster_convert",
+            arguments,
+            vec![raster_dataset("input", Some(utm33()), input)],
+        ))
+    };
+    let calc = |arguments: Value| {
+        with_encoding_fact(call(
+            "raster_calc",
+            arguments,
+            vec![raster_dataset(
+                "inputs.a",
+                Some(utm33()),
+                raster_of("Float32", 1, false, None),
+            )],
+        ))
+    };
+    let vector = |output: &str, layers: &[(&str, &str)], crs: Option<CrsFacts>, extra: Value| {
+        let mut arguments = json!({"input": "in.gpkg", "output": output});
+        if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        call(
+            "vector_convert",
+            arguments,
+            vec![vector_dataset("input", crs, layers)],
+        )
+    };
+    let rgb = || raster_of("Byte", 3, false, None);
+    let float = || raster_of("Float32", 1, false, None);
+    let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
+    // (finding, facts on which it fires, the clean twin on which it is silent)
+    let rows: Vec<(&str, CallFacts, CallFacts)> = vec![
+        (
+            "lossy_encoding",
+            convert(json!({"format": "JP2OpenJPEG"}), rgb()),
+            convert(
+                json!({"format": "JP2OpenJPEG",
+                       "creation_options": {"REVERSIBLE": "YES", "QUALITY": "100"}}),
+                rgb(),
+            ),
+        ),
+        (
+            "lossy_encoding",
+            convert(json!({"compression": "WEBP", "quality": 100}), rgb()),
+            convert(
+                json!({"compression": "WEBP", "creation_options": {"WEBP_LOSSLESS": "YES"}}),
+                rgb(),
+            ),
+        ),
+        (
+            "lossy_encoding",
+            calc(json!({"data_type": "Float32",
+                        "creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.5"}})),
+            calc(json!({"data_type": "Float32", "creation_options": {"COMPRESS": "LERC"}})),
+        ),
+        (
+            "second_lossy_encoding",
+            lossy_upstream(
+                convert(json!({"compression": "JPEG"}), rgb()),
+                "JPEG2000 quality 25",
+            ),
+            lossy_upstream(
+                convert(json!({"compression": "DEFLATE"}), rgb()),
+                "JPEG2000 quality 25",
+            ),
+        ),
+        (
+            "scaled_output_type",
+            convert(
+                json!({"output_type": "Byte", "scale": [0, 100, 0, 255]}),
+                float(),
+            ),
+            convert(json!({"output_type": "Float64"}), float()),
+        ),
+        (
+            "narrowing_output_type",
+            convert(json!({"output_type": "Byte"}), float()),
+            convert(json!({"output_type": "Float32"}), float()),
+        ),
+        (
+            "unsupported_data_type",
+            convert(json!({"format": "PNG"}), float()),
+            convert(
+                json!({"format": "PNG"}),
+                raster_of("UInt16", 1, false, None),
+            ),
+        ),
+        (
+            "codec_data_type",
+            convert(json!({"compression": "JPEG"}), float()),
+            convert(json!({"compression": "DEFLATE"}), float()),
+        ),
+        (
+            "unsupported_band_count",
+            convert(json!({"format": "WEBP", "bands": [1, 2]}), rgb()),
+            convert(
+                json!({"format": "WEBP", "creation_options": {"LOSSLESS": "TRUE"}}),
+                rgb(),
+            ),
+        ),
+        (
+            "nodata_lost",
+            convert(
+                json!({"format": "JPEG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+            convert(
+                json!({"format": "PNG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+        ),
+        (
+            "lossy_near_nodata",
+            convert(
+                json!({"compression": "JPEG"}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+            convert(json!({"compression": "JPEG"}), rgb()),
+        ),
+        (
+            "lossy_categorical",
+            convert(json!({"compression": "JPEG"}), raster(true)),
+            convert(json!({"compression": "DEFLATE"}), raster(true)),
+        ),
+        (
+            // A single palette band: JPEG 2000 defaults to reversible at quality 100.
+            "lossy_encoding",
+            convert(
+                json!({"format": "JP2OpenJPEG"}),
+                raster_of("Byte", 1, false, None),
+            ),
+            convert(json!({"format": "JP2OpenJPEG"}), raster(true)),
+        ),
+        (
+            "too_many_layers",
+            vector("o.geojson", &two, Some(wgs84()), json!({})),
+            vector("o.gpkg", &two, Some(wgs84()), json!({})),
+        ),
+        (
+            "csv_geometry_dropped",
+            vector("o.csv", &two[1..], Some(utm33()), json!({})),
+            vector(
+                "o.csv",
+                &two[1..],
+                Some(utm33()),
+                json!({"layer_options": {"GEOMETRY": "AS_WKT"}}),
+            ),
+        ),
+        (
+            "driver_reprojects",
+            vector("o.kml", &two[..1], Some(utm33()), json!({})),
+            vector("o.kml", &two[..1], Some(wgs84()), json!({})),
+        ),
+        (
+            "non_standard_crs",
+            vector("o.geojson", &two[..1], Some(utm33()), json!({})),
+            vector("o.geojson", &two[..1], Some(wgs84()), json!({})),
+        ),
+    ];
+    for (finding, fires, twin) in rows {
+        let trigger = domain
+            .classify(&fires)
+            .expect("classify")
+            .unwrap_or_else(|| panic!("{finding}: not gated"));
+        assert!(
+            trigger.evidence.iter().any(|e| e.id == finding),
+            "{finding}: fired {:?}",
+            trigger.evidence.iter().map(|e| &e.id).collect::<Vec<_>>()
+        );
+        if let Some(twin) = domain.classify(&twin).expect("classify") {
+            assert!(
+                twin.evidence.iter().all(|e| e.id != finding),
+                "{finding}: the twin fires it too: {}",
+                twin.reason
+            );
+        }
+        // The hurried agent: the method named as the key says, one line under every id.
+        let method = trigger
+            .key_fields
+            .as_object()
+            .map(|k| {
+                k.values()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let answers: serde_json::Map<String, Value> = trigger
+            .evidence
+            .iter()
+            .map(|e| (e.id.clone(), json!(BOILERPLATE)))
+            .collect();
+        let hurried = json!({
+            "intent": BOILERPLATE,
+            "alternatives": [{"method": "another format", "why_not": BOILERPLATE}],
+            "choice": {"method": method, "rationale": BOILERPLATE, "tradeoffs": BOILERPLATE},
+            "confidence": "high",
+            "assumptions": [BOILERPLATE],
+            "evidence": answers,
+        });
+        let errors = domain
+            .validate(&trigger.key_fields, &trigger.evidence, &hurried)
+            .expect("validate");
+        let path = format!("/evidence/{finding}");
+        assert!(
+            errors.iter().any(|e| e.path == path),
+            "{finding}: the boilerplate passed: {errors:?}"
+        );
+    }
+}

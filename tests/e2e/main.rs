@@ -3,7 +3,9 @@
 
 mod adversarial;
 mod aggregation;
+mod budgets;
 mod confinement;
+mod encoding;
 mod hydrology;
 mod ledger;
 mod lineage;

@@ -342,13 +342,21 @@ pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Re
             let mut evidence = serde_json::Map::new();
             for item in entry["evidence"].as_array().into_iter().flatten() {
                 if let Some(id) = item["id"].as_str() {
+                    // The offered safe alternative, rejected by name (format_selection checks).
+                    let rejected = match item.get("alternative").filter(|a| a.is_object()) {
+                        Some(a) => format!(
+                            "; the offered alternative {a} was rejected because \
+                                            the test compares against the lossy reference"
+                        ),
+                        None => String::new(),
+                    };
                     evidence.insert(
                         id.to_string(),
                         Value::String(format!(
                             "accounted for ({id}): the analysis accepts up to 100 m of \
                              positional error, and interpolated class codes (blended values \
                              that are no class) are acceptable because the output is a \
-                             continuous preview that is never used as classes"
+                             continuous preview that is never used as classes{rejected}"
                         )),
                     );
                 }

@@ -22,8 +22,111 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// Cells read per block (rows of full width).
-const BLOCK_CELLS: usize = 1 << 20;
+/// Default cells per block: 1 Mi cells (8 MiB per input as f64).
+pub const DEFAULT_BLOCK_CELLS: usize = 1 << 20;
+/// Default bytes a block may hold: the inputs' values, the output's and one natural block of
+/// each input and of the output as GDAL caches it (256 MiB).
+pub const DEFAULT_BLOCK_BYTES: usize = 256 << 20;
+
+/// How much band math holds at once, whatever the raster's shape: a block is a window of rows
+/// and, when one row is wider than the budget, of columns. Set by `GDAL_MCP_CALC_BLOCK_CELLS`
+/// and `GDAL_MCP_CALC_BLOCK_BYTES`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockBudget {
+    /// Cells of one window.
+    pub cells: usize,
+    /// Bytes of one window's values (8 per cell per input, and the output's), and of any one
+    /// natural block of an input or of the output.
+    pub bytes: usize,
+}
+
+impl Default for BlockBudget {
+    fn default() -> Self {
+        Self {
+            cells: DEFAULT_BLOCK_CELLS,
+            bytes: DEFAULT_BLOCK_BYTES,
+        }
+    }
+}
+
+impl BlockBudget {
+    /// The budget in force: the environment's, else the defaults.
+    pub fn from_env() -> Self {
+        let read = |name: &str, default: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .filter(|v| *v > 0)
+                .unwrap_or(default)
+        };
+        Self {
+            cells: read("GDAL_MCP_CALC_BLOCK_CELLS", DEFAULT_BLOCK_CELLS),
+            bytes: read("GDAL_MCP_CALC_BLOCK_BYTES", DEFAULT_BLOCK_BYTES),
+        }
+    }
+
+    /// Cells per window for `inputs` inputs: within both budgets.
+    fn window_cells(&self, inputs: usize) -> usize {
+        let per_cell = 8 * (inputs + 1);
+        self.cells.min(self.bytes / per_cell)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} cells (GDAL_MCP_CALC_BLOCK_CELLS) and {} bytes (GDAL_MCP_CALC_BLOCK_BYTES)",
+            self.cells, self.bytes
+        )
+    }
+}
+
+/// The windows band math works in over a `width × height` grid: full rows while a row fits
+/// in `cells`, else one row cut into pieces of at most `cells` columns. Each is (column, row,
+/// columns, rows).
+fn windows(width: usize, height: usize, cells: usize) -> Vec<(usize, usize, usize, usize)> {
+    let cells = cells.max(1);
+    let mut out = Vec::new();
+    if width <= cells {
+        let rows = (cells / width.max(1)).clamp(1, height.max(1));
+        let mut row = 0;
+        while row < height {
+            let n = rows.min(height - row);
+            out.push((0, row, width, n));
+            row += n;
+        }
+    } else {
+        for row in 0..height {
+            let mut column = 0;
+            while column < width {
+                let n = cells.min(width - column);
+                out.push((column, row, n, 1));
+                column += n;
+            }
+        }
+    }
+    out
+}
+
+/// Refuse a band whose natural block (what GDAL reads and caches whole) is above the byte
+/// budget: one strip of a very wide striped raster is read whole, however small the window.
+fn check_natural_block(
+    what: &str,
+    band: &gdal::raster::RasterBand,
+    budget: &BlockBudget,
+) -> Result<(), GdalError> {
+    let (bx, by) = band.block_size();
+    let bytes = bx
+        .saturating_mul(by)
+        .saturating_mul(band.band_type().bytes() as usize);
+    if bytes > budget.bytes {
+        return Err(GdalError::Arguments(format!(
+            "{what} is stored in blocks of {bx} × {by} cells ({bytes} bytes each), which GDAL \
+             reads whole; band math holds at most {} per block. Write it tiled first \
+             (raster_convert with tiled: true), or raise the budget",
+            budget.describe()
+        )));
+    }
+    Ok(())
+}
 
 /// One variable of the expression: a band of a raster.
 #[derive(Debug, Clone)]
@@ -43,6 +146,24 @@ pub struct CalcRequest {
     pub data_type: String,
     pub nodata: Option<f64>,
     pub creation_options: Vec<(String, String)>,
+    /// How much the work may hold at once.
+    pub budget: BlockBudget,
+}
+
+/// Whether the written encoding changed values: the fact from the driver and options, and a
+/// sample of the staged output read back and compared with the values computed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EncodingCheck {
+    /// The compression as written (`ZSTD`, `LERC`, `JPEG`...).
+    pub compression: String,
+    /// Whether the options lose values (the fact the gate saw).
+    pub lossy: bool,
+    /// Cells of the first block read back from the staged file.
+    pub sampled_cells: u64,
+    /// Of those, the cells whose value read back differs from the value computed.
+    pub changed_cells: u64,
+    /// The largest difference among them (`null` when none changed).
+    pub max_abs_change: Option<f64>,
 }
 
 /// Result of `raster_calc`.
@@ -63,6 +184,8 @@ pub struct CalcOutput {
     pub mean: Option<f64>,
     /// Per input: the scale and offset applied, and its nodata.
     pub inputs: Vec<InputReport>,
+    /// What the output's encoding did to the values, measured on the staged file.
+    pub encoding: EncodingCheck,
     pub notes: Vec<String>,
 }
 
@@ -421,6 +544,33 @@ fn check_grid(sources: &[(String, &Dataset)]) -> Result<(), GdalError> {
     Ok(())
 }
 
+/// Refuse, before the gate, a request whose inputs GDAL would read in blocks above the byte
+/// budget, or whose inputs need more bytes per cell than the budget allows.
+pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
+    let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
+    let order = check_expression(&request.expression, &names)?;
+    if request.budget.window_cells(order.len()) == 0 {
+        return Err(GdalError::Arguments(format!(
+            "inputs: {} inputs need {} bytes per cell, above the band-math budget of {}; use \
+             fewer inputs per call or raise the budget",
+            order.len(),
+            8 * (order.len() + 1),
+            request.budget.describe()
+        )));
+    }
+    for input in &request.inputs {
+        let dataset = super::facts::open(&input.path)?;
+        if let Ok(band) = dataset.rasterband(input.band) {
+            check_natural_block(
+                &format!("`{}` band {}", input.name, input.band),
+                &band,
+                &request.budget,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// Run the band math into a staged GeoTIFF and commit it.
 pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
@@ -455,6 +605,11 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 input.band
             ))
         })?;
+        check_natural_block(
+            &format!("`{}` band {}", input.name, input.band),
+            &band,
+            &request.budget,
+        )?;
         let scale = band.scale().unwrap_or(1.0);
         let offset = band.offset().unwrap_or(0.0);
         let nodata = band.no_data_value();
@@ -474,6 +629,16 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             .collect::<Vec<_>>(),
     )?;
     let (width, height) = sources[0].dataset.raster_size();
+    let window_cells = request.budget.window_cells(order.len());
+    if window_cells == 0 {
+        return Err(GdalError::Arguments(format!(
+            "inputs: {} inputs need {} bytes per cell, above the band-math budget of {}; use \
+             fewer inputs per call or raise the budget",
+            order.len(),
+            8 * (order.len() + 1),
+            request.budget.describe()
+        )));
+    }
     let geotransform = sources[0].dataset.geo_transform().ok();
     let projection = sources[0].dataset.projection();
 
@@ -487,6 +652,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
     let mut out_of_range = 0u64;
     let mut first_out: Option<f64> = None;
+    let mut sample: Option<Sample> = None;
     {
         let mut dataset = create(
             &request.data_type,
@@ -507,32 +673,41 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 .map_err(|_| failed("cannot set the CRS"))?;
         }
         let mut out_band = dataset.rasterband(1).map_err(|_| failed("no band"))?;
+        // The output's own blocks are cached whole too (`TILED=NO` on a very wide raster).
+        check_natural_block("the output", &out_band, &request.budget)?;
         out_band
             .set_no_data_value(Some(nodata))
             .map_err(|_| failed("cannot set nodata"))?;
-        let rows_per_block = (BLOCK_CELLS / width.max(1)).clamp(1, height.max(1));
         let mut values: Vec<f64> = vec![0.0; order.len()];
-        let mut row = 0;
-        while row < height {
+        let used: Vec<bool> = (0..sources.len()).map(|i| order.contains(&i)).collect();
+        for (column, row, columns, rows) in windows(width, height, window_cells) {
             if !super::keep_going(row as f64 / height.max(1) as f64) {
                 return Err(super::cancelled("raster_calc"));
             }
-            let rows = rows_per_block.min(height - row);
-            let mut blocks = Vec::with_capacity(sources.len());
-            for (source, input) in sources.iter().zip(&request.inputs) {
+            let mut blocks: Vec<Vec<f64>> = Vec::with_capacity(sources.len());
+            for ((source, input), used) in sources.iter().zip(&request.inputs).zip(&used) {
+                if !used {
+                    blocks.push(Vec::new());
+                    continue;
+                }
                 let band = source
                     .dataset
                     .rasterband(source.band)
                     .map_err(|_| failed("cannot open an input band"))?;
                 let block = band
-                    .read_as::<f64>((0, row as isize), (width, rows), (width, rows), None)
+                    .read_as::<f64>(
+                        (column as isize, row as isize),
+                        (columns, rows),
+                        (columns, rows),
+                        None,
+                    )
                     .map_err(|e| GdalError::Failed {
                         operation: format!("reading `{}` ({})", input.name, input.path.display()),
                         message: e.to_string(),
                     })?;
-                blocks.push(block.data().to_vec());
+                blocks.push(block.into_shape_and_vec().1);
             }
-            let mut out = vec![nodata; width * rows];
+            let mut out = vec![nodata; columns * rows];
             'cell: for (cell, slot) in out.iter_mut().enumerate() {
                 for (k, &index) in order.iter().enumerate() {
                     let source = &sources[index];
@@ -580,13 +755,53 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     row + rows - 1
                 )));
             }
-            let mut buffer = Buffer::new((width, rows), out);
+            if sample.is_none() {
+                sample = Some(Sample::of(column, row, columns, rows, &out));
+            }
+            let mut buffer = Buffer::new((columns, rows), out);
             out_band
-                .write((0, row as isize), (width, rows), &mut buffer)
+                .write(
+                    (column as isize, row as isize),
+                    (columns, rows),
+                    &mut buffer,
+                )
                 .map_err(|_| failed("cannot write pixels"))?;
-            row += rows;
         }
         dataset.flush_cache().map_err(|_| failed("cannot flush"))?;
+    }
+    // Read the staged file back: what the encoding did is measured, not assumed.
+    let fact = super::encoding::assess(
+        "GTiff",
+        &request.creation_options,
+        &super::encoding::Written {
+            types: vec![request.data_type.clone()],
+            single_band_palette: false,
+        },
+        Some("ZSTD"),
+    );
+    let encoding = match &sample {
+        Some(sample) => sample.compare(staging.path(), &request.data_type, &fact)?,
+        None => EncodingCheck {
+            compression: fact.compression.clone(),
+            lossy: fact.lossy,
+            sampled_cells: 0,
+            changed_cells: 0,
+            max_abs_change: None,
+        },
+    };
+    if !fact.lossy && encoding.changed_cells > 0 {
+        return Err(GdalError::Failed {
+            operation: format!("writing {}", request.output.display()),
+            message: format!(
+                "the {} encoding was taken to be lossless, but {} of {} cells read back from \
+                 the written file differ from the values computed (by up to {}); nothing was \
+                 written. Use COMPRESS=DEFLATE or ZSTD without further options",
+                fact.compression,
+                encoding.changed_cells,
+                encoding.sampled_cells,
+                encoding.max_abs_change.unwrap_or_default()
+            ),
+        });
     }
     let files = staging.commit()?;
     let mut notes = Vec::new();
@@ -597,6 +812,16 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 input.name, source.band, source.scale, source.offset
             ));
         }
+    }
+    if encoding.changed_cells > 0 {
+        notes.push(format!(
+            "the {} encoding changed {} of {} cells read back from the first block (by up to \
+             {}): the file holds approximations of the values computed",
+            encoding.compression,
+            encoding.changed_cells,
+            encoding.sampled_cells,
+            encoding.max_abs_change.unwrap_or_default()
+        ));
     }
     if cells.rounded > 0 {
         notes.push(format!(
@@ -629,8 +854,89 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 nodata: s.nodata,
             })
             .collect(),
+        encoding,
         notes,
     })
+}
+
+/// Side of the square of the first block that is read back after the write.
+const SAMPLE_SIDE: usize = 256;
+
+/// The values computed for the top-left part of the first block.
+struct Sample {
+    column: usize,
+    row: usize,
+    columns: usize,
+    rows: usize,
+    values: Vec<f64>,
+}
+
+impl Sample {
+    fn of(column: usize, row: usize, columns: usize, rows: usize, block: &[f64]) -> Self {
+        let (w, h) = (columns.min(SAMPLE_SIDE), rows.min(SAMPLE_SIDE));
+        let values = (0..h)
+            .flat_map(|r| block[r * columns..r * columns + w].iter().copied())
+            .collect();
+        Self {
+            column,
+            row,
+            columns: w,
+            rows: h,
+            values,
+        }
+    }
+
+    /// Read the sample's window back from the staged file and count the changed cells.
+    fn compare(
+        &self,
+        path: &Path,
+        data_type: &str,
+        fact: &super::encoding::EncodingFact,
+    ) -> Result<EncodingCheck, GdalError> {
+        let dataset = Dataset::open(path).map_err(|e| GdalError::Failed {
+            operation: format!("reading back {}", path.display()),
+            message: e.to_string(),
+        })?;
+        let back = dataset
+            .rasterband(1)
+            .and_then(|b| {
+                b.read_as::<f64>(
+                    (self.column as isize, self.row as isize),
+                    (self.columns, self.rows),
+                    (self.columns, self.rows),
+                    None,
+                )
+            })
+            .map_err(|e| GdalError::Failed {
+                operation: format!("reading back {}", path.display()),
+                message: e.to_string(),
+            })?;
+        let as_stored = |v: f64| {
+            if data_type == "Float32" {
+                f64::from(v as f32)
+            } else {
+                v
+            }
+        };
+        let mut changed = 0u64;
+        let mut largest: Option<f64> = None;
+        for (computed, read) in self.values.iter().zip(back.data()) {
+            let computed = as_stored(*computed);
+            let same = computed == *read || (computed.is_nan() && read.is_nan());
+            if !same {
+                changed += 1;
+                let d = (computed - read).abs();
+                largest = Some(largest.map_or(d, |l: f64| l.max(d)));
+            }
+        }
+        Ok(EncodingCheck {
+            compression: fact.compression.clone(),
+            lossy: fact.lossy,
+            sampled_cells: self.values.len() as u64,
+            changed_cells: changed,
+            max_abs_change: largest,
+        })
+    }
 }
 
 /// Create a one-band GeoTIFF of the named type.
@@ -778,5 +1084,168 @@ mod evaluation {
         assert!(eval("1 if sqrt(b - 3) > 0 || a > 0 else 0", 8.0, 2.0).is_nan());
         // A choice without `else` is undefined where it is not taken.
         assert!(eval("a if a < b", 8.0, 2.0).is_nan());
+    }
+}
+
+#[cfg(test)]
+mod budget {
+    use super::*;
+    use gdal::raster::RasterCreationOptions;
+
+    /// A Float32 GeoTIFF of `width × height` whose cell (x, y) holds x + y / 8 + 0.3.
+    fn raster(path: &Path, width: usize, height: usize, options: &[(&str, &str)]) {
+        let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut creation = RasterCreationOptions::new();
+        for (k, v) in options {
+            creation.add_name_value(k, v).unwrap();
+        }
+        let mut ds = driver
+            .create_with_band_type_with_options::<f32, _>(path, width, height, 1, &creation)
+            .unwrap();
+        ds.set_geo_transform(&[0.0, 1.0, 0.0, 0.0, 0.0, -1.0])
+            .unwrap();
+        let values: Vec<f32> = (0..width * height)
+            .map(|i| (i % width) as f32 + (i / width) as f32 / 8.0 + 0.3)
+            .collect();
+        let mut band = ds.rasterband(1).unwrap();
+        band.write(
+            (0, 0),
+            (width, height),
+            &mut Buffer::new((width, height), values),
+        )
+        .unwrap();
+    }
+
+    fn request(input: &Path, output: &Path, budget: BlockBudget) -> CalcRequest {
+        CalcRequest {
+            inputs: vec![CalcInput {
+                name: "a".to_string(),
+                path: input.to_path_buf(),
+                band: 1,
+            }],
+            expression: "a * 2".to_string(),
+            output: output.to_path_buf(),
+            data_type: "Float32".to_string(),
+            nodata: None,
+            creation_options: Vec::new(),
+            budget,
+        }
+    }
+
+    #[test]
+    fn windows_stay_within_the_cells_for_any_shape() {
+        for (width, height, cells) in [(10, 10, 30), (100_000, 3, 4096), (7, 1, 1), (1, 9, 4)] {
+            let all = windows(width, height, cells);
+            assert!(all.iter().all(|w| w.2 * w.3 <= cells.max(1)), "{all:?}");
+            let covered: usize = all.iter().map(|w| w.2 * w.3).sum();
+            assert_eq!(covered, width * height);
+        }
+        assert_eq!(windows(100_000, 1, 40_000).len(), 3);
+    }
+
+    /// Regression (issue 21): `raster_calc` over one very wide row read the whole row per input
+    /// at once (3 GB for the probe's raster). The row is now cut into windows within the
+    /// budget, and the values are right.
+    #[test]
+    fn one_very_wide_row_is_worked_in_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("wide.tif");
+        let output = dir.path().join("out.tif");
+        raster(&input, 100_000, 2, &[]);
+        let budget = BlockBudget {
+            cells: 4096,
+            bytes: 1 << 20,
+        };
+        let result = run(&request(&input, &output, budget)).unwrap();
+        assert_eq!((result.width, result.height), (100_000, 2));
+        let back = Dataset::open(&output).unwrap();
+        let values = back
+            .rasterband(1)
+            .unwrap()
+            .read_as::<f32>((99_990, 1), (10, 1), (10, 1), None)
+            .unwrap();
+        let want: Vec<f32> = (99_990..100_000)
+            .map(|x| (x as f32 + 1.0 / 8.0 + 0.3) * 2.0)
+            .collect();
+        assert_eq!(values.data(), want.as_slice());
+        assert_eq!(result.encoding.changed_cells, 0);
+        assert!(!result.encoding.lossy);
+    }
+
+    /// A strip wider than the byte budget is refused before any window is read, naming the
+    /// budget and its setting.
+    #[test]
+    fn a_natural_block_above_the_byte_budget_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("wide.tif");
+        raster(&input, 100_000, 2, &[]);
+        let budget = BlockBudget {
+            cells: 4096,
+            bytes: 100_000,
+        };
+        let wide = request(&input, &dir.path().join("o.tif"), budget);
+        // Before the gate, and again in the work.
+        let before = check_budget(&wide).err().unwrap().to_string();
+        assert!(before.contains("GDAL_MCP_CALC_BLOCK_BYTES"), "{before}");
+        let error = run(&wide).err().unwrap().to_string();
+        assert!(
+            error.contains("100000 × 1 cells") && error.contains("GDAL_MCP_CALC_BLOCK_BYTES"),
+            "{error}"
+        );
+        assert!(!dir.path().join("o.tif").exists());
+        // The output's own strips count too.
+        let small = dir.path().join("small.tif");
+        raster(&small, 100_000, 2, &[("TILED", "YES")]);
+        let budget = BlockBudget {
+            cells: 4096,
+            bytes: 300_000,
+        };
+        let mut untiled = request(&small, &dir.path().join("o.tif"), budget);
+        untiled.creation_options = vec![("TILED".to_string(), "NO".to_string())];
+        let error = run(&untiled).err().unwrap().to_string();
+        assert!(
+            error.starts_with("the output is stored in blocks"),
+            "{error}"
+        );
+        assert!(!dir.path().join("o.tif").exists());
+    }
+
+    /// Regression (issue 21): `raster_calc` wrote LERC with an error bound with no word about
+    /// it. The staged file is read back: the loss is measured and reported, and the fact says
+    /// lossy; without options nothing changes.
+    #[test]
+    fn a_lossy_encoding_is_measured_on_the_written_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.tif");
+        raster(&input, 300, 300, &[("TILED", "YES")]);
+        let mut lerc = request(&input, &dir.path().join("lerc.tif"), BlockBudget::default());
+        lerc.creation_options = vec![
+            ("COMPRESS".to_string(), "LERC".to_string()),
+            ("MAX_Z_ERROR".to_string(), "0.5".to_string()),
+        ];
+        let result = run(&lerc).unwrap();
+        assert!(result.encoding.lossy);
+        assert_eq!(result.encoding.sampled_cells, 256 * 256);
+        assert!(
+            result.encoding.changed_cells > 256 * 256 / 2,
+            "{:?}",
+            result.encoding
+        );
+        assert!(result.encoding.max_abs_change.unwrap() <= 0.5 + 1e-6);
+        assert!(result
+            .notes
+            .iter()
+            .any(|n| n.contains("LERC encoding changed")));
+        let plain = run(&request(
+            &input,
+            &dir.path().join("zstd.tif"),
+            BlockBudget::default(),
+        ))
+        .unwrap();
+        assert_eq!(
+            (plain.encoding.compression.as_str(), plain.encoding.lossy),
+            ("ZSTD", false)
+        );
+        assert_eq!(plain.encoding.changed_cells, 0);
     }
 }

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod calc;
 pub mod composite;
 pub mod dem;
+pub mod encoding;
 pub mod facts;
 pub mod geometry;
 pub mod georef;

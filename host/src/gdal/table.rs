@@ -1,6 +1,13 @@
 //! Tables to points (`points_from_table`): a CSV, XLSX or ODS table with coordinate columns
 //! becomes a point layer, with strict number parsing.
 //!
+//! Before GDAL opens a table, its size is bounded from what the file declares
+//! ([`check_budget`]): an XLSX or ODS file is a zip, whose central directory is read here (never
+//! inflated) and refused when an entry or their total declares more than the byte budget, or
+//! inflates absurdly (a zip bomb: 3.4 MB declaring 3.4 GB); a CSV is refused above the byte
+//! budget, with a line longer than the line budget, or a header with more columns than the
+//! column budget. Every budget is configurable ([`TableBudget`]).
+//!
 //! Every cell is read as text (`facts::open_table`, `facts::with_text_cells`). Coordinates must be plain decimal numbers:
 //! a decimal comma, degree-minute-second text, an empty cell or a value outside a geographic
 //! CRS's range is an error naming the row and column, never a guess. The other columns are
@@ -15,7 +22,7 @@ use gdal::DriverManager;
 use gdal_sys::OGRFieldType;
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A `points_from_table` request, checked by the tool.
 #[derive(Debug, Clone)]
@@ -30,10 +37,396 @@ pub struct TableRequest {
     /// The CRS definition the coordinates are in.
     pub crs: String,
     pub sheet: Option<String>,
+    /// What the table may make GDAL expand.
+    pub budget: TableBudget,
 }
 
 /// At most this many rows are read (every cell is held as text until the types are known).
 pub const MAX_ROWS: usize = 5_000_000;
+
+/// Default byte budget of a table: a CSV's size, and the declared uncompressed size of a
+/// spreadsheet's zip entries, each and in total (256 MiB).
+pub const DEFAULT_TABLE_BYTES: u64 = 256 << 20;
+/// Default largest ratio of declared uncompressed to compressed size of one zip entry over
+/// 1 MiB (spreadsheet XML compresses 5-50 times; a zip bomb about 1000 times).
+pub const DEFAULT_TABLE_RATIO: u64 = 200;
+/// Default longest CSV line (1 MiB).
+pub const DEFAULT_TABLE_LINE_BYTES: u64 = 1 << 20;
+/// Default most columns of a table.
+pub const DEFAULT_TABLE_COLUMNS: usize = 1000;
+/// Entries smaller than this are not checked for their ratio (a small file of one repeated
+/// value is not a bomb).
+const RATIO_FLOOR: u64 = 1 << 20;
+/// The most entries and central-directory bytes a spreadsheet's zip may declare.
+const MAX_ZIP_ENTRIES: u64 = 100_000;
+const MAX_CENTRAL_DIRECTORY: u64 = 16 << 20;
+
+/// What a table may make GDAL expand. Set by `GDAL_MCP_TABLE_MAX_BYTES`,
+/// `GDAL_MCP_TABLE_MAX_RATIO`, `GDAL_MCP_TABLE_MAX_LINE_BYTES` and
+/// `GDAL_MCP_TABLE_MAX_COLUMNS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableBudget {
+    pub bytes: u64,
+    pub ratio: u64,
+    pub line_bytes: u64,
+    pub columns: usize,
+}
+
+impl Default for TableBudget {
+    fn default() -> Self {
+        Self {
+            bytes: DEFAULT_TABLE_BYTES,
+            ratio: DEFAULT_TABLE_RATIO,
+            line_bytes: DEFAULT_TABLE_LINE_BYTES,
+            columns: DEFAULT_TABLE_COLUMNS,
+        }
+    }
+}
+
+impl TableBudget {
+    /// The budget in force: the environment's, else the defaults.
+    pub fn from_env() -> Self {
+        fn read<T: std::str::FromStr + PartialOrd + Default>(name: &str, default: T) -> T {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.trim().parse::<T>().ok())
+                .filter(|v| *v > T::default())
+                .unwrap_or(default)
+        }
+        Self {
+            bytes: read("GDAL_MCP_TABLE_MAX_BYTES", DEFAULT_TABLE_BYTES),
+            ratio: read("GDAL_MCP_TABLE_MAX_RATIO", DEFAULT_TABLE_RATIO),
+            line_bytes: read("GDAL_MCP_TABLE_MAX_LINE_BYTES", DEFAULT_TABLE_LINE_BYTES),
+            columns: read("GDAL_MCP_TABLE_MAX_COLUMNS", DEFAULT_TABLE_COLUMNS),
+        }
+    }
+}
+
+/// Open a table file for our own reading: no link followed, no blocking, regular files only.
+fn open_plain(path: &Path) -> Result<std::fs::File, GdalError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |source: std::io::Error| GdalError::Io {
+        operation: format!("reading {}", path.display()),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+/// Refuse a table that would make GDAL expand more than the budget, from what the file
+/// declares, before GDAL opens it: a zip (XLSX, ODS) by its central directory, a CSV by its
+/// size, its longest line and its header's columns.
+pub fn check_budget(path: &Path, budget: &TableBudget) -> Result<(), GdalError> {
+    let mut file = open_plain(path)?;
+    let mut magic = [0u8; 4];
+    let n = read_at(&mut file, 0, &mut magic)?;
+    if n == 4 && magic == *b"PK\x03\x04" {
+        check_zip(path, &mut file, budget)
+    } else {
+        check_csv(path, &mut file, budget)
+    }
+}
+
+fn read_at(file: &mut std::fs::File, offset: u64, buf: &mut [u8]) -> Result<usize, GdalError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let io = |source| GdalError::Io {
+        operation: "reading a table".to_string(),
+        source,
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(io)?;
+    let mut done = 0;
+    while done < buf.len() {
+        let n = file.read(&mut buf[done..]).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        done += n;
+    }
+    Ok(done)
+}
+
+fn u16_at(b: &[u8], i: usize) -> u64 {
+    b.get(i..i + 2)
+        .map_or(0, |s| u64::from(u16::from_le_bytes([s[0], s[1]])))
+}
+
+fn u32_at(b: &[u8], i: usize) -> u64 {
+    b.get(i..i + 4).map_or(0, |s| {
+        u64::from(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    })
+}
+
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    b.get(i..i + 8).map_or(0, |s| {
+        u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]])
+    })
+}
+
+/// A spreadsheet's zip, by its central directory (ZIP64 included).
+fn check_zip(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Result<(), GdalError> {
+    let refuse = |what: String| {
+        Err(GdalError::Arguments(format!(
+            "input: {} {what}; nothing was read. Tables are bounded to {} bytes uncompressed \
+             (GDAL_MCP_TABLE_MAX_BYTES) and a compression ratio of {} for entries over 1 MiB \
+             (GDAL_MCP_TABLE_MAX_RATIO)",
+            path.display(),
+            budget.bytes,
+            budget.ratio
+        )))
+    };
+    let size = file
+        .metadata()
+        .map_err(|source| GdalError::Io {
+            operation: format!("reading {}", path.display()),
+            source,
+        })?
+        .len();
+    // The end-of-central-directory record is in the last 22 + 65535 bytes.
+    let tail_len = size.min(22 + 65_535);
+    let tail_start = size - tail_len;
+    let mut tail = vec![0u8; tail_len as usize];
+    read_at(file, tail_start, &mut tail)?;
+    let Some(eocd) = (0..tail.len().saturating_sub(21))
+        .rev()
+        .find(|&i| tail[i..i + 4] == [0x50, 0x4b, 0x05, 0x06])
+    else {
+        return refuse("is not a readable zip (no end of central directory)".to_string());
+    };
+    let mut entries = u16_at(&tail, eocd + 10);
+    let mut cd_size = u32_at(&tail, eocd + 12);
+    let mut cd_offset = u32_at(&tail, eocd + 16);
+    if entries == 0xFFFF || cd_size == 0xFFFF_FFFF || cd_offset == 0xFFFF_FFFF {
+        // ZIP64: the locator sits just before the record and points at the ZIP64 record.
+        let locator = eocd
+            .checked_sub(20)
+            .filter(|&l| tail[l..l + 4] == [0x50, 0x4b, 0x06, 0x07]);
+        let Some(locator) = locator else {
+            return refuse("declares a ZIP64 directory without its locator".to_string());
+        };
+        let record_offset = u64_at(&tail, locator + 8);
+        let mut record = [0u8; 56];
+        if read_at(file, record_offset, &mut record)? < 56
+            || record[..4] != [0x50, 0x4b, 0x06, 0x06]
+        {
+            return refuse("has a broken ZIP64 directory".to_string());
+        }
+        entries = u64_at(&record, 32);
+        cd_size = u64_at(&record, 40);
+        cd_offset = u64_at(&record, 48);
+    }
+    if entries > MAX_ZIP_ENTRIES || cd_size > MAX_CENTRAL_DIRECTORY || cd_offset > size {
+        return refuse(format!(
+            "declares {entries} entries in a central directory of {cd_size} bytes, more than a \
+             table holds"
+        ));
+    }
+    let mut directory = vec![0u8; cd_size as usize];
+    let read = read_at(file, cd_offset, &mut directory)?;
+    directory.truncate(read);
+    let mut total: u64 = 0;
+    let mut at = 0usize;
+    let mut names: Vec<String> = Vec::new();
+    for _ in 0..entries {
+        if directory.get(at..at + 4) != Some(&[0x50u8, 0x4b, 0x01, 0x02][..]) {
+            return refuse("has a broken central directory".to_string());
+        }
+        let mut compressed = u32_at(&directory, at + 20);
+        let mut uncompressed = u32_at(&directory, at + 24);
+        let name_len = u16_at(&directory, at + 28) as usize;
+        let extra_len = u16_at(&directory, at + 30) as usize;
+        let comment_len = u16_at(&directory, at + 32) as usize;
+        let name = String::from_utf8_lossy(
+            directory
+                .get(at + 46..at + 46 + name_len)
+                .unwrap_or_default(),
+        )
+        .to_string();
+        // ZIP64 sizes: the 0x0001 extra field holds the 64-bit values of the fields set to
+        // 0xFFFFFFFF, uncompressed first.
+        let extra_start = at + 46 + name_len;
+        let extra = directory
+            .get(extra_start..extra_start + extra_len)
+            .unwrap_or_default();
+        let mut e = 0usize;
+        while e + 4 <= extra.len() {
+            let id = u16_at(extra, e);
+            let len = u16_at(extra, e + 2) as usize;
+            if id == 1 {
+                let mut field = e + 4;
+                if uncompressed == 0xFFFF_FFFF {
+                    uncompressed = u64_at(extra, field);
+                    field += 8;
+                }
+                if compressed == 0xFFFF_FFFF {
+                    compressed = u64_at(extra, field);
+                }
+            }
+            e += 4 + len;
+        }
+        if uncompressed > budget.bytes {
+            return refuse(format!(
+                "declares an entry \"{}\" of {uncompressed} bytes uncompressed",
+                shorten_name(&name)
+            ));
+        }
+        if uncompressed > RATIO_FLOOR && uncompressed / compressed.max(1) > budget.ratio {
+            return refuse(format!(
+                "declares an entry \"{}\" of {uncompressed} bytes compressed into {compressed} \
+                 (a ratio of {}: a zip bomb, not a table)",
+                shorten_name(&name),
+                uncompressed / compressed.max(1)
+            ));
+        }
+        total = total.saturating_add(uncompressed);
+        if total > budget.bytes {
+            return refuse(format!(
+                "declares more than {} bytes uncompressed in all (at least {total})",
+                budget.bytes
+            ));
+        }
+        if name.contains("..") || name.starts_with('/') || name.contains('\\') {
+            return refuse(format!(
+                "has an entry named \"{}\", outside the archive",
+                shorten_name(&name)
+            ));
+        }
+        if !name.ends_with('/') {
+            names.push(name);
+        }
+        at = extra_start + extra_len + comment_len;
+    }
+    // GDAL's zip reader does not stop at the declared size (measured with GDAL 3.6: an entry
+    // declaring 100 bytes gave all its 1.2 MB), so the sizes are measured too: every entry is
+    // inflated through GDAL as a stream, 64 KiB at a time, and counted up to the budget.
+    let pinned = super::policy::pinned(path)?;
+    let mut inflated: u64 = 0;
+    for name in &names {
+        let limit = budget.bytes.saturating_sub(inflated);
+        let n = stream_length(&format!("/vsizip/{}/{name}", pinned.display()), limit)?;
+        inflated = inflated.saturating_add(n);
+        if inflated > budget.bytes {
+            return refuse(format!(
+                "inflates to more than {} bytes (entry \"{}\" alone to at least {n}), more than \
+                 its directory declares",
+                budget.bytes,
+                shorten_name(name)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bytes GDAL reads from `vsi_path`, counted in 64 KiB chunks and stopped one past
+/// `limit`.
+fn stream_length(vsi_path: &str, limit: u64) -> Result<u64, GdalError> {
+    let failed = |message: String| GdalError::Failed {
+        operation: "reading a table's zip entry".to_string(),
+        message,
+    };
+    let c_path = std::ffi::CString::new(vsi_path).map_err(|e| failed(e.to_string()))?;
+    let mode = std::ffi::CString::new("rb").map_err(|e| failed(e.to_string()))?;
+    let _capture = ErrorCapture::start();
+    // SAFETY: the path and mode are valid C strings; the handle is closed below and the buffer
+    // outlives every read into it.
+    let fp = unsafe { gdal_sys::VSIFOpenL(c_path.as_ptr(), mode.as_ptr()) };
+    if fp.is_null() {
+        return Err(failed("GDAL cannot open the entry".to_string()));
+    }
+    let mut buffer = vec![0u8; 1 << 16];
+    let mut total: u64 = 0;
+    loop {
+        // SAFETY: `buffer` holds `buffer.len()` bytes; `fp` is open.
+        let n = unsafe { gdal_sys::VSIFReadL(buffer.as_mut_ptr().cast(), 1, buffer.len(), fp) };
+        total = total.saturating_add(n as u64);
+        if n == 0 || total > limit {
+            break;
+        }
+    }
+    // SAFETY: `fp` was opened above and is closed once.
+    unsafe { gdal_sys::VSIFCloseL(fp) };
+    Ok(total)
+}
+
+fn shorten_name(name: &str) -> String {
+    name.chars().take(80).collect()
+}
+
+/// A CSV: its size, its longest line and its header's columns.
+fn check_csv(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Result<(), GdalError> {
+    use std::io::{BufRead, BufReader, Seek, SeekFrom};
+    let io = |source| GdalError::Io {
+        operation: format!("reading {}", path.display()),
+        source,
+    };
+    let size = file.metadata().map_err(io)?.len();
+    if size > budget.bytes {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is {size} bytes, above the table budget of {} bytes \
+             (GDAL_MCP_TABLE_MAX_BYTES); split it",
+            path.display(),
+            budget.bytes
+        )));
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
+    let mut reader = BufReader::with_capacity(1 << 16, &*file);
+    let mut line: u64 = 0;
+    let mut number: u64 = 1;
+    let mut header_fields: [usize; 3] = [1, 1, 1];
+    let mut in_header = true;
+    loop {
+        let chunk = reader.fill_buf().map_err(io)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        for &byte in chunk {
+            if byte == b'\n' {
+                line = 0;
+                number += 1;
+                in_header = false;
+                continue;
+            }
+            line += 1;
+            if line > budget.line_bytes {
+                return Err(GdalError::Arguments(format!(
+                    "input: line {number} of {} is longer than {} bytes \
+                     (GDAL_MCP_TABLE_MAX_LINE_BYTES); nothing was read",
+                    path.display(),
+                    budget.line_bytes
+                )));
+            }
+            if in_header {
+                match byte {
+                    b',' => header_fields[0] += 1,
+                    b';' => header_fields[1] += 1,
+                    b'\t' => header_fields[2] += 1,
+                    _ => {}
+                }
+            }
+        }
+        reader.consume(n);
+    }
+    let columns = header_fields.iter().copied().max().unwrap_or(1);
+    if columns > budget.columns {
+        return Err(GdalError::Arguments(format!(
+            "input: the header of {} has {columns} columns, more than {} \
+             (GDAL_MCP_TABLE_MAX_COLUMNS); nothing was read",
+            path.display(),
+            budget.columns
+        )));
+    }
+    Ok(())
+}
 
 /// A column of the output and its type.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -140,9 +533,17 @@ pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
 fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
     let srs = super::facts::parse_crs("crs", &request.crs)?;
     let geographic = srs.is_geographic();
+    check_budget(&request.input, &request.budget)?;
     let dataset = super::facts::open_table(&request.input)?;
     let mut layer = super::vector::layer("sheet", &dataset, request.sheet.as_deref())?;
     let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
+    if names.len() > request.budget.columns {
+        return Err(GdalError::Arguments(format!(
+            "input: the table has {} columns, more than {} (GDAL_MCP_TABLE_MAX_COLUMNS)",
+            names.len(),
+            request.budget.columns
+        )));
+    }
     let find = |argument: &str, column: &str| -> Result<usize, GdalError> {
         names.iter().position(|n| n == column).ok_or_else(|| {
             GdalError::Arguments(format!(
@@ -158,6 +559,10 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         None => None,
     };
     // Every row as text.
+    // Held in memory: each cell's slot and its text, at most twice the byte budget.
+    let most_held = request.budget.bytes.saturating_mul(2);
+    let slot = std::mem::size_of::<Option<String>>() as u64;
+    let mut held: u64 = 0;
     let mut rows: Vec<Vec<Option<String>>> = Vec::new();
     for feature in layer.features() {
         if rows.len() == MAX_ROWS {
@@ -166,17 +571,28 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
                  it into parts of at most that many rows"
             )));
         }
-        rows.push(
-            (0..names.len())
-                .map(|i| {
-                    feature
-                        .field_as_string(i)
-                        .ok()
-                        .flatten()
-                        .filter(|v| !v.trim().is_empty())
-                })
-                .collect(),
+        let row: Vec<Option<String>> = (0..names.len())
+            .map(|i| {
+                feature
+                    .field_as_string(i)
+                    .ok()
+                    .flatten()
+                    .filter(|v| !v.trim().is_empty())
+            })
+            .collect();
+        held = held.saturating_add(
+            row.iter()
+                .map(|c| slot + c.as_ref().map_or(0, |t| t.len() as u64))
+                .sum::<u64>(),
         );
+        if held > most_held {
+            return Err(GdalError::Arguments(format!(
+                "input: the table's {} rows read so far hold more than {most_held} bytes of text, \
+                 twice the table budget (GDAL_MCP_TABLE_MAX_BYTES); split it",
+                rows.len() + 1
+            )));
+        }
+        rows.push(row);
     }
     // Coordinates, strictly.
     let mut points = Vec::with_capacity(rows.len());
@@ -349,6 +765,129 @@ mod tests {
         assert!(number_problem("nan").is_some());
         assert!(number_problem("inf").is_some());
         assert!(number_problem("0x10").is_some());
+    }
+
+    /// Write a zip with one deflated entry `name` holding `bytes`, through GDAL's own zip
+    /// writer.
+    fn zip_with(path: &Path, name: &str, bytes: &[u8]) {
+        let target = format!("/vsizip/{}/{name}", path.display());
+        let c_path = std::ffi::CString::new(target).unwrap();
+        let mode = std::ffi::CString::new("wb").unwrap();
+        unsafe {
+            let fp = gdal_sys::VSIFOpenL(c_path.as_ptr(), mode.as_ptr());
+            assert!(!fp.is_null());
+            let written = gdal_sys::VSIFWriteL(bytes.as_ptr().cast(), 1, bytes.len(), fp);
+            assert_eq!(written, bytes.len());
+            gdal_sys::VSIFCloseL(fp);
+        }
+    }
+
+    /// A tiny budget for the tests: 1 MiB, ratio 200, lines of 1 KiB, 10 columns.
+    fn small() -> TableBudget {
+        TableBudget {
+            bytes: 1 << 20,
+            ratio: 200,
+            line_bytes: 1024,
+            columns: 10,
+        }
+    }
+
+    /// Regression (issue 21): a 3.4 MB XLSX that inflates to 3.4 GB made points_from_table
+    /// take 3.4 GB. The zip's central directory is read before GDAL opens the file: an entry
+    /// whose ratio is absurd, or above the byte budget, is refused; an ordinary one passes.
+    #[test]
+    fn a_zip_bomb_is_refused_from_its_central_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4 MiB of zeros deflate to a few KiB: a ratio near 1000.
+        let bomb = dir.path().join("bomb.xlsx");
+        zip_with(&bomb, "xl/worksheets/sheet1.xml", &vec![b'0'; 4 << 20]);
+        let error = check_budget(&bomb, &TableBudget::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("zip bomb") && error.contains("GDAL_MCP_TABLE_MAX_RATIO"),
+            "{error}"
+        );
+        // Above the byte budget, whatever the ratio.
+        let error = check_budget(&bomb, &small()).err().unwrap().to_string();
+        assert!(
+            error.contains("4194304 bytes uncompressed")
+                && error.contains("GDAL_MCP_TABLE_MAX_BYTES"),
+            "{error}"
+        );
+        // The clean twin: ordinary spreadsheet XML passes.
+        let mut xml = String::new();
+        for i in 0..2000 {
+            xml.push_str(&format!(
+                "<row r=\"{i}\"><c><v>{}</v></c></row>",
+                i * 7919 % 1000
+            ));
+        }
+        let table = dir.path().join("ok.xlsx");
+        zip_with(&table, "xl/worksheets/sheet1.xml", xml.as_bytes());
+        check_budget(&table, &TableBudget::default()).unwrap();
+        // Not a zip at all, though it starts like one.
+        let broken = dir.path().join("broken.xlsx");
+        std::fs::write(&broken, b"PK\x03\x04 nothing else").unwrap();
+        assert!(check_budget(&broken, &small()).is_err());
+    }
+
+    /// GDAL reads past an entry's declared size: an archive whose directory understates its
+    /// entry is measured, and refused once the inflated bytes pass the budget.
+    #[test]
+    fn a_directory_that_understates_its_sizes_is_measured() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lie.xlsx");
+        let mut state: u64 = 7;
+        let text: Vec<u8> = (0..(3 << 20))
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1);
+                b'0' + (state >> 60) as u8 % 10
+            })
+            .collect();
+        zip_with(&path, "xl/worksheets/sheet1.xml", &text);
+        let honest = check_budget(&path, &small()).err().unwrap().to_string();
+        assert!(honest.contains("3145728 bytes uncompressed"), "{honest}");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes
+            .windows(4)
+            .position(|w| w == [0x50, 0x4b, 0x01, 0x02])
+            .unwrap();
+        bytes[at + 24..at + 28].copy_from_slice(&100u32.to_le_bytes());
+        // The local header says the same (as a forger would write it).
+        bytes[22..26].copy_from_slice(&100u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let error = check_budget(&path, &small()).err().unwrap().to_string();
+        assert!(
+            error.contains("inflates to more than 1048576 bytes"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_csv_is_bounded_in_bytes_lines_and_columns() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok.csv");
+        std::fs::write(&ok, "id,x,y\n1,10.5,20.5\n2,11,21\n").unwrap();
+        check_budget(&ok, &small()).unwrap();
+        let long = dir.path().join("long.csv");
+        std::fs::write(&long, format!("id,x,y\n1,{},2\n", "9".repeat(2000))).unwrap();
+        let error = check_budget(&long, &small()).err().unwrap().to_string();
+        assert!(
+            error.contains("line 2") && error.contains("GDAL_MCP_TABLE_MAX_LINE_BYTES"),
+            "{error}"
+        );
+        let wide = dir.path().join("wide.csv");
+        std::fs::write(&wide, format!("{}\n", ["c"; 11].join(";"))).unwrap();
+        let error = check_budget(&wide, &small()).err().unwrap().to_string();
+        assert!(error.contains("11 columns"), "{error}");
+        let big = dir.path().join("big.csv");
+        std::fs::write(&big, "x,y\n1,2\n".repeat(200_000)).unwrap();
+        let error = check_budget(&big, &small()).err().unwrap().to_string();
+        assert!(error.contains("GDAL_MCP_TABLE_MAX_BYTES"), "{error}");
     }
 
     #[test]

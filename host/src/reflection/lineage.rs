@@ -554,9 +554,16 @@ pub fn summarise(
     }
 }
 
-/// The lossy encoding a call's arguments ask for, if any: JPEG or WEBP (as a format or a
-/// compression, unless WEBP is lossless at quality 100), or LERC with a positive max_z_error.
+/// The lossy encoding a call wrote, if any. The host's encoding fact (`_encoding`, from the
+/// driver and options as written: JPEG 2000's defaults, WebP at any quality without
+/// `LOSSLESS`, LERC with an error bound, JPEG) decides; a call without one (an older record's
+/// arguments) is read as before, with WebP at quality 100 lossy.
 fn lossy_encoding(arguments: &Value) -> Option<String> {
+    if let Some(fact) = arguments.get(crate::gdal::encoding::ARGUMENT) {
+        return serde_json::from_value::<crate::gdal::encoding::EncodingFact>(fact.clone())
+            .ok()
+            .and_then(|f| f.lineage_label());
+    }
     let upper = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_uppercase);
     let mut compression = upper(arguments.get("compression"));
     let mut quality = arguments.get("quality").and_then(Value::as_f64);
@@ -580,7 +587,7 @@ fn lossy_encoding(arguments: &Value) -> Option<String> {
     let format = upper(arguments.get("format"));
     let codec = match (format.as_deref(), compression.as_deref()) {
         (Some("JPEG"), _) | (_, Some("JPEG")) => "JPEG",
-        (Some("WEBP"), _) | (_, Some("WEBP")) if quality.is_none_or(|q| q < 100.0) => "WEBP",
+        (Some("WEBP"), _) | (_, Some("WEBP")) => "WEBP",
         (_, Some(c)) if c.starts_with("LERC") && max_z_error.is_some_and(|e| e > 0.0) => {
             return Some(format!(
                 "{c} max_z_error {}",
@@ -633,8 +640,44 @@ mod tests {
             None
         );
         assert_eq!(lossy_encoding(&json!({"compression": "DEFLATE"})), None);
+        // Regression (issue 21): WebP at quality 100 is lossy.
         assert_eq!(
-            lossy_encoding(&json!({"compression": "WEBP", "quality": 100})),
+            lossy_encoding(&json!({"compression": "WEBP", "quality": 100})).as_deref(),
+            Some("WEBP quality 100")
+        );
+    }
+
+    /// Regression (issue 21): JPEG 2000 with its defaults and WebP at quality 100 were recorded
+    /// as not lossy, so the next step's `second_lossy_encoding` never fired. The host's
+    /// encoding fact decides.
+    #[test]
+    fn the_host_encoding_fact_decides_what_is_recorded_as_lossy() {
+        use crate::gdal::encoding::{for_call, Written, ARGUMENT};
+        let written = Written {
+            types: vec!["Byte".to_string(); 3],
+            single_band_palette: false,
+        };
+        let with_fact = |arguments: Value| {
+            let fact = for_call("raster_convert", &arguments, &written).unwrap();
+            let mut arguments = arguments;
+            arguments[ARGUMENT] = serde_json::to_value(fact).unwrap();
+            lossy_encoding(&arguments)
+        };
+        assert_eq!(
+            with_fact(json!({"format": "JP2OpenJPEG"})).as_deref(),
+            Some("JPEG2000 quality 25")
+        );
+        assert_eq!(
+            with_fact(json!({"format": "JP2OpenJPEG",
+                             "creation_options": {"REVERSIBLE": "YES", "QUALITY": "100"}})),
+            None
+        );
+        assert_eq!(
+            with_fact(json!({"format": "WEBP", "quality": 100})).as_deref(),
+            Some("WEBP quality 100")
+        );
+        assert_eq!(
+            with_fact(json!({"format": "WEBP", "creation_options": {"LOSSLESS": "TRUE"}})),
             None
         );
     }

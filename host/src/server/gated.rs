@@ -16,6 +16,7 @@
 use super::call::{Call, Work};
 use super::error::ToolError;
 use crate::domains::CallFacts;
+use crate::gdal::encoding;
 use crate::gdal::georef;
 use crate::gdal::output::{self, WriteRules};
 use crate::hydrology::Progress;
@@ -83,6 +84,15 @@ where
         .await?;
     facts.tool = call.tool.to_string();
     facts.arguments = merge(call.gate_arguments(), std::mem::take(&mut facts.arguments));
+    // Whether the output's encoding loses values is a host fact (driver and options as
+    // written), seen by format_selection and recorded in the lineage.
+    if let Some(fact) = encoding::fact_of_call(&facts.tool, &facts.arguments, &facts.datasets) {
+        if let (Some(object), Ok(value)) =
+            (facts.arguments.as_object_mut(), serde_json::to_value(&fact))
+        {
+            object.insert(encoding::ARGUMENT.to_string(), value);
+        }
+    }
     let source_crs = facts
         .datasets
         .first()

@@ -23,6 +23,7 @@
 //! ready-to-use lossless alternative. An advisory's evidence is its notes (`lossless_write`,
 //! `cog_without_overviews`, `predictor`, ...).
 
+mod justify;
 mod raster;
 mod vector;
 
@@ -290,9 +291,17 @@ impl Domain for FormatSelection {
 
     fn validate(
         key_fields: &Value,
-        _evidence: &[EvidenceItem],
+        evidence: &[EvidenceItem],
         justification: &Value,
     ) -> Vec<FieldError> {
+        let mut errors = method_errors(key_fields, justification);
+        errors.extend(justify::check(key_fields, evidence, justification));
+        errors
+    }
+}
+
+/// `choice.method` must name the format, the lossy codec and the output type the call writes.
+fn method_errors(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
         let field = |name: &str| key_fields.get(name).and_then(Value::as_str);
         let Some(format) = field("format") else {
             return Vec::new();
@@ -329,7 +338,6 @@ impl Domain for FormatSelection {
             ),
         )]
     }
-}
 
 /// Whether `text` names any of `aliases`.
 pub(crate) fn names_any(text: &str, aliases: &[&str]) -> bool {
@@ -349,6 +357,7 @@ pub(crate) fn format_aliases(format: &str) -> Vec<&str> {
         "AAIGrid" => vec!["AAIGrid", "ASCII grid"],
         "SQLite" => vec!["SQLite", "SpatiaLite"],
         "LIBKML" => vec!["KML"],
+        "JP2OpenJPEG" => vec!["JP2OpenJPEG", "JPEG 2000", "JPEG2000", "JP2"],
         other => vec![other],
     }
 }
@@ -360,6 +369,7 @@ fn codec_aliases(codec: &str) -> Vec<&str> {
         "LERC" | "LERC_DEFLATE" | "LERC_ZSTD" => vec!["LERC"],
         "JXL" => vec!["JXL", "JPEG XL", "JPEG-XL"],
         "DISCARD_LSB" => vec!["DISCARD_LSB", "discard"],
+        "JPEG2000" => vec!["JPEG 2000", "JPEG2000", "JP2"],
         other => vec![other],
     }
 }

@@ -16,6 +16,7 @@ pub(crate) const TOOLS: &[&str] = &[
     "raster_composite",
     "raster_aggregate",
     "raster_overviews",
+    "raster_calc",
 ];
 
 /// The numeric family of a GDAL data type.
@@ -150,6 +151,22 @@ fn nodata_of(raster: &RasterFacts, selection: &[usize]) -> Nodata {
 }
 
 fn written(call: &Call) -> Option<Written> {
+    if call.tool() == "raster_calc" {
+        // Band math writes one band of the call's `data_type`, with a nodata value.
+        let t = call.arg_str("data_type").unwrap_or("Float32").to_string();
+        return Some(Written {
+            source_types: vec![t.clone()],
+            types: vec![t],
+            output_type: None,
+            scaled: false,
+            nodata: Nodata::Uniform,
+            band_nodata: Vec::new(),
+            categorical: false,
+            palette: false,
+            evidence: String::new(),
+            fact: String::new(),
+        });
+    }
     let input = call.dataset("input").and_then(|d| d.raster.as_ref())?;
     if call.tool() == "raster_terrain" {
         // gdaldem writes one Float32 band (hillshade: Byte), with a nodata value.
@@ -245,6 +262,7 @@ pub(crate) fn canonical(format: &str) -> String {
         "GIF" => "GIF",
         "GPKG" => "GPKG",
         "AAIGRID" => "AAIGrid",
+        "JP2OPENJPEG" => "JP2OpenJPEG",
         _ => format,
     }
     .to_string()
@@ -260,7 +278,45 @@ struct Encoding {
     predictor: Option<String>,
 }
 
+/// The host's encoding fact (`_encoding`: whether the driver and options as written lose
+/// values, measured against GDAL), when the host sent one.
+fn host_encoding(call: &Call) -> Option<Encoding> {
+    let fact = call.args.get("_encoding")?.as_object()?;
+    let compression = fact.get("compression")?.as_str()?.to_string();
+    let losses = fact
+        .get("losses")?
+        .as_array()?
+        .iter()
+        .filter_map(|l| {
+            Some((
+                l.get("codec")?.as_str()?.to_string(),
+                l.get("text")?.as_str()?.to_string(),
+            ))
+        })
+        .collect();
+    let predictor = call
+        .args
+        .get("predictor")
+        .and_then(Value::as_u64)
+        .map(|p| p.to_string())
+        .or_else(|| option(call, "creation_options", "PREDICTOR").map(|p| p.to_ascii_uppercase()));
+    Some(Encoding {
+        compression,
+        losses,
+        quality: fact
+            .get("quality")
+            .and_then(Value::as_f64)
+            .filter(|q| q.fract() == 0.0 && *q >= 0.0)
+            .map(|q| q as u64),
+        max_z_error: fact.get("max_z_error").and_then(Value::as_f64),
+        predictor,
+    })
+}
+
 fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
+    if let Some(host) = host_encoding(call) {
+        return host;
+    }
     let opt = |key: &str| option(call, "creation_options", key);
     let typed = call.arg_str("compression").map(str::to_ascii_uppercase);
     let quality = call
@@ -293,6 +349,7 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
         "WEBP" => "WEBP".to_string(),
         "PNG" => "DEFLATE".to_string(),
         "GIF" => "LZW".to_string(),
+        "JP2OpenJPEG" => "JPEG2000".to_string(),
         "GPKG" => match opt("TILE_FORMAT").map(|t| t.to_ascii_uppercase()) {
             Some(t) if t != "AUTO" => t,
             _ if all_byte => "PNG_JPEG".to_string(),
@@ -316,6 +373,7 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
                 .iter()
                 .any(|k| opt(k).is_some_and(|v| truthy(&v)))
                 || (format == "COG" && quality == Some(100));
+            // Elsewhere WebP at quality 100 is still lossy (measured with GDAL 3.6).
             if !lossless {
                 lose("WEBP", format!("lossy WebP at quality {q}"));
             }
@@ -356,6 +414,20 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
              offset"
                 .to_string(),
         ),
+        "JPEG2000" => {
+            let reversible = opt("REVERSIBLE").is_some_and(|v| truthy(&v));
+            let full = quality.is_some_and(|q| q >= 100);
+            if !(reversible && full) {
+                lose(
+                    "JPEG2000",
+                    format!(
+                        "JPEG 2000 at quality {} is lossy; only REVERSIBLE=YES with QUALITY=100 \
+                         is lossless",
+                        quality.unwrap_or(25)
+                    ),
+                );
+            }
+        }
         "JXL" if opt("JXL_LOSSLESS").is_some_and(|v| !truthy(&v)) => {
             lose("JXL", "lossy JPEG-XL".to_string())
         }
@@ -433,6 +505,12 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
         "WEBP" => cap(&["Byte"], &[3, 4], NodataSupport::Unsupported, false),
         "GIF" => cap(&["Byte"], &[1], NodataSupport::OneValue, true),
         "AAIGrid" => cap(&[], &[1], NodataSupport::OneValue, false),
+        "JP2OpenJPEG" => cap(
+            &["Byte", "Int16", "UInt16", "Int32", "UInt32"],
+            &[],
+            NodataSupport::OneValue,
+            true,
+        ),
         "GPKG" if written.types.iter().all(|t| t == "Byte") => {
             cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::Unsupported, true)
         }
@@ -485,6 +563,8 @@ const LOSSY_OPTIONS: &[&str] = &[
     "NBITS",
     "TILE_FORMAT",
     "JXL_LOSSLESS",
+    "REVERSIBLE",
+    "YCBCR420",
 ];
 
 /// The call's creation options without the ones in `drop` (any case), as a JSON object.
@@ -542,6 +622,25 @@ fn lossless(call: &Call, format: &str, w: &Written) -> Option<Value> {
                 alternative.insert("quality".to_string(), Value::Null);
             }
         }
+        "JP2OpenJPEG" => {
+            // Measured with GDAL 3.6: only both options together keep every value.
+            let mut options = creation_options_without(call, LOSSY_OPTIONS);
+            options.insert("REVERSIBLE".to_string(), json!("YES"));
+            if typed && call.has_arg("quality") {
+                alternative.insert("quality".to_string(), json!(100));
+            } else {
+                options.insert("QUALITY".to_string(), json!("100"));
+            }
+            alternative.insert("creation_options".to_string(), Value::Object(options));
+        }
+        "WEBP" => {
+            let mut options = creation_options_without(call, LOSSY_OPTIONS);
+            options.insert("LOSSLESS".to_string(), json!("TRUE"));
+            alternative.insert("creation_options".to_string(), Value::Object(options));
+            if typed && call.has_arg("quality") {
+                alternative.insert("quality".to_string(), Value::Null);
+            }
+        }
         _ => return None,
     }
     Some(Value::Object(alternative))
@@ -574,7 +673,9 @@ fn lossy_upstream(call: &Call) -> Option<(&str, &UpstreamStep)> {
 /// max_z_error 0.5`, else the codec's loss.
 fn encoding_label(codec: &str, enc: &Encoding) -> String {
     match codec {
-        "JPEG" | "WEBP" | "PNG_JPEG" => format!("{codec} quality {}", enc.quality.unwrap_or(75)),
+        "JPEG" | "WEBP" | "PNG_JPEG" | "JPEG2000" => {
+            format!("{codec} quality {}", enc.quality.unwrap_or(75))
+        }
         "LERC" | "LERC_DEFLATE" | "LERC_ZSTD" => format!(
             "{codec} max_z_error {}",
             number(enc.max_z_error.unwrap_or(0.0))
@@ -791,7 +892,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let lossy_by = enc.losses.first().map(|(codec, _)| codec.clone());
     let mut second_lossy = false;
     if let Some(codec) = &lossy_by {
-        let blurs = matches!(codec.as_str(), "JPEG" | "WEBP" | "PNG_JPEG");
+        let blurs = matches!(codec.as_str(), "JPEG" | "WEBP" | "PNG_JPEG" | "JPEG2000");
         let nodata_kept = cap
             .as_ref()
             .is_some_and(|c| c.nodata != NodataSupport::Unsupported);
@@ -940,7 +1041,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     }
     let jpeg_like = lossy_by
         .as_deref()
-        .is_some_and(|c| matches!(c, "JPEG" | "WEBP" | "PNG_JPEG"));
+        .is_some_and(|c| matches!(c, "JPEG" | "WEBP" | "PNG_JPEG" | "JPEG2000"));
     let mut key_fields = json!({
         "operation": "raster_encode",
         "format": format,

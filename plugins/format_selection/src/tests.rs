@@ -1014,3 +1014,165 @@ fn no_second_lossy_encoding_without_both() {
     assert_eq!(severity(&got), Some(Severity::Advisory));
     assert!(!ids(&got).contains(&"second_lossy_encoding".to_string()));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Issue 21: lossiness is a fact measured, not assumed; every writer, raster_calc included.
+
+fn calc(arguments: Value) -> Option<Trigger> {
+    let dataset = raster_dataset("inputs.a", Some(utm33()), raster("Float32", 1, false));
+    checked(FormatSelection::classify(&Call::new(call(
+        "raster_calc",
+        arguments,
+        vec![dataset],
+    ))))
+}
+
+/// Regression (issue 21): JPEG 2000 with its defaults got only an advisory, WebP at quality
+/// 100 passed as lossless, and raster_calc wrote LERC or JPEG with no gate.
+#[test]
+fn jpeg2000_webp_at_100_and_band_math_are_judged_on_their_loss() {
+    let rgb = || raster("Byte", 3, false);
+    let jp2 = classify("raster_convert", json!({"format": "JP2OpenJPEG"}), rgb());
+    assert_eq!(severity(&jp2), Some(Severity::Required), "{}", reason(&jp2));
+    assert_eq!(key(&jp2)["lossy_by"], json!("JPEG2000"));
+    assert_eq!(
+        offered(&jp2, "lossy_encoding"),
+        Some(json!({"creation_options": {"REVERSIBLE": "YES", "QUALITY": "100"}}))
+    );
+    let lossless_jp2 = classify(
+        "raster_convert",
+        json!({"format": "JP2OpenJPEG", "creation_options": {"REVERSIBLE": "YES", "QUALITY": "100"}}),
+        rgb(),
+    );
+    assert_eq!(severity(&lossless_jp2), Some(Severity::Advisory));
+    let webp = classify(
+        "raster_convert",
+        json!({"compression": "WEBP", "quality": 100}),
+        rgb(),
+    );
+    assert_eq!(severity(&webp), Some(Severity::Required));
+    let cog = classify(
+        "raster_convert",
+        json!({"format": "COG", "compression": "WEBP", "quality": 100}),
+        rgb(),
+    );
+    assert_eq!(severity(&cog), Some(Severity::Advisory));
+
+    // Band math: silent when lossless, gated when the options lose values.
+    assert!(calc(json!({"data_type": "Float32"})).is_none());
+    let lerc = calc(json!({"data_type": "Float32",
+                            "creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.5"}}));
+    assert_eq!(severity(&lerc), Some(Severity::Required));
+    assert_eq!(
+        offered(&lerc, "lossy_encoding"),
+        Some(json!({"creation_options": {"COMPRESS": "DEFLATE", "PREDICTOR": "3"}}))
+    );
+    let jpeg = calc(json!({"data_type": "Float32", "creation_options": {"COMPRESS": "JPEG"}}));
+    assert_eq!(severity(&jpeg), Some(Severity::Critical));
+    assert!(ids(&jpeg).contains(&"codec_data_type".to_string()));
+    assert!(ids(&jpeg).contains(&"lossy_near_nodata".to_string()));
+}
+
+/// The host's encoding fact decides: what it measured lossy is lossy, with its words.
+#[test]
+fn the_host_encoding_fact_decides() {
+    let fact = json!({"driver": "GTiff", "compression": "DEFLATE", "lossy": true,
+                      "losses": [{"codec": "NBITS", "text": "NBITS=12 stores fewer bits"}]});
+    let got = classify(
+        "raster_resample",
+        json!({"_encoding": fact}),
+        raster("UInt16", 1, false),
+    );
+    assert_eq!(severity(&got), Some(Severity::Required));
+    assert!(reason(&got).contains("NBITS=12 stores fewer bits"), "{}", reason(&got));
+    let clean = json!({"driver": "JP2OpenJPEG", "compression": "JPEG2000", "lossy": false,
+                       "losses": [], "quality": 100});
+    let got = classify(
+        "raster_convert",
+        json!({"format": "JP2OpenJPEG", "_encoding": clean}),
+        raster("Byte", 1, false),
+    );
+    assert_eq!(severity(&got), Some(Severity::Advisory), "{}", reason(&got));
+}
+
+fn justify(method: &str, answers: Value, alternatives: Value, tradeoffs: &str) -> Value {
+    json!({"intent": "an archive of the DEM", "alternatives": alternatives,
+           "choice": {"method": method, "rationale": "r", "tradeoffs": tradeoffs},
+           "confidence": "medium", "evidence": answers})
+}
+
+fn errors_of(trigger: &Option<Trigger>, justification: &Value) -> Vec<FieldError> {
+    let t = trigger.as_ref().expect("gated");
+    FormatSelection::validate(&key(trigger), &t.evidence, justification)
+}
+
+/// Issue 18 rule 3 for format_selection: a justification that only acknowledges is refused;
+/// one that bounds the loss with a number and rejects the offered alternative passes.
+#[test]
+fn validate_checks_content_not_acknowledgement() {
+    let lerc = classify(
+        "raster_convert",
+        json!({"compression": "LERC", "max_z_error": 0.5}),
+        raster("Float32", 1, false),
+    );
+    let boilerplate = "Acknowledged: the finding is understood and accepted for this analysis.";
+    let hurried = justify(
+        "GeoTIFF with LERC",
+        json!({"lossy_encoding": boilerplate}),
+        json!([{"method": "other", "why_not": boilerplate}]),
+        boilerplate,
+    );
+    let errors = errors_of(&lerc, &hurried);
+    assert!(
+        errors.iter().any(|e| e.path == "/evidence/lossy_encoding"),
+        "{errors:?}"
+    );
+    // Restating the fact is no answer either.
+    let fact = item(&lerc, "lossy_encoding").fact;
+    let restated = justify(
+        "GeoTIFF with LERC",
+        json!({"lossy_encoding": fact}),
+        json!([{"method": "DEFLATE", "why_not": "bigger"}]),
+        "t",
+    );
+    assert!(!errors_of(&lerc, &restated).is_empty());
+    // Too small a tolerance for the bound.
+    let small = justify(
+        "GeoTIFF with LERC",
+        json!({"lossy_encoding": "heights within 0.1 m are enough for the flood screening"}),
+        json!([{"method": "DEFLATE predictor 3", "why_not": "three times larger"}]),
+        "t",
+    );
+    let errors = errors_of(&lerc, &small);
+    assert!(errors.iter().any(|e| e.message.contains("no smaller than 0.5")), "{errors:?}");
+    // The careful answer.
+    let careful = justify(
+        "GeoTIFF with LERC, max_z_error 0.5",
+        json!({"lossy_encoding": "the DEM's vertical accuracy is 2 m, so errors up to 0.5 m \
+                                   stay below its noise for the flood screening"}),
+        json!([{"method": "DEFLATE with predictor 3",
+                "why_not": "three times larger for the web archive, and the 0.5 m error is below the noise"}]),
+        "0.5 m at most per cell",
+    );
+    let errors = errors_of(&lerc, &careful);
+    assert!(errors.is_empty(), "{errors:?}");
+
+    // One answer pasted under every finding of a critical decision is refused.
+    let classes = classify(
+        "raster_convert",
+        json!({"compression": "JPEG"}),
+        raster("Byte", 1, true),
+    );
+    let pasted = justify(
+        "GeoTIFF with JPEG",
+        json!({"lossy_categorical": "quality 90 is fine for a quick preview map",
+               "lossy_encoding": "quality 90 is fine for a quick preview map"}),
+        json!([{"method": "DEFLATE", "why_not": "the preview must be small"}]),
+        "t",
+    );
+    let errors = errors_of(&classes, &pasted);
+    assert!(
+        errors.iter().any(|e| e.message.contains("the same answer")),
+        "{errors:?}"
+    );
+}

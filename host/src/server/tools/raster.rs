@@ -1103,6 +1103,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         data_type: args.data_type.gdal_name().to_string(),
         nodata: args.nodata,
         creation_options: options,
+        budget: crate::gdal::calc::BlockBudget::from_env(),
     };
     gated::run(
         &call,
@@ -1120,6 +1121,8 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
                 facts::refuse_undeclared_sentinels(&facts, Some(input.band as u32), "band math")?;
                 datasets.push(facts);
             }
+            // Blocks GDAL would read whole, above the budget: refused before the gate.
+            crate::gdal::calc::check_budget(&request)?;
             let facts = CallFacts {
                 datasets,
                 ..CallFacts::default()

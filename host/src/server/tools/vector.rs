@@ -498,6 +498,9 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
         move || {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
             facts::parse_crs("crs", &args.crs)?;
+            // Bounded from what the file declares, before GDAL expands anything.
+            let budget = crate::gdal::table::TableBudget::from_env();
+            crate::gdal::table::check_budget(&input, &budget)?;
             let request = crate::gdal::table::TableRequest {
                 input,
                 output,
@@ -507,6 +510,7 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
                 z: args.z,
                 crs: args.crs,
                 sheet: args.sheet,
+                budget,
             };
             Ok(Gathered::new(CallFacts::default(), request))
         },

@@ -1,0 +1,554 @@
+//! Whether an output encoding loses values: a fact of the driver and the creation options as
+//! written, never an assumption about a codec's name.
+//!
+//! The rules are GDAL 3.6's behaviour, measured (each row of [`assess`] has a test that writes
+//! a fixture with real GDAL, reads it back and counts the changed cells):
+//!
+//! * **JPEG** (the driver, `COMPRESS=JPEG` in GeoTIFF/COG, GeoPackage `JPEG` and the default
+//!   `PNG_JPEG` tiles of Byte data) is lossy at every quality, 100 included.
+//! * **WebP** is lossy at every quality, 100 included, unless `LOSSLESS=TRUE` (WEBP driver) or
+//!   `WEBP_LOSSLESS=TRUE` (GeoTIFF). The COG driver alone turns `QUALITY=100` into lossless WebP.
+//! * **JPEG 2000** (JP2OpenJPEG) is lossy by default (`QUALITY=25`, the irreversible 9-7
+//!   wavelet). It is lossless only with `REVERSIBLE=YES` **and** `QUALITY=100` (and no
+//!   `YCBCR420`); either alone still changes cells. A single band with a colour table defaults
+//!   to both.
+//! * **LERC** (`LERC`, `LERC_DEFLATE`, `LERC_ZSTD`) is lossless with `MAX_Z_ERROR=0` (the
+//!   default). Floating-point data is changed by any positive bound; integer data only from a
+//!   bound of 1 (LERC rounds an integer bound down, and below 1 it keeps 0.5, which is exact).
+//! * **JPEG-XL** in GeoTIFF is lossy with `JXL_LOSSLESS=NO`; `DISCARD_LSB` and an `NBITS` below
+//!   the type's width cut bits.
+//! * **Text grids** (AAIGrid, XYZ) round floating-point values to `DECIMAL_PRECISION` decimals
+//!   or to fewer `SIGNIFICANT_DIGITS` than the type needs (9 for Float32, 17 for Float64);
+//!   their defaults keep every value, but AAIGrid is read back as Float32, so Float64 data
+//!   loses precision.
+//! * GeoPackage tiles of non-Byte data: `PNG` quantises Float32 to 16 bits per tile.
+//! * Every other allowed output driver (HFA, ENVI, netCDF, SAGA, GS7BG, RST, PNG, GIF) stores
+//!   the values it holds as they are: what it cannot hold (a type, a band count) is the
+//!   `format_selection` domain's capacity question, not an encoding loss.
+//!
+//! [`for_call`] gives the fact for a gated call from its validated arguments; the gated step
+//! passes it to the domains as the host-computed argument `_encoding`, and the lineage record
+//! takes its `lossy_encoding` from it, so the next step's `second_lossy_encoding` sees what was
+//! actually written.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The argument name under which the gated step passes the fact to the domains.
+pub const ARGUMENT: &str = "_encoding";
+
+/// One way the encoding changes values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Loss {
+    /// The codec or option that loses (`JPEG`, `WEBP`, `JPEG2000`, `LERC_ZSTD`, `NBITS`...).
+    pub codec: String,
+    /// What it does, with the numbers as written.
+    pub text: String,
+}
+
+/// Whether an output encoding loses values, and how.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EncodingFact {
+    /// The output driver (GDAL short name).
+    pub driver: String,
+    /// The compression as written (`DEFLATE`, `JPEG`, `JPEG2000`, `NONE`, ...).
+    pub compression: String,
+    /// Whether any value read back can differ from the value written.
+    pub lossy: bool,
+    /// Every loss, in order (empty when lossless).
+    pub losses: Vec<Loss>,
+    /// JPEG/WebP/JPEG 2000 quality, when it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<f64>,
+    /// LERC's error bound, when it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_z_error: Option<f64>,
+}
+
+impl EncodingFact {
+    /// The encoding in the lineage's words (`JPEG quality 75`, `LERC max_z_error 0.5`,
+    /// `JPEG2000 quality 25`, else the loss), or `None` when it is lossless.
+    pub fn lineage_label(&self) -> Option<String> {
+        let first = self.losses.first()?;
+        let codec = first.codec.as_str();
+        Some(match codec {
+            "JPEG" | "WEBP" | "PNG_JPEG" | "JPEG2000" => {
+                format!("{codec} quality {}", number(self.quality.unwrap_or(75.0)))
+            }
+            c if c.starts_with("LERC") => format!(
+                "{codec} max_z_error {}",
+                number(self.max_z_error.unwrap_or(0.0))
+            ),
+            _ => first.text.clone(),
+        })
+    }
+}
+
+/// A number as people write it: `75`, not `75.0`.
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.0}")
+    } else {
+        value.to_string()
+    }
+}
+
+/// YES, TRUE, ON or 1.
+fn truthy(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_uppercase().as_str(),
+        "YES" | "TRUE" | "ON" | "1"
+    )
+}
+
+/// Bits of a GDAL data type, and whether it is floating point.
+fn type_bits(name: &str) -> Option<(u32, bool)> {
+    Some(match name {
+        "Byte" | "Int8" => (8, false),
+        "UInt16" | "Int16" => (16, false),
+        "UInt32" | "Int32" => (32, false),
+        "UInt64" | "Int64" => (64, false),
+        "Float32" => (32, true),
+        "Float64" => (64, true),
+        "CInt16" => (16, false),
+        "CInt32" => (32, false),
+        "CFloat32" => (32, true),
+        "CFloat64" => (64, true),
+        _ => return None,
+    })
+}
+
+/// What is written, as far as the encoding cares.
+#[derive(Debug, Clone, Default)]
+pub struct Written {
+    /// Per band, the type written.
+    pub types: Vec<String>,
+    /// Band 1 has a colour table and it is the only band (JPEG 2000 defaults to lossless then).
+    pub single_band_palette: bool,
+}
+
+impl Written {
+    fn float(&self) -> bool {
+        self.types
+            .iter()
+            .any(|t| type_bits(t).is_some_and(|(_, f)| f))
+    }
+
+    fn all_byte(&self) -> bool {
+        !self.types.is_empty() && self.types.iter().all(|t| t == "Byte")
+    }
+}
+
+/// Whether writing `written` with `driver` and the creation `options` (as passed to GDAL)
+/// loses values. `default_compression` is what the tool writes when `COMPRESS` is not given
+/// (GeoTIFF's own default is `NONE`, COG's `LZW`).
+pub fn assess(
+    driver: &str,
+    options: &[(String, String)],
+    written: &Written,
+    default_compression: Option<&str>,
+) -> EncodingFact {
+    let opt = |key: &str| {
+        options
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let num = |key: &str| opt(key).and_then(|v| v.parse::<f64>().ok());
+    let mut losses: Vec<Loss> = Vec::new();
+    let mut lose = |codec: &str, text: String| {
+        losses.push(Loss {
+            codec: codec.to_string(),
+            text,
+        })
+    };
+    let mut quality = None;
+    let mut max_z_error = None;
+    let compression: String = match driver {
+        "GTiff" | "COG" => {
+            let compression = opt("COMPRESS")
+                .map(|c| c.to_ascii_uppercase())
+                .or_else(|| default_compression.map(str::to_string))
+                .unwrap_or_else(|| if driver == "COG" { "LZW" } else { "NONE" }.to_string());
+            match compression.as_str() {
+                "JPEG" => {
+                    let q = num("QUALITY")
+                        .or_else(|| num("JPEG_QUALITY"))
+                        .unwrap_or(75.0);
+                    quality = Some(q);
+                    lose(
+                        "JPEG",
+                        format!(
+                            "JPEG at quality {} is lossy (at 100 too): every 8×8 block is \
+                             approximated",
+                            number(q)
+                        ),
+                    );
+                }
+                "WEBP" => {
+                    let q = num("QUALITY").or_else(|| num("WEBP_LEVEL")).unwrap_or(75.0);
+                    quality = Some(q);
+                    let lossless = opt("WEBP_LOSSLESS").is_some_and(|v| truthy(&v))
+                        || (driver == "COG" && q >= 100.0);
+                    if !lossless {
+                        let how = if driver == "COG" {
+                            "QUALITY=100"
+                        } else {
+                            "WEBP_LOSSLESS=YES"
+                        };
+                        lose(
+                            "WEBP",
+                            format!(
+                                "lossy WebP at quality {} (quality 100 is lossy too; only {how} \
+                                 is lossless)",
+                                number(q)
+                            ),
+                        );
+                    }
+                }
+                c if c.starts_with("LERC") => {
+                    let e = num("MAX_Z_ERROR").unwrap_or(0.0);
+                    max_z_error = Some(e);
+                    // Integer data: LERC rounds the bound down and keeps 0.5 below 1, which is
+                    // exact; floating-point data moves by up to any positive bound.
+                    let changes = if written.float() || written.types.is_empty() {
+                        e > 0.0
+                    } else {
+                        e >= 1.0
+                    };
+                    if changes {
+                        lose(
+                            c,
+                            format!(
+                                "{c} with max_z_error {} moves values by up to {} data units",
+                                number(e),
+                                number(e)
+                            ),
+                        );
+                    }
+                }
+                "JXL" if opt("JXL_LOSSLESS").is_some_and(|v| !truthy(&v)) => {
+                    lose("JXL", "lossy JPEG-XL (JXL_LOSSLESS=NO)".to_string())
+                }
+                _ => {}
+            }
+            compression
+        }
+        "JPEG" => {
+            let q = num("QUALITY").unwrap_or(75.0);
+            quality = Some(q);
+            lose(
+                "JPEG",
+                format!(
+                    "JPEG at quality {} is lossy (at 100 too): every 8×8 block is approximated",
+                    number(q)
+                ),
+            );
+            "JPEG".to_string()
+        }
+        "WEBP" => {
+            let q = num("QUALITY").unwrap_or(75.0);
+            quality = Some(q);
+            if !opt("LOSSLESS").is_some_and(|v| truthy(&v)) {
+                lose(
+                    "WEBP",
+                    format!(
+                        "lossy WebP at quality {} (quality 100 is lossy too; only LOSSLESS=TRUE \
+                         is lossless)",
+                        number(q)
+                    ),
+                );
+            }
+            "WEBP".to_string()
+        }
+        "JP2OpenJPEG" => {
+            let layers: Vec<f64> = opt("QUALITY")
+                .map(|q| {
+                    q.split(',')
+                        .filter_map(|v| v.trim().parse::<f64>().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let default_quality = if written.single_band_palette {
+                100.0
+            } else {
+                25.0
+            };
+            let q = layers
+                .iter()
+                .copied()
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            let q = q.unwrap_or(default_quality);
+            quality = Some(q);
+            let reversible = opt("REVERSIBLE").map_or(written.single_band_palette, |v| truthy(&v));
+            let ycbcr420 = opt("YCBCR420").is_some_and(|v| truthy(&v));
+            if !(reversible && q >= 100.0 && !ycbcr420) {
+                let mut why = Vec::new();
+                if !reversible {
+                    why.push("the irreversible 9-7 wavelet (REVERSIBLE=NO, the default)");
+                }
+                if q < 100.0 {
+                    why.push("a rate below 100 (QUALITY)");
+                }
+                if ycbcr420 {
+                    why.push("YCbCr 4:2:0 subsampling");
+                }
+                lose(
+                    "JPEG2000",
+                    format!(
+                        "JPEG 2000 at quality {} is lossy: {}; only REVERSIBLE=YES with \
+                         QUALITY=100 is lossless",
+                        number(q),
+                        why.join(", ")
+                    ),
+                );
+            }
+            "JPEG2000".to_string()
+        }
+        "GPKG" => {
+            let tiles = opt("TILE_FORMAT")
+                .map(|t| t.to_ascii_uppercase())
+                .filter(|t| t != "AUTO");
+            let tiles = tiles.unwrap_or_else(|| {
+                if written.all_byte() {
+                    "PNG_JPEG"
+                } else if written.types.iter().any(|t| t == "Float32") {
+                    "TIFF"
+                } else {
+                    "PNG"
+                }
+                .to_string()
+            });
+            let q = num("QUALITY").unwrap_or(75.0);
+            match tiles.as_str() {
+                "PNG_JPEG" | "JPEG" => {
+                    quality = Some(q);
+                    lose(
+                        &tiles,
+                        format!(
+                            "GeoPackage {} tiles are JPEG at quality {}{}",
+                            tiles,
+                            number(q),
+                            if tiles == "PNG_JPEG" {
+                                " wherever a tile is fully opaque"
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                }
+                "WEBP" => {
+                    quality = Some(q);
+                    lose(
+                        "WEBP",
+                        format!("GeoPackage WebP tiles at quality {}", number(q)),
+                    );
+                }
+                "PNG8" => lose(
+                    "PNG8",
+                    "PNG8 tiles quantise colours to a 256-entry palette per tile".to_string(),
+                ),
+                "PNG" if written.float() => lose(
+                    "PNG",
+                    "Float32 in GeoPackage PNG tiles is quantised to 16 bits with a per-tile \
+                     scale and offset"
+                        .to_string(),
+                ),
+                _ => {}
+            }
+            tiles
+        }
+        "AAIGrid" | "XYZ" => {
+            if driver == "AAIGrid" && written.types.iter().any(|t| t == "Float64") {
+                // Measured: every Float64 cell read back changed (GDAL reads AAIGrid as
+                // Float32 unless the reader sets AAIGRID_DATATYPE=Float64).
+                lose(
+                    "AAIGrid",
+                    "AAIGrid is read back as Float32: Float64 values lose their precision"
+                        .to_string(),
+                );
+            } else if written.float() {
+                if let Some(d) = opt("DECIMAL_PRECISION") {
+                    lose(
+                        "DECIMAL_PRECISION",
+                        format!("{driver} writes floating-point values with {d} decimals"),
+                    );
+                } else if let Some(d) = opt("SIGNIFICANT_DIGITS") {
+                    let enough = written.types.iter().all(|t| match t.as_str() {
+                        "Float32" => d.parse::<u32>().is_ok_and(|d| d >= 9),
+                        _ => d.parse::<u32>().is_ok_and(|d| d >= 17),
+                    });
+                    if !enough {
+                        lose(
+                            "SIGNIFICANT_DIGITS",
+                            format!(
+                                "{driver} writes floating-point values with {d} significant \
+                                 digits"
+                            ),
+                        );
+                    }
+                }
+            }
+            "text".to_string()
+        }
+        "PNG" => "DEFLATE".to_string(),
+        "GIF" => "LZW".to_string(),
+        _ => opt("COMPRESS")
+            .or_else(|| {
+                opt("COMPRESSED")
+                    .filter(|v| truthy(v))
+                    .map(|_| "RLE".to_string())
+            })
+            .map(|c| c.to_ascii_uppercase())
+            .unwrap_or_else(|| "NONE".to_string()),
+    };
+    if let Some(bits) = opt("DISCARD_LSB") {
+        lose(
+            "DISCARD_LSB",
+            format!("DISCARD_LSB={bits} clears the lowest bits of every value"),
+        );
+    }
+    if let Some(nbits) = num("NBITS") {
+        let cut: Vec<&str> = written
+            .types
+            .iter()
+            .filter(|t| type_bits(t).is_some_and(|(bits, _)| f64::from(bits) > nbits))
+            .map(String::as_str)
+            .collect();
+        if !cut.is_empty() {
+            lose(
+                "NBITS",
+                format!(
+                    "NBITS={} stores fewer bits than {} holds: values are cut (16 bits on \
+                     Float32 means half-precision floats)",
+                    number(nbits),
+                    cut.join(", ")
+                ),
+            );
+        }
+    }
+    EncodingFact {
+        driver: driver.to_string(),
+        compression,
+        lossy: !losses.is_empty(),
+        losses,
+        quality,
+        max_z_error,
+    }
+}
+
+/// The canonical spelling of an allowed raster output driver, whatever the case it was given
+/// in (`jp2openjpeg` → `JP2OpenJPEG`).
+pub fn canonical_driver(format: &str) -> String {
+    super::policy::RASTER_OUTPUT_DRIVERS
+        .iter()
+        .find(|d| d.eq_ignore_ascii_case(format))
+        .map_or_else(|| format.to_string(), |d| (*d).to_string())
+}
+
+/// The encoding fact of a gated call that writes a raster, from its validated arguments and
+/// what it writes; `None` for a tool that writes no raster of the caller's encoding.
+pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<EncodingFact> {
+    let text = |name: &str| arguments.get(name).and_then(Value::as_str);
+    let (driver, default_compression) = match tool {
+        "raster_convert" | "raster_reproject" | "raster_resample" | "raster_terrain"
+        | "raster_composite" | "raster_aggregate" => {
+            (canonical_driver(text("format").unwrap_or("GTiff")), None)
+        }
+        "raster_overviews" if arguments.get("output").is_some() => ("GTiff".to_string(), None),
+        // raster_calc writes GeoTIFF, ZSTD unless the call says otherwise.
+        "raster_calc" => ("GTiff".to_string(), Some("ZSTD")),
+        _ => return None,
+    };
+    let mut options: Vec<(String, String)> = Vec::new();
+    // raster_convert's typed arguments, as plan_convert passes them to GDAL.
+    if let Some(c) = text("compression") {
+        options.push(("COMPRESS".to_string(), c.to_ascii_uppercase()));
+    }
+    if let Some(q) = arguments.get("quality").and_then(Value::as_f64) {
+        options.push(("QUALITY".to_string(), number(q)));
+    }
+    if let Some(z) = arguments.get("max_z_error").and_then(Value::as_f64) {
+        options.push(("MAX_Z_ERROR".to_string(), number(z)));
+    }
+    if let Some(given) = arguments.get("creation_options").and_then(Value::as_object) {
+        for (key, value) in given {
+            let value = match value {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if !options.iter().any(|(k, _)| k.eq_ignore_ascii_case(key)) {
+                options.push((key.to_ascii_uppercase(), value));
+            }
+        }
+    }
+    Some(assess(&driver, &options, written, default_compression))
+}
+
+/// What a gated call writes, from its arguments and the facts of its inputs: the written
+/// types (`output_type`, `data_type`, gdaldem's Float32 or Byte, else the input's bands) and
+/// whether one palette band is written.
+pub fn written_for(
+    tool: &str,
+    arguments: &Value,
+    datasets: &[super::facts::DatasetFacts],
+) -> Written {
+    let text = |name: &str| arguments.get(name).and_then(Value::as_str);
+    let input = datasets
+        .iter()
+        .find(|d| d.role == "input" || d.role.starts_with("inputs"))
+        .and_then(|d| d.raster.as_ref());
+    match tool {
+        "raster_calc" => Written {
+            types: vec![text("data_type").unwrap_or("Float32").to_string()],
+            single_band_palette: false,
+        },
+        "raster_terrain" => {
+            let hillshade = text("operation").is_some_and(|o| o.eq_ignore_ascii_case("hillshade"));
+            Written {
+                types: vec![if hillshade { "Byte" } else { "Float32" }.to_string()],
+                single_band_palette: false,
+            }
+        }
+        _ => {
+            let Some(raster) = input else {
+                return Written::default();
+            };
+            let bands: Vec<usize> = match arguments.get("bands").and_then(Value::as_array) {
+                Some(list) if tool == "raster_convert" && !list.is_empty() => list
+                    .iter()
+                    .filter_map(Value::as_u64)
+                    .filter_map(|b| usize::try_from(b).ok())
+                    .collect(),
+                _ => (1..=raster.data_types.len()).collect(),
+            };
+            let source: Vec<String> = bands
+                .iter()
+                .filter_map(|b| raster.data_types.get(b.wrapping_sub(1)).cloned())
+                .collect();
+            let types = match text("output_type") {
+                Some(t) if tool == "raster_convert" => vec![t.to_string(); source.len()],
+                _ => source,
+            };
+            Written {
+                single_band_palette: types.len() == 1
+                    && bands.first() == Some(&1)
+                    && raster.evidence.palette,
+                types,
+            }
+        }
+    }
+}
+
+/// The encoding fact of a gated call, as the gated step passes it on: [`for_call`] over
+/// [`written_for`].
+pub fn fact_of_call(
+    tool: &str,
+    arguments: &Value,
+    datasets: &[super::facts::DatasetFacts],
+) -> Option<EncodingFact> {
+    for_call(tool, arguments, &written_for(tool, arguments, datasets))
+}
+
+#[cfg(test)]
+mod tests;

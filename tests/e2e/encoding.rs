@@ -1,0 +1,207 @@
+//! Issue 21, item 6: whether an output encoding loses values is a fact of the driver and the
+//! options as written, every raster writer goes through `format_selection` with it (band math
+//! included), and lineage records it, so the next step's `second_lossy_encoding` fires.
+
+use gdal::raster::Buffer;
+use gdal::DriverManager;
+use gdal_mcp_tests::{call_justified, is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// A 64 × 64 GeoTIFF of `bands` bands of `T` in EPSG:32633 with a gradient and noise.
+fn write_raster<T: gdal::raster::GdalType + Copy>(
+    path: &Path,
+    bands: usize,
+    value: impl Fn(usize, usize, usize) -> T,
+) {
+    let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut ds = driver
+        .create_with_band_type::<T, _>(path, 64, 64, bands)
+        .unwrap();
+    ds.set_geo_transform(&[500_000.0, 10.0, 0.0, 4_000_640.0, 0.0, -10.0])
+        .unwrap();
+    ds.set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    for b in 1..=bands {
+        let values: Vec<T> = (0..64 * 64).map(|i| value(b, i % 64, i / 64)).collect();
+        ds.rasterband(b)
+            .unwrap()
+            .write((0, 0), (64, 64), &mut Buffer::new((64, 64), values))
+            .unwrap();
+    }
+}
+
+fn noise(b: usize, x: usize, y: usize) -> usize {
+    (x * 7919 + y * 104_729 + b * 31).wrapping_mul(2_654_435_761) % 23
+}
+
+fn entry_of(refusal: &Value, domain: &str) -> Value {
+    refusal["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == domain))
+        .cloned()
+        .unwrap_or_else(|| panic!("{domain} did not gate: {refusal}"))
+}
+
+fn evidence<'a>(entry: &'a Value, id: &str) -> &'a Value {
+    entry["evidence"]
+        .as_array()
+        .and_then(|items| items.iter().find(|e| e["id"] == id))
+        .unwrap_or_else(|| panic!("no evidence {id}: {entry}"))
+}
+
+/// Regression (issue 21): `raster_calc` wrote LERC with an error bound with no gate and no
+/// receipt (80-96 % of cells changed). Now format_selection gates it, the result reports the
+/// cells the encoding changed (measured on the written file), and the next lossy step sees it.
+#[tokio::test]
+async fn band_math_with_a_lossy_encoding_is_gated_measured_and_recorded() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_raster::<f32>(&server.path("dem.tif"), 1, |_, x, y| {
+        x as f32 * 1.37 + y as f32 * 0.71 + noise(1, x, y) as f32 * 0.013
+    });
+    let lerc = json!({"inputs": {"a": "dem.tif"}, "expression": "a * 2",
+                      "output": "lerc.tif", "data_type": "Float32",
+                      "creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.5"}});
+    let refused = server.call("raster_calc", lerc.clone()).await.unwrap();
+    assert!(is_error(&refused));
+    let entry = entry_of(&structured(&refused), "format_selection");
+    assert_eq!(entry["severity"], "required", "{entry}");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(fact.contains("LERC with max_z_error 0.5"), "{fact}");
+    assert!(!server.path("lerc.tif").exists());
+
+    let done = call_justified(&server, "raster_calc", lerc).await.unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let out = structured(&done.result);
+    assert_eq!(out["encoding"]["lossy"], json!(true), "{out}");
+    let changed = out["encoding"]["changed_cells"].as_u64().unwrap();
+    assert!(changed > 64 * 64 / 2, "{out}");
+    assert!(out["encoding"]["max_abs_change"].as_f64().unwrap() <= 0.5 + 1e-6);
+    assert!(out["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["domain"] == "format_selection"));
+
+    // The next lossy step names the band math's LERC upstream.
+    let again = server
+        .call(
+            "raster_convert",
+            json!({"input": "lerc.tif", "output": "again.tif", "compression": "LERC",
+                   "max_z_error": 0.5}),
+        )
+        .await
+        .unwrap();
+    let entry = entry_of(&structured(&again), "format_selection");
+    let second = evidence(&entry, "second_lossy_encoding")["fact"]
+        .as_str()
+        .unwrap();
+    assert!(
+        second.contains("raster_calc") && second.contains("LERC max_z_error 0.5"),
+        "{second}"
+    );
+
+    // The clean twin: band math with its default encoding is not gated and changes nothing.
+    let plain = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": "dem.tif"}, "expression": "a * 2",
+                   "output": "plain.tif", "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&plain), "{}", text(&plain));
+    let out = structured(&plain);
+    assert_eq!(out["encoding"]["changed_cells"], json!(0), "{out}");
+    assert_eq!(out["encoding"]["compression"], json!("ZSTD"));
+}
+
+/// Regression (issue 21): JPEG 2000 with its defaults got only a `warn`, WebP at quality 100
+/// passed as lossless, and lineage recorded both as not lossy, so a second lossy encoding
+/// was never named. Both are now required decisions and recorded lossy.
+#[tokio::test]
+async fn jpeg2000_defaults_and_webp_at_100_are_lossy_and_recorded_so() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_raster::<u8>(&server.path("rgb.tif"), 3, |b, x, y| {
+        ((x * 3 + y * 2 * b + noise(b, x, y) * 5) % 256) as u8
+    });
+    for (output, arguments, upstream) in [
+        (
+            "rgb.jp2",
+            json!({"format": "JP2OpenJPEG"}),
+            "JPEG2000 quality 25",
+        ),
+        (
+            "rgb.webp",
+            json!({"format": "WEBP", "quality": 100}),
+            "WEBP quality 100",
+        ),
+    ] {
+        let mut call = json!({"input": "rgb.tif", "output": output});
+        call.as_object_mut()
+            .unwrap()
+            .extend(arguments.as_object().unwrap().clone());
+        let refused = server.call("raster_convert", call.clone()).await.unwrap();
+        let entry = entry_of(&structured(&refused), "format_selection");
+        assert_eq!(entry["severity"], "required", "{output}: {entry}");
+        evidence(&entry, "lossy_encoding");
+        let done = call_justified(&server, "raster_convert", call)
+            .await
+            .unwrap();
+        assert!(!is_error(&done.result), "{}", text(&done.result));
+        // Read back: the cells did change.
+        let before = gdal::Dataset::open(server.path("rgb.tif")).unwrap();
+        let after = gdal::Dataset::open(server.path(output)).unwrap();
+        let read = |d: &gdal::Dataset| {
+            d.rasterband(1)
+                .unwrap()
+                .read_as::<u8>((0, 0), (64, 64), (64, 64), None)
+                .unwrap()
+                .data()
+                .to_vec()
+        };
+        let changed = read(&before)
+            .iter()
+            .zip(read(&after))
+            .filter(|(a, b)| **a != *b)
+            .count();
+        assert!(changed > 0, "{output}: no cell changed");
+        // The next lossy write names it as the upstream encoding.
+        let next = server
+            .call(
+                "raster_convert",
+                json!({"input": output, "output": format!("twice-{}.tif", output.replace('.', "-")),
+                       "compression": "JPEG"}),
+            )
+            .await
+            .unwrap();
+        let entry = entry_of(&structured(&next), "format_selection");
+        let second = evidence(&entry, "second_lossy_encoding")["fact"]
+            .as_str()
+            .unwrap();
+        assert!(second.contains(upstream), "{output}: {second}");
+    }
+    // The clean twin: lossless JPEG 2000 is an advisory, and nothing changes.
+    let lossless = server
+        .call(
+            "raster_convert",
+            json!({"input": "rgb.tif", "output": "exact.jp2", "format": "JP2OpenJPEG",
+                   "creation_options": {"REVERSIBLE": "YES", "QUALITY": "100"}}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&lossless), "{}", text(&lossless));
+    let receipts = structured(&lossless)["reflection"].clone();
+    assert!(
+        receipts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["domain"] == "format_selection" && r["decision"] == "warn"),
+        "{receipts}"
+    );
+}
