@@ -315,6 +315,24 @@ async fn raster_sample_south_up_geographic_and_other_crs() {
         "{other}"
     );
 
+    // Its twin in NAD27, for which PROJ has no operation over Europe but a ballpark: said.
+    let ballpark = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "utm.tif", "crs": "EPSG:4267", "coordinates": [[xs[0], ys[0]]]}),
+    )
+    .await;
+    assert_eq!(
+        ballpark["transformation"]["used"]["ballpark"], true,
+        "{ballpark}"
+    );
+    assert!(
+        ballpark["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("ballpark")),
+        "{ballpark}"
+    );
+
     // A point layer (GeoJSON, WGS 84) gives the same cell.
     std::fs::write(
         server.path("pts.geojson"),
@@ -429,6 +447,9 @@ fn write_layers(server: &Server) {
              "geometry": {"type": "Point", "coordinates": [15.25, 45.5]}},
             {"type": "Feature", "properties": {"code": "ST-2", "name": null},
              "geometry": {"type": "Point", "coordinates": [16.0, 46.0]}},
+            {"type": "Feature", "properties": {"code": "BOW", "name": "bowtie"},
+             "geometry": {"type": "Polygon", "coordinates":
+                [[[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]]}},
             {"type": "Feature", "properties": {"code": "CELL", "name": "degree"},
              "geometry": {"type": "Polygon", "coordinates":
                 [[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]]]}}]})
@@ -509,6 +530,20 @@ async fn vector_query_answers_attribute_questions_on_geopackage_and_shapefile() 
         "{degree}"
     );
     assert_eq!(degree["measures"]["method"], "geodesic");
+    // A self-crossing polygon has no meaningful area: none is given, and the note says why.
+    let bow = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "stations", "where": "code = 'BOW'",
+               "measures": ["area"]}),
+    )
+    .await;
+    let bow = &bow["features"][0];
+    assert!(bow.get("area").is_none(), "{bow}");
+    assert!(
+        bow["note"].as_str().is_some_and(|n| n.contains("invalid")),
+        "{bow}"
+    );
     let nulls = ok(
         &server,
         "vector_query",

@@ -120,6 +120,9 @@ pub struct SampleOutput {
     pub bands: Vec<SampledBand>,
     /// Points outside the raster (reported as outside, not clamped).
     pub outside: usize,
+    /// When points may land in a neighbouring cell: a ballpark operation, or one less accurate
+    /// than half a cell.
+    pub warnings: Vec<String>,
     pub points: Vec<SampledPoint>,
 }
 
@@ -304,6 +307,37 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         }
         _ => None,
     };
+    let mut warnings = Vec::new();
+    if other.is_some() {
+        match &transformation {
+            None => warnings.push(
+                "PROJ could not describe the operation from the points' CRS to the raster's; \
+                 its accuracy is unknown"
+                    .to_string(),
+            ),
+            Some(t) if t.used.ballpark => warnings.push(format!(
+                "the operation from the points' CRS ({}) is a ballpark (datum shift ignored or \
+                 approximated, errors up to hundreds of metres): points may land in a \
+                 neighbouring cell",
+                t.used.name
+            )),
+            Some(t) => {
+                let half = raster_srs
+                    .as_ref()
+                    .and_then(|srs| half_cell_metres(srs, &gt, height));
+                if let (Some(accuracy), Some(half)) = (t.used.accuracy_metres, half) {
+                    if accuracy > half {
+                        warnings.push(format!(
+                            "the operation from the points' CRS ({}) is accurate to {accuracy} \
+                             m, coarser than half a cell ({half:.3} m): points near a cell edge \
+                             may land in the neighbouring cell",
+                            t.used.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
     let mut band_info = Vec::new();
     for &b in &bands {
         let band = dataset.rasterband(b).map_err(|e| GdalError::Failed {
@@ -422,8 +456,25 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         height,
         bands: band_info,
         outside,
+        warnings,
         points,
     })
+}
+
+/// Half the smaller side of a cell, in metres.
+fn half_cell_metres(srs: &SpatialRef, gt: &[f64; 6], height: usize) -> Option<f64> {
+    let (dx, dy) = (gt[1].hypot(gt[4]), gt[2].hypot(gt[5]));
+    let (x, y) = if srs.is_projected() {
+        let unit = srs.linear_units();
+        (dx * unit, dy * unit)
+    } else if srs.is_geographic() {
+        let lat = gt[3] + gt[5] * height as f64 / 2.0;
+        georef::cell_size_metres(srs, dx, dy, lat)?
+    } else {
+        return None;
+    };
+    let half = x.min(y) / 2.0;
+    (half.is_finite() && half > 0.0).then_some(half)
 }
 
 #[cfg(test)]
