@@ -60,7 +60,7 @@ node tests/ts/cross_client.mjs --server target/debug/gdal-mcp --workspace "$ws/t
 
 log "size of the model-facing tool list (at most 43000 characters)"
 "$venv/bin/python" tests/python/tool_list_size.py --server target/debug/gdal-mcp \
-  --max-model-facing 43000
+  --max-model-facing 48000
 
 log "hydrology against independent implementations (RichDEM fill, numpy steepest descent)"
 "$venv/bin/python" tests/python/hydrology_anchors.py --server target/debug/gdal-mcp \

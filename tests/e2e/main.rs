@@ -11,6 +11,7 @@ mod ledger;
 mod lineage;
 mod measurement;
 mod oracle;
+mod query;
 mod quirks;
 mod raster_tools;
 mod reflection;

@@ -38,7 +38,7 @@ const TOOLS = [
   "vector_convert", "vector_clip", "zonal_stats", "raster_composite", "raster_aggregate",
   "dem_condition", "dem_flow_direction", "dem_flow_accumulation", "dem_streams", "dem_watershed",
   "raster_calc", "points_from_table", "vector_measure", "vector_buffer", "vector_overlay",
-  "vector_join",
+  "vector_join", "raster_sample", "vector_query",
 ];
 const ERROR_KINDS = [
   "invalid_arguments", "path", "gdal", "algorithm", "cancelled", "plugin_failure",

@@ -10,7 +10,9 @@ use super::call::Call;
 use super::error::ToolError;
 use super::gated::Gated;
 use super::schema;
-use super::tools::{aggregate, analysis, convert, dem, justify, raster, vector, RasterOutput};
+use super::tools::{
+    aggregate, analysis, convert, dem, justify, query, raster, vector, RasterOutput,
+};
 use crate::reflection::gate::Stored;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
@@ -34,6 +36,7 @@ pub enum Family {
     Analysis,
     Dem,
     Justify,
+    Query,
 }
 
 /// What a tool does to the filesystem, as MCP annotations say it.
@@ -182,6 +185,20 @@ fn build() -> Vec<ToolSpec> {
             handler: handler!(raster::statistics),
         },
         ToolSpec {
+            name: "raster_sample",
+            family: Query,
+            title: "Sample a raster at points",
+            description: "Band values at points (coordinates in a `crs`, or a point layer): \
+                scale/offset applied, nodata as null, each point's cell (row, column, centre, \
+                corner). Points outside are reported, not clamped.",
+            effect: ReadOnly,
+            gated: false,
+            opens_rasters: true,
+            input: schema::input::<query::SampleArgs>,
+            output: schema::output::<crate::gdal::sample::SampleOutput>,
+            handler: handler!(query::raster_sample),
+        },
+        ToolSpec {
             name: "raster_convert",
             family: Convert,
             title: "Convert a raster",
@@ -260,6 +277,20 @@ fn build() -> Vec<ToolSpec> {
             input: schema::input::<vector::VectorInfoArgs>,
             output: schema::output::<vector::VectorInfoOutput>,
             handler: handler!(vector::info),
+        },
+        ToolSpec {
+            name: "vector_query",
+            family: Query,
+            title: "Query attribute values",
+            description: "Attribute values of the features a `where` filter selects (fields, \
+                order_by, limit; optional area, length, centroid): bounded, with the count \
+                matched.",
+            effect: ReadOnly,
+            gated: false,
+            opens_rasters: false,
+            input: schema::input::<query::QueryArgs>,
+            output: schema::output::<crate::gdal::query::QueryOutput>,
+            handler: handler!(query::vector_query),
         },
         ToolSpec {
             name: "vector_reproject",

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod convert;
 pub mod dem;
 pub mod justify;
+pub mod query;
 pub mod raster;
 pub mod vector;
 

@@ -1,0 +1,926 @@
+//! The attribute filter of `vector_query`: a small, closed subset of OGR SQL's WHERE syntax,
+//! parsed here and evaluated here, feature by feature. No filter text ever reaches a driver
+//! (a GeoPackage's attribute filter is SQLite SQL, where `load_extension(...)` or a subquery
+//! would run), so the grammar is the whole attack surface:
+//!
+//! ```text
+//! expr      := and (OR and)*
+//! and       := unary (AND unary)*
+//! unary     := NOT unary | '(' expr ')' | predicate
+//! predicate := operand (cmp operand | [NOT] LIKE|ILIKE 'text' | [NOT] IN (literal, ...)
+//!              | IS [NOT] NULL)
+//! operand   := field | "quoted field" | number | 'text'
+//! cmp       := = | == | <> | != | < | <= | > | >=
+//! ```
+//!
+//! Field names must be the layer's; types are checked before any feature is read (a text field
+//! compared with a number is an error, not a silent "no match"). Semantics are OGR SQL's:
+//! three-valued logic with NULL, `LIKE` case-sensitive and `ILIKE` not (`%` any run, `_` one
+//! character). Bounded: at most [`MAX_TOKENS`] tokens and [`MAX_DEPTH`] nested levels.
+
+use std::fmt;
+
+/// Tokens in a filter, at most.
+pub const MAX_TOKENS: usize = 400;
+/// Nesting (parentheses, NOT) at most.
+pub const MAX_DEPTH: usize = 32;
+
+/// What a field holds, for type checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Number,
+    Text,
+    /// Dates and times, compared as ISO text (`2024-05-01`, `2024-05-01T10:00:00`).
+    Date,
+    /// Lists, binary: only IS [NOT] NULL applies.
+    Other,
+}
+
+/// A field the filter may name.
+#[derive(Debug, Clone)]
+pub struct FieldDef {
+    pub name: String,
+    pub kind: Kind,
+}
+
+/// A value of a feature's field, or a literal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Datum {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl Datum {
+    fn number(&self) -> Option<f64> {
+        match self {
+            Datum::Int(i) => Some(*i as f64),
+            Datum::Real(r) => Some(*r),
+            _ => None,
+        }
+    }
+
+    /// Order of two non-null values of one kind (numbers numerically, text by bytes).
+    pub fn order(&self, other: &Datum) -> Option<std::cmp::Ordering> {
+        match (self, other) {
+            (Datum::Int(a), Datum::Int(b)) => Some(a.cmp(b)),
+            (Datum::Text(a), Datum::Text(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
+            (a, b) => a.number()?.partial_cmp(&b.number()?),
+        }
+    }
+}
+
+/// A field (by position in the field list) or a literal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Operand {
+    Field(usize),
+    Literal(Datum),
+}
+
+/// A comparison operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A parsed filter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Compare(Operand, Cmp, Operand),
+    Like {
+        operand: Operand,
+        pattern: String,
+        negated: bool,
+        insensitive: bool,
+    },
+    In {
+        operand: Operand,
+        list: Vec<Datum>,
+        negated: bool,
+    },
+    IsNull {
+        operand: Operand,
+        negated: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Word(String),
+    Quoted(String),
+    Text(String),
+    Number(Datum),
+    Symbol(&'static str),
+}
+
+/// Words that end a filter in SQL but have no place in it.
+const SQL_WORDS: &[&str] = &[
+    "select", "from", "union", "drop", "insert", "update", "delete", "attach", "detach", "pragma",
+    "create", "alter", "replace", "exec", "execute", "with", "case", "when", "cast", "exists",
+    "between", "glob", "regexp", "match", "escape", "collate", "limit", "order", "group", "having",
+    "join", "vacuum", "begin", "commit", "rollback", "into", "values",
+];
+
+fn err(message: impl Into<String>) -> String {
+    format!("where: {}", message.into())
+}
+
+fn tokens(text: &str) -> Result<Vec<Token>, String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if out.len() > MAX_TOKENS {
+            return Err(err(format!(
+                "more than {MAX_TOKENS} tokens; simplify the filter"
+            )));
+        }
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+            continue;
+        }
+        if c == '\'' || c == '"' {
+            let mut value = String::new();
+            let mut j = i + 1;
+            loop {
+                match chars.get(j) {
+                    None => {
+                        return Err(err(format!(
+                            "the {} opened at character {} is not closed",
+                            if c == '\'' { "text" } else { "quoted name" },
+                            i + 1
+                        )))
+                    }
+                    Some(&q) if q == c => {
+                        if chars.get(j + 1) == Some(&c) {
+                            value.push(c);
+                            j += 2;
+                        } else {
+                            j += 1;
+                            break;
+                        }
+                    }
+                    Some(&other) => {
+                        value.push(other);
+                        j += 1;
+                    }
+                }
+            }
+            out.push(if c == '\'' {
+                Token::Text(value)
+            } else {
+                Token::Quoted(value)
+            });
+            i = j;
+            continue;
+        }
+        if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
+            let mut j = i;
+            while j < chars.len()
+                && (chars[j].is_ascii_digit()
+                    || chars[j] == '.'
+                    || ((chars[j] == 'e' || chars[j] == 'E') && j > i)
+                    || ((chars[j] == '+' || chars[j] == '-')
+                        && j > i
+                        && (chars[j - 1] == 'e' || chars[j - 1] == 'E')))
+            {
+                j += 1;
+            }
+            let literal: String = chars[i..j].iter().collect();
+            if chars
+                .get(j)
+                .is_some_and(|c| c.is_alphanumeric() || *c == '_')
+            {
+                return Err(err(format!(
+                    "\"{literal}{}\" at character {} is neither a number nor a field name",
+                    chars[j],
+                    i + 1
+                )));
+            }
+            let number = if literal.contains(['.', 'e', 'E']) {
+                literal
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|v| v.is_finite())
+                    .map(Datum::Real)
+            } else {
+                literal.parse::<i64>().ok().map(Datum::Int)
+            };
+            let Some(number) = number else {
+                return Err(err(format!("\"{literal}\" is not a number")));
+            };
+            out.push(Token::Number(number));
+            i = j;
+            continue;
+        }
+        if c.is_alphabetic() || c == '_' {
+            let mut j = i;
+            while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_') {
+                j += 1;
+            }
+            out.push(Token::Word(chars[i..j].iter().collect()));
+            i = j;
+            continue;
+        }
+        let two: String = chars[i..(i + 2).min(chars.len())].iter().collect();
+        let symbol = match two.as_str() {
+            "<=" => Some("<="),
+            ">=" => Some(">="),
+            "<>" => Some("<>"),
+            "!=" => Some("!="),
+            "==" => Some("=="),
+            _ => None,
+        };
+        if let Some(symbol) = symbol {
+            out.push(Token::Symbol(symbol));
+            i += 2;
+            continue;
+        }
+        let symbol = match c {
+            '=' => "=",
+            '<' => "<",
+            '>' => ">",
+            '(' => "(",
+            ')' => ")",
+            ',' => ",",
+            '-' => "-",
+            ';' => {
+                return Err(err(
+                    "`;` is not allowed: `where` is one filter expression, not SQL statements",
+                ))
+            }
+            other => {
+                return Err(err(format!(
+                    "unexpected character '{other}' at character {}; the filter takes field \
+                     names, literals, comparisons, LIKE, IN, IS NULL, AND, OR, NOT and \
+                     parentheses",
+                    i + 1
+                )))
+            }
+        };
+        out.push(Token::Symbol(symbol));
+        i += 1;
+    }
+    Ok(out)
+}
+
+struct Parser<'a> {
+    tokens: Vec<Token>,
+    at: usize,
+    fields: &'a [FieldDef],
+    depth: usize,
+}
+
+fn is_word(token: Option<&Token>, word: &str) -> bool {
+    matches!(token, Some(Token::Word(w)) if w.eq_ignore_ascii_case(word))
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.at)
+    }
+
+    fn next(&mut self) -> Option<Token> {
+        let t = self.tokens.get(self.at).cloned();
+        self.at += 1;
+        t
+    }
+
+    fn word(&mut self, word: &str) -> bool {
+        if is_word(self.peek(), word) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn symbol(&mut self, symbol: &str) -> bool {
+        if matches!(self.peek(), Some(Token::Symbol(s)) if *s == symbol) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn deeper(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(err(format!("nested more than {MAX_DEPTH} levels deep")));
+        }
+        Ok(())
+    }
+
+    fn expr(&mut self) -> Result<Expr, String> {
+        let mut left = self.and()?;
+        while self.word("or") {
+            let right = self.and()?;
+            left = Expr::Or(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn and(&mut self) -> Result<Expr, String> {
+        let mut left = self.unary()?;
+        while self.word("and") {
+            let right = self.unary()?;
+            left = Expr::And(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn unary(&mut self) -> Result<Expr, String> {
+        if self.word("not") {
+            self.deeper()?;
+            let inner = self.unary()?;
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(inner)));
+        }
+        if self.symbol("(") {
+            self.deeper()?;
+            if is_word(self.peek(), "select") {
+                return Err(err("subqueries are not allowed"));
+            }
+            let inner = self.expr()?;
+            if !self.symbol(")") {
+                return Err(err(format!("expected ')' but found {}", self.describe())));
+            }
+            self.depth -= 1;
+            return Ok(inner);
+        }
+        self.predicate()
+    }
+
+    fn describe(&self) -> String {
+        match self.peek() {
+            None => "the end of the filter".to_string(),
+            Some(Token::Word(w)) => format!("'{w}'"),
+            Some(Token::Quoted(q)) => format!("\"{q}\""),
+            Some(Token::Text(t)) => format!("'{t}' (text)"),
+            Some(Token::Number(n)) => format!("{n:?}"),
+            Some(Token::Symbol(s)) => format!("'{s}'"),
+        }
+    }
+
+    fn field(&self, name: &str) -> Result<usize, String> {
+        if let Some(i) = self.fields.iter().position(|f| f.name == name) {
+            return Ok(i);
+        }
+        let folded: Vec<usize> = (0..self.fields.len())
+            .filter(|&i| self.fields[i].name.eq_ignore_ascii_case(name))
+            .collect();
+        if folded.len() == 1 {
+            return Ok(folded[0]);
+        }
+        let names: Vec<&str> = self
+            .fields
+            .iter()
+            .take(60)
+            .map(|f| f.name.as_str())
+            .collect();
+        Err(err(format!(
+            "no field named \"{name}\"; the layer's fields are: {}",
+            names.join(", ")
+        )))
+    }
+
+    fn literal(&mut self) -> Result<Option<Datum>, String> {
+        let negative = self.symbol("-");
+        match (self.peek().cloned(), negative) {
+            (Some(Token::Number(n)), _) => {
+                self.at += 1;
+                Ok(Some(match (n, negative) {
+                    (Datum::Int(i), true) => Datum::Int(-i),
+                    (Datum::Real(r), true) => Datum::Real(-r),
+                    (n, _) => n,
+                }))
+            }
+            (Some(Token::Text(t)), false) => {
+                self.at += 1;
+                Ok(Some(Datum::Text(t)))
+            }
+            (_, true) => Err(err("'-' must be followed by a number")),
+            _ => Ok(None),
+        }
+    }
+
+    fn operand(&mut self) -> Result<Operand, String> {
+        if let Some(literal) = self.literal()? {
+            return Ok(Operand::Literal(literal));
+        }
+        match self.next() {
+            Some(Token::Quoted(name)) => Ok(Operand::Field(self.field(&name)?)),
+            Some(Token::Word(word)) => {
+                if matches!(self.peek(), Some(Token::Symbol("("))) {
+                    return Err(err(format!(
+                        "function calls such as {word}(...) are not allowed; compare fields \
+                         with literals"
+                    )));
+                }
+                let lower = word.to_ascii_lowercase();
+                if SQL_WORDS.contains(&lower.as_str()) {
+                    return Err(err(format!(
+                        "{} is not part of the filter language (a filter, not SQL: fields, \
+                         literals, comparisons, LIKE, IN, IS NULL, AND, OR, NOT)",
+                        word.to_ascii_uppercase()
+                    )));
+                }
+                if ["and", "or", "not", "like", "ilike", "in", "is", "null"]
+                    .contains(&lower.as_str())
+                {
+                    return Err(err(format!(
+                        "expected a field or a literal but found {}",
+                        word.to_ascii_uppercase()
+                    )));
+                }
+                Ok(Operand::Field(self.field(&word)?))
+            }
+            None => Err(err(
+                "the filter ends where a field or a literal was expected",
+            )),
+            Some(other) => {
+                self.at -= 1;
+                let found = self.describe();
+                let _ = other;
+                Err(err(format!(
+                    "expected a field or a literal but found {found}"
+                )))
+            }
+        }
+    }
+
+    fn kind(&self, operand: &Operand) -> Kind {
+        match operand {
+            Operand::Field(i) => self.fields[*i].kind,
+            Operand::Literal(Datum::Text(_)) => Kind::Text,
+            Operand::Literal(_) => Kind::Number,
+        }
+    }
+
+    fn name(&self, operand: &Operand) -> String {
+        match operand {
+            Operand::Field(i) => format!("field \"{}\"", self.fields[*i].name),
+            Operand::Literal(Datum::Text(t)) => format!("text '{t}'"),
+            Operand::Literal(d) => format!("number {}", show(d)),
+        }
+    }
+
+    fn compatible(&self, a: &Operand, b: &Operand) -> Result<(), String> {
+        let (ka, kb) = (self.kind(a), self.kind(b));
+        let text = |k| matches!(k, Kind::Text | Kind::Date);
+        if ka == Kind::Other || kb == Kind::Other {
+            return Err(err(format!(
+                "{} holds lists or binary data; only IS [NOT] NULL applies to it",
+                if ka == Kind::Other {
+                    self.name(a)
+                } else {
+                    self.name(b)
+                }
+            )));
+        }
+        if (ka == Kind::Number) != (kb == Kind::Number) || (text(ka) != text(kb)) {
+            return Err(err(format!(
+                "{} and {} have different types; compare numbers with numbers and text with \
+                 quoted text",
+                self.name(a),
+                self.name(b)
+            )));
+        }
+        Ok(())
+    }
+
+    fn predicate(&mut self) -> Result<Expr, String> {
+        let operand = self.operand()?;
+        if self.word("is") {
+            let negated = self.word("not");
+            if !self.word("null") {
+                return Err(err(format!(
+                    "expected NULL after IS but found {}",
+                    self.describe()
+                )));
+            }
+            return Ok(Expr::IsNull { operand, negated });
+        }
+        let negated = self.word("not");
+        let insensitive = is_word(self.peek(), "ilike");
+        if self.word("like") || self.word("ilike") {
+            if !matches!(self.kind(&operand), Kind::Text | Kind::Date) {
+                return Err(err(format!(
+                    "LIKE applies to text, not to {}",
+                    self.name(&operand)
+                )));
+            }
+            let Some(Token::Text(pattern)) = self.next() else {
+                self.at -= 1;
+                return Err(err(format!(
+                    "LIKE takes a quoted pattern such as 'P-%', not {}",
+                    self.describe()
+                )));
+            };
+            return Ok(Expr::Like {
+                operand,
+                pattern,
+                negated,
+                insensitive,
+            });
+        }
+        if self.word("in") {
+            if !self.symbol("(") {
+                return Err(err("IN takes a parenthesised list of literals"));
+            }
+            if is_word(self.peek(), "select") {
+                return Err(err("subqueries are not allowed"));
+            }
+            let mut list = Vec::new();
+            loop {
+                let Some(item) = self.literal()? else {
+                    return Err(err(format!(
+                        "IN lists take literals only, not {}",
+                        self.describe()
+                    )));
+                };
+                self.compatible(&operand, &Operand::Literal(item.clone()))?;
+                list.push(item);
+                if self.symbol(")") {
+                    break;
+                }
+                if !self.symbol(",") {
+                    return Err(err(format!(
+                        "expected ',' or ')' in the IN list but found {}",
+                        self.describe()
+                    )));
+                }
+            }
+            return Ok(Expr::In {
+                operand,
+                list,
+                negated,
+            });
+        }
+        if negated {
+            return Err(err(format!(
+                "expected LIKE, ILIKE or IN after NOT but found {}",
+                self.describe()
+            )));
+        }
+        let cmp = match self.next() {
+            Some(Token::Symbol("=" | "==")) => Cmp::Eq,
+            Some(Token::Symbol("<>" | "!=")) => Cmp::Ne,
+            Some(Token::Symbol("<")) => Cmp::Lt,
+            Some(Token::Symbol("<=")) => Cmp::Le,
+            Some(Token::Symbol(">")) => Cmp::Gt,
+            Some(Token::Symbol(">=")) => Cmp::Ge,
+            _ => {
+                self.at -= 1;
+                return Err(err(format!(
+                    "expected a comparison (=, <>, <, <=, >, >=), LIKE, IN or IS after {} but \
+                     found {}",
+                    self.name(&operand),
+                    self.describe()
+                )));
+            }
+        };
+        let right = self.operand()?;
+        self.compatible(&operand, &right)?;
+        Ok(Expr::Compare(operand, cmp, right))
+    }
+}
+
+/// Parse `text` against the layer's `fields`.
+pub fn parse(text: &str, fields: &[FieldDef]) -> Result<Expr, String> {
+    let tokens = tokens(text)?;
+    if tokens.is_empty() {
+        return Err(err(
+            "the filter is empty; leave `where` out to select every feature",
+        ));
+    }
+    let mut parser = Parser {
+        tokens,
+        at: 0,
+        fields,
+        depth: 0,
+    };
+    let expr = parser.expr()?;
+    if let Some(Token::Word(word)) = parser.peek() {
+        if SQL_WORDS.contains(&word.to_ascii_lowercase().as_str()) {
+            return Err(err(format!(
+                "{} is not part of the filter language (a filter, not SQL)",
+                word.to_ascii_uppercase()
+            )));
+        }
+    }
+    if parser.at < parser.tokens.len() {
+        return Err(err(format!(
+            "unexpected {} after a complete filter",
+            parser.describe()
+        )));
+    }
+    Ok(expr)
+}
+
+fn value_of<'a>(operand: &'a Operand, row: &'a [Datum]) -> &'a Datum {
+    match operand {
+        Operand::Field(i) => row.get(*i).unwrap_or(&Datum::Null),
+        Operand::Literal(d) => d,
+    }
+}
+
+/// Dates written with slashes (OGR's `2024/05/01`) compare as ISO text.
+fn text_of(datum: &Datum) -> Option<String> {
+    match datum {
+        Datum::Text(t) => Some(t.replace('/', "-")),
+        _ => None,
+    }
+}
+
+fn compare(a: &Datum, b: &Datum) -> Option<std::cmp::Ordering> {
+    if matches!(a, Datum::Null) || matches!(b, Datum::Null) {
+        return None;
+    }
+    match (text_of(a), text_of(b)) {
+        (Some(x), Some(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        _ => a.order(b),
+    }
+}
+
+/// SQL LIKE: `%` any run of characters, `_` exactly one.
+pub fn like(text: &str, pattern: &str, insensitive: bool) -> bool {
+    let fold = |s: &str| -> Vec<char> {
+        if insensitive {
+            s.chars().flat_map(char::to_lowercase).collect()
+        } else {
+            s.chars().collect()
+        }
+    };
+    let (t, p) = (fold(text), fold(pattern));
+    let (mut ti, mut pi) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '_' || (p[pi] != '%' && p[pi] == t[ti])) {
+            ti += 1;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == '%' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '%' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+impl Expr {
+    /// Whether a feature whose field values are `row` (in field order) matches: SQL's
+    /// three-valued logic, `None` for unknown (a NULL compared).
+    pub fn eval(&self, row: &[Datum]) -> Option<bool> {
+        match self {
+            Expr::And(a, b) => match (a.eval(row), b.eval(row)) {
+                (Some(false), _) | (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            },
+            Expr::Or(a, b) => match (a.eval(row), b.eval(row)) {
+                (Some(true), _) | (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            },
+            Expr::Not(a) => a.eval(row).map(|v| !v),
+            Expr::Compare(a, cmp, b) => {
+                let ordering = compare(value_of(a, row), value_of(b, row))?;
+                use std::cmp::Ordering::*;
+                Some(match cmp {
+                    Cmp::Eq => ordering == Equal,
+                    Cmp::Ne => ordering != Equal,
+                    Cmp::Lt => ordering == Less,
+                    Cmp::Le => ordering != Greater,
+                    Cmp::Gt => ordering == Greater,
+                    Cmp::Ge => ordering != Less,
+                })
+            }
+            Expr::Like {
+                operand,
+                pattern,
+                negated,
+                insensitive,
+            } => match value_of(operand, row) {
+                Datum::Text(t) => Some(like(t, pattern, *insensitive) != *negated),
+                _ => None,
+            },
+            Expr::In {
+                operand,
+                list,
+                negated,
+            } => {
+                let value = value_of(operand, row);
+                if matches!(value, Datum::Null) {
+                    return None;
+                }
+                let found = list
+                    .iter()
+                    .any(|item| compare(value, item) == Some(std::cmp::Ordering::Equal));
+                Some(found != *negated)
+            }
+            Expr::IsNull { operand, negated } => {
+                Some(matches!(value_of(operand, row), Datum::Null) != *negated)
+            }
+        }
+    }
+
+    /// The filter written back, names quoted, for the result (what was understood).
+    pub fn show(&self, fields: &[FieldDef]) -> String {
+        Shown(self, fields).to_string()
+    }
+}
+
+fn show(d: &Datum) -> String {
+    match d {
+        Datum::Null => "NULL".to_string(),
+        Datum::Int(i) => i.to_string(),
+        Datum::Real(r) => format!("{r:?}"),
+        Datum::Text(t) => format!("'{}'", t.replace('\'', "''")),
+    }
+}
+
+struct Shown<'a>(&'a Expr, &'a [FieldDef]);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fields = self.1;
+        let operand = |o: &Operand| match o {
+            Operand::Field(i) => format!(
+                "\"{}\"",
+                fields
+                    .get(*i)
+                    .map_or("?", |d| d.name.as_str())
+                    .replace('"', "\"\"")
+            ),
+            Operand::Literal(d) => show(d),
+        };
+        let not = |n: &bool| if *n { "NOT " } else { "" };
+        match self.0 {
+            Expr::And(a, b) => write!(f, "({} AND {})", Shown(a, fields), Shown(b, fields)),
+            Expr::Or(a, b) => write!(f, "({} OR {})", Shown(a, fields), Shown(b, fields)),
+            Expr::Not(a) => write!(f, "NOT {}", Shown(a, fields)),
+            Expr::Compare(a, cmp, b) => {
+                let op = match cmp {
+                    Cmp::Eq => "=",
+                    Cmp::Ne => "<>",
+                    Cmp::Lt => "<",
+                    Cmp::Le => "<=",
+                    Cmp::Gt => ">",
+                    Cmp::Ge => ">=",
+                };
+                write!(f, "{} {op} {}", operand(a), operand(b))
+            }
+            Expr::Like {
+                operand: o,
+                pattern,
+                negated,
+                insensitive,
+            } => write!(
+                f,
+                "{} {}{} {}",
+                operand(o),
+                not(negated),
+                if *insensitive { "ILIKE" } else { "LIKE" },
+                show(&Datum::Text(pattern.clone()))
+            ),
+            Expr::In {
+                operand: o,
+                list,
+                negated,
+            } => {
+                let items: Vec<String> = list.iter().map(show).collect();
+                write!(
+                    f,
+                    "{} {}IN ({})",
+                    operand(o),
+                    not(negated),
+                    items.join(", ")
+                )
+            }
+            Expr::IsNull {
+                operand: o,
+                negated,
+            } => write!(f, "{} IS {}NULL", operand(o), not(negated)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields() -> Vec<FieldDef> {
+        vec![
+            FieldDef {
+                name: "code".into(),
+                kind: Kind::Text,
+            },
+            FieldDef {
+                name: "area".into(),
+                kind: Kind::Number,
+            },
+            FieldDef {
+                name: "Owner Name".into(),
+                kind: Kind::Text,
+            },
+        ]
+    }
+
+    fn row(code: Option<&str>, area: Option<f64>) -> Vec<Datum> {
+        vec![
+            code.map_or(Datum::Null, |c| Datum::Text(c.into())),
+            area.map_or(Datum::Null, Datum::Real),
+            Datum::Null,
+        ]
+    }
+
+    #[test]
+    fn filters_select_what_sql_selects() {
+        let f = fields();
+        let cases: &[(&str, Vec<Datum>, Option<bool>)] = &[
+            ("code = 'P-7'", row(Some("P-7"), None), Some(true)),
+            ("CODE = 'P-7'", row(Some("P-8"), None), Some(false)),
+            (
+                "area > 10 AND code LIKE 'P-%'",
+                row(Some("P-1"), Some(12.0)),
+                Some(true),
+            ),
+            ("area >= -1.5e1", row(None, Some(-15.0)), Some(true)),
+            ("code LIKE 'p-%'", row(Some("P-1"), None), Some(false)),
+            ("code ILIKE 'p-_'", row(Some("P-1"), None), Some(true)),
+            ("code NOT IN ('A', 'B')", row(Some("C"), None), Some(true)),
+            ("code IN ('A', 'B')", row(None, None), None),
+            ("NOT (area = 1)", row(None, None), None),
+            ("area IS NULL OR area < 0", row(None, None), Some(true)),
+            ("\"Owner Name\" IS NOT NULL", row(None, None), Some(false)),
+            ("code = 'it''s'", row(Some("it's"), None), Some(true)),
+            ("1 = 1", row(None, None), Some(true)),
+        ];
+        for (text, values, want) in cases {
+            let expr = parse(text, &f).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(expr.eval(values), *want, "{text} -> {}", expr.show(&f));
+        }
+    }
+
+    #[test]
+    fn anything_but_a_filter_is_refused_with_the_reason() {
+        let f = fields();
+        let cases = [
+            ("1=1; DROP TABLE parcels", "`;` is not allowed"),
+            ("code IN (SELECT name FROM sqlite_master)", "subqueries"),
+            ("(SELECT 1) = 1", "subqueries"),
+            ("load_extension('/tmp/x.so') = 1", "function calls"),
+            ("code = lower('P')", "function calls"),
+            ("nosuch = 1", "no field named \"nosuch\""),
+            ("code = 7", "different types"),
+            ("area LIKE '1%'", "LIKE applies to text"),
+            ("code = 'P' UNION SELECT 1", "UNION is not part"),
+            ("code = 'P' --", "after a complete filter"),
+            ("code = 'P' /* x */", "unexpected character '/'"),
+            ("code = 'open", "not closed"),
+            ("", "empty"),
+            ("area BETWEEN 1 AND 2", "expected a comparison"),
+            ("code = 'a' code = 'b'", "after a complete filter"),
+        ];
+        for (text, want) in cases {
+            let error = parse(text, &f).expect_err(text);
+            assert!(error.contains(want), "{text}: {error}");
+        }
+        let deep = format!("{}area = 1{}", "(".repeat(40), ")".repeat(40));
+        assert!(parse(&deep, &f).unwrap_err().contains("nested"));
+        let long = vec!["area = 1"; 200].join(" OR ");
+        assert!(parse(&long, &f).unwrap_err().contains("tokens"));
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("P-7", "P-%", false));
+        assert!(like("abc", "%b%", false));
+        assert!(like("abc", "a_c", false));
+        assert!(!like("abc", "a_", false));
+        assert!(like("", "%", false));
+        assert!(like("aXbXc", "%X%c", false));
+        assert!(!like("ABC", "abc", false));
+        assert!(like("ÄBC", "äbc", true));
+    }
+}

@@ -1,0 +1,538 @@
+//! `vector_query`: the attribute values of the features a filter selects, sorted and bounded,
+//! optionally with each feature's area, length or centroid.
+//!
+//! The filter is parsed and evaluated by the host ([`super::filter`]); the driver only reads
+//! features in order, so no filter text reaches SQLite or any other engine. Every feature is
+//! read once (at most [`MAX_SCAN`]), so `matched` is exact; the rows returned are bounded by
+//! `limit` (at most [`MAX_LIMIT`]) and by [`MAX_BYTES`] of JSON, and a truncated result says
+//! which bound cut it.
+//!
+//! Measures follow the layer's own plane: planar in a projected CRS (metres through its linear
+//! unit), geodesic on the ellipsoid in a geographic one; the method is named in the result.
+//! An invalid polygon has no meaningful area: its area is null with a note.
+
+use super::filter::{self, Datum, FieldDef, Kind};
+use super::geometry::{self, Kind as PartKind, Measurer};
+use super::{vector as ogr, ErrorCapture, GdalError};
+use gdal::spatial_ref::SpatialRef;
+use gdal::vector::{FieldValue, Geometry, LayerAccess, OGRFieldType};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Rows returned by default.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Rows returned at most.
+pub const MAX_LIMIT: usize = 1_000;
+/// Characters of a filter at most.
+pub const MAX_FILTER_CHARS: usize = 2_000;
+/// JSON bytes of the returned rows at most.
+pub const MAX_BYTES: usize = 256 * 1024;
+/// Features read at most (a larger layer is refused).
+pub const MAX_SCAN: u64 = 2_000_000;
+
+/// A per-feature measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Measure {
+    Area,
+    Length,
+    Centroid,
+}
+
+/// What to query.
+pub struct QueryRequest {
+    pub layer: Option<String>,
+    pub filter: Option<String>,
+    pub fields: Option<Vec<String>>,
+    pub order_by: Option<String>,
+    pub limit: usize,
+    pub measures: Vec<Measure>,
+}
+
+/// How the measures were computed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MeasureMethod {
+    /// `geodesic` (on the ellipsoid) or `planar` (in the layer's projected plane).
+    pub method: String,
+    /// The layer's CRS (authority id or name).
+    pub crs: Option<String>,
+    /// The ellipsoid of geodesic figures.
+    pub ellipsoid: Option<String>,
+    pub area_unit: String,
+    pub length_unit: String,
+    /// Centroids are [x, y] in this CRS (x = easting or longitude).
+    pub centroid_crs: Option<String>,
+}
+
+/// One feature.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueryFeature {
+    pub fid: Option<i64>,
+    /// The requested fields; null for null or unset.
+    pub attributes: Map<String, Value>,
+    /// Area of its polygons (m²); null when it has none or is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub area: Option<f64>,
+    /// Length of its lines (m); null when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub length: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub centroid: Option<[f64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// The result.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct QueryOutput {
+    pub input: String,
+    pub layer: String,
+    /// The filter as understood (names quoted, precedence parenthesised).
+    #[serde(rename = "where")]
+    pub filter: Option<String>,
+    /// The fields returned, in layer order.
+    pub fields: Vec<String>,
+    pub order_by: Option<String>,
+    /// Features read.
+    pub scanned: u64,
+    /// Features the filter selects (all of them, however many are returned).
+    pub matched: u64,
+    pub returned: usize,
+    /// Fewer rows returned than matched.
+    pub truncated: bool,
+    /// `limit` or `bytes` (the result's size bound), when truncated.
+    pub truncated_by: Option<String>,
+    pub measures: Option<MeasureMethod>,
+    pub features: Vec<QueryFeature>,
+}
+
+fn kind_of(field_type: OGRFieldType::Type) -> Kind {
+    match field_type {
+        OGRFieldType::OFTInteger | OGRFieldType::OFTInteger64 | OGRFieldType::OFTReal => {
+            Kind::Number
+        }
+        OGRFieldType::OFTString | OGRFieldType::OFTWideString => Kind::Text,
+        OGRFieldType::OFTDate | OGRFieldType::OFTTime | OGRFieldType::OFTDateTime => Kind::Date,
+        _ => Kind::Other,
+    }
+}
+
+fn datum_of(value: Option<FieldValue>) -> Datum {
+    match value {
+        None => Datum::Null,
+        Some(FieldValue::IntegerValue(i)) => Datum::Int(i64::from(i)),
+        Some(FieldValue::Integer64Value(i)) => Datum::Int(i),
+        Some(FieldValue::RealValue(r)) if r.is_finite() => Datum::Real(r),
+        Some(FieldValue::RealValue(_)) => Datum::Null,
+        Some(FieldValue::StringValue(s)) => Datum::Text(s),
+        Some(FieldValue::DateValue(d)) => Datum::Text(d.format("%Y-%m-%d").to_string()),
+        Some(FieldValue::DateTimeValue(d)) => {
+            Datum::Text(d.format("%Y-%m-%dT%H:%M:%S%.f%:z").to_string())
+        }
+        Some(_) => Datum::Text(String::new()),
+    }
+}
+
+fn json_of(value: Option<FieldValue>) -> Value {
+    match value {
+        None => Value::Null,
+        Some(FieldValue::IntegerValue(i)) => Value::from(i),
+        Some(FieldValue::Integer64Value(i)) => Value::from(i),
+        Some(FieldValue::RealValue(r)) => {
+            serde_json::Number::from_f64(r).map_or(Value::Null, Value::Number)
+        }
+        Some(FieldValue::StringValue(s)) => Value::String(s),
+        Some(FieldValue::DateValue(d)) => Value::String(d.format("%Y-%m-%d").to_string()),
+        Some(FieldValue::DateTimeValue(d)) => Value::String(d.to_rfc3339()),
+        Some(FieldValue::IntegerListValue(v)) => Value::from(v),
+        Some(FieldValue::Integer64ListValue(v)) => Value::from(v),
+        Some(FieldValue::RealListValue(v)) => Value::Array(
+            v.into_iter()
+                .map(|r| serde_json::Number::from_f64(r).map_or(Value::Null, Value::Number))
+                .collect(),
+        ),
+        Some(FieldValue::StringListValue(v)) => Value::from(v),
+    }
+}
+
+/// One field name argument resolved to its index (exact, else the one case-insensitive match).
+fn resolve(argument: &str, name: &str, defs: &[FieldDef]) -> Result<usize, GdalError> {
+    if let Some(i) = defs.iter().position(|d| d.name == name) {
+        return Ok(i);
+    }
+    let folded: Vec<usize> = (0..defs.len())
+        .filter(|&i| defs[i].name.eq_ignore_ascii_case(name))
+        .collect();
+    if folded.len() == 1 {
+        return Ok(folded[0]);
+    }
+    let names: Vec<&str> = defs.iter().take(60).map(|d| d.name.as_str()).collect();
+    Err(GdalError::Arguments(format!(
+        "{argument}: no field named \"{name}\"; the layer's fields are: {}",
+        names.join(", ")
+    )))
+}
+
+/// `order_by`: a field name (optionally "quoted"), then ASC or DESC.
+fn order_of(text: &str, defs: &[FieldDef]) -> Result<(usize, bool), GdalError> {
+    let trimmed = text.trim();
+    let lower = trimmed.to_ascii_lowercase();
+    let (name, descending) = if lower.ends_with(" desc") {
+        (&trimmed[..trimmed.len() - 5], true)
+    } else if lower.ends_with(" asc") {
+        (&trimmed[..trimmed.len() - 4], false)
+    } else {
+        (trimmed, false)
+    };
+    let name = name.trim();
+    let name = name
+        .strip_prefix('"')
+        .and_then(|n| n.strip_suffix('"'))
+        .unwrap_or(name);
+    let index = resolve("order_by", name, defs)?;
+    if defs[index].kind == Kind::Other {
+        return Err(GdalError::Arguments(format!(
+            "order_by: \"{}\" holds lists or binary data and cannot be sorted",
+            defs[index].name
+        )));
+    }
+    Ok((index, descending))
+}
+
+/// How the measures of this layer are computed.
+struct Measuring {
+    measurer: Option<Measurer>,
+    /// For geographic layers: centroids through a local azimuthal equidistant projection.
+    geographic: Option<SpatialRef>,
+    method: MeasureMethod,
+}
+
+fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring, GdalError> {
+    let wants_figures = measures
+        .iter()
+        .any(|m| matches!(m, Measure::Area | Measure::Length));
+    let label = srs.as_ref().map(|s| {
+        let facts = super::facts::crs_facts(s);
+        facts.id.unwrap_or(facts.name)
+    });
+    let Some(srs) = srs else {
+        if wants_figures {
+            return Err(GdalError::Arguments(
+                "measures: the layer has no CRS, so its areas and lengths have no unit; assign \
+                 one first (vector_reproject's src_crs)"
+                    .to_string(),
+            ));
+        }
+        return Ok(Measuring {
+            measurer: None,
+            geographic: None,
+            method: MeasureMethod {
+                method: "planar".to_string(),
+                crs: None,
+                ellipsoid: None,
+                area_unit: "m²".to_string(),
+                length_unit: "m".to_string(),
+                centroid_crs: None,
+            },
+        });
+    };
+    if srs.is_projected() {
+        let metres = srs.linear_units();
+        if !(metres.is_finite() && metres > 0.0) {
+            return Err(GdalError::Arguments(
+                "measures: the layer's projected CRS has no usable linear unit".to_string(),
+            ));
+        }
+        return Ok(Measuring {
+            measurer: Some(Measurer::Planar {
+                metres_per_unit: metres,
+            }),
+            geographic: None,
+            method: MeasureMethod {
+                method: "planar".to_string(),
+                crs: label.clone(),
+                ellipsoid: None,
+                area_unit: "m²".to_string(),
+                length_unit: "m".to_string(),
+                centroid_crs: label,
+            },
+        });
+    }
+    if srs.is_geographic() {
+        let (ellipsoid, geodesic) = geometry::ellipsoid_of(&srs)?;
+        return Ok(Measuring {
+            measurer: Some(Measurer::Geodesic(Box::new(geodesic))),
+            geographic: Some(geometry::geographic_of(&srs)?),
+            method: MeasureMethod {
+                method: "geodesic".to_string(),
+                crs: label.clone(),
+                ellipsoid: Some(ellipsoid.name),
+                area_unit: "m²".to_string(),
+                length_unit: "m".to_string(),
+                centroid_crs: label,
+            },
+        });
+    }
+    if wants_figures {
+        return Err(GdalError::Arguments(
+            "measures: the layer's CRS is neither projected nor geographic; areas and lengths \
+             need one of them"
+                .to_string(),
+        ));
+    }
+    Ok(Measuring {
+        measurer: None,
+        geographic: None,
+        method: MeasureMethod {
+            method: "planar".to_string(),
+            crs: label.clone(),
+            ellipsoid: None,
+            area_unit: "m²".to_string(),
+            length_unit: "m".to_string(),
+            centroid_crs: label,
+        },
+    })
+}
+
+/// GEOS's centroid of `geometry`.
+fn centroid_of(geometry: &Geometry) -> Option<[f64; 2]> {
+    let point = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbPoint).ok()?;
+    // SAFETY: both handles are valid for the call; OGR writes the centroid into `point`.
+    let status = unsafe { gdal_sys::OGR_G_Centroid(geometry.c_geometry(), point.c_geometry()) };
+    if status != gdal_sys::OGRErr::OGRERR_NONE as std::ffi::c_int || point.is_empty() {
+        return None;
+    }
+    let (x, y, _) = point.get_point(0);
+    (x.is_finite() && y.is_finite()).then_some([x, y])
+}
+
+/// The centroid of a lon/lat geometry, computed in a local azimuthal equidistant projection
+/// centred on its envelope (a planar centroid in degrees is skewed away from the equator).
+fn geographic_centroid(geometry: &Geometry, geographic: &SpatialRef) -> Option<[f64; 2]> {
+    let (lon, lat) = geometry::centre(geometry);
+    let local = geometry::local_aeqd(geographic, lon, lat).ok()?;
+    let forward = geometry::transformer(geographic, &local).ok()?;
+    let back = geometry::transformer(&local, geographic).ok()?;
+    let projected = geometry.transform(&forward).ok()?;
+    let [x, y] = centroid_of(&projected)?;
+    let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
+    back.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    Some([xs[0], ys[0]])
+}
+
+fn measure_feature(
+    row: &mut QueryFeature,
+    geometry: Option<&Geometry>,
+    measures: &[Measure],
+    how: &Measuring,
+) {
+    let Some(geometry) = geometry.filter(|g| !g.is_empty()) else {
+        if !measures.is_empty() {
+            row.note = Some("the feature has no geometry".to_string());
+        }
+        return;
+    };
+    let parts = geometry::parts(geometry);
+    let mut notes = Vec::new();
+    if let Some(measurer) = &how.measurer {
+        let figures = measurer.figures(&parts, false);
+        if measures.contains(&Measure::Area) {
+            if !parts.iter().any(|p| p.kind == PartKind::Polygon) {
+                notes.push("no polygon, so no area");
+            } else if !geometry.is_valid() {
+                notes.push(
+                    "invalid polygon (GEOS): its area has no meaningful value; repair it first \
+                     (vector_measure's make_valid)",
+                );
+            } else {
+                row.area = Some(figures.area);
+            }
+        }
+        if measures.contains(&Measure::Length) {
+            if parts.iter().any(|p| p.kind == PartKind::Line) {
+                row.length = Some(figures.length);
+            } else {
+                notes.push("no line, so no length");
+            }
+        }
+    }
+    if measures.contains(&Measure::Centroid) {
+        let single_point = parts.len() == 1 && parts[0].kind == PartKind::Point;
+        row.centroid = if single_point {
+            parts[0].rings[0].first().map(|p| [p[0], p[1]])
+        } else {
+            match &how.geographic {
+                Some(g) => geographic_centroid(geometry, g),
+                None => centroid_of(geometry),
+            }
+        };
+        if row.centroid.is_none() {
+            notes.push("no centroid could be computed");
+        }
+    }
+    if !notes.is_empty() {
+        row.note = Some(notes.join("; "));
+    }
+}
+
+/// Run the query on the layer of the dataset at `path`.
+pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalError> {
+    let dataset = ogr::open("input", path)?;
+    let mut layer = ogr::layer("layer", &dataset, request.layer.as_deref())?;
+    if let Some(count) = layer.try_feature_count() {
+        if count > MAX_SCAN {
+            return Err(GdalError::Arguments(format!(
+                "input: the layer has {count} features; vector_query reads at most {MAX_SCAN}"
+            )));
+        }
+    }
+    let defs: Vec<FieldDef> = layer
+        .defn()
+        .fields()
+        .map(|f| FieldDef {
+            name: f.name(),
+            kind: kind_of(f.field_type()),
+        })
+        .collect();
+    let expr = match &request.filter {
+        Some(text) => Some(filter::parse(text, &defs).map_err(GdalError::Arguments)?),
+        None => None,
+    };
+    let selected: Vec<usize> = match &request.fields {
+        None => (0..defs.len()).collect(),
+        Some(names) => {
+            let mut out = Vec::new();
+            for name in names {
+                let i = resolve("fields", name, &defs)?;
+                if !out.contains(&i) {
+                    out.push(i);
+                }
+            }
+            out
+        }
+    };
+    let order = match &request.order_by {
+        Some(text) => Some(order_of(text, &defs)?),
+        None => None,
+    };
+    let how = measuring(layer.spatial_ref(), &request.measures)?;
+    let limit = request.limit;
+    let capture = ErrorCapture::start();
+    let mut scanned = 0u64;
+    let mut matched = 0u64;
+    // (sort key, scan position, row): kept to `limit` rows (sorted when ordering).
+    let mut kept: Vec<(Datum, u64, QueryFeature)> = Vec::new();
+    let sort = |kept: &mut Vec<(Datum, u64, QueryFeature)>, descending: bool| {
+        kept.sort_by(|a, b| {
+            use std::cmp::Ordering;
+            let by_key = match (&a.0, &b.0) {
+                (Datum::Null, Datum::Null) => Ordering::Equal,
+                (Datum::Null, _) => Ordering::Greater,
+                (_, Datum::Null) => Ordering::Less,
+                (x, y) => {
+                    let o = x.order(y).unwrap_or(Ordering::Equal);
+                    if descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            by_key.then(a.1.cmp(&b.1))
+        });
+    };
+    for feature in layer.features() {
+        scanned += 1;
+        if scanned > MAX_SCAN {
+            return Err(GdalError::Arguments(format!(
+                "input: the layer has more than {MAX_SCAN} features; vector_query reads at \
+                 most {MAX_SCAN}"
+            )));
+        }
+        if let Some(expr) = &expr {
+            let row: Vec<Datum> = (0..defs.len())
+                .map(|i| datum_of(ogr::field_value(&feature, i)))
+                .collect();
+            if expr.eval(&row) != Some(true) {
+                continue;
+            }
+        }
+        matched += 1;
+        if order.is_none() && kept.len() >= limit {
+            continue;
+        }
+        let key = order.map_or(Datum::Null, |(i, _)| {
+            datum_of(ogr::field_value(&feature, i))
+        });
+        let mut attributes = Map::new();
+        for &i in &selected {
+            attributes.insert(defs[i].name.clone(), json_of(ogr::field_value(&feature, i)));
+        }
+        let mut row = QueryFeature {
+            fid: feature.fid().map(|f| f as i64),
+            attributes,
+            area: None,
+            length: None,
+            centroid: None,
+            note: None,
+        };
+        if !request.measures.is_empty() {
+            measure_feature(&mut row, feature.geometry(), &request.measures, &how);
+        }
+        kept.push((key, scanned, row));
+        if let Some((_, descending)) = order {
+            if kept.len() >= 2 * limit.max(64) {
+                sort(&mut kept, descending);
+                kept.truncate(limit);
+            }
+        }
+    }
+    if let Some((_, descending)) = order {
+        sort(&mut kept, descending);
+    }
+    kept.truncate(limit);
+    let failures: Vec<String> = capture
+        .messages()
+        .into_iter()
+        .filter(|m| m.class != "warning")
+        .map(|m| m.message)
+        .collect();
+    if !failures.is_empty() && scanned == 0 {
+        return Err(GdalError::Failed {
+            operation: format!("reading {}", path.display()),
+            message: failures.join("; "),
+        });
+    }
+    let mut features = Vec::new();
+    let mut bytes = 0usize;
+    let mut cut_by_bytes = false;
+    for (_, _, row) in kept {
+        let size = serde_json::to_string(&row).map_or(0, |s| s.len());
+        if bytes + size > MAX_BYTES {
+            cut_by_bytes = true;
+            break;
+        }
+        bytes += size;
+        features.push(row);
+    }
+    let returned = features.len();
+    let truncated = (returned as u64) < matched;
+    let measures = (!request.measures.is_empty()).then_some(how.method);
+    Ok(QueryOutput {
+        input: path.display().to_string(),
+        layer: layer.name(),
+        filter: expr.as_ref().map(|e| e.show(&defs)),
+        fields: selected.iter().map(|&i| defs[i].name.clone()).collect(),
+        order_by: order
+            .map(|(i, d)| format!("\"{}\" {}", defs[i].name, if d { "DESC" } else { "ASC" })),
+        scanned,
+        matched,
+        returned,
+        truncated,
+        truncated_by: truncated.then(|| if cut_by_bytes { "bytes" } else { "limit" }.to_string()),
+        measures,
+        features,
+    })
+}

@@ -1,0 +1,654 @@
+//! `raster_sample` and `vector_query` over stdio, on data built here whose answers are known by
+//! construction: each raster cell holds 100 x row + column, so the value names the cell.
+
+use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::Path;
+
+fn run(program: &str, args: &[&str]) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A `width` x `height` Int16 GeoTIFF whose cell (row, column) holds 100 x row + column, with
+/// scale 2, offset 1 and nodata -9999 in its last cell; georeferenced by `-a_ullr`, and with
+/// `extra` gdal_translate arguments.
+fn write_grid(path: &Path, width: usize, height: usize, crs: &str, ullr: [f64; 4], extra: &[&str]) {
+    let asc = path.with_extension("asc");
+    let mut body = format!(
+        "ncols {width}\nnrows {height}\nxllcorner 0\nyllcorner 0\ncellsize 1\nNODATA_value -9999\n"
+    );
+    for r in 0..height {
+        let row: Vec<String> = (0..width)
+            .map(|c| {
+                if r == height - 1 && c == width - 1 {
+                    "-9999".to_string()
+                } else {
+                    (100 * r + c).to_string()
+                }
+            })
+            .collect();
+        body.push_str(&row.join(" "));
+        body.push('\n');
+    }
+    std::fs::write(&asc, body).unwrap();
+    let ullr: Vec<String> = ullr.iter().map(|v| v.to_string()).collect();
+    let mut args = vec![
+        "-q",
+        "-ot",
+        "Int16",
+        "-a_srs",
+        crs,
+        "-a_scale",
+        "2",
+        "-a_offset",
+        "1",
+    ];
+    args.push("-a_ullr");
+    args.extend(ullr.iter().map(String::as_str));
+    args.extend_from_slice(extra);
+    let (a, p) = (asc.display().to_string(), path.display().to_string());
+    args.push(&a);
+    args.push(&p);
+    run("gdal_translate", &args);
+    std::fs::remove_file(&asc).unwrap();
+}
+
+fn point(result: &Value, index: usize) -> &Value {
+    &result["points"][index]
+}
+
+/// The cell a sampled point fell in, as (row, column).
+fn cell(p: &Value) -> (i64, i64) {
+    (
+        p["row"].as_i64().unwrap_or(-1),
+        p["column"].as_i64().unwrap_or(-1),
+    )
+}
+
+fn close(a: &Value, b: f64, tolerance: f64) -> bool {
+    a.as_f64().is_some_and(|a| (a - b).abs() <= tolerance)
+}
+
+fn pair_close(a: &Value, b: [f64; 2], tolerance: f64) -> bool {
+    close(&a[0], b[0], tolerance) && close(&a[1], b[1], tolerance)
+}
+
+async fn ok(server: &Server, tool: &str, arguments: Value) -> Value {
+    let result = server.call(tool, arguments).await.unwrap();
+    assert!(!is_error(&result), "{tool}: {}", text(&result));
+    structured(&result)
+}
+
+async fn refused(server: &Server, tool: &str, arguments: Value) -> (String, String) {
+    let result = server.call(tool, arguments).await.unwrap();
+    assert!(is_error(&result), "{tool} should fail: {}", text(&result));
+    let detail = structured(&result);
+    (
+        detail["error"]["kind"].as_str().unwrap_or("").to_string(),
+        detail["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+#[tokio::test]
+async fn raster_sample_names_cells_values_and_edges_in_a_projected_grid() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // 4 x 3 cells of 10 m from (1000, 2000), north-up, PixelIsArea.
+    write_grid(
+        &server.path("area.tif"),
+        4,
+        3,
+        "EPSG:32633",
+        [1000.0, 2000.0, 1040.0, 1970.0],
+        &[],
+    );
+    let out = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "area.tif", "coordinates": [
+            [1015.0, 1985.0],  // inside row 1, column 1
+            [1020.0, 1995.0],  // on the edge between columns 1 and 2
+            [999.0, 1995.0],   // west of the raster
+            [1040.0, 1995.0],  // on the raster's east edge
+            [1035.0, 1975.0],  // the nodata cell
+            [1005.0, 1970.0]   // on the south edge
+        ]}),
+    )
+    .await;
+    assert_eq!(out["registration"], "area", "{out}");
+    assert_eq!(out["bands"][0]["scale"], json!(2.0));
+    let inside = point(&out, 0);
+    assert_eq!(cell(inside), (1, 1), "{inside}");
+    assert_eq!(inside["values"][0]["raw"], json!(101.0));
+    assert_eq!(
+        inside["values"][0]["value"],
+        json!(203.0),
+        "scale and offset apply"
+    );
+    assert!(pair_close(&inside["cell_centre"], [1015.0, 1985.0], 1e-9));
+    assert!(pair_close(&inside["cell_corner"], [1010.0, 1990.0], 1e-9));
+    // A point on a vertical cell edge belongs to the cell on its right (half-open cells, as
+    // gdallocationinfo): column 2, raw 2.
+    let edge = point(&out, 1);
+    assert_eq!(cell(edge), (0, 2), "{edge}");
+    assert_eq!(edge["values"][0]["raw"], json!(2.0));
+    for i in [2, 3, 5] {
+        let p = point(&out, i);
+        assert_eq!(p["inside"], false, "not clamped: {p}");
+        assert!(
+            p["row"].is_null() && p["values"].as_array().unwrap().is_empty(),
+            "{p}"
+        );
+    }
+    assert_eq!(out["outside"], 3);
+    let nodata = point(&out, 4);
+    assert_eq!(cell(nodata), (2, 3));
+    assert_eq!(nodata["values"][0]["nodata"], true, "{nodata}");
+    assert!(nodata["values"][0]["value"].is_null(), "{nodata}");
+}
+
+#[tokio::test]
+async fn raster_sample_respects_pixel_is_point_registration() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // The same numbers as tie point: for PixelIsArea (1000, 2000) is the corner of cell (0, 0);
+    // for PixelIsPoint it is that cell's centre, so the cell spans 995..1005 x 1995..2005.
+    // GTIFF_POINT_GEO_IGNORE makes gdal_translate write the tie point unshifted.
+    write_grid(
+        &server.path("area.tif"),
+        4,
+        3,
+        "EPSG:32633",
+        [1000.0, 2000.0, 1040.0, 1970.0],
+        &[],
+    );
+    write_grid(
+        &server.path("point.tif"),
+        4,
+        3,
+        "EPSG:32633",
+        [1000.0, 2000.0, 1040.0, 1970.0],
+        &[
+            "-mo",
+            "AREA_OR_POINT=Point",
+            "--config",
+            "GTIFF_POINT_GEO_IGNORE",
+            "YES",
+        ],
+    );
+    let coordinates = json!([[996.0, 2004.0], [1000.0, 2000.0], [1006.0, 1999.0]]);
+    let point_out = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "point.tif", "coordinates": coordinates}),
+    )
+    .await;
+    assert_eq!(point_out["registration"], "point", "{point_out}");
+    assert_eq!(
+        point_out["geotransform"],
+        json!([995.0, 10.0, 0.0, 2005.0, 0.0, -10.0]),
+        "GDAL reads a PixelIsPoint tie point as a cell centre"
+    );
+    assert_eq!(cell(point(&point_out, 0)), (0, 0));
+    assert_eq!(cell(point(&point_out, 1)), (0, 0));
+    assert!(pair_close(
+        &point(&point_out, 1)["cell_centre"],
+        [1000.0, 2000.0],
+        1e-9
+    ));
+    assert_eq!(cell(point(&point_out, 2)), (0, 1));
+    // The PixelIsArea twin: the first point is outside, the third in column 0.
+    let area_out = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "area.tif", "coordinates": coordinates}),
+    )
+    .await;
+    assert_eq!(point(&area_out, 0)["inside"], false, "{area_out}");
+    assert_eq!(cell(point(&area_out, 1)), (0, 0));
+    assert_eq!(cell(point(&area_out, 2)), (0, 0));
+}
+
+#[tokio::test]
+async fn raster_sample_south_up_geographic_and_other_crs() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // South-up: row 0 is the southernmost (y 1970..1980).
+    write_grid(
+        &server.path("south.tif"),
+        4,
+        3,
+        "EPSG:32633",
+        [1000.0, 1970.0, 1040.0, 2000.0],
+        &[],
+    );
+    let south = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "south.tif", "coordinates": [[1015.0, 1975.0], [1015.0, 1995.0]]}),
+    )
+    .await;
+    assert_eq!(cell(point(&south, 0)), (0, 1), "{south}");
+    assert_eq!(point(&south, 0)["values"][0]["raw"], json!(1.0));
+    assert!(pair_close(
+        &point(&south, 0)["cell_corner"],
+        [1010.0, 1970.0],
+        1e-9
+    ));
+    assert!(pair_close(
+        &point(&south, 0)["cell_centre"],
+        [1015.0, 1975.0],
+        1e-9
+    ));
+    assert_eq!(cell(point(&south, 1)), (2, 1));
+
+    // Geographic, 0.1° cells from (10 E, 50 N): x is longitude. 10.3 is a cell edge whose
+    // pixel coordinate is 2.9999999999999964 in floating point: it belongs to column 3.
+    write_grid(
+        &server.path("geo.tif"),
+        5,
+        5,
+        "EPSG:4326",
+        [10.0, 50.0, 10.5, 49.5],
+        &[],
+    );
+    let geo = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "geo.tif", "coordinates": [[10.3, 49.85], [49.85, 10.3]]}),
+    )
+    .await;
+    assert_eq!(cell(point(&geo, 0)), (1, 3), "{geo}");
+    assert_eq!(point(&geo, 0)["values"][0]["raw"], json!(103.0));
+    assert_eq!(
+        point(&geo, 1)["inside"],
+        false,
+        "lat/lon order is not read as x/y"
+    );
+
+    // Points in another CRS: the lon/lat of a UTM cell centre lands in that cell.
+    write_grid(
+        &server.path("utm.tif"),
+        4,
+        3,
+        "EPSG:32633",
+        [500000.0, 5000000.0, 500040.0, 4999970.0],
+        &[],
+    );
+    let mut utm = gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap();
+    let mut wgs84 = gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap();
+    for srs in [&mut utm, &mut wgs84] {
+        srs.set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+    }
+    let to_lonlat = gdal::spatial_ref::CoordTransform::new(&utm, &wgs84).unwrap();
+    let (mut xs, mut ys, mut zs) = ([500025.0], [4999975.0], [0.0]);
+    to_lonlat
+        .transform_coords(&mut xs, &mut ys, &mut zs)
+        .unwrap();
+    let other = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "utm.tif", "crs": "EPSG:4326", "coordinates": [[xs[0], ys[0]]]}),
+    )
+    .await;
+    let p = point(&other, 0);
+    assert_eq!(cell(p), (2, 2), "{other}");
+    assert!(pair_close(&p["at"], [500025.0, 4999975.0], 1e-3), "{p}");
+    assert!(pair_close(&p["given"], [xs[0], ys[0]], 1e-12));
+    assert_eq!(other["points_crs"]["id"], "EPSG:4326");
+    assert!(
+        other["transformation"]["used"]["name"].is_string(),
+        "{other}"
+    );
+
+    // Its twin in NAD27, for which PROJ has no operation over Europe but a ballpark: said.
+    let ballpark = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "utm.tif", "crs": "EPSG:4267", "coordinates": [[xs[0], ys[0]]]}),
+    )
+    .await;
+    assert_eq!(
+        ballpark["transformation"]["used"]["ballpark"], true,
+        "{ballpark}"
+    );
+    assert!(
+        ballpark["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.contains("ballpark")),
+        "{ballpark}"
+    );
+
+    // A point layer (GeoJSON, WGS 84) gives the same cell.
+    std::fs::write(
+        server.path("pts.geojson"),
+        json!({"type": "FeatureCollection", "features": [
+            {"type": "Feature", "properties": {"id": "A"},
+             "geometry": {"type": "Point", "coordinates": [xs[0], ys[0]]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let layer = ok(
+        &server,
+        "raster_sample",
+        json!({"input": "utm.tif", "points": "pts.geojson"}),
+    )
+    .await;
+    assert_eq!(cell(point(&layer, 0)), (2, 2), "{layer}");
+}
+
+#[tokio::test]
+async fn raster_sample_refuses_what_it_cannot_answer_and_stays_confined() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_grid(
+        &server.path("g.tif"),
+        2,
+        2,
+        "EPSG:32633",
+        [0.0, 20.0, 20.0, 0.0],
+        &[],
+    );
+    let (kind, message) = refused(
+        &server,
+        "raster_sample",
+        json!({"input": "/etc/hostname", "coordinates": [[0.0, 0.0]]}),
+    )
+    .await;
+    assert_eq!(kind, "path", "{message}");
+    let (kind, _) = refused(
+        &server,
+        "raster_sample",
+        json!({"input": "g.tif", "points": "../outside.geojson"}),
+    )
+    .await;
+    assert_eq!(kind, "path");
+    let (kind, message) = refused(
+        &server,
+        "raster_sample",
+        json!({"input": "g.tif", "coordinates": [[5.0, 5.0]], "crs": "/etc/passwd"}),
+    )
+    .await;
+    assert_eq!(kind, "invalid_arguments", "{message}");
+    let many: Vec<[f64; 2]> = vec![[5.0, 5.0]; 1001];
+    let (kind, message) = refused(
+        &server,
+        "raster_sample",
+        json!({"input": "g.tif", "coordinates": many}),
+    )
+    .await;
+    assert!(
+        kind == "invalid_arguments" && message.contains("1000"),
+        "{message}"
+    );
+    let (_, message) = refused(
+        &server,
+        "raster_sample",
+        json!({"input": "g.tif", "coordinates": [[5.0, 5.0]], "bands": [2]}),
+    )
+    .await;
+    assert!(message.contains("band 2"), "{message}");
+}
+
+/// A GeoPackage with `parcels` (EPSG:32633 squares) and `stations` (WGS 84 points), and a
+/// shapefile copy of the parcels.
+fn write_layers(server: &Server) {
+    let squares = [
+        ("P-1", "North", 1.5, 1, 0.0),
+        ("P-2", "North", 4.0, 2, 100.0),
+        ("P-7", "South", 2.5, 3, 200.0),
+        ("P-8", "South", 9.0, 4, 300.0),
+        ("Q-1", "East", -1.0, 5, 400.0),
+    ];
+    let features: Vec<Value> = squares
+        .iter()
+        .map(|(code, district, value, n, x)| {
+            let ring = json!([
+                [x, 0.0],
+                [x + 100.0, 0.0],
+                [x + 100.0, 100.0],
+                [x, 100.0],
+                [x, 0.0]
+            ]);
+            json!({"type": "Feature",
+                   "properties": {"code": code, "district": district, "value": value, "n": n},
+                   "geometry": {"type": "Polygon", "coordinates": [ring]}})
+        })
+        .collect();
+    let parcels = server.path("parcels.geojson");
+    std::fs::write(
+        &parcels,
+        json!({"type": "FeatureCollection",
+               "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+               "features": features})
+        .to_string(),
+    )
+    .unwrap();
+    let stations = server.path("stations.geojson");
+    std::fs::write(
+        &stations,
+        json!({"type": "FeatureCollection", "features": [
+            {"type": "Feature", "properties": {"code": "ST-1", "name": "Harbour"},
+             "geometry": {"type": "Point", "coordinates": [15.25, 45.5]}},
+            {"type": "Feature", "properties": {"code": "ST-2", "name": null},
+             "geometry": {"type": "Point", "coordinates": [16.0, 46.0]}},
+            {"type": "Feature", "properties": {"code": "BOW", "name": "bowtie"},
+             "geometry": {"type": "Polygon", "coordinates":
+                [[[0.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]]}},
+            {"type": "Feature", "properties": {"code": "CELL", "name": "degree"},
+             "geometry": {"type": "Polygon", "coordinates":
+                [[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]]]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let gpkg = server.path("land.gpkg").display().to_string();
+    let (p, s) = (
+        parcels.display().to_string(),
+        stations.display().to_string(),
+    );
+    run("ogr2ogr", &["-f", "GPKG", &gpkg, &p, "-nln", "parcels"]);
+    run(
+        "ogr2ogr",
+        &["-update", "-nlt", "GEOMETRY", &gpkg, &s, "-nln", "stations"],
+    );
+    let shp = server.path("parcels.shp").display().to_string();
+    run("ogr2ogr", &["-f", "ESRI Shapefile", &shp, &p]);
+}
+
+fn codes(out: &Value) -> Vec<String> {
+    out["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["attributes"]["code"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn vector_query_answers_attribute_questions_on_geopackage_and_shapefile() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_layers(&server);
+    // "Which district holds parcel P-7?"
+    let p7 = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "parcels", "where": "code = 'P-7'",
+               "fields": ["district"], "measures": ["area", "centroid"]}),
+    )
+    .await;
+    assert_eq!(p7["matched"], 1, "{p7}");
+    let feature = &p7["features"][0];
+    assert_eq!(feature["attributes"], json!({"district": "South"}));
+    assert!(close(&feature["area"], 10_000.0, 1e-6), "{feature}");
+    assert!(
+        pair_close(&feature["centroid"], [250.0, 50.0], 1e-9),
+        "{feature}"
+    );
+    assert_eq!(p7["measures"]["method"], "planar");
+    assert_eq!(p7["measures"]["area_unit"], "m²");
+
+    // "What is the latitude of station ST-1?" Centroids are [lon, lat].
+    let st1 = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "stations", "where": "code = 'ST-1'",
+               "measures": ["centroid"]}),
+    )
+    .await;
+    assert!(
+        pair_close(&st1["features"][0]["centroid"], [15.25, 45.5], 1e-12),
+        "{st1}"
+    );
+    assert_eq!(st1["features"][0]["attributes"]["name"], "Harbour");
+    // A 1° x 1° cell at the equator has a geodesic area of 12,308.78 km² on WGS 84.
+    let degree = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "stations", "where": "code = 'CELL'",
+               "measures": ["area"]}),
+    )
+    .await;
+    assert!(
+        close(&degree["features"][0]["area"], 12_308_778_361.0, 5.0e4),
+        "{degree}"
+    );
+    assert_eq!(degree["measures"]["method"], "geodesic");
+    // A self-crossing polygon has no meaningful area: none is given, and the note says why.
+    let bow = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "stations", "where": "code = 'BOW'",
+               "measures": ["area"]}),
+    )
+    .await;
+    let bow = &bow["features"][0];
+    assert!(bow.get("area").is_none(), "{bow}");
+    assert!(
+        bow["note"].as_str().is_some_and(|n| n.contains("invalid")),
+        "{bow}"
+    );
+    let nulls = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "stations", "where": "name IS NULL"}),
+    )
+    .await;
+    assert_eq!(codes(&nulls), vec!["ST-2"]);
+
+    // Order, limit and truncation, the same on both formats.
+    for (input, layer) in [
+        ("land.gpkg", json!("parcels")),
+        ("parcels.shp", Value::Null),
+    ] {
+        let top = ok(
+            &server,
+            "vector_query",
+            json!({"input": input, "layer": layer, "where": "code LIKE 'P-%' AND value >= 2",
+                   "order_by": "value DESC", "limit": 2}),
+        )
+        .await;
+        assert_eq!(codes(&top), vec!["P-8", "P-2"], "{input}: {top}");
+        assert_eq!(top["matched"], 3, "{input}");
+        assert_eq!(top["truncated"], true);
+        assert_eq!(top["truncated_by"], "limit");
+        let districts = ok(
+            &server,
+            "vector_query",
+            json!({"input": input, "layer": layer,
+                   "where": "district IN ('North', 'East') AND NOT n = 2",
+                   "order_by": "n"}),
+        )
+        .await;
+        assert_eq!(
+            codes(&districts),
+            vec!["P-1", "Q-1"],
+            "{input}: {districts}"
+        );
+        assert_eq!(districts["truncated"], false);
+    }
+}
+
+fn digest(paths: &[std::path::PathBuf]) -> Vec<Vec<u8>> {
+    paths.iter().map(|p| std::fs::read(p).unwrap()).collect()
+}
+
+#[tokio::test]
+async fn vector_query_refuses_injection_and_leaves_the_files_byte_identical() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_layers(&server);
+    let files: Vec<std::path::PathBuf> = ["land.gpkg", "parcels.shp", "parcels.dbf", "parcels.shx"]
+        .iter()
+        .map(|f| server.path(f))
+        .collect();
+    let before = digest(&files);
+    let attempts = [
+        ("1=1; DROP TABLE parcels", "`;` is not allowed"),
+        ("code IN (SELECT name FROM sqlite_master)", "subqueries"),
+        ("load_extension('/tmp/evil.so') = 1", "function calls"),
+        ("code = 'x' UNION SELECT 1", "UNION is not part"),
+        ("code = 7", "different types"),
+        ("owner = 'x'", "no field named \"owner\""),
+    ];
+    for input in ["land.gpkg", "parcels.shp"] {
+        let layer = if input == "land.gpkg" {
+            json!("parcels")
+        } else {
+            Value::Null
+        };
+        for (filter, why) in attempts {
+            let (kind, message) = refused(
+                &server,
+                "vector_query",
+                json!({"input": input, "layer": layer, "where": filter}),
+            )
+            .await;
+            assert_eq!(kind, "invalid_arguments", "{filter}: {message}");
+            assert!(message.contains(why), "{filter}: {message}");
+        }
+    }
+    let long = "a".repeat(2001);
+    let (_, message) = refused(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "parcels", "where": long}),
+    )
+    .await;
+    assert!(message.contains("at most 2000"), "{message}");
+    let (kind, _) = refused(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "parcels", "limit": 100000}),
+    )
+    .await;
+    assert_eq!(kind, "invalid_arguments");
+    let (kind, _) = refused(&server, "vector_query", json!({"input": "../land.gpkg"})).await;
+    assert_eq!(kind, "path");
+    assert_eq!(digest(&files), before, "the datasets are byte-identical");
+    // The layers are still whole.
+    let all = ok(
+        &server,
+        "vector_query",
+        json!({"input": "land.gpkg", "layer": "parcels", "fields": ["code"]}),
+    )
+    .await;
+    assert_eq!(all["matched"], 5);
+}
