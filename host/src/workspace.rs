@@ -227,7 +227,7 @@ impl Workspaces {
 }
 
 /// GDAL virtual file systems, URLs and `DRIVER:` connection or subdataset strings.
-fn is_virtual(raw: &str) -> bool {
+pub fn is_virtual(raw: &str) -> bool {
     let trimmed = raw.trim_start();
     if trimmed.starts_with("/vsi") || trimmed.contains("://") {
         return true;

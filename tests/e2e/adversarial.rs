@@ -56,6 +56,13 @@ impl Decoy {
         self.dir.path().join(name).display().to_string()
     }
 
+    /// Add a file to the decoy tree (it must then stay unchanged like the others).
+    fn add(&mut self, name: &str, bytes: &[u8]) {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        self.before.insert(path, bytes.to_vec());
+    }
+
     fn assert_untouched(&self) {
         let after = Decoy::snapshot(self.dir.path());
         let changed: Vec<String> = after
@@ -1273,4 +1280,131 @@ async fn a_crs_inside_a_file_cannot_name_grid_files() {
     }
     decoy.assert_untouched();
     still_serves(&server).await;
+}
+
+/// Run a command that builds a fixture; it must succeed.
+fn run(program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Regression (issue 21): a GeoPackage or SpatiaLite database whose SQLite schema declares a
+/// `VirtualText` / `VirtualShape` table over a CSV or shapefile outside the workspace:
+/// `vector_info` listed the outside fields and `vector_convert` / `vector_overlay` copied the
+/// outside rows in, while GDAL's file list named only the container. So did a view calling
+/// SpatiaLite's `BlobFromFile`, and the same database under another extension (GDAL knows
+/// SQLite by its header). The clean twins (a GeoPackage with its R*Tree index, a SpatiaLite
+/// database with SpatiaLite's own index and KNN tables) still work.
+#[tokio::test]
+async fn sqlite_virtual_tables_cannot_read_outside() {
+    let mut decoy = Decoy::new();
+    decoy.add("rows.csv", b"id,name,x,y\n1,SECRET_ROW,1.5,2.5\n");
+    let data = gdal_mcp_tests::testdata().unwrap();
+    for ext in ["shp", "shx", "dbf", "prj"] {
+        decoy.add(
+            &format!("shapes.{ext}"),
+            &std::fs::read(data.join(format!("nc.{ext}"))).unwrap(),
+        );
+    }
+    let server = start(&["nc.gpkg"]).await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    // A GeoPackage with a VirtualText table over the outside CSV (created through GDAL, whose
+    // SQLite connections carry SpatiaLite's modules).
+    std::fs::copy(server.path("nc.gpkg"), server.path("text.gpkg")).unwrap();
+    let text_table = format!(
+        "CREATE VIRTUAL TABLE leak USING VirtualText('{}', 'UTF-8', 1, POINT, DOUBLEQUOTE, ',')",
+        decoy.path("rows.csv")
+    );
+    run("ogrinfo", &["-q", &ws("text.gpkg"), "-sql", &text_table]);
+    // A SpatiaLite database with a VirtualShape table over the outside shapefile, and its
+    // clean twin.
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "SQLite",
+            "-dsco",
+            "SPATIALITE=YES",
+            &ws("clean.sqlite"),
+            &ws("nc.gpkg"),
+        ],
+    );
+    std::fs::copy(server.path("clean.sqlite"), server.path("shape.sqlite")).unwrap();
+    let shape_table = format!(
+        "CREATE VIRTUAL TABLE leak USING VirtualShape('{}', 'UTF-8', 4267)",
+        decoy.path("shapes")
+    );
+    run(
+        "ogrinfo",
+        &["-q", &ws("shape.sqlite"), "-sql", &shape_table],
+    );
+    // The same GeoPackage under another name, and one whose view reads a file.
+    std::fs::copy(server.path("text.gpkg"), server.path("disguised.dat")).unwrap();
+    std::fs::copy(server.path("nc.gpkg"), server.path("view.gpkg")).unwrap();
+    let view = format!(
+        "CREATE VIEW leak AS SELECT \"BlobFromFile\" /* quoted */ ('{}') AS b",
+        decoy.path("secret.txt")
+    );
+    run("sqlite3", &[&ws("view.gpkg"), &view]);
+
+    for input in ["text.gpkg", "shape.sqlite", "disguised.dat", "view.gpkg"] {
+        for (tool, arguments) in [
+            ("vector_info", json!({"input": input})),
+            (
+                "vector_convert",
+                json!({"input": input, "output": format!("copy-{input}.gpkg")}),
+            ),
+            (
+                "vector_overlay",
+                json!({"input": "nc.gpkg", "overlay": input, "operation": "intersection",
+                       "output": format!("copy-overlay-{input}.gpkg")}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+            let all = text(&result);
+            assert!(
+                !all.contains("SECRET_ROW") && !all.contains("do not read me"),
+                "outside data leaked: {all}"
+            );
+            let message = error_message(&result);
+            assert!(
+                message.contains("virtual table") || message.contains("BlobFromFile"),
+                "{tool} {input}: {message}"
+            );
+            assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+        }
+    }
+    assert!(
+        std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().starts_with("copy-")),
+        "nothing was copied in"
+    );
+    // The clean twins: a GeoPackage (R*Tree spatial index) and a SpatiaLite database
+    // (VirtualSpatialIndex, VirtualElementary, VirtualKNN) open and convert.
+    for input in ["nc.gpkg", "clean.sqlite"] {
+        let info = server
+            .call("vector_info", json!({"input": input}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{input}: {}", text(&info));
+        let converted = server
+            .call(
+                "vector_convert",
+                json!({"input": input, "output": format!("twin-{input}.gpkg")}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&converted), "{input}: {}", text(&converted));
+    }
+    decoy.assert_untouched();
 }

@@ -18,6 +18,7 @@ pub mod overviews;
 pub mod policy;
 pub mod programs;
 pub mod raster_io;
+pub mod references;
 pub mod stats;
 pub mod table;
 pub mod transform;

@@ -341,32 +341,64 @@ fn inside(path: &str) -> bool {
 }
 
 /// Checks before GDAL opens `path` (its real path inside a workspace), for what GDAL would act
-/// on *during* the open: a VRT's sources must lie inside a workspace and be regular files or
-/// folders (a FIFO blocks the open), and no CRS carried by the file or its `.prj` / `.aux.xml`
-/// may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a path outside,
-/// a FIFO, `/dev/stdin`).
+/// on *during* the open, on the file itself and, recursively, on every file a VRT document
+/// makes it open ([`check_file_before_open`]).
 pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     if ROOTS.get().is_none() {
         return Ok(());
     }
-    if is_vrt_document(path) {
-        let mut sources = Vec::new();
-        vrt_sources(path, 0, &mut sources);
-        for source in sources {
-            let special = std::fs::metadata(&source).is_ok_and(|m| !(m.is_file() || m.is_dir()));
-            if !inside(&source) || special {
-                return Err(GdalError::Arguments(format!(
-                    "{}: it makes GDAL read \"{source}\", which is outside every workspace or \
+    check_file_before_open(path, path, 0)
+}
+
+/// VRTs nested deeper than this are refused (GDAL's own guard against cycles is deeper).
+const MAX_VRT_DEPTH: usize = 8;
+
+/// The checks on one file GDAL will open for `input`:
+/// * a SQLite database (by its header) must declare no virtual table over a module that reads
+///   other files and call no file function ([`references::check_sqlite`]);
+/// * a VRT document's references ([`references::vrt_references`], parsed as XML) must each be
+///   a plain path (no `/vsi`, URL or `DRIVER:` string) inside a workspace that is a regular
+///   file or folder (a FIFO blocks the open), and are checked the same way in turn;
+/// * no CRS carried by the file, its XML decoded, or its `.prj` / `.aux.xml` / `.xml`
+///   sidecars may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a
+///   path outside, a FIFO, `/dev/stdin`).
+fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
+    super::references::check_sqlite(file)?;
+    if super::references::is_vrt_document(file) {
+        if depth >= MAX_VRT_DEPTH {
+            return Err(GdalError::Arguments(format!(
+                "{}: VRTs nested more than {MAX_VRT_DEPTH} deep (or referencing themselves) \
+                 are not opened",
+                input.display()
+            )));
+        }
+        for reference in super::references::vrt_references(file)? {
+            let refuse = |target: &str| {
+                GdalError::Arguments(format!(
+                    "{}: it makes GDAL read \"{target}\", which is outside every workspace or \
                      not a regular file; copy the data into a workspace",
-                    path.display()
-                )));
+                    input.display()
+                ))
+            };
+            if crate::workspace::is_virtual(&reference.written) {
+                return Err(refuse(&reference.written));
+            }
+            for path in &reference.paths {
+                let shown = path.display().to_string();
+                let special = std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+                if !inside(&shown) || special {
+                    return Err(refuse(&shown));
+                }
+                if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                    check_file_before_open(input, path, depth + 1)?;
+                }
             }
         }
     }
-    let mut carriers = vec![path.to_path_buf()];
-    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+    let mut carriers = vec![file.to_path_buf()];
+    if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
         let name = name.to_string_lossy();
-        let stem = path
+        let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
@@ -393,7 +425,9 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     Ok(())
 }
 
-/// Whether the first MiB of a regular file mentions a grid or parameter file.
+/// Whether the first MiB of a regular file mentions a grid or parameter file, in its raw
+/// text or with its XML character references and entities decoded (`grids&#61;` is
+/// `grids=` to GDAL).
 fn mentions_grid_files(path: &Path) -> bool {
     use std::io::Read;
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
@@ -404,12 +438,30 @@ fn mentions_grid_files(path: &Path) -> bool {
     if read.is_err() {
         return false;
     }
-    let text: String = String::from_utf8_lossy(&head)
-        .chars()
+    let raw = String::from_utf8_lossy(&head);
+    let decoded = super::references::decode_leniently(&raw);
+    // An XML document (a VRT, an `.aux.xml`) is also read as GDAL's parser hands it over.
+    let xml = !head.contains(&0)
+        && raw
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('<');
+    let parsed = if xml {
+        super::references::decoded_xml_text(path).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    [raw.as_ref(), decoded.as_str(), parsed.as_str()]
+        .iter()
+        .any(|text| names_grid_files(&squeeze(text)))
+}
+
+/// Lowercased text without whitespace.
+fn squeeze(text: &str) -> String {
+    text.chars()
         .filter(|c| !c.is_whitespace())
         .map(|c| c.to_ascii_lowercase())
-        .collect();
-    names_grid_files(&text)
+        .collect()
 }
 
 /// Whether lowercased, whitespace-free text names a grid or parameter file. PROJ's built-in
@@ -442,11 +494,14 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     }
     let vrts: Vec<String> = files
         .iter()
-        .filter(|f| is_vrt_document(Path::new(f.as_str())))
+        .filter(|f| super::references::is_vrt_document(Path::new(f.as_str())))
         .cloned()
         .collect();
     for vrt in vrts {
-        vrt_sources(Path::new(&vrt), 0, &mut files);
+        // GDAL does not list a mask band's sources: they are read from the document itself.
+        for reference in super::references::vrt_references(Path::new(&vrt))? {
+            files.extend(reference.paths.iter().map(|p| p.display().to_string()));
+        }
     }
     for file in files {
         if !inside(&file) {
@@ -458,64 +513,6 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
         }
     }
     Ok(())
-}
-
-/// Every `<SourceFilename>` a VRT names, anywhere in the document (bands, mask bands,
-/// overviews, kernel-filtered, derived and pansharpened sources), resolved against the VRT's
-/// folder when marked relative. `GDALGetFileList` does not list a mask band's sources, so the
-/// document itself is read. Nested VRTs inside the workspace are followed (to a depth of 8).
-fn vrt_sources(vrt: &Path, depth: usize, found: &mut Vec<String>) {
-    let Ok(text) = std::fs::read_to_string(vrt) else {
-        return;
-    };
-    let lower = text.to_ascii_lowercase();
-    let base = vrt.parent().unwrap_or(Path::new("/"));
-    let mut rest = 0;
-    while let Some(start) = lower[rest..].find("<sourcefilename") {
-        let tag_start = rest + start;
-        let Some(tag_end) = lower[tag_start..].find('>').map(|e| tag_start + e) else {
-            break;
-        };
-        let Some(close) = lower[tag_end..]
-            .find("</sourcefilename>")
-            .map(|c| tag_end + c)
-        else {
-            break;
-        };
-        let attributes = &lower[tag_start..tag_end];
-        let relative =
-            attributes.contains("relativetovrt=\"1\"") || attributes.contains("relativetovrt='1'");
-        let name = text[tag_end + 1..close].trim().to_string();
-        let resolved = if relative && !name.starts_with('/') {
-            base.join(&name).display().to_string()
-        } else {
-            name
-        };
-        if depth < 8 && inside(&resolved) && is_vrt_document(Path::new(&resolved)) {
-            vrt_sources(Path::new(&resolved), depth + 1, found);
-        }
-        found.push(resolved);
-        rest = close;
-    }
-}
-
-/// Whether `path` is a VRT document, by content (GDAL identifies VRTs by content, whatever
-/// the extension). Only regular files are read.
-fn is_vrt_document(path: &Path) -> bool {
-    use std::io::Read;
-    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-    if !regular {
-        return false;
-    }
-    let mut head = [0u8; 256];
-    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
-    text.trim_start_matches('\u{feff}')
-        .trim_start()
-        .trim_start_matches(|c: char| c != '<')
-        .contains("<vrtdataset")
 }
 
 /// `GDALGetFileList` of a dataset.
