@@ -1408,3 +1408,147 @@ async fn sqlite_virtual_tables_cannot_read_outside() {
     }
     decoy.assert_untouched();
 }
+
+/// Regression (issue 21): VRT references were found by a raw text scan, so a path written as
+/// XML character references (`&#47;`), in CDATA, or in a document whose `<VRTDataset` came
+/// after 256 bytes, was not seen as GDAL sees it: a mask band reassembled an outside file
+/// byte by byte. An SRS written with a reference (`+nadgrids&#61;`) named a FIFO that
+/// blocked the read worker. Documents are now parsed as XML; the clean twin (a source name
+/// and an SRS written with references, all inside) still opens.
+#[tokio::test]
+async fn vrt_references_are_read_as_gdal_reads_them() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let encode = |path: &str| path.replace('/', "&#47;");
+    let secret = decoy.path("secret.txt");
+    let outside = decoy.path("outside.tif");
+    let band = |source: &str| {
+        format!(
+            r#"<VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">{source}</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#
+        )
+    };
+    let raw_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte" subClass="VRTRawRasterBand"><SourceFilename relativetoVRT="1">{source}</SourceFilename><ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>111</LineOffset></VRTRasterBand></MaskBand>"#
+        )
+    };
+    let document = |prefix: &str, body: &str| {
+        format!(r#"{prefix}<VRTDataset rasterXSize="111" rasterYSize="111">{body}</VRTDataset>"#)
+    };
+    let cases = [
+        (
+            "references.vrt",
+            document("", &(band("dem.tif") + &raw_mask(&encode(&secret)))),
+        ),
+        (
+            "cdata.vrt",
+            document("", &band(&format!("<![CDATA[{outside}]]>"))),
+        ),
+        (
+            "late.vrt",
+            document(
+                &format!("<!-- {} -->\n", "x".repeat(400)),
+                &(band("dem.tif") + &raw_mask(&secret)),
+            ),
+        ),
+        (
+            "upper.vrt",
+            document(
+                "",
+                &format!(
+                    r#"<VRTRasterBand dataType="Float32" band="1"><ComplexSource><SOURCEFILENAME RELATIVETOVRT="0">{}</SOURCEFILENAME><SourceBand>1</SourceBand></ComplexSource></VRTRasterBand>"#,
+                    encode(&outside)
+                ),
+            ),
+        ),
+        (
+            "dtd.vrt",
+            format!(
+                r#"<!DOCTYPE VRTDataset [<!ENTITY s "{outside}">]>{}"#,
+                document("", &band("&s;"))
+            ),
+        ),
+    ];
+    for (name, xml) in &cases {
+        std::fs::write(server.path(name), xml).unwrap();
+        for (tool, arguments) in [
+            ("raster_info", json!({"input": name})),
+            (
+                "raster_convert",
+                json!({"input": name, "output": format!("copy-{name}.tif")}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {name}: {}", text(&result));
+            let message = error_message(&result);
+            assert!(
+                message.contains("outside every workspace") || message.contains("DTD"),
+                "{tool} {name}: {message}"
+            );
+            assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+        }
+    }
+    assert!(
+        std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().starts_with("copy-")),
+        "nothing was copied in"
+    );
+
+    // An SRS naming a FIFO grid through a character reference, in the VRT and in an .aux.xml.
+    let fifo_dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_dir.path().join("grid");
+    run("mkfifo", &[&fifo.display().to_string()]);
+    let srs = format!(
+        "+proj=longlat +ellps=WGS84 +nadgrids&#61;{} +no_defs",
+        fifo.display()
+    );
+    std::fs::write(
+        server.path("srs.vrt"),
+        document("", &format!("<SRS>{srs}</SRS>{}", band("dem.tif"))),
+    )
+    .unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("pam.tif")).unwrap();
+    std::fs::write(
+        server.path("pam.tif.aux.xml"),
+        format!("<PAMDataset><SRS>{srs}</SRS></PAMDataset>"),
+    )
+    .unwrap();
+    for name in ["srs.vrt", "pam.tif"] {
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("raster_info", json!({"input": name})),
+        )
+        .await
+        .expect("answered, not blocked on the FIFO")
+        .unwrap();
+        assert!(is_error(&result), "{name}: {}", text(&result));
+        assert!(
+            error_message(&result).contains("grid or parameter file"),
+            "{name}: {}",
+            text(&result)
+        );
+    }
+
+    // The clean twin: names and an SRS written with references, every source inside.
+    std::fs::write(
+        server.path("twin.vrt"),
+        document(
+            "<!-- a mosaic -->\n",
+            &format!(
+                r#"<SRS>GEOGCS[&quot;WGS 84&quot;,DATUM[&quot;WGS_1984&quot;,SPHEROID[&quot;WGS 84&quot;,6378137,298.257223563]],PRIMEM[&quot;Greenwich&quot;,0],UNIT[&quot;degree&quot;,0.0174532925199433]]</SRS>{}{}"#,
+                band("d&#101;m.tif"),
+                raw_mask("<![CDATA[dem.tif]]>")
+            ),
+        ),
+    )
+    .unwrap();
+    let twin = server
+        .call("raster_info", json!({"input": "twin.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
