@@ -1552,3 +1552,212 @@ async fn vrt_references_are_read_as_gdal_reads_them() {
     decoy.assert_untouched();
     still_serves(&server).await;
 }
+
+/// A server started in `cwd` on `workspace`, spoken to line by line; each answer is awaited
+/// at most `timeout`.
+struct RawServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<Value>,
+    next_id: u64,
+}
+
+impl RawServer {
+    fn start(cwd: &Path, workspace: &Path) -> RawServer {
+        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace)
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send
+                    .send(serde_json::from_str::<Value>(&line).unwrap())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut server = RawServer {
+            child,
+            stdin,
+            answers,
+            next_id: 0,
+        };
+        server.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: Value) {
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The answer to a request, `None` if none came within 20 s.
+    fn request(&mut self, method: &str, params: Value) -> Option<Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.answers.recv_timeout(left) {
+                Ok(answer) if answer["id"] == json!(id) => return Some(answer),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let answer = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .unwrap_or_else(|| panic!("{tool} {arguments}: no answer within 20 s (blocked)"));
+        answer["result"].clone()
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn raw_error(result: &Value) -> String {
+    assert_eq!(result["isError"], json!(true), "{result}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Regression (issue 21): CRS text resolved names from files. `+init=Y:1` read the file `Y`
+/// from the server's working directory (a FIFO there blocked the worker for good), an
+/// authority PROJ's database does not know is looked up as a file, and the same definitions
+/// inside inputs (a VRT's SRS, an `.aux.xml`, a GeoPackage's SRS table) reached PROJ when
+/// GDAL parsed them. Known authorities (EPSG, IAU_2015...) and plain inputs still work.
+#[test]
+fn crs_text_resolves_nothing_from_files() {
+    let mut decoy = Decoy::new();
+    decoy.add("initfile", b"<1> +proj=longlat +ellps=clrk66 +no_defs <>\n");
+    let cwd = tempfile::tempdir().unwrap();
+    for name in ["Y", "epsg", "init"] {
+        run("mkfifo", &[&cwd.path().join(name).display().to_string()]);
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let data = gdal_mcp_tests::testdata().unwrap();
+    let ws = |name: &str| workspace.path().join(name);
+    for name in ["dem.tif", "nc.gpkg"] {
+        std::fs::copy(data.join(name), ws(name)).unwrap();
+    }
+    let mut server = RawServer::start(cwd.path(), workspace.path());
+    let init = format!("+proj=longlat +init={}:1", decoy.path("initfile"));
+    for crs in [
+        "+init=Y:1",
+        "+proj=longlat +init=Y:1 +no_defs",
+        "+proj=longlat + init = epsg:4326",
+        "Y:1",
+        "urn:ogc:def:crs:Y::1",
+        "EPSG:4326+Y:1",
+        init.as_str(),
+    ] {
+        for (tool, arguments) in [
+            (
+                "raster_reproject",
+                json!({"input": "dem.tif", "output": "o.tif", "dst_crs": crs, "resampling": "nearest"}),
+            ),
+            (
+                "vector_reproject",
+                json!({"input": "nc.gpkg", "output": "o.gpkg", "dst_crs": crs}),
+            ),
+        ] {
+            let message = raw_error(&server.call(tool, arguments));
+            assert!(
+                message.contains("init=") || message.contains("not an authority in PROJ"),
+                "{tool} {crs}: {message}"
+            );
+        }
+    }
+    // The same definitions inside inputs.
+    let vrt = |srs: &str| {
+        format!(
+            r#"<VRTDataset rasterXSize="10" rasterYSize="10"><SRS>{srs}</SRS><VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#
+        )
+    };
+    std::fs::write(ws("init.vrt"), vrt("+proj=longlat +in&#105;t=Y:1")).unwrap();
+    std::fs::write(ws("authority.vrt"), vrt("Y:1")).unwrap();
+    std::fs::copy(ws("dem.tif"), ws("pam.tif")).unwrap();
+    std::fs::write(
+        ws("pam.tif.aux.xml"),
+        "<PAMDataset><SRS>urn:ogc:def:crs:Y::1</SRS></PAMDataset>",
+    )
+    .unwrap();
+    std::fs::copy(ws("nc.gpkg"), ws("srs.gpkg")).unwrap();
+    run(
+        "sqlite3",
+        &[
+            &ws("srs.gpkg").display().to_string(),
+            &format!("UPDATE gpkg_spatial_ref_sys SET definition = '{init}' WHERE srs_id = 4267"),
+        ],
+    );
+    for (tool, input) in [
+        ("raster_info", "init.vrt"),
+        ("raster_info", "authority.vrt"),
+        ("raster_info", "pam.tif"),
+        ("vector_info", "srs.gpkg"),
+    ] {
+        let message = raw_error(&server.call(tool, json!({"input": input})));
+        assert!(
+            message.contains("init=") || message.contains("not an authority in PROJ"),
+            "{tool} {input}: {message}"
+        );
+    }
+    // Clean twins: known authorities, and the same inputs with plain definitions.
+    std::fs::write(ws("plain.vrt"), vrt("EPSG:4326")).unwrap();
+    for (tool, arguments) in [
+        ("raster_info", json!({"input": "plain.vrt"})),
+        ("raster_info", json!({"input": "dem.tif"})),
+        ("vector_info", json!({"input": "nc.gpkg"})),
+    ] {
+        let result = server.call(tool, arguments.clone());
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "{tool} {arguments}: {result}"
+        );
+    }
+    // Known authorities pass the CRS check (the gate may still ask for a justification).
+    for crs in ["EPSG:4326", "urn:ogc:def:crs:EPSG::4326", "ESRI:102100"] {
+        let result = server.call(
+            "vector_reproject",
+            json!({"input": "nc.gpkg", "output": "twin.gpkg", "dst_crs": crs}),
+        );
+        let all = result.to_string();
+        assert!(
+            !all.contains("not an authority")
+                && !all.contains("init=")
+                && !all.contains("dst_crs:"),
+            "{crs}: {all}"
+        );
+    }
+    decoy.assert_untouched();
+}

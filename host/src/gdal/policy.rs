@@ -305,12 +305,55 @@ pub(super) fn apply_process_switches() {
     ] {
         let _ = gdal::config::set_config_option(key, value);
     }
+    restrict_proj_search_paths();
     for name in NETWORK_DRIVERS {
         if let Ok(driver) = gdal::DriverManager::get_driver_by_name(name) {
             // SAFETY: deregistering a driver handle GDAL returned; drivers are never destroyed
             // here, only removed from the manager, before any dataset is opened with them.
             unsafe { gdal_sys::GDALDeregisterDriver(driver.c_driver()) };
         }
+    }
+}
+
+/// Give PROJ no search path but its own data folders (those holding `proj.db`): the working
+/// directory and the user's writable folder are never searched for grids or init files.
+fn restrict_proj_search_paths() {
+    // SAFETY: OSRGetPROJSearchPaths returns a NULL-terminated list owned by the caller (freed
+    // with CSLDestroy); OSRSetPROJSearchPaths copies the NULL-terminated list it is given.
+    unsafe {
+        let list = gdal_sys::OSRGetPROJSearchPaths();
+        let mut current = Vec::new();
+        if !list.is_null() {
+            let mut i = 0;
+            loop {
+                let entry = *list.add(i);
+                if entry.is_null() {
+                    break;
+                }
+                current.push(
+                    std::ffi::CStr::from_ptr(entry)
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+                i += 1;
+            }
+            gdal_sys::CSLDestroy(list);
+        }
+        let data: Vec<std::ffi::CString> = current
+            .iter()
+            .filter(|dir| Path::new(dir).is_absolute() && Path::new(dir).join("proj.db").is_file())
+            .filter_map(|dir| std::ffi::CString::new(dir.as_str()).ok())
+            .collect();
+        if data.is_empty() {
+            tracing::warn!(
+                "PROJ's data folder (with proj.db) was not found among {current:?}; its search \
+                 paths are left as they are"
+            );
+            return;
+        }
+        let mut pointers: Vec<*const std::ffi::c_char> = data.iter().map(|c| c.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        gdal_sys::OSRSetPROJSearchPaths(pointers.as_ptr());
     }
 }
 
@@ -413,11 +456,10 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
         }
     }
     for carrier in carriers {
-        if mentions_grid_files(&carrier) {
+        if let Some(why) = crs_reads_files(&carrier) {
             return Err(GdalError::Arguments(format!(
-                "{}: its CRS names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...), \
-                 which PROJ would open while reading it; assign the CRS by authority code \
-                 instead (src_crs, e.g. \"EPSG:4326\")",
+                "{}: its CRS makes PROJ read a file while GDAL reads it: {why}; assign the CRS \
+                 by authority code instead (src_crs, e.g. \"EPSG:4326\")",
                 carrier.display()
             )));
         }
@@ -425,18 +467,51 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     Ok(())
 }
 
+/// Why a CRS carried by `path` (a raster, a `.prj`, an `.aux.xml`, a VRT) would make PROJ
+/// read a file, if it would: a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`, the
+/// text "grid or parameter file" is kept in the message for callers), `init=` anywhere, or,
+/// in an XML document's SRS elements, an authority PROJ's database does not know.
+fn crs_reads_files(path: &Path) -> Option<String> {
+    if mentions_grid_files(path) {
+        return Some(
+            "it names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...)".to_string(),
+        );
+    }
+    if mentions_init_files(path) {
+        return Some("it uses `init=`, which reads an init file".to_string());
+    }
+    super::references::srs_texts(path)
+        .iter()
+        .find_map(|text| super::facts::crs_text_reads_files(text))
+}
+
 /// Whether the first MiB of a regular file mentions a grid or parameter file, in its raw
 /// text or with its XML character references and entities decoded (`grids&#61;` is
 /// `grids=` to GDAL).
 fn mentions_grid_files(path: &Path) -> bool {
+    head_texts(path)
+        .iter()
+        .any(|text| super::facts::names_grid_or_parameter_file(&squeeze(text)))
+}
+
+/// Whether the first MiB of a regular file mentions `init=` (raw or decoded, as above).
+fn mentions_init_files(path: &Path) -> bool {
+    head_texts(path)
+        .iter()
+        .any(|text| squeeze(text).contains("init="))
+}
+
+/// The first MiB of a regular file as text: raw, with XML references decoded leniently, and
+/// (for an XML document) as its parsed text and attribute values.
+fn head_texts(path: &Path) -> Vec<String> {
     use std::io::Read;
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
+        return Vec::new();
     }
     let mut head = Vec::new();
     let read = std::fs::File::open(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
     if read.is_err() {
-        return false;
+        return Vec::new();
     }
     let raw = String::from_utf8_lossy(&head);
     let decoded = super::references::decode_leniently(&raw);
@@ -451,9 +526,7 @@ fn mentions_grid_files(path: &Path) -> bool {
     } else {
         String::new()
     };
-    [raw.as_ref(), decoded.as_str(), parsed.as_str()]
-        .iter()
-        .any(|text| names_grid_files(&squeeze(text)))
+    vec![raw.into_owned(), decoded, parsed]
 }
 
 /// Lowercased text without whitespace.
@@ -462,24 +535,6 @@ fn squeeze(text: &str) -> String {
         .filter(|c| !c.is_whitespace())
         .map(|c| c.to_ascii_lowercase())
         .collect()
-}
-
-/// Whether lowercased, whitespace-free text names a grid or parameter file. PROJ's built-in
-/// null grid (`+nadgrids=@null`, which GDAL writes into every EPSG:3857 definition it stores,
-/// a GeoPackage's included) opens no file and does not count.
-fn names_grid_files(text: &str) -> bool {
-    if text.contains("parameterfile") || text.contains("parameter_file") {
-        return true;
-    }
-    text.match_indices("grids=").any(|(at, key)| {
-        let value: String = text[at + key.len()..]
-            .chars()
-            .take_while(|c| !"+\"']<;&)".contains(*c))
-            .collect();
-        value
-            .split(',')
-            .any(|grid| grid.trim_start_matches('@') != "null")
-    })
 }
 
 /// Refuse a dataset GDAL opened if any file it lists (a VRT's sources, sidecars, overview
@@ -706,7 +761,7 @@ mod tests {
 
 #[cfg(test)]
 mod grid_mentions {
-    use super::names_grid_files;
+    use crate::gdal::facts::names_grid_or_parameter_file as names_grid_files;
 
     /// Regression (issue 11): GDAL stores EPSG:3857 with `+nadgrids=@null` (PROJ's built-in
     /// null grid), so every GeoPackage it wrote in Web Mercator was refused as naming a grid

@@ -121,7 +121,65 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
             )));
         }
     }
+    // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
+    let definitions = read_srs_definitions(path).map_err(|e| {
+        GdalError::Arguments(format!(
+            "{}: its SRS table cannot be read safely ({e}); it is refused before GDAL opens it",
+            path.display()
+        ))
+    })?;
+    for definition in definitions {
+        if let Some(why) = super::facts::crs_text_reads_files(&definition) {
+            return Err(GdalError::Arguments(format!(
+                "{}: a CRS definition in its SRS table makes PROJ read a file ({why}): \"{}\"; \
+                 fix the table or export the data with a CRS by authority code",
+                path.display(),
+                excerpt(&definition)
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Every text value of the SRS tables GDAL reads CRS definitions from: the GeoPackage's
+/// `gpkg_spatial_ref_sys` (`definition`, `definition_12_063`) and SpatiaLite's
+/// `spatial_ref_sys` (`srtext`, `proj4text`). Read only after [`check_sqlite`] found the
+/// schema plain (no virtual table over files, no file function).
+fn read_srs_definitions(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
+    let connection = rusqlite::Connection::open_with_flags(path, flags)?;
+    connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    connection.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        false,
+    )?;
+    let mut found = Vec::new();
+    for table in ["gpkg_spatial_ref_sys", "spatial_ref_sys"] {
+        let exists: i64 = connection.query_row(
+            "SELECT count(*) FROM main.sqlite_master WHERE type IN ('table', 'view') AND name = ?1 \
+             AND sql NOT LIKE '%VIRTUAL%'",
+            [table],
+            |row| row.get(0),
+        )?;
+        if exists == 0 {
+            continue;
+        }
+        let mut statement =
+            connection.prepare(&format!("SELECT * FROM main.\"{table}\" LIMIT 100000"))?;
+        let columns = statement.column_count();
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            for i in 0..columns {
+                if let Ok(Some(text)) = row.get::<_, Option<String>>(i) {
+                    found.push(text);
+                }
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The SQL of every schema entry, read-only, with extension loading off. Only `sqlite_master`
@@ -550,6 +608,46 @@ pub fn decode_leniently(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// The CRS definitions of an XML document (a VRT, an `.aux.xml`), decoded: the text of every
+/// element whose name ends in `SRS` (`SRS`, `SourceSRS`, `TargetSRS`, `OverviewSRS`...), every
+/// `Projection` attribute (GCP lists) and every `SRS` metadata item. Not XML, or not
+/// parseable: none (the raw and leniently decoded text is scanned by the caller).
+pub fn srs_texts(path: &Path) -> Vec<String> {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let start = String::from_utf8_lossy(&head[..n]);
+    let xml = std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        && start
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('<');
+    if !xml {
+        return Vec::new();
+    }
+    let Ok(text) = read_document(path) else {
+        return Vec::new();
+    };
+    let Ok(document) = roxmltree::Document::parse_with_options(&text, parsing_options()) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for node in document.descendants().filter(|n| n.is_element()) {
+        let tag = node.tag_name().name().to_ascii_lowercase();
+        let srs_item =
+            tag == "mdi" && attribute(&node, "key").is_some_and(|k| k.eq_ignore_ascii_case("srs"));
+        if tag.ends_with("srs") || srs_item {
+            found.extend(element_texts(&node));
+        }
+        if let Some(projection) = attribute(&node, "projection") {
+            found.push(projection.to_string());
+        }
+    }
+    found
 }
 
 fn parsing_options() -> roxmltree::ParsingOptions {
