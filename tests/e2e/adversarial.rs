@@ -1761,3 +1761,66 @@ fn crs_text_resolves_nothing_from_files() {
     }
     decoy.assert_untouched();
 }
+
+/// Regression (issue 21): a folder dataset (a folder of shapefiles opened as a vector source)
+/// with a FIFO inside blocked a read worker for good, and then `raster_info`. So did a FIFO
+/// beside an input under a name GDAL looks for without a dot (`<stem>_rpc.txt`). Folders are
+/// walked before GDAL opens them; the clean twin folder still opens.
+#[tokio::test]
+async fn a_fifo_inside_a_folder_dataset_is_refused_before_any_open() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let data = gdal_mcp_tests::testdata().unwrap();
+    for folder in ["shapes", "twin", "deep/a/b"] {
+        std::fs::create_dir_all(server.path(folder)).unwrap();
+    }
+    for folder in ["shapes", "twin", "deep"] {
+        for ext in ["shp", "shx", "dbf", "prj"] {
+            std::fs::copy(
+                data.join(format!("nc.{ext}")),
+                server.path(&format!("{folder}/nc.{ext}")),
+            )
+            .unwrap();
+        }
+    }
+    run(
+        "mkfifo",
+        &[&server.path("shapes/blocking.shp").display().to_string()],
+    );
+    run(
+        "mkfifo",
+        &[&server.path("deep/a/b/x.dbf").display().to_string()],
+    );
+    std::os::unix::fs::symlink(decoy.path("secret.txt"), server.path("twin-link")).unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("r.tif")).unwrap();
+    run("mkfifo", &[&server.path("r_rpc.txt").display().to_string()]);
+    for (tool, input) in [
+        ("vector_info", "shapes"),
+        ("vector_info", "deep"),
+        ("raster_info", "r.tif"),
+    ] {
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call(tool, json!({"input": input})),
+        )
+        .await
+        .expect("answered, not blocked on the FIFO")
+        .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert!(
+            error_message(&result).contains("not a regular file"),
+            "{input}: {}",
+            text(&result)
+        );
+    }
+    let twin = tokio::time::timeout(
+        Duration::from_secs(20),
+        server.call("vector_info", json!({"input": "twin"})),
+    )
+    .await
+    .expect("answered")
+    .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}

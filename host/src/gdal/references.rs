@@ -156,19 +156,44 @@ fn read_srs_definitions(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
         rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
         false,
     )?;
-    let mut found = Vec::new();
-    for table in ["gpkg_spatial_ref_sys", "spatial_ref_sys"] {
-        let exists: i64 = connection.query_row(
-            "SELECT count(*) FROM main.sqlite_master WHERE type IN ('table', 'view') AND name = ?1 \
-             AND sql NOT LIKE '%VIRTUAL%'",
-            [table],
+    let exists = |name: &str| -> Result<bool, rusqlite::Error> {
+        let count: i64 = connection.query_row(
+            "SELECT count(*) FROM main.sqlite_master WHERE type IN ('table', 'view') \
+             AND name = ?1 AND sql NOT LIKE '%VIRTUAL%'",
+            [name],
             |row| row.get(0),
         )?;
-        if exists == 0 {
+        Ok(count > 0)
+    };
+    let mut found = Vec::new();
+    // (SRS table, its key, the tables that say which SRSs GDAL will parse). SpatiaLite's
+    // table holds the whole EPSG register (some with geoid grids) and GDAL parses only the
+    // rows its layers use; with no referencing table, every row counts.
+    for (table, key, users) in [
+        (
+            "gpkg_spatial_ref_sys",
+            "srs_id",
+            &["gpkg_contents", "gpkg_geometry_columns"][..],
+        ),
+        ("spatial_ref_sys", "srid", &["geometry_columns"][..]),
+    ] {
+        if !exists(table)? {
             continue;
         }
-        let mut statement =
-            connection.prepare(&format!("SELECT * FROM main.\"{table}\" LIMIT 100000"))?;
+        let mut used = Vec::new();
+        for user in users {
+            if exists(user)? {
+                used.push(format!("SELECT {key} FROM main.\"{user}\""));
+            }
+        }
+        let filter = if used.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {key} IN ({})", used.join(" UNION "))
+        };
+        let mut statement = connection.prepare(&format!(
+            "SELECT * FROM main.\"{table}\"{filter} LIMIT 100000"
+        ))?;
         let columns = statement.column_count();
         let mut rows = statement.query([])?;
         while let Some(row) = rows.next()? {
