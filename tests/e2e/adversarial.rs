@@ -1531,6 +1531,28 @@ async fn vrt_references_are_read_as_gdal_reads_them() {
         );
     }
 
+    // An .aux.xml naming an outside geolocation array (gdalwarp opens it by itself).
+    std::fs::copy(server.path("dem.tif"), server.path("geoloc.tif")).unwrap();
+    std::fs::write(
+        server.path("geoloc.tif.aux.xml"),
+        format!(
+            r#"<PAMDataset><Metadata domain="GEOLOCATION"><MDI key="X_DATASET">{}</MDI><MDI key="Y_DATASET">{}</MDI></Metadata></PAMDataset>"#,
+            encode(&outside),
+            encode(&outside)
+        ),
+    )
+    .unwrap();
+    let result = server
+        .call("raster_info", json!({"input": "geoloc.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(
+        error_message(&result).contains("outside every workspace"),
+        "{}",
+        text(&result)
+    );
+
     // The clean twin: names and an SRS written with references, every source inside.
     std::fs::write(
         server.path("twin.vrt"),

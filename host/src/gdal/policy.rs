@@ -438,6 +438,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             }
         }
     }
+    check_pam_references(input, file)?;
     let mut carriers = vec![file.to_path_buf()];
     if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
         let name = name.to_string_lossy();
@@ -462,6 +463,60 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
                  by authority code instead (src_crs, e.g. \"EPSG:4326\")",
                 carrier.display()
             )));
+        }
+    }
+    Ok(())
+}
+
+/// The datasets an `.aux.xml` beside `file` names (`OVERVIEW_FILE`, geolocation `X_DATASET` /
+/// `Y_DATASET`, which gdalwarp opens by itself) must lie inside a workspace and be regular
+/// files, like a VRT's sources. An `.aux.xml` the XML parser cannot read is scanned for those
+/// keys in its leniently decoded text instead (GDAL would still read what it can of it).
+fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+        return Ok(());
+    };
+    let stem = file.file_stem().unwrap_or(name);
+    for sidecar in [name, stem] {
+        let mut pam = sidecar.to_os_string();
+        pam.push(".aux.xml");
+        let pam = parent.join(pam);
+        if !std::fs::metadata(&pam).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let refuse = |target: &str| {
+            GdalError::Arguments(format!(
+                "{}: its {} makes GDAL read \"{target}\", which is outside every workspace or \
+                 not a regular file; remove that entry or copy the data into a workspace",
+                input.display(),
+                pam.display()
+            ))
+        };
+        match super::references::vrt_references(&pam) {
+            Ok(references) => {
+                for reference in references {
+                    if crate::workspace::is_virtual(&reference.written) {
+                        return Err(refuse(&reference.written));
+                    }
+                    for path in &reference.paths {
+                        let shown = path.display().to_string();
+                        let special =
+                            std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+                        if !inside(&shown) || special {
+                            return Err(refuse(&shown));
+                        }
+                    }
+                }
+            }
+            Err(_) => {
+                let text = head_texts(&pam).join("\n").to_ascii_lowercase();
+                if ["x_dataset", "y_dataset", "overview_file"]
+                    .iter()
+                    .any(|key| text.contains(key))
+                {
+                    return Err(refuse("a dataset named in an unreadable document"));
+                }
+            }
         }
     }
     Ok(())
