@@ -11,8 +11,12 @@
 //! * **Network access**: the network drivers are deregistered and the curl-based virtual file
 //!   systems refuse every file name ([`init`]).
 //! * **Files that make GDAL open other files** (a VRT's sources, an `.aux.xml`'s
-//!   `OVERVIEW_FILE`, a symlinked sidecar): after every open, every file GDAL lists for the
-//!   dataset is resolved and must lie inside a workspace ([`confine_opened`]).
+//!   `OVERVIEW_FILE` or geolocation arrays, a SQLite schema's virtual tables, a CRS naming a
+//!   grid or init file, a FIFO inside a folder dataset): before the open, what GDAL would read
+//!   is found from the bytes it would parse ([`check_before_open`], with
+//!   [`super::references`]); after every open, every file GDAL lists for the dataset is
+//!   resolved and must lie inside a workspace ([`confine_opened`]).
+//! * **PROJ's search paths** are narrowed to its own data folder (`apply_process_switches`).
 //! * **Sizes**: cell and byte budgets checked from the header before any whole-band read or
 //!   output allocation ([`check_cells`]).
 
@@ -385,7 +389,7 @@ fn inside(path: &str) -> bool {
 
 /// Checks before GDAL opens `path` (its real path inside a workspace), for what GDAL would act
 /// on *during* the open, on the file itself and, recursively, on every file a VRT document
-/// makes it open ([`check_file_before_open`]).
+/// makes it open (`check_file_before_open`).
 pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     if ROOTS.get().is_none() {
         return Ok(());

@@ -13,7 +13,7 @@
 //!   kind of source, mask bands and overviews included, `SourceDataset` of a warped VRT,
 //!   geolocation arrays, an `OVERVIEW_FILE`) and every CRS definition, read with a real XML
 //!   parser, so character references (`&#47;`), CDATA and predefined entities are decoded as
-//!   GDAL decodes them ([`vrt_document`]). A document GDAL would parse and this parser cannot
+//!   GDAL decodes them ([`vrt_references`]). A document GDAL would parse and this parser cannot
 //!   (a DTD, a byte that is not UTF-8) is refused, never skipped.
 
 use super::GdalError;
@@ -73,7 +73,7 @@ pub fn is_sqlite(path: &Path) -> bool {
 }
 
 /// Refuse a SQLite database whose schema makes GDAL read anything but the database: a virtual
-/// table over another module than [`DATABASE_ONLY_MODULES`], or SQL that calls a file
+/// table over another module than `DATABASE_ONLY_MODULES`, or SQL that calls a file
 /// function. The schema is read with SQLite opened read-only, without extensions and without
 /// touching any table: declaring a virtual table instantiates nothing until it is queried, and
 /// nothing here queries one.
