@@ -12,7 +12,7 @@ as_root() {
 
 # Debian packages: GDAL 3.6 (library, headers, CLI for the test oracles) and a C toolchain.
 ensure_debian_packages() {
-  local wanted=(gdal-bin libgdal-dev pkg-config gcc libc6-dev "$@") missing=()
+  local wanted=(gdal-bin libgdal-dev libsqlite3-dev sqlite3 pkg-config gcc libc6-dev "$@") missing=()
   for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done

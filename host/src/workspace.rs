@@ -52,6 +52,11 @@ pub enum PathError {
     },
 }
 
+/// Entries of a folder input that are checked before it is refused as too large.
+pub const MAX_FOLDER_ENTRIES: usize = 100_000;
+/// Depth of a folder input that is checked.
+pub const MAX_FOLDER_DEPTH: usize = 8;
+
 /// The set of directories a server may read from and write to.
 #[derive(Debug, Clone)]
 pub struct Workspaces {
@@ -113,6 +118,9 @@ impl Workspaces {
         if !(meta.is_file() || meta.is_dir()) {
             return Err(special("not a regular file or folder", resolved));
         }
+        if meta.is_dir() {
+            self.check_folder(argument, resolved)?;
+        }
         let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
             return Ok(());
         };
@@ -121,19 +129,37 @@ impl Workspaces {
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
+        // `<name>.*` and `<stem>.*` (sidecars, `.aux.xml`, `.ovr`), and `<stem>_*` / `<stem>-*`
+        // (`_rpc.txt`, SQLite's `-journal` / `-wal`), matched without case as GDAL's sibling
+        // lookups are.
+        let name = name.to_ascii_lowercase();
+        let stem = stem.to_ascii_lowercase();
         let prefixes = [format!("{name}."), format!("{stem}.")];
+        let loose = [format!("{name}-"), format!("{stem}_")];
         let Ok(entries) = std::fs::read_dir(parent) else {
             return Ok(());
         };
         for entry in entries.filter_map(Result::ok) {
-            let entry_name = entry.file_name().to_string_lossy().to_string();
-            if !prefixes.iter().any(|p| entry_name.starts_with(p.as_str())) {
+            let entry_name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+            let sidecar = prefixes.iter().any(|p| entry_name.starts_with(p.as_str()));
+            let near = loose.iter().any(|p| entry_name.starts_with(p.as_str()));
+            if !(sidecar || near) {
                 continue;
             }
             let path = entry.path();
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            if !sidecar {
+                // Only a FIFO or device blocks here; links are judged by the after-open check.
+                if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
+                    return Err(special(
+                        "a file beside it that is not a regular file",
+                        &path,
+                    ));
+                }
+                continue;
+            }
             if kind.is_symlink() {
                 let inside = path
                     .canonicalize()
@@ -150,6 +176,73 @@ impl Workspaces {
                 }
             } else if !(kind.is_file() || kind.is_dir()) {
                 return Err(special("a sidecar that is not a regular file", &path));
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse a folder input (a folder of shapefiles, a FileGDB, a Zarr store: GDAL opens
+    /// files inside it as it sees fit) holding, at any depth, anything that is not a regular
+    /// file or folder (a FIFO blocks the worker that opens it) or a link that dangles, leaves
+    /// the workspaces or leads to such a file. Walks at most [`MAX_FOLDER_ENTRIES`] entries,
+    /// [`MAX_FOLDER_DEPTH`] levels deep; a larger folder is refused as unchecked.
+    fn check_folder(&self, argument: &str, dir: &Path) -> Result<(), PathError> {
+        let special = |what: &str, path: &Path| PathError::Special {
+            argument: argument.to_string(),
+            path: path.display().to_string(),
+            what: what.to_string(),
+        };
+        let mut pending = vec![(dir.to_path_buf(), 0usize)];
+        let mut seen = 0usize;
+        while let Some((folder, depth)) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                return Err(special(
+                    "a folder inside the input that cannot be listed",
+                    &folder,
+                ));
+            };
+            for entry in entries.filter_map(Result::ok) {
+                seen += 1;
+                if seen > MAX_FOLDER_ENTRIES {
+                    return Err(special(
+                        &format!(
+                            "a folder of more than {MAX_FOLDER_ENTRIES} entries, too many to \
+                             check"
+                        ),
+                        dir,
+                    ));
+                }
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else {
+                    return Err(special("an entry that cannot be examined", &path));
+                };
+                if kind.is_symlink() {
+                    let inside = path
+                        .canonicalize()
+                        .is_ok_and(|t| self.roots.iter().any(|root| t.starts_with(root)));
+                    let regular = std::fs::metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir());
+                    if !(inside && regular) {
+                        return Err(special(
+                            "a link inside the folder that dangles, leaves the workspaces or \
+                             leads to a FIFO or device",
+                            &path,
+                        ));
+                    }
+                } else if kind.is_dir() {
+                    if depth + 1 >= MAX_FOLDER_DEPTH {
+                        return Err(special(
+                            &format!("a folder nested more than {MAX_FOLDER_DEPTH} deep"),
+                            &path,
+                        ));
+                    }
+                    pending.push((path, depth + 1));
+                } else if !kind.is_file() {
+                    return Err(special(
+                        "a file inside the folder that is not a regular file (a FIFO, socket \
+                         or device)",
+                        &path,
+                    ));
+                }
             }
         }
         Ok(())
@@ -227,7 +320,7 @@ impl Workspaces {
 }
 
 /// GDAL virtual file systems, URLs and `DRIVER:` connection or subdataset strings.
-fn is_virtual(raw: &str) -> bool {
+pub fn is_virtual(raw: &str) -> bool {
     let trimmed = raw.trim_start();
     if trimmed.starts_with("/vsi") || trimmed.contains("://") {
         return true;

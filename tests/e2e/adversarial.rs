@@ -56,6 +56,13 @@ impl Decoy {
         self.dir.path().join(name).display().to_string()
     }
 
+    /// Add a file to the decoy tree (it must then stay unchanged like the others).
+    fn add(&mut self, name: &str, bytes: &[u8]) {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        self.before.insert(path, bytes.to_vec());
+    }
+
     fn assert_untouched(&self) {
         let after = Decoy::snapshot(self.dir.path());
         let changed: Vec<String> = after
@@ -1271,6 +1278,571 @@ async fn a_crs_inside_a_file_cannot_name_grid_files() {
             .expect("every request is still answered");
         assert!(listed.is_ok());
     }
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+/// Run a command that builds a fixture; it must succeed.
+fn run(program: &str, args: &[&str]) {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Regression (issue 21): a GeoPackage or SpatiaLite database whose SQLite schema declares a
+/// `VirtualText` / `VirtualShape` table over a CSV or shapefile outside the workspace:
+/// `vector_info` listed the outside fields and `vector_convert` / `vector_overlay` copied the
+/// outside rows in, while GDAL's file list named only the container. So did a view calling
+/// SpatiaLite's `BlobFromFile`, and the same database under another extension (GDAL knows
+/// SQLite by its header). The clean twins (a GeoPackage with its R*Tree index, a SpatiaLite
+/// database with SpatiaLite's own index and KNN tables) still work.
+#[tokio::test]
+async fn sqlite_virtual_tables_cannot_read_outside() {
+    let mut decoy = Decoy::new();
+    decoy.add("rows.csv", b"id,name,x,y\n1,SECRET_ROW,1.5,2.5\n");
+    let data = gdal_mcp_tests::testdata().unwrap();
+    for ext in ["shp", "shx", "dbf", "prj"] {
+        decoy.add(
+            &format!("shapes.{ext}"),
+            &std::fs::read(data.join(format!("nc.{ext}"))).unwrap(),
+        );
+    }
+    let server = start(&["nc.gpkg"]).await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    // A GeoPackage with a VirtualText table over the outside CSV (created through GDAL, whose
+    // SQLite connections carry SpatiaLite's modules).
+    std::fs::copy(server.path("nc.gpkg"), server.path("text.gpkg")).unwrap();
+    let text_table = format!(
+        "CREATE VIRTUAL TABLE leak USING VirtualText('{}', 'UTF-8', 1, POINT, DOUBLEQUOTE, ',')",
+        decoy.path("rows.csv")
+    );
+    run("ogrinfo", &["-q", &ws("text.gpkg"), "-sql", &text_table]);
+    // A SpatiaLite database with a VirtualShape table over the outside shapefile, and its
+    // clean twin.
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "SQLite",
+            "-dsco",
+            "SPATIALITE=YES",
+            &ws("clean.sqlite"),
+            &ws("nc.gpkg"),
+        ],
+    );
+    std::fs::copy(server.path("clean.sqlite"), server.path("shape.sqlite")).unwrap();
+    let shape_table = format!(
+        "CREATE VIRTUAL TABLE leak USING VirtualShape('{}', 'UTF-8', 4267)",
+        decoy.path("shapes")
+    );
+    run(
+        "ogrinfo",
+        &["-q", &ws("shape.sqlite"), "-sql", &shape_table],
+    );
+    // The same GeoPackage under another name, and one whose view reads a file.
+    std::fs::copy(server.path("text.gpkg"), server.path("disguised.dat")).unwrap();
+    std::fs::copy(server.path("nc.gpkg"), server.path("view.gpkg")).unwrap();
+    let view = format!(
+        "CREATE VIEW leak AS SELECT \"BlobFromFile\" /* quoted */ ('{}') AS b",
+        decoy.path("secret.txt")
+    );
+    run("sqlite3", &[&ws("view.gpkg"), &view]);
+
+    for input in ["text.gpkg", "shape.sqlite", "disguised.dat", "view.gpkg"] {
+        for (tool, arguments) in [
+            ("vector_info", json!({"input": input})),
+            (
+                "vector_convert",
+                json!({"input": input, "output": format!("copy-{input}.gpkg")}),
+            ),
+            (
+                "vector_overlay",
+                json!({"input": "nc.gpkg", "overlay": input, "operation": "intersection",
+                       "output": format!("copy-overlay-{input}.gpkg")}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+            let all = text(&result);
+            assert!(
+                !all.contains("SECRET_ROW") && !all.contains("do not read me"),
+                "outside data leaked: {all}"
+            );
+            let message = error_message(&result);
+            assert!(
+                message.contains("virtual table") || message.contains("BlobFromFile"),
+                "{tool} {input}: {message}"
+            );
+            assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+        }
+    }
+    assert!(
+        std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().starts_with("copy-")),
+        "nothing was copied in"
+    );
+    // The clean twins: a GeoPackage (R*Tree spatial index) and a SpatiaLite database
+    // (VirtualSpatialIndex, VirtualElementary, VirtualKNN) open and convert.
+    for input in ["nc.gpkg", "clean.sqlite"] {
+        let info = server
+            .call("vector_info", json!({"input": input}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{input}: {}", text(&info));
+        let converted = server
+            .call(
+                "vector_convert",
+                json!({"input": input, "output": format!("twin-{input}.gpkg")}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&converted), "{input}: {}", text(&converted));
+    }
+    decoy.assert_untouched();
+}
+
+/// Regression (issue 21): VRT references were found by a raw text scan, so a path written as
+/// XML character references (`&#47;`), in CDATA, or in a document whose `<VRTDataset` came
+/// after 256 bytes, was not seen as GDAL sees it: a mask band reassembled an outside file
+/// byte by byte. An SRS written with a reference (`+nadgrids&#61;`) named a FIFO that
+/// blocked the read worker. Documents are now parsed as XML; the clean twin (a source name
+/// and an SRS written with references, all inside) still opens.
+#[tokio::test]
+async fn vrt_references_are_read_as_gdal_reads_them() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let encode = |path: &str| path.replace('/', "&#47;");
+    let secret = decoy.path("secret.txt");
+    let outside = decoy.path("outside.tif");
+    let band = |source: &str| {
+        format!(
+            r#"<VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">{source}</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#
+        )
+    };
+    let raw_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte" subClass="VRTRawRasterBand"><SourceFilename relativetoVRT="1">{source}</SourceFilename><ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>111</LineOffset></VRTRasterBand></MaskBand>"#
+        )
+    };
+    let document = |prefix: &str, body: &str| {
+        format!(r#"{prefix}<VRTDataset rasterXSize="111" rasterYSize="111">{body}</VRTDataset>"#)
+    };
+    let cases = [
+        (
+            "references.vrt",
+            document("", &(band("dem.tif") + &raw_mask(&encode(&secret)))),
+        ),
+        (
+            "cdata.vrt",
+            document("", &band(&format!("<![CDATA[{outside}]]>"))),
+        ),
+        (
+            "late.vrt",
+            document(
+                &format!("<!-- {} -->\n", "x".repeat(400)),
+                &(band("dem.tif") + &raw_mask(&secret)),
+            ),
+        ),
+        (
+            "upper.vrt",
+            document(
+                "",
+                &format!(
+                    r#"<VRTRasterBand dataType="Float32" band="1"><ComplexSource><SOURCEFILENAME RELATIVETOVRT="0">{}</SOURCEFILENAME><SourceBand>1</SourceBand></ComplexSource></VRTRasterBand>"#,
+                    encode(&outside)
+                ),
+            ),
+        ),
+        (
+            "dtd.vrt",
+            format!(
+                r#"<!DOCTYPE VRTDataset [<!ENTITY s "{outside}">]>{}"#,
+                document("", &band("&s;"))
+            ),
+        ),
+    ];
+    for (name, xml) in &cases {
+        std::fs::write(server.path(name), xml).unwrap();
+        for (tool, arguments) in [
+            ("raster_info", json!({"input": name})),
+            (
+                "raster_convert",
+                json!({"input": name, "output": format!("copy-{name}.tif")}),
+            ),
+        ] {
+            let result = server.call(tool, arguments.clone()).await.unwrap();
+            assert!(is_error(&result), "{tool} {name}: {}", text(&result));
+            let message = error_message(&result);
+            assert!(
+                message.contains("outside every workspace") || message.contains("DTD"),
+                "{tool} {name}: {message}"
+            );
+            assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+        }
+    }
+    assert!(
+        std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .all(|e| !e.file_name().to_string_lossy().starts_with("copy-")),
+        "nothing was copied in"
+    );
+
+    // An SRS naming a FIFO grid through a character reference, in the VRT and in an .aux.xml.
+    let fifo_dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_dir.path().join("grid");
+    run("mkfifo", &[&fifo.display().to_string()]);
+    let srs = format!(
+        "+proj=longlat +ellps=WGS84 +nadgrids&#61;{} +no_defs",
+        fifo.display()
+    );
+    std::fs::write(
+        server.path("srs.vrt"),
+        document("", &format!("<SRS>{srs}</SRS>{}", band("dem.tif"))),
+    )
+    .unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("pam.tif")).unwrap();
+    std::fs::write(
+        server.path("pam.tif.aux.xml"),
+        format!("<PAMDataset><SRS>{srs}</SRS></PAMDataset>"),
+    )
+    .unwrap();
+    for name in ["srs.vrt", "pam.tif"] {
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("raster_info", json!({"input": name})),
+        )
+        .await
+        .expect("answered, not blocked on the FIFO")
+        .unwrap();
+        assert!(is_error(&result), "{name}: {}", text(&result));
+        assert!(
+            error_message(&result).contains("grid or parameter file"),
+            "{name}: {}",
+            text(&result)
+        );
+    }
+
+    // An .aux.xml naming an outside geolocation array (gdalwarp opens it by itself).
+    std::fs::copy(server.path("dem.tif"), server.path("geoloc.tif")).unwrap();
+    std::fs::write(
+        server.path("geoloc.tif.aux.xml"),
+        format!(
+            r#"<PAMDataset><Metadata domain="GEOLOCATION"><MDI key="X_DATASET">{}</MDI><MDI key="Y_DATASET">{}</MDI></Metadata></PAMDataset>"#,
+            encode(&outside),
+            encode(&outside)
+        ),
+    )
+    .unwrap();
+    let result = server
+        .call("raster_info", json!({"input": "geoloc.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(
+        error_message(&result).contains("outside every workspace"),
+        "{}",
+        text(&result)
+    );
+
+    // The clean twin: names and an SRS written with references, every source inside.
+    std::fs::write(
+        server.path("twin.vrt"),
+        document(
+            "<!-- a mosaic -->\n",
+            &format!(
+                r#"<SRS>GEOGCS[&quot;WGS 84&quot;,DATUM[&quot;WGS_1984&quot;,SPHEROID[&quot;WGS 84&quot;,6378137,298.257223563]],PRIMEM[&quot;Greenwich&quot;,0],UNIT[&quot;degree&quot;,0.0174532925199433]]</SRS>{}{}"#,
+                band("d&#101;m.tif"),
+                raw_mask("<![CDATA[dem.tif]]>")
+            ),
+        ),
+    )
+    .unwrap();
+    let twin = server
+        .call("raster_info", json!({"input": "twin.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}
+
+/// A server started in `cwd` on `workspace`, spoken to line by line; each answer is awaited
+/// at most `timeout`.
+struct RawServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<Value>,
+    next_id: u64,
+}
+
+impl RawServer {
+    fn start(cwd: &Path, workspace: &Path) -> RawServer {
+        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace)
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .current_dir(cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send
+                    .send(serde_json::from_str::<Value>(&line).unwrap())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut server = RawServer {
+            child,
+            stdin,
+            answers,
+            next_id: 0,
+        };
+        server.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        server.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        server
+    }
+
+    fn send(&mut self, message: Value) {
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The answer to a request, `None` if none came within 20 s.
+    fn request(&mut self, method: &str, params: Value) -> Option<Value> {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.answers.recv_timeout(left) {
+                Ok(answer) if answer["id"] == json!(id) => return Some(answer),
+                Ok(_) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let answer = self
+            .request("tools/call", json!({"name": tool, "arguments": arguments}))
+            .unwrap_or_else(|| panic!("{tool} {arguments}: no answer within 20 s (blocked)"));
+        answer["result"].clone()
+    }
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn raw_error(result: &Value) -> String {
+    assert_eq!(result["isError"], json!(true), "{result}");
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Regression (issue 21): CRS text resolved names from files. `+init=Y:1` read the file `Y`
+/// from the server's working directory (a FIFO there blocked the worker for good), an
+/// authority PROJ's database does not know is looked up as a file, and the same definitions
+/// inside inputs (a VRT's SRS, an `.aux.xml`, a GeoPackage's SRS table) reached PROJ when
+/// GDAL parsed them. Known authorities (EPSG, IAU_2015...) and plain inputs still work.
+#[test]
+fn crs_text_resolves_nothing_from_files() {
+    let mut decoy = Decoy::new();
+    decoy.add("initfile", b"<1> +proj=longlat +ellps=clrk66 +no_defs <>\n");
+    let cwd = tempfile::tempdir().unwrap();
+    for name in ["Y", "epsg", "init"] {
+        run("mkfifo", &[&cwd.path().join(name).display().to_string()]);
+    }
+    let workspace = tempfile::tempdir().unwrap();
+    let data = gdal_mcp_tests::testdata().unwrap();
+    let ws = |name: &str| workspace.path().join(name);
+    for name in ["dem.tif", "nc.gpkg"] {
+        std::fs::copy(data.join(name), ws(name)).unwrap();
+    }
+    let mut server = RawServer::start(cwd.path(), workspace.path());
+    let init = format!("+proj=longlat +init={}:1", decoy.path("initfile"));
+    for crs in [
+        "+init=Y:1",
+        "+proj=longlat +init=Y:1 +no_defs",
+        "+proj=longlat + init = epsg:4326",
+        "Y:1",
+        "urn:ogc:def:crs:Y::1",
+        "EPSG:4326+Y:1",
+        init.as_str(),
+    ] {
+        for (tool, arguments) in [
+            (
+                "raster_reproject",
+                json!({"input": "dem.tif", "output": "o.tif", "dst_crs": crs, "resampling": "nearest"}),
+            ),
+            (
+                "vector_reproject",
+                json!({"input": "nc.gpkg", "output": "o.gpkg", "dst_crs": crs}),
+            ),
+        ] {
+            let message = raw_error(&server.call(tool, arguments));
+            assert!(
+                message.contains("init=") || message.contains("not an authority in PROJ"),
+                "{tool} {crs}: {message}"
+            );
+        }
+    }
+    // The same definitions inside inputs.
+    let vrt = |srs: &str| {
+        format!(
+            r#"<VRTDataset rasterXSize="10" rasterYSize="10"><SRS>{srs}</SRS><VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#
+        )
+    };
+    std::fs::write(ws("init.vrt"), vrt("+proj=longlat +in&#105;t=Y:1")).unwrap();
+    std::fs::write(ws("authority.vrt"), vrt("Y:1")).unwrap();
+    std::fs::copy(ws("dem.tif"), ws("pam.tif")).unwrap();
+    std::fs::write(
+        ws("pam.tif.aux.xml"),
+        "<PAMDataset><SRS>urn:ogc:def:crs:Y::1</SRS></PAMDataset>",
+    )
+    .unwrap();
+    std::fs::copy(ws("nc.gpkg"), ws("srs.gpkg")).unwrap();
+    run(
+        "sqlite3",
+        &[
+            &ws("srs.gpkg").display().to_string(),
+            &format!("UPDATE gpkg_spatial_ref_sys SET definition = '{init}' WHERE srs_id = 4267"),
+        ],
+    );
+    for (tool, input) in [
+        ("raster_info", "init.vrt"),
+        ("raster_info", "authority.vrt"),
+        ("raster_info", "pam.tif"),
+        ("vector_info", "srs.gpkg"),
+    ] {
+        let message = raw_error(&server.call(tool, json!({"input": input})));
+        assert!(
+            message.contains("init=") || message.contains("not an authority in PROJ"),
+            "{tool} {input}: {message}"
+        );
+    }
+    // Clean twins: known authorities, and the same inputs with plain definitions.
+    std::fs::write(ws("plain.vrt"), vrt("EPSG:4326")).unwrap();
+    for (tool, arguments) in [
+        ("raster_info", json!({"input": "plain.vrt"})),
+        ("raster_info", json!({"input": "dem.tif"})),
+        ("vector_info", json!({"input": "nc.gpkg"})),
+    ] {
+        let result = server.call(tool, arguments.clone());
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "{tool} {arguments}: {result}"
+        );
+    }
+    // Known authorities pass the CRS check (the gate may still ask for a justification).
+    for crs in ["EPSG:4326", "urn:ogc:def:crs:EPSG::4326", "ESRI:102100"] {
+        let result = server.call(
+            "vector_reproject",
+            json!({"input": "nc.gpkg", "output": "twin.gpkg", "dst_crs": crs}),
+        );
+        let all = result.to_string();
+        assert!(
+            !all.contains("not an authority")
+                && !all.contains("init=")
+                && !all.contains("dst_crs:"),
+            "{crs}: {all}"
+        );
+    }
+    decoy.assert_untouched();
+}
+
+/// Regression (issue 21): a folder dataset (a folder of shapefiles opened as a vector source)
+/// with a FIFO inside blocked a read worker for good, and then `raster_info`. So did a FIFO
+/// beside an input under a name GDAL looks for without a dot (`<stem>_rpc.txt`). Folders are
+/// walked before GDAL opens them; the clean twin folder still opens.
+#[tokio::test]
+async fn a_fifo_inside_a_folder_dataset_is_refused_before_any_open() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let data = gdal_mcp_tests::testdata().unwrap();
+    for folder in ["shapes", "twin", "deep/a/b"] {
+        std::fs::create_dir_all(server.path(folder)).unwrap();
+    }
+    for folder in ["shapes", "twin", "deep"] {
+        for ext in ["shp", "shx", "dbf", "prj"] {
+            std::fs::copy(
+                data.join(format!("nc.{ext}")),
+                server.path(&format!("{folder}/nc.{ext}")),
+            )
+            .unwrap();
+        }
+    }
+    run(
+        "mkfifo",
+        &[&server.path("shapes/blocking.shp").display().to_string()],
+    );
+    run(
+        "mkfifo",
+        &[&server.path("deep/a/b/x.dbf").display().to_string()],
+    );
+    std::os::unix::fs::symlink(decoy.path("secret.txt"), server.path("twin-link")).unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("r.tif")).unwrap();
+    run("mkfifo", &[&server.path("r_rpc.txt").display().to_string()]);
+    for (tool, input) in [
+        ("vector_info", "shapes"),
+        ("vector_info", "deep"),
+        ("raster_info", "r.tif"),
+    ] {
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call(tool, json!({"input": input})),
+        )
+        .await
+        .expect("answered, not blocked on the FIFO")
+        .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert!(
+            error_message(&result).contains("not a regular file"),
+            "{input}: {}",
+            text(&result)
+        );
+    }
+    let twin = tokio::time::timeout(
+        Duration::from_secs(20),
+        server.call("vector_info", json!({"input": "twin"})),
+    )
+    .await
+    .expect("answered")
+    .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
     decoy.assert_untouched();
     still_serves(&server).await;
 }

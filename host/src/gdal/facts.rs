@@ -308,30 +308,24 @@ const WKT_STARTS: &[&str] = &[
     "BASEGEOGCRS[",
 ];
 
-/// What kind of CRS text a definition is; `None` for anything else (a file name, a URL...).
+/// What kind of CRS text a definition is; `None` for anything else (a file name, a URL, a
+/// definition that makes PROJ read a file: see [`crs_text_reads_files`]).
 fn crs_text_kind(text: &str) -> Option<&'static str> {
-    let upper = text.to_ascii_uppercase();
-    // A definition that names a grid or parameter file makes PROJ open that file (a path
-    // outside, a FIFO, /dev/stdin): refused whatever its form; an authority code reaches the
-    // same grids through PROJ's own database.
-    let compact: String = upper.chars().filter(|c| !c.is_whitespace()).collect();
-    if ["PARAMETERFILE", "PARAMETER_FILE", "GRIDS=", "\"FILENAME\""]
-        .iter()
-        .any(|k| compact.contains(k))
-    {
+    if crs_text_reads_files(text).is_some() {
         return None;
     }
+    let upper = text.to_ascii_uppercase();
     if WKT_STARTS.iter().any(|k| upper.starts_with(k)) {
         return Some("wkt");
     }
     if text.starts_with('{') {
         return Some("projjson");
     }
-    // A PROJ string may not name a file (`+init=/path`, `+nadgrids=/path`).
-    if (text.starts_with("+proj=") || text.starts_with("+init=")) && !text.contains('/') {
+    // A PROJ string may not name a file (`+nadgrids=/path`).
+    if text.starts_with("+proj=") && !text.contains('/') {
         return Some("proj");
     }
-    if upper.starts_with("URN:OGC:DEF:CRS:") && !text.contains('/') {
+    if upper.starts_with("URN:OGC:DEF:CRS") && !text.contains('/') {
         return Some("urn");
     }
     let (authority, code) = text.split_once(':')?;
@@ -344,8 +338,135 @@ fn crs_text_kind(text: &str) -> Option<&'static str> {
         && code.len() <= 32
         && code
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-' | ':'));
     (authority_ok && code_ok).then_some("code")
+}
+
+/// Why PROJ would read a file to resolve a CRS text, if it would:
+/// * `init=` anywhere (`+init=FILE:ID` reads FILE from PROJ's search path or the working
+///   directory);
+/// * a grid or parameter file (`+nadgrids=`, `PARAMETERFILE[...]`, `"filename"` in PROJJSON);
+///   PROJ's built-in null grid (`@null`) is no file;
+/// * an authority code or OGC URN whose authority is not in PROJ's database (PROJ looks an
+///   unknown authority up as a file named after it).
+///
+/// Applied to CRS arguments and to CRS definitions inside inputs (a VRT's or `.aux.xml`'s
+/// SRS, a GeoPackage's or SpatiaLite's SRS table) before GDAL parses them.
+pub fn crs_text_reads_files(text: &str) -> Option<String> {
+    let compact: String = text
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if compact.contains("init=") {
+        return Some("it uses `init=`, which makes PROJ read an init file".to_string());
+    }
+    if compact.contains("\"filename\"") || names_grid_or_parameter_file(&compact) {
+        return Some("it names a grid or parameter file, which PROJ would open".to_string());
+    }
+    for authority in crs_text_authorities(text.trim()) {
+        if !proj_authorities()
+            .iter()
+            .any(|known| known.eq_ignore_ascii_case(&authority))
+        {
+            return Some(format!(
+                "\"{}\" is not an authority in PROJ's database ({}), and PROJ would look it up \
+                 as a file",
+                authority.chars().take(16).collect::<String>(),
+                proj_authorities().join(", ")
+            ));
+        }
+    }
+    None
+}
+
+/// Whether lowercased, whitespace-free text names a grid or parameter file (PROJ's built-in
+/// null grid `@null` opens no file).
+pub fn names_grid_or_parameter_file(text: &str) -> bool {
+    if text.contains("parameterfile") || text.contains("parameter_file") {
+        return true;
+    }
+    text.match_indices("grids=").any(|(at, key)| {
+        let value: String = text[at + key.len()..]
+            .chars()
+            .take_while(|c| !"+\"']<;&)".contains(*c))
+            .collect();
+        value
+            .split(',')
+            .any(|grid| grid.trim_start_matches('@') != "null")
+    })
+}
+
+/// The authorities a CRS text names the way PROJ resolves by authority: `AUTH:CODE` (also
+/// compound, `EPSG:4326+EPSG:5773`) and OGC URNs (`urn:ogc:def:crs:AUTH:version:code`, also
+/// compound). WKT, PROJJSON and PROJ strings name none (their IDs are not looked up).
+fn crs_text_authorities(text: &str) -> Vec<String> {
+    let lower = text.to_ascii_lowercase();
+    if lower.starts_with("urn:") {
+        // Every `crs:AUTH:` segment, compound URNs included.
+        return lower
+            .match_indices("crs:")
+            .filter_map(|(at, key)| {
+                let rest = &text[at + key.len()..];
+                let authority = rest.split([':', ',']).next()?;
+                (!authority.is_empty()).then(|| authority.to_string())
+            })
+            .collect();
+    }
+    let first = text.chars().next().unwrap_or(' ');
+    if !first.is_ascii_alphanumeric() || text.contains('[') || text.contains('{') {
+        return Vec::new();
+    }
+    text.split('+')
+        .filter_map(|part| {
+            let (authority, _) = part.split_once(':')?;
+            let authority = authority.trim();
+            let plain = !authority.is_empty()
+                && authority
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            plain.then(|| authority.to_string())
+        })
+        .collect()
+}
+
+/// The authorities of PROJ's database (`EPSG`, `ESRI`, `IAU_2015`, `IGNF`, `NKG`, `OGC`,
+/// `PROJ`...), asked once from PROJ.
+pub fn proj_authorities() -> &'static [String] {
+    static AUTHORITIES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    AUTHORITIES.get_or_init(|| {
+        // SAFETY: PROJ returns a NULL-terminated list of NUL-terminated strings (or NULL),
+        // owned by the caller and freed with proj_string_list_destroy; the default context
+        // (NULL) is only read.
+        unsafe {
+            let list = proj::proj_get_authorities_from_database(std::ptr::null_mut());
+            if list.is_null() {
+                return Vec::new();
+            }
+            let mut names = Vec::new();
+            let mut i = 0;
+            loop {
+                let entry = *list.add(i);
+                if entry.is_null() {
+                    break;
+                }
+                names.push(CStr::from_ptr(entry).to_string_lossy().into_owned());
+                i += 1;
+            }
+            proj::proj_string_list_destroy(list);
+            names
+        }
+    })
+}
+
+/// The two PROJ functions used directly (GDAL links the same libproj).
+mod proj {
+    use std::ffi::{c_char, c_void};
+    #[link(name = "proj")]
+    extern "C" {
+        pub fn proj_get_authorities_from_database(ctx: *mut c_void) -> *mut *mut c_char;
+        pub fn proj_string_list_destroy(list: *mut *mut c_char);
+    }
 }
 
 /// Parse a user CRS definition: an authority code (`EPSG:4326`, `EPSG:32633+5773`), an OGC
@@ -354,10 +475,13 @@ fn crs_text_kind(text: &str) -> Option<&'static str> {
 pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalError> {
     let text = definition.trim();
     let Some(kind) = crs_text_kind(text) else {
+        let why = crs_text_reads_files(text)
+            .map(|why| format!(" ({why})"))
+            .unwrap_or_default();
         return Err(GdalError::Arguments(format!(
             "{argument}: \"{}\" is not an authority code, WKT, PROJJSON or PROJ string, or it \
-             names a grid or parameter file; use e.g. \"EPSG:32633\" (file names and URLs are \
-             never read as CRSs)",
+             names a grid or parameter file{why}; use e.g. \"EPSG:32633\" (file names and URLs \
+             are never read as CRSs)",
             text.chars().take(80).collect::<String>()
         )));
     };
@@ -1063,6 +1187,15 @@ mod crs_text_tests {
             "BOUNDCRS[SOURCECRS[],ABRIDGEDTRANSFORMATION[\"x\",METHOD[\"NTv2\"],PARAMETERFILE[\"f\",\"/dev/stdin\"]]]",
             "{\"type\": \"BoundCRS\", \"transformation\": {\"parameters\": [{\"parameter_file\": \"/etc/shadow\"}]}}",
             "",
+            // Regression (issue 21): PROJ reads an init file named by `init=` (from the
+            // working directory too), and looks an unknown authority up as a file.
+            "+init=Y:1",
+            "+proj=longlat +init=epsg:4326",
+            "+proj=longlat + init = Y:1",
+            "Y:1",
+            "urn:ogc:def:crs:Y::1",
+            "urn:ogc:def:crs,crs:EPSG::27700,crs:Y::1",
+            "EPSG:4326+Y:1",
         ] {
             assert_eq!(crs_text_kind(bad), None, "{bad}");
         }
@@ -1076,6 +1209,10 @@ mod crs_text_tests {
             ("PROJCRS[\"x\"]", "wkt"),
             ("{\"type\": \"GeographicCRS\"}", "projjson"),
             ("+proj=longlat +datum=WGS84", "proj"),
+            ("IAU_2015:30100", "code"),
+            ("EPSG:4326+EPSG:5773", "code"),
+            ("urn:ogc:def:crs,crs:EPSG::27700,crs:EPSG::5701", "urn"),
+            ("+proj=merc +nadgrids=@null +no_defs", "proj"),
         ] {
             assert_eq!(crs_text_kind(good), Some(kind), "{good}");
         }

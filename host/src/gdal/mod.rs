@@ -21,6 +21,7 @@ pub mod policy;
 pub mod programs;
 pub mod query;
 pub mod raster_io;
+pub mod references;
 pub mod sample;
 pub mod stats;
 pub mod table;

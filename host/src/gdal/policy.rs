@@ -11,8 +11,12 @@
 //! * **Network access**: the network drivers are deregistered and the curl-based virtual file
 //!   systems refuse every file name ([`init`]).
 //! * **Files that make GDAL open other files** (a VRT's sources, an `.aux.xml`'s
-//!   `OVERVIEW_FILE`, a symlinked sidecar): after every open, every file GDAL lists for the
-//!   dataset is resolved and must lie inside a workspace ([`confine_opened`]).
+//!   `OVERVIEW_FILE` or geolocation arrays, a SQLite schema's virtual tables, a CRS naming a
+//!   grid or init file, a FIFO inside a folder dataset): before the open, what GDAL would read
+//!   is found from the bytes it would parse ([`check_before_open`], with
+//!   [`super::references`]); after every open, every file GDAL lists for the dataset is
+//!   resolved and must lie inside a workspace ([`confine_opened`]).
+//! * **PROJ's search paths** are narrowed to its own data folder (`apply_process_switches`).
 //! * **Sizes**: cell and byte budgets checked from the header before any whole-band read or
 //!   output allocation ([`check_cells`]).
 
@@ -305,12 +309,55 @@ pub(super) fn apply_process_switches() {
     ] {
         let _ = gdal::config::set_config_option(key, value);
     }
+    restrict_proj_search_paths();
     for name in NETWORK_DRIVERS {
         if let Ok(driver) = gdal::DriverManager::get_driver_by_name(name) {
             // SAFETY: deregistering a driver handle GDAL returned; drivers are never destroyed
             // here, only removed from the manager, before any dataset is opened with them.
             unsafe { gdal_sys::GDALDeregisterDriver(driver.c_driver()) };
         }
+    }
+}
+
+/// Give PROJ no search path but its own data folders (those holding `proj.db`): the working
+/// directory and the user's writable folder are never searched for grids or init files.
+fn restrict_proj_search_paths() {
+    // SAFETY: OSRGetPROJSearchPaths returns a NULL-terminated list owned by the caller (freed
+    // with CSLDestroy); OSRSetPROJSearchPaths copies the NULL-terminated list it is given.
+    unsafe {
+        let list = gdal_sys::OSRGetPROJSearchPaths();
+        let mut current = Vec::new();
+        if !list.is_null() {
+            let mut i = 0;
+            loop {
+                let entry = *list.add(i);
+                if entry.is_null() {
+                    break;
+                }
+                current.push(
+                    std::ffi::CStr::from_ptr(entry)
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+                i += 1;
+            }
+            gdal_sys::CSLDestroy(list);
+        }
+        let data: Vec<std::ffi::CString> = current
+            .iter()
+            .filter(|dir| Path::new(dir).is_absolute() && Path::new(dir).join("proj.db").is_file())
+            .filter_map(|dir| std::ffi::CString::new(dir.as_str()).ok())
+            .collect();
+        if data.is_empty() {
+            tracing::warn!(
+                "PROJ's data folder (with proj.db) was not found among {current:?}; its search \
+                 paths are left as they are"
+            );
+            return;
+        }
+        let mut pointers: Vec<*const std::ffi::c_char> = data.iter().map(|c| c.as_ptr()).collect();
+        pointers.push(std::ptr::null());
+        gdal_sys::OSRSetPROJSearchPaths(pointers.as_ptr());
     }
 }
 
@@ -341,32 +388,65 @@ fn inside(path: &str) -> bool {
 }
 
 /// Checks before GDAL opens `path` (its real path inside a workspace), for what GDAL would act
-/// on *during* the open: a VRT's sources must lie inside a workspace and be regular files or
-/// folders (a FIFO blocks the open), and no CRS carried by the file or its `.prj` / `.aux.xml`
-/// may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a path outside,
-/// a FIFO, `/dev/stdin`).
+/// on *during* the open, on the file itself and, recursively, on every file a VRT document
+/// makes it open (`check_file_before_open`).
 pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     if ROOTS.get().is_none() {
         return Ok(());
     }
-    if is_vrt_document(path) {
-        let mut sources = Vec::new();
-        vrt_sources(path, 0, &mut sources);
-        for source in sources {
-            let special = std::fs::metadata(&source).is_ok_and(|m| !(m.is_file() || m.is_dir()));
-            if !inside(&source) || special {
-                return Err(GdalError::Arguments(format!(
-                    "{}: it makes GDAL read \"{source}\", which is outside every workspace or \
+    check_file_before_open(path, path, 0)
+}
+
+/// VRTs nested deeper than this are refused (GDAL's own guard against cycles is deeper).
+const MAX_VRT_DEPTH: usize = 8;
+
+/// The checks on one file GDAL will open for `input`:
+/// * a SQLite database (by its header) must declare no virtual table over a module that reads
+///   other files and call no file function ([`references::check_sqlite`]);
+/// * a VRT document's references ([`references::vrt_references`], parsed as XML) must each be
+///   a plain path (no `/vsi`, URL or `DRIVER:` string) inside a workspace that is a regular
+///   file or folder (a FIFO blocks the open), and are checked the same way in turn;
+/// * no CRS carried by the file, its XML decoded, or its `.prj` / `.aux.xml` / `.xml`
+///   sidecars may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a
+///   path outside, a FIFO, `/dev/stdin`).
+fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
+    super::references::check_sqlite(file)?;
+    if super::references::is_vrt_document(file) {
+        if depth >= MAX_VRT_DEPTH {
+            return Err(GdalError::Arguments(format!(
+                "{}: VRTs nested more than {MAX_VRT_DEPTH} deep (or referencing themselves) \
+                 are not opened",
+                input.display()
+            )));
+        }
+        for reference in super::references::vrt_references(file)? {
+            let refuse = |target: &str| {
+                GdalError::Arguments(format!(
+                    "{}: it makes GDAL read \"{target}\", which is outside every workspace or \
                      not a regular file; copy the data into a workspace",
-                    path.display()
-                )));
+                    input.display()
+                ))
+            };
+            if crate::workspace::is_virtual(&reference.written) {
+                return Err(refuse(&reference.written));
+            }
+            for path in &reference.paths {
+                let shown = path.display().to_string();
+                let special = std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+                if !inside(&shown) || special {
+                    return Err(refuse(&shown));
+                }
+                if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                    check_file_before_open(input, path, depth + 1)?;
+                }
             }
         }
     }
-    let mut carriers = vec![path.to_path_buf()];
-    if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+    check_pam_references(input, file)?;
+    let mut carriers = vec![file.to_path_buf()];
+    if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
         let name = name.to_string_lossy();
-        let stem = path
+        let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
@@ -381,11 +461,10 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
         }
     }
     for carrier in carriers {
-        if mentions_grid_files(&carrier) {
+        if let Some(why) = crs_reads_files(&carrier) {
             return Err(GdalError::Arguments(format!(
-                "{}: its CRS names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...), \
-                 which PROJ would open while reading it; assign the CRS by authority code \
-                 instead (src_crs, e.g. \"EPSG:4326\")",
+                "{}: its CRS makes PROJ read a file while GDAL reads it: {why}; assign the CRS \
+                 by authority code instead (src_crs, e.g. \"EPSG:4326\")",
                 carrier.display()
             )));
         }
@@ -393,41 +472,128 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     Ok(())
 }
 
-/// Whether the first MiB of a regular file mentions a grid or parameter file.
+/// The datasets an `.aux.xml` beside `file` names (`OVERVIEW_FILE`, geolocation `X_DATASET` /
+/// `Y_DATASET`, which gdalwarp opens by itself) must lie inside a workspace and be regular
+/// files, like a VRT's sources. An `.aux.xml` the XML parser cannot read is scanned for those
+/// keys in its leniently decoded text instead (GDAL would still read what it can of it).
+fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+        return Ok(());
+    };
+    let stem = file.file_stem().unwrap_or(name);
+    for sidecar in [name, stem] {
+        let mut pam = sidecar.to_os_string();
+        pam.push(".aux.xml");
+        let pam = parent.join(pam);
+        if !std::fs::metadata(&pam).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let refuse = |target: &str| {
+            GdalError::Arguments(format!(
+                "{}: its {} makes GDAL read \"{target}\", which is outside every workspace or \
+                 not a regular file; remove that entry or copy the data into a workspace",
+                input.display(),
+                pam.display()
+            ))
+        };
+        match super::references::vrt_references(&pam) {
+            Ok(references) => {
+                for reference in references {
+                    if crate::workspace::is_virtual(&reference.written) {
+                        return Err(refuse(&reference.written));
+                    }
+                    for path in &reference.paths {
+                        let shown = path.display().to_string();
+                        let special =
+                            std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+                        if !inside(&shown) || special {
+                            return Err(refuse(&shown));
+                        }
+                    }
+                }
+            }
+            Err(_) => {
+                let text = head_texts(&pam).join("\n").to_ascii_lowercase();
+                if ["x_dataset", "y_dataset", "overview_file"]
+                    .iter()
+                    .any(|key| text.contains(key))
+                {
+                    return Err(refuse("a dataset named in an unreadable document"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why a CRS carried by `path` (a raster, a `.prj`, an `.aux.xml`, a VRT) would make PROJ
+/// read a file, if it would: a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`, the
+/// text "grid or parameter file" is kept in the message for callers), `init=` anywhere, or,
+/// in an XML document's SRS elements, an authority PROJ's database does not know.
+fn crs_reads_files(path: &Path) -> Option<String> {
+    if mentions_grid_files(path) {
+        return Some(
+            "it names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...)".to_string(),
+        );
+    }
+    if mentions_init_files(path) {
+        return Some("it uses `init=`, which reads an init file".to_string());
+    }
+    super::references::srs_texts(path)
+        .iter()
+        .find_map(|text| super::facts::crs_text_reads_files(text))
+}
+
+/// Whether the first MiB of a regular file mentions a grid or parameter file, in its raw
+/// text or with its XML character references and entities decoded (`grids&#61;` is
+/// `grids=` to GDAL).
 fn mentions_grid_files(path: &Path) -> bool {
+    head_texts(path)
+        .iter()
+        .any(|text| super::facts::names_grid_or_parameter_file(&squeeze(text)))
+}
+
+/// Whether the first MiB of a regular file mentions `init=` (raw or decoded, as above).
+fn mentions_init_files(path: &Path) -> bool {
+    head_texts(path)
+        .iter()
+        .any(|text| squeeze(text).contains("init="))
+}
+
+/// The first MiB of a regular file as text: raw, with XML references decoded leniently, and
+/// (for an XML document) as its parsed text and attribute values.
+fn head_texts(path: &Path) -> Vec<String> {
     use std::io::Read;
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
+        return Vec::new();
     }
     let mut head = Vec::new();
     let read = std::fs::File::open(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
     if read.is_err() {
-        return false;
+        return Vec::new();
     }
-    let text: String = String::from_utf8_lossy(&head)
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    names_grid_files(&text)
+    let raw = String::from_utf8_lossy(&head);
+    let decoded = super::references::decode_leniently(&raw);
+    // An XML document (a VRT, an `.aux.xml`) is also read as GDAL's parser hands it over.
+    let xml = !head.contains(&0)
+        && raw
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('<');
+    let parsed = if xml {
+        super::references::decoded_xml_text(path).unwrap_or_default()
+    } else {
+        String::new()
+    };
+    vec![raw.into_owned(), decoded, parsed]
 }
 
-/// Whether lowercased, whitespace-free text names a grid or parameter file. PROJ's built-in
-/// null grid (`+nadgrids=@null`, which GDAL writes into every EPSG:3857 definition it stores,
-/// a GeoPackage's included) opens no file and does not count.
-fn names_grid_files(text: &str) -> bool {
-    if text.contains("parameterfile") || text.contains("parameter_file") {
-        return true;
-    }
-    text.match_indices("grids=").any(|(at, key)| {
-        let value: String = text[at + key.len()..]
-            .chars()
-            .take_while(|c| !"+\"']<;&)".contains(*c))
-            .collect();
-        value
-            .split(',')
-            .any(|grid| grid.trim_start_matches('@') != "null")
-    })
+/// Lowercased text without whitespace.
+fn squeeze(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 /// Refuse a dataset GDAL opened if any file it lists (a VRT's sources, sidecars, overview
@@ -442,11 +608,14 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     }
     let vrts: Vec<String> = files
         .iter()
-        .filter(|f| is_vrt_document(Path::new(f.as_str())))
+        .filter(|f| super::references::is_vrt_document(Path::new(f.as_str())))
         .cloned()
         .collect();
     for vrt in vrts {
-        vrt_sources(Path::new(&vrt), 0, &mut files);
+        // GDAL does not list a mask band's sources: they are read from the document itself.
+        for reference in super::references::vrt_references(Path::new(&vrt))? {
+            files.extend(reference.paths.iter().map(|p| p.display().to_string()));
+        }
     }
     for file in files {
         if !inside(&file) {
@@ -458,64 +627,6 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
         }
     }
     Ok(())
-}
-
-/// Every `<SourceFilename>` a VRT names, anywhere in the document (bands, mask bands,
-/// overviews, kernel-filtered, derived and pansharpened sources), resolved against the VRT's
-/// folder when marked relative. `GDALGetFileList` does not list a mask band's sources, so the
-/// document itself is read. Nested VRTs inside the workspace are followed (to a depth of 8).
-fn vrt_sources(vrt: &Path, depth: usize, found: &mut Vec<String>) {
-    let Ok(text) = std::fs::read_to_string(vrt) else {
-        return;
-    };
-    let lower = text.to_ascii_lowercase();
-    let base = vrt.parent().unwrap_or(Path::new("/"));
-    let mut rest = 0;
-    while let Some(start) = lower[rest..].find("<sourcefilename") {
-        let tag_start = rest + start;
-        let Some(tag_end) = lower[tag_start..].find('>').map(|e| tag_start + e) else {
-            break;
-        };
-        let Some(close) = lower[tag_end..]
-            .find("</sourcefilename>")
-            .map(|c| tag_end + c)
-        else {
-            break;
-        };
-        let attributes = &lower[tag_start..tag_end];
-        let relative =
-            attributes.contains("relativetovrt=\"1\"") || attributes.contains("relativetovrt='1'");
-        let name = text[tag_end + 1..close].trim().to_string();
-        let resolved = if relative && !name.starts_with('/') {
-            base.join(&name).display().to_string()
-        } else {
-            name
-        };
-        if depth < 8 && inside(&resolved) && is_vrt_document(Path::new(&resolved)) {
-            vrt_sources(Path::new(&resolved), depth + 1, found);
-        }
-        found.push(resolved);
-        rest = close;
-    }
-}
-
-/// Whether `path` is a VRT document, by content (GDAL identifies VRTs by content, whatever
-/// the extension). Only regular files are read.
-fn is_vrt_document(path: &Path) -> bool {
-    use std::io::Read;
-    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
-    if !regular {
-        return false;
-    }
-    let mut head = [0u8; 256];
-    let Ok(n) = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)) else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&head[..n]).to_ascii_lowercase();
-    text.trim_start_matches('\u{feff}')
-        .trim_start()
-        .trim_start_matches(|c: char| c != '<')
-        .contains("<vrtdataset")
 }
 
 /// `GDALGetFileList` of a dataset.
@@ -709,7 +820,7 @@ mod tests {
 
 #[cfg(test)]
 mod grid_mentions {
-    use super::names_grid_files;
+    use crate::gdal::facts::names_grid_or_parameter_file as names_grid_files;
 
     /// Regression (issue 11): GDAL stores EPSG:3857 with `+nadgrids=@null` (PROJ's built-in
     /// null grid), so every GeoPackage it wrote in Web Mercator was refused as naming a grid

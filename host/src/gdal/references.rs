@@ -1,0 +1,832 @@
+//! What an input makes GDAL read besides itself, found *before* GDAL opens it, from the bytes
+//! GDAL would parse and parsed the way GDAL parses them.
+//!
+//! * **SQLite databases** (GeoPackage, SpatiaLite, MBTiles, or any file that starts with the
+//!   16-byte `SQLite format 3\0` header, whatever its name): a schema may declare a virtual
+//!   table whose module reads another file (SpatiaLite's `VirtualText`, `VirtualShape`,
+//!   `VirtualDBF`, `VirtualXL`, `VirtualGeoJSON`, GDAL's own `VirtualOGR`, ...), and a view,
+//!   trigger, generated column or index may call a function that reads or writes files
+//!   (`load_extension`, SpatiaLite's `BlobFromFile`, `ImportSHP`, ...) or corrupts memory
+//!   (`fts3_tokenizer`). GDAL lists only the container, so the schema is read here, with the
+//!   system SQLite opened read-only and no module instantiated ([`check_sqlite`]).
+//! * **VRT documents**: every element that names a file GDAL opens (`SourceFilename` in every
+//!   kind of source, mask bands and overviews included, `SourceDataset` of a warped VRT,
+//!   geolocation arrays, an `OVERVIEW_FILE`) and every CRS definition, read with a real XML
+//!   parser, so character references (`&#47;`), CDATA and predefined entities are decoded as
+//!   GDAL decodes them ([`vrt_references`]). A document GDAL would parse and this parser cannot
+//!   (a DTD, a byte that is not UTF-8) is refused, never skipped.
+
+use super::GdalError;
+use std::path::{Path, PathBuf};
+
+/// The first 16 bytes of every SQLite 3 database.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Virtual-table modules that read only the database they are declared in: SQLite's R*Tree
+/// (every GeoPackage's spatial index) and full-text indexes, and the SpatiaLite modules that
+/// GDAL and SpatiaLite write into SpatiaLite databases (spatial index, elementary geometries,
+/// nearest neighbours). Every other module (`VirtualText`, `VirtualShape`, `VirtualDBF`,
+/// `VirtualXL`, `VirtualGeoJSON`, `VirtualNetwork`, `VirtualOGR`, ...) is refused.
+const DATABASE_ONLY_MODULES: &[&str] = &[
+    "rtree",
+    "rtree_i32",
+    "fts3",
+    "fts4",
+    "fts5",
+    "virtualspatialindex",
+    "virtualelementary",
+    "virtualknn",
+    "virtualknn2",
+];
+
+/// SQL functions a schema may not call (in a view, trigger, generated column, default, check
+/// or index expression): they read, write or load files, or corrupt memory. Names are matched
+/// exactly; [`FILE_FUNCTION_PREFIXES`] are matched as prefixes.
+const FILE_FUNCTIONS: &[&str] = &[
+    "load_extension",
+    "fts3_tokenizer",
+    "readfile",
+    "writefile",
+    "edit",
+    "fsdir",
+    "blobfromfile",
+    "blobtofile",
+    "xb_loadxml",
+    "xb_storexml",
+];
+
+/// Prefixes of SpatiaLite's and GDAL's file functions (`ImportSHP`, `ExportGeoJSON2`,
+/// `ZipFile_ShpN`, `SqlProc_FromFile`, `ogr_datasource_load_layers`, ...).
+const FILE_FUNCTION_PREFIXES: &[&str] = &["import", "export", "zipfile", "sqlproc_", "ogr_"];
+
+/// Whether `path` is a regular file that starts with SQLite's header.
+pub fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == SQLITE_HEADER
+}
+
+/// Refuse a SQLite database whose schema makes GDAL read anything but the database: a virtual
+/// table over another module than `DATABASE_ONLY_MODULES`, or SQL that calls a file
+/// function. The schema is read with SQLite opened read-only, without extensions and without
+/// touching any table: declaring a virtual table instantiates nothing until it is queried, and
+/// nothing here queries one.
+pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
+    if !is_sqlite(path) {
+        return Ok(());
+    }
+    check_journal_files(path)?;
+    let refuse = |why: String| {
+        GdalError::Arguments(format!(
+            "{}: {why}; GDAL would read outside the database. Export the data you need into a \
+             plain GeoPackage (without virtual tables) inside the workspace",
+            path.display()
+        ))
+    };
+    let schema = read_schema(path).map_err(|e| {
+        GdalError::Arguments(format!(
+            "{}: its SQLite schema cannot be read safely ({e}); it is refused before GDAL opens it",
+            path.display()
+        ))
+    })?;
+    for sql in &schema {
+        let tokens = tokens(sql).ok_or_else(|| {
+            refuse(format!(
+                "its schema holds SQL that cannot be read (\"{}\")",
+                excerpt(sql)
+            ))
+        })?;
+        if let Some(module) = virtual_table_module(&tokens)? {
+            let known = DATABASE_ONLY_MODULES
+                .iter()
+                .any(|m| m.eq_ignore_ascii_case(&module));
+            if !known {
+                return Err(refuse(format!(
+                    "its schema declares a virtual table over the `{module}` module (\"{}\"), \
+                     which can read other files",
+                    excerpt(sql)
+                )));
+            }
+        }
+        if let Some(function) = file_function(&tokens) {
+            return Err(refuse(format!(
+                "its schema calls `{function}` (\"{}\"), which reads, writes or loads files",
+                excerpt(sql)
+            )));
+        }
+    }
+    // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
+    let definitions = read_srs_definitions(path).map_err(|e| {
+        GdalError::Arguments(format!(
+            "{}: its SRS table cannot be read safely ({e}); it is refused before GDAL opens it",
+            path.display()
+        ))
+    })?;
+    for definition in definitions {
+        if let Some(why) = super::facts::crs_text_reads_files(&definition) {
+            return Err(GdalError::Arguments(format!(
+                "{}: a CRS definition in its SRS table makes PROJ read a file ({why}): \"{}\"; \
+                 fix the table or export the data with a CRS by authority code",
+                path.display(),
+                excerpt(&definition)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every text value of the SRS tables GDAL reads CRS definitions from: the GeoPackage's
+/// `gpkg_spatial_ref_sys` (`definition`, `definition_12_063`) and SpatiaLite's
+/// `spatial_ref_sys` (`srtext`, `proj4text`). Read only after [`check_sqlite`] found the
+/// schema plain (no virtual table over files, no file function).
+fn read_srs_definitions(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
+    let connection = rusqlite::Connection::open_with_flags(path, flags)?;
+    connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    connection.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        false,
+    )?;
+    let exists = |name: &str| -> Result<bool, rusqlite::Error> {
+        let count: i64 = connection.query_row(
+            "SELECT count(*) FROM main.sqlite_master WHERE type IN ('table', 'view') \
+             AND name = ?1 AND sql NOT LIKE '%VIRTUAL%'",
+            [name],
+            |row| row.get(0),
+        )?;
+        Ok(count > 0)
+    };
+    let mut found = Vec::new();
+    // (SRS table, its key, the tables that say which SRSs GDAL will parse). SpatiaLite's
+    // table holds the whole EPSG register (some with geoid grids) and GDAL parses only the
+    // rows its layers use; with no referencing table, every row counts.
+    for (table, key, users) in [
+        (
+            "gpkg_spatial_ref_sys",
+            "srs_id",
+            &["gpkg_contents", "gpkg_geometry_columns"][..],
+        ),
+        ("spatial_ref_sys", "srid", &["geometry_columns"][..]),
+    ] {
+        if !exists(table)? {
+            continue;
+        }
+        let mut used = Vec::new();
+        for user in users {
+            if exists(user)? {
+                used.push(format!("SELECT {key} FROM main.\"{user}\""));
+            }
+        }
+        let filter = if used.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {key} IN ({})", used.join(" UNION "))
+        };
+        let mut statement = connection.prepare(&format!(
+            "SELECT * FROM main.\"{table}\"{filter} LIMIT 100000"
+        ))?;
+        let columns = statement.column_count();
+        let mut rows = statement.query([])?;
+        while let Some(row) = rows.next()? {
+            for i in 0..columns {
+                if let Ok(Some(text)) = row.get::<_, Option<String>>(i) {
+                    found.push(text);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The SQL of every schema entry, read-only, with extension loading off. Only `sqlite_master`
+/// is read (which parses the schema, as SQLite must, but connects no virtual table).
+fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    use rusqlite::OpenFlags;
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
+    let connection = rusqlite::Connection::open_with_flags(path, flags)?;
+    connection.busy_timeout(std::time::Duration::from_millis(0))?;
+    connection.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+        false,
+    )?;
+    connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    let mut statement = connection.prepare("SELECT sql FROM main.sqlite_master LIMIT 1000000")?;
+    let rows = statement.query_map([], |row| row.get::<_, Option<String>>(0))?;
+    let mut schema = Vec::new();
+    for row in rows {
+        if let Some(sql) = row? {
+            schema.push(sql);
+        }
+    }
+    Ok(schema)
+}
+
+/// A database's journal and WAL files, which SQLite opens beside it, must be regular files
+/// (not links, FIFOs or devices) when they exist.
+fn check_journal_files(path: &Path) -> Result<(), GdalError> {
+    for suffix in ["-journal", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_os_string();
+        name.push(suffix);
+        let side = PathBuf::from(name);
+        match std::fs::symlink_metadata(&side) {
+            Ok(meta) if !meta.file_type().is_file() => {
+                return Err(GdalError::Arguments(format!(
+                    "{}: SQLite would open it beside the database, and it is a link, a FIFO or a \
+                     device, not a regular file; remove it",
+                    side.display()
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// At most 120 characters of SQL, for messages.
+fn excerpt(sql: &str) -> String {
+    let one_line: String = sql
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match one_line.char_indices().nth(120) {
+        Some((at, _)) => format!("{}...", &one_line[..at]),
+        None => one_line,
+    }
+}
+
+/// A SQL token: a bare word (keyword, identifier or number), a quoted identifier (dequoted),
+/// a string literal or one punctuation character. Nothing here needs more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Token {
+    Word(String),
+    Quoted(String),
+    Text(String),
+    Punct(char),
+}
+
+/// SQLite's tokens of `sql`, with comments dropped and quoted identifiers (`"x"`, `[x]`,
+/// `` `x` ``) dequoted. `None` for an unterminated quote or comment.
+fn tokens(sql: &str) -> Option<Vec<Token>> {
+    let chars: Vec<char> = sql.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let quoted = |i: usize, close: char| -> Option<(String, usize)> {
+        let mut text = String::new();
+        let mut j = i + 1;
+        loop {
+            let c = *chars.get(j)?;
+            if c == close {
+                if close != ']' && chars.get(j + 1) == Some(&close) {
+                    text.push(c);
+                    j += 2;
+                    continue;
+                }
+                return Some((text, j + 1));
+            }
+            text.push(c);
+            j += 1;
+        }
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c == '-' && chars.get(i + 1) == Some(&'-') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && chars.get(i + 1) == Some(&'*') {
+            let mut j = i + 2;
+            loop {
+                if j + 1 >= chars.len() {
+                    // SQLite accepts a comment left open at the end of the text.
+                    j = chars.len();
+                    break;
+                }
+                if chars[j] == '*' && chars[j + 1] == '/' {
+                    j += 2;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+        } else if c == '\'' {
+            let (text, next) = quoted(i, '\'')?;
+            out.push(Token::Text(text));
+            i = next;
+        } else if c == '"' || c == '`' {
+            let (text, next) = quoted(i, c)?;
+            out.push(Token::Quoted(text));
+            i = next;
+        } else if c == '[' {
+            let (text, next) = quoted(i, ']')?;
+            out.push(Token::Quoted(text));
+            i = next;
+        } else if c.is_alphanumeric() || c == '_' || c == '$' || !c.is_ascii() {
+            let mut j = i;
+            while j < chars.len()
+                && (chars[j].is_alphanumeric()
+                    || chars[j] == '_'
+                    || chars[j] == '$'
+                    || !chars[j].is_ascii())
+                && !chars[j].is_whitespace()
+            {
+                j += 1;
+            }
+            out.push(Token::Word(chars[i..j].iter().collect()));
+            i = j;
+        } else {
+            out.push(Token::Punct(c));
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+fn is_word(token: Option<&Token>, word: &str) -> bool {
+    matches!(token, Some(Token::Word(w)) if w.eq_ignore_ascii_case(word))
+}
+
+/// The module of a `CREATE VIRTUAL TABLE [IF NOT EXISTS] [schema.]name USING module(...)`
+/// statement (SQLite's grammar), `None` for any other statement. A statement that starts like
+/// one and cannot be read to its module is refused.
+fn virtual_table_module(tokens: &[Token]) -> Result<Option<String>, GdalError> {
+    if !(is_word(tokens.first(), "create") && is_word(tokens.get(1), "virtual")) {
+        return Ok(None);
+    }
+    let name = |t: Option<&Token>| match t {
+        Some(Token::Word(n) | Token::Quoted(n) | Token::Text(n)) => Some(n.clone()),
+        _ => None,
+    };
+    let module = (|| {
+        if !is_word(tokens.get(2), "table") {
+            return None;
+        }
+        let mut at = 3;
+        if is_word(tokens.get(at), "if")
+            && is_word(tokens.get(at + 1), "not")
+            && is_word(tokens.get(at + 2), "exists")
+        {
+            at += 3;
+        }
+        name(tokens.get(at))?;
+        at += 1;
+        if tokens.get(at) == Some(&Token::Punct('.')) {
+            name(tokens.get(at + 1))?;
+            at += 2;
+        }
+        if !is_word(tokens.get(at), "using") {
+            return None;
+        }
+        name(tokens.get(at + 1))
+    })();
+    match module {
+        Some(module) => Ok(Some(module)),
+        None => Err(GdalError::Arguments(
+            "a SQLite schema declares a virtual table whose module cannot be read; it is \
+             refused before GDAL opens it"
+                .to_string(),
+        )),
+    }
+}
+
+/// The first file function called in `tokens` (a word or quoted name followed by `(`).
+fn file_function(tokens: &[Token]) -> Option<String> {
+    tokens.windows(2).find_map(|pair| {
+        let (Token::Word(name) | Token::Quoted(name) | Token::Text(name)) = &pair[0] else {
+            return None;
+        };
+        if pair[1] != Token::Punct('(') {
+            return None;
+        }
+        let lower = name.to_ascii_lowercase();
+        let named = FILE_FUNCTIONS.contains(&lower.as_str())
+            || FILE_FUNCTION_PREFIXES.iter().any(|p| lower.starts_with(p));
+        named.then(|| name.clone())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn module(sql: &str) -> Option<String> {
+        virtual_table_module(&tokens(sql).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn virtual_table_modules_are_read_as_sqlite_reads_them() {
+        assert_eq!(
+            module("CREATE VIRTUAL TABLE x USING VirtualText('/o.csv', 'UTF-8', 1)").as_deref(),
+            Some("VirtualText")
+        );
+        assert_eq!(
+            module(
+                "create /* c */ virtual table if not exists \"using\" using \"VirtualShape\"('/o')"
+            )
+            .as_deref(),
+            Some("VirtualShape")
+        );
+        assert_eq!(
+            module("CREATE VIRTUAL TABLE [a b] --x\n USING 'virtualdbf'").as_deref(),
+            Some("virtualdbf")
+        );
+        assert_eq!(
+            module("CREATE VIRTUAL TABLE rtree_t_geom USING rtree(id, minx, maxx, miny, maxy)")
+                .as_deref(),
+            Some("rtree")
+        );
+        assert_eq!(module("CREATE TABLE t (a INTEGER)"), None);
+        assert!(virtual_table_module(&tokens("CREATE VIRTUAL TABLE x").unwrap()).is_err());
+    }
+
+    #[test]
+    fn file_functions_are_found_however_they_are_quoted() {
+        let found = |sql: &str| file_function(&tokens(sql).unwrap());
+        assert!(found("CREATE VIEW v AS SELECT BlobFromFile('/etc/passwd') AS b").is_some());
+        assert!(found("CREATE VIEW v AS SELECT \"load_extension\" /*x*/ ('/tmp/x.so')").is_some());
+        assert!(
+            found("CREATE TRIGGER t AFTER INSERT ON a BEGIN SELECT [ImportSHP]('x'); END")
+                .is_some()
+        );
+        assert!(found("CREATE TABLE t (a, b AS (fts3_tokenizer('simple')))").is_some());
+        assert!(
+            found("CREATE VIEW v AS SELECT ST_Buffer(geom, 1) AS g, importance FROM t").is_none()
+        );
+        assert!(found("CREATE VIEW v AS SELECT 'readfile(' AS s").is_none());
+    }
+
+    #[test]
+    fn unterminated_quotes_are_not_read() {
+        assert!(tokens("CREATE VIRTUAL TABLE \"x USING rtree").is_none());
+    }
+}
+
+/// Largest XML document read to find its references (GDAL reads VRTs whole too; a mosaic of
+/// tens of thousands of tiles is a few MB).
+const MAX_DOCUMENT_BYTES: u64 = 64 << 20;
+
+/// A file a document makes GDAL open: the name as written (decoded) and the paths GDAL can
+/// resolve it to.
+#[derive(Debug, Clone)]
+pub struct FileReference {
+    pub written: String,
+    pub paths: Vec<PathBuf>,
+}
+
+/// Whether `path` is a VRT document the way GDAL identifies one: `<VRTDataset` in the first
+/// 1024 bytes before any NUL byte (GDAL's test is `strstr` on its 1024-byte header, whatever
+/// the file's name); matched without case, which only widens it.
+pub fn is_vrt_document(path: &Path) -> bool {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = Vec::with_capacity(1024);
+    if std::fs::File::open(path)
+        .and_then(|f| f.take(1024).read_to_end(&mut head))
+        .is_err()
+    {
+        return false;
+    }
+    let end = head.iter().position(|b| *b == 0).unwrap_or(head.len());
+    String::from_utf8_lossy(&head[..end])
+        .to_ascii_lowercase()
+        .contains("<vrtdataset")
+}
+
+/// Every file a VRT document makes GDAL open, read with an XML parser: `SourceFilename`
+/// anywhere (simple, complex, averaged, kernel-filtered and raw sources, in bands, mask bands,
+/// overviews, derived and pansharpened datasets), a warped VRT's `SourceDataset`, and the
+/// metadata items that name datasets (`OVERVIEW_FILE`, geolocation `X_DATASET`/`Y_DATASET`).
+/// Element and attribute names are matched without case, as GDAL matches them. A name marked
+/// `relativeToVRT` resolves against the document's folder; any other against the working
+/// directory, as GDAL resolves it. A document that cannot be parsed is refused.
+pub fn vrt_references(path: &Path) -> Result<Vec<FileReference>, GdalError> {
+    let text = read_document(path)?;
+    let document = parse(path, &text)?;
+    let base = path.parent().unwrap_or(Path::new("/"));
+    let mut found = Vec::new();
+    for node in document.descendants().filter(|n| n.is_element()) {
+        let tag = node.tag_name().name().to_ascii_lowercase();
+        let (values, relative_flag) = match tag.as_str() {
+            "sourcefilename" | "sourcedataset" => (element_texts(&node), Some(relative(&node))),
+            "mdi" => {
+                let key = attribute(&node, "key")
+                    .unwrap_or_default()
+                    .to_ascii_uppercase();
+                if !["OVERVIEW_FILE", "X_DATASET", "Y_DATASET"].contains(&key.as_str()) {
+                    continue;
+                }
+                (element_texts(&node), None)
+            }
+            _ => continue,
+        };
+        for value in values {
+            let written = value.trim().to_string();
+            if written.is_empty() {
+                continue;
+            }
+            let mut paths = Vec::new();
+            for name in [value.trim_start(), value.trim()] {
+                let absolute = name.starts_with('/') || name.starts_with('\\');
+                // relativeToVRT="1": against the document's folder; "0": as written (the
+                // working directory); a metadata item: both, since either may be used.
+                let joined = base.join(name);
+                let candidates: Vec<PathBuf> = match relative_flag {
+                    Some(true) if !absolute => vec![joined],
+                    Some(_) => vec![PathBuf::from(name)],
+                    None if absolute => vec![PathBuf::from(name)],
+                    None => vec![PathBuf::from(name), joined],
+                };
+                for candidate in candidates {
+                    if !paths.contains(&candidate) {
+                        paths.push(candidate);
+                    }
+                }
+            }
+            found.push(FileReference { written, paths });
+        }
+    }
+    Ok(found)
+}
+
+/// Every text and attribute value of an XML document, decoded (character references,
+/// predefined entities, CDATA), joined by newlines: what GDAL's parser hands the drivers, for
+/// the CRS checks. A document the strict parser cannot read is decoded leniently the way
+/// GDAL's own parser decodes it, so nothing escapes the check by being malformed.
+pub fn decoded_xml_text(path: &Path) -> Option<String> {
+    let text = read_document(path).ok()?;
+    match roxmltree::Document::parse_with_options(&text, parsing_options()) {
+        Ok(document) => {
+            let mut all = String::new();
+            for node in document.descendants() {
+                if let Some(t) = node.text().filter(|_| node.is_text()) {
+                    all.push_str(t);
+                    all.push('\n');
+                }
+                for a in node.attributes() {
+                    all.push_str(a.value());
+                    all.push('\n');
+                }
+            }
+            Some(all)
+        }
+        Err(_) => Some(decode_leniently(&text)),
+    }
+}
+
+/// Decode character references and the predefined entities, and drop CDATA markers, over raw
+/// text, as GDAL's lenient parser does; unknown `&...;` stay as they are.
+pub fn decode_leniently(text: &str) -> String {
+    let text = text.replace("<![CDATA[", "").replace("]]>", "");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let end = rest
+            .char_indices()
+            .take(16)
+            .find(|(_, c)| *c == ';')
+            .map(|(at, _)| at);
+        let decoded = end.and_then(|end| {
+            let entity = &rest[1..end];
+            let c = match entity {
+                "amp" => Some('&'),
+                "lt" => Some('<'),
+                "gt" => Some('>'),
+                "quot" => Some('"'),
+                "apos" => Some('\''),
+                _ => {
+                    let number = entity.strip_prefix('#')?;
+                    let code = match number.strip_prefix(['x', 'X']) {
+                        Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                        None => number.parse().ok()?,
+                    };
+                    char::from_u32(code)
+                }
+            }?;
+            Some((c, end + 1))
+        });
+        match decoded {
+            Some((c, used)) => {
+                out.push(c);
+                rest = &rest[used..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The CRS definitions of an XML document (a VRT, an `.aux.xml`), decoded: the text of every
+/// element whose name ends in `SRS` (`SRS`, `SourceSRS`, `TargetSRS`, `OverviewSRS`...), every
+/// `Projection` attribute (GCP lists) and every `SRS` metadata item. Not XML, or not
+/// parseable: none (the raw and leniently decoded text is scanned by the caller).
+pub fn srs_texts(path: &Path) -> Vec<String> {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let start = String::from_utf8_lossy(&head[..n]);
+    let xml = std::fs::metadata(path).is_ok_and(|m| m.is_file())
+        && start
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('<');
+    if !xml {
+        return Vec::new();
+    }
+    let Ok(text) = read_document(path) else {
+        return Vec::new();
+    };
+    let Ok(document) = roxmltree::Document::parse_with_options(&text, parsing_options()) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for node in document.descendants().filter(|n| n.is_element()) {
+        let tag = node.tag_name().name().to_ascii_lowercase();
+        let srs_item =
+            tag == "mdi" && attribute(&node, "key").is_some_and(|k| k.eq_ignore_ascii_case("srs"));
+        if tag.ends_with("srs") || srs_item {
+            found.extend(element_texts(&node));
+        }
+        if let Some(projection) = attribute(&node, "projection") {
+            found.push(projection.to_string());
+        }
+    }
+    found
+}
+
+fn parsing_options() -> roxmltree::ParsingOptions {
+    roxmltree::ParsingOptions {
+        allow_dtd: false,
+        ..Default::default()
+    }
+}
+
+fn read_document(path: &Path) -> Result<String, GdalError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return Err(GdalError::Arguments(format!(
+            "{}: cannot be read to check what it references ({e})",
+            path.display()
+        )));
+    }
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(GdalError::Arguments(format!(
+            "{}: an XML document over {} MiB is not read; split the mosaic",
+            path.display(),
+            MAX_DOCUMENT_BYTES >> 20
+        )));
+    }
+    let bytes = bytes
+        .strip_prefix(b"\xef\xbb\xbf")
+        .unwrap_or(&bytes)
+        .to_vec();
+    String::from_utf8(bytes).map_err(|_| {
+        GdalError::Arguments(format!(
+            "{}: a VRT document that is not UTF-8 is not opened (its references could not be \
+             checked as GDAL reads them); save it as UTF-8",
+            path.display()
+        ))
+    })
+}
+
+fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, GdalError> {
+    roxmltree::Document::parse_with_options(text, parsing_options()).map_err(|e| {
+        GdalError::Arguments(format!(
+            "{}: a VRT document that is not well-formed XML (or declares a DTD) is not opened, \
+             because the files it references could not be checked as GDAL reads them ({e})",
+            path.display()
+        ))
+    })
+}
+
+/// The values GDAL could take from an element: each text child alone, and all of them joined
+/// (GDAL takes a lone text child; splitting it with a comment must not hide a path).
+fn element_texts(node: &roxmltree::Node) -> Vec<String> {
+    let parts: Vec<&str> = node
+        .children()
+        .filter(|c| c.is_text())
+        .filter_map(|c| c.text())
+        .collect();
+    let mut values: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
+    if parts.len() > 1 {
+        values.push(parts.concat());
+    }
+    values
+}
+
+/// An attribute by name, without case.
+fn attribute<'a>(node: &roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> {
+    node.attributes()
+        .find(|a| a.name().eq_ignore_ascii_case(name))
+        .map(|a| a.value())
+}
+
+/// GDAL's `atoi(relativeToVRT)`: leading blanks, a sign, digits; anything else is 0.
+fn relative(node: &roxmltree::Node) -> bool {
+    let Some(value) = attribute(node, "relativetovrt") else {
+        return false;
+    };
+    let value = value.trim_start();
+    let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let number: String = digits.chars().take_while(char::is_ascii_digit).collect();
+    !number.trim_start_matches('0').is_empty()
+}
+
+#[cfg(test)]
+mod vrt_tests {
+    use super::*;
+
+    fn refs(xml: &str) -> Vec<FileReference> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.vrt");
+        std::fs::write(&path, xml).unwrap();
+        vrt_references(&path).unwrap()
+    }
+
+    /// Regression (issue 21): a mask band's source written with character references
+    /// (`&#47;`) and marked relative read any file, because the raw-text scan joined the
+    /// undecoded name to the VRT's folder.
+    #[test]
+    fn character_references_are_decoded_as_gdal_decodes_them() {
+        let found = refs(
+            r#"<VRTDataset rasterXSize="1" rasterYSize="1"><MaskBand><VRTRasterBand dataType="Byte">
+            <SimpleSource><SourceFilename relativeToVRT="1">&#47;etc&#x2F;passwd</SourceFilename></SimpleSource>
+            </VRTRasterBand></MaskBand></VRTDataset>"#,
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].written, "/etc/passwd");
+        assert_eq!(found[0].paths, vec![PathBuf::from("/etc/passwd")]);
+    }
+
+    #[test]
+    fn every_source_element_is_found_whatever_its_case_or_wrapping() {
+        let found = refs(
+            r#"<VRTDataset subClass="VRTWarpedDataset"><GDALWarpOptions>
+            <SourceDataset relativeToVRT="0"><![CDATA[/outside/w.tif]]></SourceDataset></GDALWarpOptions>
+            <VRTRasterBand subClass="VRTRawRasterBand"><sourcefilename RELATIVETOVRT=" 01">raw.bin</sourcefilename></VRTRasterBand>
+            <Metadata domain="GEOLOCATION"><MDI key="x_dataset">/outside/lon.tif</MDI></Metadata>
+            <Overview><SourceFilename relativeToVRT="1">/outside/<!-- split -->ovr.tif</SourceFilename></Overview>
+            </VRTDataset>"#,
+        );
+        let written: Vec<&str> = found.iter().map(|f| f.written.as_str()).collect();
+        assert!(written.contains(&"/outside/w.tif"), "{written:?}");
+        assert!(written.contains(&"raw.bin"), "{written:?}");
+        assert!(written.contains(&"/outside/lon.tif"), "{written:?}");
+        assert!(written.contains(&"/outside/ovr.tif"), "{written:?}");
+        let raw = found.iter().find(|f| f.written == "raw.bin").unwrap();
+        assert!(raw.paths[0].ends_with("raw.bin") && raw.paths[0].is_absolute());
+    }
+
+    #[test]
+    fn a_document_with_a_dtd_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d.vrt");
+        std::fs::write(
+            &path,
+            r#"<!DOCTYPE x [<!ENTITY p "/etc/passwd">]><VRTDataset><SourceFilename>&p;</SourceFilename></VRTDataset>"#,
+        )
+        .unwrap();
+        assert!(vrt_references(&path).is_err());
+    }
+
+    #[test]
+    fn lenient_decoding_matches_gdal() {
+        assert_eq!(
+            decode_leniently("+nadgrids&#61;x&amp;&#x2f;"),
+            "+nadgrids=x&/"
+        );
+        assert_eq!(
+            decode_leniently("a &unknown; <![CDATA[b]]>"),
+            "a &unknown; b"
+        );
+        // Binary bytes after an ampersand (a GeoPackage's blobs) are not text to slice.
+        assert_eq!(
+            decode_leniently("&2B@\u{fffd}\u{fffd}x;"),
+            "&2B@\u{fffd}\u{fffd}x;"
+        );
+    }
+}
