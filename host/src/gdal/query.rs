@@ -335,17 +335,19 @@ fn measure_feature(
         return;
     };
     let parts = geometry::parts(geometry);
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     if let Some(measurer) = &how.measurer {
         let figures = measurer.figures(&parts, false);
         if measures.contains(&Measure::Area) {
             if !parts.iter().any(|p| p.kind == PartKind::Polygon) {
-                notes.push("no polygon, so no area");
+                notes.push("no polygon, so no area".to_string());
             } else if !geometry.is_valid() {
-                notes.push(
-                    "invalid polygon (GEOS): its area has no meaningful value; repair it first \
-                     (vector_measure's make_valid)",
-                );
+                let reason = geometry::invalidity_reason(geometry)
+                    .unwrap_or_else(|| "not valid".to_string());
+                notes.push(format!(
+                    "invalid polygon (GEOS: {reason}): its area has no meaningful value; repair \
+                     it first (vector_measure's make_valid)"
+                ));
             } else {
                 row.area = Some(figures.area);
             }
@@ -354,7 +356,7 @@ fn measure_feature(
             if parts.iter().any(|p| p.kind == PartKind::Line) {
                 row.length = Some(figures.length);
             } else {
-                notes.push("no line, so no length");
+                notes.push("no line, so no length".to_string());
             }
         }
     }
@@ -369,7 +371,7 @@ fn measure_feature(
             }
         };
         if row.centroid.is_none() {
-            notes.push("no centroid could be computed");
+            notes.push("no centroid could be computed".to_string());
         }
     }
     if !notes.is_empty() {
@@ -379,6 +381,8 @@ fn measure_feature(
 
 /// Run the query on the layer of the dataset at `path`.
 pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalError> {
+    // A shapefile hole wound like its shell is a hole, as in the measuring tools.
+    let _rings = geometry::RingsByContainment::start();
     let dataset = ogr::open("input", path)?;
     let mut layer = ogr::layer("layer", &dataset, request.layer.as_deref())?;
     if let Some(count) = layer.try_feature_count() {
