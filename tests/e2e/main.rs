@@ -9,6 +9,7 @@ mod ledger;
 mod lineage;
 mod measurement;
 mod oracle;
+mod protocol;
 mod quirks;
 mod raster_tools;
 mod reflection;
