@@ -201,7 +201,7 @@ pub struct Gate {
 }
 
 /// Refused decisions remembered for `persist_justification`.
-const ISSUED_ENTRIES: usize = 4096;
+const ISSUED_ENTRIES: usize = 1024;
 /// Rendered prompts memoised.
 const PROMPT_ENTRIES: usize = 256;
 /// Accepted capsules and stale lookups memoised.
