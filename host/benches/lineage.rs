@@ -96,6 +96,7 @@ fn main() {
                 size: None,
                 recorded: false,
                 modified_outside: false,
+                written_sha256: None,
             }],
             summary: StepSummary::default(),
             versions: Versions {

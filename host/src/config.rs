@@ -15,6 +15,9 @@ pub struct ServerConfig {
     pub cache_dir: Option<PathBuf>,
     /// What a stale capsule (same decision, older prompt text or domain version) does.
     pub stale: StalePolicy,
+    /// The key that seals lineage records and ledger entries; `None` means
+    /// [`crate::reflection::seal::default_path`]. It must lie outside every workspace.
+    pub key_file: Option<PathBuf>,
 }
 
 /// What the gate does with a stale capsule: one for the same domain and the same decision, but

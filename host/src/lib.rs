@@ -15,6 +15,7 @@ pub mod config;
 pub mod domains;
 pub mod gdal;
 pub mod hydrology;
+pub mod memo;
 pub mod reflection;
 pub mod server;
 pub mod transport;

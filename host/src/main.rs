@@ -84,6 +84,11 @@ struct Options {
     /// proceeds with a `warn` receipt naming it (default), `refuse` asks again.
     #[arg(long, value_enum, value_name = "POLICY")]
     stale: Option<StalePolicy>,
+    /// The key that seals lineage records and ledger entries (default:
+    /// $XDG_DATA_HOME/gdal-mcp/key, else ~/.local/share/gdal-mcp/key; created 0600). It must
+    /// lie outside every workspace.
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -103,6 +108,7 @@ impl Options {
             cache_dir: self.cache_dir.or(global.cache_dir),
             no_cache: self.no_cache || global.no_cache,
             stale: self.stale.or(global.stale),
+            key_file: self.key_file.or(global.key_file),
         }
     }
 
@@ -122,6 +128,7 @@ impl Options {
                 self.cache_dir.or_else(default_cache_dir)
             },
             stale: self.stale.unwrap_or_default(),
+            key_file: self.key_file,
         })
     }
 }
@@ -152,7 +159,9 @@ fn main() -> anyhow::Result<()> {
 
 fn provenance(report: ProvenanceOptions, options: Options) -> anyhow::Result<()> {
     use gdal_mcp::reflection::{lineage::LineageStore, provenance, store::CapsuleStore};
-    let store = options.config()?.store_root();
+    let config = options.config()?;
+    let store = store_of(&config);
+    let seal = std::sync::Arc::new(open_seal(&config)?);
     let format = match report.format {
         ReportFormat::Markdown => provenance::Format::Markdown,
         ReportFormat::ProvJson => provenance::Format::ProvJson,
@@ -161,7 +170,7 @@ fn provenance(report: ProvenanceOptions, options: Options) -> anyhow::Result<()>
         .file
         .canonicalize()
         .with_context(|| format!("cannot read {}", report.file.display()))?;
-    let lineage = LineageStore::new(&store);
+    let lineage = LineageStore::with_seal(&store, seal);
     let written = provenance::report(&lineage, &CapsuleStore::new(store.clone()), &file, format)?;
     println!("{}", written.report);
     if written.steps == 0 {
@@ -176,10 +185,41 @@ fn provenance(report: ProvenanceOptions, options: Options) -> anyhow::Result<()>
     Ok(())
 }
 
+/// The store as the server resolves it: an operator's `--store` as given (links resolved once),
+/// the default `.preflight/` of the first workspace only if it is a real folder.
+fn store_of(config: &ServerConfig) -> PathBuf {
+    match &config.store {
+        Some(store) => store.canonicalize().unwrap_or_else(|_| store.clone()),
+        None => config.store_root(),
+    }
+}
+
+/// The sealing key as the server would open it (for the commands that read the store).
+fn open_seal(config: &ServerConfig) -> anyhow::Result<gdal_mcp::reflection::seal::Seal> {
+    use gdal_mcp::reflection::seal;
+    let path = config
+        .key_file
+        .clone()
+        .or_else(seal::default_path)
+        .context("no place for the sealing key: set XDG_DATA_HOME or HOME, or give --key-file")?;
+    if !path.exists() {
+        anyhow::bail!(
+            "no sealing key at {}: nothing in this store can be verified (the key is created by \
+             the first `gdal-mcp serve`; give --key-file if it is elsewhere)",
+            path.display()
+        );
+    }
+    seal::Seal::open(&path, &config.workspaces).map_err(anyhow::Error::from)
+}
+
 fn verify_ledger(options: Options) -> anyhow::Result<()> {
-    let store = options.config()?.store_root();
-    let path = store.join(gdal_mcp::reflection::ledger::FILE_NAME);
-    match gdal_mcp::reflection::ledger::verify(&path) {
+    use gdal_mcp::reflection::{journal, ledger, seal::Kind};
+    let config = options.config()?;
+    let store = store_of(&config);
+    let path = store.join(ledger::FILE_NAME);
+    let seal = open_seal(&config)?;
+    let mut whole = true;
+    match ledger::verify(&store, &seal) {
         Ok(intact) => {
             println!(
                 "ledger {}: intact, {} entries, head {}",
@@ -187,18 +227,70 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
                 intact.entries,
                 intact.head
             );
-            Ok(())
         }
         Err(broken) => {
+            whole = false;
             eprintln!(
                 "ledger {}: broken at line {}: {}",
                 path.display(),
                 broken.line,
                 broken.message
             );
-            std::process::exit(1)
+            if broken.unsealed_count > 0 {
+                eprintln!(
+                    "ledger {}: {} line(s) whose MAC fails, first: {}",
+                    path.display(),
+                    broken.unsealed_count,
+                    broken
+                        .unsealed
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
         }
     }
+    // The lineage journals: a line that does not verify is ignored by the server; say so.
+    for (parts, kind) in [
+        (&["lineage", "records.jsonl"], Kind::LineageRecord),
+        (&["lineage", "paths.jsonl"], Kind::WrittenPath),
+    ] {
+        let shown = store.join(parts[0]).join(parts[1]);
+        match journal::scan(&store, parts, &seal, kind) {
+            Ok(scan) if scan.unsealed == 0 => {
+                println!(
+                    "lineage {}: {} lines, all sealed",
+                    shown.display(),
+                    scan.lines
+                )
+            }
+            Ok(scan) => {
+                whole = false;
+                eprintln!(
+                    "lineage {}: {} of {} line(s) whose MAC fails (ignored by the server), \
+                     first: {}",
+                    shown.display(),
+                    scan.unsealed,
+                    scan.lines,
+                    scan.first_unsealed
+                        .iter()
+                        .map(usize::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                whole = false;
+                eprintln!("lineage {}: cannot read: {e}", shown.display());
+            }
+        }
+    }
+    if !whole {
+        std::process::exit(1)
+    }
+    Ok(())
 }
 
 fn start(options: Options) -> anyhow::Result<App> {

@@ -1599,4 +1599,49 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             "{finding}: the boilerplate passed: {errors:?}"
         );
     }
+/// Regression (issue 21): an edit outside the server laundered an interpolation upstream. The
+/// host now gives a file modified since the steps of what the server last wrote at its path
+/// (`modified_since` set); the aggregation domain treats them as the file's own: as strict as
+/// without the edit, the fact saying the file was modified since. Its clean twin: the same
+/// edited file whose last written content was resampled with nearest is not about upstream.
+#[test]
+fn aggregation_treats_a_file_modified_since_its_interpolation_as_interpolated() {
+    use gdal_mcp::domains::{DatasetLineage, UpstreamStep};
+    let registry = registry();
+    let majority = |resampling: &str, modified_since: bool| {
+        let mut facts = call(
+            "zonal_stats",
+            json!({"input": "r.tif", "zones": "z.gpkg", "stats": ["majority"],
+                   "semantics": "cell_centre"}),
+            vec![
+                raster_dataset("input", Some(utm33()), raster_of("Byte", 1, true, None)),
+                vector_dataset("zones", Some(utm33()), &[("districts", "Polygon")]),
+            ],
+        );
+        facts.upstream = vec![DatasetLineage {
+            sha256: Some("ab".repeat(32)),
+            modified_since,
+            steps: vec![UpstreamStep {
+                depth: 1,
+                tool: "raster_resample".to_string(),
+                arguments: json!({}),
+                resampling: Some(resampling.to_string()),
+                ..UpstreamStep::default()
+            }],
+        }];
+        verdict(&registry, "aggregation", &facts).expect("zonal statistics are gated")
+    };
+    let (severity, key, _) = majority("bilinear", false);
+    assert_eq!(severity, Severity::Critical);
+    assert_eq!(key["upstream"], "interpolated");
+    let (severity, key, reason) = majority("bilinear", true);
+    assert_eq!(
+        severity,
+        Severity::Critical,
+        "the edit launders nothing: {reason}"
+    );
+    assert_eq!(key["upstream"], "interpolated");
+    let (severity, key, _) = majority("nearest", true);
+    assert_eq!(severity, Severity::Required);
+    assert_eq!(key.get("upstream"), None);
 }

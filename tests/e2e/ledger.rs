@@ -1,6 +1,7 @@
 //! The ledger over real stdio: two servers sharing one store, 200 concurrent gated calls, one
 //! intact chain; `gdal-mcp ledger verify` exits 0 on it and names the first bad line after an
-//! edit, a deletion, an insertion or a reordering.
+//! edit, a deletion, an insertion or a reordering; a line written by hand fails its MAC, and a
+//! ledger that is a FIFO, a link to `/dev/zero` or a link elsewhere is refused at once.
 
 use gdal_mcp_tests::{binary, call, is_error, justification, text, Era, Options, Server};
 use serde_json::json;
@@ -82,7 +83,11 @@ async fn two_servers_on_one_store_keep_one_intact_chain() {
     tampered[10] = &edited;
     write(&tampered);
     let (ok, report) = verify(&store);
-    assert!(!ok && report.contains("line 12"), "edit: {report}");
+    // The edited line itself: its MAC fails (before sealing, the line after it was named).
+    assert!(
+        !ok && report.contains("line 11") && report.contains("MAC"),
+        "edit: {report}"
+    );
     let mut tampered = lines.clone();
     tampered.remove(50);
     write(&tampered);
@@ -132,4 +137,62 @@ async fn a_refusal_on_a_fresh_store_is_the_ledgers_first_entry() {
     assert!(ledger.contains("\"blocked\""), "{ledger}");
     let (ok, report) = verify(&store);
     assert!(ok, "{report}");
+}
+
+/// Regression (issue 21): `ledger verify` hung on a ledger that was a FIFO, grew to 2 GB on one
+/// that linked to `/dev/zero`, and followed one that linked to another store (whose chain
+/// passed while this store's decisions were missing). Each is refused with a clear message
+/// within seconds, and the outside store (the decoy) is neither changed nor reported.
+#[tokio::test]
+async fn verify_refuses_a_fifo_a_link_to_dev_zero_and_a_link_elsewhere() {
+    let outside = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        outside.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[1,2]}}]}"#,
+    )
+    .unwrap();
+    let refused = outside
+        .call(
+            "vector_reproject",
+            json!({"input": "p.geojson", "output": "q.geojson", "src_crs": "EPSG:4267",
+                   "dst_crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let decoy_store = outside.workspace.path().join(".preflight");
+    let decoy = decoy_store.join("ledger.jsonl");
+    let before = std::fs::read(&decoy).unwrap();
+    let (ok, report) = verify(&decoy_store);
+    assert!(ok && report.contains("intact, 1 entries"), "{report}");
+
+    let started = std::time::Instant::now();
+    let store = tempfile::tempdir().unwrap();
+    let ledger = store.path().join("ledger.jsonl");
+    for target in [decoy.clone(), std::path::PathBuf::from("/dev/zero")] {
+        std::os::unix::fs::symlink(&target, &ledger).unwrap();
+        let (ok, report) = verify(store.path());
+        assert!(
+            !ok && report.contains("is a link"),
+            "{}: {report}",
+            target.display()
+        );
+        assert!(!report.contains("intact"), "{report}");
+        std::fs::remove_file(&ledger).unwrap();
+    }
+    assert!(Command::new("mkfifo")
+        .arg(&ledger)
+        .status()
+        .unwrap()
+        .success());
+    let (ok, report) = verify(store.path());
+    assert!(!ok && report.contains("not a regular file"), "{report}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+    assert_eq!(
+        std::fs::read(&decoy).unwrap(),
+        before,
+        "the decoy is unchanged"
+    );
 }

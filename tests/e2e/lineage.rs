@@ -577,3 +577,211 @@ async fn domains_see_interpolated_classes_and_a_second_lossy_encoding_upstream()
     );
     assert!(item["alternative"].is_object(), "{item}");
 }
+
+/// The aggregation domain's verdict on a zonal majority of `input`.
+async fn majority_verdict(server: &Server, input: &str) -> Value {
+    let result = server
+        .call(
+            "zonal_stats",
+            json!({"input": input, "zones": "zone.geojson", "stats": ["majority"],
+                   "semantics": "cell_centre", "id_field": "name"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        is_error(&result),
+        "the call must be gated: {}",
+        text(&result)
+    );
+    entry_of(&structured(&result), "aggregation")
+}
+
+/// Regression (issue 21): two edits laundered the critical `upstream_interpolated_classes`
+/// finding. (1) A line appended by hand to `lineage/records.jsonl` (the genuine record with
+/// `bilinear` turned into `nearest`) became the record of the output's digest; (2) rewriting
+/// the interpolated file outside the server broke its lineage, and a file modified since had no
+/// upstream at all. Records now carry a MAC under the user's key (the forged line is ignored,
+/// the genuine one stays), and a file modified outside is described by what the server last
+/// wrote there. `ledger verify` names the forged line.
+#[tokio::test]
+async fn a_forged_record_or_an_outside_rewrite_never_launders_an_interpolation() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_classes(&server.path("classes.tif"));
+    std::fs::write(
+        server.path("zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"name":"all"},"geometry":{"type":"Polygon",
+            "coordinates":[[[500020,4000020],[500180,4000020],[500180,4000180],[500020,4000180],[500020,4000020]]]}}]}"#,
+    )
+    .unwrap();
+    let step = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "classes.tif", "output": "smooth.tif", "resampling": "bilinear",
+               "resolution": [7, 7]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let entry = majority_verdict(&server, "smooth.tif").await;
+    assert_eq!(entry["severity"], "critical", "{entry}");
+    evidence(&entry, "upstream_interpolated_classes");
+
+    // (1) The forged line: the genuine record, bilinear -> nearest, with and without a MAC.
+    let records = server.path(".preflight/lineage/records.jsonl");
+    let genuine = std::fs::read_to_string(&records).unwrap();
+    let last = genuine.lines().last().unwrap().to_string();
+    assert!(
+        last.contains("\"bilinear\"") && last.contains("\"mac\""),
+        "{last}"
+    );
+    let forged = last.replace("\"bilinear\"", "\"nearest\"");
+    let unsealed = match forged.rfind(",\"mac\"") {
+        Some(at) => format!("{}}}", &forged[..at]),
+        None => forged.clone(),
+    };
+    let mut appended = genuine.clone();
+    appended.push_str(&forged);
+    appended.push('\n');
+    appended.push_str(&unsealed);
+    appended.push('\n');
+    std::fs::write(&records, appended).unwrap();
+    let entry = majority_verdict(&server, "smooth.tif").await;
+    assert_eq!(entry["severity"], "critical", "forged record: {entry}");
+    let fact = evidence(&entry, "upstream_interpolated_classes")["fact"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(fact.contains("bilinear"), "{fact}");
+    // A second server (a fresh index) is not fooled either.
+    let second = Server::connect(Era::Modern, server.workspace.path(), &Options::default())
+        .await
+        .unwrap();
+    let again = gdal_mcp_tests::call(
+        &second,
+        "zonal_stats",
+        json!({"input": "smooth.tif", "zones": "zone.geojson", "stats": ["majority"],
+               "semantics": "cell_centre", "id_field": "name"}),
+    )
+    .await
+    .unwrap();
+    let entry = entry_of(&structured(&again), "aggregation");
+    assert_eq!(entry["severity"], "critical", "a fresh index: {entry}");
+    let _ = second.cancel().await;
+    // `ledger verify` names the forged lines.
+    let out = Command::new(gdal_mcp_tests::binary().unwrap())
+        .args(["ledger", "verify", "--workspace"])
+        .arg(server.workspace.path())
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{report}");
+    assert!(
+        report.contains("records.jsonl") && report.contains("2 of"),
+        "{report}"
+    );
+    std::fs::write(&records, &genuine).unwrap();
+
+    // (2) Rewritten outside the server (same cells, another encoding): still critical.
+    let rewritten = server.path("rewritten.tif");
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-co", "COMPRESS=DEFLATE"])
+        .arg(server.path("smooth.tif"))
+        .arg(&rewritten)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let before = sha256(&server.path("smooth.tif"));
+    std::fs::rename(&rewritten, server.path("smooth.tif")).unwrap();
+    assert_ne!(sha256(&server.path("smooth.tif")), before);
+    let entry = majority_verdict(&server, "smooth.tif").await;
+    assert_eq!(entry["severity"], "critical", "outside rewrite: {entry}");
+    let fact = evidence(&entry, "upstream_interpolated_classes")["fact"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        fact.contains("bilinear") && fact.contains("modified outside the server"),
+        "{fact}"
+    );
+}
+
+/// Regression (issue 21): a store folder that was a link to an outside store made
+/// `provenance_report` and `lineage://` show the outside records. A linked `lineage/` (below a
+/// real `.preflight/`) is now ignored for reading (with a warning) and refused for writing;
+/// the outside store, the decoy, is unchanged.
+#[tokio::test]
+async fn a_linked_lineage_folder_is_neither_read_nor_written() {
+    let outside = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_classes(&outside.path("classes.tif"));
+    let step = call_justified(
+        &outside,
+        "raster_resample",
+        json!({"input": "classes.tif", "output": "smooth.tif", "resampling": "bilinear",
+               "resolution": [7, 7]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let decoy = outside.path(".preflight/lineage");
+    let snapshot = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (
+                    e.file_name().to_string_lossy().to_string(),
+                    std::fs::read(e.path()).unwrap(),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let before = snapshot(&decoy);
+    let report = provenance(&outside, "smooth.tif", "markdown").await;
+    assert!(report["steps"].as_u64().unwrap() >= 1, "{report}");
+
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::copy(outside.path("smooth.tif"), server.path("smooth.tif")).unwrap();
+    write_classes(&server.path("classes.tif"));
+    std::fs::create_dir_all(server.path(".preflight")).unwrap();
+    std::os::unix::fs::symlink(&decoy, server.path(".preflight/lineage")).unwrap();
+    let report = provenance(&server, "smooth.tif", "markdown").await;
+    assert_eq!(
+        report["steps"], 0,
+        "the outside records were read: {report}"
+    );
+    let digest = report["sha256"].as_str().unwrap().to_string();
+    let resource = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "lineage://{digest}"
+        )))
+        .await;
+    if let Ok(resource) = resource {
+        let shown = serde_json::to_string(&resource).unwrap();
+        assert!(!shown.contains("raster_resample"), "{shown}");
+    }
+    // A gated write: its lineage is not written through the link.
+    let step = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "classes.tif", "output": "other.tif", "resampling": "nearest",
+               "resolution": [5, 5]}),
+    )
+    .await
+    .unwrap();
+    drop(step);
+    assert_eq!(snapshot(&decoy), before, "the decoy store is unchanged");
+}

@@ -12,6 +12,7 @@ mod lineage;
 mod measurement;
 mod oracle;
 mod query;
+mod protocol;
 mod quirks;
 mod raster_tools;
 mod reflection;

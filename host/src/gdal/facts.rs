@@ -565,20 +565,18 @@ fn axis_order(srs: &SpatialRef, kind: CrsKind) -> Option<String> {
 /// The CRS's own authority code, else the best PROJ match with confidence of at least 90 %.
 /// Matching searches PROJ's database (tens of milliseconds), so its answers are memoised by WKT.
 fn authority_id(srs: &SpatialRef) -> Option<String> {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static MATCHES: OnceLock<Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
+    /// Matches memoised, by WKT (bounded: issue 21).
+    static MATCHES: crate::memo::Memo<String, Option<String>> = crate::memo::Memo::new(256);
     if let (Some(name), Ok(code)) = (srs.auth_name(), srs.auth_code()) {
         return Some(format!("{name}:{code}"));
     }
     let wkt = srs.to_wkt().ok()?;
-    let memo = MATCHES.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(hit) = memo.lock().ok().and_then(|m| m.get(&wkt).cloned()) {
+    if let Some(hit) = MATCHES.get(&wkt) {
         return hit;
     }
     let found = best_match(srs);
-    if let Ok(mut memo) = memo.lock() {
-        memo.insert(wkt, found.clone());
+    if wkt.len() <= crate::memo::MAX_KEY_BYTES {
+        MATCHES.insert(wkt, found.clone());
     }
     found
 }

@@ -16,9 +16,7 @@
 use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_double, c_int, c_void, CStr, CString};
-use std::sync::{Mutex, OnceLock};
 
 /// One coordinate operation.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -261,10 +259,10 @@ pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
     transform.transform_bounds(&bounds, 21).ok()
 }
 
-fn cache() -> &'static Mutex<HashMap<String, Option<TransformationFacts>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Option<TransformationFacts>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
+/// Transformation facts memoised, by the two CRSs (PROJJSON) and the area (bounded: issue 21).
+const CACHE_ENTRIES: usize = 256;
+static CACHE: crate::memo::Memo<String, Option<TransformationFacts>> =
+    crate::memo::Memo::new(CACHE_ENTRIES);
 
 /// The operation PROJ would pick from `source` to `target` over `area` (lon/lat west,
 /// south, east, north). `None` when PROJ cannot say (unparsable CRS, no operation).
@@ -276,14 +274,12 @@ pub fn facts(
     let source_json = source.to_projjson().ok()?;
     let target_json = target.to_projjson().ok()?;
     let key = format!("{source_json}\u{1}{target_json}\u{1}{area:?}");
-    if let Ok(cache) = cache().lock() {
-        if let Some(hit) = cache.get(&key) {
-            return hit.clone();
-        }
+    if let Some(hit) = CACHE.get(&key) {
+        return hit;
     }
     let found = query(&source_json, &target_json, area);
-    if let Ok(mut cache) = cache().lock() {
-        cache.insert(key, found.clone());
+    if key.len() <= crate::memo::MAX_KEY_BYTES {
+        CACHE.insert(key, found.clone());
     }
     found
 }

@@ -26,12 +26,13 @@ use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
 use crate::config::StalePolicy;
 use crate::domains::sandbox::PluginError;
 use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
+use crate::memo::Memo;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What a receipt says happened for one domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
@@ -185,15 +186,26 @@ pub struct Gate {
     registry: Arc<Registry>,
     store: CapsuleStore,
     ledger: Ledger,
-    issued: Mutex<HashMap<String, Pending>>,
-    prompts: Mutex<HashMap<(String, String), Rendered>>,
+    /// Decisions refused and awaiting a justification, by key (the most recent
+    /// [`ISSUED_ENTRIES`]; an older key is asked for again).
+    issued: Memo<String, Pending>,
+    /// Rendered prompts, by domain and arguments (a prompt's arguments carry caller input, a
+    /// CRS say: bounded, issue 21).
+    prompts: Memo<(String, String), Rendered>,
     /// Capsules (key, integrity) their domain accepted in this process.
-    validated: Mutex<HashSet<(String, String)>>,
+    validated: Memo<(String, String), ()>,
     stale: StalePolicy,
     /// The newest capsule found per (domain, decision), for the stale lookup: the decision
     /// without its prompt hash, so a prompt or version change finds the old answer.
-    decisions: Mutex<HashMap<(String, String), Option<String>>>,
+    decisions: Memo<(String, String), Option<String>>,
 }
+
+/// Refused decisions remembered for `persist_justification`.
+const ISSUED_ENTRIES: usize = 1024;
+/// Rendered prompts memoised.
+const PROMPT_ENTRIES: usize = 256;
+/// Accepted capsules and stale lookups memoised.
+const DECISION_ENTRIES: usize = 4096;
 
 /// "Or avoid the decision: retry with {...}. " for the evidence that offers a safe alternative.
 fn alternatives_line(evidence: &[EvidenceItem]) -> String {
@@ -231,12 +243,18 @@ impl Gate {
             registry,
             ledger: Ledger::new(store.root()),
             store,
-            issued: Mutex::new(HashMap::new()),
-            prompts: Mutex::new(HashMap::new()),
-            validated: Mutex::new(HashSet::new()),
+            issued: Memo::new(ISSUED_ENTRIES),
+            prompts: Memo::new(PROMPT_ENTRIES),
+            validated: Memo::new(DECISION_ENTRIES),
             stale: StalePolicy::default(),
-            decisions: Mutex::new(HashMap::new()),
+            decisions: Memo::new(DECISION_ENTRIES),
         }
+    }
+
+    /// The same gate, its ledger sealed under `seal`.
+    pub fn with_seal(mut self, seal: Arc<super::seal::Seal>) -> Self {
+        self.ledger = Ledger::with_seal(self.store.root(), seal);
+        self
     }
 
     /// The same gate with another stale policy.
@@ -276,12 +294,7 @@ impl Gate {
                 .collect(),
         );
         let memo_key = (domain.info.id.clone(), canonical_json(&args_value));
-        if let Some(hit) = self
-            .prompts
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&memo_key).cloned())
-        {
+        if let Some(hit) = self.prompts.get(&memo_key) {
             return Ok(hit);
         }
         let text = domain.render_prompt(arguments)?;
@@ -289,9 +302,7 @@ impl Gate {
             sha256: sha256_hex(&text),
             text,
         };
-        if let Ok(mut memo) = self.prompts.lock() {
-            memo.insert(memo_key, rendered.clone());
-        }
+        self.prompts.insert(memo_key, rendered.clone());
         Ok(rendered)
     }
 
@@ -363,9 +374,7 @@ impl Gate {
                 evidence: trigger.evidence.clone(),
                 upstream_capsules: call.upstream_capsules(),
             };
-            if let Ok(mut issued) = self.issued.lock() {
-                issued.insert(key.clone(), pending.clone());
-            }
+            self.issued.insert(key.clone(), pending.clone());
             let errors = match inline.get(id) {
                 Some(justification) => match self.accept(domain, &key, &pending, justification)? {
                     Ok(capsule) => {
@@ -445,11 +454,7 @@ impl Gate {
             ids.join(",")
         ));
         let memo_key = (id.clone(), decision);
-        let remembered = self
-            .decisions
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&memo_key).cloned());
+        let remembered = self.decisions.get(&memo_key);
         let key = match remembered {
             Some(key) => key,
             None => {
@@ -466,9 +471,7 @@ impl Gate {
                     })
                     .max_by(|a, b| a.created_at.cmp(&b.created_at))
                     .map(|c| c.key);
-                if let Ok(mut memo) = self.decisions.lock() {
-                    memo.insert(memo_key.clone(), newest.clone());
-                }
+                self.decisions.insert(memo_key.clone(), newest.clone());
                 newest
             }
         };
@@ -537,11 +540,7 @@ impl Gate {
     /// honoured only if the domain that would receive it today accepts it.
     fn still_valid(&self, domain: &Domain, capsule: &Capsule) -> Result<bool, GateError> {
         let memo = (capsule.key.clone(), capsule.integrity.clone());
-        if self
-            .validated
-            .lock()
-            .is_ok_and(|validated| validated.contains(&memo))
-        {
+        if self.validated.get(&memo).is_some() {
             return Ok(true);
         }
         let justification = serde_json::to_value(&capsule.justification).unwrap_or(Value::Null);
@@ -560,9 +559,7 @@ impl Gate {
             );
         }
         if errors.is_empty() {
-            if let Ok(mut validated) = self.validated.lock() {
-                validated.insert(memo);
-            }
+            self.validated.insert(memo, ());
         }
         Ok(errors.is_empty())
     }
@@ -636,9 +633,7 @@ impl Gate {
         }
         let pending = self
             .issued
-            .lock()
-            .ok()
-            .and_then(|issued| issued.get(key).cloned())
+            .get(&key.to_string())
             .filter(|p| p.domain == domain_id)
             .ok_or_else(unknown)?;
         match self.accept(domain, key, &pending, justification) {

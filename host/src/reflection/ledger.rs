@@ -6,17 +6,26 @@
 //! line's bytes (64 zeros for the first). Editing, deleting, inserting or reordering a line
 //! therefore breaks the chain at that line, which [`verify`] names.
 //!
+//! Every line also ends with a MAC under the user's sealing key (`super::seal`), so a ledger
+//! planted in a workspace, or a line appended or rewritten by hand with a recomputed chain,
+//! does not verify: [`verify`] names the lines whose MAC fails. The ledger is opened as the
+//! server opens every store file (`super::journal::open_beneath`): no links anywhere under the
+//! store, no FIFOs, regular files only; lines are bounded, and [`verify`] reads in constant
+//! memory and at most [`MAX_VERIFY_BYTES`].
+//!
 //! Several server processes may share one store: an append takes an exclusive `flock` on the
 //! ledger file, reads the last line under the lock, and writes the new line with one `write`
 //! on an `O_APPEND` descriptor, so lines never interleave and the chain never forks. A ledger
 //! that cannot be written is logged and does not fail the call: the capsules remain the record
 //! of what was justified, and `verify` says where the ledger stopped being whole.
 
-use super::journal::{open_for_append, Lock};
+use super::journal::{open_beneath, Lock};
+use super::seal::{Kind, Seal};
 use serde::Serialize;
 use serde_json::Value;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The ledger's file name inside the store.
 pub const FILE_NAME: &str = "ledger.jsonl";
@@ -24,6 +33,10 @@ pub const FILE_NAME: &str = "ledger.jsonl";
 pub const GENESIS: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
 /// A line is at most this long (receipts of every loaded domain fit many times over).
 pub const MAX_LINE_BYTES: usize = 64 << 10;
+/// [`verify`] reads at most this much (about 8 million entries).
+pub const MAX_VERIFY_BYTES: u64 = 4 << 30;
+/// Lines whose MAC fails that [`verify`] names (it counts them all).
+const NAMED_FORGERIES: usize = 20;
 
 /// Why an append failed.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +54,13 @@ pub enum LedgerError {
 /// The first problem [`verify`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
-    /// 1-based line number.
+    /// 1-based line number (0: the ledger could not be read at all).
     pub line: usize,
     pub message: String,
+    /// Lines whose MAC does not verify (the first [`NAMED_FORGERIES`]), and how many there
+    /// were in all.
+    pub unsealed: Vec<usize>,
+    pub unsealed_count: usize,
 }
 
 /// What an intact ledger holds.
@@ -57,7 +74,9 @@ pub struct Intact {
 /// The ledger of one store.
 #[derive(Debug, Clone)]
 pub struct Ledger {
+    root: PathBuf,
     path: PathBuf,
+    seal: Arc<Seal>,
 }
 
 #[derive(Serialize)]
@@ -70,9 +89,18 @@ struct Line<'a> {
 }
 
 impl Ledger {
+    /// The ledger of `store_root`, sealed under a key that lives only in this process (tests
+    /// and benchmarks; the server uses [`Self::with_seal`]).
     pub fn new(store_root: &Path) -> Self {
+        Self::with_seal(store_root, Arc::new(Seal::ephemeral()))
+    }
+
+    /// The ledger of `store_root`, sealed under `seal`.
+    pub fn with_seal(store_root: &Path, seal: Arc<Seal>) -> Self {
         Self {
+            root: store_root.to_path_buf(),
             path: store_root.join(FILE_NAME),
+            seal,
         }
     }
 
@@ -102,7 +130,7 @@ impl Ledger {
                 Err(e) => return Err(io(e)),
             }
         }
-        let mut file = open_for_append(&self.path).map_err(io)?;
+        let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(io)?;
         let _lock = Lock::exclusive(&file).map_err(io)?;
         let (seq, prev) = match last_line(&mut file).map_err(io)? {
             None => (1, GENESIS.to_string()),
@@ -122,10 +150,11 @@ impl Ledger {
             entry,
             prev: &prev,
         };
-        let mut text = serde_json::to_string(&line).map_err(|e| LedgerError::Invalid {
+        let text = serde_json::to_string(&line).map_err(|e| LedgerError::Invalid {
             path: self.path.display().to_string(),
             message: e.to_string(),
         })?;
+        let mut text = self.seal.seal(Kind::LedgerEntry, &text);
         if text.len() > MAX_LINE_BYTES {
             return Err(LedgerError::Invalid {
                 path: self.path.display().to_string(),
@@ -184,67 +213,146 @@ fn seq_of(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
-/// Check the whole chain of the ledger at `path`: every line is JSON with the next `seq` and
-/// the hash of the line before it as `prev`. A missing ledger is intact and empty.
-pub fn verify(path: &Path) -> Result<Intact, Broken> {
-    let text = match std::fs::read(path) {
-        Ok(text) => text,
+/// Check the whole chain of the ledger of the store at `store_root`: every line is JSON with
+/// the next `seq`, the hash of the line before it as `prev`, and a MAC that verifies under
+/// `seal`. A missing ledger is intact and empty. The ledger is opened as the server opens it
+/// (a link, a FIFO, a device, a linked store folder are refused with a message, never followed
+/// or waited on), lines longer than any entry are refused without being held, and at most
+/// [`MAX_VERIFY_BYTES`] are read.
+pub fn verify(store_root: &Path, seal: &Seal) -> Result<Intact, Broken> {
+    let path = store_root.join(FILE_NAME);
+    let broken_at = |line: usize, message: String| Broken {
+        line,
+        message,
+        unsealed: Vec::new(),
+        unsealed_count: 0,
+    };
+    let file = match open_beneath(store_root, &[FILE_NAME], false) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Intact {
                 entries: 0,
                 head: GENESIS.to_string(),
             })
         }
-        Err(e) => {
-            return Err(Broken {
-                line: 0,
-                message: format!("cannot read {}: {e}", path.display()),
-            })
-        }
+        Err(e) => return Err(broken_at(0, format!("cannot read {}: {e}", path.display()))),
     };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > MAX_VERIFY_BYTES {
+        return Err(broken_at(
+            0,
+            format!(
+                "{} is {size} bytes, more than the {MAX_VERIFY_BYTES} bytes verify reads",
+                path.display()
+            ),
+        ));
+    }
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file.take(size));
     let mut prev = GENESIS.to_string();
     let mut entries = 0;
-    let body = text.strip_suffix(b"\n").unwrap_or(&text);
-    if body.is_empty() {
-        return Ok(Intact {
-            entries: 0,
-            head: prev,
-        });
-    }
-    for (index, line) in body.split(|b| *b == b'\n').enumerate() {
-        let number = index + 1;
-        let broken = |message: String| Broken {
-            line: number,
-            message,
-        };
-        let value: Value =
-            serde_json::from_slice(line).map_err(|e| broken(format!("not a JSON object ({e})")))?;
-        let seq = value.get("seq").and_then(Value::as_u64);
-        if seq != Some(number as u64) {
-            return Err(broken(format!(
-                "sequence number {} where {number} was expected: a line was deleted, inserted or \
-                 moved",
-                seq.map_or("missing".to_string(), |s| s.to_string())
-            )));
+    let mut unsealed = Vec::new();
+    let mut unsealed_count = 0usize;
+    let mut first_break: Option<(usize, String)> = None;
+    let mut line = Vec::with_capacity(4096);
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take((MAX_LINE_BYTES + 2) as u64)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| broken_at(number + 1, format!("cannot read: {e}")))?;
+        if n == 0 {
+            break;
         }
-        let recorded = value
-            .get("prev")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if recorded != prev {
-            return Err(broken(format!(
+        number += 1;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if line.len() > MAX_LINE_BYTES {
+            first_break.get_or_insert((
+                number,
+                format!("longer than any entry ({MAX_LINE_BYTES} bytes); verify stops here"),
+            ));
+            break;
+        }
+        let problem = check_line(&line, number, &prev, seal, &mut unsealed_count);
+        if let Some(problem) = problem {
+            if problem.1 && unsealed.len() < NAMED_FORGERIES {
+                unsealed.push(number);
+            }
+            first_break.get_or_insert((number, problem.0));
+        }
+        prev = format!("sha256:{}", sha256_hex_bytes(&line));
+        entries += 1;
+    }
+    match first_break {
+        None => Ok(Intact {
+            entries,
+            head: prev,
+        }),
+        Some((line, message)) => Err(Broken {
+            line,
+            message,
+            unsealed,
+            unsealed_count,
+        }),
+    }
+}
+
+/// The problem with one ledger line, if any (`true` when it is its MAC).
+fn check_line(
+    line: &[u8],
+    number: usize,
+    prev: &str,
+    seal: &Seal,
+    unsealed_count: &mut usize,
+) -> Option<(String, bool)> {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(e) => return Some((format!("not a JSON object ({e})"), false)),
+    };
+    let sealed = std::str::from_utf8(line)
+        .ok()
+        .and_then(|text| seal.open_line(Kind::LedgerEntry, text))
+        .is_some();
+    if !sealed {
+        *unsealed_count += 1;
+    }
+    let seq = value.get("seq").and_then(Value::as_u64);
+    if seq != Some(number as u64) {
+        return Some((
+            format!(
+                "sequence number {} where {number} was expected: a line was deleted, inserted \
+                 or moved",
+                seq.map_or("missing".to_string(), |s| s.to_string())
+            ),
+            !sealed,
+        ));
+    }
+    let recorded = value
+        .get("prev")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if recorded != prev {
+        return Some((
+            format!(
                 "its `prev` ({recorded}) is not the hash of line {} ({prev}): that line was \
                  edited, or this one was",
                 number - 1
-            )));
-        }
-        prev = format!("sha256:{}", sha256_hex_bytes(line));
-        entries += 1;
+            ),
+            !sealed,
+        ));
     }
-    Ok(Intact {
-        entries,
-        head: prev,
-    })
+    if !sealed {
+        return Some((
+            format!(
+                "its MAC does not verify under the sealing key ({}): it was written by hand, \
+                 planted, or under another user's key",
+                seal.origin()
+            ),
+            true,
+        ));
+    }
+    None
 }
 
 /// The entry of a gated call: the tool and each domain's decision, key and capsule.
@@ -283,9 +391,17 @@ mod tests {
         format!("sha256:{}", super::super::key::sha256_hex(line))
     }
 
+    fn seal() -> Seal {
+        Seal::from_bytes([3; 32])
+    }
+
+    fn check(ledger: &Ledger) -> Result<Intact, Broken> {
+        verify(&ledger.root, &seal())
+    }
+
     fn ledger_with(lines: usize) -> (tempfile::TempDir, Ledger) {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = Ledger::new(dir.path());
+        let ledger = Ledger::with_seal(dir.path(), Arc::new(seal()));
         for i in 0..lines {
             ledger
                 .append("gate", &json!({"tool": "t", "i": i}))
@@ -309,15 +425,11 @@ mod tests {
     #[test]
     fn an_intact_chain_verifies_and_its_head_is_the_last_line() {
         let (_dir, ledger) = ledger_with(5);
-        let intact = verify(ledger.path()).unwrap();
+        let intact = check(&ledger).unwrap();
         assert_eq!(intact.entries, 5);
         assert_eq!(intact.head, line_hash(lines(&ledger).last().unwrap()));
-        assert_eq!(
-            verify(&ledger.path().with_extension("none"))
-                .unwrap()
-                .entries,
-            0
-        );
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(verify(empty.path(), &seal()).unwrap().entries, 0);
     }
 
     #[test]
@@ -327,38 +439,33 @@ mod tests {
         let mut edited = original.clone();
         edited[2] = edited[2].replace("\"i\":2", "\"i\":7");
         write(&ledger, &edited);
-        assert_eq!(
-            verify(ledger.path()).unwrap_err().line,
-            4,
-            "the line after the edit"
-        );
+        let broken = check(&ledger).unwrap_err();
+        assert_eq!(broken.line, 3, "the edited line: its MAC fails");
+        assert_eq!(broken.unsealed, vec![3]);
 
         let mut deleted = original.clone();
         deleted.remove(1);
         write(&ledger, &deleted);
-        assert_eq!(verify(ledger.path()).unwrap_err().line, 2);
+        assert_eq!(check(&ledger).unwrap_err().line, 2);
 
         let mut inserted = original.clone();
         inserted.insert(3, original[3].clone());
         write(&ledger, &inserted);
-        assert_eq!(verify(ledger.path()).unwrap_err().line, 5);
+        assert_eq!(check(&ledger).unwrap_err().line, 5);
 
         let mut reordered = original.clone();
         reordered.swap(1, 2);
         write(&ledger, &reordered);
-        assert_eq!(verify(ledger.path()).unwrap_err().line, 2);
+        assert_eq!(check(&ledger).unwrap_err().line, 2);
 
         let mut last_edited = original.clone();
         last_edited[4] = last_edited[4].replace("\"gate\"", "\"gaTe\"");
         write(&ledger, &last_edited);
-        // The last line has no successor to break: its own hash is the head, which changes.
-        assert_ne!(
-            verify(ledger.path()).unwrap().head,
-            line_hash(original.last().unwrap())
-        );
+        // The last line has no successor to break, but its MAC fails.
+        assert_eq!(check(&ledger).unwrap_err().line, 5);
 
         write(&ledger, &original);
-        assert_eq!(verify(ledger.path()).unwrap().entries, 5);
+        assert_eq!(check(&ledger).unwrap().entries, 5);
     }
 
     /// The last line is found by reading backwards in 4 KiB steps: a line longer than a step
@@ -373,9 +480,84 @@ mod tests {
         ledger
             .append("gate", &json!({"big": "y".repeat(MAX_LINE_BYTES)}))
             .unwrap_err();
-        let intact = verify(ledger.path()).unwrap();
+        let intact = check(&ledger).unwrap();
         assert_eq!(intact.entries, 3);
         assert_eq!(seq_of(lines(&ledger)[2].as_bytes()), Some(3));
+    }
+
+    /// Regression (issue 21): a line appended with a correct `seq` and `prev` (anyone can
+    /// compute a SHA-256) passed verify; a whole ledger planted in a workspace passed too.
+    #[test]
+    fn lines_written_by_hand_or_under_another_key_fail_their_mac() {
+        let (dir, ledger) = ledger_with(3);
+        let mut all = lines(&ledger);
+        let forged = format!(
+            r#"{{"seq":4,"time":"2026-01-01T00:00:00.000Z","kind":"gate","entry":{{}},"prev":"{}"}}"#,
+            line_hash(all.last().unwrap())
+        );
+        all.push(forged);
+        write(&ledger, &all);
+        let broken = check(&ledger).unwrap_err();
+        assert_eq!((broken.line, broken.unsealed_count), (4, 1), "{broken:?}");
+        assert!(broken.message.contains("MAC"), "{}", broken.message);
+
+        let planted = Ledger::with_seal(dir.path(), Arc::new(Seal::from_bytes([9; 32])));
+        std::fs::remove_file(ledger.path()).unwrap();
+        for i in 0..4 {
+            planted.append("gate", &json!({"i": i})).unwrap();
+        }
+        let broken = check(&ledger).unwrap_err();
+        assert_eq!((broken.line, broken.unsealed_count), (1, 4));
+        assert_eq!(broken.unsealed, vec![1, 2, 3, 4]);
+    }
+
+    /// Regression (issue 21): verify hung on a ledger that was a FIFO, grew to 2 GB on one
+    /// that linked to `/dev/zero`, and followed one that linked elsewhere.
+    #[test]
+    fn verify_refuses_fifos_links_and_endless_lines_at_once() {
+        let outside = tempfile::tempdir().unwrap();
+        let (_dir, decoy) = {
+            let l = Ledger::with_seal(outside.path(), Arc::new(seal()));
+            l.append("gate", &json!({"outside": true})).unwrap();
+            (0, l)
+        };
+        let before = std::fs::read(decoy.path()).unwrap();
+        let started = std::time::Instant::now();
+        for target in [decoy.path().to_path_buf(), PathBuf::from("/dev/zero")] {
+            let store = tempfile::tempdir().unwrap();
+            std::os::unix::fs::symlink(&target, store.path().join(FILE_NAME)).unwrap();
+            let broken = verify(store.path(), &seal()).unwrap_err();
+            assert!(broken.message.contains("is a link"), "{}", broken.message);
+        }
+        let store = tempfile::tempdir().unwrap();
+        let fifo =
+            std::ffi::CString::new(store.path().join(FILE_NAME).as_os_str().as_encoded_bytes())
+                .unwrap();
+        // SAFETY: a valid path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let broken = verify(store.path(), &seal()).unwrap_err();
+        assert!(
+            broken.message.contains("not a regular file"),
+            "{}",
+            broken.message
+        );
+        // A store that is a link.
+        let parent = tempfile::tempdir().unwrap();
+        let linked = parent.path().join("store");
+        std::os::unix::fs::symlink(outside.path(), &linked).unwrap();
+        let broken = verify(&linked, &seal()).unwrap_err();
+        assert!(broken.message.contains("is a link"), "{}", broken.message);
+        // A line longer than any entry is not held.
+        let long = tempfile::tempdir().unwrap();
+        std::fs::write(long.path().join(FILE_NAME), vec![b'x'; 8 << 20]).unwrap();
+        let broken = verify(long.path(), &seal()).unwrap_err();
+        assert!(
+            broken.message.contains("longer than any entry"),
+            "{}",
+            broken.message
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+        assert_eq!(std::fs::read(decoy.path()).unwrap(), before);
     }
 
     #[test]
@@ -391,6 +573,6 @@ mod tests {
                 });
             }
         });
-        assert_eq!(verify(ledger.path()).unwrap().entries, 200);
+        assert_eq!(check(&ledger).unwrap().entries, 200);
     }
 }

@@ -12,6 +12,16 @@
 //! append-only (`super::journal`): one append per record on a call's hot path, and servers
 //! sharing a store see each other's records at their next lookup.
 //!
+//! Both journals are sealed (`super::seal`): every line carries a MAC under the user's key,
+//! kept outside every workspace, and a line that does not verify (planted with a downloaded
+//! workspace, appended or edited by hand) is ignored with a warning, as if it were not there.
+//! An edit must never launder what the lineage says: a file modified outside the server is
+//! described by the steps of the content the server last wrote at its path, flagged
+//! `modified_since` (the edit cannot undo what those steps did to its cells), and a walk
+//! continues through an input that was modified the same way. A file whose exact content the
+//! server wrote, but whose record no longer verifies, is flagged `modified_since` with no
+//! steps: its upstream is unknown.
+//!
 //! Walking records from a file's digest back through its inputs' digests gives the steps that
 //! made it ([`LineageStore::upstream`]); the domains see them as facts, and
 //! `super::provenance` writes them up. Files are hashed with SHA-256 (sha2, which uses the
@@ -22,6 +32,7 @@
 
 use super::journal::Journal;
 use super::ledger::Ledger;
+use super::seal::{Kind, Seal};
 use super::stamp::{self, FileStamp as Stamp};
 use crate::domains::{DatasetLineage, UpstreamStep};
 use serde::{Deserialize, Serialize};
@@ -70,9 +81,14 @@ pub struct FileRef {
     #[serde(default)]
     pub recorded: bool,
     /// The server had written this path with other content: the file was modified outside
-    /// the server before this step read it.
+    /// the server before this step read it (or the server wrote this content and its record
+    /// no longer verifies).
     #[serde(default)]
     pub modified_outside: bool,
+    /// When modified outside: the content the server last wrote at this path, whose lineage
+    /// still describes what was done to the file before the edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_sha256: Option<String>,
 }
 
 /// What kind of step it was, in the terms the domains and the methods section use.
@@ -238,14 +254,32 @@ fn path_keys(line: &str) -> Vec<String> {
 }
 
 impl LineageStore {
-    /// The lineage of the store at `store_root`.
+    /// The lineage of the store at `store_root`, sealed under a key that lives only in this
+    /// process (tests and benchmarks; the server uses [`Self::with_seal`]).
     pub fn new(store_root: &Path) -> Self {
+        Self::with_seal(store_root, Arc::new(Seal::ephemeral()))
+    }
+
+    /// The lineage of the store at `store_root`, sealed under `seal`.
+    pub fn with_seal(store_root: &Path, seal: Arc<Seal>) -> Self {
         let root = store_root.join(DIR);
         Self {
-            records: Arc::new(Journal::new(root.join("records.jsonl"), record_keys)),
-            paths: Arc::new(Journal::new(root.join("paths.jsonl"), path_keys)),
+            records: Arc::new(Journal::new(
+                store_root,
+                &[DIR, "records.jsonl"],
+                record_keys,
+                seal.clone(),
+                Kind::LineageRecord,
+            )),
+            paths: Arc::new(Journal::new(
+                store_root,
+                &[DIR, "paths.jsonl"],
+                path_keys,
+                seal.clone(),
+                Kind::WrittenPath,
+            )),
             root,
-            ledger: Arc::new(Ledger::new(store_root)),
+            ledger: Arc::new(Ledger::with_seal(store_root, seal)),
             digests: Arc::default(),
         }
     }
@@ -336,10 +370,14 @@ impl LineageStore {
             }
         };
         let recorded = sha256.as_deref().is_some_and(|d| self.records.contains(d));
-        let modified_outside = !recorded
-            && sha256
-                .as_deref()
-                .is_some_and(|now| self.written_at(path).is_some_and(|written| written != now));
+        let written = match (&sha256, recorded) {
+            (Some(_), false) => self.written_at(path),
+            _ => None,
+        };
+        // Modified outside: the server wrote other content here (an edit), or wrote this very
+        // content but its record no longer verifies (the lineage was tampered with).
+        let modified_outside = written.is_some();
+        let written_sha256 = written.filter(|w| Some(w) != sha256.as_ref());
         FileRef {
             role: role.to_string(),
             path: path.display().to_string(),
@@ -347,6 +385,7 @@ impl LineageStore {
             size: std::fs::metadata(path).ok().map(|m| m.len()),
             recorded,
             modified_outside,
+            written_sha256,
         }
     }
 
@@ -363,7 +402,14 @@ impl LineageStore {
             modified_since: file.modified_outside,
             steps: Vec::new(),
         };
-        let Some(start) = &file.sha256 else {
+        // A file modified outside the server is described by what the server last wrote
+        // there: the edit cannot undo what those steps did to its cells.
+        let start = if file.modified_outside {
+            file.written_sha256.as_ref()
+        } else {
+            file.sha256.as_ref()
+        };
+        let Some(start) = start else {
             return lineage;
         };
         for (depth, record) in self.walk(start) {
@@ -386,7 +432,13 @@ impl LineageStore {
                 continue;
             };
             for input in &record.inputs {
-                if let Some(d) = &input.sha256 {
+                // Through an input modified outside the server, to what the server wrote.
+                let next = if input.modified_outside {
+                    input.written_sha256.as_ref().or(input.sha256.as_ref())
+                } else {
+                    input.sha256.as_ref()
+                };
+                if let Some(d) = next {
                     queue.push_back((depth + 1, d.clone()));
                 }
             }

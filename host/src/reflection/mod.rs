@@ -9,14 +9,17 @@
 //! * [`ledger`]: the tamper-evident record of every decision and capsule, `<store>/ledger.jsonl`;
 //! * [`lineage`]: how every output was made, `<store>/lineage/`, keyed by content;
 //! * [`provenance`]: a file's lineage written up, as a methods section or W3C PROV-JSON;
+//! * [`seal`]: the per-user key, outside every workspace, whose MACs seal lineage and ledger;
+//! * [`journal`]: how the store opens and appends its files (no links, no FIFOs, sealed lines);
 //! * [`gate`]: the decision for one call.
 
 pub mod gate;
-mod journal;
+pub mod journal;
 pub mod justification;
 pub mod key;
 pub mod ledger;
 pub mod lineage;
 pub mod provenance;
+pub mod seal;
 mod stamp;
 pub mod store;

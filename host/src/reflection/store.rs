@@ -181,7 +181,7 @@ impl CapsuleStore {
         if std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        let verified = open_capsule(&path).and_then(|(file, stamp)| {
+        let verified = open_capsule(&self.root, domain, &path).and_then(|(file, stamp)| {
             let memo = self.verified.lock().ok().and_then(|m| {
                 m.get(&path)
                     .filter(|(seen, _)| *seen == stamp)
@@ -270,7 +270,7 @@ impl CapsuleStore {
                     continue;
                 };
                 let key = format!("sha256:{stem}");
-                match open_capsule(&file)
+                match open_capsule(&self.root, domain, &file)
                     .and_then(|(opened, _)| read_verified(opened, &file, domain, &key))
                 {
                     Ok(capsule) => capsules.push(capsule),
@@ -285,12 +285,17 @@ impl CapsuleStore {
 /// A capsule is at most this large (a justification is at most 4 KiB; the rest is small).
 pub const MAX_CAPSULE_BYTES: u64 = 64 << 10;
 
-/// Open a capsule file without following a symlink or blocking, only if it is a regular file
-/// of at most [`MAX_CAPSULE_BYTES`] (a capsule name that is a symlink to `/dev/zero` or a FIFO
-/// must not make the gate or the listing read forever or hang); with the file's version
-/// stamp.
-fn open_capsule(path: &Path) -> Result<(std::fs::File, FileStamp), StoreError> {
-    use std::os::unix::fs::OpenOptionsExt;
+/// Open a capsule file (`path`, under `<root>/justifications/<domain>/`) as the store opens
+/// every file (`super::journal::open_beneath`): each store folder opened without following a
+/// link, so a folder swapped for a link after the folder check is still refused; the file
+/// without following a link or blocking, only if it is a regular file of at most
+/// [`MAX_CAPSULE_BYTES`] (a capsule name that is a symlink to `/dev/zero` or a FIFO must not
+/// make the gate or the listing read forever or hang); with the file's version stamp.
+fn open_capsule(
+    root: &Path,
+    domain: &str,
+    path: &Path,
+) -> Result<(std::fs::File, FileStamp), StoreError> {
     let io = |source| StoreError::Io {
         path: path.display().to_string(),
         source,
@@ -299,11 +304,12 @@ fn open_capsule(path: &Path) -> Result<(std::fs::File, FileStamp), StoreError> {
         path: path.display().to_string(),
         message: message.to_string(),
     };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(io)?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| invalid("not a capsule name"))?;
+    let file =
+        super::journal::open_beneath(root, &["justifications", domain, name], false).map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.file_type().is_file() {
         return Err(invalid("not a regular file"));

@@ -37,6 +37,8 @@ pub enum StartError {
     Workspace(#[from] PathError),
     #[error(transparent)]
     Domains(#[from] LoadError),
+    #[error(transparent)]
+    Key(#[from] crate::reflection::seal::SealError),
 }
 
 /// Everything a running server shares between calls.
@@ -54,6 +56,33 @@ pub struct App {
     call_slots: Arc<Semaphore>,
     /// Folders no output may land in: the capsule store and the component cache.
     protected_roots: Vec<PathBuf>,
+}
+
+/// The sealing key: `--key-file`, else the default one (created at the first start). A key that
+/// is refused (a link, readable by others, inside a workspace) stops the start; where there is
+/// no place for a key at all (no home, a read-only home), the server runs with a key of its
+/// own process, and every record from an earlier run is then unknown (the strict side).
+fn open_seal(
+    config: &ServerConfig,
+    workspaces: &[PathBuf],
+) -> Result<crate::reflection::seal::Seal, crate::reflection::seal::SealError> {
+    use crate::reflection::seal::{default_path, Seal, SealError};
+    let explicit = config.key_file.is_some();
+    let Some(path) = config.key_file.clone().or_else(default_path) else {
+        tracing::warn!(
+            "no place for the sealing key (no XDG_DATA_HOME or HOME): lineage and \
+                        ledger entries are sealed for this run only"
+        );
+        return Ok(Seal::ephemeral());
+    };
+    match Seal::open(&path, workspaces) {
+        Ok(seal) => Ok(seal),
+        Err(e @ SealError::Io { .. }) if !explicit => {
+            tracing::warn!("{e}; lineage and ledger entries are sealed for this run only");
+            Ok(Seal::ephemeral())
+        }
+        Err(e) => Err(e),
+    }
 }
 
 impl App {
@@ -94,13 +123,18 @@ impl App {
                 digest: d.digest.clone(),
             })
             .collect();
-        let lineage = LineageStore::new(&store_root);
+        let seal = Arc::new(open_seal(&config, workspaces.roots())?);
+        let lineage = LineageStore::with_seal(&store_root, seal.clone());
         let store = CapsuleStore::new(store_root);
         Ok(Self {
             protected_roots,
             lineage,
             provenance: Arc::new((versions, plugins)),
-            gate: Arc::new(Gate::new(Arc::new(registry), store).with_stale(config.stale)),
+            gate: Arc::new(
+                Gate::new(Arc::new(registry), store)
+                    .with_stale(config.stale)
+                    .with_seal(seal),
+            ),
             workspaces,
             config,
             gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),

@@ -150,6 +150,7 @@ where
                         size: None,
                         recorded: false,
                         modified_outside: false,
+                        written_sha256: None,
                     })
                     .collect(),
                 versions: provenance.0.clone(),

@@ -341,20 +341,25 @@ fn check_upstream(verdict: &mut Verdict, call: &Call, stats: &[String], data: &D
         return;
     }
     // The raster inputs (`input`, `input2`, ... of a composite), the first interpolated one.
-    let Some((role, step)) = call
+    let Some((dataset, step)) = call
         .raw
         .datasets
         .iter()
         .filter(|d| d.role.starts_with("input") && d.raster.is_some())
-        .find_map(|d| nearest_interpolation(&d.upstream).map(|s| (d.role.as_str(), s)))
+        .find_map(|d| nearest_interpolation(&d.upstream).map(|s| (d, s)))
     else {
         return;
     };
-    let made = if role == "input" {
+    let (role, modified) = (dataset.role.as_str(), dataset.upstream.modified_since);
+    let mut made = if role == "input" {
         step_fact(step)
     } else {
         format!("{role}: {}", step_fact(step))
     };
+    if modified {
+        // An edit outside the server cannot undo the interpolation (issue 21).
+        made.push_str(" (the file was modified outside the server since)");
+    }
     let method = step.resampling.as_deref().unwrap_or("interpolation");
     let mut uses = Vec::new();
     if !class.is_empty() {

@@ -586,6 +586,26 @@ fn averaging_interpolated_codes_that_look_categorical_is_critical_twice() {
     );
 }
 
+/// Regression (issue 21): rewriting an interpolated file outside the server laundered the
+/// finding (the host reported `modified_since` and the steps were dropped). The host now gives
+/// the steps of what the server last wrote there; the edit cannot undo them.
+#[test]
+fn a_file_modified_since_its_interpolation_is_still_critical() {
+    let mut raw = made_through(
+        zonal_call(
+            json!({"stats": ["majority"], "semantics": "cell_centre"}),
+            true,
+            "Polygon",
+        ),
+        bilinear(),
+    );
+    raw.datasets[0].upstream.modified_since = true;
+    let got = run(raw);
+    assert_eq!(severity(&got), Some(Severity::Critical));
+    assert!(ids(&got).contains(&"upstream_interpolated_classes".to_string()));
+    assert_eq!(key(&got)["upstream"], json!("interpolated"));
+}
+
 #[test]
 fn no_upstream_finding_without_interpolated_codes() {
     let majority = || {

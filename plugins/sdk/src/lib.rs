@@ -18,8 +18,8 @@
 //! ready-to-use alternative as a JSON object of call arguments), and `validate` receives the
 //! trigger's evidence next to the key fields and the justification. Since 0.4 every dataset
 //! carries its [`Lineage`]: the steps that made it ([`UpstreamStep`]). The SDK reads them in one
-//! place: [`Call::upstream`], [`upstream_steps`] (the part of the chain that still describes the
-//! file), [`creates_values`], [`nearest_interpolation`], [`nearest_regridding`],
+//! place: [`Call::upstream`], [`upstream_steps`] (the whole chain, through edits outside the
+//! server), [`creates_values`], [`nearest_interpolation`], [`nearest_regridding`],
 //! [`nearest_lossy_encoding`] and [`step_fact`]. Since 0.5 a measuring call (`vector_measure`,
 //! `vector_buffer`, `vector_overlay`, `vector_join`) carries [`MeasurementFacts`]: the method,
 //! the planar CRS and its scale error over the data, invalid and overlapping geometries, ignored
@@ -184,19 +184,15 @@ pub fn creates_values(method: &str) -> bool {
     !VALUE_KEEPING.contains(&method.as_str())
 }
 
-/// The steps of `lineage` that still describe the dataset, nearest first (by depth): all of
-/// them, up to and including the first step one of whose inputs had been modified outside the
-/// server (the chain before it is broken, so deeper steps describe a file that no longer
-/// exists as written). None when the dataset itself was modified since the server wrote it.
+/// The steps of `lineage`, nearest first (by depth): all of them, including those before an
+/// edit outside the server. For a dataset modified since the server wrote it (or one of whose
+/// inputs was), the host gives the steps of the content the server last wrote at that path,
+/// and an edit cannot undo what they did to the cells: a domain treats them as the dataset's
+/// own, at least as strictly as it would have without the edit (issue 21: an edit outside the
+/// server must never launder a finding).
 pub fn upstream_steps(lineage: &Lineage) -> Vec<&UpstreamStep> {
-    if lineage.modified_since {
-        return Vec::new();
-    }
     let mut steps: Vec<&UpstreamStep> = lineage.steps.iter().collect();
     steps.sort_by_key(|s| s.depth);
-    if let Some(broken) = steps.iter().position(|s| s.input_modified) {
-        steps.truncate(broken + 1);
-    }
     steps
 }
 
@@ -1183,18 +1179,20 @@ mod tests {
         // Nearest neighbour and no CRS change: nothing interpolated.
         let l = lineage(vec![nearest.clone()]);
         assert!(nearest_interpolation(&l).is_none() && nearest_regridding(&l).is_none());
-        // A broken chain: steps beyond the step whose input was modified do not count.
+        // Regression (issue 21): an edit outside the server laundered what came before it.
+        // Steps beyond a step whose input was modified still count (the host walks on to
+        // what the server wrote there), and so do a modified file's own.
         let broken = UpstreamStep {
             input_modified: true,
             ..nearest.clone()
         };
         let l = lineage(vec![lossy, broken, bilinear.clone()]);
-        assert_eq!(upstream_steps(&l).len(), 2);
-        assert!(nearest_interpolation(&l).is_none());
-        // A file modified since: no steps at all.
+        assert_eq!(upstream_steps(&l).len(), 3);
+        assert_eq!(nearest_interpolation(&l).map(|s| s.depth), Some(4));
         let mut l = lineage(vec![bilinear]);
         l.modified_since = true;
-        assert!(upstream_steps(&l).is_empty() && nearest_interpolation(&l).is_none());
+        assert_eq!(upstream_steps(&l).len(), 1);
+        assert_eq!(nearest_interpolation(&l).map(|s| s.depth), Some(4));
     }
 
     #[test]

@@ -1,0 +1,135 @@
+//! The JSON-RPC layer over real stdio: raw lines to the binary, each of which must get exactly
+//! one reply line, with the id the client can match (issue 21, "every request gets an answer").
+
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// A server on a fresh workspace, spoken to in raw lines.
+struct Raw {
+    _workspace: tempfile::TempDir,
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start() -> Self {
+        let workspace = tempfile::tempdir().unwrap();
+        let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut raw = Self {
+            _workspace: workspace,
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+        let reply = raw.next().expect("initialize answered");
+        assert_eq!(reply["id"], "init", "{reply}");
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn next(&self) -> Option<Value> {
+        let line = self.lines.recv_timeout(Duration::from_secs(20)).ok()?;
+        Some(serde_json::from_str(&line).expect("only JSON-RPC lines on stdout"))
+    }
+
+    /// Send `line`, then a ping with id `sentinel`; every other reply line until the ping's
+    /// (rmcp answers requests concurrently, so a slower reply to `line` is awaited after the
+    /// ping's, and a second one would be seen within half a second).
+    fn replies_to(&mut self, line: &str, sentinel: &str) -> Vec<Value> {
+        self.send(line);
+        self.send(&format!(
+            r#"{{"jsonrpc":"2.0","id":"{sentinel}","method":"ping"}}"#
+        ));
+        let mut replies = Vec::new();
+        let mut pinged = false;
+        while !pinged || replies.is_empty() {
+            let Some(reply) = self.next() else {
+                break;
+            };
+            if reply["id"] == sentinel {
+                pinged = true;
+            } else {
+                replies.push(reply);
+            }
+        }
+        while let Ok(extra) = self.lines.recv_timeout(Duration::from_millis(500)) {
+            replies.push(serde_json::from_str(&extra).expect("only JSON-RPC lines on stdout"));
+        }
+        replies
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Regression (issue 21): the ids `1.5`, 2^64-1, below -2^63 and `null`, and list-shaped
+/// `params` on `tools/list` and `ping`, got no answer a client could match. The table is what
+/// rmcp 3.9 reads (see `transport::tests`): each line gets exactly one reply, with the id rmcp
+/// could read, or `null`.
+#[test]
+fn every_request_line_gets_exactly_one_reply_with_a_matchable_id() {
+    let mut raw = Raw::start();
+    // (line, the reply's id, the error code or None for a result)
+    let cases: Vec<(String, Value, Option<i64>)> = vec![
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":18446744073709551615,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":-9223372036854775809,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":10,"method":"tools/list","params":[]}"#.into(), json!(10), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":11,"method":"ping","params":[]}"#.into(), json!(11), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":12,"method":"ping","params":[1,2]}"#.into(), json!(12), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":13,"method":"prompts/get","params":{}}"#.into(), json!(13), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"raster_info","arguments":[1]}}"#.into(), json!(14), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":15,"method":"ping","params":{"_meta":5}}"#.into(), json!(15), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":16,"method":"resources/read","params":{"uri":5}}"#.into(), json!(16), Some(-32602)),
+        (r#"{"jsonrpc":"2.0","id":null,"result":{}}"#.into(), Value::Null, Some(-32600)),
+        (r#"{"jsonrpc":"2.0","id":17,"method":"ping","result":{}}"#.into(), json!(17), Some(-32600)),
+        // What rmcp reads, rmcp answers: once, with the id it read.
+        (r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"ping"}"#.into(), json!(9223372036854775807_i64), None),
+        (r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#.into(), json!(i64::MIN), None),
+        (r#"{"jsonrpc":"2.0","id":"s","method":"ping","params":null}"#.into(), json!("s"), None),
+        (r#"{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{}}"#.into(), json!(20), None),
+        (r#"{"jsonrpc":"2.0","id":21,"method":"no/such"}"#.into(), json!(21), Some(-32601)),
+    ];
+    for (index, (line, id, code)) in cases.iter().enumerate() {
+        let replies = raw.replies_to(line, &format!("sentinel-{index}"));
+        assert_eq!(replies.len(), 1, "exactly one reply to {line}: {replies:?}");
+        let reply = &replies[0];
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(&reply["id"], id, "{line} -> {reply}");
+        assert!(reply.get("id").is_some(), "the reply names an id: {reply}");
+        assert_eq!(reply["error"]["code"].as_i64(), *code, "{line} -> {reply}");
+    }
+    // A notification is never answered, and the server still serves.
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#);
+    let reply = raw.next().expect("the server still serves");
+    assert_eq!(reply["id"], "last", "{reply}");
+}
