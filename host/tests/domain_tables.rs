@@ -1599,6 +1599,8 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             "{finding}: the boilerplate passed: {errors:?}"
         );
     }
+}
+
 /// Regression (issue 21): an edit outside the server laundered an interpolation upstream. The
 /// host now gives a file modified since the steps of what the server last wrote at its path
 /// (`modified_since` set); the aggregation domain treats them as the file's own: as strict as
