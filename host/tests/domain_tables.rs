@@ -14,6 +14,10 @@ use gdal_mcp::gdal::measure::MeasurementFacts;
 use gdal_mcp::gdal::transform::{OperationFacts, TransformationFacts};
 use serde_json::{json, Value};
 
+/// Issue 18: boilerplate refused and careful answers accepted per gated finding; clean twins.
+#[path = "domain_tables/answers.rs"]
+mod answers;
+
 fn registry() -> Registry {
     Registry::load(&[], None, Limits::default()).expect("built-in domains load")
 }
