@@ -140,8 +140,8 @@ pub enum Need {
     RejectsOffered,
 }
 
-/// A finding a domain checks, by evidence id: the answer at `evidence.<id>` is required and
-/// must say more than the finding, and each of `needs` must hold. Findings whose id is not
+/// A finding a domain checks, by evidence id: its answer (at `evidence.<id>`, else the choice's
+/// rationale and tradeoffs) must say more than the finding, and each of `needs` must hold. Findings whose id is not
 /// among the trigger's evidence are skipped.
 #[derive(Debug, Clone)]
 pub struct Finding {
@@ -243,9 +243,14 @@ pub fn check_answers(
             continue;
         };
         let path = format!("/evidence/{}", finding.id);
-        let answer = crate::evidence_answer(justification, &finding.id);
-        if answer.is_none() {
-            errors.push(field_error(
+        // The answer at evidence.<id>; without one, what the choice says (its rationale and
+        // tradeoffs), checked the same way.
+        let fallback = choice_text(justification);
+        let answer = crate::evidence_answer(justification, &finding.id).or(fallback.as_deref());
+        match (crate::evidence_answer(justification, &finding.id), &fallback) {
+            (Some(_), _) => {}
+            (None, Some(text)) if says_more_than(text, &[&item.fact, &item.why]) => {}
+            (None, _) => errors.push(field_error(
                 &path,
                 format!(
                     "missing: answer this finding ({}) in evidence.{}: {}",
@@ -253,7 +258,7 @@ pub fn check_answers(
                     finding.id,
                     what_to_write(findings, &finding.id)
                 ),
-            ));
+            )),
         }
         for need in &finding.needs {
             if let Some(message) = unmet(need, item, answer, justification) {
@@ -268,6 +273,17 @@ pub fn check_answers(
         }
     }
     errors
+}
+
+/// The choice's rationale and tradeoffs, joined: what a justification says of every finding it
+/// does not answer by id.
+fn choice_text(justification: &Value) -> Option<String> {
+    let choice = justification.get("choice")?;
+    let parts: Vec<&str> = ["rationale", "tradeoffs"]
+        .iter()
+        .filter_map(|f| choice.get(*f).and_then(Value::as_str))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
 }
 
 /// The answers given in `justification.evidence` for ids of `evidence`, in evidence order.
@@ -302,6 +318,10 @@ pub fn content_words(answer: &str, restated: &[&str]) -> Vec<String> {
     let mut repeated_number = false;
     for token in tokens(answer) {
         let numeric = token.chars().all(|c| c.is_ascii_digit());
+        if !numeric && token.len() < 2 {
+            // A unit letter (`m`) or a stray initial says nothing on its own.
+            continue;
+        }
         if numeric && known.contains(&token) {
             repeated_number = true;
             continue;
