@@ -427,19 +427,21 @@ fn unmet(
                     unit.example(minimum.unwrap_or(10.0)),
                     item.id
                 ))
-            } else if let Some(min) = minimum.filter(|m| largest * (1.0 + 1e-9) + 1e-12 < *m) {
-                Some(format!(
-                    "the justification accepts at most {}, but the finding measures {} ({}); \
-                     accept at least {} and say why that is fit for the purpose, or avoid the \
-                     error{}",
-                    unit.example(largest),
-                    unit.example(min),
-                    shorten(&item.fact, QUOTE),
-                    unit.example(min),
-                    offered_text(item)
-                ))
             } else {
-                None
+                minimum
+                    .filter(|m| largest * (1.0 + 1e-9) + 1e-12 < *m)
+                    .map(|min| {
+                        format!(
+                            "the justification accepts at most {}, but the finding measures {} \
+                             ({}); accept at least {} and say why that is fit for the purpose, \
+                             or avoid the error{}",
+                            unit.example(largest),
+                            unit.example(min),
+                            shorten(&item.fact, QUOTE),
+                            unit.example(min),
+                            offered_text(item)
+                        )
+                    })
             }
         }
         Need::Mentions { words, what } => {
