@@ -797,8 +797,7 @@ fn answers_without_the_content_their_finding_asks_for_are_refused_precisely() {
     // A tolerance smaller than the measured error (5 % < the 30 % measured).
     let r = row("planar_distortion");
     let errors = check(
-        &rows
-            .iter()
+        rows.iter()
             .filter(|r| r.finding == "planar_distortion")
             .nth(1)
             .expect("critical row"),
