@@ -280,7 +280,9 @@ pub fn justification(method: &str) -> Value {
             {"method": "d8", "why_not": "single-neighbour routing makes parallel paths"},
             {"method": "dinf", "why_not": "dispersion spreads channels over hillslopes"},
             {"method": "median", "why_not": "the median hides the extremes the preview shows"},
-            {"method": "max", "why_not": "the maximum overstates every zone"}
+            {"method": "max", "why_not": "the maximum overstates every zone"},
+            {"method": "std", "why_not": "the spread is not what the preview maps"},
+            {"method": "coverage", "why_not": "exact cell fractions change the preview's figures by little"}
         ],
         "choice": {
             "method": method,
@@ -376,6 +378,11 @@ fn considered_instead(domain: &str) -> Vec<Value> {
         "aggregation" => &[
             ("median", "the median hides the extremes the preview shows"),
             ("max", "the maximum overstates every zone"),
+            ("std", "the spread is not what the preview maps"),
+            (
+                "coverage",
+                "exact cell fractions change the preview's figures by little",
+            ),
         ],
         _ => &[],
     };
