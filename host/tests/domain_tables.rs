@@ -14,6 +14,10 @@ use gdal_mcp::gdal::measure::MeasurementFacts;
 use gdal_mcp::gdal::transform::{OperationFacts, TransformationFacts};
 use serde_json::{json, Value};
 
+/// Issue 18: boilerplate refused and careful answers accepted per gated finding; clean twins.
+#[path = "domain_tables/answers.rs"]
+mod answers;
+
 fn registry() -> Registry {
     Registry::load(&[], None, Limits::default()).expect("built-in domains load")
 }
@@ -180,8 +184,16 @@ fn crs_datum_classification_table() {
             Some(Severity::Critical),
         ),
         (
-            Case::reproject("recorded CRS overridden by src_crs", with_src),
+            Case::reproject(
+                "recorded CRS overridden by src_crs",
+                json!({"input": "in.tif", "output": "out.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear", "src_crs": "EPSG:32634"}),
+            ),
             Some(Severity::Critical),
+        ),
+        // Issue 18: a src_crs that repeats the recorded CRS overrides nothing (it was critical).
+        (
+            Case::reproject("src_crs repeating the recorded CRS", with_src),
+            Some(Severity::Required),
         ),
         (
             Case {

@@ -71,16 +71,32 @@ fn sirgas_to_wgs84() -> CallFacts {
     }
 }
 
+/// A careful justification: the method, and (since issue 18) what each domain's findings ask
+/// for: for `crs_datum` which measurements must survive and the CRS considered instead by its
+/// code, for `resampling` the method considered instead and an answer to `continuous_input`.
 fn justification(method: &str) -> Value {
+    let resampling = method.to_ascii_lowercase().contains("bilinear");
+    let evidence = if resampling {
+        json!({"continuous_input": "the survey raster is a smooth elevation surface; bilinear \
+                                    keeps it continuous without overshoot at 30 m cells"})
+    } else {
+        json!({"crs_change": "only positions must survive for the web map overlay; areas are \
+                              taken in the source grid beforehand"})
+    };
     json!({
         "intent": "Bring the SIRGAS 2000 survey raster into WGS 84 for a web map overlay.",
         "alternatives": [{"method": "keep EPSG:31985",
-                          "why_not": "the web map client only accepts geographic WGS 84"}],
+                          "why_not": "the web map client only accepts geographic WGS 84"},
+                         {"method": "EPSG:3857 (Web Mercator)",
+                          "why_not": "the client reprojects on its own and reads lon/lat only"},
+                         {"method": "cubic",
+                          "why_not": "cubic overshoots at the survey's break lines"}],
         "choice": {"method": method,
                    "rationale": "the consumer needs geographic WGS 84 coordinates",
                    "tradeoffs": "pixel sizes become degrees; sub-metre datum difference ignored"},
         "confidence": "medium",
-        "assumptions": ["SIRGAS 2000 and WGS 84 agree to well under a pixel here"]
+        "assumptions": ["SIRGAS 2000 and WGS 84 agree to well under a pixel here"],
+        "evidence": evidence
     })
 }
 

@@ -177,10 +177,16 @@ async fn d8_on_flat_dominated_terrain_is_critical() -> anyhow::Result<()> {
     answered["evidence"] = ids
         .iter()
         .map(|id| {
-            (
-                id.clone(),
-                json!("the plateau is a test surface: any drainage direction across it is fine"),
-            )
+            // Each finding answered for itself (issue 18): the flat share with the share of
+            // cells accepted to take their direction from the flat handling.
+            let text = if id == "flat_fraction" {
+                "the plateau is a test surface: we accept that up to 100 % of its cells take \
+                 their direction from the flat handling"
+                    .to_string()
+            } else {
+                gdal_mcp_tests::careful_answer(id)
+            };
+            (id.clone(), json!(text))
         })
         .collect::<serde_json::Map<_, _>>()
         .into();

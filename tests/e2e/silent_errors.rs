@@ -1120,11 +1120,23 @@ async fn a_ballpark_decision_must_state_the_error_it_accepts() {
     );
     assert!(!server.path("wgs.tif").exists());
 
+    // Each finding answered for itself (issue 18: one sentence repeated for every id is
+    // boilerplate, refused however engaged it sounds).
     let mut engaged = hurried;
-    engaged["evidence"] = answer(
-        "no datum shift is known for Island 1950; we accept up to 150 m of positional error, \
-         far below the 1 km cells of the regional model",
-    );
+    engaged["evidence"] = ids
+        .iter()
+        .map(|id| {
+            let text = if id == "ballpark_operation" {
+                "no datum shift is known for Island 1950; we accept up to 150 m of positional \
+                 error, far below the 1 km cells of the regional model"
+                    .to_string()
+            } else {
+                gdal_mcp_tests::careful_answer(id)
+            };
+            (id.clone(), json!(text))
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into();
     let done = server
         .call("raster_reproject", with(engaged))
         .await

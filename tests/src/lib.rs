@@ -262,23 +262,134 @@ pub fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-/// A justification that answers `method` for a domain.
+/// A justification that answers `method` for a domain. Its rationale and tradeoffs say what
+/// the built-in domains ask of their `required` findings when they are not answered by id
+/// (since issue 18: what must survive, the tolerances accepted, the heights' unit, what a
+/// stream threshold was calibrated against), and its alternatives name the options considered
+/// by their ids.
 pub fn justification(method: &str) -> Value {
     serde_json::json!({
         "intent": "overlay the DEM with geographic basemap layers for a regional map",
         "alternatives": [
-            {"method": "keep the source CRS", "why_not": "the other layers are geographic"}
+            {"method": "keep the source CRS", "why_not": "the other layers are geographic"},
+            {"method": "EPSG:3857 (Web Mercator)", "why_not": "the basemap tiles reproject on their own"},
+            {"method": "nearest", "why_not": "nearest makes steps in a smooth surface"},
+            {"method": "cubic", "why_not": "cubic overshoots next to sharp edges"},
+            {"method": "fill", "why_not": "filling floods real pits into flat lakes"},
+            {"method": "breach", "why_not": "breaching cuts through real embankments"},
+            {"method": "d8", "why_not": "single-neighbour routing makes parallel paths"},
+            {"method": "dinf", "why_not": "dispersion spreads channels over hillslopes"},
+            {"method": "median", "why_not": "the median hides the extremes the preview shows"},
+            {"method": "max", "why_not": "the maximum overstates every zone"},
+            {"method": "std", "why_not": "the spread is not what the preview maps"},
+            {"method": "coverage", "why_not": "exact cell fractions change the preview's figures by little"}
         ],
         "choice": {
             "method": method,
-            "rationale": "matches the analysis layers and the data's continuous nature",
+            "rationale": "matches the analysis layers and the data's continuous nature; \
+                positions, areas and distances must survive for the regional map; heights are \
+                in metres as the provider's metadata documents; channel heads mapped in the \
+                field start at about 1 km² of contributing area; each feature counts equally, \
+                the features being comparable units",
             "tradeoffs": "sub-pixel smoothing and degree-based pixel sizes; for a preview, scale \
-                errors up to 500 % are accepted"
+                errors up to 500 % are accepted, up to 1000 m of positional error, 180° of \
+                aspect error, 1000000000 m² counted twice, and pour points within 30 m"
         },
         "confidence": "medium",
         "assumptions": ["the file's CRS metadata is correct"],
         "conditions_for_revisit": ["a metric analysis of slopes or areas"]
     })
+}
+
+/// The answer a careful agent gives to evidence item `id` of a preview: the content each
+/// built-in domain's `validate` asks of that finding (docs/domains.md, "What a justification
+/// must contain").
+pub fn careful_answer(id: &str) -> String {
+    let text = match id {
+        "crs_change" => {
+            "positions, areas and distances must survive for the regional map; we accept up to \
+             1000 m of positional error there"
+        }
+        "source_crs_assigned"
+        | "source_crs_overridden"
+        | "source_crs_unidentified"
+        | "crs_missing" => {
+            "the CRS is documented in the provider's metadata and was verified by overlay on \
+             the basemap"
+        }
+        "ballpark_operation" | "unknown_accuracy" | "outside_area_of_use" => {
+            "we accept up to 1000 m of positional error: the output is a regional preview at \
+             1 km cells"
+        }
+        "geographic_dem_scaled" => {
+            "we accept up to 1000 % of east-west gradient error in this preview"
+        }
+        "geographic_dem_aspect" => "we accept up to 180° of aspect error in this preview",
+        "unit_mismatch" | "dem_crs_missing" => {
+            "the heights are in metres, as the provider's metadata documents"
+        }
+        "continuous_input" => {
+            "the surface is smooth, so the method keeps it continuous for the preview"
+        }
+        "categorical_input" => {
+            "interpolated class codes (blended values that are no class) are acceptable because \
+             the output is a continuous preview that is never used as classes"
+        }
+        "stream_threshold" => {
+            "channel heads mapped in the field start at about 1 km² of contributing area"
+        }
+        "pour_points" => "the outlets were placed within 30 m of the mapped channel",
+        "flat_fraction" => {
+            "we accept that up to 100 % of cells route by flat handling in this preview"
+        }
+        "upstream_interpolation" => {
+            "we accept up to 10 m of vertical error from the upstream resampling"
+        }
+        "categorical_mean" | "upstream_interpolated_classes" => {
+            "the codes are ordered fractions, checked against the legend"
+        }
+        "all_touched_sum" => "the zones are disjoint, so no boundary cell is counted twice",
+        "planar_distortion" => "we accept up to 500 % of scale error for this preview",
+        "overlapping_features" => "we accept up to 1000000000 m² counted twice in this preview",
+        "z_ignored" => "we accept up to 100 % of length error from ignoring Z in this preview",
+        "unweighted_means" => "each feature counts equally: the features are comparable units",
+        _ => "a regional preview whose figures are never used as measurements",
+    };
+    format!("{text} ({id})")
+}
+
+/// Alternatives a careful agent names by their ids for a decision of `domain`.
+fn considered_instead(domain: &str) -> Vec<Value> {
+    let named: &[(&str, &str)] = match domain {
+        "crs_datum" => &[(
+            "EPSG:3857 (Web Mercator)",
+            "the basemap tiles reproject on their own",
+        )],
+        "resampling" => &[
+            ("nearest", "nearest makes steps in a smooth surface"),
+            ("cubic", "cubic overshoots next to sharp edges"),
+        ],
+        "hydrology" => &[
+            ("fill", "filling floods real pits into flat lakes"),
+            ("breach", "breaching cuts through real embankments"),
+            ("d8", "single-neighbour routing makes parallel paths"),
+            ("dinf", "dispersion spreads channels over hillslopes"),
+        ],
+        "aggregation" => &[
+            ("median", "the median hides the extremes the preview shows"),
+            ("max", "the maximum overstates every zone"),
+            ("std", "the spread is not what the preview maps"),
+            (
+                "coverage",
+                "exact cell fractions change the preview's figures by little",
+            ),
+        ],
+        _ => &[],
+    };
+    named
+        .iter()
+        .map(|(method, why_not)| serde_json::json!({"method": method, "why_not": why_not}))
+        .collect()
 }
 
 /// What a gated call did: the refusal it met first (if any) and the final result.
@@ -336,33 +447,42 @@ pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Re
             .unwrap_or_default();
         let domain = entry["domain"].as_str().unwrap_or_default().to_string();
         let mut answer = justification(&decision);
-        // A critical decision answers every evidence item by id; this answer engages with the
-        // usual findings (an accepted error in metres, why interpolated class codes are fine).
-        if entry["severity"] == "critical" {
-            let mut evidence = serde_json::Map::new();
-            for item in entry["evidence"].as_array().into_iter().flatten() {
-                if let Some(id) = item["id"].as_str() {
-                    // The offered safe alternative, rejected by name (format_selection checks).
-                    let rejected = match item.get("alternative").filter(|a| a.is_object()) {
-                        Some(a) => format!(
-                            "; the offered alternative {a} was rejected because \
-                                            the test compares against the lossy reference"
-                        ),
-                        None => String::new(),
-                    };
-                    evidence.insert(
-                        id.to_string(),
-                        Value::String(format!(
-                            "accounted for ({id}): the analysis accepts up to 100 m of \
-                             positional error, and interpolated class codes (blended values \
-                             that are no class) are acceptable because the output is a \
-                             continuous preview that is never used as classes{rejected}"
-                        )),
-                    );
-                }
+        // Since issue 18 every finding's answer is checked for content, whatever the severity:
+        // answer each item by id with what its domain asks for (a tolerance no smaller than any
+        // measured error, where the CRS comes from, why blended codes are acceptable, ...), and
+        // list the alternatives considered by their ids, rejecting each offered one with why.
+        let mut evidence = serde_json::Map::new();
+        let mut alternatives = vec![serde_json::json!(
+            {"method": "keep the source CRS", "why_not": "the other layers are geographic"}
+        )];
+        for item in entry["evidence"].as_array().into_iter().flatten() {
+            let Some(id) = item["id"].as_str() else {
+                continue;
+            };
+            evidence.insert(id.to_string(), Value::String(careful_answer(id)));
+            if let Some(offered) = item["alternative"].as_object() {
+                let names: Vec<String> = offered
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) => s.clone(),
+                        Value::Object(o) => o
+                            .values()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        _ => k.clone(),
+                    })
+                    .collect();
+                alternatives.push(serde_json::json!({
+                    "method": names.join(" "),
+                    "why_not": format!("the preview keeps the call's own setting to compare \
+                                        with the earlier runs ({id})")
+                }));
             }
-            answer["evidence"] = Value::Object(evidence);
         }
+        alternatives.extend(considered_instead(&domain));
+        answer["alternatives"] = Value::Array(alternatives);
+        answer["evidence"] = Value::Object(evidence);
         answers.insert(domain, answer);
     }
     let mut retry = arguments;

@@ -25,7 +25,9 @@
 //! `upstream_interpolated_classes` (the nearest such step and its method): interpolated class
 //! codes are not classes. The key then gains `upstream: interpolated`.
 
+use gdal_mcp_domain_sdk::careful::{self, alternative_named};
 use gdal_mcp_domain_sdk::{
+    check_answers, Finding, Need,
     approx, categorical_evidence, categorical_fact, chosen_method, crs_label, evidence,
     export_domain, field_error, json, names, nearest_interpolation, prompt_argument, shorten,
     step_fact, trigger, Call, CrsKind, Domain, DomainInfo, EvidenceItem, FieldError, LayerFacts,
@@ -872,7 +874,7 @@ impl Domain for Aggregation {
 
     fn validate(
         key_fields: &Value,
-        _evidence: &[EvidenceItem],
+        evidence: &[EvidenceItem],
         justification: &Value,
     ) -> Vec<FieldError> {
         let mut wanted: Vec<String> = Vec::new();
@@ -890,21 +892,93 @@ impl Domain for Aggregation {
             .map(String::as_str)
             .filter(|w| !mentions(method, w))
             .collect();
-        if missing.is_empty() {
-            return Vec::new();
+        let mut errors = Vec::new();
+        if !missing.is_empty() {
+            errors.push(field_error(
+                "/choice/method",
+                format!(
+                    "the call computes {}, but the choice \"{}\" does not name {}; name the \
+                     zone semantics and every statistic this call uses",
+                    wanted.join(", "),
+                    shorten(method, 200),
+                    missing.join(", ")
+                ),
+            ));
         }
-        vec![field_error(
-            "/choice/method",
-            format!(
-                "the call computes {}, but the choice \"{}\" does not name {}; name the \
-                 zone semantics and every statistic this call uses",
-                wanted.join(", "),
-                shorten(method, 200),
-                missing.join(", ")
+        // The statistic or semantics considered instead: any the call does not use, by any of
+        // its names.
+        let used: Vec<&str> = CHOICES
+            .iter()
+            .copied()
+            .filter(|c| wanted.iter().any(|w| mentions(c, w) || mentions(w, c)))
+            .collect();
+        let method_item = alternative_named(
+            CHOICES,
+            &used,
+            "the statistic or zone semantics considered instead",
+        );
+        let findings = [
+            Finding::new(ids::ZONAL_METHOD, vec![method_item.clone()]),
+            Finding::new(ids::COMPOSITE_METHOD, vec![method_item.clone()]),
+            Finding::new(ids::AGGREGATE_METHOD, vec![method_item]),
+            Finding::new(
+                ids::CATEGORICAL_MEAN,
+                vec![
+                    careful::mentions(
+                        ORDERED_CODES,
+                        "why adding or averaging these codes means something: they are ordered \
+                         or binary (a mean of 0/1 is a fraction), not nominal classes",
+                    ),
+                    Need::RejectsOffered,
+                ],
             ),
-        )]
+            Finding::new(
+                ids::ALL_TOUCHED_SUM,
+                vec![
+                    careful::mentions(
+                        BOUNDARIES,
+                        "how the boundary cells counted in several zones are handled: the zones \
+                         do not touch, or the double count is accepted and how large it is",
+                    ),
+                    Need::RejectsOffered,
+                ],
+            ),
+            Finding::new(ids::COVERAGE_WITHOUT_AREA, vec![Need::RejectsOffered]),
+            Finding::new(ids::BLOCK_SUM_SATURATES, vec![Need::RejectsOffered]),
+            Finding::new(
+                ids::UPSTREAM_INTERPOLATED_CLASSES,
+                vec![careful::mentions(
+                    ORDERED_CODES,
+                    "why interpolated codes still mean something here (the codes are ordered \
+                     or continuous fractions), or that they were checked to hold only valid \
+                     classes",
+                )],
+            ),
+        ];
+        errors.extend(check_answers(evidence, justification, &findings));
+        errors
     }
 }
+
+/// Every statistic and zone semantics a call can choose, by its names.
+const CHOICES: &[&str] = &[
+    "count", "sum", "mean", "average", "min", "max", "std", "median", "med", "majority",
+    "minority", "variety", "mode", "rms", "q1", "q3", "cell_centre", "all_touched", "coverage",
+];
+
+/// Words that say class codes may be added or averaged.
+const ORDERED_CODES: &[&str] = &[
+    "ordinal", "ordered", "order", "binary", "fraction", "share", "proportion", "indicator",
+    "continuous", "interval", "rank", "percent", "0/1", "boolean", "mask", "checked",
+    "verified", "valid class", "interpolat", "blend",
+];
+
+/// Words that say how cells on a shared boundary are handled.
+const BOUNDARIES: &[&str] = &[
+    "boundar", "border", "edge", "touch", "adjacent", "neighbour", "neighbor", "disjoint",
+    "apart", "separate", "isolated", "gap", "double", "twice", "overcount", "overstat",
+    "shared",
+];
 
 /// The words of `text`, lower case.
 fn words(text: &str) -> Vec<String> {

@@ -23,11 +23,12 @@
 //! Every trigger carries evidence items with the numbers behind it; `validate` insists that a
 //! justification of a ballpark operation states, in metres, the positional error it accepts.
 
+use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
 use gdal_mcp_domain_sdk::{
-    approx, chosen_method, chosen_tradeoffs, crs_label, evidence, evidence_answer, export_domain,
-    field_error, find_evidence, json, names, prompt_argument, prompt_value, render_template,
-    shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
-    FieldError, OperationFacts, PromptValue, Severity, Trigger, Value,
+    approx, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
+    find_evidence, json, names, normalise, prompt_argument, prompt_value, render_template, shorten,
+    trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
+    FieldError, Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
 };
 
 struct CrsDatum;
@@ -58,6 +59,7 @@ mod ids {
     pub const MISSING_GRIDS: &str = "missing_grids";
     pub const BETTER_OPERATION_USED: &str = "better_operation_used";
     pub const OUTSIDE_AREA_OF_USE: &str = "outside_area_of_use";
+    pub const UNKNOWN_ACCURACY: &str = "unknown_accuracy";
     pub const GEOGRAPHIC_TARGET: &str = "geographic_target";
     pub const GEOGRAPHIC_DEM_UNSCALED: &str = "geographic_dem_unscaled";
     pub const GEOGRAPHIC_DEM_SCALED: &str = "geographic_dem_scaled";
@@ -68,20 +70,6 @@ mod ids {
 
 /// At most this many characters of a justification or a fact are quoted in a field error.
 const QUOTE: usize = 200;
-
-/// Units accepted after a number as a distance in metres.
-const METRE_UNITS: &[&str] = &[
-    "m",
-    "metre",
-    "metres",
-    "meter",
-    "meters",
-    "km",
-    "kilometre",
-    "kilometres",
-    "kilometer",
-    "kilometers",
-];
 
 /// A severity with the reasons that explain it and the evidence behind them.
 struct Verdict {
@@ -231,6 +219,7 @@ impl Domain for CrsDatum {
                 )),
                 None => errors.push(field_error("/choice/method", "missing")),
             }
+            errors.extend(check_answers(evidence, justification, &terrain_findings(evidence)));
             return errors;
         }
         // The CRS the data ends up in; when that one is unknown, the CRS assumed for both.
@@ -250,36 +239,127 @@ impl Domain for CrsDatum {
             )),
             None => errors.push(field_error("/choice/method", "missing")),
         }
-        if let Some(item) = find_evidence(evidence, ids::BALLPARK_OPERATION) {
-            let stated = [
-                evidence_answer(justification, ids::BALLPARK_OPERATION),
-                chosen_tradeoffs(justification),
-            ]
-            .into_iter()
-            .flatten()
-            .any(states_metres);
-            if !stated {
-                errors.push(field_error(
-                    "/evidence/ballpark_operation",
-                    format!(
-                        "the call uses a ballpark operation ({}), whose positional error is \
-                         unknown; state the error this analysis accepts as a number in metres, \
-                         e.g. \"we accept up to 100 m of positional error because ...\", in \
-                         evidence.ballpark_operation (or in choice.tradeoffs)",
-                        shorten(&item.fact, QUOTE)
-                    ),
-                ));
-            }
-        }
+        let src = field("src_crs");
+        errors.extend(check_answers(
+            evidence,
+            justification,
+            &change_findings(field("operation"), dst, src, evidence),
+        ));
         errors
     }
+}
+
+/// Words that say which measurements a CRS must keep (its reason to be chosen).
+const PROPERTIES: &[&str] = &[
+    "area", "distance", "length", "shape", "angle", "direction", "bearing", "azimuth",
+    "position", "location",
+    "conformal", "equal-area", "equidistant", "overlay", "align", "display", "web map", "tile",
+    "slope", "gradient", "buffer", "metric", "metre", "meter", "distortion", "scale factor",
+];
+
+/// Words that say where a CRS comes from, or how it was verified.
+const PROVENANCE: &[&str] = &[
+    "metadata", "documentation", "documented", "provider", "supplier", "producer",
+    "publisher", "readme", "header", "prj", "sidecar", "xml", "catalogue", "catalog",
+    "specification", "survey", "datasheet", "contract", "report", "manual", "delivery note",
+    "compared", "verified", "overlaid", "overlay", "matches", "aligned", "control point", "gcp",
+    "benchmark", "landmark", "known coordinates", "known points",
+];
+
+/// Words that name a height unit.
+const HEIGHT_UNITS: &[&str] = &[
+    "metre", "meter", "feet", "foot", "ft", "us survey", "us-ft", "ftus", "centimetre",
+];
+
+/// What a careful answer to each finding of a CRS change contains.
+fn change_findings(operation: &str, dst: &str, src: &str, evidence: &[EvidenceItem]) -> Vec<Finding> {
+    let mut change = vec![mentions(
+        PROPERTIES,
+        "which measurements must survive the change (areas, distances, shapes, overlay \
+         alignment) and why the target keeps them well enough",
+    )];
+    if operation == "reproject" {
+        change.push(Need::AlternativeCrs {
+            except: vec![dst.to_string(), src.to_string()],
+        });
+    }
+    let accuracy = find_evidence(evidence, ids::CRS_CHANGE)
+        .and_then(|i| measured_after(&i.fact, "published accuracy ", Unit::Metres));
+    if let Some(accuracy) = accuracy {
+        change.push(tolerance(Unit::Metres, Some(accuracy), "positional error"));
+    }
+    let provenance = || {
+        vec![mentions(
+            PROVENANCE,
+            "where the CRS comes from (metadata, the provider's documentation, a .prj) or how \
+             it was verified (overlaid on data with a known CRS, compared at known points)",
+        )]
+    };
+    vec![
+        Finding::new(ids::CRS_CHANGE, change),
+        Finding::new(ids::SOURCE_CRS_ASSIGNED, provenance()),
+        Finding::new(ids::SOURCE_CRS_OVERRIDDEN, provenance()),
+        Finding::new(ids::SOURCE_CRS_UNIDENTIFIED, provenance()),
+        Finding::new(ids::CRS_MISSING, provenance()),
+        Finding::new(
+            ids::BALLPARK_OPERATION,
+            vec![tolerance(Unit::Metres, None, "positional error")],
+        ),
+        Finding::new(
+            ids::UNKNOWN_ACCURACY,
+            vec![tolerance(Unit::Metres, None, "positional error")],
+        ),
+        Finding::new(
+            ids::OUTSIDE_AREA_OF_USE,
+            vec![tolerance(Unit::Metres, accuracy, "positional error")],
+        ),
+    ]
+}
+
+/// What a careful answer to each finding of `raster_terrain` contains.
+fn terrain_findings(evidence: &[EvidenceItem]) -> Vec<Finding> {
+    let fact = |id: &str| find_evidence(evidence, id).map(|i| i.fact.as_str()).unwrap_or("");
+    let units = || {
+        vec![mentions(
+            HEIGHT_UNITS,
+            "the unit the heights are in (metres, feet) and where that is documented",
+        )]
+    };
+    vec![
+        Finding::new(ids::GEOGRAPHIC_DEM_UNSCALED, vec![Need::RejectsOffered]),
+        Finding::new(
+            ids::GEOGRAPHIC_DEM_SCALED,
+            vec![tolerance(
+                Unit::Percent,
+                measured_after(fact(ids::GEOGRAPHIC_DEM_SCALED), "overstated by ", Unit::Percent),
+                "east-west gradient error",
+            )],
+        ),
+        Finding::new(
+            ids::GEOGRAPHIC_DEM_ASPECT,
+            vec![tolerance(
+                Unit::Degrees,
+                measured_after(fact(ids::GEOGRAPHIC_DEM_ASPECT), "skewed by up to ", Unit::Degrees),
+                "aspect error",
+            )],
+        ),
+        Finding::new(ids::UNIT_MISMATCH, units()),
+        Finding::new(ids::DEM_CRS_MISSING, units()),
+    ]
 }
 
 /// `raster_reproject` and `vector_reproject`: the input moves to `target-crs`.
 fn reproject(call: &Call) -> Option<Trigger> {
     let target = call.raw.target_crs.as_ref()?;
     let recorded = call.dataset("input").and_then(|d| d.crs.as_ref());
-    let src_override = call.arg_str("src_crs");
+    // A `src_crs` that repeats the recorded CRS's id overrides nothing.
+    let src_override = call.arg_str("src_crs").filter(|given| {
+        !recorded.is_some_and(|crs| {
+            crs.id
+                .as_deref()
+                .is_some_and(|id| normalise(id) == normalise(given) || normalise(given) == normalise(id.rsplit(':').next().unwrap_or(id)))
+        })
+    });
     let target_label = crs_label(target);
     let mut verdict = Verdict::new(Severity::Required);
 
@@ -365,7 +445,12 @@ fn reproject(call: &Call) -> Option<Trigger> {
     }
 
     let datum_change = datum_change(recorded, target);
-    let transformation = transformation_findings(call, &mut verdict);
+    let transformation = transformation_findings(
+        call,
+        recorded.filter(|_| src_override.is_none()),
+        target,
+        &mut verdict,
+    );
     let mut reasons = std::mem::take(&mut verdict.reasons);
     if reasons.is_empty() {
         reasons.push(if datum_change.is_empty() {
@@ -502,7 +587,13 @@ fn crs_change(
         format!("datum change {datum_change}")
     };
     let operation = match &call.raw.transformation {
-        Some(t) => format!("; the call uses {}", operation_text(&t.used)),
+        Some(t) => format!(
+            "; the call uses {}",
+            operation_text(&t.used, is_conversion(source, target, Some(&t.used)))
+        ),
+        None if is_conversion(source, target, None) => {
+            "; a projection conversion on one datum (exact: no datum shift)".to_string()
+        }
         None => String::new(),
     };
     evidence(
@@ -519,11 +610,15 @@ fn crs_change(
     )
 }
 
-/// An operation in words: `NAD27 to WGS 84 (4), published accuracy 10 m, via Monte Mario`.
-fn operation_text(op: &OperationFacts) -> String {
+/// An operation in words: `NAD27 to WGS 84 (4), published accuracy 10 m, via Monte Mario`; a
+/// conversion (`conversion` true: source and target share their datum) is exact by definition,
+/// so no accuracy is said of it ("accuracy unknown" would be wrong).
+fn operation_text(op: &OperationFacts, conversion: bool) -> String {
     let mut text = op.name.clone();
     if op.ballpark {
         text.push_str(", ballpark (datum shift ignored, error unknown)");
+    } else if conversion {
+        text.push_str(", a projection conversion on one datum (exact: no datum shift)");
     } else {
         match op.accuracy_metres {
             Some(m) => text.push_str(&format!(", published accuracy {} m", approx(m, 4))),
@@ -534,6 +629,21 @@ fn operation_text(op: &OperationFacts) -> String {
         text.push_str(&format!(", via {via}"));
     }
     text
+}
+
+/// Whether moving from `source` to `target` is a conversion: both CRSs name the same datum, so
+/// no datum shift is involved and every operation between them is exact by definition (its
+/// error is the projection's scale distortion, not a positional error). PROJ publishes no
+/// accuracy for conversions, and a projected CRS's area of use says where its distortion is
+/// small, not where the conversion is valid.
+fn is_conversion(source: Option<&CrsFacts>, target: &CrsFacts, used: Option<&OperationFacts>) -> bool {
+    if used.is_some_and(|op| op.ballpark) {
+        return false;
+    }
+    match (source.and_then(|c| c.datum.as_deref()), target.datum.as_deref()) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Whether `default` is worse than `used`: ballpark against an accurate operation, or a
@@ -648,7 +758,7 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
             .reasons
             .push(format!("across datums ({datum_change})"));
     }
-    let transformation = transformation_findings(call, &mut verdict);
+    let transformation = transformation_findings(call, Some(from), target, &mut verdict);
     verdict.evidence.insert(
         0,
         crs_change(Some(from), &source_label, target, &datum_change, call),
@@ -817,10 +927,12 @@ fn terrain(call: &Call) -> Option<Trigger> {
                     let fact = match per_degree {
                         Some((ew, ns)) => format!(
                             "the DEM is in {label} with {cells}; at its centre a degree of \
-                             longitude is {} m and a degree of latitude {} m (ratio {})",
+                             longitude is {} m and a degree of latitude {} m (ratio {}), so \
+                             aspects are skewed by up to {}°",
                             approx(ew, 6),
                             approx(ns, 6),
-                            approx(ew / ns, 3)
+                            approx(ew / ns, 3),
+                            approx(aspect_skew_degrees(ew / ns), 3)
                         ),
                         None => format!(
                             "the DEM is in {label} with {cells}; a degree of longitude is \
@@ -956,14 +1068,33 @@ fn datum_change(source: Option<&CrsFacts>, target: &CrsFacts) -> String {
     }
 }
 
-/// Judge the call's coordinate operations: a ballpark operation or one used outside its area
-/// of use is critical; missing grids and a better operation than PROJ's default are said as
-/// evidence without raising the severity. Returns the prompt's description of the operation.
-fn transformation_findings(call: &Call, verdict: &mut Verdict) -> String {
+/// Judge the call's coordinate operations. A datum transformation is critical when it is a
+/// ballpark one, of unknown accuracy, or used outside its area of use; missing grids and a
+/// better operation than PROJ's default are said as evidence without raising the severity. A
+/// conversion (`source` and `target` on one datum) is exact: nothing here is said of it, and
+/// its area of use (where the projection distorts little) raises nothing. Returns the prompt's
+/// description of the operation.
+fn transformation_findings(
+    call: &Call,
+    source: Option<&CrsFacts>,
+    target: &CrsFacts,
+    verdict: &mut Verdict,
+) -> String {
     let Some(t) = &call.raw.transformation else {
         return String::new();
     };
     let used = &t.used;
+    let conversion = is_conversion(source, target, Some(used));
+    if conversion {
+        let mut text = operation_text(used, true);
+        if t.default.name != used.name {
+            text.push_str(&format!(
+                "; PROJ alone would pick {}",
+                operation_text(&t.default, true)
+            ));
+        }
+        return text;
+    }
     if used.ballpark {
         verdict.add(
             Severity::Critical,
@@ -984,6 +1115,28 @@ fn transformation_findings(call: &Call, verdict: &mut Verdict) -> String {
                 None,
             ),
         );
+    } else if used.accuracy_metres.is_none() {
+        verdict.add(
+            Severity::Critical,
+            Some(format!(
+                "the datum transformation {} publishes no accuracy",
+                used.name
+            )),
+            evidence(
+                ids::UNKNOWN_ACCURACY,
+                format!(
+                    "datum transformation {} ({}): PROJ knows no published accuracy for it",
+                    used.name,
+                    match datum_change(source, target) {
+                        change if change.is_empty() => "the datums are not known to match".to_string(),
+                        change => change,
+                    }
+                ),
+                "the positional error of every coordinate is unknown: it may be centimetres or \
+                 tens of metres, and nothing in the output shows which",
+                None,
+            ),
+        );
     }
     if used.covers_data == Some(false) {
         verdict.add(
@@ -996,7 +1149,7 @@ fn transformation_findings(call: &Call, verdict: &mut Verdict) -> String {
                 ids::OUTSIDE_AREA_OF_USE,
                 format!(
                     "the data's extent lies outside the area of use of {}",
-                    operation_text(used)
+                    operation_text(used, false)
                 ),
                 "an operation's published accuracy holds only inside its area of use; outside it \
                  the error is unknown and can be far larger",
@@ -1060,51 +1213,25 @@ fn transformation_findings(call: &Call, verdict: &mut Verdict) -> String {
             ),
         );
     }
-    let mut text = operation_text(used);
+    let mut text = operation_text(used, false);
     if default.name != used.name {
         text.push_str(&format!(
             "; PROJ alone would pick {}",
-            operation_text(default)
+            operation_text(default, false)
         ));
     }
     text
 }
 
-/// Whether `text` states a distance in metres: a number followed by `m`, `metre(s)`,
-/// `meter(s)` or `km` (`100 m`, `~50m`, `1.5 km`, `2,000 metres`).
-fn states_metres(text: &str) -> bool {
-    let chars: Vec<char> = text.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        if !chars[i].is_ascii_digit() {
-            i += 1;
-            continue;
-        }
-        // A number: digits with `.` or `,` between digits.
-        while i < chars.len()
-            && (chars[i].is_ascii_digit()
-                || (matches!(chars[i], '.' | ',')
-                    && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
-        {
-            i += 1;
-        }
-        let mut j = i;
-        while j < chars.len() && chars[j].is_whitespace() {
-            j += 1;
-        }
-        let start = j;
-        while j < chars.len() && chars[j].is_ascii_alphabetic() {
-            j += 1;
-        }
-        let unit: String = chars[start..j]
-            .iter()
-            .collect::<String>()
-            .to_ascii_lowercase();
-        if METRE_UNITS.contains(&unit.as_str()) {
-            return true;
-        }
+/// The largest error in degrees of an aspect computed on cells whose east-west side is
+/// `ratio` times their north-south side, taken as square: a true direction θ from north comes
+/// out as atan(ratio · tan θ), which is furthest off at tan θ = 1/√ratio.
+fn aspect_skew_degrees(ratio: f64) -> f64 {
+    if !(ratio.is_finite() && ratio > 0.0) {
+        return 0.0;
     }
-    false
+    let root = ratio.sqrt();
+    ((1.0 / root).atan() - root.atan()).abs().to_degrees()
 }
 
 /// A number as people write it: `111120`, not `111120.0`.
@@ -1480,7 +1607,7 @@ mod tests {
             operation("NAD27 to WGS 84 (4)", Some(10.0), false),
             &[],
         ));
-        transformation_findings(&Call::new(raw), &mut verdict);
+        transformation_findings(&Call::new(raw), Some(&nad27()), &wgs84(), &mut verdict);
         assert_eq!(verdict.severity, Severity::Advisory);
         assert_eq!(verdict.evidence.len(), 1);
         assert!(verdict.evidence[0].fact.contains("(10 m)"));
@@ -1601,12 +1728,15 @@ mod tests {
         let evidence = got.map(|t| t.evidence).unwrap_or_default();
         let just = |answer: &str, tradeoffs: &str| {
             json!({"choice": {"method": "EPSG:4326", "tradeoffs": tradeoffs},
-                   "evidence": {"ballpark_operation": answer, "crs_change": "web map"}})
+                   "alternatives": [{"method": "EPSG:4269",
+                                     "why_not": "NAD83 needs the same missing NADCON grid"}],
+                   "evidence": {"ballpark_operation": answer,
+                                "crs_change": "only positions survive, for a web map of roads"}})
         };
         let errors = CrsDatum::validate(
             &key,
             &evidence,
-            &just("the shift is acceptable for our purpose", "some distortion"),
+            &just("the shift is tolerable for a regional road overview", "some distortion"),
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "/evidence/ballpark_operation");
@@ -1616,9 +1746,9 @@ mod tests {
             errors[0].message
         );
         for accepted in [
-            "we accept 100 m",
-            "errors up to ~150m are fine",
-            "1.5 km is ok",
+            "we accept 100 m for a regional road overview",
+            "errors up to ~150m are tolerable at 1:250000",
+            "1.5 km is tolerable for hexagons of 10 km",
         ] {
             assert!(
                 CrsDatum::validate(&key, &evidence, &just(accepted, "t")).is_empty(),
@@ -1629,39 +1759,67 @@ mod tests {
         assert!(CrsDatum::validate(
             &key,
             &evidence,
-            &just("acceptable", "a positional error of 200 metres")
+            &just("tolerable for a regional road overview", "a positional error of 200 metres")
         )
         .is_empty());
         // A number without a unit of length is not a tolerance.
         assert_eq!(
-            CrsDatum::validate(&key, &evidence, &just("100 most of the time", "t")).len(),
+            CrsDatum::validate(&key, &evidence, &just("100 most of the time, regional overview", "t")).len(),
             1
         );
         // Without the ballpark item there is nothing to state.
         assert!(CrsDatum::validate(&key, &[], &just("acceptable", "t")).is_empty());
     }
 
+    /// Issue 18: a DEM in EPSG:4326 reprojected to the UTM zone next to it was critical, with
+    /// "accuracy unknown" and "outside the area of use": PROJ publishes no accuracy for a
+    /// conversion, and UTM 34N's area of use does not hold data at 13° E. A conversion is exact.
     #[test]
-    fn metres_are_recognised_after_a_number() {
-        for yes in [
-            "100 m",
-            "100m.",
-            "2,000 metres",
-            "3 meters",
-            "0.5 km",
-            "12 meter",
-        ] {
-            assert!(states_metres(yes), "{yes}");
-        }
-        for no in [
-            "100",
-            "m 100",
-            "100 mm",
-            "100 miles",
-            "EPSG 4326",
-            "a few metres",
-        ] {
-            assert!(!states_metres(no), "{no}");
-        }
+    fn a_conversion_is_exact_and_never_critical_for_its_area_of_use() {
+        let utm34 = crs(
+            Some("EPSG:32634"),
+            "WGS 84 / UTM zone 34N",
+            CrsKind::Projected,
+            "WGS_1984",
+        );
+        let mut op = operation("UTM zone 34N", None, false);
+        op.covers_data = Some(false);
+        let mut raw = call(
+            "raster_reproject",
+            json!({"dst_crs": "EPSG:32634", "resampling": "bilinear"}),
+            vec![dem(Some(wgs84()))],
+        );
+        raw.target_crs = Some(utm34);
+        raw.transformation = Some(transformations(op.clone(), op.clone(), &[]));
+        let got = run(raw.clone());
+        assert_eq!(severity(&got), Some(Severity::Required));
+        assert_eq!(ids(&got), vec!["crs_change"]);
+        let fact = item(&got, "crs_change").fact;
+        assert!(
+            fact.contains("conversion") && !fact.contains("accuracy unknown"),
+            "{fact}"
+        );
+        // Across a datum, the same operation facts are a transformation of unknown accuracy
+        // used outside its area of use: critical, both findings.
+        let mut across = nad27_to_wgs84(transformations(op.clone(), op, &[]));
+        across.tool = "vector_reproject".to_string();
+        let got = run(across);
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert_eq!(
+            ids(&got),
+            vec!["crs_change", "unknown_accuracy", "outside_area_of_use"]
+        );
+        // A src_crs repeating the recorded CRS overrides nothing.
+        let mut same = raw;
+        same.arguments = json!({"dst_crs": "EPSG:32634", "src_crs": "EPSG:4326"}).to_string();
+        assert_eq!(severity(&run(same)), Some(Severity::Required));
+    }
+
+    #[test]
+    fn aspect_skew_is_largest_at_the_root_of_the_side_ratio() {
+        assert!(aspect_skew_degrees(1.0).abs() < 1e-12);
+        // cos 60° = 0.5: atan(√2) − atan(1/√2) = 19.47°.
+        assert!((aspect_skew_degrees(0.5) - 19.471).abs() < 1e-3);
+        assert_eq!(aspect_skew_degrees(f64::NAN), 0.0);
     }
 }

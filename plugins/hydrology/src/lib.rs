@@ -18,8 +18,9 @@
 //! gains `upstream` (`interpolated`, or `reprojected` for a CRS change that copied cells), so one
 //! justification covers every DEM made that way.
 
+use gdal_mcp_domain_sdk::careful::{alternative_named, mentions, quantities, tolerance};
 use gdal_mcp_domain_sdk::{
-    approx, chosen_method, crs_label, evidence, export_domain, field_error, interpolates, json,
+    approx, check_answers, chosen_method, find_evidence, Finding, Need, Unit, crs_label, evidence, export_domain, field_error, interpolates, json,
     names, nearest_regridding, prompt_argument, shorten, step_fact, step_label, trigger,
     upstream_steps, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
     FieldError, Severity, Trigger, Value,
@@ -426,7 +427,7 @@ impl Domain for Hydrology {
 
     fn validate(
         key_fields: &Value,
-        _evidence: &[EvidenceItem],
+        evidence: &[EvidenceItem],
         justification: &Value,
     ) -> Vec<FieldError> {
         let operation = key_fields
@@ -448,12 +449,10 @@ impl Domain for Hydrology {
             "streams" => key_fields.get("threshold").map(|t| t.to_string()),
             _ => None,
         };
-        let Some(expected) = expected else {
-            return Vec::new();
-        };
-        match chosen_method(justification) {
-            Some(chosen) if names(chosen, &expected) => Vec::new(),
-            Some(chosen) => vec![field_error(
+        let mut errors = match (&expected, chosen_method(justification)) {
+            (None, _) => Vec::new(),
+            (Some(expected), Some(chosen)) if names(chosen, expected) => Vec::new(),
+            (Some(expected), Some(chosen)) => vec![field_error(
                 "/choice/method",
                 format!(
                     "the call's {operation} uses \"{expected}\", but the choice names \
@@ -461,10 +460,85 @@ impl Domain for Hydrology {
                     quoted = shorten(chosen, 200)
                 ),
             )],
-            None => vec![field_error("/choice/method", "missing")],
-        }
+            (Some(_), None) => vec![field_error("/choice/method", "missing")],
+        };
+        let chosen = expected.as_deref().unwrap_or("");
+        let flat_share = find_evidence(evidence, ids::FLAT_FRACTION)
+            .and_then(|i| quantities(&i.fact, &[Unit::Percent]).first().copied());
+        let findings = [
+            Finding::new(
+                ids::DEPRESSION_HANDLING,
+                vec![alternative_named(
+                    &["fill", "epsilon", "breach"],
+                    &[chosen],
+                    "the depression handling considered instead",
+                )],
+            ),
+            Finding::new(
+                ids::ROUTING_METHOD,
+                vec![alternative_named(
+                    &["d8", "dinf"],
+                    &[chosen],
+                    "the routing algorithm considered instead",
+                )],
+            ),
+            Finding::new(
+                ids::STREAM_THRESHOLD,
+                vec![
+                    Need::Tolerance {
+                        units: vec![Unit::SquareMetres, Unit::Cells],
+                        at_least: None,
+                        of_what: "contributing area at which channels begin".to_string(),
+                    },
+                    mentions(
+                        CALIBRATION,
+                        "what the threshold was calibrated against (a mapped stream network, \
+                         field-observed channel heads, a published drainage density)",
+                    ),
+                ],
+            ),
+            Finding::new(
+                ids::POUR_POINTS,
+                vec![Need::Tolerance {
+                    units: vec![Unit::Metres, Unit::Cells],
+                    at_least: None,
+                    of_what: "positional error of the pour points (how far they may lie off \
+                              the channel)"
+                        .to_string(),
+                }],
+            ),
+            Finding::new(ids::GEOGRAPHIC_DEM, Vec::new()),
+            Finding::new(
+                ids::FLAT_FRACTION,
+                vec![
+                    tolerance(
+                        Unit::Percent,
+                        flat_share,
+                        "share of cells whose direction comes from the flat handling",
+                    ),
+                    Need::RejectsOffered,
+                ],
+            ),
+            Finding::new(
+                ids::UPSTREAM_INTERPOLATION,
+                vec![tolerance(
+                    Unit::Metres,
+                    None,
+                    "vertical error the upstream resampling put into the heights",
+                )],
+            ),
+        ];
+        errors.extend(check_answers(evidence, justification, &findings));
+        errors
     }
 }
+
+/// Words that say what a stream threshold was calibrated against.
+const CALIBRATION: &[&str] = &[
+    "map", "mapped", "field", "observed", "channel head", "blue line", "literature", "calibrat",
+    "compared", "drainage density", "reference", "survey", "gauge", "hydrography", "nhd",
+    "published", "aerial", "imagery", "lidar",
+];
 
 /// The evidence item of the operation itself, with the DEM's numbers.
 fn operation_item(

@@ -26,8 +26,10 @@
 //! are taken in (id, else name; `null` for geodesic figures) and the sorted ids of the findings
 //! that are not advisory, so one justification covers exactly one decision.
 
+use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
 use gdal_mcp_domain_sdk::{
-    approx, chosen_method, chosen_tradeoffs, crs_label, evidence, evidence_answer, export_domain,
+    careful, check_answers, Need, Unit,
+    approx, chosen_method, crs_label, evidence, export_domain,
     field_error, find_evidence, json, names, prompt_argument, shorten, trigger, Call, CrsFacts,
     Domain, DomainInfo, EvidenceItem, FieldError, MeasurementFacts, Severity, Trigger, Value,
 };
@@ -651,47 +653,59 @@ impl Domain for Measurement {
                 None => errors.push(field_error("/choice/method", "missing")),
             }
         }
-        if let Some(item) = find_evidence(evidence, ids::PLANAR_DISTORTION) {
-            if let Some(measured) = measured_percent(&item.fact) {
-                let stated: Vec<f64> = [
-                    evidence_answer(justification, ids::PLANAR_DISTORTION),
-                    chosen_tradeoffs(justification),
-                ]
-                .into_iter()
-                .flatten()
-                .flat_map(percentages)
-                .collect();
-                let largest = stated.iter().copied().fold(f64::NAN, f64::max);
-                let path = "/evidence/planar_distortion";
-                if stated.is_empty() {
-                    errors.push(field_error(
-                        path,
-                        format!(
-                            "the planar figures carry a scale error of up to {measured:.1} % \
-                             ({}); state the error this analysis accepts as a percentage of at \
-                             least {measured:.1} %, e.g. \"we accept up to {measured:.1} % \
-                             because ...\", in evidence.planar_distortion (or in \
-                             choice.tradeoffs), or measure geodesically",
-                            shorten(&item.fact, QUOTE)
-                        ),
-                    ));
-                } else if largest + 1e-9 < measured {
-                    errors.push(field_error(
-                        path,
-                        format!(
-                            "the justification accepts at most {} %, but the planar figures \
-                             carry a scale error of up to {measured:.1} %; accept at least \
-                             {measured:.1} % and say why it is fit for the purpose, use a CRS \
-                             that distorts less over the data, or measure geodesically",
-                            approx(largest, 4)
-                        ),
-                    ));
-                }
-            }
+        let measured = find_evidence(evidence, ids::PLANAR_DISTORTION)
+            .and_then(|item| measured_percent(&item.fact));
+        let mut planar = vec![tolerance(
+            Unit::Percent,
+            measured.map(|m| (m * 10.0).round() / 10.0),
+            "scale error of the planar figures",
+        )];
+        if measured.is_some_and(|m| m > CRITICAL_ERROR * 100.0) {
+            // Critical: the offered geodesic figures must be rejected, with why.
+            planar.push(Need::RejectsOffered);
         }
+        let overlap = find_evidence(evidence, ids::OVERLAPPING_FEATURES)
+            .and_then(|i| measured_after(&i.fact, "overlap by ", Unit::SquareMetres));
+        let findings = [
+            careful::Finding::new(ids::PLANAR_DISTORTION, planar),
+            careful::Finding::new(ids::INVALID_GEOMETRIES, vec![Need::RejectsOffered]),
+            careful::Finding::new(
+                ids::OVERLAPPING_FEATURES,
+                vec![tolerance(
+                    Unit::SquareMetres,
+                    overlap,
+                    "area the total may count twice",
+                )],
+            ),
+            careful::Finding::new(
+                ids::Z_IGNORED,
+                vec![tolerance(
+                    Unit::Percent,
+                    None,
+                    "length the 2D figures may miss on slopes",
+                )],
+            ),
+            careful::Finding::new(
+                ids::UNWEIGHTED_MEANS,
+                vec![mentions(
+                    EQUAL_WEIGHT,
+                    "why every feature should count equally in the mean (the features are \
+                     comparable units of equal size or importance), or which field would weight \
+                     it and why it was not used",
+                )],
+            ),
+        ];
+        errors.extend(check_answers(evidence, justification, &findings));
         errors
     }
 }
+
+/// Words that say why features may count equally in a mean.
+const EQUAL_WEIGHT: &[&str] = &[
+    "equal", "equally", "same size", "same population", "similar size", "comparable",
+    "identical", "uniform", "per feature", "per-feature", "each feature", "weight", "population",
+    "area-weighted", "headcount",
+];
 
 export_domain!(Measurement);
 

