@@ -1589,7 +1589,12 @@ async fn nearest(server: &Server, input: &Path, join: &Path, output: &str, extra
     let mut content = structured(&result);
     content["_count"] = json!(read_field(&output, "join_count"));
     content["_distance"] = json!(read_field(&output, "join_distance_m"));
-    content["_first"] = json!(read_field(&output, "name_first"));
+    if content["columns"]
+        .as_array()
+        .is_some_and(|c| c.contains(&json!("name_first")))
+    {
+        content["_first"] = json!(read_field(&output, "name_first"));
+    }
     content
 }
 
@@ -1710,6 +1715,30 @@ async fn nearest_is_geodesic_in_web_mercator_at_60_degrees_north() {
             close(&out["_distance"][0], 110_306.437_600, 1e-8),
             "{name}: {out}"
         );
+        // The same wells as short lines eastwards (about 5 m on the ground) go through the
+        // local azimuthal equidistant projection instead of GeographicLib: the same answer.
+        let east = if epsg == 3857 { 11.0 } else { 0.0001 };
+        let line = |n: &str, a: [f64; 2]| {
+            (
+                json!({"name": n}),
+                json!({"type": "LineString", "coordinates": [a, [a[0] + east, a[1]]]}),
+            )
+        };
+        let lines = server.path(&format!("{name}_lines.geojson"));
+        layer(&lines, epsg, &[line("P", p), line("Q", q)]);
+        let out = nearest(
+            &server,
+            &towns,
+            &lines,
+            &format!("{name}_l.gpkg"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(out["_first"], json!(["Q"]), "{name} lines: {out}");
+        assert!(
+            close(&out["_distance"][0], 110_306.437_600, 1e-8),
+            "{name} lines: {out}"
+        );
     }
 }
 
@@ -1724,7 +1753,15 @@ async fn nearest_with_an_empty_join_layer_matches_nothing() {
     layer(&towns, 4326, &[point("t0", [0.0, 0.0])]);
     let none = server.path("none.geojson");
     layer(&none, 4326, &[]);
-    let out = nearest(&server, &towns, &none, "none.gpkg", json!({})).await;
+    // An empty GeoJSON layer has no fields to summarise either.
+    let out = nearest(
+        &server,
+        &towns,
+        &none,
+        "none.gpkg",
+        json!({"fields": [], "stats": []}),
+    )
+    .await;
     assert_eq!(out["matched"], json!(0));
     assert_eq!(out["unmatched"], json!(1));
     assert_eq!(out["_count"], json!([0]));
