@@ -1624,7 +1624,7 @@ async fn nearest_features_on_the_equator_with_distances_ties_and_a_limit() {
             point("C", [0.0, 0.02]),
         ],
     );
-    let metres = 1113.194_907_932_736;
+    let metres = 1_113.194_907_932_736;
     let out = nearest(&server, &towns, &wells, "near.gpkg", json!({})).await;
     assert_eq!(out["_count"], json!([1, 1]));
     assert_eq!(out["_first"], json!(["A", "A"]));
