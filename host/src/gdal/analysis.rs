@@ -7,7 +7,9 @@
 //! unit. A second layer in another CRS is reprojected to the first one's by the host, through
 //! the most accurate operation (`gdal::transform`), and the call reports it. Overlays are
 //! GDAL's layer algebra (`OGR_L_Intersection` and its siblings) over in-memory copies; joins
-//! evaluate the predicate with GEOS per candidate pair (envelopes first).
+//! evaluate the predicate with GEOS per candidate pair (envelopes first); `dwithin` and
+//! `nearest` measure geodesic metres (GeographicLib point to point, else a local azimuthal
+//! equidistant projection per target), `nearest` keeping every tie.
 
 use super::facts::{self, CrsFacts};
 use super::geometry::{
