@@ -1565,3 +1565,205 @@ async fn a_buffer_beyond_the_vertex_budget_is_refused_before_any_work() {
     assert!(!is_error(&result), "{}", text(&result));
     assert_eq!(structured(&result)["features"], json!(1300));
 }
+
+/// A point feature `(name, [x, y])`.
+fn point(name: &str, at: [f64; 2]) -> (Value, Value) {
+    (
+        json!({"name": name}),
+        json!({"type": "Point", "coordinates": at}),
+    )
+}
+
+/// Run `predicate: nearest` of `join` onto `input` with `extra` arguments; the result's content.
+async fn nearest(server: &Server, input: &Path, join: &Path, output: &str, extra: Value) -> Value {
+    let output = server.path(output);
+    let mut arguments = json!({"input": input.display().to_string(),
+                               "join": join.display().to_string(), "predicate": "nearest",
+                               "fields": ["name"], "stats": ["first"],
+                               "output": output.display().to_string()});
+    if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
+        a.extend(e.clone());
+    }
+    let result = server.call("vector_join", arguments).await.unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let mut content = structured(&result);
+    content["_count"] = json!(read_field(&output, "join_count"));
+    content["_distance"] = json!(read_field(&output, "join_distance_m"));
+    if content["columns"]
+        .as_array()
+        .is_some_and(|c| c.contains(&json!("name_first")))
+    {
+        content["_first"] = json!(read_field(&output, "name_first"));
+    }
+    content
+}
+
+/// Issue 18, `predicate: nearest` on the equator (EPSG:4326), where a point 0.01° of
+/// longitude away is a·0.01·π/180 = 1113.194907932736 m away (GeographicLib and PROJ's `geod`
+/// agree): the nearest of three wells, its distance in metres, `max_distance` in km that
+/// excludes (1 km) or keeps (1.2 km) it, and an exact tie (two wells 0.01° east and west)
+/// reported as two matches and `ties: 1`, never one of them picked silently.
+#[tokio::test]
+async fn nearest_features_on_the_equator_with_distances_ties_and_a_limit() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let towns = server.path("towns.geojson");
+    layer(
+        &towns,
+        4326,
+        &[point("t0", [0.0, 0.0]), point("t1", [0.05, 0.0])],
+    );
+    let wells = server.path("wells.geojson");
+    layer(
+        &wells,
+        4326,
+        &[
+            point("B", [-0.03, 0.0]),
+            point("A", [0.01, 0.0]),
+            point("C", [0.0, 0.02]),
+        ],
+    );
+    let metres = 1_113.194_907_932_736;
+    let out = nearest(&server, &towns, &wells, "near.gpkg", json!({})).await;
+    assert_eq!(out["_count"], json!([1, 1]));
+    assert_eq!(out["_first"], json!(["A", "A"]));
+    assert!(close(&out["_distance"][0], metres, 1e-9), "{out}");
+    assert!(close(&out["_distance"][1], 4.0 * metres, 1e-9), "{out}");
+    assert_eq!(out["ties"], json!(0));
+    assert!(out["columns"]
+        .as_array()
+        .is_some_and(|c| c.contains(&json!("join_distance_m"))));
+
+    for (limit, want) in [(1.0, json!([0, 0])), (1.2, json!([1, 0]))] {
+        let out = nearest(
+            &server,
+            &towns,
+            &wells,
+            &format!("near_{limit}.gpkg"),
+            json!({"max_distance": limit, "unit": "km"}),
+        )
+        .await;
+        assert_eq!(out["_count"], want, "max_distance {limit} km");
+        assert_eq!(out["_distance"][1], Value::Null, "max_distance {limit} km");
+    }
+
+    let pair = server.path("pair.geojson");
+    layer(
+        &pair,
+        4326,
+        &[point("E", [0.01, 0.0]), point("W", [-0.01, 0.0])],
+    );
+    let out = nearest(&server, &towns, &pair, "tie.gpkg", json!({})).await;
+    assert_eq!(out["_count"], json!([2, 1]), "{out}");
+    assert_eq!(out["ties"], json!(1));
+    assert!(close(&out["_distance"][0], metres, 1e-9), "{out}");
+    assert!(
+        out["notes"].as_array().is_some_and(|n| n
+            .iter()
+            .any(|n| n.as_str().is_some_and(|s| s.contains("tied")))),
+        "{out}"
+    );
+
+    // dwithin's distance is not nearest's limit.
+    let wrong = server
+        .call(
+            "vector_join",
+            json!({"input": towns.display().to_string(), "join": wells.display().to_string(),
+                   "predicate": "nearest", "distance": 1, "unit": "km",
+                   "output": server.path("wrong.gpkg").display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&wrong));
+    assert!(text(&wrong).contains("max_distance"), "{}", text(&wrong));
+}
+
+/// Issue 18, `nearest` in Web Mercator at 60° N (trap) and in degrees (clean twin). Well P is
+/// 1° of latitude south of the town (111403.734322 m, PROJ `geod`), well Q 0.99° north
+/// (110306.437600 m): Q is nearer on the ground, but P is nearer in the Mercator plane
+/// (219351.0 against 223789.5 "metres", the scale growing northwards). Both layers join Q at
+/// the same geodesic distance; the planar pick would have been P.
+#[tokio::test]
+async fn nearest_is_geodesic_in_web_mercator_at_60_degrees_north() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let x = 1_113_194.907_932_736; // 10° E in EPSG:3857
+    let cases = [
+        (
+            "mercator",
+            3857,
+            [x, 8_399_737.889_818_357],
+            [x, 8_180_386.885_935_253],
+            [x, 8_623_527.413_052_484],
+        ),
+        ("degrees", 4326, [10.0, 60.0], [10.0, 59.0], [10.0, 60.99]),
+    ];
+    for (name, epsg, town, p, q) in cases {
+        // In the trap, P is the planar nearest.
+        let planar = |a: [f64; 2], b: [f64; 2]| (a[0] - b[0]).hypot(a[1] - b[1]);
+        assert_eq!(planar(town, p) < planar(town, q), epsg == 3857, "{name}");
+        let towns = server.path(&format!("{name}_town.geojson"));
+        layer(&towns, epsg, &[point("town", town)]);
+        let wells = server.path(&format!("{name}_wells.geojson"));
+        layer(&wells, epsg, &[point("P", p), point("Q", q)]);
+        let out = nearest(&server, &towns, &wells, &format!("{name}.gpkg"), json!({})).await;
+        assert_eq!(out["_first"], json!(["Q"]), "{name}: {out}");
+        assert_eq!(out["_count"], json!([1]), "{name}");
+        assert!(
+            close(&out["_distance"][0], 110_306.437_600, 1e-8),
+            "{name}: {out}"
+        );
+        // The same wells as short lines eastwards (about 5 m on the ground) go through the
+        // local azimuthal equidistant projection instead of GeographicLib: the same answer.
+        let east = if epsg == 3857 { 11.0 } else { 0.0001 };
+        let line = |n: &str, a: [f64; 2]| {
+            (
+                json!({"name": n}),
+                json!({"type": "LineString", "coordinates": [a, [a[0] + east, a[1]]]}),
+            )
+        };
+        let lines = server.path(&format!("{name}_lines.geojson"));
+        layer(&lines, epsg, &[line("P", p), line("Q", q)]);
+        let out = nearest(
+            &server,
+            &towns,
+            &lines,
+            &format!("{name}_l.gpkg"),
+            json!({}),
+        )
+        .await;
+        assert_eq!(out["_first"], json!(["Q"]), "{name} lines: {out}");
+        assert!(
+            close(&out["_distance"][0], 110_306.437_600, 1e-8),
+            "{name} lines: {out}"
+        );
+    }
+}
+
+/// Issue 18, `nearest` with an empty join layer: every target is unmatched, its distance empty,
+/// and the call says why instead of failing or inventing a match.
+#[tokio::test]
+async fn nearest_with_an_empty_join_layer_matches_nothing() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let towns = server.path("towns.geojson");
+    layer(&towns, 4326, &[point("t0", [0.0, 0.0])]);
+    let none = server.path("none.geojson");
+    layer(&none, 4326, &[]);
+    // An empty GeoJSON layer has no fields to summarise either.
+    let out = nearest(
+        &server,
+        &towns,
+        &none,
+        "none.gpkg",
+        json!({"fields": [], "stats": []}),
+    )
+    .await;
+    assert_eq!(out["matched"], json!(0));
+    assert_eq!(out["unmatched"], json!(1));
+    assert_eq!(out["_count"], json!([0]));
+    assert_eq!(out["_distance"], json!([null]));
+}

@@ -7,7 +7,9 @@
 //! unit. A second layer in another CRS is reprojected to the first one's by the host, through
 //! the most accurate operation (`gdal::transform`), and the call reports it. Overlays are
 //! GDAL's layer algebra (`OGR_L_Intersection` and its siblings) over in-memory copies; joins
-//! evaluate the predicate with GEOS per candidate pair (envelopes first).
+//! evaluate the predicate with GEOS per candidate pair (envelopes first); `dwithin` and
+//! `nearest` measure geodesic metres (GeographicLib point to point, else a local azimuthal
+//! equidistant projection per target), `nearest` keeping every tie.
 
 use super::facts::{self, CrsFacts};
 use super::geometry::{
@@ -1085,6 +1087,7 @@ pub enum Predicate {
     Crosses,
     Overlaps,
     Dwithin,
+    Nearest,
 }
 
 // A summary of the joined source features' values.
@@ -1124,6 +1127,7 @@ pub struct JoinRequest {
     pub layer: Option<String>,
     pub join_layer: Option<String>,
     pub predicate: Option<Predicate>,
+    /// `dwithin`'s distance, or `nearest`'s maximum distance (none: unbounded), in metres.
     pub distance_m: Option<f64>,
     pub key: Option<String>,
     pub fields: Vec<String>,
@@ -1287,8 +1291,11 @@ pub struct JoinOutput {
     /// Target features with at least one match, and without.
     pub matched: u64,
     pub unmatched: u64,
-    /// The columns added: `join_count` and `<field>_<stat>`.
+    /// The columns added: `join_count`, `join_distance_m` (nearest) and `<field>_<stat>`.
     pub columns: Vec<String>,
+    /// nearest: targets with tied nearest features (all joined).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ties: Option<u64>,
     pub reprojected: Option<Reprojected>,
     pub notes: Vec<String>,
 }
@@ -1445,7 +1452,10 @@ pub fn join_facts(
             check_means(request, &first, &data, &matches, &weights)?;
         }
     }
-    if request.predicate == Some(Predicate::Dwithin) {
+    if matches!(
+        request.predicate,
+        Some(Predicate::Dwithin | Predicate::Nearest)
+    ) {
         // Distances are geodesic in every CRS (see `join`).
         facts.measurement.method = Method::Geodesic.name().to_string();
         facts.measurement.crs = None;
@@ -1479,6 +1489,271 @@ fn weighted_mean(
 fn distance(a: &Geometry, b: &Geometry) -> f64 {
     // SAFETY: both handles are valid for the borrows.
     unsafe { gdal_sys::OGR_G_Distance(a.c_geometry(), b.c_geometry()) }
+}
+
+/// A target feature in an azimuthal equidistant projection centred on it (same datum as the
+/// layer): distances from it are geodesic metres, in Web Mercator at 60° N as in degrees. Shared
+/// by `dwithin` and `nearest`.
+struct LocalFrame {
+    there: gdal::spatial_ref::CoordTransform,
+    back: gdal::spatial_ref::CoordTransform,
+    target: Geometry,
+}
+
+impl LocalFrame {
+    fn new(
+        t: &Geometry,
+        layer_srs: &SpatialRef,
+        geographic: &SpatialRef,
+        to_geographic: &gdal::spatial_ref::CoordTransform,
+    ) -> Result<Self, GdalError> {
+        let (lon, lat) = centre(
+            &t.transform(to_geographic)
+                .map_err(|e| frame_failed("locating a target feature", e))?,
+        );
+        let aeqd = local_aeqd(geographic, lon, lat)?;
+        let there = transformer(layer_srs, &aeqd)?;
+        let back = transformer(&aeqd, layer_srs)?;
+        let target = t
+            .transform(&there)
+            .map_err(|e| frame_failed("projecting a target feature", e))?;
+        Ok(Self {
+            there,
+            back,
+            target,
+        })
+    }
+
+    /// The search window in the layer's CRS: the target's local envelope grown by `reach`
+    /// metres, brought back; `None` when it cannot be brought back or wraps the antimeridian.
+    fn window(&self, reach: f64) -> Option<[f64; 4]> {
+        let l = self.target.envelope();
+        let grown = [
+            l.MinX - reach,
+            l.MinY - reach,
+            l.MaxX + reach,
+            l.MaxY + reach,
+        ];
+        self.back
+            .transform_bounds(&grown, 21)
+            .ok()
+            .filter(|b| b[0] <= b[2] && b[1] <= b[3] && b.iter().all(|v| v.is_finite()))
+    }
+
+    /// The distance in metres from the target to `s` (a geometry in the layer's CRS).
+    fn distance(&self, s: &Geometry) -> Result<f64, GdalError> {
+        let local = s
+            .transform(&self.there)
+            .map_err(|e| frame_failed("projecting a join feature", e))?;
+        Ok(distance(&self.target, &local))
+    }
+}
+
+fn frame_failed(what: &str, e: gdal::errors::GdalError) -> GdalError {
+    GdalError::Failed {
+        operation: what.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Join features at most this far beyond the nearest one's distance are tied with it (1 mm,
+/// or 1e-9 of the distance beyond 1000 km): all are joined, none picked.
+const TIE_TOLERANCE_M: f64 = 1e-3;
+
+fn tie_tolerance(best: f64) -> f64 {
+    TIE_TOLERANCE_M.max(best * 1e-9)
+}
+
+/// A single point's (longitude, latitude) in the layer's geographic CRS; `None` for anything
+/// else.
+fn point_of(
+    g: &Geometry,
+    to_geographic: &gdal::spatial_ref::CoordTransform,
+) -> Result<Option<(f64, f64)>, GdalError> {
+    // SAFETY: the handle is valid for the borrow.
+    let flat = unsafe { gdal_sys::OGR_GT_Flatten(g.geometry_type()) };
+    if flat != Wkb::wkbPoint || g.is_empty() {
+        return Ok(None);
+    }
+    let moved = g
+        .transform(to_geographic)
+        .map_err(|e| frame_failed("locating a point", e))?;
+    let (lon, lat, _) = moved.get_point(0);
+    Ok((lon.is_finite() && lat.is_finite()).then_some((lon, lat)))
+}
+
+/// `predicate: nearest`: per target feature, the join features at the least geodesic distance
+/// (all within the tie tolerance, in source order) and that distance in metres; none beyond
+/// `distance_m` when given. An upper bound (the exact distance to the feature nearest in the
+/// layer's plane) sets a geodesic search window; every join feature in it is measured exactly.
+#[allow(clippy::type_complexity)]
+fn find_nearest(
+    request: &JoinRequest,
+    target: &LayerData,
+    source: &LayerData,
+) -> Result<(Vec<Vec<usize>>, Vec<Option<f64>>), GdalError> {
+    let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
+    let mut distances: Vec<Option<f64>> = vec![None; target.rows.len()];
+    let Some(layer_srs) = &target.srs else {
+        return Err(GdalError::Arguments(
+            "predicate: nearest needs layers with a CRS; a distance in metres means nothing in \
+             unknown units (assign the CRS with vector_reproject's src_crs)"
+                .to_string(),
+        ));
+    };
+    let geographic = geographic_of(layer_srs)?;
+    let to_geographic = transformer(layer_srs, &geographic)?;
+    let mut order: Vec<(usize, gdal::vector::Envelope)> = source
+        .rows
+        .iter()
+        .enumerate()
+        .filter_map(|(j, r)| {
+            r.geometry
+                .as_ref()
+                .filter(|g| !g.is_empty())
+                .map(|g| (j, g.envelope()))
+        })
+        .collect();
+    if order.is_empty() {
+        return Ok((matches, distances));
+    }
+    order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
+    let _quiet = ErrorCapture::start();
+    // Points to points (the common case) are measured by GeographicLib directly, pruned by
+    // rigorous lower bounds: on the ellipsoid a path is at least a(1-e²)·|Δφ| long (the least
+    // meridian radius) and at least a·cos φ*·|Δλ| (φ* the highest latitude it can reach).
+    let (ellipsoid, geodesic) = ellipsoid_of(layer_srs)?;
+    let flattening = if ellipsoid.inverse_flattening > 0.0 {
+        1.0 / ellipsoid.inverse_flattening
+    } else {
+        0.0
+    };
+    let least_meridian_radius = ellipsoid.a * (1.0 - flattening * (2.0 - flattening));
+    let mut points = Some(Vec::with_capacity(order.len()));
+    for (j, _) in &order {
+        match (&mut points, &source.rows[*j].geometry) {
+            (Some(list), Some(g)) => match point_of(g, &to_geographic)? {
+                Some(p) => list.push((*j, p)),
+                None => points = None,
+            },
+            _ => points = None,
+        }
+    }
+    for (i, row) in target.rows.iter().enumerate() {
+        if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
+            return Err(super::cancelled("vector_join"));
+        }
+        let Some(t) = row.geometry.as_ref().filter(|g| !g.is_empty()) else {
+            continue;
+        };
+        let te = t.envelope();
+        let gap = |e: &gdal::vector::Envelope| {
+            let dx = (e.MinX - te.MaxX).max(te.MinX - e.MaxX).max(0.0);
+            let dy = (e.MinY - te.MaxY).max(te.MinY - e.MaxY).max(0.0);
+            dx * dx + dy * dy
+        };
+        if let (Some(list), Some((lon, lat))) = (&points, point_of(t, &to_geographic)?) {
+            use geographiclib_rs::InverseGeodesic;
+            let inverse = |p: (f64, f64)| -> f64 { geodesic.inverse(lat, lon, p.1, p.0) };
+            let Some(k) =
+                (0..list.len()).min_by(|a, b| gap(&order[*a].1).total_cmp(&gap(&order[*b].1)))
+            else {
+                continue;
+            };
+            let bound = inverse(list[k].1);
+            let reach = request.distance_m.map_or(bound, |m| m.min(bound));
+            let reach = reach + tie_tolerance(reach);
+            let dlat = (reach / least_meridian_radius).to_degrees();
+            let highest = (lat.abs() + dlat).to_radians();
+            let dlon = if highest < std::f64::consts::FRAC_PI_2 {
+                (reach / (ellipsoid.a * highest.cos())).to_degrees()
+            } else {
+                f64::INFINITY
+            };
+            let mut measured: Vec<(usize, f64)> = Vec::new();
+            for (j, p) in list {
+                if (p.1 - lat).abs() > dlat {
+                    continue;
+                }
+                let apart = (p.0 - lon).rem_euclid(360.0);
+                if apart.min(360.0 - apart) > dlon {
+                    continue;
+                }
+                let d = inverse(*p);
+                if d.is_finite() {
+                    measured.push((*j, d));
+                }
+            }
+            if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+                matches[i] = found;
+                distances[i] = Some(best);
+            }
+            continue;
+        }
+        let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic)?;
+        // The upper bound: the join feature whose envelope is nearest in the layer's plane
+        // (any feature would do; this one is usually the nearest or close to it).
+        let Some((first, _)) = order.iter().min_by(|a, b| gap(&a.1).total_cmp(&gap(&b.1))) else {
+            continue;
+        };
+        let Some(first_geometry) = &source.rows[*first].geometry else {
+            continue;
+        };
+        let bound = frame.distance(first_geometry)?;
+        let reach = request.distance_m.map_or(bound, |m| m.min(bound));
+        let window = frame.window(reach + tie_tolerance(reach)).map(|b| {
+            [
+                b[0].min(te.MinX),
+                b[1].min(te.MinY),
+                b[2].max(te.MaxX),
+                b[3].max(te.MaxY),
+            ]
+        });
+        let mut measured: Vec<(usize, f64)> = Vec::new();
+        for (j, s_env) in &order {
+            if let Some(w) = window {
+                if s_env.MinX > w[2] {
+                    break;
+                }
+                if s_env.MaxX < w[0] || s_env.MinY > w[3] || s_env.MaxY < w[1] {
+                    continue;
+                }
+            }
+            let Some(s) = &source.rows[*j].geometry else {
+                continue;
+            };
+            let d = if j == first {
+                bound
+            } else {
+                frame.distance(s)?
+            };
+            if d.is_finite() {
+                measured.push((*j, d));
+            }
+        }
+        if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+            matches[i] = found;
+            distances[i] = Some(best);
+        }
+    }
+    Ok((matches, distances))
+}
+
+/// The nearest of the measured `(row, metres)`, with every tie, in source order, and the least
+/// distance; `None` when nothing was measured or the nearest is beyond `limit`.
+fn nearest_of(measured: &[(usize, f64)], limit: Option<f64>) -> Option<(Vec<usize>, f64)> {
+    let best = measured.iter().map(|(_, d)| *d).reduce(f64::min)?;
+    if limit.is_some_and(|m| best > m) {
+        return None;
+    }
+    let tolerance = tie_tolerance(best);
+    let mut found: Vec<usize> = measured
+        .iter()
+        .filter(|(_, d)| *d <= best + tolerance)
+        .map(|(j, _)| *j)
+        .collect();
+    found.sort_unstable();
+    Some((found, best))
 }
 
 /// Matches per target feature, as source row indices in source order (the source already in
@@ -1530,6 +1805,9 @@ fn find_matches(
                 ));
             }
         }
+        (None, Some(Predicate::Nearest)) => {
+            matches = find_nearest(request, target, source)?.0;
+        }
         (None, Some(predicate)) => {
             let srs = target.srs.clone();
             // dwithin is geodesic in every CRS: each target and its candidates are measured in
@@ -1558,10 +1836,6 @@ fn find_matches(
                 .collect();
             order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
             let _quiet = ErrorCapture::start();
-            let failed = |what: &str, e: gdal::errors::GdalError| GdalError::Failed {
-                operation: what.to_string(),
-                message: e.to_string(),
-            };
             for (i, row) in target.rows.iter().enumerate() {
                 if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
                     return Err(super::cancelled("vector_join"));
@@ -1571,26 +1845,8 @@ fn find_matches(
                 let mut window = [envelope.MinX, envelope.MinY, envelope.MaxX, envelope.MaxY];
                 let local = match &geodesic {
                     Some((layer_srs, g, to_g)) => {
-                        let (lon, lat) = centre(
-                            &t.transform(to_g)
-                                .map_err(|e| failed("locating a target feature", e))?,
-                        );
-                        let aeqd = local_aeqd(g, lon, lat)?;
-                        let there = transformer(layer_srs, &aeqd)?;
-                        let back = transformer(&aeqd, layer_srs)?;
-                        let local_t = t
-                            .transform(&there)
-                            .map_err(|e| failed("projecting a target feature", e))?;
-                        // The search window: the target's local envelope grown by the distance,
-                        // brought back into the layer's CRS.
-                        let l = local_t.envelope();
-                        let grown = [
-                            l.MinX - reach,
-                            l.MinY - reach,
-                            l.MaxX + reach,
-                            l.MaxY + reach,
-                        ];
-                        if let Ok(b) = back.transform_bounds(&grown, 21) {
+                        let frame = LocalFrame::new(t, layer_srs, g, to_g)?;
+                        if let Some(b) = frame.window(reach) {
                             window = [
                                 window[0].min(b[0]),
                                 window[1].min(b[1]),
@@ -1598,7 +1854,7 @@ fn find_matches(
                                 window[3].max(b[3]),
                             ];
                         }
-                        Some((there, local_t))
+                        Some(frame)
                     }
                     None => None,
                 };
@@ -1620,14 +1876,10 @@ fn find_matches(
                         Predicate::Crosses => t.crosses(s),
                         Predicate::Overlaps => t.overlaps(s),
                         Predicate::Dwithin => match &local {
-                            Some((there, local_t)) => {
-                                let local_s = s
-                                    .transform(there)
-                                    .map_err(|e| failed("projecting a join feature", e))?;
-                                distance(local_t, &local_s) <= reach
-                            }
+                            Some(frame) => frame.distance(s)? <= reach,
                             None => false,
                         },
+                        Predicate::Nearest => false,
                     };
                     if hit {
                         matches[i].push(*j);
@@ -1690,7 +1942,15 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     validate(&mut source.rows, request.make_valid)?;
     let (field_indices, weight_index) = check_join_fields(request, &source)?;
 
-    let matches = find_matches(request, &target, &source, &mut notes)?;
+    let nearest = request.key.is_none() && request.predicate == Some(Predicate::Nearest);
+    let (matches, distances) = if nearest {
+        find_nearest(request, &target, &source)?
+    } else {
+        (
+            find_matches(request, &target, &source, &mut notes)?,
+            Vec::new(),
+        )
+    };
 
     // Columns.
     let mut fields = target.fields.clone();
@@ -1699,6 +1959,20 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         name: "join_count".to_string(),
         kind: OGRFieldType::OFTInteger64,
     });
+    if nearest {
+        if fields.iter().any(|f| f.name == "join_distance_m") {
+            return Err(GdalError::Arguments(
+                "the output would have two fields named \"join_distance_m\"; rename the \
+                 target's field first"
+                    .to_string(),
+            ));
+        }
+        fields.push(FieldDef {
+            name: "join_distance_m".to_string(),
+            kind: OGRFieldType::OFTReal,
+        });
+        added.push("join_distance_m".to_string());
+    }
     for (name, (index, numeric)) in request.fields.iter().zip(&field_indices) {
         for stat in &request.stats {
             if *stat == Stat::Count {
@@ -1725,7 +1999,7 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     }
     let (mut matched, mut unmatched) = (0u64, 0u64);
     let mut rows = Vec::with_capacity(target.rows.len());
-    for (row, found) in target.rows.iter().zip(&matches) {
+    for (i, (row, found)) in target.rows.iter().zip(&matches).enumerate() {
         if found.is_empty() {
             unmatched += 1;
         } else {
@@ -1733,6 +2007,15 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         }
         let mut values = row.values.clone();
         values.push(Some(FieldValue::Integer64Value(found.len() as i64)));
+        if nearest {
+            values.push(
+                distances
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(FieldValue::RealValue),
+            );
+        }
         for (index, is_number) in &field_indices {
             let present: Vec<&FieldValue> = found
                 .iter()
@@ -1805,14 +2088,29 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                 Predicate::Crosses => "crosses",
                 Predicate::Overlaps => "overlaps",
                 Predicate::Dwithin => "within the distance of",
+                Predicate::Nearest => "nearest to",
             },
             match p {
-                Predicate::Dwithin => {
+                Predicate::Dwithin | Predicate::Nearest => {
                     "geodesic metres, in an azimuthal equidistant projection centred on each target"
                 }
                 _ => "GEOS DE-9IM",
             }
         ));
+    }
+    let ties = nearest.then(|| matches.iter().filter(|m| m.len() > 1).count() as u64);
+    if let Some(n) = ties.filter(|n| *n > 0) {
+        notes.push(format!(
+            "{n} target features have tied nearest join features (within {TIE_TOLERANCE_M} m, \
+             or 1e-9 of the distance): all are joined (join_count > 1), none picked; `first` \
+             takes the first in source order"
+        ));
+    }
+    if nearest && source.rows.iter().all(|r| r.geometry.is_none()) {
+        notes.push(
+            "the join layer has no features with a geometry: no target has a nearest feature"
+                .to_string(),
+        );
     }
     Ok(JoinOutput {
         output: request.output.display().to_string(),
@@ -1822,6 +2120,7 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         matched,
         unmatched,
         columns: added,
+        ties,
         reprojected,
         notes,
     })

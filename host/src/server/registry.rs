@@ -392,7 +392,8 @@ fn build() -> Vec<ToolSpec> {
             name: "vector_join",
             family: Analysis,
             title: "Join two layers",
-            description: "Spatial join (predicate, or dwithin a distance) or attribute join \
+            description: "Spatial join (predicate, dwithin a distance, or nearest: geodesic \
+                metres, ties all joined; gives Voronoi assignment) or attribute join \
                 (key as text) of a source layer onto target features: join_count plus \
                 summaries per field. Another CRS is reprojected by the host (crs_datum).",
             effect: Writes,

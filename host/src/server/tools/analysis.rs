@@ -326,7 +326,9 @@ pub struct JoinArgs {
     pub predicate: Option<Predicate>,
     /// dwithin only.
     pub distance: Option<f64>,
-    /// Unit of `distance`.
+    /// nearest only: farthest match (optional).
+    pub max_distance: Option<f64>,
+    /// Unit of `distance` or `max_distance`.
     pub unit: Option<LengthUnit>,
     /// Attribute join instead: a field of both, compared as text ("001" is not "1").
     pub key: Option<String>,
@@ -368,22 +370,36 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
         }
         _ => {}
     }
-    let distance_m = match (args.predicate, args.distance, args.unit) {
-        (Some(Predicate::Dwithin), Some(d), Some(unit)) if d.is_finite() && d >= 0.0 => {
-            Some(d * unit.metres())
-        }
-        (Some(Predicate::Dwithin), _, _) => {
-            return Err(ToolError::Arguments(
-                "dwithin needs `distance` (>= 0) and its `unit` (m, km, ft or mi)".to_string(),
-            ))
-        }
-        (_, None, None) => None,
-        _ => {
-            return Err(ToolError::Arguments(
-                "distance and unit apply to predicate \"dwithin\" only".to_string(),
-            ))
-        }
-    };
+    let distance_m =
+        match (args.predicate, args.distance, args.max_distance, args.unit) {
+            (Some(Predicate::Dwithin), Some(d), None, Some(unit)) if d.is_finite() && d >= 0.0 => {
+                Some(d * unit.metres())
+            }
+            (Some(Predicate::Dwithin), _, _, _) => {
+                return Err(ToolError::Arguments(
+                    "dwithin needs `distance` (>= 0) and its `unit` (m, km, ft or mi); \
+                 max_distance is nearest's"
+                        .to_string(),
+                ))
+            }
+            (Some(Predicate::Nearest), None, Some(d), Some(unit)) if d.is_finite() && d >= 0.0 => {
+                Some(d * unit.metres())
+            }
+            (Some(Predicate::Nearest), None, None, None) => None,
+            (Some(Predicate::Nearest), _, _, _) => return Err(ToolError::Arguments(
+                "nearest takes an optional `max_distance` (>= 0) with its `unit` (m, km, ft or \
+                 mi); `distance` is dwithin's"
+                    .to_string(),
+            )),
+            (_, None, None, None) => None,
+            _ => {
+                return Err(ToolError::Arguments(
+                    "distance applies to predicate \"dwithin\" only, max_distance to \"nearest\", \
+                 each with its unit"
+                        .to_string(),
+                ))
+            }
+        };
     if args.stats.contains(&Stat::WeightedMean) && args.weight.is_none() {
         return Err(ToolError::Arguments(
             "stats: weighted_mean needs `weight`, the field to weight by (e.g. population for a \
