@@ -86,7 +86,7 @@ async fn hostile_plugin_fails_each_call_closed_and_the_server_keeps_serving() ->
         .collect();
     assert_eq!(domains, ["crs_datum", "resampling", "hostile"]);
     let tools = server.client.list_all_tools().await?;
-    assert_eq!(tools.len(), 27);
+    assert_eq!(tools.len(), 29);
     Ok(())
 }
 
