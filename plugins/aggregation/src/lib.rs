@@ -27,11 +27,10 @@
 
 use gdal_mcp_domain_sdk::careful::{self, alternative_named};
 use gdal_mcp_domain_sdk::{
-    check_answers, Finding, Need,
-    approx, categorical_evidence, categorical_fact, chosen_method, crs_label, evidence,
-    export_domain, field_error, json, names, nearest_interpolation, prompt_argument, shorten,
-    step_fact, trigger, Call, CrsKind, Domain, DomainInfo, EvidenceItem, FieldError, LayerFacts,
-    RasterFacts, Severity, Trigger, Value,
+    approx, categorical_evidence, categorical_fact, check_answers, chosen_method, crs_label,
+    evidence, export_domain, field_error, json, names, nearest_interpolation, prompt_argument,
+    shorten, step_fact, trigger, Call, CrsKind, Domain, DomainInfo, EvidenceItem, FieldError,
+    Finding, LayerFacts, Need, RasterFacts, Severity, Trigger, Value,
 };
 
 struct Aggregation;
@@ -962,21 +961,69 @@ impl Domain for Aggregation {
 
 /// Every statistic and zone semantics a call can choose, by its names.
 const CHOICES: &[&str] = &[
-    "count", "sum", "mean", "average", "min", "max", "std", "median", "med", "majority",
-    "minority", "variety", "mode", "rms", "q1", "q3", "cell_centre", "all_touched", "coverage",
+    "count",
+    "sum",
+    "mean",
+    "average",
+    "min",
+    "max",
+    "std",
+    "median",
+    "med",
+    "majority",
+    "minority",
+    "variety",
+    "mode",
+    "rms",
+    "q1",
+    "q3",
+    "cell_centre",
+    "all_touched",
+    "coverage",
 ];
 
 /// Words that say class codes may be added or averaged.
 const ORDERED_CODES: &[&str] = &[
-    "ordinal", "ordered", "order", "binary", "fraction", "share", "proportion", "indicator",
-    "continuous", "interval", "rank", "percent", "0/1", "boolean", "mask", "checked",
-    "verified", "valid class", "interpolat", "blend",
+    "ordinal",
+    "ordered",
+    "order",
+    "binary",
+    "fraction",
+    "share",
+    "proportion",
+    "indicator",
+    "continuous",
+    "interval",
+    "rank",
+    "percent",
+    "0/1",
+    "boolean",
+    "mask",
+    "checked",
+    "verified",
+    "valid class",
+    "interpolat",
+    "blend",
 ];
 
 /// Words that say how cells on a shared boundary are handled.
 const BOUNDARIES: &[&str] = &[
-    "boundar", "border", "edge", "touch", "adjacent", "neighbour", "neighbor", "disjoint",
-    "apart", "separate", "isolated", "gap", "double", "twice", "overcount", "overstat",
+    "boundar",
+    "border",
+    "edge",
+    "touch",
+    "adjacent",
+    "neighbour",
+    "neighbor",
+    "disjoint",
+    "apart",
+    "separate",
+    "isolated",
+    "gap",
+    "double",
+    "twice",
+    "overcount",
+    "overstat",
     "shared",
 ];
 

@@ -27,8 +27,8 @@ use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
 use gdal_mcp_domain_sdk::{
     approx, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
     find_evidence, json, names, normalise, prompt_argument, prompt_value, render_template, shorten,
-    trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
-    FieldError, Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
+    trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem, FieldError,
+    Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
 };
 
 struct CrsDatum;
@@ -161,7 +161,9 @@ impl Domain for CrsDatum {
                 moved_layer(call, "mask", "input", "mask_to_input")
             }
             "vector_overlay" => moved_layer(call, "overlay", "input", "overlay_to_input"),
-            "vector_join" if !call.has_arg("key") => moved_layer(call, "join", "input", "join_to_input"),
+            "vector_join" if !call.has_arg("key") => {
+                moved_layer(call, "join", "input", "join_to_input")
+            }
             "raster_terrain" => terrain(call),
             "raster_composite" => {
                 // The host warps inputs in another CRS onto the first input's grid.
@@ -219,7 +221,11 @@ impl Domain for CrsDatum {
                 )),
                 None => errors.push(field_error("/choice/method", "missing")),
             }
-            errors.extend(check_answers(evidence, justification, &terrain_findings(evidence)));
+            errors.extend(check_answers(
+                evidence,
+                justification,
+                &terrain_findings(evidence),
+            ));
             return errors;
         }
         // The CRS the data ends up in; when that one is unknown, the CRS assumed for both.
@@ -251,28 +257,91 @@ impl Domain for CrsDatum {
 
 /// Words that say which measurements a CRS must keep (its reason to be chosen).
 const PROPERTIES: &[&str] = &[
-    "area", "distance", "length", "shape", "angle", "direction", "bearing", "azimuth",
-    "position", "location",
-    "conformal", "equal-area", "equidistant", "overlay", "align", "display", "web map", "tile",
-    "slope", "gradient", "buffer", "metric", "metre", "meter", "distortion", "scale factor",
+    "area",
+    "distance",
+    "length",
+    "shape",
+    "angle",
+    "direction",
+    "bearing",
+    "azimuth",
+    "position",
+    "location",
+    "conformal",
+    "equal-area",
+    "equidistant",
+    "overlay",
+    "align",
+    "display",
+    "web map",
+    "tile",
+    "slope",
+    "gradient",
+    "buffer",
+    "metric",
+    "metre",
+    "meter",
+    "distortion",
+    "scale factor",
 ];
 
 /// Words that say where a CRS comes from, or how it was verified.
 const PROVENANCE: &[&str] = &[
-    "metadata", "documentation", "documented", "provider", "supplier", "producer",
-    "publisher", "readme", "header", "prj", "sidecar", "xml", "catalogue", "catalog",
-    "specification", "survey", "datasheet", "contract", "report", "manual", "delivery note",
-    "compared", "verified", "overlaid", "overlay", "matches", "aligned", "control point", "gcp",
-    "benchmark", "landmark", "known coordinates", "known points",
+    "metadata",
+    "documentation",
+    "documented",
+    "provider",
+    "supplier",
+    "producer",
+    "publisher",
+    "readme",
+    "header",
+    "prj",
+    "sidecar",
+    "xml",
+    "catalogue",
+    "catalog",
+    "specification",
+    "survey",
+    "datasheet",
+    "contract",
+    "report",
+    "manual",
+    "delivery note",
+    "compared",
+    "verified",
+    "overlaid",
+    "overlay",
+    "matches",
+    "aligned",
+    "control point",
+    "gcp",
+    "benchmark",
+    "landmark",
+    "known coordinates",
+    "known points",
 ];
 
 /// Words that name a height unit.
 const HEIGHT_UNITS: &[&str] = &[
-    "metre", "meter", "feet", "foot", "ft", "us survey", "us-ft", "ftus", "centimetre",
+    "metre",
+    "meter",
+    "feet",
+    "foot",
+    "ft",
+    "us survey",
+    "us-ft",
+    "ftus",
+    "centimetre",
 ];
 
 /// What a careful answer to each finding of a CRS change contains.
-fn change_findings(operation: &str, dst: &str, src: &str, evidence: &[EvidenceItem]) -> Vec<Finding> {
+fn change_findings(
+    operation: &str,
+    dst: &str,
+    src: &str,
+    evidence: &[EvidenceItem],
+) -> Vec<Finding> {
     let mut change = vec![mentions(
         PROPERTIES,
         "which measurements must survive the change (areas, distances, shapes, overlay \
@@ -318,7 +387,11 @@ fn change_findings(operation: &str, dst: &str, src: &str, evidence: &[EvidenceIt
 
 /// What a careful answer to each finding of `raster_terrain` contains.
 fn terrain_findings(evidence: &[EvidenceItem]) -> Vec<Finding> {
-    let fact = |id: &str| find_evidence(evidence, id).map(|i| i.fact.as_str()).unwrap_or("");
+    let fact = |id: &str| {
+        find_evidence(evidence, id)
+            .map(|i| i.fact.as_str())
+            .unwrap_or("")
+    };
     let units = || {
         vec![mentions(
             HEIGHT_UNITS,
@@ -331,7 +404,11 @@ fn terrain_findings(evidence: &[EvidenceItem]) -> Vec<Finding> {
             ids::GEOGRAPHIC_DEM_SCALED,
             vec![tolerance(
                 Unit::Percent,
-                measured_after(fact(ids::GEOGRAPHIC_DEM_SCALED), "overstated by ", Unit::Percent),
+                measured_after(
+                    fact(ids::GEOGRAPHIC_DEM_SCALED),
+                    "overstated by ",
+                    Unit::Percent,
+                ),
                 "east-west gradient error",
             )],
         ),
@@ -339,7 +416,11 @@ fn terrain_findings(evidence: &[EvidenceItem]) -> Vec<Finding> {
             ids::GEOGRAPHIC_DEM_ASPECT,
             vec![tolerance(
                 Unit::Degrees,
-                measured_after(fact(ids::GEOGRAPHIC_DEM_ASPECT), "skewed by up to ", Unit::Degrees),
+                measured_after(
+                    fact(ids::GEOGRAPHIC_DEM_ASPECT),
+                    "skewed by up to ",
+                    Unit::Degrees,
+                ),
                 "aspect error",
             )],
         ),
@@ -355,9 +436,10 @@ fn reproject(call: &Call) -> Option<Trigger> {
     // A `src_crs` that repeats the recorded CRS's id overrides nothing.
     let src_override = call.arg_str("src_crs").filter(|given| {
         !recorded.is_some_and(|crs| {
-            crs.id
-                .as_deref()
-                .is_some_and(|id| normalise(id) == normalise(given) || normalise(given) == normalise(id.rsplit(':').next().unwrap_or(id)))
+            crs.id.as_deref().is_some_and(|id| {
+                normalise(id) == normalise(given)
+                    || normalise(given) == normalise(id.rsplit(':').next().unwrap_or(id))
+            })
         })
     });
     let target_label = crs_label(target);
@@ -636,11 +718,18 @@ fn operation_text(op: &OperationFacts, conversion: bool) -> String {
 /// error is the projection's scale distortion, not a positional error). PROJ publishes no
 /// accuracy for conversions, and a projected CRS's area of use says where its distortion is
 /// small, not where the conversion is valid.
-fn is_conversion(source: Option<&CrsFacts>, target: &CrsFacts, used: Option<&OperationFacts>) -> bool {
+fn is_conversion(
+    source: Option<&CrsFacts>,
+    target: &CrsFacts,
+    used: Option<&OperationFacts>,
+) -> bool {
     if used.is_some_and(|op| op.ballpark) {
         return false;
     }
-    match (source.and_then(|c| c.datum.as_deref()), target.datum.as_deref()) {
+    match (
+        source.and_then(|c| c.datum.as_deref()),
+        target.datum.as_deref(),
+    ) {
         (Some(a), Some(b)) => a == b,
         _ => false,
     }
@@ -1128,7 +1217,8 @@ fn transformation_findings(
                     "datum transformation {} ({}): PROJ knows no published accuracy for it",
                     used.name,
                     match datum_change(source, target) {
-                        change if change.is_empty() => "the datums are not known to match".to_string(),
+                        change if change.is_empty() =>
+                            "the datums are not known to match".to_string(),
                         change => change,
                     }
                 ),
@@ -1736,7 +1826,10 @@ mod tests {
         let errors = CrsDatum::validate(
             &key,
             &evidence,
-            &just("the shift is tolerable for a regional road overview", "some distortion"),
+            &just(
+                "the shift is tolerable for a regional road overview",
+                "some distortion",
+            ),
         );
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "/evidence/ballpark_operation");
@@ -1759,12 +1852,20 @@ mod tests {
         assert!(CrsDatum::validate(
             &key,
             &evidence,
-            &just("tolerable for a regional road overview", "a positional error of 200 metres")
+            &just(
+                "tolerable for a regional road overview",
+                "a positional error of 200 metres"
+            )
         )
         .is_empty());
         // A number without a unit of length is not a tolerance.
         assert_eq!(
-            CrsDatum::validate(&key, &evidence, &just("100 most of the time, regional overview", "t")).len(),
+            CrsDatum::validate(
+                &key,
+                &evidence,
+                &just("100 most of the time, regional overview", "t")
+            )
+            .len(),
             1
         );
         // Without the ballpark item there is nothing to state.

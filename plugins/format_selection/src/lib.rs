@@ -302,42 +302,42 @@ impl Domain for FormatSelection {
 
 /// `choice.method` must name the format, the lossy codec and the output type the call writes.
 fn method_errors(key_fields: &Value, justification: &Value) -> Vec<FieldError> {
-        let field = |name: &str| key_fields.get(name).and_then(Value::as_str);
-        let Some(format) = field("format") else {
-            return Vec::new();
-        };
-        let mut wanted: Vec<(&str, Vec<&str>)> = vec![(format, format_aliases(format))];
-        if let Some(lossy) = field("lossy_by") {
-            if !names_any(lossy, &format_aliases(format)) {
-                wanted.push((lossy, codec_aliases(lossy)));
-            }
+    let field = |name: &str| key_fields.get(name).and_then(Value::as_str);
+    let Some(format) = field("format") else {
+        return Vec::new();
+    };
+    let mut wanted: Vec<(&str, Vec<&str>)> = vec![(format, format_aliases(format))];
+    if let Some(lossy) = field("lossy_by") {
+        if !names_any(lossy, &format_aliases(format)) {
+            wanted.push((lossy, codec_aliases(lossy)));
         }
-        if let Some(output_type) = field("output_type") {
-            wanted.push((output_type, vec![output_type]));
-        }
-        let Some(method) = chosen_method(justification) else {
-            return vec![field_error("/choice/method", "missing")];
-        };
-        let missing: Vec<&str> = wanted
-            .iter()
-            .filter(|(_, aliases)| !names_any(method, aliases))
-            .map(|(name, _)| *name)
-            .collect();
-        if missing.is_empty() {
-            return Vec::new();
-        }
-        let all: Vec<&str> = wanted.iter().map(|(name, _)| *name).collect();
-        vec![field_error(
-            "/choice/method",
-            format!(
-                "the call writes {}, but the choice \"{}\" does not name {}; justify the \
-                 format and encoding this call uses",
-                all.join(" with "),
-                shorten(method, 200),
-                missing.join(" or ")
-            ),
-        )]
     }
+    if let Some(output_type) = field("output_type") {
+        wanted.push((output_type, vec![output_type]));
+    }
+    let Some(method) = chosen_method(justification) else {
+        return vec![field_error("/choice/method", "missing")];
+    };
+    let missing: Vec<&str> = wanted
+        .iter()
+        .filter(|(_, aliases)| !names_any(method, aliases))
+        .map(|(name, _)| *name)
+        .collect();
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let all: Vec<&str> = wanted.iter().map(|(name, _)| *name).collect();
+    vec![field_error(
+        "/choice/method",
+        format!(
+            "the call writes {}, but the choice \"{}\" does not name {}; justify the \
+                 format and encoding this call uses",
+            all.join(" with "),
+            shorten(method, 200),
+            missing.join(" or ")
+        ),
+    )]
+}
 
 /// Whether `text` names any of `aliases`.
 pub(crate) fn names_any(text: &str, aliases: &[&str]) -> bool {

@@ -1084,7 +1084,11 @@ fn the_host_encoding_fact_decides() {
         raster("UInt16", 1, false),
     );
     assert_eq!(severity(&got), Some(Severity::Required));
-    assert!(reason(&got).contains("NBITS=12 stores fewer bits"), "{}", reason(&got));
+    assert!(
+        reason(&got).contains("NBITS=12 stores fewer bits"),
+        "{}",
+        reason(&got)
+    );
     let clean = json!({"driver": "JP2OpenJPEG", "compression": "JPEG2000", "lossy": false,
                        "losses": [], "quality": 100});
     let got = classify(
@@ -1144,7 +1148,12 @@ fn validate_checks_content_not_acknowledgement() {
         "t",
     );
     let errors = errors_of(&lerc, &small);
-    assert!(errors.iter().any(|e| e.message.contains("no smaller than 0.5")), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.message.contains("no smaller than 0.5")),
+        "{errors:?}"
+    );
     // The careful answer.
     let careful = justify(
         "GeoTIFF with LERC, max_z_error 0.5",

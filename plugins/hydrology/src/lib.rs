@@ -20,10 +20,10 @@
 
 use gdal_mcp_domain_sdk::careful::{alternative_named, mentions, quantities, tolerance};
 use gdal_mcp_domain_sdk::{
-    approx, check_answers, chosen_method, find_evidence, Finding, Need, Unit, crs_label, evidence, export_domain, field_error, interpolates, json,
-    names, nearest_regridding, prompt_argument, shorten, step_fact, step_label, trigger,
-    upstream_steps, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
-    FieldError, Severity, Trigger, Value,
+    approx, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
+    find_evidence, interpolates, json, names, nearest_regridding, prompt_argument, shorten,
+    step_fact, step_label, trigger, upstream_steps, Call, CrsFacts, CrsKind, DatasetFacts, Domain,
+    DomainInfo, EvidenceItem, FieldError, Finding, Need, Severity, Trigger, Unit, Value,
 };
 
 struct Hydrology;
@@ -535,9 +535,25 @@ impl Domain for Hydrology {
 
 /// Words that say what a stream threshold was calibrated against.
 const CALIBRATION: &[&str] = &[
-    "map", "mapped", "field", "observed", "channel head", "blue line", "literature", "calibrat",
-    "compared", "drainage density", "reference", "survey", "gauge", "hydrography", "nhd",
-    "published", "aerial", "imagery", "lidar",
+    "map",
+    "mapped",
+    "field",
+    "observed",
+    "channel head",
+    "blue line",
+    "literature",
+    "calibrat",
+    "compared",
+    "drainage density",
+    "reference",
+    "survey",
+    "gauge",
+    "hydrography",
+    "nhd",
+    "published",
+    "aerial",
+    "imagery",
+    "lidar",
 ];
 
 /// The evidence item of the operation itself, with the DEM's numbers.

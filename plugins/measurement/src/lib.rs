@@ -28,10 +28,9 @@
 
 use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
 use gdal_mcp_domain_sdk::{
-    careful, check_answers, Need, Unit,
-    approx, chosen_method, crs_label, evidence, export_domain,
-    field_error, find_evidence, json, names, prompt_argument, shorten, trigger, Call, CrsFacts,
-    Domain, DomainInfo, EvidenceItem, FieldError, MeasurementFacts, Severity, Trigger, Value,
+    approx, careful, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
+    find_evidence, json, names, prompt_argument, shorten, trigger, Call, CrsFacts, Domain,
+    DomainInfo, EvidenceItem, FieldError, MeasurementFacts, Need, Severity, Trigger, Unit, Value,
 };
 
 struct Measurement;
@@ -702,9 +701,21 @@ impl Domain for Measurement {
 
 /// Words that say why features may count equally in a mean.
 const EQUAL_WEIGHT: &[&str] = &[
-    "equal", "equally", "same size", "same population", "similar size", "comparable",
-    "identical", "uniform", "per feature", "per-feature", "each feature", "weight", "population",
-    "area-weighted", "headcount",
+    "equal",
+    "equally",
+    "same size",
+    "same population",
+    "similar size",
+    "comparable",
+    "identical",
+    "uniform",
+    "per feature",
+    "per-feature",
+    "each feature",
+    "weight",
+    "population",
+    "area-weighted",
+    "headcount",
 ];
 
 export_domain!(Measurement);

@@ -767,7 +767,10 @@ fn the_chosen_method_must_be_the_calls() {
         },
     );
     let (k, e) = decision(&got);
-    assert!(Measurement::validate(&k, &e, &just("planar in EPSG:3857", "t", invalid_answer())).is_empty());
+    assert!(
+        Measurement::validate(&k, &e, &just("planar in EPSG:3857", "t", invalid_answer()))
+            .is_empty()
+    );
     assert!(Measurement::validate(&k, &e, &just("projected", "t", invalid_answer())).is_empty());
     let errors = Measurement::validate(&k, &e, &just("geodesic", "t", invalid_answer()));
     assert_eq!(errors.len(), 1);
@@ -786,9 +789,18 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
             answer("we accept up to 35 % because only the ranking matters"),
         ),
         ("t", answer("31.3% is acceptable for a ranking")),
-        ("we accept 31,3 percent", answer("only the ranking of parcels by size is reported")),
-        ("we accept 40 per cent", answer("only the ranking of parcels by size is reported")),
-        ("up to 50 pct", answer("only the ranking of parcels by size is reported")),
+        (
+            "we accept 31,3 percent",
+            answer("only the ranking of parcels by size is reported"),
+        ),
+        (
+            "we accept 40 per cent",
+            answer("only the ranking of parcels by size is reported"),
+        ),
+        (
+            "up to 50 pct",
+            answer("only the ranking of parcels by size is reported"),
+        ),
     ] {
         let errors = Measurement::validate(&k, &e, &just("planar", tradeoffs, answers.clone()));
         assert!(errors.is_empty(), "{tradeoffs} {answers}: {errors:?}");
@@ -797,7 +809,11 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
     let errors = Measurement::validate(
         &k,
         &e,
-        &just("planar", "some distortion", answer("it is small for a ranking of parcels, 0.3")),
+        &just(
+            "planar",
+            "some distortion",
+            answer("it is small for a ranking of parcels, 0.3"),
+        ),
     );
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].path, "/evidence/planar_distortion");
@@ -810,7 +826,11 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
     let errors = Measurement::validate(
         &k,
         &e,
-        &just("planar", "we accept 5 %", answer("only the ranking of parcels by size is reported")),
+        &just(
+            "planar",
+            "we accept 5 %",
+            answer("only the ranking of parcels by size is reported"),
+        ),
     );
     assert_eq!(errors.len(), 1);
     assert!(
@@ -824,16 +844,28 @@ fn a_planar_distortion_must_be_accepted_as_a_percentage_of_at_least_the_error() 
     let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
-        ["/choice/method", "/evidence/planar_distortion", "/evidence/planar_distortion"]
+        [
+            "/choice/method",
+            "/evidence/planar_distortion",
+            "/evidence/planar_distortion"
+        ]
     );
     assert!(errors[1].message.starts_with("missing"), "{errors:?}");
     // Critical (above 10 %): the offered geodesic figures must be rejected, with why.
-    let mut no_rejection = just("planar", "t", answer("we accept up to 35 % because only the ranking matters"));
-    no_rejection["alternatives"] = json!([{"method": "make_valid", "why_not": "repairs invent lobes"}]);
+    let mut no_rejection = just(
+        "planar",
+        "t",
+        answer("we accept up to 35 % because only the ranking matters"),
+    );
+    no_rejection["alternatives"] =
+        json!([{"method": "make_valid", "why_not": "repairs invent lobes"}]);
     let errors = Measurement::validate(&k, &e, &no_rejection);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].path, "/alternatives");
-    assert!(errors[0].message.contains(r#"{"method":"geodesic"}"#), "{errors:?}");
+    assert!(
+        errors[0].message.contains(r#"{"method":"geodesic"}"#),
+        "{errors:?}"
+    );
     // Without planar_distortion in the evidence, no percentage is asked for.
     let got = run(
         "vector_measure",

@@ -19,10 +19,10 @@
 
 use gdal_mcp_domain_sdk::careful::alternative_named;
 use gdal_mcp_domain_sdk::{
-    alternative, approx, check_answers, Finding, Need, categorical_evidence, categorical_fact, chosen_method, crs_label,
-    evidence, evidence_answer, export_domain, field_error, find_evidence, json, names,
+    alternative, approx, categorical_evidence, categorical_fact, check_answers, chosen_method,
+    crs_label, evidence, evidence_answer, export_domain, field_error, find_evidence, json, names,
     prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
-    EvidenceItem, FieldError, RasterFacts, Severity, Trigger, Value,
+    EvidenceItem, FieldError, Finding, Need, RasterFacts, Severity, Trigger, Value,
 };
 
 struct Resampling;
@@ -1005,7 +1005,11 @@ mod tests {
                        "why_not": "the majority class drops the intermediate shares the model needs"}],
                    "evidence": {"categorical_input": answer}})
         };
-        let errors = Resampling::validate(&k, &evidence, &just("we need a smooth picture for the poster"));
+        let errors = Resampling::validate(
+            &k,
+            &evidence,
+            &just("we need a smooth picture for the poster"),
+        );
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "/evidence/categorical_input");
         assert!(
@@ -1015,11 +1019,16 @@ mod tests {
         );
         // Unanswered, and the offered mode not rejected: the answer is missing, it does not
         // face blended codes, and the alternative is not rejected.
-        let errors = Resampling::validate(&k, &evidence, &json!({"choice": {"method": "bilinear"}}));
+        let errors =
+            Resampling::validate(&k, &evidence, &json!({"choice": {"method": "bilinear"}}));
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["/evidence/categorical_input", "/evidence/categorical_input", "/alternatives"],
+            [
+                "/evidence/categorical_input",
+                "/evidence/categorical_input",
+                "/alternatives"
+            ],
             "{errors:?}"
         );
         for accepted in [

@@ -32,37 +32,271 @@ const QUOTE: usize = 160;
 /// finding without saying anything about it.
 const EMPTY_WORDS: &[&str] = &[
     // grammar
-    "a", "an", "the", "and", "or", "but", "so", "of", "to", "for", "in", "on", "at", "by",
-    "with", "from", "as", "is", "are", "was", "were", "be", "been", "being", "am", "it", "its",
-    "this", "that", "these", "those", "there", "here", "i", "we", "our", "us", "my", "me",
-    "you", "your", "they", "their", "have", "has", "had", "do", "does", "did", "will", "would",
-    "can", "could", "should", "may", "might", "must", "shall", "all", "any", "each", "every",
-    "some", "such", "which", "what", "who", "whom", "whose", "if", "then", "than", "also",
-    "very", "just", "only", "into", "onto", "about", "per", "s", "ve", "ll", "re", "d",
-    "because", "since", "not", "no", "yes", "now", "later", "further", "overall", "general",
-    "generally", "study", "project", "projects", "context", "scope", "workflow", "application",
-    "usage", "scenario", "circumstances", "deliverable", "team", "user", "users", "client",
-    "stakeholder", "stakeholders", "negligible", "minimal", "minor", "limited", "low", "small",
-    "insignificant", "tolerable", "manageable", "reasonable", "fine", "within", "limits",
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "but",
+    "so",
+    "of",
+    "to",
+    "for",
+    "in",
+    "on",
+    "at",
+    "by",
+    "with",
+    "from",
+    "as",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "am",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "here",
+    "i",
+    "we",
+    "our",
+    "us",
+    "my",
+    "me",
+    "you",
+    "your",
+    "they",
+    "their",
+    "have",
+    "has",
+    "had",
+    "do",
+    "does",
+    "did",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "may",
+    "might",
+    "must",
+    "shall",
+    "all",
+    "any",
+    "each",
+    "every",
+    "some",
+    "such",
+    "which",
+    "what",
+    "who",
+    "whom",
+    "whose",
+    "if",
+    "then",
+    "than",
+    "also",
+    "very",
+    "just",
+    "only",
+    "into",
+    "onto",
+    "about",
+    "per",
+    "s",
+    "ve",
+    "ll",
+    "re",
+    "d",
+    "because",
+    "since",
+    "not",
+    "no",
+    "yes",
+    "now",
+    "later",
+    "further",
+    "overall",
+    "general",
+    "generally",
+    "study",
+    "project",
+    "projects",
+    "context",
+    "scope",
+    "workflow",
+    "application",
+    "usage",
+    "scenario",
+    "circumstances",
+    "deliverable",
+    "team",
+    "user",
+    "users",
+    "client",
+    "stakeholder",
+    "stakeholders",
+    "negligible",
+    "minimal",
+    "minor",
+    "limited",
+    "low",
+    "small",
+    "insignificant",
+    "tolerable",
+    "manageable",
+    "reasonable",
+    "fine",
+    "within",
+    "limits",
     // acknowledging
-    "reviewed", "review", "reviewing", "accept", "accepted", "accepting", "acceptable",
-    "accepts", "risk", "risks", "risky", "aware", "acknowledge", "acknowledged",
-    "acknowledging", "understand", "understood", "understanding", "noted", "note", "noting",
-    "fine", "ok", "okay", "finding", "findings", "evidence", "analysis", "analyses",
-    "considered", "consider", "considering", "proceed", "proceeding", "proceeds",
-    "appropriate", "suitable", "sufficient", "adequate", "necessary", "issue", "issues",
-    "concern", "concerns", "warning", "warnings", "purpose", "purposes", "intended", "use",
-    "used", "using", "task", "work", "result", "results", "output", "data", "call", "tool",
-    "item", "items", "decision", "justification", "justified", "justify", "reason", "reasons",
-    "noted", "flagged", "flag", "refusal", "correct", "right", "good", "well", "expected",
-    "intent", "intended", "goal", "needs", "need", "needed", "required", "requirement",
-    "tradeoff", "tradeoffs", "impact", "impacts", "effect", "effects", "limitation",
-    "limitations", "known", "case", "current", "currently", "given", "situation", "here",
-    "above", "below", "mentioned", "listed", "stated", "described", "fact", "facts",
-    "matter", "matters", "thing", "things", "everything", "nothing", "anything", "fully",
-    "carefully", "careful", "thoroughly", "properly", "make", "sure", "confirm", "confirmed",
-    "agree", "agreed", "go", "ahead", "continue", "continuing", "problem", "problems",
-    "consequence", "consequences", "implication", "implications", "ensure", "ensured",
+    "reviewed",
+    "review",
+    "reviewing",
+    "accept",
+    "accepted",
+    "accepting",
+    "acceptable",
+    "accepts",
+    "risk",
+    "risks",
+    "risky",
+    "aware",
+    "acknowledge",
+    "acknowledged",
+    "acknowledging",
+    "understand",
+    "understood",
+    "understanding",
+    "noted",
+    "note",
+    "noting",
+    "fine",
+    "ok",
+    "okay",
+    "finding",
+    "findings",
+    "evidence",
+    "analysis",
+    "analyses",
+    "considered",
+    "consider",
+    "considering",
+    "proceed",
+    "proceeding",
+    "proceeds",
+    "appropriate",
+    "suitable",
+    "sufficient",
+    "adequate",
+    "necessary",
+    "issue",
+    "issues",
+    "concern",
+    "concerns",
+    "warning",
+    "warnings",
+    "purpose",
+    "purposes",
+    "intended",
+    "use",
+    "used",
+    "using",
+    "task",
+    "work",
+    "result",
+    "results",
+    "output",
+    "data",
+    "call",
+    "tool",
+    "item",
+    "items",
+    "decision",
+    "justification",
+    "justified",
+    "justify",
+    "reason",
+    "reasons",
+    "noted",
+    "flagged",
+    "flag",
+    "refusal",
+    "correct",
+    "right",
+    "good",
+    "well",
+    "expected",
+    "intent",
+    "intended",
+    "goal",
+    "needs",
+    "need",
+    "needed",
+    "required",
+    "requirement",
+    "tradeoff",
+    "tradeoffs",
+    "impact",
+    "impacts",
+    "effect",
+    "effects",
+    "limitation",
+    "limitations",
+    "known",
+    "case",
+    "current",
+    "currently",
+    "given",
+    "situation",
+    "here",
+    "above",
+    "below",
+    "mentioned",
+    "listed",
+    "stated",
+    "described",
+    "fact",
+    "facts",
+    "matter",
+    "matters",
+    "thing",
+    "things",
+    "everything",
+    "nothing",
+    "anything",
+    "fully",
+    "carefully",
+    "careful",
+    "thoroughly",
+    "properly",
+    "make",
+    "sure",
+    "confirm",
+    "confirmed",
+    "agree",
+    "agreed",
+    "go",
+    "ahead",
+    "continue",
+    "continuing",
+    "problem",
+    "problems",
+    "consequence",
+    "consequences",
+    "implication",
+    "implications",
+    "ensure",
+    "ensured",
 ];
 
 /// The unit a tolerance is stated in.
@@ -247,7 +481,10 @@ pub fn check_answers(
         // tradeoffs), checked the same way.
         let fallback = choice_text(justification);
         let answer = crate::evidence_answer(justification, &finding.id).or(fallback.as_deref());
-        match (crate::evidence_answer(justification, &finding.id), &fallback) {
+        match (
+            crate::evidence_answer(justification, &finding.id),
+            &fallback,
+        ) {
             (Some(_), _) => {}
             (None, Some(text)) if says_more_than(text, &[&item.fact, &item.why]) => {}
             (None, _) => errors.push(field_error(
@@ -287,7 +524,10 @@ fn choice_text(justification: &Value) -> Option<String> {
 }
 
 /// The answers given in `justification.evidence` for ids of `evidence`, in evidence order.
-fn given_answers<'a>(evidence: &'a [EvidenceItem], justification: &'a Value) -> Vec<(&'a str, &'a str)> {
+fn given_answers<'a>(
+    evidence: &'a [EvidenceItem],
+    justification: &'a Value,
+) -> Vec<(&'a str, &'a str)> {
     evidence
         .iter()
         .filter_map(|item| {
@@ -326,8 +566,7 @@ pub fn content_words(answer: &str, restated: &[&str]) -> Vec<String> {
             repeated_number = true;
             continue;
         }
-        if EMPTY_WORDS.contains(&token.as_str()) || known.contains(&token) || out.contains(&token)
-        {
+        if EMPTY_WORDS.contains(&token.as_str()) || known.contains(&token) || out.contains(&token) {
             continue;
         }
         out.push(token);
@@ -346,8 +585,7 @@ fn what_to_write(findings: &[Finding], id: &str) -> String {
         .flat_map(|f| f.needs.iter().map(describe))
         .collect();
     if needs.is_empty() {
-        "what it changes in this analysis, with its numbers, and why that is acceptable"
-            .to_string()
+        "what it changes in this analysis, with its numbers, and why that is acceptable".to_string()
     } else {
         needs.join("; ")
     }
@@ -422,7 +660,11 @@ fn unmet(
                      accept up to {} because ...\", in evidence.{} (or choice.tradeoffs)",
                     unit.name(),
                     minimum
-                        .map(|m| format!(" of at least {} (the finding measures {})", unit.example(m), unit.example(m)))
+                        .map(|m| format!(
+                            " of at least {} (the finding measures {})",
+                            unit.example(m),
+                            unit.example(m)
+                        ))
                         .unwrap_or_default(),
                     unit.example(minimum.unwrap_or(10.0)),
                     item.id
@@ -656,8 +898,7 @@ pub fn quantities(text: &str, units: &[Unit]) -> Vec<f64> {
             if c.is_ascii_digit() {
                 number.push(c);
                 i += 1;
-            } else if (c == '.' || c == ',') && chars.get(i + 1).is_some_and(char::is_ascii_digit)
-            {
+            } else if (c == '.' || c == ',') && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
                 let run = chars[i + 1..]
                     .iter()
                     .take_while(|c| c.is_ascii_digit())
@@ -679,7 +920,11 @@ pub fn quantities(text: &str, units: &[Unit]) -> Vec<f64> {
         let Ok(value) = number.parse::<f64>() else {
             continue;
         };
-        let rest: String = chars[i..].iter().take(24).collect::<String>().to_lowercase();
+        let rest: String = chars[i..]
+            .iter()
+            .take(24)
+            .collect::<String>()
+            .to_lowercase();
         let rest = rest.trim_start();
         for unit in units {
             if let Some(factor) = unit_factor(*unit, rest) {
@@ -701,13 +946,11 @@ fn unit_factor(unit: Unit, rest: &str) -> Option<f64> {
     let after_word = &rest[word.len()..];
     let squared = after_word.starts_with('2') || after_word.starts_with('²');
     match unit {
-        Unit::Percent => {
-            (rest.starts_with('%')
-                || word == "percent"
-                || word == "pct"
-                || rest.starts_with("per cent"))
-            .then_some(1.0)
-        }
+        Unit::Percent => (rest.starts_with('%')
+            || word == "percent"
+            || word == "pct"
+            || rest.starts_with("per cent"))
+        .then_some(1.0),
         Unit::Degrees => (rest.starts_with('°')
             || matches!(word.as_str(), "deg" | "degree" | "degrees"))
         .then_some(1.0),
@@ -743,7 +986,9 @@ fn unit_factor(unit: Unit, rest: &str) -> Option<f64> {
                 _ => None,
             }
         }
-        Unit::Cells => matches!(word.as_str(), "cell" | "cells" | "pixel" | "pixels").then_some(1.0),
+        Unit::Cells => {
+            matches!(word.as_str(), "cell" | "cells" | "pixel" | "pixels").then_some(1.0)
+        }
     }
 }
 
@@ -773,20 +1018,35 @@ mod tests {
     #[test]
     fn quantities_read_numbers_with_units() {
         assert_eq!(quantities("we accept 100 m", &[Unit::Metres]), [100.0]);
-        assert_eq!(quantities("~150m, or 1.5 km", &[Unit::Metres]), [150.0, 1500.0]);
+        assert_eq!(
+            quantities("~150m, or 1.5 km", &[Unit::Metres]),
+            [150.0, 1500.0]
+        );
         assert_eq!(quantities("2,000 metres", &[Unit::Metres]), [2000.0]);
-        assert_eq!(quantities("12,5 percent and 3 %", &[Unit::Percent]), [12.5, 3.0]);
-        assert_eq!(quantities("2 ha or 300 m²", &[Unit::SquareMetres]), [20000.0, 300.0]);
+        assert_eq!(
+            quantities("12,5 percent and 3 %", &[Unit::Percent]),
+            [12.5, 3.0]
+        );
+        assert_eq!(
+            quantities("2 ha or 300 m²", &[Unit::SquareMetres]),
+            [20000.0, 300.0]
+        );
         assert!(quantities("300 m²", &[Unit::Metres]).is_empty());
         assert_eq!(quantities("20°, 5 degrees", &[Unit::Degrees]), [20.0, 5.0]);
         assert!(quantities("EPSG4326 m", &[Unit::Metres]).is_empty());
-        assert_eq!(quantities("500 cells", &[Unit::Cells, Unit::SquareMetres]), [500.0]);
+        assert_eq!(
+            quantities("500 cells", &[Unit::Cells, Unit::SquareMetres]),
+            [500.0]
+        );
     }
 
     #[test]
     fn crs_ids_are_read_in_every_spelling() {
         assert_eq!(crs_ids("EPSG:3035 (LAEA Europe)"), ["epsg3035"]);
-        assert_eq!(crs_ids("epsg 32634 or ESRI:102013"), ["epsg32634", "esri102013"]);
+        assert_eq!(
+            crs_ids("epsg 32634 or ESRI:102013"),
+            ["epsg32634", "esri102013"]
+        );
         assert!(crs_ids("UTM zone 34").is_empty());
     }
 
@@ -802,9 +1062,16 @@ mod tests {
         let just = with(json!({"a": BOILERPLATE}), json!([]), "t");
         let errors = check_answers(&items, &just, &[]);
         assert_eq!(errors.len(), 1, "{errors:?}");
-        assert!(errors[0].message.contains("only acknowledges"), "{errors:?}");
+        assert!(
+            errors[0].message.contains("only acknowledges"),
+            "{errors:?}"
+        );
         // Restating the fact is no answer either.
-        let just = with(json!({"a": "datum shift ignored, error unknown, up to ~100 m"}), json!([]), "t");
+        let just = with(
+            json!({"a": "datum shift ignored, error unknown, up to ~100 m"}),
+            json!([]),
+            "t",
+        );
         assert_eq!(check_answers(&items, &just, &[]).len(), 1);
         // A real answer passes.
         let just = with(
@@ -818,13 +1085,32 @@ mod tests {
     #[test]
     fn tolerances_must_reach_the_measured_error() {
         let items = [item("a", None)];
-        let needs = [Finding::new("a", vec![tolerance(Unit::Percent, Some(12.0), "area error")])];
+        let needs = [Finding::new(
+            "a",
+            vec![tolerance(Unit::Percent, Some(12.0), "area error")],
+        )];
         let answer = |text: &str| with(json!({"a": text}), json!([]), "t");
-        let low = check_answers(&items, &answer("we accept up to 5 % for a regional screening"), &needs);
+        let low = check_answers(
+            &items,
+            &answer("we accept up to 5 % for a regional screening"),
+            &needs,
+        );
         assert_eq!(low.len(), 1, "{low:?}");
-        assert!(low[0].message.contains("at most 5 %") && low[0].message.contains("12 %"), "{low:?}");
-        assert!(check_answers(&items, &answer("we accept up to 15 % for a regional screening"), &needs).is_empty());
-        let none = check_answers(&items, &answer("regional screening only, compared by rank"), &needs);
+        assert!(
+            low[0].message.contains("at most 5 %") && low[0].message.contains("12 %"),
+            "{low:?}"
+        );
+        assert!(check_answers(
+            &items,
+            &answer("we accept up to 15 % for a regional screening"),
+            &needs
+        )
+        .is_empty());
+        let none = check_answers(
+            &items,
+            &answer("regional screening only, compared by rank"),
+            &needs,
+        );
         assert_eq!(none.len(), 1);
         assert_eq!(none[0].path, "/evidence/a");
         // Missing altogether: one error saying what to write, plus the unmet need.
@@ -837,13 +1123,26 @@ mod tests {
         let items = [item("a", Some(json!({"resampling": "mode"})))];
         let needs = [Finding::new("a", vec![Need::RejectsOffered])];
         let answer = "class codes 1-3 are ordered intensities, so a blend of 1 and 3 is a 2";
-        let without = with(json!({"a": answer}), json!([{"method": "other", "why_not": "x"}]), "t");
+        let without = with(
+            json!({"a": answer}),
+            json!([{"method": "other", "why_not": "x"}]),
+            "t",
+        );
         let errors = check_answers(&items, &without, &needs);
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert_eq!(errors[0].path, "/alternatives");
-        assert!(errors[0].message.contains(r#"{"resampling":"mode"}"#), "{errors:?}");
-        let bare = with(json!({"a": answer}), json!([{"method": "mode", "why_not": BOILERPLATE}]), "t");
-        assert!(check_answers(&items, &bare, &needs)[0].message.contains("no reason"));
+        assert!(
+            errors[0].message.contains(r#"{"resampling":"mode"}"#),
+            "{errors:?}"
+        );
+        let bare = with(
+            json!({"a": answer}),
+            json!([{"method": "mode", "why_not": BOILERPLATE}]),
+            "t",
+        );
+        assert!(check_answers(&items, &bare, &needs)[0]
+            .message
+            .contains("no reason"));
         let careful = with(
             json!({"a": answer}),
             json!([{"method": "mode resampling", "why_not": "the majority class drops the intermediate intensities the model needs"}]),
@@ -857,13 +1156,29 @@ mod tests {
         let items = [item("a", None)];
         let needs = [Finding::new(
             "a",
-            vec![alternative_named(&["nearest", "bilinear", "cubic"], &["bilinear"], "the method considered")],
+            vec![alternative_named(
+                &["nearest", "bilinear", "cubic"],
+                &["bilinear"],
+                "the method considered",
+            )],
         )];
-        let answer = json!({"a": "smooth heights matter more than keeping each cell's exact value"});
-        let named = |method: &str| with(answer.clone(), json!([{"method": method, "why_not": "cubic overshoots next to cliffs by up to 2 m"}]), "t");
+        let answer =
+            json!({"a": "smooth heights matter more than keeping each cell's exact value"});
+        let named = |method: &str| {
+            with(
+                answer.clone(),
+                json!([{"method": method, "why_not": "cubic overshoots next to cliffs by up to 2 m"}]),
+                "t",
+            )
+        };
         assert!(check_answers(&items, &named("cubic convolution"), &needs).is_empty());
         assert_eq!(check_answers(&items, &named("bilinear"), &needs).len(), 1);
-        let crs = [Finding::new("a", vec![Need::AlternativeCrs { except: vec!["EPSG:32633".into()] }])];
+        let crs = [Finding::new(
+            "a",
+            vec![Need::AlternativeCrs {
+                except: vec!["EPSG:32633".into()],
+            }],
+        )];
         assert!(check_answers(&items, &named("EPSG:3035 (LAEA Europe)"), &crs).is_empty());
         assert_eq!(check_answers(&items, &named("epsg 32633"), &crs).len(), 1);
     }
