@@ -46,6 +46,8 @@ from typing import Any
 
 import anyio
 from mcp import Client, MCPError
+
+import careful  # beside this script
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
@@ -153,29 +155,17 @@ def error_kind(payload: dict[str, Any], what: str) -> str:
 
 
 def justification_for(domain: str, entry: dict[str, Any] | None) -> dict[str, Any]:
-    """A complete justification for one refused domain (shape fixed by the brief)."""
+    """A careful justification for one refused domain: each finding answered by id with its
+    own content (a boilerplate answer is refused since issue 18; see `careful.py`)."""
     if domain == "crs_datum":
         method = DST_CRS
     elif domain == "resampling":
         method = RESAMPLING
     else:
         method = _method_from_schema(entry) or "default"
-    return {
-        "intent": f"Cross-client check: exercise the {domain} justification path end to end.",
-        "alternatives": [
-            {
-                "method": "nearest" if domain == "resampling" else "keep source CRS",
-                "why_not": "The check needs the non-trivial choice so the refusal is exercised.",
-            }
-        ],
-        "choice": {
-            "method": method,
-            "rationale": f"{method} is the value this test passes for {domain}.",
-            "tradeoffs": "Test data only; accuracy is not assessed here.",
-        },
-        "confidence": "medium",
-        "assumptions": ["The input is a small real DEM used only for protocol testing."],
-    }
+    return careful.justification(
+        dict(entry or {}, domain=domain), method,
+        f"Cross-client check: exercise the {domain} justification path end to end.")
 
 
 def _method_from_schema(entry: dict[str, Any] | None) -> str | None:

@@ -30,6 +30,8 @@ import richdem as rd
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
+import careful  # beside this script
+
 ESRI = {(0, 1): 1, (1, 1): 2, (1, 0): 4, (1, -1): 8, (0, -1): 16, (-1, -1): 32, (-1, 0): 64, (-1, 1): 128}
 
 results: list[tuple[bool, str]] = []
@@ -75,35 +77,24 @@ def write_synthetic(path: str, tmp: str) -> None:
                     "-a_ullr", "500000", "4006000", "509000", "4000000", asc, path], check=True)
 
 
-def justification(method: str) -> dict:
-    return {"intent": "compare with an independent implementation",
-            "alternatives": [{"method": "breach", "why_not": "the oracle is defined for filling"}],
-            "choice": {"method": method, "rationale": "test", "tradeoffs": "none for a test"},
-            "confidence": "high", "assumptions": ["synthetic pits are artefacts"]}
+INTENT = "compare with an independent implementation"
 
 
 async def call_justified(client, tool: str, arguments: dict, method: str, **kwargs):
-    """Call `tool` justified for `method`. A critical decision must also answer each evidence
-    item of its refusal by id, so a refused call is answered from the refusal and retried."""
+    """Call `tool` justified for `method`. Every finding is answered by id with its own content
+    (issue 18: an acknowledgement is refused), so a refused call is answered from the refusal
+    and retried."""
+    first = careful.justification({"domain": "hydrology"}, method, INTENT)
     result = await client.call_tool(
-        tool, dict(arguments, justification={"hydrology": justification(method)}), **kwargs)
+        tool, dict(arguments, justification={"hydrology": first}), **kwargs)
     if not result.is_error or len(result.content) < 2:
         return result
     try:
         refusal = json.loads(result.content[1].text).get("refusal") or []
     except (ValueError, AttributeError):
         return result
-    answers = {}
-    for entry in refusal:
-        answer = justification(method)
-        if entry.get("severity") == "critical":
-            answer["evidence"] = {
-                item["id"]: f"{item['id']}: expected on this test surface; the comparison with "
-                            "the independent implementation holds whatever it is"
-                for item in entry.get("evidence", [])}
-        answers[entry["domain"]] = answer
+    answers = {entry["domain"]: careful.justification(entry, method, INTENT) for entry in refusal}
     return await client.call_tool(tool, dict(arguments, justification=answers), **kwargs)
-
 
 
 def steepest_descent_codes(z: np.ndarray, dx: float, dy: float) -> tuple[np.ndarray, np.ndarray]:
@@ -252,8 +243,14 @@ async def cancellation(server: str, workspace: str, tmp: str) -> None:
     params = StdioServerParameters(command=server, args=["serve", "--workspace", workspace],
                                    env=dict(os.environ))
     async with Client(params, mode="legacy", read_timeout_seconds=300) as client:
-        arguments = {"input": "big.tif", "output": "big_filled.tif", "method": "breach",
-                     "justification": {"hydrology": justification("breach")}}
+        arguments = {"input": "big.tif", "output": "big_filled.tif", "method": "breach"}
+        # The gate answers before any work: take its findings and answer each one by id.
+        probe = await client.call_tool("dem_condition", arguments)
+        refusal = []
+        if probe.is_error and len(probe.content) > 1:
+            refusal = json.loads(probe.content[1].text).get("refusal") or []
+        arguments["justification"] = {
+            entry["domain"]: careful.justification(entry, "breach", INTENT) for entry in refusal}
         updates: list[float] = []
         with anyio.CancelScope() as scope:
             async def on_progress(progress, total, message):
