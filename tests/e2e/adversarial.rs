@@ -1846,3 +1846,122 @@ async fn a_fifo_inside_a_folder_dataset_is_refused_before_any_open() {
     decoy.assert_untouched();
     still_serves(&server).await;
 }
+
+/// Regression (issue 21, attack round 3, found by a tester who did not write the defences):
+/// a VRT source's `<OpenOptions>` reached the GeoPackage driver, whose `PRELUDE_STATEMENTS`
+/// ran `VACUUM INTO` an outside file (and `ATTACH` leaked outside databases); a warped VRT's
+/// `COORDINATE_OPERATION` (`+proj=tinshift +file=`) made PROJ read an outside file and quote
+/// its first line in the error; `raster_calc` took `MAX_Z_ERROR=5abc` for lossless while GDAL
+/// applied 5. Each is refused; the clean twins open.
+#[tokio::test]
+async fn vrt_open_options_coordinate_operations_and_unread_creation_options_are_refused() {
+    let mut decoy = Decoy::new();
+    decoy.add("shift.json", b"TOPSECRET_FIRST_LINE\n");
+    let server = start(&["dem.tif"]).await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    run(
+        "gdal_translate",
+        &["-q", "-of", "GPKG", &ws("dem.tif"), &ws("r.gpkg")],
+    );
+    run(
+        "gdal_translate",
+        &["-q", "-of", "VRT", &ws("r.gpkg"), &ws("clean.vrt")],
+    );
+    let clean = std::fs::read_to_string(server.path("clean.vrt")).unwrap();
+    let written = decoy.path("written_by_vacuum.gpkg");
+    let hostile = clean.replacen(
+        "</SourceFilename>",
+        &format!(
+            "</SourceFilename><OpenOptions><OOI key=\"PRELUDE_STATEMENTS\">VACUUM INTO \
+             '{written}'</OOI></OpenOptions>"
+        ),
+        1,
+    );
+    assert_ne!(hostile, clean, "the fixture carries open options");
+    std::fs::write(server.path("hostile.vrt"), hostile).unwrap();
+    let result = server
+        .call("raster_info", json!({"input": "hostile.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(
+        error_message(&result).contains("open options"),
+        "{}",
+        text(&result)
+    );
+    let convert = server
+        .call(
+            "raster_convert",
+            json!({"input": "hostile.vrt", "output": "copy.tif", "format": "GTiff"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&convert), "{}", text(&convert));
+    assert!(!Path::new(&written).exists(), "VACUUM INTO wrote outside");
+    let twin = server
+        .call("raster_info", json!({"input": "clean.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "the clean VRT opens: {}", text(&twin));
+
+    // A warped VRT whose coordinate operation opens a file.
+    run(
+        "gdalwarp",
+        &[
+            "-q",
+            "-of",
+            "VRT",
+            "-t_srs",
+            "EPSG:4326",
+            &ws("dem.tif"),
+            &ws("warped.vrt"),
+        ],
+    );
+    let warped = std::fs::read_to_string(server.path("warped.vrt")).unwrap();
+    let operation = warped.replacen(
+        "<GDALWarpOptions>",
+        &format!(
+            "<GDALWarpOptions><Option name=\"COORDINATE_OPERATION\">+proj=tinshift \
+             +file={}</Option>",
+            decoy.path("shift.json")
+        ),
+        1,
+    );
+    assert_ne!(
+        operation, warped,
+        "the fixture carries a coordinate operation"
+    );
+    std::fs::write(server.path("operation.vrt"), operation).unwrap();
+    let result = server
+        .call("raster_info", json!({"input": "operation.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&result), "{}", text(&result));
+    assert!(!text(&result).contains("TOPSECRET"), "{}", text(&result));
+    let twin = server
+        .call("raster_info", json!({"input": "warped.vrt"}))
+        .await
+        .unwrap();
+    assert!(
+        !is_error(&twin),
+        "the plain warped VRT opens: {}",
+        text(&twin)
+    );
+
+    // A creation option GDAL reads differently from its text.
+    for (key, value) in [("MAX_Z_ERROR", "5abc"), ("NBITS", "4abc")] {
+        let result = server
+            .call(
+                "raster_calc",
+                json!({"inputs": {"a": "dem.tif"}, "expression": "a", "output": "calc.tif",
+                       "data_type": "Float32",
+                       "creation_options": {"COMPRESS": "LERC", key: value}}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{key}={value}: {}", text(&result));
+        assert!(!server.path("calc.tif").exists());
+    }
+    still_serves(&server).await;
+    decoy.assert_untouched();
+}

@@ -43,6 +43,9 @@ ANSWERS = {
     "upstream_interpolation": "we accept up to 10 m of vertical error from the upstream "
                               "resampling",
     "planar_distortion": "we accept up to 500 % of scale error for this preview",
+    "categorical_mean": "the codes are ordered fractions, checked against the legend",
+    "upstream_interpolated_classes": "the codes are ordered fractions, checked against the legend",
+    "all_touched_sum": "the zones are disjoint, so no boundary cell is counted twice",
 }
 DEFAULT = "a regional preview whose figures are never used as measurements"
 
@@ -54,6 +57,9 @@ CONSIDERED = {
                   ("breach", "breaching cuts through real embankments"),
                   ("d8", "single-neighbour routing makes parallel paths"),
                   ("dinf", "dispersion spreads channels over hillslopes")],
+    "aggregation": [("cell_centre", "centre membership drops the cells a zone only grazes"),
+                    ("all_touched", "touched cells count the boundary cells twice"),
+                    ("coverage", "exact cell fractions change the preview's figures by little")],
 }
 
 

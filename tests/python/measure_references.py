@@ -95,6 +95,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from pyproj.crs import ProjectedCRS
 from pyproj.crs.coordinate_operation import AzimuthalEquidistantConversion
 
+import careful  # beside this script
+
 MARKER = ".measure_references"  # marks a workspace this script created (safe to delete)
 US_FOOT = 1200.0 / 3937.0  # metres per US survey foot (EPSG:9003), 0.3048006096012192
 LENGTH_UNITS = {"m": 1.0, "km": 1000.0, "ft": 0.3048, "mi": 1609.344}
@@ -479,8 +481,8 @@ def justification(entry: dict[str, Any], purpose: str) -> dict[str, Any]:
     evidence = entry.get("evidence") or []
     ids = [str(e.get("id")) for e in evidence if e.get("id")]
     tradeoffs = "Synthetic test data: the figures are compared with independent implementations, not interpreted."
-    answers = {i: f"{i}: the reference computation reproduces this exact call, so the effect is part of what is "
-                  "compared" for i in ids}
+    # Each finding answered with its own content (issue 18: an acknowledgement is refused).
+    answers = {i: f"{careful.ANSWERS.get(i, careful.DEFAULT)} ({i})" for i in ids}
     if domain == "measurement":
         method = str(decision.get("method") or "geodesic")
         crs = decision.get("crs")

@@ -97,6 +97,8 @@ from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from rasterstats import zonal_stats as rasterstats_zonal
 
+import careful  # beside this script
+
 ALL_STATS = ("count", "sum", "mean", "min", "max", "std", "median", "majority", "minority", "variety")
 EXACTEXTRACT_OP = {s: s for s in ALL_STATS} | {"std": "stdev"}
 RASTERSTATS_STAT = {s: s for s in ALL_STATS} | {"variety": "unique"}
@@ -546,22 +548,12 @@ def decision_words(decision: Any) -> str:
 
 
 def justification(entry: dict[str, Any], purpose: str) -> dict[str, Any]:
+    """Each finding answered by id with its own content (issue 18: an acknowledgement is
+    refused); see careful.py."""
     method = decision_words(entry.get("decision")) or str(entry.get("domain"))
-    return {
-        "intent": f"{purpose}: compare gdal-mcp's zonal statistics with an independent implementation.",
-        "alternatives": [{"method": "another zone semantics or statistic",
-                          "why_not": "each anchor fixes the semantics and statistics of the implementation it is compared with"}],
-        "choice": {"method": method,
-                   "rationale": "These are the semantics and statistics the reference implementation computes.",
-                   "tradeoffs": "Test data; the numbers are compared, not interpreted."},
-        "confidence": "high",
-        "assumptions": ["The rasters and zones are the project's real test data or derived from it deterministically."],
-        # A critical decision answers each evidence item of its refusal by id.
-        **({"evidence": {item["id"]: f"{item['id']}: the comparison reproduces the reference "
-                                     "implementation's semantics, so this effect is part of what is compared"
-                         for item in entry.get("evidence", [])}}
-           if entry.get("severity") == "critical" else {}),
-    }
+    return careful.justification(
+        entry, method,
+        f"{purpose}: compare gdal-mcp's zonal statistics with an independent implementation.")
 
 
 def expected_severity(decision: dict[str, Any]) -> str:

@@ -364,6 +364,19 @@ pub fn crs_text_reads_files(text: &str) -> Option<String> {
     if compact.contains("\"filename\"") || names_grid_or_parameter_file(&compact) {
         return Some("it names a grid or parameter file, which PROJ would open".to_string());
     }
+    // PROJ steps that open the file they name: `tinshift` (`file=`), `defmodel` (`model=`).
+    // Regression (issue 21, attack round 3): a BOUNDCRS whose "PROJ-based operation method"
+    // was `+proj=tinshift +file=<FIFO>` blocked a read worker; in a warped VRT's
+    // COORDINATE_OPERATION it leaked an outside file's first line in the error.
+    if ["file=", "model=", "tinshift", "defmodel"]
+        .iter()
+        .any(|k| compact.contains(k))
+    {
+        return Some(
+            "it uses a PROJ step that reads a file (`tinshift` `file=`, `defmodel` `model=`)"
+                .to_string(),
+        );
+    }
     for authority in crs_text_authorities(text.trim()) {
         if !proj_authorities()
             .iter()
@@ -1194,6 +1207,9 @@ mod crs_text_tests {
             "urn:ogc:def:crs:Y::1",
             "urn:ogc:def:crs,crs:EPSG::27700,crs:Y::1",
             "EPSG:4326+Y:1",
+            // Regression (issue 21, attack round 3): PROJ steps that open the file they name.
+            "BOUNDCRS[SOURCECRS[GEOGCRS[\"x\"]],TARGETCRS[GEOGCRS[\"y\"]],ABRIDGEDTRANSFORMATION[\"t\",METHOD[\"PROJ-based operation method: +proj=tinshift +file=/outside/fifo\"]]]",
+            "+proj=pipeline +step +proj=defmodel +model=/outside/m.json",
         ] {
             assert_eq!(crs_text_kind(bad), None, "{bad}");
         }

@@ -522,6 +522,28 @@ pub fn vrt_references(path: &Path) -> Result<Vec<FileReference>, GdalError> {
         let tag = node.tag_name().name().to_ascii_lowercase();
         let (values, relative_flag) = match tag.as_str() {
             "sourcefilename" | "sourcedataset" => (element_texts(&node), Some(relative(&node))),
+            // A warped VRT's RPC transformer opens its DEM by name (`<DEMPath>`, or the
+            // `RPC_DEM` transformer option).
+            "dempath" => (element_texts(&node), None),
+            "option" => {
+                let key = attribute(&node, "name")
+                    .or_else(|| attribute(&node, "key"))
+                    .unwrap_or_default()
+                    .to_ascii_uppercase();
+                if key != "RPC_DEM" {
+                    continue;
+                }
+                (element_texts(&node), None)
+            }
+            // A source's open options reach its driver: GeoPackage's `PRELUDE_STATEMENTS` runs
+            // any SQL (`ATTACH` an outside database, `VACUUM INTO` an outside file), and other
+            // drivers' options name files. No VRT input may carry them.
+            "openoptions" | "ooi" => {
+                return Err(GdalError::Arguments(format!(
+                    "{}: a VRT whose sources carry open options (<OpenOptions>) is not opened:                      they reach the source's driver (GeoPackage's PRELUDE_STATEMENTS runs SQL                      that can attach or write other files); open the source itself, or remove                      the open options",
+                    path.display()
+                )))
+            }
             "mdi" => {
                 let key = attribute(&node, "key")
                     .unwrap_or_default()
@@ -665,7 +687,13 @@ pub fn srs_texts(path: &Path) -> Vec<String> {
         let tag = node.tag_name().name().to_ascii_lowercase();
         let srs_item =
             tag == "mdi" && attribute(&node, "key").is_some_and(|k| k.eq_ignore_ascii_case("srs"));
-        if tag.ends_with("srs") || srs_item {
+        // A warped VRT's explicit coordinate operation is PROJ text like a CRS (a `tinshift`
+        // or `defmodel` step opens the file it names).
+        let operation = tag == "option"
+            && attribute(&node, "name")
+                .or_else(|| attribute(&node, "key"))
+                .is_some_and(|k| k.eq_ignore_ascii_case("coordinate_operation"));
+        if tag.ends_with("srs") || srs_item || operation {
             found.extend(element_texts(&node));
         }
         if let Some(projection) = attribute(&node, "projection") {
@@ -799,6 +827,48 @@ mod vrt_tests {
         assert!(written.contains(&"/outside/ovr.tif"), "{written:?}");
         let raw = found.iter().find(|f| f.written == "raw.bin").unwrap();
         assert!(raw.paths[0].ends_with("raw.bin") && raw.paths[0].is_absolute());
+    }
+
+    #[test]
+    fn open_options_are_refused_and_a_dem_path_is_a_reference() {
+        // Regression (issue 21, attack round 3): `<OpenOptions><OOI key="PRELUDE_STATEMENTS">`
+        // on a GeoPackage source ran `ATTACH`/`VACUUM INTO` outside the workspace; a warped
+        // VRT's `<DEMPath>` opened an outside raster.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vrt = dir.path().join("v.vrt");
+        std::fs::write(
+            &vrt,
+            "<VRTDataset rasterXSize=\"1\" rasterYSize=\"1\"><VRTRasterBand band=\"1\">\
+             <SimpleSource><SourceFilename relativeToVRT=\"1\">r.gpkg</SourceFilename>\
+             <OpenOptions><OOI key=\"PRELUDE_STATEMENTS\">VACUUM INTO '/tmp/x'</OOI>\
+             </OpenOptions></SimpleSource></VRTRasterBand></VRTDataset>",
+        )
+        .expect("write");
+        assert!(vrt_references(&vrt).is_err());
+        let found = refs(
+            "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions><Transformer>\
+             <RPCTransformer><DEMPath>/outside/dem.tif</DEMPath></RPCTransformer></Transformer>\
+             <Option name=\"RPC_DEM\">/outside/dem2.tif</Option></GDALWarpOptions></VRTDataset>",
+        );
+        let written: Vec<&str> = found.iter().map(|r| r.written.as_str()).collect();
+        assert_eq!(written, ["/outside/dem.tif", "/outside/dem2.tif"]);
+    }
+
+    #[test]
+    fn a_coordinate_operation_is_checked_like_a_crs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vrt = dir.path().join("w.vrt");
+        std::fs::write(
+            &vrt,
+            "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions>\
+             <Option name=\"COORDINATE_OPERATION\">+proj=tinshift +file=/outside/s.json</Option>\
+             </GDALWarpOptions></VRTDataset>",
+        )
+        .expect("write");
+        assert_eq!(
+            srs_texts(&vrt),
+            ["+proj=tinshift +file=/outside/s.json".to_string()]
+        );
     }
 
     #[test]

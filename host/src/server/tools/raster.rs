@@ -1121,6 +1121,11 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
                 facts::refuse_undeclared_sentinels(&facts, Some(input.band as u32), "band math")?;
                 datasets.push(facts);
             }
+            // The creation options as GDAL will read them: `MAX_Z_ERROR=5abc` or `NBITS=4abc`
+            // were taken as lossless by the encoding fact while GDAL applied 5 and 4
+            // (regression, issue 21 attack round 3), so they are validated as
+            // `raster_convert` validates its own.
+            facts::check_raster_format("GTiff", &request.creation_options)?;
             // Blocks GDAL would read whole, above the budget: refused before the gate.
             crate::gdal::calc::check_budget(&request)?;
             let facts = CallFacts {
