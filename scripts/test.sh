@@ -58,7 +58,7 @@ mkdir -p "$ws/ts"
 node tests/ts/cross_client.mjs --server target/debug/gdal-mcp --workspace "$ws/ts" \
   --data "$ROOT/target/testdata"
 
-log "size of the model-facing tool list (at most 43000 characters)"
+log "size of the model-facing tool list (at most 48000 characters)"
 "$venv/bin/python" tests/python/tool_list_size.py --server target/debug/gdal-mcp \
   --max-model-facing 48000
 
