@@ -56,6 +56,20 @@ async fn a_spreadsheet_zip_bomb_is_refused_before_gdal_expands_it() {
         "{message}"
     );
     assert!(!server.path("bomb.gpkg").exists());
+    // Every tool that opens it is bounded the same way (regression, issue 21 attack round 3:
+    // `vector_info` and `vector_query` inflated a spreadsheet without the table budget).
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "bomb.xlsx"})),
+        ("vector_query", json!({"input": "bomb.xlsx", "limit": 1})),
+    ] {
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert!(
+            text(&refused).contains("zip bomb"),
+            "{tool}: {}",
+            text(&refused)
+        );
+    }
 
     // The clean twin: a spreadsheet written by GDAL from a CSV.
     std::fs::write(

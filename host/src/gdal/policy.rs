@@ -397,6 +397,15 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     check_file_before_open(path, path, 0)
 }
 
+/// Whether GDAL would open `path` as a zipped spreadsheet (XLSX, XLSM, ODS: by its name).
+fn is_spreadsheet(path: &Path) -> bool {
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["xlsx", "xlsm", "ods"]
+            .iter()
+            .any(|s| e.eq_ignore_ascii_case(s))
+    })
+}
+
 /// VRTs nested deeper than this are refused (GDAL's own guard against cycles is deeper).
 const MAX_VRT_DEPTH: usize = 8;
 
@@ -411,6 +420,12 @@ const MAX_VRT_DEPTH: usize = 8;
 ///   path outside, a FIFO, `/dev/stdin`).
 fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
     super::references::check_sqlite(file)?;
+    // A spreadsheet is a zip GDAL inflates whole: the table budget holds for every open, not
+    // only `points_from_table`'s (regression, issue 21 attack round 3: `vector_info` on a
+    // 636 KB XLSX that expands to 601 MB took 0.6 GB, `vector_query` 1.2 GB).
+    if is_spreadsheet(file) {
+        super::table::check_budget(file, &super::table::TableBudget::from_env())?;
+    }
     if super::references::is_vrt_document(file) {
         if depth >= MAX_VRT_DEPTH {
             return Err(GdalError::Arguments(format!(
