@@ -7,7 +7,42 @@
 # figures, buffers, overlays, joins, band math, table points) against GeographicLib, PROJ, shapely
 # and numpy, the TypeScript SDK 1.x client (what most hosts embed) and the size of the
 # model-facing tool list. Exits non-zero on the first failure.
+#
+# `./scripts/test.sh quick` is the quick tier: formatting, clippy, and the Rust unit, table and
+# snapshot tests (host and plugins), with no end-to-end suite, no Debian packages installed, no
+# Python venv and no Node. It needs GDAL's headers and Rust already on the machine and says so if
+# they are not.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+if [ "${1:-}" = quick ]; then
+  if ! pkg-config --exists gdal 2>/dev/null; then
+    log "the quick tier installs nothing: GDAL's headers (libgdal-dev) are missing; run ./scripts/test.sh once"
+    exit 1
+  fi
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then export PATH="$HOME/.cargo/bin:$PATH"; fi
+  if ! command -v cargo >/dev/null || ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
+    log "the quick tier installs nothing: Rust stable with wasm32-wasip2 is missing; run ./scripts/test.sh once"
+    exit 1
+  fi
+  cd "$ROOT"
+  log "quick: cargo fmt --check"
+  cargo fmt --all -- --check
+  cargo fmt --manifest-path plugins/Cargo.toml --all -- --check
+  log "quick: cargo clippy (host workspace, then plugins for wasm32-wasip2)"
+  cargo clippy --locked --all-targets -- -D warnings
+  cargo clippy --locked --manifest-path plugins/Cargo.toml --target wasm32-wasip2 \
+    --target-dir target/plugins -- -D warnings
+  log "quick: host unit, table and snapshot tests"
+  cargo test --locked -p gdal-mcp
+  log "quick: the domains' own classification tests (plugins, native)"
+  cargo test --locked --manifest-path plugins/Cargo.toml --target-dir target/plugins-native
+  log "quick tier passed (the full run, ./scripts/test.sh, adds the end-to-end suite and the cross-checks)"
+  exit 0
+elif [ -n "${1:-}" ]; then
+  log "unknown tier '$1': use no argument (everything) or 'quick'"
+  exit 2
+fi
+
 ensure_debian_packages python3-venv proj-bin  # proj-bin: `geod`, a reference of measure_references.py
 ensure_rust
 ensure_node
