@@ -82,12 +82,14 @@ fn main() {
         let record = Record {
             format: lineage::FORMAT.to_string(),
             tool: "raster_resample".to_string(),
+            verb: "Resampled".to_string(),
             arguments: serde_json::json!({"input": "dem.tif", "resampling": "nearest"}),
             commands: vec![vec![
                 "gdalwarp".to_string(),
                 "-r".to_string(),
                 "near".to_string(),
             ]],
+            computation: None,
             inputs: Vec::new(),
             outputs: vec![FileRef {
                 role: "output".to_string(),

@@ -785,3 +785,116 @@ async fn a_linked_lineage_folder_is_neither_read_nor_written() {
     drop(step);
     assert_eq!(snapshot(&decoy), before, "the decoy store is unchanged");
 }
+
+/// The methods section of a chain names every step by its verb and says how to redo it: its
+/// command line where GDAL has one, the host's computation in words where it does not
+/// (issue 19: `raster_reproject`'s record carried no command, since its result names it
+/// `gdalwarp_command`, and `points_from_table`, `vector_buffer`, `vector_overlay`,
+/// `vector_join` and `raster_calc` all came out as "Processed").
+#[tokio::test]
+async fn a_methods_section_names_every_step_with_its_verb_and_how_to_redo_it() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // Wells in UTM 33N, a square field around two of them.
+    std::fs::write(
+        server.path("wells.csv"),
+        "id,east,north,depth\nw1,500000,5000000,12\nw2,500300,5000000,30\nw3,502000,5002000,8\n",
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("field.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"name":"north field"},
+            "geometry":{"type":"Polygon","coordinates":[[[499800,4999800],[500600,4999800],[500600,5000400],[499800,5000400],[499800,4999800]]]}}]}"#,
+    )
+    .unwrap();
+    let steps = [
+        (
+            "points_from_table",
+            json!({"input": "wells.csv", "output": "wells.gpkg", "x": "east", "y": "north",
+                   "crs": "EPSG:32633"}),
+        ),
+        (
+            "vector_buffer",
+            json!({"input": "wells.gpkg", "output": "zones.gpkg", "distance": 100, "unit": "m"}),
+        ),
+        (
+            "vector_overlay",
+            json!({"input": "zones.gpkg", "overlay": "field.geojson", "output": "inside.gpkg",
+                   "operation": "intersection"}),
+        ),
+        (
+            "vector_join",
+            json!({"input": "inside.gpkg", "join": "wells.gpkg", "output": "joined.gpkg",
+                   "predicate": "intersects", "fields": ["depth"], "stats": ["max"]}),
+        ),
+    ];
+    for (tool, arguments) in steps {
+        let step = call_justified(&server, tool, arguments).await.unwrap();
+        assert!(!is_error(&step.result), "{tool}: {}", text(&step.result));
+    }
+    let report = provenance(&server, "joined.gpkg", "markdown").await;
+    assert_eq!(report["steps"], 4, "{report}");
+    let md = report["report"].as_str().unwrap();
+    for (verb, tool, how) in [
+        (
+            "**Built features from the table**",
+            "`points_from_table`",
+            "Computation: one point per row",
+        ),
+        ("**Buffered**", "`vector_buffer`", "buffered by 100 m"),
+        ("**Overlaid**", "`vector_overlay`", "GEOS intersection"),
+        ("**Joined attributes onto**", "`vector_join`", "intersects"),
+    ] {
+        let line = md
+            .lines()
+            .position(|l| l.contains(verb) && l.contains(tool))
+            .unwrap_or_else(|| panic!("no step {verb} with {tool}:\n{md}"));
+        let rest: Vec<&str> = md
+            .lines()
+            .skip(line + 1)
+            .take_while(|l| l.starts_with("   "))
+            .collect();
+        assert!(
+            rest.iter().any(|l| l.contains(how)),
+            "{tool}: no `{how}` under its step:\n{md}"
+        );
+    }
+    assert!(!md.contains("**Processed**"), "{md}");
+
+    // raster_reproject -> raster_calc: the warp's command and the band math's computation.
+    write_geographic_dem(&server.path("dem.tif"));
+    for (tool, arguments) in [
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "dem_utm.tif", "dst_crs": "EPSG:32633",
+                   "resampling": "bilinear"}),
+        ),
+        (
+            "raster_calc",
+            json!({"inputs": {"a": "dem_utm.tif"}, "expression": "a * 3.28084",
+                   "output": "dem_ft.tif", "data_type": "Float32"}),
+        ),
+    ] {
+        let step = call_justified(&server, tool, arguments).await.unwrap();
+        assert!(!is_error(&step.result), "{tool}: {}", text(&step.result));
+    }
+    let report = provenance(&server, "dem_ft.tif", "markdown").await;
+    assert_eq!(report["steps"], 2, "{report}");
+    let md = report["report"].as_str().unwrap();
+    assert!(md.contains("**Reprojected**"), "{md}");
+    assert!(md.contains("   - Command: `gdalwarp"), "{md}");
+    assert!(md.contains("**Computed band math on**"), "{md}");
+    assert!(md.contains("Computation: band math `a * 3.28084`"), "{md}");
+    // The PROV-JSON activity carries the same computation.
+    let prov = provenance(&server, "dem_ft.tif", "prov_json").await;
+    let document: Value = serde_json::from_str(prov["report"].as_str().unwrap()).unwrap();
+    let computations: Vec<&Value> = document["activity"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(|a| a.get("gdalmcp:computation"))
+        .collect();
+    assert_eq!(computations.len(), 1, "{document}");
+}

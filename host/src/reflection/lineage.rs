@@ -130,10 +130,17 @@ pub struct PluginRef {
 pub struct Record {
     pub format: String,
     pub tool: String,
+    /// What the tool did, as the methods section says it (from the tool table; empty in
+    /// records written before it was recorded).
+    #[serde(default)]
+    pub verb: String,
     /// The validated arguments, without `justification`.
     pub arguments: Value,
     /// The equivalent command lines, in order (empty for host algorithms).
     pub commands: Vec<Vec<String>>,
+    /// The host's own computation in words, for steps no GDAL command replays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub computation: Option<String>,
     pub inputs: Vec<FileRef>,
     pub outputs: Vec<FileRef>,
     pub summary: StepSummary,
@@ -541,179 +548,25 @@ impl LineageStore {
     }
 }
 
-/// What a step was, from its tool, arguments, commands and result.
-pub fn summarise(
-    tool: &str,
-    arguments: &Value,
-    commands: &[Vec<String>],
-    result: &Value,
-    source_crs: Option<&str>,
-) -> StepSummary {
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let resampling = commands
-        .iter()
-        .filter(|c| {
-            c.first()
-                .is_some_and(|p| p == "gdalwarp" || p == "gdal_translate")
-        })
-        .find_map(|c| {
-            c.windows(2)
-                .find(|w| w[0] == "-r")
-                .map(|w| w[1].to_string())
-        })
-        .or_else(|| match tool {
-            "raster_reproject" | "raster_resample" | "raster_composite" => {
-                text(arguments.get("resampling")).or_else(|| Some("nearest".to_string()))
-            }
-            _ => None,
-        });
-    let crs_change = text(arguments.get("dst_crs")).map(|dst| {
-        let src = text(arguments.get("src_crs"))
-            .or_else(|| source_crs.map(str::to_string))
-            .unwrap_or_else(|| "unknown CRS".to_string());
-        format!("{src} -> {dst}")
-    });
-    let conditioning = (tool == "dem_condition").then(|| {
-        text(result.get("method"))
-            .or_else(|| text(result.pointer("/report/method")))
-            .or_else(|| text(arguments.get("method")))
-            .unwrap_or_else(|| "default".to_string())
-    });
-    let aggregation = match tool {
-        "raster_aggregate" => Some(format!(
-            "{} by a factor of {}",
-            text(arguments.get("statistic")).unwrap_or_else(|| "default".to_string()),
-            arguments
-                .get("factor")
-                .map_or("?".to_string(), Value::to_string)
-        )),
-        "raster_composite" => Some(format!(
-            "{} of {} inputs",
-            text(arguments.get("statistic")).unwrap_or_else(|| "default".to_string()),
-            arguments
-                .get("inputs")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len)
-        )),
-        _ => None,
-    };
-    StepSummary {
-        resampling,
-        crs_change,
-        conditioning,
-        aggregation,
-        lossy_encoding: lossy_encoding(arguments),
-    }
-}
-
-/// The lossy encoding a call wrote, if any. The host's encoding fact (`_encoding`, from the
-/// driver and options as written: JPEG 2000's defaults, WebP at any quality without
-/// `LOSSLESS`, LERC with an error bound, JPEG) decides; a call without one (an older record's
-/// arguments) is read as before, with WebP at quality 100 lossy.
-fn lossy_encoding(arguments: &Value) -> Option<String> {
-    if let Some(fact) = arguments.get(crate::gdal::encoding::ARGUMENT) {
-        return serde_json::from_value::<crate::gdal::encoding::EncodingFact>(fact.clone())
-            .ok()
-            .and_then(|f| f.lineage_label());
-    }
-    let upper = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_ascii_uppercase);
-    let mut compression = upper(arguments.get("compression"));
-    let mut quality = arguments.get("quality").and_then(Value::as_f64);
-    let mut max_z_error = arguments.get("max_z_error").and_then(Value::as_f64);
-    if let Some(options) = arguments.get("creation_options").and_then(Value::as_object) {
-        for (name, value) in options {
-            let value = value
-                .as_str()
-                .map(str::to_string)
-                .unwrap_or_else(|| value.to_string());
-            match name.to_ascii_uppercase().as_str() {
-                "COMPRESS" if compression.is_none() => compression = Some(value.to_uppercase()),
-                "QUALITY" | "JPEG_QUALITY" | "WEBP_LEVEL" if quality.is_none() => {
-                    quality = value.parse().ok()
-                }
-                "MAX_Z_ERROR" if max_z_error.is_none() => max_z_error = value.parse().ok(),
-                _ => {}
-            }
-        }
-    }
-    let format = upper(arguments.get("format"));
-    let codec = match (format.as_deref(), compression.as_deref()) {
-        (Some("JPEG"), _) | (_, Some("JPEG")) => "JPEG",
-        (Some("WEBP"), _) | (_, Some("WEBP")) => "WEBP",
-        (_, Some(c)) if c.starts_with("LERC") && max_z_error.is_some_and(|e| e > 0.0) => {
-            return Some(format!(
-                "{c} max_z_error {}",
-                max_z_error.unwrap_or_default()
-            ))
-        }
-        _ => return None,
-    };
-    Some(match quality {
-        Some(q) => format!("{codec} quality {q}"),
-        None => format!("{codec} (driver's default quality)"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn the_resampling_of_a_step_comes_from_its_command_line() {
-        let commands = vec![vec![
-            "gdalwarp".to_string(),
-            "-r".to_string(),
-            "bilinear".to_string(),
-        ]];
-        let s = summarise(
-            "raster_reproject",
-            &json!({"dst_crs": "EPSG:32633"}),
-            &commands,
-            &Value::Null,
-            Some("EPSG:4326"),
-        );
-        assert_eq!(s.resampling.as_deref(), Some("bilinear"));
-        assert_eq!(s.crs_change.as_deref(), Some("EPSG:4326 -> EPSG:32633"));
-    }
-
-    #[test]
-    fn lossy_encodings_are_named_and_lossless_ones_are_not() {
-        assert_eq!(
-            lossy_encoding(&json!({"compression": "jpeg", "quality": 75})).as_deref(),
-            Some("JPEG quality 75")
-        );
-        assert_eq!(
-            lossy_encoding(&json!({"compression": "LERC_ZSTD", "max_z_error": 0.5})).as_deref(),
-            Some("LERC_ZSTD max_z_error 0.5")
-        );
-        assert_eq!(
-            lossy_encoding(&json!({"compression": "LERC", "max_z_error": 0})),
-            None
-        );
-        assert_eq!(lossy_encoding(&json!({"compression": "DEFLATE"})), None);
-        // Regression (issue 21): WebP at quality 100 is lossy.
-        assert_eq!(
-            lossy_encoding(&json!({"compression": "WEBP", "quality": 100})).as_deref(),
-            Some("WEBP quality 100")
-        );
-    }
 
     /// Regression (issue 21): JPEG 2000 with its defaults and WebP at quality 100 were recorded
     /// as not lossy, so the next step's `second_lossy_encoding` never fired. The host's
     /// encoding fact decides.
     #[test]
     fn the_host_encoding_fact_decides_what_is_recorded_as_lossy() {
-        use crate::gdal::encoding::{for_call, Written, ARGUMENT};
+        use crate::gdal::encoding::{for_call, Written};
         let written = Written {
             types: vec!["Byte".to_string(); 3],
             single_band_palette: false,
         };
         let with_fact = |arguments: Value| {
-            let fact = for_call("raster_convert", &arguments, &written).unwrap();
-            let mut arguments = arguments;
-            arguments[ARGUMENT] = serde_json::to_value(fact).unwrap();
-            lossy_encoding(&arguments)
+            for_call("raster_convert", &arguments, &written)
+                .unwrap()
+                .lineage_label()
         };
         assert_eq!(
             with_fact(json!({"format": "JP2OpenJPEG"})).as_deref(),

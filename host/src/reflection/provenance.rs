@@ -122,29 +122,6 @@ fn capsules_of(store: &CapsuleStore, records: &[(u32, Record)]) -> BTreeMap<Stri
     out
 }
 
-/// What a tool did, as a verb phrase.
-fn verb(tool: &str) -> &'static str {
-    match tool {
-        "raster_reproject" => "Reprojected",
-        "raster_resample" => "Resampled",
-        "raster_convert" => "Converted",
-        "raster_overviews" => "Built overviews for",
-        "raster_terrain" => "Derived terrain from",
-        "raster_aggregate" => "Aggregated",
-        "raster_composite" => "Composited",
-        "zonal_stats" => "Summarised by zone",
-        "dem_condition" => "Conditioned the DEM",
-        "dem_flow_direction" => "Computed flow directions from",
-        "dem_flow_accumulation" => "Computed flow accumulation from",
-        "dem_streams" => "Extracted streams from",
-        "dem_watershed" => "Delineated watersheds from",
-        "vector_reproject" => "Reprojected",
-        "vector_convert" => "Converted",
-        "vector_clip" => "Clipped",
-        _ => "Processed",
-    }
-}
-
 fn file_name(path: &str) -> &str {
     Path::new(path)
         .file_name()
@@ -244,7 +221,11 @@ fn markdown(
             md,
             "{}. **{}** {} with `{}`{}, writing {} ({}).",
             index + 1,
-            verb(&record.tool),
+            if record.verb.is_empty() {
+                "Processed"
+            } else {
+                record.verb.as_str()
+            },
             if inputs.is_empty() {
                 "nothing read".to_string()
             } else {
@@ -274,6 +255,9 @@ fn markdown(
         }
         for command in &record.commands {
             let _ = writeln!(md, "   - Command: `{}`", command.join(" "));
+        }
+        if let Some(computation) = &record.computation {
+            let _ = writeln!(md, "   - Computation: {computation}");
         }
         for receipt in &record.receipts {
             let domain = receipt["domain"].as_str().unwrap_or("?");
@@ -411,6 +395,9 @@ fn prov_json(records: &[(u32, Record)], decisions: &BTreeMap<String, Capsule>) -
             "prov:endTime": typed(&record.finished_at, "xsd:dateTime"),
             "gdalmcp:arguments": record.arguments.to_string(),
         });
+        if let Some(computation) = &record.computation {
+            attributes["gdalmcp:computation"] = Value::String(computation.clone());
+        }
         if !record.commands.is_empty() {
             attributes["gdalmcp:commands"] = Value::String(
                 record

@@ -263,6 +263,16 @@ pub fn check_band(band: Option<u32>) -> Result<(), ToolError> {
     Ok(())
 }
 
+/// A choice as the client spells it (its serde name, e.g. `"all_touched"`), for words in
+/// lineage and messages.
+pub fn name_of<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

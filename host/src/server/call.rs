@@ -18,6 +18,8 @@ pub struct Call {
     pub app: Arc<App>,
     /// The tool's name, from the tool table.
     pub tool: &'static str,
+    /// What the tool does, as a methods section says it (from the tool table).
+    pub verb: &'static str,
     /// The arguments as the client sent them (an object), without `georef_source`.
     pub arguments: Value,
     /// `georef_source`, for tools that open rasters: which georeferencing to trust when a
@@ -41,6 +43,7 @@ impl Call {
     pub fn new(
         app: Arc<App>,
         tool: &'static str,
+        verb: &'static str,
         mut arguments: Value,
         opens_rasters: bool,
         context: Option<RequestContext<RoleServer>>,
@@ -65,6 +68,7 @@ impl Call {
         Self {
             app,
             tool,
+            verb,
             arguments,
             georef_source,
             context,

@@ -12,6 +12,11 @@
 //!
 //! The gather step also looks every input up in the lineage records, so the domains see the
 //! steps that made it (`CallFacts::upstream`).
+//!
+//! What the record says of the step is typed, never guessed from names: the gather step names
+//! the step's resampling, CRS change, conditioning and aggregation from its plan
+//! ([`Gathered::summarising`]), every gated result says how to replay it ([`Step`]: its GDAL
+//! commands, or the host's computation in words), and the verb comes from the tool table.
 
 use super::call::{Call, Work};
 use super::error::ToolError;
@@ -21,7 +26,7 @@ use crate::gdal::georef;
 use crate::gdal::output::{self, WriteRules};
 use crate::hydrology::Progress;
 use crate::reflection::gate::{Receipt, Verdict};
-use crate::reflection::lineage::{self, FileRef, LineageStore, Record};
+use crate::reflection::lineage::{self, FileRef, LineageStore, Record, StepSummary};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
@@ -44,11 +49,71 @@ pub struct Gathered<P> {
     /// host-computed fields (an object), which are merged into the call's arguments.
     pub facts: CallFacts,
     pub plan: P,
+    /// What the planned step does that later steps' domains care about (its lossy encoding
+    /// is added by the gated step from the host's encoding fact).
+    pub summary: StepSummary,
 }
 
 impl<P> Gathered<P> {
+    /// A plan whose step resamples nothing, changes no CRS, conditions and aggregates
+    /// nothing; [`Gathered::summarising`] says otherwise.
     pub fn new(facts: CallFacts, plan: P) -> Self {
-        Self { facts, plan }
+        Self {
+            facts,
+            plan,
+            summary: StepSummary::default(),
+        }
+    }
+
+    /// The planned step's summary, from the typed plan.
+    pub fn summarising(mut self, summary: StepSummary) -> Self {
+        self.summary = summary;
+        self
+    }
+}
+
+/// How a gated result's step can be replayed: what its lineage record and a methods section
+/// say. Every gated tool's result implements it, so a tool that forgets does not compile.
+pub trait Step {
+    /// The equivalent GDAL command lines, in order (empty when GDAL has none).
+    fn commands(&self) -> Vec<Vec<String>>;
+    /// The host's own computation in words, precise enough to redo it, when no GDAL command
+    /// replays the step (`None` when the commands do).
+    fn computation(&self) -> Option<String>;
+}
+
+/// A result whose step the host computed itself, with the computation in words for lineage;
+/// it serialises as the result alone.
+pub struct Computed<T> {
+    pub result: T,
+    /// Command lines that did part of the step (warps onto a grid, ...), in order.
+    pub commands: Vec<Vec<String>>,
+    pub computation: String,
+}
+
+impl<T> Computed<T> {
+    pub fn new(result: T, computation: String) -> Self {
+        Self {
+            result,
+            commands: Vec::new(),
+            computation,
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Computed<T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.result.serialize(serializer)
+    }
+}
+
+impl<T> Step for Computed<T> {
+    fn commands(&self) -> Vec<Vec<String>> {
+        self.commands.clone()
+    }
+
+    fn computation(&self) -> Option<String> {
+        Some(self.computation.clone())
     }
 }
 
@@ -61,7 +126,7 @@ pub async fn run<P, O, G, W>(
 ) -> Result<Value, ToolError>
 where
     P: Send + 'static,
-    O: Serialize + Send + 'static,
+    O: Serialize + Step + Send + 'static,
     G: FnOnce() -> Result<Gathered<P>, ToolError> + Send + 'static,
     W: FnOnce(P, &Work) -> Result<O, ToolError> + Send + 'static,
 {
@@ -70,7 +135,14 @@ where
     let started_at = now();
     let lineage_store = app.lineage.clone();
     let inputs = call.paths().inputs;
-    let (Gathered { mut facts, plan }, input_files) = app
+    let (
+        Gathered {
+            mut facts,
+            plan,
+            mut summary,
+        },
+        input_files,
+    ) = app
         .gdal(move || {
             let gathered = georef::with_choice(georef, gather)?;
             let started = std::time::Instant::now();
@@ -87,17 +159,14 @@ where
     // Whether the output's encoding loses values is a host fact (driver and options as
     // written), seen by format_selection and recorded in the lineage.
     if let Some(fact) = encoding::fact_of_call(&facts.tool, &facts.arguments, &facts.datasets) {
+        summary.lossy_encoding = fact.lineage_label();
         if let (Some(object), Ok(value)) =
             (facts.arguments.as_object_mut(), serde_json::to_value(&fact))
         {
             object.insert(encoding::ARGUMENT.to_string(), value);
         }
     }
-    let source_crs = facts
-        .datasets
-        .first()
-        .and_then(|d| d.crs.as_ref())
-        .map(|c| c.id.clone().unwrap_or_else(|| c.name.clone()));
+    let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
     let arguments = facts.arguments.clone();
     let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
@@ -125,20 +194,18 @@ where
             if relay.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
-            let result = to_value(tool, &out?)?;
-            let commands = commands_of(&result);
+            let out = out?;
+            let commands = out.commands();
+            let computation = out.computation();
+            let result = to_value(tool, &out)?;
             let record = Record {
                 format: lineage::FORMAT.to_string(),
                 tool: tool.to_string(),
-                summary: lineage::summarise(
-                    tool,
-                    &arguments,
-                    &commands,
-                    &result,
-                    source_crs.as_deref(),
-                ),
+                verb: verb.to_string(),
+                summary,
                 arguments,
                 commands,
+                computation,
                 inputs: input_files,
                 outputs: paths
                     .outputs
@@ -221,20 +288,6 @@ fn look_upstream<P>(
         .collect();
     facts.upstream = upstream;
     (gathered, files)
-}
-
-/// The equivalent command lines a result reports (`commands`, or a single `command`).
-fn commands_of(result: &Value) -> Vec<Vec<String>> {
-    let line = |v: &Value| -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|a| a.as_str().map(str::to_string))
-            .collect()
-    };
-    if let Some(all) = result.get("commands").and_then(Value::as_array) {
-        return all.iter().filter_map(line).collect();
-    }
-    result.get("command").and_then(line).into_iter().collect()
 }
 
 fn now() -> String {

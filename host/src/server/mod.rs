@@ -221,6 +221,7 @@ impl ServerHandler for GdalMcp {
         let call = Call::new(
             self.app.clone(),
             spec.name,
+            spec.verb,
             arguments,
             spec.opens_rasters,
             Some(context),

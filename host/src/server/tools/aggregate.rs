@@ -11,12 +11,14 @@ use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
 use crate::gdal::warp::WarpRequest;
 use crate::gdal::{composite, facts, transform, vector as ogr, zonal};
+use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    check_band, check_nodata, driver_options, parse, DataType, Justifications, WarpResampling,
+    check_band, check_nodata, driver_options, name_of, parse, DataType, Justifications,
+    WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
-use crate::server::gated::{self, Gathered};
+use crate::server::gated::{self, Computed, Gathered};
 use gdal::vector::LayerAccess;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -221,13 +223,24 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
             };
             let partial = w % fx as usize != 0 || h % fy as usize != 0;
+            let factor = if fx == fy {
+                fx.to_string()
+            } else {
+                format!("[{fx}, {fy}]")
+            };
+            let summary = StepSummary {
+                resampling: Some(statistic.gdal_name().to_string()),
+                aggregation: Some(format!("{} by a factor of {factor}", statistic.gdal_name())),
+                ..StepSummary::default()
+            };
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
                 (request, partial),
-            ))
+            )
+            .summarising(summary))
         },
         move |(request, partial), _work| {
             let outcome = request.run()?;
@@ -244,6 +257,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     "statistic": statistic.gdal_name(),
                     "partial_edge_blocks": partial,
                 }),
+                computation: None,
             })
         },
     )
@@ -497,7 +511,25 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                         .collect(),
                 })
                 .collect();
-            Ok(ZonalOutput {
+            let computation = format!(
+                "zonal statistics ({}) of band {band} of {} within each feature of {}{}, cells \
+                 taken by {} semantics, nodata cells {}{}",
+                chosen.iter().map(name_of).collect::<Vec<_>>().join(", "),
+                request.raster.display(),
+                request.zones.display(),
+                request
+                    .layer
+                    .as_ref()
+                    .map_or(String::new(), |l| format!(" (layer {l})")),
+                name_of(&semantics),
+                name_of(&policy),
+                if request.reproject {
+                    " (zones reprojected into the raster's CRS first)"
+                } else {
+                    ""
+                }
+            );
+            let output = ZonalOutput {
                 input: request.raster.display().to_string(),
                 zones: request.zones.display().to_string(),
                 band,
@@ -509,7 +541,8 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                 features,
                 output: output.map(|p| p.display().to_string()),
                 files: files.iter().map(|p| p.display().to_string()).collect(),
-            })
+            };
+            Ok(Computed::new(output, computation))
         },
     )
     .await
@@ -665,6 +698,20 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 output,
                 creation_options: options,
             };
+            let summary = StepSummary {
+                // Only inputs on another grid are warped onto the first one's.
+                resampling: if differ {
+                    request.resampling.clone()
+                } else {
+                    None
+                },
+                aggregation: Some(format!(
+                    "{} of {} inputs",
+                    statistic.core().as_str(),
+                    request.inputs.len()
+                )),
+                ..StepSummary::default()
+            };
             Ok(Gathered::new(
                 CallFacts {
                     arguments: json!({ "_grids": grids }),
@@ -674,7 +721,8 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                     ..CallFacts::default()
                 },
                 (request, grids),
-            ))
+            )
+            .summarising(summary))
         },
         move |(request, grids), _work| {
             let outcome = request.run()?;
@@ -698,6 +746,22 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 commands: outcome.warps.iter().map(|(_, c)| c.clone()).collect(),
                 warnings: outcome.warnings,
                 report,
+                computation: Some(format!(
+                    "per-cell {} of band {} over {} inputs on the first input's grid (the \
+                     commands warp the inputs that lie on another grid onto it), leaving out each \
+                     input's nodata and NaN cells; cells where no input is valid get {}; \
+                     accumulated in f64, written as Float32",
+                    statistic.core().as_str(),
+                    request.band,
+                    request.inputs.len(),
+                    if statistic.core().as_str() == "count" {
+                        "0".to_string()
+                    } else {
+                        request
+                            .out_nodata
+                            .map_or("the output nodata".to_string(), |v| format!("nodata {v}"))
+                    }
+                )),
             })
         },
     )

@@ -15,10 +15,10 @@ use crate::gdal::measure::{
     self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method, Overlaps,
 };
 use crate::gdal::vector;
-use crate::server::args::{parse, Justifications};
+use crate::server::args::{name_of, parse, Justifications};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
-use crate::server::gated::{self, Gathered};
+use crate::server::gated::{self, Computed, Gathered};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -101,7 +101,15 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(facts, output))
         },
-        |output: MeasureOutput, _work| Ok(output),
+        |output: MeasureOutput, _work| {
+            let computation = format!(
+                "measured layer {} of {}: {}",
+                output.layer,
+                output.input,
+                output.notes.join(" ")
+            );
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
 }
@@ -184,7 +192,30 @@ pub async fn buffer(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(facts, request))
         },
-        |request: BufferRequest, _work| Ok(analysis::buffer(&request)?),
+        |request: BufferRequest, _work| {
+            let output = analysis::buffer(&request)?;
+            let computation = format!(
+                "every feature of layer {} of {} buffered by {} ({} method, {} segments per \
+                 quarter circle){}{}; {}",
+                output.layer,
+                request.input.display(),
+                output.distance,
+                name_of(&output.method),
+                request.segments,
+                if request.make_valid {
+                    ", invalid geometries repaired with GEOS make_valid first"
+                } else {
+                    ""
+                },
+                if request.dissolve {
+                    ", the buffers dissolved into one"
+                } else {
+                    ""
+                },
+                output.notes.join(" ")
+            );
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
 }
@@ -306,7 +337,31 @@ pub async fn overlay(call: Call) -> Result<Value, ToolError> {
             request.pipeline = pipeline;
             Ok(Gathered::new(facts, request))
         },
-        |request: OverlayRequest, _work| Ok(analysis::overlay(&request)?),
+        |request: OverlayRequest, _work| {
+            let output = analysis::overlay(&request)?;
+            let computation = format!(
+                "GEOS {} of layer {} of {} with {}{}{}{}; {}",
+                name_of(&request.operation),
+                output.layer,
+                request.input.display(),
+                request.overlay.display(),
+                request
+                    .pipeline
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" (reprojected through `{p}`)")),
+                request
+                    .dissolve_by
+                    .as_ref()
+                    .map_or(String::new(), |f| format!(", dissolved by {f}")),
+                if request.make_valid {
+                    ", invalid geometries repaired with GEOS make_valid first"
+                } else {
+                    ""
+                },
+                output.notes.join(" ")
+            );
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
 }
@@ -458,7 +513,37 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
             request.pipeline = pipeline;
             Ok(Gathered::new(facts, request))
         },
-        |request: JoinRequest, _work| Ok(analysis::join(&request)?),
+        |request: JoinRequest, _work| {
+            let output = analysis::join(&request)?;
+            let how = match (&request.key, &request.predicate) {
+                (Some(key), _) => format!("by equal values of {key}"),
+                (None, Some(predicate)) => format!(
+                    "by the spatial predicate {}{}",
+                    name_of(predicate),
+                    request
+                        .distance_m
+                        .map_or(String::new(), |d| format!(" within {d} m (geodesic)"))
+                ),
+                (None, None) => "by the default spatial predicate".to_string(),
+            };
+            let computation = format!(
+                "features of {} joined onto layer {} of {} {how}; columns {}{}{}; {}",
+                request.join.display(),
+                output.layer,
+                request.input.display(),
+                output.columns.join(", "),
+                request
+                    .weight
+                    .as_ref()
+                    .map_or(String::new(), |w| format!(", means weighted by {w}")),
+                request
+                    .pipeline
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(" (reprojected through `{p}`)")),
+                output.notes.join(" ")
+            );
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
 }

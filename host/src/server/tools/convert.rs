@@ -383,6 +383,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 commands: outcome.commands,
                 warnings: outcome.warnings,
                 report,
+                computation: None,
             })
         },
     )

@@ -11,10 +11,11 @@ use crate::domains::CallFacts;
 use crate::gdal::facts;
 use crate::gdal::raster_io::{self, Georef};
 use crate::hydrology::{self as hy, CellSize, Grid, Progress};
-use crate::server::args::{parse, Justifications};
+use crate::reflection::lineage::StepSummary;
+use crate::server::args::{name_of, parse, Justifications};
 use crate::server::call::{Call, Work};
 use crate::server::error::ToolError;
-use crate::server::gated::{self, Gathered};
+use crate::server::gated::{self, Computed, Gathered};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -265,12 +266,39 @@ fn strings(paths: &[PathBuf]) -> Vec<String> {
     paths.iter().map(|p| p.display().to_string()).collect()
 }
 
+/// What a DEM step is, for its lineage record: the summary later steps' domains see, and the
+/// computation in words.
+struct DemStep {
+    summary: StepSummary,
+    computation: String,
+}
+
+impl DemStep {
+    fn computing(computation: String) -> Self {
+        Self {
+            summary: StepSummary::default(),
+            computation,
+        }
+    }
+}
+
+/// How flats were treated, in words.
+fn flats_in_words(resolve_flats: bool) -> &'static str {
+    if resolve_flats {
+        "flats given drainage towards lower terrain and away from higher (Barnes, Lehman & \
+         Mulla 2014)"
+    } else {
+        "flats left without flow"
+    }
+}
+
 /// The common path of every DEM tool: confine, read the DEM and its facts, gate, then run
 /// `job` on a GDAL worker with progress and cancellation.
 async fn gated_dem<F>(
     call: Call,
     paths: (&str, &str, bool),
     justifications: Option<Justifications>,
+    step: DemStep,
     job: F,
 ) -> Result<Value, ToolError>
 where
@@ -283,19 +311,20 @@ where
         justifications,
         move || {
             let (facts, cell_size) = inspect(&input)?;
-            Ok(Gathered::new(facts, (input, cell_size, output)))
+            Ok(Gathered::new(facts, (input, cell_size, output)).summarising(step.summary))
         },
         move |(input, cell_size, output), work| {
             let loaded = load(&input, cell_size)?;
             let cell_size = [loaded.cell_size.dx, loaded.cell_size.dy];
             let main = output.display().to_string();
             let (files, report) = job(loaded, output, work)?;
-            Ok(DemOutput {
+            let output = DemOutput {
                 output: main,
                 files: strings(&files),
                 cell_size,
                 report,
-            })
+            };
+            Ok(Computed::new(output, step.computation))
         },
     )
     .await
@@ -323,7 +352,28 @@ pub async fn condition(call: Call) -> Result<Value, ToolError> {
     }
     let method = args.method;
     let (length, depth) = (args.max_breach_length, args.max_breach_depth);
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay: &Work| {
+    let computation = match method {
+        ConditionMethod::Fill => "depressions filled to their spill level by Priority-Flood \
+             (Barnes, Lehman & Mulla 2014), flats left flat"
+            .to_string(),
+        ConditionMethod::FillEpsilon => "depressions filled by Priority-Flood with an epsilon \
+             gradient (Barnes, Lehman & Mulla 2014, +epsilon), so every cell drains"
+            .to_string(),
+        ConditionMethod::Breach => format!(
+            "depressions breached along least-cost paths (Lindsay 2016) at most {} cells long{}, \
+             the remaining ones filled by Priority-Flood with an epsilon gradient",
+            length.unwrap_or(100),
+            depth.map_or(String::new(), |d| format!(" and {d} deep"))
+        ),
+    };
+    let step = DemStep {
+        summary: StepSummary {
+            conditioning: Some(name_of(&method)),
+            ..StepSummary::default()
+        },
+        computation,
+    };
+    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
         let Loaded { mut dem, georef, cell_size, .. } = loaded;
         let report = match method {
             ConditionMethod::Fill | ConditionMethod::FillEpsilon => {
@@ -365,7 +415,20 @@ pub async fn flow_direction(call: Call) -> Result<Value, ToolError> {
         ));
     }
     let (algorithm, encoding, resolve_flats) = (args.algorithm, args.encoding, args.resolve_flats);
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay: &Work| {
+    let step = DemStep::computing(match algorithm {
+        Algorithm::D8 => format!(
+            "D8 flow directions by steepest descent over the 8 neighbours, distances from the \
+             cell size (O'Callaghan & Mark 1984), {} encoding, {}",
+            name_of(&encoding.unwrap_or(Encoding::Esri)),
+            flats_in_words(resolve_flats)
+        ),
+        Algorithm::Dinf => format!(
+            "D-infinity flow angles over triangular facets (Tarboton 1997), radians \
+             counter-clockwise from east, {}",
+            flats_in_words(resolve_flats)
+        ),
+    });
+    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
         match algorithm {
@@ -400,7 +463,17 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
         args.units.unwrap_or(Units::Cells),
         args.resolve_flats,
     );
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay: &Work| {
+    let step = DemStep::computing(format!(
+        "{} flow accumulation in {}{} over flow directions computed from the DEM as \
+         dem_flow_direction does ({}); each cell counts itself",
+        name_of(&algorithm),
+        name_of(&units),
+        weights
+            .as_ref()
+            .map_or(String::new(), |w| format!(", weighted by {}", w.display())),
+        flats_in_words(resolve_flats)
+    ));
+    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
         let weight_grid = match &weights {
@@ -460,7 +533,19 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
         None => None,
     };
     let (threshold, resolve_flats) = (args.threshold, args.resolve_flats);
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, move |loaded, output, relay: &Work| {
+    let step = DemStep::computing(format!(
+        "stream cells where the D8 flow accumulation in cells{} is at least {threshold}, \
+         labelled with their Strahler order over D8 directions ({}){}",
+        given_accumulation
+            .as_ref()
+            .map_or(String::new(), |p| format!(" (read from {})", p.display())),
+        flats_in_words(resolve_flats),
+        lines.as_ref().map_or(String::new(), |p| format!(
+            "; stream links written as lines to {}",
+            p.display()
+        ))
+    ));
+    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
         let directions = route_d8(&dem, cell_size, resolve_flats, &hy::SubProgress::new(relay, 0.0, 0.4))?;
@@ -547,10 +632,20 @@ pub async fn watershed(call: Call) -> Result<Value, ToolError> {
         args.snap_distance,
         args.resolve_flats,
     );
+    let step = DemStep::computing(format!(
+        "watersheds of {} pour point(s) over D8 directions ({}), each cell labelled with the \
+         pour point it drains to{}",
+        points.len(),
+        flats_in_words(resolve_flats),
+        snap.map_or(String::new(), |d| format!(
+            "; pour points first moved to the highest D8 accumulation within {d} map units"
+        ))
+    ));
     gated_dem(
         call,
         (&args.input, &args.output, args.overwrite),
         args.justification,
+        step,
         move |loaded, output, relay: &Work| {
             let Loaded {
                 dem,

@@ -12,6 +12,7 @@ pub mod query;
 pub mod raster;
 pub mod vector;
 
+use super::gated::Step;
 use crate::gdal::facts::WrittenRaster;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -28,4 +29,18 @@ pub struct RasterOutput {
     pub warnings: Vec<String>,
     /// Step-specific details (overview levels, statistics...).
     pub report: Value,
+    /// The host's own computation in words, for lineage, when the commands do not replay
+    /// the step (not part of the result).
+    #[serde(skip)]
+    pub computation: Option<String>,
+}
+
+impl Step for RasterOutput {
+    fn commands(&self) -> Vec<Vec<String>> {
+        self.commands.clone()
+    }
+
+    fn computation(&self) -> Option<String> {
+        self.computation.clone()
+    }
 }

@@ -15,13 +15,14 @@ use crate::gdal::programs::{self, number, Program};
 use crate::gdal::transform::{self, TransformationFacts};
 use crate::gdal::warp::WarpRequest;
 use crate::gdal::{info, overviews, policy, stats};
+use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
     check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType, Justifications,
     OverviewResampling, WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
-use crate::server::gated::{self, Gathered};
+use crate::server::gated::{self, Computed, Gathered, Step};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -201,6 +202,16 @@ pub struct ReprojectOutput {
     pub warnings: Vec<String>,
 }
 
+impl Step for ReprojectOutput {
+    fn commands(&self) -> Vec<Vec<String>> {
+        vec![self.gdalwarp_command.clone()]
+    }
+
+    fn computation(&self) -> Option<String> {
+        None
+    }
+}
+
 /// Every method but nearest computes new cells from neighbours (or picks an extreme), so an
 /// undeclared -9999 would spread into them: refused until the nodata is declared.
 fn refuse_sentinels_for_warp(request: &WarpRequest, input: &DatasetFacts) -> Result<(), ToolError> {
@@ -280,13 +291,22 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 .and_then(|t| t.explicit_pipeline())
                 .map(str::to_string);
             check_warp_output(&request, &dataset, &source, &target)?;
+            let source_facts = facts::crs_facts(&source);
+            let summary = StepSummary {
+                resampling: Some(request.resampling.clone()),
+                crs_change: Some(format!(
+                    "{} -> {dst_crs}",
+                    source_facts.id.unwrap_or(source_facts.name)
+                )),
+                ..StepSummary::default()
+            };
             let facts = CallFacts {
                 datasets: vec![input_facts],
                 target_crs: Some(facts::crs_facts(&target)),
                 transformation: transformation.clone(),
                 ..CallFacts::default()
             };
-            Ok(Gathered::new(facts, (request, transformation)))
+            Ok(Gathered::new(facts, (request, transformation)).summarising(summary))
         },
         |(request, transformation), _work| {
             let outcome = request.run()?;
@@ -373,13 +393,18 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             }
             let input_facts = facts::from_dataset("input", &request.input, &dataset);
             refuse_sentinels_for_warp(&request, &input_facts)?;
+            let summary = StepSummary {
+                resampling: Some(request.resampling.clone()),
+                ..StepSummary::default()
+            };
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
                 request,
-            ))
+            )
+            .summarising(summary))
         },
         |request, _work| {
             let outcome = request.run()?;
@@ -392,6 +417,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 commands: vec![request.command_line()],
                 warnings: outcome.warnings,
                 report: Value::Null,
+                computation: None,
             })
         },
     )
@@ -529,6 +555,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
                         ],
                         warnings: outcome.warnings,
                         report: json!({ "overview_levels": levels, "external": false }),
+                        computation: None,
                     })
                 }
                 None => {
@@ -540,6 +567,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
                         commands: vec![addo(&input, true)],
                         warnings: Vec::new(),
                         report: json!({ "overview_levels": levels, "external": true }),
+                        computation: None,
                     })
                 }
             }
@@ -961,6 +989,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 commands: vec![outcome.command],
                 warnings: outcome.warnings,
                 report: Value::Null,
+                computation: None,
             })
         },
     )
@@ -1134,7 +1163,44 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(facts, request))
         },
-        |request: CalcRequest, _work| Ok(crate::gdal::calc::run(&request)?),
+        |request: CalcRequest, _work| {
+            let output = crate::gdal::calc::run(&request)?;
+            let computation = calc_computation(&request, &output);
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
+}
+
+/// `raster_calc`'s step in words: the expression, where each name's values came from, and the
+/// rules for nodata and the output type.
+fn calc_computation(request: &CalcRequest, output: &crate::gdal::calc::CalcOutput) -> String {
+    let names: Vec<String> = request
+        .inputs
+        .iter()
+        .map(|i| format!("{} = band {} of {}", i.name, i.band, i.path.display()))
+        .collect();
+    let options: Vec<String> = request
+        .creation_options
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(
+        "band math `{}` per cell in f64 over {} (declared scale and offset applied first); a \
+         cell is nodata where any input is nodata or NaN or the expression is undefined; \
+         written as {} GeoTIFF{} with nodata {}",
+        request.expression,
+        names.join(", "),
+        output.data_type,
+        if options.is_empty() {
+            " (ZSTD)".to_string()
+        } else {
+            format!(" ({})", options.join(", "))
+        },
+        if output.nodata_is_nan {
+            "NaN".to_string()
+        } else {
+            output.nodata.map_or("none".to_string(), |v| v.to_string())
+        }
+    )
 }

@@ -11,10 +11,11 @@ use crate::gdal::programs::{self, number, Program};
 use crate::gdal::transform::{self, TransformationFacts};
 use crate::gdal::vector::{self as ogr, VectorReport};
 use crate::gdal::GdalError;
+use crate::reflection::lineage::StepSummary;
 use crate::server::args::{driver_options, parse, Bounds, Justifications};
 use crate::server::call::{Call, Work};
 use crate::server::error::ToolError;
-use crate::server::gated::{self, Gathered};
+use crate::server::gated::{self, Computed, Gathered, Step};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
 use schemars::JsonSchema;
@@ -77,6 +78,16 @@ pub struct VectorOutput {
     /// The coordinate operation PROJ selected, when the call changed CRS.
     pub transformation: Option<TransformationFacts>,
     pub warnings: Vec<String>,
+}
+
+impl Step for VectorOutput {
+    fn commands(&self) -> Vec<Vec<String>> {
+        self.commands.clone()
+    }
+
+    fn computation(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Arguments of `vector_reproject`.
@@ -307,13 +318,23 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
+            let source_label = args.src_crs.clone().unwrap_or_else(|| {
+                let crs = facts::crs_facts(&source);
+                crs.id.unwrap_or(crs.name)
+            });
+            let summary = StepSummary {
+                crs_change: Some(format!("{source_label} -> {}", args.dst_crs)),
+                ..StepSummary::default()
+            };
             let plan = VectorPlan {
                 input,
                 output,
                 argv,
                 transformation,
             };
-            Ok(plan.gathered(vec![input_facts], Some(facts::crs_facts(&target))))
+            Ok(plan
+                .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
+                .summarising(summary))
         },
         translate,
     )
@@ -514,7 +535,21 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(CallFacts::default(), request))
         },
-        |request: crate::gdal::table::TableRequest, _work| Ok(crate::gdal::table::run(&request)?),
+        |request: crate::gdal::table::TableRequest, _work| {
+            let output = crate::gdal::table::run(&request)?;
+            let computation = format!(
+                "one point per row of {}{}, at ({}) read as plain decimals in {}; rows without \
+                 coordinates refused, the other columns typed as a whole (integer, real or text)",
+                request.input.display(),
+                request
+                    .sheet
+                    .as_ref()
+                    .map_or(String::new(), |s| format!(" (sheet {s})")),
+                output.axes.join(", "),
+                output.crs
+            );
+            Ok(Computed::new(output, computation))
+        },
     )
     .await
 }
