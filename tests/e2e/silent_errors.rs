@@ -108,6 +108,13 @@ async fn a_sidecar_that_contradicts_the_file_is_refused_until_a_source_is_chosen
             "raster_resample",
             json!({"input": "conflict.tif", "output": "r.tif", "resampling": "nearest", "resolution": [40, 40]}),
         ),
+        // Regression (issue 19): raster_calc opens rasters but was listed as not opening
+        // them, so this refusal told the agent to pass an argument raster_calc refused.
+        (
+            "raster_calc",
+            json!({"inputs": {"a": "conflict.tif"}, "expression": "a * 2", "output": "c.tif",
+                   "data_type": "Float32"}),
+        ),
     ] {
         let refused = server.call(tool, args).await.unwrap();
         assert!(is_error(&refused), "{tool}: {}", text(&refused));
@@ -157,6 +164,18 @@ async fn a_sidecar_that_contradicts_the_file_is_refused_until_a_source_is_chosen
     let (values, gt) = read_all(&server.path("r.tif"));
     assert_eq!(gt[1], 40.0);
     assert_eq!(values, vec![8.5]);
+    let calc = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": "conflict.tif"}, "expression": "a * 2", "output": "c.tif",
+               "data_type": "Float32", "georef_source": "aux_xml"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&calc.result), "{}", text(&calc.result));
+    let (values, gt) = read_all(&server.path("c.tif"));
+    assert_eq!(gt[1], 20.0, "the chosen source's cell size");
+    assert_eq!(values[0], 2.0);
     // A value that is not a source is an argument error naming the choices.
     let bad = server
         .call(
