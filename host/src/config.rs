@@ -18,6 +18,30 @@ pub struct ServerConfig {
     /// The key that seals lineage records and ledger entries; `None` means
     /// [`crate::reflection::seal::default_path`]. It must lie outside every workspace.
     pub key_file: Option<PathBuf>,
+    /// The tool families listed and callable (`--toolsets`); empty means all of them. The
+    /// reflection tools (`persist_justification`, `provenance_report`) are always on.
+    pub toolsets: Vec<Toolset>,
+}
+
+/// A family of tools an operator can enable, so the list that sits in an agent's context
+/// holds only what the work needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Toolset {
+    /// raster_info, raster_stats, raster_reproject, raster_resample, raster_overviews,
+    /// raster_terrain, raster_calc.
+    Raster,
+    /// raster_convert.
+    Convert,
+    /// vector_info, vector_reproject, vector_convert, vector_clip, points_from_table.
+    Vector,
+    /// vector_query and raster_sample: values of features and at places.
+    Query,
+    /// vector_measure, vector_buffer, vector_overlay, vector_join.
+    Analysis,
+    /// zonal_stats, raster_composite, raster_aggregate.
+    Aggregate,
+    /// dem_condition, dem_flow_direction, dem_flow_accumulation, dem_streams, dem_watershed.
+    Dem,
 }
 
 /// What the gate does with a stale capsule: one for the same domain and the same decision, but

@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use gdal_mcp::config::{default_cache_dir, ServerConfig, StalePolicy};
+use gdal_mcp::config::{default_cache_dir, ServerConfig, StalePolicy, Toolset};
 use gdal_mcp::domains::Origin;
 use gdal_mcp::server::{App, GdalMcp};
 use rmcp::service::ServerInitializeError;
@@ -89,6 +89,10 @@ struct Options {
     /// lie outside every workspace.
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
+    /// Only these tool families are listed and callable (comma-separated; default: all).
+    /// persist_justification and provenance_report are always on.
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "SETS")]
+    toolsets: Vec<Toolset>,
 }
 
 impl Options {
@@ -109,6 +113,11 @@ impl Options {
             no_cache: self.no_cache || global.no_cache,
             stale: self.stale.or(global.stale),
             key_file: self.key_file.or(global.key_file),
+            toolsets: if self.toolsets.is_empty() {
+                global.toolsets
+            } else {
+                self.toolsets
+            },
         }
     }
 
@@ -129,6 +138,7 @@ impl Options {
             },
             stale: self.stale.unwrap_or_default(),
             key_file: self.key_file,
+            toolsets: self.toolsets,
         })
     }
 }

@@ -289,3 +289,56 @@ fn a_closed_or_silent_client_ends_the_server_cleanly() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `--toolsets` trims what is listed and callable (issue 19): an operator whose agents only
+/// do terrain work lists 14 tools instead of 29, and a call to a tool outside the sets is a
+/// clear error naming the flag.
+#[tokio::test]
+async fn toolsets_trim_the_list_and_what_can_be_called() {
+    let options = Options {
+        extra_args: vec!["--toolsets".to_string(), "raster,dem".to_string()],
+        ..Options::default()
+    };
+    let server = Server::start(Era::Modern, options).await.unwrap();
+    let tools = server.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "raster_info",
+            "raster_reproject",
+            "persist_justification",
+            "provenance_report",
+            "raster_stats",
+            "raster_resample",
+            "raster_overviews",
+            "raster_terrain",
+            "raster_calc",
+            "dem_condition",
+            "dem_flow_direction",
+            "dem_flow_accumulation",
+            "dem_streams",
+            "dem_watershed"
+        ]
+    );
+    let refused = server
+        .call("vector_info", json!({"input": "x.gpkg"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("not enabled") && refused.contains("--toolsets raster,dem"),
+        "{refused}"
+    );
+    // An unknown set stops the server at start, naming the choices.
+    let output = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        .args(["serve", "--toolsets", "rasters"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("rasters") && stderr.contains("raster, convert, vector"),
+        "{stderr}"
+    );
+}

@@ -206,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(~{tokens(whole_chars)} tokens)")
     print(f"model-facing [{{name, description, inputSchema}}], compact JSON: {facing_chars} chars "
           f"(~{tokens(facing_chars)} tokens at 4 chars/token); limit {args.max_model_facing} chars")
+    if tools:
+        print(f"model-facing per tool: {facing_chars / len(tools):.0f} chars on average")
     print()
 
     rows = []

@@ -192,9 +192,9 @@ impl ServerHandler for GdalMcp {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(
-            registry::definitions().to_vec(),
-        ))
+        Ok(ListToolsResult::with_all_items(registry::definitions_for(
+            &self.app.config.toolsets,
+        )))
     }
 
     async fn call_tool(
@@ -213,6 +213,25 @@ impl ServerHandler for GdalMcp {
                 None,
             ));
         };
+        if !spec.family.enabled_by(&self.app.config.toolsets) {
+            return Err(McpError::invalid_params(
+                format!(
+                    "tool \"{}\" is not enabled on this server: the operator started it with \
+                     --toolsets {}; use the listed tools, or ask for the server to be started \
+                     with its toolset",
+                    spec.name,
+                    self.app
+                        .config
+                        .toolsets
+                        .iter()
+                        .filter_map(|t| clap::ValueEnum::to_possible_value(t))
+                        .map(|v| v.get_name().to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                None,
+            ));
+        }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let _slot = match spec.effect {
             registry::Effect::ReadOnly => None,

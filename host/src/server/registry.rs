@@ -13,6 +13,7 @@ use super::schema;
 use super::tools::{
     aggregate, analysis, convert, dem, justify, query, raster, vector, RasterOutput,
 };
+use crate::config::Toolset;
 use crate::reflection::gate::Stored;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
@@ -37,6 +38,28 @@ pub enum Family {
     Dem,
     Justify,
     Query,
+}
+
+impl Family {
+    /// The toolset an operator enables this family with; `None` for the reflection tools,
+    /// which are always on.
+    pub fn toolset(self) -> Option<Toolset> {
+        match self {
+            Family::Raster => Some(Toolset::Raster),
+            Family::Convert => Some(Toolset::Convert),
+            Family::Vector => Some(Toolset::Vector),
+            Family::Query => Some(Toolset::Query),
+            Family::Analysis => Some(Toolset::Analysis),
+            Family::Aggregate => Some(Toolset::Aggregate),
+            Family::Dem => Some(Toolset::Dem),
+            Family::Justify => None,
+        }
+    }
+
+    /// Whether `toolsets` (empty: all) enables this family.
+    pub fn enabled_by(self, toolsets: &[Toolset]) -> bool {
+        toolsets.is_empty() || self.toolset().is_none_or(|t| toolsets.contains(&t))
+    }
 }
 
 /// What a tool does to the filesystem, as MCP annotations say it.
@@ -113,6 +136,16 @@ pub fn definitions() -> &'static [Tool] {
 /// The entry for a tool name.
 pub fn find(name: &str) -> Option<&'static ToolSpec> {
     table().iter().find(|t| t.name == name)
+}
+
+/// The published definitions of the tools `toolsets` enables (empty: all), in table order.
+pub fn definitions_for(toolsets: &[Toolset]) -> Vec<Tool> {
+    table()
+        .iter()
+        .zip(definitions())
+        .filter(|(spec, _)| spec.family.enabled_by(toolsets))
+        .map(|(_, tool)| tool.clone())
+        .collect()
 }
 
 fn build() -> Vec<ToolSpec> {
