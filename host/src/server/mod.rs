@@ -224,7 +224,7 @@ impl ServerHandler for GdalMcp {
                         .config
                         .toolsets
                         .iter()
-                        .filter_map(|t| clap::ValueEnum::to_possible_value(t))
+                        .filter_map(clap::ValueEnum::to_possible_value)
                         .map(|v| v.get_name().to_string())
                         .collect::<Vec<_>>()
                         .join(",")
