@@ -20,6 +20,7 @@ pub mod error;
 pub mod gated;
 pub mod registry;
 pub mod schema;
+pub mod tool;
 pub mod tools;
 
 pub use app::{App, StartError};
@@ -234,7 +235,7 @@ impl ServerHandler for GdalMcp {
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let _slot = match spec.effect {
-            registry::Effect::ReadOnly => None,
+            tool::Effect::ReadOnly => None,
             _ => self.app.call_slot().await,
         };
         let call = Call::new(

@@ -19,6 +19,7 @@ use crate::server::args::{
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use gdal::vector::LayerAccess;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
@@ -166,6 +167,21 @@ fn check_block_scale(
     }
     Ok(())
 }
+
+/// `raster_aggregate`, as the tool table lists it.
+pub const RASTER_AGGREGATE: ToolSpec = ToolSpec {
+    name: "raster_aggregate",
+    family: Family::Aggregate,
+    title: "Aggregate a raster",
+    verb: "Aggregated",
+    description: "Aggregate to a coarser grid whose cells are exact blocks of `factor` \
+        cells (average, sum, min, max, mode, median, quartiles, rms of the valid cells). \
+        Gated by aggregation.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<AggregateArgs, super::RasterOutput>(),
+    handler: handler!(aggregate),
+};
 
 /// `raster_aggregate`: gdalwarp onto the grid whose cells are exactly `factor` input cells.
 pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
@@ -404,6 +420,21 @@ pub struct ZonalOutput {
     pub files: Vec<String>,
 }
 
+/// `zonal_stats`, as the tool table lists it.
+pub const ZONAL_STATS: ToolSpec = ToolSpec {
+    name: "zonal_stats",
+    family: Family::Aggregate,
+    title: "Zonal statistics",
+    verb: "Summarised by zone",
+    description: "Statistics of a raster band per polygon zone under cell_centre, \
+        all_touched or coverage (exact fractions) semantics; optional CSV. Zones in \
+        another CRS are reprojected (crs_datum). Gated by aggregation.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<ZonalArgs, ZonalOutput>(),
+    handler: handler!(zonal),
+};
+
 /// `zonal_stats`.
 pub async fn zonal(call: Call) -> Result<Value, ToolError> {
     let args: ZonalArgs = parse(call.tool, &call.arguments)?;
@@ -603,6 +634,21 @@ pub struct CompositeArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `raster_composite`, as the tool table lists it.
+pub const RASTER_COMPOSITE: ToolSpec = ToolSpec {
+    name: "raster_composite",
+    family: Family::Aggregate,
+    title: "Composite rasters",
+    verb: "Composited",
+    description: "Per-pixel max, min, mean, median, count or sum of the valid values of \
+        two or more rasters, on the first input's grid. Gated by aggregation (and \
+        resampling).",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<CompositeArgs, super::RasterOutput>(),
+    handler: handler!(composite),
+};
 
 /// `raster_composite`.
 pub async fn composite(call: Call) -> Result<Value, ToolError> {

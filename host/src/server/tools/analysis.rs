@@ -19,6 +19,7 @@ use crate::server::args::{name_of, parse, Justifications};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -54,6 +55,21 @@ pub struct MeasureArgs {
     pub features: Option<bool>,
     pub justification: Option<Justifications>,
 }
+
+/// `vector_measure`, as the tool table lists it.
+pub const VECTOR_MEASURE: ToolSpec = ToolSpec {
+    name: "vector_measure",
+    family: Family::Analysis,
+    title: "Measure vector data",
+    verb: "Measured",
+    description: "Areas, perimeters, lengths and counts per feature, per group and in \
+        total: geodesic on the ellipsoid, or planar in a projected CRS. Reports invalid \
+        geometries and overlaps. Gated by measurement.",
+    effect: Effect::ReadOnly,
+    opens_rasters: false,
+    schemas: Schemas::gated::<MeasureArgs, crate::gdal::measure::MeasureOutput>(),
+    handler: handler!(measure),
+};
 
 /// `vector_measure`.
 pub async fn measure(call: Call) -> Result<Value, ToolError> {
@@ -143,6 +159,21 @@ pub struct BufferArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `vector_buffer`, as the tool table lists it.
+pub const VECTOR_BUFFER: ToolSpec = ToolSpec {
+    name: "vector_buffer",
+    family: Family::Analysis,
+    title: "Buffer vector data",
+    verb: "Buffered",
+    description: "Buffer features by a distance with explicit units: geodesic (true \
+        metres around each feature, any CRS) or planar in a projected CRS. Gated by \
+        measurement.",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<BufferArgs, crate::gdal::analysis::BufferOutput>(),
+    handler: handler!(buffer),
+};
 
 /// `vector_buffer`.
 pub async fn buffer(call: Call) -> Result<Value, ToolError> {
@@ -293,6 +324,21 @@ fn two_layer_gather(
     ))
 }
 
+/// `vector_overlay`, as the tool table lists it.
+pub const VECTOR_OVERLAY: ToolSpec = ToolSpec {
+    name: "vector_overlay",
+    family: Family::Analysis,
+    title: "Overlay two layers",
+    verb: "Overlaid",
+    description: "Intersection, difference, union, symmetric difference or identity of \
+        two layers, attributes from both (overlay_ prefix). Another CRS is reprojected \
+        by the host (crs_datum); an empty result says why.",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<OverlayArgs, crate::gdal::analysis::OverlayOutput>(),
+    handler: handler!(overlay),
+};
+
 /// `vector_overlay`.
 pub async fn overlay(call: Call) -> Result<Value, ToolError> {
     let args: OverlayArgs = parse(call.tool, &call.arguments)?;
@@ -407,6 +453,22 @@ pub struct JoinArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `vector_join`, as the tool table lists it.
+pub const VECTOR_JOIN: ToolSpec = ToolSpec {
+    name: "vector_join",
+    family: Family::Analysis,
+    title: "Join two layers",
+    verb: "Joined attributes onto",
+    description: "Spatial join (predicate, dwithin a distance, or nearest: geodesic \
+        metres, ties all joined; gives Voronoi assignment) or attribute join \
+        (key as text) of a source layer onto target features: join_count plus \
+        summaries per field. Another CRS is reprojected by the host (crs_datum).",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<JoinArgs, crate::gdal::analysis::JoinOutput>(),
+    handler: handler!(join),
+};
 
 /// `vector_join`.
 pub async fn join(call: Call) -> Result<Value, ToolError> {

@@ -16,6 +16,7 @@ use crate::server::args::{driver_options, parse, DataType, Justifications, Overv
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Gathered};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -336,6 +337,21 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
         overviews,
     })
 }
+
+/// `raster_convert`, as the tool table lists it.
+pub const RASTER_CONVERT: ToolSpec = ToolSpec {
+    name: "raster_convert",
+    family: Family::Convert,
+    title: "Convert a raster",
+    verb: "Converted",
+    description: "Convert a raster with gdal_translate (GTiff, COG, PNG, JPEG, WEBP, \
+        GPKG...): compression, tiling, bands, type, scaling, nodata, overviews. Gated \
+        by format_selection and resampling.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<ConvertArgs, super::RasterOutput>(),
+    handler: handler!(convert),
+};
 
 /// `raster_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {

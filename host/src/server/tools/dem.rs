@@ -16,6 +16,7 @@ use crate::server::args::{name_of, parse, Justifications};
 use crate::server::call::{Call, Work};
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -330,6 +331,21 @@ where
     .await
 }
 
+/// `dem_condition`, as the tool table lists it.
+pub const DEM_CONDITION: ToolSpec = ToolSpec {
+    name: "dem_condition",
+    family: Family::Dem,
+    title: "Condition a DEM",
+    verb: "Conditioned the DEM",
+    description: "Remove depressions from a projected DEM: Priority-Flood fill (plain or \
+        epsilon) or least-cost breaching within limits. Gated by hydrology; progress \
+        and cancellation.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<ConditionArgs, DemOutput>(),
+    handler: handler!(condition),
+};
+
 /// `dem_condition`.
 pub async fn condition(call: Call) -> Result<Value, ToolError> {
     let args: ConditionArgs = parse(call.tool, &call.arguments)?;
@@ -406,6 +422,20 @@ fn flat_report(f: &hy::FlatReport) -> Value {
     json!({"flats": f.flats, "resolved_cells": f.resolved_cells, "undrained_flats": f.undrained_flats, "undrained_cells": f.undrained_cells})
 }
 
+/// `dem_flow_direction`, as the tool table lists it.
+pub const DEM_FLOW_DIRECTION: ToolSpec = ToolSpec {
+    name: "dem_flow_direction",
+    family: Family::Dem,
+    title: "Flow direction",
+    verb: "Computed flow directions from",
+    description: "Flow direction from a conditioned DEM: D8 (ESRI, TauDEM or GRASS \
+        codes) or D-infinity angles, with flat resolution. Gated by hydrology.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<FlowDirectionArgs, DemOutput>(),
+    handler: handler!(flow_direction),
+};
+
 /// `dem_flow_direction`.
 pub async fn flow_direction(call: Call) -> Result<Value, ToolError> {
     let args: FlowDirectionArgs = parse(call.tool, &call.arguments)?;
@@ -450,6 +480,20 @@ pub async fn flow_direction(call: Call) -> Result<Value, ToolError> {
     })
     .await
 }
+
+/// `dem_flow_accumulation`, as the tool table lists it.
+pub const DEM_FLOW_ACCUMULATION: ToolSpec = ToolSpec {
+    name: "dem_flow_accumulation",
+    family: Family::Dem,
+    title: "Flow accumulation",
+    verb: "Computed flow accumulation from",
+    description: "Flow accumulation from a conditioned DEM (D8 or D-infinity), in cells \
+        or area, optionally weighted. Gated by hydrology.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<FlowAccumulationArgs, DemOutput>(),
+    handler: handler!(flow_accumulation),
+};
 
 /// `dem_flow_accumulation`.
 pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
@@ -509,6 +553,20 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
     })
     .await
 }
+
+/// `dem_streams`, as the tool table lists it.
+pub const DEM_STREAMS: ToolSpec = ToolSpec {
+    name: "dem_streams",
+    family: Family::Dem,
+    title: "Streams",
+    verb: "Extracted streams from",
+    description: "Streams from a conditioned DEM: cells at or above a D8 accumulation \
+        threshold, Strahler order, optional stream lines. Gated by hydrology.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<StreamsArgs, DemOutput>(),
+    handler: handler!(streams),
+};
 
 /// `dem_streams`.
 pub async fn streams(call: Call) -> Result<Value, ToolError> {
@@ -610,6 +668,20 @@ fn check_cell_counts(grid: &hy::Grid<f32>) -> Result<(), ToolError> {
         }
     )))
 }
+
+/// `dem_watershed`, as the tool table lists it.
+pub const DEM_WATERSHED: ToolSpec = ToolSpec {
+    name: "dem_watershed",
+    family: Family::Dem,
+    title: "Watersheds",
+    verb: "Delineated watersheds from",
+    description: "Watersheds of pour points on a conditioned DEM (D8), optionally \
+        snapped to the highest accumulation nearby. Gated by hydrology.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<WatershedArgs, DemOutput>(),
+    handler: handler!(watershed),
+};
 
 /// `dem_watershed`.
 pub async fn watershed(call: Call) -> Result<Value, ToolError> {

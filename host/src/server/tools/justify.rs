@@ -8,6 +8,7 @@ use crate::server::args::parse;
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated;
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -24,6 +25,20 @@ pub struct PersistArgs {
     #[schemars(with = "Justification")]
     pub justification: Value,
 }
+
+/// `persist_justification`, as the tool table lists it.
+pub const PERSIST_JUSTIFICATION: ToolSpec = ToolSpec {
+    name: "persist_justification",
+    family: Family::Justify,
+    title: "Persist justification",
+    verb: "Recorded a justification for",
+    description: "Store a justification for a decision a gated tool refused, with the \
+        `domain` and `key` from that refusal; then retry the call unchanged.",
+    effect: Effect::Stores,
+    opens_rasters: false,
+    schemas: Schemas::plain::<PersistArgs, crate::reflection::gate::Stored>(),
+    handler: handler!(persist),
+};
 
 /// `persist_justification`.
 pub async fn persist(call: Call) -> Result<Value, ToolError> {
@@ -46,6 +61,20 @@ pub struct ProvenanceArgs {
     #[serde(default)]
     pub format: Option<Format>,
 }
+
+/// `provenance_report`, as the tool table lists it.
+pub const PROVENANCE_REPORT: ToolSpec = ToolSpec {
+    name: "provenance_report",
+    family: Family::Justify,
+    title: "Provenance report",
+    verb: "Reported the provenance of",
+    description: "How a file was made, from lineage records: steps, parameters, \
+        decisions, versions, edits outside the server. Markdown methods or W3C PROV-JSON.",
+    effect: Effect::ReadOnly,
+    opens_rasters: false,
+    schemas: Schemas::plain::<ProvenanceArgs, crate::reflection::provenance::Report>(),
+    handler: handler!(provenance_report),
+};
 
 /// `provenance_report`.
 pub async fn provenance_report(call: Call) -> Result<Value, ToolError> {

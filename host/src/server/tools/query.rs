@@ -8,6 +8,7 @@ use crate::server::args::parse;
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated;
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,6 +30,21 @@ pub struct SampleArgs {
     /// 1-based bands (default: all).
     pub bands: Option<Vec<u32>>,
 }
+
+/// `raster_sample`, as the tool table lists it.
+pub const RASTER_SAMPLE: ToolSpec = ToolSpec {
+    name: "raster_sample",
+    family: Family::Query,
+    title: "Sample a raster at points",
+    verb: "Sampled",
+    description: "Band values at points (coordinates in a `crs`, or a point layer): \
+        scale/offset applied, nodata as null, each point's cell (row, column, centre, \
+        corner). Points outside are reported, not clamped.",
+    effect: Effect::ReadOnly,
+    opens_rasters: true,
+    schemas: Schemas::plain::<SampleArgs, crate::gdal::sample::SampleOutput>(),
+    handler: handler!(raster_sample),
+};
 
 /// `raster_sample`.
 pub async fn raster_sample(call: Call) -> Result<Value, ToolError> {
@@ -109,6 +125,21 @@ pub struct QueryArgs {
     /// a projected one.
     pub measures: Option<Vec<Measure>>,
 }
+
+/// `vector_query`, as the tool table lists it.
+pub const VECTOR_QUERY: ToolSpec = ToolSpec {
+    name: "vector_query",
+    family: Family::Query,
+    title: "Query attribute values",
+    verb: "Queried",
+    description: "Attribute values of the features a `where` filter selects (fields, \
+        order_by, limit; optional area, length, centroid): bounded, with the count \
+        matched.",
+    effect: Effect::ReadOnly,
+    opens_rasters: false,
+    schemas: Schemas::plain::<QueryArgs, crate::gdal::query::QueryOutput>(),
+    handler: handler!(vector_query),
+};
 
 /// `vector_query`.
 pub async fn vector_query(call: Call) -> Result<Value, ToolError> {

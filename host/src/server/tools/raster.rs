@@ -23,6 +23,7 @@ use crate::server::args::{
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered, Step};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -53,6 +54,21 @@ pub struct InfoOutput {
     /// GDAL's own `gdalinfo -json` report.
     pub gdalinfo: Value,
 }
+
+/// `raster_info`, as the tool table lists it.
+pub const RASTER_INFO: ToolSpec = ToolSpec {
+    name: "raster_info",
+    family: Family::Raster,
+    title: "Raster info",
+    verb: "Described",
+    description: "Describe a raster: size, bands, types, nodata, CRS, georeferencing \
+        (`gdalinfo -json`) plus the facts the methodology domains use. `stats` adds \
+        exact per-band statistics.",
+    effect: Effect::ReadOnly,
+    opens_rasters: true,
+    schemas: Schemas::plain::<InfoArgs, InfoOutput>(),
+    handler: handler!(info),
+};
 
 /// `raster_info`.
 pub async fn info(call: Call) -> Result<Value, ToolError> {
@@ -107,6 +123,21 @@ pub struct StatsOutput {
     pub sampled: bool,
     pub bands: Vec<stats::BandStats>,
 }
+
+/// `raster_stats`, as the tool table lists it.
+pub const RASTER_STATS: ToolSpec = ToolSpec {
+    name: "raster_stats",
+    family: Family::Raster,
+    title: "Raster statistics",
+    verb: "Computed statistics of",
+    description: "Per-band statistics in physical values (scale and offset applied): \
+        counts, min, max, mean, std, exact percentiles, histogram. `sample` reads at \
+        most 2^20 cells.",
+    effect: Effect::ReadOnly,
+    opens_rasters: true,
+    schemas: Schemas::plain::<StatsArgs, StatsOutput>(),
+    handler: handler!(statistics),
+};
 
 /// `raster_stats`.
 pub async fn statistics(call: Call) -> Result<Value, ToolError> {
@@ -225,6 +256,21 @@ fn refuse_sentinels_for_warp(request: &WarpRequest, input: &DatasetFacts) -> Res
         &computation,
     )?)
 }
+
+/// `raster_reproject`, as the tool table lists it.
+pub const RASTER_REPROJECT: ToolSpec = ToolSpec {
+    name: "raster_reproject",
+    family: Family::Raster,
+    title: "Reproject raster",
+    verb: "Reprojected",
+    description: "Reproject and/or regrid a raster with gdalwarp, through the most \
+        accurate PROJ operation available (reported, with the gdalwarp command). Gated \
+        by crs_datum and resampling.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<ReprojectArgs, ReprojectOutput>(),
+    handler: handler!(reproject),
+};
 
 /// `raster_reproject`: validate, gather facts, gate, warp.
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
@@ -354,6 +400,20 @@ pub struct ResampleArgs {
     pub justification: Option<Justifications>,
 }
 
+/// `raster_resample`, as the tool table lists it.
+pub const RASTER_RESAMPLE: ToolSpec = ToolSpec {
+    name: "raster_resample",
+    family: Family::Raster,
+    title: "Resample a raster",
+    verb: "Resampled",
+    description: "Change a raster's resolution or pixel count without changing its CRS \
+        (gdalwarp). Gated by resampling.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<ResampleArgs, super::RasterOutput>(),
+    handler: handler!(resample),
+};
+
 /// `raster_resample`: GDALWarp without a CRS change.
 pub async fn resample(call: Call) -> Result<Value, ToolError> {
     let args: ResampleArgs = parse(call.tool, &call.arguments)?;
@@ -448,6 +508,20 @@ pub struct OverviewsArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `raster_overviews`, as the tool table lists it.
+pub const RASTER_OVERVIEWS: ToolSpec = ToolSpec {
+    name: "raster_overviews",
+    family: Family::Raster,
+    title: "Build overviews",
+    verb: "Built overviews for",
+    description: "Build overviews (gdaladdo) as an external `<input>.ovr` (the input is \
+        not modified) or into a new GeoTIFF `output`. Gated by resampling.",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<OverviewsArgs, super::RasterOutput>(),
+    handler: handler!(build_overviews),
+};
 
 /// `raster_overviews`: gdaladdo into an external `.ovr` or a new GeoTIFF.
 pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
@@ -919,6 +993,20 @@ fn terrain_units(
     Ok(extra)
 }
 
+/// `raster_terrain`, as the tool table lists it.
+pub const RASTER_TERRAIN: ToolSpec = ToolSpec {
+    name: "raster_terrain",
+    family: Family::Raster,
+    title: "Terrain derivatives",
+    verb: "Derived terrain from",
+    description: "Slope, aspect, hillshade, TRI, TPI or roughness of a DEM (gdaldem), \
+        with unit ratios and band scale taken from the data (or asked for).",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<TerrainArgs, super::RasterOutput>(),
+    handler: handler!(terrain),
+};
+
 /// `raster_terrain`: GDALDEMProcessing.
 pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     let args: TerrainArgs = parse(call.tool, &call.arguments)?;
@@ -1087,6 +1175,21 @@ pub struct CalcArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `raster_calc`, as the tool table lists it.
+pub const RASTER_CALC: ToolSpec = ToolSpec {
+    name: "raster_calc",
+    family: Family::Raster,
+    title: "Band math",
+    verb: "Computed band math on",
+    description: "Band math over rasters on one grid, block by block: scale/offset \
+        applied, nodata propagated, explicit output type (values that do not fit are \
+        an error).",
+    effect: Effect::Writes,
+    opens_rasters: true,
+    schemas: Schemas::gated::<CalcArgs, crate::gdal::calc::CalcOutput>(),
+    handler: handler!(calc),
+};
 
 /// `raster_calc`.
 pub async fn calc(call: Call) -> Result<Value, ToolError> {

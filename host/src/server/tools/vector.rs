@@ -16,6 +16,7 @@ use crate::server::args::{driver_options, parse, Bounds, Justifications};
 use crate::server::call::{Call, Work};
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered, Step};
+use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
 use schemars::JsonSchema;
@@ -44,6 +45,20 @@ pub struct VectorInfoOutput {
     /// and invalid geometries (within a feature budget), and each CRS's axis order.
     pub facts: DatasetFacts,
 }
+
+/// `vector_info`, as the tool table lists it.
+pub const VECTOR_INFO: ToolSpec = ToolSpec {
+    name: "vector_info",
+    family: Family::Vector,
+    title: "Vector info",
+    verb: "Described",
+    description: "Describe a vector dataset: driver and, per layer, geometry type, \
+        feature count, extent, CRS and fields.",
+    effect: Effect::ReadOnly,
+    opens_rasters: false,
+    schemas: Schemas::plain::<VectorInfoArgs, VectorInfoOutput>(),
+    handler: handler!(info),
+};
 
 /// `vector_info`.
 pub async fn info(call: Call) -> Result<Value, ToolError> {
@@ -278,6 +293,20 @@ fn base_argv(driver: &str, source: &DatasetFacts, clipping: bool) -> Vec<String>
     argv
 }
 
+/// `vector_reproject`, as the tool table lists it.
+pub const VECTOR_REPROJECT: ToolSpec = ToolSpec {
+    name: "vector_reproject",
+    family: Family::Vector,
+    title: "Reproject vector data",
+    verb: "Reprojected",
+    description: "Reproject vector layers (ogr2ogr -t_srs). Gated by crs_datum, which \
+        sees the PROJ operation (accuracy, ballpark, missing grids).",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<VectorReprojectArgs, VectorOutput>(),
+    handler: handler!(reproject),
+};
+
 /// `vector_reproject`.
 pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     let args: VectorReprojectArgs = parse(call.tool, &call.arguments)?;
@@ -341,6 +370,21 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
     .await
 }
 
+/// `vector_convert`, as the tool table lists it.
+pub const VECTOR_CONVERT: ToolSpec = ToolSpec {
+    name: "vector_convert",
+    family: Family::Vector,
+    title: "Convert vector data",
+    verb: "Converted",
+    description: "Convert vector layers between formats (GPKG, GeoJSON, FlatGeobuf, \
+        Shapefile, CSV, KML, GML...) with dataset and layer options. Gated by \
+        format_selection.",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<VectorConvertArgs, VectorOutput>(),
+    handler: handler!(convert),
+};
+
 /// `vector_convert`.
 pub async fn convert(call: Call) -> Result<Value, ToolError> {
     let args: VectorConvertArgs = parse(call.tool, &call.arguments)?;
@@ -376,6 +420,20 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
     )
     .await
 }
+
+/// `vector_clip`, as the tool table lists it.
+pub const VECTOR_CLIP: ToolSpec = ToolSpec {
+    name: "vector_clip",
+    family: Family::Vector,
+    title: "Clip vector data",
+    verb: "Clipped",
+    description: "Clip vector layers to `bounds` or to the polygons of a `mask` dataset. \
+        A mask in another CRS is reprojected by the host (gated by crs_datum).",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<VectorClipArgs, VectorOutput>(),
+    handler: handler!(clip),
+};
 
 /// `vector_clip`.
 pub async fn clip(call: Call) -> Result<Value, ToolError> {
@@ -507,6 +565,21 @@ pub struct PointsArgs {
     pub overwrite: bool,
     pub justification: Option<Justifications>,
 }
+
+/// `points_from_table`, as the tool table lists it.
+pub const POINTS_FROM_TABLE: ToolSpec = ToolSpec {
+    name: "points_from_table",
+    family: Family::Vector,
+    title: "Points from a table",
+    verb: "Built features from the table",
+    description: "A point layer from a CSV/XLSX/ODS table's coordinate columns, in the \
+        CRS you name. Strict numbers: decimal commas, DMS text and out-of-range values \
+        are errors naming the row; ID-like columns keep leading zeros.",
+    effect: Effect::Writes,
+    opens_rasters: false,
+    schemas: Schemas::gated::<PointsArgs, crate::gdal::table::TableOutput>(),
+    handler: handler!(points_from_table),
+};
 
 /// `points_from_table`.
 pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
