@@ -744,4 +744,124 @@ mod tests {
         let square = Geometry::from_wkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))").unwrap();
         assert_eq!(invalidity_reason(&square), None);
     }
+
+    fn close(got: f64, want: f64, relative: f64) -> bool {
+        (got - want).abs() <= relative * want.abs().max(1e-12)
+    }
+
+    /// Figures against independent references: GeographicLib's Python implementation on
+    /// WGS 84 for the geodesic rows (`Geodesic.WGS84.Polygon()`, `Inverse`), arithmetic for the
+    /// planar ones. A hole wound like its shell still subtracts (rings by their role).
+    #[test]
+    fn figures_match_independent_references() {
+        let geodesic = || Measurer::Geodesic(Box::new(Geodesic::wgs84()));
+        let planar = |metres_per_unit| Measurer::Planar { metres_per_unit };
+        // (measurer, WKT, 3D, area m², perimeter m, length m)
+        let cases: [(Measurer, &str, bool, f64, f64, f64); 7] = [
+            (
+                geodesic(),
+                "POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))",
+                false,
+                12_308_778_361.469_452,
+                443_770.917_248_301_96,
+                0.0,
+            ),
+            (
+                geodesic(),
+                "LINESTRING (0 0, 1 0)",
+                false,
+                0.0,
+                0.0,
+                111_319.490_793_273_57,
+            ),
+            (
+                planar(1.0),
+                "POLYGON ((0 0, 4 0, 0 3, 0 0))",
+                false,
+                6.0,
+                12.0,
+                0.0,
+            ),
+            // International feet: 100 ft squares are 929.0304 m².
+            (
+                planar(0.3048),
+                "POLYGON ((0 0, 100 0, 100 100, 0 100, 0 0))",
+                false,
+                929.0304,
+                121.92,
+                0.0,
+            ),
+            // The hole is wound like the shell (both counter-clockwise): 100 - 4.
+            (
+                planar(1.0),
+                "POLYGON ((0 0, 10 0, 10 10, 0 10, 0 0), (2 2, 4 2, 4 4, 2 4, 2 2))",
+                false,
+                96.0,
+                48.0,
+                0.0,
+            ),
+            (
+                planar(1.0),
+                "LINESTRING Z (0 0 0, 3 0 4)",
+                true,
+                0.0,
+                0.0,
+                5.0,
+            ),
+            (
+                planar(1.0),
+                "LINESTRING Z (0 0 0, 3 0 4)",
+                false,
+                0.0,
+                0.0,
+                3.0,
+            ),
+        ];
+        for (measurer, wkt, three_d, area, perimeter, length) in cases {
+            let geometry = Geometry::from_wkt(wkt).unwrap();
+            let got = measurer.figures(&parts(&geometry), three_d);
+            assert!(close(got.area, area, 1e-9), "{wkt}: area {}", got.area);
+            assert!(
+                close(got.perimeter, perimeter, 1e-9),
+                "{wkt}: perimeter {}",
+                got.perimeter
+            );
+            assert!(
+                close(got.length, length, 1e-9),
+                "{wkt}: length {}",
+                got.length
+            );
+        }
+    }
+
+    /// The scale error of a plane over an extent: UTM at its central meridian is the scale
+    /// factor 0.9996 (lengths 4e-4 short, areas 8e-4), Web Mercator at 60° N doubles lengths
+    /// (sec 60° = 2) and quadruples areas.
+    #[test]
+    fn scale_error_follows_the_projection() {
+        let cases = [
+            (
+                32633,
+                [14.999, 44.999, 15.001, 45.001],
+                4.0e-4,
+                7.998_4e-4,
+                1e-5,
+            ),
+            (3857, [9.999, 59.999, 10.001, 60.001], 1.0, 3.0, 0.01),
+        ];
+        for (epsg, extent, length, area, tolerance) in cases {
+            let srs = SpatialRef::from_epsg(epsg).unwrap();
+            let got = scale_error(&srs, extent).unwrap();
+            assert!(
+                (got.length - length).abs() <= tolerance * length.max(1.0),
+                "EPSG:{epsg}: length error {}",
+                got.length
+            );
+            assert!(
+                (got.area - area).abs() <= tolerance * area.max(1.0) * 2.0,
+                "EPSG:{epsg}: area error {}",
+                got.area
+            );
+        }
+    }
 }

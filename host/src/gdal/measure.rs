@@ -981,3 +981,26 @@ fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, Gda
 fn fid_text(fid: Option<u64>) -> String {
     fid.map_or_else(|| "?".to_string(), |f| f.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Candidates agree within one part per million of the larger, and not beyond.
+    #[test]
+    fn candidates_agree_within_one_part_per_million() {
+        let cases = [
+            (1.0, 1.0, true),
+            (0.0, 0.0, true),
+            (1_000_000.0, 1_000_000.9, true),
+            (1_000_000.0, 1_000_001.1, false),
+            (-5.0, -5.000_004, true),
+            (-5.0, -5.000_006, false),
+            (0.0, 1e-300, false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(agree(a, b), want, "{a} vs {b}");
+            assert_eq!(agree(b, a), want, "{b} vs {a}");
+        }
+    }
+}
