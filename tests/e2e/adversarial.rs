@@ -2101,6 +2101,8 @@ fn patch(path: &Path, old: &str, new: &str) {
 ///   container);
 /// * HFA: a spill file named `../outside` was opened during the open; an overview file named
 ///   in `RRDNamesList` (any name in the folder) was followed through a link;
+/// * Idrisi: the `.rdc`'s `ref. system : ../outside/x` made GDAL read `../outside/x.ref` for
+///   the CRS (a FIFO there blocked);
 /// * MapInfo: a seamless table read the outside tables its index names (`vector_info` listed
 ///   their fields, `vector_convert` copied their rows);
 /// * drivers that are not allowed any more: a `.kml` was opened as a raster by
