@@ -1965,3 +1965,545 @@ async fn vrt_open_options_coordinate_operations_and_unread_creation_options_are_
     still_serves(&server).await;
     decoy.assert_untouched();
 }
+
+/// libhdf5 (loaded in this process by libgdal), to build netCDF-4 fixtures whose links and
+/// datasets reach other files, as an attacker's tool would.
+mod hdf5 {
+    use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+
+    extern "C" {
+        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    }
+
+    type Hid = i64;
+
+    fn symbol(name: &str) -> *mut c_void {
+        let name = CString::new(name).unwrap();
+        // SAFETY: RTLD_DEFAULT (null) lookup of a NUL-terminated name.
+        let found = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) };
+        assert!(!found.is_null(), "libhdf5 symbol {name:?} not found");
+        found
+    }
+
+    macro_rules! function {
+        ($name:literal, fn($($arg:ty),*) -> $ret:ty) => {{
+            let f: unsafe extern "C" fn($($arg),*) -> $ret =
+                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(symbol($name));
+            f
+        }};
+    }
+
+    /// How the fixture's variable `Band1` (111 x 111 Float32) reaches `target`.
+    pub enum Reach<'a> {
+        /// `Band1` becomes an external link to `target`'s `/Band1`.
+        ExternalLink(&'a str),
+        /// `Band1` becomes a virtual dataset over `target`'s `/Band1`.
+        Virtual(&'a str),
+        /// `Band1` is stored in the raw file `target`.
+        ExternalStorage(&'a str),
+    }
+
+    /// Rewrite the netCDF-4 file `path` so that its variable `Band1` reaches another file.
+    pub fn rewrite(path: &str, reach: Reach) {
+        unsafe {
+            function!("H5open", fn() -> c_int)();
+            let fopen = function!("H5Fopen", fn(*const c_char, c_uint, Hid) -> Hid);
+            let fclose = function!("H5Fclose", fn(Hid) -> c_int);
+            let ldelete = function!("H5Ldelete", fn(Hid, *const c_char, Hid) -> c_int);
+            let c = |s: &str| CString::new(s).unwrap();
+            let file = fopen(c(path).as_ptr(), 1, 0);
+            assert!(file >= 0, "{path}");
+            let band = c("Band1");
+            assert!(ldelete(file, c("/Band1").as_ptr(), 0) >= 0);
+            match reach {
+                Reach::ExternalLink(target) => {
+                    let link = function!(
+                        "H5Lcreate_external",
+                        fn(*const c_char, *const c_char, Hid, *const c_char, Hid, Hid) -> c_int
+                    );
+                    assert!(
+                        link(
+                            c(target).as_ptr(),
+                            c("/Band1").as_ptr(),
+                            file,
+                            band.as_ptr(),
+                            0,
+                            0
+                        ) >= 0
+                    );
+                }
+                Reach::Virtual(target) | Reach::ExternalStorage(target) => {
+                    let virtual_ = matches!(reach, Reach::Virtual(_));
+                    let pcreate = function!("H5Pcreate", fn(Hid) -> Hid);
+                    let screate =
+                        function!("H5Screate_simple", fn(c_int, *const u64, *const u64) -> Hid);
+                    let dcreate = function!(
+                        "H5Dcreate2",
+                        fn(Hid, *const c_char, Hid, Hid, Hid, Hid, Hid) -> Hid
+                    );
+                    let dclose = function!("H5Dclose", fn(Hid) -> c_int);
+                    let class = *(symbol("H5P_CLS_DATASET_CREATE_ID_g") as *const Hid);
+                    let float = *(symbol("H5T_NATIVE_FLOAT_g") as *const Hid);
+                    let dims = [111u64, 111];
+                    let space = screate(2, dims.as_ptr(), std::ptr::null());
+                    let plist = pcreate(class);
+                    if virtual_ {
+                        let set = function!(
+                            "H5Pset_virtual",
+                            fn(Hid, Hid, *const c_char, *const c_char, Hid) -> c_int
+                        );
+                        assert!(
+                            set(
+                                plist,
+                                space,
+                                c(target).as_ptr(),
+                                c("/Band1").as_ptr(),
+                                space
+                            ) >= 0
+                        );
+                    } else {
+                        let set =
+                            function!("H5Pset_external", fn(Hid, *const c_char, i64, u64) -> c_int);
+                        assert!(set(plist, c(target).as_ptr(), 0, 111 * 111 * 4) >= 0);
+                    }
+                    let dataset = dcreate(file, band.as_ptr(), float, space, 0, plist, 0);
+                    assert!(dataset >= 0);
+                    dclose(dataset);
+                }
+            }
+            assert!(fclose(file) >= 0);
+        }
+    }
+}
+
+/// Replace `old` by `new` (NUL-padded to the same length) inside a binary file.
+fn patch(path: &Path, old: &str, new: &str) {
+    assert!(new.len() <= old.len(), "{new} longer than {old}");
+    let bytes = std::fs::read(path).unwrap();
+    let mut replacement = new.as_bytes().to_vec();
+    replacement.resize(old.len(), 0);
+    let at = bytes
+        .windows(old.len())
+        .position(|w| w == old.as_bytes())
+        .unwrap_or_else(|| panic!("{old} not in {}", path.display()));
+    let mut patched = bytes.clone();
+    patched[at..at + old.len()].copy_from_slice(&replacement);
+    std::fs::write(path, patched).unwrap();
+}
+
+/// Issue 21, item 1 ("for every driver this server can open, an input that references an
+/// outside file is refused before anything is read"), tried by a helper who did not write the
+/// earlier defences. One row per driver and mechanism, each with a decoy outside the
+/// workspace that must stay unread and unchanged; FIFOs outside stand for files whose mere
+/// opening would block the worker, so "answered" proves "not opened". Regressions:
+/// * netCDF-4 / HDF5: an external link, a virtual dataset and external raw storage made
+///   libhdf5 read an outside file (`raster_info` reported its pixels; GDAL lists only the
+///   container);
+/// * HFA: a spill file named `../outside` was opened during the open; an overview file named
+///   in `RRDNamesList` (any name in the folder) was followed through a link;
+/// * Idrisi: the `.rdc`'s `ref. system : ../outside/x` made GDAL read `../outside/x.ref` for
+///   the CRS (a FIFO there blocked);
+/// * MapInfo: a seamless table read the outside tables its index names (`vector_info` listed
+///   their fields, `vector_convert` copied their rows);
+/// * drivers that are not allowed any more: a `.kml` was opened as a raster by
+///   `KMLSUPEROVERLAY`, which opened its `GroundOverlay` href (a FIFO blocked the worker);
+///   ERS followed `DataFile = "../x"`;
+/// * GeoJSON: a `crs` of type `link` made GDAL's HTTP client GET any URL.
+///   Ruled out, and kept as rows so that a change of GDAL shows: KML/LIBKML `NetworkLink`s and
+///   GML `xsi:schemaLocation` are not followed. Clean twins of every format still open.
+#[tokio::test]
+async fn every_allowed_driver_refuses_references_to_outside_files() {
+    let decoy = Decoy::new();
+    let fifos = tempfile::tempdir().unwrap();
+    let fifo = |name: &str| {
+        let path = fifos.path().join(name);
+        run("mkfifo", &[&path.display().to_string()]);
+        path.display().to_string()
+    };
+    let (url, hits) = listener();
+    let server = start(&["dem.tif", "nc.shp", "nc.shx", "nc.dbf", "nc.prj"]).await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    // A relative path from the workspace to the decoy folder.
+    let up = format!(
+        "../{}",
+        decoy.dir.path().file_name().unwrap().to_string_lossy()
+    );
+    let outside = tempfile::tempdir().unwrap();
+    // netCDF-4: the clean twin and three ways to reach another file.
+    for name in ["clean.nc", "link.nc", "vds.nc", "stored.nc"] {
+        run(
+            "gdal_translate",
+            &[
+                "-q",
+                "-of",
+                "netCDF",
+                "-co",
+                "FORMAT=NC4",
+                &ws("dem.tif"),
+                &ws(name),
+            ],
+        );
+    }
+    // Each target is a FIFO outside: had libhdf5 opened it, the call would block.
+    hdf5::rewrite(
+        &ws("link.nc"),
+        hdf5::Reach::ExternalLink(&fifo("link-target.nc")),
+    );
+    hdf5::rewrite(&ws("vds.nc"), hdf5::Reach::Virtual(&fifo("vds-source.nc")));
+    hdf5::rewrite(
+        &ws("stored.nc"),
+        hdf5::Reach::ExternalStorage(&fifo("raw.bin")),
+    );
+
+    // HFA: a spill file named `../<decoy>/secret.txt`, and an overview file linked outside.
+    let long = "spill_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    for stem in [long, "clean_spill"] {
+        run(
+            "gdal_translate",
+            &[
+                "-q",
+                "-of",
+                "HFA",
+                "-co",
+                "USE_SPILL=YES",
+                &ws("dem.tif"),
+                &ws(&format!("{stem}.img")),
+            ],
+        );
+    }
+    patch(
+        &server.path(&format!("{long}.img")),
+        &format!("{long}.ige"),
+        &format!("{up}/secret.txt"),
+    );
+    run(
+        "gdal_translate",
+        &["-q", "-of", "HFA", &ws("dem.tif"), &ws("ovr.img")],
+    );
+    run(
+        "gdaladdo",
+        &[
+            "-q",
+            "--config",
+            "USE_RRD",
+            "YES",
+            "--config",
+            "HFA_USE_RRD",
+            "YES",
+            &ws("ovr.img"),
+            "2",
+        ],
+    );
+    patch(
+        &server.path("ovr.img"),
+        "ovr.rrd(:Layer_1:_ss_2_)",
+        "zz.rrd(:Layer_1:_ss_2_)",
+    );
+    std::fs::rename(server.path("ovr.rrd"), outside.path().join("zz.rrd")).unwrap();
+    std::os::unix::fs::symlink(fifo("zz.rrd"), server.path("zz.rrd")).unwrap();
+
+    // MapInfo: a seamless table whose index names an outside table (and the same in a folder
+    // opened as a vector source), and a plain table.
+    let outside_tab = outside.path().join("secret.tab").display().to_string();
+    run(
+        "ogr2ogr",
+        &[
+            "-q",
+            "-f",
+            "MapInfo File",
+            &outside_tab,
+            &ws("nc.shp"),
+            "-sql",
+            "SELECT NAME AS SECRET_FIELD FROM nc",
+        ],
+    );
+    // The index names the table relative to its own folder, as MapInfo writes it.
+    let outside_name = outside
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
+    std::fs::create_dir(server.path("seamless")).unwrap();
+    for (target, relative) in [
+        (ws("seamless.tab"), format!("../{outside_name}/secret.tab")),
+        (
+            ws("seamless/index.tab"),
+            format!("../../{outside_name}/secret.tab"),
+        ),
+    ] {
+        let index_csv = outside.path().join("index.csv");
+        std::fs::write(
+            &index_csv,
+            format!("WKT,Table\n\"POLYGON((-85 33,-75 33,-75 37,-85 37,-85 33))\",{relative}\n"),
+        )
+        .unwrap();
+        run(
+            "ogr2ogr",
+            &[
+                "-q",
+                "-f",
+                "MapInfo File",
+                &target,
+                &index_csv.display().to_string(),
+                "-a_srs",
+                "EPSG:4267",
+                "-nlt",
+                "POLYGON",
+            ],
+        );
+        std::fs::remove_file(&index_csv).unwrap();
+        let tab = std::fs::read_to_string(&target).unwrap().replace(
+            "Definition Table",
+            "begin_metadata\n\"\\IsSeamless\" = \"TRUE\"\n\"\\IsReadOnly\" = \"FALSE\"\nend_metadata\nDefinition Table",
+        );
+        std::fs::write(&target, tab).unwrap();
+    }
+    run(
+        "ogr2ogr",
+        &[
+            "-q",
+            "-f",
+            "MapInfo File",
+            &ws("plain.tab"),
+            &ws("nc.shp"),
+            "-sql",
+            "SELECT NAME FROM nc",
+        ],
+    );
+
+    // KML read as a raster (KMLSUPEROVERLAY, not allowed): its GroundOverlay names a FIFO.
+    let overlay = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><kml xmlns="http://www.opengis.net/kml/2.2"><Document>
+<Placemark><name>inside</name><Point><coordinates>1,2</coordinates></Point></Placemark>
+<NetworkLink><name>n</name><Link><href>{}</href></Link></NetworkLink>
+<GroundOverlay><Icon><href>{}</href></Icon><LatLonBox><north>1</north><south>0</south><east>1</east><west>0</west></LatLonBox></GroundOverlay>
+</Document></kml>"#,
+        {
+            let inner = outside.path().join("inner.kml");
+            std::fs::write(
+                &inner,
+                r#"<kml xmlns="http://www.opengis.net/kml/2.2"><Document><Placemark><name>SECRET_PLACEMARK</name><Point><coordinates>1,2</coordinates></Point></Placemark></Document></kml>"#,
+            )
+            .unwrap();
+            inner.display().to_string()
+        },
+        fifo("overlay.tif")
+    );
+    std::fs::write(server.path("overlay.kml"), overlay).unwrap();
+
+    // Idrisi: the `.rdc`'s reference system names a `.ref` file outside (a FIFO).
+    let fifos_up = format!("../{}", fifos.path().file_name().unwrap().to_string_lossy());
+    fifo("evil.ref");
+    for name in ["ref.rst", "clean.rst"] {
+        run(
+            "gdal_translate",
+            &["-q", "-of", "RST", &ws("dem.tif"), &ws(name)],
+        );
+    }
+    let rdc = std::fs::read_to_string(server.path("ref.rdc")).unwrap();
+    let rdc: String = rdc
+        .lines()
+        .map(|line| {
+            if line.starts_with("ref. system") {
+                format!("ref. system : {fifos_up}/evil\n")
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    std::fs::write(server.path("ref.rdc"), rdc).unwrap();
+
+    // ERS (not allowed): `DataFile` leaves the folder.
+    std::fs::write(
+        server.path("raw.ers"),
+        format!(
+            "DatasetHeader Begin\n\tVersion = \"6.0\"\n\tDataFile = \"{up}/secret.txt\"\n\tDataSetType = ERStorage\n\tDataType = Raster\n\tByteOrder = LSBFirst\n\tCoordinateSpace Begin\n\t\tDatum = \"RAW\"\n\t\tProjection = \"RAW\"\n\t\tCoordinateType = RAW\n\tCoordinateSpace End\n\tRasterInfo Begin\n\t\tCellType = Unsigned8BitInteger\n\t\tNrOfLines = 1\n\t\tNrOfCellsPerLine = 6\n\t\tNrOfBands = 1\n\tRasterInfo End\nDatasetHeader End\n"
+        ),
+    )
+    .unwrap();
+
+    // GeoJSON: a CRS by URL (GDAL's HTTP client), and the twin with a CRS by name.
+    let feature = r#""features":[{"type":"Feature","properties":{"a":1},"geometry":{"type":"Point","coordinates":[1,2]}}]"#;
+    std::fs::write(
+        server.path("crs-link.geojson"),
+        format!(r#"{{"type":"FeatureCollection","crs":{{"type":"link","properties":{{"href":"{url}","type":"proj4"}}}},{feature}}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("crs-name.geojson"),
+        format!(r#"{{"type":"FeatureCollection","crs":{{"type":"name","properties":{{"name":"urn:ogc:def:crs:EPSG::4326"}}}},{feature}}}"#),
+    )
+    .unwrap();
+
+    // GML whose schemaLocation names an outside schema (a FIFO): not followed by GDAL 3.6.
+    std::fs::write(
+        server.path("schema.gml"),
+        format!(
+            r#"<?xml version="1.0" encoding="utf-8" ?>
+<ogr:FeatureCollection xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://ogr.maptools.org/ {}" xmlns:ogr="http://ogr.maptools.org/" xmlns:gml="http://www.opengis.net/gml">
+  <gml:featureMember><ogr:things fid="F0"><ogr:name>x</ogr:name></ogr:things></gml:featureMember>
+</ogr:FeatureCollection>"#,
+            fifo("schema.xsd")
+        ),
+    )
+    .unwrap();
+
+    enum Expect {
+        Refused(&'static str),
+        Works,
+    }
+    use Expect::{Refused, Works};
+    let rows: Vec<(&str, &str, &str, Expect)> = vec![
+        (
+            "netCDF",
+            "HDF5 external link",
+            "link.nc",
+            Refused("external link"),
+        ),
+        (
+            "netCDF",
+            "HDF5 virtual dataset",
+            "vds.nc",
+            Refused("virtual dataset"),
+        ),
+        (
+            "netCDF",
+            "HDF5 external storage",
+            "stored.nc",
+            Refused("external files"),
+        ),
+        ("netCDF", "clean twin", "clean.nc", Works),
+        (
+            "HFA",
+            "spill file ../",
+            &format!("{long}.img"),
+            Refused("ImgExternalRaster"),
+        ),
+        (
+            "HFA",
+            "RRDNamesList through a link to a FIFO",
+            "ovr.img",
+            Refused("Eimg_RRDNamesList"),
+        ),
+        (
+            "HFA",
+            "clean twin with its spill file",
+            "clean_spill.img",
+            Works,
+        ),
+        (
+            "RST",
+            "ref. system ../ (a FIFO)",
+            "ref.rst",
+            Refused("reference system"),
+        ),
+        ("RST", "clean twin", "clean.rst", Works),
+        (
+            "MapInfo File",
+            "seamless table",
+            "seamless.tab",
+            Refused("seamless"),
+        ),
+        (
+            "MapInfo File",
+            "seamless table in a folder",
+            "seamless",
+            Refused("seamless"),
+        ),
+        ("MapInfo File", "clean twin", "plain.tab", Works),
+        (
+            "KMLSUPEROVERLAY",
+            "GroundOverlay href (driver not allowed)",
+            "overlay.kml",
+            Refused(""),
+        ),
+        (
+            "KML/LIBKML",
+            "NetworkLink (not followed)",
+            "overlay.kml",
+            Works,
+        ),
+        (
+            "ERS",
+            "DataFile ../ (driver not allowed)",
+            "raw.ers",
+            Refused("not recognized"),
+        ),
+        ("GeoJSON", "crs link URL", "crs-link.geojson", Works),
+        ("GeoJSON", "clean twin", "crs-name.geojson", Works),
+        (
+            "GML",
+            "xsi:schemaLocation (not followed)",
+            "schema.gml",
+            Works,
+        ),
+    ]
+    .into_iter()
+    .map(|(d, m, i, e)| (d, m, Box::leak(i.to_string().into_boxed_str()) as &str, e))
+    .collect();
+    let secrets = ["do not read me", "SECRET_FIELD", "SECRET_PLACEMARK"];
+    for (driver, mechanism, input, expect) in &rows {
+        let raster = input.ends_with(".nc")
+            || input.ends_with(".img")
+            || input.ends_with(".ers")
+            || input.ends_with(".rst")
+            || *driver == "KMLSUPEROVERLAY";
+        let (info, convert, output) = if raster {
+            (
+                "raster_info",
+                "raster_convert",
+                format!("copy-{}.tif", input.replace('/', "_")),
+            )
+        } else {
+            (
+                "vector_info",
+                "vector_convert",
+                format!("copy-{}.gpkg", input.replace('/', "_")),
+            )
+        };
+        for (tool, arguments) in [
+            (info, json!({"input": input})),
+            (convert, json!({"input": input, "output": output})),
+        ] {
+            let result = tokio::time::timeout(
+                Duration::from_secs(30),
+                server.call(tool, arguments.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{driver} / {mechanism}: {tool} blocked"))
+            .unwrap();
+            let all = text(&result);
+            for secret in secrets {
+                assert!(
+                    !all.contains(secret),
+                    "{driver} / {mechanism}: {tool} leaked: {all}"
+                );
+            }
+            match expect {
+                Refused(fragment) => {
+                    assert!(
+                        is_error(&result),
+                        "{driver} / {mechanism}: {tool} {arguments}: {all}"
+                    );
+                    assert!(
+                        error_message(&result).contains(fragment),
+                        "{driver} / {mechanism}: {tool}: {all}"
+                    );
+                    assert!(
+                        !server.path(&output).exists(),
+                        "{driver} / {mechanism}: output written"
+                    );
+                }
+                Works => {
+                    if tool == info {
+                        assert!(!is_error(&result), "{driver} / {mechanism}: {tool}: {all}");
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(hits.load(Ordering::SeqCst), 0, "GDAL fetched a URL");
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}

@@ -979,6 +979,9 @@ pub fn writable_raster_drivers() -> Vec<String> {
 pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result<(), GdalError> {
     let capture = ErrorCapture::start();
     let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
+        if let Some(refused) = super::drivers::refusal("format", format, true) {
+            return refused;
+        }
         GdalError::Arguments(format!(
             "format: \"{format}\" is not a GDAL driver; writable raster drivers include {}",
             writable_raster_drivers().join(", ")

@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod calc;
 pub mod composite;
 pub mod dem;
+pub mod drivers;
 pub mod encoding;
 pub mod facts;
 pub mod filter;

@@ -310,6 +310,7 @@ pub(super) fn apply_process_switches() {
         let _ = gdal::config::set_config_option(key, value);
     }
     restrict_proj_search_paths();
+    super::drivers::refuse_http_fetches();
     for name in NETWORK_DRIVERS {
         if let Ok(driver) = gdal::DriverManager::get_driver_by_name(name) {
             // SAFETY: deregistering a driver handle GDAL returned; drivers are never destroyed
@@ -317,6 +318,7 @@ pub(super) fn apply_process_switches() {
             unsafe { gdal_sys::GDALDeregisterDriver(driver.c_driver()) };
         }
     }
+    super::drivers::keep_only_allowed_drivers();
 }
 
 /// Give PROJ no search path but its own data folders (those holding `proj.db`): the working
@@ -387,6 +389,12 @@ fn inside(path: &str) -> bool {
     roots.iter().any(|root| resolved.starts_with(root))
 }
 
+/// Whether `path` (as GDAL would open it) resolves inside a workspace (for the per-format
+/// checks of `drivers`).
+pub(super) fn is_inside(path: &str) -> bool {
+    inside(path)
+}
+
 /// Checks before GDAL opens `path` (its real path inside a workspace), for what GDAL would act
 /// on *during* the open, on the file itself and, recursively, on every file a VRT document
 /// makes it open (`check_file_before_open`).
@@ -420,6 +428,7 @@ const MAX_VRT_DEPTH: usize = 8;
 ///   path outside, a FIFO, `/dev/stdin`).
 fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
     super::references::check_sqlite(file)?;
+    super::drivers::check_file(input, file)?;
     // A spreadsheet is a zip GDAL inflates whole: the table budget holds for every open, not
     // only `points_from_table`'s (regression, issue 21 attack round 3: `vector_info` on a
     // 636 KB XLSX that expands to 601 MB took 0.6 GB, `vector_query` 1.2 GB).

@@ -242,6 +242,9 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
     }
     if let Some(format) = format {
         let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
+            if let Some(refused) = super::drivers::refusal("format", format, false) {
+                return refused;
+            }
             GdalError::Arguments(format!(
                 "format: \"{format}\" is not a GDAL driver; common vector drivers are GPKG, \
                  GeoJSON, FlatGeobuf, \"ESRI Shapefile\", CSV, KML, GML, SQLite"

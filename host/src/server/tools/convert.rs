@@ -126,6 +126,9 @@ struct ConvertPlan {
 fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let driver = gdal::DriverManager::get_driver_by_name(&format).map_err(|_| {
+        if let Some(refused) = crate::gdal::drivers::refusal("format", &format, true) {
+            return ToolError::Arguments(refused.to_string());
+        }
         ToolError::Arguments(format!(
             "format: \"{format}\" is not a GDAL driver; writable raster drivers include {}",
             facts::writable_raster_drivers().join(", ")

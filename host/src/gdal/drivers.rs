@@ -1,0 +1,809 @@
+//! Which GDAL drivers may open anything at all, and the references to other files that the
+//! allowed ones follow by themselves, found before GDAL opens an input.
+//!
+//! GDAL 3.6 registers about 190 drivers, and many multi-file formats name their data files in
+//! their headers: an ERS `DataFile = "../x"`, a KML read as a raster by `KMLSUPEROVERLAY`
+//! (its `GroundOverlay` `href`, opened during the open: a FIFO there blocked a worker), PDS
+//! `^IMAGE`, MRF `DataFile`, DIMAP, SAFE, TIL, FAST, NDF, ILWIS, ADRG and many more. Each would
+//! need its own reader to be checked, so only an allow-list stays registered
+//! ([`INPUT_DRIVERS`] and the output drivers; [`keep_only_allowed_drivers`]); neither an
+//! argument nor a VRT's source can reach the others.
+//!
+//! The allowed drivers that follow references on their own, each verified with GDAL 3.6.2
+//! and closed here before the open ([`check_file`]):
+//! * **HDF5-based files** (netCDF-4, read by the netCDF driver): HDF5 external links, virtual
+//!   datasets (VDS) and external raw storage are followed by libhdf5 itself, and GDAL lists
+//!   only the container. The file's links and datasets are walked with libhdf5 (found in the
+//!   process, thread-safe build) without traversing any link or opening any source, and such
+//!   a file is refused ([`check_hdf5`]).
+//! * **Erdas Imagine (HFA)**: a spill file (`ImgExternalRaster.fileName`, opened during the
+//!   open, `../` honoured), external overviews (`RRDNamesList`) and dependent files named in
+//!   the `.img` or in an `.aux` beside any raster ([`check_hfa`]).
+//! * **Idrisi (RST)**: the `.rdc`'s `ref. system` names a `.ref` file that GDAL reads for the
+//!   CRS, `../` honoured ([`check_idrisi`]).
+//! * **MapInfo TAB**: a seamless table lists other tables by path (`../outside.tab` was read
+//!   in full, and the file list named only the index); a view opens two tables by name
+//!   ([`check_mapinfo`]).
+//!
+//! And one switch for every driver: GDAL's own HTTP client (`CPLHTTPFetch`, used by a GeoJSON
+//! `crs` of type `link`, which made the server GET any URL) is replaced by one that refuses
+//! ([`refuse_http_fetches`]).
+
+use super::GdalError;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Drivers that may open inputs besides the output drivers
+/// ([`super::policy::RASTER_OUTPUT_DRIVERS`], [`super::policy::VECTOR_OUTPUT_DRIVERS`]): the
+/// host's own in-memory drivers, raster VRTs (their sources are checked), ESRI's `.hdr`
+/// formats and File Geodatabases (folders, walked before the open).
+pub const INPUT_DRIVERS: &[&str] = &["VRT", "MEM", "Memory", "EHdr", "OpenFileGDB"];
+
+/// The drivers deregistered at start (their names), for messages.
+static DEREGISTERED: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Whether `name` is a driver this server deregistered (any case).
+pub fn was_deregistered(name: &str) -> bool {
+    DEREGISTERED
+        .get()
+        .is_some_and(|names| names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+}
+
+/// Every driver that may open or write anything.
+pub fn allowed() -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = INPUT_DRIVERS
+        .iter()
+        .chain(super::policy::RASTER_OUTPUT_DRIVERS)
+        .chain(super::policy::VECTOR_OUTPUT_DRIVERS)
+        .copied()
+        .collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// The refusal for a format argument naming a deregistered driver (MRF, PDS4, MVT, PDF...),
+/// worded as the output allow-list words it; `None` for a name GDAL never had.
+pub fn refusal(argument: &str, name: &str, raster: bool) -> Option<GdalError> {
+    if !was_deregistered(name) {
+        return None;
+    }
+    super::policy::check_output_driver(argument, name, raster).err()
+}
+
+/// Deregister every driver that is not allowed ([`allowed`]), once, before any dataset is
+/// opened (from `policy::apply_process_switches`).
+pub(super) fn keep_only_allowed_drivers() {
+    let allowed = allowed();
+    let mut removed = Vec::new();
+    // SAFETY: GDALGetDriverCount / GDALGetDriver / GDALGetDriverShortName read the driver
+    // manager; GDALDeregisterDriver removes a driver handle it returned (drivers are never
+    // destroyed here). Runs once, before any dataset is opened.
+    unsafe {
+        let mut handles = Vec::new();
+        for i in 0..gdal_sys::GDALGetDriverCount() {
+            let driver = gdal_sys::GDALGetDriver(i);
+            if driver.is_null() {
+                continue;
+            }
+            let name = gdal_sys::GDALGetDriverShortName(driver);
+            if name.is_null() {
+                continue;
+            }
+            let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&name)) {
+                handles.push((driver, name));
+            }
+        }
+        for (driver, name) in handles {
+            gdal_sys::GDALDeregisterDriver(driver);
+            removed.push(name);
+        }
+    }
+    let _ = DEREGISTERED.set(removed);
+}
+
+/// `CPLHTTPResult` of `cpl_http.h` (GDAL 3.6), freed by GDAL with `CPLHTTPDestroyResult`.
+#[repr(C)]
+struct HttpResult {
+    status: c_int,
+    content_type: *mut c_char,
+    error: *mut c_char,
+    data_len: c_int,
+    data_alloc: c_int,
+    data: *mut u8,
+    headers: *mut *mut c_char,
+    mime_part_count: c_int,
+    mime_parts: *mut c_void,
+}
+
+type FetchCallback = unsafe extern "C" fn(
+    url: *const c_char,
+    options: *const *const c_char,
+    progress: *mut c_void,
+    progress_arg: *mut c_void,
+    write: *mut c_void,
+    write_arg: *mut c_void,
+    user: *mut c_void,
+) -> *mut HttpResult;
+
+extern "C" {
+    fn CPLHTTPSetFetchCallback(callback: Option<FetchCallback>, user: *mut c_void);
+}
+
+/// GDAL's HTTP client, replaced: every request fails without touching the network.
+unsafe extern "C" fn refuse_fetch(
+    _url: *const c_char,
+    _options: *const *const c_char,
+    _progress: *mut c_void,
+    _progress_arg: *mut c_void,
+    _write: *mut c_void,
+    _write_arg: *mut c_void,
+    _user: *mut c_void,
+) -> *mut HttpResult {
+    // SAFETY: GDAL frees the result and its strings with CPLFree (VSIFree), so they are
+    // allocated with VSICalloc / CPLStrdup; a zeroed result is a valid empty one.
+    unsafe {
+        let result = gdal_sys::VSICalloc(1, std::mem::size_of::<HttpResult>()) as *mut HttpResult;
+        if result.is_null() {
+            return result;
+        }
+        (*result).status = 1;
+        (*result).error = gdal_sys::CPLStrdup(c"gdal-mcp refuses network access".as_ptr());
+        result
+    }
+}
+
+/// Make every `CPLHTTPFetch` fail: a GeoJSON `crs` of type `link` or `url` (and any other
+/// driver or SRS import that fetches with GDAL's HTTP client rather than `/vsicurl/`) reached
+/// any URL, `CPL_VSIL_CURL_ALLOWED_FILENAME` notwithstanding.
+pub(super) fn refuse_http_fetches() {
+    // SAFETY: installs a process-wide callback with the signature GDAL 3.6 declares
+    // (`CPLHTTPFetchCallbackFunc`); it touches no state and lives for the whole process.
+    unsafe { CPLHTTPSetFetchCallback(Some(refuse_fetch), std::ptr::null_mut()) };
+}
+
+/// The per-format checks on one file GDAL will open for `input` (called by
+/// `policy::check_file_before_open` for the input and for every VRT source): HDF5 links and
+/// storage, HFA spill/overview/dependent files (also of an `.aux` beside any raster), MapInfo
+/// seamless tables and views (also inside a folder opened as a vector source).
+pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        // A folder opened as a vector source: the MapInfo driver opens every `.tab` in it.
+        let Ok(entries) = std::fs::read_dir(file) else {
+            return Ok(());
+        };
+        for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
+            let path = entry.path();
+            if is_tab(&path) {
+                check_mapinfo(input, &path)?;
+            }
+        }
+        return Ok(());
+    }
+    if !meta.is_file() {
+        return Ok(());
+    }
+    check_hdf5(input, file)?;
+    check_hfa(input, file)?;
+    if let (Some(parent), Some(name), Some(stem)) =
+        (file.parent(), file.file_name(), file.file_stem())
+    {
+        for base in [name, stem] {
+            let mut aux = base.to_os_string();
+            aux.push(".aux");
+            check_hfa(input, &parent.join(aux))?;
+        }
+    }
+    if is_tab(file) {
+        check_mapinfo(input, file)?;
+    }
+    check_idrisi(input, file)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Idrisi (RST)
+
+/// Refuse an Idrisi raster whose `.rdc` names a reference system file outside: GDAL 3.6 opens
+/// `<folder>/<ref. system>.ref` to read the CRS (`ref. system : ../outside/x` read
+/// `../outside/x.ref`, and GDAL's file list named only the `.rst` and `.rdc`).
+pub fn check_idrisi(input: &Path, file: &Path) -> Result<(), GdalError> {
+    use std::io::Read;
+    let is_rst = file
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("rst"));
+    let (true, Some(folder), Some(stem)) = (is_rst, file.parent(), file.file_stem()) else {
+        return Ok(());
+    };
+    for extension in ["rdc", "RDC"] {
+        let mut name = stem.to_os_string();
+        name.push(".");
+        name.push(extension);
+        let rdc = folder.join(name);
+        if !std::fs::metadata(&rdc).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let mut head = Vec::new();
+        if std::fs::File::open(&rdc)
+            .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+            .is_err()
+        {
+            continue;
+        }
+        for line in String::from_utf8_lossy(&head).lines() {
+            let Some((key, value)) = line.split_once(':') else {
+                continue;
+            };
+            if !key.trim().eq_ignore_ascii_case("ref. system") {
+                continue;
+            }
+            for value in [value.trim(), value.trim_start()] {
+                if value.is_empty() {
+                    continue;
+                }
+                let candidate = format!("{}/{value}.ref", folder.display());
+                let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
+                if !super::policy::is_inside(&candidate) || special {
+                    return Err(refuse(
+                        input,
+                        &rdc,
+                        &format!(
+                            "its reference system \"{value}\" makes GDAL read {candidate}, \
+                             outside every workspace or not a regular file"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn refuse(input: &Path, file: &Path, why: &str) -> GdalError {
+    let shown = if input == file {
+        String::new()
+    } else {
+        format!(" (through {})", file.display())
+    };
+    GdalError::Arguments(format!(
+        "{}{shown}: {why}; GDAL would read other files through it. Copy the data you need into a \
+         self-contained file inside the workspace (for example with gdal_translate or ogr2ogr \
+         outside this server)",
+        input.display()
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// MapInfo
+
+fn is_tab(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("tab"))
+}
+
+/// Refuse a MapInfo `.tab` that GDAL reads as a seamless table (`"\IsSeamless" = "TRUE"`: the
+/// index's features name other tables by path, `../` included, and GDAL lists only the index)
+/// or as a view (`create view` over tables opened by name). Lines are read as GDAL's
+/// `IMapInfoFile::SmartOpen` reads them: leading blanks skipped, matched without case.
+pub fn check_mapinfo(input: &Path, file: &Path) -> Result<(), GdalError> {
+    use std::io::Read;
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let mut head = Vec::new();
+    if std::fs::File::open(file)
+        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+        .is_err()
+    {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&head);
+    for line in text.split(['\n', '\r']) {
+        let squeezed: String = line
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        let lower = line.trim_start().to_ascii_lowercase();
+        if squeezed.starts_with("\"\\isseamless\"=\"true\"") {
+            return Err(refuse(
+                input,
+                file,
+                "it is a MapInfo seamless table, whose index names other tables by path \
+                 (seamless tables are not opened)",
+            ));
+        }
+        if lower.starts_with("create") && squeezed.starts_with("createview") {
+            return Err(refuse(
+                input,
+                file,
+                "it is a MapInfo view, which opens other tables by name (views are not opened)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// HFA (Erdas Imagine)
+
+const HFA_MAGIC: &[u8; 16] = b"EHFA_HEADER_TAG\0";
+/// Entries read from one HFA tree at most (a real `.img` has tens to a few thousands).
+const MAX_HFA_ENTRIES: usize = 200_000;
+/// Largest entry data read to find file names.
+const MAX_HFA_DATA: u32 = 1 << 20;
+
+/// A file name an HFA file makes GDAL open, and how GDAL forms its path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfaReference {
+    /// The node type that names it (`ImgExternalRaster`, `Eimg_RRDNamesList`,
+    /// `Eimg_DependentFile`).
+    pub kind: String,
+    /// The name as stored (for overviews, without the `(:Layer:...)` suffix).
+    pub name: String,
+}
+
+/// Refuse an HFA file (`EHFA_HEADER_TAG` header: an `.img`, or an `.aux` GDAL reads beside
+/// any raster) that names a spill, overview or dependent file outside the workspaces or not
+/// a regular file. GDAL forms those paths as `<folder>/<name>` (so `../` leaves the folder),
+/// then `<folder>/<file name of name>`: both must be inside, links resolved.
+pub fn check_hfa(input: &Path, file: &Path) -> Result<(), GdalError> {
+    if !has_magic(file, 0, HFA_MAGIC) {
+        return Ok(());
+    }
+    let references = hfa_references(file).map_err(|e| {
+        refuse(
+            input,
+            file,
+            &format!(
+                "its Erdas Imagine (HFA) tree cannot be read to check the files it names ({e})"
+            ),
+        )
+    })?;
+    let folder = file.parent().unwrap_or(Path::new("/"));
+    for reference in references {
+        for candidate in hfa_candidates(folder, &reference.name) {
+            let shown = candidate.display().to_string();
+            let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
+            if !super::policy::is_inside(&shown) || special {
+                return Err(refuse(
+                    input,
+                    file,
+                    &format!(
+                        "its {} names \"{}\", which GDAL opens as {shown}: outside every \
+                         workspace or not a regular file",
+                        reference.kind, reference.name
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The paths GDAL 3.6 tries for a name stored in an HFA file: `CPLFormFilename(folder, name)`
+/// (a plain concatenation: an absolute name does not replace the folder) and the name's last
+/// component in the folder.
+fn hfa_candidates(folder: &Path, name: &str) -> Vec<PathBuf> {
+    let mut out = vec![PathBuf::from(format!("{}/{name}", folder.display()))];
+    let last = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    if !last.is_empty() {
+        let basename = folder.join(last);
+        if !out.contains(&basename) {
+            out.push(basename);
+        }
+    }
+    out.retain(|p| !p.as_os_str().is_empty());
+    out
+}
+
+fn has_magic(file: &Path, offset: u64, magic: &[u8]) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(mut f) = std::fs::File::open(file) else {
+        return false;
+    };
+    let mut head = vec![0u8; magic.len()];
+    f.seek(SeekFrom::Start(offset)).is_ok() && f.read_exact(&mut head).is_ok() && head == magic
+}
+
+/// The file names an HFA tree stores, read as GDAL reads its entries: the file header points
+/// to an `Ehfa_File` record, which points to the root entry; each entry is `next`, `prev`,
+/// `parent`, `child`, `data`, `dataSize` (little-endian u32), a 64-byte name and a 32-byte
+/// type. Strings (`Emif_String`) are a count, a pointer and the characters.
+pub fn hfa_references(file: &Path) -> Result<Vec<HfaReference>, String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(file).map_err(|e| e.to_string())?;
+    let mut read_at = |offset: u32, len: usize| -> Result<Vec<u8>, String> {
+        let mut buf = vec![0u8; len];
+        f.seek(SeekFrom::Start(u64::from(offset)))
+            .and_then(|_| f.read_exact(&mut buf))
+            .map_err(|e| format!("at byte {offset}: {e}"))?;
+        Ok(buf)
+    };
+    let u32_at = |buf: &[u8], at: usize| -> Option<u32> {
+        buf.get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let header = read_at(16, 4)?;
+    let header_pos = u32_at(&header, 0).ok_or("short header")?;
+    let file_record = read_at(header_pos, 18)?;
+    let root = u32_at(&file_record, 8).ok_or("short file record")?;
+    let mut found = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut pending = vec![root];
+    while let Some(pos) = pending.pop() {
+        if pos == 0 || !seen.insert(pos) {
+            continue;
+        }
+        if seen.len() > MAX_HFA_ENTRIES {
+            return Err(format!("more than {MAX_HFA_ENTRIES} entries"));
+        }
+        let entry = read_at(pos, 120)?;
+        let field = |i: usize| u32_at(&entry, i * 4).unwrap_or(0);
+        let (next, child, data, size) = (field(0), field(3), field(4), field(5));
+        pending.push(next);
+        pending.push(child);
+        let kind: String = entry[88..120]
+            .iter()
+            .take_while(|b| **b != 0)
+            .map(|b| char::from(*b))
+            .collect();
+        let interesting = [
+            "ImgExternalRaster",
+            "Eimg_RRDNamesList",
+            "Eimg_DependentFile",
+        ];
+        if !interesting.contains(&kind.as_str()) {
+            continue;
+        }
+        if size > MAX_HFA_DATA {
+            return Err(format!("a {kind} entry of {size} bytes"));
+        }
+        let body = read_at(data, size as usize)?;
+        // An Emif_String at `at`: its characters and the offset after it.
+        let string_at = |at: usize| -> Result<(String, usize), String> {
+            let count = u32_at(&body, at).ok_or(format!("{kind}: truncated"))? as usize;
+            let start = at + 8;
+            let chars = body
+                .get(start..start + count)
+                .ok_or(format!("{kind}: a string past its entry"))?;
+            let text: String = String::from_utf8_lossy(chars)
+                .split('\0')
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            Ok((text, start + count))
+        };
+        let mut names = Vec::new();
+        if kind == "Eimg_RRDNamesList" {
+            let (_algorithm, after) = string_at(0)?;
+            let count = u32_at(&body, after).ok_or(format!("{kind}: truncated"))? as usize;
+            let mut at = after + 8;
+            for _ in 0..count.min(100_000) {
+                let (name, next) = string_at(at)?;
+                // `file.rrd(:Layer_1:_ss_2_)`: the file is before `(:`.
+                let file_part = name.split("(:").next().unwrap_or_default().to_string();
+                names.push(file_part);
+                at = next;
+            }
+        } else {
+            names.push(string_at(0)?.0);
+        }
+        for name in names.into_iter().filter(|n| !n.is_empty()) {
+            found.push(HfaReference {
+                kind: kind.clone(),
+                name,
+            });
+        }
+    }
+    Ok(found)
+}
+
+// ---------------------------------------------------------------------------------------------
+// HDF5 (netCDF-4)
+
+const HDF5_MAGIC: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
+
+/// Whether `file` is an HDF5 file: the signature at byte 0 or after a user block (512, 1024,
+/// 2048... bytes), where libhdf5 and netCDF look for it.
+pub fn is_hdf5(file: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(meta) = std::fs::metadata(file) else {
+        return false;
+    };
+    if !meta.is_file() {
+        return false;
+    }
+    let Ok(mut f) = std::fs::File::open(file) else {
+        return false;
+    };
+    let mut offset = 0u64;
+    while offset + 8 <= meta.len() {
+        let mut head = [0u8; 8];
+        if f.seek(SeekFrom::Start(offset)).is_ok()
+            && f.read_exact(&mut head).is_ok()
+            && &head == HDF5_MAGIC
+        {
+            return true;
+        }
+        offset = if offset == 0 { 512 } else { offset * 2 };
+    }
+    false
+}
+
+type Hid = i64;
+type Herr = c_int;
+type LinkVisitor = unsafe extern "C" fn(
+    group: Hid,
+    name: *const c_char,
+    info: *const c_int,
+    data: *mut c_void,
+) -> Herr;
+
+/// The few libhdf5 (1.10, `hid_t` = 64 bits) functions the check uses, found in the process
+/// (libgdal loads libhdf5): no link-time dependency, and no check at all if absent (then
+/// HDF5 files are refused).
+struct Hdf5 {
+    fopen: unsafe extern "C" fn(*const c_char, c_uint, Hid) -> Hid,
+    fclose: unsafe extern "C" fn(Hid) -> Herr,
+    lvisit: unsafe extern "C" fn(Hid, c_int, c_int, LinkVisitor, *mut c_void) -> Herr,
+    oopen: unsafe extern "C" fn(Hid, *const c_char, Hid) -> Hid,
+    oclose: unsafe extern "C" fn(Hid) -> Herr,
+    iget_type: unsafe extern "C" fn(Hid) -> c_int,
+    dget_create_plist: unsafe extern "C" fn(Hid) -> Hid,
+    pget_layout: unsafe extern "C" fn(Hid) -> c_int,
+    pget_external_count: unsafe extern "C" fn(Hid) -> c_int,
+    pclose: unsafe extern "C" fn(Hid) -> Herr,
+}
+
+/// A symbol as the function pointer type `F`.
+///
+/// # Safety
+/// `F` must be an `extern "C"` function pointer type matching the symbol's C signature.
+unsafe fn function<F: Copy>(pointer: *mut c_void) -> Option<F> {
+    if std::mem::size_of::<F>() != std::mem::size_of::<*mut c_void>() {
+        return None;
+    }
+    // SAFETY: same size, and the caller vouches for the signature.
+    Some(unsafe { std::mem::transmute_copy(&pointer) })
+}
+
+fn hdf5() -> Option<&'static Hdf5> {
+    static LIB: OnceLock<Option<Hdf5>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let symbol = |name: &CStr| -> Option<*mut c_void> {
+            // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only looks a symbol up.
+            let found = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+            (!found.is_null()).then_some(found)
+        };
+        // SAFETY: H5open takes no arguments and initialises the library (idempotent).
+        let open: unsafe extern "C" fn() -> Herr = unsafe { function(symbol(c"H5open")?)? };
+        // SAFETY: as above.
+        if unsafe { open() } < 0 {
+            return None;
+        }
+        // SAFETY: each symbol is the libhdf5 1.10 function of that name, whose C signature
+        // the field's type matches.
+        unsafe {
+            Some(Hdf5 {
+                fopen: function(symbol(c"H5Fopen")?)?,
+                fclose: function(symbol(c"H5Fclose")?)?,
+                lvisit: function(symbol(c"H5Lvisit")?)?,
+                oopen: function(symbol(c"H5Oopen")?)?,
+                oclose: function(symbol(c"H5Oclose")?)?,
+                iget_type: function(symbol(c"H5Iget_type")?)?,
+                dget_create_plist: function(symbol(c"H5Dget_create_plist")?)?,
+                pget_layout: function(symbol(c"H5Pget_layout")?)?,
+                pget_external_count: function(symbol(c"H5Pget_external_count")?)?,
+                pclose: function(symbol(c"H5Pclose")?)?,
+            })
+        }
+    })
+    .as_ref()
+}
+
+/// What an HDF5 file makes libhdf5 open besides itself, as `"what: name"` lines.
+#[derive(Default)]
+struct Hdf5Findings {
+    lib: Option<&'static Hdf5>,
+    found: Vec<String>,
+    visited: usize,
+}
+
+const H5L_TYPE_HARD: c_int = 0;
+const H5L_TYPE_SOFT: c_int = 1;
+const H5I_DATASET: c_int = 5;
+const H5D_VIRTUAL: c_int = 3;
+/// Links visited at most (beyond, the file is refused as unchecked).
+const MAX_HDF5_LINKS: usize = 1_000_000;
+
+unsafe extern "C" fn visit_link(
+    group: Hid,
+    name: *const c_char,
+    info: *const c_int,
+    data: *mut c_void,
+) -> Herr {
+    // SAFETY: `data` is the `Hdf5Findings` passed to H5Lvisit by `hdf5_findings`, alive for
+    // the whole visit; `info` points to an `H5L_info_t` whose first field is the link type;
+    // `name` is a NUL-terminated path relative to `group`.
+    unsafe {
+        let findings = &mut *(data as *mut Hdf5Findings);
+        findings.visited += 1;
+        if findings.visited > MAX_HDF5_LINKS {
+            findings
+                .found
+                .push(format!("more than {MAX_HDF5_LINKS} links"));
+            return 1;
+        }
+        let shown = CStr::from_ptr(name).to_string_lossy().into_owned();
+        let kind = if info.is_null() { -1 } else { *info };
+        if kind == H5L_TYPE_SOFT {
+            return 0;
+        }
+        if kind != H5L_TYPE_HARD {
+            let what = if kind == 64 {
+                "an external link"
+            } else {
+                "a user-defined link"
+            };
+            findings.found.push(format!("{what}: /{shown}"));
+            return 0;
+        }
+        let Some(lib) = findings.lib else {
+            return -1;
+        };
+        // A hard link: the object is in this file. Opening it (never a link's target file)
+        // tells a dataset from a group; a dataset's creation properties say where its
+        // values are.
+        let object = (lib.oopen)(group, name, 0);
+        if object < 0 {
+            findings
+                .found
+                .push(format!("an object that cannot be opened: /{shown}"));
+            return 0;
+        }
+        if (lib.iget_type)(object) == H5I_DATASET {
+            let plist = (lib.dget_create_plist)(object);
+            if plist >= 0 {
+                if (lib.pget_layout)(plist) == H5D_VIRTUAL {
+                    findings
+                        .found
+                        .push(format!("a virtual dataset over other files: /{shown}"));
+                }
+                if (lib.pget_external_count)(plist) > 0 {
+                    findings
+                        .found
+                        .push(format!("a dataset stored in external files: /{shown}"));
+                }
+                (lib.pclose)(plist);
+            } else {
+                findings
+                    .found
+                    .push(format!("a dataset whose storage cannot be read: /{shown}"));
+            }
+        }
+        (lib.oclose)(object);
+        0
+    }
+}
+
+/// What an HDF5 file would make libhdf5 open besides itself: external and user-defined links,
+/// virtual datasets and externally stored datasets, found by visiting every link from the
+/// root without traversing any (only hard links are descended).
+pub fn hdf5_findings(file: &Path) -> Result<Vec<String>, String> {
+    let lib = hdf5().ok_or("libhdf5 is not available in this process")?;
+    let name = std::ffi::CString::new(file.as_os_str().as_encoded_bytes())
+        .map_err(|_| "a NUL in the path".to_string())?;
+    // SAFETY: H5Fopen with a NUL-terminated name, read-only (0) and default properties (0);
+    // the handle is closed below.
+    let handle = unsafe { (lib.fopen)(name.as_ptr(), 0, 0) };
+    if handle < 0 {
+        return Err("libhdf5 cannot open it".to_string());
+    }
+    let mut findings = Hdf5Findings {
+        lib: Some(lib),
+        ..Default::default()
+    };
+    // SAFETY: visits the links of an open file by name order (0), native order (2); the
+    // callback gets `findings`, which outlives the call.
+    let status = unsafe {
+        (lib.lvisit)(
+            handle,
+            0,
+            2,
+            visit_link,
+            &mut findings as *mut Hdf5Findings as *mut c_void,
+        )
+    };
+    // SAFETY: closes the handle opened above.
+    unsafe { (lib.fclose)(handle) };
+    if status < 0 {
+        return Err("its links cannot be visited".to_string());
+    }
+    Ok(findings.found)
+}
+
+/// Refuse an HDF5-based file (netCDF-4) whose links or datasets make libhdf5 open other
+/// files: GDAL lists only the container, and libhdf5 resolves an external link's or a
+/// virtual dataset's absolute path as written (verified with GDAL 3.6.2: an external link
+/// named like the file's only variable served an outside file's pixels).
+pub fn check_hdf5(input: &Path, file: &Path) -> Result<(), GdalError> {
+    if !is_hdf5(file) {
+        return Ok(());
+    }
+    match hdf5_findings(file) {
+        Ok(found) if found.is_empty() => Ok(()),
+        Ok(found) => Err(refuse(
+            input,
+            file,
+            &format!(
+                "this HDF5/netCDF-4 file makes libhdf5 open other files ({})",
+                found.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+            ),
+        )),
+        Err(e) => Err(refuse(
+            input,
+            file,
+            &format!("this HDF5/netCDF-4 file cannot be checked for links to other files ({e})"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hfa_names_resolve_as_gdal_forms_them() {
+        let folder = Path::new("/w/d");
+        assert_eq!(
+            hfa_candidates(folder, "../out/secret.txt"),
+            vec![
+                PathBuf::from("/w/d/../out/secret.txt"),
+                PathBuf::from("/w/d/secret.txt")
+            ]
+        );
+        // An absolute name is concatenated, not substituted (CPLFormFilename).
+        assert_eq!(
+            hfa_candidates(folder, "/etc/passwd")[0],
+            PathBuf::from("/w/d//etc/passwd")
+        );
+        assert_eq!(
+            hfa_candidates(folder, "C:\\data\\x.ige")[1],
+            PathBuf::from("/w/d/x.ige")
+        );
+    }
+
+    #[test]
+    fn mapinfo_seamless_tables_and_views_are_recognised() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let seamless = dir.path().join("s.TAB");
+        std::fs::write(
+            &seamless,
+            "!table\n!version 300\nbegin_metadata\n  \"\\IsSeamless\" = \"TRUE\"\nend_metadata\n",
+        )
+        .expect("write");
+        assert!(check_mapinfo(&seamless, &seamless).is_err());
+        let view = dir.path().join("v.tab");
+        std::fs::write(&view, "!Table\n  Create View v As\nSelect a From t1, t2\n").expect("write");
+        assert!(check_mapinfo(&view, &view).is_err());
+        let plain = dir.path().join("p.tab");
+        std::fs::write(
+            &plain,
+            "!table\n!version 300\nDefinition Table\n  Type NATIVE\n  Fields 1\n    \
+             IsSeamless Char (10) ;\n",
+        )
+        .expect("write");
+        assert!(check_mapinfo(&plain, &plain).is_ok());
+    }
+}
