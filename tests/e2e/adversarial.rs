@@ -2350,6 +2350,9 @@ async fn a_worker_blocked_in_an_open_is_replaced_and_the_call_fails_at_the_deadl
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(server.path("again.tif").exists());
+    for name in &light {
+        release_fifo(&server, name);
+    }
     for name in &heavy {
         assert!(
             !server.path(&format!("out-{name}")).exists(),

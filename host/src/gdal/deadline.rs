@@ -213,6 +213,12 @@ pub fn abandoned_in(pool: &'static str) -> usize {
     counts().get(pool).copied().unwrap_or(0)
 }
 
+/// Whether any pool has a worker set aside and not finished (the process must not wait for it
+/// when it exits).
+pub fn any_abandoned() -> bool {
+    counts().values().any(|n| *n > 0)
+}
+
 /// Count one more worker of `pool` set aside.
 pub fn count_abandoned(pool: &'static str) {
     *counts().entry(pool).or_insert(0) += 1;
