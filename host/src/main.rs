@@ -350,7 +350,7 @@ fn serve(options: Options) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     let protocol_out = private_stdout()?;
     let protocol_in = private_stdin()?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let server = GdalMcp::new(Arc::new(app));
         let (reader, writer, pumps) = gdal_mcp::transport::start(
             tokio::fs::File::from_std(protocol_in),
@@ -369,7 +369,13 @@ fn serve(options: Options) -> anyhow::Result<()> {
         pumps.finish().await;
         eprintln!("gdal-mcp: the client closed the connection; exiting");
         Ok(())
-    })
+    });
+    // Dropping the runtime waits for every blocking thread; a worker set aside after the open
+    // deadline may never return, and the process must still exit.
+    if gdal_mcp::gdal::deadline::any_abandoned() {
+        runtime.shutdown_background();
+    }
+    served
 }
 
 /// Keep stdout for JSON-RPC alone: the protocol writes to a private duplicate of fd 1, and fd 1

@@ -2506,4 +2506,542 @@ async fn every_allowed_driver_refuses_references_to_outside_files() {
     assert_eq!(hits.load(Ordering::SeqCst), 0, "GDAL fetched a URL");
     decoy.assert_untouched();
     still_serves(&server).await;
+
+/// Regression (issue 21 item 7): a FIFO planted where GDAL probes a sidecar of a VRT's source
+/// (`src.tif.ovr`, `src.tif.aux.xml`, `src.aux`) blocked the open of a VRT whose every source
+/// was a clean regular file, and one planted as the source's `.prj` blocked the host's own
+/// pre-open check; nothing but the input's own sidecars was checked. Every file GDAL may open
+/// (the input, its sidecars, a VRT's sources at any depth and theirs, the entries of a folder
+/// dataset, an `.aux.xml`'s overview file) is now checked on the worker right before the open.
+/// Each position answers with a clear error within seconds, and `raster_info` on a clean file
+/// answers right after; the clean twin VRT opens.
+#[tokio::test]
+async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let data = gdal_mcp_tests::testdata().unwrap();
+    let ws = |name: &str| server.path(name).display().to_string();
+    let fifo = |name: &str| run("mkfifo", &[&ws(name)]);
+    let mut cases: Vec<(String, &str, String)> = Vec::new();
+    // The input itself, and the sidecars GDAL probes beside a raster and a shapefile.
+    fifo("input.tif");
+    cases.push(("input itself".into(), "raster_info", "input.tif".into()));
+    for (i, sidecar) in [
+        "{n}.tif.aux.xml",
+        "{n}.tif.ovr",
+        "{n}.tif.msk",
+        "{n}.tfw",
+        "{n}.prj",
+        "{n}.aux",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let stem = format!("r{i}");
+        std::fs::copy(server.path("dem.tif"), server.path(&format!("{stem}.tif"))).unwrap();
+        let name = sidecar.replace("{n}", &stem);
+        fifo(&name);
+        cases.push((name, "raster_info", format!("{stem}.tif")));
+    }
+    for (i, sidecar) in ["dbf", "shx", "prj", "cpg", "qix"].iter().enumerate() {
+        let stem = format!("s{i}");
+        for ext in ["shp", "shx", "dbf", "prj"] {
+            if ext != *sidecar {
+                std::fs::copy(
+                    data.join(format!("nc.{ext}")),
+                    server.path(&format!("{stem}.{ext}")),
+                )
+                .unwrap();
+            }
+        }
+        fifo(&format!("{stem}.{sidecar}"));
+        cases.push((
+            format!("{stem}.{sidecar}"),
+            "vector_info",
+            format!("{stem}.shp"),
+        ));
+    }
+    // A VRT's source, and the sidecars GDAL probes beside a clean source.
+    fifo("fifo-source.tif");
+    std::fs::copy(server.path("dem.tif"), server.path("clean-source.tif")).unwrap();
+    run(
+        "gdal_translate",
+        &["-q", "-of", "VRT", &ws("clean-source.tif"), &ws("twin.vrt")],
+    );
+    let twin = std::fs::read_to_string(server.path("twin.vrt")).unwrap();
+    assert!(twin.contains(">clean-source.tif<"), "{twin}");
+    let vrt_over = |vrt: &str, source: &str| {
+        std::fs::write(
+            server.path(vrt),
+            twin.replace(">clean-source.tif<", &format!(">{source}<")),
+        )
+        .unwrap();
+    };
+    vrt_over("uses-fifo.vrt", "fifo-source.tif");
+    cases.push(("a VRT source".into(), "raster_info", "uses-fifo.vrt".into()));
+    for (i, sidecar) in [
+        "{n}.tif.ovr",
+        "{n}.tif.aux.xml",
+        "{n}.aux",
+        "{n}.prj",
+        "{n}.tfw",
+        "{n}.tif.msk",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let stem = format!("src{i}");
+        std::fs::copy(server.path("dem.tif"), server.path(&format!("{stem}.tif"))).unwrap();
+        let name = sidecar.replace("{n}", &stem);
+        fifo(&name);
+        vrt_over(&format!("v{i}.vrt"), &format!("{stem}.tif"));
+        cases.push((
+            format!("VRT source's {name}"),
+            "raster_info",
+            format!("v{i}.vrt"),
+        ));
+    }
+    // Two levels down: a VRT over a VRT whose source has a FIFO `.ovr`.
+    std::fs::write(
+        server.path("outer.vrt"),
+        std::fs::read_to_string(server.path("twin.vrt"))
+            .unwrap()
+            .replace(">clean-source.tif<", ">v0.vrt<"),
+    )
+    .unwrap();
+    cases.push(("nested VRT".into(), "raster_info", "outer.vrt".into()));
+    // An entry of a folder dataset, and an `.aux.xml`'s overview file.
+    std::fs::create_dir_all(server.path("folder")).unwrap();
+    for ext in ["shp", "shx", "dbf", "prj"] {
+        std::fs::copy(
+            data.join(format!("nc.{ext}")),
+            server.path(&format!("folder/nc.{ext}")),
+        )
+        .unwrap();
+    }
+    fifo("folder/other.dbf");
+    cases.push(("folder entry".into(), "vector_info", "folder".into()));
+    std::fs::copy(server.path("dem.tif"), server.path("pam.tif")).unwrap();
+    fifo("overviews.bin");
+    std::fs::write(
+        server.path("pam.tif.aux.xml"),
+        "<PAMDataset><Metadata domain=\"OVERVIEWS\"><MDI key=\"OVERVIEW_FILE\">overviews.bin\
+         </MDI></Metadata></PAMDataset>",
+    )
+    .unwrap();
+    cases.push((
+        ".aux.xml overview file".into(),
+        "raster_info",
+        "pam.tif".into(),
+    ));
+
+    for (position, tool, input) in &cases {
+        let started = Instant::now();
+        let result = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call(tool, json!({"input": input})),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{position}: blocked on the FIFO"))
+        .unwrap();
+        assert!(is_error(&result), "{position}: {}", text(&result));
+        let message = error_message(&result);
+        assert!(
+            message.contains("not a regular file"),
+            "{position}: {message}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{position}: took {:?}",
+            started.elapsed()
+        );
+        let clean = tokio::time::timeout(
+            Duration::from_secs(20),
+            server.call("raster_info", json!({"input": "dem.tif"})),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("after {position}: raster_info unanswered"))
+        .unwrap();
+        assert!(!is_error(&clean), "after {position}: {}", text(&clean));
+    }
+    let twin = server
+        .call("raster_info", json!({"input": "twin.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "the clean VRT opens: {}", text(&twin));
+    decoy.assert_untouched();
+}
+
+/// A server whose opens pause after their checks (debug builds' test hook), so that a test can
+/// swap a checked file for a FIFO in that window, with a short open deadline. Returns the
+/// server and the log where each open names its file when its checks passed.
+async fn start_paused(deadline_secs: &str, max_abandoned: &str) -> (Server, tempfile::TempDir) {
+    let log_dir = tempfile::tempdir().unwrap();
+    let log = log_dir.path().join("checked.log");
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![
+                ("GDAL_MCP_OPEN_DEADLINE_SECS".into(), deadline_secs.into()),
+                (
+                    "GDAL_MCP_MAX_ABANDONED_WORKERS".into(),
+                    max_abandoned.into(),
+                ),
+                ("GDAL_MCP_TEST_PAUSE_AFTER_CHECKS_MS".into(), "1500".into()),
+                (
+                    "GDAL_MCP_TEST_CHECKED_LOG".into(),
+                    log.display().to_string(),
+                ),
+            ],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    (server, log_dir)
+}
+
+/// Wait until the server's opens of every one of `names` passed their checks (they are then
+/// paused before GDAL's open).
+async fn wait_checked(log_dir: &Path, names: &[String]) {
+    let log = log_dir.join("checked.log");
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if names
+            .iter()
+            .all(|n| text.lines().any(|l| l.ends_with(&format!("/{n}"))))
+        {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the opens of {names:?} never passed their checks: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Swap `name` in the workspace for a FIFO (kept also as `pipes/<name>`, to release it later).
+fn swap_for_fifo(server: &Server, name: &str) {
+    std::fs::create_dir_all(server.path("pipes")).unwrap();
+    let kept = server.path(&format!("pipes/{name}"));
+    run("mkfifo", &[&kept.display().to_string()]);
+    let link = server.path(&format!("pipes/{name}.link"));
+    std::fs::hard_link(&kept, &link).unwrap();
+    std::fs::rename(&link, server.path(name)).unwrap();
+}
+
+/// `O_NONBLOCK` on Linux (the tests run where the server does).
+const O_NONBLOCK: i32 = 0o4000;
+
+/// Release the worker blocked on the FIFO swapped in for `name`: a regular (unreadable as a
+/// raster) file takes its name, and the FIFO gets a writer that closes at once.
+fn release_fifo(server: &Server, name: &str) {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::write(server.path(&format!("pipes/{name}.junk")), b"not a raster").unwrap();
+    std::fs::rename(
+        server.path(&format!("pipes/{name}.junk")),
+        server.path(name),
+    )
+    .unwrap();
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(O_NONBLOCK)
+        .open(server.path(&format!("pipes/{name}")));
+    drop(writer);
+}
+
+/// Regression (issue 21 item 2): an input swapped for a FIFO between the checks and GDAL's
+/// open blocked its worker for good; the call never answered and the slot was never given
+/// back, so a few such calls left the heavy tools (and, on the read-only slots, `raster_info`)
+/// unanswered. Every open now runs under a deadline: the call fails with a `gdal` error naming
+/// the file and the deadline, the pool gets a replacement slot (more blocked calls than the
+/// pool has slots all answer), read-only calls keep answering, a pool with too many workers
+/// set aside refuses new calls at once, and workers set aside that finish give their place
+/// back. The swap is forced with the debug builds' pause between checks and open.
+#[tokio::test]
+async fn a_worker_blocked_in_an_open_is_replaced_and_the_call_fails_at_the_deadline() {
+    let decoy = Decoy::new();
+    let (server, log_dir) = start_paused("6", "10").await;
+    let deadline = Duration::from_secs(6);
+    let slack = Duration::from_secs(20);
+    let heavy: Vec<String> = (0..10).map(|i| format!("h{i}.tif")).collect();
+    let light: Vec<String> = (0..5).map(|i| format!("g{i}.tif")).collect();
+    for name in heavy.iter().chain(&light) {
+        std::fs::copy(server.path("dem.tif"), server.path(name)).unwrap();
+    }
+    let server = Arc::new(server);
+    // More blocked heavy calls than the pool's 8 slots: 8 at once, then 2 more, which get a
+    // slot only because the first 8 were replaced.
+    for batch in [&heavy[..8], &heavy[8..]] {
+        let started = Instant::now();
+        let calls: Vec<_> = batch
+            .iter()
+            .map(|name| {
+                let server = server.clone();
+                let args = json!({"input": name, "output": format!("out-{name}"),
+                                  "format": "GTiff"});
+                tokio::spawn(async move { server.call("raster_convert", args).await })
+            })
+            .collect();
+        wait_checked(log_dir.path(), batch).await;
+        for name in batch {
+            swap_for_fifo(&server, name);
+        }
+        // While they are blocked, the read-only tools answer.
+        let info = tokio::time::timeout(
+            Duration::from_secs(30),
+            server.call("raster_info", json!({"input": "dem.tif"})),
+        )
+        .await
+        .expect("raster_info answers while heavy workers are blocked")
+        .unwrap();
+        assert!(!is_error(&info), "{}", text(&info));
+        for (name, call) in batch.iter().zip(calls) {
+            let result = tokio::time::timeout(deadline + slack, call)
+                .await
+                .unwrap_or_else(|_| panic!("{name}: no answer after the deadline"))
+                .unwrap()
+                .unwrap();
+            assert!(is_error(&result), "{name}: {}", text(&result));
+            assert_eq!(structured(&result)["error"]["kind"], "gdal", "{name}");
+            let message = error_message(&result);
+            assert!(
+                message.contains("open deadline") && message.contains(name.as_str()),
+                "{name}: {message}"
+            );
+        }
+        assert!(
+            started.elapsed() < deadline + slack,
+            "the batch took {:?}",
+            started.elapsed()
+        );
+    }
+    // Ten workers are set aside, the cap: heavy calls are refused at once, reads answer.
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        server.call(
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "refused.tif", "format": "GTiff"}),
+        ),
+    )
+    .await
+    .expect("refused at once")
+    .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        error_message(&refused).contains("GDAL_MCP_MAX_ABANDONED_WORKERS"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("refused.tif").exists());
+    // The read-only slots: more blocked calls than their 4 slots, then a clean call.
+    for batch in [&light[..4], &light[4..]] {
+        let calls: Vec<_> = batch
+            .iter()
+            .map(|name| {
+                let server = server.clone();
+                let args = json!({"input": name});
+                tokio::spawn(async move { server.call("raster_info", args).await })
+            })
+            .collect();
+        wait_checked(log_dir.path(), batch).await;
+        for name in batch {
+            swap_for_fifo(&server, name);
+        }
+        for (name, call) in batch.iter().zip(calls) {
+            let result = tokio::time::timeout(deadline + slack, call)
+                .await
+                .unwrap_or_else(|_| panic!("{name}: no answer after the deadline"))
+                .unwrap()
+                .unwrap();
+            assert!(is_error(&result), "{name}: {}", text(&result));
+            assert!(
+                error_message(&result).contains("open deadline"),
+                "{name}: {}",
+                text(&result)
+            );
+        }
+    }
+    still_serves(&server).await;
+    // Released, the workers set aside finish, and the heavy pool takes calls again.
+    for name in &heavy {
+        release_fifo(&server, name);
+    }
+    let started = Instant::now();
+    loop {
+        let result = server
+            .call(
+                "raster_convert",
+                json!({"input": "dem.tif", "output": "again.tif", "format": "GTiff"}),
+            )
+            .await
+            .unwrap();
+        if !is_error(&result) {
+            break;
+        }
+        assert!(
+            error_message(&result).contains("GDAL_MCP_MAX_ABANDONED_WORKERS")
+                && started.elapsed() < Duration::from_secs(30),
+            "{}",
+            text(&result)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(server.path("again.tif").exists());
+    for name in &light {
+        release_fifo(&server, name);
+    }
+    for name in &heavy {
+        assert!(
+            !server.path(&format!("out-{name}")).exists(),
+            "a call answered as failed wrote nothing"
+        );
+    }
+    decoy.assert_untouched();
+}
+
+/// Regression (issue 21 item 7, races): a VRT's source swapped for an outside file after the
+/// checks put the outside pixels into 1 of 40 outputs, and an input swapped for a link to an
+/// outside file was opened. After GDAL opened a dataset, every file it lists is now compared
+/// with what the checks saw (device, inode, change time): a source replaced by another file of
+/// the workspace, by a link to an outside decoy, and an input replaced by such a link all fail
+/// with "changed between check and open" before anything is read, and no output holds the
+/// decoy's marked pixels. The swaps are forced with the debug builds' pause between checks and
+/// open; the clean twin (no swap) goes through under the same pause.
+#[tokio::test]
+async fn a_file_swapped_between_check_and_open_fails_the_call() {
+    let mut decoy = Decoy::new();
+    let marked_dir = tempfile::tempdir().unwrap();
+    let marked = marked_dir.path().join("marked.tif");
+    let (server, log_dir) = start_paused("30", "8").await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    // The decoy: the same grid as the workspace's raster, every cell 4242.
+    run(
+        "gdal_create",
+        &[
+            "-q",
+            "-if",
+            &ws("dem.tif"),
+            "-burn",
+            "4242",
+            "-ot",
+            "Float32",
+            &marked.display().to_string(),
+        ],
+    );
+    decoy.add("marked.tif", &std::fs::read(&marked).unwrap());
+    let outside = decoy.path("marked.tif");
+    std::fs::copy(&marked, server.path("inside-marked.tif")).unwrap();
+    for name in ["src-a.tif", "src-b.tif", "src-c.tif", "in.tif"] {
+        std::fs::copy(server.path("dem.tif"), server.path(name)).unwrap();
+    }
+    for (vrt, source) in [
+        ("a.vrt", "src-a.tif"),
+        ("b.vrt", "src-b.tif"),
+        ("c.vrt", "src-c.tif"),
+    ] {
+        run(
+            "gdal_translate",
+            &["-q", "-of", "VRT", &ws(source), &ws(vrt)],
+        );
+    }
+    let link_to = |target: &str, name: &str| {
+        let link = server.path(&format!("{name}.swap"));
+        std::os::unix::fs::symlink(target, &link).unwrap();
+        std::fs::rename(&link, server.path(name)).unwrap();
+    };
+    type Swap<'a> = Box<dyn Fn() + 'a>;
+    let cases: [(&str, &str, &str, Swap); 3] = [
+        (
+            "source replaced by another workspace file",
+            "a.vrt",
+            "src-a.tif",
+            Box::new(|| {
+                std::fs::copy(server.path("inside-marked.tif"), server.path("swap.tmp")).unwrap();
+                std::fs::rename(server.path("swap.tmp"), server.path("src-a.tif")).unwrap();
+            }),
+        ),
+        (
+            "source replaced by a link to an outside decoy",
+            "b.vrt",
+            "src-b.tif",
+            Box::new(|| link_to(&outside, "src-b.tif")),
+        ),
+        (
+            "input replaced by a link to an outside decoy",
+            "in.tif",
+            "in.tif",
+            Box::new(|| link_to(&outside, "in.tif")),
+        ),
+    ];
+    for (what, input, swapped, swap) in &cases {
+        let server_call = server.call(
+            "raster_convert",
+            json!({"input": input, "output": format!("out-{input}.tif"), "format": "GTiff"}),
+        );
+        let swapping = async {
+            wait_checked(log_dir.path(), &[input.to_string()]).await;
+            swap();
+        };
+        let (result, ()) = tokio::join!(
+            tokio::time::timeout(Duration::from_secs(60), server_call),
+            swapping
+        );
+        let result = result.expect("answered").unwrap();
+        assert!(is_error(&result), "{what}: {}", text(&result));
+        let message = error_message(&result);
+        assert!(
+            message.contains("changed between check and open") && message.contains(*swapped),
+            "{what}: {message}"
+        );
+        assert!(
+            !server.path(&format!("out-{input}.tif")).exists(),
+            "{what}: an output was written"
+        );
+        std::fs::remove_file(log_dir.path().join("checked.log")).unwrap();
+    }
+    // The clean twin goes through under the same pause, and holds the workspace's pixels.
+    let twin = server
+        .call(
+            "raster_convert",
+            json!({"input": "c.vrt", "output": "out-c.tif", "format": "GTiff"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    let stats = server
+        .call("raster_stats", json!({"input": "out-c.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    assert!(
+        !text(&stats).contains("4242"),
+        "the clean twin holds the workspace's pixels: {}",
+        text(&stats)
+    );
+    // No file in the workspace but the planted copy holds the decoy's pixels.
+    for entry in std::fs::read_dir(server.path("")).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "tif")
+            && path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("out-"))
+        {
+            let info = std::process::Command::new("gdalinfo")
+                .args(["-stats", "-json"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                !String::from_utf8_lossy(&info.stdout).contains("4242"),
+                "{} holds the decoy's pixels",
+                path.display()
+            );
+        }
+    }
+    still_serves(&server).await;
+    decoy.assert_untouched();
 }

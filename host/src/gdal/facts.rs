@@ -155,10 +155,13 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
             | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
         ..Default::default()
     };
+    // The checks, the open and the checks after it run under the open deadline.
+    let open = super::deadline::opening(path.display().to_string());
     // GDAL opens the file through its pinned folder, so a folder swapped for a link after the
     // path was checked cannot redirect it.
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
+    super::deadline::pause_after_checks(path);
     let choice = georef::choice();
     let opened = match choice {
         None => Dataset::open_ex(&gdal_path, options),
@@ -206,6 +209,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
             }
         }
     }
+    open.done()?;
     Ok(dataset)
 }
 
@@ -220,8 +224,10 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         allowed_drivers: Some(&["CSV", "XLSX", "ODS"]),
         ..Default::default()
     };
+    let open = super::deadline::opening(path.display().to_string());
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
+    super::deadline::pause_after_checks(path);
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: super::policy::unpin_text(
@@ -229,6 +235,7 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    open.done()?;
     Ok(dataset)
 }
 
@@ -499,19 +506,26 @@ pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalErr
         )));
     };
     let capture = ErrorCapture::start();
+    // PROJ may read its database (or, refused above, files) while it parses.
+    let open = super::deadline::opening(format!(
+        "the CRS \"{}\"",
+        text.chars().take(80).collect::<String>()
+    ));
     let parsed = match kind {
         "wkt" => SpatialRef::from_wkt(text),
         "proj" => SpatialRef::from_proj4(text),
         _ => SpatialRef::from_definition(text),
     };
-    parsed.map_err(|_| {
+    let parsed = parsed.map_err(|_| {
         GdalError::Arguments(format!(
             "{argument}: \"{}\" is not a CRS GDAL understands ({}); use an authority code such \
              as \"EPSG:32633\", a WKT string or a PROJ string",
             text.chars().take(80).collect::<String>(),
             capture.failure_text("unrecognised definition")
         ))
-    })
+    })?;
+    open.done()?;
+    Ok(parsed)
 }
 
 /// Facts of a CRS.

@@ -7,6 +7,7 @@
 pub mod analysis;
 pub mod calc;
 pub mod composite;
+pub mod deadline;
 pub mod dem;
 pub mod drivers;
 pub mod encoding;
@@ -143,6 +144,9 @@ pub fn with_progress<T>(progress: impl Fn(f64) -> bool + 'static, job: impl FnOn
 /// Report `fraction` done to this thread's progress sink; `false` means the client cancelled
 /// and the host's own loops (composite strips, zonal zones) must stop.
 pub fn keep_going(fraction: f64) -> bool {
+    if deadline::set_aside() {
+        return false;
+    }
     PROGRESS.with(|p| match p.try_borrow() {
         Ok(sink) => sink.as_ref().is_none_or(|sink| sink(fraction)),
         Err(_) => true,
@@ -167,6 +171,9 @@ pub unsafe extern "C" fn progress_callback(
     _message: *const c_char,
     _data: *mut c_void,
 ) -> std::ffi::c_int {
+    if deadline::set_aside() {
+        return 0;
+    }
     let go_on = PROGRESS.with(|p| match p.try_borrow() {
         Ok(sink) => sink.as_ref().is_none_or(|sink| sink(complete)),
         Err(_) => true,

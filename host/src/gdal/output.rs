@@ -202,6 +202,18 @@ impl Staging {
             .parent()
             .unwrap_or(Path::new("."))
             .to_path_buf();
+        // A job set aside after its open deadline was already answered as failed.
+        if super::deadline::set_aside() {
+            return Err(GdalError::Failed {
+                operation: format!("writing {}", self.final_path.display()),
+                message: "the call passed its open deadline and was already answered; \
+                          nothing is committed"
+                    .to_string(),
+            });
+        }
+        // The inputs read are still the files that were checked (GDAL reads VRT sources by
+        // name, lazily).
+        super::policy::verify_listed_unchanged()?;
         let mut entries: Vec<PathBuf> = fs::read_dir(self.dir.path())
             .map_err(io)?
             .filter_map(|e| e.ok().map(|e| e.path()))

@@ -92,13 +92,16 @@ fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         open_flags: flags,
         ..Default::default()
     };
+    let open = super::deadline::opening(path.display().to_string());
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
+    super::deadline::pause_after_checks(path);
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: capture.failure_text(&e.to_string()),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    open.done()?;
     Ok(dataset)
 }
 

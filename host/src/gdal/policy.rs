@@ -196,6 +196,132 @@ thread_local! {
     /// each (`/proc/self/fd/N`) and the real path it stands for.
     static PINS: std::cell::RefCell<Vec<(std::os::fd::OwnedFd, String, String)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+    /// What the job running on this thread checked before its opens (see [`Checked`]).
+    static CHECKED: std::cell::RefCell<Checked> = std::cell::RefCell::new(Checked::default());
+}
+
+/// A file's identity as it was checked: its device and inode, and its change time, which any
+/// write, rename, link or permission change moves (a file swapped and swapped back too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
+/// What the pre-open checks of the job on this thread found acceptable (the inputs, their
+/// sidecars, VRT sources at any depth and theirs, folder entries), with their identities, and
+/// when the latest check started. After GDAL opened a dataset, every file it lists is compared
+/// with this ([`confine_opened`]): the race between the check and GDAL's open, which works on
+/// paths, closes on the files themselves.
+#[derive(Debug, Default)]
+struct Checked {
+    by_path: std::collections::HashMap<PathBuf, Identity>,
+    by_inode: std::collections::HashMap<(u64, u64), Identity>,
+    since: Option<std::time::SystemTime>,
+    /// The files GDAL listed for the datasets opened so far, as they were when they passed
+    /// the after-open check (re-checked before a commit and before a read-only answer).
+    listed: Vec<(String, Identity)>,
+}
+
+/// A file GDAL lists that no check saw must have changed (`ctime`) before the check started,
+/// by at least this much: the kernel stamps change times from a clock that lags the system's
+/// by up to a tick.
+const CHANGE_TIME_MARGIN: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Record what a check found acceptable.
+fn record_checked(seen: Vec<(PathBuf, std::fs::Metadata)>) {
+    CHECKED.with(|c| {
+        let mut c = c.borrow_mut();
+        for (path, meta) in seen {
+            let identity = Identity::of(&meta);
+            c.by_inode.insert((identity.dev, identity.ino), identity);
+            c.by_path.insert(path, identity);
+        }
+    });
+}
+
+/// Refuse `listed` (a file GDAL lists for the dataset opened from `input`, as GDAL names it)
+/// when it is not what the checks saw: a checked path now naming another file or a changed
+/// one, or a file no check saw that changed after the checks started.
+fn check_identity(input: &Path, listed: &str) -> Result<(), GdalError> {
+    let Ok(meta) = std::fs::metadata(listed) else {
+        // Not there (an optional sidecar GDAL names): nothing was read from it.
+        return Ok(());
+    };
+    let now = Identity::of(&meta);
+    let real = PathBuf::from(unpin_text(listed));
+    let changed = CHECKED.with(|c| {
+        let c = c.borrow();
+        let Some(since) = c.since else {
+            return false;
+        };
+        match c.by_path.get(&real) {
+            Some(was) => *was != now,
+            None => match c.by_inode.get(&(now.dev, now.ino)) {
+                Some(was) => *was != now,
+                None => {
+                    let changed_at = std::time::UNIX_EPOCH
+                        + std::time::Duration::new(
+                            u64::try_from(now.ctime.0).unwrap_or(0),
+                            u32::try_from(now.ctime.1).unwrap_or(0),
+                        );
+                    changed_at + CHANGE_TIME_MARGIN >= since
+                }
+            },
+        }
+    });
+    if changed {
+        return Err(GdalError::Arguments(format!(
+            "{}: {} changed between check and open (it was replaced, rewritten, linked or \
+             appeared while GDAL opened the input), so nothing was read from it; try again \
+             once nothing is modifying these files",
+            input.display(),
+            real.display()
+        )));
+    }
+    // The server's own staged outputs (`.gdal-mcp-*` staging folders) change as they are
+    // written; only inputs are held to their identity until the commit.
+    let staged = real
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with(".gdal-mcp-"));
+    if !staged {
+        CHECKED.with(|c| c.borrow_mut().listed.push((listed.to_string(), now)));
+    }
+    Ok(())
+}
+
+/// Refuse to commit an output or answer a read when a file GDAL listed for a dataset of this
+/// job is no longer the file that passed the after-open check: GDAL opens a VRT's sources
+/// lazily, at the first read, by name, so a source swapped after the open (and swapped back:
+/// its change time moved) may have been read. Called before an output is moved into place and
+/// before a read-only job answers.
+pub fn verify_listed_unchanged() -> Result<(), GdalError> {
+    let changed = CHECKED.with(|c| {
+        c.borrow().listed.iter().find_map(|(listed, was)| {
+            let now = std::fs::metadata(listed).ok().map(|m| Identity::of(&m));
+            (now != Some(*was)).then(|| unpin_text(listed))
+        })
+    });
+    match changed {
+        Some(file) => Err(GdalError::Arguments(format!(
+            "{file} changed while the call was reading it (it was replaced, rewritten or \
+             linked after GDAL opened it), so the result is withheld and nothing is written; \
+             try again once nothing is modifying these files"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The workspace root that contains `path`, if any.
@@ -286,9 +412,11 @@ pub fn unpin_text(text: &str) -> String {
     })
 }
 
-/// Close the folders pinned by the job on this thread (at the end of the job).
+/// Close the folders pinned by the job on this thread and forget what it checked (at the end
+/// of the job).
 pub fn release_pins() {
     PINS.with(|p| p.borrow_mut().clear());
+    CHECKED.with(|c| *c.borrow_mut() = Checked::default());
 }
 
 /// Process-wide switches, applied once before the first GDAL job (from `gdal::init`).
@@ -402,6 +530,7 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     if ROOTS.get().is_none() {
         return Ok(());
     }
+    CHECKED.with(|c| c.borrow_mut().since = Some(std::time::SystemTime::now()));
     check_file_before_open(path, path, 0)
 }
 
@@ -427,6 +556,16 @@ const MAX_VRT_DEPTH: usize = 8;
 ///   sidecars may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a
 ///   path outside, a FIFO, `/dev/stdin`).
 fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
+    // GDAL probes sidecars by name for every file it opens, the sources of a VRT included: a
+    // FIFO planted as `src.tif.ovr` beside a clean source blocked the open (regression, issue
+    // 21 item 7). Checked here, on the worker, right before the open.
+    if let Some(roots) = ROOTS.get() {
+        let argument = input.display().to_string();
+        let mut seen = Vec::new();
+        crate::workspace::check_not_special_seen(&argument, file, roots, &mut seen)
+            .map_err(|e| GdalError::Arguments(e.to_string()))?;
+        record_checked(seen);
+    }
     super::references::check_sqlite(file)?;
     super::drivers::check_file(input, file)?;
     // A spreadsheet is a zip GDAL inflates whole: the table budget holds for every open, not
@@ -460,7 +599,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
                 if !inside(&shown) || special {
                     return Err(refuse(&shown));
                 }
-                if std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                if std::fs::metadata(path).is_ok_and(|m| m.is_file() || m.is_dir()) {
                     check_file_before_open(input, path, depth + 1)?;
                 }
             }
@@ -592,7 +731,7 @@ fn head_texts(path: &Path) -> Vec<String> {
         return Vec::new();
     }
     let mut head = Vec::new();
-    let read = std::fs::File::open(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
+    let read = open_regular(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
     if read.is_err() {
         return Vec::new();
     }
@@ -610,6 +749,24 @@ fn head_texts(path: &Path) -> Vec<String> {
         String::new()
     };
     vec![raw.into_owned(), decoded, parsed]
+}
+
+/// Open `path` for reading without ever blocking: `O_NONBLOCK` (which a FIFO swapped in after
+/// a check would otherwise block on until a writer came), then refused unless the descriptor
+/// is a regular file. The host's own reads of files before GDAL opens them go through this.
+pub fn open_regular(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(file)
 }
 
 /// Lowercased text without whitespace.
@@ -640,6 +797,10 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
         for reference in super::references::vrt_references(Path::new(&vrt))? {
             files.extend(reference.paths.iter().map(|p| p.display().to_string()));
         }
+    }
+    // Each file is what the checks saw (or older than them) before anything is read.
+    for file in &files {
+        check_identity(path, file)?;
     }
     for file in files {
         if !inside(&file) {

@@ -66,7 +66,7 @@ pub fn is_sqlite(path: &Path) -> bool {
         return false;
     }
     let mut head = [0u8; 16];
-    std::fs::File::open(path)
+    super::policy::open_regular(path)
         .and_then(|mut f| f.read_exact(&mut head))
         .is_ok()
         && &head == SQLITE_HEADER
@@ -494,7 +494,7 @@ pub fn is_vrt_document(path: &Path) -> bool {
         return false;
     }
     let mut head = Vec::with_capacity(1024);
-    if std::fs::File::open(path)
+    if super::policy::open_regular(path)
         .and_then(|f| f.take(1024).read_to_end(&mut head))
         .is_err()
     {
@@ -664,7 +664,7 @@ pub fn decode_leniently(text: &str) -> String {
 pub fn srs_texts(path: &Path) -> Vec<String> {
     use std::io::Read;
     let mut head = [0u8; 64];
-    let n = std::fs::File::open(path)
+    let n = super::policy::open_regular(path)
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     let start = String::from_utf8_lossy(&head[..n]);
@@ -713,7 +713,7 @@ fn parsing_options() -> roxmltree::ParsingOptions {
 fn read_document(path: &Path) -> Result<String, GdalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    let read = std::fs::File::open(path)
+    let read = super::policy::open_regular(path)
         .and_then(|f| f.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes));
     if let Err(e) = read {
         return Err(GdalError::Arguments(format!(

@@ -234,6 +234,8 @@ pub fn coord_transform(
     source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     let mut target = to.clone();
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    // PROJ opens grids while it builds the operation: under the open deadline.
+    let _open = super::deadline::opening("a coordinate transformation");
     match pipeline {
         None => CoordTransform::new(&source, &target),
         Some(pipeline) => {

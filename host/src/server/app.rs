@@ -151,7 +151,7 @@ impl App {
         T: Send + 'static,
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
-        run_gdal(&self.gdal_slots, job).await
+        run_gdal(&self.gdal_slots, "GDAL", job).await
     }
 
     /// Run a read-only GDAL job on the read-only tools' own slots.
@@ -160,7 +160,7 @@ impl App {
         T: Send + 'static,
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
-        run_gdal(&self.read_slots, job).await
+        run_gdal(&self.read_slots, READ_POOL, job).await
     }
 
     /// Run plugin work (the gate, `validate`, `render-prompt`) on a blocking worker, at most
@@ -281,20 +281,94 @@ fn absolute(path: &Path) -> PathBuf {
         .unwrap_or_else(|_| path.to_path_buf())
 }
 
-/// A GDAL job on `slots`: GDAL initialised once per process, folders pinned by the job
-/// released when it ends.
-async fn run_gdal<T, F>(slots: &Arc<Semaphore>, job: F) -> Result<T, ToolError>
+/// The name of the read-only tools' GDAL pool.
+const READ_POOL: &str = "read-only GDAL";
+
+/// A GDAL job on `slots` (the pool named `pool`): GDAL initialised once per process, folders
+/// pinned by the job released when it ends, and every open inside it under the open deadline
+/// (`gdal::deadline`). When an open passes it, the call fails with the deadline error, the
+/// pool gets a slot in place of the one the blocked worker holds, and that worker is set
+/// aside (its slot is forgotten if it ever finishes). A pool with
+/// `gdal::deadline::max_abandoned()` workers set aside refuses new calls. The deadline is
+/// watched by a task of its own, so it holds even when the caller stops waiting.
+async fn run_gdal<T, F>(slots: &Arc<Semaphore>, pool: &'static str, job: F) -> Result<T, ToolError>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
-    run_bounded(slots, "GDAL", move || {
+    use crate::gdal::deadline;
+    let stuck = deadline::abandoned_in(pool);
+    if stuck >= deadline::max_abandoned() {
+        return Err(ToolError::Gdal(deadline::saturated_error(pool, stuck)));
+    }
+    let permit = slots
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| ToolError::Internal(format!("{pool} pool closed: {e}")))?;
+    let watch = Arc::new(deadline::Watch::default());
+    let on_worker = watch.clone();
+    let mut worker = tokio::task::spawn_blocking(move || {
+        deadline::watch_this_thread(Some(on_worker.clone()));
         crate::gdal::init();
-        let out = job();
+        let mut out = job();
+        // A read-only answer is withheld when a file it read changed under it (GDAL reads a
+        // VRT's sources by name, after the open); writing jobs check before their commit.
+        if pool == READ_POOL && out.is_ok() {
+            if let Err(e) = crate::gdal::policy::verify_listed_unchanged() {
+                out = Err(ToolError::Gdal(e));
+            }
+        }
         crate::gdal::policy::release_pins();
+        deadline::watch_this_thread(None);
+        if on_worker.finish() {
+            // Set aside: its replacement already holds a slot of its own.
+            permit.forget();
+            deadline::uncount_abandoned(pool);
+            tracing::info!(pool, "a worker set aside after the open deadline finished");
+        } else {
+            drop(permit);
+        }
         out
-    })
-    .await
+    });
+    let slots = slots.clone();
+    let limit = deadline::open_deadline();
+    let tick = (limit / 4).clamp(
+        std::time::Duration::from_millis(50),
+        std::time::Duration::from_secs(1),
+    );
+    let waiter = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                joined = &mut worker => {
+                    return joined
+                        .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?;
+                }
+                () = tokio::time::sleep(tick) => {
+                    let Some(what) = watch.overdue(limit) else {
+                        continue;
+                    };
+                    // Counted first, so that a worker finishing right now never uncounts
+                    // below zero.
+                    deadline::count_abandoned(pool);
+                    if !watch.abandon() {
+                        deadline::uncount_abandoned(pool);
+                        continue;
+                    }
+                    slots.add_permits(1);
+                    tracing::warn!(
+                        pool,
+                        what,
+                        "an open passed the deadline; its worker is set aside and replaced"
+                    );
+                    return Err(ToolError::Gdal(deadline::overdue_error(&what)));
+                }
+            }
+        }
+    });
+    waiter
+        .await
+        .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?
 }
 
 async fn run_bounded<T, F>(slots: &Arc<Semaphore>, pool: &str, job: F) -> Result<T, ToolError>
