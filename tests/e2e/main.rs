@@ -5,6 +5,7 @@ mod adversarial;
 mod aggregation;
 mod budgets;
 mod confinement;
+mod dos;
 mod encoding;
 mod hydrology;
 mod ledger;

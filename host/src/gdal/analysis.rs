@@ -1582,6 +1582,64 @@ fn point_of(
     Ok((lon.is_finite() && lat.is_finite()).then_some((lon, lat)))
 }
 
+/// Default budget of target–join pairs the `nearest` search of one call may measure
+/// (`GDAL_MCP_MAX_NEAREST_PAIRS` overrides it): seconds of geodesic measuring, and at most
+/// this many tied matches held (issue 21, attack finding F6: thousands of join features at
+/// exactly one distance from thousands of targets took 389 s and 1.9 GB).
+pub const DEFAULT_MAX_NEAREST_PAIRS: u64 = 10_000_000;
+/// Join features named in the note on the target with the most ties (the list is cut there).
+pub const TIES_LISTED: usize = 10;
+
+/// The nearest-pair budget in force.
+pub fn max_nearest_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("GDAL_MCP_MAX_NEAREST_PAIRS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_MAX_NEAREST_PAIRS)
+    })
+}
+
+/// The pairs the `nearest` search has measured, refused past the budget before the next
+/// target's candidates are measured.
+struct PairBudget {
+    used: u64,
+    limit: u64,
+    targets: usize,
+}
+
+impl PairBudget {
+    fn new(targets: usize) -> Self {
+        Self {
+            used: 0,
+            limit: max_nearest_pairs(),
+            targets,
+        }
+    }
+
+    /// Count the `candidates` of target row `index` before they are measured.
+    fn take(&mut self, candidates: usize, index: usize) -> Result<(), GdalError> {
+        self.used = self.used.saturating_add(candidates as u64);
+        if self.used <= self.limit {
+            return Ok(());
+        }
+        Err(GdalError::Arguments(format!(
+            "predicate: nearest would measure more than {} target–join pairs, the server's \
+             budget per call (GDAL_MCP_MAX_NEAREST_PAIRS), at target feature {} of {}, which \
+             alone has {candidates} join features within the distance of its nearest candidate \
+             (features at about the same distance from many targets, such as features on a \
+             circle round them, tie and are all measured). Give max_distance to bound the \
+             search, join a layer clipped to the area of interest (vector_clip), or raise \
+             GDAL_MCP_MAX_NEAREST_PAIRS",
+            self.limit,
+            index + 1,
+            self.targets
+        )))
+    }
+}
+
 /// `predicate: nearest`: per target feature, the join features at the least geodesic distance
 /// (all within the tie tolerance, in source order) and that distance in metres; none beyond
 /// `distance_m` when given. An upper bound (the exact distance to the feature nearest in the
@@ -1639,6 +1697,7 @@ fn find_nearest(
             _ => points = None,
         }
     }
+    let mut budget = PairBudget::new(target.rows.len());
     for (i, row) in target.rows.iter().enumerate() {
         if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
             return Err(super::cancelled("vector_join"));
@@ -1670,15 +1729,16 @@ fn find_nearest(
             } else {
                 f64::INFINITY
             };
-            let mut measured: Vec<(usize, f64)> = Vec::new();
-            for (j, p) in list {
-                if (p.1 - lat).abs() > dlat {
-                    continue;
-                }
-                let apart = (p.0 - lon).rem_euclid(360.0);
-                if apart.min(360.0 - apart) > dlon {
-                    continue;
-                }
+            let candidates: Vec<&(usize, (f64, f64))> = list
+                .iter()
+                .filter(|(_, p)| {
+                    let apart = (p.0 - lon).rem_euclid(360.0);
+                    (p.1 - lat).abs() <= dlat && apart.min(360.0 - apart) <= dlon
+                })
+                .collect();
+            budget.take(candidates.len(), i)?;
+            let mut measured: Vec<(usize, f64)> = Vec::with_capacity(candidates.len());
+            for (j, p) in candidates {
                 let d = inverse(*p);
                 if d.is_finite() {
                     measured.push((*j, d));
@@ -1709,7 +1769,7 @@ fn find_nearest(
                 b[3].max(te.MaxY),
             ]
         });
-        let mut measured: Vec<(usize, f64)> = Vec::new();
+        let mut candidates: Vec<usize> = Vec::new();
         for (j, s_env) in &order {
             if let Some(w) = window {
                 if s_env.MinX > w[2] {
@@ -1719,6 +1779,11 @@ fn find_nearest(
                     continue;
                 }
             }
+            candidates.push(*j);
+        }
+        budget.take(candidates.len(), i)?;
+        let mut measured: Vec<(usize, f64)> = Vec::with_capacity(candidates.len());
+        for j in &candidates {
             let Some(s) = &source.rows[*j].geometry else {
                 continue;
             };
@@ -1913,6 +1978,48 @@ pub fn open_second(argument: &str, path: &std::path::Path) -> Result<Dataset, Gd
     }
 }
 
+/// The note on the target with the most tied nearest features (the first such in target
+/// order): how many, at what distance, and the first [`TIES_LISTED`] join features' ids, the
+/// list said to be cut when there are more.
+fn most_ties(
+    target: &LayerData,
+    source: &LayerData,
+    matches: &[Vec<usize>],
+    distances: &[Option<f64>],
+) -> Option<String> {
+    let (t, found) = matches
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.len() > 1)
+        .min_by_key(|(i, m)| (std::cmp::Reverse(m.len()), *i))?;
+    let id = |fid: Option<u64>| fid.map_or_else(|| "?".to_string(), |f| f.to_string());
+    let listed: Vec<String> = found
+        .iter()
+        .take(TIES_LISTED)
+        .map(|j| id(source.rows[*j].fid))
+        .collect();
+    let cut = if found.len() > TIES_LISTED {
+        format!(
+            ", ... (the list is cut at the first {TIES_LISTED}; {} more)",
+            found.len() - TIES_LISTED
+        )
+    } else {
+        String::new()
+    };
+    let at = distances
+        .get(t)
+        .copied()
+        .flatten()
+        .map_or_else(String::new, |d| format!(" at {d} m"));
+    Some(format!(
+        "the most ties: target feature {} has {} join features tied{at} (join feature ids: \
+         {}{cut})",
+        id(target.rows[t].fid),
+        found.len(),
+        listed.join(", ")
+    ))
+}
+
 /// Run the join and write the target features with the added columns.
 pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     let first = facts::open(&request.input)?;
@@ -2105,6 +2212,9 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
              or 1e-9 of the distance): all are joined (join_count > 1), none picked; `first` \
              takes the first in source order"
         ));
+        if let Some(note) = most_ties(&target, &source, &matches, &distances) {
+            notes.push(note);
+        }
     }
     if nearest && source.rows.iter().all(|r| r.geometry.is_none()) {
         notes.push(

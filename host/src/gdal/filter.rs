@@ -16,7 +16,19 @@
 //! Field names must be the layer's; types are checked before any feature is read (a text field
 //! compared with a number is an error, not a silent "no match"). Semantics are OGR SQL's:
 //! three-valued logic with NULL, `LIKE` case-sensitive and `ILIKE` not (`%` any run, `_` one
-//! character). Bounded: at most [`MAX_TOKENS`] tokens and [`MAX_DEPTH`] nested levels.
+//! character; there is no escape character). Bounded: at most [`MAX_TOKENS`] tokens and
+//! [`MAX_DEPTH`] nested levels.
+//!
+//! LIKE is bounded too (issue 21, attack finding F5: a backtracking matcher took minutes over a
+//! hostile pattern and long text values). A pattern is compiled once, at parse time, into the
+//! segments between its `%` runs, and refused there above [`MAX_LIKE_CHARS`] characters or
+//! [`MAX_LIKE_WILDCARDS`] `%` runs. A text is then matched without backtracking: the segment
+//! before the first `%` at the start, the one after the last `%` at the end, and each one in
+//! between at its leftmost place after the previous one (segments have fixed lengths, so the
+//! leftmost place is never worse than a later one). That costs at most the text's length times
+//! the longest segment's in character comparisons, and every comparison is counted against
+//! the query's budget ([`Steps`], `GDAL_MCP_MAX_LIKE_STEPS`, default [`DEFAULT_LIKE_STEPS`]):
+//! past it, the query fails with a clear error instead of running on.
 
 use std::fmt;
 
@@ -24,6 +36,198 @@ use std::fmt;
 pub const MAX_TOKENS: usize = 400;
 /// Nesting (parentheses, NOT) at most.
 pub const MAX_DEPTH: usize = 32;
+/// Characters of one LIKE pattern, at most.
+pub const MAX_LIKE_CHARS: usize = 256;
+/// Runs of `%` in one LIKE pattern, at most (`%%` is one run: it means what `%` means).
+pub const MAX_LIKE_WILDCARDS: usize = 16;
+/// Default budget of character comparisons the LIKE and ILIKE matching of one query may make
+/// (`GDAL_MCP_MAX_LIKE_STEPS` overrides it): a few seconds of work at most.
+pub const DEFAULT_LIKE_STEPS: u64 = 1_000_000_000;
+
+/// The LIKE budget in force: `GDAL_MCP_MAX_LIKE_STEPS`, else [`DEFAULT_LIKE_STEPS`].
+pub fn max_like_steps() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var("GDAL_MCP_MAX_LIKE_STEPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(DEFAULT_LIKE_STEPS)
+    })
+}
+
+/// The character comparisons LIKE matching may still make in one query.
+#[derive(Debug, Clone)]
+pub struct Steps {
+    used: u64,
+    limit: u64,
+}
+
+/// The LIKE budget of a query ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exhausted;
+
+impl Steps {
+    /// A budget of `limit` comparisons.
+    pub fn new(limit: u64) -> Self {
+        Self { used: 0, limit }
+    }
+
+    /// The comparisons made so far.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// The budget.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    fn take(&mut self, n: u64) -> Result<(), Exhausted> {
+        self.used = self.used.saturating_add(n);
+        if self.used > self.limit {
+            return Err(Exhausted);
+        }
+        Ok(())
+    }
+}
+
+/// One character of a compiled LIKE pattern: itself, or `_` (any one character).
+type Unit = Option<char>;
+
+/// A LIKE pattern compiled once: the segments between its `%` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LikePattern {
+    /// Before the first `%` (the whole pattern when it has none): matched at the start.
+    head: Vec<Unit>,
+    /// Between `%` runs, in order, none empty: each matched at its leftmost place.
+    middle: Vec<Vec<Unit>>,
+    /// After the last `%`, matched at the end; `None` when the pattern has no `%`.
+    tail: Option<Vec<Unit>>,
+    insensitive: bool,
+}
+
+fn fold(text: &str, insensitive: bool) -> Vec<char> {
+    if insensitive {
+        text.chars().flat_map(char::to_lowercase).collect()
+    } else {
+        text.chars().collect()
+    }
+}
+
+impl LikePattern {
+    /// Compile `pattern`, refusing one longer than [`MAX_LIKE_CHARS`] or with more than
+    /// [`MAX_LIKE_WILDCARDS`] runs of `%`.
+    pub fn compile(pattern: &str, insensitive: bool) -> Result<Self, String> {
+        let shown = || {
+            let start: String = pattern.chars().take(40).collect();
+            if start.len() < pattern.len() {
+                format!("'{start}...'")
+            } else {
+                format!("'{start}'")
+            }
+        };
+        let chars = pattern.chars().count();
+        if chars > MAX_LIKE_CHARS {
+            return Err(err(format!(
+                "the LIKE pattern {} has {chars} characters, more than the {MAX_LIKE_CHARS} a \
+                 pattern may have; match on a shorter pattern (a fixed prefix such as 'P-%' is \
+                 the cheapest) or compare with = or IN",
+                shown()
+            )));
+        }
+        let units: Vec<char> = fold(pattern, insensitive);
+        let mut parts: Vec<Vec<Unit>> = vec![Vec::new()];
+        let mut runs = 0usize;
+        let mut previous_percent = false;
+        for c in units {
+            if c == '%' {
+                if !previous_percent {
+                    runs += 1;
+                    parts.push(Vec::new());
+                }
+                previous_percent = true;
+                continue;
+            }
+            previous_percent = false;
+            if let Some(last) = parts.last_mut() {
+                last.push((c != '_').then_some(c));
+            }
+        }
+        if runs > MAX_LIKE_WILDCARDS {
+            return Err(err(format!(
+                "the LIKE pattern {} has {runs} runs of '%', more than the \
+                 {MAX_LIKE_WILDCARDS} a pattern may have; use fewer '%' (a fixed prefix such as \
+                 'P-%' is the cheapest) or compare with = or IN",
+                shown()
+            )));
+        }
+        let head = parts.remove(0);
+        let tail = parts.pop();
+        Ok(Self {
+            head,
+            middle: parts.into_iter().filter(|p| !p.is_empty()).collect(),
+            tail,
+            insensitive,
+        })
+    }
+
+    /// Whether `text` matches, each character comparison counted in `steps`.
+    pub fn matches(&self, text: &str, steps: &mut Steps) -> Result<bool, Exhausted> {
+        let t = fold(text, self.insensitive);
+        let Some(tail) = &self.tail else {
+            return Ok(t.len() == self.head.len() && fits(&self.head, &t, 0, steps)?);
+        };
+        if self.head.len() + tail.len() > t.len() {
+            return Ok(false);
+        }
+        let end = t.len() - tail.len();
+        if !fits(&self.head, &t, 0, steps)? || !fits(tail, &t, end, steps)? {
+            return Ok(false);
+        }
+        let mut at = self.head.len();
+        for segment in &self.middle {
+            match leftmost(segment, &t[..end], at, steps)? {
+                Some(found) => at = found + segment.len(),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Whether `segment` matches `text` at `at` (which leaves room for it).
+fn fits(segment: &[Unit], text: &[char], at: usize, steps: &mut Steps) -> Result<bool, Exhausted> {
+    let mut compared = 0u64;
+    let mut all = true;
+    for (unit, c) in segment.iter().zip(&text[at..]) {
+        compared += 1;
+        if unit.is_some_and(|u| u != *c) {
+            all = false;
+            break;
+        }
+    }
+    steps.take(compared)?;
+    Ok(all)
+}
+
+/// The first place at or after `from` where `segment` matches `text`.
+fn leftmost(
+    segment: &[Unit],
+    text: &[char],
+    from: usize,
+    steps: &mut Steps,
+) -> Result<Option<usize>, Exhausted> {
+    let Some(last) = text.len().checked_sub(segment.len()) else {
+        return Ok(None);
+    };
+    for at in from..=last {
+        if fits(segment, text, at, steps)? {
+            return Ok(Some(at));
+        }
+    }
+    Ok(None)
+}
 
 /// What a field holds, for type checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +303,7 @@ pub enum Expr {
     Like {
         operand: Operand,
         pattern: String,
+        compiled: LikePattern,
         negated: bool,
         insensitive: bool,
     },
@@ -528,9 +733,11 @@ impl Parser<'_> {
                     self.describe()
                 )));
             };
+            let compiled = LikePattern::compile(&pattern, insensitive)?;
             return Ok(Expr::Like {
                 operand,
                 pattern,
+                compiled,
                 negated,
                 insensitive,
             });
@@ -654,57 +861,27 @@ fn compare(a: &Datum, b: &Datum) -> Option<std::cmp::Ordering> {
     }
 }
 
-/// SQL LIKE: `%` any run of characters, `_` exactly one.
-pub fn like(text: &str, pattern: &str, insensitive: bool) -> bool {
-    let fold = |s: &str| -> Vec<char> {
-        if insensitive {
-            s.chars().flat_map(char::to_lowercase).collect()
-        } else {
-            s.chars().collect()
-        }
-    };
-    let (t, p) = (fold(text), fold(pattern));
-    let (mut ti, mut pi) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '_' || (p[pi] != '%' && p[pi] == t[ti])) {
-            ti += 1;
-            pi += 1;
-        } else if pi < p.len() && p[pi] == '%' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '%' {
-        pi += 1;
-    }
-    pi == p.len()
-}
-
 impl Expr {
     /// Whether a feature whose field values are `row` (in field order) matches: SQL's
-    /// three-valued logic, `None` for unknown (a NULL compared).
-    pub fn eval(&self, row: &[Datum]) -> Option<bool> {
-        match self {
-            Expr::And(a, b) => match (a.eval(row), b.eval(row)) {
+    /// three-valued logic, `None` for unknown (a NULL compared). LIKE's character comparisons
+    /// are counted in `steps`; [`Exhausted`] when the query's budget ran out.
+    pub fn eval(&self, row: &[Datum], steps: &mut Steps) -> Result<Option<bool>, Exhausted> {
+        Ok(match self {
+            Expr::And(a, b) => match (a.eval(row, steps)?, b.eval(row, steps)?) {
                 (Some(false), _) | (_, Some(false)) => Some(false),
                 (Some(true), Some(true)) => Some(true),
                 _ => None,
             },
-            Expr::Or(a, b) => match (a.eval(row), b.eval(row)) {
+            Expr::Or(a, b) => match (a.eval(row, steps)?, b.eval(row, steps)?) {
                 (Some(true), _) | (_, Some(true)) => Some(true),
                 (Some(false), Some(false)) => Some(false),
                 _ => None,
             },
-            Expr::Not(a) => a.eval(row).map(|v| !v),
+            Expr::Not(a) => a.eval(row, steps)?.map(|v| !v),
             Expr::Compare(a, cmp, b) => {
-                let ordering = compare(value_of(a, row), value_of(b, row))?;
+                let Some(ordering) = compare(value_of(a, row), value_of(b, row)) else {
+                    return Ok(None);
+                };
                 use std::cmp::Ordering::*;
                 Some(match cmp {
                     Cmp::Eq => ordering == Equal,
@@ -717,11 +894,11 @@ impl Expr {
             }
             Expr::Like {
                 operand,
-                pattern,
+                compiled,
                 negated,
-                insensitive,
+                ..
             } => match value_of(operand, row) {
-                Datum::Text(t) => Some(like(t, pattern, *insensitive) != *negated),
+                Datum::Text(t) => Some(compiled.matches(t, steps)? != *negated),
                 _ => None,
             },
             Expr::In {
@@ -731,7 +908,7 @@ impl Expr {
             } => {
                 let value = value_of(operand, row);
                 if matches!(value, Datum::Null) {
-                    return None;
+                    return Ok(None);
                 }
                 let found = list
                     .iter()
@@ -741,7 +918,7 @@ impl Expr {
             Expr::IsNull { operand, negated } => {
                 Some(matches!(value_of(operand, row), Datum::Null) != *negated)
             }
-        }
+        })
     }
 
     /// The filter written back, names quoted, for the result (what was understood).
@@ -795,6 +972,7 @@ impl fmt::Display for Shown<'_> {
                 pattern,
                 negated,
                 insensitive,
+                ..
             } => write!(
                 f,
                 "{} {}{} {}",
@@ -878,7 +1056,8 @@ mod tests {
         ];
         for (text, values, want) in cases {
             let expr = parse(text, &f).unwrap_or_else(|e| panic!("{text}: {e}"));
-            assert_eq!(expr.eval(values), *want, "{text} -> {}", expr.show(&f));
+            let got = expr.eval(values, &mut Steps::new(u64::MAX)).unwrap();
+            assert_eq!(got, *want, "{text} -> {}", expr.show(&f));
         }
     }
 
@@ -912,6 +1091,14 @@ mod tests {
         assert!(parse(&long, &f).unwrap_err().contains("tokens"));
     }
 
+    /// LIKE through the compiled matcher, with no budget to speak of.
+    fn like(text: &str, pattern: &str, insensitive: bool) -> bool {
+        LikePattern::compile(pattern, insensitive)
+            .unwrap()
+            .matches(text, &mut Steps::new(u64::MAX))
+            .unwrap()
+    }
+
     #[test]
     fn like_patterns() {
         assert!(like("P-7", "P-%", false));
@@ -919,8 +1106,159 @@ mod tests {
         assert!(like("abc", "a_c", false));
         assert!(!like("abc", "a_", false));
         assert!(like("", "%", false));
+        assert!(like("", "%%", false));
+        assert!(like("", "", false));
+        assert!(!like("a", "", false));
         assert!(like("aXbXc", "%X%c", false));
         assert!(!like("ABC", "abc", false));
         assert!(like("ÄBC", "äbc", true));
+        assert!(like("ÄBC", "%B_", true));
+        assert!(!like("a", "a%a", false));
+        assert!(like("aa", "a%a", false));
+        assert!(like("abcabc", "%bc%bc", false));
+        assert!(!like("abcab", "%bc%bc", false));
+        assert!(like("mississippi", "m%iss%pi", false));
+        assert!(like("x_y", "x_y", false));
+    }
+
+    /// The textbook dynamic programme over every prefix pair: slow, obviously right.
+    fn like_reference(text: &[char], pattern: &[char]) -> bool {
+        let (n, m) = (text.len(), pattern.len());
+        let mut table = vec![vec![false; n + 1]; m + 1];
+        table[0][0] = true;
+        for i in 1..=m {
+            for j in 0..=n {
+                table[i][j] = match pattern[i - 1] {
+                    '%' => table[i - 1][j] || (j > 0 && table[i][j - 1]),
+                    '_' => j > 0 && table[i - 1][j - 1],
+                    c => j > 0 && text[j - 1] == c && table[i - 1][j - 1],
+                };
+            }
+        }
+        table[m][n]
+    }
+
+    /// Every pattern of up to 5 units over {a, b, _, %} against every text of up to 6
+    /// characters over {a, b}: the segment matcher agrees with the reference on all of them.
+    #[test]
+    fn like_agrees_with_the_reference_on_every_small_case() {
+        fn all(alphabet: &[char], max: usize) -> Vec<Vec<char>> {
+            let mut out = vec![Vec::new()];
+            let mut last = vec![Vec::new()];
+            for _ in 0..max {
+                let next: Vec<Vec<char>> = last
+                    .iter()
+                    .flat_map(|w: &Vec<char>| {
+                        alphabet.iter().map(move |c| {
+                            let mut w = w.clone();
+                            w.push(*c);
+                            w
+                        })
+                    })
+                    .collect();
+                out.extend(next.iter().cloned());
+                last = next;
+            }
+            out
+        }
+        let patterns = all(&['a', 'b', '_', '%'], 5);
+        let texts = all(&['a', 'b'], 6);
+        let mut cases = 0;
+        for p in &patterns {
+            let pattern: String = p.iter().collect();
+            let compiled = LikePattern::compile(&pattern, false).unwrap();
+            for t in &texts {
+                let text: String = t.iter().collect();
+                let got = compiled.matches(&text, &mut Steps::new(u64::MAX)).unwrap();
+                assert_eq!(got, like_reference(t, p), "'{text}' LIKE '{pattern}'");
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 1365 * 127);
+    }
+
+    /// Regression (issue 21, attack finding F5): a hostile pattern against long text values
+    /// took minutes with the backtracking matcher (every failed segment re-compared from each
+    /// start). Each case's comparisons stay within the text's length times the longest segment
+    /// (plus the pattern), counted, not timed; the backtracking matcher made the quadratic
+    /// figure noted for each.
+    #[test]
+    fn pathological_like_patterns_are_matched_in_bounded_steps() {
+        let n = 100_000;
+        let many = "a".repeat(n);
+        let segment = format!("%{}b%", "a".repeat(200));
+        let runs = format!("{}%b", "%a".repeat(15));
+        let underscores = format!("%{}b", "_".repeat(250));
+        let cases: [(&str, &str, usize, bool); 5] = [
+            // The backtracking matcher: about n × 200 comparisons, which this one also makes
+            // (each start compares the whole segment) and counts.
+            (&many, &segment, 201, false),
+            (&many, &runs, 1, false),
+            (&many, &underscores, 251, false),
+            (
+                &many,
+                "%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%%b",
+                1,
+                false,
+            ),
+            (&many, "%a%a%a%a%a%a%a%a%a%a%a%a%a%a%a%", 1, true),
+        ];
+        for (text, pattern, longest, want) in cases {
+            let compiled = LikePattern::compile(pattern, false).unwrap();
+            let mut steps = Steps::new(u64::MAX);
+            assert_eq!(
+                compiled.matches(text, &mut steps).unwrap(),
+                want,
+                "{pattern}"
+            );
+            let bound = (text.chars().count() * longest + pattern.len()) as u64;
+            assert!(
+                steps.used() <= bound,
+                "{pattern}: {} comparisons, bound {bound}",
+                steps.used()
+            );
+        }
+        // The per-query budget stops the matcher rather than letting it run on.
+        let compiled = LikePattern::compile(&segment, false).unwrap();
+        let mut steps = Steps::new(1_000_000);
+        assert_eq!(compiled.matches(&many, &mut steps), Err(Exhausted));
+        assert!(steps.used() > steps.limit() && steps.used() <= steps.limit() + 201);
+        // A cheap pattern on the same text costs about nothing: the tail is checked at the end.
+        let mut steps = Steps::new(u64::MAX);
+        assert!(!LikePattern::compile("%b", false)
+            .unwrap()
+            .matches(&many, &mut steps)
+            .unwrap());
+        assert_eq!(steps.used(), 1);
+    }
+
+    /// Patterns too long or with too many `%` runs are refused when the filter is parsed,
+    /// naming the limit; `%%` counts once (it means what `%` means).
+    #[test]
+    fn like_patterns_are_bounded_at_parse_time() {
+        let f = fields();
+        let long = format!("code LIKE '{}'", "a".repeat(MAX_LIKE_CHARS + 1));
+        let error = parse(&long, &f).unwrap_err();
+        assert!(
+            error.contains("257 characters") && error.contains("256"),
+            "{error}"
+        );
+        let runs = format!("code LIKE '{}'", "%a".repeat(MAX_LIKE_WILDCARDS + 1));
+        let error = parse(&runs, &f).unwrap_err();
+        assert!(
+            error.contains("17 runs of '%'") && error.contains("16"),
+            "{error}"
+        );
+        // The clean twins: at the limits, and a long run of `%`.
+        let at_length = format!("code LIKE '{}'", "a".repeat(MAX_LIKE_CHARS));
+        assert!(parse(&at_length, &f).is_ok());
+        let at_runs = format!("code ILIKE '{}'", "%a".repeat(MAX_LIKE_WILDCARDS));
+        assert!(parse(&at_runs, &f).is_ok());
+        let one_run = format!("code LIKE '{}P'", "%".repeat(200));
+        let expr = parse(&one_run, &f).unwrap();
+        let matched = expr
+            .eval(&row(Some("xxP"), None), &mut Steps::new(u64::MAX))
+            .unwrap();
+        assert_eq!(matched, Some(true));
     }
 }

@@ -5,7 +5,8 @@
 //! features in order, so no filter text reaches SQLite or any other engine. Every feature is
 //! read once (at most [`MAX_SCAN`]), so `matched` is exact; the rows returned are bounded by
 //! `limit` (at most [`MAX_LIMIT`]) and by [`MAX_BYTES`] of JSON, and a truncated result says
-//! which bound cut it.
+//! which bound cut it. LIKE matching is counted against a budget per query
+//! ([`filter::Steps`], `GDAL_MCP_MAX_LIKE_STEPS`): past it the call fails, naming it.
 //!
 //! Measures follow the layer's own plane: planar in a projected CRS (metres through its linear
 //! unit), geodesic on the ellipsoid in a geographic one; the method is named in the result.
@@ -379,6 +380,18 @@ fn measure_feature(
     }
 }
 
+/// The refusal when LIKE matching spent the query's budget (issue 21, attack finding F5).
+fn like_budget_spent(steps: &filter::Steps, scanned: u64) -> GdalError {
+    GdalError::Arguments(format!(
+        "where: LIKE matching made more than {} character comparisons by feature {scanned}, the \
+         server's budget per query (GDAL_MCP_MAX_LIKE_STEPS); the pattern's segments between \
+         '%' are searched for in every text value, at a cost of the text's length times the \
+         segment's. Use a pattern with a fixed prefix or suffix ('P-%', '%.tif'), shorter \
+         segments, a narrower layer (vector_clip), or compare with = or IN",
+        steps.limit()
+    ))
+}
+
 /// Run the query on the layer of the dataset at `path`.
 pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalError> {
     // A shapefile hole wound like its shell is a hole, as in the measuring tools.
@@ -426,6 +439,7 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
     let capture = ErrorCapture::start();
     let mut scanned = 0u64;
     let mut matched = 0u64;
+    let mut steps = filter::Steps::new(filter::max_like_steps());
     // (sort key, scan position, row): kept to `limit` rows (sorted when ordering).
     let mut kept: Vec<(Datum, u64, QueryFeature)> = Vec::new();
     let sort = |kept: &mut Vec<(Datum, u64, QueryFeature)>, descending: bool| {
@@ -459,7 +473,10 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             let row: Vec<Datum> = (0..defs.len())
                 .map(|i| datum_of(ogr::field_value(&feature, i)))
                 .collect();
-            if expr.eval(&row) != Some(true) {
+            let selected = expr
+                .eval(&row, &mut steps)
+                .map_err(|_| like_budget_spent(&steps, scanned))?;
+            if selected != Some(true) {
                 continue;
             }
         }

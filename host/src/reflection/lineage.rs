@@ -29,6 +29,17 @@
 //! memoised by file version (device, inode, size, mtime, ctime) so that a chain hashes each
 //! file once. Every record written is also entered in the ledger (`super::ledger`), so an
 //! edited record shows.
+//!
+//! Hashing is bounded (issue 21: four `provenance_report` calls on a sparse 64 GiB file kept
+//! the read tools waiting for a minute, and could not be cancelled). A file of at most
+//! `GDAL_MCP_HASH_MAX_BYTES` (default [`DEFAULT_HASH_MAX_BYTES`]) is hashed whole; a larger one
+//! gets a *partial digest*, labelled `partial-sha256:` wherever it appears ([`PARTIAL_PREFIX`]),
+//! never passed off as a SHA-256 of the file: the SHA-256 of its size and of
+//! [`PARTIAL_WINDOWS`] windows of [`PARTIAL_WINDOW`] bytes spread evenly from its first byte to
+//! its last. It keys the file's lineage as a full digest does (a copy keeps it, a change of
+//! size or in a window loses it), but an edit elsewhere keeps it. No file's hashing runs
+//! longer than `GDAL_MCP_HASH_MAX_SECONDS` (default [`DEFAULT_HASH_MAX_SECONDS`]), and a caller
+//! can stop it between chunks ([`LineageStore::dataset_digest_until`]).
 
 use super::journal::Journal;
 use super::ledger::Ledger;
@@ -53,6 +64,55 @@ pub const MAX_STEPS: usize = 64;
 const MEMO_ENTRIES: usize = 4096;
 /// Read buffer for hashing.
 const HASH_BUFFER: usize = 1 << 20;
+/// Default most bytes of a file hashed whole (`GDAL_MCP_HASH_MAX_BYTES` overrides it): about
+/// a second of SHA-256; a larger file gets a partial digest.
+pub const DEFAULT_HASH_MAX_BYTES: u64 = 2 << 30;
+/// Default most seconds one file's hashing may take (`GDAL_MCP_HASH_MAX_SECONDS`).
+pub const DEFAULT_HASH_MAX_SECONDS: u64 = 60;
+/// The label of a partial digest (a file above the hashing budget): never a full SHA-256.
+pub const PARTIAL_PREFIX: &str = "partial-sha256:";
+/// Windows a partial digest reads.
+pub const PARTIAL_WINDOWS: u64 = 16;
+/// Bytes of each window of a partial digest.
+pub const PARTIAL_WINDOW: u64 = 1 << 20;
+
+fn setting(variable: &str, default: u64) -> u64 {
+    std::env::var(variable)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(default)
+}
+
+/// The most bytes hashed whole, in force.
+pub fn hash_max_bytes() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| setting("GDAL_MCP_HASH_MAX_BYTES", DEFAULT_HASH_MAX_BYTES))
+}
+
+/// The most seconds one file's hashing may take, in force.
+pub fn hash_max_seconds() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| setting("GDAL_MCP_HASH_MAX_SECONDS", DEFAULT_HASH_MAX_SECONDS))
+}
+
+/// Whether `digest` is a partial digest (see [`PARTIAL_PREFIX`]).
+pub fn is_partial(digest: &str) -> bool {
+    digest.starts_with(PARTIAL_PREFIX)
+}
+
+/// A digest as written in a record key or a `lineage://` URI: 64 hex digits, or those after
+/// [`PARTIAL_PREFIX`]; lower-cased. `None` for anything else.
+pub fn parse_digest(text: &str) -> Option<String> {
+    let (label, hex) = match text.get(..PARTIAL_PREFIX.len()) {
+        Some(head) if head.eq_ignore_ascii_case(PARTIAL_PREFIX) => {
+            (PARTIAL_PREFIX, &text[PARTIAL_PREFIX.len()..])
+        }
+        _ => ("", text),
+    };
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        .then(|| format!("{label}{}", hex.to_ascii_lowercase()))
+}
 
 /// Why lineage could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -197,25 +257,104 @@ fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadat
     Ok((file, meta))
 }
 
-/// SHA-256 of a file's bytes, streamed; with the file's version before and after.
-fn hash_file(path: &Path) -> std::io::Result<(String, Stamp, Stamp)> {
-    let (mut file, before) = open_regular(path)?;
-    let mut hasher = Sha256::new();
-    // A small file needs no megabyte of zeroed buffer.
-    let wanted = usize::try_from(before.len()).unwrap_or(HASH_BUFFER);
-    let mut buffer = vec![0u8; wanted.saturating_add(1).clamp(4096, HASH_BUFFER)];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
+/// Why hashing stopped short: the caller asked, or the time budget ran out.
+fn stopped(path: &Path, cancelled: bool, seconds: u64) -> std::io::Error {
+    if cancelled {
+        return std::io::Error::other(format!("hashing {} was cancelled", path.display()));
     }
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "hashing {} took more than {seconds} s, the server's budget per file \
+             (GDAL_MCP_HASH_MAX_SECONDS)",
+            path.display(),
+        ),
+    )
+}
+
+/// A file's digest, streamed: its SHA-256 when it has at most [`hash_max_bytes`] bytes, else
+/// its partial digest; with the file's version before and after. `stop` is asked between
+/// chunks, and the time budget checked there.
+fn hash_file(path: &Path, stop: &dyn Fn() -> bool) -> std::io::Result<(String, Stamp, Stamp)> {
+    hash_file_within(path, stop, hash_max_bytes(), hash_max_seconds())
+}
+
+/// [`hash_file`] with the byte and time budgets given.
+fn hash_file_within(
+    path: &Path,
+    stop: &dyn Fn() -> bool,
+    limit: u64,
+    seconds: u64,
+) -> std::io::Result<(String, Stamp, Stamp)> {
+    let (mut file, before) = open_regular(path)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let go_on = || -> std::io::Result<()> {
+        if stop() {
+            return Err(stopped(path, true, seconds));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(stopped(path, false, seconds));
+        }
+        Ok(())
+    };
+    let size = before.len();
+    let digest = if size > limit {
+        partial_digest(&file, size, &go_on)?
+    } else {
+        let mut hasher = Sha256::new();
+        // A small file needs no megabyte of zeroed buffer.
+        let wanted = usize::try_from(size).unwrap_or(HASH_BUFFER);
+        let mut buffer = vec![0u8; wanted.saturating_add(1).clamp(4096, HASH_BUFFER)];
+        let mut total = 0u64;
+        loop {
+            go_on()?;
+            let n = file.read(&mut buffer)?;
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            if total > limit {
+                return Err(std::io::Error::other(format!(
+                    "{} grew past {limit} bytes, the hashing budget \
+                     (GDAL_MCP_HASH_MAX_BYTES), while it was hashed",
+                    path.display()
+                )));
+            }
+            hasher.update(&buffer[..n]);
+        }
+        hex::encode(hasher.finalize())
+    };
     let after = file.metadata()?;
-    Ok((
-        hex::encode(hasher.finalize()),
-        stamp::of(&before),
-        stamp::of(&after),
+    Ok((digest, stamp::of(&before), stamp::of(&after)))
+}
+
+/// The partial digest of a file of `size` bytes: SHA-256 of a header naming the scheme and
+/// the size, then [`PARTIAL_WINDOWS`] windows of [`PARTIAL_WINDOW`] bytes at evenly spaced
+/// offsets from 0 to `size - PARTIAL_WINDOW`; labelled [`PARTIAL_PREFIX`].
+fn partial_digest(
+    file: &std::fs::File,
+    size: u64,
+    go_on: &dyn Fn() -> std::io::Result<()>,
+) -> std::io::Result<String> {
+    use std::os::unix::fs::FileExt;
+    let window = PARTIAL_WINDOW.min(size);
+    let mut hasher = Sha256::new();
+    hasher.update(format!(
+        "gdal-mcp partial digest 1\nsize {size}\nwindows {PARTIAL_WINDOWS} of {window} \
+         bytes, evenly spaced from the first byte to the last\n"
+    ));
+    let mut buffer = vec![0u8; usize::try_from(window).unwrap_or(0)];
+    let span = u128::from(size - window);
+    for k in 0..PARTIAL_WINDOWS {
+        go_on()?;
+        let offset = span * u128::from(k) / u128::from(PARTIAL_WINDOWS - 1);
+        let offset = u64::try_from(offset).unwrap_or(size - window);
+        file.read_exact_at(&mut buffer, offset)?;
+        hasher.update(&buffer);
+    }
+    Ok(format!(
+        "{PARTIAL_PREFIX}{}",
+        hex::encode(hasher.finalize())
     ))
 }
 
@@ -295,9 +434,18 @@ impl LineageStore {
         &self.root
     }
 
-    /// SHA-256 of one file, memoised by file version. A file that changed while it was read
-    /// is hashed but not memoised.
+    /// SHA-256 of one file (a partial digest above the hashing budget), memoised by file
+    /// version. A file that changed while it was read is hashed but not memoised.
     pub fn file_digest(&self, path: &Path) -> std::io::Result<String> {
+        self.file_digest_until(path, &|| false)
+    }
+
+    /// [`Self::file_digest`], stopped (an error) as soon as `stop` says so.
+    pub fn file_digest_until(
+        &self,
+        path: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> std::io::Result<String> {
         let meta = std::fs::symlink_metadata(path)?;
         let now = stamp::of(&meta);
         if let Some(hit) = self.digests.lock().ok().and_then(|m| {
@@ -307,7 +455,7 @@ impl LineageStore {
         }) {
             return Ok(hit);
         }
-        let (digest, before, after) = hash_file(path)?;
+        let (digest, before, after) = hash_file(path, stop)?;
         if before == after {
             if let Ok(mut memo) = self.digests.lock() {
                 if memo.len() >= MEMO_ENTRIES {
@@ -322,7 +470,16 @@ impl LineageStore {
     /// The digest that identifies a dataset: its file's, or for a shapefile, the digest of its
     /// parts' digests (an edit of the `.dbf` alone is an edit of the layer).
     pub fn dataset_digest(&self, path: &Path) -> std::io::Result<String> {
-        let main = self.file_digest(path)?;
+        self.dataset_digest_until(path, &|| false)
+    }
+
+    /// [`Self::dataset_digest`], stopped (an error) as soon as `stop` says so.
+    pub fn dataset_digest_until(
+        &self,
+        path: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> std::io::Result<String> {
+        let main = self.file_digest_until(path, stop)?;
         let is_shapefile = path
             .extension()
             .is_some_and(|e| e.eq_ignore_ascii_case("shp"));
@@ -331,15 +488,21 @@ impl LineageStore {
         }
         let mut combined = Sha256::new();
         combined.update(format!("shp {main}\n"));
+        // Partial when any part's digest is.
+        let mut partial = is_partial(&main);
         for part in SHAPEFILE_PARTS {
             let sibling = path.with_extension(part);
-            match self.file_digest(&sibling) {
-                Ok(digest) => combined.update(format!("{part} {digest}\n")),
+            match self.file_digest_until(&sibling, stop) {
+                Ok(digest) => {
+                    partial |= is_partial(&digest);
+                    combined.update(format!("{part} {digest}\n"));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(e),
             }
         }
-        Ok(hex::encode(combined.finalize()))
+        let label = if partial { PARTIAL_PREFIX } else { "" };
+        Ok(format!("{label}{}", hex::encode(combined.finalize())))
     }
 
     /// The record of the call that wrote content `sha256`, if one exists and is readable.
@@ -612,5 +775,112 @@ mod tests {
         let before = store.dataset_digest(&shp).unwrap();
         std::fs::write(dir.path().join("a.dbf"), b"attributez").unwrap();
         assert_ne!(store.dataset_digest(&shp).unwrap(), before);
+    }
+
+    /// The partial digest of a file of `size` zero bytes, computed independently: the
+    /// header, then 16 windows of zeros.
+    fn zeros_partial(size: u64) -> String {
+        let window = PARTIAL_WINDOW.min(size);
+        let mut hasher = Sha256::new();
+        hasher.update(format!(
+            "gdal-mcp partial digest 1\nsize {size}\nwindows 16 of {window} bytes, evenly \
+             spaced from the first byte to the last\n"
+        ));
+        let zeros = vec![0u8; window as usize];
+        for _ in 0..16 {
+            hasher.update(&zeros);
+        }
+        format!("partial-sha256:{}", hex::encode(hasher.finalize()))
+    }
+
+    /// Regression (issue 21): a sparse 64 GiB file was hashed whole (a minute of the read
+    /// tools' slots per call). Above the byte budget it gets the labelled partial digest, which
+    /// reads 16 MiB: known by construction for a file of zeros.
+    #[test]
+    fn a_file_above_the_budget_gets_a_labelled_partial_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let sparse = dir.path().join("sparse.bin");
+        let file = std::fs::File::create(&sparse).unwrap();
+        file.set_len(64 << 30).unwrap();
+        drop(file);
+        let (digest, before, after) = hash_file(&sparse, &|| false).unwrap();
+        assert!(is_partial(&digest), "{digest}");
+        assert_eq!(digest, zeros_partial(64 << 30));
+        assert_eq!(before, after);
+        let store = LineageStore::new(dir.path());
+        assert_eq!(store.dataset_digest(&sparse).unwrap(), digest);
+        assert_eq!(
+            parse_digest(&digest.to_ascii_uppercase()),
+            Some(digest.clone())
+        );
+    }
+
+    /// At the budget a file is hashed whole (its SHA-256); one byte above, partially. A
+    /// partial digest changes with the size and with a byte in a window.
+    #[test]
+    fn the_byte_budget_chooses_the_digest() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.bin");
+        std::fs::write(&path, b"abc").unwrap();
+        let whole = hash_file_within(&path, &|| false, 3, 60).unwrap().0;
+        assert_eq!(
+            whole,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let partial = hash_file_within(&path, &|| false, 2, 60).unwrap().0;
+        assert!(is_partial(&partial) && partial != format!("{PARTIAL_PREFIX}{whole}"));
+
+        let big = dir.path().join("big.bin");
+        let size = 40u64 << 20;
+        let file = std::fs::File::create(&big).unwrap();
+        file.set_len(size).unwrap();
+        drop(file);
+        let zeros = hash_file_within(&big, &|| false, 1 << 20, 60).unwrap().0;
+        assert_eq!(zeros, zeros_partial(size));
+        // The second window starts at (size - 1 MiB) / 15: a byte there changes the digest.
+        use std::os::unix::fs::FileExt;
+        let second = (size - PARTIAL_WINDOW) / 15;
+        let file = std::fs::OpenOptions::new().write(true).open(&big).unwrap();
+        file.write_all_at(b"x", second).unwrap();
+        let edited = hash_file_within(&big, &|| false, 1 << 20, 60).unwrap().0;
+        assert_ne!(edited, zeros);
+        file.set_len(size + 1).unwrap();
+        assert_ne!(
+            hash_file_within(&big, &|| false, 1 << 20, 60).unwrap().0,
+            edited
+        );
+    }
+
+    /// Hashing stops between chunks when asked: a 64 MiB file hashed whole stops after the
+    /// third chunk, with an error that says it was cancelled.
+    #[test]
+    fn hashing_stops_when_cancelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sparse.bin");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(64 << 20).unwrap();
+        drop(file);
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let stop = || asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) >= 3;
+        let error = hash_file_within(&path, &stop, u64::MAX, 60).unwrap_err();
+        assert!(error.to_string().contains("cancelled"), "{error}");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 4);
+        // The same for a partial digest, between windows.
+        asked.store(0, std::sync::atomic::Ordering::Relaxed);
+        let error = hash_file_within(&path, &stop, 1 << 20, 60).unwrap_err();
+        assert!(error.to_string().contains("cancelled"), "{error}");
+    }
+
+    /// A shapefile whose `.shp` is above the budget has a partial dataset digest, labelled.
+    #[test]
+    fn a_shapefile_with_a_partial_part_is_labelled_partial() {
+        let dir = tempfile::tempdir().unwrap();
+        let shp = dir.path().join("a.shp");
+        let file = std::fs::File::create(&shp).unwrap();
+        file.set_len(hash_max_bytes() + 1).unwrap();
+        drop(file);
+        std::fs::write(dir.path().join("a.dbf"), b"attributes").unwrap();
+        let store = LineageStore::new(dir.path());
+        assert!(is_partial(&store.dataset_digest(&shp).unwrap()));
     }
 }

@@ -7,7 +7,7 @@
 //! modified outside the server, flagged. The `provenance_report` tool, the `lineage://`
 //! resource and the `gdal-mcp provenance` command all come here.
 
-use super::lineage::{LineageStore, Record};
+use super::lineage::{self, LineageStore, Record};
 use super::store::{Capsule, CapsuleStore};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -36,7 +36,9 @@ pub enum ProvenanceError {
 /// A report on one file.
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct Report {
-    /// SHA-256 of the file (hex).
+    /// SHA-256 of the file (hex); for a file above the hashing budget
+    /// (`GDAL_MCP_HASH_MAX_BYTES`), its partial digest instead, labelled `partial-sha256:`
+    /// (its size and sampled windows, not its whole content).
     pub sha256: String,
     /// Steps found in its lineage (0 when the server did not make this content).
     pub steps: usize,
@@ -55,12 +57,24 @@ pub fn report(
     path: &Path,
     format: Format,
 ) -> Result<Report, ProvenanceError> {
-    let sha256 = lineage
-        .dataset_digest(path)
-        .map_err(|source| ProvenanceError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+    report_until(lineage, capsules, path, format, &|| false)
+}
+
+/// [`report`], its hashing stopped (an error) as soon as `stop` says so.
+pub fn report_until(
+    lineage: &LineageStore,
+    capsules: &CapsuleStore,
+    path: &Path,
+    format: Format,
+    stop: &dyn Fn() -> bool,
+) -> Result<Report, ProvenanceError> {
+    let sha256 =
+        lineage
+            .dataset_digest_until(path, stop)
+            .map_err(|source| ProvenanceError::Read {
+                path: path.display().to_string(),
+                source,
+            })?;
     let file = lineage.input("input", path);
     Ok(report_for_digest(
         lineage,
@@ -133,6 +147,22 @@ fn short(hex: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
 }
 
+/// A content digest in words: `SHA-256 `hex``, or a partial digest named as such (never
+/// presented as a SHA-256 of the file); the first 12 digits when `shorten`.
+fn digest_words(digest: &str, shorten: bool) -> String {
+    match digest.strip_prefix(lineage::PARTIAL_PREFIX) {
+        Some(hex) => format!(
+            "partial digest `{}{}`: the file is above the hashing budget, so this digest \
+             covers its size and {} sampled windows of {} MiB, not its whole content",
+            lineage::PARTIAL_PREFIX,
+            if shorten { short(hex) } else { hex },
+            lineage::PARTIAL_WINDOWS,
+            lineage::PARTIAL_WINDOW >> 20
+        ),
+        None => format!("SHA-256 `{}`", if shorten { short(digest) } else { digest }),
+    }
+}
+
 /// An argument value in words.
 fn words(value: &Value) -> String {
     match value {
@@ -166,8 +196,8 @@ fn markdown(
     if records.is_empty() {
         let _ = writeln!(
             md,
-            "No lineage record matches this content (SHA-256 `{sha256}`): gdal-mcp did not \
-             make it{}.",
+            "No lineage record matches this content ({}): gdal-mcp did not make it{}.",
+            digest_words(sha256, false),
             if modified_since {
                 ", or it was modified outside the server after gdal-mcp wrote it (this path \
                  was written by gdal-mcp with other content)"
@@ -179,7 +209,8 @@ fn markdown(
     }
     let _ = writeln!(
         md,
-        "`{name}` (SHA-256 `{sha256}`) was made by gdal-mcp in {} step{}.\n",
+        "`{name}` ({}) was made by gdal-mcp in {} step{}.\n",
+        digest_words(sha256, false),
         records.len(),
         if records.len() == 1 { "" } else { "s" }
     );
@@ -190,9 +221,11 @@ fn markdown(
             .iter()
             .map(|i| {
                 format!(
-                    "`{}` (SHA-256 `{}`)",
+                    "`{}` ({})",
                     file_name(&i.path),
-                    i.sha256.as_deref().map_or("not hashed", short)
+                    i.sha256
+                        .as_deref()
+                        .map_or_else(|| "not hashed".to_string(), |d| digest_words(d, true))
                 )
             })
             .collect();
@@ -356,8 +389,11 @@ fn typed(value: &str, kind: &str) -> Value {
     json!({"$": value, "type": kind})
 }
 
-fn file_id(sha256: &str) -> String {
-    format!("file:sha256-{sha256}")
+fn file_id(digest: &str) -> String {
+    match digest.strip_prefix(lineage::PARTIAL_PREFIX) {
+        Some(hex) => format!("file:partial-sha256-{hex}"),
+        None => format!("file:sha256-{digest}"),
+    }
 }
 
 /// A PROV local name from free text: letters, digits, `_` and `-` only.
@@ -428,8 +464,13 @@ fn prov_json(records: &[(u32, Record)], decisions: &BTreeMap<String, Capsule>) -
                 "prov:type": typed("gdalmcp:File", "xsd:QName"),
                 "prov:label": file_name(&file.path),
                 "gdalmcp:path": file.path,
-                "gdalmcp:sha256": sha,
             });
+            let label = if lineage::is_partial(sha) {
+                "gdalmcp:partial_digest"
+            } else {
+                "gdalmcp:sha256"
+            };
+            attributes[label] = json!(sha);
             if let Some(size) = file.size {
                 attributes["gdalmcp:size_bytes"] = json!(size);
             }

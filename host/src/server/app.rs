@@ -25,6 +25,9 @@ pub const GDAL_WORKERS: usize = 8;
 pub const READ_WORKERS: usize = 4;
 /// Plugin jobs (gate decisions, validations, prompt renderings) running at once.
 pub const PLUGIN_WORKERS: usize = 4;
+/// Hashing jobs of `provenance_report` running at once, on slots of their own: however many
+/// files it is asked to hash, the read-only tools keep theirs (issue 21).
+pub const HASH_WORKERS: usize = 2;
 /// Calls of the tools that write (and pass the gate) in flight at once; further calls wait for
 /// a slot. Read-only tools do not take one, so they are never queued behind such a burst.
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
@@ -53,6 +56,7 @@ pub struct App {
     gdal_slots: Arc<Semaphore>,
     read_slots: Arc<Semaphore>,
     plugin_slots: Arc<Semaphore>,
+    hash_slots: Arc<Semaphore>,
     call_slots: Arc<Semaphore>,
     /// Folders no output may land in: the capsule store and the component cache.
     protected_roots: Vec<PathBuf>,
@@ -140,6 +144,7 @@ impl App {
             gdal_slots: Arc::new(Semaphore::new(GDAL_WORKERS)),
             read_slots: Arc::new(Semaphore::new(READ_WORKERS)),
             plugin_slots: Arc::new(Semaphore::new(PLUGIN_WORKERS)),
+            hash_slots: Arc::new(Semaphore::new(HASH_WORKERS)),
             call_slots: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
         })
     }
@@ -172,6 +177,16 @@ impl App {
         F: FnOnce() -> Result<T, ToolError> + Send + 'static,
     {
         run_bounded(&self.plugin_slots, "plugin", job).await
+    }
+
+    /// Run a hashing job (`provenance_report`) on a blocking worker, at most [`HASH_WORKERS`]
+    /// at once, apart from the GDAL and read-only slots.
+    pub async fn hashing<T, F>(&self, job: F) -> Result<T, ToolError>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    {
+        run_bounded(&self.hash_slots, "hashing", job).await
     }
 
     /// Confine an input path.

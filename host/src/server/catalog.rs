@@ -194,14 +194,15 @@ pub async fn read(app: &App, uri: &str) -> Result<ReadResourceResult, McpError> 
             "application/json",
         )]));
     }
-    if let Some(sha256) = uri.strip_prefix("lineage://") {
-        let sha256 = sha256.to_ascii_lowercase();
-        if sha256.len() != 64 || !sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if let Some(digest) = uri.strip_prefix("lineage://") {
+        // A file above the hashing budget is named by its labelled partial digest.
+        let Some(sha256) = crate::reflection::lineage::parse_digest(digest) else {
             return Err(not_found(
                 uri,
-                "expected lineage://<64 hex digits of SHA-256>",
+                "expected lineage://<64 hex digits of SHA-256> (or partial-sha256:<64 hex \
+                 digits> for a file above the hashing budget)",
             ));
-        }
+        };
         let lineage = app.lineage.clone();
         let capsules = app.gate.store().clone();
         let (record, methods) = tokio::task::spawn_blocking(move || {

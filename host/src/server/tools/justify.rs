@@ -76,16 +76,25 @@ pub const PROVENANCE_REPORT: ToolSpec = ToolSpec {
     handler: handler!(provenance_report),
 };
 
-/// `provenance_report`.
+/// `provenance_report`: on the hashing slots (never the read tools'), its hashing bounded
+/// (`reflection::lineage`) and stopped when the client cancels the call.
 pub async fn provenance_report(call: Call) -> Result<Value, ToolError> {
     let args: ProvenanceArgs = parse(call.tool, &call.arguments)?;
     let path = call.input_path("input", &args.input)?;
     let lineage = call.app.lineage.clone();
     let capsules = call.app.gate.store().clone();
     let format = args.format.unwrap_or(Format::Markdown);
-    gated::read_only(&call, move || {
-        provenance::report(&lineage, &capsules, &path, format)
-            .map_err(|e| ToolError::Arguments(format!("input: {e}")))
-    })
-    .await
+    let work = call.work();
+    let report = call
+        .app
+        .hashing(move || {
+            let stop = || work.is_cancelled();
+            match provenance::report_until(&lineage, &capsules, &path, format, &stop) {
+                Ok(report) => Ok(report),
+                Err(_) if work.is_cancelled() => Err(ToolError::Cancelled),
+                Err(e) => Err(ToolError::Arguments(format!("input: {e}"))),
+            }
+        })
+        .await?;
+    gated::to_value(call.tool, &report)
 }

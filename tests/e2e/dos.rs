@@ -1,0 +1,430 @@
+//! Issue 21: no input starves the server. Work that grows with a hostile input is counted and
+//! refused past a budget with a clear error (`vector_query`'s LIKE, `vector_join`'s nearest
+//! ties), and file hashing is bounded in bytes and runs beside the read tools, never in their
+//! way (`provenance_report`), through MCP.
+
+use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+async fn start_with(env: &[(&str, &str)]) -> Server {
+    start_with_data(env, &[]).await
+}
+
+async fn start_with_data(env: &[(&str, &str)], data: &[&'static str]) -> Server {
+    Server::start(
+        Era::Modern,
+        Options {
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            data: data.to_vec(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// A sparse file of 64 GiB (no block written: it costs no disk).
+fn sparse_64_gib(path: &Path) {
+    let file = std::fs::File::create(path).unwrap();
+    file.set_len(64 << 30).unwrap();
+}
+
+/// A GeoJSON point layer in EPSG:4326 of `(properties, [lon, lat])`.
+fn points(path: &Path, features: &[(Value, [f64; 2])]) {
+    let features: Vec<Value> = features
+        .iter()
+        .map(|(p, at)| {
+            json!({"type": "Feature", "properties": p,
+                   "geometry": {"type": "Point", "coordinates": at}})
+        })
+        .collect();
+    let doc = json!({
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::4326"}},
+        "features": features,
+    });
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+fn read_field(path: &Path, field: &str) -> Vec<Value> {
+    use gdal::vector::LayerAccess;
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    layer
+        .features()
+        .map(|f| {
+            let index = f.field_index(field).unwrap();
+            match f.field(index).unwrap() {
+                Some(gdal::vector::FieldValue::Integer64Value(v)) => json!(v),
+                Some(gdal::vector::FieldValue::IntegerValue(v)) => json!(v),
+                Some(gdal::vector::FieldValue::RealValue(v)) => json!(v),
+                Some(gdal::vector::FieldValue::StringValue(v)) => json!(v),
+                _ => Value::Null,
+            }
+        })
+        .collect()
+}
+
+/// Regression (issue 21, attack finding F5): a `where` whose LIKE pattern has a long segment
+/// between `%`s, over long text values, kept the backtracking matcher busy for minutes. Here
+/// 40 features of 100,000 characters and a 201-character segment make 2·10⁷ comparisons per
+/// feature; with the LIKE budget at 10⁷ (`GDAL_MCP_MAX_LIKE_STEPS`) the call fails at the first
+/// feature with an error naming the budget, its variable and cheaper patterns. A pattern with
+/// too many `%` runs is refused when the filter is parsed. The clean twin, a prefix pattern on
+/// the same layer, selects all 40.
+#[tokio::test]
+async fn a_hostile_like_pattern_fails_fast_with_the_budget_named() {
+    let server = start_with(&[("GDAL_MCP_MAX_LIKE_STEPS", "10000000")]).await;
+    let long = "a".repeat(100_000);
+    let features: Vec<(Value, [f64; 2])> = (0..40)
+        .map(|i| (json!({"code": long.clone()}), [i as f64 * 0.01, 0.0]))
+        .collect();
+    points(&server.path("long.geojson"), &features);
+
+    let hostile = format!("code LIKE '%{}b%'", "a".repeat(200));
+    let started = Instant::now();
+    let refused = server
+        .call(
+            "vector_query",
+            json!({"input": "long.geojson", "where": hostile, "limit": 1}),
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("invalid_arguments"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("10000000 character comparisons")
+            && message.contains("by feature 1")
+            && message.contains("GDAL_MCP_MAX_LIKE_STEPS")
+            && message.contains("'P-%'"),
+        "{message}"
+    );
+    assert!(took < Duration::from_secs(60), "{took:?}");
+
+    let runs = format!("code LIKE '{}'", "%a".repeat(17));
+    let refused = server
+        .call(
+            "vector_query",
+            json!({"input": "long.geojson", "where": runs}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("17 runs of '%', more than the 16"),
+        "{}",
+        text(&refused)
+    );
+
+    let clean = server
+        .call(
+            "vector_query",
+            json!({"input": "long.geojson", "where": "code LIKE 'aaa%'", "fields": [],
+                   "limit": 1}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["matched"], json!(40));
+}
+
+/// 2,000 wells at latitude 89° N, every 0.18° of longitude, round a town at the pole: each is
+/// exactly as far from it (the ellipsoid is symmetric about its axis; PROJ's `geod` gives
+/// 111693.865 m from 89° N to the pole), so all 2,000 tie.
+fn ring_round_the_pole(server: &Server, towns: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+    let wells: Vec<(Value, [f64; 2])> = (0..2000)
+        .map(|k| {
+            (
+                json!({"name": format!("w{k}")}),
+                [-180.0 + k as f64 * 0.18, 89.0],
+            )
+        })
+        .collect();
+    let town: Vec<(Value, [f64; 2])> = (0..towns)
+        .map(|i| (json!({"town": format!("t{i}")}), [0.0, 90.0]))
+        .collect();
+    let (t, w) = (server.path("towns.geojson"), server.path("wells.geojson"));
+    points(&t, &town);
+    points(&w, &wells);
+    (t, w)
+}
+
+/// Regression (issue 21, attack finding F6): thousands of join features at exactly one
+/// distance from thousands of targets made `nearest` quadratic (389 s, 1.9 GB). One town
+/// with 2,000 tied wells joins all of them, says so, and names the first 10 with the list
+/// said to be cut; the result still matches the tool's output schema (the harness checks
+/// every result).
+#[tokio::test]
+async fn two_thousand_exact_ties_are_joined_counted_and_listed_cut() {
+    let server = start_with(&[]).await;
+    let (towns, wells) = ring_round_the_pole(&server, 1);
+    let output = server.path("near.gpkg");
+    let result = server
+        .call(
+            "vector_join",
+            json!({"input": towns.display().to_string(), "join": wells.display().to_string(),
+                   "predicate": "nearest", "fields": ["name"], "stats": ["first"],
+                   "output": output.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let content = structured(&result);
+    assert_eq!(content["ties"], json!(1), "{content}");
+    assert_eq!(read_field(&output, "join_count"), vec![json!(2000)]);
+    assert_eq!(read_field(&output, "name_first"), vec![json!("w0")]);
+    let distance = read_field(&output, "join_distance_m")[0].as_f64().unwrap();
+    assert!((distance - 111_693.865).abs() < 0.01, "{distance}");
+    let notes = content["notes"].to_string();
+    assert!(
+        notes.contains("target feature 0 has 2000 join features tied")
+            && notes.contains("join feature ids: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...")
+            && notes.contains("the list is cut at the first 10; 1990 more"),
+        "{notes}"
+    );
+}
+
+/// The same ring round 100 towns at the pole is 200,000 pairs to measure: with the nearest
+/// budget at 100,000 (`GDAL_MCP_MAX_NEAREST_PAIRS`) the call is refused at town 51 of 100,
+/// before its pairs are measured, naming the budget, its variable and `max_distance`; nothing
+/// is written. The narrower call the error suggests (`max_distance` 100 km, short of the ring)
+/// measures nothing and answers: no town has a well that near.
+#[tokio::test]
+async fn nearest_past_its_pair_budget_is_refused_and_max_distance_narrows_it() {
+    let server = start_with(&[("GDAL_MCP_MAX_NEAREST_PAIRS", "100000")]).await;
+    let (towns, wells) = ring_round_the_pole(&server, 100);
+    let call = |output: &str, extra: Value| {
+        let mut arguments = json!({"input": towns.display().to_string(),
+                                   "join": wells.display().to_string(),
+                                   "predicate": "nearest", "fields": ["name"],
+                                   "stats": ["first"],
+                                   "output": server.path(output).display().to_string()});
+        if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        server.call("vector_join", arguments)
+    };
+    let refused = call("all.gpkg", json!({})).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("invalid_arguments"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("more than 100000 target–join pairs")
+            && message.contains("at target feature 51 of 100")
+            && message.contains("alone has 2000 join features")
+            && message.contains("GDAL_MCP_MAX_NEAREST_PAIRS")
+            && message.contains("max_distance"),
+        "{message}"
+    );
+    assert!(!server.path("all.gpkg").exists());
+
+    let narrow = call("narrow.gpkg", json!({"max_distance": 100, "unit": "km"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&narrow), "{}", text(&narrow));
+    let content = structured(&narrow);
+    assert_eq!(content["matched"], json!(0), "{content}");
+    assert_eq!(content["unmatched"], json!(100), "{content}");
+}
+
+/// Regression (issue 21): `provenance_report` hashed whole files on the read-only tools'
+/// slots, so four calls on a sparse 64 GiB file kept `raster_info` unanswered for over a
+/// minute. Above the hashing budget (2 GiB by default) the file gets a partial digest,
+/// labelled `partial-sha256:` in the result and named as such in the report, and the four
+/// calls run on the hashing slots: `raster_info`, sent beside them, answers promptly.
+#[tokio::test]
+async fn provenance_of_a_sparse_64_gib_file_is_partial_and_leaves_raster_info_alone() {
+    let server = start_with_data(&[], &["dem.tif"]).await;
+    sparse_64_gib(&server.path("huge.bin"));
+    let started = Instant::now();
+    let reports = futures::future::join_all((0..4).map(|_| {
+        server.call(
+            "provenance_report",
+            json!({"input": "huge.bin", "format": "markdown"}),
+        )
+    }));
+    let info = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let asked = Instant::now();
+        let info = server
+            .call("raster_info", json!({"input": "dem.tif"}))
+            .await
+            .unwrap();
+        (info, asked.elapsed())
+    };
+    let (reports, (info, info_took)) = futures::join!(reports, info);
+    assert!(!is_error(&info), "{}", text(&info));
+    assert!(
+        info_took < Duration::from_secs(20),
+        "raster_info took {info_took:?}"
+    );
+    for report in reports {
+        let report = report.unwrap();
+        assert!(!is_error(&report), "{}", text(&report));
+        let content = structured(&report);
+        let digest = content["sha256"].as_str().unwrap_or_default();
+        assert!(
+            digest.starts_with("partial-sha256:") && digest.len() == 15 + 64,
+            "{content}"
+        );
+        let markdown = content["report"].as_str().unwrap_or_default();
+        assert!(
+            markdown.contains("partial digest `partial-sha256:")
+                && markdown.contains("not its whole content")
+                && !markdown.contains("SHA-256 `"),
+            "{markdown}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// A line-level session with a server started with `env`: requests go in, replies come out
+/// through a channel (so a test can wait with a timeout).
+struct Raw {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    replies: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Raw {
+    fn start(workspace: &Path, env: &[(&str, &str)]) -> Self {
+        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace)
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let (sender, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    if sender.send(value).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let mut raw = Self {
+            child,
+            stdin,
+            replies,
+        };
+        raw.send(
+            json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25","capabilities":{},
+            "clientInfo":{"name":"t","version":"1"}}}),
+        );
+        raw.wait_for(0, Duration::from_secs(60)).unwrap();
+        raw.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        raw
+    }
+
+    fn send(&mut self, message: Value) {
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn call(&mut self, id: u64, tool: &str, arguments: Value) {
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                         "params":{"name":tool,"arguments":arguments}}));
+    }
+
+    /// The reply to `id`, or `None` after `timeout` (other replies are dropped).
+    fn wait_for(&mut self, id: u64, timeout: Duration) -> Option<Value> {
+        let until = Instant::now() + timeout;
+        loop {
+            let left = until.checked_duration_since(Instant::now())?;
+            match self.replies.recv_timeout(left) {
+                Ok(reply) if reply["id"] == json!(id) => return Some(reply),
+                Ok(_) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Hashing is cancellable and has slots of its own (issue 21). With the byte budget raised
+/// above 64 GiB, two `provenance_report` calls hash a sparse 64 GiB file whole (tens of
+/// seconds each), holding both hashing slots: `raster_info` still answers at once (the read
+/// slots are not theirs). Both calls are then cancelled, and a third `provenance_report`, on
+/// a small file, answers promptly: the cancelled hashing stopped between chunks and gave its
+/// slots back (it would otherwise hold them until the whole 64 GiB were read).
+#[test]
+fn cancelled_hashing_gives_its_slots_back_and_never_took_the_read_slots() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    sparse_64_gib(&workspace.path().join("huge.bin"));
+    std::fs::write(workspace.path().join("small.bin"), b"small").unwrap();
+    let mut raw = Raw::start(
+        workspace.path(),
+        &[("GDAL_MCP_HASH_MAX_BYTES", "100000000000")],
+    );
+    raw.call(10, "provenance_report", json!({"input": "huge.bin"}));
+    raw.call(11, "provenance_report", json!({"input": "huge.bin"}));
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    raw.call(12, "raster_info", json!({"input": "dem.tif"}));
+    let info = raw.wait_for(12, Duration::from_secs(60)).unwrap();
+    assert!(info["result"]["isError"] != json!(true), "{info}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "raster_info took {:?} beside two hashing calls",
+        asked.elapsed()
+    );
+    for id in [10, 11] {
+        raw.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+                        "params":{"requestId":id,"reason":"test"}}));
+    }
+    let asked = Instant::now();
+    raw.call(13, "provenance_report", json!({"input": "small.bin"}));
+    let small = raw.wait_for(13, Duration::from_secs(120)).unwrap();
+    assert!(small["result"]["isError"] != json!(true), "{small}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(15),
+        "the small report waited {:?} for a hashing slot",
+        asked.elapsed()
+    );
+}
