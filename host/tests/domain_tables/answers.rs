@@ -164,6 +164,36 @@ fn conversion(name: &str) -> TransformationFacts {
     }
 }
 
+fn mercator() -> CrsFacts {
+    crs(
+        Some("EPSG:3857"),
+        "WGS 84 / Pseudo-Mercator",
+        CrsKind::Projected,
+        "WGS_1984",
+    )
+}
+
+/// A geographic raster reprojected to `target` (a conversion), with the target's planar scale
+/// errors over the data as the host measures them (`tool-call.measurement`, issue 18).
+fn converted_to(target: CrsFacts, area: f64, length: f64, worst_at: (f64, f64)) -> CallFacts {
+    let mut facts = call(
+        "raster_reproject",
+        json!({"input": "t.tif", "output": "o.tif", "dst_crs": target.id.clone(), "resampling": "bilinear"}),
+        vec![raster_dataset("input", Some(wgs84()), raster(false))],
+    );
+    facts.target_crs = Some(target.clone());
+    facts.transformation = Some(conversion(&target.name));
+    facts.measurement = Some(MeasurementFacts {
+        method: "planar".to_string(),
+        crs: Some(target),
+        area_scale_error: Some(area),
+        length_scale_error: Some(length),
+        worst_at: Some(worst_at),
+        ..MeasurementFacts::default()
+    });
+    facts
+}
+
 fn dem_call(
     tool: &str,
     arguments: Value,
@@ -390,6 +420,21 @@ fn rows() -> Vec<Row> {
             evidence: json!({
                 "crs_change": "platform positions must survive to within 200 m, we accept 200 m, for a regional overview",
                 "outside_area_of_use": "we accept up to 200 m offshore: the platforms are shown on a 1:1000000 chart"}),
+        },
+        // Issue 18: a conversion graded by its target's scale error over the data (Web
+        // Mercator over 15° to 25° E, 60° to 70° N: areas +750.5 %, lengths +191.7 %, as the
+        // host measures them on the WGS 84 ellipsoid).
+        Row {
+            domain: "crs_datum",
+            finding: "target_distortion",
+            severity: Severity::Critical,
+            facts: converted_to(mercator(), 7.5048, 1.9175, (20.0, 70.0)),
+            method: "EPSG:3857",
+            alternatives: json!([{"method": "EPSG:3035 (LAEA Europe)",
+                "why_not": "the output is cut into the basemap's web tiles, which are Web Mercator"}]),
+            evidence: json!({
+                "crs_change": "only the display over the basemap must survive; no area or distance is read from the tiles",
+                "target_distortion": "we accept up to 760 %: the tiles are viewed, never measured, and the legend says so"}),
         },
         Row {
             domain: "crs_datum",
@@ -749,6 +794,7 @@ fn boilerplate_is_refused_and_a_careful_answer_passes_for_every_gated_finding() 
         "ballpark_operation",
         "unknown_accuracy",
         "outside_area_of_use",
+        "target_distortion",
         "geographic_dem_unscaled",
         "geographic_dem_scaled",
         "geographic_dem_aspect",
@@ -961,6 +1007,19 @@ fn twins() -> Vec<Twin> {
                 "unknown_accuracy",
                 "ballpark_operation",
                 "geographic_target",
+            ],
+            silent: false,
+        },
+        // Issue 18: the UTM zone at its central meridian distorts by its k0 (0.04 %, areas
+        // 0.08 %): the target CRS stays a judgment call, but no distortion is said.
+        Twin {
+            name: "a conversion to the UTM zone at its central meridian",
+            domain: "crs_datum",
+            facts: converted_to(utm33(), 0.0008, 0.0004, (15.0, 47.0)),
+            absent: &[
+                "target_distortion",
+                "unknown_accuracy",
+                "outside_area_of_use",
             ],
             silent: false,
         },

@@ -313,7 +313,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 argv,
                 transformation,
             };
-            Ok(plan.gathered(vec![input_facts], Some(facts::crs_facts(&target))))
+            let mut gathered = plan.gathered(vec![input_facts], Some(facts::crs_facts(&target)));
+            gathered.facts.measurement = crate::gdal::measure::reprojection_facts(&target, area);
+            Ok(gathered)
         },
         translate,
     )
