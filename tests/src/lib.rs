@@ -355,8 +355,6 @@ pub fn careful_answer(id: &str) -> String {
              never measured"
         }
         "overlapping_features" => "we accept up to 1000000000 m² counted twice in this preview",
-        "z_ignored" => "we accept up to 100 % of length error from ignoring Z in this preview",
-        "unweighted_means" => "each feature counts equally: the features are comparable units",
         _ => "a regional preview whose figures are never used as measurements",
     };
     format!("{text} ({id})")
