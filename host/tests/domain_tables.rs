@@ -672,41 +672,47 @@ fn measurement_classification_table() {
     };
     assert_eq!(severity(&measure(invalid(false))), Some(Severity::Critical));
     assert_eq!(severity(&measure(invalid(true))), Some(Severity::Advisory));
-    // Overlaps before a sum: required unless dissolved.
+    // Overlapping sources of a spatial join's sums: required unless dissolved, and the key
+    // names the finding. In vector_measure the host settles overlaps (`overlaps`): nothing.
     let overlapping = |dissolve: bool| MeasurementFacts {
         overlapping_pairs: Some(3),
         overlap_area_m2: Some(120.0),
         dissolve,
         ..measurement_facts("geodesic")
     };
-    assert_eq!(
-        severity(&measure(overlapping(false))),
-        Some(Severity::Required)
-    );
-    assert_eq!(severity(&measure(overlapping(true))), None);
-    // Z ignored: required for vector_measure, advisory for a buffer.
-    let z = MeasurementFacts {
+    let join = |facts| {
+        measuring(
+            "vector_join",
+            json!({"fields": ["pop"], "stats": ["sum"]}),
+            facts,
+        )
+    };
+    let (level, key, _) =
+        verdict(&registry, "measurement", &join(overlapping(false))).expect("a trigger");
+    assert_eq!(level, Severity::Required);
+    assert_eq!(key["findings"], json!(["overlapping_features"]));
+    assert_eq!(severity(&join(overlapping(true))), None);
+    assert_eq!(severity(&measure(overlapping(false))), None);
+    // Issue 18: Z and unweighted means are settled by the host's arguments (`z`, `weighting`
+    // / `weight`); no rule judges those facts any more, for any tool.
+    let settled = MeasurementFacts {
         z_ignored: true,
+        unweighted_means: vec!["rate:mean".to_string()],
         geometry_kinds: vec!["line".to_string()],
         ..measurement_facts("geodesic")
     };
-    assert_eq!(severity(&measure(z.clone())), Some(Severity::Required));
-    assert_eq!(
-        severity(&measuring("vector_buffer", json!({}), z)),
-        Some(Severity::Advisory)
-    );
-    // An unweighted mean in a join: required, and its key names the finding.
-    let join = measuring(
+    for tool in [
+        "vector_measure",
+        "vector_buffer",
+        "vector_overlay",
         "vector_join",
-        json!({"fields": ["rate"], "stats": ["mean"]}),
-        MeasurementFacts {
-            unweighted_means: vec!["rate:mean".to_string()],
-            ..measurement_facts("planar")
-        },
-    );
-    let (level, key, _) = verdict(&registry, "measurement", &join).expect("a trigger");
-    assert_eq!(level, Severity::Required);
-    assert_eq!(key["findings"], json!(["unweighted_means"]));
+    ] {
+        assert_eq!(
+            severity(&measuring(tool, json!({}), settled.clone())),
+            None,
+            "{tool}"
+        );
+    }
     // Other tools, or no measurement facts: nothing.
     let mut other = measure(planar(0.3));
     other.tool = "vector_convert".to_string();
@@ -1658,4 +1664,112 @@ fn aggregation_treats_a_file_modified_since_its_interpolation_as_interpolated() 
     let (severity, key, _) = majority("nearest", true);
     assert_eq!(severity, Severity::Required);
     assert_eq!(key.get("upstream"), None);
+}
+
+/// The evidence ids a built-in domain's source declares: the literals of its `mod ids` block,
+/// or, for `format_selection`, the ids its `why` matches on.
+fn declared_ids(domain: &str) -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let source = std::fs::read_to_string(root.join(format!("plugins/{domain}/src/lib.rs")))
+        .expect("the domain's source");
+    let (start, end) = if domain == "format_selection" {
+        let start = source.find("fn why(id: &str)").expect("fn why");
+        let end = start + source[start..].find("_ =>").expect("the default arm");
+        (start, end)
+    } else {
+        let start = source.find("mod ids {").expect("mod ids");
+        let end = start + source[start..].find("\n}").expect("the end of mod ids");
+        (start, end)
+    };
+    let block = &source[start..end];
+    let mut ids = Vec::new();
+    for (i, part) in block.split('"').enumerate() {
+        let after = block.split('"').nth(i + 1).unwrap_or("");
+        let is_id = i % 2 == 1
+            && !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            && (domain != "format_selection"
+                || after.trim_start().starts_with("=>")
+                || after.trim_start().starts_with('|'));
+        if is_id && !ids.contains(&part.to_string()) {
+            ids.push(part.to_string());
+        }
+    }
+    ids
+}
+
+/// Issue 18: "docs/domains.md says, finding by finding, how each built-in finding is settled".
+/// The table under "Every finding" names every evidence id each built-in domain declares, and
+/// no id that none declares (a removed rule must leave the table: `z_ignored`,
+/// `unweighted_means`).
+#[test]
+fn docs_name_every_finding_of_every_builtin_domain() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/domains.md")).expect("docs/domains.md");
+    let section = &docs[docs.find("### Every finding").expect("the table's heading")..];
+    let domains = [
+        "crs_datum",
+        "resampling",
+        "hydrology",
+        "aggregation",
+        "measurement",
+        "format_selection",
+    ];
+    let settled = [
+        "refused by the host",
+        "computed away",
+        "argument",
+        "justified",
+        "informational",
+    ];
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for line in section
+        .lines()
+        .skip_while(|l| !l.starts_with("| domain |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+    {
+        let cells: Vec<&str> = line
+            .split(" | ")
+            .map(|c| c.trim_matches(['|', ' ']))
+            .collect();
+        assert!(cells.len() >= 5, "a row of five columns: {line}");
+        assert!(domains.contains(&cells[0]), "unknown domain: {line}");
+        assert!(
+            settled.iter().any(|k| cells[3].contains(k)),
+            "the row says how the finding is settled: {line}"
+        );
+        let id = cells[1].trim_matches('`').to_string();
+        assert!(
+            !rows.contains(&(cells[0].to_string(), id.clone())),
+            "twice: {line}"
+        );
+        if cells[3].contains("justified") {
+            assert!(
+                !cells[4].is_empty(),
+                "a justified finding says what validate checks: {line}"
+            );
+        }
+        rows.push((cells[0].to_string(), id));
+    }
+    let mut declared = Vec::new();
+    for domain in domains {
+        let ids = declared_ids(domain);
+        assert!(ids.len() >= 3, "{domain}: {ids:?}");
+        for id in ids {
+            declared.push((domain.to_string(), id));
+        }
+    }
+    let missing: Vec<&(String, String)> = declared.iter().filter(|d| !rows.contains(d)).collect();
+    let stale: Vec<&(String, String)> = rows.iter().filter(|r| !declared.contains(r)).collect();
+    assert!(
+        missing.is_empty(),
+        "not in docs/domains.md's table: {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "in the table, declared by no domain: {stale:?}"
+    );
 }

@@ -2506,6 +2506,7 @@ async fn every_allowed_driver_refuses_references_to_outside_files() {
     assert_eq!(hits.load(Ordering::SeqCst), 0, "GDAL fetched a URL");
     decoy.assert_untouched();
     still_serves(&server).await;
+}
 
 /// Regression (issue 21 item 7): a FIFO planted where GDAL probes a sidecar of a VRT's source
 /// (`src.tif.ovr`, `src.tif.aux.xml`, `src.aux`) blocked the open of a VRT whose every source

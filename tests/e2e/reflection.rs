@@ -431,3 +431,85 @@ async fn categorical_data_escalates_resampling() -> anyhow::Result<()> {
     assert_eq!(receipt["severity"], json!("advisory"));
     Ok(())
 }
+
+/// A 10 × 10 Float32 raster in EPSG:4326 covering `[west, south, east, north]`.
+fn geographic_raster(path: &std::path::Path, [west, south, east, north]: [f64; 4]) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<f32, _>(path, 10, 10, 1)
+        .unwrap();
+    dataset
+        .set_geo_transform(&[
+            west,
+            (east - west) / 10.0,
+            0.0,
+            north,
+            0.0,
+            (south - north) / 10.0,
+        ])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
+        .unwrap();
+    let mut band = dataset.rasterband(1).unwrap();
+    let mut buffer = gdal::raster::Buffer::new((10, 10), (0..100).map(|v| v as f32).collect());
+    band.write((0, 0), (10, 10), &mut buffer).unwrap();
+}
+
+/// Issue 18: a reprojection is graded by its target's planar scale error over the data, never
+/// by an area of use ("accuracy unknown" was said of an exact conversion). The trap: a raster
+/// over 15° to 25° E, 60° to 70° N to Web Mercator stretches areas 8.5 times: `crs_datum` is
+/// critical with `target_distortion` and the host's figure. Its clean twin: a raster on UTM
+/// 33N's central meridian (14.95° to 15.05° E, 45° to 47° N) to EPSG:32633 (0.08 % for areas)
+/// stays the required choice of a target CRS, with `crs_change` alone.
+#[tokio::test]
+async fn a_reprojection_is_graded_by_its_targets_scale_error_over_the_data() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    geographic_raster(&server.path("north.tif"), [15.0, 60.0, 25.0, 70.0]);
+    geographic_raster(&server.path("meridian.tif"), [14.95, 45.0, 15.05, 47.0]);
+    let crs_entry = |payload: &Value| {
+        payload["refusal"]
+            .as_array()
+            .and_then(|entries| entries.iter().find(|e| e["domain"] == "crs_datum"))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let ids = |entry: &Value| -> Vec<String> {
+        entry["evidence"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["id"].as_str().map(String::from))
+            .collect()
+    };
+    let trap = server
+        .call(
+            "raster_reproject",
+            json!({"input": "north.tif", "output": "m.tif", "dst_crs": "EPSG:3857", "resampling": "bilinear"}),
+        )
+        .await?;
+    let entry = crs_entry(&structured(&trap));
+    assert_eq!(entry["severity"], "critical", "{entry}");
+    assert_eq!(ids(&entry), ["crs_change", "target_distortion"], "{entry}");
+    let fact = entry["evidence"][1]["fact"].as_str().unwrap_or_default();
+    // Areas 1/cos²(70°) = 8.55 times the ground's on the sphere; 8.50 on the ellipsoid.
+    assert!(fact.contains("scale error of up to 750."), "{fact}");
+    assert!(fact.contains("for areas (lengths up to 191."), "{fact}");
+    assert!(!entry.to_string().contains("accuracy unknown"), "{entry}");
+
+    let twin = server
+        .call(
+            "raster_reproject",
+            json!({"input": "meridian.tif", "output": "u.tif", "dst_crs": "EPSG:32633", "resampling": "bilinear"}),
+        )
+        .await?;
+    let entry = crs_entry(&structured(&twin));
+    assert_eq!(entry["severity"], "required", "{entry}");
+    assert_eq!(ids(&entry), ["crs_change"], "{entry}");
+    let text = entry.to_string();
+    assert!(
+        text.contains("conversion") && !text.contains("accuracy unknown"),
+        "{text}"
+    );
+    Ok(())
+}

@@ -43,6 +43,8 @@ ANSWERS = {
     "upstream_interpolation": "we accept up to 10 m of vertical error from the upstream "
                               "resampling",
     "planar_distortion": "we accept up to 500 % of scale error for this preview",
+    "target_distortion": "we accept up to 1000 % of scale error in the target CRS: the preview "
+                         "is viewed, never measured",
     "categorical_mean": "the codes are ordered fractions, checked against the legend",
     "upstream_interpolated_classes": "the codes are ordered fractions, checked against the legend",
     "all_touched_sum": "the zones are disjoint, so no boundary cell is counted twice",

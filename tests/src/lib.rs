@@ -354,9 +354,11 @@ pub fn careful_answer(id: &str) -> String {
         }
         "all_touched_sum" => "the zones are disjoint, so no boundary cell is counted twice",
         "planar_distortion" => "we accept up to 500 % of scale error for this preview",
+        "target_distortion" => {
+            "we accept up to 1000 % of scale error in the target CRS: the preview is viewed, \
+             never measured"
+        }
         "overlapping_features" => "we accept up to 1000000000 m² counted twice in this preview",
-        "z_ignored" => "we accept up to 100 % of length error from ignoring Z in this preview",
-        "unweighted_means" => "each feature counts equally: the features are comparable units",
         _ => "a regional preview whose figures are never used as measurements",
     };
     format!("{text} ({id})")

@@ -55,6 +55,27 @@ pub struct MeasurementFacts {
     pub unweighted_means: Vec<String>,
 }
 
+/// The measurement facts of a reprojection (`raster_reproject`, `vector_reproject`; WIT
+/// `tool-call.measurement`): every figure later taken in the projected `target` carries its
+/// planar scale error over the data's lon/lat extent `area`, sampled as for planar
+/// measurements. The `crs_datum` domain grades the reprojection by it (issue 18: a conversion
+/// is exact, so the size of its effect on this data is the target's distortion, not an
+/// accuracy or an area of use). `None` for a geographic target or an unknown extent.
+pub fn reprojection_facts(target: &SpatialRef, area: Option<[f64; 4]>) -> Option<MeasurementFacts> {
+    if target.is_geographic() {
+        return None;
+    }
+    let scale = scale_error(target, area?)?;
+    Some(MeasurementFacts {
+        method: Method::Planar.name().to_string(),
+        crs: Some(super::facts::crs_facts(target)),
+        area_scale_error: Some(scale.area),
+        length_scale_error: Some(scale.length),
+        worst_at: Some(scale.worst_at),
+        ..MeasurementFacts::default()
+    })
+}
+
 // How figures are taken: `geodesic` on the ellipsoid of the layer's CRS (GeographicLib), or
 // `planar` in a projected CRS with its unit converted. (Plain comments: the arguments that use
 // these enums describe them, and doc comments would be repeated in every tool schema.)
@@ -1002,5 +1023,44 @@ mod tests {
             assert_eq!(agree(a, b), want, "{a} vs {b}");
             assert_eq!(agree(b, a), want, "{b} vs {a}");
         }
+    }
+
+    fn epsg(code: u32) -> SpatialRef {
+        SpatialRef::from_epsg(code).expect("EPSG code known")
+    }
+
+    /// Issue 18: a reprojection is graded by its target's scale error over the data. Web
+    /// Mercator over 60° to 70° N stretches lengths by 1/cos(70°) = 2.92 (+192 %) and areas by
+    /// its square (+755 %); UTM 33N at its central meridian shrinks them by its k0 0.9996
+    /// (0.04 %, areas 0.08 %); a geographic target has no planar figures.
+    #[test]
+    fn a_reprojection_carries_its_targets_scale_error_over_the_data() {
+        let mercator = reprojection_facts(&epsg(3857), Some([15.0, 60.0, 25.0, 70.0]))
+            .expect("facts for a projected target");
+        assert_eq!(mercator.method, "planar");
+        assert_eq!(
+            mercator.crs.as_ref().and_then(|c| c.id.as_deref()),
+            Some("EPSG:3857")
+        );
+        let (area, length) = (
+            mercator.area_scale_error.expect("area"),
+            mercator.length_scale_error.expect("length"),
+        );
+        eprintln!("EPSG:3857 over 15-25° E, 60-70° N: areas {area}, lengths {length}");
+        let k = 1.0 / 70.0_f64.to_radians().cos();
+        assert!((length - (k - 1.0)).abs() < 0.02, "{length}");
+        assert!((area - (k * k - 1.0)).abs() < 0.1, "{area}");
+        assert_eq!(mercator.worst_at.map(|(_, lat)| lat), Some(70.0));
+        let utm = reprojection_facts(&epsg(32633), Some([14.95, 45.0, 15.05, 47.0]))
+            .expect("facts for a projected target");
+        let (area, length) = (
+            utm.area_scale_error.expect("area"),
+            utm.length_scale_error.expect("length"),
+        );
+        eprintln!("EPSG:32633 over 14.95-15.05° E, 45-47° N: areas {area}, lengths {length}");
+        assert!((0.0003..0.0006).contains(&length), "{length}");
+        assert!((0.0006..0.0011).contains(&area), "{area}");
+        assert!(reprojection_facts(&epsg(4326), Some([15.0, 60.0, 25.0, 70.0])).is_none());
+        assert!(reprojection_facts(&epsg(3857), None).is_none());
     }
 }

@@ -164,6 +164,36 @@ fn conversion(name: &str) -> TransformationFacts {
     }
 }
 
+fn mercator() -> CrsFacts {
+    crs(
+        Some("EPSG:3857"),
+        "WGS 84 / Pseudo-Mercator",
+        CrsKind::Projected,
+        "WGS_1984",
+    )
+}
+
+/// A geographic raster reprojected to `target` (a conversion), with the target's planar scale
+/// errors over the data as the host measures them (`tool-call.measurement`, issue 18).
+fn converted_to(target: CrsFacts, area: f64, length: f64, worst_at: (f64, f64)) -> CallFacts {
+    let mut facts = call(
+        "raster_reproject",
+        json!({"input": "t.tif", "output": "o.tif", "dst_crs": target.id.clone(), "resampling": "bilinear"}),
+        vec![raster_dataset("input", Some(wgs84()), raster(false))],
+    );
+    facts.target_crs = Some(target.clone());
+    facts.transformation = Some(conversion(&target.name));
+    facts.measurement = Some(MeasurementFacts {
+        method: "planar".to_string(),
+        crs: Some(target),
+        area_scale_error: Some(area),
+        length_scale_error: Some(length),
+        worst_at: Some(worst_at),
+        ..MeasurementFacts::default()
+    });
+    facts
+}
+
 fn dem_call(
     tool: &str,
     arguments: Value,
@@ -270,14 +300,6 @@ fn planar(area: f64) -> MeasurementFacts {
         length_scale_error: Some(area / 2.0),
         worst_at: Some((15.0, 50.0)),
         ..measurement_facts("planar")
-    }
-}
-
-fn lines_with_z() -> MeasurementFacts {
-    MeasurementFacts {
-        z_ignored: true,
-        geometry_kinds: vec!["line".to_string()],
-        ..measurement_facts("geodesic")
     }
 }
 
@@ -390,6 +412,21 @@ fn rows() -> Vec<Row> {
             evidence: json!({
                 "crs_change": "platform positions must survive to within 200 m, we accept 200 m, for a regional overview",
                 "outside_area_of_use": "we accept up to 200 m offshore: the platforms are shown on a 1:1000000 chart"}),
+        },
+        // Issue 18: a conversion graded by its target's scale error over the data (Web
+        // Mercator over 15° to 25° E, 60° to 70° N: areas +750.5 %, lengths +191.7 %, as the
+        // host measures them on the WGS 84 ellipsoid).
+        Row {
+            domain: "crs_datum",
+            finding: "target_distortion",
+            severity: Severity::Critical,
+            facts: converted_to(mercator(), 7.5048, 1.9175, (20.0, 70.0)),
+            method: "EPSG:3857",
+            alternatives: json!([{"method": "EPSG:3035 (LAEA Europe)",
+                "why_not": "the output is cut into the basemap's web tiles, which are Web Mercator"}]),
+            evidence: json!({
+                "crs_change": "only the display over the basemap must survive; no area or distance is read from the tiles",
+                "target_distortion": "we accept up to 760 %: the tiles are viewed, never measured, and the legend says so"}),
         },
         Row {
             domain: "crs_datum",
@@ -643,33 +680,17 @@ fn rows() -> Vec<Row> {
                 "why_not": "repairing splits the bow-tie parcels into lobes the registry does not have"}]),
             evidence: json!({"invalid_geometries": "the two bow-tie parcels are reported separately and excluded from the total downstream"}),
         },
+        // Issue 18: in vector_measure the host settles overlaps (`overlaps`); a spatial join
+        // summing over overlapping source polygons is the finding left to justify.
         Row {
             domain: "measurement",
             finding: "overlapping_features",
             severity: Severity::Required,
-            facts: measure(MeasurementFacts { overlapping_pairs: Some(3), overlap_area_m2: Some(120.0), ..measurement_facts("geodesic") }, json!({"input": "p.gpkg"})),
+            facts: measuring("vector_join", json!({"predicate": "intersects", "fields": ["pop"], "stats": ["sum"]}),
+                MeasurementFacts { overlapping_pairs: Some(3), overlap_area_m2: Some(120.0), ..measurement_facts("geodesic") }),
             method: "geodesic",
-            alternatives: json!([{"method": "dissolve", "why_not": "the per-parcel figures are reported too, and dissolving merges them"}]),
+            alternatives: json!([{"method": "dissolve the source polygons first", "why_not": "each district's own sum is reported, so merging them loses the per-district figures"}]),
             evidence: json!({"overlapping_features": "we accept up to 150 m² counted twice: shared driveways, against a 40 ha total"}),
-        },
-        Row {
-            domain: "measurement",
-            finding: "z_ignored",
-            severity: Severity::Required,
-            facts: measure(lines_with_z(), json!({"input": "trails.gpkg"})),
-            method: "geodesic",
-            alternatives: json!([{"method": "z", "why_not": "the signposts state horizontal map distances by convention"}]),
-            evidence: json!({"z_ignored": "signposts give map distances; we accept 3 % shorter than walked on the steepest trail"}),
-        },
-        Row {
-            domain: "measurement",
-            finding: "unweighted_means",
-            severity: Severity::Required,
-            facts: measuring("vector_join", json!({"fields": ["rate"], "stats": ["mean"]}),
-                MeasurementFacts { unweighted_means: vec!["rate:mean".to_string()], ..measurement_facts("planar") }),
-            method: "planar",
-            alternatives: json!([{"method": "weight population", "why_not": "the policy target is the average district, not the average resident"}]),
-            evidence: json!({"unweighted_means": "by the policy's design each district counts equally, whatever its population"}),
         },
     ]
 }
@@ -749,6 +770,7 @@ fn boilerplate_is_refused_and_a_careful_answer_passes_for_every_gated_finding() 
         "ballpark_operation",
         "unknown_accuracy",
         "outside_area_of_use",
+        "target_distortion",
         "geographic_dem_unscaled",
         "geographic_dem_scaled",
         "geographic_dem_aspect",
@@ -773,8 +795,6 @@ fn boilerplate_is_refused_and_a_careful_answer_passes_for_every_gated_finding() 
         "planar_distortion",
         "invalid_geometries",
         "overlapping_features",
-        "z_ignored",
-        "unweighted_means",
     ] {
         assert!(covered.contains(&finding), "no row for {finding}");
     }
@@ -961,6 +981,19 @@ fn twins() -> Vec<Twin> {
                 "unknown_accuracy",
                 "ballpark_operation",
                 "geographic_target",
+            ],
+            silent: false,
+        },
+        // Issue 18: the UTM zone at its central meridian distorts by its k0 (0.04 %, areas
+        // 0.08 %): the target CRS stays a judgment call, but no distortion is said.
+        Twin {
+            name: "a conversion to the UTM zone at its central meridian",
+            domain: "crs_datum",
+            facts: converted_to(utm33(), 0.0008, 0.0004, (15.0, 47.0)),
+            absent: &[
+                "target_distortion",
+                "unknown_accuracy",
+                "outside_area_of_use",
             ],
             silent: false,
         },
@@ -1214,35 +1247,35 @@ fn twins() -> Vec<Twin> {
             silent: true,
         },
         Twin {
-            name: "disjoint polygons (overlaps checked: none)",
-            domain: "measurement",
-            facts: measure(MeasurementFacts {
-                overlapping_pairs: Some(0),
-                overlap_area_m2: Some(0.0),
-                ..measurement_facts("geodesic")
-            }),
-            absent: &["overlapping_features"],
-            silent: true,
-        },
-        Twin {
-            name: "a flat 3D line (the host reports no Z ignored)",
-            domain: "measurement",
-            facts: measure(MeasurementFacts {
-                geometry_kinds: vec!["line".to_string()],
-                ..measurement_facts("geodesic")
-            }),
-            absent: &["z_ignored"],
-            silent: true,
-        },
-        Twin {
-            name: "a mean with equal or named weights (no unweighted mean reported)",
+            name: "a join over disjoint polygons (overlaps checked: none)",
             domain: "measurement",
             facts: measuring(
                 "vector_join",
-                json!({"fields": ["rate"], "stats": ["mean"], "weight": "population"}),
-                measurement_facts("planar"),
+                json!({"predicate": "intersects", "fields": ["pop"], "stats": ["sum"]}),
+                MeasurementFacts {
+                    overlapping_pairs: Some(0),
+                    overlap_area_m2: Some(0.0),
+                    ..measurement_facts("geodesic")
+                },
             ),
-            absent: &["unweighted_means"],
+            absent: &["overlapping_features"],
+            silent: true,
+        },
+        // Issue 18: the host settles Z, means and vector_measure's overlaps by arguments
+        // (`data_conflict` when the candidates differ); the domain has no rule left for them,
+        // so even the facts that once raised them raise nothing.
+        Twin {
+            name: "facts the host settles (Z, unweighted means, overlaps in a measure)",
+            domain: "measurement",
+            facts: measure(MeasurementFacts {
+                z_ignored: true,
+                unweighted_means: vec!["rate:mean".to_string()],
+                overlapping_pairs: Some(3),
+                overlap_area_m2: Some(120.0),
+                geometry_kinds: vec!["line".to_string()],
+                ..measurement_facts("geodesic")
+            }),
+            absent: &["z_ignored", "unweighted_means", "overlapping_features"],
             silent: true,
         },
         Twin {

@@ -20,6 +20,13 @@
 //! `raster_terrain` on a geographic DEM divides metres of height by degrees of distance unless
 //! a `scale` converts them, which makes slopes wrong by orders of magnitude.
 //!
+//! A reprojection is graded by the size of its effect on this data (since 0.5, issue 18): the
+//! host measures the target CRS's planar scale error over the data (`tool-call.measurement`, as
+//! for planar measurements), and above 1 % `target_distortion` says it with the figures
+//! (critical above 10 %). A conversion is exact: it is never said to be of unknown accuracy,
+//! and a projection's area of use raises nothing. The choice of the target CRS stays a
+//! required judgment call, cached per decision.
+//!
 //! Every trigger carries evidence items with the numbers behind it; `validate` insists that a
 //! justification of a ballpark operation states, in metres, the positional error it accepts.
 
@@ -66,7 +73,18 @@ mod ids {
     pub const GEOGRAPHIC_DEM_ASPECT: &str = "geographic_dem_aspect";
     pub const UNIT_MISMATCH: &str = "unit_mismatch";
     pub const DEM_CRS_MISSING: &str = "dem_crs_missing";
+    pub const TARGET_DISTORTION: &str = "target_distortion";
 }
+
+/// The target CRS's planar scale error over the data above which a reprojection says so
+/// (`target_distortion`, required), the `measurement` domain's threshold for planar figures ...
+const REQUIRED_DISTORTION: f64 = 0.01;
+
+/// ... and above which it is critical.
+const CRITICAL_DISTORTION: f64 = 0.10;
+
+/// Where the `target_distortion` fact states the error; `validate` reads the number after it.
+const DISTORTION_MARKER: &str = "scale error of up to ";
 
 /// At most this many characters of a justification or a fact are quoted in a field error.
 const QUOTE: usize = 200;
@@ -354,8 +372,21 @@ fn change_findings(
     }
     let accuracy = find_evidence(evidence, ids::CRS_CHANGE)
         .and_then(|i| measured_after(&i.fact, "published accuracy ", Unit::Metres));
+    let mut findings = Vec::new();
     if let Some(accuracy) = accuracy {
         change.push(tolerance(Unit::Metres, Some(accuracy), "positional error"));
+    }
+    if let Some(measured) = find_evidence(evidence, ids::TARGET_DISTORTION)
+        .and_then(|i| measured_after(&i.fact, DISTORTION_MARKER, Unit::Percent))
+    {
+        findings.push(Finding::new(
+            ids::TARGET_DISTORTION,
+            vec![tolerance(
+                Unit::Percent,
+                Some(measured),
+                "scale error of figures taken in the target CRS",
+            )],
+        ));
     }
     let provenance = || {
         vec![mentions(
@@ -364,7 +395,7 @@ fn change_findings(
              it was verified (overlaid on data with a known CRS, compared at known points)",
         )]
     };
-    vec![
+    findings.extend([
         Finding::new(ids::CRS_CHANGE, change),
         Finding::new(ids::SOURCE_CRS_ASSIGNED, provenance()),
         Finding::new(ids::SOURCE_CRS_OVERRIDDEN, provenance()),
@@ -382,7 +413,8 @@ fn change_findings(
             ids::OUTSIDE_AREA_OF_USE,
             vec![tolerance(Unit::Metres, accuracy, "positional error")],
         ),
-    ]
+    ]);
+    findings
 }
 
 /// What a careful answer to each finding of `raster_terrain` contains.
@@ -533,6 +565,10 @@ fn reproject(call: &Call) -> Option<Trigger> {
         target,
         &mut verdict,
     );
+    let distortion = target_distortion(call, target);
+    if let Some((severity, _, item)) = &distortion {
+        verdict.add(*severity, None, item.clone());
+    }
     let mut reasons = std::mem::take(&mut verdict.reasons);
     if reasons.is_empty() {
         reasons.push(if datum_change.is_empty() {
@@ -542,6 +578,9 @@ fn reproject(call: &Call) -> Option<Trigger> {
                 "reprojects from {source_label} to {target_label} across datums ({datum_change})"
             )
         });
+    }
+    if let Some((_, reason, _)) = distortion {
+        reasons.push(reason);
     }
     verdict.evidence.insert(
         0,
@@ -609,6 +648,81 @@ fn reproject(call: &Call) -> Option<Trigger> {
         ],
         verdict.evidence,
     ))
+}
+
+/// A reprojection graded by the size of its effect on this data: the planar scale error of the
+/// target CRS over the data's extent, which the host measures for `raster_reproject` and
+/// `vector_reproject` as it does for planar measurements (`tool-call.measurement`: method
+/// `planar`, `crs` the target). The operation itself is not graded here: a conversion is
+/// exact, and a datum transformation is judged by its accuracy and area of use. Within 1 %
+/// nothing is said; above it `target_distortion` (required) carries the figures; above 10 % it
+/// is critical. Returns the severity, the reason's words and the item.
+fn target_distortion(call: &Call, target: &CrsFacts) -> Option<(Severity, String, EvidenceItem)> {
+    if !REPROJECTING_TOOLS.contains(&call.tool()) || target.kind == CrsKind::Geographic {
+        return None;
+    }
+    let m = call.measurement().filter(|m| m.method == "planar")?;
+    if m.crs.as_ref().is_some_and(|crs| !same_crs(crs, target)) {
+        // Facts about another plane than the target's: nothing said of the target.
+        return None;
+    }
+    let finite = |e: Option<f64>| e.filter(|v| v.is_finite());
+    let (area, length) = (finite(m.area_scale_error), finite(m.length_scale_error));
+    let error = area.into_iter().chain(length).fold(f64::NAN, f64::max);
+    if error.is_nan() || error <= REQUIRED_DISTORTION {
+        return None;
+    }
+    let severity = if error > CRITICAL_DISTORTION {
+        Severity::Critical
+    } else {
+        Severity::Required
+    };
+    let percent = |share: f64| format!("{:.1} %", share * 100.0);
+    let label = crs_label(target);
+    let named = if target.id.is_some() {
+        format!("{label} ({})", target.name)
+    } else {
+        label.clone()
+    };
+    let figures = match (area, length) {
+        (Some(a), Some(l)) if a >= l => {
+            format!("{} for areas (lengths up to {})", percent(a), percent(l))
+        }
+        (Some(a), Some(l)) => format!("{} for lengths (areas up to {})", percent(l), percent(a)),
+        (Some(a), None) => format!("{} for areas", percent(a)),
+        (None, _) => format!("{} for lengths", percent(error)),
+    };
+    let mut fact = format!(
+        "planar figures in the target {named} over the data's extent: {DISTORTION_MARKER}{figures}"
+    );
+    if let Some((lon, lat)) = m.worst_at {
+        fact.push_str(&format!(", worst at {}", place(lon, lat)));
+    }
+    fact.push_str("; the coordinates themselves move exactly");
+    Some((
+        severity,
+        format!(
+            "planar figures in {label} are off by up to {} over the data's extent",
+            percent(error)
+        ),
+        evidence(
+            ids::TARGET_DISTORTION,
+            fact,
+            "every area, length or cell size read from the output in this CRS is that much off              the ground's: a cell counts more or less ground than it covers, a buffer or a              distance taken in it is stretched; a CRS that keeps the property the analysis needs              over this extent (an equal-area or a local projection) avoids it",
+            None,
+        ),
+    ))
+}
+
+/// `[longitude, latitude]` as `12.5° E, 35° N`.
+fn place(lon: f64, lat: f64) -> String {
+    let degrees = |v: f64| {
+        let text = format!("{:.4}", v.abs());
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    let ew = if lon < 0.0 { "W" } else { "E" };
+    let ns = if lat < 0.0 { "S" } else { "N" };
+    format!("{}° {ew}, {}° {ns}", degrees(lon), degrees(lat))
 }
 
 /// The `source_crs_unidentified` item for a CRS without an authority code.
@@ -1914,6 +2028,97 @@ mod tests {
         let mut same = raw;
         same.arguments = json!({"dst_crs": "EPSG:32634", "src_crs": "EPSG:4326"}).to_string();
         assert_eq!(severity(&run(same)), Some(Severity::Required));
+    }
+
+    /// Issue 18: a reprojection is graded by the target's planar scale error over the data,
+    /// as `measurement` grades planar figures, never by an area of use. Web Mercator over 60°
+    /// to 70° N stretches areas up to 8.5 times (lengths 2.9): critical, with the figures; the
+    /// UTM zone at its central meridian (0.08 % for areas) says nothing of distortion.
+    #[test]
+    fn a_reprojection_is_graded_by_the_targets_scale_error_over_the_data() {
+        use gdal_mcp_domain_sdk::testing::{planar_measurement, with_measurement};
+        let mercator = crs(
+            Some("EPSG:3857"),
+            "WGS 84 / Pseudo-Mercator",
+            CrsKind::Projected,
+            "WGS_1984",
+        );
+        let to = |target: CrsFacts, area: f64, length: f64| {
+            let mut raw = call(
+                "raster_reproject",
+                json!({"dst_crs": target.id.clone(), "resampling": "bilinear"}),
+                vec![raster_dataset(
+                    "input",
+                    Some(wgs84()),
+                    raster("Float32", 1, false),
+                )],
+            );
+            raw.target_crs = Some(target.clone());
+            raw.transformation = Some(transformation(
+                "Popular Visualisation Pseudo-Mercator",
+                None,
+                false,
+            ));
+            with_measurement(raw, planar_measurement(target, area, length, (20.0, 70.0)))
+        };
+        let trap = run(to(mercator.clone(), 7.5479, 1.9238));
+        assert_eq!(severity(&trap), Some(Severity::Critical));
+        assert_eq!(ids(&trap), vec!["crs_change", "target_distortion"]);
+        let fact = item(&trap, "target_distortion").fact;
+        assert!(
+            fact.contains("scale error of up to 754.8 % for areas (lengths up to 192.4 %)")
+                && fact.contains("worst at 20° E, 70° N")
+                && !fact.contains("accuracy unknown"),
+            "{fact}"
+        );
+        let reason = trap.as_ref().map(|t| t.reason.clone()).unwrap_or_default();
+        assert!(reason.contains("off by up to 754.8 %"), "{reason}");
+        // Between 1 % and 10 %: required, with the figure.
+        assert_eq!(
+            severity(&run(to(mercator.clone(), 0.05, 0.025))),
+            Some(Severity::Required)
+        );
+        assert_eq!(
+            ids(&run(to(mercator.clone(), 0.05, 0.025))),
+            vec!["crs_change", "target_distortion"]
+        );
+        // The clean twin: the UTM zone at its central meridian.
+        let twin = run(to(utm33(), 0.0008, 0.0004));
+        assert_eq!(severity(&twin), Some(Severity::Required));
+        assert_eq!(ids(&twin), vec!["crs_change"]);
+        // Facts about another plane than the target's say nothing of the target.
+        let mut other = to(mercator.clone(), 7.5, 1.9);
+        if let Some(m) = other.measurement.as_mut() {
+            m.crs = Some(utm33());
+        }
+        assert_eq!(ids(&run(other)), vec!["crs_change"]);
+        // The justification states an error no smaller than the measured one.
+        let key = key(&trap);
+        let evidence = trap.map(|t| t.evidence).unwrap_or_default();
+        let just = |answer: &str| {
+            json!({"intent": "i",
+                   "alternatives": [{"method": "EPSG:3035", "why_not": "the tiles must overlay the basemap's web tiles"}],
+                   "choice": {"method": "EPSG:3857", "rationale": "r", "tradeoffs": "t"},
+                   "confidence": "low",
+                   "evidence": {"crs_change": "only the display on web tiles must survive, no area is read from it",
+                                "target_distortion": answer}})
+        };
+        let low = CrsDatum::validate(
+            &key,
+            &evidence,
+            &just("we accept 50 % since it is a display"),
+        );
+        assert!(
+            low.iter()
+                .any(|e| e.path == "/evidence/target_distortion" && e.message.contains("754.8 %")),
+            "{low:?}"
+        );
+        assert!(CrsDatum::validate(
+            &key,
+            &evidence,
+            &just("we accept up to 760 %: the web map shows positions, cells are never counted")
+        )
+        .is_empty());
     }
 
     #[test]

@@ -23,13 +23,13 @@
 //! ready-to-use lossless alternative. An advisory's evidence is its notes (`lossless_write`,
 //! `cog_without_overviews`, `predictor`, ...).
 
-mod justify;
 mod raster;
 mod vector;
 
 use gdal_mcp_domain_sdk::{
-    chosen_method, evidence, export_domain, field_error, names, prompt_argument, shorten, trigger,
-    Call, Domain, DomainInfo, EvidenceItem, FieldError, Severity, Trigger, Value,
+    check_answers, chosen_method, evidence, evidence_answer, export_domain, field_error, names,
+    prompt_argument, shorten, trigger, Call, Domain, DomainInfo, EvidenceItem, FieldError, Need,
+    Severity, Trigger, Value,
 };
 
 struct FormatSelection;
@@ -295,9 +295,72 @@ impl Domain for FormatSelection {
         justification: &Value,
     ) -> Vec<FieldError> {
         let mut errors = method_errors(key_fields, justification);
-        errors.extend(justify::check(key_fields, evidence, justification));
+        errors.extend(check_answers(
+            evidence,
+            justification,
+            &careful_findings(key_fields, evidence, justification),
+        ));
         errors
     }
+}
+
+/// Findings that change values: the accepted error must be stated as a number.
+const LOSSES: &[&str] = &[
+    "lossy_encoding",
+    "second_lossy_encoding",
+    "scaled_output_type",
+    "narrowing_output_type",
+    "rescaled_values",
+    "lossy_near_nodata",
+    "lossy_categorical",
+    "curves_linearised",
+    "driver_reprojects",
+    "unsupported_data_type",
+    "codec_data_type",
+];
+
+/// Findings about a CRS: the answer names the CRS readers must assume.
+const CRS_FINDINGS: &[&str] = &["crs_missing", "crs_not_kept", "non_standard_crs"];
+
+/// What a careful answer to each finding of a format decision contains (issue 18, rule 3),
+/// checked by the SDK's `careful` helpers like every built-in domain's:
+///
+/// * every finding is answered, by id or by the choice's words, with something the finding did
+///   not say, and no answer is the same text as another's (the generic checks);
+/// * a finding that changes values bounds the loss by a number in the data's own units
+///   ([`Need::Number`]); for LERC one no smaller than `max_z_error`;
+/// * a CRS finding names the CRS readers must assume ([`Need::NamesCrs`]);
+/// * an answered finding that offers a safe alternative (every finding of a critical
+///   decision is answered) rejects it in `alternatives`, with why ([`Need::RejectsOffered`]).
+fn careful_findings(
+    key_fields: &Value,
+    evidence: &[EvidenceItem],
+    justification: &Value,
+) -> Vec<gdal_mcp_domain_sdk::Finding> {
+    evidence
+        .iter()
+        .map(|item| {
+            let id = item.id.as_str();
+            let mut needs = Vec::new();
+            if LOSSES.contains(&id) {
+                let bound = key_fields
+                    .get("max_z_error")
+                    .and_then(Value::as_f64)
+                    .filter(|e| *e > 0.0 && id == "lossy_encoding");
+                needs.push(Need::Number {
+                    at_least: bound,
+                    of_what: "error".to_string(),
+                });
+            }
+            if CRS_FINDINGS.contains(&id) {
+                needs.push(Need::NamesCrs);
+            }
+            if evidence_answer(justification, id).is_some_and(|a| !a.trim().is_empty()) {
+                needs.push(Need::RejectsOffered);
+            }
+            gdal_mcp_domain_sdk::Finding::new(id, needs)
+        })
+        .collect()
 }
 
 /// `choice.method` must name the format, the lossy codec and the output type the call writes.

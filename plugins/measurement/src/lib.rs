@@ -3,8 +3,7 @@
 //! A measured figure looks exact whatever went into it. An area taken in Web Mercator at 60°
 //! latitude is four times the ground's, a buffer of "1 km" in a CRS in feet is 3.28 km wide
 //! unless someone converts, the area of a self-crossing polygon is whatever its lobes cancel to,
-//! overlapping polygons count their shared ground twice in a total, a line's length ignores the
-//! slope it climbs, and a mean of rates weights a village like a city. This domain owns those
+//! and overlapping polygons count their shared ground twice in a total. This domain owns those
 //! decisions for the measuring tools (`vector_measure`, `vector_buffer`, `vector_overlay`,
 //! `vector_join`), from the `measurement-facts` the host gathers before the call runs (WIT 0.5):
 //!
@@ -14,19 +13,23 @@
 //!   method;
 //! * `invalid_geometries` (`critical`, alternative `{"make_valid":true}`) or, when the call
 //!   repairs them, `geometries_repaired` (advisory);
-//! * `overlapping_features` (`required`) for `vector_measure` and `vector_join`, alternative
-//!   `{"dissolve":true}` for `vector_measure`;
-//! * `z_ignored`: `required` for `vector_measure` (alternative `{"z":true}`), advisory
-//!   otherwise;
-//! * `unweighted_means` (`required`, no alternative: the weight is the agent's to name);
+//! * `overlapping_features` (`required`) for a spatial `vector_join` summing or averaging over
+//!   overlapping source polygons;
 //! * advisories that never raise the severity: `non_metre_unit`, `distance_unit_conversion`,
 //!   `mixed_geometries`.
+//!
+//! What the host settles is not judged here (since 0.3, issue 18): ignored Z, unweighted means
+//! and overlaps in `vector_measure`'s totals are computed as candidates by the host, which
+//! proceeds when they agree and refuses as `data_conflict` naming the argument (`z`,
+//! `weighting`/`weight`, `overlaps`) when they do not; no justification can settle them. The
+//! WIT facts `z-ignored` and `unweighted-means` stay in the 0.5 record, and the host sends them
+//! false and empty.
 //!
 //! A call with no finding is not gated. Key fields: the tool, the method, the CRS planar figures
 //! are taken in (id, else name; `null` for geodesic figures) and the sorted ids of the findings
 //! that are not advisory, so one justification covers exactly one decision.
 
-use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
+use gdal_mcp_domain_sdk::careful::{measured_after, tolerance};
 use gdal_mcp_domain_sdk::{
     approx, careful, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
     find_evidence, json, names, prompt_argument, shorten, trigger, Call, CrsFacts, Domain,
@@ -63,8 +66,6 @@ pub mod ids {
     pub const INVALID_GEOMETRIES: &str = "invalid_geometries";
     pub const GEOMETRIES_REPAIRED: &str = "geometries_repaired";
     pub const OVERLAPPING_FEATURES: &str = "overlapping_features";
-    pub const Z_IGNORED: &str = "z_ignored";
-    pub const UNWEIGHTED_MEANS: &str = "unweighted_means";
     pub const NON_METRE_UNIT: &str = "non_metre_unit";
     pub const DISTANCE_UNIT_CONVERSION: &str = "distance_unit_conversion";
     pub const MIXED_GEOMETRIES: &str = "mixed_geometries";
@@ -275,9 +276,10 @@ fn invalid_geometries(tool: &str, m: &MeasurementFacts) -> Option<Finding> {
     })
 }
 
-/// Overlapping polygons summed or joined without dissolving them.
+/// Overlapping source polygons in a spatial join's sums and means. (`vector_measure`'s totals
+/// are settled by the host: `overlaps`, or the sum and the union agree; it sends `dissolve`.)
 fn overlapping_features(tool: &str, m: &MeasurementFacts) -> Option<Finding> {
-    if !matches!(tool, "vector_measure" | "vector_join") || m.dissolve {
+    if tool != "vector_join" || m.dissolve {
         return None;
     }
     let pairs = m.overlapping_pairs.filter(|p| *p > 0)?;
@@ -289,77 +291,14 @@ fn overlapping_features(tool: &str, m: &MeasurementFacts) -> Option<Finding> {
         None => " (their overlapping area was not measured): the total counts it twice".to_string(),
     };
     let fact = format!("{} of polygons overlap{overlap}", count(pairs, "pair"));
-    let (why, alternative) = if tool == "vector_measure" {
-        (
-            "a sum of areas counts the shared ground once per polygon: the total exceeds the \
-             ground covered; `dissolve` sums the union, so each square metre counts once",
-            Some(json!({"dissolve": true})),
-        )
-    } else {
-        (
-            "a target feature inside an overlap matches every polygon over it: it enters the \
-             counts and sums of each, and totals over the joined output count it more than once",
-            None,
-        )
-    };
     Some(Finding {
         severity: Severity::Required,
         text: format!("{} of polygons overlap", count(pairs, "pair")),
-        item: evidence(ids::OVERLAPPING_FEATURES, fact, why, alternative),
-    })
-}
-
-/// Z carried by the geometries and ignored by the figures.
-fn z_ignored(tool: &str, m: &MeasurementFacts) -> Option<Finding> {
-    if !m.z_ignored {
-        return None;
-    }
-    if tool == "vector_measure" {
-        return Some(Finding {
-            severity: Severity::Required,
-            text: "the geometries carry Z that the figures ignore".to_string(),
-            item: evidence(
-                ids::Z_IGNORED,
-                "lines or polygons carry Z, and the call measures in 2D: lengths are those of \
-                 the horizontal projection",
-                "on sloping ground the 3D length is longer: a 10 % grade adds 0.5 %, a 30 % \
-                 grade 4.4 %; the 2D figure is right for a map distance, short for a cable, a \
-                 pipe or a trail",
-                Some(json!({"z": true})),
-            ),
-        });
-    }
-    Some(Finding {
-        severity: Severity::Advisory,
-        text: "the geometries carry Z that the call ignores".to_string(),
         item: evidence(
-            ids::Z_IGNORED,
-            "lines or polygons carry Z; the call works in 2D",
-            "buffers, overlays and joins are planimetric: distances and predicates ignore Z, \
-             which is carried along or dropped, never measured",
-            None,
-        ),
-    })
-}
-
-/// Averages of rates without a weight.
-fn unweighted_means(m: &MeasurementFacts) -> Option<Finding> {
-    if m.unweighted_means.is_empty() {
-        return None;
-    }
-    Some(Finding {
-        severity: Severity::Required,
-        text: format!("unweighted average(s) {}", listed(&m.unweighted_means, 4)),
-        item: evidence(
-            ids::UNWEIGHTED_MEANS,
-            format!(
-                "the call averages {} without a weight: each feature counts once, whatever its \
-                 size",
-                listed(&m.unweighted_means, 24)
-            ),
-            "a mean of rates weights a village like a city: the mean of per-feature rates is the \
-             rate of the whole only if every feature has the same denominator; name the \
-             denominator (population, area) as the weight",
+            ids::OVERLAPPING_FEATURES,
+            fact,
+            "a target feature inside an overlap matches every polygon over it: it enters the \
+             counts and sums of each, and totals over the joined output count it more than once",
             None,
         ),
     })
@@ -497,9 +436,8 @@ impl Domain for Measurement {
             version: env!("CARGO_PKG_VERSION").to_string(),
             title: "Measurement".to_string(),
             summary: "Areas, lengths, buffers, overlays and spatial joins: geodesic or planar \
-                      figures and the scale error a planar CRS puts in them, invalid and \
-                      overlapping geometries, ignored Z, units, and averages of rates without a \
-                      weight."
+                      figures and the scale error a planar CRS puts in them, invalid \
+                      geometries, overlapping polygons in a join, and units."
                 .to_string(),
             prompt_name: "justify_measurement".to_string(),
             prompt_arguments: vec![
@@ -537,8 +475,6 @@ impl Domain for Measurement {
             planar_distortion(tool, m),
             invalid_geometries(tool, m),
             overlapping_features(tool, m),
-            z_ignored(tool, m),
-            unweighted_means(m),
             non_metre_unit(m),
             distance_unit_conversion(m),
             mixed_geometries(m),
@@ -676,47 +612,11 @@ impl Domain for Measurement {
                     "area the total may count twice",
                 )],
             ),
-            careful::Finding::new(
-                ids::Z_IGNORED,
-                vec![tolerance(
-                    Unit::Percent,
-                    None,
-                    "length the 2D figures may miss on slopes",
-                )],
-            ),
-            careful::Finding::new(
-                ids::UNWEIGHTED_MEANS,
-                vec![mentions(
-                    EQUAL_WEIGHT,
-                    "why every feature should count equally in the mean (the features are \
-                     comparable units of equal size or importance), or which field would weight \
-                     it and why it was not used",
-                )],
-            ),
         ];
         errors.extend(check_answers(evidence, justification, &findings));
         errors
     }
 }
-
-/// Words that say why features may count equally in a mean.
-const EQUAL_WEIGHT: &[&str] = &[
-    "equal",
-    "equally",
-    "same size",
-    "same population",
-    "similar size",
-    "comparable",
-    "identical",
-    "uniform",
-    "per feature",
-    "per-feature",
-    "each feature",
-    "weight",
-    "population",
-    "area-weighted",
-    "headcount",
-];
 
 export_domain!(Measurement);
 

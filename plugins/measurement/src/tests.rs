@@ -322,7 +322,7 @@ fn invalid_geometries_are_critical_unless_repaired() {
 // overlapping_features
 
 #[test]
-fn overlapping_features_count_twice_in_measures_and_joins() {
+fn overlapping_features_count_twice_in_joins() {
     let overlapping = |pairs: Option<u64>, dissolve: bool| MeasurementFacts {
         overlapping_pairs: pairs,
         overlap_area_m2: pairs.map(|p| p as f64 * 1250.5),
@@ -330,10 +330,12 @@ fn overlapping_features_count_twice_in_measures_and_joins() {
         ..measurement("geodesic")
     };
     type Row = (&'static str, Option<u64>, bool, Option<Severity>);
+    // Issue 18: vector_measure's totals are settled by the host (`overlaps`: the sum and the
+    // union as candidates, `data_conflict` when they differ), so the domain never judges them.
     let table: [Row; 9] = [
         ("vector_measure", None, false, None),
         ("vector_measure", Some(0), false, None),
-        ("vector_measure", Some(2), false, Some(Severity::Required)),
+        ("vector_measure", Some(2), false, None),
         ("vector_measure", Some(2), true, None),
         ("vector_join", Some(0), false, None),
         ("vector_join", Some(1), false, Some(Severity::Required)),
@@ -349,14 +351,10 @@ fn overlapping_features_count_twice_in_measures_and_joins() {
             "{tool} pairs {pairs:?} dissolve {dissolve}"
         );
     }
-    let got = run("vector_measure", overlapping(Some(2), false));
+    let got = run("vector_join", overlapping(Some(2), false));
     assert_eq!(
         item(&got, "overlapping_features").fact,
         "2 pairs of polygons overlap by 2501 m² in all: the total counts 2501 m² twice"
-    );
-    assert_eq!(
-        offered(&got, "overlapping_features"),
-        Some(json!({"dissolve": true}))
     );
     let got = run("vector_join", overlapping(Some(1), false));
     let e = item(&got, "overlapping_features");
@@ -370,60 +368,29 @@ fn overlapping_features_count_twice_in_measures_and_joins() {
         overlap_area_m2: None,
         ..overlapping(Some(3), false)
     };
-    let got = run("vector_measure", unknown_area);
+    let got = run("vector_join", unknown_area);
     assert!(item(&got, "overlapping_features")
         .fact
         .contains("not measured"));
 }
 
 // ---------------------------------------------------------------------------------------------
-// z_ignored
+// What the host settles: ignored Z and unweighted means
 
+/// Issue 18: Z and means are settled by the host (`z`; `weighting`/`weight`), which computes
+/// the candidates and refuses as `data_conflict` when they differ. The rules that judged the
+/// `z-ignored` and `unweighted-means` facts are gone: nothing fires on them, whatever the tool
+/// (the host sends them false and empty).
 #[test]
-fn ignored_z_is_required_for_measures_and_advisory_otherwise() {
-    let z = |on: bool| MeasurementFacts {
-        z_ignored: on,
+fn ignored_z_and_unweighted_means_are_settled_by_the_host_not_judged() {
+    let facts = MeasurementFacts {
+        z_ignored: true,
+        unweighted_means: kinds(&["rate:mean", "density:mean"]),
         geometry_kinds: kinds(&["line"]),
         ..measurement("geodesic")
     };
-    assert!(run("vector_measure", z(false)).is_none());
-    let got = run("vector_measure", z(true));
-    assert_eq!(severity(&got), Some(Severity::Required));
-    assert_eq!(offered(&got, "z_ignored"), Some(json!({"z": true})));
-    assert!(item(&got, "z_ignored").why.contains("4.4 %"));
-    assert_eq!(key(&got)["findings"], json!(["z_ignored"]));
-    for tool in ["vector_buffer", "vector_overlay", "vector_join"] {
-        assert!(run(tool, z(false)).is_none(), "{tool}");
-        let got = run(tool, z(true));
-        assert_eq!(severity(&got), Some(Severity::Advisory), "{tool}");
-        assert!(offered(&got, "z_ignored").is_none(), "{tool}");
-        assert_eq!(key(&got)["findings"], json!([]), "{tool}");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// unweighted_means
-
-#[test]
-fn unweighted_means_need_a_justification_and_offer_no_alternative() {
-    let none = MeasurementFacts {
-        unweighted_means: Vec::new(),
-        ..measurement("geodesic")
-    };
-    assert!(run("vector_join", none).is_none());
-    let facts = MeasurementFacts {
-        unweighted_means: kinds(&["rate:mean", "density:mean"]),
-        ..measurement("geodesic")
-    };
     for tool in TOOLS {
-        let got = run(tool, facts.clone());
-        assert_eq!(severity(&got), Some(Severity::Required), "{tool}");
-        let e = item(&got, "unweighted_means");
-        assert!(e.fact.contains("rate:mean, density:mean"), "{}", e.fact);
-        assert!(e
-            .why
-            .contains("a mean of rates weights a village like a city"));
-        assert!(e.alternative.is_none());
+        assert!(run(tool, facts.clone()).is_none(), "{tool}");
     }
 }
 
@@ -502,13 +469,11 @@ fn the_severity_is_the_highest_finding_and_advisories_never_raise_it() {
         invalid_features: 2,
         overlapping_pairs: Some(1),
         overlap_area_m2: Some(10.0),
-        z_ignored: true,
-        unweighted_means: kinds(&["rate:mean"]),
         distance_units: Some(("m".to_string(), "US survey foot".to_string())),
         geometry_kinds: kinds(&["line", "polygon"]),
         ..planar_measurement(state_plane_feet(), 0.05, 0.02, (-79.0, 35.5))
     };
-    let got = run("vector_measure", everything.clone());
+    let got = run("vector_join", everything.clone());
     assert_eq!(severity(&got), Some(Severity::Critical));
     // Critical first, then required, then advisory, each in rule order.
     assert_eq!(
@@ -517,8 +482,6 @@ fn the_severity_is_the_highest_finding_and_advisories_never_raise_it() {
             "invalid_geometries",
             "planar_distortion",
             "overlapping_features",
-            "z_ignored",
-            "unweighted_means",
             "non_metre_unit",
             "distance_unit_conversion",
             "mixed_geometries",
@@ -527,15 +490,13 @@ fn the_severity_is_the_highest_finding_and_advisories_never_raise_it() {
     assert_eq!(
         key(&got),
         json!({
-            "tool": "vector_measure",
+            "tool": "vector_join",
             "method": "planar",
             "crs": "EPSG:2264",
             "findings": [
                 "invalid_geometries",
                 "overlapping_features",
                 "planar_distortion",
-                "unweighted_means",
-                "z_ignored",
             ],
         })
     );
@@ -552,20 +513,18 @@ fn the_severity_is_the_highest_finding_and_advisories_never_raise_it() {
         ..everything.clone()
     };
     assert_eq!(
-        severity(&run("vector_measure", required)),
+        severity(&run("vector_join", required)),
         Some(Severity::Required)
     );
     // Advisories alone stay advisory, however many.
     let advisory = MeasurementFacts {
         invalid_features: 0,
         overlapping_pairs: Some(0),
-        z_ignored: false,
-        unweighted_means: Vec::new(),
         area_scale_error: Some(0.001),
         length_scale_error: Some(0.001),
         ..everything
     };
-    let got = run("vector_measure", advisory);
+    let got = run("vector_join", advisory);
     assert_eq!(severity(&got), Some(Severity::Advisory));
     assert_eq!(
         evidence_ids(&got),
@@ -623,7 +582,7 @@ fn the_key_names_the_decision_not_the_numbers() {
 fn describes_itself_and_renders_its_questions() {
     let info = Measurement::describe();
     assert_eq!(info.id, "measurement");
-    assert_eq!(info.version, "0.2.0");
+    assert_eq!(info.version, "0.3.0");
     assert_eq!(info.prompt_name, "justify_measurement");
     let required: Vec<&str> = info
         .prompt_arguments
@@ -638,8 +597,6 @@ fn describes_itself_and_renders_its_questions() {
         ids::INVALID_GEOMETRIES,
         ids::GEOMETRIES_REPAIRED,
         ids::OVERLAPPING_FEATURES,
-        ids::Z_IGNORED,
-        ids::UNWEIGHTED_MEANS,
         ids::NON_METRE_UNIT,
         ids::DISTANCE_UNIT_CONVERSION,
         ids::MIXED_GEOMETRIES,
@@ -927,18 +884,16 @@ fn field_errors_stay_under_a_kibibyte() {
 
 #[test]
 fn long_lists_stay_within_the_hosts_limits() {
-    let many: Vec<String> = (0..300).map(|i| format!("field_{i:03}:mean")).collect();
+    let many: Vec<String> = (0..300).map(|i| format!("kind_{i:03}")).collect();
     let facts = MeasurementFacts {
-        unweighted_means: many,
         invalid_features: 4,
         overlapping_pairs: Some(9),
         overlap_area_m2: Some(1.0e9),
-        z_ignored: true,
         distance_units: Some(("m".to_string(), "US survey foot".to_string())),
-        geometry_kinds: kinds(&["polygon", "line", "point"]),
+        geometry_kinds: many,
         ..planar_measurement(state_plane_feet(), 0.3, 0.2, (-79.0, 35.5))
     };
-    let got = run("vector_measure", facts);
+    let got = run("vector_join", facts);
     let t = got.as_ref().map(|t| (t.reason.len(), t.evidence.clone()));
     let (reason_bytes, evidence) = t.unwrap_or_default();
     assert!(reason_bytes <= 2048, "{reason_bytes}");
@@ -950,7 +905,7 @@ fn long_lists_stay_within_the_hosts_limits() {
         .sum();
     assert!(bytes <= 8192, "{bytes}");
     assert!(evidence.len() <= 16);
-    let fact = item(&got, "unweighted_means").fact;
-    assert!(fact.contains("field_023:mean and 276 more"), "{fact}");
-    assert!(reason(&got).contains("field_003:mean and 296 more"));
+    let fact = item(&got, "mixed_geometries").fact;
+    assert!(fact.contains("kind_007 and 292 more"), "{fact}");
+    assert!(reason(&got).contains("kind_007 and 292 more"));
 }

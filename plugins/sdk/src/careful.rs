@@ -297,6 +297,12 @@ const EMPTY_WORDS: &[&str] = &[
     "implications",
     "ensure",
     "ensured",
+    "deliberate",
+    "enough",
+    "important",
+    "relevant",
+    "requirements",
+    "them",
 ];
 
 /// The unit a tolerance is stated in.
@@ -350,6 +356,18 @@ pub enum Need {
         at_least: Option<f64>,
         of_what: String,
     },
+    /// The loss the analysis accepts as a number in the data's own units (grey levels, metres
+    /// of height, a quality setting: no unit is required), in `evidence.<id>` (or the choice's
+    /// words) or `choice.tradeoffs`; some number no smaller than `at_least` when it is known
+    /// (e.g. LERC's `max_z_error`). `of_what` names the quantity in the error message.
+    Number {
+        at_least: Option<f64>,
+        of_what: String,
+    },
+    /// The answer names a CRS: an authority id (`EPSG:4326`, `epsg 4326`), a bare code
+    /// (`4326`), `CRS84` or `WGS 84`. For findings about a CRS a file lacks or a reader must
+    /// assume.
+    NamesCrs,
     /// `evidence.<id>` contains one of `words` (case-insensitive; a word matches at the start
     /// of a token, a phrase anywhere). `what` says in the error what the words are for.
     Mentions {
@@ -615,6 +633,18 @@ fn describe(need: &Need) -> String {
                 ),
             }
         }
+        Need::Number { at_least, of_what } => match at_least {
+            Some(min) => format!(
+                "the {of_what} the analysis accepts, as a number no smaller than {}",
+                crate::approx(*min, 6)
+            ),
+            None => format!("the {of_what} the analysis accepts, as a number"),
+        },
+        Need::NamesCrs => {
+            "the CRS the readers of the file must assume (an authority code such as EPSG:4326, \
+             CRS84 or WGS 84)"
+                .to_string()
+        }
         Need::Mentions { what, .. } => what.clone(),
         Need::AlternativeNamed { candidates, what } => format!(
             "{what}: an entry of alternatives whose method names one of {}",
@@ -685,6 +715,46 @@ fn unmet(
                         )
                     })
             }
+        }
+        Need::Number { at_least, of_what } => {
+            let stated: Vec<f64> = [answer, crate::chosen_tradeoffs(justification)]
+                .into_iter()
+                .flatten()
+                .flat_map(numbers)
+                .collect();
+            match at_least.filter(|m| m.is_finite()) {
+                Some(min) if !stated.iter().any(|v| *v >= min) => Some(format!(
+                    "finding `{}` moves values by up to {min}; state the {of_what} the analysis \
+                     accepts, in data units, as a number no smaller than {min} (in \
+                     evidence.{} or choice.tradeoffs){}",
+                    item.id,
+                    item.id,
+                    offered_text(item)
+                )),
+                None if stated.is_empty() => Some(format!(
+                    "state the {of_what} the analysis accepts as a number (e.g. \"errors up to 2 \
+                     grey levels are below the sensor noise\", \"quality 90\", \"0.1 m along \
+                     arcs\") in evidence.{} or choice.tradeoffs",
+                    item.id
+                )),
+                _ => None,
+            }
+        }
+        Need::NamesCrs => {
+            let text = answer.unwrap_or("");
+            let normalised = crate::normalise(text);
+            let named = !crs_ids(text).is_empty()
+                || ["wgs84", "crs84"].iter().any(|c| normalised.contains(c))
+                || numbers(text)
+                    .iter()
+                    .any(|n| n.fract() == 0.0 && (1000.0..1_000_000.0).contains(n));
+            (!named).then(|| {
+                format!(
+                    "finding `{}`: name the CRS the readers of the file must assume (an \
+                     authority code such as EPSG:4326, CRS84 or WGS 84) in evidence.{}",
+                    item.id, item.id
+                )
+            })
         }
         Need::Mentions { words, what } => {
             let text = answer.unwrap_or("").to_lowercase();
@@ -857,6 +927,42 @@ pub fn crs_ids(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Every number written in `text`, with or without a unit (`0.5`, `2,5`, `75`, `1,000`).
+pub fn numbers(text: &str) -> Vec<f64> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut number = String::new();
+        while i < chars.len() {
+            let c = chars[i];
+            if c.is_ascii_digit() {
+                number.push(c);
+                i += 1;
+            } else if (c == '.' || c == ',') && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+                let run = chars[i + 1..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+                if !(c == ',' && run == 3) {
+                    number.push('.');
+                }
+                i += 1;
+            } else {
+                break;
+            }
+        }
+        if let Ok(value) = number.parse::<f64>() {
+            found.push(value);
+        }
+    }
+    found
 }
 
 /// The first number in `unit` written after `marker` in `fact` (an evidence fact the domain
@@ -1149,6 +1255,64 @@ mod tests {
             "t",
         );
         assert!(check_answers(&items, &careful, &needs).is_empty());
+    }
+
+    /// format_selection's needs, folded into the SDK (issue 18): a loss bounded by a number in
+    /// data units (no smaller than LERC's `max_z_error`), and a CRS named.
+    #[test]
+    fn losses_are_bounded_by_a_number_and_crs_findings_name_a_crs() {
+        let items = [item("a", None)];
+        let answer = |text: &str| with(json!({"a": text}), json!([]), "t");
+        let bounded = [Finding::new(
+            "a",
+            vec![Need::Number {
+                at_least: Some(0.5),
+                of_what: "error".into(),
+            }],
+        )];
+        let small = check_answers(
+            &items,
+            &answer("heights within 0.1 are enough for the flood screening"),
+            &bounded,
+        );
+        assert_eq!(small.len(), 1, "{small:?}");
+        assert!(
+            small[0].message.contains("no smaller than 0.5"),
+            "{small:?}"
+        );
+        assert!(check_answers(
+            &items,
+            &answer("heights within 0.5 stay below the DEM's noise for the flood screening"),
+            &bounded
+        )
+        .is_empty());
+        let any = [Finding::new(
+            "a",
+            vec![Need::Number {
+                at_least: None,
+                of_what: "error".into(),
+            }],
+        )];
+        let none = check_answers(&items, &answer("grey levels blur in the preview map"), &any);
+        assert!(none[0].message.contains("as a number"), "{none:?}");
+        assert!(
+            check_answers(&items, &answer("quality 90 suits the preview map"), &any).is_empty()
+        );
+        let crs = [Finding::new("a", vec![Need::NamesCrs])];
+        for named in [
+            "readers assume EPSG:4326 per the delivery note",
+            "readers assume 4326, per the delivery note",
+            "readers assume WGS 84 longitude and latitude",
+            "readers assume OGC CRS84, per the delivery note",
+        ] {
+            assert!(
+                check_answers(&items, &answer(named), &crs).is_empty(),
+                "{named}"
+            );
+        }
+        let unnamed = check_answers(&items, &answer("readers assume geographic degrees"), &crs);
+        assert!(unnamed[0].message.contains("EPSG:4326"), "{unnamed:?}");
+        assert_eq!(numbers("0.5 m, 2,5 and 1,000 cells"), [0.5, 2.5, 1000.0]);
     }
 
     #[test]

@@ -23,7 +23,9 @@
 //! [`nearest_lossy_encoding`] and [`step_fact`]. Since 0.5 a measuring call (`vector_measure`,
 //! `vector_buffer`, `vector_overlay`, `vector_join`) carries [`MeasurementFacts`]: the method,
 //! the planar CRS and its scale error over the data, invalid and overlapping geometries, ignored
-//! Z, distance units and unweighted means; read them with [`Call::measurement`].
+//! Z, distance units and unweighted means; read them with [`Call::measurement`]. A reprojection
+//! to a projected CRS carries the same record with the target's planar scale error over the
+//! data only.
 
 #![forbid(unsafe_code)]
 
@@ -173,7 +175,10 @@ impl Call {
     }
 
     /// What the host measured about a measuring call (`vector_measure`, `vector_buffer`,
-    /// `vector_overlay`, `vector_join`) before it runs; `None` for every other tool.
+    /// `vector_overlay`, `vector_join`) before it runs; for a reprojection (`raster_reproject`,
+    /// `vector_reproject`) to a projected CRS, the target's planar scale error over the data
+    /// (method `planar`, `crs` the target, the other fields empty); `None` for every other
+    /// tool. Check the tool before reading it as a measuring call's.
     pub fn measurement(&self) -> Option<&MeasurementFacts> {
         self.raw.measurement.as_ref()
     }

@@ -350,6 +350,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 datasets: vec![input_facts],
                 target_crs: Some(facts::crs_facts(&target)),
                 transformation: transformation.clone(),
+                measurement: crate::gdal::measure::reprojection_facts(&target, area),
                 ..CallFacts::default()
             };
             Ok(Gathered::new(facts, (request, transformation)).summarising(summary))

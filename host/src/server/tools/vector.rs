@@ -361,9 +361,11 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 argv,
                 transformation,
             };
-            Ok(plan
+            let mut gathered = plan
                 .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
-                .summarising(summary))
+                .summarising(summary);
+            gathered.facts.measurement = crate::gdal::measure::reprojection_facts(&target, area);
+            Ok(gathered)
         },
         translate,
     )
