@@ -383,11 +383,12 @@ impl Drop for Raw {
 }
 
 /// Hashing is cancellable and has slots of its own (issue 21). With the byte budget raised
-/// above 64 GiB, two `provenance_report` calls hash a sparse 64 GiB file whole (tens of
-/// seconds each), holding both hashing slots: `raster_info` still answers at once (the read
-/// slots are not theirs). Both calls are then cancelled, and a third `provenance_report`, on
-/// a small file, answers promptly: the cancelled hashing stopped between chunks and gave its
-/// slots back (it would otherwise hold them until the whole 64 GiB were read).
+/// above 64 GiB, four `provenance_report` calls hash a sparse 64 GiB file whole (tens of
+/// seconds each): two hold the hashing slots and two wait for them. `raster_info` still
+/// answers at once (before, the four held all four read slots and it waited for a minute).
+/// The four are then cancelled, and a fifth `provenance_report`, on a small file, answers
+/// promptly: the cancelled hashing stopped between chunks and gave its slots back (it would
+/// otherwise hold them until the whole 64 GiB were read).
 #[test]
 fn cancelled_hashing_gives_its_slots_back_and_never_took_the_read_slots() {
     let workspace = tempfile::tempdir().unwrap();
@@ -402,25 +403,26 @@ fn cancelled_hashing_gives_its_slots_back_and_never_took_the_read_slots() {
         workspace.path(),
         &[("GDAL_MCP_HASH_MAX_BYTES", "100000000000")],
     );
-    raw.call(10, "provenance_report", json!({"input": "huge.bin"}));
-    raw.call(11, "provenance_report", json!({"input": "huge.bin"}));
+    for id in 10..14 {
+        raw.call(id, "provenance_report", json!({"input": "huge.bin"}));
+    }
     std::thread::sleep(Duration::from_millis(500));
     let asked = Instant::now();
-    raw.call(12, "raster_info", json!({"input": "dem.tif"}));
-    let info = raw.wait_for(12, Duration::from_secs(60)).unwrap();
+    raw.call(20, "raster_info", json!({"input": "dem.tif"}));
+    let info = raw.wait_for(20, Duration::from_secs(120)).unwrap();
     assert!(info["result"]["isError"] != json!(true), "{info}");
     assert!(
         asked.elapsed() < Duration::from_secs(10),
-        "raster_info took {:?} beside two hashing calls",
+        "raster_info took {:?} beside four hashing calls",
         asked.elapsed()
     );
-    for id in [10, 11] {
+    for id in 10..14 {
         raw.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
                         "params":{"requestId":id,"reason":"test"}}));
     }
     let asked = Instant::now();
-    raw.call(13, "provenance_report", json!({"input": "small.bin"}));
-    let small = raw.wait_for(13, Duration::from_secs(120)).unwrap();
+    raw.call(21, "provenance_report", json!({"input": "small.bin"}));
+    let small = raw.wait_for(21, Duration::from_secs(120)).unwrap();
     assert!(small["result"]["isError"] != json!(true), "{small}");
     assert!(
         asked.elapsed() < Duration::from_secs(15),
