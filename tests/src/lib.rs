@@ -133,6 +133,8 @@ pub struct Options {
     /// Files from the test data folder to copy into the workspace.
     pub data: Vec<&'static str>,
     pub extra_args: Vec<String>,
+    /// Environment variables for the server process (budgets, say).
+    pub env: Vec<(String, String)>,
 }
 
 impl Server {
@@ -164,7 +166,9 @@ impl Server {
         let ws = workspace.to_path_buf();
         let plugin_dirs = options.plugin_dirs.clone();
         let extra = options.extra_args.clone();
+        let env = options.env.clone();
         let command = tokio::process::Command::new(binary).configure(move |cmd| {
+            cmd.envs(env);
             cmd.arg("serve").arg("--workspace").arg(&ws);
             cmd.arg("--cache-dir").arg(shared_cache());
             for dir in &plugin_dirs {
