@@ -11,6 +11,7 @@
 //! 5. a GDAL runner ([`gdal::warp`], [`gdal::info`]) does the work, and a receipt goes back.
 
 pub mod aggregation;
+pub mod budget;
 pub mod config;
 pub mod domains;
 pub mod gdal;

@@ -1,5 +1,5 @@
 //! Issue 21, item 3: what the table reader lets GDAL expand is bounded before GDAL opens the
-//! file, through MCP.
+//! file, through MCP; and heavy calls share one memory budget.
 
 use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
 use serde_json::json;
@@ -122,4 +122,116 @@ async fn a_csv_line_over_the_budget_is_refused() {
         text(&refused)
     );
     assert!(!server.path("long.gpkg").exists());
+}
+
+/// A GeoJSON layer in EPSG:4326 of one polygon per ring.
+fn polygons(path: &Path, rings: &[Vec<[f64; 2]>]) {
+    let features: Vec<serde_json::Value> = rings
+        .iter()
+        .enumerate()
+        .map(|(id, ring)| {
+            json!({"type": "Feature", "properties": {"id": id},
+                   "geometry": {"type": "Polygon", "coordinates": [ring]}})
+        })
+        .collect();
+    let doc = json!({"type": "FeatureCollection", "features": features});
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+/// A closed ring of `vertices` vertices (the first repeated last) around (lon, lat).
+fn circle(lon: f64, lat: f64, radius: f64, vertices: usize) -> Vec<[f64; 2]> {
+    let mut ring: Vec<[f64; 2]> = (0..vertices - 1)
+        .map(|i| {
+            let t = i as f64 / (vertices - 1) as f64 * std::f64::consts::TAU;
+            [lon + radius * t.cos(), lat + radius * t.sin()]
+        })
+        .collect();
+    ring.push(ring[0]);
+    ring
+}
+
+/// Regression (issue 21): eight concurrent `vector_measure` calls took 4 GB between them, each
+/// within its own per-call budgets. Heavy steps now reserve their estimate from one budget
+/// all calls share (`GDAL_MCP_MEMORY_BUDGET_BYTES`, here 4 MiB). Sent together: the measure of
+/// a 1° cell proceeds (GeographicLib's area), the measure of a polygon of 120,000 vertices
+/// (about 5.5 MiB held) is refused with the estimate, the budget and the variable, nothing
+/// else breaks, and a light call still answers. The clean twin: under the default budget the
+/// same polygon is measured.
+#[tokio::test]
+async fn heavy_calls_share_one_memory_budget() {
+    let budget = 4u64 << 20;
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![
+                (
+                    "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                    budget.to_string(),
+                ),
+                ("GDAL_MCP_MEMORY_WAIT_MS".to_string(), "200".to_string()),
+            ],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let cell = vec![[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.0, 0.0]];
+    polygons(&server.path("cell.geojson"), &[cell]);
+    polygons(
+        &server.path("big.geojson"),
+        &[circle(10.0, 45.0, 0.5, 120_000)],
+    );
+    let (small, big) = tokio::join!(
+        server.call("vector_measure", json!({"input": "cell.geojson"})),
+        server.call("vector_measure", json!({"input": "big.geojson"})),
+    );
+    let (small, big) = (small.unwrap(), big.unwrap());
+    assert!(!is_error(&small), "{}", text(&small));
+    let area = structured(&small)["features"][0]["area"].as_f64().unwrap();
+    assert!(
+        (area - 12_308_778_361.469_452).abs() < 1.0,
+        "GeographicLib's area of the 1° cell: {area}"
+    );
+    assert!(is_error(&big), "{}", text(&big));
+    let message = text(&big);
+    for part in [
+        "needs an estimated",
+        "memory budget of 4.0 MiB (4194304 bytes)",
+        "GDAL_MCP_MEMORY_BUDGET_BYTES",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+    assert_eq!(
+        structured(&big)["error"]["kind"],
+        "memory_budget",
+        "{message}"
+    );
+    // A light call still answers, and the budget was given back: the small one again.
+    let info = server
+        .call("vector_info", json!({"input": "cell.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let again = server
+        .call("vector_measure", json!({"input": "cell.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&again), "{}", text(&again));
+
+    // The clean twin: the default budget holds the big polygon.
+    let roomy = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::copy(server.path("big.geojson"), roomy.path("big.geojson")).unwrap();
+    let measured = roomy
+        .call("vector_measure", json!({"input": "big.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&measured), "{}", text(&measured));
+    assert!(
+        structured(&measured)["features"][0]["area"]
+            .as_f64()
+            .unwrap()
+            > 1e9
+    );
 }

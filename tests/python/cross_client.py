@@ -63,6 +63,7 @@ ERROR_KINDS = (
     "plugin_failure",
     "invalid_justification",
     "store",
+    "memory_budget",
     "internal",
 )
 DST_CRS = "EPSG:4326"

@@ -51,6 +51,8 @@ pub struct LayerData {
     pub fields: Vec<FieldDef>,
     pub rows: Vec<Row>,
     pub extent: Option<[f64; 4]>,
+    /// The rows' share of the memory budget all calls share, held as long as they are.
+    pub memory: crate::budget::Reservation<'static>,
 }
 
 /// Read a layer (the named one, or the only one) into memory.
@@ -102,6 +104,7 @@ pub fn read_layer(
         fields,
         rows,
         extent,
+        memory: budget.into_memory(),
     })
 }
 

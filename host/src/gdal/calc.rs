@@ -639,6 +639,16 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             request.budget.describe()
         )));
     }
+    // The windows' values (8 bytes per cell per input and the output's), from the budget all
+    // calls share.
+    let _memory = crate::budget::reserve(
+        "raster_calc: the band-math windows",
+        crate::budget::grid_bytes(
+            window_cells.min(width.saturating_mul(height)).max(1) as u64,
+            8,
+            order.len() as u64 + 1,
+        ),
+    )?;
     let geotransform = sources[0].dataset.geo_transform().ok();
     let projection = sources[0].dataset.projection();
 

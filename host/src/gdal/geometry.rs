@@ -659,10 +659,14 @@ pub fn vertex_count(geometry: &Geometry) -> u64 {
 
 /// Features and vertices read so far from one layer, refused past the budgets before more is
 /// held in memory.
+///
+/// The features read also hold their estimate in the memory budget all calls share
+/// ([`crate::budget`]); [`ReadBudget::into_memory`] keeps it for as long as they are held.
 pub struct ReadBudget {
     argument: String,
     features: u64,
     vertices: u64,
+    memory: crate::budget::Reservation<'static>,
 }
 
 impl ReadBudget {
@@ -671,7 +675,13 @@ impl ReadBudget {
             argument: argument.to_string(),
             features: 0,
             vertices: 0,
+            memory: crate::budget::start(&format!("{argument}: the layer read into memory")),
         }
+    }
+
+    /// The memory reserved for what was read, to keep while it is held.
+    pub fn into_memory(self) -> crate::budget::Reservation<'static> {
+        self.memory
     }
 
     /// Count one feature (and its geometry's vertices).
@@ -697,6 +707,8 @@ impl ReadBudget {
                 max_vertices()
             )));
         }
+        self.memory
+            .cover(crate::budget::vector_bytes(self.features, self.vertices))?;
         Ok(())
     }
 }

@@ -69,6 +69,9 @@ pub enum GdalError {
     /// The blocking worker died.
     #[error("GDAL worker failed: {0}")]
     Worker(String),
+    /// A heavy step's memory does not fit the budget all calls share (`crate::budget`).
+    #[error(transparent)]
+    Memory(#[from] crate::budget::BudgetError),
 }
 
 /// GDAL's raster block cache, in MB. GDAL's default (5 % of RAM) would keep a whole DEM in

@@ -133,6 +133,17 @@ fn band_stats(
     let is_valid = |v: f64| !v.is_nan() && nodata.is_none_or(|nd| v != nd);
     let scale = band.scale().filter(|s| *s != 1.0);
     let offset = band.offset().filter(|o| *o != 0.0);
+    // Every valid cell is kept as a double (percentiles sort them): from the memory budget
+    // all calls share, before any is read.
+    let kept = if sampled {
+        SAMPLE_PIXELS as u64
+    } else {
+        width as u64 * height as u64
+    };
+    let _memory = crate::budget::reserve(
+        &format!("band {index}: its cells held for exact statistics"),
+        crate::budget::grid_bytes(kept, 8, 1),
+    )?;
     let mut values: Vec<f64> = Vec::new();
     let mut cells = 0u64;
     if sampled {

@@ -563,6 +563,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     let most_held = request.budget.bytes.saturating_mul(2);
     let slot = std::mem::size_of::<Option<String>>() as u64;
     let mut held: u64 = 0;
+    let mut memory = crate::budget::start("input: the table read into memory");
     let mut rows: Vec<Vec<Option<String>>> = Vec::new();
     for feature in layer.features() {
         if rows.len() == MAX_ROWS {
@@ -592,6 +593,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
                 rows.len() + 1
             )));
         }
+        memory.cover(held)?;
         rows.push(row);
     }
     // Coordinates, strictly.

@@ -20,6 +20,9 @@ use std::path::{Path, PathBuf};
 
 /// Rows of a zone's window read at once.
 const BLOCK_ROWS: usize = 1024;
+/// Bytes a zone keeps per cell for medians (a value and its weight) or majorities (a
+/// frequency-map entry), for the memory budget.
+const KEPT_BYTES_PER_CELL: u64 = 24;
 
 /// One zonal-statistics job.
 #[derive(Debug, Clone)]
@@ -92,6 +95,12 @@ impl ZonalRequest {
             self.operation.as_deref(),
         )?;
         let mut out = Vec::with_capacity(zones.len());
+        let keeps_values = self.stats.iter().any(|s| {
+            matches!(
+                s,
+                Stat::Median | Stat::Majority | Stat::Minority | Stat::Variety
+            )
+        });
         let total = zones.len().max(1);
         for (index, zone) in zones.into_iter().enumerate() {
             if !super::keep_going(index as f64 / total as f64) {
@@ -106,6 +115,18 @@ impl ZonalRequest {
                 window.cols as u64,
                 window.rows as u64,
                 1,
+            )?;
+            // A block's values and weights, and the zone's values kept for medians and
+            // majorities, from the budget all calls share.
+            let cells = window.cols as u64 * window.rows as u64;
+            let block = window.cols as u64 * window.rows.min(BLOCK_ROWS) as u64;
+            let _memory = crate::budget::reserve(
+                &format!("zone {:?}", zone.fid),
+                crate::budget::grid_bytes(block, 8, 1).saturating_add(if keeps_values {
+                    crate::budget::grid_bytes(cells, KEPT_BYTES_PER_CELL, 1)
+                } else {
+                    0
+                }),
             )?;
             for block in window.row_blocks(BLOCK_ROWS) {
                 if block.is_empty() {

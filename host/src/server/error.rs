@@ -62,6 +62,7 @@ impl ToolError {
             ToolError::Gdal(GdalError::Worker(_)) => "internal",
             ToolError::Gdal(GdalError::Algorithm(_)) => "algorithm",
             ToolError::Gdal(GdalError::Conflict { .. }) => "data_conflict",
+            ToolError::Gdal(GdalError::Memory(_)) => "memory_budget",
             ToolError::Gdal(_) => "gdal",
             ToolError::Algorithm(_) => "algorithm",
             ToolError::Cancelled => "cancelled",
@@ -91,6 +92,12 @@ impl From<PersistError> for ToolError {
             PersistError::Store(e) => ToolError::Store(e),
             other => ToolError::Arguments(other.to_string()),
         }
+    }
+}
+
+impl From<crate::budget::BudgetError> for ToolError {
+    fn from(error: crate::budget::BudgetError) -> Self {
+        ToolError::Gdal(GdalError::Memory(error))
     }
 }
 

@@ -191,6 +191,11 @@ struct Loaded {
     cell_size: CellSize,
 }
 
+/// Bytes per DEM cell the hydrology chain holds at its peak (the DEM, directions, flats'
+/// labels and accumulation: about 2.5 times a Float32 DEM measured, rounded up), for the memory
+/// budget.
+const HYDROLOGY_BYTES_PER_CELL: u64 = 12;
+
 /// Side of the decimated read the gate's facts come from (`flat_fraction`): bounded work and
 /// memory before the gate, whatever the DEM's size.
 const FACTS_SIDE: usize = 2048;
@@ -312,9 +317,21 @@ where
         justifications,
         move || {
             let (facts, cell_size) = inspect(&input)?;
-            Ok(Gathered::new(facts, (input, cell_size, output)).summarising(step.summary))
+            let cells = facts
+                .datasets
+                .first()
+                .and_then(|d| d.raster.as_ref())
+                .map_or(0, |r| {
+                    u64::from(r.width).saturating_mul(u64::from(r.height))
+                });
+            Ok(Gathered::new(facts, (input, cell_size, output, cells)).summarising(step.summary))
         },
-        move |(input, cell_size, output), work| {
+        move |(input, cell_size, output, cells), work| {
+            // The chain's grids, from the memory budget all calls share, before the DEM is read.
+            let _memory = crate::budget::reserve(
+                "the DEM tools' grids",
+                crate::budget::grid_bytes(cells, HYDROLOGY_BYTES_PER_CELL, 1),
+            )?;
             let loaded = load(&input, cell_size)?;
             let cell_size = [loaded.cell_size.dx, loaded.cell_size.dy];
             let main = output.display().to_string();
