@@ -337,8 +337,9 @@ fn build() -> Vec<ToolSpec> {
             family: Vector,
             title: "Points from a table",
             description: "A point layer from a CSV/XLSX/ODS table's coordinate columns, in the \
-                CRS you name. Strict numbers: decimal commas, DMS text and out-of-range values \
-                are errors naming the row; ID-like columns keep leading zeros.",
+                CRS you name, or lines/polygons from vertex rows (`geometry`, `group_by`, \
+                `order_by`). Strict: decimal commas, bad DMS parts and out-of-range values are \
+                errors naming the row; ID-like columns keep leading zeros.",
             effect: Writes,
             gated: true,
             opens_rasters: false,

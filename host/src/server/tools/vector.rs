@@ -471,7 +471,7 @@ pub struct PointsArgs {
     pub input: String,
     /// Output path; the format follows its extension unless `format` is given.
     pub output: String,
-    /// Column of longitudes or eastings.
+    /// Column of longitudes or eastings (decimal, or DMS text in a geographic CRS).
     pub x: String,
     /// Column of latitudes or northings.
     pub y: String,
@@ -481,6 +481,16 @@ pub struct PointsArgs {
     pub crs: String,
     /// Sheet of a spreadsheet (needed when it has several).
     pub sheet: Option<String>,
+    /// point (one per row, default), or line/polygon (one per group of vertex rows).
+    pub geometry: Option<crate::gdal::table::shapes::Kind>,
+    /// Line/polygon: column of group ids (default: one shape).
+    pub group_by: Option<String>,
+    /// Line/polygon: column of vertex sequence numbers, optionally followed by ASC or DESC
+    /// (default: row order).
+    pub order_by: Option<String>,
+    /// DMS in separate columns, e.g. {"y_minutes": "lat_m", "y_seconds": "lat_s",
+    /// "y_hemisphere": "lat_h"} (also x_...); x/y then hold degrees.
+    pub dms: Option<crate::gdal::table::DmsColumns>,
     pub format: Option<String>,
     #[serde(default)]
     pub overwrite: bool,
@@ -510,6 +520,10 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
                 z: args.z,
                 crs: args.crs,
                 sheet: args.sheet,
+                geometry: args.geometry.unwrap_or_default(),
+                group_by: args.group_by,
+                order_by: args.order_by,
+                dms: args.dms.unwrap_or_default(),
                 budget,
             };
             Ok(Gathered::new(CallFacts::default(), request))
