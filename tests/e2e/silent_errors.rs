@@ -1441,7 +1441,7 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
     std::fs::write(
         server.path("dms.csv"),
         "name,lat,lon\n\
-         BCN,41°24'12.2\"N,2°10'26.5\"E\n\
+         BCN,\"41°24'12.2\"\"N\",\"2°10'26.5\"\"E\"\n\
          SYD,33 51 54 S,151 12 36 E\n",
     )
     .unwrap();
@@ -1452,6 +1452,7 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
     assert!(near(got[0].1[0], barcelona), "{:?}", got[0].1[0]);
     assert!(near(got[1].1[0], sydney), "{:?}", got[1].1[0]);
 
+    // (A double quote inside a CSV cell is doubled and the cell quoted, as spreadsheets write it.)
     // Separate columns, with colons in the longitude text of the other axis.
     std::fs::write(
         server.path("parts.csv"),
@@ -1485,7 +1486,7 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
     // Minutes of 61: the row and the text are named, nothing is written.
     std::fs::write(
         server.path("bad_dms.csv"),
-        "name,lat,lon\nBCN,41°24'12.2\"N,2°10'26.5\"E\nXXX,41°61'00\"N,2°10'26.5\"E\n",
+        "name,lat,lon\nBCN,\"41°24'12.2\"\"N\",2.17\nXXX,\"41°61'00\"\"N\",2.17\n",
     )
     .unwrap();
     let result = points("lon", "lat", "bad_dms.csv", "bad_dms.gpkg", json!({})).await;
@@ -1531,7 +1532,7 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
     // A column mixing DMS text and plain numbers is refused, naming both rows.
     std::fs::write(
         server.path("mixed.csv"),
-        "name,lat,lon\nA,41°24'12.2\"N,2.17\nB,41.24,2.17\n",
+        "name,lat,lon\nA,\"41°24'12.2\"\"N\",2.17\nB,41.24,2.17\n",
     )
     .unwrap();
     let result = points("lon", "lat", "mixed.csv", "mixed.gpkg", json!({})).await;
