@@ -1190,8 +1190,11 @@ async fn vector_info_reports_mixed_invalid_and_3d_geometries() {
     );
 }
 
-/// Every feature's geometry of the first layer, as (WKT name, points, area, length).
-fn read_shapes(path: &Path) -> Vec<(String, Vec<(f64, f64, f64)>, f64, f64)> {
+/// One feature's geometry: its WKT name, points (a polygon's outer ring), area and length.
+type Shape = (String, Vec<(f64, f64, f64)>, f64, f64);
+
+/// Every feature's geometry of the first layer.
+fn read_shapes(path: &Path) -> Vec<Shape> {
     use gdal::vector::LayerAccess;
     let dataset = gdal::Dataset::open(path).unwrap();
     let mut layer = dataset.layer(0).unwrap();

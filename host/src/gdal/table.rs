@@ -58,8 +58,9 @@ pub struct TableRequest {
     pub budget: TableBudget,
 }
 
-/// Degree-minute-second coordinates in separate columns: `x` and `y` then hold the degrees
-/// (whole when minutes follow; the sign, or a hemisphere column, gives the direction).
+// Degree-minute-second coordinates in separate columns: `x` and `y` then hold the degrees
+// (whole when minutes follow; the sign, or a hemisphere column, gives the direction). (A plain
+// comment: the `dms` argument describes it.)
 #[derive(Debug, Clone, Default, serde::Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DmsColumns {

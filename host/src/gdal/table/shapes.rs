@@ -15,7 +15,7 @@
 use super::super::GdalError;
 use std::collections::HashMap;
 
-/// What each table row becomes.
+// What each table row becomes (a plain comment: the `geometry` argument describes it).
 #[derive(
     Debug,
     Clone,
