@@ -1011,8 +1011,8 @@ async fn raster_calc_applies_scale_offset_nodata_and_types() {
     assert!(text(&unknown).contains("`nir`"), "{}", text(&unknown));
 }
 
-/// Tables: a decimal comma, degree-minute-second text and a latitude of 95 are errors naming
-/// the row, and nothing is written; "007" stays "007".
+/// Tables: a decimal comma, degree-minute-second text with 61 minutes and a latitude of 95 are
+/// errors naming the row, and nothing is written; "007" stays "007".
 #[tokio::test]
 async fn points_from_tables_parse_numbers_strictly() {
     let server = Server::start(Era::Modern, Options::default())
@@ -1028,9 +1028,9 @@ async fn points_from_tables_parse_numbers_strictly() {
         ),
         (
             "dms.csv",
-            "id,lon,lat\n007,10°30'E,59.9\n",
+            "id,lon,lat\n007,10°61'E,59.9\n",
             "row 1",
-            "degrees",
+            "minutes 61",
         ),
         (
             "range.csv",

@@ -1,5 +1,6 @@
-//! Tables to points (`points_from_table`): a CSV, XLSX or ODS table with coordinate columns
-//! becomes a point layer, with strict number parsing.
+//! Tables to points, lines and polygons (`points_from_table`): a CSV, XLSX or ODS table with
+//! coordinate columns becomes a point layer, or, with `geometry`, a layer of lines or polygons
+//! whose vertices are rows grouped by `group_by` and ordered by `order_by` ([`shapes`]).
 //!
 //! Before GDAL opens a table, its size is bounded from what the file declares
 //! ([`check_budget`]): an XLSX or ODS file is a zip, whose central directory is read here (never
@@ -8,11 +9,19 @@
 //! budget, with a line longer than the line budget, or a header with more columns than the
 //! column budget. Every budget is configurable ([`TableBudget`]).
 //!
-//! Every cell is read as text (`facts::open_table`, `facts::with_text_cells`). Coordinates must be plain decimal numbers:
-//! a decimal comma, degree-minute-second text, an empty cell or a value outside a geographic
-//! CRS's range is an error naming the row and column, never a guess. The other columns are
-//! typed from all their values: whole numbers without leading zeros become Integer64, plain
-//! decimals Real, anything else String, so an identifier such as "001" keeps its zeros.
+//! Every cell is read as text (`facts::open_table`, `facts::with_text_cells`). Coordinates must be
+//! plain decimal numbers, or, in a geographic CRS, degrees-minutes-seconds ([`dms`]): a column
+//! whose every value is DMS text, or whole degrees with minute, second and hemisphere columns
+//! named in `dms`. A decimal comma, an empty cell, a column mixing DMS text and plain numbers,
+//! a DMS part out of range or a value outside a geographic CRS's range is an error naming the
+//! row and column, never a guess; where the values fit the other axis, the error says the
+//! columns look swapped. The other columns are typed from all their values: whole numbers
+//! without leading zeros become Integer64, plain decimals Real, anything else String, so an
+//! identifier such as "001" keeps its zeros. Lines and polygons keep the columns whose value is
+//! the same on every row of a group.
+
+pub mod dms;
+pub mod shapes;
 
 use super::output::Staging;
 use super::{ErrorCapture, GdalError};
@@ -37,8 +46,30 @@ pub struct TableRequest {
     /// The CRS definition the coordinates are in.
     pub crs: String,
     pub sheet: Option<String>,
+    /// What each row (point) or group of rows (line, polygon) becomes.
+    pub geometry: shapes::Kind,
+    /// The column naming each line's or polygon's group of vertex rows.
+    pub group_by: Option<String>,
+    /// The column of vertex sequence numbers, optionally followed by ASC or DESC.
+    pub order_by: Option<String>,
+    /// Minute, second and hemisphere columns of DMS coordinates.
+    pub dms: DmsColumns,
     /// What the table may make GDAL expand.
     pub budget: TableBudget,
+}
+
+// Degree-minute-second coordinates in separate columns: `x` and `y` then hold the degrees
+// (whole when minutes follow; the sign, or a hemisphere column, gives the direction). (A plain
+// comment: the `dms` argument describes it.)
+#[derive(Debug, Clone, Default, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DmsColumns {
+    pub x_minutes: Option<String>,
+    pub x_seconds: Option<String>,
+    pub x_hemisphere: Option<String>,
+    pub y_minutes: Option<String>,
+    pub y_seconds: Option<String>,
+    pub y_hemisphere: Option<String>,
 }
 
 /// At most this many rows are read (every cell is held as text until the types are known).
@@ -443,11 +474,17 @@ pub struct TableOutput {
     pub output: String,
     pub files: Vec<String>,
     pub layer: String,
+    /// `point`, `line` or `polygon`.
+    pub geometry: String,
     pub features: u64,
     pub crs: String,
-    /// x and y (and z) as read: which column holds which axis.
+    /// x and y (and z) as read: which column holds which axis, and how it was written.
     pub axes: Vec<String>,
+    /// `decimal`, `dms` (text) or `dms_columns`; "x: ..., y: ..." when the axes differ.
+    pub coordinate_format: String,
     pub columns: Vec<Column>,
+    /// What was done to the data (rings closed, reoriented; columns dropped).
+    pub notes: Vec<String>,
 }
 
 /// Why a cell is not a plain number, or `None` when it is one.
@@ -456,12 +493,10 @@ fn number_problem(text: &str) -> Option<&'static str> {
     if t.is_empty() {
         return Some("is empty");
     }
-    if t.contains(['°', '\'', '"', '′', '″'])
-        || t.ends_with(['N', 'S', 'E', 'W', 'n', 's', 'e', 'w'])
-        || t.split_whitespace().count() > 1
-    {
+    if dms::looks_like_dms(t) {
         return Some(
-            "looks like degrees-minutes-seconds text; convert it to decimal degrees first",
+            "looks like degrees-minutes-seconds text, which is read only in x and y columns in a \
+             geographic crs; convert it to decimal degrees first",
         );
     }
     if t.contains(',') {
@@ -596,25 +631,44 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         memory.cover(held)?;
         rows.push(row);
     }
-    // Coordinates, strictly.
+    // Coordinates, strictly: each axis decimal, DMS text or DMS columns.
+    let dms_column =
+        |argument: &str, column: &Option<String>| -> Result<Option<usize>, GdalError> {
+            column.as_deref().map(|c| find(argument, c)).transpose()
+        };
+    let x_parts = [
+        dms_column("dms.x_minutes", &request.dms.x_minutes)?,
+        dms_column("dms.x_seconds", &request.dms.x_seconds)?,
+        dms_column("dms.x_hemisphere", &request.dms.x_hemisphere)?,
+    ];
+    let y_parts = [
+        dms_column("dms.y_minutes", &request.dms.y_minutes)?,
+        dms_column("dms.y_seconds", &request.dms.y_seconds)?,
+        dms_column("dms.y_hemisphere", &request.dms.y_hemisphere)?,
+    ];
+    let axis_reader = AxisReader {
+        rows: &rows,
+        names: &names,
+        geographic,
+    };
+    let (xs, x_format) = axis_reader.read("x", xi, x_parts, dms::Axis::X)?;
+    let (ys, y_format) = axis_reader.read("y", yi, y_parts, dms::Axis::Y)?;
     let mut points = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter().enumerate() {
-        let number = |column: usize, argument: &str| -> Result<f64, GdalError> {
-            let text = row[column].as_deref().unwrap_or("");
-            if let Some(problem) = number_problem(text) {
-                return Err(GdalError::Arguments(format!(
-                    "{argument}: row {} (data row, header not counted), column \"{}\": \"{text}\" \
-                     {problem}; nothing was written",
-                    index + 1,
-                    names[column]
-                )));
-            }
-            Ok(text.trim().parse::<f64>().unwrap_or(f64::NAN))
-        };
-        let x = number(xi, "x")?;
-        let y = number(yi, "y")?;
+        let (x, y) = (xs[index], ys[index]);
         let z = match zi {
-            Some(zi) => Some(number(zi, "z")?),
+            Some(zi) => {
+                let text = row[zi].as_deref().unwrap_or("");
+                if let Some(problem) = number_problem(text) {
+                    return Err(GdalError::Arguments(format!(
+                        "z: row {} (data row, header not counted), column \"{}\": \"{text}\" \
+                         {problem}; nothing was written",
+                        index + 1,
+                        names[zi]
+                    )));
+                }
+                Some(text.trim().parse::<f64>().unwrap_or(f64::NAN))
+            }
             None => None,
         };
         if geographic && (x.abs() > 180.0 || y.abs() > 90.0) {
@@ -632,10 +686,134 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         }
         points.push((x, y, z));
     }
-    // Other columns' types, from all their values.
-    let others: Vec<usize> = (0..names.len())
-        .filter(|i| *i != xi && *i != yi && Some(*i) != zi)
+    // Points, or groups of rows as lines or polygons.
+    let kind = request.geometry;
+    let mut notes = Vec::new();
+    let mut used: Vec<usize> = [Some(xi), Some(yi), zi]
+        .into_iter()
+        .chain(x_parts)
+        .chain(y_parts)
+        .flatten()
         .collect();
+    let shapes: Vec<shapes::Shape> = if kind == shapes::Kind::Point {
+        for (argument, given) in [
+            ("group_by", &request.group_by),
+            ("order_by", &request.order_by),
+        ] {
+            if given.is_some() {
+                return Err(GdalError::Arguments(format!(
+                    "{argument}: applies to geometry \"line\" or \"polygon\"; a point layer has \
+                     one feature per row"
+                )));
+            }
+        }
+        points
+            .iter()
+            .enumerate()
+            .map(|(row, vertex)| shapes::Shape {
+                key: String::new(),
+                rows: vec![row],
+                vertices: vec![*vertex],
+            })
+            .collect()
+    } else {
+        let group = match &request.group_by {
+            Some(g) => Some((find("group_by", g)?, g.as_str())),
+            None => None,
+        };
+        let order = match &request.order_by {
+            Some(o) => {
+                let (column, descending) = shapes::order_column(o, &names);
+                Some((find("order_by", column)?, column, descending))
+            }
+            None => None,
+        };
+        for (index, argument) in [
+            (group.map(|g| g.0), "group_by"),
+            (order.map(|o| o.0), "order_by"),
+        ] {
+            if index.is_some_and(|i| used.contains(&i)) {
+                return Err(GdalError::Arguments(format!(
+                    "{argument}: names a coordinate column; name the column of group ids or of \
+                     vertex sequence numbers"
+                )));
+            }
+        }
+        let groups = shapes::group_rows(&rows, group, order)?;
+        let order_hint = match order {
+            Some((_, column, _)) => format!(
+                "its vertices were taken in \"{column}\" order: check that column (vertices out \
+                 of order make a ring cross itself)"
+            ),
+            None => "its vertices were taken in the table's row order; name the column of \
+                     vertex sequence numbers with order_by"
+                .to_string(),
+        };
+        let mut builder = shapes::Builder {
+            kind,
+            grouped: group.is_some(),
+            order_hint: &order_hint,
+            repairs: shapes::Repairs::default(),
+        };
+        let mut built = Vec::with_capacity(groups.len());
+        for (key, members) in groups {
+            let vertices = members.iter().map(|&r| points[r]).collect();
+            built.push(builder.build(key, &members, vertices, ring_invalidity)?);
+        }
+        let grouped = group.is_some();
+        let repairs = builder.repairs;
+        if !repairs.closed.is_empty() {
+            notes.push(format!(
+                "{}: the ring was not closed; closed by repeating its first vertex",
+                shapes::list(&repairs.closed, grouped)
+            ));
+        }
+        if !repairs.snapped.is_empty() {
+            notes.push(format!(
+                "{}: the last vertex was within 1e-9 of the ring's extent of the first; snapped \
+                 onto it to close the ring",
+                shapes::list(&repairs.snapped, grouped)
+            ));
+        }
+        if !repairs.reversed.is_empty() {
+            notes.push(format!(
+                "{}: the ring ran clockwise; reversed to counter-clockwise (exterior rings are \
+                 counter-clockwise, as in GeoJSON and the OGC simple features)",
+                shapes::list(&repairs.reversed, grouped)
+            ));
+        }
+        if order.is_none() {
+            notes.push("vertices taken in the table's row order (no order_by)".to_string());
+        }
+        if let Some((o, _, _)) = order {
+            used.push(o);
+        }
+        // Columns that vary within a group are per-vertex values: dropped, and said.
+        let varying: Vec<usize> = (0..names.len())
+            .filter(|i| !used.contains(i) && Some(*i) != group.map(|g| g.0))
+            .filter(|&i| {
+                let cell = |r: usize| rows[r][i].as_deref().map(str::trim);
+                built.iter().any(|shape| {
+                    let first = shape.rows.first().and_then(|&r| cell(r));
+                    shape.rows.iter().any(|&r| cell(r) != first)
+                })
+            })
+            .collect();
+        if !varying.is_empty() {
+            notes.push(format!(
+                "column(s) {} vary within a group (per-vertex values): not kept",
+                varying
+                    .iter()
+                    .map(|&i| format!("\"{}\"", names[i]))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            used.extend(varying);
+        }
+        built
+    };
+    // Other columns' types, from all their values.
+    let others: Vec<usize> = (0..names.len()).filter(|i| !used.contains(i)).collect();
     let columns: Vec<(usize, Column)> = others
         .iter()
         .map(|&i| {
@@ -671,10 +849,14 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         let mut layer_srs: SpatialRef = srs.clone();
         layer_srs
             .set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
-        let ty = if zi.is_some() {
-            gdal_sys::OGRwkbGeometryType::wkbPoint25D
-        } else {
-            gdal_sys::OGRwkbGeometryType::wkbPoint
+        use gdal_sys::OGRwkbGeometryType as T;
+        let ty = match (kind, zi.is_some()) {
+            (shapes::Kind::Point, false) => T::wkbPoint,
+            (shapes::Kind::Point, true) => T::wkbPoint25D,
+            (shapes::Kind::Line, false) => T::wkbLineString,
+            (shapes::Kind::Line, true) => T::wkbLineString25D,
+            (shapes::Kind::Polygon, false) => T::wkbPolygon,
+            (shapes::Kind::Polygon, true) => T::wkbPolygon25D,
         };
         let layer = out
             .create_layer(LayerOptions {
@@ -700,17 +882,16 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         layer
             .create_defn_fields(&defs)
             .map_err(|_| failed("cannot create the fields"))?;
-        for (row, (x, y, z)) in rows.iter().zip(&points) {
-            let mut geometry = Geometry::empty(ty).map_err(|_| failed("geometry"))?;
-            match z {
-                Some(z) => geometry.add_point((*x, *y, *z)),
-                None => geometry.add_point_2d((*x, *y)),
-            }
+        for shape in &shapes {
+            let geometry = geometry_of(kind, &shape.vertices).map_err(|_| failed("geometry"))?;
             let mut feature =
                 gdal::vector::Feature::new(layer.defn()).map_err(|_| failed("feature"))?;
             feature
                 .set_geometry(geometry)
                 .map_err(|_| failed("geometry"))?;
+            let Some(row) = shape.rows.first().map(|&r| &rows[r]) else {
+                continue;
+            };
             for (field, (source, column)) in columns.iter().enumerate() {
                 let Some(text) = row[*source].as_deref().map(str::trim) else {
                     continue;
@@ -728,18 +909,37 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         }
     }
     let files = staging.commit()?;
+    let described = |format: Format| match format {
+        Format::Decimal => "",
+        Format::Dms => ", degrees-minutes-seconds text",
+        Format::DmsColumns => ", degrees with minute/second columns",
+    };
     let mut axes = vec![
-        format!("x (longitude or easting) = \"{}\"", request.x),
-        format!("y (latitude or northing) = \"{}\"", request.y),
+        format!(
+            "x (longitude or easting) = \"{}\"{}",
+            request.x,
+            described(x_format)
+        ),
+        format!(
+            "y (latitude or northing) = \"{}\"{}",
+            request.y,
+            described(y_format)
+        ),
     ];
     if let Some(z) = &request.z {
         axes.push(format!("z = \"{z}\""));
     }
+    let coordinate_format = if x_format == y_format {
+        x_format.name().to_string()
+    } else {
+        format!("x: {}, y: {}", x_format.name(), y_format.name())
+    };
     Ok(TableOutput {
         output: request.output.display().to_string(),
         files: files.iter().map(|p| p.display().to_string()).collect(),
         layer: layer_name,
-        features: points.len() as u64,
+        geometry: kind.name().to_string(),
+        features: shapes.len() as u64,
         crs: srs
             .auth_name()
             .zip(srs.auth_code().ok())
@@ -747,8 +947,199 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
             .or_else(|| srs.name())
             .unwrap_or_else(|| request.crs.clone()),
         axes,
+        coordinate_format,
         columns: columns.into_iter().map(|(_, c)| c).collect(),
+        notes,
     })
+}
+
+/// The OGR geometry of one shape's vertices.
+fn geometry_of(kind: shapes::Kind, vertices: &[shapes::Vertex]) -> gdal::errors::Result<Geometry> {
+    use gdal_sys::OGRwkbGeometryType as T;
+    let has_z = vertices.iter().any(|v| v.2.is_some());
+    let add = |geometry: &mut Geometry| {
+        for (x, y, z) in vertices {
+            match z {
+                Some(z) => geometry.add_point((*x, *y, *z)),
+                None => geometry.add_point_2d((*x, *y)),
+            }
+        }
+    };
+    match kind {
+        shapes::Kind::Point => {
+            let mut point = Geometry::empty(if has_z { T::wkbPoint25D } else { T::wkbPoint })?;
+            add(&mut point);
+            Ok(point)
+        }
+        shapes::Kind::Line => {
+            let mut line = Geometry::empty(if has_z {
+                T::wkbLineString25D
+            } else {
+                T::wkbLineString
+            })?;
+            add(&mut line);
+            Ok(line)
+        }
+        shapes::Kind::Polygon => {
+            let mut ring = Geometry::empty(T::wkbLinearRing)?;
+            add(&mut ring);
+            let mut polygon = Geometry::empty(if has_z {
+                T::wkbPolygon25D
+            } else {
+                T::wkbPolygon
+            })?;
+            polygon.add_geometry(ring)?;
+            Ok(polygon)
+        }
+    }
+}
+
+/// GEOS's reason a ring (as a polygon) is invalid, if it is.
+fn ring_invalidity(vertices: &[shapes::Vertex]) -> Option<String> {
+    let flat: Vec<shapes::Vertex> = vertices.iter().map(|&(x, y, _)| (x, y, None)).collect();
+    let polygon = geometry_of(shapes::Kind::Polygon, &flat).ok()?;
+    super::geometry::invalidity_reason(&polygon)
+}
+
+/// How an axis was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Decimal,
+    Dms,
+    DmsColumns,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Decimal => "decimal",
+            Format::Dms => "dms",
+            Format::DmsColumns => "dms_columns",
+        }
+    }
+}
+
+/// A cell's text ("" when empty).
+fn cell(row: &[Option<String>], column: usize) -> &str {
+    row[column].as_deref().unwrap_or("")
+}
+
+/// Reads one coordinate axis of every row.
+struct AxisReader<'a> {
+    rows: &'a [Vec<Option<String>>],
+    names: &'a [String],
+    geographic: bool,
+}
+
+impl AxisReader<'_> {
+    /// The axis's value on every row, and how it was written: `parts` are the minute, second and
+    /// hemisphere columns, if any.
+    fn read(
+        &self,
+        argument: &str,
+        column: usize,
+        parts: [Option<usize>; 3],
+        axis: dms::Axis,
+    ) -> Result<(Vec<f64>, Format), GdalError> {
+        let name = &self.names[column];
+        let at = |index: usize| format!("row {} (data row, header not counted)", index + 1);
+        if parts.iter().any(Option::is_some) {
+            if !self.geographic {
+                return Err(GdalError::Arguments(
+                    "dms: degrees-minutes-seconds columns need a geographic crs; the crs given \
+                     is projected"
+                        .to_string(),
+                ));
+            }
+            let [minutes, seconds, hemisphere] = parts;
+            if seconds.is_some() && minutes.is_none() {
+                return Err(GdalError::Arguments(format!(
+                    "dms.{argument}_seconds: needs {argument}_minutes too"
+                )));
+            }
+            let mut values = Vec::with_capacity(self.rows.len());
+            for (index, row) in self.rows.iter().enumerate() {
+                let mut texts = vec![cell(row, column)];
+                let mut columns = vec![format!("\"{name}\"")];
+                for part in [minutes, seconds, hemisphere].into_iter().flatten() {
+                    texts.push(cell(row, part));
+                    columns.push(format!("\"{}\"", self.names[part]));
+                }
+                let empty = [Some(column), minutes, seconds, hemisphere]
+                    .into_iter()
+                    .flatten()
+                    .find(|&c| row[c].is_none());
+                let value = match empty {
+                    Some(c) => Err(format!("has column \"{}\" empty", self.names[c])),
+                    None => dms::parse_parts(
+                        cell(row, column),
+                        minutes.map(|c| cell(row, c)),
+                        seconds.map(|c| cell(row, c)),
+                        hemisphere.map(|c| cell(row, c)),
+                        axis,
+                    ),
+                };
+                match value {
+                    Ok(v) => values.push(v),
+                    Err(problem) => {
+                        return Err(GdalError::Arguments(format!(
+                            "{argument}: {}, columns {}: \"{}\" {problem}; nothing was written",
+                            at(index),
+                            columns.join(", "),
+                            texts.join(" | ")
+                        )))
+                    }
+                }
+            }
+            return Ok((values, Format::DmsColumns));
+        }
+        let first_dms = self
+            .rows
+            .iter()
+            .position(|row| dms::looks_like_dms(cell(row, column)));
+        let mut values = Vec::with_capacity(self.rows.len());
+        for (index, row) in self.rows.iter().enumerate() {
+            let text = cell(row, column);
+            let value = match first_dms {
+                Some(_) if !self.geographic => Err(
+                    "is degrees-minutes-seconds text, which needs a geographic crs (the crs \
+                     given is projected)"
+                        .to_string(),
+                ),
+                Some(first) if !dms::looks_like_dms(text) && !text.trim().is_empty() => {
+                    Err(format!(
+                        "is a plain number in a column of degrees-minutes-seconds text (row {}: \
+                         \"{}\"); write every value one way",
+                        first + 1,
+                        cell(&self.rows[first], column)
+                    ))
+                }
+                Some(_) => dms::parse_text(text, axis),
+                None => match number_problem(text) {
+                    Some(problem) => Err(problem.to_string()),
+                    None => Ok(text.trim().parse::<f64>().unwrap_or(f64::NAN)),
+                },
+            };
+            match value {
+                Ok(v) => values.push(v),
+                Err(problem) => {
+                    return Err(GdalError::Arguments(format!(
+                        "{argument}: {}, column \"{name}\": \"{text}\" {problem}; nothing was \
+                         written",
+                        at(index)
+                    )))
+                }
+            }
+        }
+        Ok((
+            values,
+            if first_dms.is_some() {
+                Format::Dms
+            } else {
+                Format::Decimal
+            },
+        ))
+    }
 }
 
 #[cfg(test)]

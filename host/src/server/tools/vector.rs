@@ -552,7 +552,7 @@ pub struct PointsArgs {
     pub input: String,
     /// Output path; the format follows its extension unless `format` is given.
     pub output: String,
-    /// Column of longitudes or eastings.
+    /// Column of longitudes or eastings (decimal, or DMS text in a geographic CRS).
     pub x: String,
     /// Column of latitudes or northings.
     pub y: String,
@@ -562,6 +562,16 @@ pub struct PointsArgs {
     pub crs: String,
     /// Sheet of a spreadsheet (needed when it has several).
     pub sheet: Option<String>,
+    /// point (one per row, default), or line/polygon (one per group of vertex rows).
+    pub geometry: Option<crate::gdal::table::shapes::Kind>,
+    /// Line/polygon: column of group ids (default: one shape).
+    pub group_by: Option<String>,
+    /// Line/polygon: column of vertex sequence numbers, optionally followed by ASC or DESC
+    /// (default: row order).
+    pub order_by: Option<String>,
+    /// DMS in separate columns, e.g. {"y_minutes": "lat_m", "y_seconds": "lat_s",
+    /// "y_hemisphere": "lat_h"} (also x_...); x/y then hold degrees.
+    pub dms: Option<crate::gdal::table::DmsColumns>,
     pub format: Option<String>,
     #[serde(default)]
     pub overwrite: bool,
@@ -575,8 +585,9 @@ pub const POINTS_FROM_TABLE: ToolSpec = ToolSpec {
     title: "Points from a table",
     verb: "Built features from the table",
     description: "A point layer from a CSV/XLSX/ODS table's coordinate columns, in the \
-        CRS you name. Strict numbers: decimal commas, DMS text and out-of-range values \
-        are errors naming the row; ID-like columns keep leading zeros.",
+        CRS you name, or lines/polygons from vertex rows (`geometry`, `group_by`, \
+        `order_by`). Strict: decimal commas, bad DMS parts and out-of-range values are \
+        errors naming the row; ID-like columns keep leading zeros.",
     effect: Effect::Writes,
     opens_rasters: false,
     schemas: Schemas::gated::<PointsArgs, crate::gdal::table::TableOutput>(),
@@ -606,22 +617,40 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
                 z: args.z,
                 crs: args.crs,
                 sheet: args.sheet,
+                geometry: args.geometry.unwrap_or_default(),
+                group_by: args.group_by,
+                order_by: args.order_by,
+                dms: args.dms.unwrap_or_default(),
                 budget,
             };
             Ok(Gathered::new(CallFacts::default(), request))
         },
         |request: crate::gdal::table::TableRequest, _work| {
             let output = crate::gdal::table::run(&request)?;
+            let what = match output.geometry.as_str() {
+                "point" => "one point per row".to_string(),
+                kind => format!(
+                    "one {kind} per group of rows with the same {}, vertices in the order of {}",
+                    request.group_by.as_deref().unwrap_or("?"),
+                    request.order_by.as_deref().unwrap_or("the rows")
+                ),
+            };
             let computation = format!(
-                "one point per row of {}{}, at ({}) read as plain decimals in {}; rows without \
-                 coordinates refused, the other columns typed as a whole (integer, real or text)",
+                "{what} of {}{}, at ({}) written as {} in {}; the other columns typed as a \
+                 whole (integer, real or text){}",
                 request.input.display(),
                 request
                     .sheet
                     .as_ref()
                     .map_or(String::new(), |s| format!(" (sheet {s})")),
                 output.axes.join(", "),
-                output.crs
+                output.coordinate_format,
+                output.crs,
+                if output.notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {}", output.notes.join("; "))
+                }
             );
             Ok(Computed::new(output, computation))
         },
