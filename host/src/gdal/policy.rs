@@ -559,7 +559,12 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     // GDAL probes sidecars by name for every file it opens, the sources of a VRT included: a
     // FIFO planted as `src.tif.ovr` beside a clean source blocked the open (regression, issue
     // 21 item 7). Checked here, on the worker, right before the open.
-    if let Some(roots) = ROOTS.get() {
+    // The host's own in-memory scratch files (a composite's band VRT) are not on disk, and no
+    // caller can name one (a `/vsi` path is refused in arguments and references). Regression
+    // of the merge of issue 21 item 7: the check stat()ed them and refused every composite of
+    // unlike grids as "does not exist".
+    let scratch = file.to_string_lossy().starts_with(SCRATCH_PREFIX);
+    if let (Some(roots), false) = (ROOTS.get(), scratch) {
         let argument = input.display().to_string();
         let mut seen = Vec::new();
         crate::workspace::check_not_special_seen(&argument, file, roots, &mut seen)
