@@ -362,10 +362,15 @@ fn check_folder(
     Ok(())
 }
 
-/// GDAL virtual file systems, URLs and `DRIVER:` connection or subdataset strings.
+/// GDAL virtual file systems, URLs, `DRIVER:` connection or subdataset strings, and inline
+/// documents: GDAL parses a name holding `<VRTDataset` (or `<OGRVRTDataSource`) as the XML
+/// itself, path prefix and all, even when that name is a real folder (regression, issue 21
+/// attack round 4, B1: a VRT source naming a workspace folder called like an inline VRT read
+/// outside rasters, ran an outside `VACUUM INTO`, and wedged every open on a FIFO). No file
+/// name an analyst uses holds `<`.
 pub fn is_virtual(raw: &str) -> bool {
     let trimmed = raw.trim_start();
-    if trimmed.starts_with("/vsi") || trimmed.contains("://") {
+    if trimmed.starts_with("/vsi") || trimmed.contains("://") || trimmed.contains('<') {
         return true;
     }
     match trimmed.split_once(':') {
@@ -387,6 +392,8 @@ mod tests {
     #[test]
     fn virtual_paths_are_recognised() {
         for raw in [
+            "ws/<VRTDataset rasterXSize=\"1\"><VRTRasterBand/></VRTDataset>",
+            "<OGRVRTDataSource><OGRVRTLayer name=\"x\"/></OGRVRTDataSource>",
             "/vsicurl/http://x/y.tif",
             "/vsizip/a.zip/b.tif",
             "PG:dbname=x",

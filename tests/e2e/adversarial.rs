@@ -3046,3 +3046,198 @@ async fn a_file_swapped_between_check_and_open_fails_the_call() {
     still_serves(&server).await;
     decoy.assert_untouched();
 }
+
+/// Regression (issue 21, attack round 4, B1): GDAL parses a name holding `<VRTDataset` as the
+/// VRT document itself, path prefix and all, even when the name is a real folder. A VRT whose
+/// source named a workspace folder called like an inline VRT read the outside raster the inner
+/// document named (its cells came back from `raster_sample`), and its inner `OpenOptions` ran
+/// an outside `VACUUM INTO`. A reference holding `<` is now refused before the open.
+#[tokio::test]
+async fn a_vrt_source_named_like_an_inline_vrt_is_refused() {
+    let decoy = Decoy::new();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let inner = format!(
+        "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\"><VRTRasterBand dataType=\"Float32\" \
+         band=\"1\"><SimpleSource><SourceFilename>{}</SourceFilename><SourceBand>1</SourceBand>\
+         </SimpleSource></VRTRasterBand></VRTDataset>",
+        decoy.path("outside.tif")
+    );
+    // The nested folders whose path spells the inner document.
+    std::fs::create_dir_all(server.path(&inner)).unwrap();
+    let escaped = inner
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let outer = |source: &str| {
+        format!(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\"><SRS>EPSG:32633</SRS>\
+             <GeoTransform>0,1,0,10,0,-1</GeoTransform><VRTRasterBand dataType=\"Float32\" \
+             band=\"1\"><SimpleSource><SourceFilename relativeToVRT=\"1\">{source}\
+             </SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>\
+             </VRTDataset>"
+        )
+    };
+    std::fs::write(server.path("read.vrt"), outer(&escaped)).unwrap();
+    // The clean twin: the same VRT over a workspace raster.
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        server.path("inside.tif"),
+    )
+    .unwrap();
+    std::fs::write(server.path("twin.vrt"), outer("inside.tif")).unwrap();
+    std::fs::copy(server.path("inside.tif"), server.path("dem.tif")).unwrap();
+    for (tool, arguments) in [
+        (
+            "raster_sample",
+            json!({"input": "read.vrt", "coordinates": [[5, 5]]}),
+        ),
+        ("raster_info", json!({"input": "read.vrt"})),
+        (
+            "raster_convert",
+            json!({"input": "read.vrt", "output": "stolen.tif"}),
+        ),
+    ] {
+        let result = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert!(
+            text(&result).contains("makes GDAL read"),
+            "{tool}: {}",
+            text(&result)
+        );
+    }
+    assert!(!server.path("stolen.tif").exists());
+    let twin = server
+        .call(
+            "raster_sample",
+            json!({"input": "twin.vrt", "coordinates": [[5, 5]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    still_serves(&server).await;
+    decoy.assert_untouched();
+}
+
+/// Regression (issue 21, attack round 4, B2): the shapefile driver reads a zipped shapefile
+/// (`.shp.zip`, `.shz`) through `/vsizip/`, where the `.prj` inside could name an outside FIFO
+/// as a `+nadgrids` grid that no check saw; `vector_reproject` never answered. Zipped
+/// shapefiles are refused before the open, naming the way out; the unzipped twin works.
+#[tokio::test]
+async fn a_zipped_shapefile_is_refused_before_the_open() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(server.path("p.csv"), "id,lat,lon\n1,10,20\n2,11,21\n").unwrap();
+    let status = std::process::Command::new("ogr2ogr")
+        .args(["-q", "-f", "ESRI Shapefile", "-a_srs", "EPSG:4326"])
+        .arg(server.path("s.shp"))
+        .arg(server.path("p.csv"))
+        .args(["-oo", "X_POSSIBLE_NAMES=lon", "-oo", "Y_POSSIBLE_NAMES=lat"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = std::process::Command::new("zip")
+        .current_dir(server.path(""))
+        .args(["-q", "grid.shp.zip", "s.shp", "s.shx", "s.dbf", "s.prj"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::copy(server.path("grid.shp.zip"), server.path("grid.shz")).unwrap();
+    for input in ["grid.shp.zip", "grid.shz"] {
+        for (tool, arguments) in [
+            ("vector_info", json!({"input": input})),
+            (
+                "vector_reproject",
+                json!({"input": input, "output": "o.gpkg", "dst_crs": "EPSG:3857"}),
+            ),
+        ] {
+            let result = server.call(tool, arguments).await.unwrap();
+            assert!(is_error(&result), "{tool} {input}: {}", text(&result));
+            assert!(text(&result).contains("unzip it"), "{}", text(&result));
+        }
+    }
+    assert!(!server.path("o.gpkg").exists());
+    let twin = server
+        .call("vector_info", json!({"input": "s.shp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
+
+/// Regression (issue 21, attack round 4, B3): GDAL reads a whole natural block to give one
+/// cell. A 400-byte sparse GeoTIFF whose one tile is 16384 x 8192 Float64 made a one-point
+/// `raster_sample` allocate 1 GiB past the shared memory budget (four at once: 4.25 GB). The
+/// block is now reserved first: refused as `memory_budget`; the same raster in 256-cell tiles
+/// is sampled.
+#[tokio::test]
+async fn a_sample_reserves_the_block_gdal_reads() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (256u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (name, block) in [
+        ("bomb.tif", ["16384", "8192"]),
+        ("twin.tif", ["256", "256"]),
+    ] {
+        let status = std::process::Command::new("gdal_create")
+            .args([
+                "-q", "-of", "GTiff", "-outsize", "16384", "8192", "-bands", "1",
+            ])
+            .args([
+                "-ot",
+                "Float64",
+                "-a_srs",
+                "EPSG:32633",
+                "-a_ullr",
+                "0",
+                "8192",
+                "16384",
+                "0",
+            ])
+            .args(["-co", "TILED=YES", "-co", "SPARSE_OK=TRUE"])
+            .args(["-co", &format!("BLOCKXSIZE={}", block[0])])
+            .args(["-co", &format!("BLOCKYSIZE={}", block[1])])
+            .arg(server.path(name))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let bomb = server
+        .call(
+            "raster_sample",
+            json!({"input": "bomb.tif", "coordinates": [[5, 5]], "crs": "EPSG:32633"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&bomb), "{}", text(&bomb));
+    assert_eq!(
+        structured(&bomb)["error"]["kind"],
+        "memory_budget",
+        "{}",
+        text(&bomb)
+    );
+    let twin = server
+        .call(
+            "raster_sample",
+            json!({"input": "twin.tif", "coordinates": [[5, 5]], "crs": "EPSG:32633"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        server.path("dem.tif"),
+    )
+    .unwrap();
+    still_serves(&server).await;
+}

@@ -543,6 +543,17 @@ fn is_spreadsheet(path: &Path) -> bool {
     })
 }
 
+/// Whether the shapefile driver would open `path` as a zip of a shapefile (`.shz`,
+/// `.shp.zip`): regression, issue 21 attack round 4, B2: a `.prj` deflated inside one named
+/// an outside FIFO as a `+nadgrids` grid and `vector_reproject` never answered.
+fn is_zipped_shapefile(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    name.ends_with(".shz") || name.ends_with(".shp.zip")
+}
+
 /// VRTs nested deeper than this are refused (GDAL's own guard against cycles is deeper).
 const MAX_VRT_DEPTH: usize = 8;
 
@@ -578,6 +589,14 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     // 636 KB XLSX that expands to 601 MB took 0.6 GB, `vector_query` 1.2 GB).
     if is_spreadsheet(file) {
         super::table::check_budget(file, &super::table::TableBudget::from_env())?;
+    }
+    if is_zipped_shapefile(file) {
+        return Err(GdalError::Arguments(format!(
+            "{}: a zipped shapefile is read by GDAL through /vsizip/, where its .prj (which can \
+             make PROJ open any file as a grid) cannot be checked before the open; unzip it \
+             into the workspace and pass the .shp",
+            input.display()
+        )));
     }
     if super::references::is_vrt_document(file) {
         if depth >= MAX_VRT_DEPTH {

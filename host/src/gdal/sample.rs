@@ -339,11 +339,22 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         }
     }
     let mut band_info = Vec::new();
+    // GDAL reads a whole natural block to give one cell: a 372-byte GeoTIFF whose one tile is
+    // 16384 x 8192 Float64 made a one-point sample allocate 1 GiB, and four at once 4.25 GB
+    // (regression, issue 21 attack round 4, B3). Each band's block is reserved from the
+    // budget all calls share before any cell is read.
+    let mut block_bytes = 0u64;
     for &b in &bands {
         let band = dataset.rasterband(b).map_err(|e| GdalError::Failed {
             operation: format!("reading band {b}"),
             message: e.to_string(),
         })?;
+        let (block_x, block_y) = band.block_size();
+        block_bytes = block_bytes.saturating_add(crate::budget::grid_bytes(
+            (block_x as u64).saturating_mul(block_y as u64),
+            u64::from(band.band_type().bytes()),
+            1,
+        ));
         let unit = band.unit();
         band_info.push(SampledBand {
             band: b,
@@ -354,6 +365,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             nodata: band.no_data_value(),
         });
     }
+    let _memory = crate::budget::reserve("the raster blocks a sample reads", block_bytes)?;
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
     for (id, point) in given {
