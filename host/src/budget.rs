@@ -307,6 +307,18 @@ pub fn reserve(what: &str, bytes: u64) -> Result<Reservation<'static>, BudgetErr
     global().reserve(what, bytes)
 }
 
+/// A budget the operator sets in the environment: `variable` as a positive whole number,
+/// else `default` (unset, zero or anything else keeps the default). Every per-call budget
+/// (cells, features, vertices, LIKE comparisons, nearest pairs, hashing) reads its override
+/// here, once, through its own `OnceLock`.
+pub fn setting(variable: &str, default: u64) -> u64 {
+    std::env::var(variable)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(default)
+}
+
 /// Bytes a grid of `cells` cells of `bytes_per_cell` bytes holds, times `copies` (the grids a
 /// step holds at once), saturating.
 pub fn grid_bytes(cells: u64, bytes_per_cell: u64, copies: u64) -> u64 {

@@ -1597,11 +1597,7 @@ pub const TIES_LISTED: usize = 10;
 pub fn max_nearest_pairs() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *MAX.get_or_init(|| {
-        std::env::var("GDAL_MCP_MAX_NEAREST_PAIRS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|v| *v > 0)
-            .unwrap_or(DEFAULT_MAX_NEAREST_PAIRS)
+        crate::budget::setting("GDAL_MCP_MAX_NEAREST_PAIRS", DEFAULT_MAX_NEAREST_PAIRS)
     })
 }
 

@@ -47,13 +47,7 @@ pub const DEFAULT_LIKE_STEPS: u64 = 1_000_000_000;
 /// The LIKE budget in force: `GDAL_MCP_MAX_LIKE_STEPS`, else [`DEFAULT_LIKE_STEPS`].
 pub fn max_like_steps() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::env::var("GDAL_MCP_MAX_LIKE_STEPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|v| *v > 0)
-            .unwrap_or(DEFAULT_LIKE_STEPS)
-    })
+    *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_MAX_LIKE_STEPS", DEFAULT_LIKE_STEPS))
 }
 
 /// The character comparisons LIKE matching may still make in one query.

@@ -623,24 +623,16 @@ pub const DEFAULT_MAX_VERTICES: u64 = 5_000_000;
 /// (`GDAL_MCP_MAX_FEATURES` overrides it).
 pub const DEFAULT_MAX_FEATURES: u64 = 1_000_000;
 
-fn budget(variable: &str, default: u64) -> u64 {
-    std::env::var(variable)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(default)
-}
-
 /// The vertex budget in force.
 pub fn max_vertices() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| budget("GDAL_MCP_MAX_VERTICES", DEFAULT_MAX_VERTICES))
+    *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_MAX_VERTICES", DEFAULT_MAX_VERTICES))
 }
 
 /// The feature budget in force.
 pub fn max_features() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| budget("GDAL_MCP_MAX_FEATURES", DEFAULT_MAX_FEATURES))
+    *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_MAX_FEATURES", DEFAULT_MAX_FEATURES))
 }
 
 /// The vertices of a geometry (every ring and part; curves as stored).

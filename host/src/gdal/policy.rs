@@ -141,13 +141,7 @@ pub const DEFAULT_MAX_CELLS: u64 = 100_000_000;
 /// The cell budget in force.
 pub fn max_cells() -> u64 {
     static MAX: OnceLock<u64> = OnceLock::new();
-    *MAX.get_or_init(|| {
-        std::env::var("GDAL_MCP_MAX_CELLS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|v| *v > 0)
-            .unwrap_or(DEFAULT_MAX_CELLS)
-    })
+    *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_MAX_CELLS", DEFAULT_MAX_CELLS))
 }
 
 /// Refuse a grid of `width × height × bands` cells above the budget, before any allocation.

@@ -76,24 +76,18 @@ pub const PARTIAL_WINDOWS: u64 = 16;
 /// Bytes of each window of a partial digest.
 pub const PARTIAL_WINDOW: u64 = 1 << 20;
 
-fn setting(variable: &str, default: u64) -> u64 {
-    std::env::var(variable)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|v| *v > 0)
-        .unwrap_or(default)
-}
-
 /// The most bytes hashed whole, in force.
 pub fn hash_max_bytes() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| setting("GDAL_MCP_HASH_MAX_BYTES", DEFAULT_HASH_MAX_BYTES))
+    *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_HASH_MAX_BYTES", DEFAULT_HASH_MAX_BYTES))
 }
 
 /// The most seconds one file's hashing may take, in force.
 pub fn hash_max_seconds() -> u64 {
     static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *MAX.get_or_init(|| setting("GDAL_MCP_HASH_MAX_SECONDS", DEFAULT_HASH_MAX_SECONDS))
+    *MAX.get_or_init(|| {
+        crate::budget::setting("GDAL_MCP_HASH_MAX_SECONDS", DEFAULT_HASH_MAX_SECONDS)
+    })
 }
 
 /// Whether `digest` is a partial digest (see [`PARTIAL_PREFIX`]).
