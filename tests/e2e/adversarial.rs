@@ -3241,3 +3241,53 @@ async fn a_sample_reserves_the_block_gdal_reads() {
     .unwrap();
     still_serves(&server).await;
 }
+
+/// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
+/// VRT document when the dataset closes, even one opened read-only with PAM off, so
+/// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming
+/// `raster_stats`, which computes the same figures and leaves the file as it was.
+#[tokio::test]
+async fn raster_info_stats_never_rewrite_an_input_vrt() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let vrt = server.path("plain.vrt");
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-of", "VRT"])
+        .arg(server.path("dem.tif"))
+        .arg(&vrt)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let before = std::fs::read(&vrt).unwrap();
+    let info = server
+        .call("raster_info", json!({"input": "plain.vrt", "stats": true}))
+        .await
+        .unwrap();
+    assert!(is_error(&info), "{}", text(&info));
+    assert!(text(&info).contains("raster_stats"), "{}", text(&info));
+    let stats = server
+        .call("raster_stats", json!({"input": "plain.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    assert_eq!(
+        std::fs::read(&vrt).unwrap(),
+        before,
+        "the VRT was rewritten"
+    );
+    // Its clean twin: a GeoTIFF gets its statistics, unchanged on disk too.
+    let tif_before = std::fs::read(server.path("dem.tif")).unwrap();
+    let tif = server
+        .call("raster_info", json!({"input": "dem.tif", "stats": true}))
+        .await
+        .unwrap();
+    assert!(!is_error(&tif), "{}", text(&tif));
+    assert_eq!(std::fs::read(server.path("dem.tif")).unwrap(), tif_before);
+}

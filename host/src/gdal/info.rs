@@ -50,7 +50,20 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
 /// through).
 pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalError> {
     let _ = gdal::config::set_thread_local_config_option("GDAL_PAM_ENABLED", "NO");
-    let report = super::facts::open(path).and_then(|dataset| gdalinfo_json(&dataset, true));
+    let report = super::facts::open(path).and_then(|dataset| {
+        // GDAL 3.6 writes the statistics it computes into a VRT document itself when the
+        // dataset closes, PAM or not, even when opened read-only (regression, issue 21 attack
+        // round 4, B4: `raster_info stats: true` rewrote an input VRT).
+        if dataset.driver().short_name() == "VRT" {
+            return Err(GdalError::Arguments(format!(
+                "stats: GDAL writes the statistics it computes into a VRT file itself, so \
+                 raster_info cannot compute them on {} without changing it; use raster_stats, \
+                 which reads the same cells and writes nothing",
+                path.display()
+            )));
+        }
+        gdalinfo_json(&dataset, true)
+    });
     let _ = gdal::config::clear_thread_local_config_option("GDAL_PAM_ENABLED");
     report
 }
