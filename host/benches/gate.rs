@@ -40,6 +40,8 @@ fn main() {
         transformation: None,
         upstream: Vec::new(),
         measurement: None,
+        output: None,
+        grids: None,
     };
     let justification = |method: &str| {
         json!({"intent": "i", "alternatives": [{"method": "m", "why_not": "w"}],

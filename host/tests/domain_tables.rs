@@ -7,6 +7,7 @@
 
 use gdal_mcp::domains::sandbox::Limits;
 use gdal_mcp::domains::{CallFacts, Registry, Severity};
+use gdal_mcp::gdal::composite::GridRelation;
 use gdal_mcp::gdal::facts::{
     CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, VectorFacts,
 };
@@ -116,6 +117,8 @@ impl Case {
             transformation: self.transformation.clone(),
             upstream: Vec::new(),
             measurement: None,
+            output: None,
+            grids: None,
         }
     }
 }
@@ -378,6 +381,8 @@ fn hydrology_classification_table() {
         transformation: None,
         upstream: Vec::new(),
         measurement: None,
+        output: None,
+        grids: None,
     };
     let registry = registry();
     let domain = registry.get("hydrology").expect("hydrology loaded");
@@ -578,6 +583,8 @@ fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> CallFacts 
         transformation: None,
         upstream: Vec::new(),
         measurement: None,
+        output: None,
+        grids: None,
     }
 }
 
@@ -955,29 +962,27 @@ fn resampling_covers_every_grid_change() {
             "{tool} {arguments}"
         );
     }
-    let composite = |grids: &str, categorical: bool| {
-        verdict(
-            &registry,
-            "resampling",
-            &call(
-                "raster_composite",
-                json!({"inputs": ["a.tif", "b.tif"], "statistic": "max", "resampling": "bilinear", "_grids": grids}),
-                vec![
-                    raster_dataset("input", Some(utm33()), raster(false)),
-                    raster_dataset("input2", Some(utm33()), raster(categorical)),
-                ],
-            ),
-        )
+    let composite = |grids: GridRelation, categorical: bool| {
+        let mut facts = call(
+            "raster_composite",
+            json!({"inputs": ["a.tif", "b.tif"], "statistic": "max", "resampling": "bilinear"}),
+            vec![
+                raster_dataset("input", Some(utm33()), raster(false)),
+                raster_dataset("input2", Some(utm33()), raster(categorical)),
+            ],
+        );
+        facts.grids = Some(grids);
+        verdict(&registry, "resampling", &facts)
     };
-    assert!(composite("aligned", false).is_none());
-    let (severity, key, _) = composite("differ", false).expect("gated");
+    assert!(composite(GridRelation::Aligned, false).is_none());
+    let (severity, key, _) = composite(GridRelation::Differ, false).expect("gated");
     assert_eq!(severity, Severity::Required);
     assert_eq!(
         key,
         json!({"operation": "composite", "method": "bilinear", "data": "continuous"})
     );
     assert_eq!(
-        composite("differ", true).map(|g| g.0),
+        composite(GridRelation::Differ, true).map(|g| g.0),
         Some(Severity::Critical)
     );
 }
@@ -1134,11 +1139,11 @@ fn format_selection_classification_table() {
         if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
             a.extend(e.clone());
         }
-        call(
+        with_vector_output(call(
             "vector_convert",
             arguments,
             vec![vector_dataset("input", Some(crs), layers)],
-        )
+        ))
     };
     let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
     let vectors: Vec<(&str, CallFacts, Option<Severity>)> = vec![
@@ -1230,9 +1235,9 @@ fn aggregation_classification_table() {
         )
     };
     let composite = |statistic: &str, categorical: bool| {
-        call(
+        let mut facts = call(
             "raster_composite",
-            json!({"inputs": ["a.tif", "b.tif"], "statistic": statistic, "_grids": "aligned"}),
+            json!({"inputs": ["a.tif", "b.tif"], "statistic": statistic}),
             vec![
                 raster_dataset(
                     "input",
@@ -1245,7 +1250,9 @@ fn aggregation_classification_table() {
                     raster_of("Byte", 1, categorical, Some(0.0)),
                 ),
             ],
-        )
+        );
+        facts.grids = Some(GridRelation::Aligned);
+        facts
     };
     let aggregate = |statistic: &str, data_type: &str, categorical: bool| {
         call(
@@ -1372,14 +1379,32 @@ fn aggregation_classification_table() {
 // Issue 21 / issue 18 rule 3: format_selection, finding by finding: the finding fires, its clean
 // twin stays silent, and the hurried agent's boilerplate (one answer under every id) is refused.
 
-/// The facts the gated step would send: the host's encoding fact added as `_encoding`.
+/// The facts the gated step would send: the host's output fact (driver, options, encoding).
 fn with_encoding_fact(mut facts: CallFacts) -> CallFacts {
-    if let Some(fact) =
-        gdal_mcp::gdal::encoding::fact_of_call(&facts.tool, &facts.arguments, &facts.datasets)
-    {
-        facts.arguments[gdal_mcp::gdal::encoding::ARGUMENT] =
-            serde_json::to_value(fact).expect("fact serialises");
-    }
+    facts.output =
+        gdal_mcp::gdal::encoding::output_of_call(&facts.tool, &facts.arguments, &facts.datasets);
+    facts
+}
+
+/// The facts the gated step would send for a vector writer: the driver the host resolves
+/// (`gdal::vector::driver_for`) and the layer options, as its gather sets them.
+fn with_vector_output(mut facts: CallFacts) -> CallFacts {
+    let format = facts.arguments["format"].as_str().map(str::to_string);
+    let output = facts.arguments["output"].as_str().unwrap_or("").to_string();
+    let driver =
+        gdal_mcp::gdal::vector::driver_for(format.as_deref(), std::path::Path::new(&output))
+            .expect("the host resolves the output driver");
+    let options: Vec<(String, String)> = facts.arguments["layer_options"]
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    facts.output = Some(gdal_mcp::gdal::encoding::OutputFacts::vector(
+        &driver, &options,
+    ));
     facts
 }
 
@@ -1429,11 +1454,11 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
         if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
             a.extend(e.clone());
         }
-        call(
+        with_vector_output(call(
             "vector_convert",
             arguments,
             vec![vector_dataset("input", crs, layers)],
-        )
+        ))
     };
     let rgb = || raster_of("Byte", 3, false, None);
     let float = || raster_of("Float32", 1, false, None);

@@ -68,6 +68,8 @@ fn sirgas_to_wgs84() -> CallFacts {
         transformation: None,
         upstream: Vec::new(),
         measurement: None,
+        output: None,
+        grids: None,
     }
 }
 

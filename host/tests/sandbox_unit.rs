@@ -64,6 +64,8 @@ fn call(output: &str) -> CallFacts {
         transformation: None,
         upstream: Vec::new(),
         measurement: None,
+        output: None,
+        grids: None,
     }
 }
 
@@ -271,6 +273,8 @@ fn a_loop_under_a_short_deadline_is_interrupted_by_the_epoch_not_fuel() {
         target_crs: None,
         transformation: None,
         measurement: None,
+        output: None,
+        grids: None,
     };
     let looping = request("loop.tif");
     let started = Instant::now();

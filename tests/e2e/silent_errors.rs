@@ -987,6 +987,19 @@ async fn a_domain_built_against_wit_0_4_still_loads_and_gates() {
     .await;
 }
 
+/// WIT 0.5: the component receives every fact but the output and grid facts (0.6 added them;
+/// its fact reports the input's driver and lineage) and answers with its own evidence.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_5_still_loads_and_gates() {
+    an_older_contract_gates(
+        "legacy_v05",
+        "legacy_v05",
+        "v05_finding",
+        "GeoJSON driver; its lineage: 0 upstream step(s)",
+    )
+    .await;
+}
+
 /// Scale and offset in compositing and block aggregation: two scenes stored with different
 /// scales composite in physical values; a block sum of a band with an offset (gdalwarp would
 /// keep one offset for n cells) is refused, while a block mean (which commutes) runs.

@@ -1,12 +1,13 @@
 //! The adapters that keep components built against older contracts that the current one only
-//! extended (`gdal-mcp:risk@0.4.x` and `0.3.x`) loading.
+//! extended (`gdal-mcp:risk@0.5.x`, `0.4.x` and `0.3.x`) loading.
 //!
-//! 0.5 added `tool-call.measurement` to 0.4, and 0.4 added `dataset-facts.upstream` to 0.3, so
-//! every older record is its current namesake less those fields. Records cross through their
-//! serde form: a current record read as an older one drops what the older contract does not
-//! know, and an older record read as a current one is complete. A 0.4 component therefore sees
-//! every fact but the measurement facts, a 0.3 component every fact but those and the upstream
-//! steps, and both answer in full.
+//! 0.6 added `tool-call.output` and `tool-call.grids` to 0.5, 0.5 added
+//! `tool-call.measurement` to 0.4, and 0.4 added `dataset-facts.upstream` to 0.3, so every
+//! older record is its current namesake less those fields. Records cross through their serde
+//! form: a current record read as an older one drops what the older contract does not know,
+//! and an older record read as a current one is complete. A 0.5 component therefore sees every
+//! fact but the output and grid facts, a 0.4 component not the measurement facts either, a
+//! 0.3 component not the upstream steps either, and all answer in full.
 
 use super::sandbox::wit;
 use serde::de::DeserializeOwned;
@@ -61,6 +62,7 @@ macro_rules! additive_adapter {
     };
 }
 
+additive_adapter!(v0_5, crate::domains::sandbox::wit_v0_5, "0.5");
 additive_adapter!(v0_4, crate::domains::sandbox::wit_v0_4, "0.4");
 additive_adapter!(v0_3, crate::domains::sandbox::wit_v0_3, "0.3");
 
@@ -107,7 +109,31 @@ mod tests {
                 distance_units: None,
                 unweighted_means: Vec::new(),
             }),
+            output: Some(wit::OutputFacts {
+                driver: "GPKG".to_string(),
+                options: vec![("SPATIAL_INDEX".to_string(), "NO".to_string())],
+                compression: None,
+                lossy: false,
+                losses: Vec::new(),
+                quality: None,
+                max_z_error: None,
+            }),
+            grids: Some(wit::GridRelation::Differ),
         }
+    }
+
+    /// 0.5 loses the output and grid facts, and nothing else.
+    #[test]
+    fn a_call_reaches_0_5_without_its_output_and_grid_facts() {
+        let old = v0_5::to_call(&call()).unwrap();
+        assert_eq!(old.tool, "vector_measure");
+        assert_eq!(
+            old.measurement.as_ref().and_then(|m| m.area_scale_error),
+            Some(0.31)
+        );
+        let back = serde_json::to_value(&old).unwrap();
+        assert!(back.get("output").is_none(), "{back}");
+        assert!(back.get("grids").is_none(), "{back}");
     }
 
     /// 0.4 loses the measurement facts, and nothing else.

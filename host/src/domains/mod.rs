@@ -11,11 +11,13 @@ pub mod cache;
 mod legacy;
 pub mod sandbox;
 
+use crate::gdal::composite::GridRelation;
+use crate::gdal::encoding::OutputFacts;
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
 use crate::gdal::georef::Registration;
 use crate::gdal::measure::MeasurementFacts;
 use crate::gdal::transform::{OperationFacts, TransformationFacts};
-use additive::{v0_3, v0_4};
+use additive::{v0_3, v0_4, v0_5};
 use cache::ComponentCache;
 use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
@@ -106,6 +108,10 @@ pub struct CallFacts {
     pub upstream: Vec<DatasetLineage>,
     /// What the host found about a measuring call's method and data.
     pub measurement: Option<MeasurementFacts>,
+    /// What a writing call writes: driver, options, encoding loss.
+    pub output: Option<OutputFacts>,
+    /// How a combining call's input grids relate.
+    pub grids: Option<GridRelation>,
 }
 
 impl CallFacts {
@@ -229,7 +235,7 @@ impl Domain {
         }
     }
 
-    /// The contract version the component was built against (`0.5.0`, `0.4.0`, `0.3.0` or `0.2.0`).
+    /// The contract version the component was built against (`0.6.0`, `0.5.0`, `0.4.0`, `0.3.0` or `0.2.0`).
     pub fn contract(&self) -> &'static str {
         self.prepared.contract()
     }
@@ -242,6 +248,11 @@ impl Domain {
                 "classify",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
+                    Bindings::V0_5(d) => d
+                        .call_classify(store, &v0_5::to_call(&to_wit_call(call))?)?
+                        .as_ref()
+                        .map(v0_5::from_trigger)
+                        .transpose(),
                     Bindings::V0_4(d) => d
                         .call_classify(store, &v0_4::to_call(&to_wit_call(call))?)?
                         .as_ref()
@@ -384,6 +395,9 @@ impl Domain {
                 "render-prompt",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_render_prompt(store, &values),
+                    Bindings::V0_5(d) => {
+                        d.call_render_prompt(store, &v0_5::prompt_values(&values)?)
+                    }
                     Bindings::V0_4(d) => {
                         d.call_render_prompt(store, &v0_4::prompt_values(&values)?)
                     }
@@ -434,6 +448,14 @@ impl Domain {
                     Bindings::Current(d) => {
                         d.call_validate(store, &key_fields, &evidence, &justification)
                     }
+                    Bindings::V0_5(d) => d
+                        .call_validate(
+                            store,
+                            &key_fields,
+                            &v0_5::evidence(&evidence)?,
+                            &justification,
+                        )
+                        .and_then(|errors| v0_5::from_field_errors(&errors)),
                     Bindings::V0_4(d) => d
                         .call_validate(
                             store,
@@ -560,6 +582,7 @@ impl Registry {
         };
         let info = prepared.call(&unknown, "describe", |d, s| match d {
             Bindings::Current(d) => d.call_describe(s),
+            Bindings::V0_5(d) => d.call_describe(s).and_then(|i| v0_5::from_info(&i)),
             Bindings::V0_4(d) => d.call_describe(s).and_then(|i| v0_4::from_info(&i)),
             Bindings::V0_3(d) => d.call_describe(s).and_then(|i| v0_3::from_info(&i)),
             Bindings::V0_2(d) => d.call_describe(s).map(legacy::from_info),
@@ -829,6 +852,32 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
             z_ignored: m.z_ignored,
             distance_units: m.distance_units.clone(),
             unweighted_means: m.unweighted_means.clone(),
+        }),
+        output: call.output.as_ref().map(|o| {
+            let encoding = o.encoding.as_ref();
+            wit::OutputFacts {
+                driver: o.driver.clone(),
+                options: o.options.clone(),
+                compression: encoding.map(|e| e.compression.clone()),
+                lossy: encoding.is_some_and(|e| e.lossy),
+                losses: encoding
+                    .map(|e| {
+                        e.losses
+                            .iter()
+                            .map(|l| wit::EncodingLoss {
+                                codec: l.codec.clone(),
+                                text: l.text.clone(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                quality: encoding.and_then(|e| e.quality),
+                max_z_error: encoding.and_then(|e| e.max_z_error),
+            }
+        }),
+        grids: call.grids.map(|g| match g {
+            GridRelation::Aligned => wit::GridRelation::Aligned,
+            GridRelation::Differ => wit::GridRelation::Differ,
         }),
     }
 }

@@ -26,6 +26,25 @@ pub struct GridInfo {
     pub wkt: Option<String>,
 }
 
+/// How the input grids of a composite relate (the domains' `grid-relation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridRelation {
+    /// Every input is on the first input's grid: nothing is resampled.
+    Aligned,
+    /// At least one input is on another grid and is warped onto the first input's.
+    Differ,
+}
+
+impl GridRelation {
+    /// The relation in the tool's report: `aligned` or `differ`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aligned => "aligned",
+            Self::Differ => "differ",
+        }
+    }
+}
+
 /// Whether `b` lies on exactly the grid of `a` (same size, same geotransform up to 1e-9 of a
 /// cell, same CRS).
 pub fn same_grid(a: &Dataset, b: &Dataset) -> bool {

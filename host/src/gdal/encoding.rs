@@ -26,16 +26,13 @@
 //!   the values it holds as they are: what it cannot hold (a type, a band count) is the
 //!   `format_selection` domain's capacity question, not an encoding loss.
 //!
-//! [`for_call`] gives the fact for a gated call from its validated arguments; the gated step
-//! passes it to the domains as the host-computed argument `_encoding`, and the lineage record
-//! takes its `lossy_encoding` from it, so the next step's `second_lossy_encoding` sees what was
-//! actually written.
+//! [`for_call`] gives the fact for a gated call from its validated arguments, and
+//! [`output_of_call`] wraps it with the driver and options as the domains' typed `output` fact
+//! (WIT 0.6); the lineage record takes its `lossy_encoding` from it, so the next step's
+//! `second_lossy_encoding` sees what was actually written.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-/// The argument name under which the gated step passes the fact to the domains.
-pub const ARGUMENT: &str = "_encoding";
 
 /// One way the encoding changes values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -446,9 +443,16 @@ pub fn canonical_driver(format: &str) -> String {
         .map_or_else(|| format.to_string(), |d| (*d).to_string())
 }
 
-/// The encoding fact of a gated call that writes a raster, from its validated arguments and
-/// what it writes; `None` for a tool that writes no raster of the caller's encoding.
-pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<EncodingFact> {
+/// Creation options as `(KEY, value)` pairs, in the order given.
+type Options = Vec<(String, String)>;
+
+/// The driver and options a gated call that writes a raster passes to GDAL, from its validated
+/// arguments, and the compression the tool uses when the call names none; `None` for a tool
+/// that writes no raster of the caller's encoding.
+fn driver_and_options(
+    tool: &str,
+    arguments: &Value,
+) -> Option<(String, Options, Option<&'static str>)> {
     let text = |name: &str| arguments.get(name).and_then(Value::as_str);
     let (driver, default_compression) = match tool {
         "raster_convert" | "raster_reproject" | "raster_resample" | "raster_terrain"
@@ -460,7 +464,7 @@ pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<Enco
         "raster_calc" => ("GTiff".to_string(), Some("ZSTD")),
         _ => return None,
     };
-    let mut options: Vec<(String, String)> = Vec::new();
+    let mut options: Options = Vec::new();
     // raster_convert's typed arguments, as plan_convert passes them to GDAL.
     if let Some(c) = text("compression") {
         options.push(("COMPRESS".to_string(), c.to_ascii_uppercase()));
@@ -482,7 +486,39 @@ pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<Enco
             }
         }
     }
+    Some((driver, options, default_compression))
+}
+
+/// The encoding fact of a gated call that writes a raster, from its validated arguments and
+/// what it writes; `None` for a tool that writes no raster of the caller's encoding.
+pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<EncodingFact> {
+    let (driver, options, default_compression) = driver_and_options(tool, arguments)?;
     Some(assess(&driver, &options, written, default_compression))
+}
+
+/// What a writing call writes, as the host resolved it: the domains' `output-facts` (WIT 0.6).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputFacts {
+    /// The GDAL driver that writes the output (short name).
+    pub driver: String,
+    /// The options as passed to the driver, keys upper-case.
+    pub options: Vec<(String, String)>,
+    /// Whether and how a raster output's encoding loses values; `None` for a vector output.
+    pub encoding: Option<EncodingFact>,
+}
+
+impl OutputFacts {
+    /// A vector output: its driver and layer options, which lose no values.
+    pub fn vector(driver: &str, layer_options: &[(String, String)]) -> Self {
+        Self {
+            driver: driver.to_string(),
+            options: layer_options
+                .iter()
+                .map(|(k, v)| (k.to_ascii_uppercase(), v.clone()))
+                .collect(),
+            encoding: None,
+        }
+    }
 }
 
 /// What a gated call writes, from its arguments and the facts of its inputs: the written
@@ -540,14 +576,21 @@ pub fn written_for(
     }
 }
 
-/// The encoding fact of a gated call, as the gated step passes it on: [`for_call`] over
-/// [`written_for`].
-pub fn fact_of_call(
+/// What a gated call that writes a raster writes, as the gated step passes it to the domains:
+/// the driver and options, and [`for_call`]'s fact over [`written_for`].
+pub fn output_of_call(
     tool: &str,
     arguments: &Value,
     datasets: &[super::facts::DatasetFacts],
-) -> Option<EncodingFact> {
-    for_call(tool, arguments, &written_for(tool, arguments, datasets))
+) -> Option<OutputFacts> {
+    let (driver, options, default_compression) = driver_and_options(tool, arguments)?;
+    let written = written_for(tool, arguments, datasets);
+    let encoding = assess(&driver, &options, &written, default_compression);
+    Some(OutputFacts {
+        driver,
+        options,
+        encoding: Some(encoding),
+    })
 }
 
 #[cfg(test)]

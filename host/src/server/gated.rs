@@ -155,16 +155,15 @@ where
         })
         .await?;
     facts.tool = call.tool.to_string();
-    facts.arguments = merge(call.gate_arguments(), std::mem::take(&mut facts.arguments));
-    // Whether the output's encoding loses values is a host fact (driver and options as
-    // written), seen by format_selection and recorded in the lineage.
-    if let Some(fact) = encoding::fact_of_call(&facts.tool, &facts.arguments, &facts.datasets) {
+    facts.arguments = call.gate_arguments();
+    // What a raster-writing call writes (driver, options, whether the encoding loses values)
+    // is a host fact, seen by the domains and recorded in the lineage. Vector writers set
+    // theirs in their gather, where the driver is resolved.
+    if facts.output.is_none() {
+        facts.output = encoding::output_of_call(&facts.tool, &facts.arguments, &facts.datasets);
+    }
+    if let Some(fact) = facts.output.as_ref().and_then(|o| o.encoding.as_ref()) {
         summary.lossy_encoding = fact.lineage_label();
-        if let (Some(object), Ok(value)) =
-            (facts.arguments.as_object_mut(), serde_json::to_value(&fact))
-        {
-            object.insert(encoding::ARGUMENT.to_string(), value);
-        }
     }
     let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
@@ -323,13 +322,6 @@ async fn decide(
         Verdict::Proceed(receipts) => Ok(receipts),
         Verdict::Refuse { entries, receipts } => Err(ToolError::Refused { entries, receipts }),
     }
-}
-
-fn merge(mut base: Value, extra: Value) -> Value {
-    if let (Some(base), Value::Object(extra)) = (base.as_object_mut(), extra) {
-        base.extend(extra);
-    }
-    base
 }
 
 /// Serialise a result; a failure is a bug and says so (never a silent `null`).

@@ -191,7 +191,7 @@ fn composite_table() {
     let composite = |statistic: &str, categorical: bool, nodata: bool| {
         run(call(
             "raster_composite",
-            json!({"statistic": statistic, "_grids": "aligned"}),
+            json!({"statistic": statistic}),
             inputs(categorical, nodata),
         ))
     };
@@ -576,7 +576,7 @@ fn averaging_interpolated_codes_that_look_categorical_is_critical_twice() {
     datasets[1].upstream = lineage(vec![resampled_step(1, "raster_resample", "average", None)]);
     let got = run(call(
         "raster_composite",
-        json!({"statistic": "mean", "_grids": "aligned"}),
+        json!({"statistic": "mean"}),
         datasets,
     ));
     assert_eq!(severity(&got), Some(Severity::Critical));

@@ -278,21 +278,15 @@ struct Encoding {
     predictor: Option<String>,
 }
 
-/// The host's encoding fact (`_encoding`: whether the driver and options as written lose
+/// The host's encoding fact (WIT 0.6 `output`: whether the driver and options as written lose
 /// values, measured against GDAL), when the host sent one.
 fn host_encoding(call: &Call) -> Option<Encoding> {
-    let fact = call.args.get("_encoding")?.as_object()?;
-    let compression = fact.get("compression")?.as_str()?.to_string();
+    let fact = call.output()?;
+    let compression = fact.compression.clone()?;
     let losses = fact
-        .get("losses")?
-        .as_array()?
+        .losses
         .iter()
-        .filter_map(|l| {
-            Some((
-                l.get("codec")?.as_str()?.to_string(),
-                l.get("text")?.as_str()?.to_string(),
-            ))
-        })
+        .map(|l| (l.codec.clone(), l.text.clone()))
         .collect();
     let predictor = call
         .args
@@ -304,11 +298,10 @@ fn host_encoding(call: &Call) -> Option<Encoding> {
         compression,
         losses,
         quality: fact
-            .get("quality")
-            .and_then(Value::as_f64)
+            .quality
             .filter(|q| q.fract() == 0.0 && *q >= 0.0)
             .map(|q| q as u64),
-        max_z_error: fact.get("max_z_error").and_then(Value::as_f64),
+        max_z_error: fact.max_z_error,
         predictor,
     })
 }
@@ -722,15 +715,18 @@ fn wide_enough(source_types: &[String], format: &str, w: &Written) -> Option<Str
 /// Judge a raster-writing call.
 pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let tool = call.tool();
-    let format = match tool {
-        "raster_overviews" => {
-            // Only a new GeoTIFF with creation options chooses an encoding.
+    let format = match (call.output(), tool) {
+        // The driver the host resolved and will use.
+        (Some(output), _) => output.driver.clone(),
+        // Without the host's fact (an older host): only a new GeoTIFF with creation options
+        // chooses an encoding in raster_overviews.
+        (None, "raster_overviews") => {
             if !call.has_arg("output") {
                 return None;
             }
             "GTiff".to_string()
         }
-        _ => canonical(call.arg_str("format").unwrap_or("GTiff")),
+        (None, _) => canonical(call.arg_str("format").unwrap_or("GTiff")),
     };
     let w = written(call)?;
     let enc = encoding(call, &format, &w);

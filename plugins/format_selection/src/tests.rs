@@ -3,8 +3,10 @@
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
 use gdal_mcp_domain_sdk::testing::{evidence_ids as ids, evidence_item as item, offered};
-use gdal_mcp_domain_sdk::testing::{resampled_step, upstream_step, with_upstream};
-use gdal_mcp_domain_sdk::{json, RasterFacts, Severity, UpstreamStep};
+use gdal_mcp_domain_sdk::testing::{output, resampled_step, upstream_step, with_output, with_upstream};
+use gdal_mcp_domain_sdk::{
+    json, EncodingLoss, OutputFacts, RasterFacts, Severity, UpstreamStep,
+};
 
 /// Check the evidence contract, and that every fact says what is written.
 fn checked(got: Option<Trigger>) -> Option<Trigger> {
@@ -394,6 +396,29 @@ fn vector(
 ) -> Option<Trigger> {
     let input = vector_dataset("input", "GPKG", crs, layers);
     let mut raw = call(tool, arguments.clone(), vec![input]);
+    // Without `format`, the driver the host resolves from the output's extension (the host's
+    // `gdal::vector::driver_for`), as it sends it.
+    if arguments.get("format").is_none() {
+        let output_name = arguments["output"].as_str().unwrap_or("").to_ascii_lowercase();
+        let driver = [
+            (".gpkg", "GPKG"),
+            (".geojson", "GeoJSON"),
+            (".json", "GeoJSON"),
+            (".geojsonl", "GeoJSONSeq"),
+            (".fgb", "FlatGeobuf"),
+            (".shp", "ESRI Shapefile"),
+            (".csv", "CSV"),
+            (".kml", "KML"),
+            (".gml", "GML"),
+            (".sqlite", "SQLite"),
+        ]
+        .iter()
+        .find(|(ext, _)| output_name.ends_with(ext))
+        .map(|(_, d)| *d);
+        if let Some(driver) = driver {
+            raw = with_output(raw, output(driver, &[]));
+        }
+    }
     if tool == "vector_reproject" {
         raw.target_crs = Some(if arguments["dst_crs"] == json!("EPSG:4326") {
             wgs84()
@@ -1073,15 +1098,31 @@ fn jpeg2000_webp_at_100_and_band_math_are_judged_on_their_loss() {
     assert!(ids(&jpeg).contains(&"lossy_near_nodata".to_string()));
 }
 
-/// The host's encoding fact decides: what it measured lossy is lossy, with its words.
+/// The host's output fact decides: what it measured lossy is lossy, with its words, and the
+/// driver is the one it resolved (WIT 0.6; before, `_encoding` in the arguments).
 #[test]
-fn the_host_encoding_fact_decides() {
-    let fact = json!({"driver": "GTiff", "compression": "DEFLATE", "lossy": true,
-                      "losses": [{"codec": "NBITS", "text": "NBITS=12 stores fewer bits"}]});
-    let got = classify(
+fn the_host_output_fact_decides() {
+    let with_fact = |tool: &str, arguments: Value, input: RasterFacts, fact: OutputFacts| {
+        let dataset = raster_dataset("input", Some(utm33()), input);
+        checked(FormatSelection::classify(&Call::new(with_output(
+            call(tool, arguments, vec![dataset]),
+            fact,
+        ))))
+    };
+    let nbits = OutputFacts {
+        compression: Some("DEFLATE".to_string()),
+        lossy: true,
+        losses: vec![EncodingLoss {
+            codec: "NBITS".to_string(),
+            text: "NBITS=12 stores fewer bits".to_string(),
+        }],
+        ..output("GTiff", &[("NBITS", "12")])
+    };
+    let got = with_fact(
         "raster_resample",
-        json!({"_encoding": fact}),
+        json!({}),
         raster("UInt16", 1, false),
+        nbits,
     );
     assert_eq!(severity(&got), Some(Severity::Required));
     assert!(
@@ -1089,14 +1130,42 @@ fn the_host_encoding_fact_decides() {
         "{}",
         reason(&got)
     );
-    let clean = json!({"driver": "JP2OpenJPEG", "compression": "JPEG2000", "lossy": false,
-                       "losses": [], "quality": 100});
-    let got = classify(
+    let clean = OutputFacts {
+        compression: Some("JPEG2000".to_string()),
+        quality: Some(100.0),
+        ..output("JP2OpenJPEG", &[("REVERSIBLE", "YES"), ("QUALITY", "100")])
+    };
+    let got = with_fact(
         "raster_convert",
-        json!({"format": "JP2OpenJPEG", "_encoding": clean}),
+        json!({"format": "jp2openjpeg"}),
         raster("Byte", 1, false),
+        clean,
     );
     assert_eq!(severity(&got), Some(Severity::Advisory), "{}", reason(&got));
+    assert!(reason(&got).contains("JP2OpenJPEG"), "{}", reason(&got));
+
+    // A vector output by the driver the host resolved, whatever the extension says: GPX,
+    // which the plugin's old extension table knew and the host's did not.
+    let input = vector_dataset("input", "GPKG", None, &[("roads", "Line String")]);
+    let written = FormatSelection::classify(&Call::new(with_output(
+        call(
+            "vector_convert",
+            json!({"input": "in.gpkg", "output": "out.gpx"}),
+            vec![input.clone()],
+        ),
+        output("GPKG", &[]),
+    )));
+    assert!(
+        reason(&written).starts_with("GPKG holds these layers"),
+        "{}",
+        reason(&written)
+    );
+    let unresolved = FormatSelection::classify(&Call::new(call(
+        "vector_convert",
+        json!({"input": "in.gpkg", "output": "out.gpx"}),
+        vec![input],
+    )));
+    assert!(unresolved.is_none(), "{}", reason(&unresolved));
 }
 
 fn justify(method: &str, answers: Value, alternatives: Value, tradeoffs: &str) -> Value {

@@ -67,24 +67,6 @@ fn canonical(format: &str) -> String {
     .to_string()
 }
 
-/// The driver the host picks from the output extension.
-fn from_extension(output: &str) -> Option<&'static str> {
-    let extension = output.rsplit_once('.')?.1.to_ascii_lowercase();
-    Some(match extension.as_str() {
-        "gpkg" => "GPKG",
-        "geojson" | "json" => "GeoJSON",
-        "geojsonl" | "geojsons" => "GeoJSONSeq",
-        "fgb" => "FlatGeobuf",
-        "shp" => "ESRI Shapefile",
-        "csv" => "CSV",
-        "kml" => "KML",
-        "gml" => "GML",
-        "sqlite" => "SQLite",
-        "gpx" => "GPX",
-        _ => return None,
-    })
-}
-
 /// Whether the output is one file that holds a single layer.
 fn single_layer(format: &str, output: &str) -> bool {
     let ends = |ext: &str| output.to_ascii_lowercase().ends_with(ext);
@@ -151,9 +133,12 @@ fn with_layer_option(call: &Call, key: &str, value: &str) -> Option<Value> {
 pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     let tool = call.tool();
     let output = call.arg_str("output").unwrap_or("");
-    let format = match call.arg_str("format") {
-        Some(f) => canonical(f),
-        None => from_extension(output)?.to_string(),
+    // The driver the host resolved (from `format` or the output's extension) and will use;
+    // a domain never guesses it from the extension.
+    let format = match (call.output(), call.arg_str("format")) {
+        (Some(written), _) => written.driver.clone(),
+        (None, Some(f)) => canonical(f),
+        (None, None) => return None,
     };
     let input = call.dataset("input")?;
     let layers = &input.vector.as_ref()?.layers;

@@ -22,7 +22,7 @@ use gdal_mcp_domain_sdk::{
     alternative, approx, categorical_evidence, categorical_fact, check_answers, chosen_method,
     crs_label, evidence, evidence_answer, export_domain, field_error, find_evidence, json, names,
     prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
-    EvidenceItem, FieldError, Finding, Need, RasterFacts, Severity, Trigger, Value,
+    EvidenceItem, FieldError, Finding, GridRelation, Need, RasterFacts, Severity, Trigger, Value,
 };
 
 struct Resampling;
@@ -301,7 +301,7 @@ fn grid_change(call: &Call) -> Option<GridChange<'_>> {
         }
         "raster_composite" => {
             // Inputs on other grids are warped onto the first input's grid.
-            if call.arg_str("_grids") != Some("differ") {
+            if call.grids() != Some(GridRelation::Differ) {
                 return None;
             }
             let rasters: Vec<&DatasetFacts> = call
@@ -686,7 +686,7 @@ export_domain!(Resampling);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, wgs84};
+    use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, wgs84, with_grids};
     use gdal_mcp_domain_sdk::testing::{checked, evidence_item as item, offered};
     use gdal_mcp_domain_sdk::ToolCall;
 
@@ -790,15 +790,18 @@ mod tests {
                 ),
             ]
         };
-        let composite = |grids: &str, categorical: bool| {
-            run(call(
-                "raster_composite",
-                json!({"statistic": "max", "resampling": "bilinear", "_grids": grids}),
-                inputs(categorical),
+        let composite = |grids: GridRelation, categorical: bool| {
+            run(with_grids(
+                call(
+                    "raster_composite",
+                    json!({"statistic": "max", "resampling": "bilinear"}),
+                    inputs(categorical),
+                ),
+                grids,
             ))
         };
-        assert!(composite("aligned", false).is_none());
-        let differ = composite("differ", false);
+        assert!(composite(GridRelation::Aligned, false).is_none());
+        let differ = composite(GridRelation::Differ, false);
         assert_eq!(severity(&differ), Some(Severity::Required));
         assert_eq!(
             key(&differ),
@@ -806,7 +809,7 @@ mod tests {
         );
         // A categorical second input makes interpolation critical.
         assert_eq!(
-            severity(&composite("differ", true)),
+            severity(&composite(GridRelation::Differ, true)),
             Some(Severity::Critical)
         );
     }

@@ -13,7 +13,7 @@
 //! methodology packs read the same way, and [`testing`] builds the records the host sends, so a
 //! domain's classification can be unit-tested natively with [`Call::new`].
 //!
-//! The bindings follow `gdal-mcp:risk@0.5.0`: every trigger carries a list of
+//! The bindings follow `gdal-mcp:risk@0.6.0`: every trigger carries a list of
 //! [`EvidenceItem`]s (stable id, the fact with its numbers, why it matters, and optionally a
 //! ready-to-use alternative as a JSON object of call arguments), and `validate` receives the
 //! trigger's evidence next to the key fields and the justification. Since 0.4 every dataset
@@ -25,7 +25,11 @@
 //! the planar CRS and its scale error over the data, invalid and overlapping geometries, ignored
 //! Z, distance units and unweighted means; read them with [`Call::measurement`]. A reprojection
 //! to a projected CRS carries the same record with the target's planar scale error over the
-//! data only.
+//! data only. Since 0.6 a writing call carries [`OutputFacts`] (the driver the host resolved,
+//! the options as passed, and whether the encoding loses values, measured against GDAL), read
+//! with [`Call::output`], and a composite carries its [`GridRelation`], read with
+//! [`Call::grids`]: a domain never resolves a driver from an extension or reads a host fact
+//! from the arguments.
 
 #![forbid(unsafe_code)]
 
@@ -48,9 +52,10 @@ pub mod bindings {
 
 pub use bindings::gdal_mcp::risk::types::{
     BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EvidenceItem,
-    FieldError, GeorefCandidate, Georeferencing, LayerFacts, Lineage, MeasurementFacts,
-    OperationFacts, PromptArgument, PromptValue, RasterFacts, Registration, Sentinel, Severity,
-    ToolCall, TransformationFacts, Trigger, UpstreamStep, VectorFacts,
+    EncodingLoss, FieldError, GeorefCandidate, Georeferencing, GridRelation, LayerFacts, Lineage,
+    MeasurementFacts, OperationFacts, OutputFacts, PromptArgument, PromptValue, RasterFacts,
+    Registration, Sentinel, Severity, ToolCall, TransformationFacts, Trigger, UpstreamStep,
+    VectorFacts,
 };
 
 /// A risk domain. Implement this on a unit struct and pass it to [`export_domain!`].
@@ -181,6 +186,18 @@ impl Call {
     /// tool. Check the tool before reading it as a measuring call's.
     pub fn measurement(&self) -> Option<&MeasurementFacts> {
         self.raw.measurement.as_ref()
+    }
+
+    /// What a writing call writes, as the host resolved it: the driver, the options as
+    /// passed, and whether the encoding loses values (since 0.6); `None` for a tool that
+    /// writes no output of the caller's format.
+    pub fn output(&self) -> Option<&OutputFacts> {
+        self.raw.output.as_ref()
+    }
+
+    /// How a composite's input grids relate (since 0.6); `None` for other tools.
+    pub fn grids(&self) -> Option<GridRelation> {
+        self.raw.grids
     }
 }
 
@@ -599,9 +616,9 @@ pub fn names(method: &str, expected: &str) -> bool {
 pub mod testing {
     use super::{
         BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, EvidenceItem,
-        GeorefCandidate, Georeferencing, LayerFacts, Lineage, MeasurementFacts, OperationFacts,
-        RasterFacts, Registration, Sentinel, ToolCall, TransformationFacts, Trigger, UpstreamStep,
-        Value, VectorFacts,
+        GeorefCandidate, Georeferencing, GridRelation, LayerFacts, Lineage, MeasurementFacts,
+        OperationFacts, OutputFacts, RasterFacts, Registration, Sentinel, ToolCall,
+        TransformationFacts, Trigger, UpstreamStep, Value, VectorFacts,
     };
 
     /// Check what the host requires of a trigger's evidence, and hand the trigger back: at
@@ -1035,8 +1052,8 @@ pub mod testing {
         call
     }
 
-    /// A tool call as the host sends it, without target CRS, transformation or measurement
-    /// facts.
+    /// A tool call as the host sends it, without target CRS, transformation, measurement,
+    /// output or grid facts.
     pub fn call(tool: &str, arguments: Value, datasets: Vec<DatasetFacts>) -> ToolCall {
         ToolCall {
             tool: tool.to_string(),
@@ -1045,7 +1062,37 @@ pub mod testing {
             target_crs: None,
             transformation: None,
             measurement: None,
+            output: None,
+            grids: None,
         }
+    }
+
+    /// The output facts of a lossless write by `driver` with `options`.
+    pub fn output(driver: &str, options: &[(&str, &str)]) -> OutputFacts {
+        OutputFacts {
+            driver: driver.to_string(),
+            options: options
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            compression: None,
+            lossy: false,
+            losses: Vec::new(),
+            quality: None,
+            max_z_error: None,
+        }
+    }
+
+    /// `call` with the output facts the host sends for a writing call.
+    pub fn with_output(mut call: ToolCall, facts: OutputFacts) -> ToolCall {
+        call.output = Some(facts);
+        call
+    }
+
+    /// `call` with the grid relation the host sends for a composite.
+    pub fn with_grids(mut call: ToolCall, grids: GridRelation) -> ToolCall {
+        call.grids = Some(grids);
+        call
     }
 }
 

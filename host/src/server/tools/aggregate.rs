@@ -722,7 +722,11 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 )?;
                 datasets.push(input_facts);
             }
-            let grids = if differ { "differ" } else { "aligned" };
+            let grids = if differ {
+                composite::GridRelation::Differ
+            } else {
+                composite::GridRelation::Aligned
+            };
             if differ && resampling.is_none() {
                 return Err(ToolError::Arguments(
                     "resampling: the inputs lie on different grids (size, cell size, origin or \
@@ -760,8 +764,8 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(
                 CallFacts {
-                    arguments: json!({ "_grids": grids }),
                     datasets,
+                    grids: Some(grids),
                     target_crs,
                     transformation,
                     ..CallFacts::default()
@@ -775,7 +779,7 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
             let report = json!({
                 "statistic": statistic.core().as_str(),
                 "inputs": request.inputs.len(),
-                "grids": grids,
+                "grids": grids.as_str(),
                 "empty_cells": outcome.empty_cells,
                 "warped_inputs": outcome
                     .warps

@@ -10,6 +10,7 @@ use crate::domains::CallFacts;
 use crate::gdal::analysis::{
     self, BufferRequest, JoinRequest, OverlayOperation, OverlayRequest, Predicate, Stat, Weighting,
 };
+use crate::gdal::encoding::OutputFacts;
 use crate::gdal::facts;
 use crate::gdal::measure::{
     self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method, Overlaps,
@@ -219,6 +220,7 @@ pub async fn buffer(call: Call) -> Result<Value, ToolError> {
             let facts = CallFacts {
                 datasets: vec![dataset_facts],
                 measurement: Some(measurement),
+                output: Some(OutputFacts::vector(&request.driver, &[])),
                 ..CallFacts::default()
             };
             Ok(Gathered::new(facts, request))
@@ -381,6 +383,10 @@ pub async fn overlay(call: Call) -> Result<Value, ToolError> {
                 },
             )?;
             request.pipeline = pipeline;
+            let facts = CallFacts {
+                output: Some(OutputFacts::vector(&request.driver, &[])),
+                ..facts
+            };
             Ok(Gathered::new(facts, request))
         },
         |request: OverlayRequest, _work| {
@@ -573,6 +579,10 @@ pub async fn join(call: Call) -> Result<Value, ToolError> {
                 |first, second| analysis::join_facts(&request, first, second),
             )?;
             request.pipeline = pipeline;
+            let facts = CallFacts {
+                output: Some(OutputFacts::vector(&request.driver, &[])),
+                ..facts
+            };
             Ok(Gathered::new(facts, request))
         },
         |request: JoinRequest, _work| {

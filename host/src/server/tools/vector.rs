@@ -6,6 +6,7 @@
 //! Shapefile's `.dbf` and `.prj` first, the main file last).
 
 use crate::domains::CallFacts;
+use crate::gdal::encoding::OutputFacts;
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
 use crate::gdal::transform::{self, TransformationFacts};
@@ -208,6 +209,8 @@ struct VectorPlan {
     output: PathBuf,
     argv: Vec<String>,
     transformation: Option<TransformationFacts>,
+    /// The driver and layer options the output is written with, as the domains see them.
+    written: OutputFacts,
 }
 
 impl VectorPlan {
@@ -221,6 +224,7 @@ impl VectorPlan {
             datasets,
             target_crs,
             transformation: self.transformation.clone(),
+            output: Some(self.written.clone()),
             ..CallFacts::default()
         };
         Gathered::new(facts, self)
@@ -360,6 +364,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 output,
                 argv,
                 transformation,
+                written: OutputFacts::vector(&driver, &[]),
             };
             let mut gathered = plan
                 .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
@@ -415,6 +420,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 output,
                 argv,
                 transformation: None,
+                written: OutputFacts::vector(&driver, &layer_options),
             };
             Ok(plan.gathered(vec![input_facts], None))
         },
@@ -536,6 +542,7 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 output,
                 argv,
                 transformation,
+                written: OutputFacts::vector(&driver, &[]),
             };
             Ok(plan.gathered(datasets, target_crs))
         },
@@ -623,7 +630,11 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
                 dms: args.dms.unwrap_or_default(),
                 budget,
             };
-            Ok(Gathered::new(CallFacts::default(), request))
+            let facts = CallFacts {
+                output: Some(OutputFacts::vector(&request.driver, &[])),
+                ..CallFacts::default()
+            };
+            Ok(Gathered::new(facts, request))
         },
         |request: crate::gdal::table::TableRequest, _work| {
             let output = crate::gdal::table::run(&request)?;
