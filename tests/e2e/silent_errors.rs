@@ -861,6 +861,136 @@ async fn terrain_in_us_survey_feet_uses_the_unit_ratio_or_refuses() {
     assert!((values[12] - want).abs() < 1e-3, "{} vs {want}", values[12]);
 }
 
+/// Regression (attack round 5, F2): gdaldem slope in GDAL 3.6 ignores `-z`, so a DEM stored as
+/// Int16 with scale 0.01 came out at atan(100/30) = 73.30° where the surface rises 1 m per 30 m
+/// cell (1.91°), and a slope's `z_factor` was ignored. The vertical factor is now folded into
+/// `-s`: the scaled DEM's slope equals its Float32 twin's, and `z_factor: 2` doubles the
+/// gradient.
+#[tokio::test]
+async fn a_slope_applies_the_bands_scale_and_the_z_factor() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 4_000_000.0, 0.0, -30.0]);
+    // Rising 1 m per cell eastwards: raw 100 per cell at scale 0.01, and in metres.
+    let raw: Vec<i16> = (0..49).map(|i| 1000 + 100 * (i % 7) as i16).collect();
+    let metres: Vec<f32> = (0..49).map(|i| 10.0 + (i % 7) as f32).collect();
+    write_raster::<i16>(
+        &server.path("scaled.tif"),
+        (7, 7),
+        raw,
+        gt,
+        Some(32633),
+        |band| {
+            band.set_scale(0.01).unwrap();
+            set_unit(band, "m");
+        },
+    );
+    write_raster::<f32>(
+        &server.path("metres.tif"),
+        (7, 7),
+        metres,
+        gt,
+        Some(32633),
+        |band| set_unit(band, "m"),
+    );
+    let slope_of = |input: &'static str, output: &'static str, extra: Value| {
+        let server = &server;
+        async move {
+            let mut args = json!({"input": input, "output": output, "operation": "slope"});
+            for (k, v) in extra.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            let done = call_justified(server, "raster_terrain", args)
+                .await
+                .unwrap()
+                .result;
+            assert!(!is_error(&done), "{}", text(&done));
+            let (values, _) = read_all(&server.path(output));
+            values[24]
+        }
+    };
+    let want = (1.0f64 / 30.0).atan().to_degrees();
+    let plain = slope_of("metres.tif", "plain.tif", json!({})).await;
+    let scaled = slope_of("scaled.tif", "scaled_slope.tif", json!({})).await;
+    assert!((plain - want).abs() < 1e-3, "{plain} vs {want}");
+    assert!(
+        (scaled - want).abs() < 1e-3,
+        "{scaled} vs {want} (73.30 before)"
+    );
+    let doubled = slope_of("metres.tif", "doubled.tif", json!({"z_factor": 2})).await;
+    let want_doubled = (2.0f64 / 30.0).atan().to_degrees();
+    assert!(
+        (doubled - want_doubled).abs() < 1e-3,
+        "{doubled} vs {want_doubled}"
+    );
+}
+
+/// Regression (attack round 5, F4): one +Inf and one -Inf cell made raster_stats answer
+/// `min`, `max`, `mean`, `std` and the histogram's bounds as `null` (contradicting its output
+/// schema, which hosts validating structured content reject) and put every cell in bin 0.
+/// Infinities are now counted apart and left out of the figures; the twin without them gives
+/// the same figures.
+#[tokio::test]
+async fn infinite_cells_are_counted_apart_and_left_out_of_the_statistics() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 4_000_000.0, 0.0, -30.0]);
+    let clean: Vec<f32> = (0..400).map(|i| (i % 4) as f32).collect();
+    let mut odd = clean.clone();
+    odd[0] = f32::INFINITY;
+    odd[21] = f32::NEG_INFINITY;
+    odd[42] = f32::NAN;
+    write_raster::<f32>(
+        &server.path("inf.tif"),
+        (20, 20),
+        odd,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("clean.tif"),
+        (20, 20),
+        clean,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let stats = |input: &'static str| {
+        let server = &server;
+        async move {
+            let done = server
+                .call("raster_stats", json!({"input": input, "histogram_bins": 4}))
+                .await
+                .unwrap();
+            assert!(!is_error(&done), "{}", text(&done));
+            structured(&done)["bands"][0].clone()
+        }
+    };
+    let odd = stats("inf.tif").await;
+    assert_eq!(odd["infinite_count"], json!(2), "{odd}");
+    assert_eq!(odd["nodata_count"], json!(1), "{odd}");
+    assert_eq!(odd["valid_count"], json!(397), "{odd}");
+    for field in ["min", "max", "mean", "std"] {
+        assert!(odd[field].is_number(), "{field}: {odd}");
+    }
+    assert_eq!(odd["min"], json!(0.0));
+    assert_eq!(odd["max"], json!(3.0));
+    assert!(odd["histogram"]["min"].is_number() && odd["histogram"]["max"].is_number());
+    let counts: u64 = odd["histogram"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counts, 397);
+    let twin = stats("clean.tif").await;
+    assert_eq!(twin["infinite_count"], json!(0));
+    assert_eq!(twin["valid_count"], json!(400));
+    assert_eq!(
+        (twin["min"].clone(), twin["max"].clone()),
+        (json!(0.0), json!(3.0))
+    );
+}
+
 /// Drivers that reproject on write (MBTiles to EPSG:3857, KMLSUPEROVERLAY to EPSG:4326, with
 /// their own resampling and RGBA expansion: 14 classes became 79 values) are not output
 /// drivers: the CRS change and the resampling would happen behind the gate.

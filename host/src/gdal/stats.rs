@@ -67,6 +67,9 @@ pub struct BandStats {
     pub valid_count: u64,
     /// Cells equal to nodata or NaN.
     pub nodata_count: u64,
+    /// Cells holding +Inf or -Inf (an overflow, a division by zero upstream): left out of
+    /// every figure, which they would otherwise turn into infinities and NaN.
+    pub infinite_count: u64,
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub mean: Option<f64>,
@@ -130,7 +133,10 @@ fn band_stats(
         .map_err(|e| failed(e.to_string()))?;
     let nodata = request.nodata.or(band.no_data_value());
     let (width, height) = band.size();
-    let is_valid = |v: f64| !v.is_nan() && nodata.is_none_or(|nd| v != nd);
+    // Infinities are counted apart and left out (attack round 5, F4: one +Inf and one -Inf
+    // made min, max, mean and std null and put every cell in the first histogram bin).
+    let is_valid = |v: f64| v.is_finite() && nodata.is_none_or(|nd| v != nd);
+    let mut infinite_count = 0u64;
     let scale = band.scale().filter(|s| *s != 1.0);
     let offset = band.offset().filter(|o| *o != 0.0);
     // Every valid cell is kept as a double (percentiles sort them): from the memory budget
@@ -155,6 +161,7 @@ fn band_stats(
             .map_err(|e| failed(e.to_string()))?;
         let data = buffer.data();
         cells = data.len() as u64;
+        infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
         values.extend(data.iter().copied().filter(|v| is_valid(*v)));
     } else {
         let mut row = 0;
@@ -165,6 +172,7 @@ fn band_stats(
                 .map_err(|e| failed(e.to_string()))?;
             let data = buffer.data();
             cells += data.len() as u64;
+            infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
             values.extend(data.iter().copied().filter(|v| is_valid(*v)));
             row += rows;
         }
@@ -212,7 +220,8 @@ fn band_stats(
         unit: Some(band.unit()).filter(|u| !u.is_empty()),
         cells,
         valid_count: values.len() as u64,
-        nodata_count: cells - values.len() as u64,
+        nodata_count: cells - values.len() as u64 - infinite_count,
+        infinite_count,
         min: summary.min,
         max: summary.max,
         mean: summary.mean,

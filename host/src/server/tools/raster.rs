@@ -821,6 +821,8 @@ fn terrain_argv(
     if let Some(b) = args.band {
         argv.extend(["-b".to_string(), b.to_string()]);
     }
+    // A slope's `z_factor` and `scale` are folded into one `-s` by `terrain_units`: gdaldem
+    // slope (GDAL 3.6) ignores `-z`.
     if let Some(z) = args.z_factor {
         if !(z.is_finite() && z > 0.0) {
             return bad("z_factor: a positive number");
@@ -828,7 +830,9 @@ fn terrain_argv(
         if !matches!(op, TerrainOperation::Slope | TerrainOperation::Hillshade) {
             return bad("z_factor: applies to slope and hillshade");
         }
-        argv.extend(["-z".to_string(), number(z)]);
+        if op == TerrainOperation::Hillshade {
+            argv.extend(["-z".to_string(), number(z)]);
+        }
     }
     if let Some(s) = args.scale {
         if !(s.is_finite() && s > 0.0) {
@@ -837,7 +841,9 @@ fn terrain_argv(
         if !op.is_gradient() {
             return bad("scale: applies to slope, aspect and hillshade");
         }
-        argv.extend(["-s".to_string(), number(s)]);
+        if op != TerrainOperation::Slope {
+            argv.extend(["-s".to_string(), number(s)]);
+        }
     }
     if let Some(units) = args.slope_units {
         if op != TerrainOperation::Slope {
@@ -899,6 +905,12 @@ fn terrain_argv(
 /// say): gdaldem takes cell sizes from `gt[1]`/`gt[5]` alone (no rotation, no geotransform
 /// means 1-unit cells), assumes horizontal and vertical units are the same, and reads raw
 /// values (a band's scale and offset ignored). Returns the extra arguments (`-s`, `-z`).
+///
+/// gdaldem slope (GDAL 3.6) ignores `-z`: only hillshade reads it (measured: a DEM stored as
+/// Int16 with scale 0.01 gave 73.30° with `-z 0.01` and 1.91°, the true slope, with `-s 100`;
+/// attack round 5, F2). A slope's vertical factor (the call's `z_factor` times the band's
+/// scale) is therefore folded into `-s`, the ratio of horizontal to vertical units:
+/// atan(dz·z / (dx·s)) = atan(dz / (dx·s/z)).
 fn terrain_units(
     input: &DatasetFacts,
     band: u32,
@@ -930,9 +942,23 @@ fn terrain_units(
     let mut extra = Vec::new();
     let band_facts = raster.bands.get(band.saturating_sub(1) as usize);
     let band_scale = band_facts.and_then(|b| b.scale).filter(|s| *s != 1.0);
+    // The vertical factor of a slope, folded into `-s` below.
+    let slope_z = match operation {
+        TerrainOperation::Slope => user_z.unwrap_or(1.0) * band_scale.unwrap_or(1.0),
+        _ => 1.0,
+    };
+    let slope_scale = |horizontal: Option<f64>| -> Vec<String> {
+        let s = horizontal.unwrap_or(1.0) / slope_z;
+        if operation == TerrainOperation::Slope && s != 1.0 {
+            vec!["-s".to_string(), number(s)]
+        } else {
+            Vec::new()
+        }
+    };
     if let Some(k) = band_scale {
         match operation {
-            TerrainOperation::Slope | TerrainOperation::Hillshade => {
+            TerrainOperation::Slope => {}
+            TerrainOperation::Hillshade => {
                 let z = user_z.unwrap_or(1.0) * k;
                 extra.extend(["-z".to_string(), number(z)]);
             }
@@ -947,7 +973,11 @@ fn terrain_units(
             }
         }
     }
-    if !operation.is_gradient() || user_scale.is_some() {
+    if !operation.is_gradient() {
+        return Ok(extra);
+    }
+    if user_scale.is_some() {
+        extra.extend(slope_scale(user_scale));
         return Ok(extra);
     }
     let vertical_feet = band_facts
@@ -973,10 +1003,10 @@ fn terrain_units(
         )));
     }
     let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
-    match (unit, vertical_feet) {
-        (Some(u), _) if (u - 1.0).abs() < 1e-12 && vertical_feet != Some(true) => {}
-        (Some(u), Some(false)) => extra.extend(["-s".to_string(), number(u)]),
-        (Some(u), Some(true)) if (u - 0.3048).abs() < 1e-4 => {}
+    let horizontal = match (unit, vertical_feet) {
+        (Some(u), _) if (u - 1.0).abs() < 1e-12 && vertical_feet != Some(true) => None,
+        (Some(u), Some(false)) => Some(u),
+        (Some(u), Some(true)) if (u - 0.3048).abs() < 1e-4 => None,
         (Some(u), _) => {
             let name = input
                 .crs
@@ -989,7 +1019,12 @@ fn terrain_units(
                  or scale: 1 if they are in the same {name}"
             )));
         }
-        (None, _) => {}
+        (None, _) => None,
+    };
+    if operation == TerrainOperation::Slope {
+        extra.extend(slope_scale(horizontal));
+    } else if let Some(u) = horizontal {
+        extra.extend(["-s".to_string(), number(u)]);
     }
     Ok(extra)
 }
@@ -1106,9 +1141,14 @@ mod tests {
         };
         let ok: &[(Value, &[&str])] = &[
             (json!({"operation": "slope"}), &["-of", "GTiff"]),
+            // The slope's z_factor is folded into -s by terrain_units (gdaldem slope ignores -z).
             (
                 json!({"operation": "slope", "slope_units": "percent", "z_factor": 2.0}),
-                &["-of", "GTiff", "-z", "2", "-p"],
+                &["-of", "GTiff", "-p"],
+            ),
+            (
+                json!({"operation": "hillshade", "z_factor": 2.0}),
+                &["-of", "GTiff", "-z", "2"],
             ),
             (
                 json!({"operation": "hillshade", "multidirectional": true, "format": "COG"}),
