@@ -991,6 +991,90 @@ async fn infinite_cells_are_counted_apart_and_left_out_of_the_statistics() {
     );
 }
 
+/// Regression (attack round 5, F9): gdalwarp shifts a single band's values when the source and
+/// target CRSs disagree on heights. A DEM of 100 m in EPSG:32633+5773 (UTM 33N + EGM96 height)
+/// warped to EPSG:32633 came out at 145.92 m while the facts said "null offset, 0 m", and the
+/// compound CRS raised a false "matches no authority code". Now the call is refused with both
+/// candidates and the argument that chooses (`heights`), each choice gives its figure, the
+/// same vertical datum on both sides asks nothing, and the compound CRS is identified.
+#[tokio::test]
+async fn a_reprojection_that_would_shift_heights_asks_which_and_names_the_compound_crs() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 5_000_300.0, 0.0, -30.0]);
+    write_raster::<f32>(
+        &server.path("dem.tif"),
+        (10, 10),
+        vec![100.0; 100],
+        gt,
+        None,
+        |_| {},
+    );
+    update(&server.path("dem.tif"), |dataset| {
+        let mut compound = SpatialRef::from_definition("EPSG:32633+5773").unwrap();
+        compound
+            .set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+        dataset.set_spatial_ref(&compound).unwrap();
+    });
+    let info = server
+        .call("raster_info", json!({"input": "dem.tif"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&info)["facts"]["crs"]["id"],
+        json!("EPSG:32633+5773"),
+        "{}",
+        text(&info)
+    );
+    let args = |output: &str, heights: Option<&str>| {
+        let mut a = json!({"input": "dem.tif", "output": output, "dst_crs": "EPSG:32633",
+                           "resampling": "bilinear"});
+        if let Some(h) = heights {
+            a["heights"] = json!(h);
+        }
+        a
+    };
+    let refused = call_justified(&server, "raster_reproject", args("asked.tif", None))
+        .await
+        .unwrap()
+        .result;
+    assert!(is_error(&refused));
+    assert_eq!(
+        structured(&refused)["error"]["kind"],
+        json!("data_conflict"),
+        "{}",
+        text(&refused)
+    );
+    assert!(text(&refused).contains("heights"), "{}", text(&refused));
+    assert!(text(&refused).contains("+45.9"), "{}", text(&refused));
+    assert!(
+        !text(&refused).contains("matches no authority code"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("asked.tif").exists());
+    let value = |output: &'static str, heights: Option<&'static str>, dst: &'static str| {
+        let server = &server;
+        async move {
+            let mut a = args(output, heights);
+            a["dst_crs"] = json!(dst);
+            let done = call_justified(server, "raster_reproject", a)
+                .await
+                .unwrap()
+                .result;
+            assert!(!is_error(&done), "{output}: {}", text(&done));
+            let (values, _) = read_all(&server.path(output));
+            values[44]
+        }
+    };
+    let kept = value("kept.tif", Some("keep"), "EPSG:32633").await;
+    assert!((kept - 100.0).abs() < 1e-6, "{kept}");
+    let converted = value("converted.tif", Some("convert"), "EPSG:32633").await;
+    assert!((converted - 145.92).abs() < 0.05, "{converted}");
+    // The twin: the same vertical datum on both sides is asked nothing and keeps the values.
+    let same = value("same.tif", None, "EPSG:32633+5773").await;
+    assert!((same - 100.0).abs() < 1e-6, "{same}");
+}
+
 /// Drivers that reproject on write (MBTiles to EPSG:3857, KMLSUPEROVERLAY to EPSG:4326, with
 /// their own resampling and RGBA expansion: 14 classes became 79 values) are not output
 /// drivers: the CRS change and the resampling would happen behind the gate.

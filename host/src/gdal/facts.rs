@@ -597,6 +597,9 @@ fn authority_id(srs: &SpatialRef) -> Option<String> {
     if let (Some(name), Ok(code)) = (srs.auth_name(), srs.auth_code()) {
         return Some(format!("{name}:{code}"));
     }
+    if let Some(id) = compound_id(srs) {
+        return Some(id);
+    }
     let wkt = srs.to_wkt().ok()?;
     if let Some(hit) = MATCHES.get(&wkt) {
         return hit;
@@ -606,6 +609,24 @@ fn authority_id(srs: &SpatialRef) -> Option<String> {
         MATCHES.insert(wkt, found.clone());
     }
     found
+}
+
+/// A compound CRS whose parts carry codes of one authority, as PROJ writes it:
+/// `EPSG:32633+5773` (regression, attack round 5 F9: such a CRS "matched no authority code",
+/// a false critical finding, because PROJ's database has no code for the pair).
+fn compound_id(srs: &SpatialRef) -> Option<String> {
+    if !srs.is_compound() {
+        return None;
+    }
+    let code = |path: &str| -> Option<(String, String)> {
+        let authority = srs.get_attr_value(path, 0).ok().flatten()?;
+        let code = srs.get_attr_value(path, 1).ok().flatten()?;
+        Some((authority, code))
+    };
+    let (authority, horizontal) =
+        code("COMPD_CS|PROJCS|AUTHORITY").or_else(|| code("COMPD_CS|GEOGCS|AUTHORITY"))?;
+    let (vertical_authority, vertical) = code("COMPD_CS|VERT_CS|AUTHORITY")?;
+    (authority == vertical_authority).then(|| format!("{authority}:{horizontal}+{vertical}"))
 }
 
 fn best_match(srs: &SpatialRef) -> Option<String> {

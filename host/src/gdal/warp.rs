@@ -28,6 +28,10 @@ pub struct WarpRequest {
     /// A PROJ pipeline passed as `-ct`: the coordinate operation the host chose because it is
     /// more accurate than the one GDAL would pick (see `transform`).
     pub coordinate_operation: Option<String>,
+    /// `Some(true)` passes `-vshift` (values shifted between the two CRSs' height systems),
+    /// `Some(false)` passes `-novshift` (values kept); `None` leaves it to gdalwarp, which
+    /// shifts a single band when the CRSs disagree on heights (`transform::vertical_shift`).
+    pub vertical_shift: Option<bool>,
 }
 
 /// What the warp produced.
@@ -51,6 +55,11 @@ impl WarpRequest {
         }
         if let Some(pipeline) = &self.coordinate_operation {
             args.extend(["-ct".to_string(), pipeline.clone()]);
+        }
+        match self.vertical_shift {
+            Some(true) => args.push("-vshift".to_string()),
+            Some(false) => args.push("-novshift".to_string()),
+            None => {}
         }
         args.extend(["-r".to_string(), self.resampling.clone()]);
         if let Some((x, y)) = self.resolution {

@@ -237,6 +237,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 format,
                 creation_options: options,
                 coordinate_operation: None,
+                vertical_shift: None,
             };
             let partial = w % fx as usize != 0 || h % fy as usize != 0;
             let factor = if fx == fy {

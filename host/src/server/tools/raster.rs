@@ -209,6 +209,9 @@ pub struct ReprojectArgs {
     pub bounds: Option<Bounds>,
     /// Nodata value of the output (areas outside the source get it).
     pub nodata: Option<f64>,
+    /// When the two CRSs disagree on heights (vertical datum): "convert" shifts the values,
+    /// "keep" leaves them. Asked for only then.
+    pub heights: Option<Heights>,
     /// GDAL driver of the output. Default "GTiff"; "COG" for cloud-optimised GeoTIFF.
     pub format: Option<String>,
     /// Driver creation options, e.g. {"COMPRESS": "DEFLATE"}.
@@ -218,6 +221,16 @@ pub struct ReprojectArgs {
     #[serde(default)]
     pub overwrite: bool,
     pub justification: Option<Justifications>,
+}
+
+/// What a reprojection does to values when the CRSs disagree on heights.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Heights {
+    /// Shift every value from the source's height system to the target's (gdalwarp -vshift).
+    Convert,
+    /// Leave the values as they are (gdalwarp -novshift).
+    Keep,
 }
 
 /// Result of `raster_reproject`.
@@ -241,6 +254,52 @@ impl Step for ReprojectOutput {
     fn computation(&self) -> Option<String> {
         None
     }
+}
+
+/// Whether the warp shifts values between height systems, settled by the data or by the
+/// call's `heights`. gdalwarp (GDAL 3.6) shifts a single band's values when the source and
+/// target CRSs disagree on heights, whatever the band holds: a DEM of 100 m in
+/// EPSG:32633+5773 warped to EPSG:32633 held 145.92 m, and class 100 of a map in the same CRS
+/// became 146, while the facts spoke of a null offset (attack round 5, F9). When the shift
+/// is not negligible and the call does not say, the call is refused with both candidates.
+fn heights_of_warp(
+    heights: Option<Heights>,
+    dataset: &gdal::Dataset,
+    source: &gdal::spatial_ref::SpatialRef,
+    target: &gdal::spatial_ref::SpatialRef,
+) -> Result<Option<bool>, ToolError> {
+    if let Some(h) = heights {
+        return Ok(Some(h == Heights::Convert));
+    }
+    if dataset.raster_count() != 1 {
+        return Ok(None);
+    }
+    let Some(extent) = facts::raster_extent(dataset) else {
+        return Ok(None);
+    };
+    let centre = ((extent[0] + extent[2]) / 2.0, (extent[1] + extent[3]) / 2.0);
+    let Some((from, to, shift)) = transform::vertical_shift(source, target, centre) else {
+        return Ok(None);
+    };
+    if shift.abs() < 0.001 {
+        return Ok(None);
+    }
+    Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
+        message: format!(
+            "heights: the input's values are heights in {from} and the target's are {to}: \
+             gdalwarp would shift every value of this band by {shift:+.2} m (at the raster's \
+             centre), whatever it holds. Pass heights: \"convert\" to shift them (right for \
+             elevations that must follow the target's height system), or heights: \"keep\" to \
+             leave the values as they are (right for anything that is not a height, such as \
+             classes; the output's CRS then names no vertical datum). To keep the vertical \
+             datum, name it in dst_crs as a compound CRS (e.g. \"EPSG:32633+5773\")."
+        ),
+        parameter: "heights".to_string(),
+        candidates: serde_json::json!([
+            {"heights": "keep", "value_change_m": 0.0},
+            {"heights": "convert", "value_change_m": shift},
+        ]),
+    }))
 }
 
 /// Every method but nearest computes new cells from neighbours (or picks an extreme), so an
@@ -300,8 +359,10 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: options,
         coordinate_operation: None,
+        vertical_shift: None,
     };
     let dst_crs = args.dst_crs;
+    let heights = args.heights;
     gated::run(
         &call,
         args.justification,
@@ -337,6 +398,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 .and_then(|t| t.explicit_pipeline())
                 .map(str::to_string);
             check_warp_output(&request, &dataset, &source, &target)?;
+            request.vertical_shift = heights_of_warp(heights, &dataset, &source, &target)?;
             let source_facts = facts::crs_facts(&source);
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
@@ -437,6 +499,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
         creation_options: options,
         coordinate_operation: None,
+        vertical_shift: None,
     };
     gated::run(
         &call,
