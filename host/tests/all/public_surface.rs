@@ -5,7 +5,7 @@
 //! Any change fails here until the snapshots are updated on purpose:
 //!
 //! ```text
-//! UPDATE_SNAPSHOTS=1 cargo test -p gdal-mcp --test public_surface
+//! UPDATE_SNAPSHOTS=1 cargo test -p gdal-mcp --test all public_surface
 //! ```
 //!
 //! and the diff under `host/tests/snapshots/` is reviewed with the change.
@@ -151,7 +151,7 @@ fn public_surface_matches_the_reviewed_snapshots() {
     assert!(
         problems.is_empty(),
         "the public surface changed:\n{}\nIf the change is deliberate, run \
-         `UPDATE_SNAPSHOTS=1 cargo test -p gdal-mcp --test public_surface` and commit the \
+         `UPDATE_SNAPSHOTS=1 cargo test -p gdal-mcp --test all public_surface` and commit the \
          reviewed snapshots.",
         problems.join("\n")
     );
