@@ -3291,3 +3291,472 @@ async fn raster_info_stats_never_rewrite_an_input_vrt() {
     assert!(!is_error(&tif), "{}", text(&tif));
     assert_eq!(std::fs::read(server.path("dem.tif")).unwrap(), tif_before);
 }
+
+/// A KML document of `levels` nested folders around one placemark.
+fn nested_kml(levels: usize) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<kml xmlns=\"http://www.opengis.net/kml/2.2\"><Document>{}<Placemark><name>p</name><Point><coordinates>10,50</coordinates></Point></Placemark>{}</Document></kml>\n",
+        "<Folder>".repeat(levels),
+        "</Folder>".repeat(levels)
+    )
+}
+
+/// Regression (issue 21, attack round 5, F7): the host's pre-open XML checks handed every
+/// XML-looking input and sidecar to roxmltree, which recurses once per element level with no
+/// limit: an 8 KB KML of 500 nested folders, or an `.aux.xml` of 100000 nested elements
+/// beside a clean GeoTIFF, overflowed a runtime thread's stack and aborted the server. Nesting
+/// is now counted without recursion before any parse and refused past 256 levels, naming the
+/// file; the shallow twins open as before.
+#[tokio::test]
+async fn attack5_f7_deeply_nested_xml_is_refused_without_crashing() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    std::fs::write(server.path("deep.kml"), nested_kml(500)).unwrap();
+    let deep = server
+        .call("vector_info", json!({"input": "deep.kml"}))
+        .await
+        .unwrap();
+    assert!(is_error(&deep), "{}", text(&deep));
+    assert!(
+        text(&deep).contains("deep.kml") && text(&deep).contains("levels deep"),
+        "{}",
+        text(&deep)
+    );
+    still_serves(&server).await;
+
+    // A clean raster with a sidecar nested 100000 deep.
+    std::fs::copy(server.path("dem.tif"), server.path("padded.tif")).unwrap();
+    std::fs::write(
+        server.path("padded.tif.aux.xml"),
+        format!(
+            "<PAMDataset>{}{}</PAMDataset>",
+            "<a>".repeat(100_000),
+            "</a>".repeat(100_000)
+        ),
+    )
+    .unwrap();
+    let padded = server
+        .call("raster_info", json!({"input": "padded.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&padded), "{}", text(&padded));
+    assert!(text(&padded).contains("levels deep"), "{}", text(&padded));
+    still_serves(&server).await;
+
+    // Clean twins: 20 nested folders (GDAL reads them), a shallow sidecar.
+    std::fs::write(server.path("shallow.kml"), nested_kml(20)).unwrap();
+    let shallow = server
+        .call("vector_info", json!({"input": "shallow.kml"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&shallow), "{}", text(&shallow));
+    std::fs::write(
+        server.path("padded.tif.aux.xml"),
+        "<PAMDataset><Metadata><MDI key=\"note\">kept</MDI></Metadata></PAMDataset>",
+    )
+    .unwrap();
+    let clean = server
+        .call("raster_info", json!({"input": "padded.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+}
+
+/// Regression (issue 21, attack round 5, F3): an `.aux.xml` with one bare `&` (which GDAL's
+/// lenient parser keeps and roxmltree refuses) was treated as carrying no SRS, so its SRS (a
+/// BOUNDCRS whose operation is `+proj=tinshift +file=PATH`) reached PROJ, which opened PATH
+/// outside the workspace. A document the host cannot parse is now refused, never skipped; the
+/// twin with the `&` escaped and a plain SRS opens.
+#[tokio::test]
+async fn attack5_f3_an_unparseable_sidecar_is_refused_not_skipped() {
+    let decoy = Decoy::new();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let geog = "GEOGCRS[&quot;WGS 84&quot;,DATUM[&quot;World Geodetic System 1984&quot;,ELLIPSOID[&quot;WGS 84&quot;,6378137,298.257223563]],CS[ellipsoidal,2],AXIS[&quot;lon&quot;,east],AXIS[&quot;lat&quot;,north],ANGLEUNIT[&quot;degree&quot;,0.0174532925199433]]";
+    let bound = format!(
+        "BOUNDCRS[SOURCECRS[{geog}],TARGETCRS[{geog}],ABRIDGEDTRANSFORMATION[&quot;x&quot;,METHOD[&quot;PROJ-based operation method: +proj=tinshift +file={}&quot;]]]",
+        decoy.path("secret.txt")
+    );
+    std::fs::copy(server.path("dem.tif"), server.path("p.tif")).unwrap();
+    std::fs::write(
+        server.path("p.tif.aux.xml"),
+        format!("<PAMDataset>\n  <SRS>{bound}</SRS>\n  <Metadata><MDI key=\"note\">salt & pepper</MDI></Metadata>\n</PAMDataset>\n"),
+    )
+    .unwrap();
+    let info = server
+        .call("raster_info", json!({"input": "p.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&info), "{}", text(&info));
+    assert!(
+        text(&info).contains("p.tif.aux.xml") && text(&info).contains("not well-formed"),
+        "{}",
+        text(&info)
+    );
+    // The twin: the same sidecar with the `&` escaped and no SRS of its own (the GeoTIFF's
+    // CRS holds) opens.
+    std::fs::write(
+        server.path("p.tif.aux.xml"),
+        "<PAMDataset>\n  <Metadata><MDI key=\"note\">salt &amp; pepper</MDI></Metadata>\n</PAMDataset>\n",
+    )
+    .unwrap();
+    let clean = server
+        .call("raster_info", json!({"input": "p.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    decoy.assert_untouched();
+}
+
+/// A GeoJSON polygon layer whose `crs` member names `crs`, after `pad` bytes of padding.
+fn geojson_with_crs(crs: &str, pad: usize) -> String {
+    let pad = if pad == 0 {
+        String::new()
+    } else {
+        format!("\"pad\":\"{}\",", "x".repeat(pad))
+    };
+    format!(
+        "{{\"type\":\"FeatureCollection\",{pad}\"crs\":{{\"type\":\"name\",\"properties\":{{\"name\":\"{crs}\"}}}},\"features\":[{{\"type\":\"Feature\",\"properties\":{{\"a\":1}},\"geometry\":{{\"type\":\"Polygon\",\"coordinates\":[[[10,50],[10.1,50],[10.1,50.1],[10,50.1],[10,50]]]}}}}]}}"
+    )
+}
+
+/// Regression (issue 21, attack round 5, F1): CRS text naming a file reached PROJ through
+/// carriers the pre-open scan never read: an ENVI `.hdr`'s `coordinate system string` with
+/// `EXTENSION["PROJ4","... +nadgrids=PATH"]`, a GeoJSON `crs` written `+nad\u0067rids=` or
+/// placed after the first MiB, a `.prj` whose BOUNDCRS runs `+proj=tinshift +file=PATH`. The
+/// carriers are now decoded as GDAL decodes them (JSON escapes, XML references) and scanned
+/// whole; the twins with an authority CRS open.
+#[tokio::test]
+async fn attack5_f1_crs_text_naming_files_is_found_in_every_carrier() {
+    let decoy = Decoy::new();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let grid = decoy.path("secret.txt");
+    // ENVI: a raster whose header names a grid.
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-of", "ENVI"])
+        .arg(server.path("dem.tif"))
+        .arg(server.path("e.dat"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let header = std::fs::read_to_string(server.path("e.hdr")).unwrap();
+    let start = header.find("coordinate system string = {").unwrap();
+    let end = start + header[start..].find('}').unwrap() + 1;
+    let planted = format!(
+        "{}coordinate system string = {{GEOGCS[\"YYY\",DATUM[\"WGS_1984\",SPHEROID[\"WGS 84\",6378137,298.257223563]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433],EXTENSION[\"PROJ4\",\"+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs\"]]}}{}",
+        &header[..start],
+        &header[end..]
+    );
+    let clean_header = header.clone();
+    std::fs::write(server.path("e.hdr"), planted).unwrap();
+    let envi = server
+        .call("raster_info", json!({"input": "e.dat"}))
+        .await
+        .unwrap();
+    assert!(is_error(&envi), "{}", text(&envi));
+    assert!(text(&envi).contains("e.hdr"), "{}", text(&envi));
+    std::fs::write(server.path("e.hdr"), clean_header).unwrap();
+    let envi = server
+        .call("raster_info", json!({"input": "e.dat"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&envi), "{}", text(&envi));
+
+    // GeoJSON: an escaped key, and a key after the first MiB.
+    for (name, crs, pad) in [
+        (
+            "escaped.geojson",
+            format!("+proj=longlat +ellps=WGS84 +nad\\u0067rids={grid} +no_defs"),
+            0,
+        ),
+        (
+            "late.geojson",
+            format!("+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs"),
+            (1 << 20) + 1000,
+        ),
+    ] {
+        std::fs::write(server.path(name), geojson_with_crs(&crs, pad)).unwrap();
+        let info = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(is_error(&info), "{name}: {}", text(&info));
+        assert!(text(&info).contains("grid"), "{name}: {}", text(&info));
+    }
+    std::fs::write(
+        server.path("late.geojson"),
+        geojson_with_crs("urn:ogc:def:crs:OGC:1.3:CRS84", (1 << 20) + 1000),
+    )
+    .unwrap();
+    let twin = server
+        .call("vector_info", json!({"input": "late.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+
+    // A GeoJSON whose CRS is a BOUNDCRS running tinshift over an outside file (the raw scan
+    // looked only for `grids=` and `init=`).
+    let g = "GEOGCRS[\\\"WGS 84\\\",DATUM[\\\"World Geodetic System 1984\\\",ELLIPSOID[\\\"WGS 84\\\",6378137,298.257223563]],CS[ellipsoidal,2],AXIS[\\\"lon\\\",east],AXIS[\\\"lat\\\",north],ANGLEUNIT[\\\"degree\\\",0.0174532925199433]]";
+    std::fs::write(
+        server.path("t.geojson"),
+        geojson_with_crs(
+            &format!("BOUNDCRS[SOURCECRS[{g}],TARGETCRS[{g}],ABRIDGEDTRANSFORMATION[\\\"x\\\",METHOD[\\\"PROJ-based operation method: +proj=tinshift +file={grid}\\\"]]]"),
+            0,
+        ),
+    )
+    .unwrap();
+    let tin = server
+        .call("vector_info", json!({"input": "t.geojson"}))
+        .await
+        .unwrap();
+    assert!(is_error(&tin), "{}", text(&tin));
+    assert!(text(&tin).contains("tinshift"), "{}", text(&tin));
+    std::fs::write(
+        server.path("t.geojson"),
+        geojson_with_crs(&g.replace("WGS 84", "W"), 0),
+    )
+    .unwrap();
+    let tin = server
+        .call("vector_info", json!({"input": "t.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&tin), "{}", text(&tin));
+    still_serves(&server).await;
+    decoy.assert_untouched();
+}
+
+/// A GeoPackage `name` with an attributes table `t` (two rows) and, when given, a view `v`
+/// over `view_sql` registered as an attributes layer.
+fn gpkg_with_view(server: &Server, name: &str, view_sql: Option<&str>) {
+    let csv = server.path(&format!("{name}.csv"));
+    std::fs::write(&csv, "a,b\n1,x\n2,y\n").unwrap();
+    let status = std::process::Command::new("ogr2ogr")
+        .args(["-q", "-f", "GPKG", "-nln", "t"])
+        .arg(server.path(name))
+        .arg(&csv)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::remove_file(&csv).unwrap();
+    if let Some(sql) = view_sql {
+        let status = std::process::Command::new("sqlite3")
+            .arg(server.path(name))
+            .arg(format!(
+                "CREATE VIEW v AS {sql}; INSERT INTO gpkg_contents (table_name, data_type, identifier) VALUES ('v', 'attributes', 'v');"
+            ))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
+
+/// Regression (issue 21, attack round 5, F5 and F6): a GeoPackage layer that is a view
+/// `SELECT fid, a, hex(zeroblob(200000000)) AS big FROM t` took 1.4 GB in `vector_info` and
+/// 2.9 GB in `vector_query` (light tools reserve nothing), and a view over an endless
+/// recursive CTE never answered and could not be cancelled. Views with a common table
+/// expression, and views or generated columns calling value-building functions, are now
+/// refused before the open, naming the SQL and the fix (materialise the view); a plain view
+/// still opens.
+#[tokio::test]
+async fn attack5_f5_f6_gpkg_views_that_read_without_bound_are_refused() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let cases = [
+        ("bomb.gpkg", "SELECT fid, a, hex(zeroblob(200000000)) AS big FROM t", "zeroblob"),
+        (
+            "loop.gpkg",
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x AS fid, x AS a FROM c",
+            "WITH",
+        ),
+        (
+            "loop2.gpkg",
+            "WITH c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT x AS fid FROM c",
+            "WITH",
+        ),
+        ("fmt.gpkg", "SELECT fid, printf('%.*c', 1000000000, 'x') AS big FROM t", "printf"),
+    ];
+    for (name, sql, named) in cases {
+        gpkg_with_view(&server, name, Some(sql));
+        let started = Instant::now();
+        for (tool, args) in [
+            ("vector_info", json!({"input": name})),
+            ("vector_query", json!({"input": name, "layer": "v"})),
+        ] {
+            let result = server.call(tool, args).await.unwrap();
+            assert!(is_error(&result), "{name} {tool}: {}", text(&result));
+            let message = text(&result);
+            assert!(
+                message.contains(named) && message.contains("Materialise the view"),
+                "{name} {tool}: {message}"
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{name}");
+    }
+    still_serves(&server).await;
+    // The twin: a plain view over the table opens and reads.
+    gpkg_with_view(
+        &server,
+        "plain.gpkg",
+        Some("SELECT fid, a, b FROM t WHERE a > 1"),
+    );
+    let info = server
+        .call("vector_info", json!({"input": "plain.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let query = server
+        .call("vector_query", json!({"input": "plain.gpkg", "layer": "v"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&query), "{}", text(&query));
+}
+
+/// A DXF whose blocks insert the next block `fan` times, `depth` levels deep, over one line
+/// (attack round 5's `mk_dxf_bomb.py`): `fan^depth` lines once GDAL inlines the blocks.
+fn dxf_bomb(depth: usize, fan: usize) -> String {
+    let mut l: Vec<String> = Vec::new();
+    let mut g = |code: i32, value: &str| {
+        l.push(code.to_string());
+        l.push(value.to_string());
+    };
+    for (c, v) in [
+        (0, "SECTION"),
+        (2, "HEADER"),
+        (9, "$ACADVER"),
+        (1, "AC1015"),
+        (0, "ENDSEC"),
+    ] {
+        g(c, v);
+    }
+    g(0, "SECTION");
+    g(2, "BLOCKS");
+    for k in 0..=depth {
+        let name = format!("B{k}");
+        for (c, v) in [
+            (0, "BLOCK"),
+            (8, "0"),
+            (2, name.as_str()),
+            (70, "0"),
+            (10, "0"),
+            (20, "0"),
+            (30, "0"),
+            (3, name.as_str()),
+        ] {
+            g(c, v);
+        }
+        if k == depth {
+            for (c, v) in [
+                (0, "LINE"),
+                (8, "0"),
+                (10, "0"),
+                (20, "0"),
+                (30, "0"),
+                (11, "1"),
+                (21, "1"),
+                (31, "0"),
+            ] {
+                g(c, v);
+            }
+        } else {
+            let child = format!("B{}", k + 1);
+            for i in 0..fan {
+                let x = format!("{}", i as f64 * 0.001);
+                for (c, v) in [
+                    (0, "INSERT"),
+                    (8, "0"),
+                    (2, child.as_str()),
+                    (10, x.as_str()),
+                    (20, "0"),
+                    (30, "0"),
+                ] {
+                    g(c, v);
+                }
+            }
+        }
+        g(0, "ENDBLK");
+        g(8, "0");
+    }
+    g(0, "ENDSEC");
+    for (c, v) in [
+        (0, "SECTION"),
+        (2, "ENTITIES"),
+        (0, "INSERT"),
+        (8, "0"),
+        (2, "B0"),
+        (10, "0"),
+        (20, "0"),
+        (30, "0"),
+        (0, "ENDSEC"),
+        (0, "EOF"),
+    ] {
+        g(c, v);
+    }
+    l.join("\n") + "\n"
+}
+
+/// Regression (issue 21, attack round 5, F8): a 3 KB DXF whose blocks insert blocks 10 times
+/// per level, 7 levels deep, made GDAL build 10^7 lines (3.7 GB, 215 s) inside `vector_info`.
+/// The expansion is now counted from the text before the open and refused past 1 M entities,
+/// with the count; the same drawing 3 levels deep (1000 lines) opens.
+#[tokio::test]
+async fn attack5_f8_a_dxf_block_bomb_is_refused_before_the_open() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    std::fs::write(server.path("bomb.dxf"), dxf_bomb(7, 10)).unwrap();
+    let started = Instant::now();
+    let bomb = server
+        .call("vector_info", json!({"input": "bomb.dxf"}))
+        .await
+        .unwrap();
+    assert!(is_error(&bomb), "{}", text(&bomb));
+    assert!(
+        text(&bomb).contains("10000000 entities")
+            && text(&bomb).contains("GDAL_MCP_MAX_DXF_ENTITIES"),
+        "{}",
+        text(&bomb)
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    still_serves(&server).await;
+    std::fs::write(server.path("small.dxf"), dxf_bomb(3, 10)).unwrap();
+    let small = server
+        .call("vector_info", json!({"input": "small.dxf"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&small), "{}", text(&small));
+}

@@ -21,6 +21,12 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
             capture.failure_text("bad gdalinfo options"),
         ));
     }
+    // GDALInfo hands the dataset's CRS to PROJ again (its WGS 84 extent builds a
+    // transformation), after the open: without statistics it is under the open deadline like
+    // an open (regression, issue 21, attack round 5, F1: a grid named by an ENVI header that
+    // was a FIFO blocked here, past the deadline, on the read pool's workers). With
+    // statistics every pixel is read, which may rightly take longer.
+    let open = (!stats).then(|| super::deadline::opening("the dataset's report (its CRS)"));
     // SAFETY: the dataset handle is valid while `dataset` lives; the string GDAL returns is
     // ours to free with VSIFree after copying it.
     let report = unsafe {
@@ -34,6 +40,9 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
             Some(text)
         }
     };
+    if let Some(open) = open {
+        open.done()?;
+    }
     let report = report.ok_or_else(|| GdalError::Failed {
         operation: "gdalinfo".to_string(),
         message: capture.failure_text("GDALInfo returned nothing"),

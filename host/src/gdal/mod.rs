@@ -10,6 +10,7 @@ pub mod composite;
 pub mod deadline;
 pub mod dem;
 pub mod drivers;
+pub mod dxf;
 pub mod encoding;
 pub mod facts;
 pub mod filter;

@@ -557,9 +557,12 @@ const MAX_VRT_DEPTH: usize = 8;
 /// * a VRT document's references ([`references::vrt_references`], parsed as XML) must each be
 ///   a plain path (no `/vsi`, URL or `DRIVER:` string) inside a workspace that is a regular
 ///   file or folder (a FIFO blocks the open), and are checked the same way in turn;
-/// * no CRS carried by the file, its XML decoded, or its `.prj` / `.aux.xml` / `.xml`
-///   sidecars may name a grid or parameter file (PROJ opens it while GDAL parses the CRS: a
-///   path outside, a FIFO, `/dev/stdin`).
+/// * a DXF may not expand past the entity budget once its blocks are inlined
+///   ([`super::dxf::check_dxf`]);
+/// * no CRS carried by the file (a text file scanned whole, decoded as GDAL decodes it), or by
+///   its `.prj` / `.aux.xml` / `.xml` / ENVI `.hdr` sidecars, may name a grid, parameter,
+///   init or `tinshift`/`defmodel` file (PROJ opens it while GDAL parses the CRS: a path
+///   outside, a FIFO, `/dev/stdin`) ([`crs_reads_files`]).
 fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
     // GDAL probes sidecars by name for every file it opens, the sources of a VRT included: a
     // FIFO planted as `src.tif.ovr` beside a clean source blocked the open (regression, issue
@@ -577,6 +580,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
         record_checked(seen);
     }
     super::references::check_sqlite(file)?;
+    super::dxf::check_dxf(input, file)?;
     super::drivers::check_file(input, file)?;
     // A spreadsheet is a zip GDAL inflates whole: the table budget holds for every open, not
     // only `points_from_table`'s (regression, issue 21 attack round 3: `vector_info` on a
@@ -637,12 +641,15 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             format!("{name}.aux.xml"),
             format!("{stem}.aux.xml"),
             format!("{name}.xml"),
+            // ENVI's `coordinate system string` (issue 21, attack round 5, F1).
+            format!("{stem}.hdr"),
+            format!("{name}.hdr"),
         ] {
             carriers.push(parent.join(sidecar));
         }
     }
     for carrier in carriers {
-        if let Some(why) = crs_reads_files(&carrier) {
+        if let Some(why) = crs_reads_files(&carrier)? {
             return Err(GdalError::Arguments(format!(
                 "{}: its CRS makes PROJ read a file while GDAL reads it: {why}; assign the CRS \
                  by authority code instead (src_crs, e.g. \"EPSG:4326\")",
@@ -693,80 +700,234 @@ fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
                     }
                 }
             }
-            Err(_) => {
-                let text = head_texts(&pam).join("\n").to_ascii_lowercase();
-                if ["x_dataset", "y_dataset", "overview_file"]
-                    .iter()
-                    .any(|key| text.contains(key))
-                {
-                    return Err(refuse("a dataset named in an unreadable document"));
-                }
-            }
+            // Fail closed: GDAL's lenient parser reads what this one cannot (issue 21,
+            // attack round 5, F3).
+            Err(e) => return Err(e),
         }
     }
     Ok(())
 }
 
-/// Why a CRS carried by `path` (a raster, a `.prj`, an `.aux.xml`, a VRT) would make PROJ
-/// read a file, if it would: a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`, the
-/// text "grid or parameter file" is kept in the message for callers), `init=` anywhere, or,
-/// in an XML document's SRS elements, an authority PROJ's database does not know.
-fn crs_reads_files(path: &Path) -> Option<String> {
-    if mentions_grid_files(path) {
+/// Operator override of [`DEFAULT_MAX_SCANNED_TEXT_BYTES`].
+pub const SCANNED_TEXT_VARIABLE: &str = "GDAL_MCP_MAX_SCANNED_TEXT_BYTES";
+
+/// Largest text file (an input or a sidecar with no NUL byte in its first 64 KiB: GeoJSON,
+/// GML, KML, CSV, an ENVI header, a `.prj`) scanned whole for CRS text that names files. A
+/// larger one is refused rather than scanned in part (a GeoJSON `crs` member after the first
+/// MiB reached PROJ: issue 21, attack round 5, F1). The scan streams, in constant memory.
+pub const DEFAULT_MAX_SCANNED_TEXT_BYTES: u64 = 256 << 20;
+
+/// Bytes of a binary file (NUL bytes in its first 64 KiB) scanned for CRS text: its head,
+/// where the headers that carry CRS text sit (see Known limits in docs/security.md).
+const BINARY_HEAD_BYTES: u64 = 1 << 20;
+
+/// Why a CRS carried by `path` (a raster, a `.prj`, an ENVI `.hdr`, an `.aux.xml`, a VRT)
+/// would make PROJ read a file, if it would: a grid or parameter file (`+nadgrids=`,
+/// `PARAMETERFILE`, the text "grid or parameter file" is kept in the message for callers),
+/// `init=`, a PROJ step that opens the file it names (`tinshift`, `defmodel`) anywhere in the
+/// text, raw, with XML references decoded and with JSON escapes decoded (GDAL decodes both
+/// before PROJ sees the text), or, in an XML document's SRS elements, an authority PROJ's
+/// database does not know. A text file is scanned whole; one too large to scan, or an XML
+/// document that cannot be parsed, is refused.
+fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
+    use std::io::Read;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(None);
+    }
+    let Ok(file) = open_regular(path) else {
+        return Ok(None);
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let mut chunk = Vec::with_capacity(1 << 20);
+    let read = |reader: &mut std::io::BufReader<std::fs::File>, chunk: &mut Vec<u8>| {
+        chunk.clear();
+        reader.by_ref().take(1 << 20).read_to_end(chunk)
+    };
+    if read(&mut reader, &mut chunk).is_err() {
+        return Ok(None);
+    }
+    let binary = chunk[..chunk.len().min(64 << 10)].contains(&0);
+    let limit = if binary {
+        BINARY_HEAD_BYTES
+    } else {
+        crate::budget::setting(SCANNED_TEXT_VARIABLE, DEFAULT_MAX_SCANNED_TEXT_BYTES)
+    };
+    if !binary && size > limit {
+        return Err(GdalError::Arguments(format!(
+            "{}: a text file of {size} bytes is larger than the {limit} bytes scanned for CRS \
+             text that makes PROJ read files ({SCANNED_TEXT_VARIABLE}); it is refused rather \
+             than scanned in part. Convert it to a GeoPackage, or split it",
+            path.display()
+        )));
+    }
+    let xml = !binary
+        && String::from_utf8_lossy(&chunk[..chunk.len().min(64)])
+            .trim_start_matches('\u{feff}')
+            .trim_start()
+            .starts_with('<');
+    let mut scans = [
+        TextScan::new(|t| t.to_string()),
+        TextScan::new(super::references::decode_leniently),
+        TextScan::new(json_unescape),
+    ];
+    let mut scanned = 0u64;
+    loop {
+        scanned += chunk.len() as u64;
+        let last = chunk.is_empty() || scanned >= limit;
+        let text = String::from_utf8_lossy(&chunk);
+        for scan in &mut scans {
+            if let Some(why) = scan.feed(&text, last) {
+                return Ok(Some(why));
+            }
+        }
+        if last {
+            break;
+        }
+        if read(&mut reader, &mut chunk).is_err() {
+            break;
+        }
+    }
+    // An XML document (a VRT, an `.aux.xml`, KML, GML) is also read as GDAL's parser hands
+    // it over (text split by comments or CDATA joined).
+    if xml {
+        let parsed = super::references::decoded_xml_text(path)?;
+        let mut scan = TextScan::new(|t| t.to_string());
+        if let Some(why) = scan.feed(&parsed, true) {
+            return Ok(Some(why));
+        }
+    }
+    Ok(super::references::srs_texts(path)?
+        .iter()
+        .find_map(|text| super::facts::crs_text_reads_files(text)))
+}
+
+/// One pass over a file's text, chunk by chunk, decoded one way, lowercased and without
+/// whitespace (PROJ drops whitespace around `=`), looking for what makes PROJ open a file. A
+/// possible escape cut by the chunk's end waits for the next chunk; the last 1 KiB of each
+/// window is carried into the next, so nothing is missed at a seam.
+struct TextScan {
+    decode: fn(&str) -> String,
+    pending: String,
+    tail: String,
+}
+
+/// Normalised text carried from one window into the next.
+const SCAN_CARRY: usize = 1024;
+
+/// A match starting this close to a window's end is judged in the next window (its value may
+/// be cut).
+const SCAN_MARGIN: usize = 256;
+
+impl TextScan {
+    fn new(decode: fn(&str) -> String) -> TextScan {
+        TextScan {
+            decode,
+            pending: String::new(),
+            tail: String::new(),
+        }
+    }
+
+    fn feed(&mut self, raw: &str, last: bool) -> Option<String> {
+        let mut text = std::mem::take(&mut self.pending);
+        text.push_str(raw);
+        if !last {
+            if let Some(at) = text.rfind(['&', '\\']) {
+                if text.len() - at < 16 {
+                    self.pending = text.split_off(at);
+                }
+            }
+        }
+        let mut window = std::mem::take(&mut self.tail);
+        window.push_str(&squeeze(&(self.decode)(&text)));
+        let mut cutoff = if last {
+            window.len()
+        } else {
+            window.len().saturating_sub(SCAN_MARGIN)
+        };
+        while !window.is_char_boundary(cutoff) {
+            cutoff -= 1;
+        }
+        let found = file_naming_keyword(&window, cutoff);
+        let mut keep = window.len().saturating_sub(SCAN_CARRY);
+        while !window.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        self.tail = window.split_off(keep);
+        found
+    }
+}
+
+/// What in lowercased, whitespace-free text makes PROJ open a file, among matches starting
+/// before `cutoff`: every key ending in `grids=` (`nadgrids`, `geoidgrids`, `grids` of
+/// `hgridshift`/`vgridshift`, `xy_grids`/`z_grids` of `deformation`) unless each grid is
+/// PROJ's built-in `@null`, `PARAMETERFILE`, `init=`, and the steps that open the file they
+/// name (`tinshift` `file=`, `defmodel` `model=`), PROJ 9.1's whole list.
+fn file_naming_keyword(text: &str, cutoff: usize) -> Option<String> {
+    let before = |key: &str| text.match_indices(key).any(|(at, _)| at < cutoff);
+    let grid = text.match_indices("grids=").any(|(at, key)| {
+        at < cutoff && {
+            let value: String = text[at + key.len()..]
+                .chars()
+                .take_while(|c| !"+\"']<;&)".contains(*c))
+                .collect();
+            value
+                .split(',')
+                .any(|grid| grid.trim_start_matches('@') != "null")
+        }
+    });
+    if grid || before("parameterfile") || before("parameter_file") {
         return Some(
             "it names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...)".to_string(),
         );
     }
-    if mentions_init_files(path) {
+    if before("init=") {
         return Some("it uses `init=`, which reads an init file".to_string());
     }
-    super::references::srs_texts(path)
-        .iter()
-        .find_map(|text| super::facts::crs_text_reads_files(text))
-}
-
-/// Whether the first MiB of a regular file mentions a grid or parameter file, in its raw
-/// text or with its XML character references and entities decoded (`grids&#61;` is
-/// `grids=` to GDAL).
-fn mentions_grid_files(path: &Path) -> bool {
-    head_texts(path)
-        .iter()
-        .any(|text| super::facts::names_grid_or_parameter_file(&squeeze(text)))
-}
-
-/// Whether the first MiB of a regular file mentions `init=` (raw or decoded, as above).
-fn mentions_init_files(path: &Path) -> bool {
-    head_texts(path)
-        .iter()
-        .any(|text| squeeze(text).contains("init="))
-}
-
-/// The first MiB of a regular file as text: raw, with XML references decoded leniently, and
-/// (for an XML document) as its parsed text and attribute values.
-fn head_texts(path: &Path) -> Vec<String> {
-    use std::io::Read;
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return Vec::new();
+    if before("tinshift") || before("defmodel") {
+        return Some(
+            "it uses a PROJ step that reads a file (`tinshift` `file=`, `defmodel` `model=`)"
+                .to_string(),
+        );
     }
-    let mut head = Vec::new();
-    let read = open_regular(path).and_then(|f| f.take(1 << 20).read_to_end(&mut head));
-    if read.is_err() {
-        return Vec::new();
+    None
+}
+
+/// JSON string escapes decoded (`\u0067` is `g`, `\/` is `/`), as GDAL's JSON parser decodes
+/// them before a GeoJSON `crs` member reaches PROJ; anything else kept as written.
+pub fn json_unescape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().map(|(_, n)| *n) {
+            Some('u') => {
+                let hex = text.get(at + 2..at + 6).unwrap_or("");
+                match u32::from_str_radix(hex, 16).ok().filter(|_| hex.len() == 4) {
+                    Some(code) => {
+                        out.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                        for _ in 0..5 {
+                            chars.next();
+                        }
+                    }
+                    None => out.push('\\'),
+                }
+            }
+            Some(n @ ('/' | '"' | '\\')) => {
+                out.push(n);
+                chars.next();
+            }
+            Some('n' | 't' | 'r' | 'b' | 'f') => {
+                out.push(' ');
+                chars.next();
+            }
+            _ => out.push('\\'),
+        }
     }
-    let raw = String::from_utf8_lossy(&head);
-    let decoded = super::references::decode_leniently(&raw);
-    // An XML document (a VRT, an `.aux.xml`) is also read as GDAL's parser hands it over.
-    let xml = !head.contains(&0)
-        && raw
-            .trim_start_matches('\u{feff}')
-            .trim_start()
-            .starts_with('<');
-    let parsed = if xml {
-        super::references::decoded_xml_text(path).unwrap_or_default()
-    } else {
-        String::new()
-    };
-    vec![raw.into_owned(), decoded, parsed]
+    out
 }
 
 /// Open `path` for reading without ever blocking: `O_NONBLOCK` (which a FIFO swapped in after
@@ -1024,6 +1185,46 @@ mod tests {
 #[cfg(test)]
 mod grid_mentions {
     use crate::gdal::facts::names_grid_or_parameter_file as names_grid_files;
+
+    /// Regression (issue 21, attack round 5, F1): JSON escapes are decoded before the scan,
+    /// the whole text is scanned (a key cut by a chunk's end, or after the first MiB, is
+    /// found), and `tinshift` is a file-naming step; PROJ's built-in `@null` stays clean.
+    #[test]
+    fn the_whole_text_is_scanned_decoded() {
+        use super::{crs_reads_files, json_unescape, TextScan};
+        assert_eq!(
+            json_unescape(r#"+nad\u0067rids=\/x \"q\""#),
+            "+nadgrids=/x \"q\""
+        );
+        let mut scan = TextScan::new(json_unescape);
+        assert!(scan
+            .feed("{\"crs\": \"+proj=longlat +nad\\u00", false)
+            .is_none());
+        assert!(scan.feed("67rids   =  /outside/fifo\"}", true).is_some());
+        let mut null = TextScan::new(|t| t.to_string());
+        assert!(null
+            .feed(&format!("{}+nadgrids=@nu", " ".repeat(300)), false)
+            .is_none());
+        assert!(null.feed("ll +no_defs", true).is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("late.geojson");
+        let padding = format!("{{\"pad\": \"{}\",", "x".repeat(3 << 20));
+        std::fs::write(
+            &path,
+            format!("{padding} \"crs\": {{\"type\": \"name\", \"properties\": {{\"name\": \"+proj=longlat +nadgrids=/o/g\"}}}}}}"),
+        )
+        .unwrap();
+        assert!(crs_reads_files(&path).unwrap().is_some());
+        std::fs::write(&path, format!("{padding} \"crs\": {{\"type\": \"name\", \"properties\": {{\"name\": \"EPSG:4326\"}}}}}}")).unwrap();
+        assert!(crs_reads_files(&path).unwrap().is_none());
+        let tin = dir.path().join("tin.prj");
+        std::fs::write(
+            &tin,
+            "BOUNDCRS[METHOD[\"PROJ-based operation method: +proj=tinshift +file=/o/t.json\"]]",
+        )
+        .unwrap();
+        assert!(crs_reads_files(&tin).unwrap().is_some());
+    }
 
     /// Regression (issue 11): GDAL stores EPSG:3857 with `+nadgrids=@null` (PROJ's built-in
     /// null grid), so every GeoPackage it wrote in Web Mercator was refused as naming a grid

@@ -55,6 +55,21 @@ const FILE_FUNCTIONS: &[&str] = &[
     "xb_storexml",
 ];
 
+/// SQL functions that build a value far larger than their input (`hex(zeroblob(200000000))`
+/// took 1.4 GB in `vector_info`: issue 21, attack round 5, F5), or aggregate rows into one
+/// value. A view or a generated column calling one is refused: it runs on every read.
+const GROWTH_FUNCTIONS: &[&str] = &[
+    "zeroblob",
+    "randomblob",
+    "printf",
+    "format",
+    "replace",
+    "group_concat",
+    "string_agg",
+    "json_group_array",
+    "json_group_object",
+];
+
 /// Prefixes of SpatiaLite's and GDAL's file functions (`ImportSHP`, `ExportGeoJSON2`,
 /// `ZipFile_ShpN`, `SqlProc_FromFile`, `ogr_datasource_load_layers`, ...).
 const FILE_FUNCTION_PREFIXES: &[&str] = &["import", "export", "zipfile", "sqlproc_", "ogr_"];
@@ -113,6 +128,16 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
                     excerpt(sql)
                 )));
             }
+        }
+        if let Some(why) = unbounded_read(&tokens) {
+            return Err(GdalError::Arguments(format!(
+                "{}: its schema {why} (\"{}\"); reading it could take unbounded memory or never \
+                 end, and a read inside SQLite cannot be cancelled. Materialise the view as a \
+                 table (CREATE TABLE t AS SELECT * FROM v, then drop the view) or remove the \
+                 expression",
+                path.display(),
+                excerpt(sql)
+            )));
         }
         if let Some(function) = file_function(&tokens) {
             return Err(refuse(format!(
@@ -417,9 +442,79 @@ fn file_function(tokens: &[Token]) -> Option<String> {
     })
 }
 
+/// Why a view or table (its generated columns) would make a read take unbounded memory or
+/// time, if it would: a view with a common table expression (`WITH`, recursive or not: SQLite
+/// recurses without the keyword too; an endless one never answered and could not be
+/// cancelled: issue 21, attack round 5, F6), or a view or generated column calling one of
+/// [`GROWTH_FUNCTIONS`]. Triggers and indexes run only on writes, which no tool makes to an
+/// input.
+fn unbounded_read(tokens: &[Token]) -> Option<String> {
+    let word = |t: &Token, w: &str| matches!(t, Token::Word(x) if x.eq_ignore_ascii_case(w));
+    let create = tokens.first().is_some_and(|t| word(t, "create"));
+    let kind =
+        tokens.iter().skip(1).take(3).find(|t| {
+            word(t, "view") || word(t, "table") || word(t, "trigger") || word(t, "index")
+        });
+    let view = create && kind.is_some_and(|t| word(t, "view"));
+    let table = create && kind.is_some_and(|t| word(t, "table"));
+    if view
+        && tokens
+            .iter()
+            .any(|t| word(t, "with") || word(t, "recursive"))
+    {
+        return Some(
+            "declares a view over a common table expression (`WITH`), which can recurse \
+             without end"
+                .to_string(),
+        );
+    }
+    if !(view || table) {
+        return None;
+    }
+    tokens.windows(2).find_map(|pair| {
+        let (Token::Word(name) | Token::Quoted(name)) = &pair[0] else {
+            return None;
+        };
+        (pair[1] == Token::Punct('(')
+            && GROWTH_FUNCTIONS.contains(&name.to_ascii_lowercase().as_str()))
+        .then(|| {
+            format!(
+                "declares a {} that calls `{name}`, which can build values far larger than the \
+                 file",
+                if view { "view" } else { "generated column" }
+            )
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (issue 21, attack round 5, F5/F6): views that build huge values or recurse
+    /// without end are found; a plain view, GDAL's rtree triggers (`INSERT OR REPLACE`) and
+    /// `WITHOUT ROWID` tables are not.
+    #[test]
+    fn views_that_read_without_bound_are_found() {
+        let found = |sql: &str| unbounded_read(&tokens(sql).unwrap());
+        assert!(
+            found("CREATE VIEW v AS SELECT fid, hex(zeroblob(200000000)) AS big FROM t").is_some()
+        );
+        assert!(found("create view v as with recursive c(x) as (select 1 union all select x+1 from c) select x from c").is_some());
+        assert!(found(
+            "CREATE VIEW v AS WITH c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT * FROM c"
+        )
+        .is_some());
+        assert!(
+            found("CREATE VIEW v AS SELECT \"printf\"('%.*c', 1000000000, 'x') FROM t").is_some()
+        );
+        assert!(found("CREATE TABLE t (a, b AS (randomblob(1000000000)))").is_some());
+        assert!(
+            found("CREATE VIEW v AS SELECT fid, geom, name FROM t WHERE name <> 'x'").is_none()
+        );
+        assert!(found("CREATE TRIGGER r AFTER INSERT ON t BEGIN INSERT OR REPLACE INTO rtree_t_geom VALUES (NEW.fid, 0, 0, 0, 0); END").is_none());
+        assert!(found("CREATE TABLE k (id INTEGER PRIMARY KEY, v TEXT) WITHOUT ROWID").is_none());
+    }
 
     fn module(sql: &str) -> Option<String> {
         virtual_table_module(&tokens(sql).unwrap()).unwrap()
@@ -586,27 +681,25 @@ pub fn vrt_references(path: &Path) -> Result<Vec<FileReference>, GdalError> {
 
 /// Every text and attribute value of an XML document, decoded (character references,
 /// predefined entities, CDATA), joined by newlines: what GDAL's parser hands the drivers, for
-/// the CRS checks. A document the strict parser cannot read is decoded leniently the way
-/// GDAL's own parser decodes it, so nothing escapes the check by being malformed.
-pub fn decoded_xml_text(path: &Path) -> Option<String> {
-    let text = read_document(path).ok()?;
-    match roxmltree::Document::parse_with_options(&text, parsing_options()) {
-        Ok(document) => {
-            let mut all = String::new();
-            for node in document.descendants() {
-                if let Some(t) = node.text().filter(|_| node.is_text()) {
-                    all.push_str(t);
-                    all.push('\n');
-                }
-                for a in node.attributes() {
-                    all.push_str(a.value());
-                    all.push('\n');
-                }
-            }
-            Some(all)
+/// the CRS checks. A document this parser cannot read (malformed, a DTD, too deep, too large)
+/// is refused, never skipped: GDAL's own parser is lenient and would still read it.
+/// Regression (issue 21, attack round 5, F3): a bare `&` made the strict parser fail and the
+/// document's SRS went unchecked.
+pub fn decoded_xml_text(path: &Path) -> Result<String, GdalError> {
+    let text = read_text_any_encoding(path)?;
+    let document = parse(path, &text)?;
+    let mut all = String::new();
+    for node in document.descendants() {
+        if let Some(t) = node.text().filter(|_| node.is_text()) {
+            all.push_str(t);
+            all.push('\n');
         }
-        Err(_) => Some(decode_leniently(&text)),
+        for a in node.attributes() {
+            all.push_str(a.value());
+            all.push('\n');
+        }
     }
+    Ok(all)
 }
 
 /// Decode character references and the predefined entities, and drop CDATA markers, over raw
@@ -659,9 +752,11 @@ pub fn decode_leniently(text: &str) -> String {
 
 /// The CRS definitions of an XML document (a VRT, an `.aux.xml`), decoded: the text of every
 /// element whose name ends in `SRS` (`SRS`, `SourceSRS`, `TargetSRS`, `OverviewSRS`...), every
-/// `Projection` attribute (GCP lists) and every `SRS` metadata item. Not XML, or not
-/// parseable: none (the raw and leniently decoded text is scanned by the caller).
-pub fn srs_texts(path: &Path) -> Vec<String> {
+/// `Projection` attribute (GCP lists) and every `SRS` metadata item. Not XML: none. XML this
+/// parser cannot read (malformed, a DTD, too deep, too large): refused, never skipped
+/// (regression, issue 21, attack round 5, F3: GDAL's lenient parser read the SRS of an
+/// `.aux.xml` with a bare `&` that this check skipped).
+pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
     use std::io::Read;
     let mut head = [0u8; 64];
     let n = super::policy::open_regular(path)
@@ -674,14 +769,10 @@ pub fn srs_texts(path: &Path) -> Vec<String> {
             .trim_start()
             .starts_with('<');
     if !xml {
-        return Vec::new();
+        return Ok(Vec::new());
     }
-    let Ok(text) = read_document(path) else {
-        return Vec::new();
-    };
-    let Ok(document) = roxmltree::Document::parse_with_options(&text, parsing_options()) else {
-        return Vec::new();
-    };
+    let text = read_text_any_encoding(path)?;
+    let document = parse(path, &text)?;
     let mut found = Vec::new();
     for node in document.descendants().filter(|n| n.is_element()) {
         let tag = node.tag_name().name().to_ascii_lowercase();
@@ -700,7 +791,7 @@ pub fn srs_texts(path: &Path) -> Vec<String> {
             found.push(projection.to_string());
         }
     }
-    found
+    Ok(found)
 }
 
 fn parsing_options() -> roxmltree::ParsingOptions {
@@ -710,7 +801,7 @@ fn parsing_options() -> roxmltree::ParsingOptions {
     }
 }
 
-fn read_document(path: &Path) -> Result<String, GdalError> {
+fn read_bytes(path: &Path) -> Result<Vec<u8>, GdalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
     let read = super::policy::open_regular(path)
@@ -732,20 +823,112 @@ fn read_document(path: &Path) -> Result<String, GdalError> {
         .strip_prefix(b"\xef\xbb\xbf")
         .unwrap_or(&bytes)
         .to_vec();
-    String::from_utf8(bytes).map_err(|_| {
+    Ok(bytes)
+}
+
+/// A document's text for the CRS checks: UTF-8, or else each byte as the Latin-1 character
+/// it is (a GML or KML declared `ISO-8859-1`; the keys the checks look for are ASCII either
+/// way, and a VRT, whose references must be read exactly, stays UTF-8 only).
+fn read_text_any_encoding(path: &Path) -> Result<String, GdalError> {
+    let bytes = read_bytes(path)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => e.into_bytes().iter().map(|b| char::from(*b)).collect(),
+    })
+}
+
+fn read_document(path: &Path) -> Result<String, GdalError> {
+    String::from_utf8(read_bytes(path)?).map_err(|_| {
         GdalError::Arguments(format!(
-            "{}: a VRT document that is not UTF-8 is not opened (its references could not be \
+            "{}: an XML document that is not UTF-8 is not opened (its references could not be \
              checked as GDAL reads them); save it as UTF-8",
             path.display()
         ))
     })
 }
 
+/// Deepest element nesting parsed here. roxmltree recurses once per level with no limit of
+/// its own, so a document nested deeper than the thread's stack allows aborted the whole
+/// server (regression, issue 21, attack round 5, F7: 500 nested KML `<Folder>`s, 100000
+/// nested elements in an `.aux.xml`). GDAL itself refuses far less deep KML and GML (GML's
+/// limit is 64 levels); a VRT or `.aux.xml` is a handful of levels deep.
+pub const MAX_XML_DEPTH: usize = 256;
+
+/// How deep elements nest in `text`, counted without recursion and stopping as soon as the
+/// count passes `limit`: every start tag that is not self-closing opens a level, every end
+/// tag closes one; comments, CDATA, processing instructions and declarations are skipped,
+/// and quoted attribute values may hold `>`. It never counts fewer levels than a parser
+/// would build, which is what makes it a guard.
+pub fn xml_depth(text: &str, limit: usize) -> usize {
+    let bytes = text.as_bytes();
+    let skip_to = |from: usize, end: &[u8]| -> usize {
+        bytes[from..]
+            .windows(end.len())
+            .position(|w| w == end)
+            .map_or(bytes.len(), |at| from + at + end.len())
+    };
+    let (mut depth, mut deepest, mut i) = (0usize, 0usize, 0usize);
+    while i < bytes.len() {
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &bytes[i..];
+        if rest.starts_with(b"<!--") {
+            i = skip_to(i + 4, b"-->");
+        } else if rest.starts_with(b"<![CDATA[") {
+            i = skip_to(i + 9, b"]]>");
+        } else if rest.starts_with(b"<?") {
+            i = skip_to(i + 2, b"?>");
+        } else if rest.starts_with(b"<!") {
+            i = skip_to(i + 2, b">");
+        } else if rest.starts_with(b"</") {
+            depth = depth.saturating_sub(1);
+            i = skip_to(i + 2, b">");
+        } else {
+            // A start tag: to its `>`, outside quoted attribute values.
+            let mut j = i + 1;
+            let mut quote = None;
+            while j < bytes.len() {
+                match (quote, bytes[j]) {
+                    (None, b'"' | b'\'') => quote = Some(bytes[j]),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if !(j < bytes.len() && bytes[j - 1] == b'/') {
+                depth += 1;
+                deepest = deepest.max(depth);
+                if deepest > limit {
+                    return deepest;
+                }
+            }
+            i = j + 1;
+        }
+    }
+    deepest
+}
+
+/// Parse an XML document the way every check here reads one: no DTD, nesting bounded by
+/// [`MAX_XML_DEPTH`] before the parser sees it. A document that fails either is refused.
 fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, GdalError> {
+    let depth = xml_depth(text, MAX_XML_DEPTH);
+    if depth > MAX_XML_DEPTH {
+        return Err(GdalError::Arguments(format!(
+            "{}: its XML nests elements more than {MAX_XML_DEPTH} levels deep (at least \
+             {depth}); it is not opened, because what it references could not be checked \
+             safely. Flatten the document",
+            path.display()
+        )));
+    }
     roxmltree::Document::parse_with_options(text, parsing_options()).map_err(|e| {
         GdalError::Arguments(format!(
-            "{}: a VRT document that is not well-formed XML (or declares a DTD) is not opened, \
-             because the files it references could not be checked as GDAL reads them ({e})",
+            "{}: an XML document that is not well-formed (or declares a DTD) is not opened, \
+             because the files and CRS it references could not be checked as GDAL reads them \
+             (GDAL's own parser is lenient and would read it) ({e}); fix the XML (escape a \
+             bare `&` as `&amp;`)",
             path.display()
         ))
     })
@@ -787,6 +970,37 @@ fn relative(node: &roxmltree::Node) -> bool {
 #[cfg(test)]
 mod vrt_tests {
     use super::*;
+
+    /// Regression (issue 21, attack round 5, F7): nesting is counted without recursion and
+    /// never below what a parser builds (quoted `>`, comments, CDATA, self-closing tags).
+    #[test]
+    fn xml_depth_counts_levels_without_recursion() {
+        assert_eq!(xml_depth("<a><b/><c x='>'><d>t</d></c></a>", 99), 3);
+        assert_eq!(
+            xml_depth(
+                "<?xml version='1.0'?><!-- <x><y> --><a><![CDATA[<z>]]></a>",
+                99
+            ),
+            1
+        );
+        let deep = format!("{}{}", "<a>".repeat(100_000), "</a>".repeat(100_000));
+        assert_eq!(xml_depth(&deep, MAX_XML_DEPTH), MAX_XML_DEPTH + 1);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("deep.vrt");
+        std::fs::write(&path, format!("<VRTDataset>{deep}</VRTDataset>")).unwrap();
+        let refused = vrt_references(&path).unwrap_err().to_string();
+        assert!(refused.contains("levels deep"), "{refused}");
+        assert!(srs_texts(&path).is_err());
+        assert!(decoded_xml_text(&path).is_err());
+        // A Latin-1 GML is read (its CRS checked), not refused as unparseable.
+        let latin = dir.path().join("l.gml");
+        std::fs::write(
+            &latin,
+            b"<?xml version='1.0' encoding='ISO-8859-1'?><a srsName='EPSG:4326'>caf\xe9</a>",
+        )
+        .unwrap();
+        assert!(decoded_xml_text(&latin).unwrap().contains("caf\u{e9}"));
+    }
 
     fn refs(xml: &str) -> Vec<FileReference> {
         let dir = tempfile::tempdir().unwrap();
@@ -866,7 +1080,7 @@ mod vrt_tests {
         )
         .expect("write");
         assert_eq!(
-            srs_texts(&vrt),
+            srs_texts(&vrt).unwrap(),
             ["+proj=tinshift +file=/outside/s.json".to_string()]
         );
     }
