@@ -36,6 +36,30 @@ enum Command {
     /// How FILE was made, from the store's lineage records: a methods section (Markdown) or
     /// W3C PROV-JSON, on stdout. Exit 0 with a report, 1 when no lineage matches FILE.
     Provenance(ProvenanceOptions),
+    /// The operator's policy file (TOML; see docs/operators.md).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Check FILE as `serve --policy FILE` would (with the same workspaces, store and
+    /// plugins): exit 0 printing its digest and rules, 1 with the line and the reason.
+    Check {
+        file: PathBuf,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Which rule decides a call, and why, without running it: the call's facts are gathered
+    /// as the server would, the domains classify it and the policy (`--policy`) rules on each
+    /// finding. Nothing is decided, stored or written.
+    Explain {
+        /// The call as JSON: {"tool": "raster_reproject", "arguments": {...}}.
+        #[arg(long, value_name = "JSON")]
+        call: String,
+        #[command(flatten)]
+        options: Options,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -93,6 +117,11 @@ struct Options {
     /// persist_justification and provenance_report are always on.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "SETS")]
     toolsets: Vec<Toolset>,
+    /// The operator's policy (TOML, docs/operators.md): rules that make the domains'
+    /// decisions stricter (warn, justify, human sign-off, refuse). Read at start; it must lie
+    /// outside every workspace and the store, and anything it cannot use stops the server.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
 }
 
 impl Options {
@@ -118,6 +147,7 @@ impl Options {
             } else {
                 self.toolsets
             },
+            policy: self.policy.or(global.policy),
         }
     }
 
@@ -139,6 +169,7 @@ impl Options {
             stale: self.stale.unwrap_or_default(),
             key_file: self.key_file,
             toolsets: self.toolsets,
+            policy: self.policy,
         })
     }
 }
@@ -163,6 +194,14 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Ledger(LedgerCommand::Verify(options))) => {
             verify_ledger(options.merge(cli.options))
+        }
+        Some(Command::Policy(PolicyCommand::Check { file, options })) => {
+            let mut options = options.merge(cli.options);
+            options.policy = Some(file);
+            check_policy(options)
+        }
+        Some(Command::Policy(PolicyCommand::Explain { call, options })) => {
+            explain_policy(&call, options.merge(cli.options))
         }
     }
 }
@@ -301,6 +340,71 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
         std::process::exit(1)
     }
     Ok(())
+}
+
+fn check_policy(options: Options) -> anyhow::Result<()> {
+    let app = start(options)?;
+    let Some(policy) = app.gate.policy() else {
+        anyhow::bail!("no policy file given");
+    };
+    println!(
+        "policy {}: {} rule(s), digest {}",
+        policy.path.display(),
+        policy.rules.len(),
+        policy.digest
+    );
+    println!("{}", serde_json::to_string_pretty(&policy.summary())?);
+    Ok(())
+}
+
+fn explain_policy(call: &str, options: Options) -> anyhow::Result<()> {
+    use gdal_mcp::server::{call::Call, registry, ToolError};
+    let parsed: serde_json::Value = serde_json::from_str(call)
+        .context("--call is not JSON: {\"tool\": ..., \"arguments\": {...}}")?;
+    let tool = parsed
+        .get("tool")
+        .and_then(serde_json::Value::as_str)
+        .context("--call names no \"tool\"")?;
+    let arguments = parsed
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    let Some(spec) = registry::find(tool) else {
+        anyhow::bail!("unknown tool \"{tool}\"");
+    };
+    if !spec.gated() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "tool": tool,
+                "decisions": [],
+                "explanation": "the gate does not see this tool: no domain or policy decides it",
+            }))?
+        );
+        return Ok(());
+    }
+    let app = Arc::new(start(options)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let mut call = Call::new(
+        app,
+        spec.name,
+        spec.verb,
+        arguments,
+        spec.opens_rasters,
+        None,
+    );
+    call.explain_only = true;
+    match runtime.block_on((spec.handler)(call)) {
+        Err(ToolError::Explained(explained)) => {
+            println!("{}", serde_json::to_string_pretty(&explained)?);
+            Ok(())
+        }
+        Ok(_) => anyhow::bail!("{tool}: ran without reaching the gate (a bug)"),
+        Err(e) => anyhow::bail!("{tool}: the call cannot be explained: {e}"),
+    }
 }
 
 fn start(options: Options) -> anyhow::Result<App> {

@@ -22,10 +22,11 @@
 use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
 use super::ledger::{self, Ledger};
+use super::policy::{Facts, Outcome, Policy, PolicyNote, Ruling};
 use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
 use crate::config::StalePolicy;
 use crate::domains::sandbox::PluginError;
-use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
+use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity, Trigger};
 use crate::memo::Memo;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -66,6 +67,10 @@ pub struct Receipt {
     /// since it was written (prompt text, domain version).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The operator's policy, when one of its rules matched this finding: its digest, the
+    /// rule that decided, the outcome and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyNote>,
 }
 
 /// A decision taken upstream: a capsule an input's making rested on.
@@ -113,6 +118,10 @@ pub struct RefusalEntry {
     pub upstream_decisions: Vec<UpstreamDecision>,
     /// How to supply the justification.
     pub how_to_supply: String,
+    /// The operator's policy, when one of its rules decided this refusal: its digest, the
+    /// rule, the outcome (`justify`, `human` or `refuse`) and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyNote>,
 }
 
 /// The gate's answer.
@@ -173,6 +182,8 @@ struct Pending {
     prompt: CapsulePrompt,
     evidence: Vec<EvidenceItem>,
     upstream_capsules: Vec<String>,
+    /// The digest of the policy whose rule decided, if one did.
+    policy: Option<String>,
 }
 
 #[derive(Clone)]
@@ -198,6 +209,8 @@ pub struct Gate {
     /// The newest capsule found per (domain, decision), for the stale lookup: the decision
     /// without its prompt hash, so a prompt or version change finds the old answer.
     decisions: Memo<(String, String), Option<String>>,
+    /// The operator's policy (`--policy`), if any.
+    policy: Option<Arc<Policy>>,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -248,7 +261,65 @@ impl Gate {
             validated: Memo::new(DECISION_ENTRIES),
             stale: StalePolicy::default(),
             decisions: Memo::new(DECISION_ENTRIES),
+            policy: None,
         }
+    }
+
+    /// The same gate under the operator's policy.
+    pub fn with_policy(mut self, policy: Option<Arc<Policy>>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The operator's policy, if one is loaded.
+    pub fn policy(&self) -> Option<&Arc<Policy>> {
+        self.policy.as_ref()
+    }
+
+    /// What the policy says of a finding (the domain's own outcome when there is none).
+    fn rule_on(&self, tool: &str, domain: &str, trigger: &Trigger, facts: &Facts) -> Ruling {
+        match &self.policy {
+            Some(policy) => policy.rule_on(tool, domain, trigger, facts),
+            None => {
+                let outcome = Outcome::of_severity(trigger.severity);
+                Ruling {
+                    outcome,
+                    domain_outcome: outcome,
+                    rule: None,
+                    covers_decision: false,
+                    explanation: "no policy is loaded: the domain's outcome stands".to_string(),
+                }
+            }
+        }
+    }
+
+    /// Which rule decides each finding of a call, and why, without deciding anything
+    /// (`gdal-mcp policy explain`). Blocking (plugin calls).
+    pub fn explain(&self, call: &CallFacts) -> Result<Value, GateError> {
+        let facts = Facts::of(call);
+        let mut decisions = Vec::new();
+        for domain in self.registry.all() {
+            let Some(trigger) = domain.classify(call)? else {
+                continue;
+            };
+            let ruling = self.rule_on(&call.tool, &domain.info.id, &trigger, &facts);
+            decisions.push(serde_json::json!({
+                "domain": domain.info.id,
+                "severity": trigger.severity,
+                "evidence": trigger.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+                "domain_outcome": ruling.domain_outcome,
+                "outcome": ruling.outcome,
+                "rule": ruling.rule,
+                "covers_decision": ruling.covers_decision,
+                "explanation": ruling.explanation,
+            }));
+        }
+        Ok(serde_json::json!({
+            "tool": call.tool,
+            "policy": self.policy.as_ref().map(|p| p.digest.clone()),
+            "facts": facts,
+            "decisions": decisions,
+        }))
     }
 
     /// The same gate, its ledger sealed under `seal`.
@@ -314,6 +385,8 @@ impl Gate {
     ) -> Result<Verdict, GateError> {
         let mut receipts = Vec::new();
         let mut entries = Vec::new();
+        // Computed once per call, only under a policy (the clean twin does no work).
+        let facts = self.policy.as_ref().map(|_| Facts::of(call));
         for domain in self.registry.all() {
             let Some(trigger) = domain.classify(call)? else {
                 continue;
@@ -321,6 +394,15 @@ impl Gate {
             let rendered = self.render(domain, &trigger.prompt_arguments)?;
             let id = &domain.info.id;
             let key = decision_key(id, &trigger.key_fields, &rendered.sha256, &trigger.evidence);
+            let ruling = facts
+                .as_ref()
+                .map(|facts| self.rule_on(&call.tool, id, &trigger, facts));
+            let note = ruling
+                .as_ref()
+                .and_then(|r| self.policy.as_ref().and_then(|policy| policy.note(r)));
+            let outcome = ruling
+                .as_ref()
+                .map_or(Outcome::of_severity(trigger.severity), |r| r.outcome);
             let mut receipt = Receipt {
                 domain: id.clone(),
                 plugin_version: domain.info.version.clone(),
@@ -332,11 +414,44 @@ impl Gate {
                 stored_now: false,
                 evidence: trigger.evidence.iter().map(|e| e.id.clone()).collect(),
                 stale: None,
+                policy: note.clone(),
             };
-            if trigger.severity == Severity::Advisory {
-                receipt.decision = Decision::Warn;
-                receipts.push(receipt);
-                continue;
+            match outcome {
+                Outcome::Proceed => {
+                    receipts.push(receipt);
+                    continue;
+                }
+                Outcome::Warn => {
+                    receipt.decision = Decision::Warn;
+                    receipts.push(receipt);
+                    continue;
+                }
+                Outcome::Human | Outcome::Refuse => {
+                    // Decided by the operator: no capsule and no inline justification passes.
+                    receipt.decision = Decision::Blocked;
+                    receipts.push(receipt);
+                    let explanation = note
+                        .as_ref()
+                        .map(|n| n.explanation.clone())
+                        .unwrap_or_default();
+                    let how = if outcome == Outcome::Refuse {
+                        format!(
+                            "{}The operator's policy refuses this decision; no justification \
+                             can pass it ({explanation}).",
+                            alternatives_line(&trigger.evidence)
+                        )
+                    } else {
+                        format!(
+                            "{}The operator's policy needs a person to sign this exact call \
+                             off ({explanation}). This server cannot take a sign-off yet: the \
+                             call is refused.",
+                            alternatives_line(&trigger.evidence)
+                        )
+                    };
+                    entries.push(self.entry(call, domain, &trigger, &key, &rendered, how, note));
+                    continue;
+                }
+                Outcome::Justify => {}
             }
             if let Some(capsule) = self.store.get(id, &key) {
                 if self.still_valid(domain, &capsule)? {
@@ -373,6 +488,7 @@ impl Gate {
                 },
                 evidence: trigger.evidence.clone(),
                 upstream_capsules: call.upstream_capsules(),
+                policy: note.as_ref().map(|n| n.digest.clone()),
             };
             self.issued.insert(key.clone(), pending.clone());
             let errors = match inline.get(id) {
@@ -389,42 +505,29 @@ impl Gate {
             };
             receipt.decision = Decision::Blocked;
             receipts.push(receipt);
-            entries.push(RefusalEntry {
-                domain: id.clone(),
-                plugin_version: domain.info.version.clone(),
-                severity: trigger.severity,
-                reason: trigger.reason,
-                key: key.clone(),
-                decision: trigger.key_fields.clone(),
-                evidence: trigger.evidence.clone(),
-                prompt_name: domain.info.prompt_name.clone(),
-                prompt_arguments: pending.prompt.arguments.clone(),
-                prompt: rendered.text,
-                schema: justification::schema(),
-                requires_assumptions: trigger.severity == Severity::Critical,
-                errors,
-                upstream_decisions: self.upstream_decisions(call),
-                how_to_supply: format!(
-                    "{}Answer the prompt as a justification object (schema above, at most \
-                     {MAX_BYTES} bytes){} and either retry this exact call with \
-                     \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
-                     with domain \"{id}\", key \"{key}\" and the justification, then retry.",
-                    alternatives_line(&trigger.evidence),
-                    if trigger.severity == Severity::Critical {
-                        format!(
-                            ", with `assumptions` and an `evidence` object answering {}",
-                            trigger
-                                .evidence
-                                .iter()
-                                .map(|e| format!("\"{}\"", e.id))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            });
+            let how = format!(
+                "{}Answer the prompt as a justification object (schema above, at most \
+                 {MAX_BYTES} bytes){} and either retry this exact call with \
+                 \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
+                 with domain \"{id}\", key \"{key}\" and the justification, then retry.",
+                alternatives_line(&trigger.evidence),
+                if trigger.severity == Severity::Critical {
+                    format!(
+                        ", with `assumptions` and an `evidence` object answering {}",
+                        trigger
+                            .evidence
+                            .iter()
+                            .map(|e| format!("\"{}\"", e.id))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            let mut entry = self.entry(call, domain, &trigger, &key, &rendered, how, note);
+            entry.errors = errors;
+            entries.push(entry);
         }
         if !receipts.is_empty() {
             self.record("gate", &ledger::gate_entry(&call.tool, &receipts));
@@ -434,6 +537,38 @@ impl Gate {
         } else {
             Verdict::Refuse { entries, receipts }
         })
+    }
+
+    /// A refusal entry for one domain's finding.
+    #[allow(clippy::too_many_arguments)]
+    fn entry(
+        &self,
+        call: &CallFacts,
+        domain: &Domain,
+        trigger: &Trigger,
+        key: &str,
+        rendered: &Rendered,
+        how_to_supply: String,
+        policy: Option<PolicyNote>,
+    ) -> RefusalEntry {
+        RefusalEntry {
+            domain: domain.info.id.clone(),
+            plugin_version: domain.info.version.clone(),
+            severity: trigger.severity,
+            reason: trigger.reason.clone(),
+            key: key.to_string(),
+            decision: trigger.key_fields.clone(),
+            evidence: trigger.evidence.clone(),
+            prompt_name: domain.info.prompt_name.clone(),
+            prompt_arguments: trigger.prompt_arguments.iter().cloned().collect(),
+            prompt: rendered.text.clone(),
+            schema: justification::schema(),
+            requires_assumptions: trigger.severity == Severity::Critical,
+            errors: Vec::new(),
+            upstream_decisions: self.upstream_decisions(call),
+            how_to_supply,
+            policy,
+        }
     }
 
     /// A capsule of `domain` for the same decision (key fields and evidence ids) whose prompt
@@ -595,6 +730,7 @@ impl Gate {
             evidence: pending.evidence.clone(),
             justification: typed,
             upstream_capsules: pending.upstream_capsules.clone(),
+            policy: pending.policy.clone(),
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             server_version: crate::VERSION.to_string(),
             integrity: String::new(),

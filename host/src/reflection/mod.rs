@@ -11,6 +11,7 @@
 //! * [`provenance`]: a file's lineage written up, as a methods section or W3C PROV-JSON;
 //! * [`seal`]: the per-user key, outside every workspace, whose MACs seal lineage and ledger;
 //! * [`journal`]: how the store opens and appends its files (no links, no FIFOs, sealed lines);
+//! * [`policy`]: the operator's policy file, rules that make a domain's decision stricter;
 //! * [`gate`]: the decision for one call.
 
 pub mod gate;
@@ -19,6 +20,7 @@ pub mod justification;
 pub mod key;
 pub mod ledger;
 pub mod lineage;
+pub mod policy;
 pub mod provenance;
 pub mod seal;
 mod stamp;

@@ -169,6 +169,11 @@ where
     let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
     let arguments = facts.arguments.clone();
+    if call.explain_only {
+        let gate = app.gate.clone();
+        let explained = app.plugins(move || Ok(gate.explain(&facts)?)).await?;
+        return Err(ToolError::Explained(explained));
+    }
     let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
     let progress = call.work();
     let relay = progress.clone();
