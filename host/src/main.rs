@@ -39,6 +39,15 @@ enum Command {
     /// The operator's policy file (TOML; see docs/operators.md).
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Sign a call off for the policy's `human` outcome: shows the call a refusal named (tool,
+    /// arguments, input files, findings, the agent's justification), asks yes or no and a note
+    /// on the terminal, and records the answer bound to that exact call. Run by a person.
+    Approve {
+        /// The sign-off id the refusal named.
+        id: String,
+        #[command(flatten)]
+        options: Options,
+    },
 }
 
 #[derive(Subcommand)]
@@ -203,6 +212,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Policy(PolicyCommand::Explain { call, options })) => {
             explain_policy(&call, options.merge(cli.options))
         }
+        Some(Command::Approve { id, options }) => approve(&id, options.merge(cli.options)),
     }
 }
 
@@ -339,6 +349,133 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
     if !whole {
         std::process::exit(1)
     }
+    Ok(())
+}
+
+fn approve(id: &str, options: Options) -> anyhow::Result<()> {
+    use gdal_mcp::reflection::approval::{Approvals, Line};
+    use std::io::{BufRead, Write};
+    let config = options.config()?;
+    let store = store_of(&config);
+    let seal = Arc::new(open_seal(&config)?);
+    let approvals = Approvals::new(&store, seal.clone());
+    let Some(Line::Request {
+        form, expires_ms, ..
+    }) = approvals.pending(id)?
+    else {
+        anyhow::bail!(
+            "no sign-off request {id} in the store {} (give the --store the refusal named)",
+            store.display()
+        );
+    };
+    // SAFETY: isatty has no preconditions.
+    if unsafe { libc::isatty(0) } != 1 {
+        anyhow::bail!(
+            "gdal-mcp approve asks a person: run it in a terminal (its standard input is not one)"
+        );
+    }
+    let minutes = (expires_ms - gdal_mcp::reflection::approval::now_ms()) / 60_000;
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "Sign-off {id} (request expires in about {minutes} min)\n"
+    )?;
+    writeln!(out, "Tool: {}", form["tool"].as_str().unwrap_or("?"))?;
+    writeln!(
+        out,
+        "Arguments:\n{}",
+        serde_json::to_string_pretty(&form["arguments"])?
+    )?;
+    writeln!(out, "Input files:")?;
+    for input in form["inputs"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "- {} (sha256 {})",
+            input["path"].as_str().unwrap_or("?"),
+            input["sha256"].as_str().unwrap_or("unknown")
+        )?;
+    }
+    writeln!(
+        out,
+        "\nFinding of {} ({}): {}",
+        form["domain"].as_str().unwrap_or("?"),
+        form["severity"].as_str().unwrap_or("?"),
+        form["reason"].as_str().unwrap_or("")
+    )?;
+    for item in form["evidence"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "- {}: {} Why it matters: {}",
+            item["id"].as_str().unwrap_or("?"),
+            item["fact"].as_str().unwrap_or(""),
+            item["why"].as_str().unwrap_or("")
+        )?;
+    }
+    match &form["justification"] {
+        serde_json::Value::Null => writeln!(out, "\nThe agent gave no justification.")?,
+        j => writeln!(
+            out,
+            "\nThe agent's justification:\n{}",
+            serde_json::to_string_pretty(j)?
+        )?,
+    }
+    writeln!(
+        out,
+        "\nWhy a person is asked: {}",
+        form["policy"].as_str().unwrap_or("")
+    )?;
+    write!(out, "\nApprove this call? Type yes or no: ")?;
+    out.flush()?;
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let answer = lines.next().transpose()?.unwrap_or_default();
+    let approved = match answer.trim().to_ascii_lowercase().as_str() {
+        "yes" | "y" => true,
+        "no" | "n" => false,
+        other => anyhow::bail!("\"{other}\" is neither yes nor no: nothing recorded"),
+    };
+    write!(out, "A note for the record (optional, one line): ")?;
+    out.flush()?;
+    let note = lines.next().transpose()?.unwrap_or_default();
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| {
+            // SAFETY: getuid has no preconditions.
+            format!("uid {}", unsafe { libc::getuid() })
+        });
+    let by = format!("gdal-mcp approve in a terminal, user {user}");
+    let line = approvals.answer(id, approved, note.trim(), &by)?;
+    if let Line::Answer { binding, .. } = &line {
+        let ledger = gdal_mcp::reflection::ledger::Ledger::with_seal(&store, seal);
+        let entry = serde_json::json!({
+            "id": id,
+            "approved": approved,
+            "note": note.trim(),
+            "by": by,
+            "tool": binding.tool,
+            "domain": binding.domain,
+            "key": binding.decision_key,
+            "arguments": binding.arguments,
+            "policy": binding.policy,
+        });
+        if let Err(e) = ledger.append(if approved { "approval" } else { "denial" }, &entry) {
+            eprintln!("gdal-mcp approve: not recorded in the ledger: {e}");
+        }
+    }
+    writeln!(
+        out,
+        "\n{} sign-off {id}. {}",
+        if approved {
+            "Recorded: approved"
+        } else {
+            "Recorded: declined"
+        },
+        if approved {
+            "Retry the exact call within the request's 10 minutes."
+        } else {
+            "The call stays refused."
+        }
+    )?;
     Ok(())
 }
 

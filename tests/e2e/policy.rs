@@ -349,3 +349,162 @@ fn policy_check_and_explain_name_the_deciding_rule() {
         "explaining decides nothing"
     );
 }
+
+/// The sign-off id a `human` refusal names: `gdal-mcp approve <id> --store <dir>`.
+fn sign_off_id(result: &rmcp::model::CallToolResult) -> String {
+    let content = structured(result);
+    let how = entry(&content, "crs_datum")["how_to_supply"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let after = how
+        .split("gdal-mcp approve ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no approve route in {how}"));
+    after.split_whitespace().next().unwrap().to_string()
+}
+
+/// `gdal-mcp approve ID --store DIR` on a pseudo-terminal (util-linux `script`), answering
+/// `answer` and `note`.
+fn approve_on_a_terminal(id: &str, store: &Path, answer: &str, note: &str) -> (bool, String) {
+    use std::io::Write;
+    let command = format!(
+        "{} approve {id} --store {}",
+        binary().unwrap().display(),
+        store.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{answer}\n{note}\n").as_bytes())
+            .unwrap();
+        // Keep the pty open until the program has read both lines.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A client without elicitation meets `human`: refused, nothing written, the CLI route named;
+/// `gdal-mcp approve` from a pseudo-terminal records the answer and the retry proceeds, once;
+/// a replay is refused, and so is a retry after the input file changed, naming the binding;
+/// the ledger names proposal, approval and execution in order, and verifies.
+#[tokio::test]
+async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let store = server.workspace.path().join(".preflight");
+    let mut call = assigned_call();
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("nearest")});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(text(&refused).contains("This host cannot show forms"));
+    let id = sign_off_id(&refused);
+    assert!(!server.path("utm.tif").exists(), "nothing written");
+
+    // Not a terminal: nothing recorded.
+    let piped = std::process::Command::new(binary().unwrap())
+        .args(["approve", &id, "--store"])
+        .arg(&store)
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!piped.status.success());
+    assert!(String::from_utf8_lossy(&piped.stderr).contains("run it in a terminal"));
+
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "checked the UTM zone");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("source_crs_assigned"),
+        "the form shows the finding: {shown}"
+    );
+    assert!(shown.contains("Recorded: approved"), "{shown}");
+
+    let done = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let receipts = structured(&done)["reflection"].clone();
+    let crs = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "crs_datum")
+        .unwrap()
+        .clone();
+    assert_eq!(crs["decision"], "proceed", "{crs}");
+    assert!(crs["policy"]["approval"]
+        .as_str()
+        .unwrap()
+        .contains("checked the UTM zone"));
+    assert!(server.path("utm.tif").exists());
+
+    // Single use: the same call again is refused as a replay.
+    std::fs::remove_file(server.path("utm.tif")).unwrap();
+    let replay = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&replay));
+    assert!(text(&replay).contains("replayed"), "{}", text(&replay));
+
+    // Approved again, then the input changes: refused, naming the input.
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "y", "");
+    assert!(ok, "{shown}");
+    raster(&server.path("nocrs.tif"), (500000.0, 5000000.0), 60.0, None);
+    let changed = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&changed));
+    assert!(
+        text(&changed).contains("the input file") && text(&changed).contains("changed"),
+        "{}",
+        text(&changed)
+    );
+    assert!(!server.path("utm.tif").exists());
+
+    // The ledger: proposal, approval, execution, in order; intact.
+    let ledger = std::fs::read_to_string(store.join("ledger.jsonl")).unwrap();
+    let kinds: Vec<String> = ledger
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let first_approval = kinds.iter().position(|k| k == "approval").unwrap();
+    let proposal = kinds.iter().position(|k| k == "gate").unwrap();
+    assert!(proposal < first_approval, "{kinds:?}");
+    assert!(
+        kinds[first_approval + 1..].iter().any(|k| k == "gate"),
+        "{kinds:?}"
+    );
+    let verify = std::process::Command::new(binary().unwrap())
+        .args(["ledger", "verify", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}

@@ -19,6 +19,7 @@
 //! in a refusal, with their choices, so the agent can justify consistently, and are recorded in
 //! the capsule the call stores.
 
+use super::approval::{self, Approvals, Binding, Standing};
 use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
 use super::ledger::{self, Ledger};
@@ -211,6 +212,12 @@ pub struct Gate {
     decisions: Memo<(String, String), Option<String>>,
     /// The operator's policy (`--policy`), if any.
     policy: Option<Arc<Policy>>,
+    /// Sign-offs for the policy's `human` outcome; `None` without a key that outlives the
+    /// process (the outcome then refuses).
+    approvals: Option<Approvals>,
+    /// `sha256:` over the loaded domains' ids, versions and component digests (what a sign-off
+    /// is bound to).
+    components: String,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -253,7 +260,6 @@ fn severity_name(severity: Severity) -> &'static str {
 impl Gate {
     pub fn new(registry: Arc<Registry>, store: CapsuleStore) -> Self {
         Self {
-            registry,
             ledger: Ledger::new(store.root()),
             store,
             issued: Memo::new(ISSUED_ENTRIES),
@@ -262,6 +268,18 @@ impl Gate {
             stale: StalePolicy::default(),
             decisions: Memo::new(DECISION_ENTRIES),
             policy: None,
+            approvals: None,
+            components: format!(
+                "sha256:{}",
+                sha256_hex(
+                    &registry
+                        .all()
+                        .iter()
+                        .map(|d| format!("{} {} {}\n", d.info.id, d.info.version, d.digest))
+                        .collect::<String>()
+                )
+            ),
+            registry,
         }
     }
 
@@ -324,6 +342,10 @@ impl Gate {
 
     /// The same gate, its ledger sealed under `seal`.
     pub fn with_seal(mut self, seal: Arc<super::seal::Seal>) -> Self {
+        // A key of this process alone cannot bind a sign-off made by `gdal-mcp approve`.
+        if seal.origin() != "in memory" {
+            self.approvals = Some(Approvals::new(self.store.root(), seal.clone()));
+        }
         self.ledger = Ledger::with_seal(self.store.root(), seal);
         self
     }
@@ -383,6 +405,17 @@ impl Gate {
         call: &CallFacts,
         inline: &BTreeMap<String, Value>,
     ) -> Result<Verdict, GateError> {
+        self.decide_call(call, inline, &[])
+    }
+
+    /// [`Self::decide`], with the call's input files and their SHA-256 (what a person's
+    /// sign-off is bound to).
+    pub fn decide_call(
+        &self,
+        call: &CallFacts,
+        inline: &BTreeMap<String, Value>,
+        inputs: &[(String, Option<String>)],
+    ) -> Result<Verdict, GateError> {
         let mut receipts = Vec::new();
         let mut entries = Vec::new();
         // Computed once per call, only under a policy (the clean twin does no work).
@@ -426,7 +459,40 @@ impl Gate {
                     receipts.push(receipt);
                     continue;
                 }
-                Outcome::Human | Outcome::Refuse => {
+                Outcome::Human => {
+                    let covers = ruling.as_ref().is_some_and(|r| r.covers_decision);
+                    let explanation = note
+                        .as_ref()
+                        .map(|n| n.explanation.clone())
+                        .unwrap_or_default();
+                    match self.sign_off(
+                        call,
+                        inputs,
+                        domain,
+                        &trigger,
+                        &key,
+                        covers,
+                        inline.get(id),
+                        &explanation,
+                    ) {
+                        Ok(approved) => {
+                            if let Some(policy) = receipt.policy.as_mut() {
+                                policy.approval = Some(approved);
+                            }
+                            receipts.push(receipt);
+                        }
+                        Err(how) => {
+                            receipt.decision = Decision::Blocked;
+                            receipts.push(receipt);
+                            let how = format!("{}{how}", alternatives_line(&trigger.evidence));
+                            entries.push(
+                                self.entry(call, domain, &trigger, &key, &rendered, how, note),
+                            );
+                        }
+                    }
+                    continue;
+                }
+                Outcome::Refuse => {
                     // Decided by the operator: no capsule and no inline justification passes.
                     receipt.decision = Decision::Blocked;
                     receipts.push(receipt);
@@ -434,20 +500,11 @@ impl Gate {
                         .as_ref()
                         .map(|n| n.explanation.clone())
                         .unwrap_or_default();
-                    let how = if outcome == Outcome::Refuse {
-                        format!(
-                            "{}The operator's policy refuses this decision; no justification \
-                             can pass it ({explanation}).",
-                            alternatives_line(&trigger.evidence)
-                        )
-                    } else {
-                        format!(
-                            "{}The operator's policy needs a person to sign this exact call \
-                             off ({explanation}). This server cannot take a sign-off yet: the \
-                             call is refused.",
-                            alternatives_line(&trigger.evidence)
-                        )
-                    };
+                    let how = format!(
+                        "{}The operator's policy refuses this decision; no justification can \
+                         pass it ({explanation}).",
+                        alternatives_line(&trigger.evidence)
+                    );
                     entries.push(self.entry(call, domain, &trigger, &key, &rendered, how, note));
                     continue;
                 }
@@ -537,6 +594,98 @@ impl Gate {
         } else {
             Verdict::Refuse { entries, receipts }
         })
+    }
+
+    /// A person's sign-off for a `human` outcome: `Ok` with who approved and their note when
+    /// an answer on record holds for the call as it is now (a single-use one is used up);
+    /// otherwise a request is recorded and `Err` says how a person signs it off.
+    #[allow(clippy::too_many_arguments)]
+    fn sign_off(
+        &self,
+        call: &CallFacts,
+        inputs: &[(String, Option<String>)],
+        domain: &Domain,
+        trigger: &Trigger,
+        key: &str,
+        covers: bool,
+        justification: Option<&Value>,
+        explanation: &str,
+    ) -> Result<String, String> {
+        let Some(approvals) = &self.approvals else {
+            return Err(format!(
+                "The operator's policy needs a person to sign this exact call off \
+                 ({explanation}), and this server has no sealing key that outlives it to bind a \
+                 sign-off to: the call is refused."
+            ));
+        };
+        let binding = Binding {
+            tool: call.tool.clone(),
+            arguments: approval::arguments_digest(&call.arguments),
+            inputs: inputs.to_vec(),
+            decision_key: key.to_string(),
+            domain: domain.info.id.clone(),
+            policy: self
+                .policy
+                .as_ref()
+                .map(|p| p.digest.clone())
+                .unwrap_or_default(),
+            components: self.components.clone(),
+        };
+        let id = approval::id_of(&binding, covers);
+        let failed = |e: approval::ApprovalError| {
+            format!("The operator's policy needs a person's sign-off, which cannot be read: {e}.")
+        };
+        let before = match approvals.standing(&id, &binding).map_err(failed)? {
+            Standing::Approved { note, by } => {
+                if !covers {
+                    approvals.consume(&id).map_err(failed)?;
+                }
+                return Ok(format!(
+                    "approved by a person ({by}) as sign-off {id}{}",
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": \"{note}\"")
+                    }
+                ));
+            }
+            Standing::Unanswered => String::new(),
+            Standing::Declined { note, by } => format!(
+                "A person declined this call ({by}{}). ",
+                if note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": \"{note}\"")
+                }
+            ),
+            Standing::Invalid(why) => format!("The sign-off on record no longer holds: {why}. "),
+        };
+        let form = serde_json::json!({
+            "tool": call.tool,
+            "arguments": call.arguments,
+            "inputs": inputs.iter().map(|(p, d)| serde_json::json!({"path": p, "sha256": d})).collect::<Vec<_>>(),
+            "domain": domain.info.id,
+            "severity": trigger.severity,
+            "reason": trigger.reason,
+            "evidence": trigger.evidence,
+            "justification": justification,
+            "policy": explanation,
+        });
+        let id = approvals.request(binding, form, covers).map_err(failed)?;
+        Err(format!(
+            "{before}The operator's policy needs a person to sign this exact call off \
+             ({explanation}). This host cannot show forms: a person runs `gdal-mcp approve {id} \
+             --store {}` in a terminal, reads the call and its findings, and answers yes or no; \
+             then retry this exact call. The sign-off is bound to these arguments, the input \
+             files' contents, the policy and the loaded domains, expires in 10 minutes and is \
+             used {}. No justification or argument replaces it.",
+            self.store.root().display(),
+            if covers {
+                "for this decision from then on"
+            } else {
+                "once"
+            }
+        ))
     }
 
     /// A refusal entry for one domain's finding.

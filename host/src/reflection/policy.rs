@@ -479,6 +479,9 @@ pub struct PolicyNote {
     pub outcome: Outcome,
     /// Which rules matched and why the outcome is what it is.
     pub explanation: String,
+    /// For `human`: who signed the call off, as which sign-off, and their note.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<String>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -879,6 +882,7 @@ impl Policy {
             rule: Some(rule.clone()),
             outcome: ruling.outcome,
             explanation: ruling.explanation.clone(),
+            approval: None,
         })
     }
 
