@@ -21,6 +21,9 @@ pub struct ServerConfig {
     /// The tool families listed and callable (`--toolsets`); empty means all of them. The
     /// reflection tools (`persist_justification`, `provenance_report`) are always on.
     pub toolsets: Vec<Toolset>,
+    /// The operator's policy file (`--policy`, TOML), read at start; it must lie outside
+    /// every workspace and the store. `None`: the domains' own outcomes.
+    pub policy: Option<PathBuf>,
 }
 
 /// A family of tools an operator can enable, so the list that sits in an agent's context

@@ -36,6 +36,39 @@ enum Command {
     /// How FILE was made, from the store's lineage records: a methods section (Markdown) or
     /// W3C PROV-JSON, on stdout. Exit 0 with a report, 1 when no lineage matches FILE.
     Provenance(ProvenanceOptions),
+    /// The operator's policy file (TOML; see docs/operators.md).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+    /// Sign a call off for the policy's `human` outcome: shows the call a refusal named (tool,
+    /// arguments, input files, findings, the agent's justification), asks yes or no and a note
+    /// on the terminal, and records the answer bound to that exact call. Run by a person.
+    Approve {
+        /// The sign-off id the refusal named.
+        id: String,
+        #[command(flatten)]
+        options: Options,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Check FILE as `serve --policy FILE` would (with the same workspaces, store and
+    /// plugins): exit 0 printing its digest and rules, 1 with the line and the reason.
+    Check {
+        file: PathBuf,
+        #[command(flatten)]
+        options: Options,
+    },
+    /// Which rule decides a call, and why, without running it: the call's facts are gathered
+    /// as the server would, the domains classify it and the policy (`--policy`) rules on each
+    /// finding. Nothing is decided, stored or written.
+    Explain {
+        /// The call as JSON: {"tool": "raster_reproject", "arguments": {...}}.
+        #[arg(long, value_name = "JSON")]
+        call: String,
+        #[command(flatten)]
+        options: Options,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -93,6 +126,11 @@ struct Options {
     /// persist_justification and provenance_report are always on.
     #[arg(long, value_enum, value_delimiter = ',', value_name = "SETS")]
     toolsets: Vec<Toolset>,
+    /// The operator's policy (TOML, docs/operators.md): rules that make the domains'
+    /// decisions stricter (warn, justify, human sign-off, refuse). Read at start; it must lie
+    /// outside every workspace and the store, and anything it cannot use stops the server.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
 }
 
 impl Options {
@@ -118,6 +156,7 @@ impl Options {
             } else {
                 self.toolsets
             },
+            policy: self.policy.or(global.policy),
         }
     }
 
@@ -139,6 +178,7 @@ impl Options {
             stale: self.stale.unwrap_or_default(),
             key_file: self.key_file,
             toolsets: self.toolsets,
+            policy: self.policy,
         })
     }
 }
@@ -164,6 +204,15 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Ledger(LedgerCommand::Verify(options))) => {
             verify_ledger(options.merge(cli.options))
         }
+        Some(Command::Policy(PolicyCommand::Check { file, options })) => {
+            let mut options = options.merge(cli.options);
+            options.policy = Some(file);
+            check_policy(options)
+        }
+        Some(Command::Policy(PolicyCommand::Explain { call, options })) => {
+            explain_policy(&call, options.merge(cli.options))
+        }
+        Some(Command::Approve { id, options }) => approve(&id, options.merge(cli.options)),
     }
 }
 
@@ -301,6 +350,198 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
         std::process::exit(1)
     }
     Ok(())
+}
+
+fn approve(id: &str, options: Options) -> anyhow::Result<()> {
+    use gdal_mcp::reflection::approval::{Approvals, Line};
+    use std::io::{BufRead, Write};
+    let config = options.config()?;
+    let store = store_of(&config);
+    let seal = Arc::new(open_seal(&config)?);
+    let approvals = Approvals::new(&store, seal.clone());
+    let Some(Line::Request {
+        form, expires_ms, ..
+    }) = approvals.pending(id)?
+    else {
+        anyhow::bail!(
+            "no sign-off request {id} in the store {} (give the --store the refusal named)",
+            store.display()
+        );
+    };
+    // SAFETY: isatty has no preconditions.
+    if unsafe { libc::isatty(0) } != 1 {
+        anyhow::bail!(
+            "gdal-mcp approve asks a person: run it in a terminal (its standard input is not one)"
+        );
+    }
+    let minutes = (expires_ms - gdal_mcp::reflection::approval::now_ms()) / 60_000;
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "Sign-off {id} (request expires in about {minutes} min)\n"
+    )?;
+    writeln!(out, "Tool: {}", form["tool"].as_str().unwrap_or("?"))?;
+    writeln!(
+        out,
+        "Arguments:\n{}",
+        serde_json::to_string_pretty(&form["arguments"])?
+    )?;
+    writeln!(out, "Input files:")?;
+    for input in form["inputs"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "- {} (sha256 {})",
+            input["path"].as_str().unwrap_or("?"),
+            input["sha256"].as_str().unwrap_or("unknown")
+        )?;
+    }
+    writeln!(
+        out,
+        "\nFinding of {} ({}): {}",
+        form["domain"].as_str().unwrap_or("?"),
+        form["severity"].as_str().unwrap_or("?"),
+        form["reason"].as_str().unwrap_or("")
+    )?;
+    for item in form["evidence"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "- {}: {} Why it matters: {}",
+            item["id"].as_str().unwrap_or("?"),
+            item["fact"].as_str().unwrap_or(""),
+            item["why"].as_str().unwrap_or("")
+        )?;
+    }
+    match &form["justification"] {
+        serde_json::Value::Null => writeln!(out, "\nThe agent gave no justification.")?,
+        j => writeln!(
+            out,
+            "\nThe agent's justification:\n{}",
+            serde_json::to_string_pretty(j)?
+        )?,
+    }
+    writeln!(
+        out,
+        "\nWhy a person is asked: {}",
+        form["policy"].as_str().unwrap_or("")
+    )?;
+    write!(out, "\nApprove this call? Type yes or no: ")?;
+    out.flush()?;
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let answer = lines.next().transpose()?.unwrap_or_default();
+    let approved = match answer.trim().to_ascii_lowercase().as_str() {
+        "yes" | "y" => true,
+        "no" | "n" => false,
+        other => anyhow::bail!("\"{other}\" is neither yes nor no: nothing recorded"),
+    };
+    write!(out, "A note for the record (optional, one line): ")?;
+    out.flush()?;
+    let note = lines.next().transpose()?.unwrap_or_default();
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| {
+            // SAFETY: getuid has no preconditions.
+            format!("uid {}", unsafe { libc::getuid() })
+        });
+    let by = format!("gdal-mcp approve in a terminal, user {user}");
+    let line = approvals.answer(id, approved, note.trim(), &by)?;
+    if let Line::Answer { binding, .. } = &line {
+        let ledger = gdal_mcp::reflection::ledger::Ledger::with_seal(&store, seal);
+        let entry = serde_json::json!({
+            "id": id,
+            "approved": approved,
+            "note": note.trim(),
+            "by": by,
+            "tool": binding.tool,
+            "domain": binding.domain,
+            "key": binding.decision_key,
+            "arguments": binding.arguments,
+            "policy": binding.policy,
+        });
+        if let Err(e) = ledger.append(if approved { "approval" } else { "denial" }, &entry) {
+            eprintln!("gdal-mcp approve: not recorded in the ledger: {e}");
+        }
+    }
+    writeln!(
+        out,
+        "\n{} sign-off {id}. {}",
+        if approved {
+            "Recorded: approved"
+        } else {
+            "Recorded: declined"
+        },
+        if approved {
+            "Retry the exact call within the request's 10 minutes."
+        } else {
+            "The call stays refused."
+        }
+    )?;
+    Ok(())
+}
+
+fn check_policy(options: Options) -> anyhow::Result<()> {
+    let app = start(options)?;
+    let Some(policy) = app.gate.policy() else {
+        anyhow::bail!("no policy file given");
+    };
+    println!(
+        "policy {}: {} rule(s), digest {}",
+        policy.path.display(),
+        policy.rules.len(),
+        policy.digest
+    );
+    println!("{}", serde_json::to_string_pretty(&policy.summary())?);
+    Ok(())
+}
+
+fn explain_policy(call: &str, options: Options) -> anyhow::Result<()> {
+    use gdal_mcp::server::{call::Call, registry, ToolError};
+    let parsed: serde_json::Value = serde_json::from_str(call)
+        .context("--call is not JSON: {\"tool\": ..., \"arguments\": {...}}")?;
+    let tool = parsed
+        .get("tool")
+        .and_then(serde_json::Value::as_str)
+        .context("--call names no \"tool\"")?;
+    let arguments = parsed
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    let Some(spec) = registry::find(tool) else {
+        anyhow::bail!("unknown tool \"{tool}\"");
+    };
+    if !spec.gated() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "tool": tool,
+                "decisions": [],
+                "explanation": "the gate does not see this tool: no domain or policy decides it",
+            }))?
+        );
+        return Ok(());
+    }
+    let app = Arc::new(start(options)?);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let mut call = Call::new(
+        app,
+        spec.name,
+        spec.verb,
+        arguments,
+        spec.opens_rasters,
+        None,
+    );
+    call.explain_only = true;
+    match runtime.block_on((spec.handler)(call)) {
+        Err(ToolError::Explained(explained)) => {
+            println!("{}", serde_json::to_string_pretty(&explained)?);
+            Ok(())
+        }
+        Ok(_) => anyhow::bail!("{tool}: ran without reaching the gate (a bug)"),
+        Err(e) => anyhow::bail!("{tool}: the call cannot be explained: {e}"),
+    }
 }
 
 fn start(options: Options) -> anyhow::Result<App> {

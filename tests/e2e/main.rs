@@ -12,6 +12,7 @@ mod ledger;
 mod lineage;
 mod measurement;
 mod oracle;
+mod policy;
 mod protocol;
 mod query;
 mod quirks;

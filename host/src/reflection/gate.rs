@@ -19,13 +19,15 @@
 //! in a refusal, with their choices, so the agent can justify consistently, and are recorded in
 //! the capsule the call stores.
 
+use super::approval::{self, Approvals, Binding, Standing};
 use super::justification::{self, MAX_BYTES};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
 use super::ledger::{self, Ledger};
+use super::policy::{Facts, Outcome, Policy, PolicyNote, Ruling};
 use super::store::{self, Capsule, CapsulePrompt, CapsuleStore, StoreError};
 use crate::config::StalePolicy;
 use crate::domains::sandbox::PluginError;
-use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity};
+use crate::domains::{CallFacts, Domain, EvidenceItem, FieldError, Registry, Severity, Trigger};
 use crate::memo::Memo;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -66,6 +68,10 @@ pub struct Receipt {
     /// since it was written (prompt text, domain version).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The operator's policy, when one of its rules matched this finding: its digest, the
+    /// rule that decided, the outcome and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyNote>,
 }
 
 /// A decision taken upstream: a capsule an input's making rested on.
@@ -113,6 +119,10 @@ pub struct RefusalEntry {
     pub upstream_decisions: Vec<UpstreamDecision>,
     /// How to supply the justification.
     pub how_to_supply: String,
+    /// The operator's policy, when one of its rules decided this refusal: its digest, the
+    /// rule, the outcome (`justify`, `human` or `refuse`) and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyNote>,
 }
 
 /// The gate's answer.
@@ -173,6 +183,8 @@ struct Pending {
     prompt: CapsulePrompt,
     evidence: Vec<EvidenceItem>,
     upstream_capsules: Vec<String>,
+    /// The digest of the policy whose rule decided, if one did.
+    policy: Option<String>,
 }
 
 #[derive(Clone)]
@@ -198,6 +210,14 @@ pub struct Gate {
     /// The newest capsule found per (domain, decision), for the stale lookup: the decision
     /// without its prompt hash, so a prompt or version change finds the old answer.
     decisions: Memo<(String, String), Option<String>>,
+    /// The operator's policy (`--policy`), if any.
+    policy: Option<Arc<Policy>>,
+    /// Sign-offs for the policy's `human` outcome; `None` without a key that outlives the
+    /// process (the outcome then refuses).
+    approvals: Option<Approvals>,
+    /// `sha256:` over the loaded domains' ids, versions and component digests (what a sign-off
+    /// is bound to).
+    components: String,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -240,7 +260,6 @@ fn severity_name(severity: Severity) -> &'static str {
 impl Gate {
     pub fn new(registry: Arc<Registry>, store: CapsuleStore) -> Self {
         Self {
-            registry,
             ledger: Ledger::new(store.root()),
             store,
             issued: Memo::new(ISSUED_ENTRIES),
@@ -248,11 +267,85 @@ impl Gate {
             validated: Memo::new(DECISION_ENTRIES),
             stale: StalePolicy::default(),
             decisions: Memo::new(DECISION_ENTRIES),
+            policy: None,
+            approvals: None,
+            components: format!(
+                "sha256:{}",
+                sha256_hex(
+                    &registry
+                        .all()
+                        .iter()
+                        .map(|d| format!("{} {} {}\n", d.info.id, d.info.version, d.digest))
+                        .collect::<String>()
+                )
+            ),
+            registry,
         }
+    }
+
+    /// The same gate under the operator's policy.
+    pub fn with_policy(mut self, policy: Option<Arc<Policy>>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The operator's policy, if one is loaded.
+    pub fn policy(&self) -> Option<&Arc<Policy>> {
+        self.policy.as_ref()
+    }
+
+    /// What the policy says of a finding (the domain's own outcome when there is none).
+    fn rule_on(&self, tool: &str, domain: &str, trigger: &Trigger, facts: &Facts) -> Ruling {
+        match &self.policy {
+            Some(policy) => policy.rule_on(tool, domain, trigger, facts),
+            None => {
+                let outcome = Outcome::of_severity(trigger.severity);
+                Ruling {
+                    outcome,
+                    domain_outcome: outcome,
+                    rule: None,
+                    covers_decision: false,
+                    explanation: "no policy is loaded: the domain's outcome stands".to_string(),
+                }
+            }
+        }
+    }
+
+    /// Which rule decides each finding of a call, and why, without deciding anything
+    /// (`gdal-mcp policy explain`). Blocking (plugin calls).
+    pub fn explain(&self, call: &CallFacts) -> Result<Value, GateError> {
+        let facts = Facts::of(call);
+        let mut decisions = Vec::new();
+        for domain in self.registry.all() {
+            let Some(trigger) = domain.classify(call)? else {
+                continue;
+            };
+            let ruling = self.rule_on(&call.tool, &domain.info.id, &trigger, &facts);
+            decisions.push(serde_json::json!({
+                "domain": domain.info.id,
+                "severity": trigger.severity,
+                "evidence": trigger.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+                "domain_outcome": ruling.domain_outcome,
+                "outcome": ruling.outcome,
+                "rule": ruling.rule,
+                "covers_decision": ruling.covers_decision,
+                "explanation": ruling.explanation,
+            }));
+        }
+        Ok(serde_json::json!({
+            "tool": call.tool,
+            "policy": self.policy.as_ref().map(|p| p.digest.clone()),
+            "facts": facts,
+            "decisions": decisions,
+        }))
     }
 
     /// The same gate, its ledger sealed under `seal`.
     pub fn with_seal(mut self, seal: Arc<super::seal::Seal>) -> Self {
+        // A key of this process alone cannot bind a sign-off made by `gdal-mcp approve`.
+        if seal.origin() != "in memory" {
+            self.approvals = Some(Approvals::new(self.store.root(), seal.clone()));
+        }
         self.ledger = Ledger::with_seal(self.store.root(), seal);
         self
     }
@@ -312,8 +405,21 @@ impl Gate {
         call: &CallFacts,
         inline: &BTreeMap<String, Value>,
     ) -> Result<Verdict, GateError> {
+        self.decide_call(call, inline, &[])
+    }
+
+    /// [`Self::decide`], with the call's input files and their SHA-256 (what a person's
+    /// sign-off is bound to).
+    pub fn decide_call(
+        &self,
+        call: &CallFacts,
+        inline: &BTreeMap<String, Value>,
+        inputs: &[(String, Option<String>)],
+    ) -> Result<Verdict, GateError> {
         let mut receipts = Vec::new();
         let mut entries = Vec::new();
+        // Computed once per call, only under a policy (the clean twin does no work).
+        let facts = self.policy.as_ref().map(|_| Facts::of(call));
         for domain in self.registry.all() {
             let Some(trigger) = domain.classify(call)? else {
                 continue;
@@ -321,6 +427,15 @@ impl Gate {
             let rendered = self.render(domain, &trigger.prompt_arguments)?;
             let id = &domain.info.id;
             let key = decision_key(id, &trigger.key_fields, &rendered.sha256, &trigger.evidence);
+            let ruling = facts
+                .as_ref()
+                .map(|facts| self.rule_on(&call.tool, id, &trigger, facts));
+            let note = ruling
+                .as_ref()
+                .and_then(|r| self.policy.as_ref().and_then(|policy| policy.note(r)));
+            let outcome = ruling
+                .as_ref()
+                .map_or(Outcome::of_severity(trigger.severity), |r| r.outcome);
             let mut receipt = Receipt {
                 domain: id.clone(),
                 plugin_version: domain.info.version.clone(),
@@ -332,11 +447,68 @@ impl Gate {
                 stored_now: false,
                 evidence: trigger.evidence.iter().map(|e| e.id.clone()).collect(),
                 stale: None,
+                policy: note.clone(),
             };
-            if trigger.severity == Severity::Advisory {
-                receipt.decision = Decision::Warn;
-                receipts.push(receipt);
-                continue;
+            match outcome {
+                Outcome::Proceed => {
+                    receipts.push(receipt);
+                    continue;
+                }
+                Outcome::Warn => {
+                    receipt.decision = Decision::Warn;
+                    receipts.push(receipt);
+                    continue;
+                }
+                Outcome::Human => {
+                    let covers = ruling.as_ref().is_some_and(|r| r.covers_decision);
+                    let explanation = note
+                        .as_ref()
+                        .map(|n| n.explanation.clone())
+                        .unwrap_or_default();
+                    match self.sign_off(
+                        call,
+                        inputs,
+                        domain,
+                        &trigger,
+                        &key,
+                        covers,
+                        inline.get(id),
+                        &explanation,
+                    ) {
+                        Ok(approved) => {
+                            if let Some(policy) = receipt.policy.as_mut() {
+                                policy.approval = Some(approved);
+                            }
+                            receipts.push(receipt);
+                        }
+                        Err(how) => {
+                            receipt.decision = Decision::Blocked;
+                            receipts.push(receipt);
+                            let how = format!("{}{how}", alternatives_line(&trigger.evidence));
+                            entries.push(
+                                self.entry(call, domain, &trigger, &key, &rendered, how, note),
+                            );
+                        }
+                    }
+                    continue;
+                }
+                Outcome::Refuse => {
+                    // Decided by the operator: no capsule and no inline justification passes.
+                    receipt.decision = Decision::Blocked;
+                    receipts.push(receipt);
+                    let explanation = note
+                        .as_ref()
+                        .map(|n| n.explanation.clone())
+                        .unwrap_or_default();
+                    let how = format!(
+                        "{}The operator's policy refuses this decision; no justification can \
+                         pass it ({explanation}).",
+                        alternatives_line(&trigger.evidence)
+                    );
+                    entries.push(self.entry(call, domain, &trigger, &key, &rendered, how, note));
+                    continue;
+                }
+                Outcome::Justify => {}
             }
             if let Some(capsule) = self.store.get(id, &key) {
                 if self.still_valid(domain, &capsule)? {
@@ -373,6 +545,7 @@ impl Gate {
                 },
                 evidence: trigger.evidence.clone(),
                 upstream_capsules: call.upstream_capsules(),
+                policy: note.as_ref().map(|n| n.digest.clone()),
             };
             self.issued.insert(key.clone(), pending.clone());
             let errors = match inline.get(id) {
@@ -389,42 +562,29 @@ impl Gate {
             };
             receipt.decision = Decision::Blocked;
             receipts.push(receipt);
-            entries.push(RefusalEntry {
-                domain: id.clone(),
-                plugin_version: domain.info.version.clone(),
-                severity: trigger.severity,
-                reason: trigger.reason,
-                key: key.clone(),
-                decision: trigger.key_fields.clone(),
-                evidence: trigger.evidence.clone(),
-                prompt_name: domain.info.prompt_name.clone(),
-                prompt_arguments: pending.prompt.arguments.clone(),
-                prompt: rendered.text,
-                schema: justification::schema(),
-                requires_assumptions: trigger.severity == Severity::Critical,
-                errors,
-                upstream_decisions: self.upstream_decisions(call),
-                how_to_supply: format!(
-                    "{}Answer the prompt as a justification object (schema above, at most \
-                     {MAX_BYTES} bytes){} and either retry this exact call with \
-                     \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
-                     with domain \"{id}\", key \"{key}\" and the justification, then retry.",
-                    alternatives_line(&trigger.evidence),
-                    if trigger.severity == Severity::Critical {
-                        format!(
-                            ", with `assumptions` and an `evidence` object answering {}",
-                            trigger
-                                .evidence
-                                .iter()
-                                .map(|e| format!("\"{}\"", e.id))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            });
+            let how = format!(
+                "{}Answer the prompt as a justification object (schema above, at most \
+                 {MAX_BYTES} bytes){} and either retry this exact call with \
+                 \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
+                 with domain \"{id}\", key \"{key}\" and the justification, then retry.",
+                alternatives_line(&trigger.evidence),
+                if trigger.severity == Severity::Critical {
+                    format!(
+                        ", with `assumptions` and an `evidence` object answering {}",
+                        trigger
+                            .evidence
+                            .iter()
+                            .map(|e| format!("\"{}\"", e.id))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    String::new()
+                }
+            );
+            let mut entry = self.entry(call, domain, &trigger, &key, &rendered, how, note);
+            entry.errors = errors;
+            entries.push(entry);
         }
         if !receipts.is_empty() {
             self.record("gate", &ledger::gate_entry(&call.tool, &receipts));
@@ -434,6 +594,130 @@ impl Gate {
         } else {
             Verdict::Refuse { entries, receipts }
         })
+    }
+
+    /// A person's sign-off for a `human` outcome: `Ok` with who approved and their note when
+    /// an answer on record holds for the call as it is now (a single-use one is used up);
+    /// otherwise a request is recorded and `Err` says how a person signs it off.
+    #[allow(clippy::too_many_arguments)]
+    fn sign_off(
+        &self,
+        call: &CallFacts,
+        inputs: &[(String, Option<String>)],
+        domain: &Domain,
+        trigger: &Trigger,
+        key: &str,
+        covers: bool,
+        justification: Option<&Value>,
+        explanation: &str,
+    ) -> Result<String, String> {
+        let Some(approvals) = &self.approvals else {
+            return Err(format!(
+                "The operator's policy needs a person to sign this exact call off \
+                 ({explanation}), and this server has no sealing key that outlives it to bind a \
+                 sign-off to: the call is refused."
+            ));
+        };
+        let binding = Binding {
+            tool: call.tool.clone(),
+            arguments: approval::arguments_digest(&call.arguments),
+            inputs: inputs.to_vec(),
+            decision_key: key.to_string(),
+            domain: domain.info.id.clone(),
+            policy: self
+                .policy
+                .as_ref()
+                .map(|p| p.digest.clone())
+                .unwrap_or_default(),
+            components: self.components.clone(),
+        };
+        let id = approval::id_of(&binding, covers);
+        let failed = |e: approval::ApprovalError| {
+            format!("The operator's policy needs a person's sign-off, which cannot be read: {e}.")
+        };
+        let before = match approvals.standing(&id, &binding).map_err(failed)? {
+            Standing::Approved { note, by } => {
+                if !covers {
+                    approvals.consume(&id).map_err(failed)?;
+                }
+                return Ok(format!(
+                    "approved by a person ({by}) as sign-off {id}{}",
+                    if note.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": \"{note}\"")
+                    }
+                ));
+            }
+            Standing::Unanswered => String::new(),
+            Standing::Declined { note, by } => format!(
+                "A person declined this call ({by}{}). ",
+                if note.is_empty() {
+                    String::new()
+                } else {
+                    format!(": \"{note}\"")
+                }
+            ),
+            Standing::Invalid(why) => format!("The sign-off on record no longer holds: {why}. "),
+        };
+        let form = serde_json::json!({
+            "tool": call.tool,
+            "arguments": call.arguments,
+            "inputs": inputs.iter().map(|(p, d)| serde_json::json!({"path": p, "sha256": d})).collect::<Vec<_>>(),
+            "domain": domain.info.id,
+            "severity": trigger.severity,
+            "reason": trigger.reason,
+            "evidence": trigger.evidence,
+            "justification": justification,
+            "policy": explanation,
+        });
+        let id = approvals.request(binding, form, covers).map_err(failed)?;
+        Err(format!(
+            "{before}The operator's policy needs a person to sign this exact call off \
+             ({explanation}). This host cannot show forms: a person runs `gdal-mcp approve {id} \
+             --store {}` in a terminal, reads the call and its findings, and answers yes or no; \
+             then retry this exact call. The sign-off is bound to these arguments, the input \
+             files' contents, the policy and the loaded domains, expires in 10 minutes and is \
+             used {}. No justification or argument replaces it.",
+            self.store.root().display(),
+            if covers {
+                "for this decision from then on"
+            } else {
+                "once"
+            }
+        ))
+    }
+
+    /// A refusal entry for one domain's finding.
+    #[allow(clippy::too_many_arguments)]
+    fn entry(
+        &self,
+        call: &CallFacts,
+        domain: &Domain,
+        trigger: &Trigger,
+        key: &str,
+        rendered: &Rendered,
+        how_to_supply: String,
+        policy: Option<PolicyNote>,
+    ) -> RefusalEntry {
+        RefusalEntry {
+            domain: domain.info.id.clone(),
+            plugin_version: domain.info.version.clone(),
+            severity: trigger.severity,
+            reason: trigger.reason.clone(),
+            key: key.to_string(),
+            decision: trigger.key_fields.clone(),
+            evidence: trigger.evidence.clone(),
+            prompt_name: domain.info.prompt_name.clone(),
+            prompt_arguments: trigger.prompt_arguments.iter().cloned().collect(),
+            prompt: rendered.text.clone(),
+            schema: justification::schema(),
+            requires_assumptions: trigger.severity == Severity::Critical,
+            errors: Vec::new(),
+            upstream_decisions: self.upstream_decisions(call),
+            how_to_supply,
+            policy,
+        }
     }
 
     /// A capsule of `domain` for the same decision (key fields and evidence ids) whose prompt
@@ -595,6 +879,7 @@ impl Gate {
             evidence: pending.evidence.clone(),
             justification: typed,
             upstream_capsules: pending.upstream_capsules.clone(),
+            policy: pending.policy.clone(),
             created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             server_version: crate::VERSION.to_string(),
             integrity: String::new(),

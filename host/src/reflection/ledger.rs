@@ -359,27 +359,46 @@ fn check_line(
 pub fn gate_entry(tool: &str, receipts: &[super::gate::Receipt]) -> Value {
     serde_json::json!({
         "tool": tool,
-        "decisions": receipts.iter().map(|r| serde_json::json!({
-            "domain": r.domain,
-            "plugin_version": r.plugin_version,
-            "severity": r.severity,
-            "decision": r.decision,
-            "key": r.key,
-            "capsule": r.capsule,
-            "evidence": r.evidence,
-        })).collect::<Vec<_>>(),
+        "decisions": receipts.iter().map(|r| {
+            let mut decision = serde_json::json!({
+                "domain": r.domain,
+                "plugin_version": r.plugin_version,
+                "severity": r.severity,
+                "decision": r.decision,
+                "key": r.key,
+                "capsule": r.capsule,
+                "evidence": r.evidence,
+            });
+            // The operator's policy, only where one of its rules decided (the clean twin's
+            // lines are unchanged).
+            if let (Some(policy), Some(object)) = (&r.policy, decision.as_object_mut()) {
+                object.insert(
+                    "policy".to_string(),
+                    serde_json::json!({
+                        "digest": policy.digest,
+                        "rule": policy.rule,
+                        "outcome": policy.outcome,
+                    }),
+                );
+            }
+            decision
+        }).collect::<Vec<_>>(),
     })
 }
 
 /// The entry of a stored capsule.
 pub fn capsule_entry(capsule: &super::store::Capsule) -> Value {
-    serde_json::json!({
+    let mut entry = serde_json::json!({
         "domain": capsule.domain,
         "domain_version": capsule.domain_version,
         "key": capsule.key,
         "tool": capsule.tool,
         "integrity": capsule.integrity,
-    })
+    });
+    if let (Some(policy), Some(object)) = (&capsule.policy, entry.as_object_mut()) {
+        object.insert("policy".to_string(), serde_json::json!(policy));
+    }
+    entry
 }
 
 #[cfg(test)]

@@ -37,6 +37,8 @@ pub enum Kind {
     WrittenPath,
     /// A line of `ledger.jsonl`.
     LedgerEntry,
+    /// A line of `approvals.jsonl` (a sign-off request, answer or use).
+    Approval,
 }
 
 impl Kind {
@@ -45,6 +47,7 @@ impl Kind {
             Kind::LineageRecord => b"gdal-mcp lineage record 1\n",
             Kind::WrittenPath => b"gdal-mcp written path 1\n",
             Kind::LedgerEntry => b"gdal-mcp ledger entry 1\n",
+            Kind::Approval => b"gdal-mcp approval 1\n",
         }
     }
 }

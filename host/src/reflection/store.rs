@@ -48,6 +48,10 @@ pub struct Capsule {
     /// lineage): the decisions this one was taken on top of.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub upstream_capsules: Vec<String>,
+    /// `sha256:` of the operator's policy file whose rule decided this decision (absent
+    /// without one, so older capsules keep their integrity).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
     pub created_at: String,
     pub server_version: String,
     /// `sha256:` of the canonical JSON of every other field.

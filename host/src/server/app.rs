@@ -42,6 +42,8 @@ pub enum StartError {
     Domains(#[from] LoadError),
     #[error(transparent)]
     Key(#[from] crate::reflection::seal::SealError),
+    #[error(transparent)]
+    Policy(#[from] crate::reflection::policy::PolicyError),
 }
 
 /// Everything a running server shares between calls.
@@ -60,6 +62,19 @@ pub struct App {
     call_slots: Arc<Semaphore>,
     /// Folders no output may land in: the capsule store and the component cache.
     protected_roots: Vec<PathBuf>,
+}
+
+/// What a policy file may name: every tool of the table and every loaded domain.
+pub fn policy_vocabulary(registry: &Registry) -> crate::reflection::policy::Vocabulary {
+    crate::reflection::policy::Vocabulary::new(
+        super::registry::table().iter().map(|t| t.name),
+        registry.all().iter().map(|d| {
+            (
+                d.info.id.as_str(),
+                matches!(d.origin, crate::domains::Origin::Builtin),
+            )
+        }),
+    )
 }
 
 /// The sealing key: `--key-file`, else the default one (created at the first start). A key that
@@ -128,6 +143,18 @@ impl App {
             })
             .collect();
         let seal = Arc::new(open_seal(&config, workspaces.roots())?);
+        let policy = match &config.policy {
+            None => None,
+            Some(path) => {
+                let mut forbidden = workspaces.roots().to_vec();
+                forbidden.push(absolute(&store_root));
+                Some(Arc::new(crate::reflection::policy::Policy::load(
+                    path,
+                    &forbidden,
+                    &policy_vocabulary(&registry),
+                )?))
+            }
+        };
         let lineage = LineageStore::with_seal(&store_root, seal.clone());
         let store = CapsuleStore::new(store_root);
         Ok(Self {
@@ -137,7 +164,8 @@ impl App {
             gate: Arc::new(
                 Gate::new(Arc::new(registry), store)
                     .with_stale(config.stale)
-                    .with_seal(seal),
+                    .with_seal(seal)
+                    .with_policy(policy),
             ),
             workspaces,
             config,

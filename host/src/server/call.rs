@@ -28,6 +28,9 @@ pub struct Call {
     context: Option<RequestContext<RoleServer>>,
     /// Every path this call confined: what it reads, and what it declared it writes.
     paths: Mutex<Paths>,
+    /// Stop after the gather step and explain what the policy decides (`gdal-mcp policy
+    /// explain`): nothing is decided, stored or written.
+    pub explain_only: bool,
 }
 
 /// The paths a call confined.
@@ -73,6 +76,7 @@ impl Call {
             georef_source,
             context,
             paths: Mutex::new(Paths::default()),
+            explain_only: false,
         }
     }
 

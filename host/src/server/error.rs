@@ -47,6 +47,10 @@ pub enum ToolError {
     /// The capsule store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Not a failure: `gdal-mcp policy explain` stops a call after its facts were gathered
+    /// and the policy consulted, and carries the explanation out (never sent to a client).
+    #[error("explained, not run")]
+    Explained(serde_json::Value),
     /// A bug or a dead worker: not the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -70,7 +74,7 @@ impl ToolError {
             ToolError::Refused { .. } => "refused",
             ToolError::InvalidJustification(_) => "invalid_justification",
             ToolError::Store(_) => "store",
-            ToolError::Internal(_) => "internal",
+            ToolError::Internal(_) | ToolError::Explained(_) => "internal",
         }
     }
 }

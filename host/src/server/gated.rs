@@ -168,7 +168,16 @@ where
     let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
     let arguments = facts.arguments.clone();
-    let receipts = decide(call, facts, justifications.unwrap_or_default().0).await?;
+    if call.explain_only {
+        let gate = app.gate.clone();
+        let explained = app.plugins(move || Ok(gate.explain(&facts)?)).await?;
+        return Err(ToolError::Explained(explained));
+    }
+    let bound: Vec<(String, Option<String>)> = input_files
+        .iter()
+        .map(|f| (f.path.clone(), f.sha256.clone()))
+        .collect();
+    let receipts = decide(call, facts, justifications.unwrap_or_default().0, bound).await?;
     let progress = call.work();
     let relay = progress.clone();
     let paths = call.paths();
@@ -312,11 +321,12 @@ async fn decide(
     call: &Call,
     facts: CallFacts,
     inline: BTreeMap<String, Value>,
+    inputs: Vec<(String, Option<String>)>,
 ) -> Result<Vec<Receipt>, ToolError> {
     let gate = call.app.gate.clone();
     let verdict = call
         .app
-        .plugins(move || Ok(gate.decide(&facts, &inline)?))
+        .plugins(move || Ok(gate.decide_call(&facts, &inline, &inputs)?))
         .await?;
     match verdict {
         Verdict::Proceed(receipts) => Ok(receipts),

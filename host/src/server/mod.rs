@@ -120,10 +120,24 @@ fn field_errors(errors: &[FieldError]) -> Value {
 }
 
 fn refusal_text(entries: Vec<RefusalEntry>, receipts: Vec<Receipt>) -> (String, Value) {
-    let mut text = format!(
-        "Refused: {} methodology decision(s) need a justification before this call can run.\n",
-        entries.len()
-    );
+    let by_policy = entries.iter().any(|e| {
+        e.policy
+            .as_ref()
+            .is_some_and(|p| p.outcome > crate::reflection::policy::Outcome::Justify)
+    });
+    let mut text = if by_policy {
+        format!(
+            "Refused: {} methodology decision(s) stop this call; the operator's policy decides \
+             at least one of them.\n",
+            entries.len()
+        )
+    } else {
+        format!(
+            "Refused: {} methodology decision(s) need a justification before this call can \
+             run.\n",
+            entries.len()
+        )
+    };
     for entry in &entries {
         let _ = write!(
             text,
@@ -140,6 +154,15 @@ fn refusal_text(entries: Vec<RefusalEntry>, receipts: Vec<Receipt>) -> (String, 
             if let Some(alternative) = &item.alternative {
                 let _ = writeln!(text, "  Safe alternative: retry with {alternative}");
             }
+        }
+        if let Some(policy) = &entry.policy {
+            let _ = writeln!(
+                text,
+                "Operator's policy ({}): {}. {}",
+                policy.digest,
+                policy.outcome.name(),
+                policy.explanation
+            );
         }
         if !entry.errors.is_empty() {
             text.push_str("The justification supplied for this domain was rejected:\n");

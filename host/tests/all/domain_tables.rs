@@ -1798,3 +1798,30 @@ fn docs_name_every_finding_of_every_builtin_domain() {
         "in the table, declared by no domain: {stale:?}"
     );
 }
+
+/// The evidence ids a policy file may name for each built-in domain
+/// (`reflection::policy::BUILTIN_EVIDENCE`, issue 20) are exactly those its source declares: a
+/// new finding cannot be missing from the policy's vocabulary, nor a removed one linger.
+#[test]
+fn the_policy_vocabulary_names_every_finding_of_every_builtin_domain() {
+    use gdal_mcp::reflection::policy::BUILTIN_EVIDENCE;
+    for domain in [
+        "crs_datum",
+        "resampling",
+        "hydrology",
+        "aggregation",
+        "measurement",
+        "format_selection",
+    ] {
+        let mut declared = declared_ids(domain);
+        declared.sort();
+        let mut listed: Vec<String> = BUILTIN_EVIDENCE
+            .iter()
+            .find(|(d, _)| *d == domain)
+            .map(|(_, ids)| ids.iter().map(|s| s.to_string()).collect())
+            .unwrap_or_default();
+        listed.sort();
+        assert_eq!(listed, declared, "{domain}");
+    }
+    assert_eq!(BUILTIN_EVIDENCE.len(), 6);
+}

@@ -50,6 +50,7 @@ fn capsule(dst_crs: &str) -> Capsule {
         evidence: Vec::new(),
         justification,
         upstream_capsules: Vec::new(),
+        policy: None,
         created_at: "2026-01-01T00:00:00.000Z".to_string(),
         server_version: "0.1.0".to_string(),
         integrity: String::new(),

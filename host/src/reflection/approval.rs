@@ -1,0 +1,470 @@
+//! A person's sign-off of one call, for the operator policy's `human` outcome
+//! (`<store>/approvals.jsonl`).
+//!
+//! When a rule asks for a person, the gate records a **request**: the form a person reads (the
+//! tool, the arguments, the input files with their digests, each finding with its evidence,
+//! the agent's justification when one was given) and the **binding** the answer will be held
+//! to: the SHA-256 of the canonical arguments, the input digests, the decision key, the policy
+//! digest and the digest of the loaded domains' components, and an expiry (10 minutes). The
+//! call is refused naming the operator route, `gdal-mcp approve ID`, which shows the form in a
+//! terminal, asks yes or no and a note, and records the **answer** with the request's binding.
+//! On the retry the gate re-checks every binding against the call as it is now and names the
+//! one that failed (an argument, an input file, the policy, the domains, the expiry); an
+//! approval is used once (a **used** line), unless the rule covers the decision, as a capsule
+//! does.
+//!
+//! Every line is sealed under the per-user key (`super::seal`, its own label), so an answer
+//! cannot be written by hand, copied from another store's key, or moved between kinds; the
+//! file is opened beneath the store like every store file (`super::journal`). Without a usable
+//! key (a server sealing for its own process only) the `human` outcome refuses.
+
+use super::journal::{open_beneath, Lock};
+use super::key::{canonical_json, sha256_hex};
+use super::seal::{Kind, Seal};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The approvals journal's file name inside the store.
+pub const FILE_NAME: &str = "approvals.jsonl";
+/// How long a request may wait for its answer (and a single-use approval for its retry).
+pub const TTL_MS: i64 = 10 * 60 * 1000;
+/// The journal is read up to this size.
+const MAX_BYTES: u64 = 64 << 20;
+
+/// What an answer is held to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    pub tool: String,
+    /// `sha256:` of the canonical JSON of the call's arguments (without `justification`).
+    pub arguments: String,
+    /// Each input file and its SHA-256 (`None`: not hashable).
+    pub inputs: Vec<(String, Option<String>)>,
+    pub decision_key: String,
+    pub domain: String,
+    /// The policy's digest.
+    pub policy: String,
+    /// `sha256:` over the loaded domains' ids, versions and component digests.
+    pub components: String,
+}
+
+impl Binding {
+    /// The first binding that differs from `now`, in words.
+    pub fn mismatch(&self, now: &Binding) -> Option<String> {
+        if self.tool != now.tool || self.arguments != now.arguments {
+            return Some("the call's arguments changed since the approval".to_string());
+        }
+        for (path, digest) in &self.inputs {
+            let current = now.inputs.iter().find(|(p, _)| p == path);
+            match current {
+                Some((_, d)) if d == digest => {}
+                Some((_, d)) => {
+                    return Some(format!(
+                        "the input file {path} changed since the approval (sha256 {} then, {} \
+                         now)",
+                        digest.as_deref().unwrap_or("unknown"),
+                        d.as_deref().unwrap_or("unknown")
+                    ))
+                }
+                None => return Some(format!("the input file {path} is no longer an input")),
+            }
+        }
+        if now.inputs.len() != self.inputs.len() {
+            return Some("the call's input files changed since the approval".to_string());
+        }
+        if self.decision_key != now.decision_key || self.domain != now.domain {
+            return Some("the decision changed since the approval (another decision key)".into());
+        }
+        if self.policy != now.policy {
+            return Some(format!(
+                "the operator's policy changed since the approval ({} then, {} now)",
+                self.policy, now.policy
+            ));
+        }
+        if self.components != now.components {
+            return Some(
+                "the loaded domains changed since the approval (another pack or version)".into(),
+            );
+        }
+        None
+    }
+}
+
+/// One line of the journal.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    Request {
+        id: String,
+        binding: Binding,
+        /// What the person is shown.
+        form: Value,
+        created_ms: i64,
+        expires_ms: i64,
+        covers_decision: bool,
+    },
+    Answer {
+        id: String,
+        approved: bool,
+        note: String,
+        /// Who answered: `terminal (user)` for the CLI route.
+        by: String,
+        binding: Binding,
+        expires_ms: i64,
+        covers_decision: bool,
+        at_ms: i64,
+    },
+    Used {
+        id: String,
+        at_ms: i64,
+    },
+}
+
+/// What the journal says of a call's sign-off now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Standing {
+    /// No answer yet.
+    Unanswered,
+    Approved {
+        note: String,
+        by: String,
+    },
+    Declined {
+        note: String,
+        by: String,
+    },
+    /// An answer exists but no longer holds; says which binding failed.
+    Invalid(String),
+}
+
+/// Why the journal could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    #[error("approvals {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("approval {id}: {message}")]
+    Refused { id: String, message: String },
+}
+
+/// The approvals of one store.
+#[derive(Debug, Clone)]
+pub struct Approvals {
+    root: PathBuf,
+    seal: Arc<Seal>,
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// The id of a sign-off: the same call (tool, arguments, decision) has the same id, so a retry
+/// finds its answer and a changed input is named; a sign-off that covers the decision is keyed
+/// by the decision and the policy alone.
+pub fn id_of(binding: &Binding, covers_decision: bool) -> String {
+    let material = if covers_decision {
+        format!("decision\n{}\n{}", binding.decision_key, binding.policy)
+    } else {
+        format!(
+            "call\n{}\n{}\n{}",
+            binding.tool, binding.arguments, binding.decision_key
+        )
+    };
+    sha256_hex(&material)[..20].to_string()
+}
+
+/// `sha256:` of the canonical JSON of `arguments`.
+pub fn arguments_digest(arguments: &Value) -> String {
+    format!("sha256:{}", sha256_hex(&canonical_json(arguments)))
+}
+
+impl Approvals {
+    pub fn new(store_root: &Path, seal: Arc<Seal>) -> Self {
+        Self {
+            root: store_root.to_path_buf(),
+            seal,
+        }
+    }
+
+    fn io(&self, source: std::io::Error) -> ApprovalError {
+        ApprovalError::Io {
+            path: self.root.join(FILE_NAME).display().to_string(),
+            source,
+        }
+    }
+
+    /// Append one sealed line.
+    fn append(&self, line: &Line) -> Result<(), ApprovalError> {
+        if std::fs::symlink_metadata(&self.root).is_err() {
+            std::fs::create_dir_all(&self.root).map_err(|e| self.io(e))?;
+        }
+        let text = serde_json::to_string(line).map_err(|e| self.io(std::io::Error::other(e)))?;
+        let mut text = self.seal.seal(Kind::Approval, &text);
+        text.push('\n');
+        let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(|e| self.io(e))?;
+        let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
+        file.write_all(text.as_bytes()).map_err(|e| self.io(e))
+    }
+
+    /// Every line of `id` that verifies, in order.
+    fn lines(&self, id: &str) -> Result<Vec<Line>, ApprovalError> {
+        let file = match open_beneath(&self.root, &[FILE_NAME], false) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io(e)),
+        };
+        let reader = std::io::BufReader::new(std::io::Read::take(file, MAX_BYTES));
+        let needle = format!("\"id\":\"{id}\"");
+        let mut out = Vec::new();
+        for line in reader.lines() {
+            let line = line.map_err(|e| self.io(e))?;
+            if !line.contains(&needle) {
+                continue;
+            }
+            let Some(open) = self.seal.open_line(Kind::Approval, &line) else {
+                tracing::warn!("approvals: a line for {id} does not verify; ignored");
+                continue;
+            };
+            if let Ok(parsed) = serde_json::from_str::<Line>(&open) {
+                out.push(parsed);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Record a request (refreshing its expiry) and return its id.
+    pub fn request(
+        &self,
+        binding: Binding,
+        form: Value,
+        covers_decision: bool,
+    ) -> Result<String, ApprovalError> {
+        let id = id_of(&binding, covers_decision);
+        let created_ms = now_ms();
+        self.append(&Line::Request {
+            id: id.clone(),
+            binding,
+            form,
+            created_ms,
+            expires_ms: created_ms + TTL_MS,
+            covers_decision,
+        })?;
+        Ok(id)
+    }
+
+    /// The newest request of `id`, if it verifies.
+    pub fn pending(&self, id: &str) -> Result<Option<Line>, ApprovalError> {
+        Ok(self
+            .lines(id)?
+            .into_iter()
+            .rev()
+            .find(|l| matches!(l, Line::Request { .. })))
+    }
+
+    /// Record a person's answer to the newest request of `id` (the CLI route). Refused when
+    /// there is no such request or it expired.
+    pub fn answer(
+        &self,
+        id: &str,
+        approved: bool,
+        note: &str,
+        by: &str,
+    ) -> Result<Line, ApprovalError> {
+        let refused = |message: &str| ApprovalError::Refused {
+            id: id.to_string(),
+            message: message.to_string(),
+        };
+        let Some(Line::Request {
+            binding,
+            expires_ms,
+            covers_decision,
+            ..
+        }) = self.pending(id)?
+        else {
+            return Err(refused(
+                "no request with this id in this store (check --store and the id in the refusal)",
+            ));
+        };
+        let at_ms = now_ms();
+        if at_ms > expires_ms {
+            return Err(refused(
+                "the request expired (10 minutes); retry the call to ask again",
+            ));
+        }
+        let line = Line::Answer {
+            id: id.to_string(),
+            approved,
+            note: note.to_string(),
+            by: by.to_string(),
+            binding,
+            expires_ms,
+            covers_decision,
+            at_ms,
+        };
+        self.append(&line)?;
+        Ok(line)
+    }
+
+    /// Where the sign-off of `id` stands against the call as it is now (`binding`).
+    pub fn standing(&self, id: &str, binding: &Binding) -> Result<Standing, ApprovalError> {
+        let lines = self.lines(id)?;
+        let Some(position) = lines.iter().rposition(|l| matches!(l, Line::Answer { .. })) else {
+            return Ok(Standing::Unanswered);
+        };
+        let Line::Answer {
+            approved,
+            note,
+            by,
+            binding: bound,
+            expires_ms,
+            covers_decision,
+            ..
+        } = &lines[position]
+        else {
+            return Ok(Standing::Unanswered);
+        };
+        if !approved {
+            return Ok(Standing::Declined {
+                note: note.clone(),
+                by: by.clone(),
+            });
+        }
+        if let Some(failed) = bound.mismatch(binding) {
+            return Ok(Standing::Invalid(failed));
+        }
+        if !covers_decision {
+            if now_ms() > *expires_ms {
+                return Ok(Standing::Invalid(
+                    "the approval expired (10 minutes after the request)".to_string(),
+                ));
+            }
+            if lines[position..]
+                .iter()
+                .any(|l| matches!(l, Line::Used { .. }))
+            {
+                return Ok(Standing::Invalid(
+                    "the approval was already used by an earlier call (single-use: replayed)"
+                        .to_string(),
+                ));
+            }
+        }
+        Ok(Standing::Approved {
+            note: note.clone(),
+            by: by.clone(),
+        })
+    }
+
+    /// Mark the approval of `id` used (single-use approvals).
+    pub fn consume(&self, id: &str) -> Result<(), ApprovalError> {
+        self.append(&Line::Used {
+            id: id.to_string(),
+            at_ms: now_ms(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding() -> Binding {
+        Binding {
+            tool: "raster_reproject".into(),
+            arguments: "sha256:a".into(),
+            inputs: vec![("/w/in.tif".into(), Some("sha256:1".into()))],
+            decision_key: "sha256:k".into(),
+            domain: "crs_datum".into(),
+            policy: "sha256:p".into(),
+            components: "sha256:c".into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_binds_the_call_is_used_once_and_names_what_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Arc::new(Seal::from_bytes([5; 32]));
+        let approvals = Approvals::new(dir.path(), seal.clone());
+        let b = binding();
+        let id = approvals.request(b.clone(), Value::Null, false).unwrap();
+        assert_eq!(approvals.standing(&id, &b).unwrap(), Standing::Unanswered);
+        approvals.answer(&id, true, "ok", "terminal").unwrap();
+        assert!(matches!(
+            approvals.standing(&id, &b).unwrap(),
+            Standing::Approved { .. }
+        ));
+        for (change, needle) in [
+            (
+                Binding {
+                    inputs: vec![("/w/in.tif".into(), Some("sha256:2".into()))],
+                    ..b.clone()
+                },
+                "input file /w/in.tif changed",
+            ),
+            (
+                Binding {
+                    policy: "sha256:q".into(),
+                    ..b.clone()
+                },
+                "policy changed",
+            ),
+            (
+                Binding {
+                    components: "sha256:d".into(),
+                    ..b.clone()
+                },
+                "domains changed",
+            ),
+        ] {
+            match approvals.standing(&id, &change).unwrap() {
+                Standing::Invalid(why) => assert!(why.contains(needle), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        approvals.consume(&id).unwrap();
+        match approvals.standing(&id, &b).unwrap() {
+            Standing::Invalid(why) => assert!(why.contains("replayed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // A store written under another key holds nothing this one reads.
+        let foreign = Approvals::new(dir.path(), Arc::new(Seal::from_bytes([6; 32])));
+        assert_eq!(foreign.standing(&id, &b).unwrap(), Standing::Unanswered);
+        assert!(foreign.answer(&id, true, "x", "y").is_err());
+    }
+
+    #[test]
+    fn a_decline_and_an_expired_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let approvals = Approvals::new(dir.path(), Arc::new(Seal::from_bytes([5; 32])));
+        let b = binding();
+        let id = approvals.request(b.clone(), Value::Null, false).unwrap();
+        approvals
+            .answer(&id, false, "not this datum", "terminal")
+            .unwrap();
+        assert!(matches!(
+            approvals.standing(&id, &b).unwrap(),
+            Standing::Declined { .. }
+        ));
+        // An expired request cannot be answered.
+        approvals
+            .append(&Line::Request {
+                id: "old".into(),
+                binding: b,
+                form: Value::Null,
+                created_ms: 0,
+                expires_ms: 1,
+                covers_decision: false,
+            })
+            .unwrap();
+        let e = approvals
+            .answer("old", true, "", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expired"), "{e}");
+    }
+}

@@ -1,0 +1,510 @@
+//! The operator's policy file (`--policy`, issue 20) over stdio: the policy of
+//! `docs/operators.md` (its first TOML block, served as written) decides three calls in both
+//! protocol eras; the same calls without a policy are today's results (the clean twin); a
+//! policy the server cannot use stops it with the line and the reason; `gdal-mcp policy check`
+//! and `policy explain`.
+
+use gdal::raster::Buffer;
+use gdal::spatial_ref::SpatialRef;
+use gdal::DriverManager;
+use gdal_mcp_tests::{binary, is_error, repo_root, structured, text, Era, Options, Server};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The first ```toml block of docs/operators.md.
+fn guide_policy() -> String {
+    let guide = std::fs::read_to_string(repo_root().join("docs/operators.md")).unwrap();
+    let start = guide.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + guide[start..].find("```").unwrap();
+    guide[start..end].to_string()
+}
+
+/// A policy file in a folder of its own, outside every workspace.
+fn policy_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("policy.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// A 2x2 Float32 GeoTIFF with a geotransform and, optionally, a CRS as WKT.
+fn raster(path: &Path, origin: (f64, f64), cell: f64, wkt: Option<&str>) {
+    let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<f32, _>(path, 2, 2, 1)
+        .unwrap();
+    dataset
+        .set_geo_transform(&[origin.0, cell, 0.0, origin.1, 0.0, -cell])
+        .unwrap();
+    if let Some(wkt) = wkt {
+        dataset
+            .set_spatial_ref(&SpatialRef::from_wkt(wkt).unwrap())
+            .unwrap();
+    }
+    let mut band = dataset.rasterband(1).unwrap();
+    band.write(
+        (0, 0),
+        (2, 2),
+        &mut Buffer::new((2, 2), vec![1.0f32, 2.0, 3.0, 4.0]),
+    )
+    .unwrap();
+}
+
+/// A datum PROJ knows no shift for: its reprojection to WGS 84 is a ballpark operation.
+const ISLAND: &str = "GEOGCS[\"Island 1950\",DATUM[\"Island_datum_1950\",SPHEROID[\"International 1924\",6378388,297]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]]";
+
+/// A one-degree square polygon at (x, y) in EPSG:4326, as GeoJSON.
+fn square_layer(path: &Path, x: f64, y: f64) {
+    let ring = json!([
+        [x, y],
+        [x + 1.0, y],
+        [x + 1.0, y + 1.0],
+        [x, y + 1.0],
+        [x, y]
+    ]);
+    let doc = json!({
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::4326"}},
+        "features": [{"type": "Feature", "properties": {"name": "cell"},
+                      "geometry": {"type": "Polygon", "coordinates": [ring]}}],
+    });
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+/// The three fixtures of the guide's policy: a ballpark reprojection, a critical but exact
+/// one (a CRS assigned to a file without one), and a polygon at 10-11° N.
+fn fixtures(server: &Server) {
+    raster(&server.path("island.tif"), (10.0, 50.0), 0.01, Some(ISLAND));
+    raster(&server.path("nocrs.tif"), (500000.0, 5000000.0), 30.0, None);
+    square_layer(&server.path("cell.geojson"), 0.0, 10.0);
+}
+
+fn entry<'a>(refusal: &'a Value, domain: &str) -> &'a Value {
+    refusal["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == domain))
+        .unwrap_or_else(|| panic!("no {domain} entry in {refusal}"))
+}
+
+fn ballpark_call() -> Value {
+    json!({"input": "island.tif", "output": "wgs.tif", "dst_crs": "EPSG:4326",
+           "resampling": "nearest"})
+}
+
+fn assigned_call() -> Value {
+    json!({"input": "nocrs.tif", "output": "utm.tif", "src_crs": "EPSG:32633",
+           "dst_crs": "EPSG:4326", "resampling": "nearest"})
+}
+
+fn mercator_call() -> Value {
+    json!({"input": "cell.geojson", "method": "planar", "crs": "EPSG:3857"})
+}
+
+async fn guide_policy_decides(era: Era) {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        era,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+
+    // Ballpark operations are refused, whatever the justification.
+    let refused = server
+        .call("raster_reproject", ballpark_call())
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    let crs = entry(&content, "crs_datum");
+    assert_eq!(crs["policy"]["outcome"], "refuse", "{crs}");
+    assert_eq!(crs["policy"]["rule"], "no ballpark operations");
+    let digest = crs["policy"]["digest"].as_str().unwrap().to_string();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    assert!(text(&refused).contains("the operator's policy decides"));
+    assert!(crs["how_to_supply"]
+        .as_str()
+        .unwrap()
+        .contains("no justification can pass it"));
+    let mut justified = ballpark_call();
+    justified["justification"] = json!({"crs_datum": gdal_mcp_tests::justification("EPSG:4326")});
+    let again = server.call("raster_reproject", justified).await.unwrap();
+    assert!(is_error(&again));
+    assert_eq!(
+        entry(&structured(&again), "crs_datum")["policy"]["outcome"],
+        "refuse"
+    );
+    assert!(!server.path("wgs.tif").exists(), "nothing written");
+
+    // A critical crs_datum decision that is not a ballpark needs a person.
+    let human = server
+        .call("raster_reproject", assigned_call())
+        .await
+        .unwrap();
+    assert!(is_error(&human), "{}", text(&human));
+    let content = structured(&human);
+    let crs = entry(&content, "crs_datum");
+    assert_eq!(crs["severity"], "critical", "{crs}");
+    assert_eq!(crs["policy"]["outcome"], "human", "{crs}");
+    assert_eq!(
+        crs["policy"]["rule"],
+        "people sign critical datum decisions"
+    );
+    // Its receipt says the same, blocked.
+    let receipt = content["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "crs_datum")
+        .unwrap();
+    assert_eq!(receipt["decision"], "blocked");
+    assert_eq!(receipt["policy"]["digest"], json!(digest));
+    assert!(!server.path("utm.tif").exists());
+
+    // Planar areas above 2 % need a justification: the measurement's own outcome, with the
+    // rule named.
+    let planar = server
+        .call("vector_measure", mercator_call())
+        .await
+        .unwrap();
+    assert!(is_error(&planar), "{}", text(&planar));
+    let content = structured(&planar);
+    let measurement = entry(&content, "measurement");
+    assert_eq!(measurement["policy"]["outcome"], "justify", "{measurement}");
+    assert_eq!(measurement["policy"]["rule"], "planar areas above 2 %");
+    assert!(measurement["policy"]["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("planar_scale_error_pct = "));
+    // The refusal asks for a justification as ever (no "the operator's policy decides").
+    assert!(text(&planar).contains("need a justification before this call can run"));
+
+    // The ledger names the policy on the lines it decided.
+    let ledger =
+        std::fs::read_to_string(server.workspace.path().join(".preflight/ledger.jsonl")).unwrap();
+    assert_eq!(
+        ledger.matches(&digest).count(),
+        4,
+        "two ballpark refusals, the sign-off and the planar refusal: {ledger}"
+    );
+}
+
+#[tokio::test]
+async fn the_operators_guide_policy_decides_three_calls_legacy() {
+    guide_policy_decides(Era::Legacy).await;
+}
+
+#[tokio::test]
+async fn the_operators_guide_policy_decides_three_calls_modern() {
+    guide_policy_decides(Era::Modern).await;
+}
+
+/// The clean twin: without `--policy`, the same calls are refused as they always were, and
+/// no receipt, refusal or ledger line carries a `policy`.
+#[tokio::test]
+async fn without_a_policy_nothing_changes() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    fixtures(&server);
+    for (tool, args) in [
+        ("raster_reproject", ballpark_call()),
+        ("raster_reproject", assigned_call()),
+        ("vector_measure", mercator_call()),
+    ] {
+        let result = server.call(tool, args).await.unwrap();
+        assert!(is_error(&result), "{}", text(&result));
+        assert!(!text(&result).contains("policy"), "{}", text(&result));
+        assert!(text(&result).contains("need a justification before this call can run"));
+    }
+    let ledger =
+        std::fs::read_to_string(server.workspace.path().join(".preflight/ledger.jsonl")).unwrap();
+    assert!(!ledger.contains("policy"), "{ledger}");
+}
+
+/// `serve --policy` with a file the server cannot use: it stops before the handshake, with
+/// the line and the reason (never fails open).
+#[test]
+fn a_policy_it_cannot_use_stops_the_server_with_the_line() {
+    let workspace = tempfile::tempdir().unwrap();
+    let start = |policy: &Path| {
+        std::process::Command::new(binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .arg("--policy")
+            .arg(policy)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for (text, needle) in [
+        (
+            "[[rule]]\noutcome = \"human\"\ndomain = \"crs\"\n",
+            "line 3: rule 1: unknown domain \"crs\"",
+        ),
+        (
+            "[[rule]]\noutcome = \"refuse\"\nevidence = \"ballpark\"\n",
+            "line 3: rule 1: unknown evidence id \"ballpark\"",
+        ),
+        (
+            "[[rule]]\noutcome = \"refuse\"\nfacts = { accuracy = { above = 1 } }\n",
+            "line 3: rule 1: unknown fact \"accuracy\"",
+        ),
+        ("[[rule]\noutcome = \"refuse\"\n", "line 1"),
+    ] {
+        let (_dir, policy) = policy_file(text);
+        let out = start(&policy);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{text}: started");
+        assert!(stderr.contains(needle), "{text}: {stderr}");
+        assert!(out.stdout.is_empty(), "nothing on stdout");
+    }
+    // Inside the workspace, or a link to it from outside.
+    let inside = workspace.path().join("policy.toml");
+    std::fs::write(&inside, guide_policy()).unwrap();
+    let out = start(&inside);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside every workspace"));
+    let outside = tempfile::tempdir().unwrap();
+    let link = outside.path().join("policy.toml");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    let out = start(&link);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("outside every workspace"));
+}
+
+/// `gdal-mcp policy check` and `policy explain`: the guide's policy checks; explain gathers
+/// the ballpark call's facts and names the rule that refuses it, writing nothing.
+#[test]
+fn policy_check_and_explain_name_the_deciding_rule() {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let workspace = tempfile::tempdir().unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        std::process::Command::new(binary().unwrap())
+            .args(args)
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["policy".as_ref(), "check".as_ref(), policy.as_os_str()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("3 rule(s)"), "{stdout}");
+    let (_bad_dir, bad) = policy_file("[[rule]]\noutcome = \"sometimes\"\n");
+    let out = run(&["policy".as_ref(), "check".as_ref(), bad.as_os_str()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("line 2"));
+
+    raster(
+        &workspace.path().join("island.tif"),
+        (10.0, 50.0),
+        0.01,
+        Some(ISLAND),
+    );
+    let call = json!({"tool": "raster_reproject", "arguments": ballpark_call()}).to_string();
+    let out = run(&[
+        "policy".as_ref(),
+        "explain".as_ref(),
+        "--policy".as_ref(),
+        policy.as_os_str(),
+        "--call".as_ref(),
+        call.as_ref(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explained: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(explained["facts"]["ballpark"], true, "{explained}");
+    let crs = explained["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["domain"] == "crs_datum")
+        .unwrap();
+    assert_eq!(crs["outcome"], "refuse", "{crs}");
+    assert_eq!(crs["domain_outcome"], "justify");
+    assert_eq!(crs["rule"], "no ballpark operations");
+    assert!(!workspace.path().join("wgs.tif").exists());
+    assert!(
+        !workspace.path().join(".preflight/ledger.jsonl").exists(),
+        "explaining decides nothing"
+    );
+}
+
+/// The sign-off id a `human` refusal names: `gdal-mcp approve <id> --store <dir>`.
+fn sign_off_id(result: &rmcp::model::CallToolResult) -> String {
+    let content = structured(result);
+    let how = entry(&content, "crs_datum")["how_to_supply"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let after = how
+        .split("gdal-mcp approve ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no approve route in {how}"));
+    after.split_whitespace().next().unwrap().to_string()
+}
+
+/// `gdal-mcp approve ID --store DIR` on a pseudo-terminal (util-linux `script`), answering
+/// `answer` and `note`.
+fn approve_on_a_terminal(id: &str, store: &Path, answer: &str, note: &str) -> (bool, String) {
+    use std::io::Write;
+    let command = format!(
+        "{} approve {id} --store {}",
+        binary().unwrap().display(),
+        store.display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{answer}\n{note}\n").as_bytes())
+            .unwrap();
+        // Keep the pty open until the program has read both lines.
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A client without elicitation meets `human`: refused, nothing written, the CLI route named;
+/// `gdal-mcp approve` from a pseudo-terminal records the answer and the retry proceeds, once;
+/// a replay is refused, and so is a retry after the input file changed, naming the binding;
+/// the ledger names proposal, approval and execution in order, and verifies.
+#[tokio::test]
+async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let store = server.workspace.path().join(".preflight");
+    let mut call = assigned_call();
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("nearest")});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(text(&refused).contains("This host cannot show forms"));
+    let id = sign_off_id(&refused);
+    assert!(!server.path("utm.tif").exists(), "nothing written");
+
+    // Not a terminal: nothing recorded.
+    let piped = std::process::Command::new(binary().unwrap())
+        .args(["approve", &id, "--store"])
+        .arg(&store)
+        .stdin(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!piped.status.success());
+    assert!(String::from_utf8_lossy(&piped.stderr).contains("run it in a terminal"));
+
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "checked the UTM zone");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("source_crs_assigned"),
+        "the form shows the finding: {shown}"
+    );
+    assert!(shown.contains("Recorded: approved"), "{shown}");
+
+    let done = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let receipts = structured(&done)["reflection"].clone();
+    let crs = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "crs_datum")
+        .unwrap()
+        .clone();
+    assert_eq!(crs["decision"], "proceed", "{crs}");
+    assert!(crs["policy"]["approval"]
+        .as_str()
+        .unwrap()
+        .contains("checked the UTM zone"));
+    assert!(server.path("utm.tif").exists());
+
+    // Single use: the same call again is refused as a replay.
+    std::fs::remove_file(server.path("utm.tif")).unwrap();
+    let replay = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&replay));
+    assert!(text(&replay).contains("replayed"), "{}", text(&replay));
+
+    // Approved again, then the input changes: refused, naming the input.
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "y", "");
+    assert!(ok, "{shown}");
+    raster(&server.path("nocrs.tif"), (500000.0, 5000000.0), 60.0, None);
+    let changed = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&changed));
+    assert!(
+        text(&changed).contains("the input file") && text(&changed).contains("changed"),
+        "{}",
+        text(&changed)
+    );
+    assert!(!server.path("utm.tif").exists());
+
+    // The ledger: proposal, approval, execution, in order; intact.
+    let ledger = std::fs::read_to_string(store.join("ledger.jsonl")).unwrap();
+    let kinds: Vec<String> = ledger
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let first_approval = kinds.iter().position(|k| k == "approval").unwrap();
+    let proposal = kinds.iter().position(|k| k == "gate").unwrap();
+    assert!(proposal < first_approval, "{kinds:?}");
+    assert!(
+        kinds[first_approval + 1..].iter().any(|k| k == "gate"),
+        "{kinds:?}"
+    );
+    let verify = std::process::Command::new(binary().unwrap())
+        .args(["ledger", "verify", "--store"])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
