@@ -1415,7 +1415,8 @@ pub fn join_facts(
                 let (_, geodesic) = ellipsoid_of(srs)?;
                 let to_geographic = transformer(srs, &geographic)?;
                 let measurer = Measurer::Geodesic(Box::new(geodesic));
-                let (pairs, area, _) = overlapping_pairs(&valid, |common| {
+                let limit = super::geometry::max_overlap_pairs();
+                let (pairs, area, _) = overlapping_pairs("join", &valid, limit, |common| {
                     let moved =
                         common
                             .transform(&to_geographic)
@@ -1451,7 +1452,8 @@ pub fn join_facts(
             data.rows = source_rows;
             validate(&mut first.rows, request.make_valid)?;
             validate(&mut data.rows, request.make_valid)?;
-            let matches = find_matches(request, &first, &data, &mut Vec::new())?;
+            let mut work = JoinBudget::new(join_how(request), first.rows.len());
+            let matches = find_matches(request, &first, &data, &mut Vec::new(), &mut work)?;
             check_means(request, &first, &data, &matches, &weights)?;
         }
     }
@@ -1639,6 +1641,211 @@ impl PairBudget {
     }
 }
 
+/// Default budget of envelope comparisons the scans of one `vector_join` call may make
+/// (`GDAL_MCP_MAX_JOIN_COMPARISONS` overrides it): each target's scan of the join features
+/// sorted by their west edge, and `nearest`'s search for its first bound. Each is a few
+/// nanoseconds, so the default is seconds of scanning; without it, a million targets against a
+/// million join features were 10¹² comparisons.
+pub const DEFAULT_MAX_JOIN_COMPARISONS: u64 = 4_000_000_000;
+/// Default budget of target–join pairs a spatial predicate (`intersects` ... `dwithin`) tests
+/// with GEOS or measures, once their envelopes meet (`GDAL_MCP_MAX_JOIN_PAIRS` overrides it).
+pub const DEFAULT_MAX_JOIN_PAIRS: u64 = 10_000_000;
+/// Default budget of matched target–join pairs one call holds, whatever the join
+/// (`GDAL_MCP_MAX_JOIN_MATCHES` overrides it): a key shared by many features of both layers
+/// matches every target with it to every join feature with it.
+pub const DEFAULT_MAX_JOIN_MATCHES: u64 = 10_000_000;
+/// Default budget of values one call summarises and writes (`GDAL_MCP_MAX_JOIN_VALUES`
+/// overrides it): the matched pairs times the fields summarised, plus the target features
+/// times the columns added.
+pub const DEFAULT_MAX_JOIN_VALUES: u64 = 100_000_000;
+/// Bytes a matched pair holds (its join row's index), and a target's list of them.
+const BYTES_PER_MATCH: u64 = 8;
+const BYTES_PER_TARGET: u64 = 40;
+/// Bytes a key index entry holds besides its text: the map's node share, the list of rows,
+/// and the key without its leading zeros in the near-miss set.
+const BYTES_PER_KEY: u64 = 96;
+
+/// A budget the operator may override, read once.
+fn join_setting(cell: &'static std::sync::OnceLock<u64>, variable: &str, default: u64) -> u64 {
+    *cell.get_or_init(|| crate::budget::setting(variable, default))
+}
+
+/// The comparison budget in force.
+pub fn max_join_comparisons() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(
+        &MAX,
+        "GDAL_MCP_MAX_JOIN_COMPARISONS",
+        DEFAULT_MAX_JOIN_COMPARISONS,
+    )
+}
+
+/// The predicate-pair budget in force.
+pub fn max_join_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_PAIRS", DEFAULT_MAX_JOIN_PAIRS)
+}
+
+/// The matched-pair budget in force.
+pub fn max_join_matches() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_MATCHES", DEFAULT_MAX_JOIN_MATCHES)
+}
+
+/// The value budget in force.
+pub fn max_join_values() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_VALUES", DEFAULT_MAX_JOIN_VALUES)
+}
+
+/// The work and memory of one join's matching, counted before it is done and refused past the
+/// budgets: envelope comparisons, pairs tested, matched pairs held (whose memory is also
+/// reserved from the budget all calls share).
+struct JoinBudget {
+    /// How the join matches, for the messages (`intersects`, `nearest`, `key "code"`).
+    how: String,
+    targets: usize,
+    limits: [u64; 3],
+    comparisons: u64,
+    pairs: u64,
+    matched: u64,
+    memory: crate::budget::Reservation<'static>,
+}
+
+impl JoinBudget {
+    fn new(how: String, targets: usize) -> Self {
+        Self::with_limits(
+            how,
+            targets,
+            [max_join_comparisons(), max_join_pairs(), max_join_matches()],
+        )
+    }
+
+    fn with_limits(how: String, targets: usize, limits: [u64; 3]) -> Self {
+        Self {
+            how,
+            targets,
+            limits,
+            comparisons: 0,
+            pairs: 0,
+            matched: 0,
+            memory: crate::budget::start("vector_join: the matched pairs"),
+        }
+    }
+
+    /// Count the envelope comparisons target row `index`'s scan makes, before it makes them.
+    fn compare(&mut self, comparisons: usize, index: usize) -> Result<(), GdalError> {
+        self.comparisons = self.comparisons.saturating_add(comparisons as u64);
+        if self.comparisons <= self.limits[0] {
+            return Ok(());
+        }
+        Err(GdalError::Arguments(format!(
+            "predicate: the {} join would compare more than {} envelopes of target and join \
+             features, the server's budget per call (GDAL_MCP_MAX_JOIN_COMPARISONS), at target \
+             feature {} of {}, whose scan alone compares {comparisons} (every target scans the \
+             join features that start west of its own east edge). Join layers clipped to the \
+             area of interest (vector_clip), fewer target features at a time, or raise \
+             GDAL_MCP_MAX_JOIN_COMPARISONS",
+            self.how,
+            self.limits[0],
+            index + 1,
+            self.targets
+        )))
+    }
+
+    /// Count the `pairs` target row `index` tests with GEOS (or measures), before testing them.
+    fn test(&mut self, pairs: usize, index: usize) -> Result<(), GdalError> {
+        self.pairs = self.pairs.saturating_add(pairs as u64);
+        if self.pairs <= self.limits[1] {
+            return Ok(());
+        }
+        Err(GdalError::Arguments(format!(
+            "predicate: the {} join would test more than {} target–join pairs whose envelopes \
+             meet, the server's budget per call (GDAL_MCP_MAX_JOIN_PAIRS), at target feature {} \
+             of {}, which alone has {pairs} candidates. Join layers clipped to the area of \
+             interest (vector_clip), a smaller distance for dwithin, or raise \
+             GDAL_MCP_MAX_JOIN_PAIRS",
+            self.how,
+            self.limits[1],
+            index + 1,
+            self.targets
+        )))
+    }
+
+    /// Hold the `found` matches of target row `index` (counted, and their memory reserved).
+    fn hold(&mut self, found: usize, index: usize) -> Result<(), GdalError> {
+        self.matched = self.matched.saturating_add(found as u64);
+        if self.matched > self.limits[2] {
+            return Err(GdalError::Arguments(format!(
+                "the {} join would hold more than {} matched target–join pairs, the server's \
+                 budget per call (GDAL_MCP_MAX_JOIN_MATCHES), at target feature {} of {}, which \
+                 alone matches {found} join features (every target matches every join feature \
+                 that meets it, or shares its key). Join on a more specific key or predicate, \
+                 join layers clipped to the area of interest (vector_clip), or raise \
+                 GDAL_MCP_MAX_JOIN_MATCHES",
+                self.how,
+                self.limits[2],
+                index + 1,
+                self.targets
+            )));
+        }
+        self.memory.cover(
+            (self.targets as u64)
+                .saturating_mul(BYTES_PER_TARGET)
+                .saturating_add(self.matched.saturating_mul(BYTES_PER_MATCH)),
+        )?;
+        Ok(())
+    }
+}
+
+/// How a join matches, as its budget messages name it.
+fn join_how(request: &JoinRequest) -> String {
+    match (&request.key, request.predicate) {
+        (Some(key), _) => format!("key \"{key}\""),
+        (None, Some(p)) => predicate_name(p).to_string(),
+        (None, None) => "spatial".to_string(),
+    }
+}
+
+/// A predicate's name as the tool takes it.
+fn predicate_name(predicate: Predicate) -> &'static str {
+    match predicate {
+        Predicate::Intersects => "intersects",
+        Predicate::Within => "within",
+        Predicate::Contains => "contains",
+        Predicate::Touches => "touches",
+        Predicate::Crosses => "crosses",
+        Predicate::Overlaps => "overlaps",
+        Predicate::Dwithin => "dwithin",
+        Predicate::Nearest => "nearest",
+    }
+}
+
+/// Refuse a join whose summaries would read and write more values than the budget: the
+/// matched pairs times the `fields` summarised, plus the targets times the `columns` added.
+fn check_values(
+    matches: &[Vec<usize>],
+    fields: usize,
+    columns: usize,
+    limit: u64,
+) -> Result<(), GdalError> {
+    let pairs: u64 = matches.iter().map(|m| m.len() as u64).sum();
+    let read = pairs.saturating_mul(fields as u64);
+    let written = (matches.len() as u64).saturating_mul(columns as u64);
+    let values = read.saturating_add(written);
+    if values <= limit {
+        return Ok(());
+    }
+    Err(GdalError::Arguments(format!(
+        "fields: the join would summarise and write {values} values, more than {limit}, the \
+         server's budget per call (GDAL_MCP_MAX_JOIN_VALUES): {pairs} matched pairs × {fields} \
+         fields read, and {} target features × {columns} columns written. Summarise fewer fields \
+         or stats, join layers clipped to the area of interest (vector_clip), or raise \
+         GDAL_MCP_MAX_JOIN_VALUES",
+        matches.len()
+    )))
+}
+
 /// `predicate: nearest`: per target feature, the join features at the least geodesic distance
 /// (all within the tie tolerance, in source order) and that distance in metres; none beyond
 /// `distance_m` when given. An upper bound (the exact distance to the feature nearest in the
@@ -1648,6 +1855,7 @@ fn find_nearest(
     request: &JoinRequest,
     target: &LayerData,
     source: &LayerData,
+    work: &mut JoinBudget,
 ) -> Result<(Vec<Vec<usize>>, Vec<Option<f64>>), GdalError> {
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     let mut distances: Vec<Option<f64>> = vec![None; target.rows.len()];
@@ -1713,6 +1921,8 @@ fn find_nearest(
         if let (Some(list), Some((lon, lat))) = (&points, point_of(t, &to_geographic)?) {
             use geographiclib_rs::InverseGeodesic;
             let inverse = |p: (f64, f64)| -> f64 { geodesic.inverse(lat, lon, p.1, p.0) };
+            // The first bound's search and the window's filter each look at every point.
+            work.compare(2 * list.len(), i)?;
             let Some(k) =
                 (0..list.len()).min_by(|a, b| gap(&order[*a].1).total_cmp(&gap(&order[*b].1)))
             else {
@@ -1744,6 +1954,7 @@ fn find_nearest(
                 }
             }
             if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+                work.hold(found.len(), i)?;
                 matches[i] = found;
                 distances[i] = Some(best);
             }
@@ -1752,6 +1963,7 @@ fn find_nearest(
         let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic)?;
         // The upper bound: the join feature whose envelope is nearest in the layer's plane
         // (any feature would do; this one is usually the nearest or close to it).
+        work.compare(order.len(), i)?;
         let Some((first, _)) = order.iter().min_by(|a, b| gap(&a.1).total_cmp(&gap(&b.1))) else {
             continue;
         };
@@ -1768,12 +1980,11 @@ fn find_nearest(
                 b[3].max(te.MaxY),
             ]
         });
+        let scanned = window.map_or(order.len(), |w| west_of(&order, w[2]));
+        work.compare(scanned, i)?;
         let mut candidates: Vec<usize> = Vec::new();
-        for (j, s_env) in &order {
+        for (j, s_env) in &order[..scanned] {
             if let Some(w) = window {
-                if s_env.MinX > w[2] {
-                    break;
-                }
                 if s_env.MaxX < w[0] || s_env.MinY > w[3] || s_env.MaxY < w[1] {
                     continue;
                 }
@@ -1796,11 +2007,21 @@ fn find_nearest(
             }
         }
         if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+            work.hold(found.len(), i)?;
             matches[i] = found;
             distances[i] = Some(best);
         }
     }
     Ok((matches, distances))
+}
+
+/// How many of `order` (sorted by west edge) a scan up to `east` looks at: those before the
+/// first whose west edge lies east of it.
+fn west_of(order: &[(usize, gdal::vector::Envelope)], east: f64) -> usize {
+    order
+        .iter()
+        .position(|(_, e)| e.MinX > east)
+        .unwrap_or(order.len())
 }
 
 /// The nearest of the measured `(row, metres)`, with every tie, in source order, and the least
@@ -1827,6 +2048,7 @@ fn find_matches(
     target: &LayerData,
     source: &LayerData,
     notes: &mut Vec<String>,
+    work: &mut JoinBudget,
 ) -> Result<Vec<Vec<usize>>, GdalError> {
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     match (&request.key, request.predicate) {
@@ -1838,21 +2060,39 @@ fn find_matches(
                     "key: \"{key}\" must be a field of both layers"
                 )));
             };
+            // The index of join keys, its memory reserved as it grows (keys are caller text).
+            let mut memory = crate::budget::start("vector_join: the index of join keys");
+            let mut bytes = 0u64;
             let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for (j, row) in source.rows.iter().enumerate() {
                 if let Some(v) = &row.values[si] {
-                    index.entry(text(v)).or_default().push(j);
+                    let k = text(v);
+                    bytes = bytes
+                        .saturating_add(k.len() as u64)
+                        .saturating_add(BYTES_PER_KEY);
+                    memory.cover(bytes)?;
+                    index.entry(k).or_default().push(j);
                 }
             }
+            // The keys without their leading zeros, looked up once per unmatched target (a
+            // scan of every key per target was quadratic: 10⁵ unmatched targets against 10⁵
+            // keys made 10¹⁰ comparisons).
+            let stripped: std::collections::BTreeSet<&str> =
+                index.keys().map(|k| k.trim_start_matches('0')).collect();
             let mut zero_mismatch = 0;
             for (i, row) in target.rows.iter().enumerate() {
+                if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
+                    return Err(super::cancelled("vector_join"));
+                }
                 if let Some(v) = &row.values[ti] {
                     let k = text(v);
                     match index.get(&k) {
-                        Some(found) => matches[i] = found.clone(),
+                        Some(found) => {
+                            work.hold(found.len(), i)?;
+                            matches[i] = found.clone();
+                        }
                         None => {
-                            let stripped = k.trim_start_matches('0');
-                            if index.keys().any(|s| s.trim_start_matches('0') == stripped) {
+                            if stripped.contains(k.trim_start_matches('0')) {
                                 zero_mismatch += 1;
                             }
                         }
@@ -1870,7 +2110,7 @@ fn find_matches(
             }
         }
         (None, Some(Predicate::Nearest)) => {
-            matches = find_nearest(request, target, source)?.0;
+            matches = find_nearest(request, target, source, work)?.0;
         }
         (None, Some(predicate)) => {
             let srs = target.srs.clone();
@@ -1922,13 +2162,17 @@ fn find_matches(
                     }
                     None => None,
                 };
-                for (j, s_env) in &order {
-                    if s_env.MinX > window[2] {
-                        break;
-                    }
-                    if s_env.MaxX < window[0] || s_env.MinY > window[3] || s_env.MaxY < window[1] {
-                        continue;
-                    }
+                let scanned = west_of(&order, window[2]);
+                work.compare(scanned, i)?;
+                let candidates: Vec<usize> = order[..scanned]
+                    .iter()
+                    .filter(|(_, e)| {
+                        !(e.MaxX < window[0] || e.MinY > window[3] || e.MaxY < window[1])
+                    })
+                    .map(|(j, _)| *j)
+                    .collect();
+                work.test(candidates.len(), i)?;
+                for j in &candidates {
                     let Some(s) = &source.rows[*j].geometry else {
                         continue;
                     };
@@ -1949,6 +2193,7 @@ fn find_matches(
                         matches[i].push(*j);
                     }
                 }
+                work.hold(matches[i].len(), i)?;
                 matches[i].sort_unstable();
             }
         }
@@ -2049,11 +2294,12 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     let (field_indices, weight_index) = check_join_fields(request, &source)?;
 
     let nearest = request.key.is_none() && request.predicate == Some(Predicate::Nearest);
+    let mut work = JoinBudget::new(join_how(request), target.rows.len());
     let (matches, distances) = if nearest {
-        find_nearest(request, &target, &source)?
+        find_nearest(request, &target, &source, &mut work)?
     } else {
         (
-            find_matches(request, &target, &source, &mut notes)?,
+            find_matches(request, &target, &source, &mut notes, &mut work)?,
             Vec::new(),
         )
     };
@@ -2103,6 +2349,12 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
             added.push(column);
         }
     }
+    check_values(
+        &matches,
+        field_indices.len(),
+        added.len(),
+        max_join_values(),
+    )?;
     let (mut matched, mut unmatched) = (0u64, 0u64);
     let mut rows = Vec::with_capacity(target.rows.len());
     for (i, (row, found)) in target.rows.iter().zip(&matches).enumerate() {

@@ -447,10 +447,28 @@ fn project(transform: &CoordTransform, x: f64, y: f64) -> Option<(f64, f64)> {
 /// A pair of overlapping polygons, by their features' ids.
 pub type FidPair = (Option<u64>, Option<u64>);
 
+/// Default budget of polygon pairs the overlap search of one call tests with GEOS, once their
+/// envelopes meet (`GDAL_MCP_MAX_OVERLAP_PAIRS` overrides it). A parcel layer meets a few
+/// neighbours per polygon; 50,000 polygons stacked on one another were 1.25 × 10⁹ GEOS tests,
+/// before the gate.
+pub const DEFAULT_MAX_OVERLAP_PAIRS: u64 = 10_000_000;
+
+/// The overlap-pair budget in force.
+pub fn max_overlap_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        crate::budget::setting("GDAL_MCP_MAX_OVERLAP_PAIRS", DEFAULT_MAX_OVERLAP_PAIRS)
+    })
+}
+
 /// Pairs of polygons whose interiors overlap, found by a sweep over their envelopes, with
-/// their pairwise overlapping area as `area_of` measures it and a few examples.
+/// their pairwise overlapping area as `area_of` measures it and a few examples. The pairs
+/// tested are counted before each polygon's are tested, and refused past `limit`
+/// ([`max_overlap_pairs`]), naming `argument`.
 pub fn overlapping_pairs(
+    argument: &str,
     polygons: &[(Option<u64>, &Geometry)],
+    limit: u64,
     area_of: impl Fn(&Geometry) -> Result<f64, GdalError>,
 ) -> Result<(u64, f64, Vec<FidPair>), GdalError> {
     let mut order: Vec<(usize, gdal::vector::Envelope)> = polygons
@@ -460,8 +478,10 @@ pub fn overlapping_pairs(
         .collect();
     order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
     let (mut pairs, mut area, mut examples) = (0u64, 0.0, Vec::new());
+    let mut tested = 0u64;
     let _quiet = ErrorCapture::start();
     for (n, (i, a)) in order.iter().enumerate() {
+        let mut candidates = Vec::new();
         for (j, b) in order.iter().skip(n + 1) {
             if b.MinX > a.MaxX {
                 break;
@@ -469,7 +489,23 @@ pub fn overlapping_pairs(
             if b.MinY > a.MaxY || b.MaxY < a.MinY {
                 continue;
             }
-            let (ga, gb) = (polygons[*i].1, polygons[*j].1);
+            candidates.push(*j);
+        }
+        tested = tested.saturating_add(candidates.len() as u64);
+        if tested > limit {
+            return Err(GdalError::Arguments(format!(
+                "{argument}: looking for overlapping polygons would test more than {limit} pairs \
+                 whose envelopes meet, the server's budget per call (GDAL_MCP_MAX_OVERLAP_PAIRS), \
+                 at polygon {} of {}, whose envelope alone meets {} others further east; clip \
+                 the layer to the area of interest first (vector_clip with bounds), or raise \
+                 GDAL_MCP_MAX_OVERLAP_PAIRS",
+                n + 1,
+                order.len(),
+                candidates.len()
+            )));
+        }
+        for j in candidates {
+            let (ga, gb) = (polygons[*i].1, polygons[j].1);
             if !(ga.overlaps(gb) || ga.contains(gb) || ga.within(gb)) {
                 continue;
             }
@@ -483,7 +519,7 @@ pub fn overlapping_pairs(
             pairs += 1;
             area += common_area;
             if examples.len() < 10 {
-                examples.push((polygons[*i].0, polygons[*j].0));
+                examples.push((polygons[*i].0, polygons[j].0));
             }
         }
     }

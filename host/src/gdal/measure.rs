@@ -986,7 +986,8 @@ fn union_area<'a>(
 fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, GdalError> {
     let listed: Vec<(Option<u64>, &Geometry)> =
         polygons.iter().map(|r| (r.fid, &r.geometry)).collect();
-    let (pairs, area, examples) = overlapping_pairs(&listed, |common| {
+    let limit = super::geometry::max_overlap_pairs();
+    let (pairs, area, examples) = overlapping_pairs("input", &listed, limit, |common| {
         Ok(figures_of(setup, common, &[Kind::Polygon], false)?.area)
     })?;
     Ok(OverlapReport {
