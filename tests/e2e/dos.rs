@@ -836,3 +836,45 @@ async fn overlap_search_past_its_pair_budget_is_refused() {
     assert!(!is_error(&clean), "{}", text(&clean));
     assert_eq!(structured(&clean)["overlaps"]["pairs"], json!(780));
 }
+
+/// Regression (issue 21, budgets of the vector tools): `vector_overlay` handed GDAL's layer
+/// algebra every pair of features whose envelopes meet, without a bound on the GEOS work or
+/// on the pieces GDAL holds in memory. 50 identical squares over 50 identical squares are
+/// 2,500 pairs; with `GDAL_MCP_MAX_OVERLAY_PAIRS` at 1,000 the call is refused at input
+/// feature 21 of 50 (21 × 50 = 1,050), before GDAL runs. The twin, 10 squares over the same 50
+/// (500 pairs), intersects into 500 squares.
+#[tokio::test]
+async fn an_overlay_past_its_pair_budget_is_refused_before_gdal_runs() {
+    let server = start_with(&[("GDAL_MCP_MAX_OVERLAY_PAIRS", "1000")]).await;
+    let stack = |n: usize| -> Vec<(Value, [f64; 4])> {
+        (0..n)
+            .map(|i| (json!({"i": i}), [10.0, 10.0, 10.01, 10.01]))
+            .collect()
+    };
+    boxes(&server.path("fifty.geojson"), &stack(50));
+    boxes(&server.path("ten.geojson"), &stack(10));
+    boxes(&server.path("zones.geojson"), &stack(50));
+    let call = |input: &str, output: &str| {
+        server.call(
+            "vector_overlay",
+            json!({"input": input, "overlay": "zones.geojson", "operation": "intersection",
+                   "output": output}),
+        )
+    };
+    let refused = call("fifty.geojson", "fifty.gpkg").await.unwrap();
+    assert_refused(
+        &server,
+        &refused,
+        "fifty.gpkg",
+        "invalid_arguments",
+        &[
+            "the intersection overlay would intersect more than 1000 pairs",
+            "GDAL_MCP_MAX_OVERLAY_PAIRS",
+            "at input feature 21 of 50",
+            "alone meets 50 overlay features",
+        ],
+    );
+    let clean = call("ten.geojson", "ten.gpkg").await.unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["features"], json!(500));
+}

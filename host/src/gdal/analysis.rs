@@ -860,6 +860,92 @@ fn rows_extent(rows: &[Row]) -> Option<[f64; 4]> {
     extent
 }
 
+/// Default budget of input–overlay pairs whose envelopes meet that one `vector_overlay` hands
+/// to GDAL's layer algebra (`GDAL_MCP_MAX_OVERLAY_PAIRS` overrides it): GDAL intersects each
+/// such pair with GEOS and holds every piece in memory, so the pairs bound both its work and
+/// its result.
+pub const DEFAULT_MAX_OVERLAY_PAIRS: u64 = 10_000_000;
+
+/// The overlay-pair budget in force.
+pub fn max_overlay_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(
+        &MAX,
+        "GDAL_MCP_MAX_OVERLAY_PAIRS",
+        DEFAULT_MAX_OVERLAY_PAIRS,
+    )
+}
+
+/// The pairs of input and overlay features whose envelopes meet, counted by a sweep before
+/// GDAL's layer algebra runs, and refused past the overlay-pair budget (and the sweep's
+/// envelope comparisons past the comparison budget).
+fn meeting_pairs(operation: OverlayOperation, a: &[Row], b: &[Row]) -> Result<u64, GdalError> {
+    meeting_pairs_within(
+        operation,
+        a,
+        b,
+        [max_join_comparisons(), max_overlay_pairs()],
+    )
+}
+
+fn meeting_pairs_within(
+    operation: OverlayOperation,
+    a: &[Row],
+    b: &[Row],
+    limits: [u64; 2],
+) -> Result<u64, GdalError> {
+    let envelopes = |rows: &[Row]| {
+        let mut out: Vec<gdal::vector::Envelope> = rows
+            .iter()
+            .filter_map(|r| r.geometry.as_ref().map(|g| g.envelope()))
+            .collect();
+        out.sort_by(|x, y| x.MinX.total_cmp(&y.MinX));
+        out
+    };
+    let (first, second) = (envelopes(a), envelopes(b));
+    let (mut compared, mut meeting) = (0u64, 0u64);
+    for (n, x) in first.iter().enumerate() {
+        let scanned = second
+            .iter()
+            .position(|e| e.MinX > x.MaxX)
+            .unwrap_or(second.len());
+        compared = compared.saturating_add(scanned as u64);
+        if compared > limits[0] {
+            return Err(GdalError::Arguments(format!(
+                "overlay: the {} overlay would compare more than {} envelopes of input and \
+                 overlay features, the server's budget per call (GDAL_MCP_MAX_JOIN_COMPARISONS), \
+                 at input feature {} of {}, whose scan alone compares {scanned}; clip both \
+                 layers to the area of interest first (vector_clip with bounds), or raise \
+                 GDAL_MCP_MAX_JOIN_COMPARISONS",
+                operation.name(),
+                limits[0],
+                n + 1,
+                first.len()
+            )));
+        }
+        let meets = second[..scanned]
+            .iter()
+            .filter(|e| !(e.MaxX < x.MinX || e.MinY > x.MaxY || e.MaxY < x.MinY))
+            .count();
+        meeting = meeting.saturating_add(meets as u64);
+        if meeting > limits[1] {
+            return Err(GdalError::Arguments(format!(
+                "overlay: the {} overlay would intersect more than {} pairs of input and overlay \
+                 features whose envelopes meet, the server's budget per call \
+                 (GDAL_MCP_MAX_OVERLAY_PAIRS), at input feature {} of {}, whose envelope alone \
+                 meets {meets} overlay features; clip both layers to the area of interest first \
+                 (vector_clip with bounds), dissolve the overlay's features, or raise \
+                 GDAL_MCP_MAX_OVERLAY_PAIRS",
+                operation.name(),
+                limits[1],
+                n + 1,
+                first.len()
+            )));
+        }
+    }
+    Ok(meeting)
+}
+
 /// Run the overlay and write the result.
 pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     let first = facts::open(&request.input)?;
@@ -882,6 +968,7 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     }
     validate(&mut a.rows, request.make_valid)?;
     validate(&mut b.rows, request.make_valid)?;
+    meeting_pairs(request.operation, &a.rows, &b.rows)?;
     let clash: Vec<&str> = b
         .fields
         .iter()
