@@ -2351,8 +2351,19 @@ fn most_ties(
     ))
 }
 
-/// Run the join and write the target features with the added columns.
-pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+/// The two layers of a join, read, in the target's CRS and repaired when asked.
+struct JoinLayers {
+    target: LayerData,
+    source: LayerData,
+    reprojected: Option<Reprojected>,
+}
+
+/// Read phase: open and read both layers, bring the join layer to the target's CRS (a spatial
+/// join only) and repair both when asked.
+fn read_join_layers(
+    request: &JoinRequest,
+    notes: &mut Vec<String>,
+) -> Result<JoinLayers, GdalError> {
     let first = facts::open(&request.input)?;
     let second = open_second("join", &request.join)?;
     let mut target = read_layer("layer", &first, request.layer.as_deref())?;
@@ -2367,7 +2378,6 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
             source.extent,
         )?,
     };
-    let mut notes = Vec::new();
     if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
     {
         reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
@@ -2378,20 +2388,54 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     }
     validate(&mut target.rows, request.make_valid)?;
     validate(&mut source.rows, request.make_valid)?;
-    let (field_indices, weight_index) = check_join_fields(request, &source)?;
+    Ok(JoinLayers {
+        target,
+        source,
+        reprojected,
+    })
+}
 
+/// What the match phase found: per target row, the join rows it matched (in source order)
+/// and, for `nearest`, their distance in metres.
+struct Matched {
+    nearest: bool,
+    matches: Vec<Vec<usize>>,
+    distances: Vec<Option<f64>>,
+}
+
+/// Match phase: the join rows of every target row, within the join budgets.
+fn match_join(
+    request: &JoinRequest,
+    layers: &JoinLayers,
+    notes: &mut Vec<String>,
+) -> Result<Matched, GdalError> {
+    let (target, source) = (&layers.target, &layers.source);
     let nearest = request.key.is_none() && request.predicate == Some(Predicate::Nearest);
     let mut work = JoinBudget::new(join_how(request), target.rows.len());
     let (matches, distances) = if nearest {
-        find_nearest(request, &target, &source, &mut work)?
+        find_nearest(request, target, source, &mut work)?
     } else {
         (
-            find_matches(request, &target, &source, &mut notes, &mut work)?,
+            find_matches(request, target, source, notes, &mut work)?,
             Vec::new(),
         )
     };
+    Ok(Matched {
+        nearest,
+        matches,
+        distances,
+    })
+}
 
-    // Columns.
+/// The output's fields: the target's, then `join_count`, `join_distance_m` (nearest) and
+/// `<field>_<stat>`; and the names of those added. Refused when a name would repeat.
+fn join_columns(
+    request: &JoinRequest,
+    target: &LayerData,
+    source: &LayerData,
+    field_indices: &[(usize, bool)],
+    nearest: bool,
+) -> Result<(Vec<FieldDef>, Vec<String>), GdalError> {
     let mut fields = target.fields.clone();
     let mut added = vec!["join_count".to_string()];
     fields.push(FieldDef {
@@ -2412,7 +2456,7 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         });
         added.push("join_distance_m".to_string());
     }
-    for (name, (index, numeric)) in request.fields.iter().zip(&field_indices) {
+    for (name, (index, numeric)) in request.fields.iter().zip(field_indices) {
         for stat in &request.stats {
             if *stat == Stat::Count {
                 continue;
@@ -2436,38 +2480,33 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
             added.push(column);
         }
     }
-    check_values(
-        &matches,
-        field_indices.len(),
-        added.len(),
-        max_join_values(),
-    )?;
-    let (mut matched, mut unmatched) = (0u64, 0u64);
-    let mut rows = Vec::with_capacity(target.rows.len());
-    for (i, (row, found)) in target.rows.iter().zip(&matches).enumerate() {
-        if found.is_empty() {
-            unmatched += 1;
-        } else {
-            matched += 1;
+    Ok((fields, added))
+}
+
+/// What the summaries read from the join layer: the fields, as (index, numeric), and the
+/// weight's index.
+struct Summaries<'a> {
+    request: &'a JoinRequest,
+    source: &'a LayerData,
+    fields: &'a [(usize, bool)],
+    weight: Option<usize>,
+}
+
+impl Summaries<'_> {
+    /// The added values of one target row: its match count, its distance (nearest), and each
+    /// field's statistics over the join rows `found`.
+    fn values(&self, found: &[usize], distance: Option<Option<f64>>) -> Vec<Option<FieldValue>> {
+        let mut values = vec![Some(FieldValue::Integer64Value(found.len() as i64))];
+        if let Some(distance) = distance {
+            values.push(distance.map(FieldValue::RealValue));
         }
-        let mut values = row.values.clone();
-        values.push(Some(FieldValue::Integer64Value(found.len() as i64)));
-        if nearest {
-            values.push(
-                distances
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .map(FieldValue::RealValue),
-            );
-        }
-        for (index, is_number) in &field_indices {
+        for (index, is_number) in self.fields {
             let present: Vec<&FieldValue> = found
                 .iter()
-                .filter_map(|j| source.rows[*j].values[*index].as_ref())
+                .filter_map(|j| self.source.rows[*j].values[*index].as_ref())
                 .collect();
             let numbers: Vec<f64> = present.iter().filter_map(|v| numeric(v)).collect();
-            for stat in &request.stats {
+            for stat in &self.request.stats {
                 let value = match stat {
                     Stat::Count => continue,
                     Stat::First => present.first().map(|v| {
@@ -2493,83 +2532,145 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                         .copied()
                         .reduce(f64::max)
                         .map(FieldValue::RealValue),
-                    Stat::WeightedMean => {
-                        if weight_index.is_none() {
-                            return Err(GdalError::Arguments(
-                                "stats: weighted_mean needs `weight`, the field to weight by \
-                                 (e.g. population for a rate)"
-                                    .to_string(),
-                            ));
-                        }
-                        weighted_mean(&source, found, *index, weight_index)
-                    }
+                    Stat::WeightedMean => weighted_mean(self.source, found, *index, self.weight),
                 };
                 values.push(value);
             }
         }
-        if let Some(g) = &row.geometry {
-            rows.push((g.clone(), values));
-        }
+        values
     }
-    let layer_name = target.name.clone();
-    let (files, count) = write_rows(
-        &request.output,
-        &request.driver,
-        &layer_name,
-        target.srs.as_ref(),
-        target.geometry_type,
-        &fields,
-        rows.into_iter(),
-    )?;
-    if let Some(p) = request.predicate.filter(|_| request.key.is_none()) {
-        notes.push(format!(
-            "spatial join: target {} source ({}); a point on a shared boundary is within \
-             neither zone and intersects both",
-            match p {
-                Predicate::Intersects => "intersects",
-                Predicate::Within => "within",
-                Predicate::Contains => "contains",
-                Predicate::Touches => "touches",
-                Predicate::Crosses => "crosses",
-                Predicate::Overlaps => "overlaps",
-                Predicate::Dwithin => "within the distance of",
-                Predicate::Nearest => "nearest to",
-            },
-            match p {
-                Predicate::Dwithin | Predicate::Nearest => {
-                    "geodesic metres, in an azimuthal equidistant projection centred on each target"
-                }
-                _ => "GEOS DE-9IM",
+}
+
+/// The note on a spatial join's predicate: what it means and how it is evaluated.
+fn predicate_note(predicate: Predicate) -> String {
+    format!(
+        "spatial join: target {} source ({}); a point on a shared boundary is within \
+         neither zone and intersects both",
+        match predicate {
+            Predicate::Intersects => "intersects",
+            Predicate::Within => "within",
+            Predicate::Contains => "contains",
+            Predicate::Touches => "touches",
+            Predicate::Crosses => "crosses",
+            Predicate::Overlaps => "overlaps",
+            Predicate::Dwithin => "within the distance of",
+            Predicate::Nearest => "nearest to",
+        },
+        match predicate {
+            Predicate::Dwithin | Predicate::Nearest => {
+                "geodesic metres, in an azimuthal equidistant projection centred on each target"
             }
-        ));
+            _ => "GEOS DE-9IM",
+        }
+    )
+}
+
+/// Report phase: the notes on the predicate, the ties and an empty join layer; the count of
+/// targets with tied nearest features (nearest only).
+fn report_join(
+    request: &JoinRequest,
+    layers: &JoinLayers,
+    matched: &Matched,
+    notes: &mut Vec<String>,
+) -> Option<u64> {
+    if let Some(p) = request.predicate.filter(|_| request.key.is_none()) {
+        notes.push(predicate_note(p));
     }
-    let ties = nearest.then(|| matches.iter().filter(|m| m.len() > 1).count() as u64);
+    let ties = matched
+        .nearest
+        .then(|| matched.matches.iter().filter(|m| m.len() > 1).count() as u64);
     if let Some(n) = ties.filter(|n| *n > 0) {
         notes.push(format!(
             "{n} target features have tied nearest join features (within {TIE_TOLERANCE_M} m, \
              or 1e-9 of the distance): all are joined (join_count > 1), none picked; `first` \
              takes the first in source order"
         ));
-        if let Some(note) = most_ties(&target, &source, &matches, &distances) {
+        if let Some(note) = most_ties(
+            &layers.target,
+            &layers.source,
+            &matched.matches,
+            &matched.distances,
+        ) {
             notes.push(note);
         }
     }
-    if nearest && source.rows.iter().all(|r| r.geometry.is_none()) {
+    if matched.nearest && layers.source.rows.iter().all(|r| r.geometry.is_none()) {
         notes.push(
             "the join layer has no features with a geometry: no target has a nearest feature"
                 .to_string(),
         );
     }
+    ties
+}
+
+/// Run the join and write the target features with the added columns: read, match, check the
+/// budgets of the summaries, write row by row (no copy of the output is held), report.
+pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+    let mut notes = Vec::new();
+    let layers = read_join_layers(request, &mut notes)?;
+    let (field_indices, weight_index) = check_join_fields(request, &layers.source)?;
+    let matched = match_join(request, &layers, &mut notes)?;
+    let (target, source) = (&layers.target, &layers.source);
+    let (fields, added) = join_columns(request, target, source, &field_indices, matched.nearest)?;
+    check_values(
+        &matched.matches,
+        field_indices.len(),
+        added.len(),
+        max_join_values(),
+    )?;
+    if weight_index.is_none()
+        && request.stats.contains(&Stat::WeightedMean)
+        && !field_indices.is_empty()
+        && !target.rows.is_empty()
+    {
+        return Err(GdalError::Arguments(
+            "stats: weighted_mean needs `weight`, the field to weight by (e.g. population for a \
+             rate)"
+                .to_string(),
+        ));
+    }
+    let matched_count = matched.matches.iter().filter(|m| !m.is_empty()).count() as u64;
+    let unmatched = matched.matches.len() as u64 - matched_count;
+    let summaries = Summaries {
+        request,
+        source,
+        fields: &field_indices,
+        weight: weight_index,
+    };
+    let rows = target
+        .rows
+        .iter()
+        .zip(&matched.matches)
+        .enumerate()
+        .filter_map(|(i, (row, found))| {
+            let geometry = row.geometry.as_ref()?;
+            let distance = matched
+                .nearest
+                .then(|| matched.distances.get(i).copied().flatten());
+            let mut values = row.values.clone();
+            values.extend(summaries.values(found, distance));
+            Some((geometry.clone(), values))
+        });
+    let (files, count) = write_rows(
+        &request.output,
+        &request.driver,
+        &target.name,
+        target.srs.as_ref(),
+        target.geometry_type,
+        &fields,
+        rows,
+    )?;
+    let ties = report_join(request, &layers, &matched, &mut notes);
     Ok(JoinOutput {
         output: request.output.display().to_string(),
         files: files.iter().map(|p| p.display().to_string()).collect(),
-        layer: layer_name,
+        layer: target.name.clone(),
         features: count,
-        matched,
+        matched: matched_count,
         unmatched,
         columns: added,
         ties,
-        reprojected,
+        reprojected: layers.reprojected,
         notes,
     })
 }
