@@ -946,6 +946,26 @@ fn meeting_pairs_within(
     Ok(meeting)
 }
 
+/// Why an overlay of `a` by `b` came out empty: no input, extents apart, a difference that
+/// removed everything, or no overlap although the extents meet.
+fn empty_reason(operation: OverlayOperation, a: &[Row], b: &[Row]) -> String {
+    let (ea, eb) = (rows_extent(a), rows_extent(b));
+    if a.is_empty() {
+        "the input layer has no features".to_string()
+    } else if !envelopes_meet(ea, eb) {
+        format!(
+            "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
+            ea, eb
+        )
+    } else if operation == OverlayOperation::Difference {
+        "every input feature lies inside the overlay, so nothing of it is left (swap input and \
+         overlay for the other difference)"
+            .to_string()
+    } else {
+        "no input feature overlaps an overlay feature, although the extents meet".to_string()
+    }
+}
+
 /// Run the overlay and write the result.
 pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     let first = facts::open(&request.input)?;
@@ -1124,23 +1144,9 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
             kind.name()
         ));
     }
-    let empty_reason = if rows.is_empty() {
-        let (ea, eb) = (rows_extent(&a.rows), rows_extent(&b.rows));
-        Some(if a.rows.is_empty() {
-            "the input layer has no features".to_string()
-        } else if !envelopes_meet(ea, eb) {
-            format!(
-                "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
-                ea, eb
-            )
-        } else if request.operation == OverlayOperation::Difference {
-            "every input feature lies inside the overlay, so nothing of it is left (swap input and overlay for the other difference)".to_string()
-        } else {
-            "no input feature overlaps an overlay feature, although the extents meet".to_string()
-        })
-    } else {
-        None
-    };
+    let empty_reason = rows
+        .is_empty()
+        .then(|| empty_reason(request.operation, &a.rows, &b.rows));
     let layer_name = a.name.clone();
     let (files, count) = write_rows(
         &request.output,
@@ -2263,18 +2269,9 @@ fn find_matches(
                     let Some(s) = &source.rows[*j].geometry else {
                         continue;
                     };
-                    let hit = match predicate {
-                        Predicate::Intersects => t.intersects(s),
-                        Predicate::Within => t.within(s),
-                        Predicate::Contains => t.contains(s),
-                        Predicate::Touches => t.touches(s),
-                        Predicate::Crosses => t.crosses(s),
-                        Predicate::Overlaps => t.overlaps(s),
-                        Predicate::Dwithin => match &local {
-                            Some(frame) => frame.distance(s)? <= reach,
-                            None => false,
-                        },
-                        Predicate::Nearest => false,
+                    let hit = match (predicate, &local) {
+                        (Predicate::Dwithin, Some(frame)) => frame.distance(s)? <= reach,
+                        _ => holds(predicate, t, s),
                     };
                     if hit {
                         matches[i].push(*j);
@@ -2292,6 +2289,20 @@ fn find_matches(
     }
 
     Ok(matches)
+}
+
+/// Whether target `t` stands in the DE-9IM `predicate` to source `s` (GEOS); the distance
+/// predicates (`dwithin`, `nearest`) are measured, never decided here, so they do not hold.
+fn holds(predicate: Predicate, t: &Geometry, s: &Geometry) -> bool {
+    match predicate {
+        Predicate::Intersects => t.intersects(s),
+        Predicate::Within => t.within(s),
+        Predicate::Contains => t.contains(s),
+        Predicate::Touches => t.touches(s),
+        Predicate::Crosses => t.crosses(s),
+        Predicate::Overlaps => t.overlaps(s),
+        Predicate::Dwithin | Predicate::Nearest => false,
+    }
 }
 
 /// Open a second layer: a `.csv` as a table (the CSV driver only, every cell as text, which
@@ -2673,4 +2684,340 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         reprojected: layers.reprojected,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use geographiclib_rs::{Geodesic, InverseGeodesic};
+
+    fn geometry(wkt: &str) -> Geometry {
+        Geometry::from_wkt(wkt).unwrap()
+    }
+
+    fn rows(wkts: &[&str]) -> Vec<Row> {
+        wkts.iter()
+            .enumerate()
+            .map(|(i, wkt)| Row {
+                fid: Some(i as u64),
+                geometry: Some(geometry(wkt)),
+                values: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn square(x: f64, y: f64, side: f64) -> String {
+        format!(
+            "POLYGON (({x} {y}, {} {y}, {} {}, {x} {}, {x} {y}))",
+            x + side,
+            x + side,
+            y + side,
+            y + side
+        )
+    }
+
+    /// A geodesic circle has 4 × segments + 1 vertices (closed), starts due north of its
+    /// centre, and every vertex lies at the radius by GeographicLib's inverse (the direct
+    /// problem's own check), at the azimuth 90° / segments × k: near the equator, at 60° N, at
+    /// the antimeridian and 11 m from the pole.
+    #[test]
+    fn geodesic_circles_keep_their_radius_and_azimuths() {
+        let wgs84 = Geodesic::wgs84();
+        let cases = [
+            (0.0, 0.0, 500.0, 8),
+            (10.0, 60.0, 1_200.0, 16),
+            (179.9, -45.0, 25_000.0, 4),
+            (0.0, 89.9999, 1_000.0, 8),
+        ];
+        for (lon, lat, radius, segments) in cases {
+            let circle = geodesic_circle(&wgs84, lon, lat, radius, segments).unwrap();
+            let ring = circle.get_geometry(0);
+            let steps = 4 * segments as usize;
+            assert_eq!(ring.point_count(), steps + 1, "{lon} {lat}");
+            assert_eq!(ring.get_point(0), ring.get_point(steps as i32));
+            let (north_lon, north_lat, _) = ring.get_point(0);
+            if lat < 89.0 {
+                // (11 m from the pole, north runs over it.)
+                assert!(north_lat > lat, "{lon} {lat}: first vertex due north");
+                assert!((north_lon - lon).abs() < 1e-9, "{north_lon} vs {lon}");
+            }
+            for k in 0..steps {
+                let (x, y, _) = ring.get_point(k as i32);
+                let (s12, azi1, _, _): (f64, f64, f64, f64) = wgs84.inverse(lat, lon, y, x);
+                assert!(
+                    (s12 - radius).abs() <= 1e-9 * radius,
+                    "{lon} {lat} vertex {k}: {s12} m"
+                );
+                let want = 360.0 * k as f64 / steps as f64;
+                let apart = (azi1 - want).rem_euclid(360.0);
+                assert!(
+                    apart.min(360.0 - apart) < 1e-6,
+                    "{lon} {lat} vertex {k}: azimuth {azi1}, want {want}"
+                );
+            }
+        }
+    }
+
+    /// The DE-9IM predicates on pairs whose answers follow from the drawing: a point inside, on
+    /// the edge (within neither, touching), a square holding a point, overlapping and adjacent
+    /// squares, a line through a square, disjoint shapes. Distance predicates never hold here.
+    #[test]
+    fn predicates_follow_de9im() {
+        let unit = square(0.0, 0.0, 2.0);
+        // (target, source, [intersects, within, contains, touches, crosses, overlaps])
+        let cases: [(&str, String, [bool; 6]); 7] = [
+            (
+                "POINT (1 1)",
+                unit.clone(),
+                [true, true, false, false, false, false],
+            ),
+            (
+                "POINT (0 1)",
+                unit.clone(),
+                [true, false, false, true, false, false],
+            ),
+            (
+                &unit,
+                "POINT (1 1)".into(),
+                [true, false, true, false, false, false],
+            ),
+            (
+                &unit,
+                square(1.0, 1.0, 2.0),
+                [true, false, false, false, false, true],
+            ),
+            (
+                &unit,
+                square(2.0, 0.0, 2.0),
+                [true, false, false, true, false, false],
+            ),
+            (
+                "LINESTRING (-1 1, 3 1)",
+                unit.clone(),
+                [true, false, false, false, true, false],
+            ),
+            (&unit, square(5.0, 5.0, 1.0), [false; 6]),
+        ];
+        let predicates = [
+            Predicate::Intersects,
+            Predicate::Within,
+            Predicate::Contains,
+            Predicate::Touches,
+            Predicate::Crosses,
+            Predicate::Overlaps,
+        ];
+        for (t, s, want) in &cases {
+            let (t, s) = (geometry(t), geometry(s));
+            for (predicate, want) in predicates.iter().zip(want) {
+                assert_eq!(
+                    holds(*predicate, &t, &s),
+                    *want,
+                    "{predicate:?}: {:?} / {:?}",
+                    t.wkt(),
+                    s.wkt()
+                );
+            }
+            assert!(!holds(Predicate::Dwithin, &t, &s));
+            assert!(!holds(Predicate::Nearest, &t, &s));
+        }
+    }
+
+    /// The nearest keeps every feature within the tie tolerance of the least distance (1 mm,
+    /// or 1e-9 of the distance beyond 1000 km), in source order, and nothing beyond `limit`.
+    #[test]
+    fn nearest_keeps_every_tie_in_source_order() {
+        type Case<'a> = (&'a [(usize, f64)], Option<f64>, Option<(Vec<usize>, f64)>);
+        let cases: [Case; 6] = [
+            (&[], None, None),
+            (
+                &[(3, 10.0), (1, 10.0005), (2, 10.002)],
+                None,
+                Some((vec![1, 3], 10.0)),
+            ),
+            (&[(3, 10.0), (1, 10.0005)], Some(5.0), None),
+            (
+                &[(3, 10.0), (1, 10.0005)],
+                Some(10.0),
+                Some((vec![1, 3], 10.0)),
+            ),
+            (
+                &[(0, 2e6), (1, 2e6 + 0.0015), (2, 2e6 + 0.0025)],
+                None,
+                Some((vec![0, 1], 2e6)),
+            ),
+            (&[(5, 7.0)], None, Some((vec![5], 7.0))),
+        ];
+        for (measured, limit, want) in cases {
+            assert_eq!(nearest_of(measured, limit), want, "{measured:?} {limit:?}");
+        }
+        for (best, want) in [(0.0, 1e-3), (1e6, 1e-3), (1e7, 1e-2), (4e7, 4e-2)] {
+            assert_eq!(tie_tolerance(best), want, "{best}");
+        }
+    }
+
+    /// Identifiers are never taken for weights, by name.
+    #[test]
+    fn identifiers_are_never_weights() {
+        for (name, id) in [
+            ("id", true),
+            ("OBJECTID", true),
+            ("parcel_id", true),
+            ("zone_code", true),
+            ("id_zone", true),
+            ("row_key", true),
+            ("population", false),
+            ("idle", false),
+            ("households", false),
+        ] {
+            assert_eq!(looks_like_id(name), id, "{name}");
+        }
+    }
+
+    /// Each join budget refuses the target that takes it past its limit, naming the limit,
+    /// the variable, the target and that target's own share; under the limits nothing fails.
+    #[test]
+    fn join_budgets_refuse_the_target_past_each_limit() {
+        let mut work = JoinBudget::with_limits("intersects".to_string(), 10, [100, 50, 20]);
+        work.compare(60, 0).unwrap();
+        work.compare(40, 1).unwrap();
+        let text = work.compare(1, 2).unwrap_err().to_string();
+        for part in [
+            "intersects join would compare more than 100 envelopes",
+            "GDAL_MCP_MAX_JOIN_COMPARISONS",
+            "at target feature 3 of 10",
+            "compares 1 ",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        work.test(50, 0).unwrap();
+        let text = work.test(7, 4).unwrap_err().to_string();
+        for part in [
+            "more than 50 target–join pairs",
+            "GDAL_MCP_MAX_JOIN_PAIRS",
+            "at target feature 5 of 10",
+            "alone has 7 candidates",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        work.hold(20, 0).unwrap();
+        let text = work.hold(3, 9).unwrap_err().to_string();
+        for part in [
+            "more than 20 matched target–join pairs",
+            "GDAL_MCP_MAX_JOIN_MATCHES",
+            "at target feature 10 of 10",
+            "alone matches 3 join features",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
+
+    /// The values a join summarises and writes: pairs × fields read plus targets × columns
+    /// written, refused only above the limit.
+    #[test]
+    fn join_values_are_pairs_times_fields_plus_targets_times_columns() {
+        let matches = vec![vec![0, 1], vec![2], vec![]];
+        // 3 pairs × 2 fields + 3 targets × 3 columns = 15.
+        check_values(&matches, 2, 3, 15).unwrap();
+        let text = check_values(&matches, 2, 3, 14).unwrap_err().to_string();
+        for part in [
+            "summarise and write 15 values, more than 14",
+            "3 matched pairs × 2 fields read, and 3 target features × 3 columns written",
+            "GDAL_MCP_MAX_JOIN_VALUES",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        check_values(&[], 5, 5, 0).unwrap();
+    }
+
+    /// A scan looks at the features up to the first whose west edge lies east of its own
+    /// east edge.
+    #[test]
+    fn scans_stop_at_the_first_feature_further_east() {
+        let order: Vec<(usize, gdal::vector::Envelope)> = [0.0, 1.0, 1.0, 5.0]
+            .iter()
+            .enumerate()
+            .map(|(j, x)| (j, geometry(&format!("POINT ({x} 0)")).envelope()))
+            .collect();
+        for (east, want) in [(-1.0, 0), (0.0, 1), (1.0, 3), (4.9, 3), (5.0, 4), (9.0, 4)] {
+            assert_eq!(west_of(&order, east), want, "{east}");
+        }
+    }
+
+    /// The pairs an overlay hands GDAL: those whose envelopes meet, counted exactly, and
+    /// refused at the input feature that passes the limit.
+    #[test]
+    fn overlay_pairs_are_the_envelopes_that_meet() {
+        let (a, b) = (square(0.0, 0.0, 1.0), square(0.5, 0.5, 1.0));
+        let far = square(10.0, 10.0, 1.0);
+        let north = square(0.0, 5.0, 1.0);
+        let cases: [(Vec<&str>, Vec<&str>, u64); 4] = [
+            (vec![&a], vec![&b], 1),
+            (vec![&a, &a, &a], vec![&b, &b], 6),
+            (vec![&a], vec![&far, &north], 0),
+            (vec![], vec![&b], 0),
+        ];
+        let op = OverlayOperation::Intersection;
+        for (first, second, want) in &cases {
+            let got = meeting_pairs_within(op, &rows(first), &rows(second), [1000, 1000]);
+            assert_eq!(got.unwrap(), *want, "{first:?} / {second:?}");
+        }
+        let text = meeting_pairs_within(op, &rows(&[&a, &a, &a]), &rows(&[&b, &b]), [1000, 3])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("more than 3 pairs") && text.contains("at input feature 2 of 3"),
+            "{text}"
+        );
+        let text = meeting_pairs_within(op, &rows(&[&a, &a]), &rows(&[&far, &north]), [1, 1000])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("compare more than 1 envelopes")
+                && text.contains("at input feature 2 of 2")
+                && text.contains("GDAL_MCP_MAX_JOIN_COMPARISONS"),
+            "{text}"
+        );
+    }
+
+    /// An empty overlay says why, in the order the reasons are checked: no input, extents
+    /// apart, a difference inside the overlay, no overlap although the extents meet.
+    #[test]
+    fn empty_overlays_say_why() {
+        let big = square(0.0, 0.0, 10.0);
+        let small = square(2.0, 2.0, 1.0);
+        let far = square(50.0, 50.0, 1.0);
+        // Two triangles in one 10 × 10 extent, either side of its diagonal band.
+        let corner = "POLYGON ((0 0, 10 0, 0 10, 0 0))";
+        let opposite = "POLYGON ((10 10, 10 1, 1 10, 10 10))";
+        let cases = [
+            (
+                OverlayOperation::Intersection,
+                vec![],
+                vec![big.as_str()],
+                "the input layer has no features",
+            ),
+            (
+                OverlayOperation::Union,
+                vec![small.as_str()],
+                vec![far.as_str()],
+                "extents do not meet",
+            ),
+            (
+                OverlayOperation::Difference,
+                vec![small.as_str()],
+                vec![big.as_str()],
+                "every input feature lies inside the overlay",
+            ),
+            (
+                OverlayOperation::Intersection,
+                vec![corner],
+                vec![opposite],
+                "although the extents meet",
+            ),
+        ];
+        for (operation, a, b, want) in cases {
+            let reason = empty_reason(operation, &rows(&a), &rows(&b));
+            assert!(reason.contains(want), "{operation:?}: {reason}");
+        }
+    }
 }

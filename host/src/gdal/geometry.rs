@@ -785,6 +785,70 @@ mod tests {
         assert_eq!(invalidity_reason(&square), None);
     }
 
+    fn square(x: f64, y: f64, side: f64) -> Geometry {
+        Geometry::from_wkt(&format!(
+            "POLYGON (({x} {y}, {} {y}, {} {}, {x} {}, {x} {y}))",
+            x + side,
+            x + side,
+            y + side,
+            y + side
+        ))
+        .unwrap()
+    }
+
+    /// Overlapping pairs known by drawing: n identical unit squares are n(n-1)/2 pairs of area
+    /// 1 each; squares sharing only an edge or a corner overlap nowhere; a square inside
+    /// another is one pair of its own area; squares a column apart (envelopes apart in y) are
+    /// never tested.
+    #[test]
+    fn overlapping_pairs_are_counted_by_their_shared_area() {
+        let planar = |g: &Geometry| Ok(g.area());
+        let cases: [(Vec<Geometry>, u64, f64); 5] = [
+            ((0..5).map(|_| square(0.0, 0.0, 1.0)).collect(), 10, 10.0),
+            (vec![square(0.0, 0.0, 1.0), square(1.0, 0.0, 1.0)], 0, 0.0),
+            (vec![square(0.0, 0.0, 1.0), square(1.0, 1.0, 1.0)], 0, 0.0),
+            (vec![square(0.0, 0.0, 4.0), square(1.0, 1.0, 2.0)], 1, 4.0),
+            (
+                (0..4).map(|k| square(0.0, 3.0 * k as f64, 1.0)).collect(),
+                0,
+                0.0,
+            ),
+        ];
+        for (polygons, pairs, area) in &cases {
+            let listed: Vec<(Option<u64>, &Geometry)> = polygons
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (Some(i as u64), g))
+                .collect();
+            let (got_pairs, got_area, examples) =
+                overlapping_pairs("input", &listed, 1000, planar).unwrap();
+            assert_eq!(got_pairs, *pairs);
+            assert!((got_area - area).abs() < 1e-12, "{got_area} vs {area}");
+            assert_eq!(examples.len() as u64, (*pairs).min(10));
+        }
+    }
+
+    /// The pairs tested are counted before each polygon's, and the polygon that passes the
+    /// limit is named with its own share: 5 stacked squares test 4 + 3 + 2 + 1 pairs, so a
+    /// limit of 8 stops at polygon 3 (4 + 3 + 2 = 9), and 10 lets all through.
+    #[test]
+    fn the_overlap_search_stops_at_its_pair_budget() {
+        let stack: Vec<Geometry> = (0..5).map(|_| square(0.0, 0.0, 1.0)).collect();
+        let listed: Vec<(Option<u64>, &Geometry)> = stack.iter().map(|g| (None, g)).collect();
+        let text = overlapping_pairs("join", &listed, 8, |g| Ok(g.area()))
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "join: looking for overlapping polygons would test more than 8 pairs",
+            "at polygon 3 of 5",
+            "alone meets 2 others",
+            "GDAL_MCP_MAX_OVERLAP_PAIRS",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        assert!(overlapping_pairs("join", &listed, 10, |g| Ok(g.area())).is_ok());
+    }
+
     fn close(got: f64, want: f64, relative: f64) -> bool {
         (got - want).abs() <= relative * want.abs().max(1e-12)
     }

@@ -1206,6 +1206,139 @@ mod tests {
         }
     }
 
+    /// Every unit is its exact definition in metres: the international foot is 0.3048 m, the
+    /// mile 5280 ft, the acre 43,560 ft², a hectare 100 m squared; each area unit but the
+    /// acre is its length unit squared. The published names are the symbols the results use.
+    #[test]
+    fn units_convert_by_their_definitions() {
+        let foot = 0.3048;
+        let lengths = [
+            (LengthUnit::Metre, 1.0, "m"),
+            (LengthUnit::Kilometre, 1000.0, "km"),
+            (LengthUnit::Foot, foot, "ft"),
+            (LengthUnit::Mile, 5280.0 * foot, "mi"),
+        ];
+        for (unit, metres, symbol) in lengths {
+            assert!((unit.metres() - metres).abs() <= 1e-15 * metres, "{symbol}");
+            assert_eq!(unit.symbol(), symbol);
+            assert_eq!(serde_json::to_value(unit).unwrap(), symbol);
+        }
+        let areas = [
+            (AreaUnit::SquareMetre, 1.0, "m2"),
+            (AreaUnit::Hectare, 100.0 * 100.0, "ha"),
+            (AreaUnit::SquareKilometre, 1000.0 * 1000.0, "km2"),
+            (AreaUnit::SquareFoot, foot * foot, "ft2"),
+            (AreaUnit::Acre, 43_560.0 * foot * foot, "acre"),
+            (
+                AreaUnit::SquareMile,
+                (5280.0 * foot) * (5280.0 * foot),
+                "mi2",
+            ),
+        ];
+        for (unit, square_metres, symbol) in areas {
+            assert!(
+                (unit.square_metres() - square_metres).abs() <= 1e-15 * square_metres,
+                "{symbol}: {} vs {square_metres}",
+                unit.square_metres()
+            );
+            assert_eq!(unit.symbol(), symbol);
+            assert_eq!(serde_json::to_value(unit).unwrap(), symbol);
+        }
+    }
+
+    /// The note on a default method says which one and why: the layer's own plane within
+    /// 1 %, geodesic beyond it, geodesic for a geographic layer.
+    #[test]
+    fn default_method_notes_give_the_reason() {
+        let cases = [
+            (
+                Method::Planar,
+                Some(0.004),
+                "planar by default",
+                "at most 0.400 %",
+            ),
+            (
+                Method::Geodesic,
+                Some(0.25),
+                "geodesic by default",
+                "up to 25.000 %",
+            ),
+            (
+                Method::Geodesic,
+                None,
+                "geodesic by default",
+                "the layer is geographic",
+            ),
+        ];
+        for (method, error, start, reason) in cases {
+            let note = default_method_note(method, error);
+            assert!(note.starts_with(start) && note.contains(reason), "{note}");
+        }
+    }
+
+    /// Z: 2D and 3D candidates that agree pass; a sloping line (3-4-5: 3 m across, 5 m along)
+    /// is refused with both lengths in the unit asked.
+    #[test]
+    fn z_is_a_question_only_when_it_changes_a_length() {
+        let srs = epsg(32633);
+        let setup = make_setup(Method::Planar, None, &srs).unwrap();
+        let request = |unit| MeasureRequest {
+            input: PathBuf::new(),
+            layer: None,
+            method: Some(Method::Planar),
+            crs: None,
+            area_unit: AreaUnit::SquareMetre,
+            length_unit: unit,
+            group_by: None,
+            make_valid: false,
+            overlaps: None,
+            three_d: None,
+            list_features: false,
+        };
+        let read = |wkt: &str| Read {
+            fid: Some(0),
+            key: None,
+            geometry: Geometry::from_wkt(wkt).unwrap(),
+            kinds: vec![Kind::Line],
+            valid: true,
+            repaired: false,
+            has_z: true,
+        };
+        let cases = [
+            ("LINESTRING Z (500000 0 7, 500003 0 7)", true, 3.0),
+            ("LINESTRING Z (500000 0 0, 500003 0 4)", false, 5.0),
+        ];
+        for (wkt, agrees, three) in cases {
+            let reads = [read(wkt)];
+            let measured = measure_features(
+                &request(LengthUnit::Metre),
+                &setup,
+                &reads,
+                false,
+                false,
+                true,
+            )
+            .unwrap();
+            assert!((measured.total.length - 3.0).abs() < 1e-9, "{wkt}");
+            assert!((measured.length_3d - three).abs() < 1e-9, "{wkt}");
+            let checked = check_z(&request(LengthUnit::Foot), &setup, &reads, &measured);
+            match checked {
+                Ok(()) => assert!(agrees, "{wkt}"),
+                Err(GdalError::Conflict {
+                    parameter,
+                    candidates,
+                    ..
+                }) => {
+                    assert!(!agrees, "{wkt}");
+                    assert_eq!(parameter, "z");
+                    let feet = candidates[1]["length"].as_f64().unwrap();
+                    assert!((feet - 5.0 / 0.3048).abs() < 1e-9, "{candidates}");
+                }
+                Err(other) => panic!("{wkt}: {other}"),
+            }
+        }
+    }
+
     fn epsg(code: u32) -> SpatialRef {
         SpatialRef::from_epsg(code).expect("EPSG code known")
     }
