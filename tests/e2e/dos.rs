@@ -1,9 +1,10 @@
 //! Issue 21: no input starves the server. Work that grows with a hostile input is counted and
-//! refused past a budget with a clear error (`vector_query`'s LIKE, `vector_join`'s nearest
-//! ties), and file hashing is bounded in bytes and runs beside the read tools, never in their
+//! refused past a budget with a clear error (`vector_query`'s LIKE; `vector_join`'s nearest
+//! ties, scans, pairs tested, matches held, values summarised and key index), and file hashing is bounded in bytes and runs beside the read tools, never in their
 //! way (`provenance_report`), through MCP.
 
 use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
+use rmcp::model::CallToolResult;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
@@ -429,4 +430,451 @@ fn cancelled_hashing_gives_its_slots_back_and_never_took_the_read_slots() {
         "the small report waited {:?} for a hashing slot",
         asked.elapsed()
     );
+}
+
+/// One `vector_join` call on a server started with `env`'s budgets: `input` joined with `join`
+/// into `output`, with `extra` arguments.
+async fn join_call(
+    server: &Server,
+    input: &str,
+    join: &str,
+    output: &str,
+    extra: Value,
+) -> CallToolResult {
+    let mut arguments = json!({"input": server.path(input).display().to_string(),
+                               "join": server.path(join).display().to_string(),
+                               "output": server.path(output).display().to_string()});
+    if let (Some(a), Some(e)) = (arguments.as_object_mut(), extra.as_object()) {
+        a.extend(e.clone());
+    }
+    server.call("vector_join", arguments).await.unwrap()
+}
+
+/// A refused join: kind `kind`, a message holding every one of `parts`, nothing written.
+fn assert_refused(
+    server: &Server,
+    result: &CallToolResult,
+    output: &str,
+    kind: &str,
+    parts: &[&str],
+) {
+    assert!(is_error(result), "{}", text(result));
+    let content = structured(result);
+    assert_eq!(content["error"]["kind"], json!(kind), "{content}");
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    for part in parts {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    assert!(!server.path(output).exists(), "{output} was written");
+}
+
+/// A GeoJSON polygon layer in EPSG:4326 of `(properties, [west, south, east, north])`.
+fn boxes(path: &Path, features: &[(Value, [f64; 4])]) {
+    let features: Vec<Value> = features
+        .iter()
+        .map(|(p, [w, s, e, n])| {
+            json!({"type": "Feature", "properties": p,
+                   "geometry": {"type": "Polygon",
+                                "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]}})
+        })
+        .collect();
+    let doc = json!({
+        "type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::4326"}},
+        "features": features,
+    });
+    std::fs::write(path, doc.to_string()).unwrap();
+}
+
+/// Regression (issue 21, budgets of the vector tools): a key shared by every feature of both
+/// layers matched every target to every join feature (`matches[i] = found.clone()` per
+/// target: targets × join features held, without a bound). 300 targets and 300 join features
+/// with the one key "a" are 90,000 pairs; with `GDAL_MCP_MAX_JOIN_MATCHES` at 50,000 the call is
+/// refused at target 167 of 300 (167 × 300 = 50,100 > 50,000), naming the budget and its
+/// variable; nothing is written. The clean twin, on the same server, joins by construction:
+/// "2" matches two join features, "3" none, and "001" matches "1" only if leading zeros are
+/// ignored (said in a note, not joined).
+#[tokio::test]
+async fn a_key_shared_by_both_layers_is_refused_past_the_match_budget() {
+    let server = start_with(&[("GDAL_MCP_MAX_JOIN_MATCHES", "50000")]).await;
+    let same: Vec<(Value, [f64; 2])> = (0..300)
+        .map(|i| (json!({"code": "a"}), [i as f64 * 0.001, 0.0]))
+        .collect();
+    points(&server.path("targets.geojson"), &same);
+    points(&server.path("owners.geojson"), &same);
+    let refused = join_call(
+        &server,
+        "targets.geojson",
+        "owners.geojson",
+        "all.gpkg",
+        json!({"key": "code"}),
+    )
+    .await;
+    assert_refused(
+        &server,
+        &refused,
+        "all.gpkg",
+        "invalid_arguments",
+        &[
+            "key \"code\" join would hold more than 50000 matched target–join pairs",
+            "GDAL_MCP_MAX_JOIN_MATCHES",
+            "at target feature 167 of 300",
+            "alone matches 300 join features",
+        ],
+    );
+
+    points(
+        &server.path("parcels.geojson"),
+        &[
+            (json!({"code": "001"}), [0.0, 0.0]),
+            (json!({"code": "2"}), [0.0, 0.0]),
+            (json!({"code": "3"}), [0.0, 0.0]),
+        ],
+    );
+    points(
+        &server.path("codes.geojson"),
+        &[
+            (json!({"code": "1"}), [0.0, 0.0]),
+            (json!({"code": "2"}), [0.0, 0.0]),
+            (json!({"code": "2"}), [0.0, 0.0]),
+        ],
+    );
+    let clean = join_call(
+        &server,
+        "parcels.geojson",
+        "codes.geojson",
+        "clean.gpkg",
+        json!({"key": "code"}),
+    )
+    .await;
+    assert!(!is_error(&clean), "{}", text(&clean));
+    let content = structured(&clean);
+    assert_eq!(content["matched"], json!(1), "{content}");
+    assert_eq!(content["unmatched"], json!(2), "{content}");
+    assert!(
+        content["notes"]
+            .to_string()
+            .contains("1 target keys match a join key only if leading zeros are ignored"),
+        "{content}"
+    );
+    assert_eq!(
+        read_field(&server.path("clean.gpkg"), "join_count"),
+        vec![json!(0), json!(2), json!(0)]
+    );
+}
+
+/// Regression (issue 21, budgets of the vector tools): a spatial predicate tested every pair
+/// whose envelopes meet with GEOS, without a bound. 50 identical squares over 100 points are
+/// 5,000 pairs; with `GDAL_MCP_MAX_JOIN_PAIRS` at 1,000 the call is refused at target 11 of 50,
+/// before its pairs are tested. The twin, 5 squares over the same points (500 pairs), joins
+/// all 100 points to each.
+#[tokio::test]
+async fn a_predicate_join_past_its_pair_budget_is_refused() {
+    let server = start_with(&[("GDAL_MCP_MAX_JOIN_PAIRS", "1000")]).await;
+    let inside: Vec<(Value, [f64; 2])> = (0..100)
+        .map(|k| {
+            (
+                json!({"n": k}),
+                [0.05 + (k % 10) as f64 * 0.1, 0.05 + (k / 10) as f64 * 0.1],
+            )
+        })
+        .collect();
+    points(&server.path("wells.geojson"), &inside);
+    let square = |n: usize| -> Vec<(Value, [f64; 4])> {
+        (0..n)
+            .map(|i| (json!({"zone": i}), [0.0, 0.0, 1.0, 1.0]))
+            .collect()
+    };
+    boxes(&server.path("many.geojson"), &square(50));
+    boxes(&server.path("few.geojson"), &square(5));
+    let refused = join_call(
+        &server,
+        "many.geojson",
+        "wells.geojson",
+        "many.gpkg",
+        json!({"predicate": "intersects"}),
+    )
+    .await;
+    assert_refused(
+        &server,
+        &refused,
+        "many.gpkg",
+        "invalid_arguments",
+        &[
+            "intersects join would test more than 1000 target–join pairs",
+            "GDAL_MCP_MAX_JOIN_PAIRS",
+            "at target feature 11 of 50",
+            "alone has 100 candidates",
+            "vector_clip",
+        ],
+    );
+    let clean = join_call(
+        &server,
+        "few.geojson",
+        "wells.geojson",
+        "few.gpkg",
+        json!({"predicate": "intersects"}),
+    )
+    .await;
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["matched"], json!(5));
+    assert_eq!(
+        read_field(&server.path("few.gpkg"), "join_count"),
+        vec![json!(100); 5]
+    );
+}
+
+/// Regression (issue 21, budgets of the vector tools): each target scanned the join features
+/// sorted by west edge up to its own east edge, so targets east of everything scanned them
+/// all (targets × join features comparisons, unbounded). 20 targets at 100° E over 1,000 join
+/// points between 0° and 10° E scan 1,000 each; with `GDAL_MCP_MAX_JOIN_COMPARISONS` at 5,000
+/// the call is refused at target 6 of 20. The twin: 4 targets on join points 0, 1, 2 and 3
+/// (a scan of 1 to 4 each) each intersect exactly their own point.
+#[tokio::test]
+async fn a_join_scan_past_its_comparison_budget_is_refused() {
+    let server = start_with(&[("GDAL_MCP_MAX_JOIN_COMPARISONS", "5000")]).await;
+    let at = |k: usize| [k as f64 * 0.01, 0.0];
+    let wells: Vec<(Value, [f64; 2])> = (0..1000).map(|k| (json!({"n": k}), at(k))).collect();
+    points(&server.path("wells.geojson"), &wells);
+    let east: Vec<(Value, [f64; 2])> = (0..20).map(|i| (json!({"t": i}), [100.0, 0.0])).collect();
+    points(&server.path("east.geojson"), &east);
+    let refused = join_call(
+        &server,
+        "east.geojson",
+        "wells.geojson",
+        "east.gpkg",
+        json!({"predicate": "intersects"}),
+    )
+    .await;
+    assert_refused(
+        &server,
+        &refused,
+        "east.gpkg",
+        "invalid_arguments",
+        &[
+            "intersects join would compare more than 5000 envelopes",
+            "GDAL_MCP_MAX_JOIN_COMPARISONS",
+            "at target feature 6 of 20",
+            "whose scan alone compares 1000",
+        ],
+    );
+    let on: Vec<(Value, [f64; 2])> = (0..4).map(|k| (json!({"t": k}), at(k))).collect();
+    points(&server.path("on.geojson"), &on);
+    let clean = join_call(
+        &server,
+        "on.geojson",
+        "wells.geojson",
+        "on.gpkg",
+        json!({"predicate": "intersects", "fields": ["n"], "stats": ["first"]}),
+    )
+    .await;
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(
+        read_field(&server.path("on.gpkg"), "join_count"),
+        vec![json!(1); 4]
+    );
+    assert_eq!(
+        read_field(&server.path("on.gpkg"), "n_first"),
+        vec![json!(0.0), json!(1.0), json!(2.0), json!(3.0)]
+    );
+}
+
+/// Regression (issue 21, budgets of the vector tools): the summaries read every matched
+/// pair's values per field and wrote every target's added columns, without a bound. 10
+/// targets matching 10 join features by key, summarised with sum, min and max of `v`, read
+/// 100 values and write 10 × 4 columns: 140, refused with `GDAL_MCP_MAX_JOIN_VALUES` at 120.
+/// The twin with `sum` alone (100 + 10 × 2 = 120, within) gives 1 + ... + 10 = 55 to each.
+#[tokio::test]
+async fn join_summaries_past_their_value_budget_are_refused() {
+    let server = start_with(&[("GDAL_MCP_MAX_JOIN_VALUES", "120")]).await;
+    let targets: Vec<(Value, [f64; 2])> = (0..10)
+        .map(|_| (json!({"code": "a"}), [0.0, 0.0]))
+        .collect();
+    let values: Vec<(Value, [f64; 2])> = (1..=10)
+        .map(|v| (json!({"code": "a", "v": v}), [0.0, 0.0]))
+        .collect();
+    points(&server.path("targets.geojson"), &targets);
+    points(&server.path("values.geojson"), &values);
+    let refused = join_call(
+        &server,
+        "targets.geojson",
+        "values.geojson",
+        "three.gpkg",
+        json!({"key": "code", "fields": ["v"], "stats": ["sum", "min", "max"]}),
+    )
+    .await;
+    assert_refused(
+        &server,
+        &refused,
+        "three.gpkg",
+        "invalid_arguments",
+        &[
+            "summarise and write 140 values, more than 120",
+            "GDAL_MCP_MAX_JOIN_VALUES",
+            "100 matched pairs × 1 fields read, and 10 target features × 4 columns written",
+        ],
+    );
+    let clean = join_call(
+        &server,
+        "targets.geojson",
+        "values.geojson",
+        "sum.gpkg",
+        json!({"key": "code", "fields": ["v"], "stats": ["sum"]}),
+    )
+    .await;
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(
+        read_field(&server.path("sum.gpkg"), "v_sum"),
+        vec![json!(55.0); 10]
+    );
+}
+
+/// Regression (issue 21, budgets of the vector tools): a key join's index of join keys held
+/// the keys' text outside the memory budget all calls share. 400 distinct keys of 25,000
+/// characters are 10 MB of index, more than an 8 MiB budget: refused as `memory_budget`,
+/// naming the index. The twin, the same layers keyed by short codes, joins each of 3 targets to the
+/// one join feature with its code.
+#[tokio::test]
+async fn a_key_index_of_long_keys_takes_its_memory_from_the_shared_budget() {
+    let server = start_with(&[
+        ("GDAL_MCP_MEMORY_BUDGET_BYTES", "8388608"),
+        ("GDAL_MCP_MEMORY_WAIT_MS", "100"),
+    ])
+    .await;
+    let long = "k".repeat(25_000);
+    let keyed: Vec<(Value, [f64; 2])> = (0..400)
+        .map(|k| {
+            (
+                json!({"code": format!("{k}{long}"), "short": format!("c{k}")}),
+                [0.0, 0.0],
+            )
+        })
+        .collect();
+    points(&server.path("keys.geojson"), &keyed);
+    let targets: Vec<(Value, [f64; 2])> = [0, 7, 399]
+        .iter()
+        .map(|k| (json!({"code": "x", "short": format!("c{k}")}), [0.0, 0.0]))
+        .collect();
+    points(&server.path("targets.geojson"), &targets);
+    let refused = join_call(
+        &server,
+        "targets.geojson",
+        "keys.geojson",
+        "long.gpkg",
+        json!({"key": "code"}),
+    )
+    .await;
+    assert_refused(
+        &server,
+        &refused,
+        "long.gpkg",
+        "memory_budget",
+        &[
+            "vector_join: the index of join keys",
+            "GDAL_MCP_MEMORY_BUDGET_BYTES",
+        ],
+    );
+    let clean = join_call(
+        &server,
+        "targets.geojson",
+        "keys.geojson",
+        "short.gpkg",
+        json!({"key": "short"}),
+    )
+    .await;
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["matched"], json!(3));
+    assert_eq!(
+        read_field(&server.path("short.gpkg"), "join_count"),
+        vec![json!(1); 3]
+    );
+}
+
+/// Regression (issue 21, budgets of the vector tools): the search for overlapping polygons
+/// (`vector_measure`, and `vector_join`'s sums before the gate) tested every pair whose
+/// envelopes meet with GEOS: 50,000 polygons stacked on one another were 1.25 × 10⁹ tests.
+/// 60 identical squares are 1,770 pairs; with `GDAL_MCP_MAX_OVERLAP_PAIRS` at 1,000 the call
+/// is refused at polygon 21 of 60 (59 + 58 + ... + 39 = 1,029 > 1,000). The twin, 40 squares
+/// (780 pairs), finds all 40 × 39 / 2 = 780 overlapping pairs.
+#[tokio::test]
+async fn overlap_search_past_its_pair_budget_is_refused() {
+    let server = start_with(&[("GDAL_MCP_MAX_OVERLAP_PAIRS", "1000")]).await;
+    let stack = |n: usize| -> Vec<(Value, [f64; 4])> {
+        (0..n)
+            .map(|i| (json!({"i": i}), [10.0, 10.0, 10.01, 10.01]))
+            .collect()
+    };
+    boxes(&server.path("sixty.geojson"), &stack(60));
+    boxes(&server.path("forty.geojson"), &stack(40));
+    let refused = server
+        .call(
+            "vector_measure",
+            json!({"input": "sixty.geojson", "overlaps": "count_each"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = structured(&refused)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for part in [
+        "input: looking for overlapping polygons would test more than 1000 pairs",
+        "GDAL_MCP_MAX_OVERLAP_PAIRS",
+        "at polygon 21 of 60",
+        "alone meets 39 others",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+    let clean = server
+        .call(
+            "vector_measure",
+            json!({"input": "forty.geojson", "overlaps": "count_each"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["overlaps"]["pairs"], json!(780));
+}
+
+/// Regression (issue 21, budgets of the vector tools): `vector_overlay` handed GDAL's layer
+/// algebra every pair of features whose envelopes meet, without a bound on the GEOS work or
+/// on the pieces GDAL holds in memory. 50 identical squares over 50 identical squares are
+/// 2,500 pairs; with `GDAL_MCP_MAX_OVERLAY_PAIRS` at 1,000 the call is refused at input
+/// feature 21 of 50 (21 × 50 = 1,050), before GDAL runs. The twin, 10 squares over the same 50
+/// (500 pairs), intersects into 500 squares.
+#[tokio::test]
+async fn an_overlay_past_its_pair_budget_is_refused_before_gdal_runs() {
+    let server = start_with(&[("GDAL_MCP_MAX_OVERLAY_PAIRS", "1000")]).await;
+    let stack = |n: usize| -> Vec<(Value, [f64; 4])> {
+        (0..n)
+            .map(|i| (json!({"i": i}), [10.0, 10.0, 10.01, 10.01]))
+            .collect()
+    };
+    boxes(&server.path("fifty.geojson"), &stack(50));
+    boxes(&server.path("ten.geojson"), &stack(10));
+    boxes(&server.path("zones.geojson"), &stack(50));
+    let call = |input: &str, output: &str| {
+        server.call(
+            "vector_overlay",
+            json!({"input": input, "overlay": "zones.geojson", "operation": "intersection",
+                   "output": output}),
+        )
+    };
+    let refused = call("fifty.geojson", "fifty.gpkg").await.unwrap();
+    assert_refused(
+        &server,
+        &refused,
+        "fifty.gpkg",
+        "invalid_arguments",
+        &[
+            "the intersection overlay would intersect more than 1000 pairs",
+            "GDAL_MCP_MAX_OVERLAY_PAIRS",
+            "at input feature 21 of 50",
+            "alone meets 50 overlay features",
+        ],
+    );
+    let clean = call("ten.geojson", "ten.gpkg").await.unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["features"], json!(500));
 }

@@ -860,6 +860,112 @@ fn rows_extent(rows: &[Row]) -> Option<[f64; 4]> {
     extent
 }
 
+/// Default budget of input–overlay pairs whose envelopes meet that one `vector_overlay` hands
+/// to GDAL's layer algebra (`GDAL_MCP_MAX_OVERLAY_PAIRS` overrides it): GDAL intersects each
+/// such pair with GEOS and holds every piece in memory, so the pairs bound both its work and
+/// its result.
+pub const DEFAULT_MAX_OVERLAY_PAIRS: u64 = 10_000_000;
+
+/// The overlay-pair budget in force.
+pub fn max_overlay_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(
+        &MAX,
+        "GDAL_MCP_MAX_OVERLAY_PAIRS",
+        DEFAULT_MAX_OVERLAY_PAIRS,
+    )
+}
+
+/// The pairs of input and overlay features whose envelopes meet, counted by a sweep before
+/// GDAL's layer algebra runs, and refused past the overlay-pair budget (and the sweep's
+/// envelope comparisons past the comparison budget).
+fn meeting_pairs(operation: OverlayOperation, a: &[Row], b: &[Row]) -> Result<u64, GdalError> {
+    meeting_pairs_within(
+        operation,
+        a,
+        b,
+        [max_join_comparisons(), max_overlay_pairs()],
+    )
+}
+
+fn meeting_pairs_within(
+    operation: OverlayOperation,
+    a: &[Row],
+    b: &[Row],
+    limits: [u64; 2],
+) -> Result<u64, GdalError> {
+    let envelopes = |rows: &[Row]| {
+        let mut out: Vec<gdal::vector::Envelope> = rows
+            .iter()
+            .filter_map(|r| r.geometry.as_ref().map(|g| g.envelope()))
+            .collect();
+        out.sort_by(|x, y| x.MinX.total_cmp(&y.MinX));
+        out
+    };
+    let (first, second) = (envelopes(a), envelopes(b));
+    let (mut compared, mut meeting) = (0u64, 0u64);
+    for (n, x) in first.iter().enumerate() {
+        let scanned = second
+            .iter()
+            .position(|e| e.MinX > x.MaxX)
+            .unwrap_or(second.len());
+        compared = compared.saturating_add(scanned as u64);
+        if compared > limits[0] {
+            return Err(GdalError::Arguments(format!(
+                "overlay: the {} overlay would compare more than {} envelopes of input and \
+                 overlay features, the server's budget per call (GDAL_MCP_MAX_JOIN_COMPARISONS), \
+                 at input feature {} of {}, whose scan alone compares {scanned}; clip both \
+                 layers to the area of interest first (vector_clip with bounds), or raise \
+                 GDAL_MCP_MAX_JOIN_COMPARISONS",
+                operation.name(),
+                limits[0],
+                n + 1,
+                first.len()
+            )));
+        }
+        let meets = second[..scanned]
+            .iter()
+            .filter(|e| !(e.MaxX < x.MinX || e.MinY > x.MaxY || e.MaxY < x.MinY))
+            .count();
+        meeting = meeting.saturating_add(meets as u64);
+        if meeting > limits[1] {
+            return Err(GdalError::Arguments(format!(
+                "overlay: the {} overlay would intersect more than {} pairs of input and overlay \
+                 features whose envelopes meet, the server's budget per call \
+                 (GDAL_MCP_MAX_OVERLAY_PAIRS), at input feature {} of {}, whose envelope alone \
+                 meets {meets} overlay features; clip both layers to the area of interest first \
+                 (vector_clip with bounds), dissolve the overlay's features, or raise \
+                 GDAL_MCP_MAX_OVERLAY_PAIRS",
+                operation.name(),
+                limits[1],
+                n + 1,
+                first.len()
+            )));
+        }
+    }
+    Ok(meeting)
+}
+
+/// Why an overlay of `a` by `b` came out empty: no input, extents apart, a difference that
+/// removed everything, or no overlap although the extents meet.
+fn empty_reason(operation: OverlayOperation, a: &[Row], b: &[Row]) -> String {
+    let (ea, eb) = (rows_extent(a), rows_extent(b));
+    if a.is_empty() {
+        "the input layer has no features".to_string()
+    } else if !envelopes_meet(ea, eb) {
+        format!(
+            "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
+            ea, eb
+        )
+    } else if operation == OverlayOperation::Difference {
+        "every input feature lies inside the overlay, so nothing of it is left (swap input and \
+         overlay for the other difference)"
+            .to_string()
+    } else {
+        "no input feature overlaps an overlay feature, although the extents meet".to_string()
+    }
+}
+
 /// Run the overlay and write the result.
 pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     let first = facts::open(&request.input)?;
@@ -882,6 +988,7 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     }
     validate(&mut a.rows, request.make_valid)?;
     validate(&mut b.rows, request.make_valid)?;
+    meeting_pairs(request.operation, &a.rows, &b.rows)?;
     let clash: Vec<&str> = b
         .fields
         .iter()
@@ -1037,23 +1144,9 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
             kind.name()
         ));
     }
-    let empty_reason = if rows.is_empty() {
-        let (ea, eb) = (rows_extent(&a.rows), rows_extent(&b.rows));
-        Some(if a.rows.is_empty() {
-            "the input layer has no features".to_string()
-        } else if !envelopes_meet(ea, eb) {
-            format!(
-                "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
-                ea, eb
-            )
-        } else if request.operation == OverlayOperation::Difference {
-            "every input feature lies inside the overlay, so nothing of it is left (swap input and overlay for the other difference)".to_string()
-        } else {
-            "no input feature overlaps an overlay feature, although the extents meet".to_string()
-        })
-    } else {
-        None
-    };
+    let empty_reason = rows
+        .is_empty()
+        .then(|| empty_reason(request.operation, &a.rows, &b.rows));
     let layer_name = a.name.clone();
     let (files, count) = write_rows(
         &request.output,
@@ -1415,7 +1508,8 @@ pub fn join_facts(
                 let (_, geodesic) = ellipsoid_of(srs)?;
                 let to_geographic = transformer(srs, &geographic)?;
                 let measurer = Measurer::Geodesic(Box::new(geodesic));
-                let (pairs, area, _) = overlapping_pairs(&valid, |common| {
+                let limit = super::geometry::max_overlap_pairs();
+                let (pairs, area, _) = overlapping_pairs("join", &valid, limit, |common| {
                     let moved =
                         common
                             .transform(&to_geographic)
@@ -1451,7 +1545,8 @@ pub fn join_facts(
             data.rows = source_rows;
             validate(&mut first.rows, request.make_valid)?;
             validate(&mut data.rows, request.make_valid)?;
-            let matches = find_matches(request, &first, &data, &mut Vec::new())?;
+            let mut work = JoinBudget::new(join_how(request), first.rows.len());
+            let matches = find_matches(request, &first, &data, &mut Vec::new(), &mut work)?;
             check_means(request, &first, &data, &matches, &weights)?;
         }
     }
@@ -1639,6 +1734,211 @@ impl PairBudget {
     }
 }
 
+/// Default budget of envelope comparisons the scans of one `vector_join` call may make
+/// (`GDAL_MCP_MAX_JOIN_COMPARISONS` overrides it): each target's scan of the join features
+/// sorted by their west edge, and `nearest`'s search for its first bound. Each is a few
+/// nanoseconds, so the default is seconds of scanning; without it, a million targets against a
+/// million join features were 10¹² comparisons.
+pub const DEFAULT_MAX_JOIN_COMPARISONS: u64 = 4_000_000_000;
+/// Default budget of target–join pairs a spatial predicate (`intersects` ... `dwithin`) tests
+/// with GEOS or measures, once their envelopes meet (`GDAL_MCP_MAX_JOIN_PAIRS` overrides it).
+pub const DEFAULT_MAX_JOIN_PAIRS: u64 = 10_000_000;
+/// Default budget of matched target–join pairs one call holds, whatever the join
+/// (`GDAL_MCP_MAX_JOIN_MATCHES` overrides it): a key shared by many features of both layers
+/// matches every target with it to every join feature with it.
+pub const DEFAULT_MAX_JOIN_MATCHES: u64 = 10_000_000;
+/// Default budget of values one call summarises and writes (`GDAL_MCP_MAX_JOIN_VALUES`
+/// overrides it): the matched pairs times the fields summarised, plus the target features
+/// times the columns added.
+pub const DEFAULT_MAX_JOIN_VALUES: u64 = 100_000_000;
+/// Bytes a matched pair holds (its join row's index), and a target's list of them.
+const BYTES_PER_MATCH: u64 = 8;
+const BYTES_PER_TARGET: u64 = 40;
+/// Bytes a key index entry holds besides its text: the map's node share, the list of rows,
+/// and the key without its leading zeros in the near-miss set.
+const BYTES_PER_KEY: u64 = 96;
+
+/// A budget the operator may override, read once.
+fn join_setting(cell: &'static std::sync::OnceLock<u64>, variable: &str, default: u64) -> u64 {
+    *cell.get_or_init(|| crate::budget::setting(variable, default))
+}
+
+/// The comparison budget in force.
+pub fn max_join_comparisons() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(
+        &MAX,
+        "GDAL_MCP_MAX_JOIN_COMPARISONS",
+        DEFAULT_MAX_JOIN_COMPARISONS,
+    )
+}
+
+/// The predicate-pair budget in force.
+pub fn max_join_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_PAIRS", DEFAULT_MAX_JOIN_PAIRS)
+}
+
+/// The matched-pair budget in force.
+pub fn max_join_matches() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_MATCHES", DEFAULT_MAX_JOIN_MATCHES)
+}
+
+/// The value budget in force.
+pub fn max_join_values() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    join_setting(&MAX, "GDAL_MCP_MAX_JOIN_VALUES", DEFAULT_MAX_JOIN_VALUES)
+}
+
+/// The work and memory of one join's matching, counted before it is done and refused past the
+/// budgets: envelope comparisons, pairs tested, matched pairs held (whose memory is also
+/// reserved from the budget all calls share).
+struct JoinBudget {
+    /// How the join matches, for the messages (`intersects`, `nearest`, `key "code"`).
+    how: String,
+    targets: usize,
+    limits: [u64; 3],
+    comparisons: u64,
+    pairs: u64,
+    matched: u64,
+    memory: crate::budget::Reservation<'static>,
+}
+
+impl JoinBudget {
+    fn new(how: String, targets: usize) -> Self {
+        Self::with_limits(
+            how,
+            targets,
+            [max_join_comparisons(), max_join_pairs(), max_join_matches()],
+        )
+    }
+
+    fn with_limits(how: String, targets: usize, limits: [u64; 3]) -> Self {
+        Self {
+            how,
+            targets,
+            limits,
+            comparisons: 0,
+            pairs: 0,
+            matched: 0,
+            memory: crate::budget::start("vector_join: the matched pairs"),
+        }
+    }
+
+    /// Count the envelope comparisons target row `index`'s scan makes, before it makes them.
+    fn compare(&mut self, comparisons: usize, index: usize) -> Result<(), GdalError> {
+        self.comparisons = self.comparisons.saturating_add(comparisons as u64);
+        if self.comparisons <= self.limits[0] {
+            return Ok(());
+        }
+        Err(GdalError::Arguments(format!(
+            "predicate: the {} join would compare more than {} envelopes of target and join \
+             features, the server's budget per call (GDAL_MCP_MAX_JOIN_COMPARISONS), at target \
+             feature {} of {}, whose scan alone compares {comparisons} (every target scans the \
+             join features that start west of its own east edge). Join layers clipped to the \
+             area of interest (vector_clip), fewer target features at a time, or raise \
+             GDAL_MCP_MAX_JOIN_COMPARISONS",
+            self.how,
+            self.limits[0],
+            index + 1,
+            self.targets
+        )))
+    }
+
+    /// Count the `pairs` target row `index` tests with GEOS (or measures), before testing them.
+    fn test(&mut self, pairs: usize, index: usize) -> Result<(), GdalError> {
+        self.pairs = self.pairs.saturating_add(pairs as u64);
+        if self.pairs <= self.limits[1] {
+            return Ok(());
+        }
+        Err(GdalError::Arguments(format!(
+            "predicate: the {} join would test more than {} target–join pairs whose envelopes \
+             meet, the server's budget per call (GDAL_MCP_MAX_JOIN_PAIRS), at target feature {} \
+             of {}, which alone has {pairs} candidates. Join layers clipped to the area of \
+             interest (vector_clip), a smaller distance for dwithin, or raise \
+             GDAL_MCP_MAX_JOIN_PAIRS",
+            self.how,
+            self.limits[1],
+            index + 1,
+            self.targets
+        )))
+    }
+
+    /// Hold the `found` matches of target row `index` (counted, and their memory reserved).
+    fn hold(&mut self, found: usize, index: usize) -> Result<(), GdalError> {
+        self.matched = self.matched.saturating_add(found as u64);
+        if self.matched > self.limits[2] {
+            return Err(GdalError::Arguments(format!(
+                "the {} join would hold more than {} matched target–join pairs, the server's \
+                 budget per call (GDAL_MCP_MAX_JOIN_MATCHES), at target feature {} of {}, which \
+                 alone matches {found} join features (every target matches every join feature \
+                 that meets it, or shares its key). Join on a more specific key or predicate, \
+                 join layers clipped to the area of interest (vector_clip), or raise \
+                 GDAL_MCP_MAX_JOIN_MATCHES",
+                self.how,
+                self.limits[2],
+                index + 1,
+                self.targets
+            )));
+        }
+        self.memory.cover(
+            (self.targets as u64)
+                .saturating_mul(BYTES_PER_TARGET)
+                .saturating_add(self.matched.saturating_mul(BYTES_PER_MATCH)),
+        )?;
+        Ok(())
+    }
+}
+
+/// How a join matches, as its budget messages name it.
+fn join_how(request: &JoinRequest) -> String {
+    match (&request.key, request.predicate) {
+        (Some(key), _) => format!("key \"{key}\""),
+        (None, Some(p)) => predicate_name(p).to_string(),
+        (None, None) => "spatial".to_string(),
+    }
+}
+
+/// A predicate's name as the tool takes it.
+fn predicate_name(predicate: Predicate) -> &'static str {
+    match predicate {
+        Predicate::Intersects => "intersects",
+        Predicate::Within => "within",
+        Predicate::Contains => "contains",
+        Predicate::Touches => "touches",
+        Predicate::Crosses => "crosses",
+        Predicate::Overlaps => "overlaps",
+        Predicate::Dwithin => "dwithin",
+        Predicate::Nearest => "nearest",
+    }
+}
+
+/// Refuse a join whose summaries would read and write more values than the budget: the
+/// matched pairs times the `fields` summarised, plus the targets times the `columns` added.
+fn check_values(
+    matches: &[Vec<usize>],
+    fields: usize,
+    columns: usize,
+    limit: u64,
+) -> Result<(), GdalError> {
+    let pairs: u64 = matches.iter().map(|m| m.len() as u64).sum();
+    let read = pairs.saturating_mul(fields as u64);
+    let written = (matches.len() as u64).saturating_mul(columns as u64);
+    let values = read.saturating_add(written);
+    if values <= limit {
+        return Ok(());
+    }
+    Err(GdalError::Arguments(format!(
+        "fields: the join would summarise and write {values} values, more than {limit}, the \
+         server's budget per call (GDAL_MCP_MAX_JOIN_VALUES): {pairs} matched pairs × {fields} \
+         fields read, and {} target features × {columns} columns written. Summarise fewer fields \
+         or stats, join layers clipped to the area of interest (vector_clip), or raise \
+         GDAL_MCP_MAX_JOIN_VALUES",
+        matches.len()
+    )))
+}
+
 /// `predicate: nearest`: per target feature, the join features at the least geodesic distance
 /// (all within the tie tolerance, in source order) and that distance in metres; none beyond
 /// `distance_m` when given. An upper bound (the exact distance to the feature nearest in the
@@ -1648,6 +1948,7 @@ fn find_nearest(
     request: &JoinRequest,
     target: &LayerData,
     source: &LayerData,
+    work: &mut JoinBudget,
 ) -> Result<(Vec<Vec<usize>>, Vec<Option<f64>>), GdalError> {
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     let mut distances: Vec<Option<f64>> = vec![None; target.rows.len()];
@@ -1713,6 +2014,8 @@ fn find_nearest(
         if let (Some(list), Some((lon, lat))) = (&points, point_of(t, &to_geographic)?) {
             use geographiclib_rs::InverseGeodesic;
             let inverse = |p: (f64, f64)| -> f64 { geodesic.inverse(lat, lon, p.1, p.0) };
+            // The first bound's search and the window's filter each look at every point.
+            work.compare(2 * list.len(), i)?;
             let Some(k) =
                 (0..list.len()).min_by(|a, b| gap(&order[*a].1).total_cmp(&gap(&order[*b].1)))
             else {
@@ -1744,6 +2047,7 @@ fn find_nearest(
                 }
             }
             if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+                work.hold(found.len(), i)?;
                 matches[i] = found;
                 distances[i] = Some(best);
             }
@@ -1752,6 +2056,7 @@ fn find_nearest(
         let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic)?;
         // The upper bound: the join feature whose envelope is nearest in the layer's plane
         // (any feature would do; this one is usually the nearest or close to it).
+        work.compare(order.len(), i)?;
         let Some((first, _)) = order.iter().min_by(|a, b| gap(&a.1).total_cmp(&gap(&b.1))) else {
             continue;
         };
@@ -1768,12 +2073,11 @@ fn find_nearest(
                 b[3].max(te.MaxY),
             ]
         });
+        let scanned = window.map_or(order.len(), |w| west_of(&order, w[2]));
+        work.compare(scanned, i)?;
         let mut candidates: Vec<usize> = Vec::new();
-        for (j, s_env) in &order {
+        for (j, s_env) in &order[..scanned] {
             if let Some(w) = window {
-                if s_env.MinX > w[2] {
-                    break;
-                }
                 if s_env.MaxX < w[0] || s_env.MinY > w[3] || s_env.MaxY < w[1] {
                     continue;
                 }
@@ -1796,11 +2100,21 @@ fn find_nearest(
             }
         }
         if let Some((found, best)) = nearest_of(&measured, request.distance_m) {
+            work.hold(found.len(), i)?;
             matches[i] = found;
             distances[i] = Some(best);
         }
     }
     Ok((matches, distances))
+}
+
+/// How many of `order` (sorted by west edge) a scan up to `east` looks at: those before the
+/// first whose west edge lies east of it.
+fn west_of(order: &[(usize, gdal::vector::Envelope)], east: f64) -> usize {
+    order
+        .iter()
+        .position(|(_, e)| e.MinX > east)
+        .unwrap_or(order.len())
 }
 
 /// The nearest of the measured `(row, metres)`, with every tie, in source order, and the least
@@ -1827,6 +2141,7 @@ fn find_matches(
     target: &LayerData,
     source: &LayerData,
     notes: &mut Vec<String>,
+    work: &mut JoinBudget,
 ) -> Result<Vec<Vec<usize>>, GdalError> {
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     match (&request.key, request.predicate) {
@@ -1838,21 +2153,39 @@ fn find_matches(
                     "key: \"{key}\" must be a field of both layers"
                 )));
             };
+            // The index of join keys, its memory reserved as it grows (keys are caller text).
+            let mut memory = crate::budget::start("vector_join: the index of join keys");
+            let mut bytes = 0u64;
             let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for (j, row) in source.rows.iter().enumerate() {
                 if let Some(v) = &row.values[si] {
-                    index.entry(text(v)).or_default().push(j);
+                    let k = text(v);
+                    bytes = bytes
+                        .saturating_add(k.len() as u64)
+                        .saturating_add(BYTES_PER_KEY);
+                    memory.cover(bytes)?;
+                    index.entry(k).or_default().push(j);
                 }
             }
+            // The keys without their leading zeros, looked up once per unmatched target (a
+            // scan of every key per target was quadratic: 10⁵ unmatched targets against 10⁵
+            // keys made 10¹⁰ comparisons).
+            let stripped: std::collections::BTreeSet<&str> =
+                index.keys().map(|k| k.trim_start_matches('0')).collect();
             let mut zero_mismatch = 0;
             for (i, row) in target.rows.iter().enumerate() {
+                if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
+                    return Err(super::cancelled("vector_join"));
+                }
                 if let Some(v) = &row.values[ti] {
                     let k = text(v);
                     match index.get(&k) {
-                        Some(found) => matches[i] = found.clone(),
+                        Some(found) => {
+                            work.hold(found.len(), i)?;
+                            matches[i] = found.clone();
+                        }
                         None => {
-                            let stripped = k.trim_start_matches('0');
-                            if index.keys().any(|s| s.trim_start_matches('0') == stripped) {
+                            if stripped.contains(k.trim_start_matches('0')) {
                                 zero_mismatch += 1;
                             }
                         }
@@ -1870,7 +2203,7 @@ fn find_matches(
             }
         }
         (None, Some(Predicate::Nearest)) => {
-            matches = find_nearest(request, target, source)?.0;
+            matches = find_nearest(request, target, source, work)?.0;
         }
         (None, Some(predicate)) => {
             let srs = target.srs.clone();
@@ -1922,33 +2255,29 @@ fn find_matches(
                     }
                     None => None,
                 };
-                for (j, s_env) in &order {
-                    if s_env.MinX > window[2] {
-                        break;
-                    }
-                    if s_env.MaxX < window[0] || s_env.MinY > window[3] || s_env.MaxY < window[1] {
-                        continue;
-                    }
+                let scanned = west_of(&order, window[2]);
+                work.compare(scanned, i)?;
+                let candidates: Vec<usize> = order[..scanned]
+                    .iter()
+                    .filter(|(_, e)| {
+                        !(e.MaxX < window[0] || e.MinY > window[3] || e.MaxY < window[1])
+                    })
+                    .map(|(j, _)| *j)
+                    .collect();
+                work.test(candidates.len(), i)?;
+                for j in &candidates {
                     let Some(s) = &source.rows[*j].geometry else {
                         continue;
                     };
-                    let hit = match predicate {
-                        Predicate::Intersects => t.intersects(s),
-                        Predicate::Within => t.within(s),
-                        Predicate::Contains => t.contains(s),
-                        Predicate::Touches => t.touches(s),
-                        Predicate::Crosses => t.crosses(s),
-                        Predicate::Overlaps => t.overlaps(s),
-                        Predicate::Dwithin => match &local {
-                            Some(frame) => frame.distance(s)? <= reach,
-                            None => false,
-                        },
-                        Predicate::Nearest => false,
+                    let hit = match (predicate, &local) {
+                        (Predicate::Dwithin, Some(frame)) => frame.distance(s)? <= reach,
+                        _ => holds(predicate, t, s),
                     };
                     if hit {
                         matches[i].push(*j);
                     }
                 }
+                work.hold(matches[i].len(), i)?;
                 matches[i].sort_unstable();
             }
         }
@@ -1960,6 +2289,20 @@ fn find_matches(
     }
 
     Ok(matches)
+}
+
+/// Whether target `t` stands in the DE-9IM `predicate` to source `s` (GEOS); the distance
+/// predicates (`dwithin`, `nearest`) are measured, never decided here, so they do not hold.
+fn holds(predicate: Predicate, t: &Geometry, s: &Geometry) -> bool {
+    match predicate {
+        Predicate::Intersects => t.intersects(s),
+        Predicate::Within => t.within(s),
+        Predicate::Contains => t.contains(s),
+        Predicate::Touches => t.touches(s),
+        Predicate::Crosses => t.crosses(s),
+        Predicate::Overlaps => t.overlaps(s),
+        Predicate::Dwithin | Predicate::Nearest => false,
+    }
 }
 
 /// Open a second layer: a `.csv` as a table (the CSV driver only, every cell as text, which
@@ -2019,8 +2362,19 @@ fn most_ties(
     ))
 }
 
-/// Run the join and write the target features with the added columns.
-pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+/// The two layers of a join, read, in the target's CRS and repaired when asked.
+struct JoinLayers {
+    target: LayerData,
+    source: LayerData,
+    reprojected: Option<Reprojected>,
+}
+
+/// Read phase: open and read both layers, bring the join layer to the target's CRS (a spatial
+/// join only) and repair both when asked.
+fn read_join_layers(
+    request: &JoinRequest,
+    notes: &mut Vec<String>,
+) -> Result<JoinLayers, GdalError> {
     let first = facts::open(&request.input)?;
     let second = open_second("join", &request.join)?;
     let mut target = read_layer("layer", &first, request.layer.as_deref())?;
@@ -2035,7 +2389,6 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
             source.extent,
         )?,
     };
-    let mut notes = Vec::new();
     if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
     {
         reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
@@ -2046,19 +2399,54 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
     }
     validate(&mut target.rows, request.make_valid)?;
     validate(&mut source.rows, request.make_valid)?;
-    let (field_indices, weight_index) = check_join_fields(request, &source)?;
+    Ok(JoinLayers {
+        target,
+        source,
+        reprojected,
+    })
+}
 
+/// What the match phase found: per target row, the join rows it matched (in source order)
+/// and, for `nearest`, their distance in metres.
+struct Matched {
+    nearest: bool,
+    matches: Vec<Vec<usize>>,
+    distances: Vec<Option<f64>>,
+}
+
+/// Match phase: the join rows of every target row, within the join budgets.
+fn match_join(
+    request: &JoinRequest,
+    layers: &JoinLayers,
+    notes: &mut Vec<String>,
+) -> Result<Matched, GdalError> {
+    let (target, source) = (&layers.target, &layers.source);
     let nearest = request.key.is_none() && request.predicate == Some(Predicate::Nearest);
+    let mut work = JoinBudget::new(join_how(request), target.rows.len());
     let (matches, distances) = if nearest {
-        find_nearest(request, &target, &source)?
+        find_nearest(request, target, source, &mut work)?
     } else {
         (
-            find_matches(request, &target, &source, &mut notes)?,
+            find_matches(request, target, source, notes, &mut work)?,
             Vec::new(),
         )
     };
+    Ok(Matched {
+        nearest,
+        matches,
+        distances,
+    })
+}
 
-    // Columns.
+/// The output's fields: the target's, then `join_count`, `join_distance_m` (nearest) and
+/// `<field>_<stat>`; and the names of those added. Refused when a name would repeat.
+fn join_columns(
+    request: &JoinRequest,
+    target: &LayerData,
+    source: &LayerData,
+    field_indices: &[(usize, bool)],
+    nearest: bool,
+) -> Result<(Vec<FieldDef>, Vec<String>), GdalError> {
     let mut fields = target.fields.clone();
     let mut added = vec!["join_count".to_string()];
     fields.push(FieldDef {
@@ -2079,7 +2467,7 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         });
         added.push("join_distance_m".to_string());
     }
-    for (name, (index, numeric)) in request.fields.iter().zip(&field_indices) {
+    for (name, (index, numeric)) in request.fields.iter().zip(field_indices) {
         for stat in &request.stats {
             if *stat == Stat::Count {
                 continue;
@@ -2103,32 +2491,33 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
             added.push(column);
         }
     }
-    let (mut matched, mut unmatched) = (0u64, 0u64);
-    let mut rows = Vec::with_capacity(target.rows.len());
-    for (i, (row, found)) in target.rows.iter().zip(&matches).enumerate() {
-        if found.is_empty() {
-            unmatched += 1;
-        } else {
-            matched += 1;
+    Ok((fields, added))
+}
+
+/// What the summaries read from the join layer: the fields, as (index, numeric), and the
+/// weight's index.
+struct Summaries<'a> {
+    request: &'a JoinRequest,
+    source: &'a LayerData,
+    fields: &'a [(usize, bool)],
+    weight: Option<usize>,
+}
+
+impl Summaries<'_> {
+    /// The added values of one target row: its match count, its distance (nearest), and each
+    /// field's statistics over the join rows `found`.
+    fn values(&self, found: &[usize], distance: Option<Option<f64>>) -> Vec<Option<FieldValue>> {
+        let mut values = vec![Some(FieldValue::Integer64Value(found.len() as i64))];
+        if let Some(distance) = distance {
+            values.push(distance.map(FieldValue::RealValue));
         }
-        let mut values = row.values.clone();
-        values.push(Some(FieldValue::Integer64Value(found.len() as i64)));
-        if nearest {
-            values.push(
-                distances
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .map(FieldValue::RealValue),
-            );
-        }
-        for (index, is_number) in &field_indices {
+        for (index, is_number) in self.fields {
             let present: Vec<&FieldValue> = found
                 .iter()
-                .filter_map(|j| source.rows[*j].values[*index].as_ref())
+                .filter_map(|j| self.source.rows[*j].values[*index].as_ref())
                 .collect();
             let numbers: Vec<f64> = present.iter().filter_map(|v| numeric(v)).collect();
-            for stat in &request.stats {
+            for stat in &self.request.stats {
                 let value = match stat {
                     Stat::Count => continue,
                     Stat::First => present.first().map(|v| {
@@ -2154,83 +2543,481 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
                         .copied()
                         .reduce(f64::max)
                         .map(FieldValue::RealValue),
-                    Stat::WeightedMean => {
-                        if weight_index.is_none() {
-                            return Err(GdalError::Arguments(
-                                "stats: weighted_mean needs `weight`, the field to weight by \
-                                 (e.g. population for a rate)"
-                                    .to_string(),
-                            ));
-                        }
-                        weighted_mean(&source, found, *index, weight_index)
-                    }
+                    Stat::WeightedMean => weighted_mean(self.source, found, *index, self.weight),
                 };
                 values.push(value);
             }
         }
-        if let Some(g) = &row.geometry {
-            rows.push((g.clone(), values));
-        }
+        values
     }
-    let layer_name = target.name.clone();
-    let (files, count) = write_rows(
-        &request.output,
-        &request.driver,
-        &layer_name,
-        target.srs.as_ref(),
-        target.geometry_type,
-        &fields,
-        rows.into_iter(),
-    )?;
-    if let Some(p) = request.predicate.filter(|_| request.key.is_none()) {
-        notes.push(format!(
-            "spatial join: target {} source ({}); a point on a shared boundary is within \
-             neither zone and intersects both",
-            match p {
-                Predicate::Intersects => "intersects",
-                Predicate::Within => "within",
-                Predicate::Contains => "contains",
-                Predicate::Touches => "touches",
-                Predicate::Crosses => "crosses",
-                Predicate::Overlaps => "overlaps",
-                Predicate::Dwithin => "within the distance of",
-                Predicate::Nearest => "nearest to",
-            },
-            match p {
-                Predicate::Dwithin | Predicate::Nearest => {
-                    "geodesic metres, in an azimuthal equidistant projection centred on each target"
-                }
-                _ => "GEOS DE-9IM",
+}
+
+/// The note on a spatial join's predicate: what it means and how it is evaluated.
+fn predicate_note(predicate: Predicate) -> String {
+    format!(
+        "spatial join: target {} source ({}); a point on a shared boundary is within \
+         neither zone and intersects both",
+        match predicate {
+            Predicate::Intersects => "intersects",
+            Predicate::Within => "within",
+            Predicate::Contains => "contains",
+            Predicate::Touches => "touches",
+            Predicate::Crosses => "crosses",
+            Predicate::Overlaps => "overlaps",
+            Predicate::Dwithin => "within the distance of",
+            Predicate::Nearest => "nearest to",
+        },
+        match predicate {
+            Predicate::Dwithin | Predicate::Nearest => {
+                "geodesic metres, in an azimuthal equidistant projection centred on each target"
             }
-        ));
+            _ => "GEOS DE-9IM",
+        }
+    )
+}
+
+/// Report phase: the notes on the predicate, the ties and an empty join layer; the count of
+/// targets with tied nearest features (nearest only).
+fn report_join(
+    request: &JoinRequest,
+    layers: &JoinLayers,
+    matched: &Matched,
+    notes: &mut Vec<String>,
+) -> Option<u64> {
+    if let Some(p) = request.predicate.filter(|_| request.key.is_none()) {
+        notes.push(predicate_note(p));
     }
-    let ties = nearest.then(|| matches.iter().filter(|m| m.len() > 1).count() as u64);
+    let ties = matched
+        .nearest
+        .then(|| matched.matches.iter().filter(|m| m.len() > 1).count() as u64);
     if let Some(n) = ties.filter(|n| *n > 0) {
         notes.push(format!(
             "{n} target features have tied nearest join features (within {TIE_TOLERANCE_M} m, \
              or 1e-9 of the distance): all are joined (join_count > 1), none picked; `first` \
              takes the first in source order"
         ));
-        if let Some(note) = most_ties(&target, &source, &matches, &distances) {
+        if let Some(note) = most_ties(
+            &layers.target,
+            &layers.source,
+            &matched.matches,
+            &matched.distances,
+        ) {
             notes.push(note);
         }
     }
-    if nearest && source.rows.iter().all(|r| r.geometry.is_none()) {
+    if matched.nearest && layers.source.rows.iter().all(|r| r.geometry.is_none()) {
         notes.push(
             "the join layer has no features with a geometry: no target has a nearest feature"
                 .to_string(),
         );
     }
+    ties
+}
+
+/// Run the join and write the target features with the added columns: read, match, check the
+/// budgets of the summaries, write row by row (no copy of the output is held), report.
+pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
+    let mut notes = Vec::new();
+    let layers = read_join_layers(request, &mut notes)?;
+    let (field_indices, weight_index) = check_join_fields(request, &layers.source)?;
+    let matched = match_join(request, &layers, &mut notes)?;
+    let (target, source) = (&layers.target, &layers.source);
+    let (fields, added) = join_columns(request, target, source, &field_indices, matched.nearest)?;
+    check_values(
+        &matched.matches,
+        field_indices.len(),
+        added.len(),
+        max_join_values(),
+    )?;
+    if weight_index.is_none()
+        && request.stats.contains(&Stat::WeightedMean)
+        && !field_indices.is_empty()
+        && !target.rows.is_empty()
+    {
+        return Err(GdalError::Arguments(
+            "stats: weighted_mean needs `weight`, the field to weight by (e.g. population for a \
+             rate)"
+                .to_string(),
+        ));
+    }
+    let matched_count = matched.matches.iter().filter(|m| !m.is_empty()).count() as u64;
+    let unmatched = matched.matches.len() as u64 - matched_count;
+    let summaries = Summaries {
+        request,
+        source,
+        fields: &field_indices,
+        weight: weight_index,
+    };
+    let rows = target
+        .rows
+        .iter()
+        .zip(&matched.matches)
+        .enumerate()
+        .filter_map(|(i, (row, found))| {
+            let geometry = row.geometry.as_ref()?;
+            let distance = matched
+                .nearest
+                .then(|| matched.distances.get(i).copied().flatten());
+            let mut values = row.values.clone();
+            values.extend(summaries.values(found, distance));
+            Some((geometry.clone(), values))
+        });
+    let (files, count) = write_rows(
+        &request.output,
+        &request.driver,
+        &target.name,
+        target.srs.as_ref(),
+        target.geometry_type,
+        &fields,
+        rows,
+    )?;
+    let ties = report_join(request, &layers, &matched, &mut notes);
     Ok(JoinOutput {
         output: request.output.display().to_string(),
         files: files.iter().map(|p| p.display().to_string()).collect(),
-        layer: layer_name,
+        layer: target.name.clone(),
         features: count,
-        matched,
+        matched: matched_count,
         unmatched,
         columns: added,
         ties,
-        reprojected,
+        reprojected: layers.reprojected,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use geographiclib_rs::{Geodesic, InverseGeodesic};
+
+    fn geometry(wkt: &str) -> Geometry {
+        Geometry::from_wkt(wkt).unwrap()
+    }
+
+    fn rows(wkts: &[&str]) -> Vec<Row> {
+        wkts.iter()
+            .enumerate()
+            .map(|(i, wkt)| Row {
+                fid: Some(i as u64),
+                geometry: Some(geometry(wkt)),
+                values: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn square(x: f64, y: f64, side: f64) -> String {
+        format!(
+            "POLYGON (({x} {y}, {} {y}, {} {}, {x} {}, {x} {y}))",
+            x + side,
+            x + side,
+            y + side,
+            y + side
+        )
+    }
+
+    /// A geodesic circle has 4 × segments + 1 vertices (closed), starts due north of its
+    /// centre, and every vertex lies at the radius by GeographicLib's inverse (the direct
+    /// problem's own check), at the azimuth 90° / segments × k: near the equator, at 60° N, at
+    /// the antimeridian and 11 m from the pole.
+    #[test]
+    fn geodesic_circles_keep_their_radius_and_azimuths() {
+        let wgs84 = Geodesic::wgs84();
+        let cases = [
+            (0.0, 0.0, 500.0, 8),
+            (10.0, 60.0, 1_200.0, 16),
+            (179.9, -45.0, 25_000.0, 4),
+            (0.0, 89.9999, 1_000.0, 8),
+        ];
+        for (lon, lat, radius, segments) in cases {
+            let circle = geodesic_circle(&wgs84, lon, lat, radius, segments).unwrap();
+            let ring = circle.get_geometry(0);
+            let steps = 4 * segments as usize;
+            assert_eq!(ring.point_count(), steps + 1, "{lon} {lat}");
+            assert_eq!(ring.get_point(0), ring.get_point(steps as i32));
+            let (north_lon, north_lat, _) = ring.get_point(0);
+            if lat < 89.0 {
+                // (11 m from the pole, north runs over it.)
+                assert!(north_lat > lat, "{lon} {lat}: first vertex due north");
+                assert!((north_lon - lon).abs() < 1e-9, "{north_lon} vs {lon}");
+            }
+            for k in 0..steps {
+                let (x, y, _) = ring.get_point(k as i32);
+                let (s12, azi1, _, _): (f64, f64, f64, f64) = wgs84.inverse(lat, lon, y, x);
+                assert!(
+                    (s12 - radius).abs() <= 1e-9 * radius,
+                    "{lon} {lat} vertex {k}: {s12} m"
+                );
+                let want = 360.0 * k as f64 / steps as f64;
+                let apart = (azi1 - want).rem_euclid(360.0);
+                assert!(
+                    apart.min(360.0 - apart) < 1e-6,
+                    "{lon} {lat} vertex {k}: azimuth {azi1}, want {want}"
+                );
+            }
+        }
+    }
+
+    /// The DE-9IM predicates on pairs whose answers follow from the drawing: a point inside, on
+    /// the edge (within neither, touching), a square holding a point, overlapping and adjacent
+    /// squares, a line through a square, disjoint shapes. Distance predicates never hold here.
+    #[test]
+    fn predicates_follow_de9im() {
+        let unit = square(0.0, 0.0, 2.0);
+        // (target, source, [intersects, within, contains, touches, crosses, overlaps])
+        let cases: [(&str, String, [bool; 6]); 7] = [
+            (
+                "POINT (1 1)",
+                unit.clone(),
+                [true, true, false, false, false, false],
+            ),
+            (
+                "POINT (0 1)",
+                unit.clone(),
+                [true, false, false, true, false, false],
+            ),
+            (
+                &unit,
+                "POINT (1 1)".into(),
+                [true, false, true, false, false, false],
+            ),
+            (
+                &unit,
+                square(1.0, 1.0, 2.0),
+                [true, false, false, false, false, true],
+            ),
+            (
+                &unit,
+                square(2.0, 0.0, 2.0),
+                [true, false, false, true, false, false],
+            ),
+            (
+                "LINESTRING (-1 1, 3 1)",
+                unit.clone(),
+                [true, false, false, false, true, false],
+            ),
+            (&unit, square(5.0, 5.0, 1.0), [false; 6]),
+        ];
+        let predicates = [
+            Predicate::Intersects,
+            Predicate::Within,
+            Predicate::Contains,
+            Predicate::Touches,
+            Predicate::Crosses,
+            Predicate::Overlaps,
+        ];
+        for (t, s, want) in &cases {
+            let (t, s) = (geometry(t), geometry(s));
+            for (predicate, want) in predicates.iter().zip(want) {
+                assert_eq!(
+                    holds(*predicate, &t, &s),
+                    *want,
+                    "{predicate:?}: {:?} / {:?}",
+                    t.wkt(),
+                    s.wkt()
+                );
+            }
+            assert!(!holds(Predicate::Dwithin, &t, &s));
+            assert!(!holds(Predicate::Nearest, &t, &s));
+        }
+    }
+
+    /// The nearest keeps every feature within the tie tolerance of the least distance (1 mm,
+    /// or 1e-9 of the distance beyond 1000 km), in source order, and nothing beyond `limit`.
+    #[test]
+    fn nearest_keeps_every_tie_in_source_order() {
+        type Case<'a> = (&'a [(usize, f64)], Option<f64>, Option<(Vec<usize>, f64)>);
+        let cases: [Case; 6] = [
+            (&[], None, None),
+            (
+                &[(3, 10.0), (1, 10.0005), (2, 10.002)],
+                None,
+                Some((vec![1, 3], 10.0)),
+            ),
+            (&[(3, 10.0), (1, 10.0005)], Some(5.0), None),
+            (
+                &[(3, 10.0), (1, 10.0005)],
+                Some(10.0),
+                Some((vec![1, 3], 10.0)),
+            ),
+            (
+                &[(0, 2e6), (1, 2e6 + 0.0015), (2, 2e6 + 0.0025)],
+                None,
+                Some((vec![0, 1], 2e6)),
+            ),
+            (&[(5, 7.0)], None, Some((vec![5], 7.0))),
+        ];
+        for (measured, limit, want) in cases {
+            assert_eq!(nearest_of(measured, limit), want, "{measured:?} {limit:?}");
+        }
+        for (best, want) in [(0.0, 1e-3), (1e6, 1e-3), (1e7, 1e-2), (4e7, 4e-2)] {
+            assert_eq!(tie_tolerance(best), want, "{best}");
+        }
+    }
+
+    /// Identifiers are never taken for weights, by name.
+    #[test]
+    fn identifiers_are_never_weights() {
+        for (name, id) in [
+            ("id", true),
+            ("OBJECTID", true),
+            ("parcel_id", true),
+            ("zone_code", true),
+            ("id_zone", true),
+            ("row_key", true),
+            ("population", false),
+            ("idle", false),
+            ("households", false),
+        ] {
+            assert_eq!(looks_like_id(name), id, "{name}");
+        }
+    }
+
+    /// Each join budget refuses the target that takes it past its limit, naming the limit,
+    /// the variable, the target and that target's own share; under the limits nothing fails.
+    #[test]
+    fn join_budgets_refuse_the_target_past_each_limit() {
+        let mut work = JoinBudget::with_limits("intersects".to_string(), 10, [100, 50, 20]);
+        work.compare(60, 0).unwrap();
+        work.compare(40, 1).unwrap();
+        let text = work.compare(1, 2).unwrap_err().to_string();
+        for part in [
+            "intersects join would compare more than 100 envelopes",
+            "GDAL_MCP_MAX_JOIN_COMPARISONS",
+            "at target feature 3 of 10",
+            "compares 1 ",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        work.test(50, 0).unwrap();
+        let text = work.test(7, 4).unwrap_err().to_string();
+        for part in [
+            "more than 50 target–join pairs",
+            "GDAL_MCP_MAX_JOIN_PAIRS",
+            "at target feature 5 of 10",
+            "alone has 7 candidates",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        work.hold(20, 0).unwrap();
+        let text = work.hold(3, 9).unwrap_err().to_string();
+        for part in [
+            "more than 20 matched target–join pairs",
+            "GDAL_MCP_MAX_JOIN_MATCHES",
+            "at target feature 10 of 10",
+            "alone matches 3 join features",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
+
+    /// The values a join summarises and writes: pairs × fields read plus targets × columns
+    /// written, refused only above the limit.
+    #[test]
+    fn join_values_are_pairs_times_fields_plus_targets_times_columns() {
+        let matches = vec![vec![0, 1], vec![2], vec![]];
+        // 3 pairs × 2 fields + 3 targets × 3 columns = 15.
+        check_values(&matches, 2, 3, 15).unwrap();
+        let text = check_values(&matches, 2, 3, 14).unwrap_err().to_string();
+        for part in [
+            "summarise and write 15 values, more than 14",
+            "3 matched pairs × 2 fields read, and 3 target features × 3 columns written",
+            "GDAL_MCP_MAX_JOIN_VALUES",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        check_values(&[], 5, 5, 0).unwrap();
+    }
+
+    /// A scan looks at the features up to the first whose west edge lies east of its own
+    /// east edge.
+    #[test]
+    fn scans_stop_at_the_first_feature_further_east() {
+        let order: Vec<(usize, gdal::vector::Envelope)> = [0.0, 1.0, 1.0, 5.0]
+            .iter()
+            .enumerate()
+            .map(|(j, x)| (j, geometry(&format!("POINT ({x} 0)")).envelope()))
+            .collect();
+        for (east, want) in [(-1.0, 0), (0.0, 1), (1.0, 3), (4.9, 3), (5.0, 4), (9.0, 4)] {
+            assert_eq!(west_of(&order, east), want, "{east}");
+        }
+    }
+
+    /// The pairs an overlay hands GDAL: those whose envelopes meet, counted exactly, and
+    /// refused at the input feature that passes the limit.
+    #[test]
+    fn overlay_pairs_are_the_envelopes_that_meet() {
+        let (a, b) = (square(0.0, 0.0, 1.0), square(0.5, 0.5, 1.0));
+        let far = square(10.0, 10.0, 1.0);
+        let north = square(0.0, 5.0, 1.0);
+        let cases: [(Vec<&str>, Vec<&str>, u64); 4] = [
+            (vec![&a], vec![&b], 1),
+            (vec![&a, &a, &a], vec![&b, &b], 6),
+            (vec![&a], vec![&far, &north], 0),
+            (vec![], vec![&b], 0),
+        ];
+        let op = OverlayOperation::Intersection;
+        for (first, second, want) in &cases {
+            let got = meeting_pairs_within(op, &rows(first), &rows(second), [1000, 1000]);
+            assert_eq!(got.unwrap(), *want, "{first:?} / {second:?}");
+        }
+        let text = meeting_pairs_within(op, &rows(&[&a, &a, &a]), &rows(&[&b, &b]), [1000, 3])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("more than 3 pairs") && text.contains("at input feature 2 of 3"),
+            "{text}"
+        );
+        let text = meeting_pairs_within(op, &rows(&[&a, &a]), &rows(&[&far, &north]), [1, 1000])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains("compare more than 1 envelopes")
+                && text.contains("at input feature 2 of 2")
+                && text.contains("GDAL_MCP_MAX_JOIN_COMPARISONS"),
+            "{text}"
+        );
+    }
+
+    /// An empty overlay says why, in the order the reasons are checked: no input, extents
+    /// apart, a difference inside the overlay, no overlap although the extents meet.
+    #[test]
+    fn empty_overlays_say_why() {
+        let big = square(0.0, 0.0, 10.0);
+        let small = square(2.0, 2.0, 1.0);
+        let far = square(50.0, 50.0, 1.0);
+        // Two triangles in one 10 × 10 extent, either side of its diagonal band.
+        let corner = "POLYGON ((0 0, 10 0, 0 10, 0 0))";
+        let opposite = "POLYGON ((10 10, 10 1, 1 10, 10 10))";
+        let cases = [
+            (
+                OverlayOperation::Intersection,
+                vec![],
+                vec![big.as_str()],
+                "the input layer has no features",
+            ),
+            (
+                OverlayOperation::Union,
+                vec![small.as_str()],
+                vec![far.as_str()],
+                "extents do not meet",
+            ),
+            (
+                OverlayOperation::Difference,
+                vec![small.as_str()],
+                vec![big.as_str()],
+                "every input feature lies inside the overlay",
+            ),
+            (
+                OverlayOperation::Intersection,
+                vec![corner],
+                vec![opposite],
+                "although the extents meet",
+            ),
+        ];
+        for (operation, a, b, want) in cases {
+            let reason = empty_reason(operation, &rows(&a), &rows(&b));
+            assert!(reason.contains(want), "{operation:?}: {reason}");
+        }
+    }
 }

@@ -144,7 +144,12 @@ thread_local! {
 
 /// Attach `watch` to the job about to run on this thread (`None` when it ends).
 pub fn watch_this_thread(watch: Option<Arc<Watch>>) {
-    WATCH.with(|w| *w.borrow_mut() = watch);
+    swap_watch(watch);
+}
+
+/// Attach `watch` to this thread, giving back the one it replaces (for [`super::Job`]).
+pub(super) fn swap_watch(watch: Option<Arc<Watch>>) -> Option<Arc<Watch>> {
+    WATCH.with(|w| std::mem::replace(&mut *w.borrow_mut(), watch))
 }
 
 /// Whether the job on this thread was set aside after its deadline (it must stop).

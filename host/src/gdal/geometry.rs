@@ -447,10 +447,28 @@ fn project(transform: &CoordTransform, x: f64, y: f64) -> Option<(f64, f64)> {
 /// A pair of overlapping polygons, by their features' ids.
 pub type FidPair = (Option<u64>, Option<u64>);
 
+/// Default budget of polygon pairs the overlap search of one call tests with GEOS, once their
+/// envelopes meet (`GDAL_MCP_MAX_OVERLAP_PAIRS` overrides it). A parcel layer meets a few
+/// neighbours per polygon; 50,000 polygons stacked on one another were 1.25 × 10⁹ GEOS tests,
+/// before the gate.
+pub const DEFAULT_MAX_OVERLAP_PAIRS: u64 = 10_000_000;
+
+/// The overlap-pair budget in force.
+pub fn max_overlap_pairs() -> u64 {
+    static MAX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        crate::budget::setting("GDAL_MCP_MAX_OVERLAP_PAIRS", DEFAULT_MAX_OVERLAP_PAIRS)
+    })
+}
+
 /// Pairs of polygons whose interiors overlap, found by a sweep over their envelopes, with
-/// their pairwise overlapping area as `area_of` measures it and a few examples.
+/// their pairwise overlapping area as `area_of` measures it and a few examples. The pairs
+/// tested are counted before each polygon's are tested, and refused past `limit`
+/// ([`max_overlap_pairs`]), naming `argument`.
 pub fn overlapping_pairs(
+    argument: &str,
     polygons: &[(Option<u64>, &Geometry)],
+    limit: u64,
     area_of: impl Fn(&Geometry) -> Result<f64, GdalError>,
 ) -> Result<(u64, f64, Vec<FidPair>), GdalError> {
     let mut order: Vec<(usize, gdal::vector::Envelope)> = polygons
@@ -460,8 +478,10 @@ pub fn overlapping_pairs(
         .collect();
     order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
     let (mut pairs, mut area, mut examples) = (0u64, 0.0, Vec::new());
+    let mut tested = 0u64;
     let _quiet = ErrorCapture::start();
     for (n, (i, a)) in order.iter().enumerate() {
+        let mut candidates = Vec::new();
         for (j, b) in order.iter().skip(n + 1) {
             if b.MinX > a.MaxX {
                 break;
@@ -469,7 +489,23 @@ pub fn overlapping_pairs(
             if b.MinY > a.MaxY || b.MaxY < a.MinY {
                 continue;
             }
-            let (ga, gb) = (polygons[*i].1, polygons[*j].1);
+            candidates.push(*j);
+        }
+        tested = tested.saturating_add(candidates.len() as u64);
+        if tested > limit {
+            return Err(GdalError::Arguments(format!(
+                "{argument}: looking for overlapping polygons would test more than {limit} pairs \
+                 whose envelopes meet, the server's budget per call (GDAL_MCP_MAX_OVERLAP_PAIRS), \
+                 at polygon {} of {}, whose envelope alone meets {} others further east; clip \
+                 the layer to the area of interest first (vector_clip with bounds), or raise \
+                 GDAL_MCP_MAX_OVERLAP_PAIRS",
+                n + 1,
+                order.len(),
+                candidates.len()
+            )));
+        }
+        for j in candidates {
+            let (ga, gb) = (polygons[*i].1, polygons[j].1);
             if !(ga.overlaps(gb) || ga.contains(gb) || ga.within(gb)) {
                 continue;
             }
@@ -483,7 +519,7 @@ pub fn overlapping_pairs(
             pairs += 1;
             area += common_area;
             if examples.len() < 10 {
-                examples.push((polygons[*i].0, polygons[*j].0));
+                examples.push((polygons[*i].0, polygons[j].0));
             }
         }
     }
@@ -747,6 +783,70 @@ mod tests {
         );
         let square = Geometry::from_wkt("POLYGON ((0 0, 1 0, 1 1, 0 1, 0 0))").unwrap();
         assert_eq!(invalidity_reason(&square), None);
+    }
+
+    fn square(x: f64, y: f64, side: f64) -> Geometry {
+        Geometry::from_wkt(&format!(
+            "POLYGON (({x} {y}, {} {y}, {} {}, {x} {}, {x} {y}))",
+            x + side,
+            x + side,
+            y + side,
+            y + side
+        ))
+        .unwrap()
+    }
+
+    /// Overlapping pairs known by drawing: n identical unit squares are n(n-1)/2 pairs of area
+    /// 1 each; squares sharing only an edge or a corner overlap nowhere; a square inside
+    /// another is one pair of its own area; squares a column apart (envelopes apart in y) are
+    /// never tested.
+    #[test]
+    fn overlapping_pairs_are_counted_by_their_shared_area() {
+        let planar = |g: &Geometry| Ok(g.area());
+        let cases: [(Vec<Geometry>, u64, f64); 5] = [
+            ((0..5).map(|_| square(0.0, 0.0, 1.0)).collect(), 10, 10.0),
+            (vec![square(0.0, 0.0, 1.0), square(1.0, 0.0, 1.0)], 0, 0.0),
+            (vec![square(0.0, 0.0, 1.0), square(1.0, 1.0, 1.0)], 0, 0.0),
+            (vec![square(0.0, 0.0, 4.0), square(1.0, 1.0, 2.0)], 1, 4.0),
+            (
+                (0..4).map(|k| square(0.0, 3.0 * k as f64, 1.0)).collect(),
+                0,
+                0.0,
+            ),
+        ];
+        for (polygons, pairs, area) in &cases {
+            let listed: Vec<(Option<u64>, &Geometry)> = polygons
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (Some(i as u64), g))
+                .collect();
+            let (got_pairs, got_area, examples) =
+                overlapping_pairs("input", &listed, 1000, planar).unwrap();
+            assert_eq!(got_pairs, *pairs);
+            assert!((got_area - area).abs() < 1e-12, "{got_area} vs {area}");
+            assert_eq!(examples.len() as u64, (*pairs).min(10));
+        }
+    }
+
+    /// The pairs tested are counted before each polygon's, and the polygon that passes the
+    /// limit is named with its own share: 5 stacked squares test 4 + 3 + 2 + 1 pairs, so a
+    /// limit of 8 stops at polygon 3 (4 + 3 + 2 = 9), and 10 lets all through.
+    #[test]
+    fn the_overlap_search_stops_at_its_pair_budget() {
+        let stack: Vec<Geometry> = (0..5).map(|_| square(0.0, 0.0, 1.0)).collect();
+        let listed: Vec<(Option<u64>, &Geometry)> = stack.iter().map(|g| (None, g)).collect();
+        let text = overlapping_pairs("join", &listed, 8, |g| Ok(g.area()))
+            .unwrap_err()
+            .to_string();
+        for part in [
+            "join: looking for overlapping polygons would test more than 8 pairs",
+            "at polygon 3 of 5",
+            "alone meets 2 others",
+            "GDAL_MCP_MAX_OVERLAP_PAIRS",
+        ] {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+        assert!(overlapping_pairs("join", &listed, 10, |g| Ok(g.area())).is_ok());
     }
 
     fn close(got: f64, want: f64, relative: f64) -> bool {

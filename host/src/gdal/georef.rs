@@ -46,12 +46,16 @@ thread_local! {
     static CHOICE: Cell<Option<GeorefSource>> = const { Cell::new(None) };
 }
 
-/// Run `job` with the caller's georeferencing choice in force on this thread.
+/// Run `job` with the caller's georeferencing choice in force on this thread (through the
+/// job guard, [`super::Job`], so the previous choice comes back however `job` ends).
 pub fn with_choice<T>(choice: Option<GeorefSource>, job: impl FnOnce() -> T) -> T {
-    let previous = CHOICE.with(|c| c.replace(choice));
-    let out = job();
-    CHOICE.with(|c| c.set(previous));
-    out
+    let _job = super::Job::new().georef(choice).enter();
+    job()
+}
+
+/// Put `choice` in force on this thread, giving back the one it replaces (for [`super::Job`]).
+pub(super) fn swap_choice(choice: Option<GeorefSource>) -> Option<GeorefSource> {
+    CHOICE.with(|c| c.replace(choice))
 }
 
 /// The choice in force on this thread.

@@ -446,43 +446,42 @@ struct Read {
     has_z: bool,
 }
 
-/// Measure a layer: the facts the `measurement` domain sees, and the figures.
-///
-/// Everything is computed in one pass before the gate, since measuring writes nothing: a
-/// refused call costs the reading, never a file.
-pub fn measure(
+/// What the read phase found: the features to measure, and those it could not.
+struct Reads {
+    reads: Vec<Read>,
+    /// Features without geometry (or with an empty one).
+    empty: u64,
+    invalid: InvalidReport,
+    /// Features with a geometry, checked for validity.
+    checked: u64,
+}
+
+/// The index of the `group_by` field, refused when the layer has no such field.
+fn group_index(
     request: &MeasureRequest,
-    dataset: &gdal::Dataset,
-) -> Result<(MeasurementFacts, MeasureOutput), GdalError> {
-    let _rings = RingsByContainment::start();
-    let mut layer = super::vector::layer("layer", dataset, request.layer.as_deref())?;
-    let layer_name = layer.name();
-    let layer_srs = layer.spatial_ref().ok_or_else(|| {
+    layer: &gdal::vector::Layer,
+    layer_name: &str,
+) -> Result<Option<usize>, GdalError> {
+    let Some(field) = &request.group_by else {
+        return Ok(None);
+    };
+    layer.defn().field_index(field).map(Some).map_err(|_| {
+        let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
         GdalError::Arguments(format!(
-            "input: layer \"{layer_name}\" has no CRS, so its coordinates have no known unit \
-             or ellipsoid; assign the CRS first (vector_reproject with src_crs and the same \
-             dst_crs)"
+            "group_by: layer \"{layer_name}\" has no field \"{field}\"; its fields are {}",
+            names.join(", ")
         ))
-    })?;
-    // A method the call names is checked before any reading.
-    let named = match request.method {
-        Some(method) => Some((
-            method,
-            make_setup(method, request.crs.as_deref(), &layer_srs)?,
-        )),
-        None => None,
-    };
-    let key_index = match &request.group_by {
-        Some(field) => Some(layer.defn().field_index(field).map_err(|_| {
-            let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
-            GdalError::Arguments(format!(
-                "group_by: layer \"{layer_name}\" has no field \"{field}\"; its fields are {}",
-                names.join(", ")
-            ))
-        })?),
-        None => None,
-    };
-    let extent = super::vector::layer_extent(&layer);
+    })
+}
+
+/// Read phase: every feature's geometry, kinds, validity and group key, within the read
+/// budget; invalid ones repaired when asked. Refused when invalid polygons would be measured
+/// as they are.
+fn read_features(
+    request: &MeasureRequest,
+    layer: &mut gdal::vector::Layer,
+    key_index: Option<usize>,
+) -> Result<Reads, GdalError> {
     let capture = ErrorCapture::start();
     let mut reads = Vec::new();
     let mut empty = 0u64;
@@ -573,17 +572,27 @@ pub fn measure(
             }
         )));
     }
+    Ok(Reads {
+        reads,
+        empty,
+        invalid,
+        checked,
+    })
+}
 
-    let mut kinds_present: Vec<Kind> = reads.iter().flat_map(|r| r.kinds.clone()).collect();
-    kinds_present.sort();
-    kinds_present.dedup();
-    // The layer's own figures by default: planar in a projected layer's CRS where its scale
-    // error over the data is within OWN_PLANE_TOLERANCE (what the layer's coordinates, a
-    // cadastre or a desktop GIS give), else geodesic.
+/// The method and its setup: the one the call named, else the layer's own plane where its
+/// scale error over the data is within [`OWN_PLANE_TOLERANCE`] (what the layer's coordinates,
+/// a cadastre or a desktop GIS give), else geodesic; and that own scale error.
+fn choose_method(
+    named: Option<(Method, Setup)>,
+    layer_srs: &SpatialRef,
+    extent: Option<[f64; 4]>,
+    kinds_present: &[Kind],
+) -> Result<(Method, Setup, Option<f64>), GdalError> {
     let own_scale = if layer_srs.is_projected() {
         extent
-            .and_then(|e| transform::lonlat_bounds(&layer_srs, e))
-            .and_then(|ll| scale_error(&layer_srs, ll))
+            .and_then(|e| transform::lonlat_bounds(layer_srs, e))
+            .and_then(|ll| scale_error(layer_srs, ll))
     } else {
         None
     };
@@ -601,29 +610,43 @@ pub fn measure(
                 Some(e) if e <= OWN_PLANE_TOLERANCE => Method::Planar,
                 _ => Method::Geodesic,
             };
-            (method, make_setup(method, None, &layer_srs)?)
+            (method, make_setup(method, None, layer_srs)?)
         }
     };
-    let sloping_candidates = request.three_d.is_none()
-        && reads
-            .iter()
-            .any(|r| r.has_z && r.kinds.contains(&Kind::Line));
-    let three_d = request.three_d.unwrap_or(false);
+    Ok((method, setup, own_error))
+}
 
-    // Figures per feature, per group and in total.
+/// What the measuring phase found: the totals, the 3D length of the lines with Z (when 2D
+/// and 3D are candidates), the groups' totals and the features listed.
+struct Measured {
+    total: Figures,
+    length_3d: f64,
+    groups: BTreeMap<Option<String>, Figures>,
+    features: Vec<FeatureMeasure>,
+}
+
+/// Measuring phase: figures per feature, per group and in total.
+fn measure_features(
+    request: &MeasureRequest,
+    setup: &Setup,
+    reads: &[Read],
+    grouped: bool,
+    three_d: bool,
+    sloping_candidates: bool,
+) -> Result<Measured, GdalError> {
     let area_unit = request.area_unit.square_metres();
     let length_unit = request.length_unit.metres();
     let mut total = Figures::default();
     let mut length_3d = 0.0;
     let mut groups: BTreeMap<Option<String>, Figures> = BTreeMap::new();
     let mut features = Vec::new();
-    for read in &reads {
-        let figures = figures_of(&setup, &read.geometry, &read.kinds, three_d)?;
+    for read in reads {
+        let figures = figures_of(setup, &read.geometry, &read.kinds, three_d)?;
         if sloping_candidates && read.has_z && read.kinds.contains(&Kind::Line) {
-            length_3d += figures_of(&setup, &read.geometry, &[Kind::Line], true)?.length;
+            length_3d += figures_of(setup, &read.geometry, &[Kind::Line], true)?.length;
         }
         total.add(&figures);
-        if key_index.is_some() {
+        if grouped {
             groups.entry(read.key.clone()).or_default().add(&figures);
         }
         if request.list_features && features.len() < MAX_LISTED_FEATURES {
@@ -650,75 +673,94 @@ pub fn measure(
             });
         }
     }
+    Ok(Measured {
+        total,
+        length_3d,
+        groups,
+        features,
+    })
+}
 
-    // Overlaps among the polygons (repaired ones included; invalid ones left unrepaired are
-    // skipped, since GEOS cannot intersect them).
-    let polygons: Vec<&Read> = reads
-        .iter()
-        .filter(|r| r.kinds.contains(&Kind::Polygon) && (r.valid || r.repaired))
-        .collect();
-    let overlaps = if polygons.is_empty() || polygons.len() > MAX_OVERLAP_POLYGONS {
-        None
-    } else {
-        Some(find_overlaps(&setup, &polygons)?)
-    };
-
-    // Z: when the lines carry Z and the call did not choose, 2D and 3D must agree.
-    if sloping_candidates {
-        // `total.length` is 2D here; `length_3d` covers the lines with Z, the rest are flat.
-        let flat_rest = total.length
-            - reads
-                .iter()
-                .filter(|r| r.has_z && r.kinds.contains(&Kind::Line))
-                .map(|r| figures_of(&setup, &r.geometry, &[Kind::Line], false).map(|f| f.length))
-                .sum::<Result<f64, GdalError>>()?;
-        let (two, three) = (total.length, flat_rest + length_3d);
-        if !agree(two, three) {
-            let unit = request.length_unit;
-            return Err(GdalError::Conflict {
-                message: format!(
-                    "the lines carry Z that changes their length: {} {u} in 2D (the horizontal \
-                     projection, a map distance) against {} {u} in 3D (along the slope, for a \
-                     cable, a pipe or a trail), {:.4} % apart. Retry with z: false for the 2D \
-                     length or z: true for the 3D one",
-                    two / unit.metres(),
-                    three / unit.metres(),
-                    (three / two - 1.0) * 100.0,
-                    u = unit.symbol()
-                ),
-                parameter: "z".to_string(),
-                candidates: serde_json::json!([
-                    {"z": false, "length": two / unit.metres(), "unit": unit.symbol()},
-                    {"z": true, "length": three / unit.metres(), "unit": unit.symbol()},
-                ]),
-            });
-        }
+/// Z: when the lines carry Z and the call did not choose, their 2D and 3D lengths must agree;
+/// refused with both otherwise.
+fn check_z(
+    request: &MeasureRequest,
+    setup: &Setup,
+    reads: &[Read],
+    measured: &Measured,
+) -> Result<(), GdalError> {
+    // `total.length` is 2D here; `length_3d` covers the lines with Z, the rest are flat.
+    let flat_rest = measured.total.length
+        - reads
+            .iter()
+            .filter(|r| r.has_z && r.kinds.contains(&Kind::Line))
+            .map(|r| figures_of(setup, &r.geometry, &[Kind::Line], false).map(|f| f.length))
+            .sum::<Result<f64, GdalError>>()?;
+    let (two, three) = (measured.total.length, flat_rest + measured.length_3d);
+    if agree(two, three) {
+        return Ok(());
     }
+    let unit = request.length_unit;
+    Err(GdalError::Conflict {
+        message: format!(
+            "the lines carry Z that changes their length: {} {u} in 2D (the horizontal \
+             projection, a map distance) against {} {u} in 3D (along the slope, for a \
+             cable, a pipe or a trail), {:.4} % apart. Retry with z: false for the 2D \
+             length or z: true for the 3D one",
+            two / unit.metres(),
+            three / unit.metres(),
+            (three / two - 1.0) * 100.0,
+            u = unit.symbol()
+        ),
+        parameter: "z".to_string(),
+        candidates: serde_json::json!([
+            {"z": false, "length": two / unit.metres(), "unit": unit.symbol()},
+            {"z": true, "length": three / unit.metres(), "unit": unit.symbol()},
+        ]),
+    })
+}
 
-    // Overlaps: the sum and the union are the candidates for an area total; they must agree
-    // unless the call chose how overlaps count.
-    let mut dissolved = None;
-    let mut dissolved_groups: BTreeMap<Option<String>, f64> = BTreeMap::new();
-    let overlapping = overlaps.as_ref().is_some_and(|o| o.pairs > 0);
-    let mut counted = None;
-    if overlapping || request.overlaps == Some(Overlaps::CountOnce) {
-        let union = union_area(&setup, polygons.iter().map(|r| &r.geometry))?;
-        dissolved = Some(union);
-        if request.overlaps.is_none() && !agree(total.area, union) {
-            let (a, u) = (
-                request.area_unit.square_metres(),
-                request.area_unit.symbol(),
-            );
-            let o = overlaps.as_ref();
-            return Err(GdalError::Conflict {
-                message: format!(
-                    "{} pairs of polygons overlap (e.g. features {}), so the area total has two \
-                     answers: {} {u} with the shared ground counted once (the union, the ground \
-                     covered) or {} {u} with every feature's area counted (shared ground as often \
-                     as it is covered, e.g. a sum of claims). Retry with overlaps: \"count_once\" \
-                     or overlaps: \"count_each\"",
-                    o.map_or(0, |o| o.pairs),
-                    o.map(|o| {
+/// How overlaps entered the totals: the union's area (when computed), the groups' unions
+/// (`count_once` with `group_by`), and how they were counted (`null` when none overlap).
+#[derive(Default)]
+struct Counted {
+    dissolved: Option<f64>,
+    dissolved_groups: BTreeMap<Option<String>, f64>,
+    counted: Option<Overlaps>,
+}
+
+/// Overlaps: the sum and the union are the candidates for an area total; they must agree
+/// unless the call chose how overlaps count (refused with both otherwise).
+fn count_overlaps(
+    request: &MeasureRequest,
+    setup: &Setup,
+    polygons: &[&Read],
+    overlaps: Option<&OverlapReport>,
+    sum_area: f64,
+    grouped: bool,
+) -> Result<Counted, GdalError> {
+    let mut out = Counted::default();
+    let overlapping = overlaps.is_some_and(|o| o.pairs > 0);
+    if !(overlapping || request.overlaps == Some(Overlaps::CountOnce)) {
+        return Ok(out);
+    }
+    let union = union_area(setup, polygons.iter().map(|r| &r.geometry))?;
+    out.dissolved = Some(union);
+    if request.overlaps.is_none() && !agree(sum_area, union) {
+        let (a, u) = (
+            request.area_unit.square_metres(),
+            request.area_unit.symbol(),
+        );
+        return Err(GdalError::Conflict {
+            message: format!(
+                "{} pairs of polygons overlap (e.g. features {}), so the area total has two \
+                 answers: {} {u} with the shared ground counted once (the union, the ground \
+                 covered) or {} {u} with every feature's area counted (shared ground as often \
+                 as it is covered, e.g. a sum of claims). Retry with overlaps: \"count_once\" \
+                 or overlaps: \"count_each\"",
+                overlaps.map_or(0, |o| o.pairs),
+                overlaps
+                    .map(|o| {
                         o.examples
                             .iter()
                             .take(3)
@@ -727,56 +769,43 @@ pub fn measure(
                             .join(", ")
                     })
                     .unwrap_or_default(),
-                    union / a,
-                    total.area / a,
-                ),
-                parameter: "overlaps".to_string(),
-                candidates: serde_json::json!([
-                    {"overlaps": "count_once", "area": union / a, "unit": u},
-                    {"overlaps": "count_each", "area": total.area / a, "unit": u},
-                ]),
-            });
+                union / a,
+                sum_area / a,
+            ),
+            parameter: "overlaps".to_string(),
+            candidates: serde_json::json!([
+                {"overlaps": "count_once", "area": union / a, "unit": u},
+                {"overlaps": "count_each", "area": sum_area / a, "unit": u},
+            ]),
+        });
+    }
+    if overlapping {
+        out.counted = Some(request.overlaps.unwrap_or(Overlaps::CountEach));
+    }
+    if request.overlaps == Some(Overlaps::CountOnce) && grouped {
+        let mut by_key: BTreeMap<Option<String>, Vec<&Geometry>> = BTreeMap::new();
+        for read in polygons {
+            by_key
+                .entry(read.key.clone())
+                .or_default()
+                .push(&read.geometry);
         }
-        if overlapping {
-            counted = Some(request.overlaps.unwrap_or(Overlaps::CountEach));
-        }
-        if request.overlaps == Some(Overlaps::CountOnce) && key_index.is_some() {
-            let mut by_key: BTreeMap<Option<String>, Vec<&Geometry>> = BTreeMap::new();
-            for read in &polygons {
-                by_key
-                    .entry(read.key.clone())
-                    .or_default()
-                    .push(&read.geometry);
-            }
-            for (key, members) in by_key {
-                dissolved_groups.insert(key, union_area(&setup, members.into_iter())?);
-            }
+        for (key, members) in by_key {
+            out.dissolved_groups
+                .insert(key, union_area(setup, members.into_iter())?);
         }
     }
-    let once = request.overlaps == Some(Overlaps::CountOnce);
-    let sum_area = total.area;
+    Ok(out)
+}
 
-    // Areas are totalled as chosen: the union when overlaps count once, else the sum.
-    let totals_of = |f: &Figures, union: Option<f64>| Totals {
-        polygons: (f.polygons > 0).then(|| PolygonTotals {
-            count: f.polygons,
-            area: union.filter(|_| once).unwrap_or(f.area) / area_unit,
-            perimeter: f.perimeter / length_unit,
-        }),
-        lines: (f.lines > 0).then(|| LineTotals {
-            count: f.lines,
-            length: f.length / length_unit,
-        }),
-        points: (f.points > 0).then_some(PointTotals { count: f.points }),
-    };
-
-    let scale = match (&setup.planar, extent) {
-        (Some(planar), Some(extent)) => {
-            transform::lonlat_bounds(&layer_srs, extent).and_then(|ll| scale_error(planar, ll))
-        }
-        _ => None,
-    };
-    let crs_facts = setup.planar.as_ref().map(super::facts::crs_facts);
+/// The notes on how the figures were made: method, CRS and its scale error, 3D, repairs.
+fn measure_notes(
+    request: &MeasureRequest,
+    setup: &Setup,
+    scale: Option<super::geometry::ScaleError>,
+    three_d_lines: bool,
+    invalid: &InvalidReport,
+) -> Vec<String> {
     let mut notes = Vec::new();
     match (&setup.planar, &setup.ellipsoid) {
         (Some(planar), _) => {
@@ -808,7 +837,7 @@ pub fn measure(
         )),
         _ => {}
     }
-    if three_d && reads.iter().any(|r| r.has_z) {
+    if three_d_lines {
         notes.push(
             "line lengths are 3D: each segment's Z difference is taken in metres".to_string(),
         );
@@ -828,70 +857,220 @@ pub fn measure(
             )
         });
     }
+    notes
+}
 
-    // The other figure, so neither is hidden.
+/// The same totals by the method not chosen (planar in the layer's CRS, or geodesic), and the
+/// ratios of the chosen figures to them; `None` for a geographic layer measured geodesically.
+#[allow(clippy::too_many_arguments)]
+fn other_figures(
+    request: &MeasureRequest,
+    method: Method,
+    layer_srs: &SpatialRef,
+    reads: &[Read],
+    polygons: &[&Read],
+    three_d: bool,
+    chosen_area: f64,
+    chosen_length: f64,
+) -> Result<Option<OtherFigures>, GdalError> {
     let other_method = match method {
         Method::Planar => Some(Method::Geodesic),
         Method::Geodesic if layer_srs.is_projected() => Some(Method::Planar),
         Method::Geodesic => None,
     };
-    let other =
-        match other_method.and_then(|m| make_setup(m, None, &layer_srs).ok().map(|s| (m, s))) {
-            Some((m, other_setup)) => {
-                let mut sum = Figures::default();
-                for read in &reads {
-                    sum.add(&figures_of(
-                        &other_setup,
-                        &read.geometry,
-                        &read.kinds,
-                        three_d,
-                    )?);
-                }
-                if once && !polygons.is_empty() {
-                    sum.area = union_area(&other_setup, polygons.iter().map(|r| &r.geometry))?;
-                }
-                let chosen_area = if once {
-                    dissolved.unwrap_or(sum_area)
-                } else {
-                    sum_area
-                };
-                let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
-                Some(OtherFigures {
-                    method: m,
-                    area: (sum.polygons > 0).then_some(sum.area / area_unit),
-                    perimeter: (sum.polygons > 0).then_some(sum.perimeter / length_unit),
-                    length: (sum.lines > 0).then_some(sum.length / length_unit),
-                    area_ratio: if sum.polygons > 0 {
-                        ratio(chosen_area, sum.area)
-                    } else {
-                        None
-                    },
-                    length_ratio: if sum.lines > 0 {
-                        ratio(total.length, sum.length)
-                    } else {
-                        None
-                    },
-                })
-            }
-            None => None,
-        };
+    let Some((m, other_setup)) =
+        other_method.and_then(|m| make_setup(m, None, layer_srs).ok().map(|s| (m, s)))
+    else {
+        return Ok(None);
+    };
+    let once = request.overlaps == Some(Overlaps::CountOnce);
+    let (area_unit, length_unit) = (
+        request.area_unit.square_metres(),
+        request.length_unit.metres(),
+    );
+    let mut sum = Figures::default();
+    for read in reads {
+        sum.add(&figures_of(
+            &other_setup,
+            &read.geometry,
+            &read.kinds,
+            three_d,
+        )?);
+    }
+    if once && !polygons.is_empty() {
+        sum.area = union_area(&other_setup, polygons.iter().map(|r| &r.geometry))?;
+    }
+    let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
+    Ok(Some(OtherFigures {
+        method: m,
+        area: (sum.polygons > 0).then_some(sum.area / area_unit),
+        perimeter: (sum.polygons > 0).then_some(sum.perimeter / length_unit),
+        length: (sum.lines > 0).then_some(sum.length / length_unit),
+        area_ratio: if sum.polygons > 0 {
+            ratio(chosen_area, sum.area)
+        } else {
+            None
+        },
+        length_ratio: if sum.lines > 0 {
+            ratio(chosen_length, sum.length)
+        } else {
+            None
+        },
+    }))
+}
+
+/// The note on a method the call left to the host: why it is the default.
+fn default_method_note(method: Method, own_error: Option<f64>) -> String {
+    match (method, own_error) {
+        (Method::Planar, Some(e)) => format!(
+            "planar by default: the layer's own CRS distorts the data by at most {:.3} % \
+             (within {} %), so its own coordinates are measured, as a GIS reports them; \
+             `other` holds the geodesic figures",
+            e * 100.0,
+            OWN_PLANE_TOLERANCE * 100.0
+        ),
+        (_, Some(e)) => format!(
+            "geodesic by default: the layer's own CRS distorts the data by up to {:.3} % \
+             (more than {} %); `other` holds its planar figures",
+            e * 100.0,
+            OWN_PLANE_TOLERANCE * 100.0
+        ),
+        _ => "geodesic by default: the layer is geographic".to_string(),
+    }
+}
+
+/// Measure a layer: the facts the `measurement` domain sees, and the figures.
+///
+/// Everything is computed in one pass before the gate, since measuring writes nothing: a
+/// refused call costs the reading, never a file. The phases: read (with validity), choose the
+/// method, measure, check Z and overlaps, report.
+pub fn measure(
+    request: &MeasureRequest,
+    dataset: &gdal::Dataset,
+) -> Result<(MeasurementFacts, MeasureOutput), GdalError> {
+    let _rings = RingsByContainment::start();
+    let mut layer = super::vector::layer("layer", dataset, request.layer.as_deref())?;
+    let layer_name = layer.name();
+    let layer_srs = layer.spatial_ref().ok_or_else(|| {
+        GdalError::Arguments(format!(
+            "input: layer \"{layer_name}\" has no CRS, so its coordinates have no known unit \
+             or ellipsoid; assign the CRS first (vector_reproject with src_crs and the same \
+             dst_crs)"
+        ))
+    })?;
+    // A method the call names is checked before any reading.
+    let named = match request.method {
+        Some(method) => Some((
+            method,
+            make_setup(method, request.crs.as_deref(), &layer_srs)?,
+        )),
+        None => None,
+    };
+    let key_index = group_index(request, &layer, &layer_name)?;
+    let grouped = key_index.is_some();
+    let extent = super::vector::layer_extent(&layer);
+    let Reads {
+        reads,
+        empty,
+        invalid,
+        checked,
+    } = read_features(request, &mut layer, key_index)?;
+
+    let mut kinds_present: Vec<Kind> = reads.iter().flat_map(|r| r.kinds.clone()).collect();
+    kinds_present.sort();
+    kinds_present.dedup();
+    let (method, setup, own_error) = choose_method(named, &layer_srs, extent, &kinds_present)?;
+    let sloping_candidates = request.three_d.is_none()
+        && reads
+            .iter()
+            .any(|r| r.has_z && r.kinds.contains(&Kind::Line));
+    let three_d = request.three_d.unwrap_or(false);
+    let measured = measure_features(
+        request,
+        &setup,
+        &reads,
+        grouped,
+        three_d,
+        sloping_candidates,
+    )?;
+
+    // Overlaps among the polygons (repaired ones included; invalid ones left unrepaired are
+    // skipped, since GEOS cannot intersect them).
+    let polygons: Vec<&Read> = reads
+        .iter()
+        .filter(|r| r.kinds.contains(&Kind::Polygon) && (r.valid || r.repaired))
+        .collect();
+    let overlaps = if polygons.is_empty() || polygons.len() > MAX_OVERLAP_POLYGONS {
+        None
+    } else {
+        Some(find_overlaps(&setup, &polygons)?)
+    };
+    if sloping_candidates {
+        check_z(request, &setup, &reads, &measured)?;
+    }
+    let sum_area = measured.total.area;
+    let Counted {
+        dissolved,
+        dissolved_groups,
+        counted,
+    } = count_overlaps(
+        request,
+        &setup,
+        &polygons,
+        overlaps.as_ref(),
+        sum_area,
+        grouped,
+    )?;
+    let once = request.overlaps == Some(Overlaps::CountOnce);
+    let (area_unit, length_unit) = (
+        request.area_unit.square_metres(),
+        request.length_unit.metres(),
+    );
+    // Areas are totalled as chosen: the union when overlaps count once, else the sum.
+    let totals_of = |f: &Figures, union: Option<f64>| Totals {
+        polygons: (f.polygons > 0).then(|| PolygonTotals {
+            count: f.polygons,
+            area: union.filter(|_| once).unwrap_or(f.area) / area_unit,
+            perimeter: f.perimeter / length_unit,
+        }),
+        lines: (f.lines > 0).then(|| LineTotals {
+            count: f.lines,
+            length: f.length / length_unit,
+        }),
+        points: (f.points > 0).then_some(PointTotals { count: f.points }),
+    };
+
+    let scale = match (&setup.planar, extent) {
+        (Some(planar), Some(extent)) => {
+            transform::lonlat_bounds(&layer_srs, extent).and_then(|ll| scale_error(planar, ll))
+        }
+        _ => None,
+    };
+    let crs_facts = setup.planar.as_ref().map(super::facts::crs_facts);
+    let mut notes = measure_notes(
+        request,
+        &setup,
+        scale,
+        three_d && reads.iter().any(|r| r.has_z),
+        &invalid,
+    );
+    let chosen_area = if once {
+        dissolved.unwrap_or(sum_area)
+    } else {
+        sum_area
+    };
+    let other = other_figures(
+        request,
+        method,
+        &layer_srs,
+        &reads,
+        &polygons,
+        three_d,
+        chosen_area,
+        measured.total.length,
+    )?;
     if request.method.is_none() {
-        notes.push(match (method, own_error) {
-            (Method::Planar, Some(e)) => format!(
-                "planar by default: the layer's own CRS distorts the data by at most {:.3} % \
-                 (within {} %), so its own coordinates are measured, as a GIS reports them; \
-                 `other` holds the geodesic figures",
-                e * 100.0,
-                OWN_PLANE_TOLERANCE * 100.0
-            ),
-            (_, Some(e)) => format!(
-                "geodesic by default: the layer's own CRS distorts the data by up to {:.3} % \
-                 (more than {} %); `other` holds its planar figures",
-                e * 100.0,
-                OWN_PLANE_TOLERANCE * 100.0
-            ),
-            _ => "geodesic by default: the layer is geographic".to_string(),
-        });
+        notes.push(default_method_note(method, own_error));
     }
 
     let facts = MeasurementFacts {
@@ -928,7 +1107,7 @@ pub fn measure(
             area: request.area_unit.symbol(),
             length: request.length_unit.symbol(),
         },
-        totals: totals_of(&total, dissolved),
+        totals: totals_of(&measured.total, dissolved),
         invalid,
         overlaps: overlaps.map(|o| OverlapReport {
             area: o.area / area_unit,
@@ -938,15 +1117,16 @@ pub fn measure(
             ..o
         }),
         empty,
-        groups: groups
+        groups: measured
+            .groups
             .iter()
             .map(|(key, figures)| GroupMeasure {
                 key: key.clone(),
                 totals: totals_of(figures, dissolved_groups.get(key).copied()),
             })
             .collect(),
-        features_truncated: request.list_features && reads.len() > features.len(),
-        features,
+        features_truncated: request.list_features && reads.len() > measured.features.len(),
+        features: measured.features,
         notes,
     };
     Ok((facts, output))
@@ -986,7 +1166,8 @@ fn union_area<'a>(
 fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, GdalError> {
     let listed: Vec<(Option<u64>, &Geometry)> =
         polygons.iter().map(|r| (r.fid, &r.geometry)).collect();
-    let (pairs, area, examples) = overlapping_pairs(&listed, |common| {
+    let limit = super::geometry::max_overlap_pairs();
+    let (pairs, area, examples) = overlapping_pairs("input", &listed, limit, |common| {
         Ok(figures_of(setup, common, &[Kind::Polygon], false)?.area)
     })?;
     Ok(OverlapReport {
@@ -1022,6 +1203,139 @@ mod tests {
         for (a, b, want) in cases {
             assert_eq!(agree(a, b), want, "{a} vs {b}");
             assert_eq!(agree(b, a), want, "{b} vs {a}");
+        }
+    }
+
+    /// Every unit is its exact definition in metres: the international foot is 0.3048 m, the
+    /// mile 5280 ft, the acre 43,560 ft², a hectare 100 m squared; each area unit but the
+    /// acre is its length unit squared. The published names are the symbols the results use.
+    #[test]
+    fn units_convert_by_their_definitions() {
+        let foot = 0.3048;
+        let lengths = [
+            (LengthUnit::Metre, 1.0, "m"),
+            (LengthUnit::Kilometre, 1000.0, "km"),
+            (LengthUnit::Foot, foot, "ft"),
+            (LengthUnit::Mile, 5280.0 * foot, "mi"),
+        ];
+        for (unit, metres, symbol) in lengths {
+            assert!((unit.metres() - metres).abs() <= 1e-15 * metres, "{symbol}");
+            assert_eq!(unit.symbol(), symbol);
+            assert_eq!(serde_json::to_value(unit).unwrap(), symbol);
+        }
+        let areas = [
+            (AreaUnit::SquareMetre, 1.0, "m2"),
+            (AreaUnit::Hectare, 100.0 * 100.0, "ha"),
+            (AreaUnit::SquareKilometre, 1000.0 * 1000.0, "km2"),
+            (AreaUnit::SquareFoot, foot * foot, "ft2"),
+            (AreaUnit::Acre, 43_560.0 * foot * foot, "acre"),
+            (
+                AreaUnit::SquareMile,
+                (5280.0 * foot) * (5280.0 * foot),
+                "mi2",
+            ),
+        ];
+        for (unit, square_metres, symbol) in areas {
+            assert!(
+                (unit.square_metres() - square_metres).abs() <= 1e-15 * square_metres,
+                "{symbol}: {} vs {square_metres}",
+                unit.square_metres()
+            );
+            assert_eq!(unit.symbol(), symbol);
+            assert_eq!(serde_json::to_value(unit).unwrap(), symbol);
+        }
+    }
+
+    /// The note on a default method says which one and why: the layer's own plane within
+    /// 1 %, geodesic beyond it, geodesic for a geographic layer.
+    #[test]
+    fn default_method_notes_give_the_reason() {
+        let cases = [
+            (
+                Method::Planar,
+                Some(0.004),
+                "planar by default",
+                "at most 0.400 %",
+            ),
+            (
+                Method::Geodesic,
+                Some(0.25),
+                "geodesic by default",
+                "up to 25.000 %",
+            ),
+            (
+                Method::Geodesic,
+                None,
+                "geodesic by default",
+                "the layer is geographic",
+            ),
+        ];
+        for (method, error, start, reason) in cases {
+            let note = default_method_note(method, error);
+            assert!(note.starts_with(start) && note.contains(reason), "{note}");
+        }
+    }
+
+    /// Z: 2D and 3D candidates that agree pass; a sloping line (3-4-5: 3 m across, 5 m along)
+    /// is refused with both lengths in the unit asked.
+    #[test]
+    fn z_is_a_question_only_when_it_changes_a_length() {
+        let srs = epsg(32633);
+        let setup = make_setup(Method::Planar, None, &srs).unwrap();
+        let request = |unit| MeasureRequest {
+            input: PathBuf::new(),
+            layer: None,
+            method: Some(Method::Planar),
+            crs: None,
+            area_unit: AreaUnit::SquareMetre,
+            length_unit: unit,
+            group_by: None,
+            make_valid: false,
+            overlaps: None,
+            three_d: None,
+            list_features: false,
+        };
+        let read = |wkt: &str| Read {
+            fid: Some(0),
+            key: None,
+            geometry: Geometry::from_wkt(wkt).unwrap(),
+            kinds: vec![Kind::Line],
+            valid: true,
+            repaired: false,
+            has_z: true,
+        };
+        let cases = [
+            ("LINESTRING Z (500000 0 7, 500003 0 7)", true, 3.0),
+            ("LINESTRING Z (500000 0 0, 500003 0 4)", false, 5.0),
+        ];
+        for (wkt, agrees, three) in cases {
+            let reads = [read(wkt)];
+            let measured = measure_features(
+                &request(LengthUnit::Metre),
+                &setup,
+                &reads,
+                false,
+                false,
+                true,
+            )
+            .unwrap();
+            assert!((measured.total.length - 3.0).abs() < 1e-9, "{wkt}");
+            assert!((measured.length_3d - three).abs() < 1e-9, "{wkt}");
+            let checked = check_z(&request(LengthUnit::Foot), &setup, &reads, &measured);
+            match checked {
+                Ok(()) => assert!(agrees, "{wkt}"),
+                Err(GdalError::Conflict {
+                    parameter,
+                    candidates,
+                    ..
+                }) => {
+                    assert!(!agrees, "{wkt}");
+                    assert_eq!(parameter, "z");
+                    let feet = candidates[1]["length"].as_f64().unwrap();
+                    assert!((feet - 5.0 / 0.3048).abs() < 1e-9, "{candidates}");
+                }
+                Err(other) => panic!("{wkt}: {other}"),
+            }
         }
     }
 

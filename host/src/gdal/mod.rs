@@ -139,10 +139,105 @@ thread_local! {
 /// Run `job` with `progress` receiving GDAL's progress on this thread; when it answers
 /// `false` (the client cancelled), GDAL stops the running program and nothing is committed.
 pub fn with_progress<T>(progress: impl Fn(f64) -> bool + 'static, job: impl FnOnce() -> T) -> T {
-    PROGRESS.with(|p| *p.borrow_mut() = Some(Box::new(progress)));
-    let out = job();
-    PROGRESS.with(|p| *p.borrow_mut() = None);
-    out
+    let _job = Job::new().progress(progress).enter();
+    job()
+}
+
+fn swap_progress(progress: Option<ProgressSink>) -> Option<ProgressSink> {
+    PROGRESS.with(|p| std::mem::replace(&mut *p.borrow_mut(), progress))
+}
+
+/// The thread-local settings of a job on a GDAL worker, which no runner's signature shows:
+/// the job's deadline watch ([`deadline`]), the caller's georeferencing choice ([`georef`]),
+/// its progress sink, its write rules ([`output`]), and the folders it pinned ([`policy`]).
+/// [`Job::enter`] puts the ones named in force and returns the [`JobGuard`] that gives each
+/// back its previous value (and releases the pins, when asked) on drop: an early return, an
+/// error or a cancelled job leaves nothing to the next job on that worker.
+#[derive(Default)]
+#[must_use = "nothing is in force until the job is entered"]
+pub struct Job {
+    watch: Option<Option<std::sync::Arc<deadline::Watch>>>,
+    georef: Option<Option<georef::GeorefSource>>,
+    progress: Option<Option<ProgressSink>>,
+    rules: Option<Option<output::WriteRules>>,
+    release_pins: bool,
+}
+
+impl Job {
+    /// A job that changes nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The deadline watch of the job (the worker's).
+    pub fn watch(mut self, watch: std::sync::Arc<deadline::Watch>) -> Self {
+        self.watch = Some(Some(watch));
+        self
+    }
+
+    /// The caller's georeferencing choice.
+    pub fn georef(mut self, choice: Option<georef::GeorefSource>) -> Self {
+        self.georef = Some(choice);
+        self
+    }
+
+    /// The sink of GDAL's progress (and of the host loops' cancellation checks).
+    pub fn progress(mut self, progress: impl Fn(f64) -> bool + 'static) -> Self {
+        self.progress = Some(Some(Box::new(progress)));
+        self
+    }
+
+    /// The write rules every commit checks.
+    pub fn rules(mut self, rules: output::WriteRules) -> Self {
+        self.rules = Some(Some(rules));
+        self
+    }
+
+    /// Release the folders pinned during the job when it ends (the worker's outermost job).
+    pub fn releasing_pins(mut self) -> Self {
+        self.release_pins = true;
+        self
+    }
+
+    /// Put the settings in force on this thread until the guard is dropped.
+    pub fn enter(self) -> JobGuard {
+        JobGuard {
+            previous: Job {
+                watch: self.watch.map(deadline::swap_watch),
+                georef: self.georef.map(georef::swap_choice),
+                progress: self.progress.map(swap_progress),
+                rules: self.rules.map(output::swap_rules),
+                release_pins: self.release_pins,
+            },
+        }
+    }
+}
+
+/// The settings a [`Job`] replaced, given back on drop (in the reverse order of entry).
+#[must_use = "the job's settings end as soon as the guard is dropped"]
+pub struct JobGuard {
+    previous: Job,
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        let previous = std::mem::take(&mut self.previous);
+        if previous.release_pins {
+            policy::release_pins();
+        }
+        if let Some(rules) = previous.rules {
+            output::swap_rules(rules);
+        }
+        if let Some(progress) = previous.progress {
+            swap_progress(progress);
+        }
+        if let Some(choice) = previous.georef {
+            georef::swap_choice(choice);
+        }
+        if let Some(watch) = previous.watch {
+            deadline::swap_watch(watch);
+        }
+    }
 }
 
 /// Report `fraction` done to this thread's progress sink; `false` means the client cancelled
@@ -324,4 +419,46 @@ impl CArgv {
 /// A `CString`, refusing interior NUL bytes with a clear message.
 pub fn cstring(text: &str) -> Result<CString, GdalError> {
     CString::new(text).map_err(|_| GdalError::Arguments(format!("\"{text}\" contains a NUL byte")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::georef::{choice, GeorefSource};
+    use super::*;
+
+    /// Regression (issue 19, the thread-local settings no signature shows): a job that returns
+    /// an error early through `?` gives every setting back, so the next job on the worker
+    /// starts clean; a nested job gives back the outer one's values, not nothing.
+    #[test]
+    fn a_job_that_fails_early_leaves_no_setting_behind() {
+        fn failing(inner: bool) -> Result<(), String> {
+            let _job = Job::new()
+                .georef(Some(GeorefSource::WorldFile))
+                .progress(|_| false)
+                .rules(output::WriteRules::for_call(&[], &[], false, Vec::new()))
+                .enter();
+            assert_eq!(choice(), Some(GeorefSource::WorldFile));
+            assert!(!keep_going(0.5), "the job's sink answers");
+            assert!(output::rules_in_force());
+            if inner {
+                let nested = Job::new().georef(Some(GeorefSource::AuxXml)).enter();
+                assert_eq!(choice(), Some(GeorefSource::AuxXml));
+                drop(nested);
+                assert_eq!(choice(), Some(GeorefSource::WorldFile), "the outer choice");
+            }
+            Err("the job failed".to_string())?;
+            Ok(())
+        }
+        for inner in [false, true] {
+            assert_eq!(choice(), None);
+            assert!(failing(inner).is_err());
+            assert_eq!(choice(), None, "the choice leaked");
+            assert!(keep_going(0.5), "the progress sink leaked");
+            assert!(!output::rules_in_force(), "the write rules leaked");
+        }
+        // The wrappers the runners use go through the same guard.
+        let inside = georef::with_choice(Some(GeorefSource::Internal), choice);
+        assert_eq!(inside, Some(GeorefSource::Internal));
+        assert_eq!(choice(), None);
+    }
 }

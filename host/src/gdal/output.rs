@@ -84,12 +84,21 @@ thread_local! {
     static RULES: RefCell<Option<WriteRules>> = const { RefCell::new(None) };
 }
 
-/// Run `job` with `rules` in force for every commit on this thread.
+/// Run `job` with `rules` in force for every commit on this thread (through the job guard,
+/// [`super::Job`], so the rules are gone however `job` ends).
 pub fn with_rules<T>(rules: WriteRules, job: impl FnOnce() -> T) -> T {
-    RULES.with(|r| *r.borrow_mut() = Some(rules));
-    let out = job();
-    RULES.with(|r| *r.borrow_mut() = None);
-    out
+    let _job = super::Job::new().rules(rules).enter();
+    job()
+}
+
+/// Put `rules` in force on this thread, giving back those they replace (for [`super::Job`]).
+pub(super) fn swap_rules(rules: Option<WriteRules>) -> Option<WriteRules> {
+    RULES.with(|r| std::mem::replace(&mut *r.borrow_mut(), rules))
+}
+
+/// Whether write rules are in force on this thread.
+pub fn rules_in_force() -> bool {
+    RULES.with(|r| r.borrow().is_some())
 }
 
 /// Refuse moving a staged file to `dest` (reached through `dest_io`, the pinned folder) if it

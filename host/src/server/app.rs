@@ -352,7 +352,10 @@ where
     let watch = Arc::new(deadline::Watch::default());
     let on_worker = watch.clone();
     let mut worker = tokio::task::spawn_blocking(move || {
-        deadline::watch_this_thread(Some(on_worker.clone()));
+        let job_settings = crate::gdal::Job::new()
+            .watch(on_worker.clone())
+            .releasing_pins()
+            .enter();
         crate::gdal::init();
         let mut out = job();
         // A read-only answer is withheld when a file it read changed under it (GDAL reads a
@@ -362,8 +365,8 @@ where
                 out = Err(ToolError::Gdal(e));
             }
         }
-        crate::gdal::policy::release_pins();
-        deadline::watch_this_thread(None);
+        // The pins are released and the watch detached here, before the slot is settled.
+        drop(job_settings);
         if on_worker.finish() {
             // Set aside: its replacement already holds a slot of its own.
             permit.forget();

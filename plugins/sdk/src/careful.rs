@@ -939,30 +939,38 @@ pub fn numbers(text: &str) -> Vec<f64> {
             i += 1;
             continue;
         }
-        let mut number = String::new();
-        while i < chars.len() {
-            let c = chars[i];
-            if c.is_ascii_digit() {
-                number.push(c);
-                i += 1;
-            } else if (c == '.' || c == ',') && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
-                let run = chars[i + 1..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit())
-                    .count();
-                if !(c == ',' && run == 3) {
-                    number.push('.');
-                }
-                i += 1;
-            } else {
-                break;
-            }
-        }
-        if let Ok(value) = number.parse::<f64>() {
+        if let Ok(value) = read_number(&chars, &mut i).parse::<f64>() {
             found.push(value);
         }
     }
     found
+}
+
+/// The number that starts at `chars[*i]` (a digit), as text `f64` parses, `*i` moved past it:
+/// digits, and a decimal point or comma between digits; a comma before exactly three digits
+/// groups thousands (`2,000`), any other comma is a decimal one (`12,5`). The one scanner of
+/// [`numbers`] and [`quantities`].
+fn read_number(chars: &[char], i: &mut usize) -> String {
+    let mut number = String::new();
+    while *i < chars.len() {
+        let c = chars[*i];
+        if c.is_ascii_digit() {
+            number.push(c);
+            *i += 1;
+        } else if (c == '.' || c == ',') && chars.get(*i + 1).is_some_and(char::is_ascii_digit) {
+            let run = chars[*i + 1..]
+                .iter()
+                .take_while(|c| c.is_ascii_digit())
+                .count();
+            if !(c == ',' && run == 3) {
+                number.push('.');
+            }
+            *i += 1;
+        } else {
+            break;
+        }
+    }
+    number
 }
 
 /// The first number in `unit` written after `marker` in `fact` (an evidence fact the domain
@@ -995,30 +1003,8 @@ pub fn quantities(text: &str, units: &[Unit]) -> Vec<f64> {
             i += 1;
             continue;
         }
-        // Digits, a decimal point or comma between digits; a comma before exactly three
-        // digits groups thousands (`2,000`), any other comma is a decimal one (`12,5`).
         let start = i;
-        let mut number = String::new();
-        while i < chars.len() {
-            let c = chars[i];
-            if c.is_ascii_digit() {
-                number.push(c);
-                i += 1;
-            } else if (c == '.' || c == ',') && chars.get(i + 1).is_some_and(char::is_ascii_digit) {
-                let run = chars[i + 1..]
-                    .iter()
-                    .take_while(|c| c.is_ascii_digit())
-                    .count();
-                if c == ',' && run == 3 {
-                    // thousands
-                } else {
-                    number.push('.');
-                }
-                i += 1;
-            } else {
-                break;
-            }
-        }
+        let number = read_number(&chars, &mut i);
         if start > 0 && chars[start - 1].is_ascii_alphabetic() {
             // Part of a word (`EPSG4326`, `D8`), not a quantity.
             continue;
