@@ -3242,6 +3242,261 @@ async fn a_sample_reserves_the_block_gdal_reads() {
     still_serves(&server).await;
 }
 
+/// A sparse tiled GeoTIFF of 16384 x 8192 Float64 cells in blocks of `block` cells: a few
+/// hundred bytes on disk, whatever the blocks, and 1 GiB per block when one block is the whole.
+fn sparse_tiled(path: &Path, block: [&str; 2]) {
+    let status = std::process::Command::new("gdal_create")
+        .args([
+            "-q", "-of", "GTiff", "-outsize", "16384", "8192", "-bands", "1",
+        ])
+        .args([
+            "-ot",
+            "Float64",
+            "-a_srs",
+            "EPSG:32633",
+            "-a_ullr",
+            "0",
+            "8192",
+            "16384",
+            "0",
+        ])
+        .args(["-co", "TILED=YES", "-co", "SPARSE_OK=TRUE"])
+        .args(["-co", &format!("BLOCKXSIZE={}", block[0])])
+        .args(["-co", &format!("BLOCKYSIZE={}", block[1])])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Regression (issue 21, attack round 4, B3, the rest): `raster_sample` reserved the block
+/// GDAL reads whole, but `raster_info` (its facts sample the values), `raster_stats` and the
+/// tools running GDAL's programs still read the 1 GiB tile of a 400-byte GeoTIFF past the
+/// shared memory budget, and a VRT over it hid the tile behind its own 128 x 128 blocks. Every
+/// read of cells now reserves the blocks (the VRT's sources' included): refused as
+/// `memory_budget`, naming the blocks; the same raster in 256-cell tiles, and a VRT over it,
+/// answer.
+#[tokio::test]
+async fn every_cell_read_reserves_the_blocks_gdal_reads() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (256u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    sparse_tiled(&server.path("bomb.tif"), ["16384", "8192"]);
+    sparse_tiled(&server.path("twin.tif"), ["256", "256"]);
+    for name in ["bomb", "twin"] {
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "VRT"])
+            .arg(server.path(&format!("{name}.tif")))
+            .arg(server.path(&format!("{name}.vrt")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let calls = |name: &str| {
+        vec![
+            ("raster_info", json!({"input": format!("{name}.tif")})),
+            (
+                "raster_info",
+                json!({"input": format!("{name}.tif"), "stats": true}),
+            ),
+            ("raster_info", json!({"input": format!("{name}.vrt")})),
+            (
+                "raster_stats",
+                json!({"input": format!("{name}.tif"), "sample": true}),
+            ),
+            (
+                "raster_stats",
+                json!({"input": format!("{name}.vrt"), "sample": true}),
+            ),
+        ]
+    };
+    for (tool, arguments) in calls("bomb") {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "memory_budget",
+            "{tool} {arguments}: {}",
+            text(&result)
+        );
+        let message = error_message(&result);
+        assert!(
+            message.contains("16384 x 8192") && message.contains("GDAL_MCP_MEMORY_BUDGET_BYTES"),
+            "{tool} {arguments}: {message}"
+        );
+    }
+    // The tools that run GDAL's programs refuse before any output.
+    let convert = server
+        .call(
+            "raster_convert",
+            json!({"input": "bomb.tif", "output": "out.tif"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&convert), "{}", text(&convert));
+    assert_eq!(structured(&convert)["error"]["kind"], "memory_budget");
+    assert!(!server.path("out.tif").exists());
+    for (tool, arguments) in calls("twin") {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(!is_error(&result), "{tool} {arguments}: {}", text(&result));
+    }
+    let stats = server
+        .call("raster_stats", json!({"input": "twin.tif", "sample": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&stats)["bands"][0]["max"],
+        0.0,
+        "{}",
+        text(&stats)
+    );
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        server.path("dem.tif"),
+    )
+    .unwrap();
+    still_serves(&server).await;
+}
+
+/// Regression (issue 21, attack round 4, B7): `raster_sample` took points whose CRS cannot
+/// place them on the raster: a vertical-only CRS (heights), a geocentric or engineering one,
+/// or GeoPackage's "Undefined geographic SRS" (longitudes and latitudes on an unknown datum),
+/// and either failed with PROJ's words or sampled where the unknown datum put them. They are
+/// refused as arguments, naming the CRS and what to give instead; an undefined layer CRS may be
+/// named with `crs`. The clean twins sample the right cells of a raster whose values are
+/// 10 x row + column: an EPSG:4326 point on UTM 33N's central meridian at 36° N (northing
+/// 3,983,948 m: row 5, column 4, value 54) and a projected point at a cell centre (27).
+#[tokio::test]
+async fn raster_sample_refuses_points_its_crs_cannot_place() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // 10 x 10 cells of 10 km in UTM 33N, x from 455,000 m, y from 3,940,000 m to 4,040,000 m.
+    let mut grid =
+        String::from("ncols 10\nnrows 10\nxllcorner 455000\nyllcorner 3940000\ncellsize 10000\n");
+    for row in 0..10 {
+        let line: Vec<String> = (0..10).map(|col| (10 * row + col).to_string()).collect();
+        grid.push_str(&line.join(" "));
+        grid.push('\n');
+    }
+    std::fs::write(server.path("grid.asc"), grid).unwrap();
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-a_srs", "EPSG:32633"])
+        .arg(server.path("grid.asc"))
+        .arg(server.path("grid.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let layer = |name: &str, x: f64, y: f64, srs: &str| {
+        std::fs::write(server.path("p.csv"), format!("id,x,y\n1,{x},{y}\n")).unwrap();
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-f", "GPKG", "-a_srs", srs])
+            .arg(server.path(name))
+            .arg(server.path("p.csv"))
+            .args(["-oo", "X_POSSIBLE_NAMES=x", "-oo", "Y_POSSIBLE_NAMES=y"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}");
+    };
+    layer("vertical.gpkg", 530_000.0, 4_015_000.0, "EPSG:5773");
+    layer("geocentric.gpkg", 530_000.0, 4_015_000.0, "EPSG:4978");
+    layer(
+        "undefined.gpkg",
+        15.0,
+        36.0,
+        "GEOGCS[\"Undefined geographic SRS\",DATUM[\"unknown\",SPHEROID[\"unknown\",6378137,\
+         298.257223563]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]]",
+    );
+    layer("lonlat.gpkg", 15.0, 36.0, "EPSG:4326");
+    layer("utm.gpkg", 530_000.0, 4_015_000.0, "EPSG:32633");
+    let refused = [
+        (
+            json!({"points": "vertical.gpkg"}),
+            "EGM96 height",
+            "vertical only",
+        ),
+        (json!({"points": "geocentric.gpkg"}), "WGS 84", "geocentric"),
+        (
+            json!({"points": "undefined.gpkg"}),
+            "Undefined geographic SRS",
+            "name the CRS of its coordinates with `crs`",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:5773"}),
+            "EPSG:5773",
+            "vertical only",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:4978"}),
+            "EPSG:4978",
+            "geocentric",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]],
+                   "crs": "LOCAL_CS[\"site grid\",UNIT[\"metre\",1]]"}),
+            "site grid",
+            "engineering",
+        ),
+    ];
+    for (mut arguments, names, says) in refused {
+        arguments["input"] = json!("grid.tif");
+        let result = server
+            .call("raster_sample", arguments.clone())
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{arguments}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "invalid_arguments",
+            "{arguments}: {}",
+            text(&result)
+        );
+        let message = error_message(&result);
+        assert!(
+            message.contains(names) && message.contains(says),
+            "{arguments}: {message}"
+        );
+    }
+    let value = |result: &rmcp::model::CallToolResult| {
+        assert!(!is_error(result), "{}", text(result));
+        structured(result)["points"][0]["values"][0]["value"].clone()
+    };
+    for (arguments, expected) in [
+        (json!({"points": "lonlat.gpkg"}), 54.0),
+        (
+            json!({"points": "undefined.gpkg", "crs": "EPSG:4326"}),
+            54.0,
+        ),
+        (
+            json!({"coordinates": [[15.0, 36.0]], "crs": "EPSG:4326"}),
+            54.0,
+        ),
+        (json!({"points": "utm.gpkg"}), 27.0),
+        (json!({"coordinates": [[530_000.0, 4_015_000.0]]}), 27.0),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:32633+5773"}),
+            27.0,
+        ),
+    ] {
+        let mut arguments = arguments;
+        arguments["input"] = json!("grid.tif");
+        let result = server
+            .call("raster_sample", arguments.clone())
+            .await
+            .unwrap();
+        assert_eq!(value(&result), json!(expected), "{arguments}");
+    }
+}
+
 /// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
 /// VRT document when the dataset closes, even one opened read-only with PAM off, so
 /// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming
