@@ -3497,6 +3497,186 @@ async fn raster_sample_refuses_points_its_crs_cannot_place() {
     }
 }
 
+/// Regression (issue 21, attack round 4, B2's hang, and round 5, F1): PROJ opens the grids a
+/// CRS names when an operation is built from it, and the layer's CRS came from carriers the
+/// pre-open scan never read: an upper-case `.PRJ` beside a plain shapefile (the shapefile
+/// driver reads it when there is no `.prj`), an ENVI header's `coordinate system string`, a
+/// GeoJSON `crs` written with a JSON escape (`nad\u0067rids`). With a FIFO as the grid,
+/// `vector_reproject` never answered (the transformation was built outside the open
+/// deadline). Every CRS GDAL parsed from an input is now checked inside the open, whatever
+/// carried it, the sidecars are found in any case, and PROJ's operation building runs under the
+/// deadline: each is refused at once, for a FIFO inside the workspace and outside, and the
+/// server keeps answering. The clean twin: the same `.PRJ` without the grid is read.
+#[tokio::test]
+async fn a_crs_naming_a_fifo_grid_is_refused_whatever_carries_it() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![("GDAL_MCP_OPEN_DEADLINE_SECS".to_string(), "3".to_string())],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let fifos = [
+        outside.path().join("grid.gsb"),
+        server.path("grids/grid.gsb"),
+    ];
+    std::fs::create_dir(server.path("grids")).unwrap();
+    for fifo in &fifos {
+        assert!(std::process::Command::new("mkfifo")
+            .arg(fifo)
+            .status()
+            .unwrap()
+            .success());
+    }
+    std::fs::write(server.path("p.csv"), "id,x,y\n1,10,20\n").unwrap();
+    let shapefile = |stem: &str, prj_name: &str, prj: &str| {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-f", "ESRI Shapefile"])
+            .arg(server.path(&format!("{stem}.shp")))
+            .arg(server.path("p.csv"))
+            .args(["-oo", "X_POSSIBLE_NAMES=x", "-oo", "Y_POSSIBLE_NAMES=y"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::fs::write(server.path(prj_name), prj).unwrap();
+    };
+    let wkt = |grid: &str| {
+        format!(
+            "GEOGCS[\"poisoned\",DATUM[\"WGS_1984\",SPHEROID[\"WGS 84\",6378137,298.257223563]],\
+             PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]{}]",
+            if grid.is_empty() {
+                String::new()
+            } else {
+                format!(",EXTENSION[\"PROJ4\",\"+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs\"]")
+            }
+        )
+    };
+    let mut inputs = Vec::new();
+    for (index, fifo) in fifos.iter().enumerate() {
+        let grid = fifo.display().to_string();
+        // A plain shapefile with an upper-case .PRJ (WKT with a PROJ4 extension).
+        shapefile(
+            &format!("upper{index}"),
+            &format!("upper{index}.PRJ"),
+            &wkt(&grid),
+        );
+        // And with a lower-case .prj holding a PROJ string.
+        shapefile(
+            &format!("lower{index}"),
+            &format!("lower{index}.prj"),
+            &format!("+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs"),
+        );
+        // A GeoJSON whose crs name spells the key with a JSON escape.
+        std::fs::write(
+            server.path(&format!("escaped{index}.geojson")),
+            format!(
+                "{{\"type\":\"FeatureCollection\",\"crs\":{{\"type\":\"name\",\"properties\":\
+                 {{\"name\":\"+proj=longlat +ellps=WGS84 +nad\\u0067rids={grid} +no_defs\"}}}},\
+                 \"features\":[{{\"type\":\"Feature\",\"properties\":{{}},\"geometry\":\
+                 {{\"type\":\"Point\",\"coordinates\":[10,20]}}}}]}}"
+            ),
+        )
+        .unwrap();
+        // An ENVI raster whose header's coordinate system string names the grid.
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "ENVI", "-a_srs", "EPSG:4326"])
+            .args(["-a_ullr", "10", "50", "11", "49"])
+            .arg(server.path("dem.tif"))
+            .arg(server.path(&format!("envi{index}.dat")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let header = std::fs::read_to_string(server.path(&format!("envi{index}.hdr"))).unwrap();
+        let header: String = header
+            .lines()
+            .map(|line| {
+                if line.starts_with("coordinate system string") {
+                    format!("coordinate system string = {{{}}}\n", wkt(&grid))
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        std::fs::write(server.path(&format!("envi{index}.hdr")), header).unwrap();
+        inputs.push(index);
+    }
+    for index in inputs {
+        let calls = [
+            ("vector_info", json!({"input": format!("upper{index}.shp")})),
+            (
+                "vector_reproject",
+                json!({"input": format!("upper{index}.shp"), "output": format!("o{index}.gpkg"),
+                       "dst_crs": "EPSG:3857"}),
+            ),
+            (
+                "vector_measure",
+                json!({"input": format!("upper{index}.shp")}),
+            ),
+            ("vector_info", json!({"input": format!("lower{index}.shp")})),
+            (
+                "vector_info",
+                json!({"input": format!("escaped{index}.geojson")}),
+            ),
+            (
+                "vector_reproject",
+                json!({"input": format!("escaped{index}.geojson"),
+                       "output": format!("e{index}.gpkg"), "dst_crs": "EPSG:3857"}),
+            ),
+            ("raster_info", json!({"input": format!("envi{index}.dat")})),
+            (
+                "raster_reproject",
+                json!({"input": format!("envi{index}.dat"), "output": format!("r{index}.tif"),
+                       "dst_crs": "EPSG:3857", "resampling": "bilinear"}),
+            ),
+        ];
+        for (tool, arguments) in calls {
+            let started = Instant::now();
+            let result = tokio::time::timeout(
+                Duration::from_secs(15),
+                server.call(tool, arguments.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{tool} {arguments} never answered"))
+            .unwrap();
+            assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+            assert!(
+                text(&result).contains("grid or parameter file"),
+                "{tool} {arguments}: {}",
+                text(&result)
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{tool} {arguments}: refused before any open could block, not by the deadline \
+                 ({:?})",
+                started.elapsed()
+            );
+        }
+    }
+    for name in [
+        "o0.gpkg", "o1.gpkg", "e0.gpkg", "e1.gpkg", "r0.tif", "r1.tif",
+    ] {
+        assert!(!server.path(name).exists(), "{name} was written");
+    }
+    // The clean twin: an upper-case .PRJ without the grid is read as the layer's CRS.
+    shapefile("clean", "clean.PRJ", &wkt(""));
+    let clean = server
+        .call("vector_info", json!({"input": "clean.shp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(
+        structured(&clean)["facts"]["crs"]["name"],
+        "poisoned",
+        "{}",
+        text(&clean)
+    );
+    still_serves(&server).await;
+}
+
 /// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
 /// VRT document when the dataset closes, even one opened read-only with PAM off, so
 /// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming

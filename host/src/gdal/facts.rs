@@ -174,6 +174,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     if dataset.raster_count() > 0 {
         let candidates = georef::candidates(path, &dataset);
         let conflicts = georef::conflicts(&candidates);
@@ -235,6 +236,7 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     open.done()?;
     Ok(dataset)
 }

@@ -112,6 +112,7 @@ pub(super) fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         message: capture.failure_text(&e.to_string()),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     open.done()?;
     Ok(dataset)
 }

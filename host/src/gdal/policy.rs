@@ -631,14 +631,25 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
-        for sidecar in [
+        let sidecars = [
             format!("{stem}.prj"),
             format!("{name}.prj"),
             format!("{name}.aux.xml"),
             format!("{stem}.aux.xml"),
             format!("{name}.xml"),
-        ] {
-            carriers.push(parent.join(sidecar));
+            // An ENVI header's `coordinate system string` (attack round 5, F1).
+            format!("{stem}.hdr"),
+            format!("{name}.hdr"),
+        ]
+        .map(|s| s.to_lowercase());
+        // Drivers look for sidecars in either case (the shapefile driver reads `x.PRJ` when
+        // there is no `x.prj`: regression, issue 21 attack round 4, B2's hang).
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
+                if sidecars.contains(&entry.file_name().to_string_lossy().to_lowercase()) {
+                    carriers.push(entry.path());
+                }
+            }
         }
     }
     for carrier in carriers {
@@ -732,6 +743,7 @@ fn mentions_grid_files(path: &Path) -> bool {
     head_texts(path)
         .iter()
         .any(|text| super::facts::names_grid_or_parameter_file(&squeeze(text)))
+        || json_tail_reads_files(path)
 }
 
 /// Whether the first MiB of a regular file mentions `init=` (raw or decoded, as above).
@@ -766,8 +778,87 @@ fn head_texts(path: &Path) -> Vec<String> {
     } else {
         String::new()
     };
-    vec![raw.into_owned(), decoded, parsed]
+    // A JSON document (GeoJSON) spells keys with escapes GDAL's JSON parser decodes
+    // (`nad\u0067rids=`: attack round 5, F1).
+    let json = decode_json_escapes(&raw);
+    vec![raw.into_owned(), decoded, parsed, json]
 }
+
+/// `text` with JSON string escapes decoded (`\u0067` is `g`, `\/` is `/`); anything else
+/// kept as it is.
+fn decode_json_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.peek().copied() {
+            Some('u') => {
+                chars.next();
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(decoded) => out.push(decoded),
+                    None => {
+                        out.push_str("\\u");
+                        out.push_str(&hex);
+                    }
+                }
+            }
+            Some(escaped @ ('/' | '\\' | '"')) => {
+                chars.next();
+                out.push(escaped);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a JSON document (by its first character) anywhere past its first MiB mentions a
+/// grid or parameter file or `init=`, escapes decoded: GDAL's GeoJSON driver reads a `crs`
+/// member wherever it is (attack round 5, F1: after the first MiB). Read in 1 MiB chunks
+/// overlapping by 4 KiB, at most [`JSON_SCAN_BYTES`].
+fn json_tail_reads_files(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = open_regular(path) else {
+        return false;
+    };
+    let mut first = [0u8; 64];
+    let Ok(n) = file.read(&mut first) else {
+        return false;
+    };
+    let starts_json = first[..n]
+        .iter()
+        .find(|b| !b.is_ascii_whitespace() && **b != 0x1e)
+        .is_some_and(|b| *b == b'{' || *b == b'[');
+    if !starts_json {
+        return false;
+    }
+    let mut carry: Vec<u8> = first[..n].to_vec();
+    let mut read_total = n as u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let Ok(got) = file.read(&mut chunk) else {
+            return false;
+        };
+        carry.extend_from_slice(&chunk[..got]);
+        let text = squeeze(&decode_json_escapes(&String::from_utf8_lossy(&carry)));
+        if super::facts::names_grid_or_parameter_file(&text) || text.contains("init=") {
+            return true;
+        }
+        read_total += got as u64;
+        if got == 0 || read_total >= JSON_SCAN_BYTES {
+            return false;
+        }
+        let keep = carry.len().min(4096);
+        carry.drain(..carry.len() - keep);
+    }
+}
+
+/// How much of a JSON document is scanned for CRS text naming files: 4 GiB.
+const JSON_SCAN_BYTES: u64 = 4 << 30;
 
 /// Open `path` for reading without ever blocking: `O_NONBLOCK` (which a FIFO swapped in after
 /// a check would otherwise block on until a writer came), then refused unless the descriptor
@@ -827,6 +918,50 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
                  (a VRT source, sidecar or overview file); copy the data into a workspace",
                 path.display()
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a dataset GDAL opened whose CRS, as GDAL parsed it from whatever carried it (a
+/// `.prj` of any case, an ENVI header, a GeoJSON `crs` written with escapes, a GeoTIFF
+/// citation, a netCDF attribute, a layer's SRS in any driver), would make PROJ open a file:
+/// a grid or parameter file, `init=`, a step that reads one. PROJ opens grids when an
+/// operation is built from the CRS (a FIFO named as `+nadgrids` in an upper-case `.PRJ` left
+/// `vector_reproject` unanswered past the open deadline: regression, issue 21 attack round 4,
+/// B2's hang). Run inside the open (and its deadline): asking GDAL for every SRS here makes
+/// the lazy drivers parse them now, not later outside the deadline.
+pub fn check_opened_crs(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    use gdal::vector::LayerAccess;
+    let refuse = |srs: &gdal::spatial_ref::SpatialRef, whose: &str| -> Result<(), GdalError> {
+        let Ok(wkt) = srs.to_wkt() else {
+            return Ok(());
+        };
+        match super::facts::crs_text_reads_files(&wkt) {
+            None => Ok(()),
+            Some(why) => Err(GdalError::Arguments(format!(
+                "{}: {whose} CRS ({}) makes PROJ read a file: {why}; fix the CRS in the file \
+                 (an authority code such as EPSG:4326, or WKT without grid names), or give the \
+                 data without it",
+                path.display(),
+                srs.name().unwrap_or_else(|| "unnamed".to_string())
+            ))),
+        }
+    };
+    if let Ok(srs) = dataset.spatial_ref() {
+        refuse(&srs, "its")?;
+    }
+    if let Some(srs) = dataset.gcp_spatial_ref() {
+        refuse(&srs, "its GCPs'")?;
+    }
+    for layer in dataset.layers() {
+        if let Some(srs) = layer.spatial_ref() {
+            refuse(&srs, &format!("layer {:?}'s", layer.name()))?;
+        }
+        for field in layer.defn().geom_fields() {
+            if let Ok(srs) = field.spatial_ref() {
+                refuse(&srs, &format!("layer {:?}'s geometry field", layer.name()))?;
+            }
         }
     }
     Ok(())
@@ -985,6 +1120,21 @@ fn looks_like_a_location(value: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::decode_json_escapes;
+
+    /// GDAL's JSON parser decodes escapes before the CRS parser sees the text (attack round 5,
+    /// F1: `nad\u0067rids=` in a GeoJSON `crs` slipped past a raw scan).
+    #[test]
+    fn json_escapes_are_decoded_as_gdal_decodes_them() {
+        assert_eq!(
+            decode_json_escapes(r"+nad\u0067rids=\/x\/y \\ \u00zz \n"),
+            r"+nadgrids=/x/y \ \u00zz \n"
+        );
+        assert!(super::super::facts::names_grid_or_parameter_file(
+            &decode_json_escapes(r"+nad\u0067rids=/fifo")
+        ));
+    }
+
     use super::*;
 
     #[test]
