@@ -3677,6 +3677,78 @@ async fn a_crs_naming_a_fifo_grid_is_refused_whatever_carries_it() {
     still_serves(&server).await;
 }
 
+/// Regression (issue 21, O1): a server whose client closed stdin did not exit while a GDAL
+/// worker was still busy inside its open deadline (the runtime waited for every blocking
+/// thread). Here a worker is held 60 s between its checks and its open (the debug builds'
+/// test pause) under a 100 s deadline; once stdin closes, the process exits within 10 s. The
+/// twin: with no work in flight it exits at once too.
+#[tokio::test]
+async fn the_server_exits_when_stdin_closes_with_a_worker_busy() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    for (busy, pause) in [(true, "60000"), (false, "0")] {
+        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .env("GDAL_MCP_TEST_PAUSE_AFTER_CHECKS_MS", pause)
+            .env("GDAL_MCP_OPEN_DEADLINE_SECS", "100")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut send = |line: Value| {
+            writeln!(stdin, "{line}").unwrap();
+            stdin.flush().unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("\"id\":0"), "{line}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        if busy {
+            send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "raster_info", "arguments": {"input": "dem.tif"}}}),
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        drop(send);
+        drop(stdin);
+        let closed = Instant::now();
+        let exited = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if closed.elapsed() > Duration::from_secs(10) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if exited.is_none() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert!(
+            exited.is_some(),
+            "busy {busy}: the server was still running 10 s after stdin closed"
+        );
+    }
+}
+
 /// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
 /// VRT document when the dataset closes, even one opened read-only with PAM off, so
 /// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming
