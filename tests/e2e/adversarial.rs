@@ -3749,6 +3749,85 @@ async fn the_server_exits_when_stdin_closes_with_a_worker_busy() {
     }
 }
 
+/// Regression (issue 21, O2): errors echoed caller text whole (a 1 MB `input` came back as
+/// 2 MB of error, an unknown 1 MB key as 4 MB). Every echo of an argument longer than 256
+/// characters is capped to its first 120, an ellipsis and its length, in the message and the
+/// JSON alike; a huge `where` and a huge CRS stay refused with short messages. The twin: a
+/// short wrong argument is still echoed whole.
+#[tokio::test]
+async fn errors_cap_the_caller_text_they_echo() {
+    // What the server keeps of an over-long echo (the CRS parser keeps only 80 of its own).
+    const ECHO_KEPT_HERE: usize = 120;
+    let server = start(&["dem.tif", "nc.gpkg"]).await;
+    let big = "q".repeat(1_000_000);
+    let cases = [
+        ("raster_info", json!({"input": big.clone()})),
+        ("raster_info", json!({"input": format!("sub/{big}/x.tif")})),
+        (
+            "raster_info",
+            json!({"input": "dem.tif", "stats": big.clone()}),
+        ),
+        ("raster_info", json!({"input": "dem.tif", big.clone(): 1})),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "layer": big.clone()}),
+        ),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "where": format!("NAME = '{big}'")}),
+        ),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "where": big.clone()}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": big.clone(),
+                   "resampling": "bilinear"}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": big.clone()}),
+        ),
+        (
+            "raster_sample",
+            json!({"input": "dem.tif", "coordinates": [[1, 1]],
+                   "crs": format!("+proj=longlat +{big}")}),
+        ),
+    ];
+    for (tool, arguments) in cases {
+        let result = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&result));
+        let all = text(&result);
+        assert!(
+            all.len() < 40_000,
+            "{tool}: {} bytes of error: {}",
+            all.len(),
+            &all[..300]
+        );
+        assert!(!all.contains(&"q".repeat(200)), "{tool}: {}", &all[..300]);
+        if all.contains(&"q".repeat(ECHO_KEPT_HERE)) {
+            assert!(
+                all.contains("characters)"),
+                "{tool}: a capped echo says how long the text was: {}",
+                &all[..300]
+            );
+        }
+    }
+    // The twin: a short wrong value is echoed whole.
+    let short = server
+        .call(
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "sideways"}),
+        )
+        .await
+        .unwrap();
+    assert!(text(&short).contains("`sideways`"), "{}", text(&short));
+    still_serves(&server).await;
+}
+
 /// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
 /// VRT document when the dataset closes, even one opened read-only with PAM off, so
 /// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming
