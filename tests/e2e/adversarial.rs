@@ -3726,7 +3726,6 @@ async fn the_server_exits_when_stdin_closes_with_a_worker_busy() {
             );
             std::thread::sleep(Duration::from_secs(1));
         }
-        drop(send);
         drop(stdin);
         let closed = Instant::now();
         let exited = loop {
