@@ -612,12 +612,22 @@ fn serve(options: Options) -> anyhow::Result<()> {
         Ok(())
     });
     // Dropping the runtime waits for every blocking thread; a worker set aside after the open
-    // deadline may never return, and the process must still exit.
+    // deadline may never return, and one still inside its deadline (or in long work) may take
+    // minutes: the process must still exit when the client has gone (regression, issue 21,
+    // O1: a worker blocked before its deadline kept the process alive after stdin closed).
+    // Work still running is abandoned: nothing of it is committed (a staged output dies with
+    // the process and is swept at the next start).
     if gdal_mcp::gdal::deadline::any_abandoned() {
         runtime.shutdown_background();
+    } else {
+        runtime.shutdown_timeout(EXIT_GRACE);
     }
     served
 }
+
+/// How long a server whose client closed the connection waits for work still running before
+/// it exits anyway.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Keep stdout for JSON-RPC alone: the protocol writes to a private duplicate of fd 1, and fd 1
 /// itself is pointed at stderr, so nothing else in the process (GDAL, PROJ, a driver that

@@ -3242,6 +3242,591 @@ async fn a_sample_reserves_the_block_gdal_reads() {
     still_serves(&server).await;
 }
 
+/// A sparse tiled GeoTIFF of 16384 x 8192 Float64 cells in blocks of `block` cells: a few
+/// hundred bytes on disk, whatever the blocks, and 1 GiB per block when one block is the whole.
+fn sparse_tiled(path: &Path, block: [&str; 2]) {
+    let status = std::process::Command::new("gdal_create")
+        .args([
+            "-q", "-of", "GTiff", "-outsize", "16384", "8192", "-bands", "1",
+        ])
+        .args([
+            "-ot",
+            "Float64",
+            "-a_srs",
+            "EPSG:32633",
+            "-a_ullr",
+            "0",
+            "8192",
+            "16384",
+            "0",
+        ])
+        .args(["-co", "TILED=YES", "-co", "SPARSE_OK=TRUE"])
+        .args(["-co", &format!("BLOCKXSIZE={}", block[0])])
+        .args(["-co", &format!("BLOCKYSIZE={}", block[1])])
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Regression (issue 21, attack round 4, B3, the rest): `raster_sample` reserved the block
+/// GDAL reads whole, but `raster_info` (its facts sample the values), `raster_stats` and the
+/// tools running GDAL's programs still read the 1 GiB tile of a 400-byte GeoTIFF past the
+/// shared memory budget, and a VRT over it hid the tile behind its own 128 x 128 blocks. Every
+/// read of cells now reserves the blocks (the VRT's sources' included): refused as
+/// `memory_budget`, naming the blocks; the same raster in 256-cell tiles, and a VRT over it,
+/// answer.
+#[tokio::test]
+async fn every_cell_read_reserves_the_blocks_gdal_reads() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (256u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    sparse_tiled(&server.path("bomb.tif"), ["16384", "8192"]);
+    sparse_tiled(&server.path("twin.tif"), ["256", "256"]);
+    for name in ["bomb", "twin"] {
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "VRT"])
+            .arg(server.path(&format!("{name}.tif")))
+            .arg(server.path(&format!("{name}.vrt")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let calls = |name: &str| {
+        vec![
+            ("raster_info", json!({"input": format!("{name}.tif")})),
+            (
+                "raster_info",
+                json!({"input": format!("{name}.tif"), "stats": true}),
+            ),
+            ("raster_info", json!({"input": format!("{name}.vrt")})),
+            (
+                "raster_stats",
+                json!({"input": format!("{name}.tif"), "sample": true}),
+            ),
+            (
+                "raster_stats",
+                json!({"input": format!("{name}.vrt"), "sample": true}),
+            ),
+        ]
+    };
+    for (tool, arguments) in calls("bomb") {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "memory_budget",
+            "{tool} {arguments}: {}",
+            text(&result)
+        );
+        let message = error_message(&result);
+        assert!(
+            message.contains("16384 x 8192") && message.contains("GDAL_MCP_MEMORY_BUDGET_BYTES"),
+            "{tool} {arguments}: {message}"
+        );
+    }
+    // The tools that run GDAL's programs refuse before any output.
+    let convert = server
+        .call(
+            "raster_convert",
+            json!({"input": "bomb.tif", "output": "out.tif"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&convert), "{}", text(&convert));
+    assert_eq!(structured(&convert)["error"]["kind"], "memory_budget");
+    assert!(!server.path("out.tif").exists());
+    for (tool, arguments) in calls("twin") {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(!is_error(&result), "{tool} {arguments}: {}", text(&result));
+    }
+    let stats = server
+        .call("raster_stats", json!({"input": "twin.tif", "sample": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&stats)["bands"][0]["max"],
+        0.0,
+        "{}",
+        text(&stats)
+    );
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        server.path("dem.tif"),
+    )
+    .unwrap();
+    still_serves(&server).await;
+}
+
+/// Regression (issue 21, attack round 4, B7): `raster_sample` took points whose CRS cannot
+/// place them on the raster: a vertical-only CRS (heights), a geocentric or engineering one,
+/// or GeoPackage's "Undefined geographic SRS" (longitudes and latitudes on an unknown datum),
+/// and either failed with PROJ's words or sampled where the unknown datum put them. They are
+/// refused as arguments, naming the CRS and what to give instead; an undefined layer CRS may be
+/// named with `crs`. The clean twins sample the right cells of a raster whose values are
+/// 10 x row + column: an EPSG:4326 point on UTM 33N's central meridian at 36° N (northing
+/// 3,983,948 m: row 5, column 4, value 54) and a projected point at a cell centre (27).
+#[tokio::test]
+async fn raster_sample_refuses_points_its_crs_cannot_place() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // 10 x 10 cells of 10 km in UTM 33N, x from 455,000 m, y from 3,940,000 m to 4,040,000 m.
+    let mut grid =
+        String::from("ncols 10\nnrows 10\nxllcorner 455000\nyllcorner 3940000\ncellsize 10000\n");
+    for row in 0..10 {
+        let line: Vec<String> = (0..10).map(|col| (10 * row + col).to_string()).collect();
+        grid.push_str(&line.join(" "));
+        grid.push('\n');
+    }
+    std::fs::write(server.path("grid.asc"), grid).unwrap();
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-a_srs", "EPSG:32633"])
+        .arg(server.path("grid.asc"))
+        .arg(server.path("grid.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let layer = |name: &str, x: f64, y: f64, srs: &str| {
+        std::fs::write(server.path("p.csv"), format!("id,x,y\n1,{x},{y}\n")).unwrap();
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-f", "GPKG", "-a_srs", srs])
+            .arg(server.path(name))
+            .arg(server.path("p.csv"))
+            .args(["-oo", "X_POSSIBLE_NAMES=x", "-oo", "Y_POSSIBLE_NAMES=y"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "{name}");
+    };
+    layer("vertical.gpkg", 530_000.0, 4_015_000.0, "EPSG:5773");
+    layer("geocentric.gpkg", 530_000.0, 4_015_000.0, "EPSG:4978");
+    layer(
+        "undefined.gpkg",
+        15.0,
+        36.0,
+        "GEOGCS[\"Undefined geographic SRS\",DATUM[\"unknown\",SPHEROID[\"unknown\",6378137,\
+         298.257223563]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]]",
+    );
+    layer("lonlat.gpkg", 15.0, 36.0, "EPSG:4326");
+    layer("utm.gpkg", 530_000.0, 4_015_000.0, "EPSG:32633");
+    let refused = [
+        (
+            json!({"points": "vertical.gpkg"}),
+            "EGM96 height",
+            "vertical only",
+        ),
+        (json!({"points": "geocentric.gpkg"}), "WGS 84", "geocentric"),
+        (
+            json!({"points": "undefined.gpkg"}),
+            "Undefined geographic SRS",
+            "name the CRS of its coordinates with `crs`",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:5773"}),
+            "EPSG:5773",
+            "vertical only",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:4978"}),
+            "EPSG:4978",
+            "geocentric",
+        ),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]],
+                   "crs": "LOCAL_CS[\"site grid\",UNIT[\"metre\",1]]"}),
+            "site grid",
+            "engineering",
+        ),
+    ];
+    for (mut arguments, names, says) in refused {
+        arguments["input"] = json!("grid.tif");
+        let result = server
+            .call("raster_sample", arguments.clone())
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{arguments}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "invalid_arguments",
+            "{arguments}: {}",
+            text(&result)
+        );
+        let message = error_message(&result);
+        assert!(
+            message.contains(names) && message.contains(says),
+            "{arguments}: {message}"
+        );
+    }
+    let value = |result: &rmcp::model::CallToolResult| {
+        assert!(!is_error(result), "{}", text(result));
+        structured(result)["points"][0]["values"][0]["value"].clone()
+    };
+    for (arguments, expected) in [
+        (json!({"points": "lonlat.gpkg"}), 54.0),
+        (
+            json!({"points": "undefined.gpkg", "crs": "EPSG:4326"}),
+            54.0,
+        ),
+        (
+            json!({"coordinates": [[15.0, 36.0]], "crs": "EPSG:4326"}),
+            54.0,
+        ),
+        (json!({"points": "utm.gpkg"}), 27.0),
+        (json!({"coordinates": [[530_000.0, 4_015_000.0]]}), 27.0),
+        (
+            json!({"coordinates": [[530_000.0, 4_015_000.0]], "crs": "EPSG:32633+5773"}),
+            27.0,
+        ),
+    ] {
+        let mut arguments = arguments;
+        arguments["input"] = json!("grid.tif");
+        let result = server
+            .call("raster_sample", arguments.clone())
+            .await
+            .unwrap();
+        assert_eq!(value(&result), json!(expected), "{arguments}");
+    }
+}
+
+/// Regression (issue 21, attack round 4, B2's hang, and round 5, F1): PROJ opens the grids a
+/// CRS names when an operation is built from it, and the layer's CRS came from carriers the
+/// pre-open scan never read: an upper-case `.PRJ` beside a plain shapefile (the shapefile
+/// driver reads it when there is no `.prj`), an ENVI header's `coordinate system string`, a
+/// GeoJSON `crs` written with a JSON escape (`nad\u0067rids`). With a FIFO as the grid,
+/// `vector_reproject` never answered (the transformation was built outside the open
+/// deadline). Every CRS GDAL parsed from an input is now checked inside the open, whatever
+/// carried it, the sidecars are found in any case, and PROJ's operation building runs under the
+/// deadline: each is refused at once, for a FIFO inside the workspace and outside, and the
+/// server keeps answering. The clean twin: the same `.PRJ` without the grid is read.
+#[tokio::test]
+async fn a_crs_naming_a_fifo_grid_is_refused_whatever_carries_it() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![("GDAL_MCP_OPEN_DEADLINE_SECS".to_string(), "3".to_string())],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let fifos = [
+        outside.path().join("grid.gsb"),
+        server.path("grids/grid.gsb"),
+    ];
+    std::fs::create_dir(server.path("grids")).unwrap();
+    for fifo in &fifos {
+        assert!(std::process::Command::new("mkfifo")
+            .arg(fifo)
+            .status()
+            .unwrap()
+            .success());
+    }
+    std::fs::write(server.path("p.csv"), "id,x,y\n1,10,20\n").unwrap();
+    let shapefile = |stem: &str, prj_name: &str, prj: &str| {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-f", "ESRI Shapefile"])
+            .arg(server.path(&format!("{stem}.shp")))
+            .arg(server.path("p.csv"))
+            .args(["-oo", "X_POSSIBLE_NAMES=x", "-oo", "Y_POSSIBLE_NAMES=y"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        std::fs::write(server.path(prj_name), prj).unwrap();
+    };
+    let wkt = |grid: &str| {
+        format!(
+            "GEOGCS[\"poisoned\",DATUM[\"WGS_1984\",SPHEROID[\"WGS 84\",6378137,298.257223563]],\
+             PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433]{}]",
+            if grid.is_empty() {
+                String::new()
+            } else {
+                format!(",EXTENSION[\"PROJ4\",\"+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs\"]")
+            }
+        )
+    };
+    let mut inputs = Vec::new();
+    for (index, fifo) in fifos.iter().enumerate() {
+        let grid = fifo.display().to_string();
+        // A plain shapefile with an upper-case .PRJ (WKT with a PROJ4 extension).
+        shapefile(
+            &format!("upper{index}"),
+            &format!("upper{index}.PRJ"),
+            &wkt(&grid),
+        );
+        // And with a lower-case .prj holding a PROJ string.
+        shapefile(
+            &format!("lower{index}"),
+            &format!("lower{index}.prj"),
+            &format!("+proj=longlat +ellps=WGS84 +nadgrids={grid} +no_defs"),
+        );
+        // A GeoJSON whose crs name spells the key with a JSON escape.
+        std::fs::write(
+            server.path(&format!("escaped{index}.geojson")),
+            format!(
+                "{{\"type\":\"FeatureCollection\",\"crs\":{{\"type\":\"name\",\"properties\":\
+                 {{\"name\":\"+proj=longlat +ellps=WGS84 +nad\\u0067rids={grid} +no_defs\"}}}},\
+                 \"features\":[{{\"type\":\"Feature\",\"properties\":{{}},\"geometry\":\
+                 {{\"type\":\"Point\",\"coordinates\":[10,20]}}}}]}}"
+            ),
+        )
+        .unwrap();
+        // An ENVI raster whose header's coordinate system string names the grid.
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "ENVI", "-a_srs", "EPSG:4326"])
+            .args(["-a_ullr", "10", "50", "11", "49"])
+            .arg(server.path("dem.tif"))
+            .arg(server.path(&format!("envi{index}.dat")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let header = std::fs::read_to_string(server.path(&format!("envi{index}.hdr"))).unwrap();
+        let header: String = header
+            .lines()
+            .map(|line| {
+                if line.starts_with("coordinate system string") {
+                    format!("coordinate system string = {{{}}}\n", wkt(&grid))
+                } else {
+                    format!("{line}\n")
+                }
+            })
+            .collect();
+        std::fs::write(server.path(&format!("envi{index}.hdr")), header).unwrap();
+        inputs.push(index);
+    }
+    for index in inputs {
+        let calls = [
+            ("vector_info", json!({"input": format!("upper{index}.shp")})),
+            (
+                "vector_reproject",
+                json!({"input": format!("upper{index}.shp"), "output": format!("o{index}.gpkg"),
+                       "dst_crs": "EPSG:3857"}),
+            ),
+            (
+                "vector_measure",
+                json!({"input": format!("upper{index}.shp")}),
+            ),
+            ("vector_info", json!({"input": format!("lower{index}.shp")})),
+            (
+                "vector_info",
+                json!({"input": format!("escaped{index}.geojson")}),
+            ),
+            (
+                "vector_reproject",
+                json!({"input": format!("escaped{index}.geojson"),
+                       "output": format!("e{index}.gpkg"), "dst_crs": "EPSG:3857"}),
+            ),
+            ("raster_info", json!({"input": format!("envi{index}.dat")})),
+            (
+                "raster_reproject",
+                json!({"input": format!("envi{index}.dat"), "output": format!("r{index}.tif"),
+                       "dst_crs": "EPSG:3857", "resampling": "bilinear"}),
+            ),
+        ];
+        for (tool, arguments) in calls {
+            let started = Instant::now();
+            let result = tokio::time::timeout(
+                Duration::from_secs(15),
+                server.call(tool, arguments.clone()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{tool} {arguments} never answered"))
+            .unwrap();
+            assert!(is_error(&result), "{tool} {arguments}: {}", text(&result));
+            assert!(
+                text(&result).contains("grid or parameter file"),
+                "{tool} {arguments}: {}",
+                text(&result)
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(3),
+                "{tool} {arguments}: refused before any open could block, not by the deadline \
+                 ({:?})",
+                started.elapsed()
+            );
+        }
+    }
+    for name in [
+        "o0.gpkg", "o1.gpkg", "e0.gpkg", "e1.gpkg", "r0.tif", "r1.tif",
+    ] {
+        assert!(!server.path(name).exists(), "{name} was written");
+    }
+    // The clean twin: an upper-case .PRJ without the grid is read as the layer's CRS.
+    shapefile("clean", "clean.PRJ", &wkt(""));
+    let clean = server
+        .call("vector_info", json!({"input": "clean.shp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(
+        structured(&clean)["facts"]["crs"]["name"],
+        "poisoned",
+        "{}",
+        text(&clean)
+    );
+    still_serves(&server).await;
+}
+
+/// Regression (issue 21, O1): a server whose client closed stdin did not exit while a GDAL
+/// worker was still busy inside its open deadline (the runtime waited for every blocking
+/// thread). Here a worker is held 60 s between its checks and its open (the debug builds'
+/// test pause) under a 100 s deadline; once stdin closes, the process exits within 10 s. The
+/// twin: with no work in flight it exits at once too.
+#[tokio::test]
+async fn the_server_exits_when_stdin_closes_with_a_worker_busy() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    for (busy, pause) in [(true, "60000"), (false, "0")] {
+        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .env("GDAL_MCP_TEST_PAUSE_AFTER_CHECKS_MS", pause)
+            .env("GDAL_MCP_OPEN_DEADLINE_SECS", "100")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut send = |line: Value| {
+            writeln!(stdin, "{line}").unwrap();
+            stdin.flush().unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}}),
+        );
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.contains("\"id\":0"), "{line}");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        if busy {
+            send(
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "raster_info", "arguments": {"input": "dem.tif"}}}),
+            );
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        drop(stdin);
+        let closed = Instant::now();
+        let exited = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if closed.elapsed() > Duration::from_secs(10) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if exited.is_none() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert!(
+            exited.is_some(),
+            "busy {busy}: the server was still running 10 s after stdin closed"
+        );
+    }
+}
+
+/// Regression (issue 21, O2): errors echoed caller text whole (a 1 MB `input` came back as
+/// 2 MB of error, an unknown 1 MB key as 4 MB). Every echo of an argument longer than 256
+/// characters is capped to its first 120, an ellipsis and its length, in the message and the
+/// JSON alike; a huge `where` and a huge CRS stay refused with short messages. The twin: a
+/// short wrong argument is still echoed whole.
+#[tokio::test]
+async fn errors_cap_the_caller_text_they_echo() {
+    // What the server keeps of an over-long echo (the CRS parser keeps only 80 of its own).
+    const ECHO_KEPT_HERE: usize = 120;
+    let server = start(&["dem.tif", "nc.gpkg"]).await;
+    let big = "q".repeat(1_000_000);
+    let cases = [
+        ("raster_info", json!({"input": big.clone()})),
+        ("raster_info", json!({"input": format!("sub/{big}/x.tif")})),
+        (
+            "raster_info",
+            json!({"input": "dem.tif", "stats": big.clone()}),
+        ),
+        ("raster_info", json!({"input": "dem.tif", big.clone(): 1})),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "layer": big.clone()}),
+        ),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "where": format!("NAME = '{big}'")}),
+        ),
+        (
+            "vector_query",
+            json!({"input": "nc.gpkg", "where": big.clone()}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": big.clone(),
+                   "resampling": "bilinear"}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": big.clone()}),
+        ),
+        (
+            "raster_sample",
+            json!({"input": "dem.tif", "coordinates": [[1, 1]],
+                   "crs": format!("+proj=longlat +{big}")}),
+        ),
+    ];
+    for (tool, arguments) in cases {
+        let result = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&result));
+        let all = text(&result);
+        assert!(
+            all.len() < 40_000,
+            "{tool}: {} bytes of error: {}",
+            all.len(),
+            &all[..300]
+        );
+        assert!(!all.contains(&"q".repeat(200)), "{tool}: {}", &all[..300]);
+        if all.contains(&"q".repeat(ECHO_KEPT_HERE)) {
+            assert!(
+                all.contains("characters)"),
+                "{tool}: a capped echo says how long the text was: {}",
+                &all[..300]
+            );
+        }
+    }
+    // The twin: a short wrong value is echoed whole.
+    let short = server
+        .call(
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "sideways"}),
+        )
+        .await
+        .unwrap();
+    assert!(text(&short).contains("`sideways`"), "{}", text(&short));
+    still_serves(&server).await;
+}
+
 /// Regression (issue 21, attack round 4, B4): GDAL 3.6 writes statistics it computes into a
 /// VRT document when the dataset closes, even one opened read-only with PAM off, so
 /// `raster_info` with `stats: true` rewrote an input VRT. It now refuses, naming

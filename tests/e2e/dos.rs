@@ -878,3 +878,68 @@ async fn an_overlay_past_its_pair_budget_is_refused_before_gdal_runs() {
     assert!(!is_error(&clean), "{}", text(&clean));
     assert_eq!(structured(&clean)["features"], json!(500));
 }
+
+/// Regression (issue 21): a gated call's gather hashes its inputs for the lineage, and that
+/// hashing ignored `notifications/cancelled`: with the byte budget raised above 64 GiB, eight
+/// `raster_convert` calls of a GeoTIFF padded to a sparse 64 GiB held all eight GDAL slots
+/// for minutes after they were cancelled. Hashing now stops between chunks: the read tools
+/// answer meanwhile, and once the eight are cancelled (no reply is due to a cancelled
+/// request) a ninth call on the unpadded twin gets a slot and converts within seconds, and
+/// nothing of the cancelled ones is written.
+#[test]
+fn a_gated_calls_input_hashing_stops_when_cancelled() {
+    let workspace = tempfile::tempdir().unwrap();
+    let dem = gdal_mcp_tests::testdata().unwrap().join("dem.tif");
+    std::fs::copy(&dem, workspace.path().join("dem.tif")).unwrap();
+    std::fs::copy(&dem, workspace.path().join("padded.tif")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(workspace.path().join("padded.tif"))
+        .unwrap()
+        .set_len(64 << 30)
+        .unwrap();
+    let mut raw = Raw::start(
+        workspace.path(),
+        &[
+            ("GDAL_MCP_HASH_MAX_BYTES", "100000000000"),
+            ("GDAL_MCP_HASH_MAX_SECONDS", "3600"),
+        ],
+    );
+    for id in 10..18 {
+        raw.call(
+            id,
+            "raster_convert",
+            json!({"input": "padded.tif", "output": format!("out{id}.tif")}),
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = Instant::now();
+    raw.call(20, "raster_info", json!({"input": "dem.tif"}));
+    let info = raw.wait_for(20, Duration::from_secs(60)).unwrap();
+    assert!(info["result"]["isError"] != json!(true), "{info}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        asked.elapsed()
+    );
+    for id in 10..18 {
+        raw.send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
+                        "params":{"requestId":id,"reason":"test"}}));
+    }
+    let asked = Instant::now();
+    raw.call(
+        30,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "twin.tif"}),
+    );
+    let twin = raw.wait_for(30, Duration::from_secs(120)).unwrap();
+    assert!(twin["result"]["isError"] != json!(true), "{twin}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "the twin waited {:?} for a slot held by cancelled hashing",
+        asked.elapsed()
+    );
+    for id in 10..18 {
+        assert!(!workspace.path().join(format!("out{id}.tif")).exists());
+    }
+}

@@ -594,6 +594,10 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         )));
     }
     let mut sources = Vec::with_capacity(request.inputs.len());
+    // Each input band's whole blocks, held while the windows are read, from the budget all
+    // calls share (the byte budget above bounds one block per call; this bounds them across
+    // calls: issue 21 attack round 4, B3).
+    let mut blocks = Vec::with_capacity(request.inputs.len());
     for input in &request.inputs {
         let dataset = super::facts::open(&input.path)?;
         super::facts::require_raster(&input.name, &input.path, &dataset)?;
@@ -610,6 +614,13 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             &band,
             &request.budget,
         )?;
+        blocks.push(super::blocks::reserve(
+            &format!("raster_calc: `{}` band {}", input.name, input.band),
+            &input.path,
+            &dataset,
+            &[input.band],
+            super::blocks::Reach::Full,
+        )?);
         let scale = band.scale().unwrap_or(1.0);
         let offset = band.offset().unwrap_or(0.0);
         let nodata = band.no_data_value();
@@ -685,6 +696,13 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         let mut out_band = dataset.rasterband(1).map_err(|_| failed("no band"))?;
         // The output's own blocks are cached whole too (`TILED=NO` on a very wide raster).
         check_natural_block("the output", &out_band, &request.budget)?;
+        blocks.push(super::blocks::reserve(
+            "raster_calc: the output",
+            staging.path(),
+            &dataset,
+            &[1],
+            super::blocks::Reach::Full,
+        )?);
         out_band
             .set_no_data_value(Some(nodata))
             .map_err(|_| failed("cannot set nodata"))?;

@@ -106,8 +106,18 @@ impl CompositeRequest {
         let mut datasets = Vec::with_capacity(self.inputs.len());
         let mut warps = Vec::new();
         let mut scratch = Vec::new();
+        // Every input is read (or warped) through its whole blocks, strip after strip, all
+        // inputs in turn (issue 21 attack round 4, B3).
+        let mut blocks = Vec::with_capacity(self.inputs.len());
         for (index, path) in self.inputs.iter().enumerate() {
             let dataset = super::facts::open(path)?;
+            blocks.push(super::blocks::reserve(
+                &format!("raster_composite: inputs[{index}]"),
+                path,
+                &dataset,
+                &[self.band],
+                super::blocks::Reach::Any,
+            )?);
             if index == 0 || same_grid(&reference, &dataset) {
                 datasets.push(dataset);
                 continue;

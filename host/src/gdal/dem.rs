@@ -39,6 +39,15 @@ impl DemRequest {
     pub fn run(&self) -> Result<DemOutcome, GdalError> {
         let program = Program::Dem(self.processing.clone());
         let opened = super::facts::open(&self.input)?;
+        // gdaldem (and the flip) read the input through its whole blocks (issue 21 attack
+        // round 4, B3).
+        let _blocks = super::blocks::reserve(
+            "raster_terrain: the input",
+            &self.input,
+            &opened,
+            &[],
+            super::blocks::Reach::Any,
+        )?;
         let flipped = match opened.geo_transform() {
             Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => Some(north_up(&opened, gt)?),
             _ => None,

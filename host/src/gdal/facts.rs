@@ -174,6 +174,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     if dataset.raster_count() > 0 {
         let candidates = georef::candidates(path, &dataset);
         let conflicts = georef::conflicts(&candidates);
@@ -235,6 +236,7 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         ),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     open.done()?;
     Ok(dataset)
 }
@@ -263,26 +265,31 @@ pub fn with_text_cells<T>(job: impl FnOnce() -> T) -> T {
 /// Gather the facts of the dataset at `path`.
 pub fn gather(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
     let dataset = open(path)?;
-    Ok(from_dataset(role, path, &dataset))
+    from_dataset(role, path, &dataset)
 }
 
-/// Facts of an open dataset.
-pub fn from_dataset(role: &str, path: &Path, dataset: &Dataset) -> DatasetFacts {
+/// Facts of an open dataset. Fails only when the blocks GDAL reads to sample a raster's values
+/// do not fit the memory budget all calls share (`blocks::reserve`).
+pub fn from_dataset(role: &str, path: &Path, dataset: &Dataset) -> Result<DatasetFacts, GdalError> {
     let srs = dataset
         .spatial_ref()
         .ok()
         .or_else(|| first_layer_srs(dataset));
-    let raster = (dataset.raster_count() > 0).then(|| raster_facts(path, dataset, srs.as_ref()));
+    let raster = if dataset.raster_count() > 0 {
+        Some(raster_facts(path, dataset, srs.as_ref())?)
+    } else {
+        None
+    };
     let vector = (dataset.layer_count() > 0).then(|| vector_facts(path, dataset));
     let crs = srs.map(|srs| crs_facts(&srs));
-    DatasetFacts {
+    Ok(DatasetFacts {
         role: role.to_string(),
         path: path.display().to_string(),
         driver: dataset.driver().short_name(),
         crs,
         raster,
         vector,
-    }
+    })
 }
 
 fn first_layer_srs(dataset: &Dataset) -> Option<SpatialRef> {
@@ -665,14 +672,18 @@ fn best_match(srs: &SpatialRef) -> Option<String> {
     }
 }
 
-fn raster_facts(path: &Path, dataset: &Dataset, srs: Option<&SpatialRef>) -> RasterFacts {
+fn raster_facts(
+    path: &Path,
+    dataset: &Dataset,
+    srs: Option<&SpatialRef>,
+) -> Result<RasterFacts, GdalError> {
     let (width, height) = dataset.raster_size();
     let count = dataset.raster_count();
     let mut data_types = Vec::with_capacity(count);
     let mut nodata = Vec::with_capacity(count);
     let mut evidence = CategoricalEvidence::default();
     let mut bands = Vec::with_capacity(count);
-    let values = band_values(path, dataset);
+    let values = band_values(path, dataset)?;
     for index in 1..=count {
         if let Ok(band) = dataset.rasterband(index) {
             data_types.push(band.band_type().name());
@@ -715,7 +726,7 @@ fn raster_facts(path: &Path, dataset: &Dataset, srs: Option<&SpatialRef>) -> Ras
         candidates,
         conflicts,
     };
-    RasterFacts {
+    Ok(RasterFacts {
         width: u32::try_from(width).unwrap_or(u32::MAX),
         height: u32::try_from(height).unwrap_or(u32::MAX),
         band_count: u32::try_from(count).unwrap_or(u32::MAX),
@@ -727,7 +738,7 @@ fn raster_facts(path: &Path, dataset: &Dataset, srs: Option<&SpatialRef>) -> Ras
         flat_fraction: None,
         georeferencing,
         bands,
-    }
+    })
 }
 
 /// What a decimated sample of a band says about its values.
@@ -769,6 +780,19 @@ impl<V: Clone> PerFileCache<V> {
     }
 
     fn get_or_compute(&self, path: &Path, part: &str, compute: impl FnOnce() -> V) -> V {
+        match self.try_get_or_compute(path, part, || Ok::<V, std::convert::Infallible>(compute())) {
+            Ok(value) => value,
+            Err(never) => match never {},
+        }
+    }
+
+    /// [`Self::get_or_compute`] for a computation that may fail (a failure is not kept).
+    fn try_get_or_compute<E>(
+        &self,
+        path: &Path,
+        part: &str,
+        compute: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, E> {
         use std::os::unix::fs::MetadataExt;
         let key = std::fs::metadata(path)
             .ok()
@@ -786,33 +810,44 @@ impl<V: Clone> PerFileCache<V> {
         let entries = self.entries.get_or_init(Default::default);
         if let Some(key) = &key {
             if let Some(hit) = entries.lock().ok().and_then(|e| e.get(key).cloned()) {
-                return hit;
+                return Ok(hit);
             }
         }
-        let value = compute();
+        let value = compute()?;
         if let (Some(key), Ok(mut entries)) = (key, entries.lock()) {
             if entries.len() >= CACHE_ENTRIES {
                 entries.clear();
             }
             entries.insert(key, value.clone());
         }
-        value
+        Ok(value)
     }
 }
 
 /// Sampled value facts of the first bands, cached per file: a decimated read of a large tiled
-/// raster touches every tile.
-fn band_values(path: &Path, dataset: &Dataset) -> Vec<SampledValues> {
+/// raster touches every tile, and GDAL reads each whole, so the blocks are reserved from the
+/// budget all calls share first (regression, issue 21 attack round 4, B3: a 372-byte GeoTIFF
+/// declaring one 1 GiB tile made every `raster_info` allocate it).
+fn band_values(path: &Path, dataset: &Dataset) -> Result<Vec<SampledValues>, GdalError> {
     static CACHE: PerFileCache<Vec<SampledValues>> = PerFileCache::new();
-    CACHE.get_or_compute(path, "", || {
-        (1..=dataset.raster_count().min(SENTINEL_BANDS))
-            .map(|index| {
+    CACHE.try_get_or_compute(path, "", || {
+        let bands: Vec<usize> = (1..=dataset.raster_count().min(SENTINEL_BANDS)).collect();
+        let _memory = super::blocks::reserve(
+            &format!("sampling the values of {}", path.display()),
+            path,
+            dataset,
+            &bands,
+            super::blocks::Reach::Any,
+        )?;
+        Ok(bands
+            .iter()
+            .map(|&index| {
                 dataset
                     .rasterband(index)
                     .map(|band| sample_values(&band))
                     .unwrap_or_default()
             })
-            .collect()
+            .collect())
     })
 }
 
@@ -1063,7 +1098,7 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
 pub fn gather_raster(role: &str, path: &Path) -> Result<DatasetFacts, GdalError> {
     let dataset = open(path)?;
     require_raster(role, path, &dataset)?;
-    Ok(from_dataset(role, path, &dataset))
+    from_dataset(role, path, &dataset)
 }
 
 /// Refuse a raster whose band (`None`: any band) holds a conventional no-data code it does not

@@ -71,6 +71,14 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
                 path.display()
             )));
         }
+        // GDAL reads every band through its whole blocks (issue 21 attack round 4, B3).
+        let _blocks = super::blocks::reserve(
+            "raster_info stats",
+            path,
+            &dataset,
+            &[],
+            super::blocks::Reach::Full,
+        )?;
         gdalinfo_json(&dataset, true)
     });
     let _ = gdal::config::clear_thread_local_config_option("GDAL_PAM_ENABLED");

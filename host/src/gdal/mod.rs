@@ -5,6 +5,7 @@
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
 
 pub mod analysis;
+pub mod blocks;
 pub mod calc;
 pub mod composite;
 pub mod deadline;

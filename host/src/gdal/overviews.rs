@@ -53,6 +53,15 @@ fn build(
     resampling: &str,
     levels: &[u32],
 ) -> Result<(), GdalError> {
+    // GDALBuildOverviews reads the raster (and each overview it built) through whole blocks
+    // (issue 21 attack round 4, B3).
+    let _blocks = super::blocks::reserve(
+        "raster_overviews: the raster",
+        path,
+        dataset,
+        &[],
+        super::blocks::Reach::Any,
+    )?;
     let capture = ErrorCapture::start();
     let method = cstring(&resampling.to_ascii_uppercase())?;
     let levels: Vec<i32> = levels.iter().map(|l| *l as i32).collect();
@@ -80,7 +89,9 @@ fn build(
     Ok(())
 }
 
-fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
+/// Open a raster through the policy (checks, pinned folder, the open deadline), without
+/// `facts::open`'s georeferencing choice: as GDAL itself opens it.
+pub(super) fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
     let capture = ErrorCapture::start();
     let mut flags = GdalOpenFlags::GDAL_OF_RASTER | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR;
     flags |= if update {
@@ -101,6 +112,7 @@ fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         message: capture.failure_text(&e.to_string()),
     })?;
     super::policy::confine_opened(path, &dataset)?;
+    super::policy::check_opened_crs(path, &dataset)?;
     open.done()?;
     Ok(dataset)
 }

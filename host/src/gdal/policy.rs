@@ -635,17 +635,25 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             .file_stem()
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
-        for sidecar in [
+        let sidecars = [
             format!("{stem}.prj"),
             format!("{name}.prj"),
             format!("{name}.aux.xml"),
             format!("{stem}.aux.xml"),
             format!("{name}.xml"),
-            // ENVI's `coordinate system string` (issue 21, attack round 5, F1).
+            // An ENVI header's `coordinate system string` (attack round 5, F1).
             format!("{stem}.hdr"),
             format!("{name}.hdr"),
-        ] {
-            carriers.push(parent.join(sidecar));
+        ]
+        .map(|s| s.to_lowercase());
+        // Drivers look for sidecars in either case (the shapefile driver reads `x.PRJ` when
+        // there is no `x.prj`: regression, issue 21 attack round 4, B2's hang).
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
+                if sidecars.contains(&entry.file_name().to_string_lossy().to_lowercase()) {
+                    carriers.push(entry.path());
+                }
+            }
         }
     }
     for carrier in carriers {
@@ -988,6 +996,50 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
                  (a VRT source, sidecar or overview file); copy the data into a workspace",
                 path.display()
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a dataset GDAL opened whose CRS, as GDAL parsed it from whatever carried it (a
+/// `.prj` of any case, an ENVI header, a GeoJSON `crs` written with escapes, a GeoTIFF
+/// citation, a netCDF attribute, a layer's SRS in any driver), would make PROJ open a file:
+/// a grid or parameter file, `init=`, a step that reads one. PROJ opens grids when an
+/// operation is built from the CRS (a FIFO named as `+nadgrids` in an upper-case `.PRJ` left
+/// `vector_reproject` unanswered past the open deadline: regression, issue 21 attack round 4,
+/// B2's hang). Run inside the open (and its deadline): asking GDAL for every SRS here makes
+/// the lazy drivers parse them now, not later outside the deadline.
+pub fn check_opened_crs(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    use gdal::vector::LayerAccess;
+    let refuse = |srs: &gdal::spatial_ref::SpatialRef, whose: &str| -> Result<(), GdalError> {
+        let Ok(wkt) = srs.to_wkt() else {
+            return Ok(());
+        };
+        match super::facts::crs_text_reads_files(&wkt) {
+            None => Ok(()),
+            Some(why) => Err(GdalError::Arguments(format!(
+                "{}: {whose} CRS ({}) makes PROJ read a file: {why}; fix the CRS in the file \
+                 (an authority code such as EPSG:4326, or WKT without grid names), or give the \
+                 data without it",
+                path.display(),
+                srs.name().unwrap_or_else(|| "unnamed".to_string())
+            ))),
+        }
+    };
+    if let Ok(srs) = dataset.spatial_ref() {
+        refuse(&srs, "its")?;
+    }
+    if let Some(srs) = dataset.gcp_spatial_ref() {
+        refuse(&srs, "its GCPs'")?;
+    }
+    for layer in dataset.layers() {
+        if let Some(srs) = layer.spatial_ref() {
+            refuse(&srs, &format!("layer {:?}'s", layer.name()))?;
+        }
+        for field in layer.defn().geom_fields() {
+            if let Ok(srs) = field.spatial_ref() {
+                refuse(&srs, &format!("layer {:?}'s geometry field", layer.name()))?;
+            }
         }
     }
     Ok(())

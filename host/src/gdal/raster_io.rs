@@ -78,9 +78,22 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
             (width.div_ceil(step).max(1), height.div_ceil(step).max(1))
         }
     };
+    // GDAL reads whole blocks to give them (issue 21 attack round 4, B3).
+    let blocks = super::blocks::reserve(
+        "band 1",
+        path,
+        &dataset,
+        &[1],
+        if max_side.is_some() {
+            super::blocks::Reach::Any
+        } else {
+            super::blocks::Reach::Full
+        },
+    )?;
     let buffer = band
         .read_as::<f32>((0, 0), (width, height), (w, h), None)
         .map_err(|_| failed("cannot read band 1"))?;
+    drop(blocks);
     let nodata = band.no_data_value().map(|v| v as f32);
     let mut values = buffer.into_shape_and_vec().1;
     if scale != 1.0 || offset != 0.0 {

@@ -165,6 +165,70 @@ fn apply(gt: &[f64; 6], a: f64, b: f64) -> (f64, f64) {
     (gt[0] + a * gt[1] + b * gt[2], gt[3] + a * gt[4] + b * gt[5])
 }
 
+/// GeoPackage's "Undefined geographic SRS" (`srs_id` 0), as GDAL reads it: a geographic CRS
+/// so named, on a datum named "unknown".
+fn undefined_geographic(srs: &SpatialRef) -> bool {
+    srs.is_geographic()
+        && srs
+            .name()
+            .is_some_and(|n| n.trim().eq_ignore_ascii_case("Undefined geographic SRS"))
+}
+
+/// Refuse points whose CRS cannot place them on the raster (regression, issue 21 attack
+/// round 4, B7): a vertical-only CRS (heights, no horizontal position), a geocentric one
+/// (X, Y, Z from the Earth's centre, not two coordinates), or an engineering (local) CRS
+/// other than the raster's own (no operation relates it to the Earth).
+fn check_points_crs(
+    srs: &SpatialRef,
+    raster: Option<&SpatialRef>,
+    points: &Points,
+) -> Result<(), GdalError> {
+    let name = srs.name().unwrap_or_else(|| "unnamed".to_string());
+    let id = srs
+        .auth_name()
+        .zip(srs.auth_code().ok())
+        .map(|(a, c)| format!(" ({a}:{c})"))
+        .unwrap_or_default();
+    let (argument, whose) = match points {
+        Points::Coordinates { .. } => ("crs", "the coordinates' CRS"),
+        Points::Layer { crs: Some(_), .. } => ("crs", "the CRS named for the points layer"),
+        Points::Layer { .. } => ("points", "the points layer's CRS"),
+    };
+    let horizontal = srs.is_geographic() || srs.is_projected() || srs.is_local();
+    let problem = if srs.is_geocentric() {
+        Some(
+            "is geocentric (X, Y, Z from the Earth's centre), not two horizontal coordinates"
+                .to_string(),
+        )
+    } else if !horizontal && srs.is_vertical() {
+        Some("is vertical only: it gives heights or depths, not a horizontal position".to_string())
+    } else if !horizontal && !srs.is_compound() {
+        Some("has no horizontal coordinates".to_string())
+    } else if srs.is_local() && !raster.is_some_and(|r| transform::same_crs(srs, r)) {
+        Some(
+            "is an engineering (local) CRS, which no operation relates to the Earth, and it is \
+             not the raster's own"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(GdalError::Arguments(format!(
+            "{argument}: {whose}, {name}{id}, {problem}, so the points cannot be placed on the \
+             raster; give the points' horizontal CRS (a geographic or projected one, e.g. \
+             \"EPSG:4326\", or the horizontal part of a compound CRS){}",
+            if matches!(points, Points::Layer { crs: None, .. }) {
+                ": assign it to the layer first (vector_reproject with `src_crs`), or give the \
+                 points as `coordinates` with `crs`"
+            } else {
+                " in `crs`"
+            }
+        ))),
+    }
+}
+
 /// The points of a layer, as (feature id, [x, y]) or a note when a feature is not a point.
 type LayerPoints = (Vec<(i64, Option<[f64; 2]>)>, Option<SpatialRef>);
 
@@ -241,6 +305,10 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         ),
         Points::Layer { path, layer, crs } => {
             let (points, srs) = layer_points(path, layer.as_deref())?;
+            // A GeoPackage's "Undefined geographic SRS" (srs_id 0) says only that the
+            // coordinates are longitudes and latitudes on an unknown datum: no CRS to place
+            // them by, so the caller names it, as for a layer without one.
+            let srs = srs.filter(|srs| !undefined_geographic(srs));
             if srs.is_some() && crs.is_some() {
                 return Err(GdalError::Arguments(
                     "crs: the points layer declares its own CRS; `crs` is only for a layer \
@@ -264,6 +332,9 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         (None, Some(srs)) => Some(srs),
         (None, None) => None,
     };
+    if let Some(srs) = &points_srs {
+        check_points_crs(srs, raster_srs.as_ref(), &request.points)?;
+    }
     // The points' CRS when it is not the raster's.
     let other = match (&points_srs, &raster_srs) {
         (Some(p), Some(r)) if !transform::same_crs(p, r) => Some(p.clone()),
@@ -281,8 +352,9 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         && raster_srs.is_some()
     {
         return Err(GdalError::Arguments(
-            "crs: the points layer has no CRS; name the CRS of its coordinates with `crs` \
-             (assuming the raster's would be a silent choice)"
+            "crs: the points layer has no CRS (or GeoPackage's \"Undefined geographic SRS\", \
+             longitudes and latitudes on an unknown datum); name the CRS of its coordinates \
+             with `crs`, e.g. \"EPSG:4326\" (assuming the raster's would be a silent choice)"
                 .to_string(),
         ));
     }
@@ -342,19 +414,12 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
     // GDAL reads a whole natural block to give one cell: a 372-byte GeoTIFF whose one tile is
     // 16384 x 8192 Float64 made a one-point sample allocate 1 GiB, and four at once 4.25 GB
     // (regression, issue 21 attack round 4, B3). Each band's block is reserved from the
-    // budget all calls share before any cell is read.
-    let mut block_bytes = 0u64;
+    // budget all calls share before any cell is read (`blocks::reserve`).
     for &b in &bands {
         let band = dataset.rasterband(b).map_err(|e| GdalError::Failed {
             operation: format!("reading band {b}"),
             message: e.to_string(),
         })?;
-        let (block_x, block_y) = band.block_size();
-        block_bytes = block_bytes.saturating_add(crate::budget::grid_bytes(
-            (block_x as u64).saturating_mul(block_y as u64),
-            u64::from(band.band_type().bytes()),
-            1,
-        ));
         let unit = band.unit();
         band_info.push(SampledBand {
             band: b,
@@ -365,7 +430,13 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             nodata: band.no_data_value(),
         });
     }
-    let _memory = crate::budget::reserve("the raster blocks a sample reads", block_bytes)?;
+    let _memory = super::blocks::reserve(
+        "raster_sample: the blocks a sample reads",
+        path,
+        &dataset,
+        &bands,
+        super::blocks::Reach::Full,
+    )?;
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
     for (id, point) in given {

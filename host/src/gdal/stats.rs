@@ -150,6 +150,18 @@ fn band_stats(
         &format!("band {index}: its cells held for exact statistics"),
         crate::budget::grid_bytes(kept, 8, 1),
     )?;
+    // And the blocks GDAL reads whole to give them (issue 21 attack round 4, B3).
+    let _blocks = super::blocks::reserve(
+        &format!("raster_stats: band {index}"),
+        path,
+        dataset,
+        &[index],
+        if sampled {
+            super::blocks::Reach::Any
+        } else {
+            super::blocks::Reach::Full
+        },
+    )?;
     let mut values: Vec<f64> = Vec::new();
     let mut cells = 0u64;
     if sampled {

@@ -219,7 +219,10 @@ pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) ->
     source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     let mut target = to.clone();
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    // PROJ opens grids while it builds the operation: under the open deadline.
+    let open = super::deadline::opening("a coordinate transformation");
     let transform = CoordTransform::new(&source, &target).ok()?;
+    drop(open);
     transform.transform_bounds(&bounds, 21).ok()
 }
 
@@ -329,7 +332,10 @@ pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
     source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     let mut wgs84 = SpatialRef::from_epsg(4326).ok()?;
     wgs84.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    // PROJ opens grids while it builds the operation: under the open deadline.
+    let open = super::deadline::opening("a coordinate transformation");
     let transform = CoordTransform::new(&source, &wgs84).ok()?;
+    drop(open);
     transform.transform_bounds(&bounds, 21).ok()
 }
 
@@ -351,7 +357,10 @@ pub fn facts(
     if let Some(hit) = CACHE.get(&key) {
         return hit;
     }
+    // PROJ opens grids while it lists and instantiates operations: under the open deadline.
+    let open = super::deadline::opening("a coordinate transformation");
     let found = query(&source_json, &target_json, area);
+    drop(open);
     if key.len() <= crate::memo::MAX_KEY_BYTES {
         CACHE.insert(key, found.clone());
     }

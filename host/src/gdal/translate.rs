@@ -34,6 +34,14 @@ impl TranslateRequest {
     /// Convert into a staging folder, build the overviews there, and move it all into place.
     pub fn run(&self) -> Result<TranslateOutcome, GdalError> {
         let source = super::facts::open(&self.input)?;
+        // gdal_translate reads the input through its whole blocks (issue 21 attack round 4, B3).
+        let _blocks = super::blocks::reserve(
+            "raster_convert: the input",
+            &self.input,
+            &source,
+            &[],
+            super::blocks::Reach::Any,
+        )?;
         let mut built = None;
         let outcome = programs::run(
             &Program::Translate,

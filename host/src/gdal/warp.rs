@@ -96,6 +96,15 @@ impl WarpRequest {
     /// Run the warp into a staging folder and move the result into place.
     pub fn run(&self) -> Result<WarpOutcome, GdalError> {
         let source = super::facts::open(&self.input)?;
+        // gdalwarp reads the input through its whole blocks, or its overviews' (issue 21
+        // attack round 4, B3).
+        let _blocks = super::blocks::reserve(
+            "the warp's input",
+            &self.input,
+            &source,
+            &[],
+            super::blocks::Reach::Any,
+        )?;
         let outcome = programs::run(
             &Program::Warp,
             &source,

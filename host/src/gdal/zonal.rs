@@ -75,6 +75,14 @@ impl ZonalRequest {
                 raster.raster_count()
             ))
         })?;
+        // The band's windows are read through its whole blocks (issue 21 attack round 4, B3).
+        let _blocks = super::blocks::reserve(
+            &format!("zonal_stats: band {}", self.band),
+            &self.raster,
+            &raster,
+            &[self.band],
+            super::blocks::Reach::Full,
+        )?;
         let is_nodata = nodata_predicate(band.no_data_value());
         // Physical values where the band declares a scale or offset; nodata cells become NaN
         // (never a value) before the transform, so no physical value can pass for nodata.

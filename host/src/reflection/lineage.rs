@@ -526,8 +526,33 @@ impl LineageStore {
     /// An input as a record names it: its digest, whether a record exists for that content,
     /// and whether the server wrote this path with other content (modified outside).
     pub fn input(&self, role: &str, path: &Path) -> FileRef {
-        let sha256 = match self.dataset_digest(path) {
+        match self.input_until(role, path, &|| false) {
+            Ok(file) => file,
+            // Never stopped: `input_until` fails only when asked to stop.
+            Err(_) => FileRef {
+                role: role.to_string(),
+                path: path.display().to_string(),
+                sha256: None,
+                size: None,
+                recorded: false,
+                modified_outside: false,
+                written_sha256: None,
+            },
+        }
+    }
+
+    /// [`Self::input`], whose hashing stops between chunks as soon as `stop` says so (the
+    /// client cancelled a gated call while its inputs were hashed: issue 21). Fails only then;
+    /// any other hashing failure leaves the input unhashed, as [`Self::input`] does.
+    pub fn input_until(
+        &self,
+        role: &str,
+        path: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> std::io::Result<FileRef> {
+        let sha256 = match self.dataset_digest_until(path, stop) {
             Ok(digest) => Some(digest),
+            Err(e) if stop() => return Err(e),
             Err(e) => {
                 tracing::debug!(path = %path.display(), "not hashed for lineage: {e}");
                 None
@@ -542,7 +567,7 @@ impl LineageStore {
         // content but its record no longer verifies (the lineage was tampered with).
         let modified_outside = written.is_some();
         let written_sha256 = written.filter(|w| Some(w) != sha256.as_ref());
-        FileRef {
+        Ok(FileRef {
             role: role.to_string(),
             path: path.display().to_string(),
             sha256,
@@ -550,7 +575,7 @@ impl LineageStore {
             recorded,
             modified_outside,
             written_sha256,
-        }
+        })
     }
 
     /// How the dataset at `path` was made: its steps, nearest first (breadth first through the

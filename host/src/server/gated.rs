@@ -135,6 +135,10 @@ where
     let started_at = now();
     let lineage_store = app.lineage.clone();
     let inputs = call.paths().inputs;
+    // The client's cancellation, seen by the gather's hashing of the inputs (a 64 GiB input
+    // hashed whole under a raised budget could not be cancelled: issue 21) and by the work.
+    let progress = call.work();
+    let watching = progress.clone();
     let (
         Gathered {
             mut facts,
@@ -146,7 +150,9 @@ where
         .gdal(move || {
             let gathered = georef::with_choice(georef, gather)?;
             let started = std::time::Instant::now();
-            let looked = look_upstream(&lineage_store, gathered, &inputs);
+            let looked = look_upstream(&lineage_store, gathered, &inputs, &|| {
+                watching.is_cancelled()
+            })?;
             tracing::debug!(
                 micros = started.elapsed().as_micros() as u64,
                 "lineage: inputs looked up"
@@ -173,12 +179,14 @@ where
         let explained = app.plugins(move || Ok(gate.explain(&facts)?)).await?;
         return Err(ToolError::Explained(explained));
     }
+    if progress.is_cancelled() {
+        return Err(ToolError::Cancelled);
+    }
     let bound: Vec<(String, Option<String>)> = input_files
         .iter()
         .map(|f| (f.path.clone(), f.sha256.clone()))
         .collect();
     let receipts = decide(call, facts, justifications.unwrap_or_default().0, bound).await?;
-    let progress = call.work();
     let relay = progress.clone();
     let paths = call.paths();
     let overwrite = call.overwrite();
@@ -272,7 +280,8 @@ fn look_upstream<P>(
     store: &LineageStore,
     mut gathered: Gathered<P>,
     inputs: &[std::path::PathBuf],
-) -> (Gathered<P>, Vec<FileRef>) {
+    stop: &dyn Fn() -> bool,
+) -> Result<(Gathered<P>, Vec<FileRef>), ToolError> {
     let facts = &mut gathered.facts;
     let role_of = |path: &std::path::Path| {
         facts
@@ -284,8 +293,9 @@ fn look_upstream<P>(
     // Every input as the record names it, each looked up once.
     let files: Vec<FileRef> = inputs
         .iter()
-        .map(|path| store.input(role_of(path), path))
-        .collect();
+        .map(|path| store.input_until(role_of(path), path, stop))
+        .collect::<Result<_, _>>()
+        .map_err(|_| ToolError::Cancelled)?;
     let upstream = facts
         .datasets
         .iter()
@@ -295,7 +305,7 @@ fn look_upstream<P>(
         })
         .collect();
     facts.upstream = upstream;
-    (gathered, files)
+    Ok((gathered, files))
 }
 
 fn now() -> String {

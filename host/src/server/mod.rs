@@ -79,9 +79,84 @@ pub fn success_result(value: Value) -> CallToolResult {
     result
 }
 
+/// Caller text longer than this many characters is echoed in an error capped to
+/// [`ECHO_KEPT`] characters, an ellipsis and its length (issue 21, O2: a 1 MB argument came
+/// back whole in the error, twice).
+pub const ECHO_MAX: usize = 256;
+/// Characters of an over-long caller text kept in an error.
+pub const ECHO_KEPT: usize = 120;
+/// An error message longer than this is cut, whatever made it long.
+pub const MAX_ERROR_CHARS: usize = 16 << 10;
+
+/// Every string value and object key of `arguments` longer than [`ECHO_MAX`] characters: the
+/// caller's texts an error may echo.
+pub fn long_texts(arguments: &Value) -> Vec<String> {
+    fn walk(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) if s.chars().count() > ECHO_MAX => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            Value::Object(map) => {
+                for (key, v) in map {
+                    if key.chars().count() > ECHO_MAX {
+                        out.push(key.clone());
+                    }
+                    walk(v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(arguments, &mut out);
+    // The longest first, so that a text containing another is capped whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// `form` (an echo of a caller's text of `length` characters) shortened to its first
+/// [`ECHO_KEPT`] characters, an ellipsis and the text's length.
+fn capped(form: &str, length: usize) -> String {
+    let kept: String = form.chars().take(ECHO_KEPT).collect();
+    format!("{kept}… ({length} characters)")
+}
+
+/// `message` with every echo of the caller's long `texts` capped (as written, and as Rust's
+/// and JSON's quoting escape it), then, when `cut`, cut at [`MAX_ERROR_CHARS`] characters.
+pub fn cap_echoes(message: &str, texts: &[String], cut: bool) -> String {
+    let mut out = message.to_string();
+    for text in texts {
+        let escaped = format!("{text:?}");
+        let escaped = &escaped[1..escaped.len() - 1];
+        let json = Value::String(text.clone()).to_string();
+        let json = &json[1..json.len() - 1];
+        let length = text.chars().count();
+        for form in [text.as_str(), escaped, json] {
+            if out.contains(form) {
+                out = out.replace(form, &capped(form, length));
+            }
+        }
+    }
+    let count = out.chars().count();
+    if cut && count > MAX_ERROR_CHARS {
+        let kept: String = out.chars().take(MAX_ERROR_CHARS).collect();
+        out = format!("{kept}… (error message cut: {count} characters)");
+    }
+    out
+}
+
 /// An error result: the human message, then the JSON; no structured content.
 pub fn error_result(error: ToolError) -> CallToolResult {
-    let (text, detail) = match error {
+    error_result_echoing(error, &[])
+}
+
+/// [`error_result`] for a call whose arguments hold the long `texts` ([`long_texts`]): every
+/// echo of them is capped, in the human message and in the JSON.
+pub fn error_result_echoing(error: ToolError, texts: &[String]) -> CallToolResult {
+    // A refusal carries the domains' prompts (up to 64 KiB each, plugin-capped): never cut,
+    // only its echoes capped.
+    let cut = !matches!(error, ToolError::Refused { .. });
+    let (text, mut detail) = match error {
         ToolError::Refused { entries, receipts } => refusal_text(entries, receipts),
         other => {
             let mut text = other.to_string();
@@ -104,10 +179,22 @@ pub fn error_result(error: ToolError) -> CallToolResult {
             (text, json!({ "error": detail }))
         }
     };
+    let text = cap_echoes(&text, texts, cut);
+    cap_strings(&mut detail, texts, cut);
     CallToolResult::error(vec![
         ContentBlock::text(text),
         ContentBlock::text(detail.to_string()),
     ])
+}
+
+/// Every string in `value` with the caller's long `texts` capped ([`cap_echoes`]).
+fn cap_strings(value: &mut Value, texts: &[String], cut: bool) {
+    match value {
+        Value::String(s) => *s = cap_echoes(s, texts, cut),
+        Value::Array(items) => items.iter_mut().for_each(|v| cap_strings(v, texts, cut)),
+        Value::Object(map) => map.values_mut().for_each(|v| cap_strings(v, texts, cut)),
+        _ => {}
+    }
 }
 
 fn field_errors(errors: &[FieldError]) -> Value {
@@ -257,6 +344,7 @@ impl ServerHandler for GdalMcp {
             ));
         }
         let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let echoes = long_texts(&arguments);
         let _slot = match spec.effect {
             tool::Effect::ReadOnly => None,
             _ => self.app.call_slot().await,
@@ -271,7 +359,7 @@ impl ServerHandler for GdalMcp {
         );
         let result = match (spec.handler)(call).await {
             Ok(value) => success_result(value),
-            Err(error) => error_result(error),
+            Err(error) => error_result_echoing(error, &echoes),
         };
         Ok(result.into())
     }
@@ -320,5 +408,33 @@ impl ServerHandler for GdalMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         catalog::read(&self.app, &request.uri).await.map(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod echo_tests {
+    use super::*;
+
+    /// Regression (issue 21, O2): an argument's echo is capped with its length, as written and
+    /// as quoting escapes it; short texts are left alone; a message made long otherwise is cut.
+    #[test]
+    fn long_caller_text_is_capped_wherever_an_error_echoes_it() {
+        let long = format!("a\"b{}", "x".repeat(1000));
+        let arguments = json!({"input": long, "short": "fine", "list": [{"k": "y".repeat(300)}]});
+        let texts = long_texts(&arguments);
+        assert_eq!(texts.len(), 2);
+        let message = format!("input: {long:?} and again {long}; short: fine");
+        let capped = cap_echoes(&message, &texts, true);
+        assert!(!capped.contains(&"x".repeat(ECHO_KEPT)), "{capped}");
+        assert_eq!(capped.matches("(1003 characters)").count(), 2, "{capped}");
+        assert!(capped.contains("short: fine"));
+        let huge = "z ".repeat(MAX_ERROR_CHARS);
+        let cut = cap_echoes(&huge, &[], true);
+        assert!(cut.ends_with(&format!("(error message cut: {} characters)", huge.len())));
+        assert_eq!(
+            cap_echoes(&huge, &[], false),
+            huge,
+            "a refusal is never cut"
+        );
     }
 }

@@ -206,7 +206,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             facts::check_raster_format(&format, &options)?;
             let dataset = facts::open(&input)?;
             facts::require_raster("input", &input, &dataset)?;
-            let input_facts = facts::from_dataset("input", &input, &dataset);
+            let input_facts = facts::from_dataset("input", &input, &dataset)?;
             facts::refuse_undeclared_sentinels(&input_facts, None, "block aggregation")?;
             let gt = dataset.geo_transform().map_err(|_| {
                 ToolError::Arguments("input: the raster has no geotransform".to_string())
@@ -489,10 +489,10 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
         move || {
             let raster_dataset = facts::open(&raster)?;
             facts::require_raster("input", &raster, &raster_dataset)?;
-            let raster_facts = facts::from_dataset("input", &raster, &raster_dataset);
+            let raster_facts = facts::from_dataset("input", &raster, &raster_dataset)?;
             facts::refuse_undeclared_sentinels(&raster_facts, Some(band), "zonal statistics")?;
             let zones_dataset = ogr::open("zones", &zones)?;
-            let mut zones_facts = facts::from_dataset("zones", &zones, &zones_dataset);
+            let mut zones_facts = facts::from_dataset("zones", &zones, &zones_dataset)?;
             if let Some(vector) = zones_facts.vector.as_mut() {
                 vector.selected_layer = request.layer.clone();
             }
@@ -715,7 +715,7 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 } else {
                     format!("input{}", i + 1)
                 };
-                let input_facts = facts::from_dataset(&role, path, &dataset);
+                let input_facts = facts::from_dataset(&role, path, &dataset)?;
                 facts::refuse_undeclared_sentinels(
                     &input_facts,
                     u32::try_from(band).ok(),

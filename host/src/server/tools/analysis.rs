@@ -106,7 +106,7 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
         justifications,
         move || {
             let dataset = vector::open("input", &input)?;
-            let mut dataset_facts = facts::from_dataset("input", &input, &dataset);
+            let mut dataset_facts = facts::from_dataset("input", &input, &dataset)?;
             if let Some(vector) = dataset_facts.vector.as_mut() {
                 vector.selected_layer = request.layer.clone();
             }
@@ -212,7 +212,7 @@ pub async fn buffer(call: Call) -> Result<Value, ToolError> {
             let mut request = request;
             request.driver = vector::driver_for(format.as_deref(), &request.output)?;
             let dataset = vector::open("input", &request.input)?;
-            let mut dataset_facts = facts::from_dataset("input", &request.input, &dataset);
+            let mut dataset_facts = facts::from_dataset("input", &request.input, &dataset)?;
             if let Some(v) = dataset_facts.vector.as_mut() {
                 v.selected_layer = request.layer.clone();
             }
@@ -293,11 +293,11 @@ fn two_layer_gather(
 ) -> Result<(CallFacts, Option<String>), ToolError> {
     let first_dataset = vector::open("input", input)?;
     let second_dataset = analysis::open_second(role, second)?;
-    let mut first_facts = facts::from_dataset("input", input, &first_dataset);
+    let mut first_facts = facts::from_dataset("input", input, &first_dataset)?;
     if let Some(v) = first_facts.vector.as_mut() {
         v.selected_layer = layer.map(str::to_string);
     }
-    let mut second_facts = facts::from_dataset(role, second, &second_dataset);
+    let mut second_facts = facts::from_dataset(role, second, &second_dataset)?;
     if let Some(v) = second_facts.vector.as_mut() {
         v.selected_layer = second_layer.map(str::to_string);
     }

@@ -77,7 +77,7 @@ pub async fn info(call: Call) -> Result<Value, ToolError> {
     gated::read_only(&call, move || {
         let dataset = facts::open(&input)?;
         facts::require_raster("input", &input, &dataset)?;
-        let facts = facts::from_dataset("input", &input, &dataset);
+        let facts = facts::from_dataset("input", &input, &dataset)?;
         let gdalinfo = if args.stats {
             drop(dataset);
             info::gdalinfo_json_with_stats(&input)?
@@ -378,7 +378,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             }
             let dataset = facts::open(&request.input)?;
             facts::require_raster("input", &request.input, &dataset)?;
-            let input_facts = facts::from_dataset("input", &request.input, &dataset);
+            let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
@@ -515,7 +515,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 let rows = ((ymax - ymin) / ry).ceil().max(1.0) as u64;
                 policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
             }
-            let input_facts = facts::from_dataset("input", &request.input, &dataset);
+            let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),

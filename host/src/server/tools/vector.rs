@@ -67,7 +67,7 @@ pub async fn info(call: Call) -> Result<Value, ToolError> {
     let input = call.input_path("input", &args.input)?;
     gated::read_only(&call, move || {
         let dataset = ogr::open("input", &input)?;
-        let mut facts = facts::from_dataset("input", &input, &dataset);
+        let mut facts = facts::from_dataset("input", &input, &dataset)?;
         if let Some(vector) = facts.vector.as_mut() {
             vector.selected_layer = args.layer.clone();
         }
@@ -188,7 +188,7 @@ fn vector_facts(
 ) -> Result<(DatasetFacts, gdal::Dataset), GdalError> {
     let dataset = ogr::open(role, path)?;
     ogr::check_layer_names(role, path, &dataset)?;
-    let mut facts = facts::from_dataset(role, path, &dataset);
+    let mut facts = facts::from_dataset(role, path, &dataset)?;
     if let Some(vector) = facts.vector.as_mut() {
         vector.selected_layer = layer.map(str::to_string);
     }
