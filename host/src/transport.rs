@@ -8,7 +8,14 @@
 //! bound, and parses each line first with the very type rmcp parses it into
 //! (`ClientJsonRpcMessage`):
 //!
-//! * a line that is not JSON is answered `-32700` (id `null`);
+//! * a line that is not JSON (not UTF-8, a `NaN`, a number beyond f64 such as `1e400`, a lone
+//!   surrogate `\ud800`, nesting deeper than serde's limit of 128, trailing bytes, a
+//!   truncation) is answered `-32700`, with its id when a scan of its top-level members finds
+//!   one readable id (`null` otherwise); nothing is decoded lossily;
+//! * a line whose top-level members repeat (two `"id"`s) is answered `-32600`, with the id
+//!   only if every copy is the same readable id;
+//! * empty and whitespace-only lines are skipped; JSON whitespace (CRLF line ends included)
+//!   and a leading byte order mark are trimmed;
 //! * a line over [`MAX_LINE_BYTES`] is discarded up to its end and answered `-32600`;
 //! * a JSON value that is not a valid request, response or notification object (a batch,
 //!   a scalar, a missing or wrong `jsonrpc`, a non-string `method`, an id rmcp cannot read as
@@ -91,13 +98,13 @@ async fn read_requests<R>(
                 ));
             }
             Ok(Line::Complete) => {
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim();
-                if text.is_empty() {
+                let line = trim_json_whitespace(&line);
+                if line.is_empty() {
                     continue;
                 }
-                match check(text) {
-                    Ok(()) => {
+                match check_line(line) {
+                    Ok("") => continue,
+                    Ok(text) => {
                         if to_rmcp.write_all(text.as_bytes()).await.is_err()
                             || to_rmcp.write_all(b"\n").await.is_err()
                         {
@@ -203,24 +210,60 @@ fn reply_id(id: Option<&Value>) -> Value {
     }
 }
 
-/// The error reply for a message that must not reach rmcp, if any.
+/// The text of a line (trimmed of JSON whitespace) to hand to rmcp, or the error reply for a
+/// message that must not reach it.
 ///
 /// A message reaches rmcp only if rmcp's own reader (`ClientJsonRpcMessage`, the type its
 /// stdio transport parses each line into) accepts it: for anything it refuses, rmcp 3.9
 /// writes an error without an `id`, which no client can match to its request. So the filter
 /// parses each line with that same type and answers a refusal itself, with the request's id
-/// where rmcp could read one and `null` where it could not.
-pub fn check(text: &str) -> Result<(), String> {
-    // rmcp ignores a leading byte order mark (RFC 8259 §8.1); so does the filter.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+/// where it can be read and `null` where it cannot. A line serde cannot parse at all (not
+/// UTF-8, a number beyond f64, a lone surrogate, nesting past serde's limit, a truncation)
+/// still has its id read by a scan of its top-level members.
+pub fn check_line(line: &[u8]) -> Result<&str, String> {
+    // rmcp ignores a leading byte order mark (RFC 8259 §8.1); so does the filter, and rmcp gets
+    // the line without it.
+    let line = trim_json_whitespace(line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line));
+    if line.is_empty() {
+        return Ok("");
+    }
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        Err(e) => {
+            return Err(error_line(
+                &scanned_id(line),
+                -32700,
+                &format!(
+                    "parse error: the line is not UTF-8 (from byte {}); JSON-RPC messages are \
+                     UTF-8 JSON (RFC 8259 §8.1)",
+                    e.valid_up_to()
+                ),
+            ))
+        }
+    };
+    check(text).map(|()| text)
+}
+
+/// [`check_line`] for a line already known to be UTF-8 (without a byte order mark).
+fn check(text: &str) -> Result<(), String> {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
+            let why = e.to_string();
+            let hint = if why.contains("recursion limit") {
+                " (values nested more than 128 levels deep are refused)"
+            } else if why.contains("number out of range") {
+                " (numbers must lie within ±1.7976931348623157e308)"
+            } else if why.contains("hex escape") || why.contains("surrogate") {
+                " (a \\u escape of a surrogate, D800-DFFF, must be half of a valid pair)"
+            } else {
+                ""
+            };
             return Err(error_line(
-                &Value::Null,
+                &scanned_id(text.as_bytes()),
                 -32700,
-                &format!("parse error: {e}"),
-            ))
+                &format!("parse error: {e}{hint}"),
+            ));
         }
     };
     let Value::Object(message) = &value else {
@@ -230,6 +273,16 @@ pub fn check(text: &str) -> Result<(), String> {
             "invalid request: a message must be one JSON object (batches are not supported)",
         ));
     };
+    if let Some(key) = duplicate_member(text.as_bytes()) {
+        return Err(error_line(
+            &scanned_id(text.as_bytes()),
+            -32600,
+            &format!(
+                "invalid request: the member {key:?} appears more than once; each member of a \
+                 message is written once"
+            ),
+        ));
+    }
     let id = message.get("id");
     let reply_id = reply_id(id);
     let invalid = |why: &str| {
@@ -307,6 +360,126 @@ pub fn check(text: &str) -> Result<(), String> {
     }
 }
 
+/// JSON's whitespace (RFC 8259 §2: space, tab, line feed, carriage return) trimmed from both
+/// ends of a line; a CRLF line end loses its carriage return here.
+fn trim_json_whitespace(line: &[u8]) -> &[u8] {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let start = line.iter().position(|b| !space(b)).unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !space(b))
+        .map_or(start, |last| last + 1);
+    &line[start..end]
+}
+
+/// The top-level members of a line holding a JSON object, found without parsing their values
+/// (so without recursion, and whatever numbers, encodings or depth the values hold): each
+/// complete member's key (with its quotes) and value, as written. The scan stops at the first
+/// thing that is not a well-formed member (a truncated value, a mismatched bracket) and returns
+/// the members before it, so the id of a line that is not JSON can still be read.
+fn top_level_members(line: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut members = Vec::new();
+    let mut at = skip_space(line, 0);
+    if line.get(at) != Some(&b'{') {
+        return members;
+    }
+    at += 1;
+    loop {
+        at = skip_space(line, at);
+        if line.get(at) != Some(&b'"') {
+            return members;
+        }
+        let Some(key_end) = string_end(line, at) else {
+            return members;
+        };
+        let key = &line[at..key_end];
+        at = skip_space(line, key_end);
+        if line.get(at) != Some(&b':') {
+            return members;
+        }
+        at = skip_space(line, at + 1);
+        let start = at;
+        // The closing brackets the value still owes, innermost last (a Vec, not recursion).
+        let mut owed: Vec<u8> = Vec::new();
+        let end = loop {
+            let Some(&byte) = line.get(at) else {
+                return members;
+            };
+            match byte {
+                b'"' => {
+                    let Some(after) = string_end(line, at) else {
+                        return members;
+                    };
+                    at = after;
+                    continue;
+                }
+                b'{' => owed.push(b'}'),
+                b'[' => owed.push(b']'),
+                b'}' if owed.is_empty() => break at,
+                b',' if owed.is_empty() => break at,
+                // A closer pops what it closes (in the guard); one that does not match ends
+                // the scan.
+                b'}' | b']' if owed.pop() != Some(byte) => return members,
+                _ => {}
+            }
+            at += 1;
+        };
+        members.push((key, trim_json_whitespace(&line[start..end])));
+        if line[end] == b'}' {
+            return members;
+        }
+        at = end + 1;
+    }
+}
+
+fn skip_space(line: &[u8], mut at: usize) -> usize {
+    while matches!(line.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// The index just past the string that opens at `start` (a `"`), if it closes.
+fn string_end(line: &[u8], start: usize) -> Option<usize> {
+    let mut at = start + 1;
+    while let Some(&byte) = line.get(at) {
+        match byte {
+            b'\\' => at += 2,
+            b'"' => return Some(at + 1),
+            _ => at += 1,
+        }
+    }
+    None
+}
+
+/// The id to answer a line with, read by [`top_level_members`] (for a line serde cannot parse,
+/// or whose members repeat): the id when the line has one readable id, or the same readable id
+/// written more than once; `null` when it has none, when the id is unreadable (not UTF-8, a
+/// lone surrogate, out of range, not a string or integer) and when the ids written differ.
+fn scanned_id(line: &[u8]) -> Value {
+    let ids: Vec<Value> = top_level_members(line)
+        .into_iter()
+        .filter(|(key, _)| serde_json::from_slice::<String>(key).is_ok_and(|key| key == "id"))
+        .map(|(_, value)| {
+            serde_json::from_slice::<Value>(value).map_or(Value::Null, |id| reply_id(Some(&id)))
+        })
+        .collect();
+    match ids.split_first() {
+        Some((first, rest)) if rest.iter().all(|id| id == first) => first.clone(),
+        _ => Value::Null,
+    }
+}
+
+/// The first top-level member name written more than once (serde keeps the last silently, rmcp
+/// refuses the message).
+fn duplicate_member(line: &[u8]) -> Option<String> {
+    let mut seen = std::collections::HashSet::new();
+    top_level_members(line)
+        .into_iter()
+        .filter_map(|(key, _)| serde_json::from_slice::<String>(key).ok())
+        .find(|key| !seen.insert(key.clone()))
+}
+
 fn error_line(id: &Value, code: i64, message: &str) -> String {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string()
 }
@@ -356,7 +529,7 @@ mod tests {
     use super::*;
 
     fn code(text: &str) -> Option<(i64, Value)> {
-        check(text).err().map(|line| {
+        check_line(text.as_bytes()).err().map(|line| {
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
             (v["error"]["code"].as_i64().unwrap_or(0), v["id"].clone())
         })
@@ -471,8 +644,9 @@ mod tests {
     #[test]
     fn malformed_messages_get_the_right_error_and_id() {
         let cases: &[(&str, Option<(i64, Value)>)] = &[
-            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":NaN}", Some((-32700, Value::Null))),
-            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"meth", Some((-32700, Value::Null))),
+            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":NaN}", Some((-32700, json!(1)))),
+            ("{\"jsonrpc\":\"2.0\",\"id\":1,\"meth", Some((-32700, json!(1)))),
+            ("{\"jsonrpc\":\"2.0\",\"meth", Some((-32700, Value::Null))),
             ("[1,2]", Some((-32600, Value::Null))),
             ("42", Some((-32600, Value::Null))),
             ("{\"id\":7,\"method\":\"ping\"}", Some((-32600, json!(7)))),
@@ -497,6 +671,104 @@ mod tests {
                 assert!(rmcp_reads(text.trim_start_matches('\u{feff}')), "{text}");
             }
         }
+    }
+
+    fn code_bytes(line: &[u8]) -> Option<(i64, Value)> {
+        check_line(line).err().map(|line| {
+            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            (v["error"]["code"].as_i64().unwrap_or(0), v["id"].clone())
+        })
+    }
+
+    fn deep(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    /// Regression (attack round 4, B5): a request whose params held a number beyond f64
+    /// (`1e400`) was answered `-32700` with a `null` id though its id was readable, and an id
+    /// of invalid UTF-8 came back mangled (decoded lossily to U+FFFD, then answered). Every
+    /// line serde cannot parse is now answered once, with its id where one readable id is
+    /// written, `null` where none is; nothing is decoded lossily.
+    #[test]
+    fn b5_unparseable_lines_are_answered_with_their_readable_id() {
+        let big = "9".repeat(400);
+        type Case = (Vec<u8>, Option<(i64, Value)>);
+        let cases: Vec<Case> = vec![
+            // Numbers beyond f64 in params: the id is readable.
+            (br#"{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"raster_sample","arguments":{"input":"dem.tif","coordinates":[[1e400,0]]}}}"#.to_vec(), Some((-32700, json!("call-1")))),
+            (br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x","arguments":{"v":-1e400}}}"#.to_vec(), Some((-32700, json!(2)))),
+            (format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"_meta":{{"progressToken":{big}}}}}}}"#).into_bytes(), Some((-32700, json!(3)))),
+            (format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{"n":-{big}}},"id":"after"}}"#).into_bytes(), Some((-32700, json!("after")))),
+            // A large integer f64 can hold is read (as a float): rmcp's to answer.
+            (br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x","arguments":{"n":123456789012345678901234567890}}}"#.to_vec(), None),
+            // Ids beyond f64 or beyond i64 are unreadable.
+            (br#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#.to_vec(), Some((-32700, Value::Null))),
+            (br#"{"jsonrpc":"2.0","id":-1e400,"method":"ping"}"#.to_vec(), Some((-32700, Value::Null))),
+            (format!(r#"{{"jsonrpc":"2.0","id":{big},"method":"ping"}}"#).into_bytes(), Some((-32700, Value::Null))),
+            (br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#.to_vec(), Some((-32600, Value::Null))),
+            // Lone surrogates: in the id it is unreadable, elsewhere the id is read.
+            (br#"{"jsonrpc":"2.0","id":"\ud800","method":"ping"}"#.to_vec(), Some((-32700, Value::Null))),
+            (br#"{"jsonrpc":"2.0","id":"\udc00x","method":"ping"}"#.to_vec(), Some((-32700, Value::Null))),
+            (br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"x","arguments":{"input":"a\ud800.tif"}}}"#.to_vec(), Some((-32700, json!(5)))),
+            // Invalid UTF-8: in the id it is unreadable (never mangled), elsewhere the id is read.
+            (b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}".to_vec(), Some((-32700, Value::Null))),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":\"\xc0\xaf\",\"method\":\"ping\"}".to_vec(), Some((-32700, Value::Null))),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\xff\"}".to_vec(), Some((-32700, json!("a")))),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"raster_info\",\"arguments\":{\"input\":\"dem\xff.tif\"}}}".to_vec(), Some((-32700, json!(6)))),
+            // Byte order mark, CRLF, empty and whitespace-only lines.
+            (b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":\"bom\",\"method\":\"ping\"}".to_vec(), None),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":\"cr\",\"method\":\"ping\"}\r".to_vec(), None),
+            (b"\xef\xbb\xbf".to_vec(), None),
+            (b"".to_vec(), None),
+            (b" \t \r".to_vec(), None),
+            // Nesting beyond serde's limit (no stack overflow): the id before or after is read.
+            (format!(r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"a":{}}}}}"#, deep(10_000)).into_bytes(), Some((-32700, json!("deep")))),
+            (format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{"a":{}}},"id":"deep-after"}}"#, deep(10_000)).into_bytes(), Some((-32700, json!("deep-after")))),
+            (format!(r#"{{"jsonrpc":"2.0","method":"ping","id":{}}}"#, deep(10_000)).into_bytes(), Some((-32700, Value::Null))),
+            (format!(r#"{{"jsonrpc":"2.0","id":"objs","method":"ping","params":{}{}}}"#, "{\"a\":".repeat(10_000), "}".repeat(10_000)).into_bytes(), Some((-32700, json!("objs")))),
+            // Duplicate members: the id only when every copy is the same readable id.
+            (br#"{"jsonrpc":"2.0","id":"dup","method":"ping","id":"dup2"}"#.to_vec(), Some((-32600, Value::Null))),
+            (br#"{"jsonrpc":"2.0","id":"dup","method":"ping","id":"dup"}"#.to_vec(), Some((-32600, json!("dup")))),
+            (br#"{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}"#.to_vec(), Some((-32600, json!(7)))),
+            (br#"{"jsonrpc":"2.0","id":8,"method":"ping","params":{},"params":{}}"#.to_vec(), Some((-32600, json!(8)))),
+            // Trailing bytes, truncations, escapes and brackets inside strings.
+            (b"{\"jsonrpc\":\"2.0\",\"id\":\"nul\",\"method\":\"ping\"}\x00".to_vec(), Some((-32700, json!("nul")))),
+            (br#"{"jsonrpc":"2.0","id":"a\"b","method":"pi"#.to_vec(), Some((-32700, json!("a\"b")))),
+            (br#"{"jsonrpc":"2.0","id":12"#.to_vec(), Some((-32700, Value::Null))),
+            (br#"{"\u0069d":9,"jsonrpc":"2.0","method":"ping"}"#.to_vec(), None),
+            (br#"{"\u0069d":9,"jsonrpc":"2.0","method":"ping","params":NaN}"#.to_vec(), Some((-32700, json!(9)))),
+            (br#"{"params":{"a":"},]{[,\""},"id":10,"x":NaN}"#.to_vec(), Some((-32700, json!(10)))),
+            (br#"{"params":[1},"id":11,"x":NaN}"#.to_vec(), Some((-32700, Value::Null))),
+        ];
+        for (line, want) in &cases {
+            let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
+            assert_eq!(&code_bytes(line), want, "{shown}");
+            if want.is_none() {
+                // What passes is what rmcp reads (or nothing at all), without BOM or CR.
+                let text = check_line(line).unwrap_or_default();
+                assert!(text.is_empty() || rmcp_reads(text), "{shown}");
+                assert!(
+                    !text.starts_with('\u{feff}') && !text.ends_with('\r'),
+                    "{shown}"
+                );
+            }
+        }
+    }
+
+    /// The twin: the scan agrees with serde on every well-formed line (the id serde reads).
+    #[test]
+    fn b5_the_scan_reads_the_id_serde_reads() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+            r#" { "id" : "x,}]" , "method":"a" } "#,
+            r#"{"method":"a","params":{"id":5,"l":[{"id":6}]},"id":-3}"#,
+            r#"{"method":"a","params":{"s":"\\\"}"},"id":"q"}"#,
+        ] {
+            let serde: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(scanned_id(line.as_bytes()), serde["id"], "{line}");
+        }
+        assert_eq!(scanned_id(br#"{"method":"a"}"#), Value::Null);
+        assert_eq!(scanned_id(b"[1]"), Value::Null);
     }
 
     #[tokio::test]

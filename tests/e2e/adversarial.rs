@@ -4345,3 +4345,145 @@ async fn attack5_f8_a_dxf_block_bomb_is_refused_before_the_open() {
         .unwrap();
     assert!(!is_error(&small), "{}", text(&small));
 }
+
+/// Whether any cell of the raster at `path` holds `value` (read with GDAL in the test).
+fn holds_value(path: &Path, value: f64) -> bool {
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let (width, height) = band.size();
+    let cells = band
+        .read_as::<f64>((0, 0), (width, height), (width, height), None)
+        .unwrap();
+    cells.data().contains(&value)
+}
+
+/// Regression (docs/security.md "Races on path checks", the VRT race): GDAL opens a VRT's
+/// sources lazily, at the first read, by name; the identity re-check compares device, inode and
+/// change time, and change times come from a coarse clock, so a source swapped for a link to an
+/// outside decoy and swapped back within one tick was read unseen. The folders GDAL walks to a
+/// source are now watched (inotify) from before the checks to the commit or answer: a racer
+/// swapping the source thousands of times during 40 conversions and 40 samples never gets the
+/// decoy's marked pixels (4242) into an output or an answer. The twin: with no racer, every
+/// call succeeds and reads the real pixels.
+#[tokio::test]
+async fn b_vrt_source_swapped_during_the_read_never_reaches_an_output() {
+    let mut decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let ws = |name: &str| server.path(name).display().to_string();
+    let marked_dir = tempfile::tempdir().unwrap();
+    let marked = marked_dir.path().join("marked.tif");
+    run(
+        "gdal_create",
+        &[
+            "-q",
+            "-if",
+            &ws("dem.tif"),
+            "-burn",
+            "4242",
+            "-ot",
+            "Float32",
+            &marked.display().to_string(),
+        ],
+    );
+    decoy.add("marked.tif", &std::fs::read(&marked).unwrap());
+    let outside = PathBuf::from(decoy.path("marked.tif"));
+    std::fs::create_dir(server.path("data")).unwrap();
+    run(
+        "gdal_translate",
+        &["-q", "-ot", "Float32", &ws("dem.tif"), &ws("data/src.tif")],
+    );
+    run(
+        "gdal_translate",
+        &["-q", "-of", "VRT", &ws("data/src.tif"), &ws("data/v.vrt")],
+    );
+    std::fs::create_dir(server.path("out")).unwrap();
+    let calls = |racing: bool| {
+        let server = &server;
+        async move {
+            let (mut written, mut answered) = (0, 0);
+            for i in 0..40 {
+                let output = format!("out/{}-{i}.tif", if racing { "race" } else { "twin" });
+                let result = server
+                    .call(
+                        "raster_convert",
+                        json!({"input": "data/v.vrt", "output": output, "format": "GTiff"}),
+                    )
+                    .await
+                    .unwrap();
+                if !is_error(&result) {
+                    written += 1;
+                    assert!(
+                        !holds_value(&server.path(&output), 4242.0),
+                        "{output} holds the outside decoy's pixels"
+                    );
+                } else {
+                    assert!(racing, "the twin failed: {}", text(&result));
+                    assert!(
+                        !server.path(&output).exists(),
+                        "a failed call left {output}"
+                    );
+                }
+                let sample = server
+                    .call(
+                        "raster_sample",
+                        json!({"input": "data/v.vrt", "coordinates": [
+                            [289_000.0, 9_120_500.0], [293_000.0, 9_116_000.0],
+                            [297_500.0, 9_111_000.0]]}),
+                    )
+                    .await
+                    .unwrap();
+                if !is_error(&sample) {
+                    answered += 1;
+                    assert!(
+                        !structured(&sample).to_string().contains("4242"),
+                        "a sample read the outside decoy: {}",
+                        text(&sample)
+                    );
+                } else {
+                    assert!(racing, "the twin failed: {}", text(&sample));
+                }
+            }
+            (written, answered)
+        }
+    };
+    // The twin first: no racer, every call reads the real pixels.
+    let (written, answered) = calls(false).await;
+    assert_eq!((written, answered), (40, 40));
+
+    let source = server.path("data/src.tif");
+    let keep = server.path("keep.tif");
+    std::fs::hard_link(&source, &keep).unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racing = stop.clone();
+    let (link, back, kept) = (
+        server.path("data/link.tmp"),
+        server.path("data/back.tmp"),
+        keep.clone(),
+    );
+    let racer = std::thread::spawn(move || {
+        let mut swaps = 0u32;
+        while !racing.load(Ordering::SeqCst) && swaps < 1_000_000 {
+            let _ = std::os::unix::fs::symlink(&outside, &link);
+            let _ = std::fs::rename(&link, &source);
+            std::thread::yield_now();
+            let _ = std::fs::hard_link(&kept, &back);
+            let _ = std::fs::rename(&back, &source);
+            swaps += 1;
+            // Bursts of swaps with quiet gaps, so calls go through as well as fail.
+            if swaps.is_multiple_of(20) {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        swaps
+    });
+    let (written, answered) = calls(true).await;
+    stop.store(true, Ordering::SeqCst);
+    let swaps = racer.join().unwrap();
+    assert!(swaps > 500, "the racer swapped {swaps} times");
+    eprintln!(
+        "{written} of 40 conversions and {answered} of 40 samples went through while the \
+         source was swapped {swaps} times"
+    );
+    decoy.assert_untouched();
+    still_serves(&server).await;
+}

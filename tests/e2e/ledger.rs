@@ -196,3 +196,277 @@ async fn verify_refuses_a_fifo_a_link_to_dev_zero_and_a_link_elsewhere() {
         "the decoy is unchanged"
     );
 }
+
+/// A file outside the workspace that a planted store link points at: it must stay unchanged.
+struct Decoy {
+    dir: tempfile::TempDir,
+}
+
+impl Decoy {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret.txt"), "SECRET-OUTSIDE-DATA\n").unwrap();
+        std::fs::create_dir(dir.path().join("store")).unwrap();
+        Self { dir }
+    }
+
+    fn file(&self) -> std::path::PathBuf {
+        self.dir.path().join("secret.txt")
+    }
+
+    fn folder(&self) -> std::path::PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn assert_untouched(&self, case: &str) {
+        assert_eq!(
+            std::fs::read_to_string(self.file()).unwrap(),
+            "SECRET-OUTSIDE-DATA\n",
+            "{case}: the decoy file changed"
+        );
+        assert!(
+            std::fs::read_dir(self.folder()).unwrap().next().is_none(),
+            "{case}: something was written into the decoy folder"
+        );
+    }
+}
+
+fn mkfifo(path: &std::path::Path) {
+    assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+}
+
+/// Regression (attack round 4, B6): a `ledger.jsonl` planted in the store as a folder, a FIFO
+/// or a link silently stopped the ledger while gated calls went on writing (the ledger is the
+/// decision record). Every store file a call appends to (the ledger, `lineage/records.jsonl`,
+/// `lineage/paths.jsonl`), and the store's folders, planted as a folder, a FIFO, a link to an
+/// outside file or folder, a link to `/dev/zero`, a huge file or a ledger whose last line no
+/// entry can chain to, now refuse the call (kind `store`, naming the file, what is wrong and
+/// how to fix it) before anything is decided or written: no output, no staging left behind,
+/// the decoy unchanged, the server still serving. The twin: the same calls on a clean store
+/// succeed and enter the ledger.
+#[tokio::test]
+async fn b6_a_planted_store_file_refuses_gated_calls_and_nothing_is_written() {
+    type Plant = fn(&std::path::Path, &Decoy);
+    let plants: Vec<(&str, &str, Plant)> = vec![
+        ("ledger.jsonl is a folder", "ledger.jsonl", |store, _| {
+            std::fs::create_dir_all(store.join("ledger.jsonl")).unwrap()
+        }),
+        ("ledger.jsonl is a FIFO", "ledger.jsonl", |store, _| {
+            mkfifo(&store.join("ledger.jsonl"))
+        }),
+        (
+            "ledger.jsonl links outside",
+            "ledger.jsonl",
+            |store, decoy| {
+                std::os::unix::fs::symlink(decoy.file(), store.join("ledger.jsonl")).unwrap()
+            },
+        ),
+        (
+            "ledger.jsonl links to /dev/zero",
+            "ledger.jsonl",
+            |store, _| std::os::unix::fs::symlink("/dev/zero", store.join("ledger.jsonl")).unwrap(),
+        ),
+        (
+            "ledger.jsonl is a huge file of zeros",
+            "ledger.jsonl",
+            |store, _| {
+                let file = std::fs::File::create(store.join("ledger.jsonl")).unwrap();
+                file.set_len(8 << 30).unwrap();
+            },
+        ),
+        ("ledger.jsonl ends in junk", "ledger.jsonl", |store, _| {
+            std::fs::write(
+                store.join("ledger.jsonl"),
+                format!("{{\"seq\":1,\"prev\":\"x\"}}\n{}\n", "z".repeat(70_000)),
+            )
+            .unwrap()
+        }),
+        ("lineage is a file", "lineage", |store, _| {
+            std::fs::write(store.join("lineage"), "x").unwrap()
+        }),
+        ("lineage links outside", "lineage", |store, decoy| {
+            std::os::unix::fs::symlink(decoy.folder(), store.join("lineage")).unwrap()
+        }),
+        ("records.jsonl is a folder", "records.jsonl", |store, _| {
+            std::fs::create_dir_all(store.join("lineage/records.jsonl")).unwrap()
+        }),
+        ("records.jsonl is a FIFO", "records.jsonl", |store, _| {
+            std::fs::create_dir_all(store.join("lineage")).unwrap();
+            mkfifo(&store.join("lineage/records.jsonl"));
+        }),
+        (
+            "records.jsonl links outside",
+            "records.jsonl",
+            |store, decoy| {
+                std::fs::create_dir_all(store.join("lineage")).unwrap();
+                std::os::unix::fs::symlink(decoy.file(), store.join("lineage/records.jsonl"))
+                    .unwrap();
+            },
+        ),
+        (
+            "paths.jsonl links to /dev/zero",
+            "paths.jsonl",
+            |store, _| {
+                std::fs::create_dir_all(store.join("lineage")).unwrap();
+                std::os::unix::fs::symlink("/dev/zero", store.join("lineage/paths.jsonl")).unwrap();
+            },
+        ),
+    ];
+    let grid = |server: &Server| {
+        std::fs::copy(
+            gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+            server.path("dem.tif"),
+        )
+        .unwrap();
+    };
+    // The twin: a clean store records both calls.
+    let clean = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    grid(&clean);
+    let done = clean
+        .call(
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "out.tif"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let mut justified = json!({"input": "dem.tif", "output": "r.tif", "resampling": "nearest",
+                               "resolution": [200, 200]});
+    justified["justification"] = json!({"resampling": justification("nearest")});
+    let done = clean
+        .call("raster_resample", justified.clone())
+        .await
+        .unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let store = clean.workspace.path().join(".preflight");
+    let (ok, report) = verify(&store);
+    assert!(ok, "{report}");
+    let ledger = std::fs::read_to_string(store.join("ledger.jsonl")).unwrap();
+    assert!(
+        ledger.contains("\"kind\":\"gate\"") && ledger.contains("\"kind\":\"lineage\""),
+        "{ledger}"
+    );
+
+    for (case, named, plant) in plants {
+        let decoy = Decoy::new();
+        let server = Server::start(Era::Modern, Options::default())
+            .await
+            .unwrap();
+        grid(&server);
+        let store = server.workspace.path().join(".preflight");
+        std::fs::create_dir_all(&store).unwrap();
+        plant(&store, &decoy);
+        let started = std::time::Instant::now();
+        for (tool, arguments, output) in [
+            (
+                "raster_convert",
+                json!({"input": "dem.tif", "output": "out.tif"}),
+                "out.tif",
+            ),
+            ("raster_resample", justified.clone(), "r.tif"),
+        ] {
+            let result = server.call(tool, arguments).await.unwrap();
+            assert!(
+                is_error(&result),
+                "{case}: {tool} succeeded: {}",
+                text(&result)
+            );
+            let error = gdal_mcp_tests::structured(&result)["error"].clone();
+            assert_eq!(error["kind"], "store", "{case}: {tool}: {error}");
+            let message = error["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains(named)
+                    && message.contains("nothing was written")
+                    && message.contains("aside"),
+                "{case}: {tool}: {message}"
+            );
+            assert!(
+                !server.path(output).exists(),
+                "{case}: {tool} left its output"
+            );
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{case}: too slow"
+        );
+        // Nothing but the input (and the store) in the workspace: no staging left behind.
+        let mut left: Vec<String> = std::fs::read_dir(server.workspace.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        left.sort();
+        assert_eq!(left, [".preflight", "dem.tif"], "{case}");
+        decoy.assert_untouched(case);
+        let info = server
+            .call("raster_info", json!({"input": "dem.tif"}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{case}: {}", text(&info));
+    }
+}
+
+/// The capsule folders of the store planted as a FIFO, a file or a link outside: a call that
+/// must store its justification is refused (kind `store`) with nothing written and the decoy
+/// unchanged; a call that stores no capsule is not concerned. The twin is the clean store of
+/// `b6_a_planted_store_file_refuses_gated_calls_and_nothing_is_written`.
+#[tokio::test]
+async fn b6_planted_capsule_folders_refuse_the_justified_call_and_nothing_is_written() {
+    type Plant = fn(&std::path::Path, &Decoy);
+    let plants: Vec<(&str, Plant)> = vec![
+        ("justifications is a FIFO", |store, _| {
+            mkfifo(&store.join("justifications"))
+        }),
+        ("justifications is a file", |store, _| {
+            std::fs::write(store.join("justifications"), "x").unwrap()
+        }),
+        ("justifications links outside", |store, decoy| {
+            std::os::unix::fs::symlink(decoy.folder(), store.join("justifications")).unwrap()
+        }),
+        ("justifications/resampling links outside", |store, decoy| {
+            std::fs::create_dir_all(store.join("justifications")).unwrap();
+            std::os::unix::fs::symlink(decoy.folder(), store.join("justifications/resampling"))
+                .unwrap();
+        }),
+    ];
+    for (case, plant) in plants {
+        let decoy = Decoy::new();
+        let server = Server::start(Era::Modern, Options::default())
+            .await
+            .unwrap();
+        std::fs::copy(
+            gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+            server.path("dem.tif"),
+        )
+        .unwrap();
+        let store = server.workspace.path().join(".preflight");
+        std::fs::create_dir_all(&store).unwrap();
+        plant(&store, &decoy);
+        let mut justified = json!({"input": "dem.tif", "output": "r.tif", "resampling": "nearest",
+                                   "resolution": [200, 200]});
+        justified["justification"] = json!({"resampling": justification("nearest")});
+        let result = server.call("raster_resample", justified).await.unwrap();
+        assert!(is_error(&result), "{case}: {}", text(&result));
+        let error = gdal_mcp_tests::structured(&result)["error"].clone();
+        assert_eq!(error["kind"], "store", "{case}: {error}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("link or not a folder"),
+            "{case}: {error}"
+        );
+        assert!(!server.path("r.tif").exists(), "{case}: output left");
+        decoy.assert_untouched(case);
+        let plain = server
+            .call(
+                "raster_convert",
+                json!({"input": "dem.tif", "output": "out.tif"}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&plain), "{case}: {}", text(&plain));
+        decoy.assert_untouched(case);
+    }
+}

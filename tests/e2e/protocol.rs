@@ -42,7 +42,11 @@ impl Raw {
     }
 
     fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.send_bytes(line.as_bytes());
+    }
+
+    fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).unwrap();
         self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
@@ -56,7 +60,11 @@ impl Raw {
     /// (rmcp answers requests concurrently, so a slower reply to `line` is awaited after the
     /// ping's, and a second one would be seen within half a second).
     fn replies_to(&mut self, line: &str, sentinel: &str) -> Vec<Value> {
-        self.send(line);
+        self.replies_to_bytes(line.as_bytes(), sentinel)
+    }
+
+    fn replies_to_bytes(&mut self, line: &[u8], sentinel: &str) -> Vec<Value> {
+        self.send_bytes(line);
         self.send(&format!(
             r#"{{"jsonrpc":"2.0","id":"{sentinel}","method":"ping"}}"#
         ));
@@ -132,4 +140,70 @@ fn every_request_line_gets_exactly_one_reply_with_a_matchable_id() {
     raw.send(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#);
     let reply = raw.next().expect("the server still serves");
     assert_eq!(reply["id"], "last", "{reply}");
+}
+
+/// Regression (attack round 4, B5): a `tools/call` whose arguments held `1e400` was answered
+/// `-32700` with a `null` id though its id was readable, and an id of invalid UTF-8 came back
+/// mangled (decoded lossily, then answered with U+FFFD). Over real stdio, every line serde
+/// cannot parse gets exactly one reply, with its id where one readable id is written; lines
+/// with nothing in them get none; stdout holds only JSON-RPC; the server keeps answering.
+#[test]
+fn b5_unparseable_lines_get_one_reply_with_their_readable_id() {
+    let mut raw = Raw::start();
+    let big = "9".repeat(400);
+    let deep = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    // (line, the reply's id, the error code or None for a result)
+    let cases: Vec<(Vec<u8>, Value, Option<i64>)> = vec![
+        (br#"{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{"name":"raster_sample","arguments":{"input":"dem.tif","coordinates":[[1e400,0]]}}}"#.to_vec(), json!("call-1"), Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"raster_sample","arguments":{"input":"dem.tif","coordinates":[[-1e400,0]]}}}"#.to_vec(), json!(2), Some(-32700)),
+        (format!(r#"{{"jsonrpc":"2.0","id":3,"method":"ping","params":{{"_meta":{{"progressToken":{big}}}}}}}"#).into_bytes(), json!(3), Some(-32700)),
+        (format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{"n":-{big}}},"id":"after"}}"#).into_bytes(), json!("after"), Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#.to_vec(), Value::Null, Some(-32700)),
+        (format!(r#"{{"jsonrpc":"2.0","id":{big},"method":"ping"}}"#).into_bytes(), Value::Null, Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#.to_vec(), Value::Null, Some(-32600)),
+        (br#"{"jsonrpc":"2.0","id":"\ud800","method":"ping"}"#.to_vec(), Value::Null, Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"raster_info","arguments":{"input":"a\ud800.tif"}}}"#.to_vec(), json!(5), Some(-32700)),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"\xff\xfe\",\"method\":\"ping\"}".to_vec(), Value::Null, Some(-32700)),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"\xc0\xaf\",\"method\":\"ping\"}".to_vec(), Value::Null, Some(-32700)),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{\"name\":\"raster_info\",\"arguments\":{\"input\":\"dem\xff.tif\"}}}".to_vec(), json!(6), Some(-32700)),
+        (b"\xef\xbb\xbf{\"jsonrpc\":\"2.0\",\"id\":\"bom\",\"method\":\"ping\"}".to_vec(), json!("bom"), None),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"cr\",\"method\":\"ping\"}\r".to_vec(), json!("cr"), None),
+        (format!(r#"{{"jsonrpc":"2.0","id":"deep","method":"ping","params":{{"a":{}}}}}"#, deep(10_000)).into_bytes(), json!("deep"), Some(-32700)),
+        (format!(r#"{{"jsonrpc":"2.0","method":"ping","params":{{"a":{}}},"id":"deep-after"}}"#, deep(10_000)).into_bytes(), json!("deep-after"), Some(-32700)),
+        (format!(r#"{{"jsonrpc":"2.0","id":"objs","method":"tools/call","params":{{"name":"raster_info","arguments":{{"input":"dem.tif","x":{}1{}}}}}}}"#, "{\"a\":".repeat(10_000), "}".repeat(10_000)).into_bytes(), json!("objs"), Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":"dup","method":"ping","id":"dup2"}"#.to_vec(), Value::Null, Some(-32600)),
+        (br#"{"jsonrpc":"2.0","id":"same","method":"ping","id":"same"}"#.to_vec(), json!("same"), Some(-32600)),
+        (br#"{"jsonrpc":"2.0","id":7,"method":"ping","method":"tools/list"}"#.to_vec(), json!(7), Some(-32600)),
+        (b"{\"jsonrpc\":\"2.0\",\"id\":\"nul\",\"method\":\"ping\"}\x00".to_vec(), json!("nul"), Some(-32700)),
+        (br#"{"jsonrpc":"2.0","id":"cut","method":"pi"#.to_vec(), json!("cut"), Some(-32700)),
+    ];
+    for (index, (line, id, code)) in cases.iter().enumerate() {
+        let shown = String::from_utf8_lossy(&line[..line.len().min(160)]).into_owned();
+        let replies = raw.replies_to_bytes(line, &format!("sentinel-{index}"));
+        assert_eq!(
+            replies.len(),
+            1,
+            "exactly one reply to {shown}: {replies:?}"
+        );
+        let reply = &replies[0];
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert!(reply.get("id").is_some(), "the reply names an id: {reply}");
+        assert_eq!(&reply["id"], id, "{shown} -> {reply}");
+        assert_eq!(reply["error"]["code"].as_i64(), *code, "{shown} -> {reply}");
+        assert!(
+            !reply.to_string().contains('\u{fffd}'),
+            "nothing is decoded lossily: {reply}"
+        );
+    }
+    // Lines with nothing in them get no reply: the next reply is the ping's.
+    for line in [&b""[..], b"   ", b"\t \r", b"\r", b"\xef\xbb\xbf"] {
+        raw.send_bytes(line);
+    }
+    raw.send(r#"{"jsonrpc":"2.0","id":"after-blank","method":"ping"}"#);
+    let reply = raw.next().expect("the server still serves");
+    assert_eq!(reply["id"], "after-blank", "{reply}");
+    assert!(
+        raw.lines.recv_timeout(Duration::from_millis(500)).is_err(),
+        "nothing more on stdout"
+    );
 }

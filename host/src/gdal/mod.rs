@@ -33,6 +33,7 @@ pub mod transform;
 pub mod translate;
 pub mod vector;
 pub mod warp;
+pub mod watch;
 pub mod zonal;
 
 use std::cell::RefCell;

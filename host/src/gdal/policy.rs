@@ -308,6 +308,9 @@ pub fn verify_listed_unchanged() -> Result<(), GdalError> {
             (now != Some(*was)).then(|| unpin_text(listed))
         })
     });
+    // A name GDAL reads through that was replaced after the checks, seen by the folder
+    // watches whatever the change times say (a swap and a swap back within one clock tick).
+    let changed = changed.or_else(super::watch::changed);
     match changed {
         Some(file) => Err(GdalError::Arguments(format!(
             "{file} changed while the call was reading it (it was replaced, rewritten or \
@@ -409,6 +412,7 @@ pub fn unpin_text(text: &str) -> String {
 /// Close the folders pinned by the job on this thread and forget what it checked (at the end
 /// of the job).
 pub fn release_pins() {
+    super::watch::release();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
 }
@@ -525,7 +529,28 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
         return Ok(());
     }
     CHECKED.with(|c| c.borrow_mut().since = Some(std::time::SystemTime::now()));
+    if super::references::is_vrt_document(path) {
+        watch(path, path)?;
+    }
     check_file_before_open(path, path, 0)
+}
+
+/// Watch the folders GDAL walks to reach `file` (read by name after the checks: a VRT and its
+/// sources) before its identity is checked (`super::watch`). A watch that cannot be set
+/// refuses the open: the race it closes would be open.
+fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
+    let Some(roots) = ROOTS.get() else {
+        return Ok(());
+    };
+    super::watch::watch_reference(file, roots).map_err(|e| GdalError::Failed {
+        operation: format!("opening {}", input.display()),
+        message: format!(
+            "cannot watch the folders of {} while GDAL reads it by name ({e}); try again \
+                 (the system's inotify limits, fs.inotify.max_user_instances and \
+                 max_user_watches, may be too low)",
+            file.display()
+        ),
+    })
 }
 
 /// Whether GDAL would open `path` as a zipped spreadsheet (XLSX, XLSM, ODS: by its name).
@@ -616,6 +641,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
                 return Err(refuse(&reference.written));
             }
             for path in &reference.paths {
+                watch(input, path)?;
                 let shown = path.display().to_string();
                 let special = std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
                 if !inside(&shown) || special {
@@ -985,9 +1011,18 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
             files.extend(reference.paths.iter().map(|p| p.display().to_string()));
         }
     }
-    // Each file is what the checks saw (or older than them) before anything is read.
+    // Each file is what the checks saw (or older than them) before anything is read, and no
+    // name GDAL reads through was replaced since the checks.
     for file in &files {
         check_identity(path, file)?;
+    }
+    if let Some(changed) = super::watch::changed() {
+        return Err(GdalError::Arguments(format!(
+            "{}: {changed} changed between check and open (it was replaced, linked or \
+             appeared while GDAL opened the input), so nothing was read from it; try again \
+             once nothing is modifying these files",
+            path.display()
+        )));
     }
     for file in files {
         if !inside(&file) {

@@ -364,12 +364,11 @@ impl Gate {
         &self.store
     }
 
-    /// Append to the ledger; a failure is logged, never fails the call (the capsules stay the
-    /// record of what was justified, and `gdal-mcp ledger verify` says where the chain broke).
-    fn record(&self, kind: &str, entry: &Value) {
-        if let Err(e) = self.ledger.append(kind, entry) {
-            tracing::warn!("not recorded in the ledger: {e}");
-        }
+    /// Append to the ledger. A decision the ledger cannot record fails closed (attack round 4,
+    /// B6: a `ledger.jsonl` planted as a folder, FIFO or link silently stopped the ledger while
+    /// gated calls went on): the call is refused before its work runs.
+    fn record(&self, kind: &str, entry: &Value) -> Result<(), StoreError> {
+        Ok(self.ledger.append(kind, entry)?)
     }
 
     /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
@@ -587,7 +586,7 @@ impl Gate {
             entries.push(entry);
         }
         if !receipts.is_empty() {
-            self.record("gate", &ledger::gate_entry(&call.tool, &receipts));
+            self.record("gate", &ledger::gate_entry(&call.tool, &receipts))?;
         }
         Ok(if entries.is_empty() {
             Verdict::Proceed(receipts)
@@ -885,8 +884,27 @@ impl Gate {
             integrity: String::new(),
         };
         capsule.integrity = capsule.compute_integrity();
-        self.store.put(&capsule)?;
-        self.record("capsule", &ledger::capsule_entry(&capsule));
+        // The ledger is opened (and checked) before the capsule is written, and a capsule whose
+        // ledger line cannot be appended is removed again: a capsule is never stored without
+        // its entry in the decision record.
+        let mut ledger_file = self.ledger.open_for_append().map_err(StoreError::from)?;
+        let existed = self
+            .store
+            .file_of(&capsule.domain, &capsule.key)
+            .is_ok_and(|path| std::fs::symlink_metadata(path).is_ok());
+        let path = self.store.put(&capsule)?;
+        if let Err(e) = self.ledger.append_to(
+            &mut ledger_file,
+            "capsule",
+            &ledger::capsule_entry(&capsule),
+        ) {
+            if !existed {
+                if let Err(removed) = std::fs::remove_file(&path) {
+                    tracing::warn!("capsule {} not removed: {removed}", path.display());
+                }
+            }
+            return Err(StoreError::from(e).into());
+        }
         Ok(Ok(capsule))
     }
 

@@ -183,6 +183,18 @@ impl Journal {
 
     /// Append one line (one JSON object, without its newline), sealed. Blocking.
     pub fn append(&self, line: &str) -> std::io::Result<()> {
+        let mut file = self.open_for_append()?;
+        self.append_to(&mut file, line)
+    }
+
+    /// Open the journal for appending (created if absent; as [`open_beneath`] opens it): a
+    /// gated call opens it before anything is written, and appends through it after the run.
+    pub fn open_for_append(&self) -> std::io::Result<std::fs::File> {
+        self.open(true)
+    }
+
+    /// Append one line through `file`, a journal [`Self::open_for_append`] opened.
+    pub fn append_to(&self, file: &mut std::fs::File, line: &str) -> std::io::Result<()> {
         let line = self.seal.seal(self.kind, line);
         if line.contains('\n') || line.len() >= MAX_LINE_BYTES {
             return Err(std::io::Error::new(
@@ -190,8 +202,7 @@ impl Journal {
                 "a journal line must be one line of less than 1 MiB",
             ));
         }
-        let mut file = self.open(true)?;
-        let _lock = Lock::exclusive(&file)?;
+        let _lock = Lock::exclusive(file)?;
         let mut bytes = Vec::with_capacity(line.len() + 1);
         bytes.extend_from_slice(line.as_bytes());
         bytes.push(b'\n');

@@ -16,8 +16,10 @@
 //! Several server processes may share one store: an append takes an exclusive `flock` on the
 //! ledger file, reads the last line under the lock, and writes the new line with one `write`
 //! on an `O_APPEND` descriptor, so lines never interleave and the chain never forks. A ledger
-//! that cannot be written is logged and does not fail the call: the capsules remain the record
-//! of what was justified, and `verify` says where the ledger stopped being whole.
+//! that cannot take a line fails closed (attack round 4, B6): a gated call opens it
+//! ([`Ledger::open_for_append`]) before anything is decided or written and is refused when it
+//! cannot; the gate's decision line is appended before the work runs (its failure refuses the
+//! call); the lineage lines after the run go through the file opened before it.
 
 use super::journal::{open_beneath, Lock};
 use super::seal::{Kind, Seal};
@@ -110,6 +112,16 @@ impl Ledger {
 
     /// Append one entry of `kind` (`gate`, `capsule`). Blocking (file lock and I/O).
     pub fn append(&self, kind: &str, entry: &Value) -> Result<(), LedgerError> {
+        let mut file = self.open_for_append()?;
+        self.append_to(&mut file, kind, entry)
+    }
+
+    /// Open the ledger for appending, checked as an append needs it: the store a real folder
+    /// (created if absent), the file opened beneath it without following a link or blocking, a
+    /// regular file, and its last line a ledger entry the next one can chain to. A gated call
+    /// opens it before anything is decided or written (a ledger that cannot take its lines
+    /// refuses the call), and appends its lineage lines through this file after the run.
+    pub fn open_for_append(&self) -> Result<std::fs::File, LedgerError> {
         let io = |source| LedgerError::Io {
             path: self.path.display().to_string(),
             source,
@@ -131,18 +143,46 @@ impl Ledger {
             }
         }
         let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(io)?;
-        let _lock = Lock::exclusive(&file).map_err(io)?;
-        let (seq, prev) = match last_line(&mut file).map_err(io)? {
+        {
+            let _lock = Lock::exclusive(&file).map_err(io)?;
+            self.next_link(&mut file)?;
+        }
+        Ok(file)
+    }
+
+    /// The `seq` and `prev` of the next line of the ledger open as `file` (locked).
+    fn next_link(&self, file: &mut std::fs::File) -> Result<(u64, String), LedgerError> {
+        let io = |source| LedgerError::Io {
+            path: self.path.display().to_string(),
+            source,
+        };
+        Ok(match last_line(file).map_err(io)? {
             None => (1, GENESIS.to_string()),
             Some(last) => {
                 let seq = seq_of(&last).ok_or_else(|| LedgerError::Invalid {
                     path: self.path.display().to_string(),
-                    message: "its last line is not a ledger entry; run `gdal-mcp ledger verify`"
+                    message: "its last line is not a ledger entry, so no entry can chain to it \
+                              (run `gdal-mcp ledger verify`)"
                         .to_string(),
                 })?;
                 (seq + 1, format!("sha256:{}", sha256_hex_bytes(&last)))
             }
+        })
+    }
+
+    /// Append one entry of `kind` through `file`, a ledger [`Self::open_for_append`] opened.
+    pub fn append_to(
+        &self,
+        file: &mut std::fs::File,
+        kind: &str,
+        entry: &Value,
+    ) -> Result<(), LedgerError> {
+        let io = |source| LedgerError::Io {
+            path: self.path.display().to_string(),
+            source,
         };
+        let _lock = Lock::exclusive(file).map_err(io)?;
+        let (seq, prev) = self.next_link(file)?;
         let line = Line {
             seq,
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),

@@ -355,6 +355,22 @@ fn partial_digest(
 /// The parts of a shapefile whose edits change what the layer says.
 const SHAPEFILE_PARTS: [&str; 4] = ["shx", "dbf", "prj", "cpg"];
 
+/// The store files a call's record is appended to, opened before the call ran
+/// ([`LineageStore::open_for_append`]).
+pub struct Appenders {
+    records: std::fs::File,
+    paths: std::fs::File,
+    ledger: std::fs::File,
+}
+
+/// What is wrong with the ledger, without the path a [`LineageError`] names already.
+fn ledger_problem(error: super::ledger::LedgerError) -> String {
+    match error {
+        super::ledger::LedgerError::Io { source, .. } => source.to_string(),
+        super::ledger::LedgerError::Invalid { message, .. } => message,
+    }
+}
+
 /// The store's lineage folder.
 #[derive(Clone)]
 pub struct LineageStore {
@@ -636,10 +652,50 @@ impl LineageStore {
         out
     }
 
+    /// Open every store file a call's record is appended to (`lineage/records.jsonl`,
+    /// `lineage/paths.jsonl`, `ledger.jsonl`), creating what is absent, as the store opens its
+    /// files: a gated call does this before anything is decided or written, so a store file
+    /// planted as a folder, a FIFO or a link (or a ledger whose last line nothing can chain
+    /// to) refuses the call instead of silently losing its record (attack round 4, B6).
+    pub fn open_for_append(&self) -> Result<Appenders, LineageError> {
+        self.ensure_folder()?;
+        let io = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| LineageError::Io { path, source }
+        };
+        Ok(Appenders {
+            records: self
+                .records
+                .open_for_append()
+                .map_err(io(self.records.path()))?,
+            paths: self
+                .paths
+                .open_for_append()
+                .map_err(io(self.paths.path()))?,
+            ledger: self
+                .ledger
+                .open_for_append()
+                .map_err(|e| LineageError::Invalid {
+                    path: self.ledger.path().display().to_string(),
+                    message: ledger_problem(e),
+                })?,
+        })
+    }
+
     /// Hash the outputs of a finished call and write its record under each output's digest,
     /// the path index for each output, and a ledger entry per record. Returns the
     /// `lineage://` URI of each output recorded.
-    pub fn write(&self, mut record: Record) -> Result<Vec<String>, LineageError> {
+    pub fn write(&self, record: Record) -> Result<Vec<String>, LineageError> {
+        let mut appenders = self.open_for_append()?;
+        self.write_with(record, &mut appenders)
+    }
+
+    /// [`Self::write`] through store files opened before the call ran.
+    pub fn write_with(
+        &self,
+        mut record: Record,
+        appenders: &mut Appenders,
+    ) -> Result<Vec<String>, LineageError> {
         let mut uris = Vec::new();
         for output in &mut record.outputs {
             let path = PathBuf::from(&output.path);
@@ -657,7 +713,6 @@ impl LineageStore {
         if record.outputs.is_empty() {
             return Ok(uris);
         }
-        self.ensure_folder()?;
         let text = serde_json::to_string(&record).map_err(|e| LineageError::Invalid {
             path: self.root.display().to_string(),
             message: e.to_string(),
@@ -667,7 +722,7 @@ impl LineageStore {
             move |source| LineageError::Io { path, source }
         };
         self.records
-            .append(&text)
+            .append_to(&mut appenders.records, &text)
             .map_err(io(self.records.path()))?;
         let record_sha = hex::encode(Sha256::digest(text.as_bytes()));
         for output in &record.outputs {
@@ -684,16 +739,21 @@ impl LineageStore {
                     path: output.path.clone(),
                     message: e.to_string(),
                 })?;
-                self.paths.append(&written).map_err(io(self.paths.path()))?;
+                self.paths
+                    .append_to(&mut appenders.paths, &written)
+                    .map_err(io(self.paths.path()))?;
             }
             let entry = serde_json::json!({
                 "tool": record.tool,
                 "output": digest,
                 "record_sha256": record_sha,
             });
-            if let Err(e) = self.ledger.append("lineage", &entry) {
-                tracing::warn!("lineage record not entered in the ledger: {e}");
-            }
+            self.ledger
+                .append_to(&mut appenders.ledger, "lineage", &entry)
+                .map_err(|e| LineageError::Invalid {
+                    path: self.ledger.path().display().to_string(),
+                    message: ledger_problem(e),
+                })?;
             uris.push(uri(digest));
         }
         Ok(uris)

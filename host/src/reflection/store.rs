@@ -95,6 +95,48 @@ pub enum StoreError {
     },
     #[error("malformed key \"{0}\"; keys look like sha256:<64 hex digits>")]
     BadKey(String),
+    /// A store file a call must append to (the ledger, a lineage journal) cannot take its
+    /// line: the call is refused before anything is decided or written (attack round 4, B6).
+    #[error(
+        "the store cannot record this call, so it was refused and nothing was written: \
+         {path}: {problem}. The store (`.preflight/` in the first workspace unless --store \
+         names another folder) is the record of every decision, and each of its files must be \
+         a regular file (not a folder, a FIFO, a device or a link) in a real folder. Move \
+         {path} aside (for example rename it to {path}.planted) and the server starts it \
+         afresh, or start the server with --store naming a clean folder; `gdal-mcp ledger \
+         verify` reports what an old ledger holds."
+    )]
+    Unusable { path: String, problem: String },
+}
+
+impl From<super::lineage::LineageError> for StoreError {
+    fn from(error: super::lineage::LineageError) -> Self {
+        match error {
+            super::lineage::LineageError::Io { path, source } => StoreError::Unusable {
+                path,
+                problem: source.to_string(),
+            },
+            super::lineage::LineageError::Invalid { path, message } => StoreError::Unusable {
+                path,
+                problem: message,
+            },
+        }
+    }
+}
+
+impl From<super::ledger::LedgerError> for StoreError {
+    fn from(error: super::ledger::LedgerError) -> Self {
+        match error {
+            super::ledger::LedgerError::Io { path, source } => StoreError::Unusable {
+                path,
+                problem: source.to_string(),
+            },
+            super::ledger::LedgerError::Invalid { path, message } => StoreError::Unusable {
+                path,
+                problem: message,
+            },
+        }
+    }
 }
 
 /// How long a check that the store's folders are real folders is trusted for reads (writes
@@ -147,6 +189,11 @@ impl CapsuleStore {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Where the capsule of `key` for `domain` is filed.
+    pub fn file_of(&self, domain: &str, key: &str) -> Result<PathBuf, StoreError> {
+        self.path(domain, key)
     }
 
     fn path(&self, domain: &str, key: &str) -> Result<PathBuf, StoreError> {
@@ -223,7 +270,7 @@ impl CapsuleStore {
         if !self.folders_are_real(&capsule.domain) {
             return Err(StoreError::Invalid {
                 path: dir.display().to_string(),
-                message: "a folder of the store is a link; the store must be a real folder \
+                message: "a folder of the store is a link or not a folder; the store must be a real folder \
                           (remove the link or start with --store)"
                     .to_string(),
             });

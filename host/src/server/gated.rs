@@ -6,7 +6,9 @@
 //! 3. **decide**: ask the gate, on a plugin worker; a refusal becomes [`ToolError::Refused`];
 //! 4. **work**: on a GDAL worker, with progress and cancellation;
 //! 5. **record**: on the same worker, the outputs are hashed and their lineage record is
-//!    written (`reflection::lineage`);
+//!    written (`reflection::lineage`), through the store files opened at the end of the gather
+//!    step (a store that cannot record the call refuses it there, before the gate decides;
+//!    the gate's own ledger line is appended before the work, and its failure refuses too);
 //! 6. the result goes back with the gate's receipts and the outputs' `lineage://` URIs
 //!    ([`Gated`]).
 //!
@@ -140,12 +142,15 @@ where
     let progress = call.work();
     let watching = progress.clone();
     let (
-        Gathered {
-            mut facts,
-            plan,
-            mut summary,
-        },
-        input_files,
+        (
+            Gathered {
+                mut facts,
+                plan,
+                mut summary,
+            },
+            input_files,
+        ),
+        mut appenders,
     ) = app
         .gdal(move || {
             let gathered = georef::with_choice(georef, gather)?;
@@ -157,7 +162,13 @@ where
                 micros = started.elapsed().as_micros() as u64,
                 "lineage: inputs looked up"
             );
-            Ok(looked)
+            // Every store file the call's record goes to is opened now, before the gate
+            // decides or anything is written: a store that cannot record the call refuses it
+            // (attack round 4, B6), and the record is appended through these files.
+            let appenders = lineage_store
+                .open_for_append()
+                .map_err(crate::reflection::store::StoreError::from)?;
+            Ok((looked, appenders))
         })
         .await?;
     facts.tool = call.tool.to_string();
@@ -250,12 +261,17 @@ where
                 started_at,
                 finished_at: now(),
             };
-            // The outputs are committed: a lineage failure is logged, never fails the call.
+            // The outputs are committed, and the record goes through store files opened (and
+            // checked) before the gate decided: what can still fail here is the file system
+            // itself (a full disk). That is logged and the result carries no lineage URI;
+            // the outputs are whole, and the gate's decision line was appended before the work.
             let started = std::time::Instant::now();
-            let uris = lineage_store.write(record).unwrap_or_else(|e| {
-                tracing::warn!("{tool}: lineage not recorded: {e}");
-                Vec::new()
-            });
+            let uris = lineage_store
+                .write_with(record, &mut appenders)
+                .unwrap_or_else(|e| {
+                    tracing::warn!("{tool}: lineage not recorded: {e}");
+                    Vec::new()
+                });
             tracing::debug!(
                 micros = started.elapsed().as_micros() as u64,
                 "lineage: outputs recorded"
