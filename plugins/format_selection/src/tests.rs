@@ -3,10 +3,10 @@
 use super::*;
 use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
 use gdal_mcp_domain_sdk::testing::{evidence_ids as ids, evidence_item as item, offered};
-use gdal_mcp_domain_sdk::testing::{output, resampled_step, upstream_step, with_output, with_upstream};
-use gdal_mcp_domain_sdk::{
-    json, EncodingLoss, OutputFacts, RasterFacts, Severity, UpstreamStep,
+use gdal_mcp_domain_sdk::testing::{
+    output, resampled_step, upstream_step, with_output, with_upstream,
 };
+use gdal_mcp_domain_sdk::{json, EncodingLoss, OutputFacts, RasterFacts, Severity, UpstreamStep};
 
 /// Check the evidence contract, and that every fact says what is written.
 fn checked(got: Option<Trigger>) -> Option<Trigger> {
@@ -399,7 +399,10 @@ fn vector(
     // Without `format`, the driver the host resolves from the output's extension (the host's
     // `gdal::vector::driver_for`), as it sends it.
     if arguments.get("format").is_none() {
-        let output_name = arguments["output"].as_str().unwrap_or("").to_ascii_lowercase();
+        let output_name = arguments["output"]
+            .as_str()
+            .unwrap_or("")
+            .to_ascii_lowercase();
         let driver = [
             (".gpkg", "GPKG"),
             (".geojson", "GeoJSON"),

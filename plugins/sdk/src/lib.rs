@@ -51,8 +51,8 @@ pub mod bindings {
 }
 
 pub use bindings::gdal_mcp::risk::types::{
-    BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EvidenceItem,
-    EncodingLoss, FieldError, GeorefCandidate, Georeferencing, GridRelation, LayerFacts, Lineage,
+    BandFacts, CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, DomainInfo, EncodingLoss,
+    EvidenceItem, FieldError, GeorefCandidate, Georeferencing, GridRelation, LayerFacts, Lineage,
     MeasurementFacts, OperationFacts, OutputFacts, PromptArgument, PromptValue, RasterFacts,
     Registration, Sentinel, Severity, ToolCall, TransformationFacts, Trigger, UpstreamStep,
     VectorFacts,
