@@ -141,6 +141,9 @@ where
     // hashed whole under a raised budget could not be cancelled: issue 21) and by the work.
     let progress = call.work();
     let watching = progress.clone();
+    // Explaining a call (`gdal-mcp policy explain`) decides, stores and writes nothing: not
+    // even the store's files are created.
+    let explain_only = call.explain_only;
     let (
         (
             Gathered {
@@ -150,7 +153,7 @@ where
             },
             input_files,
         ),
-        mut appenders,
+        appenders,
     ) = app
         .gdal(move || {
             let gathered = georef::with_choice(georef, gather)?;
@@ -165,9 +168,15 @@ where
             // Every store file the call's record goes to is opened now, before the gate
             // decides or anything is written: a store that cannot record the call refuses it
             // (attack round 4, B6), and the record is appended through these files.
-            let appenders = lineage_store
-                .open_for_append()
-                .map_err(crate::reflection::store::StoreError::from)?;
+            let appenders = if explain_only {
+                None
+            } else {
+                Some(
+                    lineage_store
+                        .open_for_append()
+                        .map_err(crate::reflection::store::StoreError::from)?,
+                )
+            };
             Ok((looked, appenders))
         })
         .await?;
@@ -185,11 +194,11 @@ where
     let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
     let arguments = facts.arguments.clone();
-    if call.explain_only {
+    let Some(mut appenders) = appenders else {
         let gate = app.gate.clone();
         let explained = app.plugins(move || Ok(gate.explain(&facts)?)).await?;
         return Err(ToolError::Explained(explained));
-    }
+    };
     if progress.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
