@@ -4132,6 +4132,42 @@ async fn attack5_f1_crs_text_naming_files_is_found_in_every_carrier() {
         .await
         .unwrap();
     assert!(!is_error(&tin), "{}", text(&tin));
+
+    // Regression (attack round 6, R6-0): a GML's `.gfs` schema names the layer's SRS, and its
+    // `<SRSName>` reached PROJ (which opened the outside grid) while GDAL opened a clean GML.
+    let gml = r#"<?xml version="1.0" encoding="utf-8" ?>
+<ogr:FeatureCollection xmlns:ogr="http://ogr.maptools.org/" xmlns:gml="http://www.opengis.net/gml">
+  <gml:featureMember><ogr:g fid="g.0"><ogr:geometryProperty><gml:Point><gml:coordinates>1,2</gml:coordinates></gml:Point></ogr:geometryProperty><ogr:a>1</ogr:a></ogr:g></gml:featureMember>
+</ogr:FeatureCollection>
+"#;
+    let gfs = |srs: &str| {
+        format!(
+            "<GMLFeatureClassList><GMLFeatureClass><Name>g</Name><ElementPath>g</ElementPath>\
+             <GeometryType>1</GeometryType><SRSName>{srs}</SRSName><PropertyDefn><Name>a</Name>\
+             <ElementPath>a</ElementPath><Type>Integer</Type></PropertyDefn></GMLFeatureClass>\
+             </GMLFeatureClassList>"
+        )
+    };
+    std::fs::write(server.path("g.gml"), gml).unwrap();
+    std::fs::write(
+        server.path("g.gfs"),
+        gfs(&format!(
+            "+proj=longlat +ellps=GRS80 +nadgrids={grid} +type=crs"
+        )),
+    )
+    .unwrap();
+    let planted = server
+        .call("vector_info", json!({"input": "g.gml"}))
+        .await
+        .unwrap();
+    assert!(is_error(&planted), "{}", text(&planted));
+    assert!(text(&planted).contains("grid"), "{}", text(&planted));
+    std::fs::write(server.path("g.gfs"), gfs("EPSG:4326")).unwrap();
+    let clean = server
+        .call("vector_info", json!({"input": "g.gml"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
     still_serves(&server).await;
     decoy.assert_untouched();
 }

@@ -162,7 +162,9 @@ fn read_blocks(reader: &mut impl BufRead) -> (HashMap<String, Block>, Block) {
                 None if section == "ENTITIES" => finish(&mut entity, &mut top),
                 None => entity = None,
             }
-            match value.as_str() {
+            // GDAL's reader matches names in any case (attack round 6, R6-B: a lower-case
+            // `insert`, `block` or `section` passed the count and GDAL still expanded it).
+            match value.to_ascii_uppercase().as_str() {
                 "SECTION" => expect_section_name = true,
                 "ENDSEC" => section.clear(),
                 "BLOCK" if section == "BLOCKS" => current = Some((None, Block::default())),
@@ -186,14 +188,16 @@ fn read_blocks(reader: &mut impl BufRead) -> (HashMap<String, Block>, Block) {
         }
         if let Some((insert, name, columns, rows)) = entity.as_mut() {
             match code {
-                2 if *insert && name.is_none() => *name = Some(value),
+                2 if *insert && name.is_none() => *name = Some(value.to_ascii_uppercase()),
                 70 if *insert => *columns = value.parse().unwrap_or(1),
                 71 if *insert => *rows = value.parse().unwrap_or(1),
                 _ => {}
             }
         } else if let Some((name @ None, _)) = current.as_mut() {
             if code == 2 {
-                *name = Some(value);
+                // Names in one case: merging two blocks that differ only in case can only
+                // count more, never less.
+                *name = Some(value.to_ascii_uppercase());
             }
         }
     }
@@ -286,6 +290,20 @@ mod tests {
         top.inserts.iter().fold(top.entities, |sum, (name, times)| {
             sum + times * expanded(name, &blocks, &mut memo, 0)
         })
+    }
+
+    /// Regression (attack round 6, R6-B): GDAL reads `insert`, `block`, `section` and block
+    /// names in any case; the count did not, so the round-5 bomb with lower-case names opened
+    /// (34 s, 738 MB). Every case variant now counts the same.
+    #[test]
+    fn names_in_any_case_count_the_same() {
+        let bomb = bomb(7, 10);
+        assert_eq!(total(&bomb.to_ascii_lowercase()), 10_000_001);
+        let mixed = bomb
+            .replace("\nINSERT\n", "\ninsert\n")
+            .replace("\nBLOCK\n", "\nBlock\n")
+            .replace("\nSECTION\n", "\nsection\n");
+        assert_eq!(total(&mixed), 10_000_001);
     }
 
     /// Regression (issue 21, attack round 5, F8): the expansion is counted exactly (one

@@ -670,6 +670,9 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             // An ENVI header's `coordinate system string` (attack round 5, F1).
             format!("{stem}.hdr"),
             format!("{name}.hdr"),
+            // GML's `.gfs` schema: its `<SRSName>` reached PROJ while GDAL opened a clean
+            // `.gml` (attack round 6, R6-0).
+            format!("{stem}.gfs"),
         ]
         .map(|s| s.to_lowercase());
         // Drivers look for sidecars in either case (the shapefile driver reads `x.PRJ` when
