@@ -410,17 +410,26 @@ pub fn crs_text_reads_files(text: &str) -> Option<String> {
 /// Whether lowercased, whitespace-free text names a grid or parameter file (PROJ's built-in
 /// null grid `@null` opens no file).
 pub fn names_grid_or_parameter_file(text: &str) -> bool {
-    if text.contains("parameterfile") || text.contains("parameter_file") {
+    names_grid_or_parameter_file_before(text, text.len())
+}
+
+/// [`names_grid_or_parameter_file`] counting only matches that start before `cutoff` (a
+/// streaming scan's window, whose tail is read again with the next chunk).
+pub fn names_grid_or_parameter_file_before(text: &str, cutoff: usize) -> bool {
+    let before = |key: &str| text.match_indices(key).any(|(at, _)| at < cutoff);
+    if before("parameterfile") || before("parameter_file") {
         return true;
     }
     text.match_indices("grids=").any(|(at, key)| {
-        let value: String = text[at + key.len()..]
-            .chars()
-            .take_while(|c| !"+\"']<;&)".contains(*c))
-            .collect();
-        value
-            .split(',')
-            .any(|grid| grid.trim_start_matches('@') != "null")
+        at < cutoff && {
+            let value: String = text[at + key.len()..]
+                .chars()
+                .take_while(|c| !"+\"']<;&)".contains(*c))
+                .collect();
+            value
+                .split(',')
+                .any(|grid| grid.trim_start_matches('@') != "null")
+        }
     })
 }
 

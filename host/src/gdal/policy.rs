@@ -902,18 +902,7 @@ impl TextScan {
 /// name (`tinshift` `file=`, `defmodel` `model=`), PROJ 9.1's whole list.
 fn file_naming_keyword(text: &str, cutoff: usize) -> Option<String> {
     let before = |key: &str| text.match_indices(key).any(|(at, _)| at < cutoff);
-    let grid = text.match_indices("grids=").any(|(at, key)| {
-        at < cutoff && {
-            let value: String = text[at + key.len()..]
-                .chars()
-                .take_while(|c| !"+\"']<;&)".contains(*c))
-                .collect();
-            value
-                .split(',')
-                .any(|grid| grid.trim_start_matches('@') != "null")
-        }
-    });
-    if grid || before("parameterfile") || before("parameter_file") {
+    if super::facts::names_grid_or_parameter_file_before(text, cutoff) {
         return Some(
             "it names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...)".to_string(),
         );
