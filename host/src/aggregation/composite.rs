@@ -21,59 +21,15 @@
 
 use super::AggregationError;
 
-/// A per-pixel compositing statistic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Statistic {
-    Max,
-    Min,
-    Mean,
-    Median,
-    Count,
-    Sum,
-}
-
-impl Statistic {
-    /// All statistics, in declaration order.
-    pub const ALL: [Statistic; 6] = [
-        Self::Max,
-        Self::Min,
-        Self::Mean,
-        Self::Median,
-        Self::Count,
-        Self::Sum,
-    ];
-
-    /// The tool argument spelling (`max`, `min`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Max => "max",
-            Self::Min => "min",
-            Self::Mean => "mean",
-            Self::Median => "median",
-            Self::Count => "count",
-            Self::Sum => "sum",
-        }
-    }
-}
-
-impl std::fmt::Display for Statistic {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Statistic {
-    type Err = AggregationError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|stat| stat.as_str() == s)
-            .ok_or_else(|| AggregationError::UnknownName {
-                kind: "composite statistic",
-                name: s.to_string(),
-                expected: "max, min, mean, median, count, sum",
-            })
+statistic_names! {
+    /// A per-pixel compositing statistic.
+    pub enum Statistic ("composite statistic") {
+        Max = "max",
+        Min = "min",
+        Mean = "mean",
+        Median = "median",
+        Count = "count",
+        Sum = "sum",
     }
 }
 

@@ -16,6 +16,60 @@
 //!   [`AggregationError`]s.
 //! * Results are deterministic: ties are broken by value, never by hash or memory order.
 
+/// Declares a statistic enum named as the tools spell it: the enum, `ALL` (declaration order),
+/// `as_str`, `Display`, and `FromStr` (an unknown name lists the known ones, under `$kind`).
+macro_rules! statistic_names {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident ($kind:literal) {
+            $first:ident = $first_text:literal
+            $(, $variant:ident = $text:literal)* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $first,
+            $($variant,)*
+        }
+
+        impl $name {
+            /// All statistics, in declaration order.
+            pub const ALL: [$name; <[&str]>::len(&[$first_text $(, $text)*])] =
+                [Self::$first $(, Self::$variant)*];
+
+            /// The tool argument spelling.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    Self::$first => $first_text,
+                    $(Self::$variant => $text,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = $crate::aggregation::AggregationError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                Self::ALL
+                    .into_iter()
+                    .find(|stat| stat.as_str() == s)
+                    .ok_or_else(|| $crate::aggregation::AggregationError::UnknownName {
+                        kind: $kind,
+                        name: s.to_string(),
+                        expected: concat!($first_text $(, ", ", $text)*),
+                    })
+            }
+        }
+    };
+}
+
 pub mod composite;
 pub mod coverage;
 pub mod zonal;

@@ -31,71 +31,19 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::AggregationError;
 
-/// A zonal statistic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Stat {
-    Count,
-    Sum,
-    Mean,
-    Min,
-    Max,
-    Std,
-    Median,
-    Majority,
-    Minority,
-    Variety,
-}
-
-impl Stat {
-    /// All statistics, in declaration order.
-    pub const ALL: [Stat; 10] = [
-        Self::Count,
-        Self::Sum,
-        Self::Mean,
-        Self::Min,
-        Self::Max,
-        Self::Std,
-        Self::Median,
-        Self::Majority,
-        Self::Minority,
-        Self::Variety,
-    ];
-
-    /// The tool argument spelling (`count`, `sum`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Count => "count",
-            Self::Sum => "sum",
-            Self::Mean => "mean",
-            Self::Min => "min",
-            Self::Max => "max",
-            Self::Std => "std",
-            Self::Median => "median",
-            Self::Majority => "majority",
-            Self::Minority => "minority",
-            Self::Variety => "variety",
-        }
-    }
-}
-
-impl std::fmt::Display for Stat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Stat {
-    type Err = AggregationError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|stat| stat.as_str() == s)
-            .ok_or_else(|| AggregationError::UnknownName {
-                kind: "statistic",
-                name: s.to_string(),
-                expected: "count, sum, mean, min, max, std, median, majority, minority, variety",
-            })
+statistic_names! {
+    /// A zonal statistic.
+    pub enum Stat ("statistic") {
+        Count = "count",
+        Sum = "sum",
+        Mean = "mean",
+        Min = "min",
+        Max = "max",
+        Std = "std",
+        Median = "median",
+        Majority = "majority",
+        Minority = "minority",
+        Variety = "variety",
     }
 }
 

@@ -1,14 +1,11 @@
 //! Flow accumulation over D8 (O'Callaghan & Mark 1984) and D-infinity (Tarboton 1997) flow
-//! directions, in topological order by in-degree counting (Kahn 1962), O(n) and without
-//! recursion.
+//! directions, in topological order by in-degree counting (Kahn 1962, see
+//! [`super::upstream_first`]), O(n) and without recursion.
 //!
 //! Every cell starts with its own weight (1, or the weights grid where nodata and NaN weigh 0;
 //! times `dx * dy` for contributing area) and passes its total downstream, so a cell's value
-//! *includes itself*. For D8 the order needs no queue: scanning the grid, every cell with no
-//! unprocessed donors starts a walk downstream that continues while the receiver has just
-//! received its last donor (the "walk-down" form of Kahn's algorithm), so the extra memory is
-//! one `u8` in-degree per cell. D-infinity splits each cell's total between its two receivers
-//! by Tarboton's proportions and uses an explicit stack.
+//! *includes itself*. D-infinity splits each cell's total between its two receivers by
+//! Tarboton's proportions.
 //!
 //! Mass is conserved: what reaches an *outlet* — a cell flowing off the grid or into nodata, or
 //! a pit without flow — leaves the network, and the outlets' totals sum to the total weight
@@ -20,7 +17,8 @@ use super::dinf::DinfFlow;
 use super::error::{HydrologyError, Result};
 use super::grid::{CellSize, Grid};
 use super::neighbours::Neighbourhood;
-use super::progress::{Progress, ProgressTracker};
+use super::progress::Progress;
+use super::upstream_first::visit_upstream_first;
 
 mod sealed {
     pub trait Sealed {}
@@ -117,28 +115,6 @@ pub fn d8_accumulation<T: AccumulationValue>(
     let grid = directions.grid();
     let (width, height) = grid.shape();
     let router = directions.router();
-    let cells = grid.cell_count();
-    const DONE: u8 = u8::MAX;
-
-    let mut pending = vec![0u8; cells];
-    let mut valid_cells: u64 = 0;
-    for index in 0..cells {
-        match router.receiver(index) {
-            Receiver::Nodata => {
-                if let Some(slot) = pending.get_mut(index) {
-                    *slot = DONE;
-                }
-                continue;
-            }
-            Receiver::Cell(next) => {
-                if let Some(slot) = pending.get_mut(next) {
-                    *slot = slot.saturating_add(1);
-                }
-            }
-            Receiver::Outlet | Receiver::Pit => {}
-        }
-        valid_cells += 1;
-    }
     let (mut totals, total_weight) = initial_weights::<T>(
         width,
         height,
@@ -152,52 +128,30 @@ pub fn d8_accumulation<T: AccumulationValue>(
         ..AccumulationReport::default()
     };
     let mut outlet_total = 0.0f64;
-    let mut processed: u64 = 0;
-    let mut tracker = ProgressTracker::new(progress, valid_cells);
-    for start in 0..cells {
-        if pending.get(start) != Some(&0) {
-            continue;
-        }
-        let mut cell = start;
-        loop {
-            if let Some(slot) = pending.get_mut(cell) {
-                *slot = DONE;
-            }
-            processed += 1;
+    visit_upstream_first(
+        grid.cell_count(),
+        |cell| match router.receiver(cell) {
+            Receiver::Nodata => None,
+            Receiver::Cell(next) => Some([Some(next)]),
+            Receiver::Outlet | Receiver::Pit => Some([None]),
+        },
+        progress,
+        |cell| {
             let carried = totals.get(cell).copied().unwrap_or(T::NODATA);
             match router.receiver(cell) {
                 Receiver::Cell(next) => {
                     if let Some(total) = totals.get_mut(next) {
                         *total = total.plus(carried);
                     }
-                    match pending.get_mut(next) {
-                        Some(slot) if *slot != DONE && *slot > 0 => {
-                            *slot -= 1;
-                            if *slot == 0 {
-                                cell = next;
-                                continue;
-                            }
-                        }
-                        _ => {}
-                    }
-                    break;
                 }
                 Receiver::Outlet | Receiver::Pit => {
                     report.outlets += 1;
                     outlet_total += carried.to_f64();
-                    break;
                 }
-                Receiver::Nodata => break,
+                Receiver::Nodata => {}
             }
-        }
-        tracker.tick(processed)?;
-    }
-    if processed < valid_cells {
-        return Err(HydrologyError::FlowCycle {
-            cells: (valid_cells - processed) as usize,
-        });
-    }
-    tracker.finish()?;
+        },
+    )?;
     report.outlet_total = outlet_total;
     report.max = maximum(&totals);
     Ok((Grid::new(width, height, totals, Some(T::NODATA))?, report))
@@ -214,7 +168,6 @@ pub fn dinf_accumulation<T: AccumulationValue>(
     let (width, height) = flow.angles().shape();
     let hood = Neighbourhood::new(width, height);
     let cells = width * height;
-    const DONE: u8 = u8::MAX;
 
     // Receivers of a cell with a non-zero share: (target, share); target None = outlet.
     let receivers = |index: usize| -> [(Option<usize>, f64); 2] {
@@ -236,24 +189,6 @@ pub fn dinf_accumulation<T: AccumulationValue>(
         }
     };
 
-    let mut pending = vec![0u8; cells];
-    let mut valid_cells: u64 = 0;
-    for index in 0..cells {
-        if flow.is_nodata_cell(index) {
-            if let Some(slot) = pending.get_mut(index) {
-                *slot = DONE;
-            }
-            continue;
-        }
-        valid_cells += 1;
-        for (target, share) in receivers(index) {
-            if let (Some(next), true) = (target, share > 0.0) {
-                if let Some(slot) = pending.get_mut(next) {
-                    *slot = slot.saturating_add(1);
-                }
-            }
-        }
-    }
     let (mut totals, total_weight) = initial_weights::<T>(
         width,
         height,
@@ -267,26 +202,23 @@ pub fn dinf_accumulation<T: AccumulationValue>(
         ..AccumulationReport::default()
     };
     let mut outlet_total = 0.0f64;
-    let mut processed: u64 = 0;
-    let mut tracker = ProgressTracker::new(progress, valid_cells);
-    let mut ready: Vec<u32> = Vec::new();
-    for start in 0..cells {
-        if pending.get(start) != Some(&0) {
-            continue;
-        }
-        ready.push(start as u32);
-        while let Some(cell) = ready.pop() {
-            let cell = cell as usize;
-            if let Some(slot) = pending.get_mut(cell) {
-                *slot = DONE;
+    visit_upstream_first(
+        cells,
+        |cell| {
+            if flow.is_nodata_cell(cell) {
+                return None;
             }
-            processed += 1;
+            // Only a receiver with a share is downstream of the cell.
+            Some(receivers(cell).map(|(target, share)| target.filter(|_| share > 0.0)))
+        },
+        progress,
+        |cell| {
             let carried = totals.get(cell).copied().unwrap_or(T::NODATA);
             if flow.route(cell).is_none() {
                 // A pit keeps what it received.
                 report.outlets += 1;
                 outlet_total += carried.to_f64();
-                continue;
+                return;
             }
             let mut leaves_network = false;
             for (target, share) in receivers(cell) {
@@ -301,27 +233,12 @@ pub fn dinf_accumulation<T: AccumulationValue>(
                 if let Some(total) = totals.get_mut(next) {
                     *total = total.plus(carried.scaled(share));
                 }
-                if let Some(slot) = pending.get_mut(next) {
-                    if *slot != DONE && *slot > 0 {
-                        *slot -= 1;
-                        if *slot == 0 {
-                            ready.push(next as u32);
-                        }
-                    }
-                }
             }
             if leaves_network {
                 report.outlets += 1;
             }
-        }
-        tracker.tick(processed)?;
-    }
-    if processed < valid_cells {
-        return Err(HydrologyError::FlowCycle {
-            cells: (valid_cells - processed) as usize,
-        });
-    }
-    tracker.finish()?;
+        },
+    )?;
     report.outlet_total = outlet_total;
     report.max = maximum(&totals);
     Ok((Grid::new(width, height, totals, Some(T::NODATA))?, report))

@@ -380,10 +380,12 @@ fn is_target(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hydrology::d8::{d8_flow_directions, D8Options};
+    use crate::hydrology::d8::D8Options;
     use crate::hydrology::neighbours::Direction;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{assert_drains, grid_from_rows, random_dem};
+    use crate::hydrology::test_support::{
+        assert_drains, d8_on_unit_cells, grid_from_rows, random_dem,
+    };
 
     /// A valley draining east along row 2, walled by 20s, with a pit at (2,2) behind a dam
     /// (7, 8, 7) three cells thick.
@@ -412,13 +414,7 @@ mod tests {
         assert_eq!(report.cells_breached, 1);
         assert_eq!(dem.get(3, 1), Some(4.0f32.next_down()));
         assert_eq!(dem.get(2, 1), Some(4.0), "the pit itself is not lowered");
-        let (directions, d8) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, d8) = d8_on_unit_cells(&dem, D8Options::without_flats());
         assert_eq!(d8.no_flow_cells, 0);
         assert_eq!(directions.direction(2, 1), Some(Direction::East));
     }
@@ -475,8 +471,7 @@ mod tests {
         let report = breach_depressions(&mut dem, CellSize::UNIT, &options, &NoProgress).unwrap();
         assert_eq!(report.pits_found, 1);
         assert_eq!(report.pits_breached, 1);
-        let (directions, d8) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, d8) = d8_on_unit_cells(&dem, D8Options::default());
         assert_eq!(d8.no_flow_cells, 0);
         assert_drains(&directions);
     }
@@ -516,13 +511,7 @@ mod tests {
             )
             .unwrap();
             assert!(report.fill.cells_raised < 2500);
-            let (directions, d8) = d8_flow_directions(
-                &conditioned,
-                CellSize::UNIT,
-                &D8Options::without_flats(),
-                &NoProgress,
-            )
-            .unwrap();
+            let (directions, d8) = d8_on_unit_cells(&conditioned, D8Options::without_flats());
             assert_eq!(d8.no_flow_cells, 0, "seed {seed}");
             assert_drains(&directions);
         }

@@ -402,7 +402,9 @@ mod tests {
     use super::*;
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{assert_drains, grid_from_rows, random_dem};
+    use crate::hydrology::test_support::{
+        assert_drains, d8_on_unit_cells, grid_from_rows, random_dem,
+    };
 
     fn codes(directions: &FlowDirections) -> Vec<u8> {
         directions.grid().data().to_vec()
@@ -453,13 +455,7 @@ mod tests {
             &[9.0, 4.0, 9.0, 9.0],
             &[9.0, 9.0, 9.0, 9.0],
         ]);
-        let (directions, _) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, _) = d8_on_unit_cells(&dem, D8Options::without_flats());
         assert_eq!(directions.direction(1, 1), Some(Direction::East));
     }
 
@@ -478,13 +474,7 @@ mod tests {
             Some(nodata),
         )
         .unwrap();
-        let (directions, report) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::without_flats());
         use Direction::*;
         assert_eq!(directions.direction(0, 0), Some(NorthWest));
         assert_eq!(directions.direction(1, 0), Some(North));
@@ -506,21 +496,14 @@ mod tests {
             Some(nodata),
         )
         .unwrap();
-        let (directions, _) = d8_flow_directions(
-            &ring,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, _) = d8_on_unit_cells(&ring, D8Options::without_flats());
         assert_eq!(directions.direction(1, 1), Some(SouthEast));
     }
 
     #[test]
     fn pits_get_no_flow() {
         let dem = grid_from_rows(&[&[5.0, 5.0, 5.0], &[5.0, 1.0, 5.0], &[5.0, 5.0, 5.0]]);
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::default());
         assert_eq!(directions.grid().get(1, 1), Some(NO_FLOW));
         assert_eq!(report.no_flow_cells, 1);
         assert_eq!(report.flats.undrained_cells, 1);
@@ -530,9 +513,7 @@ mod tests {
     fn encodings_describe_the_same_flow() {
         let mut dem = random_dem(30, 20, 5, true);
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
-        let esri = d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress)
-            .unwrap()
-            .0;
+        let esri = d8_on_unit_cells(&dem, D8Options::default()).0;
         for encoding in [D8Encoding::TauDem, D8Encoding::Grass] {
             let options = D8Options {
                 encoding,
@@ -647,9 +628,7 @@ mod tests {
         for seed in 70..80u64 {
             let mut dem = random_dem(50, 50, seed, seed % 2 == 0);
             fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
-            let (directions, report) =
-                d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress)
-                    .unwrap();
+            let (directions, report) = d8_on_unit_cells(&dem, D8Options::default());
             assert_eq!(report.no_flow_cells, 0, "seed {seed}");
             assert_eq!(report.flats.undrained_cells, 0);
             assert!(report.flats.flats > 0);

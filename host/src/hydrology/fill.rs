@@ -199,9 +199,11 @@ impl RaiseTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hydrology::d8::{d8_flow_directions, D8Options};
+    use crate::hydrology::d8::D8Options;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{assert_drains, grid_from_rows, random_dem, XorShift};
+    use crate::hydrology::test_support::{
+        assert_drains, d8_on_unit_cells, grid_from_rows, random_dem, XorShift,
+    };
 
     /// The definition of the minimal depressionless surface, by brute-force relaxation
     /// (Planchon & Darboux 2002): outlets keep their elevation, every other cell is the larger
@@ -246,15 +248,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn closed_basin_fills_to_the_spill_level_exactly() {
-        let mut dem = grid_from_rows(&[
+    /// A closed basin whose only spill is the 7.5 on the east edge.
+    fn closed_basin() -> Grid<f32> {
+        grid_from_rows(&[
             &[9.0, 9.0, 9.0, 9.0, 9.0],
             &[9.0, 5.0, 4.0, 6.0, 9.0],
             &[9.0, 3.0, 2.0, 5.0, 7.5],
             &[9.0, 6.0, 4.0, 5.0, 9.0],
             &[9.0, 9.0, 9.0, 9.0, 9.0],
-        ]);
+        ])
+    }
+
+    #[test]
+    fn closed_basin_fills_to_the_spill_level_exactly() {
+        let mut dem = closed_basin();
         let cell_size = CellSize::new(2.0, 3.0).unwrap();
         let report = fill_depressions(&mut dem, cell_size, FillMode::Plain, &NoProgress).unwrap();
         let expected = grid_from_rows(&[
@@ -273,13 +280,7 @@ mod tests {
 
     #[test]
     fn epsilon_fill_leaves_a_strict_gradient_to_the_spill() {
-        let mut dem = grid_from_rows(&[
-            &[9.0, 9.0, 9.0, 9.0, 9.0],
-            &[9.0, 5.0, 4.0, 6.0, 9.0],
-            &[9.0, 3.0, 2.0, 5.0, 7.5],
-            &[9.0, 6.0, 4.0, 5.0, 9.0],
-            &[9.0, 9.0, 9.0, 9.0, 9.0],
-        ]);
+        let mut dem = closed_basin();
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Epsilon, &NoProgress).unwrap();
         let spill = 7.5f32;
         // The cell next to the spill is one step up, the far column two steps up.
@@ -292,13 +293,7 @@ mod tests {
                 assert!(value > spill && value < 7.501, "{value} at ({col}, {row})");
             }
         }
-        let (directions, report) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::without_flats());
         assert_eq!(report.no_flow_cells, 0);
         assert_drains(&directions);
     }
@@ -381,13 +376,7 @@ mod tests {
             for (epsilon, flat) in dem.data().iter().zip(plain.data()) {
                 assert!(epsilon.is_nan() || epsilon >= flat);
             }
-            let (directions, report) = d8_flow_directions(
-                &dem,
-                CellSize::UNIT,
-                &D8Options::without_flats(),
-                &NoProgress,
-            )
-            .unwrap();
+            let (directions, report) = d8_on_unit_cells(&dem, D8Options::without_flats());
             assert_eq!(report.no_flow_cells, 0, "seed {seed}");
             assert_drains(&directions);
         }

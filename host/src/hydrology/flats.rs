@@ -362,11 +362,10 @@ fn assign_directions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hydrology::d8::{d8_flow_directions, D8Options};
-    use crate::hydrology::grid::CellSize;
+    use crate::hydrology::d8::D8Options;
     use crate::hydrology::neighbours::Direction;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{assert_drains, grid_from_rows};
+    use crate::hydrology::test_support::{assert_drains, d8_on_unit_cells, grid_from_rows};
 
     /// A 5 x 5 plateau at 10 inside a rim at 20, open on the east side to a lower column.
     fn plateau() -> Grid<f32> {
@@ -390,8 +389,7 @@ mod tests {
     #[test]
     fn plateau_drains_toward_its_outlet_side() {
         let dem = plateau();
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::default());
         // The plateau is columns 1..=5; column 5 touches the lower column 6 and has slope.
         // Columns 1..=4 (rows 1..=5) are the flat: 20 cells.
         assert_eq!(report.flats.flats, 1);
@@ -414,13 +412,7 @@ mod tests {
     #[test]
     fn mask_combines_both_gradients() {
         let dem = plateau();
-        let (directions, _) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (directions, _) = d8_on_unit_cells(&dem, D8Options::without_flats());
         let (mask, report) = flat_mask(&dem, &directions, &NoProgress).unwrap();
         assert_eq!(report.flats, 1);
         // `towards` drops by one per column eastward (doubled: -2) and the inverted `away` term
@@ -445,8 +437,7 @@ mod tests {
             &[9.0, 3.0, 3.0, 3.0, 1.0],
             &[9.0, 9.0, 9.0, 9.0, 9.0],
         ]);
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::default());
         assert_eq!(report.flats.resolved_cells, 2);
         assert_eq!(directions.direction(1, 1), Some(Direction::East));
         assert_eq!(directions.direction(2, 1), Some(Direction::East));
@@ -461,22 +452,14 @@ mod tests {
             &[9.0, 2.0, 2.0, 9.0],
             &[9.0, 9.0, 9.0, 9.0],
         ]);
-        let (directions, report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, report) = d8_on_unit_cells(&dem, D8Options::default());
         assert_eq!(report.flats.undrained_flats, 1);
         assert_eq!(report.flats.undrained_cells, 4);
         assert_eq!(report.no_flow_cells, 4);
         assert_eq!(directions.direction(1, 1), None);
         let (mask, _) = flat_mask(
             &dem,
-            &d8_flow_directions(
-                &dem,
-                CellSize::UNIT,
-                &D8Options::without_flats(),
-                &NoProgress,
-            )
-            .unwrap()
-            .0,
+            &d8_on_unit_cells(&dem, D8Options::without_flats()).0,
             &NoProgress,
         )
         .unwrap();
@@ -486,16 +469,9 @@ mod tests {
     #[test]
     fn resolve_flats_matches_the_built_in_pass() {
         let dem = plateau();
-        let (mut directions, _) = d8_flow_directions(
-            &dem,
-            CellSize::UNIT,
-            &D8Options::without_flats(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (mut directions, _) = d8_on_unit_cells(&dem, D8Options::without_flats());
         let report = resolve_flats(&dem, &mut directions, &NoProgress).unwrap();
-        let (built_in, built_in_report) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (built_in, built_in_report) = d8_on_unit_cells(&dem, D8Options::default());
         assert_eq!(directions, built_in);
         assert_eq!(report, built_in_report.flats);
     }

@@ -46,6 +46,7 @@ mod queue;
 pub mod streams;
 #[cfg(test)]
 mod test_support;
+mod upstream_first;
 pub mod watershed;
 
 pub use accumulation::{

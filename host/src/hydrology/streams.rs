@@ -3,7 +3,7 @@
 //! AGU 38(6):913-920) and the network as vector links.
 //!
 //! Strahler order is computed in topological order over stream cells only (Kahn's in-degree
-//! counting, walking downstream as in [`super::accumulation`]): a cell with no upstream stream
+//! counting, [`super::upstream_first`]): a cell with no upstream stream
 //! cell has order 1; otherwise it takes the highest upstream order, plus one when two or more
 //! upstream cells share that highest order.
 //!
@@ -22,6 +22,7 @@ use super::error::{HydrologyError, Result};
 use super::grid::{GeoTransform, Grid};
 use super::neighbours::{COLUMN_STEP, ROW_STEP};
 use super::progress::{Progress, ProgressTracker, SubProgress};
+use super::upstream_first::visit_upstream_first;
 
 /// Nodata value of stream and order grids.
 pub const STREAM_NODATA: u8 = 255;
@@ -207,27 +208,7 @@ impl<'a> Network<'a> {
     /// Strahler orders in topological order (walk-down Kahn).
     fn orders(&self, progress: &dyn Progress) -> Result<Vec<u8>> {
         let cells = self.streams.len();
-        const DONE: u8 = u8::MAX;
-        let mut pending = vec![DONE; cells];
-        let mut stream_cells: u64 = 0;
-        for cell in 0..cells {
-            if self.is_stream(cell) {
-                stream_cells += 1;
-                if let Some(slot) = pending.get_mut(cell) {
-                    if *slot == DONE {
-                        *slot = 0;
-                    }
-                }
-            }
-        }
-        for cell in 0..cells {
-            if let Some(next) = self.stream_receiver(cell) {
-                if let Some(slot) = pending.get_mut(next) {
-                    *slot = slot.saturating_add(1);
-                }
-            }
-        }
-        // Until a cell is done: the highest upstream order and how many upstream cells have it.
+        // Until a cell is visited: the highest upstream order and how many upstream cells have it.
         let mut orders: Vec<u8> = (0..cells)
             .map(|cell| {
                 if self.router.canonical(cell) == CANONICAL_NODATA {
@@ -238,18 +219,11 @@ impl<'a> Network<'a> {
             })
             .collect();
         let mut ties = vec![0u8; cells];
-        let mut processed: u64 = 0;
-        let mut tracker = ProgressTracker::new(progress, stream_cells);
-        for start in 0..cells {
-            if pending.get(start) != Some(&0) {
-                continue;
-            }
-            let mut cell = start;
-            loop {
-                if let Some(slot) = pending.get_mut(cell) {
-                    *slot = DONE;
-                }
-                processed += 1;
+        visit_upstream_first(
+            cells,
+            |cell| self.is_stream(cell).then(|| [self.stream_receiver(cell)]),
+            progress,
+            |cell| {
                 let highest = orders.get(cell).copied().unwrap_or(0);
                 let order = match (highest, ties.get(cell).copied().unwrap_or(0)) {
                     (0, _) => 1,
@@ -260,7 +234,7 @@ impl<'a> Network<'a> {
                     *slot = order;
                 }
                 let Some(next) = self.stream_receiver(cell) else {
-                    break;
+                    return;
                 };
                 if let (Some(highest), Some(count)) = (orders.get_mut(next), ties.get_mut(next)) {
                     if order > *highest {
@@ -270,26 +244,8 @@ impl<'a> Network<'a> {
                         *count = count.saturating_add(1);
                     }
                 }
-                match pending.get_mut(next) {
-                    Some(slot) if *slot != DONE && *slot > 0 => {
-                        *slot -= 1;
-                        if *slot == 0 {
-                            cell = next;
-                            continue;
-                        }
-                    }
-                    _ => {}
-                }
-                break;
-            }
-            tracker.tick(processed)?;
-        }
-        if processed < stream_cells {
-            return Err(HydrologyError::FlowCycle {
-                cells: (stream_cells - processed) as usize,
-            });
-        }
-        tracker.finish()?;
+            },
+        )?;
         Ok(orders)
     }
 }
@@ -298,11 +254,11 @@ impl<'a> Network<'a> {
 mod tests {
     use super::*;
     use crate::hydrology::accumulation::{d8_accumulation, AccumulationOptions};
-    use crate::hydrology::d8::{d8_flow_directions, D8Encoding, D8Options};
+    use crate::hydrology::d8::{D8Encoding, D8Options};
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::grid::CellSize;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::random_dem;
+    use crate::hydrology::test_support::{d8_on_unit_cells, random_dem};
 
     /// Esri codes: E 1, SE 2, S 4, SW 8, W 16, NW 32, N 64, NE 128.
     fn esri(codes: &[u8], width: usize) -> FlowDirections {
@@ -416,8 +372,7 @@ mod tests {
     fn random_networks_are_consistent() {
         let mut dem = random_dem(50, 50, 99, true);
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
-        let (directions, _) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, _) = d8_on_unit_cells(&dem, D8Options::default());
         let (accumulation, _) = d8_accumulation::<f64>(
             &directions,
             CellSize::UNIT,

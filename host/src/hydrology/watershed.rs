@@ -251,7 +251,7 @@ mod tests {
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::grid::CellSize;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::random_dem;
+    use crate::hydrology::test_support::{d8_on_unit_cells, random_dem};
 
     /// A V-shaped valley with its thalweg in column 3, draining south (7 x 6 cells of 10 m).
     fn valley() -> (FlowDirections, Grid<f64>, GeoTransform) {
@@ -354,8 +354,7 @@ mod tests {
     fn all_edge_outlets_label_every_draining_cell() {
         let mut dem = random_dem(40, 40, 123, false);
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
-        let (directions, _) =
-            d8_flow_directions(&dem, CellSize::UNIT, &D8Options::default(), &NoProgress).unwrap();
+        let (directions, _) = d8_on_unit_cells(&dem, D8Options::default());
         let transform = GeoTransform::north_up(0.0, 40.0, CellSize::UNIT).unwrap();
         let router = directions.router();
         let points: Vec<[f64; 2]> = (0..1600)
