@@ -617,7 +617,7 @@ fn serve(options: Options) -> anyhow::Result<()> {
     // O1: a worker blocked before its deadline kept the process alive after stdin closed).
     // Work still running is abandoned: nothing of it is committed (a staged output dies with
     // the process and is swept at the next start).
-    if gdal_mcp::gdal::deadline::any_abandoned() {
+    if gdal_mcp::gdal::policy::deadline::any_abandoned() {
         runtime.shutdown_background();
     } else {
         runtime.shutdown_timeout(EXIT_GRACE);

@@ -11,12 +11,12 @@ pub mod cache;
 mod legacy;
 pub mod sandbox;
 
-use crate::gdal::composite::GridRelation;
-use crate::gdal::encoding::OutputFacts;
+use crate::gdal::facts::encoding::OutputFacts;
+use crate::gdal::facts::georef::Registration;
+use crate::gdal::facts::transform::{OperationFacts, TransformationFacts};
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
-use crate::gdal::georef::Registration;
-use crate::gdal::measure::MeasurementFacts;
-use crate::gdal::transform::{OperationFacts, TransformationFacts};
+use crate::gdal::raster::composite::GridRelation;
+use crate::gdal::vector::measure::MeasurementFacts;
 use additive::{v0_3, v0_4, v0_5};
 use cache::ComponentCache;
 use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};

@@ -3,38 +3,26 @@
 //! GDAL calls are blocking C: every runner here is synchronous and is run on a blocking worker
 //! ([`run_blocking`]) with one dataset handle per job. Errors are captured per call with a
 //! thread-local error handler ([`ErrorCapture`]), because the global handler is process-wide.
+//!
+//! The room is arranged by what depends on what, lowest first:
+//!
+//! * this module: the worker, the per-call error capture, a job's thread-local settings
+//!   ([`Job`]), progress and cancellation, C argument vectors;
+//! * [`policy`]: the trust boundary around GDAL, what it may open and read, how long an open may
+//!   take and how much memory a read may allocate, checked before and after every open;
+//! * [`facts`]: what the host reads from the data for the gate and for the reports (dataset
+//!   facts, where georeferencing comes from, PROJ's operation between two CRSs, whether an
+//!   output encoding loses values);
+//! * [`output`] (atomic, staged writes) and [`programs`] (GDAL's command-line programs in
+//!   process), which every runner that writes shares;
+//! * [`raster`] and [`vector`]: the runners behind the tools, one module per tool or family.
 
-pub mod analysis;
-pub mod blocks;
-pub mod calc;
-pub mod composite;
-pub mod deadline;
-pub mod dem;
-pub mod drivers;
-pub mod dxf;
-pub mod encoding;
 pub mod facts;
-pub mod filter;
-pub mod geometry;
-pub mod georef;
-pub mod info;
-pub mod measure;
 pub mod output;
-pub mod overviews;
 pub mod policy;
 pub mod programs;
-pub mod query;
-pub mod raster_io;
-pub mod references;
-pub mod sample;
-pub mod stats;
-pub mod table;
-pub mod transform;
-pub mod translate;
+pub mod raster;
 pub mod vector;
-pub mod warp;
-pub mod watch;
-pub mod zonal;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_void, CStr, CString};
@@ -158,8 +146,8 @@ fn swap_progress(progress: Option<ProgressSink>) -> Option<ProgressSink> {
 #[derive(Default)]
 #[must_use = "nothing is in force until the job is entered"]
 pub struct Job {
-    watch: Option<Option<std::sync::Arc<deadline::Watch>>>,
-    georef: Option<Option<georef::GeorefSource>>,
+    watch: Option<Option<std::sync::Arc<policy::deadline::Watch>>>,
+    georef: Option<Option<facts::georef::GeorefSource>>,
     progress: Option<Option<ProgressSink>>,
     rules: Option<Option<output::WriteRules>>,
     release_pins: bool,
@@ -172,13 +160,13 @@ impl Job {
     }
 
     /// The deadline watch of the job (the worker's).
-    pub fn watch(mut self, watch: std::sync::Arc<deadline::Watch>) -> Self {
+    pub fn watch(mut self, watch: std::sync::Arc<policy::deadline::Watch>) -> Self {
         self.watch = Some(Some(watch));
         self
     }
 
     /// The caller's georeferencing choice.
-    pub fn georef(mut self, choice: Option<georef::GeorefSource>) -> Self {
+    pub fn georef(mut self, choice: Option<facts::georef::GeorefSource>) -> Self {
         self.georef = Some(choice);
         self
     }
@@ -205,8 +193,8 @@ impl Job {
     pub fn enter(self) -> JobGuard {
         JobGuard {
             previous: Job {
-                watch: self.watch.map(deadline::swap_watch),
-                georef: self.georef.map(georef::swap_choice),
+                watch: self.watch.map(policy::deadline::swap_watch),
+                georef: self.georef.map(facts::georef::swap_choice),
                 progress: self.progress.map(swap_progress),
                 rules: self.rules.map(output::swap_rules),
                 release_pins: self.release_pins,
@@ -234,10 +222,10 @@ impl Drop for JobGuard {
             swap_progress(progress);
         }
         if let Some(choice) = previous.georef {
-            georef::swap_choice(choice);
+            facts::georef::swap_choice(choice);
         }
         if let Some(watch) = previous.watch {
-            deadline::swap_watch(watch);
+            policy::deadline::swap_watch(watch);
         }
     }
 }
@@ -245,7 +233,7 @@ impl Drop for JobGuard {
 /// Report `fraction` done to this thread's progress sink; `false` means the client cancelled
 /// and the host's own loops (composite strips, zonal zones) must stop.
 pub fn keep_going(fraction: f64) -> bool {
-    if deadline::set_aside() {
+    if policy::deadline::set_aside() {
         return false;
     }
     PROGRESS.with(|p| match p.try_borrow() {
@@ -272,7 +260,7 @@ pub unsafe extern "C" fn progress_callback(
     _message: *const c_char,
     _data: *mut c_void,
 ) -> std::ffi::c_int {
-    if deadline::set_aside() {
+    if policy::deadline::set_aside() {
         return 0;
     }
     let go_on = PROGRESS.with(|p| match p.try_borrow() {
@@ -425,7 +413,7 @@ pub fn cstring(text: &str) -> Result<CString, GdalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::georef::{choice, GeorefSource};
+    use super::facts::georef::{choice, GeorefSource};
     use super::*;
 
     /// Regression (issue 19, the thread-local settings no signature shows): a job that returns
@@ -459,7 +447,7 @@ mod tests {
             assert!(!output::rules_in_force(), "the write rules leaked");
         }
         // The wrappers the runners use go through the same guard.
-        let inside = georef::with_choice(Some(GeorefSource::Internal), choice);
+        let inside = facts::georef::with_choice(Some(GeorefSource::Internal), choice);
         assert_eq!(inside, Some(GeorefSource::Internal));
         assert_eq!(choice(), None);
     }

@@ -212,7 +212,7 @@ impl Staging {
             .unwrap_or(Path::new("."))
             .to_path_buf();
         // A job set aside after its open deadline was already answered as failed.
-        if super::deadline::set_aside() {
+        if super::policy::deadline::set_aside() {
             return Err(GdalError::Failed {
                 operation: format!("writing {}", self.final_path.display()),
                 message: "the call passed its open deadline and was already answered; \

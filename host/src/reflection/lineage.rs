@@ -800,7 +800,7 @@ mod tests {
     /// encoding fact decides.
     #[test]
     fn the_host_encoding_fact_decides_what_is_recorded_as_lossy() {
-        use crate::gdal::encoding::{for_call, Written};
+        use crate::gdal::facts::encoding::{for_call, Written};
         let written = Written {
             types: vec!["Byte".to_string(); 3],
             single_band_palette: false,

@@ -339,7 +339,7 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
 {
-    use crate::gdal::deadline;
+    use crate::gdal::policy::deadline;
     let stuck = deadline::abandoned_in(pool);
     if stuck >= deadline::max_abandoned() {
         return Err(ToolError::Gdal(deadline::saturated_error(pool, stuck)));

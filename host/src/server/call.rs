@@ -3,7 +3,7 @@
 
 use super::app::App;
 use super::error::ToolError;
-use crate::gdal::georef::GeorefSource;
+use crate::gdal::facts::georef::GeorefSource;
 use crate::hydrology::Progress;
 use rmcp::model::ProgressNotificationParam;
 use rmcp::service::RequestContext;

@@ -23,8 +23,8 @@
 use super::call::{Call, Work};
 use super::error::ToolError;
 use crate::domains::CallFacts;
-use crate::gdal::encoding;
-use crate::gdal::georef;
+use crate::gdal::facts::encoding;
+use crate::gdal::facts::georef;
 use crate::gdal::output::{self, WriteRules};
 use crate::hydrology::Progress;
 use crate::reflection::gate::{Receipt, Verdict};

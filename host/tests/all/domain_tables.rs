@@ -7,12 +7,12 @@
 
 use gdal_mcp::domains::sandbox::Limits;
 use gdal_mcp::domains::{CallFacts, Registry, Severity};
-use gdal_mcp::gdal::composite::GridRelation;
+use gdal_mcp::gdal::facts::transform::{OperationFacts, TransformationFacts};
 use gdal_mcp::gdal::facts::{
     CategoricalEvidence, CrsFacts, CrsKind, DatasetFacts, LayerFacts, RasterFacts, VectorFacts,
 };
-use gdal_mcp::gdal::measure::MeasurementFacts;
-use gdal_mcp::gdal::transform::{OperationFacts, TransformationFacts};
+use gdal_mcp::gdal::raster::composite::GridRelation;
+use gdal_mcp::gdal::vector::measure::MeasurementFacts;
 use serde_json::{json, Value};
 
 /// Issue 18: boilerplate refused and careful answers accepted per gated finding; clean twins.
@@ -1381,8 +1381,11 @@ fn aggregation_classification_table() {
 
 /// The facts the gated step would send: the host's output fact (driver, options, encoding).
 fn with_encoding_fact(mut facts: CallFacts) -> CallFacts {
-    facts.output =
-        gdal_mcp::gdal::encoding::output_of_call(&facts.tool, &facts.arguments, &facts.datasets);
+    facts.output = gdal_mcp::gdal::facts::encoding::output_of_call(
+        &facts.tool,
+        &facts.arguments,
+        &facts.datasets,
+    );
     facts
 }
 
@@ -1402,7 +1405,7 @@ fn with_vector_output(mut facts: CallFacts) -> CallFacts {
                 .collect()
         })
         .unwrap_or_default();
-    facts.output = Some(gdal_mcp::gdal::encoding::OutputFacts::vector(
+    facts.output = Some(gdal_mcp::gdal::facts::encoding::OutputFacts::vector(
         &driver, &options,
     ));
     facts

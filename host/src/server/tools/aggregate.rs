@@ -9,8 +9,8 @@
 use super::RasterOutput;
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
-use crate::gdal::warp::WarpRequest;
-use crate::gdal::{composite, facts, transform, vector as ogr, zonal};
+use crate::gdal::raster::warp::WarpRequest;
+use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
     check_band, check_nodata, driver_options, name_of, parse, DataType, Justifications,
@@ -414,7 +414,7 @@ pub struct ZonalOutput {
     pub stats: Vec<ZonalStat>,
     /// True when the zones were reprojected into the raster's CRS.
     pub reprojected: bool,
-    pub transformation: Option<crate::gdal::transform::TransformationFacts>,
+    pub transformation: Option<crate::gdal::facts::transform::TransformationFacts>,
     pub features: Vec<ZoneRow>,
     /// The CSV written, if any.
     pub output: Option<String>,

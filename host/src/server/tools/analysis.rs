@@ -7,15 +7,15 @@
 //! figures before the gate and returns them after it.
 
 use crate::domains::CallFacts;
-use crate::gdal::analysis::{
+use crate::gdal::facts;
+use crate::gdal::facts::encoding::OutputFacts;
+use crate::gdal::vector;
+use crate::gdal::vector::analysis::{
     self, BufferRequest, JoinRequest, OverlayOperation, OverlayRequest, Predicate, Stat, Weighting,
 };
-use crate::gdal::encoding::OutputFacts;
-use crate::gdal::facts;
-use crate::gdal::measure::{
+use crate::gdal::vector::measure::{
     self, AreaUnit, LengthUnit, MeasureOutput, MeasureRequest, Method, Overlaps,
 };
-use crate::gdal::vector;
 use crate::server::args::{name_of, parse, Justifications};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -68,7 +68,7 @@ pub const VECTOR_MEASURE: ToolSpec = ToolSpec {
         geometries and overlaps. Gated by measurement.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
-    schemas: Schemas::gated::<MeasureArgs, crate::gdal::measure::MeasureOutput>(),
+    schemas: Schemas::gated::<MeasureArgs, crate::gdal::vector::measure::MeasureOutput>(),
     handler: handler!(measure),
 };
 
@@ -172,7 +172,7 @@ pub const VECTOR_BUFFER: ToolSpec = ToolSpec {
         measurement.",
     effect: Effect::Writes,
     opens_rasters: false,
-    schemas: Schemas::gated::<BufferArgs, crate::gdal::analysis::BufferOutput>(),
+    schemas: Schemas::gated::<BufferArgs, crate::gdal::vector::analysis::BufferOutput>(),
     handler: handler!(buffer),
 };
 
@@ -337,7 +337,7 @@ pub const VECTOR_OVERLAY: ToolSpec = ToolSpec {
         by the host (crs_datum); an empty result says why.",
     effect: Effect::Writes,
     opens_rasters: false,
-    schemas: Schemas::gated::<OverlayArgs, crate::gdal::analysis::OverlayOutput>(),
+    schemas: Schemas::gated::<OverlayArgs, crate::gdal::vector::analysis::OverlayOutput>(),
     handler: handler!(overlay),
 };
 
@@ -472,7 +472,7 @@ pub const VECTOR_JOIN: ToolSpec = ToolSpec {
         summaries per field. Another CRS is reprojected by the host (crs_datum).",
     effect: Effect::Writes,
     opens_rasters: false,
-    schemas: Schemas::gated::<JoinArgs, crate::gdal::analysis::JoinOutput>(),
+    schemas: Schemas::gated::<JoinArgs, crate::gdal::vector::analysis::JoinOutput>(),
     handler: handler!(join),
 };
 

@@ -9,9 +9,9 @@
 use super::RasterOutput;
 use crate::domains::CallFacts;
 use crate::gdal::facts;
-use crate::gdal::overviews;
 use crate::gdal::programs::number;
-use crate::gdal::translate::TranslateRequest;
+use crate::gdal::raster::overviews;
+use crate::gdal::raster::translate::TranslateRequest;
 use crate::server::args::{driver_options, parse, DataType, Justifications, OverviewResampling};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -126,7 +126,7 @@ struct ConvertPlan {
 fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
     let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
     let driver = gdal::DriverManager::get_driver_by_name(&format).map_err(|_| {
-        if let Some(refused) = crate::gdal::drivers::refusal("format", &format, true) {
+        if let Some(refused) = crate::gdal::policy::drivers::refusal("format", &format, true) {
             return ToolError::Arguments(refused.to_string());
         }
         ToolError::Arguments(format!(

@@ -9,7 +9,7 @@
 
 use crate::domains::CallFacts;
 use crate::gdal::facts;
-use crate::gdal::raster_io::{self, Georef};
+use crate::gdal::raster::raster_io::{self, Georef};
 use crate::hydrology::{self as hy, CellSize, Grid, Progress};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{name_of, parse, Justifications};

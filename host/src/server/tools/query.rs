@@ -2,8 +2,8 @@
 //! of the features a filter selects). Both only read; their inputs are confined like every
 //! other tool's, and their results are bounded in rows and bytes.
 
-use crate::gdal::query::{self, Measure, QueryOutput, QueryRequest};
-use crate::gdal::sample::{self, Points, SampleOutput, SampleRequest};
+use crate::gdal::raster::sample::{self, Points, SampleOutput, SampleRequest};
+use crate::gdal::vector::query::{self, Measure, QueryOutput, QueryRequest};
 use crate::server::args::parse;
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -42,7 +42,7 @@ pub const RASTER_SAMPLE: ToolSpec = ToolSpec {
         corner). Points outside are reported, not clamped.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
-    schemas: Schemas::plain::<SampleArgs, crate::gdal::sample::SampleOutput>(),
+    schemas: Schemas::plain::<SampleArgs, crate::gdal::raster::sample::SampleOutput>(),
     handler: handler!(raster_sample),
 };
 
@@ -137,7 +137,7 @@ pub const VECTOR_QUERY: ToolSpec = ToolSpec {
         matched.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
-    schemas: Schemas::plain::<QueryArgs, crate::gdal::query::QueryOutput>(),
+    schemas: Schemas::plain::<QueryArgs, crate::gdal::vector::query::QueryOutput>(),
     handler: handler!(vector_query),
 };
 

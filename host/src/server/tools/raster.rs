@@ -8,13 +8,13 @@
 
 use super::RasterOutput;
 use crate::domains::CallFacts;
-use crate::gdal::calc::{CalcInput, CalcRequest};
-use crate::gdal::dem::DemRequest;
+use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
-use crate::gdal::transform::{self, TransformationFacts};
-use crate::gdal::warp::WarpRequest;
-use crate::gdal::{info, overviews, policy, stats};
+use crate::gdal::raster::calc::{CalcInput, CalcRequest};
+use crate::gdal::raster::dem::DemRequest;
+use crate::gdal::raster::warp::WarpRequest;
+use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
     check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType, Justifications,
@@ -412,7 +412,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 datasets: vec![input_facts],
                 target_crs: Some(facts::crs_facts(&target)),
                 transformation: transformation.clone(),
-                measurement: crate::gdal::measure::reprojection_facts(&target, area),
+                measurement: crate::gdal::vector::measure::reprojection_facts(&target, area),
                 ..CallFacts::default()
             };
             Ok(Gathered::new(facts, (request, transformation)).summarising(summary))
@@ -732,7 +732,7 @@ fn check_warp_output(
         return Ok(());
     };
     let Some((gt, cols, rows)) =
-        crate::gdal::warp::suggested_output(dataset, &source_wkt, &target_wkt)
+        crate::gdal::raster::warp::suggested_output(dataset, &source_wkt, &target_wkt)
     else {
         return Ok(());
     };
@@ -1291,7 +1291,7 @@ pub const RASTER_CALC: ToolSpec = ToolSpec {
         an error).",
     effect: Effect::Writes,
     opens_rasters: true,
-    schemas: Schemas::gated::<CalcArgs, crate::gdal::calc::CalcOutput>(),
+    schemas: Schemas::gated::<CalcArgs, crate::gdal::raster::calc::CalcOutput>(),
     handler: handler!(calc),
 };
 
@@ -1328,7 +1328,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         });
     }
     let names: Vec<String> = inputs.iter().map(|i| i.name.clone()).collect();
-    crate::gdal::calc::check_expression(&args.expression, &names)?;
+    crate::gdal::raster::calc::check_expression(&args.expression, &names)?;
     let input_paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
     let borrowed: Vec<&Path> = input_paths.iter().map(PathBuf::as_path).collect();
     let output = call.output_path("output", &args.output, args.overwrite, &borrowed)?;
@@ -1339,7 +1339,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         data_type: args.data_type.gdal_name().to_string(),
         nodata: args.nodata,
         creation_options: options,
-        budget: crate::gdal::calc::BlockBudget::from_env(),
+        budget: crate::gdal::raster::calc::BlockBudget::from_env(),
     };
     gated::run(
         &call,
@@ -1363,7 +1363,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
             // `raster_convert` validates its own.
             facts::check_raster_format("GTiff", &request.creation_options)?;
             // Blocks GDAL would read whole, above the budget: refused before the gate.
-            crate::gdal::calc::check_budget(&request)?;
+            crate::gdal::raster::calc::check_budget(&request)?;
             let facts = CallFacts {
                 datasets,
                 ..CallFacts::default()
@@ -1371,7 +1371,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
             Ok(Gathered::new(facts, request))
         },
         |request: CalcRequest, _work| {
-            let output = crate::gdal::calc::run(&request)?;
+            let output = crate::gdal::raster::calc::run(&request)?;
             let computation = calc_computation(&request, &output);
             Ok(Computed::new(output, computation))
         },
@@ -1381,7 +1381,10 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
 
 /// `raster_calc`'s step in words: the expression, where each name's values came from, and the
 /// rules for nodata and the output type.
-fn calc_computation(request: &CalcRequest, output: &crate::gdal::calc::CalcOutput) -> String {
+fn calc_computation(
+    request: &CalcRequest,
+    output: &crate::gdal::raster::calc::CalcOutput,
+) -> String {
     let names: Vec<String> = request
         .inputs
         .iter()

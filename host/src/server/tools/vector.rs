@@ -6,10 +6,10 @@
 //! Shapefile's `.dbf` and `.prj` first, the main file last).
 
 use crate::domains::CallFacts;
-use crate::gdal::encoding::OutputFacts;
+use crate::gdal::facts::encoding::OutputFacts;
+use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
-use crate::gdal::transform::{self, TransformationFacts};
 use crate::gdal::vector::{self as ogr, VectorReport};
 use crate::gdal::GdalError;
 use crate::reflection::lineage::StepSummary;
@@ -369,7 +369,8 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let mut gathered = plan
                 .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
                 .summarising(summary);
-            gathered.facts.measurement = crate::gdal::measure::reprojection_facts(&target, area);
+            gathered.facts.measurement =
+                crate::gdal::vector::measure::reprojection_facts(&target, area);
             Ok(gathered)
         },
         translate,
@@ -570,7 +571,7 @@ pub struct PointsArgs {
     /// Sheet of a spreadsheet (needed when it has several).
     pub sheet: Option<String>,
     /// point (one per row, default), or line/polygon (one per group of vertex rows).
-    pub geometry: Option<crate::gdal::table::shapes::Kind>,
+    pub geometry: Option<crate::gdal::vector::table::shapes::Kind>,
     /// Line/polygon: column of group ids (default: one shape).
     pub group_by: Option<String>,
     /// Line/polygon: column of vertex sequence numbers, optionally followed by ASC or DESC
@@ -578,7 +579,7 @@ pub struct PointsArgs {
     pub order_by: Option<String>,
     /// DMS in separate columns, e.g. {"y_minutes": "lat_m", "y_seconds": "lat_s",
     /// "y_hemisphere": "lat_h"} (also x_...); x/y then hold degrees.
-    pub dms: Option<crate::gdal::table::DmsColumns>,
+    pub dms: Option<crate::gdal::vector::table::DmsColumns>,
     pub format: Option<String>,
     #[serde(default)]
     pub overwrite: bool,
@@ -597,7 +598,7 @@ pub const POINTS_FROM_TABLE: ToolSpec = ToolSpec {
         errors naming the row; ID-like columns keep leading zeros.",
     effect: Effect::Writes,
     opens_rasters: false,
-    schemas: Schemas::gated::<PointsArgs, crate::gdal::table::TableOutput>(),
+    schemas: Schemas::gated::<PointsArgs, crate::gdal::vector::table::TableOutput>(),
     handler: handler!(points_from_table),
 };
 
@@ -613,9 +614,9 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
             facts::parse_crs("crs", &args.crs)?;
             // Bounded from what the file declares, before GDAL expands anything.
-            let budget = crate::gdal::table::TableBudget::from_env();
-            crate::gdal::table::check_budget(&input, &budget)?;
-            let request = crate::gdal::table::TableRequest {
+            let budget = crate::gdal::vector::table::TableBudget::from_env();
+            crate::gdal::vector::table::check_budget(&input, &budget)?;
+            let request = crate::gdal::vector::table::TableRequest {
                 input,
                 output,
                 driver,
@@ -636,8 +637,8 @@ pub async fn points_from_table(call: Call) -> Result<Value, ToolError> {
             };
             Ok(Gathered::new(facts, request))
         },
-        |request: crate::gdal::table::TableRequest, _work| {
-            let output = crate::gdal::table::run(&request)?;
+        |request: crate::gdal::vector::table::TableRequest, _work| {
+            let output = crate::gdal::vector::table::run(&request)?;
             let what = match output.geometry.as_str() {
                 "point" => "one point per row".to_string(),
                 kind => format!(

@@ -7,8 +7,8 @@
 //! it) and moved into place only when GDAL succeeded, so an existing `.ovr` is never left
 //! half-rebuilt.
 
-use super::output::Staging;
-use super::{cstring, ErrorCapture, GdalError};
+use crate::gdal::output::Staging;
+use crate::gdal::{cstring, ErrorCapture, GdalError};
 use gdal::{Dataset, DatasetOptions, GdalOpenFlags};
 use std::path::{Path, PathBuf};
 
@@ -55,12 +55,12 @@ fn build(
 ) -> Result<(), GdalError> {
     // GDALBuildOverviews reads the raster (and each overview it built) through whole blocks
     // (issue 21 attack round 4, B3).
-    let _blocks = super::blocks::reserve(
+    let _blocks = crate::gdal::policy::blocks::reserve(
         "raster_overviews: the raster",
         path,
         dataset,
         &[],
-        super::blocks::Reach::Any,
+        crate::gdal::policy::blocks::Reach::Any,
     )?;
     let capture = ErrorCapture::start();
     let method = cstring(&resampling.to_ascii_uppercase())?;
@@ -75,7 +75,7 @@ fn build(
             levels.as_ptr(),
             0,
             std::ptr::null(),
-            Some(super::progress_callback),
+            Some(crate::gdal::progress_callback),
             std::ptr::null_mut(),
         )
     };
@@ -91,7 +91,7 @@ fn build(
 
 /// Open a raster through the policy (checks, pinned folder, the open deadline), without
 /// `facts::open`'s georeferencing choice: as GDAL itself opens it.
-pub(super) fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
+pub(in crate::gdal) fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
     let capture = ErrorCapture::start();
     let mut flags = GdalOpenFlags::GDAL_OF_RASTER | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR;
     flags |= if update {
@@ -103,16 +103,16 @@ pub(super) fn open(path: &Path, update: bool) -> Result<Dataset, GdalError> {
         open_flags: flags,
         ..Default::default()
     };
-    let open = super::deadline::opening(path.display().to_string());
-    super::policy::check_before_open(path)?;
-    let gdal_path = super::policy::pinned(path)?;
-    super::deadline::pause_after_checks(path);
+    let open = crate::gdal::policy::deadline::opening(path.display().to_string());
+    crate::gdal::policy::check_before_open(path)?;
+    let gdal_path = crate::gdal::policy::pinned(path)?;
+    crate::gdal::policy::deadline::pause_after_checks(path);
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: capture.failure_text(&e.to_string()),
     })?;
-    super::policy::confine_opened(path, &dataset)?;
-    super::policy::check_opened_crs(path, &dataset)?;
+    crate::gdal::policy::confine_opened(path, &dataset)?;
+    crate::gdal::policy::check_opened_crs(path, &dataset)?;
     open.done()?;
     Ok(dataset)
 }

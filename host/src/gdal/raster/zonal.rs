@@ -6,13 +6,13 @@
 //! each cell (cell centre, all touched, or exact coverage fraction) come from
 //! [`crate::aggregation::coverage`].
 
-use super::output::Staging;
-use super::vector::{self as ogr, Zone};
-use super::{ErrorCapture, GdalError};
 use crate::aggregation::{
     nodata_predicate, zone_weights_in, zone_window, GridWindow, NodataPolicy, Semantics, Stat,
     ZonalAccumulator,
 };
+use crate::gdal::output::Staging;
+use crate::gdal::vector::{self as ogr, Zone};
+use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -58,7 +58,7 @@ impl ZonalRequest {
     /// Compute every zone's statistics.
     pub fn run(&self) -> Result<Vec<ZoneStats>, GdalError> {
         let capture = ErrorCapture::start();
-        let raster = super::facts::open(&self.raster)?;
+        let raster = crate::gdal::facts::open(&self.raster)?;
         let failed = |what: &str| GdalError::Failed {
             operation: format!("reading {}", self.raster.display()),
             message: capture.failure_text(what),
@@ -76,12 +76,12 @@ impl ZonalRequest {
             ))
         })?;
         // The band's windows are read through its whole blocks (issue 21 attack round 4, B3).
-        let _blocks = super::blocks::reserve(
+        let _blocks = crate::gdal::policy::blocks::reserve(
             &format!("zonal_stats: band {}", self.band),
             &self.raster,
             &raster,
             &[self.band],
-            super::blocks::Reach::Full,
+            crate::gdal::policy::blocks::Reach::Full,
         )?;
         let is_nodata = nodata_predicate(band.no_data_value());
         // Physical values where the band declares a scale or offset; nodata cells become NaN
@@ -111,14 +111,14 @@ impl ZonalRequest {
         });
         let total = zones.len().max(1);
         for (index, zone) in zones.into_iter().enumerate() {
-            if !super::keep_going(index as f64 / total as f64) {
-                return Err(super::cancelled("zonal statistics"));
+            if !crate::gdal::keep_going(index as f64 / total as f64) {
+                return Err(crate::gdal::cancelled("zonal statistics"));
             }
             let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
             let window = zone_window(&zone.polygons, &grid)
                 .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
             // Medians and majorities keep every value of a zone: bound the window.
-            super::policy::check_cells(
+            crate::gdal::policy::check_cells(
                 &format!("zone {:?}", zone.fid),
                 window.cols as u64,
                 window.rows as u64,

@@ -29,13 +29,13 @@
 //! `crs` of type `link`, which made the server GET any URL) is replaced by one that refuses
 //! ([`refuse_http_fetches`]).
 
-use super::GdalError;
+use crate::gdal::GdalError;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Drivers that may open inputs besides the output drivers
-/// ([`super::policy::RASTER_OUTPUT_DRIVERS`], [`super::policy::VECTOR_OUTPUT_DRIVERS`]): the
+/// ([`crate::gdal::policy::RASTER_OUTPUT_DRIVERS`], [`crate::gdal::policy::VECTOR_OUTPUT_DRIVERS`]): the
 /// host's own in-memory drivers, raster VRTs (their sources are checked), ESRI's `.hdr`
 /// formats and File Geodatabases (folders, walked before the open).
 pub const INPUT_DRIVERS: &[&str] = &["VRT", "MEM", "Memory", "EHdr", "OpenFileGDB"];
@@ -54,8 +54,8 @@ pub fn was_deregistered(name: &str) -> bool {
 pub fn allowed() -> Vec<&'static str> {
     let mut all: Vec<&'static str> = INPUT_DRIVERS
         .iter()
-        .chain(super::policy::RASTER_OUTPUT_DRIVERS)
-        .chain(super::policy::VECTOR_OUTPUT_DRIVERS)
+        .chain(crate::gdal::policy::RASTER_OUTPUT_DRIVERS)
+        .chain(crate::gdal::policy::VECTOR_OUTPUT_DRIVERS)
         .copied()
         .collect();
     all.sort_unstable();
@@ -69,12 +69,12 @@ pub fn refusal(argument: &str, name: &str, raster: bool) -> Option<GdalError> {
     if !was_deregistered(name) {
         return None;
     }
-    super::policy::check_output_driver(argument, name, raster).err()
+    crate::gdal::policy::check_output_driver(argument, name, raster).err()
 }
 
 /// Deregister every driver that is not allowed ([`allowed`]), once, before any dataset is
 /// opened (from `policy::apply_process_switches`).
-pub(super) fn keep_only_allowed_drivers() {
+pub(in crate::gdal) fn keep_only_allowed_drivers() {
     let allowed = allowed();
     let mut removed = Vec::new();
     // SAFETY: GDALGetDriverCount / GDALGetDriver / GDALGetDriverShortName read the driver
@@ -158,7 +158,7 @@ unsafe extern "C" fn refuse_fetch(
 /// Make every `CPLHTTPFetch` fail: a GeoJSON `crs` of type `link` or `url` (and any other
 /// driver or SRS import that fetches with GDAL's HTTP client rather than `/vsicurl/`) reached
 /// any URL, `CPL_VSIL_CURL_ALLOWED_FILENAME` notwithstanding.
-pub(super) fn refuse_http_fetches() {
+pub(in crate::gdal) fn refuse_http_fetches() {
     // SAFETY: installs a process-wide callback with the signature GDAL 3.6 declares
     // (`CPLHTTPFetchCallbackFunc`); it touches no state and lives for the whole process.
     unsafe { CPLHTTPSetFetchCallback(Some(refuse_fetch), std::ptr::null_mut()) };
@@ -249,7 +249,7 @@ pub fn check_idrisi(input: &Path, file: &Path) -> Result<(), GdalError> {
                 }
                 let candidate = format!("{}/{value}.ref", folder.display());
                 let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
-                if !super::policy::is_inside(&candidate) || special {
+                if !crate::gdal::policy::is_inside(&candidate) || special {
                     return Err(refuse(
                         input,
                         &rdc,
@@ -372,7 +372,7 @@ pub fn check_hfa(input: &Path, file: &Path) -> Result<(), GdalError> {
         for candidate in hfa_candidates(folder, &reference.name) {
             let shown = candidate.display().to_string();
             let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
-            if !super::policy::is_inside(&shown) || special {
+            if !crate::gdal::policy::is_inside(&shown) || special {
                 return Err(refuse(
                     input,
                     file,

@@ -1,13 +1,13 @@
 //! `gdaldem` (slope, aspect, hillshade, TRI, TPI, roughness) in process, beside
-//! [`super::warp`]: the same code path as the command line.
+//! [`crate::gdal::raster::warp`]: the same code path as the command line.
 //!
 //! gdaldem takes rows as running north to south. A south-up DEM (positive north-south pixel
 //! size) is flipped into a north-up in-memory copy first, so aspect and hillshade face the
 //! right way (slope, TRI, TPI and roughness do not depend on the row direction, and come out
 //! the same); the output is then north-up, georeferenced as the ground is.
 
-use super::programs::{self, Program};
-use super::GdalError;
+use crate::gdal::programs::{self, Program};
+use crate::gdal::GdalError;
 use gdal::raster::Buffer;
 use gdal::{Dataset, DriverManager};
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ pub struct DemOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
     /// The output, described from the staged copy.
-    pub written: super::facts::DatasetFacts,
+    pub written: crate::gdal::facts::DatasetFacts,
     /// The equivalent command line.
     pub command: Vec<String>,
 }
@@ -38,15 +38,15 @@ impl DemRequest {
     /// Run into a staging folder and move the output into place.
     pub fn run(&self) -> Result<DemOutcome, GdalError> {
         let program = Program::Dem(self.processing.clone());
-        let opened = super::facts::open(&self.input)?;
+        let opened = crate::gdal::facts::open(&self.input)?;
         // gdaldem (and the flip) read the input through its whole blocks (issue 21 attack
         // round 4, B3).
-        let _blocks = super::blocks::reserve(
+        let _blocks = crate::gdal::policy::blocks::reserve(
             "raster_terrain: the input",
             &self.input,
             &opened,
             &[],
-            super::blocks::Reach::Any,
+            crate::gdal::policy::blocks::Reach::Any,
         )?;
         let flipped = match opened.geo_transform() {
             Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => Some(north_up(&opened, gt)?),
@@ -61,7 +61,7 @@ impl DemRequest {
             .and_then(|i| args.get(i + 1))
             .cloned()
             .unwrap_or_default();
-        for (key, value) in super::policy::overview_options(&format, None) {
+        for (key, value) in crate::gdal::policy::overview_options(&format, None) {
             args.extend(["-co".to_string(), format!("{key}={value}")]);
         }
         let outcome = programs::run(&program, source, &args, &self.output, |_| Ok(()))?;

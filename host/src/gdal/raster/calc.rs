@@ -13,8 +13,8 @@
 //! nodata (or NaN) cell in any input makes the output cell nodata, and the output type is the
 //! caller's: a value that does not fit it is an error, never a silent clamp.
 
-use super::output::Staging;
-use super::{ErrorCapture, GdalError};
+use crate::gdal::output::Staging;
+use crate::gdal::{ErrorCapture, GdalError};
 use exmex::{BinOp, Express, FlatEx, FloatOpsFactory, MakeOperators, Operator};
 use gdal::raster::{Buffer, GdalType, RasterCreationOptions};
 use gdal::{Dataset, DriverManager};
@@ -559,7 +559,7 @@ pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
         )));
     }
     for input in &request.inputs {
-        let dataset = super::facts::open(&input.path)?;
+        let dataset = crate::gdal::facts::open(&input.path)?;
         if let Ok(band) = dataset.rasterband(input.band) {
             check_natural_block(
                 &format!("`{}` band {}", input.name, input.band),
@@ -599,8 +599,8 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     // calls: issue 21 attack round 4, B3).
     let mut blocks = Vec::with_capacity(request.inputs.len());
     for input in &request.inputs {
-        let dataset = super::facts::open(&input.path)?;
-        super::facts::require_raster(&input.name, &input.path, &dataset)?;
+        let dataset = crate::gdal::facts::open(&input.path)?;
+        crate::gdal::facts::require_raster(&input.name, &input.path, &dataset)?;
         let band = dataset.rasterband(input.band).map_err(|_| {
             GdalError::Arguments(format!(
                 "bands: `{}` has {} band(s); there is no band {}",
@@ -614,12 +614,12 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             &band,
             &request.budget,
         )?;
-        blocks.push(super::blocks::reserve(
+        blocks.push(crate::gdal::policy::blocks::reserve(
             &format!("raster_calc: `{}` band {}", input.name, input.band),
             &input.path,
             &dataset,
             &[input.band],
-            super::blocks::Reach::Full,
+            crate::gdal::policy::blocks::Reach::Full,
         )?);
         let scale = band.scale().unwrap_or(1.0);
         let offset = band.offset().unwrap_or(0.0);
@@ -696,12 +696,12 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         let mut out_band = dataset.rasterband(1).map_err(|_| failed("no band"))?;
         // The output's own blocks are cached whole too (`TILED=NO` on a very wide raster).
         check_natural_block("the output", &out_band, &request.budget)?;
-        blocks.push(super::blocks::reserve(
+        blocks.push(crate::gdal::policy::blocks::reserve(
             "raster_calc: the output",
             staging.path(),
             &dataset,
             &[1],
-            super::blocks::Reach::Full,
+            crate::gdal::policy::blocks::Reach::Full,
         )?);
         out_band
             .set_no_data_value(Some(nodata))
@@ -709,8 +709,8 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         let mut values: Vec<f64> = vec![0.0; order.len()];
         let used: Vec<bool> = (0..sources.len()).map(|i| order.contains(&i)).collect();
         for (column, row, columns, rows) in windows(width, height, window_cells) {
-            if !super::keep_going(row as f64 / height.max(1) as f64) {
-                return Err(super::cancelled("raster_calc"));
+            if !crate::gdal::keep_going(row as f64 / height.max(1) as f64) {
+                return Err(crate::gdal::cancelled("raster_calc"));
             }
             let mut blocks: Vec<Vec<f64>> = Vec::with_capacity(sources.len());
             for ((source, input), used) in sources.iter().zip(&request.inputs).zip(&used) {
@@ -798,10 +798,10 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         dataset.flush_cache().map_err(|_| failed("cannot flush"))?;
     }
     // Read the staged file back: what the encoding did is measured, not assumed.
-    let fact = super::encoding::assess(
+    let fact = crate::gdal::facts::encoding::assess(
         "GTiff",
         &request.creation_options,
-        &super::encoding::Written {
+        &crate::gdal::facts::encoding::Written {
             types: vec![request.data_type.clone()],
             single_band_palette: false,
         },
@@ -919,7 +919,7 @@ impl Sample {
         &self,
         path: &Path,
         data_type: &str,
-        fact: &super::encoding::EncodingFact,
+        fact: &crate::gdal::facts::encoding::EncodingFact,
     ) -> Result<EncodingCheck, GdalError> {
         let dataset = Dataset::open(path).map_err(|e| GdalError::Failed {
             operation: format!("reading back {}", path.display()),

@@ -11,7 +11,7 @@
 //! The choice is per call: the gated step sets it on the worker thread for the whole call
 //! ([`with_choice`]), so every open of every input honours it.
 
-use super::GdalError;
+use crate::gdal::GdalError;
 use gdal::spatial_ref::SpatialRef;
 use gdal::{Dataset, DatasetOptions, GdalOpenFlags, Metadata};
 use schemars::JsonSchema;
@@ -47,14 +47,14 @@ thread_local! {
 }
 
 /// Run `job` with the caller's georeferencing choice in force on this thread (through the
-/// job guard, [`super::Job`], so the previous choice comes back however `job` ends).
+/// job guard, [`crate::gdal::Job`], so the previous choice comes back however `job` ends).
 pub fn with_choice<T>(choice: Option<GeorefSource>, job: impl FnOnce() -> T) -> T {
-    let _job = super::Job::new().georef(choice).enter();
+    let _job = crate::gdal::Job::new().georef(choice).enter();
     job()
 }
 
-/// Put `choice` in force on this thread, giving back the one it replaces (for [`super::Job`]).
-pub(super) fn swap_choice(choice: Option<GeorefSource>) -> Option<GeorefSource> {
+/// Put `choice` in force on this thread, giving back the one it replaces (for [`crate::gdal::Job`]).
+pub(in crate::gdal) fn swap_choice(choice: Option<GeorefSource>) -> Option<GeorefSource> {
     CHOICE.with(|c| c.replace(choice))
 }
 
@@ -227,7 +227,7 @@ fn open_internal(path: &Path) -> Option<Dataset> {
 
 /// Open `path` read-only with GDAL told which georeferencing source to use. `None` is GDAL's
 /// default order.
-pub(super) fn open_with(
+pub(in crate::gdal) fn open_with(
     path: &Path,
     source: Option<GeorefSource>,
 ) -> gdal::errors::Result<Dataset> {
@@ -324,9 +324,9 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
     if found.is_empty() {
         return found;
     }
-    let _quiet = super::ErrorCapture::start();
+    let _quiet = crate::gdal::ErrorCapture::start();
     let internal = if opened.driver().short_name() == "GTiff" || !aux.is_empty() {
-        open_internal(&super::policy::pinned(path).unwrap_or_else(|_| path.to_path_buf()))
+        open_internal(&crate::gdal::policy::pinned(path).unwrap_or_else(|_| path.to_path_buf()))
     } else {
         None
     };

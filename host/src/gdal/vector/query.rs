@@ -1,7 +1,7 @@
 //! `vector_query`: the attribute values of the features a filter selects, sorted and bounded,
 //! optionally with each feature's area, length or centroid.
 //!
-//! The filter is parsed and evaluated by the host ([`super::filter`]); the driver only reads
+//! The filter is parsed and evaluated by the host ([`crate::gdal::vector::filter`]); the driver only reads
 //! features in order, so no filter text reaches SQLite or any other engine. Every feature is
 //! read once (at most [`MAX_SCAN`]), so `matched` is exact; the rows returned are bounded by
 //! `limit` (at most [`MAX_LIMIT`]) and by [`MAX_BYTES`] of JSON, and a truncated result says
@@ -12,9 +12,9 @@
 //! unit), geodesic on the ellipsoid in a geographic one; the method is named in the result.
 //! An invalid polygon has no meaningful area: its area is null with a note.
 
-use super::filter::{self, Datum, FieldDef, Kind};
-use super::geometry::{self, Kind as PartKind, Measurer};
-use super::{vector as ogr, ErrorCapture, GdalError};
+use crate::gdal::vector::filter::{self, Datum, FieldDef, Kind};
+use crate::gdal::vector::geometry::{self, Kind as PartKind, Measurer};
+use crate::gdal::{vector as ogr, ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{FieldValue, Geometry, LayerAccess, OGRFieldType};
 use schemars::JsonSchema;
@@ -215,7 +215,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
         .iter()
         .any(|m| matches!(m, Measure::Area | Measure::Length));
     let label = srs.as_ref().map(|s| {
-        let facts = super::facts::crs_facts(s);
+        let facts = crate::gdal::facts::crs_facts(s);
         facts.id.unwrap_or(facts.name)
     });
     let Some(srs) = srs else {

@@ -23,8 +23,8 @@
 pub mod dms;
 pub mod shapes;
 
-use super::output::Staging;
-use super::{ErrorCapture, GdalError};
+use crate::gdal::output::Staging;
+use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{Geometry, LayerAccess, LayerOptions};
 use gdal::DriverManager;
@@ -339,7 +339,7 @@ fn check_zip(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Res
     // GDAL's zip reader does not stop at the declared size (measured with GDAL 3.6: an entry
     // declaring 100 bytes gave all its 1.2 MB), so the sizes are measured too: every entry is
     // inflated through GDAL as a stream, 64 KiB at a time, and counted up to the budget.
-    let pinned = super::policy::pinned(path)?;
+    let pinned = crate::gdal::policy::pinned(path)?;
     let mut inflated: u64 = 0;
     for name in &names {
         let limit = budget.bytes.saturating_sub(inflated);
@@ -562,15 +562,15 @@ pub fn column_kind<'a>(values: impl Iterator<Item = &'a str> + Clone) -> &'stati
 
 /// Read the table, check it, and write the points.
 pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
-    super::facts::with_text_cells(|| run_with_text_cells(request))
+    crate::gdal::facts::with_text_cells(|| run_with_text_cells(request))
 }
 
 fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
-    let srs = super::facts::parse_crs("crs", &request.crs)?;
+    let srs = crate::gdal::facts::parse_crs("crs", &request.crs)?;
     let geographic = srs.is_geographic();
     check_budget(&request.input, &request.budget)?;
-    let dataset = super::facts::open_table(&request.input)?;
-    let mut layer = super::vector::layer("sheet", &dataset, request.sheet.as_deref())?;
+    let dataset = crate::gdal::facts::open_table(&request.input)?;
+    let mut layer = crate::gdal::vector::layer("sheet", &dataset, request.sheet.as_deref())?;
     let names: Vec<String> = layer.defn().fields().map(|f| f.name()).collect();
     if names.len() > request.budget.columns {
         return Err(GdalError::Arguments(format!(
@@ -998,7 +998,7 @@ fn geometry_of(kind: shapes::Kind, vertices: &[shapes::Vertex]) -> gdal::errors:
 fn ring_invalidity(vertices: &[shapes::Vertex]) -> Option<String> {
     let flat: Vec<shapes::Vertex> = vertices.iter().map(|&(x, y, _)| (x, y, None)).collect();
     let polygon = geometry_of(shapes::Kind::Polygon, &flat).ok()?;
-    super::geometry::invalidity_reason(&polygon)
+    crate::gdal::vector::geometry::invalidity_reason(&polygon)
 }
 
 /// How an axis was written.

@@ -16,7 +16,7 @@
 //!   GDAL decodes them ([`vrt_references`]). A document GDAL would parse and this parser cannot
 //!   (a DTD, a byte that is not UTF-8) is refused, never skipped.
 
-use super::GdalError;
+use crate::gdal::GdalError;
 use std::path::{Path, PathBuf};
 
 /// The first 16 bytes of every SQLite 3 database.
@@ -81,7 +81,7 @@ pub fn is_sqlite(path: &Path) -> bool {
         return false;
     }
     let mut head = [0u8; 16];
-    super::policy::open_regular(path)
+    crate::gdal::policy::open_regular(path)
         .and_then(|mut f| f.read_exact(&mut head))
         .is_ok()
         && &head == SQLITE_HEADER
@@ -154,7 +154,7 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
         ))
     })?;
     for definition in definitions {
-        if let Some(why) = super::facts::crs_text_reads_files(&definition) {
+        if let Some(why) = crate::gdal::facts::crs_text_reads_files(&definition) {
             return Err(GdalError::Arguments(format!(
                 "{}: a CRS definition in its SRS table makes PROJ read a file ({why}): \"{}\"; \
                  fix the table or export the data with a CRS by authority code",
@@ -589,7 +589,7 @@ pub fn is_vrt_document(path: &Path) -> bool {
         return false;
     }
     let mut head = Vec::with_capacity(1024);
-    if super::policy::open_regular(path)
+    if crate::gdal::policy::open_regular(path)
         .and_then(|f| f.take(1024).read_to_end(&mut head))
         .is_err()
     {
@@ -759,7 +759,7 @@ pub fn decode_leniently(text: &str) -> String {
 pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
     use std::io::Read;
     let mut head = [0u8; 64];
-    let n = super::policy::open_regular(path)
+    let n = crate::gdal::policy::open_regular(path)
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     let start = String::from_utf8_lossy(&head[..n]);
@@ -804,7 +804,7 @@ fn parsing_options() -> roxmltree::ParsingOptions {
 fn read_bytes(path: &Path) -> Result<Vec<u8>, GdalError> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    let read = super::policy::open_regular(path)
+    let read = crate::gdal::policy::open_regular(path)
         .and_then(|f| f.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut bytes));
     if let Err(e) = read {
         return Err(GdalError::Arguments(format!(

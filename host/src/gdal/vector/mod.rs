@@ -3,6 +3,18 @@
 //!
 //! `ogrinfo -json` does not exist in GDAL 3.6, so the report is built from the OGR API; the
 //! conversions themselves go through `ogr2ogr` in [`super::programs`].
+//!
+//! The room's other modules are the vector runners: [`geometry`] (the geometry and geodesy they
+//! share), [`measure`] (`vector_measure`), [`analysis`] (`vector_buffer`, `vector_overlay`,
+//! `vector_join`), [`table`] (`points_from_table`), and [`filter`] with [`query`]
+//! (`vector_query`).
+
+pub mod analysis;
+pub mod filter;
+pub mod geometry;
+pub mod measure;
+pub mod query;
+pub mod table;
 
 use super::facts::{self, CrsFacts};
 use super::{ErrorCapture, GdalError};
@@ -242,7 +254,7 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
     }
     if let Some(format) = format {
         let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
-            if let Some(refused) = super::drivers::refusal("format", format, false) {
+            if let Some(refused) = super::policy::drivers::refusal("format", format, false) {
                 return refused;
             }
             GdalError::Arguments(format!(
@@ -332,7 +344,7 @@ pub fn read_zones(
     let capture = ErrorCapture::start();
     let transform = match (target, layer.spatial_ref()) {
         (Some(target), Some(source)) => Some(
-            super::transform::coord_transform(&source, target, operation).map_err(|e| {
+            super::facts::transform::coord_transform(&source, target, operation).map_err(|e| {
                 GdalError::Failed {
                     operation: "preparing the zones' reprojection".to_string(),
                     message: capture.failure_text(&e.to_string()),
@@ -411,7 +423,7 @@ pub fn mask_wkt(
     let source = layer
         .spatial_ref()
         .ok_or_else(|| GdalError::Arguments("mask: the mask layer has no CRS".to_string()))?;
-    let transform = super::transform::coord_transform(&source, target, operation)
+    let transform = super::facts::transform::coord_transform(&source, target, operation)
         .map_err(|_| failed("no transformation"))?;
     let mut collection = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbMultiPolygon)
         .map_err(|_| failed("cannot create a geometry"))?;

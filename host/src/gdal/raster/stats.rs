@@ -7,7 +7,7 @@
 //! most [`SAMPLE_PIXELS`] cells, through overviews when the file has them), which is what
 //! `gdalinfo -approx_stats` does. Nodata cells and NaN are not values.
 
-use super::{ErrorCapture, GdalError};
+use crate::gdal::{ErrorCapture, GdalError};
 use gdal::Dataset;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -81,7 +81,7 @@ pub struct BandStats {
 
 /// Statistics of the requested bands of `path`.
 pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, bool), GdalError> {
-    let dataset = super::facts::open(path)?;
+    let dataset = crate::gdal::facts::open(path)?;
     let count = dataset.raster_count();
     if count == 0 {
         return Err(GdalError::Arguments(format!(
@@ -102,7 +102,7 @@ pub fn compute(path: &Path, request: &StatsRequest) -> Result<(Vec<BandStats>, b
     let (width, height) = dataset.raster_size();
     let sampled = request.sample && width * height > SAMPLE_PIXELS;
     if !sampled {
-        super::policy::check_cells("input", width as u64, height as u64, 1).map_err(|e| {
+        crate::gdal::policy::check_cells("input", width as u64, height as u64, 1).map_err(|e| {
             GdalError::Arguments(format!(
                 "{e}; exact statistics read each band whole: pass \"sample\": true for \
                  statistics from a decimated sample"
@@ -151,15 +151,15 @@ fn band_stats(
         crate::budget::grid_bytes(kept, 8, 1),
     )?;
     // And the blocks GDAL reads whole to give them (issue 21 attack round 4, B3).
-    let _blocks = super::blocks::reserve(
+    let _blocks = crate::gdal::policy::blocks::reserve(
         &format!("raster_stats: band {index}"),
         path,
         dataset,
         &[index],
         if sampled {
-            super::blocks::Reach::Any
+            crate::gdal::policy::blocks::Reach::Any
         } else {
-            super::blocks::Reach::Full
+            crate::gdal::policy::blocks::Reach::Full
         },
     )?;
     let mut values: Vec<f64> = Vec::new();
@@ -191,7 +191,7 @@ fn band_stats(
     }
     let mut found: Vec<(f64, u64)> = Vec::new();
     for v in &values {
-        if super::facts::KNOWN_SENTINELS.contains(v) {
+        if crate::gdal::facts::KNOWN_SENTINELS.contains(v) {
             match found.iter_mut().find(|(s, _)| s == v) {
                 Some((_, n)) => *n += 1,
                 None => found.push((*v, 1)),

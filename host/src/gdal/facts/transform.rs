@@ -220,7 +220,7 @@ pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) ->
     let mut target = to.clone();
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     // PROJ opens grids while it builds the operation: under the open deadline.
-    let open = super::deadline::opening("a coordinate transformation");
+    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
     let transform = CoordTransform::new(&source, &target).ok()?;
     drop(open);
     transform.transform_bounds(&bounds, 21).ok()
@@ -238,7 +238,7 @@ pub fn coord_transform(
     let mut target = to.clone();
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     // PROJ opens grids while it builds the operation: under the open deadline.
-    let _open = super::deadline::opening("a coordinate transformation");
+    let _open = crate::gdal::policy::deadline::opening("a coordinate transformation");
     match pipeline {
         None => CoordTransform::new(&source, &target),
         Some(pipeline) => {
@@ -310,7 +310,7 @@ pub fn vertical_shift(
         copy.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
         Some(copy)
     };
-    let _quiet = super::ErrorCapture::start();
+    let _quiet = crate::gdal::ErrorCapture::start();
     let a = promoted(source, from.is_some())?;
     let b = promoted(target, to.is_some())?;
     let transform = CoordTransform::new(&a, &b).ok()?;
@@ -333,7 +333,7 @@ pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
     let mut wgs84 = SpatialRef::from_epsg(4326).ok()?;
     wgs84.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     // PROJ opens grids while it builds the operation: under the open deadline.
-    let open = super::deadline::opening("a coordinate transformation");
+    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
     let transform = CoordTransform::new(&source, &wgs84).ok()?;
     drop(open);
     transform.transform_bounds(&bounds, 21).ok()
@@ -358,7 +358,7 @@ pub fn facts(
         return hit;
     }
     // PROJ opens grids while it lists and instantiates operations: under the open deadline.
-    let open = super::deadline::opening("a coordinate transformation");
+    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
     let found = query(&source_json, &target_json, area);
     drop(open);
     if key.len() <= crate::memo::MAX_KEY_BYTES {

@@ -14,11 +14,25 @@
 //!   `OVERVIEW_FILE` or geolocation arrays, a SQLite schema's virtual tables, a CRS naming a
 //!   grid or init file, a FIFO inside a folder dataset): before the open, what GDAL would read
 //!   is found from the bytes it would parse ([`check_before_open`], with
-//!   [`super::references`]); after every open, every file GDAL lists for the dataset is
+//!   [`references`]); after every open, every file GDAL lists for the dataset is
 //!   resolved and must lie inside a workspace ([`confine_opened`]).
 //! * **PROJ's search paths** are narrowed to its own data folder (`apply_process_switches`).
 //! * **Sizes**: cell and byte budgets checked from the header before any whole-band read or
 //!   output allocation ([`check_cells`]).
+//!
+//! The room's other modules are the rest of the boundary, each one way GDAL could reach too far:
+//! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`drivers`]
+//! (which drivers may open anything, and the references the allowed ones follow), [`dxf`] (the
+//! entity count of a drawing once its blocks are expanded), [`watch`] (folder watches on a VRT's
+//! sources), [`deadline`] (deadlines on opens) and [`blocks`] (the natural blocks GDAL allocates
+//! to give the host cells).
+
+pub mod blocks;
+pub mod deadline;
+pub mod drivers;
+pub mod dxf;
+pub mod references;
+pub mod watch;
 
 use super::GdalError;
 use gdal::{Dataset, Metadata};
@@ -310,7 +324,7 @@ pub fn verify_listed_unchanged() -> Result<(), GdalError> {
     });
     // A name GDAL reads through that was replaced after the checks, seen by the folder
     // watches whatever the change times say (a swap and a swap back within one clock tick).
-    let changed = changed.or_else(super::watch::changed);
+    let changed = changed.or_else(watch::changed);
     match changed {
         Some(file) => Err(GdalError::Arguments(format!(
             "{file} changed while the call was reading it (it was replaced, rewritten or \
@@ -412,7 +426,7 @@ pub fn unpin_text(text: &str) -> String {
 /// Close the folders pinned by the job on this thread and forget what it checked (at the end
 /// of the job).
 pub fn release_pins() {
-    super::watch::release();
+    watch::release();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
 }
@@ -436,7 +450,7 @@ pub(super) fn apply_process_switches() {
         let _ = gdal::config::set_config_option(key, value);
     }
     restrict_proj_search_paths();
-    super::drivers::refuse_http_fetches();
+    drivers::refuse_http_fetches();
     for name in NETWORK_DRIVERS {
         if let Ok(driver) = gdal::DriverManager::get_driver_by_name(name) {
             // SAFETY: deregistering a driver handle GDAL returned; drivers are never destroyed
@@ -444,7 +458,7 @@ pub(super) fn apply_process_switches() {
             unsafe { gdal_sys::GDALDeregisterDriver(driver.c_driver()) };
         }
     }
-    super::drivers::keep_only_allowed_drivers();
+    drivers::keep_only_allowed_drivers();
 }
 
 /// Give PROJ no search path but its own data folders (those holding `proj.db`): the working
@@ -529,20 +543,20 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
         return Ok(());
     }
     CHECKED.with(|c| c.borrow_mut().since = Some(std::time::SystemTime::now()));
-    if super::references::is_vrt_document(path) {
+    if references::is_vrt_document(path) {
         watch(path, path)?;
     }
     check_file_before_open(path, path, 0)
 }
 
 /// Watch the folders GDAL walks to reach `file` (read by name after the checks: a VRT and its
-/// sources) before its identity is checked (`super::watch`). A watch that cannot be set
+/// sources) before its identity is checked (`watch`). A watch that cannot be set
 /// refuses the open: the race it closes would be open.
 fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
     let Some(roots) = ROOTS.get() else {
         return Ok(());
     };
-    super::watch::watch_reference(file, roots).map_err(|e| GdalError::Failed {
+    watch::watch_reference(file, roots).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", input.display()),
         message: format!(
             "cannot watch the folders of {} while GDAL reads it by name ({e}); try again \
@@ -583,7 +597,7 @@ const MAX_VRT_DEPTH: usize = 8;
 ///   a plain path (no `/vsi`, URL or `DRIVER:` string) inside a workspace that is a regular
 ///   file or folder (a FIFO blocks the open), and are checked the same way in turn;
 /// * a DXF may not expand past the entity budget once its blocks are inlined
-///   ([`super::dxf::check_dxf`]);
+///   ([`dxf::check_dxf`]);
 /// * no CRS carried by the file (a text file scanned whole, decoded as GDAL decodes it), or by
 ///   its `.prj` / `.aux.xml` / `.xml` / ENVI `.hdr` sidecars, may name a grid, parameter,
 ///   init or `tinshift`/`defmodel` file (PROJ opens it while GDAL parses the CRS: a path
@@ -604,14 +618,14 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             .map_err(|e| GdalError::Arguments(e.to_string()))?;
         record_checked(seen);
     }
-    super::references::check_sqlite(file)?;
-    super::dxf::check_dxf(input, file)?;
-    super::drivers::check_file(input, file)?;
+    references::check_sqlite(file)?;
+    dxf::check_dxf(input, file)?;
+    drivers::check_file(input, file)?;
     // A spreadsheet is a zip GDAL inflates whole: the table budget holds for every open, not
     // only `points_from_table`'s (regression, issue 21 attack round 3: `vector_info` on a
     // 636 KB XLSX that expands to 601 MB took 0.6 GB, `vector_query` 1.2 GB).
     if is_spreadsheet(file) {
-        super::table::check_budget(file, &super::table::TableBudget::from_env())?;
+        super::vector::table::check_budget(file, &super::vector::table::TableBudget::from_env())?;
     }
     if is_zipped_shapefile(file) {
         return Err(GdalError::Arguments(format!(
@@ -621,7 +635,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             input.display()
         )));
     }
-    if super::references::is_vrt_document(file) {
+    if references::is_vrt_document(file) {
         if depth >= MAX_VRT_DEPTH {
             return Err(GdalError::Arguments(format!(
                 "{}: VRTs nested more than {MAX_VRT_DEPTH} deep (or referencing themselves) \
@@ -629,7 +643,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
                 input.display()
             )));
         }
-        for reference in super::references::vrt_references(file)? {
+        for reference in references::vrt_references(file)? {
             let refuse = |target: &str| {
                 GdalError::Arguments(format!(
                     "{}: it makes GDAL read \"{target}\", which is outside every workspace or \
@@ -721,7 +735,7 @@ fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
                 pam.display()
             ))
         };
-        match super::references::vrt_references(&pam) {
+        match references::vrt_references(&pam) {
             Ok(references) => {
                 for reference in references {
                     if crate::workspace::is_virtual(&reference.written) {
@@ -805,7 +819,7 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
             .starts_with('<');
     let mut scans = [
         TextScan::new(|t| t.to_string()),
-        TextScan::new(super::references::decode_leniently),
+        TextScan::new(references::decode_leniently),
         TextScan::new(json_unescape),
     ];
     let mut scanned = 0u64;
@@ -828,13 +842,13 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
     // An XML document (a VRT, an `.aux.xml`, KML, GML) is also read as GDAL's parser hands
     // it over (text split by comments or CDATA joined).
     if xml {
-        let parsed = super::references::decoded_xml_text(path)?;
+        let parsed = references::decoded_xml_text(path)?;
         let mut scan = TextScan::new(|t| t.to_string());
         if let Some(why) = scan.feed(&parsed, true) {
             return Ok(Some(why));
         }
     }
-    Ok(super::references::srs_texts(path)?
+    Ok(references::srs_texts(path)?
         .iter()
         .find_map(|text| super::facts::crs_text_reads_files(text)))
 }
@@ -994,12 +1008,12 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     }
     let vrts: Vec<String> = files
         .iter()
-        .filter(|f| super::references::is_vrt_document(Path::new(f.as_str())))
+        .filter(|f| references::is_vrt_document(Path::new(f.as_str())))
         .cloned()
         .collect();
     for vrt in vrts {
         // GDAL does not list a mask band's sources: they are read from the document itself.
-        for reference in super::references::vrt_references(Path::new(&vrt))? {
+        for reference in references::vrt_references(Path::new(&vrt))? {
             files.extend(reference.paths.iter().map(|p| p.display().to_string()));
         }
     }
@@ -1008,7 +1022,7 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     for file in &files {
         check_identity(path, file)?;
     }
-    if let Some(changed) = super::watch::changed() {
+    if let Some(changed) = watch::changed() {
         return Err(GdalError::Arguments(format!(
             "{}: {changed} changed between check and open (it was replaced, linked or \
              appeared while GDAL opened the input), so nothing was read from it; try again \

@@ -17,8 +17,8 @@
 //! from the budget (GDAL's block cache is bounded separately), so `raster_info` on an ordinary
 //! raster never waits for heavy calls.
 
-use super::GdalError;
 use crate::budget::Reservation;
+use crate::gdal::GdalError;
 use gdal::{Dataset, Metadata};
 use std::path::{Path, PathBuf};
 
@@ -152,8 +152,8 @@ fn vrt_sources(
     let own = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut largest = 0u64;
-    for listed in super::policy::file_list(dataset) {
-        let source = PathBuf::from(super::policy::unpin_text(&listed));
+    for listed in crate::gdal::policy::file_list(dataset) {
+        let source = PathBuf::from(crate::gdal::policy::unpin_text(&listed));
         // Only files: the host's own in-memory scratch datasets are small by construction.
         let Ok(real) = std::fs::canonicalize(&source) else {
             continue;
@@ -163,7 +163,7 @@ fn vrt_sources(
         }
         seen.push(real.clone());
         // Opened as the VRT driver opens it (no georeferencing choice), through the checks.
-        let Ok(opened) = super::overviews::open(&real, false) else {
+        let Ok(opened) = crate::gdal::raster::overviews::open(&real, false) else {
             // Not a raster GDAL opens (a sidecar listed with the VRT): GDAL will not read
             // cells from it either.
             continue;

@@ -12,7 +12,7 @@
 //! - A clockwise ring is reversed to counter-clockwise (the exterior-ring winding of GeoJSON and
 //!   the OGC simple features), and said. Lines keep their direction.
 
-use super::super::GdalError;
+use crate::gdal::GdalError;
 use std::collections::HashMap;
 
 // What each table row becomes (a plain comment: the `geometry` argument describes it).

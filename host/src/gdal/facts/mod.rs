@@ -2,12 +2,21 @@
 //!
 //! The facts mirror the WIT records of `gdal-mcp:risk` (`crs-facts`, `raster-facts`, ...), and
 //! are also what `raster_info` reports, so an agent sees exactly what the domains saw.
+//!
+//! The room's other modules are the facts beside the dataset's own: [`georef`] (where a raster's
+//! georeferencing comes from, and what to do when its sources disagree), [`transform`] (which
+//! operation PROJ uses between two CRSs, and how accurate it is) and [`encoding`] (whether an
+//! output's driver and creation options lose values).
 
-use super::georef::{self, Georeferencing};
+pub mod encoding;
+pub mod georef;
+pub mod transform;
+
 use super::{cstring, ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
 use gdal::{Dataset, DatasetOptions, GdalOpenFlags, Metadata};
+use georef::Georeferencing;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -156,12 +165,12 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         ..Default::default()
     };
     // The checks, the open and the checks after it run under the open deadline.
-    let open = super::deadline::opening(path.display().to_string());
+    let open = super::policy::deadline::opening(path.display().to_string());
     // GDAL opens the file through its pinned folder, so a folder swapped for a link after the
     // path was checked cannot redirect it.
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
-    super::deadline::pause_after_checks(path);
+    super::policy::deadline::pause_after_checks(path);
     let choice = georef::choice();
     let opened = match choice {
         None => Dataset::open_ex(&gdal_path, options),
@@ -225,10 +234,10 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         allowed_drivers: Some(&["CSV", "XLSX", "ODS"]),
         ..Default::default()
     };
-    let open = super::deadline::opening(path.display().to_string());
+    let open = super::policy::deadline::opening(path.display().to_string());
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
-    super::deadline::pause_after_checks(path);
+    super::policy::deadline::pause_after_checks(path);
     let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
         message: super::policy::unpin_text(
@@ -523,7 +532,7 @@ pub fn parse_crs(argument: &str, definition: &str) -> Result<SpatialRef, GdalErr
     };
     let capture = ErrorCapture::start();
     // PROJ may read its database (or, refused above, files) while it parses.
-    let open = super::deadline::opening(format!(
+    let open = super::policy::deadline::opening(format!(
         "the CRS \"{}\"",
         text.chars().take(80).collect::<String>()
     ));
@@ -841,12 +850,12 @@ fn band_values(path: &Path, dataset: &Dataset) -> Result<Vec<SampledValues>, Gda
     static CACHE: PerFileCache<Vec<SampledValues>> = PerFileCache::new();
     CACHE.try_get_or_compute(path, "", || {
         let bands: Vec<usize> = (1..=dataset.raster_count().min(SENTINEL_BANDS)).collect();
-        let _memory = super::blocks::reserve(
+        let _memory = super::policy::blocks::reserve(
             &format!("sampling the values of {}", path.display()),
             path,
             dataset,
             &bands,
-            super::blocks::Reach::Any,
+            super::policy::blocks::Reach::Any,
         )?;
         Ok(bands
             .iter()
@@ -1058,7 +1067,7 @@ pub fn writable_raster_drivers() -> Vec<String> {
 pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result<(), GdalError> {
     let capture = ErrorCapture::start();
     let driver = gdal::DriverManager::get_driver_by_name(format).map_err(|_| {
-        if let Some(refused) = super::drivers::refusal("format", format, true) {
+        if let Some(refused) = super::policy::drivers::refusal("format", format, true) {
             return refused;
         }
         GdalError::Arguments(format!(

@@ -11,15 +11,15 @@
 //! `nearest` measure geodesic metres (GeographicLib point to point, else a local azimuthal
 //! equidistant projection per target), `nearest` keeping every tie.
 
-use super::facts::{self, CrsFacts};
-use super::geometry::{
+use crate::gdal::facts::transform::{self, TransformationFacts};
+use crate::gdal::facts::{self, CrsFacts};
+use crate::gdal::output::Staging;
+use crate::gdal::vector::geometry::{
     centre, ellipsoid_of, geographic_of, local_aeqd, overlapping_pairs, parts, polygon_pieces,
     repair, scale_error, transformer, union_all, Kind, Measurer,
 };
-use super::measure::{CrsName, MeasurementFacts, Method};
-use super::output::Staging;
-use super::transform::{self, TransformationFacts};
-use super::{ErrorCapture, GdalError};
+use crate::gdal::vector::measure::{CrsName, MeasurementFacts, Method};
+use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{FieldValue, Geometry, LayerAccess, LayerOptions};
 use gdal::{Dataset, DriverManager};
@@ -61,8 +61,8 @@ pub fn read_layer(
     dataset: &Dataset,
     name: Option<&str>,
 ) -> Result<LayerData, GdalError> {
-    let _rings = super::geometry::RingsByContainment::start();
-    let mut layer = super::vector::layer(argument, dataset, name)?;
+    let _rings = crate::gdal::vector::geometry::RingsByContainment::start();
+    let mut layer = crate::gdal::vector::layer(argument, dataset, name)?;
     let fields: Vec<FieldDef> = layer
         .defn()
         .fields()
@@ -77,10 +77,10 @@ pub fn read_layer(
         .next()
         .map(|g| g.field_type())
         .unwrap_or(Wkb::wkbUnknown);
-    let extent = super::vector::layer_extent(&layer);
+    let extent = crate::gdal::vector::layer_extent(&layer);
     let srs = layer.spatial_ref();
     let layer_name = layer.name();
-    let mut budget = super::geometry::ReadBudget::new(argument);
+    let mut budget = crate::gdal::vector::geometry::ReadBudget::new(argument);
     let mut rows: Vec<Row> = Vec::new();
     for f in layer.features() {
         let geometry = f.geometry().filter(|g| !g.is_empty());
@@ -89,7 +89,7 @@ pub fn read_layer(
             fid: f.fid(),
             geometry: geometry.cloned(),
             values: (0..fields.len())
-                .map(|i| super::vector::field_value(&f, i))
+                .map(|i| crate::gdal::vector::field_value(&f, i))
                 .collect(),
         });
     }
@@ -120,7 +120,7 @@ fn type_text_columns(fields: &mut [FieldDef], rows: &mut [Row]) {
             Some(FieldValue::StringValue(t)) if !t.trim().is_empty() => Some(t.trim()),
             _ => None,
         });
-        let kind = super::table::column_kind(texts);
+        let kind = crate::gdal::vector::table::column_kind(texts);
         let (ty, parse): (_, fn(&str) -> Option<FieldValue>) = match kind {
             "Integer64" => (OGRFieldType::OFTInteger64, |t| {
                 t.parse().ok().map(FieldValue::Integer64Value)
@@ -474,7 +474,7 @@ pub fn buffer_facts(
                 .sum::<u64>()
         })
         .sum();
-    let budget = super::geometry::max_vertices();
+    let budget = crate::gdal::vector::geometry::max_vertices();
     if output_vertices > budget {
         return Err(GdalError::Arguments(format!(
             "segments: the buffers of {} features with {} segments per quarter circle would \
@@ -562,8 +562,10 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 srs.linear_units_name().unwrap_or_default()
             ));
             for (i, row) in data.rows.iter().enumerate() {
-                if i % 256 == 0 && !super::keep_going(i as f64 / data.rows.len().max(1) as f64) {
-                    return Err(super::cancelled("vector_buffer"));
+                if i % 256 == 0
+                    && !crate::gdal::keep_going(i as f64 / data.rows.len().max(1) as f64)
+                {
+                    return Err(crate::gdal::cancelled("vector_buffer"));
                 }
                 let Some(g) = &row.geometry else { continue };
                 let b = g
@@ -585,8 +587,10 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             let (_, geodesic) = ellipsoid_of(&srs)?;
             let to_layer = transformer(&geographic, &srs)?;
             for (i, row) in data.rows.iter().enumerate() {
-                if i % 256 == 0 && !super::keep_going(i as f64 / data.rows.len().max(1) as f64) {
-                    return Err(super::cancelled("vector_buffer"));
+                if i % 256 == 0
+                    && !crate::gdal::keep_going(i as f64 / data.rows.len().max(1) as f64)
+                {
+                    return Err(crate::gdal::cancelled("vector_buffer"));
                 }
                 let Some(g) = &row.geometry else { continue };
                 let on_ground = g
@@ -1054,13 +1058,13 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
             layer_b.c_layer(),
             out_layer.c_layer(),
             csl.as_ptr(),
-            Some(super::progress_callback),
+            Some(crate::gdal::progress_callback),
             std::ptr::null_mut(),
         )
     };
     if status != gdal_sys::OGRErr::OGRERR_NONE {
-        if !super::keep_going(0.0) {
-            return Err(super::cancelled("vector_overlay"));
+        if !crate::gdal::keep_going(0.0) {
+            return Err(crate::gdal::cancelled("vector_overlay"));
         }
         return Err(GdalError::Failed {
             operation: format!("the {} overlay", request.operation.name()),
@@ -1338,7 +1342,7 @@ fn check_means(
                 }
                 let weighted = num / den;
                 let scale = values.iter().fold(0.0_f64, |m, v| m.max(v.abs()));
-                if (weighted - plain).abs() > super::measure::AGREEMENT * scale {
+                if (weighted - plain).abs() > crate::gdal::vector::measure::AGREEMENT * scale {
                     this_differs = true;
                     if first.is_none() {
                         first = Some((
@@ -1503,12 +1507,14 @@ pub fn join_facts(
                 .filter_map(|r| r.geometry.as_ref().map(|g| (r.fid, g)))
                 .filter(|(_, g)| parts(g).iter().all(|p| p.kind == Kind::Polygon) && g.is_valid())
                 .collect();
-            if !valid.is_empty() && valid.len() <= super::measure::MAX_OVERLAP_POLYGONS {
+            if !valid.is_empty()
+                && valid.len() <= crate::gdal::vector::measure::MAX_OVERLAP_POLYGONS
+            {
                 let geographic = geographic_of(srs)?;
                 let (_, geodesic) = ellipsoid_of(srs)?;
                 let to_geographic = transformer(srs, &geographic)?;
                 let measurer = Measurer::Geodesic(Box::new(geodesic));
-                let limit = super::geometry::max_overlap_pairs();
+                let limit = crate::gdal::vector::geometry::max_overlap_pairs();
                 let (pairs, area, _) = overlapping_pairs("join", &valid, limit, |common| {
                     let moved =
                         common
@@ -1999,8 +2005,8 @@ fn find_nearest(
     }
     let mut budget = PairBudget::new(target.rows.len());
     for (i, row) in target.rows.iter().enumerate() {
-        if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
-            return Err(super::cancelled("vector_join"));
+        if i % 256 == 0 && !crate::gdal::keep_going(i as f64 / target.rows.len().max(1) as f64) {
+            return Err(crate::gdal::cancelled("vector_join"));
         }
         let Some(t) = row.geometry.as_ref().filter(|g| !g.is_empty()) else {
             continue;
@@ -2174,8 +2180,10 @@ fn find_matches(
                 index.keys().map(|k| k.trim_start_matches('0')).collect();
             let mut zero_mismatch = 0;
             for (i, row) in target.rows.iter().enumerate() {
-                if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
-                    return Err(super::cancelled("vector_join"));
+                if i % 256 == 0
+                    && !crate::gdal::keep_going(i as f64 / target.rows.len().max(1) as f64)
+                {
+                    return Err(crate::gdal::cancelled("vector_join"));
                 }
                 if let Some(v) = &row.values[ti] {
                     let k = text(v);
@@ -2234,8 +2242,10 @@ fn find_matches(
             order.sort_by(|a, b| a.1.MinX.total_cmp(&b.1.MinX));
             let _quiet = ErrorCapture::start();
             for (i, row) in target.rows.iter().enumerate() {
-                if i % 256 == 0 && !super::keep_going(i as f64 / target.rows.len().max(1) as f64) {
-                    return Err(super::cancelled("vector_join"));
+                if i % 256 == 0
+                    && !crate::gdal::keep_going(i as f64 / target.rows.len().max(1) as f64)
+                {
+                    return Err(crate::gdal::cancelled("vector_join"));
                 }
                 let Some(t) = &row.geometry else { continue };
                 let envelope = t.envelope();
@@ -2316,7 +2326,7 @@ pub fn open_second(argument: &str, path: &std::path::Path) -> Result<Dataset, Gd
     if is_csv {
         facts::open_table(path)
     } else {
-        super::vector::open(argument, path)
+        crate::gdal::vector::open(argument, path)
     }
 }
 

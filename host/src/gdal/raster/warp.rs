@@ -2,8 +2,8 @@
 //! `gdalwarp` command line, so outputs are pixel-identical to `gdalwarp` run with the
 //! arguments in [`WarpRequest::gdalwarp_args`].
 
-use super::programs::{self, number, Program};
-use super::GdalError;
+use crate::gdal::programs::{self, number, Program};
+use crate::gdal::GdalError;
 use std::path::PathBuf;
 
 /// One warp, fully specified.
@@ -40,7 +40,7 @@ pub struct WarpOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
     /// The output, described from the staged copy.
-    pub written: super::facts::DatasetFacts,
+    pub written: crate::gdal::facts::DatasetFacts,
 }
 
 impl WarpRequest {
@@ -81,7 +81,7 @@ impl WarpRequest {
         if let Some(nodata) = self.dst_nodata {
             args.extend(["-dstnodata".to_string(), number(nodata)]);
         }
-        let decided = super::policy::overview_options(&self.format, Some(&self.resampling));
+        let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
         for (key, value) in self.creation_options.iter().chain(&decided) {
             args.extend(["-co".to_string(), format!("{key}={value}")]);
         }
@@ -95,15 +95,15 @@ impl WarpRequest {
 
     /// Run the warp into a staging folder and move the result into place.
     pub fn run(&self) -> Result<WarpOutcome, GdalError> {
-        let source = super::facts::open(&self.input)?;
+        let source = crate::gdal::facts::open(&self.input)?;
         // gdalwarp reads the input through its whole blocks, or its overviews' (issue 21
         // attack round 4, B3).
-        let _blocks = super::blocks::reserve(
+        let _blocks = crate::gdal::policy::blocks::reserve(
             "the warp's input",
             &self.input,
             &source,
             &[],
-            super::blocks::Reach::Any,
+            crate::gdal::policy::blocks::Reach::Any,
         )?;
         let outcome = programs::run(
             &Program::Warp,
@@ -134,9 +134,9 @@ pub fn suggested_output(
     source_wkt: &str,
     target_wkt: &str,
 ) -> Option<([f64; 6], u64, u64)> {
-    let _capture = super::ErrorCapture::start();
-    let source = super::cstring(source_wkt).ok()?;
-    let target = super::cstring(target_wkt).ok()?;
+    let _capture = crate::gdal::ErrorCapture::start();
+    let source = crate::gdal::cstring(source_wkt).ok()?;
+    let target = crate::gdal::cstring(target_wkt).ok()?;
     // SAFETY: the dataset handle and both strings outlive the calls; the transformer is
     // destroyed before returning; the output buffers have the sizes GDAL writes.
     unsafe {

@@ -437,7 +437,7 @@ pub fn assess(
 /// The canonical spelling of an allowed raster output driver, whatever the case it was given
 /// in (`jp2openjpeg` → `JP2OpenJPEG`).
 pub fn canonical_driver(format: &str) -> String {
-    super::policy::RASTER_OUTPUT_DRIVERS
+    crate::gdal::policy::RASTER_OUTPUT_DRIVERS
         .iter()
         .find(|d| d.eq_ignore_ascii_case(format))
         .map_or_else(|| format.to_string(), |d| (*d).to_string())
@@ -527,7 +527,7 @@ impl OutputFacts {
 pub fn written_for(
     tool: &str,
     arguments: &Value,
-    datasets: &[super::facts::DatasetFacts],
+    datasets: &[crate::gdal::facts::DatasetFacts],
 ) -> Written {
     let text = |name: &str| arguments.get(name).and_then(Value::as_str);
     let input = datasets
@@ -581,7 +581,7 @@ pub fn written_for(
 pub fn output_of_call(
     tool: &str,
     arguments: &Value,
-    datasets: &[super::facts::DatasetFacts],
+    datasets: &[crate::gdal::facts::DatasetFacts],
 ) -> Option<OutputFacts> {
     let (driver, options, default_compression) = driver_and_options(tool, arguments)?;
     let written = written_for(tool, arguments, datasets);

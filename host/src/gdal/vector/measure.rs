@@ -7,13 +7,13 @@
 //! Geodesic figures come from GeographicLib (`geographiclib-rs`) on the layer's own ellipsoid;
 //! planar figures from GEOS in the CRS the caller names.
 
-use super::facts::CrsFacts;
-use super::geometry::{
+use crate::gdal::facts::CrsFacts;
+use crate::gdal::vector::geometry::{
     ellipsoid_of, geographic_of, invalidity_reason, of_kinds, overlapping_pairs, parts, repair,
     scale_error, transformer, union_all, Ellipsoid, Figures, Kind, Measurer, ReadBudget,
     RingsByContainment,
 };
-use super::{transform, ErrorCapture, GdalError};
+use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
 use gdal::vector::{Geometry, LayerAccess};
 use schemars::JsonSchema;
@@ -68,7 +68,7 @@ pub fn reprojection_facts(target: &SpatialRef, area: Option<[f64; 4]>) -> Option
     let scale = scale_error(target, area?)?;
     Some(MeasurementFacts {
         method: Method::Planar.name().to_string(),
-        crs: Some(super::facts::crs_facts(target)),
+        crs: Some(crate::gdal::facts::crs_facts(target)),
         area_scale_error: Some(scale.area),
         length_scale_error: Some(scale.length),
         worst_at: Some(scale.worst_at),
@@ -399,7 +399,7 @@ fn make_setup(
         }
         Method::Planar => {
             let planar = match crs {
-                Some(definition) => super::facts::parse_crs("crs", definition)?,
+                Some(definition) => crate::gdal::facts::parse_crs("crs", definition)?,
                 None => layer_srs.clone(),
             };
             if planar.is_geographic() || planar.is_geocentric() {
@@ -500,7 +500,7 @@ fn read_features(
         };
         let fid = feature.fid();
         let key = match key_index {
-            Some(i) => super::vector::field_value(&feature, i)
+            Some(i) => crate::gdal::vector::field_value(&feature, i)
                 .and_then(|_| feature.field_as_string(i).ok().flatten()),
             None => None,
         };
@@ -802,7 +802,7 @@ fn count_overlaps(
 fn measure_notes(
     request: &MeasureRequest,
     setup: &Setup,
-    scale: Option<super::geometry::ScaleError>,
+    scale: Option<crate::gdal::vector::geometry::ScaleError>,
     three_d_lines: bool,
     invalid: &InvalidReport,
 ) -> Vec<String> {
@@ -949,7 +949,7 @@ pub fn measure(
     dataset: &gdal::Dataset,
 ) -> Result<(MeasurementFacts, MeasureOutput), GdalError> {
     let _rings = RingsByContainment::start();
-    let mut layer = super::vector::layer("layer", dataset, request.layer.as_deref())?;
+    let mut layer = crate::gdal::vector::layer("layer", dataset, request.layer.as_deref())?;
     let layer_name = layer.name();
     let layer_srs = layer.spatial_ref().ok_or_else(|| {
         GdalError::Arguments(format!(
@@ -968,7 +968,7 @@ pub fn measure(
     };
     let key_index = group_index(request, &layer, &layer_name)?;
     let grouped = key_index.is_some();
-    let extent = super::vector::layer_extent(&layer);
+    let extent = crate::gdal::vector::layer_extent(&layer);
     let Reads {
         reads,
         empty,
@@ -1046,7 +1046,7 @@ pub fn measure(
         }
         _ => None,
     };
-    let crs_facts = setup.planar.as_ref().map(super::facts::crs_facts);
+    let crs_facts = setup.planar.as_ref().map(crate::gdal::facts::crs_facts);
     let mut notes = measure_notes(
         request,
         &setup,
@@ -1166,7 +1166,7 @@ fn union_area<'a>(
 fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, GdalError> {
     let listed: Vec<(Option<u64>, &Geometry)> =
         polygons.iter().map(|r| (r.fid, &r.geometry)).collect();
-    let limit = super::geometry::max_overlap_pairs();
+    let limit = crate::gdal::vector::geometry::max_overlap_pairs();
     let (pairs, area, examples) = overlapping_pairs("input", &listed, limit, |common| {
         Ok(figures_of(setup, common, &[Kind::Polygon], false)?.area)
     })?;

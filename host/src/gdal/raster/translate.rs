@@ -1,9 +1,9 @@
-//! `gdal_translate` (plus `gdaladdo` for GTiff overviews) in process, beside [`super::warp`]:
+//! `gdal_translate` (plus `gdaladdo` for GTiff overviews) in process, beside [`crate::gdal::raster::warp`]:
 //! the same code path as the command line, so outputs equal what the reported command lines
 //! produce.
 
-use super::programs::{self, Program};
-use super::{overviews, GdalError};
+use crate::gdal::programs::{self, Program};
+use crate::gdal::{raster::overviews, GdalError};
 use std::path::PathBuf;
 
 /// One conversion, fully specified.
@@ -23,7 +23,7 @@ pub struct TranslateOutcome {
     pub files: Vec<PathBuf>,
     pub warnings: Vec<String>,
     /// The output, described from the staged copy.
-    pub written: super::facts::DatasetFacts,
+    pub written: crate::gdal::facts::DatasetFacts,
     /// The equivalent command lines, in order.
     pub commands: Vec<Vec<String>>,
     /// The overview levels built, if any.
@@ -33,14 +33,14 @@ pub struct TranslateOutcome {
 impl TranslateRequest {
     /// Convert into a staging folder, build the overviews there, and move it all into place.
     pub fn run(&self) -> Result<TranslateOutcome, GdalError> {
-        let source = super::facts::open(&self.input)?;
+        let source = crate::gdal::facts::open(&self.input)?;
         // gdal_translate reads the input through its whole blocks (issue 21 attack round 4, B3).
-        let _blocks = super::blocks::reserve(
+        let _blocks = crate::gdal::policy::blocks::reserve(
             "raster_convert: the input",
             &self.input,
             &source,
             &[],
-            super::blocks::Reach::Any,
+            crate::gdal::policy::blocks::Reach::Any,
         )?;
         let mut built = None;
         let outcome = programs::run(

@@ -1,6 +1,6 @@
 //! `gdalinfo -json`, in process (GDALInfo).
 
-use super::{CArgv, ErrorCapture, GdalError};
+use crate::gdal::{CArgv, ErrorCapture, GdalError};
 use gdal::Dataset;
 use serde_json::Value;
 use std::ffi::CStr;
@@ -26,7 +26,8 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
     // an open (regression, issue 21, attack round 5, F1: a grid named by an ENVI header that
     // was a FIFO blocked here, past the deadline, on the read pool's workers). With
     // statistics every pixel is read, which may rightly take longer.
-    let open = (!stats).then(|| super::deadline::opening("the dataset's report (its CRS)"));
+    let open =
+        (!stats).then(|| crate::gdal::policy::deadline::opening("the dataset's report (its CRS)"));
     // SAFETY: the dataset handle is valid while `dataset` lives; the string GDAL returns is
     // ours to free with VSIFree after copying it.
     let report = unsafe {
@@ -35,7 +36,7 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
         if raw.is_null() {
             None
         } else {
-            let text = super::policy::unpin_text(&CStr::from_ptr(raw).to_string_lossy());
+            let text = crate::gdal::policy::unpin_text(&CStr::from_ptr(raw).to_string_lossy());
             gdal_sys::VSIFree(raw.cast());
             Some(text)
         }
@@ -59,7 +60,7 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
 /// through).
 pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalError> {
     let _ = gdal::config::set_thread_local_config_option("GDAL_PAM_ENABLED", "NO");
-    let report = super::facts::open(path).and_then(|dataset| {
+    let report = crate::gdal::facts::open(path).and_then(|dataset| {
         // GDAL 3.6 writes the statistics it computes into a VRT document itself when the
         // dataset closes, PAM or not, even when opened read-only (regression, issue 21 attack
         // round 4, B4: `raster_info stats: true` rewrote an input VRT).
@@ -72,12 +73,12 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
             )));
         }
         // GDAL reads every band through its whole blocks (issue 21 attack round 4, B3).
-        let _blocks = super::blocks::reserve(
+        let _blocks = crate::gdal::policy::blocks::reserve(
             "raster_info stats",
             path,
             &dataset,
             &[],
-            super::blocks::Reach::Full,
+            crate::gdal::policy::blocks::Reach::Full,
         )?;
         gdalinfo_json(&dataset, true)
     });

@@ -2,7 +2,7 @@
 //!
 //! Points come as coordinates (in a CRS the caller names, default the raster's) or as a point
 //! layer. Points in another CRS go to the raster's through the most accurate operation PROJ
-//! has here ([`super::transform`]), in traditional GIS order (x = easting or longitude), and
+//! has here ([`crate::gdal::facts::transform`]), in traditional GIS order (x = easting or longitude), and
 //! the operation is reported. A point falls in the cell whose pixel coordinates are the floor
 //! of its own, so cells are half-open: a point on the edge between two cells belongs to the
 //! cell to its right (larger column) and below it (larger row), as `gdallocationinfo` says; a
@@ -11,12 +11,12 @@
 //!
 //! Registration: GDAL shifts a PixelIsPoint GeoTIFF's geotransform by half a cell, so the
 //! geotransform describes cell corners for both registrations and a point-registered cell's
-//! value stands for the cell centre reported here (see [`super::georef`]).
+//! value stands for the cell centre reported here (see [`crate::gdal::facts::georef`]).
 
-use super::facts::{self, CrsFacts};
-use super::georef::{self, Registration};
-use super::transform::{self, TransformationFacts};
-use super::{vector as ogr, ErrorCapture, GdalError};
+use crate::gdal::facts::georef::{self, Registration};
+use crate::gdal::facts::transform::{self, TransformationFacts};
+use crate::gdal::facts::{self, CrsFacts};
+use crate::gdal::{vector as ogr, ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::LayerAccess;
 use schemars::JsonSchema;
@@ -430,12 +430,12 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             nodata: band.no_data_value(),
         });
     }
-    let _memory = super::blocks::reserve(
+    let _memory = crate::gdal::policy::blocks::reserve(
         "raster_sample: the blocks a sample reads",
         path,
         &dataset,
         &bands,
-        super::blocks::Reach::Full,
+        crate::gdal::policy::blocks::Reach::Full,
     )?;
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;

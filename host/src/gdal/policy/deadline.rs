@@ -22,7 +22,7 @@
 //! its checks and GDAL's open ([`pause_after_checks`]), so the end-to-end tests can swap a file
 //! in that window and prove the race is closed. Release builds have no such hook.
 
-use super::GdalError;
+use crate::gdal::GdalError;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -147,8 +147,8 @@ pub fn watch_this_thread(watch: Option<Arc<Watch>>) {
     swap_watch(watch);
 }
 
-/// Attach `watch` to this thread, giving back the one it replaces (for [`super::Job`]).
-pub(super) fn swap_watch(watch: Option<Arc<Watch>>) -> Option<Arc<Watch>> {
+/// Attach `watch` to this thread, giving back the one it replaces (for [`crate::gdal::Job`]).
+pub(in crate::gdal) fn swap_watch(watch: Option<Arc<Watch>>) -> Option<Arc<Watch>> {
     WATCH.with(|w| std::mem::replace(&mut *w.borrow_mut(), watch))
 }
 

@@ -1,8 +1,8 @@
 //! Whole-band raster reads into hydrology grids, and GeoTIFF / vector writes that keep the
 //! input's georeferencing. Every write goes through [`Staging`]: atomic, nothing half-written.
 
-use super::output::Staging;
-use super::{ErrorCapture, GdalError};
+use crate::gdal::output::Staging;
+use crate::gdal::{ErrorCapture, GdalError};
 use crate::hydrology::{Grid, StreamLine};
 use gdal::raster::{Buffer, GdalType, RasterCreationOptions};
 use gdal::spatial_ref::SpatialRef;
@@ -38,7 +38,7 @@ pub fn read_band_f32_decimated(
 /// a side.
 fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef), GdalError> {
     let capture = ErrorCapture::start();
-    let dataset = super::facts::open(path)?;
+    let dataset = crate::gdal::facts::open(path)?;
     let failed = |what: &str| GdalError::Failed {
         operation: format!("reading {}", path.display()),
         message: capture.failure_text(what),
@@ -70,7 +70,7 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
     let (width, height) = band.size();
     let (w, h) = match max_side {
         None => {
-            super::policy::check_cells("input", width as u64, height as u64, 1)?;
+            crate::gdal::policy::check_cells("input", width as u64, height as u64, 1)?;
             (width, height)
         }
         Some(side) => {
@@ -79,15 +79,15 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
         }
     };
     // GDAL reads whole blocks to give them (issue 21 attack round 4, B3).
-    let blocks = super::blocks::reserve(
+    let blocks = crate::gdal::policy::blocks::reserve(
         "band 1",
         path,
         &dataset,
         &[1],
         if max_side.is_some() {
-            super::blocks::Reach::Any
+            crate::gdal::policy::blocks::Reach::Any
         } else {
-            super::blocks::Reach::Full
+            crate::gdal::policy::blocks::Reach::Full
         },
     )?;
     let buffer = band

@@ -6,10 +6,10 @@
 //! caller chose). The output GeoTIFF is written in row strips into a staging folder and moved
 //! into place when complete, so memory stays at a few strips per input whatever the raster size.
 
-use super::output::Staging;
-use super::programs::{self, number, Program};
-use super::{ErrorCapture, GdalError};
 use crate::aggregation::{self, Statistic};
+use crate::gdal::output::Staging;
+use crate::gdal::programs::{self, number, Program};
+use crate::gdal::{ErrorCapture, GdalError};
 use gdal::raster::{Buffer, RasterCreationOptions};
 use gdal::{Dataset, DriverManager};
 use std::path::{Path, PathBuf};
@@ -82,7 +82,7 @@ pub struct CompositeRequest {
 pub struct CompositeOutcome {
     pub files: Vec<PathBuf>,
     /// The output, described from the staged copy.
-    pub written: super::facts::DatasetFacts,
+    pub written: crate::gdal::facts::DatasetFacts,
     /// The gdalwarp command that put each unlike input on the grid (input index, command).
     pub warps: Vec<(usize, Vec<String>)>,
     /// Cells where no input had a valid value.
@@ -96,9 +96,9 @@ impl CompositeRequest {
     /// Run the composite.
     pub fn run(&self) -> Result<CompositeOutcome, GdalError> {
         let capture = ErrorCapture::start();
-        let reference = super::facts::open(&self.inputs[0])?;
+        let reference = crate::gdal::facts::open(&self.inputs[0])?;
         let (width, height) = reference.raster_size();
-        super::policy::check_cells("inputs[0]", width as u64, height as u64, 1)?;
+        crate::gdal::policy::check_cells("inputs[0]", width as u64, height as u64, 1)?;
         let geotransform = reference.geo_transform().map_err(|_| {
             GdalError::Arguments("inputs[0]: the raster has no geotransform".to_string())
         })?;
@@ -110,13 +110,13 @@ impl CompositeRequest {
         // inputs in turn (issue 21 attack round 4, B3).
         let mut blocks = Vec::with_capacity(self.inputs.len());
         for (index, path) in self.inputs.iter().enumerate() {
-            let dataset = super::facts::open(path)?;
-            blocks.push(super::blocks::reserve(
+            let dataset = crate::gdal::facts::open(path)?;
+            blocks.push(crate::gdal::policy::blocks::reserve(
                 &format!("raster_composite: inputs[{index}]"),
                 path,
                 &dataset,
                 &[self.band],
-                super::blocks::Reach::Any,
+                crate::gdal::policy::blocks::Reach::Any,
             )?);
             if index == 0 || same_grid(&reference, &dataset) {
                 datasets.push(dataset);
@@ -160,7 +160,7 @@ impl CompositeRequest {
                 self.band.to_string(),
             ];
             programs::run_in_memory(&Program::Translate, &dataset, &select, &band_vrt)?;
-            let selected = super::facts::open(&band_vrt)?;
+            let selected = crate::gdal::facts::open(&band_vrt)?;
             let warped = warp_to_memory(&selected, &args, &memory)?;
             drop(selected);
             warps.push((
@@ -196,7 +196,7 @@ impl CompositeRequest {
         // different scales would otherwise mix unlike numbers.
         let mut physical = Vec::with_capacity(self.inputs.len());
         for path in &self.inputs {
-            let dataset = super::facts::open(path)?;
+            let dataset = crate::gdal::facts::open(path)?;
             let b = dataset.rasterband(self.band).map_err(|_| {
                 GdalError::Arguments(format!(
                     "band: band {} does not exist in every input",
@@ -256,8 +256,8 @@ impl CompositeRequest {
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
             let mut row = 0;
             while row < height {
-                if !super::keep_going(row as f64 / height.max(1) as f64) {
-                    return Err(super::cancelled("composite"));
+                if !crate::gdal::keep_going(row as f64 / height.max(1) as f64) {
+                    return Err(crate::gdal::cancelled("composite"));
                 }
                 let rows = STRIP_ROWS.min(height - row);
                 for ((dataset, band), strip) in datasets.iter().zip(&bands).zip(&mut strips) {
@@ -316,13 +316,13 @@ impl CompositeRequest {
         }
         drop(datasets);
         for memory in &scratch {
-            if let Ok(path) = super::cstring(&memory.to_string_lossy()) {
+            if let Ok(path) = crate::gdal::cstring(&memory.to_string_lossy()) {
                 // SAFETY: unlinks an in-memory file this job created; the path is NUL-terminated.
                 unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
             }
         }
         let warnings = capture.warnings();
-        let written = super::facts::gather("output", staging.path())?;
+        let written = crate::gdal::facts::gather("output", staging.path())?;
         let files = staging.commit()?;
         Ok(CompositeOutcome {
             files,
@@ -338,5 +338,5 @@ impl CompositeRequest {
 
 fn warp_to_memory(source: &Dataset, args: &[String], memory: &Path) -> Result<Dataset, GdalError> {
     programs::run_in_memory(&Program::Warp, source, args, memory)?;
-    super::facts::open(memory)
+    crate::gdal::facts::open(memory)
 }

@@ -9,7 +9,7 @@
 //! entities and its inserts (`MINSERT` column and row counts included), and a drawing that
 //! expands past [`DEFAULT_MAX_DXF_ENTITIES`] is refused.
 
-use super::GdalError;
+use crate::gdal::GdalError;
 use std::collections::HashMap;
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -53,7 +53,7 @@ struct Block {
 /// Called for every file GDAL opens, before the open.
 pub fn check_dxf(input: &Path, file: &Path) -> Result<(), GdalError> {
     let mut head = [0u8; 1024];
-    let Ok(opened) = super::policy::open_regular(file) else {
+    let Ok(opened) = crate::gdal::policy::open_regular(file) else {
         return Ok(());
     };
     let mut reader = std::io::BufReader::new(opened);

@@ -3,7 +3,7 @@
 //! own kinds, cascaded unions, figures on the ellipsoid (GeographicLib) or in the plane, a
 //! planar CRS's scale error over an extent, and local azimuthal equidistant projections.
 
-use super::{transform, ErrorCapture, GdalError};
+use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
 use gdal::vector::Geometry;
 use gdal_sys::OGRwkbGeometryType as Wkb;

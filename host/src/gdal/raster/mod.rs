@@ -1,0 +1,22 @@
+//! The raster runners: one module per raster tool or family of tools, each the GDAL work behind
+//! it (`raster_info`, `raster_stats`, `raster_convert`, `raster_reproject` and `raster_resample`,
+//! `raster_terrain`, `raster_calc`, `raster_composite`, `raster_sample`, `zonal_stats`,
+//! `raster_overviews`) and the whole-band reads and writes of the `dem_*` hydrology tools.
+//!
+//! A runner opens its inputs through [`crate::gdal::facts`] (so the checks of
+//! [`crate::gdal::policy`] run before and after every open), runs GDAL or the host's own numeric
+//! core on a blocking worker, and writes through [`crate::gdal::output::Staging`]. Runners depend
+//! on the infrastructure rooms, never on each other's internals except where one tool is another
+//! plus a step (`translate` and `dem` reuse `warp`'s request, `translate` builds overviews).
+
+pub mod calc;
+pub mod composite;
+pub mod dem;
+pub mod info;
+pub mod overviews;
+pub mod raster_io;
+pub mod sample;
+pub mod stats;
+pub mod translate;
+pub mod warp;
+pub mod zonal;
