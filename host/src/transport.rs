@@ -199,16 +199,31 @@ const TYPED_METHODS: &[&str] = &[
 /// The id to answer with: the request's own id when rmcp can read it (a string, or a number
 /// rmcp reads as an `i64`: an integer in range, or an integral float below 2^53), else
 /// `null` (`1.5`, `18446744073709551615`, `-1e300`, `null`, `true`, an object).
+///
+/// A string id longer than [`MAX_ID_BYTES`] is not echoed (`null`: a 5 MB id on an
+/// unparseable line came back whole, attack round 6), and an integral float id is echoed as
+/// the integer rmcp reads (`-0` as `0`, not `-0.0`).
 fn reply_id(id: Option<&Value>) -> Value {
     match id {
+        Some(Value::String(s)) if s.len() > MAX_ID_BYTES => Value::Null,
         Some(v @ (Value::String(_) | Value::Number(_)))
             if serde_json::from_value::<RequestId>(v.clone()).is_ok() =>
         {
-            v.clone()
+            match v {
+                Value::Number(n) if n.as_i64().is_none() && n.as_u64().is_none() => n
+                    .as_f64()
+                    .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+                    .map_or_else(|| v.clone(), |f| json!(f as i64)),
+                _ => v.clone(),
+            }
         }
         _ => Value::Null,
     }
 }
+
+/// The longest string id answered with (JSON-RPC ids are short handles; a longer one is
+/// answered with a `null` id, and refused when the line is otherwise readable).
+pub const MAX_ID_BYTES: usize = 1024;
 
 /// The text of a line (trimmed of JSON whitespace) to hand to rmcp, or the error reply for a
 /// message that must not reach it.
@@ -297,8 +312,8 @@ fn check(text: &str) -> Result<(), String> {
     }
     if id.is_some() && reply_id.is_null() {
         return invalid(
-            "\"id\" must be a string or an integer from -2^63 to 2^63-1 (not null, not a \
-             fraction)",
+            "\"id\" must be a string of at most 1024 bytes or an integer from -2^63 to 2^63-1 \
+             (not null, not a fraction)",
         );
     }
     let Some(method) = message.get("method") else {
@@ -756,6 +771,36 @@ mod tests {
     }
 
     /// The twin: the scan agrees with serde on every well-formed line (the id serde reads).
+    /// Regression (attack round 6, transport observation): an unparseable line's 5 MB id came
+    /// back whole, and `-0` as `-0.0`. A long id is answered with `null` (and a readable line
+    /// with one is refused); a short one and an integral id are echoed as rmcp reads them.
+    #[test]
+    fn r6_long_ids_are_not_echoed_and_minus_zero_is_zero() {
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        let unterminated = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{long}\",\"method\":\"ping");
+        let reply: Value =
+            serde_json::from_str(&check_line(unterminated.as_bytes()).unwrap_err()).unwrap();
+        assert_eq!(reply["id"], Value::Null);
+        assert_eq!(reply["error"]["code"], -32700);
+        let readable = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{long}\",\"method\":\"ping\"}}");
+        let reply: Value =
+            serde_json::from_str(&check_line(readable.as_bytes()).unwrap_err()).unwrap();
+        assert_eq!(reply["id"], Value::Null);
+        assert_eq!(reply["error"]["code"], -32600);
+        // Twins: an id of exactly MAX_ID_BYTES is echoed; -0 is 0.
+        let short = "y".repeat(MAX_ID_BYTES);
+        let unterminated = format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{short}\",\"method\":\"ping");
+        let reply: Value =
+            serde_json::from_str(&check_line(unterminated.as_bytes()).unwrap_err()).unwrap();
+        assert_eq!(reply["id"], json!(short));
+        let reply = check_line(b"{\"jsonrpc\":\"2.0\",\"id\":-0,\"method\":\"ping").unwrap_err();
+        assert!(reply.contains("\"id\":0"), "{reply}");
+        assert!(check_line(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":\"{short}\",\"method\":\"ping\"}}").as_bytes()
+        )
+        .is_ok());
+    }
+
     #[test]
     fn b5_the_scan_reads_the_id_serde_reads() {
         for line in [

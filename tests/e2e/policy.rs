@@ -229,6 +229,58 @@ async fn without_a_policy_nothing_changes() {
     assert!(!ledger.contains("policy"), "{ledger}");
 }
 
+/// Regression (attack round 6, R6-2): the guide's "ballpark coordinate operations are
+/// refused" stopped `raster_reproject`, while `raster_sample` ran the same kind of ballpark
+/// (points in WGS 84 on a raster on a datum PROJ knows no shift for) and answered a value.
+/// With the policy it is refused naming the rule; the clean twin (no policy) answers the value
+/// with its warning.
+#[tokio::test]
+async fn r6_2_raster_sample_obeys_a_policy_refusing_ballpark_operations() {
+    let sample = json!({"input": "island.tif", "coordinates": [[10.005, 49.995]],
+                        "crs": "EPSG:4326"});
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let refused = server.call("raster_sample", sample.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("no ballpark operations"),
+        "{}",
+        text(&refused)
+    );
+    assert!(text(&refused).contains("ballpark"), "{}", text(&refused));
+    // The same raster sampled in its own CRS runs no operation: answered.
+    let own = server
+        .call(
+            "raster_sample",
+            json!({"input": "island.tif", "coordinates": [[10.005, 49.995]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&own), "{}", text(&own));
+
+    let twin = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    fixtures(&twin);
+    let answered = twin.call("raster_sample", sample).await.unwrap();
+    assert!(!is_error(&answered), "{}", text(&answered));
+    let content = structured(&answered);
+    assert_eq!(content["points"][0]["inside"], json!(true), "{content}");
+    assert!(
+        content["warnings"].to_string().contains("ballpark"),
+        "{content}"
+    );
+}
+
 /// `serve --policy` with a file the server cannot use: it stops before the handshake, with
 /// the line and the reason (never fails open).
 #[test]

@@ -1075,6 +1075,95 @@ async fn a_reprojection_that_would_shift_heights_asks_which_and_names_the_compou
     assert!((same - 100.0).abs() < 1e-6, "{same}");
 }
 
+/// Regression (attack round 6, R6-C): the heights question fired only on a shift measured
+/// at height 0. A DEM of 100 US feet in EPSG:26915+6360 warped to EPSG:26915 came out at 30.48
+/// unasked (a unit change), and one in NAVD88 metres (EPSG:26915+5703) kept 100 while its output
+/// called them ellipsoidal heights (a ballpark vertical: no geoid grid installed). Both are
+/// now asked, with the figure; `convert` over the ballpark reports that operation; the twins
+/// (the same vertical CRS on both sides, a 2D DEM) are asked nothing.
+#[tokio::test]
+async fn r6c_a_vertical_unit_change_or_ballpark_asks_for_heights() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 4_500_000.0, 0.0, -30.0]);
+    for (name, crs) in [
+        ("feet.tif", Some("EPSG:26915+6360")),
+        ("navd.tif", Some("EPSG:26915+5703")),
+        ("flat.tif", None),
+    ] {
+        write_raster::<f32>(
+            &server.path(name),
+            (10, 10),
+            vec![100.0; 100],
+            gt,
+            Some(26915),
+            |_| {},
+        );
+        if let Some(crs) = crs {
+            update(&server.path(name), |dataset| {
+                let mut compound = SpatialRef::from_definition(crs).unwrap();
+                compound.set_axis_mapping_strategy(
+                    gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder,
+                );
+                dataset.set_spatial_ref(&compound).unwrap();
+            });
+        }
+    }
+    let run = |input: &'static str,
+               output: &'static str,
+               dst: &'static str,
+               heights: Option<&'static str>| {
+        let server = &server;
+        async move {
+            let mut a = json!({"input": input, "output": output, "dst_crs": dst,
+                               "resampling": "bilinear"});
+            if let Some(h) = heights {
+                a["heights"] = json!(h);
+            }
+            call_justified(server, "raster_reproject", a)
+                .await
+                .unwrap()
+                .result
+        }
+    };
+    let feet = run("feet.tif", "feet_out.tif", "EPSG:26915", None).await;
+    assert!(is_error(&feet));
+    assert_eq!(
+        structured(&feet)["error"]["kind"],
+        json!("data_conflict"),
+        "{}",
+        text(&feet)
+    );
+    assert!(
+        text(&feet).contains("heights") && text(&feet).contains("30.48"),
+        "{}",
+        text(&feet)
+    );
+    assert!(!server.path("feet_out.tif").exists());
+    let navd = run("navd.tif", "navd_out.tif", "EPSG:26915", None).await;
+    assert!(is_error(&navd));
+    assert!(text(&navd).contains("ballpark"), "{}", text(&navd));
+    assert!(!server.path("navd_out.tif").exists());
+    // Each choice gives its figure; convert over the ballpark reports it.
+    let kept = run("feet.tif", "feet_kept.tif", "EPSG:26915", Some("keep")).await;
+    assert!(!is_error(&kept), "{}", text(&kept));
+    assert!((read_all(&server.path("feet_kept.tif")).0[44] - 100.0).abs() < 1e-6);
+    let converted = run("feet.tif", "feet_conv.tif", "EPSG:26915", Some("convert")).await;
+    assert!(!is_error(&converted), "{}", text(&converted));
+    assert!((read_all(&server.path("feet_conv.tif")).0[44] - 30.480_06).abs() < 1e-3);
+    assert_eq!(
+        structured(&converted)["transformation"]["used"]["ballpark"],
+        json!(true),
+        "{}",
+        text(&converted)
+    );
+    // Twins: the same vertical CRS on both sides; a 2D DEM.
+    let same = run("feet.tif", "feet_same.tif", "EPSG:26915+6360", None).await;
+    assert!(!is_error(&same), "{}", text(&same));
+    assert!((read_all(&server.path("feet_same.tif")).0[44] - 100.0).abs() < 1e-6);
+    let flat = run("flat.tif", "flat_out.tif", "EPSG:32615", None).await;
+    assert!(!is_error(&flat), "{}", text(&flat));
+}
+
 /// Drivers that reproject on write (MBTiles to EPSG:3857, KMLSUPEROVERLAY to EPSG:4326, with
 /// their own resampling and RGBA expansion: 14 classes became 79 values) are not output
 /// drivers: the CRS change and the resampling would happen behind the gate.

@@ -103,6 +103,11 @@ pub struct ZonalResult {
     pub nodata_weight: f64,
     /// Number of valid cells with `w > 0` (a cell count, unlike the weighted `count`).
     pub cells: u64,
+    /// Cells with `w > 0` holding +Inf or -Inf: kept out of every statistic (a mean, sum or
+    /// spread with an infinity is no number; attack round 6, R6-1: `std: 0` was reported for
+    /// a zone holding +Inf and -Inf), and under `propagate` they make the statistics null as
+    /// nodata does.
+    pub infinite_cells: u64,
 }
 
 impl ZonalResult {
@@ -130,6 +135,7 @@ pub struct ZonalAccumulator {
     running_mean: f64,
     m2: f64,
     nodata_weight: f64,
+    infinite_cells: u64,
     /// All weights seen so far are exactly 1 (enables selection instead of sorting).
     unit_weights: bool,
     values: Vec<(f32, f32)>,
@@ -167,6 +173,7 @@ impl ZonalAccumulator {
             running_mean: 0.0,
             m2: 0.0,
             nodata_weight: 0.0,
+            infinite_cells: 0,
             unit_weights: true,
             values: Vec::new(),
             freq: HashMap::new(),
@@ -200,6 +207,10 @@ impl ZonalAccumulator {
             }
             if is_nodata(v) {
                 nodata_weight += f64::from(w);
+                continue;
+            }
+            if v.is_infinite() {
+                self.infinite_cells += 1;
                 continue;
             }
             let wf = f64::from(w);
@@ -253,6 +264,7 @@ impl ZonalAccumulator {
         self.min = self.min.min(other.min);
         self.max = self.max.max(other.max);
         self.nodata_weight += other.nodata_weight;
+        self.infinite_cells += other.infinite_cells;
         self.unit_weights &= other.unit_weights;
         self.values.extend(other.values);
         for (k, w) in other.freq {
@@ -263,7 +275,8 @@ impl ZonalAccumulator {
     /// The requested statistics.
     pub fn finish(mut self) -> ZonalResult {
         let empty = self.cells == 0 || self.count.is_nan() || self.count <= 0.0;
-        let blocked = self.policy == NodataPolicy::Propagate && self.nodata_weight > 0.0;
+        let blocked = self.policy == NodataPolicy::Propagate
+            && (self.nodata_weight > 0.0 || self.infinite_cells > 0);
         let mut stats = BTreeMap::new();
         let requested = std::mem::take(&mut self.requested);
         for stat in requested {
@@ -286,6 +299,7 @@ impl ZonalAccumulator {
             stats,
             nodata_weight: self.nodata_weight,
             cells: self.cells,
+            infinite_cells: self.infinite_cells,
         }
     }
 
@@ -396,6 +410,51 @@ mod tests {
 
     fn close(a: Option<f64>, b: f64) -> bool {
         a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    /// Regression (issue 21, attack round 6, R6-1): a zone holding +Inf and -Inf got `std: 0`
+    /// beside null mean and sum. Infinities are counted and kept out of every statistic
+    /// (`ignore`), or make them null (`propagate`); the clean twin is unchanged.
+    #[test]
+    fn r6_1_infinite_cells_are_counted_and_never_enter_a_statistic() {
+        let mut values = vec![2.0f32; 98];
+        values.extend([4.0, 4.0]);
+        let weights = vec![1.0f32; 100];
+        let clean = run(&Stat::ALL, NodataPolicy::Ignore, &values, &weights, None);
+        assert_eq!(clean.infinite_cells, 0);
+        assert_eq!(clean.get(Stat::Count), Some(100.0));
+        values[0] = f32::INFINITY;
+        values[1] = f32::NEG_INFINITY;
+        let r = run(&Stat::ALL, NodataPolicy::Ignore, &values, &weights, None);
+        assert_eq!(r.infinite_cells, 2);
+        assert_eq!(r.cells, 98);
+        assert_eq!(r.get(Stat::Count), Some(98.0));
+        assert_eq!(r.get(Stat::Min), Some(2.0));
+        assert_eq!(r.get(Stat::Max), Some(4.0));
+        assert!(close(r.get(Stat::Mean), 200.0 / 98.0));
+        assert!(close(r.get(Stat::Sum), 200.0));
+        let mean = 200.0 / 98.0;
+        let var = (96.0 * (2.0f64 - mean).powi(2) + 2.0 * (4.0f64 - mean).powi(2)) / 98.0;
+        assert!(close(r.get(Stat::Std), var.sqrt()));
+        assert_eq!(r.get(Stat::Majority), Some(2.0));
+        assert_eq!(r.get(Stat::Variety), Some(2.0));
+        for (stat, value) in &r.stats {
+            assert!(value.is_none_or(f64::is_finite), "{stat:?}: {value:?}");
+        }
+        let p = run(&Stat::ALL, NodataPolicy::Propagate, &values, &weights, None);
+        assert_eq!(p.infinite_cells, 2);
+        assert!(p
+            .stats
+            .iter()
+            .all(|(s, v)| *s == Stat::Count || v.is_none()));
+        let twin = run(
+            &Stat::ALL,
+            NodataPolicy::Propagate,
+            &[1.0, 3.0],
+            &[1.0, 1.0],
+            None,
+        );
+        assert_eq!(twin.get(Stat::Std), Some(1.0));
     }
 
     #[test]

@@ -77,10 +77,28 @@ pub struct BandFacts {
     pub scale: Option<f64>,
     pub offset: Option<f64>,
     pub unit: Option<String>,
+    /// The declared nodata value (null when none, or when it is not a finite number: see
+    /// `nodata_text`).
     pub nodata: Option<f64>,
+    /// A declared nodata value JSON cannot hold as a number: "nan", "inf" or "-inf" (attack
+    /// round 6: `nodata: null` read as "no nodata declared").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodata_text: Option<String>,
     pub undeclared_sentinels: Vec<Sentinel>,
     /// Cells sampled to look for sentinels (0: not computed, e.g. beyond the first bands).
     pub sampled_cells: u64,
+}
+
+/// How a declared nodata value that is not a finite number is written ("nan", "inf",
+/// "-inf", as gdalinfo writes it); `None` for a finite one.
+pub fn nodata_text(nodata: f64) -> Option<String> {
+    if nodata.is_nan() {
+        Some("nan".to_string())
+    } else if nodata.is_infinite() {
+        Some(if nodata > 0.0 { "inf" } else { "-inf" }.to_string())
+    } else {
+        None
+    }
 }
 
 impl BandFacts {
@@ -719,6 +737,7 @@ fn raster_facts(
                 offset: band.offset(),
                 unit: Some(band.unit()).filter(|u| !u.is_empty()),
                 nodata: band.no_data_value(),
+                nodata_text: band.no_data_value().and_then(nodata_text),
                 undeclared_sentinels: sampled.sentinels,
                 sampled_cells: sampled.cells,
             });

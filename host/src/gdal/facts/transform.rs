@@ -277,20 +277,53 @@ fn vertical_part(srs: &SpatialRef) -> Option<String> {
     }
 }
 
+/// What gdalwarp does to a single band's values when the source and target CRSs disagree on
+/// heights ([`vertical_shift`]): `value -> value * scale + offset` at the raster's centre.
+#[derive(Debug, Clone)]
+pub struct VerticalChange {
+    /// The source's heights, in words.
+    pub from: String,
+    /// The target's heights, in words.
+    pub to: String,
+    /// The change of a height of 0, in the target's units.
+    pub offset: f64,
+    /// The change of scale (a unit change: US feet to metres is 0.3048006).
+    pub scale: f64,
+    /// The vertical operation PROJ runs is a ballpark (no geoid model here: the values are
+    /// relabelled, not converted; attack round 6, R6-C).
+    pub ballpark: bool,
+    /// The operation gdalwarp runs when it converts the heights (both sides in 3D).
+    pub operation: Option<TransformationFacts>,
+}
+
+impl VerticalChange {
+    /// Whether gdalwarp's conversion changes values or only relabels them over a ballpark.
+    pub fn matters(&self) -> bool {
+        self.offset.abs() >= 0.001 || (self.scale - 1.0).abs() > 1e-6 || self.ballpark
+    }
+
+    /// What a value `v` becomes.
+    pub fn apply(&self, v: f64) -> f64 {
+        v * self.scale + self.offset
+    }
+}
+
 /// The change gdalwarp makes to a single band's values when the source and target CRSs
 /// disagree on heights (GDAL 3.6 measured: a DEM of 100 m in EPSG:32633+5773 warped to
 /// EPSG:32633 holds 145.92 m, EGM96 heights turned ellipsoidal with `egm96_15.gtx`; a Byte
 /// class map in the same CRS has its code 100 turned into 146; a two-band raster is left as it
-/// is). `at` is a point of the data in `source`'s coordinates, traditional GIS order.
+/// is; a DEM of 100 US feet in EPSG:26915+6360 holds 30.48, a unit change over a ballpark
+/// vertical: attack round 6, R6-C). `at` is a point of the data in `source`'s coordinates,
+/// traditional GIS order; `area` the data's lon/lat box, for the operation's facts.
 ///
-/// Returns the two vertical datums in words and the shift at `at`, in metres, when exactly one
-/// side has a vertical datum or both have different ones and the shift could be computed;
-/// `None` when the heights agree (no vertical part on either side, or the same one).
+/// `None` when the heights agree (no vertical part on either side, or the same one) or the
+/// change cannot be computed.
 pub fn vertical_shift(
     source: &SpatialRef,
     target: &SpatialRef,
     at: (f64, f64),
-) -> Option<(String, String, f64)> {
+    area: Option<[f64; 4]>,
+) -> Option<VerticalChange> {
     let (from, to) = (vertical_part(source), vertical_part(target));
     if from.is_none() && to.is_none() || from == to {
         return None;
@@ -314,15 +347,20 @@ pub fn vertical_shift(
     let a = promoted(source, from.is_some())?;
     let b = promoted(target, to.is_some())?;
     let transform = CoordTransform::new(&a, &b).ok()?;
-    let (mut x, mut y, mut z) = ([at.0], [at.1], [0.0]);
+    // Two heights, so that a unit change shows as well as an offset.
+    let (mut x, mut y, mut z) = ([at.0, at.0], [at.1, at.1], [0.0, 100.0]);
     transform.transform_coords(&mut x, &mut y, &mut z).ok()?;
-    let shift = z[0];
-    shift.is_finite().then(|| {
-        (
-            from.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
-            to.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
-            shift,
-        )
+    let offset = z[0];
+    let scale = (z[1] - z[0]) / 100.0;
+    let operation = facts(&a, &b, area);
+    let ballpark = operation.as_ref().is_some_and(|f| f.default.ballpark);
+    (offset.is_finite() && scale.is_finite()).then(|| VerticalChange {
+        from: from.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
+        to: to.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
+        offset,
+        scale,
+        ballpark,
+        operation,
     })
 }
 

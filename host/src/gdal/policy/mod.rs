@@ -417,10 +417,33 @@ pub fn unpin_text(text: &str) -> String {
     PINS.with(|p| {
         let mut out = text.to_string();
         for (_, via, real) in p.borrow().iter().rev() {
-            out = out.replace(via.as_str(), real);
+            out = replace_fd_path(&out, via, real);
         }
         out
     })
+}
+
+/// `text` with every `via` (a `/proc/self/fd/N` path) replaced by `real`, where it is a
+/// whole descriptor number: `/proc/self/fd/5` is not replaced inside `/proc/self/fd/57`
+/// (attack round 6 notes: the textual replace turned fd 57's paths into fd 5's folder).
+fn replace_fd_path(text: &str, via: &str, real: &str) -> String {
+    if via.is_empty() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(via) {
+        let after = &rest[at + via.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(|c: char| c.is_ascii_digit()) {
+            out.push_str(via);
+        } else {
+            out.push_str(real);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Close the folders pinned by the job on this thread and forget what it checked (at the end
@@ -839,6 +862,25 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
             break;
         }
     }
+    // Past a binary file's head: where GDAL reads CRS text in it (a TIFF's ASCII tags, the
+    // GeoKeyDirectory's GeoAsciiParams among them; a FlatGeobuf's header), wherever it lies
+    // (attack round 5, left open: a citation key or header padded past the first MiB).
+    if binary && size > BINARY_HEAD_BYTES {
+        let text_limit =
+            crate::budget::setting(SCANNED_TEXT_VARIABLE, DEFAULT_MAX_SCANNED_TEXT_BYTES);
+        for region in binary_text_regions(path, size, text_limit)? {
+            let text = String::from_utf8_lossy(&region);
+            for decode in [
+                (|t: &str| t.to_string()) as fn(&str) -> String,
+                references::decode_leniently,
+                json_unescape,
+            ] {
+                if let Some(why) = TextScan::new(decode).feed(&text, true) {
+                    return Ok(Some(why));
+                }
+            }
+        }
+    }
     // An XML document (a VRT, an `.aux.xml`, KML, GML) is also read as GDAL's parser hands
     // it over (text split by comments or CDATA joined).
     if xml {
@@ -851,6 +893,152 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
     Ok(references::srs_texts(path)?
         .iter()
         .find_map(|text| super::facts::crs_text_reads_files(text)))
+}
+
+/// The byte ranges of a binary file past its head where GDAL reads CRS text: every ASCII tag
+/// value of every IFD of a TIFF or BigTIFF (GeoAsciiParams, GDAL's metadata, citations), and
+/// a FlatGeobuf's whole header (its CRS WKT). At most `limit` bytes in all (more is refused
+/// rather than scanned in part); an IFD chain is followed for at most 65536 IFDs, and one that
+/// loops or points outside the file ends the walk (GDAL stops there too).
+fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>>, GdalError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = open_regular(path) else {
+        return Ok(Vec::new());
+    };
+    let at = |file: &mut std::fs::File, offset: u64, len: u64| -> Option<Vec<u8>> {
+        if offset.checked_add(len)? > size {
+            return None;
+        }
+        file.seek(SeekFrom::Start(offset)).ok()?;
+        let mut buf = vec![0u8; usize::try_from(len).ok()?];
+        file.read_exact(&mut buf).ok()?;
+        Some(buf)
+    };
+    let too_much = || {
+        GdalError::Arguments(format!(
+            "{}: its CRS text (TIFF ASCII tags or FlatGeobuf header) is larger than the {limit} \
+             bytes scanned for CRS text that makes PROJ read files ({SCANNED_TEXT_VARIABLE}); it \
+             is refused rather than scanned in part",
+            path.display()
+        ))
+    };
+    let Some(head) = at(&mut file, 0, 16.min(size)) else {
+        return Ok(Vec::new());
+    };
+    let mut regions = Vec::new();
+    let mut total = 0u64;
+    // FlatGeobuf: magic, then the header's length (u32 LE) and the header.
+    if head.len() >= 12 && head.starts_with(b"fgb\x03") {
+        let len = u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]]));
+        if len > limit {
+            return Err(too_much());
+        }
+        if let Some(header) = at(&mut file, 12, len.min(size.saturating_sub(12))) {
+            regions.push(header);
+        }
+        return Ok(regions);
+    }
+    let little = match head.get(..2) {
+        Some(b"II") => true,
+        Some(b"MM") => false,
+        _ => return Ok(regions),
+    };
+    let u16_at = |b: &[u8], i: usize| -> Option<u64> {
+        let v = b.get(i..i + 2)?;
+        let a = [v[0], v[1]];
+        Some(u64::from(if little {
+            u16::from_le_bytes(a)
+        } else {
+            u16::from_be_bytes(a)
+        }))
+    };
+    let u32_at = |b: &[u8], i: usize| -> Option<u64> {
+        let a: [u8; 4] = b.get(i..i + 4)?.try_into().ok()?;
+        Some(u64::from(if little {
+            u32::from_le_bytes(a)
+        } else {
+            u32::from_be_bytes(a)
+        }))
+    };
+    let u64_at = |b: &[u8], i: usize| -> Option<u64> {
+        let a: [u8; 8] = b.get(i..i + 8)?.try_into().ok()?;
+        Some(if little {
+            u64::from_le_bytes(a)
+        } else {
+            u64::from_be_bytes(a)
+        })
+    };
+    let big = match u16_at(&head, 2) {
+        Some(42) => false,
+        Some(43) => true,
+        _ => return Ok(regions),
+    };
+    let mut next = if big {
+        u64_at(&head, 8)
+    } else {
+        u32_at(&head, 4)
+    }
+    .unwrap_or(0);
+    let mut seen = std::collections::HashSet::new();
+    let (count_len, entry_len, inline) = if big { (8u64, 20u64, 8u64) } else { (2, 12, 4) };
+    while next != 0 && seen.len() < 65536 && seen.insert(next) {
+        let Some(count_bytes) = at(&mut file, next, count_len) else {
+            break;
+        };
+        let Some(count) = (if big {
+            u64_at(&count_bytes, 0)
+        } else {
+            u16_at(&count_bytes, 0)
+        }) else {
+            break;
+        };
+        if count > 65536 {
+            break;
+        }
+        let Some(entries) = count
+            .checked_mul(entry_len)
+            .and_then(|n| at(&mut file, next + count_len, n))
+        else {
+            break;
+        };
+        for i in 0..count as usize {
+            let e = i * entry_len as usize;
+            // Type 2: ASCII.
+            if u16_at(&entries, e + 2) != Some(2) {
+                continue;
+            }
+            let n = if big {
+                u64_at(&entries, e + 4)
+            } else {
+                u32_at(&entries, e + 4)
+            };
+            let Some(n) = n else { continue };
+            let value = if n <= inline {
+                entries
+                    .get(e + 4 + if big { 8 } else { 4 }..)
+                    .map(|v| v[..n as usize].to_vec())
+            } else {
+                total = total.saturating_add(n);
+                if total > limit {
+                    return Err(too_much());
+                }
+                let offset = if big {
+                    u64_at(&entries, e + 12)
+                } else {
+                    u32_at(&entries, e + 8)
+                };
+                offset.and_then(|o| at(&mut file, o, n))
+            };
+            if let Some(value) = value {
+                regions.push(value);
+            }
+        }
+        let link = next + count_len + count * entry_len;
+        next = at(&mut file, link, count_len * if big { 1 } else { 2 })
+            .and_then(|b| if big { u64_at(&b, 0) } else { u32_at(&b, 0) })
+            .unwrap_or(0);
+    }
+    Ok(regions)
 }
 
 /// One pass over a file's text, chunk by chunk, decoded one way, lowercased and without
@@ -1240,6 +1428,69 @@ fn looks_like_a_location(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (attack round 5, left open in Known limits): a binary file's CRS text past
+    /// its first MiB (a GeoTIFF's GeoAsciiParams, a FlatGeobuf header padded past it) is read
+    /// where GDAL reads it; the clean twins pass.
+    #[test]
+    fn crs_text_past_a_binary_files_first_mib_is_scanned_where_gdal_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let tiff = |name: &str, text: &str| {
+            let far: u32 = 2 << 20;
+            let mut bytes = b"II*\0".to_vec();
+            bytes.extend(8u32.to_le_bytes());
+            bytes.extend(1u16.to_le_bytes());
+            bytes.extend(34737u16.to_le_bytes());
+            bytes.extend(2u16.to_le_bytes());
+            bytes.extend((text.len() as u32 + 1).to_le_bytes());
+            bytes.extend(far.to_le_bytes());
+            bytes.extend(0u32.to_le_bytes());
+            bytes.resize(far as usize, 0);
+            bytes.extend(text.as_bytes());
+            bytes.push(0);
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let grid = "+proj=longlat +ellps=GRS80 +nadgrids=/outside/grid.gsb +type=crs|";
+        assert!(crs_reads_files(&tiff("far.tif", grid)).unwrap().is_some());
+        assert!(crs_reads_files(&tiff("clean.tif", "WGS 84|"))
+            .unwrap()
+            .is_none());
+        let fgb = |name: &str, text: &str| {
+            let mut header = vec![0u8; 3 << 19];
+            header.extend(text.as_bytes());
+            let mut bytes = b"fgb\x03fgb\x01".to_vec();
+            bytes.extend((header.len() as u32).to_le_bytes());
+            bytes.extend(header);
+            bytes.extend([0u8; 64]);
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        assert!(crs_reads_files(&fgb("far.fgb", grid)).unwrap().is_some());
+        assert!(crs_reads_files(&fgb("clean.fgb", "GEOGCS[\"WGS 84\"]"))
+            .unwrap()
+            .is_none());
+    }
+
+    /// Regression (attack round 6 notes): fd 5's path is not replaced inside fd 57's.
+    #[test]
+    fn r6_unpin_replaces_whole_descriptor_numbers_only() {
+        let text = "/proc/self/fd/5/a.tif, /proc/self/fd/57/b.tif, /proc/self/fd/5";
+        assert_eq!(
+            replace_fd_path(text, "/proc/self/fd/5", "/ws/in"),
+            "/ws/in/a.tif, /proc/self/fd/57/b.tif, /ws/in"
+        );
+        assert_eq!(
+            replace_fd_path(text, "/proc/self/fd/57", "/ws/other"),
+            "/proc/self/fd/5/a.tif, /ws/other/b.tif, /proc/self/fd/5"
+        );
+        assert_eq!(
+            replace_fd_path("no pins here", "/proc/self/fd/5", "/x"),
+            "no pins here"
+        );
+    }
 
     #[test]
     fn locations_are_recognised() {

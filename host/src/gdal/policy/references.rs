@@ -146,6 +146,17 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
             )));
         }
     }
+    // Growth without a listed function: concatenation through nested subqueries or views,
+    // nested `hex()`, functions nothing bounds (attack round 6, R6-A).
+    let limit = crate::budget::setting(MAX_VIEW_GROWTH_VARIABLE, DEFAULT_MAX_VIEW_GROWTH);
+    if let Some(why) = view_growth(&schema, limit) {
+        return Err(GdalError::Arguments(format!(
+            "{}: its schema {why}; reading it could take memory far beyond the file's size, \
+             and a read inside SQLite cannot be cancelled. Materialise the view as a table \
+             (CREATE TABLE t AS SELECT * FROM v, then drop the view) or simplify it",
+            path.display()
+        )));
+    }
     // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
     let definitions = read_srs_definitions(path).map_err(|e| {
         GdalError::Arguments(format!(
@@ -487,6 +498,733 @@ fn unbounded_read(tokens: &[Token]) -> Option<String> {
     })
 }
 
+/// Operator override of [`DEFAULT_MAX_VIEW_GROWTH`].
+pub const MAX_VIEW_GROWTH_VARIABLE: &str = "GDAL_MCP_MAX_VIEW_GROWTH";
+
+/// How many times a view (or a generated column) may multiply what it reads: the largest
+/// value it can build, in units of the largest value stored in the database (or of a string
+/// literal in its SQL), and the number of leaves SQLite's query flattener makes of one of its
+/// expressions. A join view or `a || ' ' || b` is 2 or 3; five nested subqueries each
+/// concatenating a value with itself 8 times are 8^5 = 32768 (issue 21, attack round 6,
+/// R6-A: 1.3 GB in `vector_info` from a 73 KB file, and SQLite's flattener alone took 3.6 GB
+/// preparing 8 such levels over a 1-byte value).
+pub const DEFAULT_MAX_VIEW_GROWTH: u64 = 64;
+
+/// What an expression builds, as a multiple of its inputs: `value` bounds the largest value
+/// built anywhere in it (units: the largest stored value), `tree` the number of leaves once
+/// every reference to a subquery's or view's column is replaced by its expression (what
+/// SQLite's flattener does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Growth {
+    value: u64,
+    tree: u64,
+}
+
+impl Growth {
+    const NONE: Growth = Growth { value: 0, tree: 0 };
+    const ONE: Growth = Growth { value: 1, tree: 1 };
+    fn max(self, other: Growth) -> Growth {
+        Growth {
+            value: self.value.max(other.value),
+            tree: self.tree.max(other.tree),
+        }
+    }
+}
+
+/// SQL functions whose result is no larger than their largest argument (SQLite's core
+/// scalar, aggregate, date and math functions, GDAL's GeoPackage functions, SpatiaLite's
+/// measures and accessors). `hex`, `quote` and the JSON builders grow by a known factor
+/// ([`growth_factor`]); any other function is refused in a view, since what it builds cannot
+/// be bounded from the schema.
+const BOUNDED_FUNCTIONS: &[&str] = &[
+    "abs",
+    "avg",
+    "ceil",
+    "ceiling",
+    "changes",
+    "char",
+    "coalesce",
+    "count",
+    "date",
+    "datetime",
+    "floor",
+    "glob",
+    "ifnull",
+    "iif",
+    "instr",
+    "julianday",
+    "last_insert_rowid",
+    "length",
+    "like",
+    "likelihood",
+    "likely",
+    "lower",
+    "ltrim",
+    "max",
+    "min",
+    "nullif",
+    "random",
+    "round",
+    "rtrim",
+    "sign",
+    "soundex",
+    "substr",
+    "substring",
+    "sum",
+    "time",
+    "total",
+    "total_changes",
+    "trim",
+    "typeof",
+    "unicode",
+    "unixepoch",
+    "unlikely",
+    "upper",
+    "unhex",
+    "cast",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "cos",
+    "cosh",
+    "degrees",
+    "exp",
+    "ln",
+    "log",
+    "log10",
+    "log2",
+    "mod",
+    "pi",
+    "pow",
+    "power",
+    "radians",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+    "json",
+    "json_extract",
+    "json_type",
+    "json_valid",
+    "json_array_length",
+    "json_remove",
+    "json_each",
+    "json_tree",
+    "st_minx",
+    "st_miny",
+    "st_maxx",
+    "st_maxy",
+    "st_minz",
+    "st_maxz",
+    "st_isempty",
+    "st_geometrytype",
+    "st_srid",
+    "st_transform",
+    "st_envintersects",
+    "st_envelopesintersects",
+    "st_area",
+    "st_length",
+    "st_x",
+    "st_y",
+    "st_z",
+    "st_m",
+    "st_isvalid",
+    "st_issimple",
+    "st_numpoints",
+    "st_npoints",
+    "st_centroid",
+    "st_pointonsurface",
+    "st_envelope",
+    "st_intersects",
+    "st_contains",
+    "st_within",
+    "st_disjoint",
+    "st_touches",
+    "st_crosses",
+    "st_overlaps",
+    "st_equals",
+    "st_distance",
+    "setsrid",
+    "st_makevalid",
+    "gpkg_isassignable",
+    "hasspatialindex",
+    "sridfromauthcrs",
+    "asbinary",
+    "st_asbinary",
+    "geomfromwkb",
+    "st_geomfromwkb",
+    "castautomagic",
+];
+
+/// The factor by which a function can grow its arguments (summed), if it is known.
+fn growth_factor(name: &str) -> Option<u64> {
+    match name {
+        "hex" | "quote" => Some(2),
+        // Each character may be escaped as `\u00XX`.
+        "json_quote" | "json_array" | "json_object" | "json_set" | "json_insert"
+        | "json_replace" | "json_patch" => Some(6),
+        "strftime" => Some(10),
+        _ => BOUNDED_FUNCTIONS.contains(&name).then_some(1),
+    }
+}
+
+/// Words of SQL that stand for no column and build no value of their own.
+const NOT_COLUMNS: &[&str] = &[
+    "distinct",
+    "all",
+    "null",
+    "true",
+    "false",
+    "asc",
+    "desc",
+    "nulls",
+    "first",
+    "last",
+    "filter",
+    "over",
+    "partition",
+    "by",
+    "rows",
+    "range",
+    "groups",
+    "unbounded",
+    "preceding",
+    "following",
+    "current",
+    "row",
+    "exclude",
+    "ties",
+    "others",
+    "no",
+    "order",
+    "where",
+];
+
+/// Words that end one value and start another (operators producing small values or choosing
+/// among their operands).
+const SEPARATORS: &[&str] = &[
+    "and", "or", "not", "is", "in", "like", "glob", "regexp", "match", "between", "escape", "when",
+    "then", "else", "isnull", "notnull", "exists", "as",
+];
+
+/// Reads the growth of every view and generated column of a schema.
+struct GrowthReader<'a> {
+    views: std::collections::HashMap<String, &'a [Token]>,
+    tables: std::collections::HashMap<String, Vec<&'a [Token]>>,
+    memo: std::collections::HashMap<String, Growth>,
+    visiting: std::collections::HashSet<String>,
+    depth: usize,
+}
+
+/// Leaves an expression may have once SQLite's flattener has inlined its subqueries' and
+/// views' columns (each costs SQLite about 300 bytes while it prepares the statement).
+const MAX_VIEW_TREE: u64 = 100_000;
+
+/// Nesting of subqueries and views followed before the reader gives up (and refuses).
+const MAX_GROWTH_DEPTH: usize = 64;
+
+fn name_of(token: Option<&Token>) -> Option<String> {
+    match token {
+        Some(Token::Word(n) | Token::Quoted(n) | Token::Text(n)) => Some(n.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The tokens of the balanced group opening at `open` (a `(`), without its parentheses, and
+/// the index after its `)`.
+fn group(tokens: &[Token], open: usize) -> Result<(&[Token], usize), String> {
+    let mut depth = 0usize;
+    for (i, t) in tokens.iter().enumerate().skip(open) {
+        match t {
+            Token::Punct('(') => depth += 1,
+            Token::Punct(')') => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Ok((&tokens[open + 1..i], i + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    Err("holds unbalanced parentheses".to_string())
+}
+
+/// Splits `tokens` at depth 0 wherever `at` says.
+fn split_at_depth0<'t>(tokens: &'t [Token], at: impl Fn(&Token) -> bool) -> Vec<&'t [Token]> {
+    let mut parts = Vec::new();
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, t) in tokens.iter().enumerate() {
+        match t {
+            Token::Punct('(') => depth += 1,
+            Token::Punct(')') => depth = depth.saturating_sub(1),
+            _ if depth == 0 && at(t) => {
+                parts.push(&tokens[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&tokens[start..]);
+    parts
+}
+
+/// A result column without its alias (`expr AS name`, `expr name`).
+fn without_alias(column: &[Token]) -> &[Token] {
+    let n = column.len();
+    if n >= 2 && is_word(column.get(n - 2), "as") {
+        return &column[..n - 2];
+    }
+    if n >= 2
+        && matches!(
+            column.last(),
+            Some(Token::Word(_) | Token::Quoted(_) | Token::Text(_))
+        )
+        && !is_word(column.last(), "end")
+        && matches!(
+            column.get(n - 2),
+            Some(Token::Word(_) | Token::Quoted(_) | Token::Text(_) | Token::Punct(')'))
+        )
+        && !is_word(column.get(n - 2), "case")
+    {
+        return &column[..n - 1];
+    }
+    column
+}
+
+fn is_select(tokens: &[Token]) -> bool {
+    let mut i = 0;
+    while tokens.get(i) == Some(&Token::Punct('(')) {
+        i += 1;
+    }
+    is_word(tokens.get(i), "select") || is_word(tokens.get(i), "values")
+}
+
+impl<'a> GrowthReader<'a> {
+    fn new(schema: &'a [Vec<Token>]) -> GrowthReader<'a> {
+        let mut views = std::collections::HashMap::new();
+        let mut tables = std::collections::HashMap::new();
+        for tokens in schema {
+            if !is_word(tokens.first(), "create") {
+                continue;
+            }
+            let Some(kind) = tokens.iter().skip(1).take(3).position(|t| {
+                matches!(t, Token::Word(w) if w.eq_ignore_ascii_case("view") || w.eq_ignore_ascii_case("table"))
+            }) else {
+                continue;
+            };
+            let mut at = kind + 2;
+            if is_word(tokens.get(at), "if") {
+                at += 3;
+            }
+            if tokens.get(at + 1) == Some(&Token::Punct('.')) {
+                at += 2;
+            }
+            let Some(name) = name_of(tokens.get(at)) else {
+                continue;
+            };
+            if is_word(tokens.get(kind + 1), "view") {
+                // `CREATE VIEW name [(columns)] AS select`
+                if let Some(as_at) = tokens.iter().skip(at).position(|t| is_word(Some(t), "as")) {
+                    views.insert(name, &tokens[at + as_at + 1..]);
+                }
+            } else if tokens.get(at + 1) == Some(&Token::Punct('(')) {
+                // Generated columns: `... [GENERATED ALWAYS] AS (expr) ...`
+                let Ok((body, _)) = group(tokens, at + 1) else {
+                    continue;
+                };
+                let mut generated = Vec::new();
+                for (i, t) in body.iter().enumerate() {
+                    if is_word(Some(t), "as") && body.get(i + 1) == Some(&Token::Punct('(')) {
+                        if let Ok((expr, _)) = group(body, i + 1) {
+                            generated.push(expr);
+                        }
+                    }
+                }
+                tables.insert(name, generated);
+            }
+        }
+        GrowthReader {
+            views,
+            tables,
+            memo: std::collections::HashMap::new(),
+            visiting: std::collections::HashSet::new(),
+            depth: 0,
+        }
+    }
+
+    /// What a name in a FROM clause stands for: a view's growth, a table's (1, or its
+    /// generated columns', which may refer to one another), or 1 for anything else.
+    fn named(&mut self, name: &str) -> Result<Growth, String> {
+        if let Some(known) = self.memo.get(name) {
+            return Ok(*known);
+        }
+        if self.visiting.contains(name) {
+            // SQLite refuses a view defined through itself.
+            return Ok(Growth::ONE);
+        }
+        let growth = if let Some(select) = self.views.get(name).copied() {
+            self.visiting.insert(name.to_string());
+            let growth = self.select(select);
+            self.visiting.remove(name);
+            growth?
+        } else if let Some(generated) = self.tables.get(name).cloned() {
+            let mut columns = Growth::ONE;
+            for _ in 0..generated.len() {
+                let mut next = columns;
+                for expr in &generated {
+                    next = next.max(self.expression(expr, columns)?);
+                }
+                columns = next;
+            }
+            columns
+        } else {
+            Growth::ONE
+        };
+        self.memo.insert(name.to_string(), growth);
+        Ok(growth)
+    }
+
+    /// A SELECT statement (compound or not, or VALUES): the growth of its largest column.
+    fn select(&mut self, tokens: &'a [Token]) -> Result<Growth, String> {
+        self.depth += 1;
+        if self.depth > MAX_GROWTH_DEPTH {
+            return Err(format!(
+                "nests subqueries and views deeper than {MAX_GROWTH_DEPTH} levels"
+            ));
+        }
+        let mut tokens = tokens;
+        // `(SELECT ...)` written in parentheses.
+        while tokens.first() == Some(&Token::Punct('(')) && group(tokens, 0)?.1 == tokens.len() {
+            tokens = group(tokens, 0)?.0;
+        }
+        if is_word(tokens.first(), "with") {
+            return Err("uses a common table expression".to_string());
+        }
+        let cores = split_at_depth0(tokens, |t| {
+            is_word(Some(t), "union") || is_word(Some(t), "intersect") || is_word(Some(t), "except")
+        });
+        let mut growth = Growth::NONE;
+        for core in cores {
+            let core = match core.first() {
+                Some(t) if is_word(Some(t), "all") => &core[1..],
+                _ => core,
+            };
+            growth = growth.max(self.core(core)?);
+        }
+        self.depth -= 1;
+        Ok(growth)
+    }
+
+    /// One `SELECT ... FROM ... WHERE ...` (or `VALUES (...), ...`).
+    fn core(&mut self, tokens: &'a [Token]) -> Result<Growth, String> {
+        if is_word(tokens.first(), "values") {
+            return self.expression(&tokens[1..], Growth::NONE);
+        }
+        if !is_word(tokens.first(), "select") {
+            // Something else between compound operators (ORDER BY of the whole, LIMIT):
+            // read as expressions over the columns.
+            return self.expression(tokens, Growth::ONE);
+        }
+        let clause = |w: &str| {
+            [
+                "from", "where", "group", "having", "window", "order", "limit",
+            ]
+            .contains(&w)
+        };
+        // Depth-0 clause keywords.
+        let mut marks = Vec::new();
+        let mut depth = 0usize;
+        for (i, t) in tokens.iter().enumerate() {
+            match t {
+                Token::Punct('(') => depth += 1,
+                Token::Punct(')') => depth = depth.saturating_sub(1),
+                Token::Word(w) if depth == 0 && clause(&w.to_ascii_lowercase()) => {
+                    marks.push((i, w.to_ascii_lowercase()))
+                }
+                _ => {}
+            }
+        }
+        let end_of = |k: usize| marks.get(k + 1).map_or(tokens.len(), |m| m.0);
+        let columns_end = marks.first().map_or(tokens.len(), |m| m.0);
+        let mut from = Growth::ONE;
+        let mut later = Vec::new();
+        for (k, (at, word)) in marks.iter().enumerate() {
+            let part = &tokens[at + 1..end_of(k)];
+            if word == "from" {
+                from = self.from(part, &mut later)?;
+            } else {
+                later.push(part);
+            }
+        }
+        // A reference to this select's column stands for that column's expression (per
+        // column: the largest); the other clauses' values are built too.
+        let mut growth = Growth::NONE;
+        for column in split_at_depth0(&tokens[1..columns_end], |t| *t == Token::Punct(',')) {
+            let column = without_alias(column);
+            if column.last() == Some(&Token::Punct('*')) {
+                growth = growth.max(from);
+            }
+            growth = growth.max(self.expression(column, from)?);
+        }
+        for part in later {
+            let other = self.expression(part, from)?;
+            growth.value = growth.value.max(other.value);
+        }
+        Ok(growth)
+    }
+
+    /// A FROM clause: the largest growth of what it reads (tables, views, subqueries,
+    /// table-valued functions); its ON clauses are left in `later`.
+    fn from(
+        &mut self,
+        tokens: &'a [Token],
+        later: &mut Vec<&'a [Token]>,
+    ) -> Result<Growth, String> {
+        let mut growth = Growth::ONE;
+        let mut i = 0;
+        while i < tokens.len() {
+            match &tokens[i] {
+                Token::Punct('(') => {
+                    let (inner, next) = group(tokens, i)?;
+                    growth = growth.max(if is_select(inner) {
+                        self.select(inner)?
+                    } else {
+                        self.from(inner, later)?
+                    });
+                    i = next;
+                }
+                Token::Word(w) if w.eq_ignore_ascii_case("on") => {
+                    let end = tokens[i + 1..]
+                        .iter()
+                        .position(|t| {
+                            matches!(t, Token::Punct(','))
+                                || is_word(Some(t), "join")
+                                || is_word(Some(t), "natural")
+                                || is_word(Some(t), "left")
+                                || is_word(Some(t), "inner")
+                                || is_word(Some(t), "cross")
+                                || is_word(Some(t), "right")
+                                || is_word(Some(t), "full")
+                        })
+                        .map_or(tokens.len(), |p| i + 1 + p);
+                    later.push(&tokens[i + 1..end]);
+                    i = end;
+                }
+                Token::Word(w) | Token::Quoted(w) => {
+                    if tokens.get(i + 1) == Some(&Token::Punct('(')) {
+                        // A table-valued function (`json_each(x)`).
+                        let (args, next) = group(tokens, i + 1)?;
+                        growth = growth.max(self.expression(args, Growth::ONE)?);
+                        i = next;
+                    } else {
+                        growth = growth.max(self.named(&w.to_ascii_lowercase())?);
+                        i += 1;
+                    }
+                }
+                _ => i += 1,
+            }
+        }
+        Ok(growth)
+    }
+
+    /// An expression list over columns that each stand for `column`.
+    fn expression(&mut self, tokens: &'a [Token], column: Growth) -> Result<Growth, String> {
+        let mut best = 0u64; // the largest value built
+        let mut run = 0u64; // the current chain of `||`
+        let mut tree = 0u64;
+        let mut i = 0;
+        let end_run = |run: &mut u64, best: &mut u64| {
+            *best = (*best).max(*run);
+            *run = 0;
+        };
+        while i < tokens.len() {
+            let term: Growth;
+            match &tokens[i] {
+                Token::Punct('|') if tokens.get(i + 1) == Some(&Token::Punct('|')) => {
+                    i += 2;
+                    continue;
+                }
+                Token::Punct('(') => {
+                    let (inner, next) = group(tokens, i)?;
+                    term = if is_select(inner) {
+                        self.select(inner)?
+                    } else {
+                        self.expression(inner, column)?
+                    };
+                    i = next;
+                }
+                Token::Punct(_) => {
+                    end_run(&mut run, &mut best);
+                    i += 1;
+                    continue;
+                }
+                Token::Text(_) => {
+                    term = Growth::ONE;
+                    i += 1;
+                }
+                Token::Word(w) if w.eq_ignore_ascii_case("case") => {
+                    // CASE ... END is one value: the largest of its branches.
+                    let mut nested = 0usize;
+                    let mut depth = 0usize;
+                    let mut end = None;
+                    for (j, t) in tokens.iter().enumerate().skip(i) {
+                        match t {
+                            Token::Punct('(') => depth += 1,
+                            Token::Punct(')') => depth = depth.saturating_sub(1),
+                            Token::Word(x) if depth == 0 && x.eq_ignore_ascii_case("case") => {
+                                nested += 1
+                            }
+                            Token::Word(x) if depth == 0 && x.eq_ignore_ascii_case("end") => {
+                                nested -= 1;
+                                if nested == 0 {
+                                    end = Some(j);
+                                    break;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    let end = end.ok_or_else(|| "holds a CASE without END".to_string())?;
+                    term = self.expression(&tokens[i + 1..end], column)?;
+                    i = end + 1;
+                }
+                Token::Word(w) if w.eq_ignore_ascii_case("collate") => {
+                    end_run(&mut run, &mut best);
+                    i += 2;
+                    continue;
+                }
+                Token::Word(w) if SEPARATORS.contains(&w.to_ascii_lowercase().as_str()) => {
+                    end_run(&mut run, &mut best);
+                    i += 1;
+                    continue;
+                }
+                Token::Word(w)
+                    if NOT_COLUMNS.contains(&w.to_ascii_lowercase().as_str())
+                        || w.starts_with(|c: char| c.is_ascii_digit()) =>
+                {
+                    term = Growth { value: 0, tree: 1 };
+                    i += 1;
+                }
+                Token::Word(w) | Token::Quoted(w)
+                    if tokens.get(i + 1) == Some(&Token::Punct('(')) =>
+                {
+                    let name = w.to_ascii_lowercase();
+                    let (args, next) = group(tokens, i + 1)?;
+                    let Some(factor) = growth_factor(&name) else {
+                        return Err(format!(
+                            "calls `{w}`, a function whose result the host cannot bound"
+                        ));
+                    };
+                    // CAST(x AS type): the type is no column.
+                    let args = if name == "cast" {
+                        let stop = args
+                            .iter()
+                            .rposition(|t| is_word(Some(t), "as"))
+                            .unwrap_or(args.len());
+                        &args[..stop]
+                    } else {
+                        args
+                    };
+                    let mut sum = 0u64;
+                    let mut largest = 0u64;
+                    let mut leaves = 0u64;
+                    for arg in split_at_depth0(args, |t| *t == Token::Punct(',')) {
+                        let g = self.expression(arg, column)?;
+                        sum = sum.saturating_add(g.value);
+                        largest = largest.max(g.value);
+                        leaves = leaves.saturating_add(g.tree);
+                    }
+                    let value = if factor == 1 {
+                        largest
+                    } else {
+                        sum.saturating_mul(factor)
+                    };
+                    term = Growth {
+                        value: value.max(largest),
+                        tree: leaves.max(1),
+                    };
+                    i = next;
+                }
+                Token::Word(_) | Token::Quoted(_) => {
+                    // A column, possibly qualified (`t.c`, `s.t.c`).
+                    while tokens.get(i + 1) == Some(&Token::Punct('.'))
+                        && matches!(tokens.get(i + 2), Some(Token::Word(_) | Token::Quoted(_)))
+                    {
+                        i += 2;
+                    }
+                    term = column;
+                    i += 1;
+                }
+            }
+            run = run.saturating_add(term.value);
+            tree = tree.saturating_add(term.tree);
+        }
+        end_run(&mut run, &mut best);
+        Ok(Growth { value: best, tree })
+    }
+}
+
+/// Why a view or generated column of `schema` could build values or expressions
+/// super-linearly larger than the database (attack round 6, R6-A), if one could: its growth
+/// ([`Growth`]) above `limit`, or a function whose result cannot be bounded.
+fn view_growth(schema: &[String], limit: u64) -> Option<String> {
+    let parsed: Vec<Vec<Token>> = schema.iter().filter_map(|sql| tokens(sql)).collect();
+    let mut reader = GrowthReader::new(&parsed);
+    let mut names: Vec<String> = reader.views.keys().cloned().collect();
+    names.extend(
+        reader
+            .tables
+            .iter()
+            .filter(|(_, g)| !g.is_empty())
+            .map(|(n, _)| n.clone()),
+    );
+    names.sort();
+    for name in names {
+        reader.depth = 0;
+        let kind = if reader.views.contains_key(&name) {
+            "view"
+        } else {
+            "generated column of table"
+        };
+        match reader.named(&name) {
+            Err(why) => {
+                return Some(format!(
+                    "declares a {kind} `{name}` that {why}, so what it builds on every read \
+                     cannot be bounded"
+                ))
+            }
+            Ok(g) if g.value > limit || g.tree > MAX_VIEW_TREE => {
+                return Some(format!(
+                    "declares a {kind} `{name}` that can build values {} times the largest \
+                     value it reads, from expressions of {} terms once its subqueries are \
+                     inlined (at most {limit} times, {MAX_VIEW_GROWTH_VARIABLE}, and {MAX_VIEW_TREE} terms)",
+                    g.value, g.tree
+                ))
+            }
+            Ok(_) => {}
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -514,6 +1252,95 @@ mod tests {
         );
         assert!(found("CREATE TRIGGER r AFTER INSERT ON t BEGIN INSERT OR REPLACE INTO rtree_t_geom VALUES (NEW.fid, 0, 0, 0, 0); END").is_none());
         assert!(found("CREATE TABLE k (id INTEGER PRIMARY KEY, v TEXT) WITHOUT ROWID").is_none());
+    }
+
+    fn grows(schema: &[&str]) -> Option<String> {
+        let schema: Vec<String> = schema.iter().map(|s| s.to_string()).collect();
+        view_growth(&schema, DEFAULT_MAX_VIEW_GROWTH)
+    }
+
+    /// Regression (issue 21, attack round 6, R6-A): views that grow values without a listed
+    /// function (nested subqueries concatenating a value with itself, nested `hex()`, the same
+    /// split over several views or generated columns, a function nothing bounds) are found by
+    /// their structure; ordinary views (joins, filters, labels, aggregates, views over views)
+    /// are not.
+    #[test]
+    fn r6a_view_growth_is_bounded_by_structure_not_by_a_function_list() {
+        let mut inner = "SELECT fid, a AS big FROM t".to_string();
+        for _ in 0..5 {
+            inner =
+                format!("SELECT fid, big||big||big||big||big||big||big||big AS big FROM ({inner})");
+        }
+        let cat = format!("CREATE VIEW v AS {inner}");
+        let why = grows(&["CREATE TABLE t (fid INTEGER PRIMARY KEY, a TEXT)", &cat]).unwrap();
+        assert!(why.contains("`v`") && why.contains("32768"), "{why}");
+        let mut hex = "a".to_string();
+        for _ in 0..18 {
+            hex = format!("hex({hex})");
+        }
+        assert!(grows(&[&format!("CREATE VIEW v AS SELECT fid, {hex} AS big FROM t")]).is_some());
+        // Eight levels of `length(big)+...`: small values, but a flattened tree of 8^8 leaves.
+        let mut inner = "SELECT a AS big FROM t".to_string();
+        for _ in 0..8 {
+            inner = format!("SELECT length(big)+length(big)+length(big)+length(big)+length(big)+length(big)+length(big)+length(big) AS big FROM ({inner})");
+        }
+        assert!(grows(&[&format!("CREATE VIEW v AS {inner}")]).is_some());
+        // The same growth split over views, and over generated columns.
+        let mut schema = vec!["CREATE VIEW v0 AS SELECT fid, a AS big FROM t".to_string()];
+        for i in 1..4 {
+            schema.push(format!(
+                "CREATE VIEW v{i} AS SELECT fid, big || big || big || big || big || big || big || big AS big FROM \"v{}\"",
+                i - 1
+            ));
+        }
+        let refs: Vec<&str> = schema.iter().map(String::as_str).collect();
+        assert!(grows(&refs).is_some());
+        assert!(grows(&[
+            "CREATE TABLE t (a TEXT, b AS (a||a||a||a||a), c AS (b||b||b||b||b), d AS (c||c||c||c||c))"
+        ])
+        .is_some());
+        assert!(grows(&["CREATE VIEW v AS SELECT CASE WHEN 1 THEN a END || CASE WHEN 1 THEN a END || a FROM (SELECT a||a||a||a||a||a||a||a AS a FROM (SELECT a||a||a||a||a||a||a||a AS a FROM t))"]).is_some());
+        assert!(
+            grows(&["CREATE VIEW v AS SELECT fid, ST_Segmentize(geom, 0.000001) AS g FROM t"])
+                .unwrap()
+                .contains("ST_Segmentize")
+        );
+        assert!(grows(&["CREATE VIEW v AS SELECT * FROM (SELECT hex(hex(hex(hex(hex(hex(hex(a))))))) AS a FROM t)"]).is_some());
+
+        // Clean twins.
+        assert_eq!(grows(&[
+            "CREATE TABLE a (fid INTEGER PRIMARY KEY, geom BLOB, id INTEGER, name TEXT)",
+            "CREATE TABLE b (fid INTEGER PRIMARY KEY, id INTEGER, label TEXT, pop REAL)",
+            "CREATE VIEW joined AS SELECT a.fid AS fid, a.geom, b.label || ' (' || a.name || ')' AS label, b.pop FROM a JOIN b ON a.id = b.id WHERE b.pop > 1000 AND a.name NOT LIKE 'x%' ORDER BY b.pop DESC",
+            "CREATE VIEW filtered AS SELECT * FROM joined WHERE label IS NOT NULL",
+            "CREATE VIEW again AS SELECT fid, geom, upper(label) lab, CAST(pop AS INTEGER) AS p, CASE WHEN pop > 5 THEN 'big' ELSE 'small' END AS kind FROM filtered",
+            "CREATE VIEW summary AS SELECT name, count(*) AS n, avg(id), max(name) FROM a GROUP BY name HAVING count(*) > 1",
+            "CREATE VIEW \"with spaces\" (x, y) AS SELECT id, ST_MinX(geom) FROM a UNION ALL SELECT id, 0 FROM b",
+            "CREATE TABLE g (a TEXT, b TEXT GENERATED ALWAYS AS (a || '-' || a) VIRTUAL)",
+            "CREATE VIEW onb AS SELECT b, coalesce(b, a) FROM g",
+            "CREATE VIRTUAL TABLE rtree_a_geom USING rtree(id, minx, maxx, miny, maxy)",
+            "CREATE TABLE gpkg_contents (table_name TEXT NOT NULL PRIMARY KEY, last_change DATETIME NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ','now')))",
+            "CREATE TRIGGER trigger_insert_feature_count_a AFTER INSERT ON a BEGIN UPDATE gpkg_ogr_contents SET feature_count = feature_count + 1 WHERE lower(table_name) = lower('a'); END",
+        ]), None);
+        // A chain of seven plain views over forty columns stays silent too.
+        let columns: Vec<String> = (0..40).map(|i| format!("c{i}")).collect();
+        let mut schema = vec![format!(
+            "CREATE VIEW w0 AS SELECT {} FROM t",
+            columns.join(", ")
+        )];
+        for i in 1..7 {
+            schema.push(format!(
+                "CREATE VIEW w{i} AS SELECT {} FROM w{}",
+                columns
+                    .iter()
+                    .map(|c| format!("{c} AS {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                i - 1
+            ));
+        }
+        let refs: Vec<&str> = schema.iter().map(String::as_str).collect();
+        assert_eq!(grows(&refs), None);
     }
 
     fn module(sql: &str) -> Option<String> {

@@ -52,6 +52,8 @@ pub struct ZoneStats {
     pub cells: u64,
     /// Weighted count of the nodata cells the zone touched.
     pub nodata: f64,
+    /// Cells holding +Inf or -Inf, kept out of the statistics (attack round 6, R6-1).
+    pub infinite_cells: u64,
 }
 
 impl ZonalRequest {
@@ -180,6 +182,7 @@ impl ZonalRequest {
                 stats: result.stats,
                 cells: result.cells,
                 nodata: result.nodata_weight,
+                infinite_cells: result.infinite_cells,
             });
         }
         Ok(out)
@@ -228,6 +231,8 @@ pub fn write_csv(
                         .get(stat)
                         .copied()
                         .flatten()
+                        // As JSON has it: a value that is not finite is empty (null).
+                        .filter(|v| v.is_finite())
                         .map(|v| format!("{v}"))
                         .unwrap_or_default(),
                 );

@@ -396,8 +396,11 @@ pub struct ZoneRow {
     pub id: Value,
     /// Valid cells with a positive weight.
     pub cells: u64,
+    /// Cells holding +Inf or -Inf: never part of a statistic (counted here, not in `cells`;
+    /// under `propagate` they make the statistics null, as nodata does).
+    pub infinite_cells: u64,
     /// The requested statistics; null when the zone has no valid cell (or, under
-    /// `propagate`, touches nodata).
+    /// `propagate`, touches nodata or infinities).
     #[serde(flatten)]
     pub stats: BTreeMap<String, Option<f64>>,
 }
@@ -536,6 +539,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                     fid: row.fid,
                     id: row.id,
                     cells: row.cells,
+                    infinite_cells: row.infinite_cells,
                     stats: row
                         .stats
                         .into_iter()

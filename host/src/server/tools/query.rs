@@ -97,10 +97,68 @@ pub async fn raster_sample(call: Call) -> Result<Value, ToolError> {
             .map(|b| b as usize)
             .collect(),
     };
+    let policy = call.app.gate.policy().cloned();
     gated::read_only(&call, move || -> Result<SampleOutput, ToolError> {
-        Ok(sample::sample(&input, &request)?)
+        let output = sample::sample(&input, &request)?;
+        if let Some(policy) = &policy {
+            refuse_by_policy(policy, &output)?;
+        }
+        Ok(output)
     })
     .await
+}
+
+/// The operator's policy over the coordinate operation `raster_sample` ran for the caller
+/// (attack round 6, R6-2: "ballpark coordinate operations are refused" stopped
+/// `raster_reproject` and every gated tool, while `raster_sample` ran the same ballpark and
+/// answered). The operation is put to the policy as the `crs_datum` domain would find it in a
+/// gated call (a critical `ballpark_operation`, with the call's facts), and a `refuse` or
+/// `human` outcome (a sign-off a read cannot carry) refuses the call, naming the rule; no rule
+/// matching leaves today's warning. Nothing is answered from the values sampled.
+fn refuse_by_policy(
+    policy: &crate::reflection::policy::Policy,
+    output: &SampleOutput,
+) -> Result<(), ToolError> {
+    use crate::domains::{EvidenceItem, Severity, Trigger};
+    use crate::reflection::policy::{Facts, Outcome};
+    let Some(transformation) = output.transformation.as_ref().filter(|t| t.used.ballpark) else {
+        return Ok(());
+    };
+    let fact = format!(
+        "the operation from the points' CRS to the raster's ({}) is a ballpark one",
+        transformation.used.name
+    );
+    let trigger = Trigger {
+        severity: Severity::Critical,
+        reason: fact.clone(),
+        key_fields: serde_json::json!({}),
+        prompt_arguments: Vec::new(),
+        evidence: vec![EvidenceItem {
+            id: "ballpark_operation".to_string(),
+            fact: fact.clone(),
+            why: "points may land in a neighbouring cell".to_string(),
+            alternative: None,
+        }],
+    };
+    let facts = Facts {
+        accuracy_m: transformation.used.accuracy_metres,
+        ballpark: Some(true),
+        cells: output.width as f64 * output.height as f64,
+        ..Facts::default()
+    };
+    let ruling = policy.rule_on("raster_sample", "crs_datum", &trigger, &facts);
+    if ruling.outcome < Outcome::Human {
+        return Ok(());
+    }
+    Err(ToolError::Arguments(format!(
+        "refused by the operator's policy ({}, rule {}: {}): {fact}, and {}. Give the points \
+         in the raster's CRS (vector_reproject them first, through an operation the policy \
+         accepts), or ask the operator",
+        policy.path.display(),
+        ruling.rule.as_deref().unwrap_or("?"),
+        ruling.outcome.name(),
+        ruling.explanation
+    )))
 }
 
 /// Arguments of `vector_query`.

@@ -260,35 +260,71 @@ impl Step for ReprojectOutput {
 /// call's `heights`. gdalwarp (GDAL 3.6) shifts a single band's values when the source and
 /// target CRSs disagree on heights, whatever the band holds: a DEM of 100 m in
 /// EPSG:32633+5773 warped to EPSG:32633 held 145.92 m, and class 100 of a map in the same CRS
-/// became 146, while the facts spoke of a null offset (attack round 5, F9). When the shift
-/// is not negligible and the call does not say, the call is refused with both candidates.
+/// became 146, while the facts spoke of a null offset (attack round 5, F9); a DEM of 100 US
+/// feet in EPSG:26915+6360 held 30.48 (a unit change, no offset), and one in NAVD88 metres
+/// kept 100 over a ballpark vertical while its output called them ellipsoidal heights (attack
+/// round 6, R6-C). When the change is not negligible (an offset, a scale, or a ballpark) and
+/// the call does not say, the call is refused with both candidates. With `convert`, the
+/// second value is the operation gdalwarp runs on the heights (both sides in 3D), to be
+/// reported and gated in place of the horizontal one when it is a ballpark.
 fn heights_of_warp(
     heights: Option<Heights>,
     dataset: &gdal::Dataset,
     source: &gdal::spatial_ref::SpatialRef,
     target: &gdal::spatial_ref::SpatialRef,
-) -> Result<Option<bool>, ToolError> {
-    if let Some(h) = heights {
-        return Ok(Some(h == Heights::Convert));
-    }
-    if dataset.raster_count() != 1 {
-        return Ok(None);
-    }
-    let Some(extent) = facts::raster_extent(dataset) else {
-        return Ok(None);
+    area: Option<[f64; 4]>,
+) -> Result<(Option<bool>, Option<transform::TransformationFacts>), ToolError> {
+    let change = || {
+        if dataset.raster_count() != 1 {
+            return None;
+        }
+        let extent = facts::raster_extent(dataset)?;
+        let centre = ((extent[0] + extent[2]) / 2.0, (extent[1] + extent[3]) / 2.0);
+        transform::vertical_shift(source, target, centre, area)
     };
-    let centre = ((extent[0] + extent[2]) / 2.0, (extent[1] + extent[3]) / 2.0);
-    let Some((from, to, shift)) = transform::vertical_shift(source, target, centre) else {
-        return Ok(None);
-    };
-    if shift.abs() < 0.001 {
-        return Ok(None);
+    match heights {
+        Some(Heights::Keep) => return Ok((Some(false), None)),
+        Some(Heights::Convert) => {
+            let ballpark = change().filter(|c| c.ballpark).and_then(|c| c.operation);
+            return Ok((Some(true), ballpark));
+        }
+        None => {}
     }
+    let Some(change) = change().filter(|c| c.matters()) else {
+        return Ok((None, None));
+    };
+    let (from, to) = (&change.from, &change.to);
+    let what = if (change.scale - 1.0).abs() > 1e-6 {
+        format!(
+            "would turn every value of this band v into {:.7} x v {:+.2} (a value of 100 \
+             becomes {:.3}, at the raster's centre), whatever it holds",
+            change.scale,
+            change.offset,
+            change.apply(100.0)
+        )
+    } else if change.offset.abs() >= 0.001 {
+        format!(
+            "would shift every value of this band by {:+.2} (at the raster's centre), \
+             whatever it holds",
+            change.offset
+        )
+    } else {
+        "would leave every value of this band as it is while the output's CRS calls them \
+         heights of the target's system"
+            .to_string()
+    };
+    let ballpark = if change.ballpark {
+        " PROJ has no model of the separation between these height systems here (a ballpark \
+         vertical transformation, reported as one: install the geoid grid, e.g. with \
+         projsync, for a real conversion), so \"convert\" leaves the separation out while the \
+         output's CRS says the heights are in the target's system."
+    } else {
+        ""
+    };
     Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
         message: format!(
             "heights: the input's values are heights in {from} and the target's are {to}: \
-             gdalwarp would shift every value of this band by {shift:+.2} m (at the raster's \
-             centre), whatever it holds. Pass heights: \"convert\" to shift them (right for \
+             gdalwarp {what}.{ballpark} Pass heights: \"convert\" to change them (right for \
              elevations that must follow the target's height system), or heights: \"keep\" to \
              leave the values as they are (right for anything that is not a height, such as \
              classes; the output's CRS then names no vertical datum). To keep the vertical \
@@ -296,8 +332,9 @@ fn heights_of_warp(
         ),
         parameter: "heights".to_string(),
         candidates: serde_json::json!([
-            {"heights": "keep", "value_change_m": 0.0},
-            {"heights": "convert", "value_change_m": shift},
+            {"heights": "keep", "value_change_m": 0.0, "value_100_becomes": 100.0},
+            {"heights": "convert", "value_change_m": change.offset, "scale": change.scale,
+             "value_100_becomes": change.apply(100.0), "ballpark": change.ballpark},
         ]),
     }))
 }
@@ -398,7 +435,11 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 .and_then(|t| t.explicit_pipeline())
                 .map(str::to_string);
             check_warp_output(&request, &dataset, &source, &target)?;
-            request.vertical_shift = heights_of_warp(heights, &dataset, &source, &target)?;
+            let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
+            request.vertical_shift = shift;
+            // Converting heights over a ballpark vertical: that operation is what the gate
+            // and the result must see (attack round 6, R6-C).
+            let transformation = vertical.or(transformation);
             let source_facts = facts::crs_facts(&source);
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
