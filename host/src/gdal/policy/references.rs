@@ -767,7 +767,7 @@ fn group(tokens: &[Token], open: usize) -> Result<(&[Token], usize), String> {
 }
 
 /// Splits `tokens` at depth 0 wherever `at` says.
-fn split_at_depth0<'t>(tokens: &'t [Token], at: impl Fn(&Token) -> bool) -> Vec<&'t [Token]> {
+fn split_at_depth0(tokens: &[Token], at: impl Fn(&Token) -> bool) -> Vec<&[Token]> {
     let mut parts = Vec::new();
     let mut depth = 0usize;
     let mut start = 0;
