@@ -366,7 +366,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
         justifications,
         move || {
             let input_facts = facts::gather_raster("input", &input)?;
-            crate::gdal::policy::check_raster_cells("input", &input_facts)?;
+            crate::gdal::facts::check_raster_cells("input", &input_facts)?;
             let bands = input_facts
                 .raster
                 .as_ref()

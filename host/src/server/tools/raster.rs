@@ -624,7 +624,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         move || {
             facts::check_raster_format("GTiff", &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
-            policy::check_raster_cells("input", &input_facts)?;
+            facts::check_raster_cells("input", &input_facts)?;
             if output.is_none() {
                 let source = facts::open(&input)?;
                 let internal = source
@@ -1132,7 +1132,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 }),
                 ..input_facts.clone()
             };
-            policy::check_raster_cells("input", &single_band)?;
+            facts::check_raster_cells("input", &single_band)?;
             let count = input_facts
                 .raster
                 .as_ref()
