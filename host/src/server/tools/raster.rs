@@ -8,6 +8,7 @@
 
 use super::RasterOutput;
 use crate::domains::CallFacts;
+use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
 use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
@@ -66,6 +67,7 @@ pub const RASTER_INFO: ToolSpec = ToolSpec {
         exact per-band statistics.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::plain::<InfoArgs, InfoOutput>(),
     handler: handler!(info),
 };
@@ -135,6 +137,7 @@ pub const RASTER_STATS: ToolSpec = ToolSpec {
         most 2^20 cells.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::plain::<StatsArgs, StatsOutput>(),
     handler: handler!(statistics),
 };
@@ -327,6 +330,10 @@ pub const RASTER_REPROJECT: ToolSpec = ToolSpec {
         by crs_datum and resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<ReprojectArgs, ReprojectOutput>(),
     handler: handler!(reproject),
 };
@@ -473,6 +480,10 @@ pub const RASTER_RESAMPLE: ToolSpec = ToolSpec {
         (gdalwarp). Gated by resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<ResampleArgs, super::RasterOutput>(),
     handler: handler!(resample),
 };
@@ -583,6 +594,10 @@ pub const RASTER_OVERVIEWS: ToolSpec = ToolSpec {
         not modified) or into a new GeoTIFF `output`. Gated by resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::GTiffWithOutput,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<OverviewsArgs, super::RasterOutput>(),
     handler: handler!(build_overviews),
 };
@@ -1102,9 +1117,22 @@ pub const RASTER_TERRAIN: ToolSpec = ToolSpec {
         with unit ratios and band scale taken from the data (or asked for).",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::OneBand(terrain_writes),
+    }),
     schemas: Schemas::gated::<TerrainArgs, super::RasterOutput>(),
     handler: handler!(terrain),
 };
+
+/// What `raster_terrain` writes: gdaldem's one Byte band for a hillshade, Float32 otherwise.
+fn terrain_writes(arguments: &Value) -> String {
+    let hillshade = arguments
+        .get("operation")
+        .and_then(Value::as_str)
+        .is_some_and(|o| o.eq_ignore_ascii_case("hillshade"));
+    if hillshade { "Byte" } else { "Float32" }.to_string()
+}
 
 /// `raster_terrain`: GDALDEMProcessing.
 pub async fn terrain(call: Call) -> Result<Value, ToolError> {
@@ -1291,9 +1319,24 @@ pub const RASTER_CALC: ToolSpec = ToolSpec {
         an error).",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::GTiff {
+            default_compression: Some("ZSTD"),
+        },
+        written: WrittenTypes::OneBand(calc_writes),
+    }),
     schemas: Schemas::gated::<CalcArgs, crate::gdal::raster::calc::CalcOutput>(),
     handler: handler!(calc),
 };
+
+/// What `raster_calc` writes: one band of `data_type`, Float32 by default.
+fn calc_writes(arguments: &Value) -> String {
+    arguments
+        .get("data_type")
+        .and_then(Value::as_str)
+        .unwrap_or("Float32")
+        .to_string()
+}
 
 /// `raster_calc`.
 pub async fn calc(call: Call) -> Result<Value, ToolError> {
