@@ -451,4 +451,45 @@ mod tests {
         assert_eq!(inside, Some(GeorefSource::Internal));
         assert_eq!(choice(), None);
     }
+
+    /// Issue 19: `facts`, `georef` and `policy` imported each other (facts → policy → facts,
+    /// facts → georef → policy). The rooms now depend downwards only (docs/architecture.md,
+    /// "The GDAL rooms"): no code in `policy` names `facts`, and neither room names a runner,
+    /// except the two older edges listed here.
+    #[test]
+    fn the_gdal_rooms_depend_downwards() {
+        let known = ["raster::overviews::open", "vector::table::"];
+        let rooms = [
+            ("policy", &["facts", "raster", "vector"][..]),
+            ("facts", &["raster", "vector"][..]),
+        ];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/gdal");
+        let mut upward = Vec::new();
+        for (room, above) in rooms {
+            let mut files: Vec<_> = std::fs::read_dir(root.join(room))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+                .collect();
+            files.sort();
+            assert!(files.len() > 2, "{room}: {files:?}");
+            for file in files {
+                let source = std::fs::read_to_string(&file).unwrap();
+                for (number, line) in source.lines().enumerate() {
+                    let code = line.trim_start();
+                    if code.starts_with("//") || known.iter().any(|k| code.contains(k)) {
+                        continue;
+                    }
+                    for name in above {
+                        if code.contains(&format!("crate::gdal::{name}"))
+                            || code.contains(&format!("super::{name}"))
+                        {
+                            upward.push(format!("{}:{}: {code}", file.display(), number + 1));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(upward.is_empty(), "{upward:#?}");
+    }
 }

@@ -806,7 +806,10 @@ mod tests {
             single_band_palette: false,
         };
         let with_fact = |arguments: Value| {
-            for_call("raster_convert", &arguments, &written)
+            let declared = crate::server::registry::find("raster_convert")
+                .and_then(|spec| spec.raster_output)
+                .unwrap();
+            for_call(&declared, &arguments, &written)
                 .unwrap()
                 .lineage_label()
         };

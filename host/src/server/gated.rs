@@ -183,10 +183,13 @@ where
     facts.tool = call.tool.to_string();
     facts.arguments = call.gate_arguments();
     // What a raster-writing call writes (driver, options, whether the encoding loses values)
-    // is a host fact, seen by the domains and recorded in the lineage. Vector writers set
+    // is a host fact, seen by the domains and recorded in the lineage; the tool's entry in the
+    // table declares how it writes. Vector writers set
     // theirs in their gather, where the driver is resolved.
     if facts.output.is_none() {
-        facts.output = encoding::output_of_call(&facts.tool, &facts.arguments, &facts.datasets);
+        facts.output = super::registry::find(call.tool)
+            .and_then(|spec| spec.raster_output)
+            .and_then(|write| encoding::output_of_call(&write, &facts.arguments, &facts.datasets));
     }
     if let Some(fact) = facts.output.as_ref().and_then(|o| o.encoding.as_ref()) {
         summary.lossy_encoding = fact.lineage_label();

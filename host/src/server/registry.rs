@@ -200,4 +200,54 @@ mod tests {
             }
         }
     }
+
+    /// Issue 19: the output fact of a raster-writing call follows from the tool's declaration
+    /// (`raster_output`), not from a list of tool names in `gdal::facts::encoding`. Every tool
+    /// that declares one gets the fact; the tools that wrote rasters before the declaration
+    /// existed declare one; and the encoding module names no tool.
+    #[test]
+    fn every_tool_declaring_a_raster_output_gets_the_output_fact() {
+        use crate::gdal::facts::encoding::output_of_call;
+        let declared: Vec<&str> = table()
+            .iter()
+            .filter(|t| t.raster_output.is_some())
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(
+            declared,
+            [
+                "raster_reproject",
+                "raster_convert",
+                "raster_resample",
+                "raster_overviews",
+                "raster_terrain",
+                "raster_calc",
+                "raster_composite",
+                "raster_aggregate"
+            ]
+        );
+        let arguments = serde_json::json!({"input": "in.tif", "output": "out.tif"});
+        for tool in table() {
+            let Some(write) = tool.raster_output else {
+                continue;
+            };
+            assert!(
+                tool.gated(),
+                "{} declares a raster output but is not gated",
+                tool.name
+            );
+            let fact = output_of_call(&write, &arguments, &[])
+                .unwrap_or_else(|| panic!("{} gets no output fact", tool.name));
+            assert_eq!(fact.driver, "GTiff", "{}", tool.name);
+            assert!(fact.encoding.is_some(), "{}", tool.name);
+        }
+        let encoding = include_str!("../gdal/facts/encoding.rs");
+        for tool in table() {
+            assert!(
+                !encoding.contains(&format!("\"{}\"", tool.name)),
+                "gdal::facts::encoding names {}",
+                tool.name
+            );
+        }
+    }
 }

@@ -7,6 +7,7 @@ use super::error::ToolError;
 use super::gated::Gated;
 use super::schema;
 use crate::config::Toolset;
+use crate::gdal::facts::encoding::RasterWrite;
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde_json::Value;
@@ -78,6 +79,11 @@ pub struct ToolSpec {
     pub effect: Effect,
     /// Whether the tool opens rasters (it then takes `georef_source`).
     pub opens_rasters: bool,
+    /// How the tool writes a raster of the caller's encoding, for a gated tool that does: the
+    /// gated step gives the domains the output fact (driver, options, whether the encoding
+    /// loses values) from it. `None` for the others (vector writers set their output fact in
+    /// their gather, where the driver is resolved).
+    pub raster_output: Option<RasterWrite>,
     /// Its argument and result schemas, and whether the gate sees it.
     pub schemas: Schemas,
     pub handler: Handler,

@@ -1381,11 +1381,15 @@ fn aggregation_classification_table() {
 
 /// The facts the gated step would send: the host's output fact (driver, options, encoding).
 fn with_encoding_fact(mut facts: CallFacts) -> CallFacts {
-    facts.output = gdal_mcp::gdal::facts::encoding::output_of_call(
-        &facts.tool,
-        &facts.arguments,
-        &facts.datasets,
-    );
+    facts.output = gdal_mcp::server::registry::find(&facts.tool)
+        .and_then(|spec| spec.raster_output)
+        .and_then(|write| {
+            gdal_mcp::gdal::facts::encoding::output_of_call(
+                &write,
+                &facts.arguments,
+                &facts.datasets,
+            )
+        });
     facts
 }
 

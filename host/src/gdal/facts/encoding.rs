@@ -446,23 +446,62 @@ pub fn canonical_driver(format: &str) -> String {
 /// Creation options as `(KEY, value)` pairs, in the order given.
 type Options = Vec<(String, String)>;
 
-/// The driver and options a gated call that writes a raster passes to GDAL, from its validated
-/// arguments, and the compression the tool uses when the call names none; `None` for a tool
-/// that writes no raster of the caller's encoding.
+/// How a tool writes a raster of the caller's encoding, declared on the tool's entry in the
+/// tool table (`server::tool::ToolSpec::raster_output`), beside its handler: the gated step
+/// derives the output fact (driver, options, whether the encoding loses values) from it, so a
+/// new raster-writing tool gets the fact by declaring how it writes, and nothing here names a
+/// tool.
+#[derive(Debug, Clone, Copy)]
+pub struct RasterWrite {
+    /// Which driver writes the output.
+    pub driver: WriteDriver,
+    /// Which band types it writes.
+    pub written: WrittenTypes,
+}
+
+/// Which driver a raster-writing tool writes with.
+#[derive(Debug, Clone, Copy)]
+pub enum WriteDriver {
+    /// The `format` argument's driver, GeoTIFF when the call names none.
+    FormatArgument,
+    /// Always GeoTIFF, with this compression when the call names none.
+    GTiff {
+        default_compression: Option<&'static str>,
+    },
+    /// GeoTIFF when the call names an `output`; without one the tool changes no encoding of
+    /// the caller's (overviews built beside the input), and there is no output fact.
+    GTiffWithOutput,
+}
+
+/// Which band types a raster-writing tool writes.
+#[derive(Debug, Clone, Copy)]
+pub enum WrittenTypes {
+    /// The input's bands, as they are.
+    InputBands,
+    /// The input's bands that `bands` selects (all when it is absent or empty), converted to
+    /// `output_type` when it is given.
+    SelectedBands,
+    /// One band, of the type the call's arguments give.
+    OneBand(fn(&Value) -> String),
+}
+
+/// The driver and options a gated call that writes a raster passes to GDAL, from its tool's
+/// declaration and its validated arguments, and the compression the tool uses when the call
+/// names none; `None` when the call writes no raster of the caller's encoding.
 fn driver_and_options(
-    tool: &str,
+    write: &RasterWrite,
     arguments: &Value,
 ) -> Option<(String, Options, Option<&'static str>)> {
     let text = |name: &str| arguments.get(name).and_then(Value::as_str);
-    let (driver, default_compression) = match tool {
-        "raster_convert" | "raster_reproject" | "raster_resample" | "raster_terrain"
-        | "raster_composite" | "raster_aggregate" => {
-            (canonical_driver(text("format").unwrap_or("GTiff")), None)
+    let (driver, default_compression) = match write.driver {
+        WriteDriver::FormatArgument => (canonical_driver(text("format").unwrap_or("GTiff")), None),
+        WriteDriver::GTiffWithOutput if arguments.get("output").is_some() => {
+            ("GTiff".to_string(), None)
         }
-        "raster_overviews" if arguments.get("output").is_some() => ("GTiff".to_string(), None),
-        // raster_calc writes GeoTIFF, ZSTD unless the call says otherwise.
-        "raster_calc" => ("GTiff".to_string(), Some("ZSTD")),
-        _ => return None,
+        WriteDriver::GTiffWithOutput => return None,
+        WriteDriver::GTiff {
+            default_compression,
+        } => ("GTiff".to_string(), default_compression),
     };
     let mut options: Options = Vec::new();
     // raster_convert's typed arguments, as plan_convert passes them to GDAL.
@@ -491,8 +530,8 @@ fn driver_and_options(
 
 /// The encoding fact of a gated call that writes a raster, from its validated arguments and
 /// what it writes; `None` for a tool that writes no raster of the caller's encoding.
-pub fn for_call(tool: &str, arguments: &Value, written: &Written) -> Option<EncodingFact> {
-    let (driver, options, default_compression) = driver_and_options(tool, arguments)?;
+pub fn for_call(write: &RasterWrite, arguments: &Value, written: &Written) -> Option<EncodingFact> {
+    let (driver, options, default_compression) = driver_and_options(write, arguments)?;
     Some(assess(&driver, &options, written, default_compression))
 }
 
@@ -521,11 +560,11 @@ impl OutputFacts {
     }
 }
 
-/// What a gated call writes, from its arguments and the facts of its inputs: the written
-/// types (`output_type`, `data_type`, gdaldem's Float32 or Byte, else the input's bands) and
-/// whether one palette band is written.
+/// What a gated call writes, from its tool's declaration, its arguments and the facts of its
+/// inputs: the written types (one band the arguments decide, the input's bands selected and
+/// converted, or the input's bands as they are) and whether one palette band is written.
 pub fn written_for(
-    tool: &str,
+    write: &RasterWrite,
     arguments: &Value,
     datasets: &[crate::gdal::facts::DatasetFacts],
 ) -> Written {
@@ -534,57 +573,52 @@ pub fn written_for(
         .iter()
         .find(|d| d.role == "input" || d.role.starts_with("inputs"))
         .and_then(|d| d.raster.as_ref());
-    match tool {
-        "raster_calc" => Written {
-            types: vec![text("data_type").unwrap_or("Float32").to_string()],
-            single_band_palette: false,
-        },
-        "raster_terrain" => {
-            let hillshade = text("operation").is_some_and(|o| o.eq_ignore_ascii_case("hillshade"));
-            Written {
-                types: vec![if hillshade { "Byte" } else { "Float32" }.to_string()],
+    let selected = match write.written {
+        WrittenTypes::OneBand(band_type) => {
+            return Written {
+                types: vec![band_type(arguments)],
                 single_band_palette: false,
             }
         }
-        _ => {
-            let Some(raster) = input else {
-                return Written::default();
-            };
-            let bands: Vec<usize> = match arguments.get("bands").and_then(Value::as_array) {
-                Some(list) if tool == "raster_convert" && !list.is_empty() => list
-                    .iter()
-                    .filter_map(Value::as_u64)
-                    .filter_map(|b| usize::try_from(b).ok())
-                    .collect(),
-                _ => (1..=raster.data_types.len()).collect(),
-            };
-            let source: Vec<String> = bands
-                .iter()
-                .filter_map(|b| raster.data_types.get(b.wrapping_sub(1)).cloned())
-                .collect();
-            let types = match text("output_type") {
-                Some(t) if tool == "raster_convert" => vec![t.to_string(); source.len()],
-                _ => source,
-            };
-            Written {
-                single_band_palette: types.len() == 1
-                    && bands.first() == Some(&1)
-                    && raster.evidence.palette,
-                types,
-            }
-        }
+        WrittenTypes::SelectedBands => true,
+        WrittenTypes::InputBands => false,
+    };
+    let Some(raster) = input else {
+        return Written::default();
+    };
+    let bands: Vec<usize> = match arguments.get("bands").and_then(Value::as_array) {
+        Some(list) if selected && !list.is_empty() => list
+            .iter()
+            .filter_map(Value::as_u64)
+            .filter_map(|b| usize::try_from(b).ok())
+            .collect(),
+        _ => (1..=raster.data_types.len()).collect(),
+    };
+    let source: Vec<String> = bands
+        .iter()
+        .filter_map(|b| raster.data_types.get(b.wrapping_sub(1)).cloned())
+        .collect();
+    let types = match text("output_type") {
+        Some(t) if selected => vec![t.to_string(); source.len()],
+        _ => source,
+    };
+    Written {
+        single_band_palette: types.len() == 1
+            && bands.first() == Some(&1)
+            && raster.evidence.palette,
+        types,
     }
 }
 
 /// What a gated call that writes a raster writes, as the gated step passes it to the domains:
 /// the driver and options, and [`for_call`]'s fact over [`written_for`].
 pub fn output_of_call(
-    tool: &str,
+    write: &RasterWrite,
     arguments: &Value,
     datasets: &[crate::gdal::facts::DatasetFacts],
 ) -> Option<OutputFacts> {
-    let (driver, options, default_compression) = driver_and_options(tool, arguments)?;
-    let written = written_for(tool, arguments, datasets);
+    let (driver, options, default_compression) = driver_and_options(write, arguments)?;
+    let written = written_for(write, arguments, datasets);
     let encoding = assess(&driver, &options, &written, default_compression);
     Some(OutputFacts {
         driver,

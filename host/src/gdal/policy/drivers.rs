@@ -30,6 +30,7 @@
 //! ([`refuse_http_fetches`]).
 
 use crate::gdal::GdalError;
+use gdal::Metadata;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -757,6 +758,25 @@ pub fn check_hdf5(input: &Path, file: &Path) -> Result<(), GdalError> {
             &format!("this HDF5/netCDF-4 file cannot be checked for links to other files ({e})"),
         )),
     }
+}
+
+/// The option names a driver declares in one of its option lists (`DMD_CREATIONOPTIONLIST`,
+/// `DS_LAYER_CREATIONOPTIONLIST`), upper-cased.
+pub fn declared_options(driver: &gdal::Driver, list: &str) -> Vec<String> {
+    let list = driver.metadata_item(list, "").unwrap_or_default();
+    let mut names = Vec::new();
+    let mut rest = list.as_str();
+    while let Some(start) = rest.find("name='") {
+        let after = &rest[start + 6..];
+        match after.find('\'') {
+            Some(end) => {
+                names.push(after[..end].to_ascii_uppercase());
+                rest = &after[end..];
+            }
+            None => break,
+        }
+    }
+    names
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! to give the host cells).
 
 pub mod blocks;
+pub mod crs_text;
 pub mod deadline;
 pub mod drivers;
 pub mod dxf;
@@ -175,21 +176,6 @@ pub fn check_cells(what: &str, width: u64, height: u64, bands: u64) -> Result<()
 /// Prefix of the host's own in-memory scratch files (`/vsimem/`); nothing else in `/vsi*` is
 /// ever read.
 pub const SCRATCH_PREFIX: &str = "/vsimem/gdal-mcp-";
-
-/// Refuse a raster whose cells (all bands) exceed the budget: for tools that write an output
-/// as large as their input (conversion, overviews, terrain), so that a tiny file declaring a
-/// huge raster cannot fill the disk.
-pub fn check_raster_cells(what: &str, facts: &super::facts::DatasetFacts) -> Result<(), GdalError> {
-    match &facts.raster {
-        Some(r) => check_cells(
-            what,
-            u64::from(r.width),
-            u64::from(r.height),
-            u64::from(r.band_count),
-        ),
-        None => Ok(()),
-    }
-}
 
 /// The workspace roots GDAL may read from, set once at start-up.
 static ROOTS: OnceLock<Vec<PathBuf>> = OnceLock::new();
@@ -892,7 +878,7 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
     }
     Ok(references::srs_texts(path)?
         .iter()
-        .find_map(|text| super::facts::crs_text_reads_files(text)))
+        .find_map(|text| crs_text::crs_text_reads_files(text)))
 }
 
 /// The byte ranges of a binary file past its head where GDAL reads CRS text: every ASCII tag
@@ -1104,7 +1090,7 @@ impl TextScan {
 /// name (`tinshift` `file=`, `defmodel` `model=`), PROJ 9.1's whole list.
 fn file_naming_keyword(text: &str, cutoff: usize) -> Option<String> {
     let before = |key: &str| text.match_indices(key).any(|(at, _)| at < cutoff);
-    if super::facts::names_grid_or_parameter_file_before(text, cutoff) {
+    if crs_text::names_grid_or_parameter_file_before(text, cutoff) {
         return Some(
             "it names a grid or parameter file (`+nadgrids=`, `PARAMETERFILE`...)".to_string(),
         );
@@ -1244,7 +1230,7 @@ pub fn check_opened_crs(path: &Path, dataset: &Dataset) -> Result<(), GdalError>
         let Ok(wkt) = srs.to_wkt() else {
             return Ok(());
         };
-        match super::facts::crs_text_reads_files(&wkt) {
+        match crs_text::crs_text_reads_files(&wkt) {
             None => Ok(()),
             Some(why) => Err(GdalError::Arguments(format!(
                 "{}: {whose} CRS ({}) makes PROJ read a file: {why}; fix the CRS in the file \
@@ -1340,7 +1326,7 @@ pub fn check_options(
         OptionKind::Creation => "DMD_CREATIONOPTIONLIST",
         OptionKind::Layer => "DS_LAYER_CREATIONOPTIONLIST",
     };
-    let declared = super::facts::declared_options(driver, list);
+    let declared = drivers::declared_options(driver, list);
     for (key, value) in options {
         let upper = key.to_ascii_uppercase();
         if FILE_OPTIONS.contains(&upper.as_str())
@@ -1528,7 +1514,7 @@ mod tests {
 
 #[cfg(test)]
 mod grid_mentions {
-    use crate::gdal::facts::names_grid_or_parameter_file as names_grid_files;
+    use crate::gdal::policy::crs_text::names_grid_or_parameter_file as names_grid_files;
 
     /// Regression (issue 21, attack round 5, F1): JSON escapes are decoded before the scan,
     /// the whole text is scanned (a key cut by a chunk's end, or after the first MiB, is

@@ -165,7 +165,7 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
         ))
     })?;
     for definition in definitions {
-        if let Some(why) = crate::gdal::facts::crs_text_reads_files(&definition) {
+        if let Some(why) = super::crs_text::crs_text_reads_files(&definition) {
             return Err(GdalError::Arguments(format!(
                 "{}: a CRS definition in its SRS table makes PROJ read a file ({why}): \"{}\"; \
                  fix the table or export the data with a CRS by authority code",

@@ -9,6 +9,7 @@
 use super::RasterOutput;
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
+use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
 use crate::gdal::raster::warp::WarpRequest;
 use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
@@ -179,6 +180,10 @@ pub const RASTER_AGGREGATE: ToolSpec = ToolSpec {
         Gated by aggregation.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<AggregateArgs, super::RasterOutput>(),
     handler: handler!(aggregate),
 };
@@ -435,6 +440,7 @@ pub const ZONAL_STATS: ToolSpec = ToolSpec {
         another CRS are reprojected (crs_datum). Gated by aggregation.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<ZonalArgs, ZonalOutput>(),
     handler: handler!(zonal),
 };
@@ -651,6 +657,10 @@ pub const RASTER_COMPOSITE: ToolSpec = ToolSpec {
         resampling).",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<CompositeArgs, super::RasterOutput>(),
     handler: handler!(composite),
 };

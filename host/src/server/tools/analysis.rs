@@ -68,6 +68,7 @@ pub const VECTOR_MEASURE: ToolSpec = ToolSpec {
         geometries and overlaps. Gated by measurement.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<MeasureArgs, crate::gdal::vector::measure::MeasureOutput>(),
     handler: handler!(measure),
 };
@@ -172,6 +173,7 @@ pub const VECTOR_BUFFER: ToolSpec = ToolSpec {
         measurement.",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<BufferArgs, crate::gdal::vector::analysis::BufferOutput>(),
     handler: handler!(buffer),
 };
@@ -337,6 +339,7 @@ pub const VECTOR_OVERLAY: ToolSpec = ToolSpec {
         by the host (crs_datum); an empty result says why.",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<OverlayArgs, crate::gdal::vector::analysis::OverlayOutput>(),
     handler: handler!(overlay),
 };
@@ -472,6 +475,7 @@ pub const VECTOR_JOIN: ToolSpec = ToolSpec {
         summaries per field. Another CRS is reprojected by the host (crs_datum).",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<JoinArgs, crate::gdal::vector::analysis::JoinOutput>(),
     handler: handler!(join),
 };

@@ -9,6 +9,7 @@
 use super::RasterOutput;
 use crate::domains::CallFacts;
 use crate::gdal::facts;
+use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
 use crate::gdal::programs::number;
 use crate::gdal::raster::overviews;
 use crate::gdal::raster::translate::TranslateRequest;
@@ -352,6 +353,10 @@ pub const RASTER_CONVERT: ToolSpec = ToolSpec {
         by format_selection and resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::SelectedBands,
+    }),
     schemas: Schemas::gated::<ConvertArgs, super::RasterOutput>(),
     handler: handler!(convert),
 };
@@ -366,7 +371,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
         justifications,
         move || {
             let input_facts = facts::gather_raster("input", &input)?;
-            crate::gdal::policy::check_raster_cells("input", &input_facts)?;
+            crate::gdal::facts::check_raster_cells("input", &input_facts)?;
             let bands = input_facts
                 .raster
                 .as_ref()

@@ -359,6 +359,7 @@ pub const DEM_CONDITION: ToolSpec = ToolSpec {
         and cancellation.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<ConditionArgs, DemOutput>(),
     handler: handler!(condition),
 };
@@ -449,6 +450,7 @@ pub const DEM_FLOW_DIRECTION: ToolSpec = ToolSpec {
         codes) or D-infinity angles, with flat resolution. Gated by hydrology.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<FlowDirectionArgs, DemOutput>(),
     handler: handler!(flow_direction),
 };
@@ -508,6 +510,7 @@ pub const DEM_FLOW_ACCUMULATION: ToolSpec = ToolSpec {
         or area, optionally weighted. Gated by hydrology.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<FlowAccumulationArgs, DemOutput>(),
     handler: handler!(flow_accumulation),
 };
@@ -581,6 +584,7 @@ pub const DEM_STREAMS: ToolSpec = ToolSpec {
         threshold, Strahler order, optional stream lines. Gated by hydrology.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<StreamsArgs, DemOutput>(),
     handler: handler!(streams),
 };
@@ -696,6 +700,7 @@ pub const DEM_WATERSHED: ToolSpec = ToolSpec {
         snapped to the highest accumulation nearby. Gated by hydrology.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::gated::<WatershedArgs, DemOutput>(),
     handler: handler!(watershed),
 };

@@ -36,6 +36,7 @@ pub const PERSIST_JUSTIFICATION: ToolSpec = ToolSpec {
         `domain` and `key` from that refusal; then retry the call unchanged.",
     effect: Effect::Stores,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::plain::<PersistArgs, crate::reflection::gate::Stored>(),
     handler: handler!(persist),
 };
@@ -72,6 +73,7 @@ pub const PROVENANCE_REPORT: ToolSpec = ToolSpec {
         decisions, versions, edits outside the server. Markdown methods or W3C PROV-JSON.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::plain::<ProvenanceArgs, crate::reflection::provenance::Report>(),
     handler: handler!(provenance_report),
 };

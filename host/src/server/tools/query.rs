@@ -42,6 +42,7 @@ pub const RASTER_SAMPLE: ToolSpec = ToolSpec {
         corner). Points outside are reported, not clamped.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::plain::<SampleArgs, crate::gdal::raster::sample::SampleOutput>(),
     handler: handler!(raster_sample),
 };
@@ -195,6 +196,7 @@ pub const VECTOR_QUERY: ToolSpec = ToolSpec {
         matched.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::plain::<QueryArgs, crate::gdal::vector::query::QueryOutput>(),
     handler: handler!(vector_query),
 };

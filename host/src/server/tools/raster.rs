@@ -8,6 +8,7 @@
 
 use super::RasterOutput;
 use crate::domains::CallFacts;
+use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
 use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
@@ -66,6 +67,7 @@ pub const RASTER_INFO: ToolSpec = ToolSpec {
         exact per-band statistics.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::plain::<InfoArgs, InfoOutput>(),
     handler: handler!(info),
 };
@@ -135,6 +137,7 @@ pub const RASTER_STATS: ToolSpec = ToolSpec {
         most 2^20 cells.",
     effect: Effect::ReadOnly,
     opens_rasters: true,
+    raster_output: None,
     schemas: Schemas::plain::<StatsArgs, StatsOutput>(),
     handler: handler!(statistics),
 };
@@ -364,6 +367,10 @@ pub const RASTER_REPROJECT: ToolSpec = ToolSpec {
         by crs_datum and resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<ReprojectArgs, ReprojectOutput>(),
     handler: handler!(reproject),
 };
@@ -514,6 +521,10 @@ pub const RASTER_RESAMPLE: ToolSpec = ToolSpec {
         (gdalwarp). Gated by resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<ResampleArgs, super::RasterOutput>(),
     handler: handler!(resample),
 };
@@ -624,6 +635,10 @@ pub const RASTER_OVERVIEWS: ToolSpec = ToolSpec {
         not modified) or into a new GeoTIFF `output`. Gated by resampling.",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::GTiffWithOutput,
+        written: WrittenTypes::InputBands,
+    }),
     schemas: Schemas::gated::<OverviewsArgs, super::RasterOutput>(),
     handler: handler!(build_overviews),
 };
@@ -665,7 +680,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         move || {
             facts::check_raster_format("GTiff", &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
-            policy::check_raster_cells("input", &input_facts)?;
+            facts::check_raster_cells("input", &input_facts)?;
             if output.is_none() {
                 let source = facts::open(&input)?;
                 let internal = source
@@ -1143,9 +1158,22 @@ pub const RASTER_TERRAIN: ToolSpec = ToolSpec {
         with unit ratios and band scale taken from the data (or asked for).",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::FormatArgument,
+        written: WrittenTypes::OneBand(terrain_writes),
+    }),
     schemas: Schemas::gated::<TerrainArgs, super::RasterOutput>(),
     handler: handler!(terrain),
 };
+
+/// What `raster_terrain` writes: gdaldem's one Byte band for a hillshade, Float32 otherwise.
+fn terrain_writes(arguments: &Value) -> String {
+    let hillshade = arguments
+        .get("operation")
+        .and_then(Value::as_str)
+        .is_some_and(|o| o.eq_ignore_ascii_case("hillshade"));
+    if hillshade { "Byte" } else { "Float32" }.to_string()
+}
 
 /// `raster_terrain`: GDALDEMProcessing.
 pub async fn terrain(call: Call) -> Result<Value, ToolError> {
@@ -1173,7 +1201,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 }),
                 ..input_facts.clone()
             };
-            policy::check_raster_cells("input", &single_band)?;
+            facts::check_raster_cells("input", &single_band)?;
             let count = input_facts
                 .raster
                 .as_ref()
@@ -1332,9 +1360,24 @@ pub const RASTER_CALC: ToolSpec = ToolSpec {
         an error).",
     effect: Effect::Writes,
     opens_rasters: true,
+    raster_output: Some(RasterWrite {
+        driver: WriteDriver::GTiff {
+            default_compression: Some("ZSTD"),
+        },
+        written: WrittenTypes::OneBand(calc_writes),
+    }),
     schemas: Schemas::gated::<CalcArgs, crate::gdal::raster::calc::CalcOutput>(),
     handler: handler!(calc),
 };
+
+/// What `raster_calc` writes: one band of `data_type`, Float32 by default.
+fn calc_writes(arguments: &Value) -> String {
+    arguments
+        .get("data_type")
+        .and_then(Value::as_str)
+        .unwrap_or("Float32")
+        .to_string()
+}
 
 /// `raster_calc`.
 pub async fn calc(call: Call) -> Result<Value, ToolError> {

@@ -57,6 +57,7 @@ pub const VECTOR_INFO: ToolSpec = ToolSpec {
         feature count, extent, CRS and fields.",
     effect: Effect::ReadOnly,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::plain::<VectorInfoArgs, VectorInfoOutput>(),
     handler: handler!(info),
 };
@@ -307,6 +308,7 @@ pub const VECTOR_REPROJECT: ToolSpec = ToolSpec {
         sees the PROJ operation (accuracy, ballpark, missing grids).",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<VectorReprojectArgs, VectorOutput>(),
     handler: handler!(reproject),
 };
@@ -389,6 +391,7 @@ pub const VECTOR_CONVERT: ToolSpec = ToolSpec {
         format_selection.",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<VectorConvertArgs, VectorOutput>(),
     handler: handler!(convert),
 };
@@ -440,6 +443,7 @@ pub const VECTOR_CLIP: ToolSpec = ToolSpec {
         A mask in another CRS is reprojected by the host (gated by crs_datum).",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<VectorClipArgs, VectorOutput>(),
     handler: handler!(clip),
 };
@@ -598,6 +602,7 @@ pub const POINTS_FROM_TABLE: ToolSpec = ToolSpec {
         errors naming the row; ID-like columns keep leading zeros.",
     effect: Effect::Writes,
     opens_rasters: false,
+    raster_output: None,
     schemas: Schemas::gated::<PointsArgs, crate::gdal::vector::table::TableOutput>(),
     handler: handler!(points_from_table),
 };
