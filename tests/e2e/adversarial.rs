@@ -4265,6 +4265,66 @@ async fn attack5_f5_f6_gpkg_views_that_read_without_bound_are_refused() {
     assert!(!is_error(&query), "{}", text(&query));
 }
 
+/// Regression (issue 21, attack round 6, R6-A): views that grow a value without any listed
+/// function (five nested subqueries each `big||big||...` eight times; `hex()` nested 18 times:
+/// 1.3 and 1.6 GB in `vector_info` from a 73 KB file) are refused before the open by the
+/// schema's structure, naming the view and the growth; the twin (a label concatenated once, a
+/// filter) opens and reads.
+#[tokio::test]
+async fn attack6_r6a_gpkg_views_growing_without_a_listed_function_are_refused() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut nested = "SELECT fid, a AS big FROM t".to_string();
+    for _ in 0..5 {
+        nested =
+            format!("SELECT fid, big||big||big||big||big||big||big||big AS big FROM ({nested})");
+    }
+    let mut hex = "a".to_string();
+    for _ in 0..18 {
+        hex = format!("hex({hex})");
+    }
+    let hex = format!("SELECT fid, {hex} AS big FROM t");
+    for (name, sql, figure) in [
+        ("cat.gpkg", nested.as_str(), "32768"),
+        ("hex.gpkg", hex.as_str(), "262144"),
+    ] {
+        gpkg_with_view(&server, name, Some(sql));
+        for (tool, args) in [
+            ("vector_info", json!({"input": name})),
+            ("vector_query", json!({"input": name, "layer": "v"})),
+        ] {
+            let result = server.call(tool, args).await.unwrap();
+            assert!(is_error(&result), "{name} {tool}: {}", text(&result));
+            let message = text(&result);
+            assert!(
+                message.contains("view `v`")
+                    && message.contains(figure)
+                    && message.contains("Materialise the view"),
+                "{name} {tool}: {message}"
+            );
+        }
+    }
+    still_serves(&server).await;
+    gpkg_with_view(
+        &server,
+        "label.gpkg",
+        Some("SELECT fid, a, b, b || ' (' || a || ')' AS label FROM (SELECT * FROM t) WHERE a > 1"),
+    );
+    let query = server
+        .call("vector_query", json!({"input": "label.gpkg", "layer": "v"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&query), "{}", text(&query));
+    assert!(text(&query).contains("y (2)"), "{}", text(&query));
+}
+
 /// A DXF whose blocks insert the next block `fan` times, `depth` levels deep, over one line
 /// (attack round 5's `mk_dxf_bomb.py`): `fan^depth` lines once GDAL inlines the blocks.
 fn dxf_bomb(depth: usize, fan: usize) -> String {

@@ -1079,7 +1079,7 @@ async fn a_reprojection_that_would_shift_heights_asks_which_and_names_the_compou
 /// at height 0. A DEM of 100 US feet in EPSG:26915+6360 warped to EPSG:26915 came out at 30.48
 /// unasked (a unit change), and one in NAVD88 metres (EPSG:26915+5703) kept 100 while its output
 /// called them ellipsoidal heights (a ballpark vertical: no geoid grid installed). Both are
-/// now asked, with the figure; `convert` over the ballpark reports that operation; the twins
+/// now asked, with the figure; `convert` over the ballpark is gated as one; the twins
 /// (the same vertical CRS on both sides, a 2D DEM) are asked nothing.
 #[tokio::test]
 async fn r6c_a_vertical_unit_change_or_ballpark_asks_for_heights() {
@@ -1147,15 +1147,16 @@ async fn r6c_a_vertical_unit_change_or_ballpark_asks_for_heights() {
     let kept = run("feet.tif", "feet_kept.tif", "EPSG:26915", Some("keep")).await;
     assert!(!is_error(&kept), "{}", text(&kept));
     assert!((read_all(&server.path("feet_kept.tif")).0[44] - 100.0).abs() < 1e-6);
+    // `convert` over the ballpark vertical is gated as one (crs_datum, critical): a plain
+    // justification does not pass it.
     let converted = run("feet.tif", "feet_conv.tif", "EPSG:26915", Some("convert")).await;
-    assert!(!is_error(&converted), "{}", text(&converted));
-    assert!((read_all(&server.path("feet_conv.tif")).0[44] - 30.480_06).abs() < 1e-3);
-    assert_eq!(
-        structured(&converted)["transformation"]["used"]["ballpark"],
-        json!(true),
+    assert!(is_error(&converted), "{}", text(&converted));
+    assert!(
+        text(&converted).contains("ballpark vertical transformation"),
         "{}",
         text(&converted)
     );
+    assert!(!server.path("feet_conv.tif").exists());
     // Twins: the same vertical CRS on both sides; a 2D DEM.
     let same = run("feet.tif", "feet_same.tif", "EPSG:26915+6360", None).await;
     assert!(!is_error(&same), "{}", text(&same));
