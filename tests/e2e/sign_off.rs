@@ -196,7 +196,7 @@ async fn a_request_state_approves_only_the_call_it_was_sealed_for() {
         round(
             &client,
             arguments("utm.gpkg"),
-            Some("rs1.eyJ2IjoxfQ.AAAA"),
+            Some("forged-state-eyJ2IjoxfQ"),
             Some(answers(&first, "approve")),
         )
         .await,
