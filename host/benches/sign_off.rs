@@ -74,8 +74,12 @@ fn main() {
         percentile(&both, 0.99),
         both[both.len() - 1],
     );
-    assert!(
-        percentile(&both, 0.5) <= 0.1,
-        "sealing and verifying a request state takes more than 0.1 ms"
-    );
+    // The budget holds for an optimised build; a debug build (serde_json and hmac
+    // unoptimised) only reports.
+    if !cfg!(debug_assertions) {
+        assert!(
+            percentile(&both, 0.5) <= 0.1,
+            "sealing and verifying a request state takes more than 0.1 ms"
+        );
+    }
 }
