@@ -93,6 +93,10 @@ mkdir -p "$ws/ts"
 node tests/ts/cross_client.mjs --server target/debug/gdal-mcp --workspace "$ws/ts" \
   --data "$ROOT/target/testdata"
 
+log "a person's sign-off through the host's forms (issue 20): Python SDK in both eras, TypeScript SDK 1.x"
+"$venv/bin/python" tests/python/sign_off.py --server target/debug/gdal-mcp --workspace "$ws/sign_off"
+node tests/ts/sign_off.mjs --server target/debug/gdal-mcp --workspace "$ws/ts_sign_off"
+
 log "size of the model-facing tool list (at most 48000 characters)"
 "$venv/bin/python" tests/python/tool_list_size.py --server target/debug/gdal-mcp \
   --max-model-facing 48000

@@ -19,6 +19,7 @@ mod quirks;
 mod raster_tools;
 mod reflection;
 mod sandbox;
+mod sign_off;
 mod silent_errors;
 mod surface;
 mod vector_tools;

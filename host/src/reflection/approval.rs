@@ -17,20 +17,60 @@
 //! cannot be written by hand, copied from another store's key, or moved between kinds; the
 //! file is opened beneath the store like every store file (`super::journal`). Without a usable
 //! key (a server sealing for its own process only) the `human` outcome refuses.
+//!
+//! A host that shows forms gets the same request as a form ([`form_message`],
+//! [`form_schema`], read back by [`read_answer`]): through `elicitation/create` within the call
+//! (2025-11-25), or as an `InputRequiredResult` whose **request state** ([`State`], sealed by
+//! [`Approvals::seal_state`] with rmcp's `RequestStateCodec` under a key derived from the
+//! per-user key and bound to this store) carries the bindings, an expiry and a nonce, spent
+//! once ([`Approvals::spend`]) when the retry is answered (2026-07-28).
 
 use super::journal::{open_beneath, Lock};
 use super::key::{canonical_json, sha256_hex};
 use super::seal::{Kind, Seal};
+use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::{BufRead, Write};
+use std::fmt::Write as _;
+use std::io::{BufRead, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The approvals journal's file name inside the store.
 pub const FILE_NAME: &str = "approvals.jsonl";
 /// How long a request may wait for its answer (and a single-use approval for its retry).
 pub const TTL_MS: i64 = 10 * 60 * 1000;
+/// Test-only: the lifetime of a sign-off request in seconds instead of [`TTL_MS`] (the
+/// end-to-end tests of expiry set it; an operator has no reason to).
+pub const TTL_VARIABLE: &str = "GDAL_MCP_SIGN_OFF_TTL_SECS";
+/// The longest note kept from a form or a terminal.
+pub const MAX_NOTE_CHARS: usize = 500;
+/// What the request state's seal is bound to besides its payload.
+const STATE_CONTEXT: &[u8] = b"gdal-mcp sign-off request state 1";
+
+/// The lifetime of a sign-off request, in milliseconds: [`TTL_MS`] unless the test-only
+/// [`TTL_VARIABLE`] says otherwise (read once).
+pub fn ttl_ms() -> i64 {
+    static TTL: OnceLock<i64> = OnceLock::new();
+    *TTL.get_or_init(|| {
+        std::env::var(TTL_VARIABLE)
+            .ok()
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+            .map_or(TTL_MS, |s| (s * 1000.0).round() as i64)
+    })
+}
+
+/// The lifetime in words ("10 minutes", "2 s").
+pub fn ttl_words() -> String {
+    let ms = ttl_ms();
+    if ms % 60_000 == 0 {
+        let minutes = ms / 60_000;
+        format!("{minutes} minute{}", if minutes == 1 { "" } else { "s" })
+    } else {
+        format!("{} s", ms as f64 / 1000.0)
+    }
+}
 /// The journal is read up to this size.
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -120,6 +160,44 @@ pub enum Line {
         id: String,
         at_ms: i64,
     },
+    /// A request state's nonce, spent by the retry that carried it (`id` is `state-<nonce>`).
+    Spent {
+        id: String,
+        at_ms: i64,
+    },
+}
+
+/// One sign-off a request state carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateSignOff {
+    pub id: String,
+    pub binding: Binding,
+    pub covers_decision: bool,
+}
+
+/// What a sealed request state holds (readable by the client, never trusted before its seal
+/// verifies: rmcp's codec signs, it does not encrypt).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct State {
+    pub v: u32,
+    /// Random, spent once.
+    pub nonce: String,
+    pub created_ms: i64,
+    pub expires_ms: i64,
+    pub sign_offs: Vec<StateSignOff>,
+}
+
+/// A person's answer to a sign-off form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormAnswer {
+    Approve {
+        note: String,
+    },
+    Decline {
+        note: String,
+    },
+    /// The person dismissed the form without answering.
+    Cancel,
 }
 
 /// What the journal says of a call's sign-off now.
@@ -157,6 +235,9 @@ pub enum ApprovalError {
 pub struct Approvals {
     root: PathBuf,
     seal: Arc<Seal>,
+    /// Seals request states under a key derived from the per-user key, with a key id bound
+    /// to this store, so a state from another key or store is named as such.
+    codec: Option<RequestStateCodec>,
 }
 
 /// Milliseconds since the epoch.
@@ -186,9 +267,22 @@ pub fn arguments_digest(arguments: &Value) -> String {
 
 impl Approvals {
     pub fn new(store_root: &Path, seal: Arc<Seal>) -> Self {
+        let derived = seal.derive("sign-off request state");
+        // The key id names the key and the store (not secret: a hash of another derived
+        // value), so a state from another key or store is told apart from an edited one.
+        let kid = sha256_hex(&format!(
+            "{}\n{}",
+            hex::encode(seal.derive("sign-off request state key id")),
+            store_root.display()
+        ))[..16]
+            .to_string();
+        let codec = RequestStateCodec::new_with_keyring(kid.clone(), [(kid, derived.to_vec())])
+            .map_err(|e| tracing::warn!("approvals: no request-state codec: {e}"))
+            .ok();
         Self {
             root: store_root.to_path_buf(),
             seal,
+            codec,
         }
     }
 
@@ -238,6 +332,80 @@ impl Approvals {
         Ok(out)
     }
 
+    /// Seal a request state for `sign_offs`, expiring after [`ttl_ms`], with a fresh nonce.
+    /// `None` when this server has no codec (it then offers no form).
+    pub fn seal_state(&self, sign_offs: Vec<StateSignOff>) -> Option<(String, State)> {
+        let codec = self.codec.as_ref()?;
+        let created_ms = now_ms();
+        let state = State {
+            v: 1,
+            nonce: nonce(),
+            created_ms,
+            expires_ms: created_ms + ttl_ms(),
+            sign_offs,
+        };
+        let sealed = codec
+            .seal_json_with(&state, &SealOptions::new().associated_data(STATE_CONTEXT))
+            .map_err(|e| tracing::warn!("approvals: cannot seal a request state: {e}"))
+            .ok()?;
+        Some((sealed, state))
+    }
+
+    /// Open a request state this store's key sealed; `Err` says in words why it is not one
+    /// (another server's, edited, malformed). Expiry and bindings are the caller's to check.
+    pub fn open_state(&self, sealed: &str) -> Result<State, String> {
+        let Some(codec) = &self.codec else {
+            return Err("This server cannot open request states (no codec)".to_string());
+        };
+        codec
+            .open_json_with::<State>(sealed, STATE_CONTEXT)
+            .map_err(|e| match e {
+                RequestStateError::UnknownKeyId => "The request state was sealed by another server (another key or another store): it approves nothing here"
+                    .to_string(),
+                RequestStateError::IntegrityCheckFailed => "The request state was edited: its seal does not verify under this server's key"
+                    .to_string(),
+                _ => "The request state is not one this server sealed (malformed)".to_string(),
+            })
+    }
+
+    /// Spend a request state's nonce: `true` when this retry is the first to spend it, `false`
+    /// when it was spent before (a replay). Checked and recorded under the journal's lock.
+    pub fn spend(&self, nonce: &str) -> Result<bool, ApprovalError> {
+        if std::fs::symlink_metadata(&self.root).is_err() {
+            std::fs::create_dir_all(&self.root).map_err(|e| self.io(e))?;
+        }
+        let id = format!("state-{nonce}");
+        let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(|e| self.io(e))?;
+        let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| self.io(e))?;
+        let needle = format!("\"id\":\"{id}\"");
+        let spent = {
+            let reader = std::io::BufReader::new((&file).take(MAX_BYTES));
+            let mut spent = false;
+            for line in reader.lines() {
+                let line = line.map_err(|e| self.io(e))?;
+                if line.contains(&needle) && self.seal.open_line(Kind::Approval, &line).is_some() {
+                    spent = true;
+                    break;
+                }
+            }
+            spent
+        };
+        if spent {
+            return Ok(false);
+        }
+        let text = serde_json::to_string(&Line::Spent {
+            id,
+            at_ms: now_ms(),
+        })
+        .map_err(|e| self.io(std::io::Error::other(e)))?;
+        let mut text = self.seal.seal(Kind::Approval, &text);
+        text.push('\n');
+        file.write_all(text.as_bytes()).map_err(|e| self.io(e))?;
+        Ok(true)
+    }
+
     /// Record a request (refreshing its expiry) and return its id.
     pub fn request(
         &self,
@@ -252,7 +420,7 @@ impl Approvals {
             binding,
             form,
             created_ms,
-            expires_ms: created_ms + TTL_MS,
+            expires_ms: created_ms + ttl_ms(),
             covers_decision,
         })?;
         Ok(id)
@@ -293,9 +461,10 @@ impl Approvals {
         };
         let at_ms = now_ms();
         if at_ms > expires_ms {
-            return Err(refused(
-                "the request expired (10 minutes); retry the call to ask again",
-            ));
+            return Err(refused(&format!(
+                "the request expired ({}); retry the call to ask again",
+                ttl_words()
+            )));
         }
         let line = Line::Answer {
             id: id.to_string(),
@@ -340,9 +509,10 @@ impl Approvals {
         }
         if !covers_decision {
             if now_ms() > *expires_ms {
-                return Ok(Standing::Invalid(
-                    "the approval expired (10 minutes after the request)".to_string(),
-                ));
+                return Ok(Standing::Invalid(format!(
+                    "the approval expired ({} after the request)",
+                    ttl_words()
+                )));
             }
             if lines[position..]
                 .iter()
@@ -366,6 +536,153 @@ impl Approvals {
             id: id.to_string(),
             at_ms: now_ms(),
         })
+    }
+}
+
+/// 16 random bytes in hex (`/dev/urandom`; the clock and the process without it).
+fn nonce() -> String {
+    let mut bytes = [0u8; 16];
+    let filled = std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .is_ok();
+    if !filled {
+        let seed = format!(
+            "{:?} {} {:p}",
+            std::time::SystemTime::now(),
+            std::process::id(),
+            &bytes
+        );
+        return sha256_hex(&seed)[..32].to_string();
+    }
+    hex::encode(bytes)
+}
+
+/// The form's fields: a decision (approve or decline) and an optional note. A client may
+/// answer the decision as `"approve"`/`"decline"` or, for a checkbox, `approve: true/false`.
+pub fn form_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "decision": {
+                "type": "string",
+                "title": "Your decision on this exact call",
+                "enum": ["approve", "decline"],
+            },
+            "note": {
+                "type": "string",
+                "title": "A note for the record (optional)",
+                "maxLength": MAX_NOTE_CHARS,
+            },
+        },
+        "required": ["decision"],
+    })
+}
+
+/// The form's text: the tool, the arguments in words, the input files with their digests,
+/// each finding with its evidence, the agent's justification when one was given, and why a
+/// person is asked (`form` as the gate records it in a request).
+pub fn form_message(form: &Value) -> String {
+    let mut text = format!(
+        "gdal-mcp asks a person to sign off one tool call: {}. Your answer approves this exact \
+         call only (these arguments, these input files as they are now, this policy), once.\n",
+        form["tool"].as_str().unwrap_or("?")
+    );
+    text.push_str("\nArguments:\n");
+    match form["arguments"].as_object() {
+        Some(arguments) if !arguments.is_empty() => {
+            for (name, value) in arguments {
+                let shown = match value {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let _ = writeln!(text, "- {name} = {shown}");
+            }
+        }
+        _ => text.push_str("- (none)\n"),
+    }
+    text.push_str("\nInput files:\n");
+    for input in form["inputs"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            text,
+            "- {} (sha256 {})",
+            input["path"].as_str().unwrap_or("?"),
+            input["sha256"].as_str().unwrap_or("unknown")
+        );
+    }
+    let _ = writeln!(
+        text,
+        "\nFinding of {} ({}): {}",
+        form["domain"].as_str().unwrap_or("?"),
+        form["severity"].as_str().unwrap_or("?"),
+        form["reason"].as_str().unwrap_or("")
+    );
+    for item in form["evidence"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            text,
+            "- {}: {} Why it matters: {}",
+            item["id"].as_str().unwrap_or("?"),
+            item["fact"].as_str().unwrap_or(""),
+            item["why"].as_str().unwrap_or("")
+        );
+    }
+    match &form["justification"] {
+        Value::Null => text.push_str("\nThe agent gave no justification.\n"),
+        j => {
+            let _ = writeln!(
+                text,
+                "\nThe agent's justification:\n{}",
+                serde_json::to_string_pretty(j).unwrap_or_default()
+            );
+        }
+    }
+    let _ = write!(
+        text,
+        "\nWhy a person is asked: {}",
+        form["policy"].as_str().unwrap_or("")
+    );
+    text
+}
+
+/// A person's answer from a form's result (an `ElicitResult` as JSON: `action` and, when
+/// accepted, `content`); `Err` says what is wrong with it.
+pub fn read_answer(result: &Value) -> Result<FormAnswer, String> {
+    let note = |content: &Value| -> String {
+        content["note"]
+            .as_str()
+            .unwrap_or("")
+            .trim()
+            .chars()
+            .take(MAX_NOTE_CHARS)
+            .collect()
+    };
+    match result["action"].as_str() {
+        Some("accept") => {
+            let content = &result["content"];
+            let approved = match (&content["decision"], &content["approve"]) {
+                (Value::String(d), _) if d == "approve" => true,
+                (Value::String(d), _) if d == "decline" => false,
+                (Value::Null, Value::Bool(b)) => *b,
+                _ => {
+                    return Err(
+                        "the form's answer has no decision (\"approve\" or \"decline\")".into(),
+                    )
+                }
+            };
+            Ok(if approved {
+                FormAnswer::Approve {
+                    note: note(content),
+                }
+            } else {
+                FormAnswer::Decline {
+                    note: note(content),
+                }
+            })
+        }
+        Some("decline") => Ok(FormAnswer::Decline {
+            note: String::new(),
+        }),
+        Some("cancel") => Ok(FormAnswer::Cancel),
+        _ => Err("the form's answer has no action (accept, decline or cancel)".into()),
     }
 }
 
@@ -466,5 +783,114 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("expired"), "{e}");
+    }
+
+    /// A request state opens only under the key and store that sealed it, names an edit and
+    /// another server apart, and its nonce is spent once.
+    #[test]
+    fn a_request_state_is_bound_to_its_key_and_store_and_spent_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Arc::new(Seal::from_bytes([5; 32]));
+        let approvals = Approvals::new(dir.path(), seal.clone());
+        let sign_offs = vec![StateSignOff {
+            id: "abc".into(),
+            binding: binding(),
+            covers_decision: false,
+        }];
+        let (sealed, state) = approvals.seal_state(sign_offs.clone()).unwrap();
+        assert_eq!(approvals.open_state(&sealed).unwrap(), state);
+        assert_eq!(state.expires_ms - state.created_ms, ttl_ms());
+        let (again, other) = approvals.seal_state(sign_offs).unwrap();
+        assert_ne!(state.nonce, other.nonce, "a fresh nonce per state");
+        assert_ne!(sealed, again);
+        // Another key, or the same key over another store: another server.
+        let foreign = Approvals::new(dir.path(), Arc::new(Seal::from_bytes([6; 32])));
+        let why = foreign.open_state(&sealed).unwrap_err();
+        assert!(why.contains("another server"), "{why}");
+        let elsewhere = tempfile::tempdir().unwrap();
+        let moved = Approvals::new(elsewhere.path(), seal);
+        assert!(moved
+            .open_state(&sealed)
+            .unwrap_err()
+            .contains("another server"));
+        // One character of the tag edited.
+        let mut bytes = sealed.clone().into_bytes();
+        let at = bytes.len() - 10;
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        let edited = String::from_utf8(bytes).unwrap();
+        assert!(approvals
+            .open_state(&edited)
+            .unwrap_err()
+            .contains("edited"));
+        assert!(approvals
+            .open_state("not a state")
+            .unwrap_err()
+            .contains("not one this server sealed"));
+        // Spent once, under the key of the store.
+        assert!(approvals.spend(&state.nonce).unwrap());
+        assert!(!approvals.spend(&state.nonce).unwrap());
+        assert!(approvals.spend(&other.nonce).unwrap());
+    }
+
+    #[test]
+    fn a_form_answer_is_read_by_action_and_decision() {
+        let read = |v: Value| read_answer(&v);
+        assert_eq!(
+            read(
+                serde_json::json!({"action": "accept", "content": {"decision": "approve", "note": " ok "}})
+            ),
+            Ok(FormAnswer::Approve { note: "ok".into() })
+        );
+        assert_eq!(
+            read(serde_json::json!({"action": "accept", "content": {"approve": false}})),
+            Ok(FormAnswer::Decline {
+                note: String::new()
+            })
+        );
+        assert_eq!(
+            read(serde_json::json!({"action": "decline"})),
+            Ok(FormAnswer::Decline {
+                note: String::new()
+            })
+        );
+        assert_eq!(
+            read(serde_json::json!({"action": "cancel"})),
+            Ok(FormAnswer::Cancel)
+        );
+        assert!(read(serde_json::json!({"action": "accept", "content": {}})).is_err());
+        assert!(read(serde_json::json!({"action": "approve"})).is_err());
+        let long = "x".repeat(2 * MAX_NOTE_CHARS);
+        match read(
+            serde_json::json!({"action": "accept", "content": {"decision": "approve", "note": long}}),
+        ) {
+            Ok(FormAnswer::Approve { note }) => assert_eq!(note.chars().count(), MAX_NOTE_CHARS),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_form_schema_is_one_rmcp_accepts_and_the_message_shows_the_call() {
+        let Value::Object(object) = form_schema() else {
+            panic!("not an object")
+        };
+        rmcp::model::ElicitationSchema::from_json_schema(object).unwrap();
+        let message = form_message(&serde_json::json!({
+            "tool": "raster_reproject",
+            "arguments": {"input": "in.tif", "dst_crs": "EPSG:4326"},
+            "inputs": [{"path": "/w/in.tif", "sha256": "abc"}],
+            "domain": "crs_datum", "severity": "critical", "reason": "a datum change",
+            "evidence": [{"id": "crs_change", "fact": "from A to B.", "why": "positions move."}],
+            "justification": null, "policy": "rule 1 asks a person",
+        }));
+        for shown in [
+            "raster_reproject",
+            "dst_crs = EPSG:4326",
+            "/w/in.tif (sha256 abc)",
+            "crs_change: from A to B.",
+            "no justification",
+            "rule 1 asks a person",
+        ] {
+            assert!(message.contains(shown), "{shown}: {message}");
+        }
     }
 }

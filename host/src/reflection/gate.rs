@@ -125,6 +125,24 @@ pub struct RefusalEntry {
     pub policy: Option<PolicyNote>,
 }
 
+/// A person's sign-off the gate asked for (a `human` outcome with no answer that holds): what
+/// a host that shows forms puts in front of its user.
+#[derive(Debug, Clone)]
+pub struct SignOff {
+    /// The request's id in `approvals.jsonl` (`gdal-mcp approve ID`).
+    pub id: String,
+    pub domain: String,
+    pub binding: Binding,
+    /// What the person reads ([`approval::form_message`]).
+    pub form: Value,
+    pub covers_decision: bool,
+    /// Why the sign-off on record (if any) did not let the call through, in words ending in
+    /// a space, or empty.
+    pub standing: String,
+    /// Why the policy asks for a person.
+    pub explanation: String,
+}
+
 /// The gate's answer.
 #[derive(Debug, Clone)]
 pub enum Verdict {
@@ -132,6 +150,9 @@ pub enum Verdict {
     Refuse {
         entries: Vec<RefusalEntry>,
         receipts: Vec<Receipt>,
+        /// The sign-offs asked for, one per refusal entry that only a person's answer can
+        /// lift (the entries of the same domains).
+        sign_offs: Vec<SignOff>,
     },
 }
 
@@ -417,6 +438,7 @@ impl Gate {
     ) -> Result<Verdict, GateError> {
         let mut receipts = Vec::new();
         let mut entries = Vec::new();
+        let mut sign_offs = Vec::new();
         // Computed once per call, only under a policy (the clean twin does no work).
         let facts = self.policy.as_ref().map(|_| Facts::of(call));
         for domain in self.registry.all() {
@@ -480,9 +502,10 @@ impl Gate {
                             }
                             receipts.push(receipt);
                         }
-                        Err(how) => {
+                        Err((how, asked)) => {
                             receipt.decision = Decision::Blocked;
                             receipts.push(receipt);
+                            sign_offs.extend(asked.map(|b| *b));
                             let how = format!("{}{how}", alternatives_line(&trigger.evidence));
                             entries.push(
                                 self.entry(call, domain, &trigger, &key, &rendered, how, note),
@@ -591,13 +614,30 @@ impl Gate {
         Ok(if entries.is_empty() {
             Verdict::Proceed(receipts)
         } else {
-            Verdict::Refuse { entries, receipts }
+            Verdict::Refuse {
+                entries,
+                receipts,
+                sign_offs,
+            }
         })
+    }
+
+    /// The sign-offs of this gate's store, when it has a key that outlives the server.
+    pub fn approvals(&self) -> Option<&Approvals> {
+        self.approvals.as_ref()
+    }
+
+    /// Append a sign-off's line (`approval`, `denial`, `expiry`) to the ledger, between the
+    /// refused call's `gate` line and the `gate` line of the call it lets through.
+    pub fn record_sign_off(&self, kind: &str, entry: &Value) -> Result<(), StoreError> {
+        self.record(kind, entry)
     }
 
     /// A person's sign-off for a `human` outcome: `Ok` with who approved and their note when
     /// an answer on record holds for the call as it is now (a single-use one is used up);
-    /// otherwise a request is recorded and `Err` says how a person signs it off.
+    /// otherwise a request is recorded and `Err` says how a person signs it off through the
+    /// terminal route, with the request for a host that shows forms (`None` when the server
+    /// cannot take a sign-off at all).
     #[allow(clippy::too_many_arguments)]
     fn sign_off(
         &self,
@@ -609,12 +649,15 @@ impl Gate {
         covers: bool,
         justification: Option<&Value>,
         explanation: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, (String, Option<Box<SignOff>>)> {
         let Some(approvals) = &self.approvals else {
-            return Err(format!(
-                "The operator's policy needs a person to sign this exact call off \
+            return Err((
+                format!(
+                    "The operator's policy needs a person to sign this exact call off \
                  ({explanation}), and this server has no sealing key that outlives it to bind a \
                  sign-off to: the call is refused."
+                ),
+                None,
             ));
         };
         let binding = Binding {
@@ -632,7 +675,12 @@ impl Gate {
         };
         let id = approval::id_of(&binding, covers);
         let failed = |e: approval::ApprovalError| {
-            format!("The operator's policy needs a person's sign-off, which cannot be read: {e}.")
+            (
+                format!(
+                    "The operator's policy needs a person's sign-off, which cannot be read: {e}."
+                ),
+                None,
+            )
         };
         let before = match approvals.standing(&id, &binding).map_err(failed)? {
             Standing::Approved { note, by } => {
@@ -670,20 +718,34 @@ impl Gate {
             "justification": justification,
             "policy": explanation,
         });
-        let id = approvals.request(binding, form, covers).map_err(failed)?;
-        Err(format!(
-            "{before}The operator's policy needs a person to sign this exact call off \
-             ({explanation}). This host cannot show forms: a person runs `gdal-mcp approve {id} \
-             --store {}` in a terminal, reads the call and its findings, and answers yes or no; \
-             then retry this exact call. The sign-off is bound to these arguments, the input \
-             files' contents, the policy and the loaded domains, expires in 10 minutes and is \
-             used {}. No justification or argument replaces it.",
-            self.store.root().display(),
-            if covers {
-                "for this decision from then on"
-            } else {
-                "once"
-            }
+        let id = approvals
+            .request(binding.clone(), form.clone(), covers)
+            .map_err(failed)?;
+        Err((
+            format!(
+                "{before}The operator's policy needs a person to sign this exact call off \
+                 ({explanation}). This host cannot show forms: a person runs `gdal-mcp approve \
+                 {id} --store {}` in a terminal, reads the call and its findings, and answers \
+                 yes or no; then retry this exact call. The sign-off is bound to these \
+                 arguments, the input files' contents, the policy and the loaded domains, \
+                 expires in {} and is used {}. No justification or argument replaces it.",
+                self.store.root().display(),
+                approval::ttl_words(),
+                if covers {
+                    "for this decision from then on"
+                } else {
+                    "once"
+                }
+            ),
+            Some(Box::new(SignOff {
+                id,
+                domain: domain.info.id.clone(),
+                binding,
+                form,
+                covers_decision: covers,
+                standing: before,
+                explanation: explanation.to_string(),
+            })),
         ))
     }
 

@@ -420,6 +420,12 @@ pub fn gate_entry(tool: &str, receipts: &[super::gate::Receipt]) -> Value {
                         "outcome": policy.outcome,
                     }),
                 );
+                // The execution a sign-off let through names it (who, which sign-off, note).
+                if let (Some(approval), Some(Value::Object(p))) =
+                    (&policy.approval, object.get_mut("policy"))
+                {
+                    p.insert("approval".to_string(), Value::String(approval.clone()));
+                }
             }
             decision
         }).collect::<Vec<_>>(),

@@ -297,6 +297,11 @@ fn markdown(
             let decision = receipt["decision"].as_str().unwrap_or("?");
             let severity = receipt["severity"].as_str().unwrap_or("?");
             let capsule = receipt["capsule"].as_str().and_then(|u| decisions.get(u));
+            // Who signed the decision off (the policy's `human` outcome), beside it.
+            let signed = receipt["policy"]["approval"]
+                .as_str()
+                .map(|a| format!(" Signed off: {a}."))
+                .unwrap_or_default();
             match capsule {
                 Some(c) => {
                     let j = &c.justification;
@@ -323,13 +328,13 @@ fn markdown(
                             .collect();
                         let _ = write!(md, " Revisit if: {}.", r.join("; "));
                     }
-                    let _ = writeln!(md);
+                    let _ = writeln!(md, "{signed}");
                 }
                 None => {
                     let reason = receipt["reason"].as_str().unwrap_or("");
                     let _ = writeln!(
                         md,
-                        "   - Decision ({domain}, {severity}, {decision}): {reason}"
+                        "   - Decision ({domain}, {severity}, {decision}): {reason}{signed}"
                     );
                 }
             }

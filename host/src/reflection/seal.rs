@@ -275,6 +275,16 @@ impl Seal {
         hmac_sha256(&self.key, &[kind.label(), body])
     }
 
+    /// A key of its own for `purpose`, derived from this one (HMAC under a label no line
+    /// kind uses): what seals a sign-off's request state (`super::approval`). The bytes never
+    /// leave the process.
+    pub fn derive(&self, purpose: &str) -> [u8; 32] {
+        hmac_sha256(
+            &self.key,
+            &[b"gdal-mcp derived key 1\n".as_slice(), purpose.as_bytes()],
+        )
+    }
+
     /// `line` (one non-empty JSON object, as serde_json writes it) with its MAC as a last
     /// field.
     pub fn seal(&self, kind: Kind, line: &str) -> String {

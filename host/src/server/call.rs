@@ -31,6 +31,8 @@ pub struct Call {
     /// Stop after the gather step and explain what the policy decides (`gdal-mcp policy
     /// explain`): nothing is decided, stored or written.
     pub explain_only: bool,
+    /// A 2026-07-28 retry's request state and answers (a person's sign-off).
+    resume: Option<super::sign_off::Resume>,
 }
 
 /// The paths a call confined.
@@ -77,7 +79,24 @@ impl Call {
             context,
             paths: Mutex::new(Paths::default()),
             explain_only: false,
+            resume: None,
         }
+    }
+
+    /// The same call, retried with a request state and answers (2026-07-28).
+    pub fn resuming(mut self, resume: super::sign_off::Resume) -> Self {
+        self.resume = Some(resume);
+        self
+    }
+
+    /// The retry's request state and answers, if any.
+    pub fn resume(&self) -> Option<&super::sign_off::Resume> {
+        self.resume.as_ref()
+    }
+
+    /// The request's context (its client, era and capabilities), if it came over MCP.
+    pub fn context(&self) -> Option<&RequestContext<RoleServer>> {
+        self.context.as_ref()
     }
 
     /// The georeferencing source the caller chose, if any.

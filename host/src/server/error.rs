@@ -51,6 +51,10 @@ pub enum ToolError {
     /// and the policy consulted, and carries the explanation out (never sent to a client).
     #[error("explained, not run")]
     Explained(serde_json::Value),
+    /// Not a failure: a 2026-07-28 client is asked for a person's sign-off (a form and a
+    /// sealed request state); the handler answers the call with this result.
+    #[error("input required: a person's sign-off")]
+    InputRequired(Box<rmcp::model::InputRequiredResult>),
     /// A bug or a dead worker: not the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -74,6 +78,7 @@ impl ToolError {
             ToolError::Refused { .. } => "refused",
             ToolError::InvalidJustification(_) => "invalid_justification",
             ToolError::Store(_) => "store",
+            ToolError::InputRequired(_) => "input_required",
             ToolError::Internal(_) | ToolError::Explained(_) => "internal",
         }
     }

@@ -209,7 +209,46 @@ where
         .iter()
         .map(|f| (f.path.clone(), f.sha256.clone()))
         .collect();
-    let receipts = decide(call, facts, justifications.unwrap_or_default().0, bound).await?;
+    let inline = justifications.unwrap_or_default().0;
+    let receipts = match decide(call, facts.clone(), inline.clone(), bound).await? {
+        Verdict::Proceed(receipts) => receipts,
+        Verdict::Refuse {
+            entries,
+            receipts,
+            sign_offs,
+        } => {
+            // Only a person's answer, through a host that shows forms, lifts a refusal here;
+            // then the gate is asked again, with every input hashed again right before the
+            // work, so the answer approves this call only as it is now.
+            super::sign_off::settle(call, entries, receipts, sign_offs).await?;
+            let lineage_store = app.lineage.clone();
+            let named = input_files.clone();
+            let watching = progress.clone();
+            let fresh = app
+                .gdal(move || {
+                    named
+                        .iter()
+                        .map(|f| {
+                            lineage_store
+                                .input_until(&f.role, std::path::Path::new(&f.path), &|| {
+                                    watching.is_cancelled()
+                                })
+                                .map(|again| (f.path.clone(), again.sha256))
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|_| ToolError::Cancelled)
+                })
+                .await?;
+            match decide(call, facts, inline, fresh).await? {
+                Verdict::Proceed(receipts) => receipts,
+                Verdict::Refuse {
+                    entries,
+                    receipts,
+                    sign_offs,
+                } => return Err(super::sign_off::after_answer(entries, receipts, &sign_offs)),
+            }
+        }
+    };
     let relay = progress.clone();
     let paths = call.paths();
     let overwrite = call.overwrite();
@@ -354,22 +393,17 @@ where
     to_value(call.tool, &output)
 }
 
-/// Ask the gate; proceed with receipts or fail with the refusal.
+/// Ask the gate (on a plugin worker).
 async fn decide(
     call: &Call,
     facts: CallFacts,
     inline: BTreeMap<String, Value>,
     inputs: Vec<(String, Option<String>)>,
-) -> Result<Vec<Receipt>, ToolError> {
+) -> Result<Verdict, ToolError> {
     let gate = call.app.gate.clone();
-    let verdict = call
-        .app
+    call.app
         .plugins(move || Ok(gate.decide_call(&facts, &inline, &inputs)?))
-        .await?;
-    match verdict {
-        Verdict::Proceed(receipts) => Ok(receipts),
-        Verdict::Refuse { entries, receipts } => Err(ToolError::Refused { entries, receipts }),
-    }
+        .await
 }
 
 /// Serialise a result; a failure is a bug and says so (never a silent `null`).

@@ -20,6 +20,7 @@ pub mod error;
 pub mod gated;
 pub mod registry;
 pub mod schema;
+pub mod sign_off;
 pub mod tool;
 pub mod tools;
 
@@ -343,6 +344,10 @@ impl ServerHandler for GdalMcp {
                 None,
             ));
         }
+        let resume = sign_off::Resume {
+            state: request.request_state,
+            responses: request.input_responses,
+        };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let echoes = long_texts(&arguments);
         let _slot = match spec.effect {
@@ -356,9 +361,11 @@ impl ServerHandler for GdalMcp {
             arguments,
             spec.opens_rasters,
             Some(context),
-        );
+        )
+        .resuming(resume);
         let result = match (spec.handler)(call).await {
             Ok(value) => success_result(value),
+            Err(ToolError::InputRequired(asked)) => return Ok((*asked).into()),
             Err(error) => error_result_echoing(error, &echoes),
         };
         Ok(result.into())

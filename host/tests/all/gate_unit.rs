@@ -138,7 +138,9 @@ fn datum_crossing_is_refused_then_justified_then_cached() {
 
     // 1. No justification: refused, with a crs_datum entry.
     let (entries, receipts) = match gate.decide(&call, &BTreeMap::new()).expect("decide") {
-        Verdict::Refuse { entries, receipts } => (entries, receipts),
+        Verdict::Refuse {
+            entries, receipts, ..
+        } => (entries, receipts),
         Verdict::Proceed(r) => panic!("expected a refusal, got proceed: {r:?}"),
     };
     let crs = entries

@@ -1,0 +1,401 @@
+//! A person's sign-off through the host (issue 20): the 2026-07-28 `InputRequiredResult`
+//! round trip driven by hand with the rmcp client (forged, edited, replayed, unanswered,
+//! re-argued states and a changed policy, each refused naming what failed; an answered state
+//! runs the call once), the 2025-11-25 `elicitation/create` answered by a client that
+//! declines, and a client without elicitation refused with the terminal route in both eras.
+
+use gdal_mcp_tests::{binary, is_error, shared_cache, structured, text, Era, REQUEST_TIMEOUT};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    Implementation, InputRequiredResult, InputResponses, ProtocolVersion,
+};
+use rmcp::service::RunningService;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+const POLICY: &str =
+    "[[rule]]\nid = \"people sign datum changes\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n";
+const CLIENT: &str = "sign-off-e2e";
+
+/// A workspace, a store inside it, and a folder outside it for the key and the policy.
+struct Setup {
+    workspace: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let setup = Self {
+            workspace: tempfile::tempdir().unwrap(),
+            outside: tempfile::tempdir().unwrap(),
+        };
+        std::fs::write(setup.outside.path().join("policy.toml"), POLICY).unwrap();
+        square(&setup.path("cell.geojson"), 0.0);
+        setup
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.workspace.path().join(name)
+    }
+
+    fn store(&self) -> PathBuf {
+        self.workspace.path().join(".preflight")
+    }
+
+    /// Start a server on this setup and connect a client: `forms` declares form elicitation.
+    async fn connect(
+        &self,
+        era: Era,
+        forms: bool,
+        policy: &str,
+    ) -> RunningService<RoleClient, ClientConfig> {
+        let ws = self.workspace.path().to_path_buf();
+        let key = self.outside.path().join("user.key");
+        let policy = self.outside.path().join(policy);
+        let command = tokio::process::Command::new(binary().unwrap()).configure(move |cmd| {
+            cmd.arg("serve").arg("--workspace").arg(&ws);
+            cmd.arg("--cache-dir").arg(shared_cache());
+            cmd.arg("--key-file").arg(&key).arg("--policy").arg(&policy);
+        });
+        let (transport, _stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let capabilities: ClientCapabilities = serde_json::from_value(if forms {
+            json!({"elicitation": {"form": {}}})
+        } else {
+            json!({})
+        })
+        .unwrap();
+        let info = ClientConfig::new(capabilities, Implementation::new(CLIENT, "0.1"));
+        let lifecycle = match era {
+            Era::Legacy => ClientLifecycleMode::Initialize,
+            Era::Modern => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        };
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            info.serve_with_lifecycle(transport, lifecycle),
+        )
+        .await
+        .unwrap()
+        .unwrap()
+    }
+}
+
+/// A one-degree square at (x, 10) in EPSG:4326 (its bytes change with x).
+fn square(path: &Path, x: f64) {
+    let ring = json!([
+        [x, 10.0],
+        [x + 1.0, 10.0],
+        [x + 1.0, 11.0],
+        [x, 11.0],
+        [x, 10.0]
+    ]);
+    let collection = json!({"type": "FeatureCollection", "features": [{"type": "Feature",
+        "properties": {"id": 1}, "geometry": {"type": "Polygon", "coordinates": [ring]}}]});
+    std::fs::write(path, collection.to_string()).unwrap();
+}
+
+fn arguments(output: &str) -> Value {
+    json!({"input": "cell.geojson", "output": output, "dst_crs": "EPSG:32631", "overwrite": true})
+}
+
+/// One `tools/call` round: the arguments, and the state and answers of a retry.
+async fn round(
+    client: &RunningService<RoleClient, ClientConfig>,
+    args: Value,
+    state: Option<&str>,
+    responses: Option<InputResponses>,
+) -> CallToolResponse {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    let mut params = CallToolRequestParams::new("vector_reproject").with_arguments(args);
+    if let Some(state) = state {
+        params = params.with_request_state(state);
+    }
+    if let Some(responses) = responses {
+        params = params.with_input_responses(responses);
+    }
+    tokio::time::timeout(REQUEST_TIMEOUT, client.peer().call_tool_once(params))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+fn asked(response: CallToolResponse) -> InputRequiredResult {
+    match response {
+        CallToolResponse::InputRequired(asked) => asked,
+        other => panic!("expected an InputRequiredResult, got {other:?}"),
+    }
+}
+
+fn complete(response: CallToolResponse) -> CallToolResult {
+    match response {
+        CallToolResponse::Complete(result) => result,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+/// The answers to every form of `asked`.
+fn answers(asked: &InputRequiredResult, decision: &str) -> InputResponses {
+    asked
+        .input_requests
+        .as_ref()
+        .unwrap()
+        .keys()
+        .map(|k| {
+            (
+                k.clone(),
+                json!({"action": "accept", "content": {"decision": decision, "note": "e2e"}}),
+            )
+        })
+        .collect()
+}
+
+/// `result` is a refusal that says `needle`, and `output` was not written.
+fn refused(result: &CallToolResult, needle: &str, output: &Path) {
+    assert!(is_error(result), "not refused: {}", text(result));
+    assert!(
+        text(result).contains(needle),
+        "the refusal does not say {needle:?}: {}",
+        text(result)
+    );
+    assert!(!output.exists(), "{} was written", output.display());
+}
+
+/// 2026-07-28: the form and a sealed state; forged, edited, unanswered and re-argued states
+/// are refused naming what failed; the answered state runs the call once (its receipt and the
+/// ledger name the client and the note); a replay is refused; a decline is refused; nothing
+/// else is written.
+#[tokio::test]
+async fn a_request_state_approves_only_the_call_it_was_sealed_for() {
+    let setup = Setup::new();
+    let client = setup.connect(Era::Modern, true, "policy.toml").await;
+    let out = setup.path("utm.gpkg");
+
+    let first = asked(round(&client, arguments("utm.gpkg"), None, None).await);
+    let state = first.request_state.clone().expect("a request state");
+    let requests = first.input_requests.clone().expect("a form");
+    assert_eq!(requests.len(), 1);
+    let form = serde_json::to_value(requests.values().next().unwrap()).unwrap();
+    assert_eq!(form["method"], "elicitation/create", "{form}");
+    let message = form["params"]["message"].as_str().unwrap();
+    for shown in ["vector_reproject", "cell.geojson", "sha256", "crs_change"] {
+        assert!(message.contains(shown), "the form lacks {shown}: {message}");
+    }
+    assert!(!out.exists());
+
+    // Forged: a string this server never sealed.
+    let forged = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            Some("forged-state-eyJ2IjoxfQ"),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&forged, "not one this server sealed", &out);
+
+    // Edited: one character of the tag changed.
+    let mut bytes = state.clone().into_bytes();
+    let at = bytes.len() - 10;
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    let edited = String::from_utf8(bytes).unwrap();
+    let result = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            Some(&edited),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&result, "edited", &out);
+
+    // Another call (another output) with this call's state and answers.
+    let other = complete(
+        round(
+            &client,
+            arguments("other.gpkg"),
+            Some(&state),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&other, "arguments changed", &setup.path("other.gpkg"));
+
+    // The state without the form's answer.
+    let unanswered = complete(round(&client, arguments("utm.gpkg"), Some(&state), None).await);
+    refused(&unanswered, "no answer", &out);
+
+    // Answered: the call runs, once.
+    let done = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            Some(&state),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    assert!(!is_error(&done), "{}", text(&done));
+    assert!(out.exists());
+    let receipts = structured(&done)["reflection"].clone();
+    let crs = receipts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "crs_datum")
+        .unwrap()
+        .clone();
+    let approval = crs["policy"]["approval"].as_str().unwrap_or_default();
+    assert!(
+        approval.contains(CLIENT) && approval.contains("e2e"),
+        "{crs}"
+    );
+    std::fs::remove_file(&out).unwrap();
+
+    // Replayed unchanged.
+    let replay = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            Some(&state),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&replay, "replayed", &out);
+
+    // A fresh form, declined.
+    let second = asked(round(&client, arguments("utm.gpkg"), None, None).await);
+    let declined = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            second.request_state.as_deref(),
+            Some(answers(&second, "decline")),
+        )
+        .await,
+    );
+    refused(&declined, "declined", &out);
+
+    // The ledger: proposal, approval, execution, in order; intact; a denial recorded.
+    let ledger = std::fs::read_to_string(setup.store().join("ledger.jsonl")).unwrap();
+    let kinds: Vec<String> = ledger
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["kind"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let approval_at = kinds
+        .iter()
+        .position(|k| k == "approval")
+        .expect("approval");
+    assert!(
+        kinds[..approval_at].iter().any(|k| k == "gate"),
+        "{kinds:?}"
+    );
+    assert!(
+        kinds[approval_at + 1..].iter().any(|k| k == "gate"),
+        "{kinds:?}"
+    );
+    assert!(kinds.iter().any(|k| k == "denial"), "{kinds:?}");
+    let execution = ledger
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["kind"] == "gate")
+        .find(|l| l.to_string().contains("\"approval\""))
+        .expect("the execution's gate line names the approval");
+    assert!(execution.to_string().contains(CLIENT), "{execution}");
+    let verify = std::process::Command::new(binary().unwrap())
+        .args(["ledger", "verify", "--store"])
+        .arg(setup.store())
+        .arg("--key-file")
+        .arg(setup.outside.path().join("user.key"))
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    // The state is never logged: nothing of it in the store's files but the nonce's line.
+    let journal = std::fs::read_to_string(setup.store().join("approvals.jsonl")).unwrap();
+    assert!(!journal.contains(&state) && !ledger.contains(&state));
+}
+
+/// 2026-07-28: a state sealed before the operator changed the policy file (same rule, other
+/// bytes, so another digest) is refused after the restart, naming the policy.
+#[tokio::test]
+async fn a_request_state_is_refused_once_the_policy_changed() {
+    let setup = Setup::new();
+    let first = {
+        let client = setup.connect(Era::Modern, true, "policy.toml").await;
+        let first = asked(round(&client, arguments("utm.gpkg"), None, None).await);
+        client.cancel().await.unwrap();
+        first
+    };
+    std::fs::write(
+        setup.outside.path().join("edited.toml"),
+        format!("# tightened wording\n{POLICY}"),
+    )
+    .unwrap();
+    let client = setup.connect(Era::Modern, true, "edited.toml").await;
+    let result = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            first.request_state.as_deref(),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&result, "policy changed", &setup.path("utm.gpkg"));
+}
+
+/// 2025-11-25 with form elicitation: rmcp's default client handler declines every form; the
+/// call is refused saying so, nothing is written, and the denial is a ledger line.
+#[tokio::test]
+async fn an_elicitation_declined_by_the_host_refuses_the_call() {
+    let setup = Setup::new();
+    let client = setup.connect(Era::Legacy, true, "policy.toml").await;
+    let result = complete(round(&client, arguments("utm.gpkg"), None, None).await);
+    refused(&result, "declined", &setup.path("utm.gpkg"));
+    assert!(!text(&result).contains("cannot show forms"));
+    let ledger = std::fs::read_to_string(setup.store().join("ledger.jsonl")).unwrap();
+    assert!(ledger.contains("\"kind\":\"denial\""), "{ledger}");
+}
+
+/// A client that declared no elicitation, in either era: refused, nothing written, the
+/// refusal says the host cannot show forms and names `gdal-mcp approve ID`; no request state
+/// is handed out.
+#[tokio::test]
+async fn a_client_without_forms_gets_the_terminal_route_in_both_eras() {
+    for era in [Era::Legacy, Era::Modern] {
+        let setup = Setup::new();
+        let client = setup.connect(era, false, "policy.toml").await;
+        let response = round(&client, arguments("utm.gpkg"), None, None).await;
+        let result = complete(response);
+        refused(
+            &result,
+            "This host cannot show forms",
+            &setup.path("utm.gpkg"),
+        );
+        assert!(
+            text(&result).contains("gdal-mcp approve "),
+            "{}",
+            text(&result)
+        );
+    }
+}
