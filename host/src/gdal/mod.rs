@@ -17,6 +17,7 @@ pub mod facts;
 pub mod filter;
 pub mod geometry;
 pub mod georef;
+pub mod inflated;
 pub mod info;
 pub mod measure;
 pub mod output;
