@@ -571,3 +571,54 @@ async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() 
         }
     }
 }
+
+/// Regression, issue 21 attack round 7, R7-2: a sign-off bound only the input's own digest,
+/// so a `nocrs.tif.aux.xml` with a scale and offset written after the approval changed every
+/// output value under it. The sidecars GDAL reads with an input are bound now: the retry is
+/// refused naming the new file. The clean twin: approved again with the sidecar in place (the
+/// screen lists it), the same retry runs.
+#[tokio::test]
+async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let store = server.workspace.path().join(".preflight");
+    let mut call = assigned_call();
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("nearest")});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let id = sign_off_id(&refused);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "approved for these values");
+    assert!(ok, "{shown}");
+    std::fs::write(
+        server.path("nocrs.tif.aux.xml"),
+        "<PAMDataset><PAMRasterBand band=\"1\"><Offset>5000</Offset><Scale>10</Scale>\
+         </PAMRasterBand></PAMDataset>",
+    )
+    .unwrap();
+    let swapped = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&swapped), "{}", text(&swapped));
+    assert!(
+        text(&swapped).contains("nocrs.tif.aux.xml")
+            && (text(&swapped).contains("appeared") || text(&swapped).contains("changed")),
+        "{}",
+        text(&swapped)
+    );
+    assert!(!server.path("utm.tif").exists());
+    // The clean twin: approved with the sidecar in place, the retry runs.
+    let id = sign_off_id(&swapped);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "checked the scale too");
+    assert!(ok, "{shown}");
+    assert!(shown.contains("nocrs.tif.aux.xml"), "{shown}");
+    let done = server.call("raster_reproject", call).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    assert!(server.path("utm.tif").exists());
+}
