@@ -19,6 +19,7 @@ pub mod hydrology;
 pub mod memo;
 pub mod reflection;
 pub mod server;
+pub mod terminal;
 pub mod transport;
 pub mod workspace;
 

@@ -231,7 +231,15 @@ fn provenance(report: ProvenanceOptions, options: Options) -> anyhow::Result<()>
         .with_context(|| format!("cannot read {}", report.file.display()))?;
     let lineage = LineageStore::with_seal(&store, seal);
     let written = provenance::report(&lineage, &CapsuleStore::new(store.clone()), &file, format)?;
-    println!("{}", written.report);
+    // The report quotes file names and parameters from the lineage (agent-controlled):
+    // escaped for the terminal (issue 21 attack round 7, R7-1).
+    let shown = match serde_json::from_str::<serde_json::Value>(&written.report) {
+        Ok(json) if matches!(format, provenance::Format::ProvJson) => {
+            gdal_mcp::terminal::escape_json(&json)?
+        }
+        _ => gdal_mcp::terminal::escape_document(&written.report),
+    };
+    println!("{shown}");
     if written.steps == 0 {
         eprintln!(
             "gdal-mcp provenance: no lineage in {} matches {} (SHA-256 {})",
@@ -376,53 +384,66 @@ fn approve(id: &str, options: Options) -> anyhow::Result<()> {
     }
     let minutes = (expires_ms - gdal_mcp::reflection::approval::now_ms()) / 60_000;
     let mut out = std::io::stdout();
+    // Every string below but the headings came from the agent's call or from the data
+    // (file names, CRS and layer names quoted in the findings): printed through one escaper,
+    // so none of them can drive the terminal (regression, issue 21 attack round 7, R7-1).
+    use gdal_mcp::terminal::{escape, escape_json};
+    let field =
+        |value: &serde_json::Value, default: &str| escape(value.as_str().unwrap_or(default));
     writeln!(
         out,
-        "Sign-off {id} (request expires in about {minutes} min)\n"
+        "Sign-off {} (request expires in about {minutes} min)\n",
+        escape(id)
     )?;
-    writeln!(out, "Tool: {}", form["tool"].as_str().unwrap_or("?"))?;
     writeln!(
         out,
-        "Arguments:\n{}",
-        serde_json::to_string_pretty(&form["arguments"])?
+        "[Text from the agent's call or from the data is marked \u{00bb} and shown as written, \
+         with control and invisible characters made visible as \\u{{...}}: a \\u{{1b}} or \
+         \\u{{202e}} in it is a warning sign.]\n"
     )?;
-    writeln!(out, "Input files:")?;
+    writeln!(out, "Tool: {}", field(&form["tool"], "?"))?;
+    writeln!(
+        out,
+        "Arguments (from the agent):\n{}",
+        escape_json(&form["arguments"])?
+    )?;
+    writeln!(out, "Input files (names as found on disk):")?;
     for input in form["inputs"].as_array().into_iter().flatten() {
         writeln!(
             out,
-            "- {} (sha256 {})",
-            input["path"].as_str().unwrap_or("?"),
-            input["sha256"].as_str().unwrap_or("unknown")
+            "- \u{00bb} {} (sha256 {})",
+            field(&input["path"], "?"),
+            field(&input["sha256"], "unknown")
         )?;
     }
     writeln!(
         out,
-        "\nFinding of {} ({}): {}",
-        form["domain"].as_str().unwrap_or("?"),
-        form["severity"].as_str().unwrap_or("?"),
-        form["reason"].as_str().unwrap_or("")
+        "\nFinding of {} ({}), worded by the server; names in it are the data's own:\n\u{00bb} {}",
+        field(&form["domain"], "?"),
+        field(&form["severity"], "?"),
+        field(&form["reason"], "")
     )?;
     for item in form["evidence"].as_array().into_iter().flatten() {
         writeln!(
             out,
-            "- {}: {} Why it matters: {}",
-            item["id"].as_str().unwrap_or("?"),
-            item["fact"].as_str().unwrap_or(""),
-            item["why"].as_str().unwrap_or("")
+            "- {}: \u{00bb} {} Why it matters: {}",
+            field(&item["id"], "?"),
+            field(&item["fact"], ""),
+            field(&item["why"], "")
         )?;
     }
     match &form["justification"] {
         serde_json::Value::Null => writeln!(out, "\nThe agent gave no justification.")?,
         j => writeln!(
             out,
-            "\nThe agent's justification:\n{}",
-            serde_json::to_string_pretty(j)?
+            "\nThe agent's justification (from the agent):\n{}",
+            escape_json(j)?
         )?,
     }
     writeln!(
         out,
-        "\nWhy a person is asked: {}",
-        form["policy"].as_str().unwrap_or("")
+        "\nWhy a person is asked (the operator's policy): {}",
+        field(&form["policy"], "")
     )?;
     write!(out, "\nApprove this call? Type yes or no: ")?;
     out.flush()?;
@@ -536,7 +557,8 @@ fn explain_policy(call: &str, options: Options) -> anyhow::Result<()> {
     call.explain_only = true;
     match runtime.block_on((spec.handler)(call)) {
         Err(ToolError::Explained(explained)) => {
-            println!("{}", serde_json::to_string_pretty(&explained)?);
+            // Finding texts quote CRS and layer names from the data (R7-1).
+            println!("{}", gdal_mcp::terminal::escape_json(&explained)?);
             Ok(())
         }
         Ok(_) => anyhow::bail!("{tool}: ran without reaching the gate (a bug)"),

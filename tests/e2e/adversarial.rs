@@ -4587,3 +4587,291 @@ async fn b_vrt_source_swapped_during_the_read_never_reaches_an_output() {
     decoy.assert_untouched();
     still_serves(&server).await;
 }
+
+/// `gzip -c text > path`.
+fn gzip_to(path: &Path, text: &[u8]) {
+    let mut child = std::process::Command::new("gzip")
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let owned = text.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&owned).unwrap());
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(out.status.success());
+    std::fs::write(path, out.stdout).unwrap();
+}
+
+/// A one-point GML whose geometry's `srsName` is `srs`, with `pad` bytes of text in an
+/// attribute.
+fn gml_point(srs: &str, pad: usize) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="utf-8" ?>
+<ogr:FeatureCollection xmlns:ogr="http://ogr.maptools.org/" xmlns:gml="http://www.opengis.net/gml">
+  <gml:featureMember><ogr:g fid="g.0"><ogr:geometryProperty><gml:Point srsName="{srs}"><gml:coordinates>1,2</gml:coordinates></gml:Point></ogr:geometryProperty><ogr:v>{}</ogr:v></ogr:g></gml:featureMember>
+</ogr:FeatureCollection>
+"#,
+        "A".repeat(pad)
+    )
+}
+
+/// Regression, issue 21 attack round 7, R7-7 and R7-8: GDAL's GML driver opens a `.gml.gz`
+/// through `/vsigzip/`, and the CRS scan read its compressed bytes: a `+nadgrids=` naming an
+/// outside grid reached PROJ (an outside FIFO there held a read worker to the 30 s deadline),
+/// and a 612 KB file inflating to 600 MiB made `vector_info` peak at 1.3 GB. The gzip stream
+/// is now inflated under `GDAL_MCP_MAX_INFLATED_BYTES` (set to 8 MiB here) and its text scanned
+/// like an uncompressed file's, before the open. A KMZ (a zip LIBKML inflates whole: 306 KB
+/// took `ogrinfo` to 1.6 GB) is held to the zip budgets. The clean twins: a small clean
+/// `.gml.gz` (also under another case of the suffix) and KMZ open, and GDAL writes no
+/// `.properties` file beside the gzip.
+#[tokio::test]
+async fn r7_7_r7_8_gzip_gml_is_inflated_under_a_budget_and_scanned_before_the_open() {
+    let decoy = Decoy::new();
+    let fifo_dir = tempfile::tempdir().unwrap();
+    let fifo = fifo_dir.path().join("grid.gsb");
+    run("mkfifo", &[&fifo.display().to_string()]);
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MAX_INFLATED_BYTES".into(),
+                (8u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (name, grid) in [
+        ("g.gml.gz", fifo.display().to_string()),
+        ("h.gz", decoy.path("secret.txt")),
+    ] {
+        gzip_to(
+            &server.path(name),
+            gml_point(
+                &format!("+proj=longlat +ellps=GRS80 +nadgrids={grid} +type=crs"),
+                0,
+            )
+            .as_bytes(),
+        );
+        let started = Instant::now();
+        let planted = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(is_error(&planted), "{}", text(&planted));
+        assert!(
+            text(&planted).contains("(inflated)") && text(&planted).contains("grid"),
+            "{}",
+            text(&planted)
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "refused before PROJ opened the grid, not at the deadline: {:?}",
+            started.elapsed()
+        );
+    }
+    // R7-8: 12 MiB inflated from about 12 KB.
+    gzip_to(
+        &server.path("b.gml.gz"),
+        gml_point("EPSG:4326", 12 << 20).as_bytes(),
+    );
+    assert!(std::fs::metadata(server.path("b.gml.gz")).unwrap().len() < 100_000);
+    let bomb = server
+        .call("vector_info", json!({"input": "b.gml.gz"}))
+        .await
+        .unwrap();
+    assert!(is_error(&bomb), "{}", text(&bomb));
+    assert!(
+        text(&bomb).contains("GDAL_MCP_MAX_INFLATED_BYTES"),
+        "{}",
+        text(&bomb)
+    );
+    // A KMZ is a zip LIBKML inflates whole: the zip budgets hold for it (4 MiB of one name
+    // deflate to a few KB, a ratio far above 200); a small clean one opens.
+    let kml = |name: &str| {
+        format!(
+            "<?xml version=\"1.0\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\"><Document>\
+             <Placemark><name>{name}</name><Point><coordinates>1,2</coordinates></Point>\
+             </Placemark></Document></kml>"
+        )
+    };
+    for (name, doc) in [("k.kmz", kml(&"A".repeat(4 << 20))), ("l.kmz", kml("l"))] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("doc.kml"), doc).unwrap();
+        let status = std::process::Command::new("zip")
+            .current_dir(dir.path())
+            .args(["-q"])
+            .arg(server.path(name))
+            .arg("doc.kml")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let opened = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        if name == "k.kmz" {
+            assert!(is_error(&opened), "{}", text(&opened));
+            assert!(
+                text(&opened).contains("GDAL_MCP_TABLE_MAX_RATIO"),
+                "{}",
+                text(&opened)
+            );
+        } else {
+            assert!(!is_error(&opened), "{}", text(&opened));
+        }
+    }
+    // The clean twins.
+    for name in ["c.gml.gz", "d.GZ"] {
+        gzip_to(&server.path(name), gml_point("EPSG:4326", 1000).as_bytes());
+        let clean = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&clean), "{}", text(&clean));
+        assert!(
+            !server.path(&format!("{name}.properties")).exists(),
+            "GDAL wrote a .properties file beside {name}"
+        );
+    }
+    still_serves(&server).await;
+    decoy.assert_untouched();
+}
+
+/// An XLSX (zipped with `zip`) of one sheet: a header row of two shared strings, then `rows`
+/// rows of x, y and a cell referring to shared string 2, which is `big`.
+fn xlsx_with_shared_string(path: &Path, big: &str, rows: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let file = dir.path().join(name);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    };
+    let ns = "http://schemas.openxmlformats.org";
+    write(
+        "[Content_Types].xml",
+        format!(
+            "<?xml version=\"1.0\"?><Types xmlns=\"{ns}/package/2006/content-types\">\
+             <Default Extension=\"rels\" ContentType=\"application/vnd.openxmlformats-package.relationships+xml\"/>\
+             <Default Extension=\"xml\" ContentType=\"application/xml\"/>\
+             <Override PartName=\"/xl/workbook.xml\" ContentType=\"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml\"/>\
+             <Override PartName=\"/xl/worksheets/sheet1.xml\" ContentType=\"application/vnd.openxmlformats-officedocument.spreadsheetml.worksheet+xml\"/>\
+             <Override PartName=\"/xl/sharedStrings.xml\" ContentType=\"application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml\"/></Types>"
+        ),
+    );
+    write(
+        "_rels/.rels",
+        format!(
+            "<?xml version=\"1.0\"?><Relationships xmlns=\"{ns}/package/2006/relationships\">\
+             <Relationship Id=\"rId1\" Type=\"{ns}/officeDocument/2006/relationships/officeDocument\" Target=\"xl/workbook.xml\"/></Relationships>"
+        ),
+    );
+    write(
+        "xl/workbook.xml",
+        format!(
+            "<?xml version=\"1.0\"?><workbook xmlns=\"{ns}/spreadsheetml/2006/main\" \
+             xmlns:r=\"{ns}/officeDocument/2006/relationships\"><sheets>\
+             <sheet name=\"S\" sheetId=\"1\" r:id=\"rId1\"/></sheets></workbook>"
+        ),
+    );
+    write(
+        "xl/_rels/workbook.xml.rels",
+        format!(
+            "<?xml version=\"1.0\"?><Relationships xmlns=\"{ns}/package/2006/relationships\">\
+             <Relationship Id=\"rId1\" Type=\"{ns}/officeDocument/2006/relationships/worksheet\" Target=\"worksheets/sheet1.xml\"/>\
+             <Relationship Id=\"rId2\" Type=\"{ns}/officeDocument/2006/relationships/sharedStrings\" Target=\"sharedStrings.xml\"/></Relationships>"
+        ),
+    );
+    write(
+        "xl/sharedStrings.xml",
+        format!(
+            "<?xml version=\"1.0\"?><sst xmlns=\"{ns}/spreadsheetml/2006/main\" count=\"3\" \
+             uniqueCount=\"3\"><si><t>x</t></si><si><t>y</t></si><si><t>{big}</t></si></sst>"
+        ),
+    );
+    let mut sheet = format!(
+        "<?xml version=\"1.0\"?><worksheet xmlns=\"{ns}/spreadsheetml/2006/main\"><sheetData>\
+         <row r=\"1\"><c r=\"A1\" t=\"s\"><v>0</v></c><c r=\"B1\" t=\"s\"><v>1</v></c>\
+         <c r=\"C1\" t=\"inlineStr\"><is><t>note</t></is></c></row>"
+    );
+    for i in 2..rows + 2 {
+        sheet.push_str(&format!(
+            "<row r=\"{i}\"><c r=\"A{i}\"><v>15</v></c><c r=\"B{i}\"><v>45</v></c>\
+             <c r=\"C{i}\" t=\"s\"><v>2</v></c></row>"
+        ));
+    }
+    sheet.push_str("</sheetData></worksheet>");
+    write("xl/worksheets/sheet1.xml", sheet);
+    let status = std::process::Command::new("zip")
+        .current_dir(dir.path())
+        .args(["-q", "-r"])
+        .arg(path)
+        .args(["[Content_Types].xml", "_rels", "xl"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Regression, issue 21 attack round 7, R7-10: GDAL's XLSX reader copies a shared string into
+/// every cell that refers to it, so one 4 MiB string referenced by 1000 cells (3.19 MB on
+/// disk, 4.2 MB inflated: inside every zip budget) took `vector_info` to 4 GB. The cells'
+/// expanded size (each reference times its string's length) is measured before the open and
+/// refused above the table byte budget (8 MiB here), naming it. The clean twin: the same
+/// workbook with few references opens (`vector_info` and `points_from_table`).
+#[tokio::test]
+async fn r7_10_a_shared_string_referenced_by_many_cells_is_refused_by_its_expanded_size() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![("GDAL_MCP_TABLE_MAX_BYTES".into(), (8u64 << 20).to_string())],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let big = "Q".repeat(64 << 10);
+    // 200 references x 64 KiB = 12.5 MiB of cells from a file of a few KB.
+    xlsx_with_shared_string(&server.path("bomb.xlsx"), &big, 200);
+    assert!(std::fs::metadata(server.path("bomb.xlsx")).unwrap().len() < 100_000);
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "bomb.xlsx"})),
+        (
+            "points_from_table",
+            json!({"input": "bomb.xlsx", "output": "p.gpkg", "x": "x", "y": "y",
+                   "crs": "EPSG:4326"}),
+        ),
+    ] {
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("GDAL_MCP_TABLE_MAX_BYTES")
+                && text(&refused).contains("shared strings"),
+            "{}",
+            text(&refused)
+        );
+    }
+    assert!(!server.path("p.gpkg").exists());
+    // The clean twin: 20 references (1.25 MiB of cells).
+    xlsx_with_shared_string(&server.path("ok.xlsx"), &big, 20);
+    let info = server
+        .call("vector_info", json!({"input": "ok.xlsx"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let points = server
+        .call(
+            "points_from_table",
+            json!({"input": "ok.xlsx", "output": "p.gpkg", "x": "x", "y": "y",
+                   "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&points), "{}", text(&points));
+    still_serves(&server).await;
+}

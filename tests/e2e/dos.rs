@@ -879,6 +879,62 @@ async fn an_overlay_past_its_pair_budget_is_refused_before_gdal_runs() {
     assert_eq!(structured(&clean)["features"], json!(500));
 }
 
+/// Regression, issue 21 attack round 7, R7-11: `vector_overlay`'s result (and GDAL's memory
+/// copies of both layers) were outside the memory budget all calls share: five concurrent
+/// intersections of 1000 strips by 1000 strips held 1,000,000 result polygons each, 5.1 GB,
+/// and none waited. The result is now charged as GDAL builds it. Here 200 horizontal strips by
+/// 200 vertical ones make 40,000 squares (about 38 MiB charged) under a 32 MiB budget: refused
+/// as `memory_budget` naming the overlay and the variable, nothing written (before, only the
+/// 29 MiB read back of the result was charged, and it ran). The clean twin: 20 by 20 strips
+/// (400 squares) intersect under the same budget.
+#[tokio::test]
+async fn r7_11_an_overlays_result_is_charged_to_the_shared_memory_budget() {
+    let server = start_with(&[
+        ("GDAL_MCP_MEMORY_BUDGET_BYTES", "33554432"),
+        ("GDAL_MCP_MEMORY_WAIT_MS", "200"),
+    ])
+    .await;
+    let strips = |n: usize, horizontal: bool| -> Vec<(Value, [f64; 4])> {
+        (0..n)
+            .map(|i| {
+                let (a, b) = (i as f64 * 0.1, i as f64 * 0.1 + 0.05);
+                let far = n as f64 * 0.1;
+                let bounds = if horizontal {
+                    [0.0, a, far, b]
+                } else {
+                    [a, 0.0, b, far]
+                };
+                (json!({"i": i}), bounds)
+            })
+            .collect()
+    };
+    for (n, tag) in [(200, "big"), (20, "small")] {
+        boxes(&server.path(&format!("h_{tag}.geojson")), &strips(n, true));
+        boxes(&server.path(&format!("v_{tag}.geojson")), &strips(n, false));
+    }
+    let call = |tag: &str| {
+        server.call(
+            "vector_overlay",
+            json!({"input": format!("h_{tag}.geojson"), "overlay": format!("v_{tag}.geojson"),
+                   "operation": "intersection", "output": format!("{tag}.gpkg")}),
+        )
+    };
+    let refused = call("big").await.unwrap();
+    assert_refused(
+        &server,
+        &refused,
+        "big.gpkg",
+        "memory_budget",
+        &[
+            "vector_overlay: the intersection overlay's layers and result",
+            "GDAL_MCP_MEMORY_BUDGET_BYTES",
+        ],
+    );
+    let clean = call("small").await.unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["features"], json!(400));
+}
+
 /// Regression (issue 21): a gated call's gather hashes its inputs for the lineage, and that
 /// hashing ignored `notifications/cancelled`: with the byte budget raised above 64 GiB, eight
 /// `raster_convert` calls of a GeoTIFF padded to a sparse 64 GiB held all eight GDAL slots

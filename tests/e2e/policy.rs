@@ -560,3 +560,117 @@ async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
         String::from_utf8_lossy(&verify.stderr)
     );
 }
+
+/// Regression, issue 21 attack round 7, R7-1: the approve screen printed input paths and
+/// finding texts raw, so a file name and a data-supplied CRS name holding `ESC[2J` (clear the
+/// screen) and U+202E (right-to-left override) rewrote what the person approves. Every such
+/// string now reaches the terminal escaped (`\u{1b}`), and the screen says which text came
+/// from the agent or the data. The clean twin: an ordinary accented name is shown unchanged.
+#[tokio::test]
+async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() {
+    let (_dir, policy) = policy_file(
+        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
+    );
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let store = server.workspace.path().join(".preflight");
+    let evil_wkt = ISLAND.replace("Island 1950", "T\u{1b}[2J\u{1b}[H FAKE \u{202e}X");
+    let evil = "n\u{1b}[2J\u{1b}[H\u{202e}fig.tif";
+    raster(&server.path(evil), (10.0, 50.0), 0.01, Some(&evil_wkt));
+    raster(
+        &server.path("Höhen dem.tif"),
+        (10.0, 50.0),
+        0.01,
+        Some(ISLAND),
+    );
+    for (input, clean) in [(evil, false), ("Höhen dem.tif", true)] {
+        let call = json!({"input": input, "output": "o.tif", "dst_crs": "EPSG:4326",
+                          "resampling": "nearest",
+                          "justification": {"resampling": gdal_mcp_tests::justification("nearest")}});
+        let refused = server.call("raster_reproject", call).await.unwrap();
+        assert!(is_error(&refused), "{}", text(&refused));
+        let id = sign_off_id(&refused);
+        let (ok, shown) = approve_on_a_terminal(&id, &store, "no", "");
+        assert!(ok, "{shown}");
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+            "raw control characters reached the terminal: {shown:?}"
+        );
+        assert!(
+            shown.contains("from the agent's call or from the data"),
+            "{shown}"
+        );
+        if clean {
+            assert!(shown.contains("Höhen dem.tif"), "{shown}");
+            // Only the header's three examples are escapes.
+            assert_eq!(shown.matches("\\u{").count(), 3, "nothing escaped: {shown}");
+        } else {
+            assert!(
+                shown.contains("n\\u{1b}[2J\\u{1b}[H\\u{202e}fig.tif"),
+                "the file name is shown escaped: {shown}"
+            );
+            assert!(
+                shown.contains("T\\u{1b}[2J\\u{1b}[H FAKE \\u{202e}X"),
+                "the CRS name from the data is shown escaped: {shown}"
+            );
+        }
+    }
+}
+
+/// Regression, issue 21 attack round 7, R7-2: a sign-off bound only the input's own digest,
+/// so a `nocrs.tif.aux.xml` with a scale and offset written after the approval changed every
+/// output value under it. The sidecars GDAL reads with an input are bound now: the retry is
+/// refused naming the new file. The clean twin: approved again with the sidecar in place (the
+/// screen lists it), the same retry runs.
+#[tokio::test]
+async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
+    let (_dir, policy) = policy_file(&guide_policy());
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let store = server.workspace.path().join(".preflight");
+    let mut call = assigned_call();
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("nearest")});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let id = sign_off_id(&refused);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "approved for these values");
+    assert!(ok, "{shown}");
+    std::fs::write(
+        server.path("nocrs.tif.aux.xml"),
+        "<PAMDataset><PAMRasterBand band=\"1\"><Offset>5000</Offset><Scale>10</Scale>\
+         </PAMRasterBand></PAMDataset>",
+    )
+    .unwrap();
+    let swapped = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&swapped), "{}", text(&swapped));
+    assert!(
+        text(&swapped).contains("nocrs.tif.aux.xml")
+            && (text(&swapped).contains("appeared") || text(&swapped).contains("changed")),
+        "{}",
+        text(&swapped)
+    );
+    assert!(!server.path("utm.tif").exists());
+    // The clean twin: approved with the sidecar in place, the retry runs.
+    let id = sign_off_id(&swapped);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "checked the scale too");
+    assert!(ok, "{shown}");
+    assert!(shown.contains("nocrs.tif.aux.xml"), "{shown}");
+    let done = server.call("raster_reproject", call).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    assert!(server.path("utm.tif").exists());
+}

@@ -111,6 +111,15 @@ impl Binding {
                 None => return Some(format!("the input file {path} is no longer an input")),
             }
         }
+        if let Some((path, _)) = now
+            .inputs
+            .iter()
+            .find(|(p, _)| !self.inputs.iter().any(|(q, _)| q == p))
+        {
+            return Some(format!(
+                "the file {path}, which GDAL reads with the input, appeared since the approval"
+            ));
+        }
         if now.inputs.len() != self.inputs.len() {
             return Some("the call's input files changed since the approval".to_string());
         }
@@ -684,6 +693,84 @@ pub fn read_answer(result: &Value) -> Result<FormAnswer, String> {
         Some("cancel") => Ok(FormAnswer::Cancel),
         _ => Err("the form's answer has no action (accept, decline or cancel)".into()),
     }
+}
+
+/// The files GDAL reads by name beside each input (its PAM `.aux.xml`, overviews, masks, world
+/// files, `.prj`, `.hdr`, `.aux`/`.rrd`, `_rpc.txt`, `.gfs`, ...), found in any case, each with
+/// its SHA-256, to bind into a sign-off with the inputs. Regression, issue 21 attack round 7,
+/// R7-2: a `dem.tif.aux.xml` with a scale and offset written after a person approved
+/// `raster_reproject dem.tif` changed every output height under the approval. A sidecar too
+/// large to hash ([`super::lineage::hash_max_bytes`]) is bound by its presence only.
+pub fn sidecar_digests(inputs: &[(String, Option<String>)]) -> Vec<(String, Option<String>)> {
+    let mut found: Vec<(String, Option<String>)> = Vec::new();
+    for (input, _) in inputs {
+        let path = Path::new(input);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            continue;
+        };
+        let name = name.to_string_lossy().to_lowercase();
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
+        let extension = path
+            .extension()
+            .map(|e| e.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
+        let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml"]
+            .iter()
+            .map(|s| format!("{name}{s}"))
+            .collect();
+        names.extend(
+            [
+                ".aux.xml", ".aux", ".rrd", ".prj", ".hdr", ".wld", ".gfs", ".xsd", ".csvt",
+                ".cpg", ".imd", ".rpb", "_rpc.txt", ".tab", ".stx", ".sta", ".clr", ".blw",
+            ]
+            .iter()
+            .map(|s| format!("{stem}{s}")),
+        );
+        // World files: `.tfw` (first and last letters of the extension, then `w`), `.tifw`.
+        if let (Some(first), Some(last)) = (extension.chars().next(), extension.chars().last()) {
+            names.push(format!("{stem}.{first}{last}w"));
+            names.push(format!("{stem}.{extension}w"));
+        }
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            continue;
+        };
+        for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
+            let sidecar = entry.path();
+            let shown = sidecar.display().to_string();
+            if !names.contains(&entry.file_name().to_string_lossy().to_lowercase())
+                || inputs.iter().chain(found.iter()).any(|(p, _)| *p == shown)
+                || !entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                continue;
+            }
+            found.push((shown, digest_of(&sidecar)));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The SHA-256 of a sidecar, hex, or `None` when it cannot be read or is too large to hash.
+fn digest_of(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = crate::gdal::policy::open_regular(path).ok()?;
+    if file.metadata().ok()?.len() > super::lineage::hash_max_bytes() {
+        return None;
+    }
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buffer).ok()?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Some(hex::encode(hasher.finalize()))
 }
 
 #[cfg(test)]

@@ -663,7 +663,8 @@ impl Gate {
         let binding = Binding {
             tool: call.tool.clone(),
             arguments: approval::arguments_digest(&call.arguments),
-            inputs: inputs.to_vec(),
+            // The sidecars GDAL reads with the inputs are bound too (attack round 7, R7-2).
+            inputs: [inputs, &approval::sidecar_digests(inputs)].concat(),
             decision_key: key.to_string(),
             domain: domain.info.id.clone(),
             policy: self
@@ -710,7 +711,7 @@ impl Gate {
         let form = serde_json::json!({
             "tool": call.tool,
             "arguments": call.arguments,
-            "inputs": inputs.iter().map(|(p, d)| serde_json::json!({"path": p, "sha256": d})).collect::<Vec<_>>(),
+            "inputs": binding.inputs.iter().map(|(p, d)| serde_json::json!({"path": p, "sha256": d})).collect::<Vec<_>>(),
             "domain": domain.info.id,
             "severity": trigger.severity,
             "reason": trigger.reason,

@@ -32,6 +32,7 @@ pub mod crs_text;
 pub mod deadline;
 pub mod drivers;
 pub mod dxf;
+pub mod inflated;
 pub mod references;
 pub mod watch;
 
@@ -455,6 +456,10 @@ pub(super) fn apply_process_switches() {
         ("GDAL_VRT_ENABLE_PYTHON", "NO"),
         // No .aux.xml is written beside inputs when statistics are computed.
         ("GDAL_PAM_ENABLED", "YES"),
+        // Opening a `.gz` made GDAL write `<name>.gz.properties` beside the input (measured
+        // with GDAL 3.6.2, attack round 7's `.gml.gz`): a write into the workspace, through a
+        // link there to anywhere.
+        ("CPL_VSIL_GZIP_WRITE_PROPERTIES", "NO"),
     ] {
         let _ = gdal::config::set_config_option(key, value);
     }
@@ -576,10 +581,12 @@ fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
     })
 }
 
-/// Whether GDAL would open `path` as a zipped spreadsheet (XLSX, XLSM, ODS: by its name).
+/// Whether GDAL would open `path` as a zip it inflates whole (by its name): a spreadsheet
+/// (XLSX, XLSM, ODS) or a KMZ (LIBKML; attack round 7, measured: a 306 KB KMZ whose `doc.kml`
+/// inflates to 300 MiB took `ogrinfo` to 1.6 GB).
 fn is_spreadsheet(path: &Path) -> bool {
     path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["xlsx", "xlsm", "ods"]
+        ["xlsx", "xlsm", "ods", "kmz"]
             .iter()
             .any(|s| e.eq_ignore_ascii_case(s))
     })
@@ -636,6 +643,9 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     if is_spreadsheet(file) {
         super::vector::table::check_budget(file, &super::vector::table::TableBudget::from_env())?;
     }
+    // A gzip stream GDAL inflates by itself (a `.gml.gz`): measured against its budget, and
+    // its inflated text scanned below as the file's own (issue 21 attack round 7, R7-7/R7-8).
+    let inflated = inflated::inflate(input, file)?;
     if is_zipped_shapefile(file) {
         return Err(GdalError::Arguments(format!(
             "{}: a zipped shapefile is read by GDAL through /vsizip/, where its .prj (which can \
@@ -678,6 +688,9 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     }
     check_pam_references(input, file)?;
     let mut carriers = vec![file.to_path_buf()];
+    if let Some(inflated) = &inflated {
+        carriers.push(inflated.path().to_path_buf());
+    }
     if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
         let name = name.to_string_lossy();
         let stem = file
@@ -709,11 +722,21 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
         }
     }
     for carrier in carriers {
-        if let Some(why) = crs_reads_files(&carrier)? {
+        // The inflated copy is named as the file it came from.
+        let shown = match &inflated {
+            Some(t) if t.path() == carrier => format!("{} (inflated)", file.display()),
+            _ => carrier.display().to_string(),
+        };
+        let found = crs_reads_files(&carrier).map_err(|e| match e {
+            GdalError::Arguments(m) => {
+                GdalError::Arguments(m.replace(&carrier.display().to_string(), &shown))
+            }
+            other => other,
+        })?;
+        if let Some(why) = found {
             return Err(GdalError::Arguments(format!(
-                "{}: its CRS makes PROJ read a file while GDAL reads it: {why}; assign the CRS \
-                 by authority code instead (src_crs, e.g. \"EPSG:4326\")",
-                carrier.display()
+                "{shown}: its CRS makes PROJ read a file while GDAL reads it: {why}; assign the \
+                 CRS by authority code instead (src_crs, e.g. \"EPSG:4326\")"
             )));
         }
     }

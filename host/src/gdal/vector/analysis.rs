@@ -971,6 +971,94 @@ fn empty_reason(operation: OverlayOperation, a: &[Row], b: &[Row]) -> String {
 }
 
 /// Run the overlay and write the result.
+/// What `vector_overlay`'s progress callback watches while GDAL's layer algebra runs: the
+/// result layer it fills, charged to the shared memory budget as it grows (per feature: the
+/// feature, and the two inputs' average vertices between them), and held to the feature budget.
+struct OverlayWatch {
+    operation: &'static str,
+    out: gdal_sys::OGRLayerH,
+    per_feature: u64,
+    copies: u64,
+    memory: crate::budget::Reservation<'static>,
+    refused: Option<GdalError>,
+}
+
+impl OverlayWatch {
+    /// The watch of one overlay of `a` by `b`, holding the memory layers' copies of both.
+    fn new(operation: &'static str, a: &[Row], b: &[Row]) -> Result<Self, GdalError> {
+        let vertices = |rows: &[Row]| -> u64 {
+            rows.iter()
+                .filter_map(|r| r.geometry.as_ref())
+                .map(super::geometry::vertex_count)
+                .sum()
+        };
+        let (va, vb) = (vertices(a), vertices(b));
+        let average = |v: u64, n: usize| v / (n.max(1) as u64);
+        let per_feature =
+            crate::budget::vector_bytes(1, average(va, a.len()) + average(vb, b.len()));
+        let copies = crate::budget::vector_bytes(a.len() as u64, va)
+            .saturating_add(crate::budget::vector_bytes(b.len() as u64, vb));
+        let mut memory = crate::budget::start(&format!(
+            "vector_overlay: the {operation} overlay's layers and result"
+        ));
+        memory.cover(copies)?;
+        Ok(Self {
+            operation,
+            out: std::ptr::null_mut(),
+            per_feature,
+            copies,
+            memory,
+            refused: None,
+        })
+    }
+
+    /// Charge the result built so far; `false` stops GDAL.
+    fn check(&mut self) -> bool {
+        if self.out.is_null() {
+            return true;
+        }
+        // SAFETY: `out` is the result layer, alive for the whole overlay; counting a memory
+        // layer's features without a filter reads its counter.
+        let count = unsafe { gdal_sys::OGR_L_GetFeatureCount(self.out, 0) };
+        let features = u64::try_from(count).unwrap_or(0);
+        let limit = super::geometry::max_features();
+        if features > limit {
+            self.refused = Some(GdalError::Arguments(format!(
+                "overlay: the {} overlay had built more than {limit} result features, the                  server's budget per layer (GDAL_MCP_MAX_FEATURES), and was stopped; clip both                  layers to the area of interest first (vector_clip), or dissolve the overlay",
+                self.operation
+            )));
+            return false;
+        }
+        let need = self
+            .copies
+            .saturating_add(features.saturating_mul(self.per_feature));
+        if let Err(e) = self.memory.cover(need) {
+            self.refused = Some(GdalError::Memory(e));
+            return false;
+        }
+        true
+    }
+}
+
+/// GDAL's progress callback for the layer algebra: charges the result ([`OverlayWatch`]),
+/// then relays to the common callback (cancellation, deadline).
+///
+/// # Safety
+/// `data` is the `OverlayWatch` passed with this callback, alive for the GDAL call.
+unsafe extern "C" fn overlay_progress(
+    complete: f64,
+    message: *const std::ffi::c_char,
+    data: *mut std::ffi::c_void,
+) -> std::ffi::c_int {
+    // SAFETY: per this function's contract.
+    let watch = unsafe { &mut *data.cast::<OverlayWatch>() };
+    if !watch.check() {
+        return 0;
+    }
+    // SAFETY: the common callback reads none of its pointers.
+    unsafe { crate::gdal::progress_callback(complete, message, std::ptr::null_mut()) }
+}
+
 pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     let first = facts::open(&request.input)?;
     let second = facts::open(&request.overlay)?;
@@ -1042,9 +1130,18 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
                 .map_err(|e| GdalError::Arguments(e.to_string()))?;
         }
     }
+    // The memory layers GDAL intersects are copies of the rows, and the result it builds is
+    // held whole: both are charged to the budget all calls share, the result as it grows
+    // (regression, issue 21 attack round 7, R7-11: five concurrent overlays of 1,000,000
+    // result polygons each held 5.1 GB and none waited).
+    let mut watch = OverlayWatch::new(request.operation.name(), &a.rows, &b.rows)?;
+    // SAFETY: the handle is only read by the callback while `out_layer` is alive (the
+    // overlay call below).
+    watch.out = unsafe { out_layer.c_layer() };
     let capture = ErrorCapture::start();
     // SAFETY: the three layers live in datasets owned here for the whole call; the options
-    // list outlives it; the progress callback reads no pointer.
+    // list outlives it; the progress callback's argument is `watch`, alive and not otherwise
+    // touched until the call returns.
     let status = unsafe {
         let f = match request.operation {
             OverlayOperation::Intersection => gdal_sys::OGR_L_Intersection,
@@ -1058,10 +1155,13 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
             layer_b.c_layer(),
             out_layer.c_layer(),
             csl.as_ptr(),
-            Some(crate::gdal::progress_callback),
-            std::ptr::null_mut(),
+            Some(overlay_progress),
+            std::ptr::from_mut(&mut watch).cast(),
         )
     };
+    if let Some(refused) = watch.refused.take() {
+        return Err(refused);
+    }
     if status != gdal_sys::OGRErr::OGRERR_NONE {
         if !crate::gdal::keep_going(0.0) {
             return Err(crate::gdal::cancelled("vector_overlay"));

@@ -21,6 +21,7 @@
 //! the same on every row of a group.
 
 pub mod dms;
+mod expansion;
 pub mod shapes;
 
 use crate::gdal::output::Staging;
@@ -354,7 +355,9 @@ fn check_zip(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Res
             ));
         }
     }
-    Ok(())
+    // What GDAL builds from the entries: a shared string copied into every cell that refers to
+    // it, a repeated cell into every place (attack round 7, R7-10).
+    expansion::check(path, &pinned, &names, budget)
 }
 
 /// The bytes GDAL reads from `vsi_path`, counted in 64 KiB chunks and stopped one past
