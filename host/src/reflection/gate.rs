@@ -617,9 +617,23 @@ impl Gate {
                  sign-off to: the call is refused."
             ));
         };
+        // A sign-off that covers the decision holds for later calls of it that write elsewhere
+        // (attack round 7, R7-9: another `output` name made it "no longer hold"): the output
+        // path and `overwrite` are left out of its arguments; the decision key, the inputs
+        // and their digests, the policy and the pack are still bound.
+        let bound_arguments = if covers {
+            let mut arguments = call.arguments.clone();
+            if let Some(map) = arguments.as_object_mut() {
+                map.remove("output");
+                map.remove("overwrite");
+            }
+            arguments
+        } else {
+            call.arguments.clone()
+        };
         let binding = Binding {
             tool: call.tool.clone(),
-            arguments: approval::arguments_digest(&call.arguments),
+            arguments: approval::arguments_digest(&bound_arguments),
             inputs: inputs.to_vec(),
             decision_key: key.to_string(),
             domain: domain.info.id.clone(),
@@ -669,6 +683,7 @@ impl Gate {
             "evidence": trigger.evidence,
             "justification": justification,
             "policy": explanation,
+            "covers_decision": covers,
         });
         let id = approvals.request(binding, form, covers).map_err(failed)?;
         Err(format!(
