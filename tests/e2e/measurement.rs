@@ -1819,4 +1819,21 @@ async fn r7_4_polygons_across_the_antimeridian_are_refused_not_miscounted() {
             .unwrap();
         assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
     }
+    // The overlay and the join refuse the band too; with ordinary boxes they run.
+    for (mask, expect_refused) in [("am_alone.geojson", true), ("plain.geojson", false)] {
+        let overlay = call_justified(
+            &server,
+            "vector_overlay",
+            json!({"input": "plain.geojson", "overlay": mask, "operation": "intersection",
+                   "output": format!("o_{mask}.gpkg")}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            is_error(&overlay.result) && text(&overlay.result).contains("antimeridian"),
+            expect_refused,
+            "{mask}: {}",
+            text(&overlay.result)
+        );
+    }
 }

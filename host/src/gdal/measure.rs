@@ -1183,7 +1183,7 @@ fn union_area<'a>(
 
 /// Whether a ring or line of `geometry` (lon/lat) jumps across the antimeridian: two
 /// consecutive vertices more than 180° of longitude apart.
-fn crosses_antimeridian(geometry: &Geometry) -> bool {
+pub(crate) fn crosses_antimeridian(geometry: &Geometry) -> bool {
     let count = geometry.geometry_count();
     if count == 0 {
         let mut points = Vec::new();
