@@ -445,7 +445,18 @@ fn approve(id: &str, options: Options) -> anyhow::Result<()> {
         "\nWhy a person is asked (the operator's policy): {}",
         field(&form["policy"], "")
     )?;
-    write!(out, "\nApprove this call? Type yes or no: ")?;
+    if form["covers_decision"].as_bool() == Some(true) {
+        // R7-9: the operator's rule makes one yes cover the decision, not only this call.
+        writeln!(
+            out,
+            "\nThe operator's rule makes this sign-off cover the decision: a yes also lets \
+             later calls of this tool with the same decision, inputs and arguments run (any \
+             output name), under this policy and these domains."
+        )?;
+        write!(out, "\nApprove this decision? Type yes or no: ")?;
+    } else {
+        write!(out, "\nApprove this call? Type yes or no: ")?;
+    }
     out.flush()?;
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();

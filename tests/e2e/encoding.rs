@@ -205,3 +205,77 @@ async fn jpeg2000_defaults_and_webp_at_100_are_lossy_and_recorded_so() {
         "{receipts}"
     );
 }
+
+/// Regression (attack round 7, R7-3): `PIXELTYPE=SIGNEDBYTE` passed as lossless ("GTiff (NONE)
+/// keeps every value") while GDAL read 2048 of 4096 cells back changed (130 as -126), and the
+/// server's own `raster_stats` and `raster_sample` read such a file as unsigned (0..255 where
+/// GDAL reads -128..127). The encoding fact reads the input's largest value; the readers
+/// honour the band's `PIXELTYPE`. Twin: the same option on values of at most 127 runs.
+#[tokio::test]
+async fn r7_3_signed_bytes_are_lossy_above_127_and_read_signed() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // 0..255, each 16 times; and 0..127, each 32 times.
+    write_raster::<u8>(&server.path("ramp.tif"), 1, |_, x, y| {
+        ((x + 64 * y) % 256) as u8
+    });
+    write_raster::<u8>(&server.path("low.tif"), 1, |_, x, y| {
+        ((x + 64 * y) % 128) as u8
+    });
+    let signed = |input: &str, output: &str| {
+        json!({"input": input, "output": output,
+               "creation_options": {"PIXELTYPE": "SIGNEDBYTE"}})
+    };
+    let refused = server
+        .call("raster_convert", signed("ramp.tif", "ramp_sb.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let entry = entry_of(&structured(&refused), "format_selection");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(
+        fact.contains("SIGNEDBYTE") && fact.contains("255") && fact.contains("-1"),
+        "{fact}"
+    );
+    assert!(!server.path("ramp_sb.tif").exists());
+
+    let twin = server
+        .call("raster_convert", signed("low.tif", "low_sb.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+
+    // A signed-byte file made outside: GDAL reads -128..127, mean -0.5.
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-co", "PIXELTYPE=SIGNEDBYTE"])
+        .arg(server.path("ramp.tif"))
+        .arg(server.path("outside_sb.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let stats = server
+        .call("raster_stats", json!({"input": "outside_sb.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    let band = &structured(&stats)["bands"][0];
+    assert_eq!(band["min"], json!(-128.0), "{band}");
+    assert_eq!(band["max"], json!(127.0), "{band}");
+    assert!(
+        (band["mean"].as_f64().unwrap() + 0.5).abs() < 1e-9,
+        "{band}"
+    );
+    // Row 3, column 63 holds byte 255: -1 signed.
+    let sample = server
+        .call(
+            "raster_sample",
+            json!({"input": "outside_sb.tif", "coordinates": [[500_635.0, 4_000_605.0]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&sample), "{}", text(&sample));
+    let point = &structured(&sample)["points"][0];
+    assert_eq!(point["column"], 63, "{point}");
+    assert_eq!(point["values"][0]["value"], json!(-1.0), "{point}");
+}

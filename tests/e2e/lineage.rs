@@ -898,3 +898,169 @@ async fn a_methods_section_names_every_step_with_its_verb_and_how_to_redo_it() {
         .collect();
     assert_eq!(computations.len(), 1, "{document}");
 }
+
+/// The zone over the whole of `write_classes`' raster, for `majority_verdict`.
+fn write_zone(server: &Server) {
+    std::fs::write(
+        server.path("zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"name":"all"},"geometry":{"type":"Polygon",
+            "coordinates":[[[500020,4000020],[500180,4000020],[500180,4000180],[500020,4000180],[500020,4000020]]]}}]}"#,
+    )
+    .unwrap();
+}
+
+/// Whether any refusal entry of `result` names evidence `id`.
+fn names_evidence(result: &rmcp::model::CallToolResult, id: &str) -> bool {
+    structured(result)["refusal"]
+        .as_array()
+        .is_some_and(|entries| {
+            entries.iter().any(|e| {
+                e["evidence"]
+                    .as_array()
+                    .is_some_and(|items| items.iter().any(|i| i["id"] == id))
+            })
+        })
+}
+
+/// Regression (attack round 7, R7-12): a lossless GTiff → GTiff `raster_convert` writes the
+/// very bytes it read, so its record became the newest record of the interpolated content and
+/// the walk stopped at it: `zonal_stats majority` of the resampled classes lost the critical
+/// `upstream_interpolated_classes`, and `provenance_report` showed one convert. Every record of
+/// a content is walked now. Twin: the same convert of the original classes adds no finding.
+#[tokio::test]
+async fn r7_12_a_byte_identical_convert_never_launders_an_interpolation() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_classes(&server.path("classes.tif"));
+    write_zone(&server);
+    let step = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "classes.tif", "output": "smooth.tif", "resampling": "bilinear",
+               "resolution": [7, 7]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    for (input, output) in [("smooth.tif", "copy.tif")] {
+        let copy = call_justified(
+            &server,
+            "raster_convert",
+            json!({"input": input, "output": output}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&copy.result), "{}", text(&copy.result));
+        assert_eq!(sha256(&server.path(input)), sha256(&server.path(output)));
+    }
+    for input in ["smooth.tif", "copy.tif"] {
+        let entry = majority_verdict(&server, input).await;
+        assert_eq!(entry["severity"], "critical", "{input}: {entry}");
+        let fact = evidence(&entry, "upstream_interpolated_classes")["fact"]
+            .as_str()
+            .unwrap();
+        assert!(
+            fact.contains("raster_resample") && fact.contains("bilinear"),
+            "{fact}"
+        );
+    }
+    let report = provenance(&server, "smooth.tif", "markdown").await;
+    let methods = report["report"].as_str().unwrap();
+    assert_eq!(report["steps"], 2, "{methods}");
+    assert!(methods.contains("bilinear"), "{methods}");
+    // Twin: the byte-identical copy of the original classes has no interpolation upstream.
+    let copy = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "classes.tif", "output": "classes_copy.tif"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&copy.result), "{}", text(&copy.result));
+    let direct = server
+        .call(
+            "zonal_stats",
+            json!({"input": "classes_copy.tif", "zones": "zone.geojson", "stats": ["majority"],
+                   "semantics": "cell_centre", "id_field": "name"}),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !names_evidence(&direct, "upstream_interpolated_classes"),
+        "{}",
+        text(&direct)
+    );
+}
+
+/// Regression (attack round 7, R7-13): `raster_calc "a"` to Float32 of a class map dropped
+/// what made it categorical (its Byte type), and the next bilinear resampling saw only a
+/// continuous input. A raster derived from a categorical input that still holds a few
+/// whole-number classes stays categorical. Twins: the same two calls over a continuous DEM,
+/// and over a Float32 raster of few whole numbers made outside (no categorical input
+/// upstream), are not called categorical.
+#[tokio::test]
+async fn r7_13_a_float_copy_of_a_class_map_is_still_categorical() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_classes(&server.path("classes.tif"));
+    // A Float32 raster of whole metres, 10 in the west half, 30 in the east: as few values
+    // as the classes, but made outside the server.
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-scale", "0", "10", "0", "100"])
+        .arg(server.path("classes.tif"))
+        .arg(server.path("metres.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    write_geographic_dem(&server.path("dem.tif"));
+    for (input, output) in [
+        ("classes.tif", "classes_f.tif"),
+        ("metres.tif", "metres_f.tif"),
+        ("dem.tif", "dem_f.tif"),
+    ] {
+        let calc = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": input}, "expression": "a", "output": output,
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&calc.result), "{}", text(&calc.result));
+    }
+    let resample = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "resampling": "bilinear",
+               "resolution": [7, 7]})
+    };
+    let refused = server
+        .call("raster_resample", resample("classes_f.tif", "r1.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&refused));
+    let entry = entry_of(&structured(&refused), "resampling");
+    assert_eq!(entry["severity"], "critical", "{entry}");
+    evidence(&entry, "categorical_input");
+    for input in ["metres_f.tif", "metres.tif"] {
+        let twin = server
+            .call("raster_resample", resample(input, "r2.tif"))
+            .await
+            .unwrap();
+        assert!(
+            !names_evidence(&twin, "categorical_input"),
+            "{input}: {}",
+            text(&twin)
+        );
+    }
+    let dem = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem_f.tif", "output": "r3.tif", "resampling": "bilinear",
+                   "resolution": [0.001, 0.001]}),
+        )
+        .await
+        .unwrap();
+    assert!(!names_evidence(&dem, "categorical_input"), "{}", text(&dem));
+}

@@ -1767,3 +1767,73 @@ async fn nearest_with_an_empty_join_layer_matches_nothing() {
     assert_eq!(out["_count"], json!([0]));
     assert_eq!(out["_distance"], json!([null]));
 }
+
+/// Regression (attack round 7, R7-4): overlaps and the union were found in lon/lat, where a
+/// box crossing the antimeridian (179.95°E to 179.95°W) spans the globe: a disjoint box at
+/// 10°E "overlapped" it and `count_once` gave 2,232,734,242 m², 9.5 times the true total. Two
+/// or more polygons with such a ring are refused, naming the split. Twins: the box alone is
+/// measured, and two ordinary boxes are not refused for it.
+#[tokio::test]
+async fn r7_4_polygons_across_the_antimeridian_are_refused_not_miscounted() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let box_ = |x0: f64, x1: f64| {
+        format!(
+            r#"{{"type":"Feature","properties":{{}},"geometry":{{"type":"Polygon","coordinates":
+               [[[{x0},-17.0],[{x1},-17.0],[{x1},-16.9],[{x0},-16.9],[{x0},-17.0]]]}}}}"#
+        )
+    };
+    let layer = |name: &str, features: &[String]| {
+        std::fs::write(
+            server.path(name),
+            format!(
+                r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+                features.join(",")
+            ),
+        )
+        .unwrap();
+    };
+    let across = box_(179.95, -179.95);
+    layer("am.geojson", &[across.clone(), box_(10.0, 10.1)]);
+    layer("am_alone.geojson", &[across]);
+    layer("plain.geojson", &[box_(10.0, 10.1), box_(20.0, 20.1)]);
+    for overlaps in [None, Some("count_once")] {
+        let mut arguments = json!({"input": "am.geojson"});
+        if let Some(o) = overlaps {
+            arguments["overlaps"] = json!(o);
+        }
+        let refused = call_justified(&server, "vector_measure", arguments)
+            .await
+            .unwrap();
+        assert!(is_error(&refused.result), "{}", text(&refused.result));
+        assert!(
+            text(&refused.result).contains("antimeridian"),
+            "{}",
+            text(&refused.result)
+        );
+    }
+    for input in ["am_alone.geojson", "plain.geojson"] {
+        let done = call_justified(&server, "vector_measure", json!({"input": input}))
+            .await
+            .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+    }
+    // The overlay and the join refuse the band too; with ordinary boxes they run.
+    for (mask, expect_refused) in [("am_alone.geojson", true), ("plain.geojson", false)] {
+        let overlay = call_justified(
+            &server,
+            "vector_overlay",
+            json!({"input": "plain.geojson", "overlay": mask, "operation": "intersection",
+                   "output": format!("o_{mask}.gpkg")}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            is_error(&overlay.result) && text(&overlay.result).contains("antimeridian"),
+            expect_refused,
+            "{mask}: {}",
+            text(&overlay.result)
+        );
+    }
+}

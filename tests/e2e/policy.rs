@@ -674,3 +674,53 @@ async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
     assert!(!is_error(&done), "{}", text(&done));
     assert!(server.path("utm.tif").exists());
 }
+
+/// Regression (attack round 7, R7-9): with `covers_decision = true` the operator was told one
+/// approval covers the decision, but the same decision with another `output` name was refused
+/// ("the call's arguments changed since the approval"), and the approve screen said "Approve
+/// this call?". The covering binding leaves the output out; the screen says the yes covers
+/// later calls. Twin: another argument (`resampling`) still needs a new sign-off.
+#[tokio::test]
+async fn r7_9_a_covering_sign_off_covers_another_output_name() {
+    let text_ = "[[rule]]\nid = \"people sign datum decisions once\"\ndomain = \"crs_datum\"\n\
+                 severity = \"critical\"\noutcome = \"human\"\ncovers_decision = true\n";
+    let (_dir, policy) = policy_file(text_);
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    fixtures(&server);
+    let store = server.workspace.path().join(".preflight");
+    let mut call = assigned_call();
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("nearest")});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let id = sign_off_id(&refused);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "UTM 33 checked");
+    assert!(ok, "{shown}");
+    assert!(shown.contains("Approve this decision?"), "{shown}");
+    assert!(shown.contains("later calls"), "{shown}");
+    let done = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    call["output"] = json!("utm2.tif");
+    let again = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(!is_error(&again), "{}", text(&again));
+    assert!(server.path("utm2.tif").exists());
+    // Twin: another method is another call, not covered.
+    call["output"] = json!("utm3.tif");
+    call["resampling"] = json!("bilinear");
+    call["justification"] = json!({"resampling": gdal_mcp_tests::justification("bilinear")});
+    let other = server.call("raster_reproject", call).await.unwrap();
+    assert!(is_error(&other), "{}", text(&other));
+    assert!(
+        text(&other).contains("gdal-mcp approve"),
+        "{}",
+        text(&other)
+    );
+    assert!(!server.path("utm3.tif").exists());
+}

@@ -247,3 +247,115 @@ async fn vector_clip_by_bounds_and_by_a_mask_in_another_crs() {
         .unwrap();
     assert!(is_error(&outside), "the mask path is confined");
 }
+
+/// The Z of the first point of `path`, as ogrinfo reads it.
+fn first_z(path: &std::path::Path) -> f64 {
+    let out = std::process::Command::new("ogrinfo")
+        .args(["-q", "-al"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout).to_string();
+    let at = listing
+        .find("POINT Z (")
+        .unwrap_or_else(|| panic!("{listing}"));
+    let rest = &listing[at + "POINT Z (".len()..];
+    let inside = &rest[..rest.find(')').unwrap()];
+    inside.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// A GeoPackage of one point at 15°E 45°N, `z` (if any) in `crs`.
+fn point_layer(server: &Server, name: &str, crs: &str, z: Option<f64>) {
+    let geometry = match z {
+        Some(z) => format!("[15.0, 45.0, {z}]"),
+        None => "[15.0, 45.0]".to_string(),
+    };
+    let json_path = server.path(&format!("{name}.geojson"));
+    std::fs::write(
+        &json_path,
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{{"id":1}},
+               "geometry":{{"type":"Point","coordinates":{geometry}}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let status = std::process::Command::new("ogr2ogr")
+        .args(["-q", "-a_srs", crs])
+        .arg(server.path(&format!("{name}.gpkg")))
+        .arg(&json_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Regression (attack round 7, R7-5): `vector_reproject` of a point in EPSG:4326+5773 (EGM96
+/// height, Z 100 m) to EPSG:4979 wrote Z 145.537 (ogr2ogr applied the geoid) with no question,
+/// while `raster_reproject` asks `heights`. Now the same question, with the figure; `keep`
+/// leaves Z at 100, `convert` shifts it. Twins: 2D points, and the same vertical datum on both
+/// sides, are not asked.
+#[tokio::test]
+async fn r7_5_vector_heights_between_vertical_datums_are_asked() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    point_layer(&server, "p3", "EPSG:4326+5773", Some(100.0));
+    point_layer(&server, "p2", "EPSG:4326", None);
+    let call = |input: &str, output: &str, dst: &str, heights: Option<&str>| {
+        let mut c = json!({"input": input, "output": output, "dst_crs": dst});
+        if let Some(h) = heights {
+            c["heights"] = json!(h);
+        }
+        c
+    };
+    let asked = call_justified(
+        &server,
+        "vector_reproject",
+        call("p3.gpkg", "a.gpkg", "EPSG:4979", None),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&asked.result), "{}", text(&asked.result));
+    let message = text(&asked.result);
+    assert!(
+        message.contains("heights") && message.contains("+45.5"),
+        "{message}"
+    );
+    assert!(!server.path("a.gpkg").exists());
+
+    let keep = call_justified(
+        &server,
+        "vector_reproject",
+        call("p3.gpkg", "keep.gpkg", "EPSG:4979", Some("keep")),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&keep.result), "{}", text(&keep.result));
+    assert!((first_z(&server.path("keep.gpkg")) - 100.0).abs() < 1e-6);
+
+    let convert = call_justified(
+        &server,
+        "vector_reproject",
+        call("p3.gpkg", "convert.gpkg", "EPSG:4979", Some("convert")),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&convert.result), "{}", text(&convert.result));
+    let z = first_z(&server.path("convert.gpkg"));
+    assert!((z - 145.537).abs() < 0.01, "{z}");
+
+    // Twins: 2D points, and the same vertical datum on both sides.
+    for (input, output, dst) in [
+        ("p2.gpkg", "flat.gpkg", "EPSG:4979"),
+        ("p3.gpkg", "utm.gpkg", "EPSG:32633+5773"),
+    ] {
+        let done = call_justified(&server, "vector_reproject", call(input, output, dst, None))
+            .await
+            .unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{input} -> {dst}: {}",
+            text(&done.result)
+        );
+    }
+    assert!((first_z(&server.path("utm.gpkg")) - 100.0).abs() < 1e-6);
+}

@@ -151,6 +151,11 @@ pub struct UpstreamStep {
     pub conditioning: Option<String>,
     pub aggregation: Option<String>,
     pub lossy_encoding: Option<String>,
+    /// An input of the step looked categorical (host-side only: the domains see it as the
+    /// dataset's `looks-categorical`, set by the gated step when the data still holds whole
+    /// number classes).
+    #[serde(skip)]
+    pub categorical_input: Option<String>,
     /// An input of this step had been modified outside the server.
     pub input_modified: bool,
     /// `justification://...` of the capsules the step rested on.

@@ -660,9 +660,23 @@ impl Gate {
                 None,
             ));
         };
+        // A sign-off that covers the decision holds for later calls of it that write elsewhere
+        // (attack round 7, R7-9: another `output` name made it "no longer hold"): the output
+        // path and `overwrite` are left out of its arguments; the decision key, the inputs
+        // and their digests, the policy and the pack are still bound.
+        let bound_arguments = if covers {
+            let mut arguments = call.arguments.clone();
+            if let Some(map) = arguments.as_object_mut() {
+                map.remove("output");
+                map.remove("overwrite");
+            }
+            arguments
+        } else {
+            call.arguments.clone()
+        };
         let binding = Binding {
             tool: call.tool.clone(),
-            arguments: approval::arguments_digest(&call.arguments),
+            arguments: approval::arguments_digest(&bound_arguments),
             // The sidecars GDAL reads with the inputs are bound too (attack round 7, R7-2).
             inputs: [inputs, &approval::sidecar_digests(inputs)].concat(),
             decision_key: key.to_string(),
@@ -718,6 +732,7 @@ impl Gate {
             "evidence": trigger.evidence,
             "justification": justification,
             "policy": explanation,
+            "covers_decision": covers,
         });
         let id = approvals
             .request(binding.clone(), form.clone(), covers)

@@ -147,7 +147,9 @@ pub struct Journal {
 struct Indexed {
     /// Bytes of the file indexed so far (always at a line boundary).
     read_to: u64,
-    offsets: HashMap<String, u64>,
+    /// Every line's offset for each key, oldest first (a content written twice has two
+    /// records, and an older one must not be lost: attack round 7, R7-12).
+    offsets: HashMap<String, Vec<u64>>,
 }
 
 impl Journal {
@@ -244,7 +246,7 @@ impl Journal {
         if let Err(e) = self.follow(&mut file, &mut state) {
             tracing::warn!(path = %self.path.display(), "journal not indexed: {e}");
         }
-        let offset = *state.offsets.get(key)?;
+        let offset = *state.offsets.get(key)?.last()?;
         drop(state);
         let line = read_line_at(&mut file, offset).ok()?;
         // Again: the file may have been rewritten in place since it was indexed.
@@ -259,6 +261,42 @@ impl Journal {
             );
         }
         opened
+    }
+
+    /// Every line appended for `key` whose MAC verifies, without its MAC, oldest first.
+    pub fn get_all(&self, key: &str) -> Vec<String> {
+        let mut file = match self.open(false) {
+            Ok(file) => file,
+            Err(e) => {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.path.display(), "journal not read: {e}");
+                }
+                return Vec::new();
+            }
+        };
+        let Ok(mut state) = self.state.lock() else {
+            return Vec::new();
+        };
+        if let Err(e) = self.follow(&mut file, &mut state) {
+            tracing::warn!(path = %self.path.display(), "journal not indexed: {e}");
+        }
+        let offsets = state.offsets.get(key).cloned().unwrap_or_default();
+        drop(state);
+        let mut lines = Vec::with_capacity(offsets.len());
+        for offset in offsets {
+            let Ok(line) = read_line_at(&mut file, offset) else {
+                continue;
+            };
+            // Again: the file may have been rewritten in place since it was indexed.
+            match self.seal.open_line(self.kind, &line) {
+                Some(opened) => lines.push(opened.into_owned()),
+                None => tracing::warn!(
+                    path = %self.path.display(),
+                    "a line changed since it was indexed and no longer verifies; ignored"
+                ),
+            }
+        }
+        lines
     }
 
     /// Index the lines appended since the last call.
@@ -296,7 +334,11 @@ impl Journal {
                     {
                         Some(text) => {
                             for key in (self.keys_of)(&text) {
-                                state.offsets.insert(key, state.read_to);
+                                let at = state.offsets.entry(key).or_default();
+                                // A line naming a key twice is one line for it.
+                                if at.last() != Some(&state.read_to) {
+                                    at.push(state.read_to);
+                                }
                             }
                         }
                         None => forged += 1,
@@ -453,6 +495,9 @@ mod tests {
         theirs.append(&line("a", "3")).unwrap();
         assert_eq!(ours.get("a"), Some(line("a", "3")));
         assert_eq!(ours.get("b"), Some(line("b", "2")));
+        // Every line for a key, oldest first (R7-12: the older record must stay readable).
+        assert_eq!(ours.get_all("a"), vec![line("a", "1"), line("a", "3")]);
+        assert_eq!(ours.get_all("c"), Vec::<String>::new());
         assert!(ours.append("{\"two\":\"\nlines\"}").is_err());
     }
 

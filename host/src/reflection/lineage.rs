@@ -5,7 +5,8 @@
 //! of every input and output, the versions of gdal-mcp, GDAL and PROJ, each domain's id,
 //! version and component digest, the receipts and capsules, and the time. Records are keyed by
 //! the output's content: `lineage/records.jsonl` holds one line per record, indexed by the
-//! SHA-256 of each output (the last line for a digest wins), so a renamed or copied output
+//! SHA-256 of each output (every line for a digest counts: a content made twice has both
+//! records, and the walk reads them all), so a renamed or copied output
 //! keeps its lineage and a modified one loses it. A second journal, `lineage/paths.jsonl`,
 //! remembers which content the server last wrote at each path: a file whose content differs
 //! from that was modified outside the server, and is flagged wherever it is used. Both are
@@ -158,6 +159,10 @@ pub struct StepSummary {
     pub aggregation: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lossy_encoding: Option<String>,
+    /// An input raster looked categorical (its evidence, e.g. "lc.tif: a colour table"): what
+    /// the step wrote from it is derived from classes (attack round 7, R7-13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub categorical_input: Option<String>,
 }
 
 /// Software versions a step ran with.
@@ -223,6 +228,7 @@ impl Record {
             conditioning: self.summary.conditioning.clone(),
             aggregation: self.summary.aggregation.clone(),
             lossy_encoding: self.summary.lossy_encoding.clone(),
+            categorical_input: self.summary.categorical_input.clone(),
             input_modified: self.inputs.iter().any(|i| i.modified_outside),
             capsules: self.capsules.clone(),
         }
@@ -396,6 +402,21 @@ fn record_keys(line: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A record line read back, if it is a readable record of this format.
+fn parse_record(sha256: &str, line: &str) -> Option<Record> {
+    match serde_json::from_str::<Record>(line) {
+        Ok(record) if record.format == FORMAT => Some(record),
+        Ok(_) => {
+            tracing::warn!("ignoring a lineage record of another format for {sha256}");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("ignoring an unreadable lineage record for {sha256}: {e}");
+            None
+        }
+    }
+}
+
 /// What the server wrote at a path.
 #[derive(Debug, Serialize, Deserialize)]
 struct Written {
@@ -515,20 +536,22 @@ impl LineageStore {
         Ok(format!("{label}{}", hex::encode(combined.finalize())))
     }
 
-    /// The record of the call that wrote content `sha256`, if one exists and is readable.
+    /// The record of the call that last wrote content `sha256`, if one exists and is readable.
     pub fn record(&self, sha256: &str) -> Option<Record> {
         let line = self.records.get(&sha256.to_ascii_lowercase())?;
-        match serde_json::from_str::<Record>(&line) {
-            Ok(record) if record.format == FORMAT => Some(record),
-            Ok(_) => {
-                tracing::warn!("ignoring a lineage record of another format for {sha256}");
-                None
-            }
-            Err(e) => {
-                tracing::warn!("ignoring an unreadable lineage record for {sha256}: {e}");
-                None
-            }
-        }
+        parse_record(sha256, &line)
+    }
+
+    /// Every readable record of a call that wrote content `sha256`, oldest first: the same
+    /// content made twice (a byte-identical conversion, or two routes to the same bytes) has
+    /// a record for each, and none may hide another (attack round 7, R7-12).
+    pub fn records(&self, sha256: &str) -> Vec<Record> {
+        let mut lines = self.records.get_all(&sha256.to_ascii_lowercase());
+        lines.dedup();
+        lines
+            .iter()
+            .filter_map(|line| parse_record(sha256, line))
+            .collect()
     }
 
     /// The content the server last wrote at `path`, if it wrote there.
@@ -624,30 +647,54 @@ impl LineageStore {
     }
 
     /// The records that made content `sha256`, breadth first, with their depth (1 = the
-    /// record of `sha256` itself).
+    /// records of `sha256` itself).
+    ///
+    /// Every record of a content is walked, oldest first, not only the newest: a
+    /// byte-identical conversion writes a second record for the same content, whose input is
+    /// that content again, and answering with it alone dropped the resampling that made the
+    /// content (attack round 7, R7-12: one lossless `raster_convert` laundered
+    /// `upstream_interpolated_classes`). A copy (a record whose every input has the content
+    /// it wrote) adds no upstream, so one copy per content is listed, and repeated copies
+    /// cannot push the steps that made the content past [`MAX_STEPS`].
     pub fn walk(&self, sha256: &str) -> Vec<(u32, Record)> {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut queue: VecDeque<(u32, String)> = VecDeque::from([(1, sha256.to_string())]);
         let mut out = Vec::new();
+        // Through an input modified outside the server, to what the server wrote.
+        let followed = |input: &FileRef| {
+            if input.modified_outside {
+                input.written_sha256.clone().or(input.sha256.clone())
+            } else {
+                input.sha256.clone()
+            }
+        };
         while let Some((depth, digest)) = queue.pop_front() {
             if out.len() >= MAX_STEPS || !seen.insert(digest.clone()) {
                 continue;
             }
-            let Some(record) = self.record(&digest) else {
-                continue;
-            };
-            for input in &record.inputs {
-                // Through an input modified outside the server, to what the server wrote.
-                let next = if input.modified_outside {
-                    input.written_sha256.as_ref().or(input.sha256.as_ref())
-                } else {
-                    input.sha256.as_ref()
-                };
-                if let Some(d) = next {
-                    queue.push_back((depth + 1, d.clone()));
+            let mut copy_listed = false;
+            for record in self.records(&digest) {
+                if out.len() >= MAX_STEPS {
+                    break;
                 }
+                let copy = !record.inputs.is_empty()
+                    && record
+                        .inputs
+                        .iter()
+                        .all(|i| followed(i).as_deref() == Some(digest.as_str()));
+                if copy {
+                    if copy_listed {
+                        continue;
+                    }
+                    copy_listed = true;
+                }
+                for input in &record.inputs {
+                    if let Some(d) = followed(input) {
+                        queue.push_back((depth + 1, d));
+                    }
+                }
+                out.push((depth, record));
             }
-            out.push((depth, record));
         }
         out
     }
@@ -804,6 +851,7 @@ mod tests {
         let written = Written {
             types: vec!["Byte".to_string(); 3],
             single_band_palette: false,
+            ..Default::default()
         };
         let with_fact = |arguments: Value| {
             let declared = crate::server::registry::find("raster_convert")
@@ -829,6 +877,89 @@ mod tests {
         assert_eq!(
             with_fact(json!({"format": "WEBP", "creation_options": {"LOSSLESS": "TRUE"}})),
             None
+        );
+    }
+
+    /// A record of `tool` reading `inputs` (role, path) and writing `output`, with `summary`.
+    fn record_of(tool: &str, store: &LineageStore, inputs: &[&Path], output: &Path) -> Record {
+        Record {
+            format: FORMAT.to_string(),
+            tool: tool.to_string(),
+            verb: String::new(),
+            arguments: json!({}),
+            commands: Vec::new(),
+            computation: None,
+            inputs: inputs.iter().map(|p| store.input("input", p)).collect(),
+            outputs: vec![FileRef {
+                role: "output".to_string(),
+                path: output.display().to_string(),
+                sha256: None,
+                size: None,
+                recorded: false,
+                modified_outside: false,
+                written_sha256: None,
+            }],
+            summary: StepSummary::default(),
+            versions: Versions {
+                gdal_mcp: "t".to_string(),
+                gdal: "t".to_string(),
+                proj: "t".to_string(),
+            },
+            plugins: Vec::new(),
+            receipts: Vec::new(),
+            capsules: Vec::new(),
+            upstream_capsules: Vec::new(),
+            started_at: "2026-11-27T00:00:00Z".to_string(),
+            finished_at: "2026-11-27T00:00:00Z".to_string(),
+        }
+    }
+
+    /// Regression (attack round 7, R7-12): a byte-identical `raster_convert` wrote a second
+    /// record for the resampled content, whose input is that content again; the walk answered
+    /// with the newest record only and stopped at the self-reference, so the bilinear
+    /// resampling vanished from the upstream facts (and `upstream_interpolated_classes` with
+    /// it). Every record of a content is walked; 70 more copies cannot push it out either.
+    #[test]
+    fn r7_12_a_byte_identical_copy_does_not_launder_the_resampling() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let source = dir.path().join("classes.tif");
+        let resampled = dir.path().join("r.tif");
+        std::fs::write(&source, b"classes").unwrap();
+        std::fs::write(&resampled, b"resampled classes").unwrap();
+        let mut resample = record_of("raster_resample", &store, &[&source], &resampled);
+        resample.summary.resampling = Some("bilinear".to_string());
+        store.write(resample).unwrap();
+        // Clean twin: one record, one step.
+        let before = store.upstream(&resampled);
+        assert_eq!(before.steps.len(), 1);
+        assert_eq!(before.steps[0].resampling.as_deref(), Some("bilinear"));
+
+        for i in 0..70 {
+            let copy = dir.path().join(format!("copy{i}.tif"));
+            std::fs::write(&copy, b"resampled classes").unwrap();
+            store
+                .write(record_of("raster_convert", &store, &[&resampled], &copy))
+                .unwrap();
+        }
+        let after = store.upstream(&resampled);
+        let tools: Vec<_> = after
+            .steps
+            .iter()
+            .map(|s| (s.depth, s.tool.as_str()))
+            .collect();
+        assert_eq!(tools, [(1, "raster_resample"), (1, "raster_convert")]);
+        assert_eq!(after.steps[0].resampling.as_deref(), Some("bilinear"));
+        // A copy of the copy (another path, same content) has the same upstream.
+        let last = dir.path().join("copy69.tif");
+        assert_eq!(store.upstream(&last).steps.len(), 2);
+        // The newest record still answers `record` (the lineage:// resource's JSON).
+        assert_eq!(
+            store
+                .record(&store.dataset_digest(&resampled).unwrap())
+                .unwrap()
+                .tool,
+            "raster_convert"
         );
     }
 

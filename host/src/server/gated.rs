@@ -144,6 +144,7 @@ where
     // Explaining a call (`gdal-mcp policy explain`) decides, stores and writes nothing: not
     // even the store's files are created.
     let explain_only = call.explain_only;
+    let signed_byte = encoding::asks_signed_byte(&call.gate_arguments());
     let (
         (
             Gathered {
@@ -156,7 +157,17 @@ where
         appenders,
     ) = app
         .gdal(move || {
-            let gathered = georef::with_choice(georef, gather)?;
+            let mut gathered = georef::with_choice(georef, gather)?;
+            if signed_byte {
+                // PIXELTYPE=SIGNEDBYTE changes every value above 127: whether it changes any
+                // is the input's largest value, read exactly (R7-3).
+                for d in &mut gathered.facts.datasets {
+                    if let Some(raster) = d.raster.as_mut() {
+                        raster.byte_max =
+                            crate::gdal::facts::byte_max(std::path::Path::new(&d.path));
+                    }
+                }
+            }
             let started = std::time::Instant::now();
             let looked = look_upstream(&lineage_store, gathered, &inputs, &|| {
                 watching.is_cancelled()
@@ -194,6 +205,7 @@ where
     if let Some(fact) = facts.output.as_ref().and_then(|o| o.encoding.as_ref()) {
         summary.lossy_encoding = fact.lineage_label();
     }
+    summary.categorical_input = categorical_summary(&facts);
     let verb = call.verb;
     let upstream_capsules = facts.upstream_capsules();
     let arguments = facts.arguments.clone();
@@ -372,7 +384,59 @@ fn look_upstream<P>(
         })
         .collect();
     facts.upstream = upstream;
+    classes_from_upstream(facts);
     Ok((gathered, files))
+}
+
+/// A raster derived from a categorical input that still holds a few whole-number classes is
+/// categorical, whatever its type: `raster_calc "a"` to Float32 drops a class map's palette
+/// but not its classes, and the next bilinear resampling must still see them (attack round
+/// 7, R7-13). A Float32 DEM rounded to metres holds whole numbers too, but has no categorical
+/// input upstream, so it stays continuous (and a calc mixing classes into a continuous
+/// surface holds more than a few values).
+fn classes_from_upstream(facts: &mut CallFacts) {
+    for (dataset, lineage) in facts.datasets.iter_mut().zip(&facts.upstream) {
+        let Some(raster) = dataset.raster.as_mut() else {
+            continue;
+        };
+        if raster.looks_categorical || !raster.evidence.whole_number_classes {
+            continue;
+        }
+        if let Some(step) = lineage.steps.iter().find(|s| s.categorical_input.is_some()) {
+            tracing::debug!(
+                path = %dataset.path,
+                "categorical: whole-number classes derived from a categorical input by {} \
+                 {} step(s) up",
+                step.tool,
+                step.depth
+            );
+            raster.looks_categorical = true;
+            raster.evidence.integer_classes = true;
+        }
+    }
+}
+
+/// What made a call's categorical inputs categorical, for its lineage record: the first
+/// such raster's file name and evidence.
+fn categorical_summary(facts: &CallFacts) -> Option<String> {
+    facts.datasets.iter().find_map(|d| {
+        let raster = d.raster.as_ref().filter(|r| r.looks_categorical)?;
+        let e = &raster.evidence;
+        let why: Vec<&str> = [
+            (e.palette, "a colour table"),
+            (e.attribute_table, "an attribute table"),
+            (e.integer_classes, "few whole-number values"),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, w)| *w)
+        .collect();
+        let name = std::path::Path::new(&d.path)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(&d.path);
+        Some(format!("{name}: {}", why.join(", ")))
+    })
 }
 
 fn now() -> String {

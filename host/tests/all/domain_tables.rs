@@ -71,10 +71,12 @@ fn raster(categorical: bool) -> RasterFacts {
             palette: categorical,
             attribute_table: false,
             integer_classes: categorical,
+            ..Default::default()
         },
         flat_fraction: None,
         georeferencing: Default::default(),
         bands: Vec::new(),
+        ..Default::default()
     }
 }
 
@@ -1494,6 +1496,25 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             calc(json!({"data_type": "Float32",
                         "creation_options": {"COMPRESS": "LERC", "MAX_Z_ERROR": "0.5"}})),
             calc(json!({"data_type": "Float32", "creation_options": {"COMPRESS": "LERC"}})),
+        ),
+        // R7-3 (attack round 7): PIXELTYPE=SIGNEDBYTE reads 130 back as -126; values of at
+        // most 127 (the input's largest, read exactly) read back the same.
+        (
+            "lossy_encoding",
+            convert(
+                json!({"creation_options": {"PIXELTYPE": "SIGNEDBYTE"}}),
+                RasterFacts {
+                    byte_max: Some(255.0),
+                    ..raster_of("Byte", 1, false, None)
+                },
+            ),
+            convert(
+                json!({"creation_options": {"PIXELTYPE": "SIGNEDBYTE"}}),
+                RasterFacts {
+                    byte_max: Some(127.0),
+                    ..raster_of("Byte", 1, false, None)
+                },
+            ),
         ),
         (
             "second_lossy_encoding",

@@ -17,6 +17,9 @@
 //!   bound of 1 (LERC rounds an integer bound down, and below 1 it keeps 0.5, which is exact).
 //! * **JPEG-XL** in GeoTIFF is lossy with `JXL_LOSSLESS=NO`; `DISCARD_LSB` and an `NBITS` below
 //!   the type's width cut bits.
+//! * **Signed bytes**: GeoTIFF's `PIXELTYPE=SIGNEDBYTE` keeps a Byte band's bytes and declares
+//!   them signed, so GDAL reads every value above 127 back 256 lower (130 as -126); lossless
+//!   only when the input's largest value, read exactly by the gated step, is at most 127.
 //! * **Text grids** (AAIGrid, XYZ) round floating-point values to `DECIMAL_PRECISION` decimals
 //!   or to fewer `SIGNIFICANT_DIGITS` than the type needs (9 for Float32, 17 for Float64);
 //!   their defaults keep every value, but AAIGrid is read back as Float32, so Float64 data
@@ -122,6 +125,11 @@ pub struct Written {
     pub types: Vec<String>,
     /// Band 1 has a colour table and it is the only band (JPEG 2000 defaults to lossless then).
     pub single_band_palette: bool,
+    /// The largest value of the input's Byte bands, read exactly, when the call writes
+    /// `PIXELTYPE=SIGNEDBYTE` and its values are the input's; `None`: not known.
+    pub byte_max: Option<f64>,
+    /// The input's Byte bands are already signed bytes (`PIXELTYPE=SIGNEDBYTE`).
+    pub signed_source: bool,
 }
 
 impl Written {
@@ -399,6 +407,33 @@ pub fn assess(
             .map(|c| c.to_ascii_uppercase())
             .unwrap_or_else(|| "NONE".to_string()),
     };
+    // GeoTIFF's PIXELTYPE=SIGNEDBYTE stores a Byte band's bytes as they are and declares them
+    // signed: GDAL reads 130 back as -126 (attack round 7, R7-3: "lossless" on a 0..255
+    // raster whose 2048 of 4096 cells changed). Values of at most 127 read back the same.
+    if opt("PIXELTYPE").is_some_and(|v| v.eq_ignore_ascii_case("SIGNEDBYTE"))
+        && written.types.iter().any(|t| t == "Byte")
+        && !written.signed_source
+    {
+        match written.byte_max {
+            Some(max) if max <= 127.0 => {}
+            Some(max) => lose(
+                "SIGNEDBYTE",
+                format!(
+                    "PIXELTYPE=SIGNEDBYTE makes GDAL read Byte values as -128..127: every \
+                     value above 127 reads back 256 lower (the input's largest, {}, reads \
+                     back as {})",
+                    number(max),
+                    number(max - 256.0)
+                ),
+            ),
+            None => lose(
+                "SIGNEDBYTE",
+                "PIXELTYPE=SIGNEDBYTE makes GDAL read Byte values as -128..127: every value \
+                 above 127 reads back 256 lower (the written values' largest is not known)"
+                    .to_string(),
+            ),
+        }
+    }
     if let Some(bits) = opt("DISCARD_LSB") {
         lose(
             "DISCARD_LSB",
@@ -528,6 +563,21 @@ fn driver_and_options(
     Some((driver, options, default_compression))
 }
 
+/// Whether a call's creation options ask for `PIXELTYPE=SIGNEDBYTE` (then the gated step
+/// reads its input's largest Byte value exactly, [`super::byte_max`]).
+pub fn asks_signed_byte(arguments: &Value) -> bool {
+    arguments
+        .get("creation_options")
+        .and_then(Value::as_object)
+        .is_some_and(|o| {
+            o.iter().any(|(k, v)| {
+                k.eq_ignore_ascii_case("PIXELTYPE")
+                    && v.as_str()
+                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("SIGNEDBYTE"))
+            })
+        })
+}
+
 /// The encoding fact of a gated call that writes a raster, from its validated arguments and
 /// what it writes; `None` for a tool that writes no raster of the caller's encoding.
 pub fn for_call(write: &RasterWrite, arguments: &Value, written: &Written) -> Option<EncodingFact> {
@@ -577,7 +627,7 @@ pub fn written_for(
         WrittenTypes::OneBand(band_type) => {
             return Written {
                 types: vec![band_type(arguments)],
-                single_band_palette: false,
+                ..Written::default()
             }
         }
         WrittenTypes::SelectedBands => true,
@@ -607,6 +657,8 @@ pub fn written_for(
             && bands.first() == Some(&1)
             && raster.evidence.palette,
         types,
+        byte_max: raster.byte_max,
+        signed_source: raster.signed_byte,
     }
 }
 

@@ -58,6 +58,13 @@ pub struct CategoricalEvidence {
     pub palette: bool,
     pub attribute_table: bool,
     pub integer_classes: bool,
+    /// Band 1's sample holds at most [`MAX_CLASSES`] distinct whole numbers, whatever its
+    /// type (a Float32 copy of a class map does): not evidence alone (a DEM rounded to
+    /// metres does too), but with a categorical input upstream it is (attack round 7, R7-13;
+    /// see `server::gated`).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub whole_number_classes: bool,
 }
 
 /// A value that occurs in a band but is not its declared nodata.
@@ -125,6 +132,70 @@ pub struct RasterFacts {
     pub flat_fraction: Option<f64>,
     pub georeferencing: Georeferencing,
     pub bands: Vec<BandFacts>,
+    /// Band 1 is a Byte band that declares `PIXELTYPE=SIGNEDBYTE` (GDAL 3.6's signed
+    /// bytes): its values are -128..127.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub signed_byte: bool,
+    /// The largest value of the Byte bands, read exactly: set by the gated step only when the
+    /// call writes `PIXELTYPE=SIGNEDBYTE` ([`byte_max`]), `None` otherwise or when unread.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub byte_max: Option<f64>,
+}
+
+/// Whether `band` is a Byte band that declares `PIXELTYPE=SIGNEDBYTE` in its
+/// `IMAGE_STRUCTURE` metadata: GDAL 3.6 reads it as signed bytes (-128..127), so must every
+/// reader of the server (attack round 7, R7-3: `raster_stats` answered 0..255 where GDAL
+/// reads -128..127).
+pub fn signed_byte(band: &gdal::raster::RasterBand<'_>) -> bool {
+    band.band_type() == gdal::raster::GdalDataType::UInt8
+        && band
+            .metadata_item("PIXELTYPE", "IMAGE_STRUCTURE")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("SIGNEDBYTE"))
+}
+
+/// A raw byte of a signed-byte band as GDAL reads it: 130 is -126, 255 is -1.
+pub fn signed_byte_value(raw: f64) -> f64 {
+    if raw > 127.0 {
+        raw - 256.0
+    } else {
+        raw
+    }
+}
+
+/// The largest value of the unsigned Byte bands of the raster at `path`, read exactly (every
+/// cell, its blocks reserved from the shared budget first); `None` when it has none or they
+/// cannot be read. Asked only for a call that writes `PIXELTYPE=SIGNEDBYTE`, which changes
+/// every value above 127.
+pub fn byte_max(path: &Path) -> Option<f64> {
+    let dataset = open(path).ok()?;
+    let bands: Vec<usize> = (1..=dataset.raster_count())
+        .filter(|&i| {
+            dataset.rasterband(i).is_ok_and(|b| {
+                b.band_type() == gdal::raster::GdalDataType::UInt8 && !signed_byte(&b)
+            })
+        })
+        .collect();
+    if bands.is_empty() {
+        return None;
+    }
+    let _memory = crate::gdal::policy::blocks::reserve(
+        &format!("reading the largest value of {}", path.display()),
+        path,
+        &dataset,
+        &bands,
+        crate::gdal::policy::blocks::Reach::Full,
+    )
+    .ok()?;
+    let _quiet = ErrorCapture::start();
+    let mut largest: Option<f64> = None;
+    for index in bands {
+        let band = dataset.rasterband(index).ok()?;
+        let range = band.compute_raster_min_max(false).ok()?;
+        largest = Some(largest.map_or(range.max, |l: f64| l.max(range.max)));
+    }
+    largest
 }
 
 /// Facts about a vector layer.
@@ -571,6 +642,7 @@ fn raster_facts(
     let mut nodata = Vec::with_capacity(count);
     let mut evidence = CategoricalEvidence::default();
     let mut bands = Vec::with_capacity(count);
+    let mut signed = false;
     let values = band_values(path, dataset)?;
     for index in 1..=count {
         if let Ok(band) = dataset.rasterband(index) {
@@ -583,6 +655,8 @@ fn raster_facts(
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
                 evidence.integer_classes = sampled.integer_classes;
+                evidence.whole_number_classes = sampled.whole_number_classes;
+                signed = signed_byte(&band);
             }
             bands.push(BandFacts {
                 scale: band.scale(),
@@ -627,6 +701,8 @@ fn raster_facts(
         flat_fraction: None,
         georeferencing,
         bands,
+        signed_byte: signed,
+        byte_max: None,
     })
 }
 
@@ -634,6 +710,8 @@ fn raster_facts(
 #[derive(Debug, Clone, Default)]
 struct SampledValues {
     integer_classes: bool,
+    /// At most [`MAX_CLASSES`] distinct whole numbers, in a band of any type.
+    whole_number_classes: bool,
     sentinels: Vec<Sentinel>,
     cells: u64,
 }
@@ -759,12 +837,14 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
         T::UInt8 | T::UInt16 | T::Int16 | T::UInt32 | T::Int32 | T::UInt64 | T::Int64
     );
     let mut distinct = BTreeSet::new();
+    let mut whole = true;
     let mut sentinels: Vec<Sentinel> = Vec::new();
     for &value in data {
         if is_nodata(value) {
             continue;
         }
-        if integer && distinct.len() <= MAX_CLASSES {
+        whole &= value.is_finite() && value.fract() == 0.0;
+        if whole && distinct.len() <= MAX_CLASSES {
             distinct.insert(value.to_bits());
         }
         if KNOWN_SENTINELS.contains(&value) {
@@ -785,6 +865,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     }
     SampledValues {
         integer_classes: integer && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
+        whole_number_classes: whole && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
         sentinels,
         cells: data.len() as u64,
     }

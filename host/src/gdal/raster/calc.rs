@@ -804,6 +804,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         &crate::gdal::facts::encoding::Written {
             types: vec![request.data_type.clone()],
             single_band_palette: false,
+            ..Default::default()
         },
         Some("ZSTD"),
     );

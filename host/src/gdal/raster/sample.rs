@@ -512,7 +512,11 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                     operation: format!("reading band {} at row {row}, column {column}", info.band),
                     message: capture.failure_text(&e.to_string()),
                 })?;
-            let raw = buffer.data().first().copied().unwrap_or(f64::NAN);
+            let mut raw = buffer.data().first().copied().unwrap_or(f64::NAN);
+            if crate::gdal::facts::signed_byte(&band) {
+                // As GDAL reads PIXELTYPE=SIGNEDBYTE: -128..127 (R7-3).
+                raw = crate::gdal::facts::signed_byte_value(raw);
+            }
             let is_nodata = raw.is_nan()
                 || info
                     .nodata

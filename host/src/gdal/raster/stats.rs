@@ -137,6 +137,15 @@ fn band_stats(
     // made min, max, mean and std null and put every cell in the first histogram bin).
     let is_valid = |v: f64| v.is_finite() && nodata.is_none_or(|nd| v != nd);
     let mut infinite_count = 0u64;
+    // A Byte band declaring PIXELTYPE=SIGNEDBYTE holds -128..127, as GDAL reads it (R7-3).
+    let signed = crate::gdal::facts::signed_byte(&band);
+    let as_read = |v: f64| {
+        if signed {
+            crate::gdal::facts::signed_byte_value(v)
+        } else {
+            v
+        }
+    };
     let scale = band.scale().filter(|s| *s != 1.0);
     let offset = band.offset().filter(|o| *o != 0.0);
     // Every valid cell is kept as a double (percentiles sort them): from the memory budget
@@ -174,7 +183,7 @@ fn band_stats(
         let data = buffer.data();
         cells = data.len() as u64;
         infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
-        values.extend(data.iter().copied().filter(|v| is_valid(*v)));
+        values.extend(data.iter().copied().map(as_read).filter(|v| is_valid(*v)));
     } else {
         let mut row = 0;
         while row < height {
@@ -185,7 +194,7 @@ fn band_stats(
             let data = buffer.data();
             cells += data.len() as u64;
             infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
-            values.extend(data.iter().copied().filter(|v| is_valid(*v)));
+            values.extend(data.iter().copied().map(as_read).filter(|v| is_valid(*v)));
             row += rows;
         }
     }

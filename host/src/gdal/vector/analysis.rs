@@ -93,6 +93,26 @@ pub fn read_layer(
                 .collect(),
         });
     }
+    // The overlays, joins and buffers work in the layer's own coordinates: in lon/lat a ring
+    // or line that crosses the antimeridian is a band round the globe there, so a join put a
+    // point at 10°E inside a box at 180° (attack round 7, R7-4). Refused, never computed wrong.
+    if srs.as_ref().is_some_and(|s| s.is_geographic()) {
+        if let Some(row) = rows.iter().find(|r| {
+            r.geometry
+                .as_ref()
+                .is_some_and(super::measure::crosses_antimeridian)
+        }) {
+            return Err(GdalError::Arguments(format!(
+                "{argument}: feature {} crosses the antimeridian (consecutive longitudes more \
+                 than 180° apart), and this tool works in the layer's lon/lat, where such a \
+                 feature wraps round the globe: its results would be wrong. Split the features \
+                 at ±180° (or reproject the layer to a projected CRS that keeps them whole) \
+                 first",
+                row.fid
+                    .map_or_else(|| "without id".to_string(), |f| f.to_string())
+            )));
+        }
+    }
     let mut fields = fields;
     if dataset.driver().short_name() == "CSV" {
         type_text_columns(&mut fields, &mut rows);

@@ -123,6 +123,9 @@ pub struct VectorReprojectArgs {
     pub layer: Option<String>,
     /// OGR driver of the output (default: from the extension).
     pub format: Option<String>,
+    /// When the two CRSs disagree on heights (vertical datum): "convert" shifts the values,
+    /// "keep" leaves them. Asked for only then.
+    pub heights: Option<super::raster::Heights>,
     #[serde(default)]
     pub overwrite: bool,
     pub justification: Option<Justifications>,
@@ -339,14 +342,37 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                     )
                 })?,
             };
-            let area = ogr::layer_extent(&ogr::layer("layer", &dataset, args.layer.as_deref())?)
-                .and_then(|e| transform::lonlat_bounds(&source, e));
+            let extent = ogr::layer_extent(&ogr::layer("layer", &dataset, args.layer.as_deref())?);
+            let area = extent.and_then(|e| transform::lonlat_bounds(&source, e));
+            let has_z = input_facts
+                .vector
+                .as_ref()
+                .is_some_and(|v| v.layers.iter().any(|l| l.has_z));
+            let keep = has_z && heights_of_reprojection(args.heights, extent, &source, &target)?;
+            // "keep": both sides' horizontal parts, so PROJ passes Z through unchanged (the
+            // output's CRS then names no vertical datum).
+            let (source, target) = if keep {
+                (demoted(&source)?, demoted(&target)?)
+            } else {
+                (source, target)
+            };
             let transformation = transform::facts(&source, &target, area);
             let mut argv = base_argv(&driver, &input_facts, false);
-            if let Some(src) = &args.src_crs {
-                argv.extend(["-s_srs".to_string(), src.clone()]);
+            if keep {
+                let wkt = |srs: &SpatialRef| {
+                    srs.to_wkt().map_err(|e| GdalError::Failed {
+                        operation: "writing a CRS as WKT".to_string(),
+                        message: e.to_string(),
+                    })
+                };
+                argv.extend(["-s_srs".to_string(), wkt(&source)?]);
+                argv.extend(["-t_srs".to_string(), wkt(&target)?]);
+            } else {
+                if let Some(src) = &args.src_crs {
+                    argv.extend(["-s_srs".to_string(), src.clone()]);
+                }
+                argv.extend(["-t_srs".to_string(), args.dst_crs.clone()]);
             }
-            argv.extend(["-t_srs".to_string(), args.dst_crs.clone()]);
             if let Some(pipeline) = transformation.as_ref().and_then(|t| t.explicit_pipeline()) {
                 argv.extend(["-ct".to_string(), pipeline.to_string()]);
             }
@@ -378,6 +404,67 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         translate,
     )
     .await
+}
+
+/// Whether a reprojection of geometries with Z keeps their heights (`true`) or lets PROJ shift
+/// them (`false`), settled by the call's `heights` or by the data: ogr2ogr shifts every Z
+/// between CRSs that disagree on heights (attack round 7, R7-5: EPSG:4326+5773 to EPSG:4979
+/// wrote Z 145.537 from 100 with no question). When the shift is not negligible and the call
+/// does not say, it is refused with both candidates, as `raster_reproject` does.
+fn heights_of_reprojection(
+    heights: Option<super::raster::Heights>,
+    extent: Option<[f64; 4]>,
+    source: &SpatialRef,
+    target: &SpatialRef,
+) -> Result<bool, ToolError> {
+    if let Some(h) = heights {
+        return Ok(h == super::raster::Heights::Keep);
+    }
+    let Some(e) = extent else {
+        return Ok(false);
+    };
+    let centre = ((e[0] + e[2]) / 2.0, (e[1] + e[3]) / 2.0);
+    let Some((from, to, shift)) = transform::vertical_shift(source, target, centre) else {
+        return Ok(false);
+    };
+    if shift.abs() < 0.001 {
+        return Ok(false);
+    }
+    Err(ToolError::Gdal(GdalError::Conflict {
+        message: format!(
+            "heights: the input's Z values are heights in {from} and the target's are {to}: \
+             ogr2ogr would shift every Z by {shift:+.2} m (at the layer's centre). Pass \
+             heights: \"convert\" to shift them (right for heights that must follow the \
+             target's height system), or heights: \"keep\" to leave them as they are (the \
+             output's CRS then names no vertical datum). To keep the vertical datum, name it in \
+             dst_crs as a compound CRS (e.g. \"EPSG:32633+5773\")."
+        ),
+        parameter: "heights".to_string(),
+        candidates: serde_json::json!([
+            {"heights": "keep", "value_change_m": 0.0},
+            {"heights": "convert", "value_change_m": shift},
+        ]),
+    }))
+}
+
+/// The horizontal part of a CRS (a compound CRS's first part, a 3D CRS as 2D).
+fn demoted(srs: &SpatialRef) -> Result<SpatialRef, GdalError> {
+    let failed = |e: gdal::errors::GdalError| GdalError::Failed {
+        operation: "separating a CRS's horizontal part".to_string(),
+        message: e.to_string(),
+    };
+    let copy = SpatialRef::from_wkt(&srs.to_wkt().map_err(failed)?).map_err(failed)?;
+    // SAFETY: OSRDemoteTo2D changes the handle it is given, which `copy` owns; a null name
+    // keeps the CRS's own.
+    let error = unsafe { gdal_sys::OSRDemoteTo2D(copy.to_c_hsrs(), std::ptr::null()) };
+    if error != gdal_sys::OGRErr::OGRERR_NONE {
+        return Err(GdalError::Arguments(
+            "heights: the CRS's horizontal part cannot be separated from its heights".to_string(),
+        ));
+    }
+    let mut copy = copy;
+    copy.set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+    Ok(copy)
 }
 
 /// `vector_convert`, as the tool table lists it.

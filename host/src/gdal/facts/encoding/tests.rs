@@ -143,6 +143,7 @@ fn fact(
         &Written {
             types: vec![data_type.to_string(); bands],
             single_band_palette: palette && bands == 1,
+            ..Default::default()
         },
         None,
     )
@@ -417,6 +418,7 @@ fn a_call_s_arguments_give_the_fact() {
     let written = Written {
         types: vec!["Byte".to_string(); 3],
         single_band_palette: false,
+        ..Default::default()
     };
     let declared = |tool: &str| {
         crate::server::registry::find(tool)
@@ -443,6 +445,7 @@ fn a_call_s_arguments_give_the_fact() {
     let float = Written {
         types: vec!["Float32".to_string()],
         single_band_palette: false,
+        ..Default::default()
     };
     let calc = for_call(&declared("raster_calc"), &serde_json::json!({}), &float).unwrap();
     assert_eq!((calc.compression.as_str(), calc.lossy), ("ZSTD", false));
