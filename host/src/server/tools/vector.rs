@@ -424,25 +424,50 @@ fn heights_of_reprojection(
         return Ok(false);
     };
     let centre = ((e[0] + e[2]) / 2.0, (e[1] + e[3]) / 2.0);
-    let Some((from, to, shift)) = transform::vertical_shift(source, target, centre) else {
+    let Some(change) = transform::vertical_shift(source, target, centre, None) else {
         return Ok(false);
     };
-    if shift.abs() < 0.001 {
+    if !change.matters() {
         return Ok(false);
     }
+    let (from, to) = (&change.from, &change.to);
+    let what = if (change.scale - 1.0).abs() > 1e-6 {
+        format!(
+            "turn every Z into {:.7} x Z {:+.2} (a Z of 100 becomes {:.3}, at the layer's centre)",
+            change.scale,
+            change.offset,
+            change.apply(100.0)
+        )
+    } else if change.offset.abs() >= 0.001 {
+        format!(
+            "shift every Z by {:+.2} m (at the layer's centre)",
+            change.offset
+        )
+    } else {
+        "leave every Z as it is while the output's CRS calls them heights of the target's \
+         system"
+            .to_string()
+    };
+    let ballpark = if change.ballpark {
+        " PROJ has no model of the separation between these height systems here (a ballpark \
+         vertical transformation: install the geoid grid, e.g. with projsync, for a real \
+         conversion)."
+    } else {
+        ""
+    };
     Err(ToolError::Gdal(GdalError::Conflict {
         message: format!(
             "heights: the input's Z values are heights in {from} and the target's are {to}: \
-             ogr2ogr would shift every Z by {shift:+.2} m (at the layer's centre). Pass \
-             heights: \"convert\" to shift them (right for heights that must follow the \
-             target's height system), or heights: \"keep\" to leave them as they are (the \
-             output's CRS then names no vertical datum). To keep the vertical datum, name it in \
-             dst_crs as a compound CRS (e.g. \"EPSG:32633+5773\")."
+             ogr2ogr would {what}.{ballpark} Pass heights: \"convert\" to change them (right \
+             for heights that must follow the target's height system), or heights: \"keep\" to \
+             leave them as they are (the output's CRS then names no vertical datum). To keep \
+             the vertical datum, name it in dst_crs as a compound CRS (e.g. \"EPSG:32633+5773\")."
         ),
         parameter: "heights".to_string(),
         candidates: serde_json::json!([
-            {"heights": "keep", "value_change_m": 0.0},
-            {"heights": "convert", "value_change_m": shift},
+            {"heights": "keep", "value_change_m": 0.0, "value_100_becomes": 100.0},
+            {"heights": "convert", "value_change_m": change.offset, "scale": change.scale,
+             "value_100_becomes": change.apply(100.0), "ballpark": change.ballpark},
         ]),
     }))
 }
