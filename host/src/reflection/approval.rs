@@ -591,10 +591,14 @@ pub fn form_schema() -> Value {
 /// each finding with its evidence, the agent's justification when one was given, and why a
 /// person is asked (`form` as the gate records it in a request).
 pub fn form_message(form: &Value) -> String {
+    // Hosts may show the form in a terminal: every string from the agent or the data is
+    // escaped as on the approve screen (attack round 8, R8-4: a file name holding ESC[2J
+    // reached `elicitation/create` raw).
+    use crate::terminal::escape;
     let mut text = format!(
         "gdal-mcp asks a person to sign off one tool call: {}. Your answer approves this exact \
          call only (these arguments, these input files as they are now, this policy), once.\n",
-        form["tool"].as_str().unwrap_or("?")
+        escape(form["tool"].as_str().unwrap_or("?"))
     );
     text.push_str("\nArguments:\n");
     match form["arguments"].as_object() {
@@ -604,7 +608,7 @@ pub fn form_message(form: &Value) -> String {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let _ = writeln!(text, "- {name} = {shown}");
+                let _ = writeln!(text, "- {} = {}", escape(name), escape(&shown));
             }
         }
         _ => text.push_str("- (none)\n"),
@@ -614,24 +618,24 @@ pub fn form_message(form: &Value) -> String {
         let _ = writeln!(
             text,
             "- {} (sha256 {})",
-            input["path"].as_str().unwrap_or("?"),
-            input["sha256"].as_str().unwrap_or("unknown")
+            escape(input["path"].as_str().unwrap_or("?")),
+            escape(input["sha256"].as_str().unwrap_or("unknown"))
         );
     }
     let _ = writeln!(
         text,
         "\nFinding of {} ({}): {}",
-        form["domain"].as_str().unwrap_or("?"),
-        form["severity"].as_str().unwrap_or("?"),
-        form["reason"].as_str().unwrap_or("")
+        escape(form["domain"].as_str().unwrap_or("?")),
+        escape(form["severity"].as_str().unwrap_or("?")),
+        escape(form["reason"].as_str().unwrap_or(""))
     );
     for item in form["evidence"].as_array().into_iter().flatten() {
         let _ = writeln!(
             text,
             "- {}: {} Why it matters: {}",
-            item["id"].as_str().unwrap_or("?"),
-            item["fact"].as_str().unwrap_or(""),
-            item["why"].as_str().unwrap_or("")
+            escape(item["id"].as_str().unwrap_or("?")),
+            escape(item["fact"].as_str().unwrap_or("")),
+            escape(item["why"].as_str().unwrap_or(""))
         );
     }
     match &form["justification"] {
@@ -640,14 +644,14 @@ pub fn form_message(form: &Value) -> String {
             let _ = writeln!(
                 text,
                 "\nThe agent's justification:\n{}",
-                serde_json::to_string_pretty(j).unwrap_or_default()
+                crate::terminal::escape_json(j).unwrap_or_default()
             );
         }
     }
     let _ = write!(
         text,
         "\nWhy a person is asked: {}",
-        form["policy"].as_str().unwrap_or("")
+        escape(form["policy"].as_str().unwrap_or(""))
     );
     text
 }
@@ -979,5 +983,33 @@ mod tests {
         ] {
             assert!(message.contains(shown), "{shown}: {message}");
         }
+    }
+    /// Regression, attack round 8, R8-4: the sign-off form's message carried a file name's
+    /// ESC[2J and U+202E raw to hosts that show forms in a terminal.
+    #[test]
+    fn r8_4_the_form_message_escapes_what_came_from_the_agent_or_the_data() {
+        let form = serde_json::json!({
+            "tool": "vector_reproject",
+            "arguments": {"input": "c\u{1b}[2J\u{202e}x.geojson"},
+            "inputs": [{"path": "/w/c\u{1b}[2J\u{202e}x.geojson", "sha256": "ab"}],
+            "domain": "crs_datum", "severity": "critical",
+            "reason": "CRS T\u{9b}8m", "evidence": [{"id": "e", "fact": "f\u{1b}", "why": "w"}],
+            "justification": {"text": "j\u{202e}"}, "policy": "p",
+        });
+        let message = form_message(&form);
+        assert!(
+            !message
+                .chars()
+                .any(|c| crate::terminal::is_unsafe(c) && c != '\n'),
+            "{message:?}"
+        );
+        assert!(
+            message.contains("c\\u{1b}[2J\\u{202e}x.geojson"),
+            "{message}"
+        );
+        // The clean twin: an accented name is shown as it is.
+        let clean =
+            form_message(&serde_json::json!({"tool": "t", "inputs": [{"path": "Höhen.tif"}]}));
+        assert!(clean.contains("Höhen.tif"), "{clean}");
     }
 }

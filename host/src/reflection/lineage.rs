@@ -640,8 +640,10 @@ impl LineageStore {
         let Some(start) = start else {
             return lineage;
         };
-        for (depth, record) in self.walk(start) {
-            lineage.steps.push(record.step(depth));
+        for (depth, record, copy) in self.walk_marking_copies(start) {
+            if !copy {
+                lineage.steps.push(record.step(depth));
+            }
         }
         lineage
     }
@@ -657,6 +659,19 @@ impl LineageStore {
     /// it wrote) adds no upstream, so one copy per content is listed, and repeated copies
     /// cannot push the steps that made the content past [`MAX_STEPS`].
     pub fn walk(&self, sha256: &str) -> Vec<(u32, Record)> {
+        self.walk_marking_copies(sha256)
+            .into_iter()
+            .map(|(depth, record, _)| (depth, record))
+            .collect()
+    }
+
+    /// [`Self::walk`], each record marked `true` when it is a copy of the content it was found
+    /// under (every input had the content it wrote). A copy changed no value, so it adds no
+    /// step to what a domain sees upstream: an ungated nearest `raster_resample` at the
+    /// raster's own cell size writes the very bytes it read, and its record, filed under the
+    /// original's content, made an untouched DEM look interpolated, refused by the operator's
+    /// rule on `upstream_interpolation` (attack round 8, R8-2).
+    pub fn walk_marking_copies(&self, sha256: &str) -> Vec<(u32, Record, bool)> {
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut queue: VecDeque<(u32, String)> = VecDeque::from([(1, sha256.to_string())]);
         let mut out = Vec::new();
@@ -693,7 +708,7 @@ impl LineageStore {
                         queue.push_back((depth + 1, d));
                     }
                 }
-                out.push((depth, record));
+                out.push((depth, record, copy));
             }
         }
         out
@@ -948,11 +963,12 @@ mod tests {
             .iter()
             .map(|s| (s.depth, s.tool.as_str()))
             .collect();
-        assert_eq!(tools, [(1, "raster_resample"), (1, "raster_convert")]);
+        // The copies changed no value: they add no step (attack round 8, R8-2).
+        assert_eq!(tools, [(1, "raster_resample")]);
         assert_eq!(after.steps[0].resampling.as_deref(), Some("bilinear"));
         // A copy of the copy (another path, same content) has the same upstream.
         let last = dir.path().join("copy69.tif");
-        assert_eq!(store.upstream(&last).steps.len(), 2);
+        assert_eq!(store.upstream(&last).steps.len(), 1);
         // The newest record still answers `record` (the lineage:// resource's JSON).
         assert_eq!(
             store
@@ -961,6 +977,32 @@ mod tests {
                 .tool,
             "raster_convert"
         );
+    }
+
+    /// Regression (attack round 8, R8-2): a nearest `raster_resample` at the raster's own cell
+    /// size writes the very bytes it read; its record, filed under the original's content,
+    /// made the untouched original look resampled (and an operator's rule on upstream
+    /// interpolation refused it). A record that wrote the content it read adds no step; the
+    /// twin, a resampling that wrote other bytes, is a step of its output.
+    #[test]
+    fn r8_2_a_step_that_wrote_the_bytes_it_read_adds_no_upstream_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let original = dir.path().join("dem.tif");
+        let same = dir.path().join("near.tif");
+        let other = dir.path().join("bil.tif");
+        std::fs::write(&original, b"dem").unwrap();
+        std::fs::write(&same, b"dem").unwrap();
+        std::fs::write(&other, b"smoothed dem").unwrap();
+        let mut identity = record_of("raster_resample", &store, &[&original], &same);
+        identity.summary.resampling = Some("bilinear".to_string());
+        store.write(identity).unwrap();
+        assert!(store.upstream(&original).steps.is_empty());
+        assert!(store.upstream(&same).steps.is_empty());
+        let mut resample = record_of("raster_resample", &store, &[&original], &other);
+        resample.summary.resampling = Some("bilinear".to_string());
+        store.write(resample).unwrap();
+        assert_eq!(store.upstream(&other).steps.len(), 1);
     }
 
     #[test]
