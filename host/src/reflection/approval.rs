@@ -574,7 +574,7 @@ pub fn form_schema() -> Value {
         "properties": {
             "decision": {
                 "type": "string",
-                "title": "Your decision on this exact call",
+                "title": "Your decision on the call or decision described",
                 "enum": ["approve", "decline"],
             },
             "note": {
@@ -595,9 +595,19 @@ pub fn form_message(form: &Value) -> String {
     // escaped as on the approve screen (attack round 8, R8-4: a file name holding ESC[2J
     // reached `elicitation/create` raw).
     use crate::terminal::escape;
+    // What a yes covers, as the binding takes it (attack round 8, R8-13: under a rule that
+    // covers the decision the form said "this exact call only, once" while later calls of the
+    // decision ran on the same yes).
+    let covers = if form["covers_decision"].as_bool() == Some(true) {
+        "Your answer approves this decision: this call and later calls of it that write to \
+         another output (the same input files as they are now, the other arguments, this \
+         policy), until it expires."
+    } else {
+        "Your answer approves this exact call only (these arguments, these input files as they \
+         are now, this policy), once."
+    };
     let mut text = format!(
-        "gdal-mcp asks a person to sign off one tool call: {}. Your answer approves this exact \
-         call only (these arguments, these input files as they are now, this policy), once.\n",
+        "gdal-mcp asks a person to sign off one tool call: {}. {covers}\n",
         escape(form["tool"].as_str().unwrap_or("?"))
     );
     text.push_str("\nArguments:\n");
@@ -1011,5 +1021,15 @@ mod tests {
         let clean =
             form_message(&serde_json::json!({"tool": "t", "inputs": [{"path": "Höhen.tif"}]}));
         assert!(clean.contains("Höhen.tif"), "{clean}");
+    }
+    /// Regression, attack round 8, R8-13: under a rule that covers the decision the form
+    /// said the yes approved "this exact call only", once, while later calls ran on it.
+    #[test]
+    fn r8_13_the_form_says_what_a_covering_yes_covers() {
+        let covering = form_message(&serde_json::json!({"tool": "t", "covers_decision": true}));
+        assert!(covering.contains("later calls"), "{covering}");
+        assert!(!covering.contains("this exact call only"), "{covering}");
+        let once = form_message(&serde_json::json!({"tool": "t", "covers_decision": false}));
+        assert!(once.contains("this exact call only"), "{once}");
     }
 }

@@ -423,6 +423,15 @@ fn heights_of_reprojection(
     let Some(e) = extent else {
         return Ok(false);
     };
+    // ogr2ogr (GDAL 3.6) changes Z only between two CRSs with three axes (a compound CRS, or
+    // a 3D one such as EPSG:4979); to or from a 2D CRS it leaves Z as it is, so there is
+    // nothing to ask (attack round 8, R8-6: EPSG:4326+5773 to EPSG:32633 was asked about a
+    // +45.54 m shift ogr2ogr does not make, and `convert` then wrote Z unchanged).
+    // SAFETY: both handles are valid for the call; OSRGetAxesCount only reads them.
+    let axes = |srs: &SpatialRef| unsafe { gdal_sys::OSRGetAxesCount(srs.to_c_hsrs()) };
+    if axes(source) < 3 || axes(target) < 3 {
+        return Ok(false);
+    }
     let centre = ((e[0] + e[2]) / 2.0, (e[1] + e[3]) / 2.0);
     let Some(change) = transform::vertical_shift(source, target, centre, None) else {
         return Ok(false);
