@@ -1188,7 +1188,14 @@ pub(crate) fn crosses_antimeridian(geometry: &Geometry) -> bool {
     if count == 0 {
         let mut points = Vec::new();
         geometry.get_points(&mut points);
-        return points.windows(2).any(|w| (w[1].0 - w[0].0).abs() > 180.0);
+        // An edge between two points both on ±180° runs along the antimeridian or the pole
+        // (a world box, Antarctica as Natural Earth draws it) and crosses nothing (attack
+        // round 8, R8-11: such rings were refused as crossings).
+        let on_the_antimeridian = |lon: f64| (lon.abs() - 180.0).abs() < 1e-9;
+        return points.windows(2).any(|w| {
+            (w[1].0 - w[0].0).abs() > 180.0
+                && !(on_the_antimeridian(w[0].0) && on_the_antimeridian(w[1].0))
+        });
     }
     (0..count).any(|i| crosses_antimeridian(&geometry.get_geometry(i)))
 }
@@ -1218,6 +1225,33 @@ fn fid_text(fid: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression, attack round 8, R8-11: rings that run along ±180° or the pole (a world
+    /// box, Antarctica as Natural Earth draws it) were refused as antimeridian crossings; a
+    /// ring that jumps from 179.95°E to 179.95°W still crosses.
+    #[test]
+    fn r8_11_edges_along_the_antimeridian_are_not_crossings() {
+        crate::gdal::init();
+        let cases = [
+            (
+                "POLYGON ((-180 -90,180 -90,180 90,-180 90,-180 -90))",
+                false,
+            ),
+            (
+                "POLYGON ((-180 -84.7,-90 -80,0 -75,90 -80,180 -84.7,180 -90,-180 -90,-180 -84.7))",
+                false,
+            ),
+            ("POLYGON ((10 10,11 10,11 11,10 11,10 10))", false),
+            (
+                "POLYGON ((179.95 0,-179.95 0,-179.95 0.1,179.95 0.1,179.95 0))",
+                true,
+            ),
+        ];
+        for (wkt, crossing) in cases {
+            let geometry = Geometry::from_wkt(wkt).unwrap();
+            assert_eq!(crosses_antimeridian(&geometry), crossing, "{wkt}");
+        }
+    }
 
     /// Candidates agree within one part per million of the larger, and not beyond.
     #[test]
