@@ -1837,3 +1837,116 @@ async fn r7_4_polygons_across_the_antimeridian_are_refused_not_miscounted() {
         );
     }
 }
+
+/// Regression (attack round 7, R7-4, the rest): a geodesic `vector_buffer` of a point near
+/// ±180° wrote a ring jumping across the antimeridian (a band round the globe, which the other
+/// tools then refused), and `vector_clip` by a mask box from 179.95°E to 179.95°W kept a point
+/// at 10°E, clipping by that band. The buffer is now split at ±180° (the result says so) and
+/// measures as two 32-gons of 10 km; the clip splits the mask and keeps only the two points
+/// beside the antimeridian; an input feature crossing it is refused. Twins: a buffer at 10°E
+/// is not split, and an ordinary mask clips as before.
+#[tokio::test]
+async fn r7_4_buffers_and_clip_masks_across_the_antimeridian_are_split_there() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let wells = server.path("dateline_wells.geojson");
+    layer(
+        &wells,
+        4326,
+        &[point("east", [179.99, 0.0]), point("plain", [10.0, 0.0])],
+    );
+    let output = server.path("dateline_10km.gpkg");
+    let buffered = server
+        .call(
+            "vector_buffer",
+            json!({"input": wells.display().to_string(), "output": output.display().to_string(),
+                   "distance": 10, "unit": "km"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&buffered), "{}", text(&buffered));
+    let notes = structured(&buffered)["notes"].to_string();
+    assert!(notes.contains("1 buffer(s) reach across ±180°"), "{notes}");
+    let measured = call_justified(
+        &server,
+        "vector_measure",
+        json!({"input": output.display().to_string()}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&measured.result), "{}", text(&measured.result));
+    let out = structured(&measured.result);
+    let polygon_32 = 0.5 * 32.0 * 10_000.0_f64.powi(2) * (2.0 * std::f64::consts::PI / 32.0).sin();
+    assert!(
+        close(&out["polygons"]["area"], 2.0 * polygon_32, 1e-3),
+        "{out}"
+    );
+
+    // The clip: a mask box across ±180° in the same CRS.
+    let mask = server.path("dateline_mask.geojson");
+    let across = vec![
+        [179.95, -17.0],
+        [-179.95, -17.0],
+        [-179.95, -16.9],
+        [179.95, -16.9],
+        [179.95, -17.0],
+    ];
+    layer(&mask, 4326, &[(json!({}), polygon(&[across]))]);
+    let plain_mask = server.path("plain_mask.geojson");
+    layer(
+        &plain_mask,
+        4326,
+        &[(json!({}), polygon(&[square(9.9, -17.0, 0.2)]))],
+    );
+    let towns = server.path("dateline_towns.geojson");
+    layer(
+        &towns,
+        4326,
+        &[
+            point("west", [179.97, -16.95]),
+            point("east", [-179.97, -16.95]),
+            point("far", [10.0, -16.95]),
+        ],
+    );
+    for (mask, kept) in [(&mask, 2), (&plain_mask, 1)] {
+        let clipped = call_justified(
+            &server,
+            "vector_clip",
+            json!({"input": towns.display().to_string(), "mask": mask.display().to_string(),
+                   "output": server.path(&format!("kept_{kept}.gpkg")).display().to_string()}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&clipped.result), "{}", text(&clipped.result));
+        let out = structured(&clipped.result);
+        assert_eq!(
+            out["written"]["layers"][0]["feature_count"],
+            json!(kept),
+            "{out}"
+        );
+        assert_eq!(
+            out["warnings"]
+                .to_string()
+                .contains("split there before clipping"),
+            kept == 2,
+            "{out}"
+        );
+    }
+    // An input feature across ±180° is refused, naming it; nothing is written.
+    let refused = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": mask.display().to_string(), "mask": plain_mask.display().to_string(),
+               "output": server.path("never.gpkg").display().to_string()}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result));
+    assert!(
+        text(&refused.result).contains("feature 0 crosses the antimeridian"),
+        "{}",
+        text(&refused.result)
+    );
+    assert!(!server.path("never.gpkg").exists());
+}

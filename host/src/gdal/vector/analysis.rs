@@ -15,8 +15,9 @@ use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, CrsFacts};
 use crate::gdal::output::Staging;
 use crate::gdal::vector::geometry::{
-    centre, ellipsoid_of, geographic_of, local_aeqd, overlapping_pairs, parts, polygon_pieces,
-    repair, scale_error, transformer, union_all, Kind, Measurer,
+    antimeridian_refusal, centre, crosses_antimeridian, ellipsoid_of, geographic_of, local_aeqd,
+    overlapping_pairs, parts, polygon_pieces, repair, scale_error, split_at_antimeridian,
+    transformer, union_all, Kind, Measurer,
 };
 use crate::gdal::vector::measure::{CrsName, MeasurementFacts, Method};
 use crate::gdal::{ErrorCapture, GdalError};
@@ -97,20 +98,15 @@ pub fn read_layer(
     // or line that crosses the antimeridian is a band round the globe there, so a join put a
     // point at 10°E inside a box at 180° (attack round 7, R7-4). Refused, never computed wrong.
     if srs.as_ref().is_some_and(|s| s.is_geographic()) {
-        if let Some(row) = rows.iter().find(|r| {
-            r.geometry
-                .as_ref()
-                .is_some_and(super::measure::crosses_antimeridian)
-        }) {
-            return Err(GdalError::Arguments(format!(
-                "{argument}: feature {} crosses the antimeridian (consecutive longitudes more \
-                 than 180° apart), and this tool works in the layer's lon/lat, where such a \
-                 feature wraps round the globe: its results would be wrong. Split the features \
-                 at ±180° (or reproject the layer to a projected CRS that keeps them whole) \
-                 first",
-                row.fid
-                    .map_or_else(|| "without id".to_string(), |f| f.to_string())
-            )));
+        if let Some(row) = rows
+            .iter()
+            .find(|r| r.geometry.as_ref().is_some_and(crosses_antimeridian))
+        {
+            return Err(antimeridian_refusal(
+                argument,
+                row.fid,
+                "its results would be wrong",
+            ));
         }
     }
     let mut fields = fields;
@@ -422,6 +418,25 @@ fn geodesic_circle(
     Ok(polygon)
 }
 
+/// `geometry`, split at ±180° when it is a surface in a lon/lat layer that reaches across
+/// there (counted in `split`); anything else as it is.
+fn split_where_it_wraps(
+    geometry: Geometry,
+    geographic: bool,
+    split: &mut usize,
+) -> Result<Geometry, GdalError> {
+    if !geographic {
+        return Ok(geometry);
+    }
+    Ok(match split_at_antimeridian(&geometry)? {
+        Some(parts) => {
+            *split += 1;
+            parts
+        }
+        None => geometry,
+    })
+}
+
 fn distance_note(value: f64, unit: &str, metres: f64) -> String {
     format!("{value} {unit} ({metres} m)")
 }
@@ -606,6 +621,11 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             ));
             let (_, geodesic) = ellipsoid_of(&srs)?;
             let to_layer = transformer(&geographic, &srs)?;
+            // In a lon/lat layer a buffer that reaches across ±180° comes back as a ring that
+            // jumps there, a band round the globe to every planar reader and to the other
+            // tools (attack round 7, R7-4): split it at ±180° instead.
+            let layer_is_geographic = srs.is_geographic();
+            let mut split = 0usize;
             for (i, row) in data.rows.iter().enumerate() {
                 if i % 256 == 0
                     && !crate::gdal::keep_going(i as f64 / data.rows.len().max(1) as f64)
@@ -631,6 +651,7 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                         )?
                         .transform(&to_layer)
                         .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                        let circle = split_where_it_wraps(circle, layer_is_geographic, &mut split)?;
                         buffered.push((as_multipolygon(&circle)?, row.values.clone()));
                     }
                     continue;
@@ -644,7 +665,15 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                     .and_then(|l| l.buffer(request.distance_m, request.segments))
                     .and_then(|b| b.transform(&back))
                     .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
+                let b = split_where_it_wraps(b, layer_is_geographic, &mut split)?;
                 buffered.push((as_multipolygon(&b)?, row.values.clone()));
+            }
+            if split > 0 {
+                notes.push(format!(
+                    "{split} buffer(s) reach across ±180°: each is written split there into \
+                     parts on both sides (in lon/lat a ring jumping across the antimeridian \
+                     would wrap round the globe)"
+                ));
             }
         }
     }

@@ -140,6 +140,150 @@ pub fn union_all(geometries: &[Geometry]) -> Option<Geometry> {
     unsafe { owned(gdal_sys::OGR_G_UnionCascaded(collection.c_geometry())) }
 }
 
+/// Whether a ring or line of `geometry` (lon/lat) jumps across the antimeridian: two
+/// consecutive vertices more than 180° of longitude apart.
+pub fn crosses_antimeridian(geometry: &Geometry) -> bool {
+    let count = geometry.geometry_count();
+    if count == 0 {
+        let mut points = Vec::new();
+        geometry.get_points(&mut points);
+        // An edge between two points both on ±180° runs along the antimeridian or the pole
+        // (a world box, Antarctica as Natural Earth draws it) and crosses nothing (attack
+        // round 8, R8-11: such rings were refused as crossings).
+        // So does an edge between two points on a pole (a surface closed along it).
+        let on_the_antimeridian = |lon: f64| (lon.abs() - 180.0).abs() < 1e-9;
+        let on_a_pole = |lat: f64| (lat.abs() - 90.0).abs() < 1e-9;
+        return points.windows(2).any(|w| {
+            (w[1].0 - w[0].0).abs() > 180.0
+                && !(on_the_antimeridian(w[0].0) && on_the_antimeridian(w[1].0))
+                && !(on_a_pole(w[0].1) && on_a_pole(w[1].1))
+        });
+    }
+    (0..count).any(|i| crosses_antimeridian(&geometry.get_geometry(i)))
+}
+
+/// The error of a tool that works in a layer's lon/lat and met a feature crossing the
+/// antimeridian, where it wraps round the globe: refused, never computed wrong (attack
+/// round 7, R7-4). `consequence` says what would have gone wrong in this tool.
+pub fn antimeridian_refusal(argument: &str, fid: Option<u64>, consequence: &str) -> GdalError {
+    GdalError::Arguments(format!(
+        "{argument}: feature {} crosses the antimeridian (consecutive longitudes more than 180° \
+         apart), and this tool works in the layer's lon/lat, where such a feature wraps round \
+         the globe: {consequence}. Split the features at ±180° (or reproject the layer to a \
+         projected CRS that keeps them whole) first",
+        fid.map_or_else(|| "without id".to_string(), |f| f.to_string())
+    ))
+}
+
+/// A lon/lat polygon or multipolygon whose edges jump across ±180° (a buffer drawn round a
+/// feature near the antimeridian and brought back to lon/lat) as the same surface split at
+/// ±180°: every part within [-180°, 180°], no edge a jump. A ring that winds round a pole (a
+/// circle round it) is closed along the pole. `None` when nothing needs splitting, so an
+/// ordinary geometry is never rewritten.
+///
+/// Each ring is unwrapped (every step between consecutive vertices taken the short way round,
+/// holes on their shell's sheet), then the surface is cut by 360°-wide windows and each piece
+/// shifted back by whole turns: the split parts cover exactly the unsplit surface.
+pub fn split_at_antimeridian(geometry: &Geometry) -> Result<Option<Geometry>, GdalError> {
+    let failed = |what: String| GdalError::Failed {
+        operation: "splitting a lon/lat polygon at the antimeridian".to_string(),
+        message: what,
+    };
+    let turn = |d: f64| d - 360.0 * (d / 360.0).round();
+    let mut unwrapped: Vec<Vec<Vec<(f64, f64)>>> = Vec::new();
+    let mut needs_split = false;
+    let (mut west, mut east) = (f64::INFINITY, f64::NEG_INFINITY);
+    for polygon in polygon_pieces(geometry) {
+        let mut rings = Vec::new();
+        let mut sheet: Option<f64> = None;
+        for i in 0..polygon.geometry_count() {
+            let mut points = Vec::new();
+            polygon.get_geometry(i).get_points(&mut points);
+            let Some(&(x0, _, _)) = points.first() else {
+                continue;
+            };
+            let mut x = sheet.map_or(x0, |s| s + turn(x0 - s));
+            sheet.get_or_insert(x);
+            let ring_start = x;
+            let mut ring = vec![(x, points[0].1)];
+            for w in points.windows(2) {
+                x += turn(w[1].0 - w[0].0);
+                ring.push((x, w[1].1));
+            }
+            let winds = ((x - ring[0].0) / 360.0).round();
+            // Closed exactly, as GEOS requires (the sums above may leave a last bit).
+            if let Some(last) = ring.last_mut() {
+                last.0 = ring_start + 360.0 * winds;
+            }
+            if winds != 0.0 {
+                // Round a pole: close the ring along it, on the side its vertices lie.
+                let mean = ring.iter().map(|p| p.1).sum::<f64>() / ring.len() as f64;
+                let pole = if mean >= 0.0 { 90.0 } else { -90.0 };
+                let first = ring[0];
+                ring.push((ring_start + 360.0 * winds, pole));
+                ring.push((first.0, pole));
+                ring.push(first);
+                needs_split = true;
+            }
+            for p in &ring {
+                west = west.min(p.0);
+                east = east.max(p.0);
+            }
+            rings.push(ring);
+        }
+        if !rings.is_empty() {
+            unwrapped.push(rings);
+        }
+    }
+    if !needs_split && west >= -180.0 - 1e-9 && east <= 180.0 + 1e-9 {
+        return Ok(None);
+    }
+    let mut out = Geometry::empty(Wkb::wkbMultiPolygon).map_err(|e| failed(e.to_string()))?;
+    for rings in &unwrapped {
+        let polygon = polygon_from(rings, 0.0).map_err(|e| failed(e.to_string()))?;
+        let first = ((west + 180.0) / 360.0).floor() as i64;
+        let last = ((east + 180.0) / 360.0).floor() as i64;
+        for k in first..=last {
+            let shift = 360.0 * k as f64;
+            let window = vec![vec![
+                (-180.0 + shift, -90.0),
+                (180.0 + shift, -90.0),
+                (180.0 + shift, 90.0),
+                (-180.0 + shift, 90.0),
+                (-180.0 + shift, -90.0),
+            ]];
+            let window = polygon_from(&window, 0.0).map_err(|e| failed(e.to_string()))?;
+            let Some(piece) = polygon.intersection(&window) else {
+                return Err(failed("GEOS could not intersect a piece".to_string()));
+            };
+            for part in polygon_pieces(&piece) {
+                let mut rings = Vec::new();
+                for i in 0..part.geometry_count() {
+                    let mut points = Vec::new();
+                    part.get_geometry(i).get_points(&mut points);
+                    rings.push(points.into_iter().map(|(x, y, _)| (x, y)).collect());
+                }
+                let back = polygon_from(&rings, -shift).map_err(|e| failed(e.to_string()))?;
+                out.add_geometry(back).map_err(|e| failed(e.to_string()))?;
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// A polygon of `rings` (shell first), every x shifted by `dx`.
+fn polygon_from(rings: &[Vec<(f64, f64)>], dx: f64) -> Result<Geometry, gdal::errors::GdalError> {
+    let mut polygon = Geometry::empty(Wkb::wkbPolygon)?;
+    for ring in rings {
+        let mut r = Geometry::empty(Wkb::wkbLinearRing)?;
+        for &(x, y) in ring {
+            r.add_point_2d((x + dx, y));
+        }
+        polygon.add_geometry(r)?;
+    }
+    Ok(polygon)
+}
+
 /// The polygons inside a geometry (a polygon, a multipolygon or a collection), as owned
 /// polygons.
 pub fn polygon_pieces(geometry: &Geometry) -> Vec<Geometry> {
@@ -744,6 +888,113 @@ impl ReadBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The geodesic area of a lon/lat polygon or multipolygon, m² (WGS 84).
+    fn geodesic_area(geometry: &Geometry) -> f64 {
+        let wgs84 = Geodesic::wgs84();
+        polygon_pieces(geometry)
+            .iter()
+            .map(|polygon| {
+                (0..polygon.geometry_count())
+                    .map(|i| {
+                        let mut points = Vec::new();
+                        polygon.get_geometry(i).get_points(&mut points);
+                        let mut area = PolygonArea::new(&wgs84, Winding::CounterClockwise);
+                        for (x, y, _) in &points[..points.len() - 1] {
+                            area.add_point(*y, *x);
+                        }
+                        let (_, a, _) = area.compute(true);
+                        if i == 0 {
+                            a.abs()
+                        } else {
+                            -a.abs()
+                        }
+                    })
+                    .sum::<f64>()
+            })
+            .sum()
+    }
+
+    /// A ring through the geodesic circle's vertices, as GDAL's lon/lat gives them (wrapped to
+    /// [-180°, 180°]).
+    fn wrapped_circle(lon: f64, lat: f64, radius: f64, steps: usize) -> Geometry {
+        use geographiclib_rs::DirectGeodesic;
+        let wgs84 = Geodesic::wgs84();
+        let mut ring = Geometry::empty(Wkb::wkbLinearRing).unwrap();
+        for k in 0..=steps {
+            let azimuth = 360.0 * (k % steps) as f64 / steps as f64;
+            let (lat2, lon2): (f64, f64) = wgs84.direct(lat, lon, azimuth, radius);
+            ring.add_point_2d((lon2, lat2));
+        }
+        let mut polygon = Geometry::empty(Wkb::wkbPolygon).unwrap();
+        polygon.add_geometry(ring).unwrap();
+        polygon
+    }
+
+    /// Regression, attack round 7, R7-4 (the buffer side): a geodesic buffer near ±180° came
+    /// back to lon/lat as a ring jumping across the antimeridian, a band round the globe that
+    /// the other tools then refused. Split, its parts lie on both sides, none crosses, and
+    /// together they keep the circle's own area (the unsplit ring's geodesic area, which
+    /// GeographicLib reads right); a circle round the pole is closed along it and keeps its
+    /// area too; a circle away from both is left as it is.
+    #[test]
+    fn r7_4_surfaces_across_the_antimeridian_are_split_there() {
+        crate::gdal::init();
+        let radius = 10_000.0;
+        let disc = std::f64::consts::PI * radius * radius;
+        for (lon, lat) in [(179.99, 0.0), (-179.95, -45.0), (180.0, 60.0)] {
+            let circle = wrapped_circle(lon, lat, radius, 64);
+            assert!(crosses_antimeridian(&circle), "{lon} {lat}");
+            let split = split_at_antimeridian(&circle).unwrap().expect("split");
+            assert!(!crosses_antimeridian(&split), "{lon} {lat}");
+            let pieces = polygon_pieces(&split);
+            assert_eq!(pieces.len(), 2, "{lon} {lat}");
+            let e = split.envelope();
+            assert!(e.MinX >= -180.0 && e.MaxX <= 180.0, "{lon} {lat}: {e:?}");
+            let (whole, parts) = (geodesic_area(&circle), geodesic_area(&split));
+            assert!((parts - whole).abs() < 1e-6 * whole, "{parts} vs {whole}");
+            assert!((whole - disc).abs() < 3e-3 * disc, "{whole} vs {disc}");
+        }
+        // Round the north pole: 50 km from a centre 10 km short of it.
+        let polar = wrapped_circle(30.0, 89.91, 50_000.0, 64);
+        let split = split_at_antimeridian(&polar)
+            .unwrap()
+            .expect("closed at the pole");
+        assert!(!crosses_antimeridian(&split));
+        let cap = std::f64::consts::PI * 50_000.0_f64.powi(2);
+        let area = geodesic_area(&split);
+        assert!((area - cap).abs() < 5e-3 * cap, "{area} vs {cap}");
+        // The twin: away from ±180° and the poles nothing is rewritten.
+        let plain = wrapped_circle(10.0, 45.0, radius, 64);
+        assert!(split_at_antimeridian(&plain).unwrap().is_none());
+    }
+
+    /// Regression, attack round 8, R8-11: rings that run along ±180° or the pole (a world
+    /// box, Antarctica as Natural Earth draws it) were refused as antimeridian crossings; a
+    /// ring that jumps from 179.95°E to 179.95°W still crosses.
+    #[test]
+    fn r8_11_edges_along_the_antimeridian_are_not_crossings() {
+        crate::gdal::init();
+        let cases = [
+            (
+                "POLYGON ((-180 -90,180 -90,180 90,-180 90,-180 -90))",
+                false,
+            ),
+            (
+                "POLYGON ((-180 -84.7,-90 -80,0 -75,90 -80,180 -84.7,180 -90,-180 -90,-180 -84.7))",
+                false,
+            ),
+            ("POLYGON ((10 10,11 10,11 11,10 11,10 10))", false),
+            (
+                "POLYGON ((179.95 0,-179.95 0,-179.95 0.1,179.95 0.1,179.95 0))",
+                true,
+            ),
+        ];
+        for (wkt, crossing) in cases {
+            let geometry = Geometry::from_wkt(wkt).unwrap();
+            assert_eq!(crosses_antimeridian(&geometry), crossing, "{wkt}");
+        }
+    }
 
     /// Every ring and part counts, closing vertices included.
     #[test]

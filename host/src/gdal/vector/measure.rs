@@ -9,9 +9,9 @@
 
 use crate::gdal::facts::CrsFacts;
 use crate::gdal::vector::geometry::{
-    ellipsoid_of, geographic_of, invalidity_reason, of_kinds, overlapping_pairs, parts, repair,
-    scale_error, transformer, union_all, Ellipsoid, Figures, Kind, Measurer, ReadBudget,
-    RingsByContainment,
+    crosses_antimeridian, ellipsoid_of, geographic_of, invalidity_reason, of_kinds,
+    overlapping_pairs, parts, repair, scale_error, transformer, union_all, Ellipsoid, Figures,
+    Kind, Measurer, ReadBudget, RingsByContainment,
 };
 use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -1181,25 +1181,6 @@ fn union_area<'a>(
     Ok(figures_of(setup, &union, &[Kind::Polygon], false)?.area)
 }
 
-/// Whether a ring or line of `geometry` (lon/lat) jumps across the antimeridian: two
-/// consecutive vertices more than 180° of longitude apart.
-pub(crate) fn crosses_antimeridian(geometry: &Geometry) -> bool {
-    let count = geometry.geometry_count();
-    if count == 0 {
-        let mut points = Vec::new();
-        geometry.get_points(&mut points);
-        // An edge between two points both on ±180° runs along the antimeridian or the pole
-        // (a world box, Antarctica as Natural Earth draws it) and crosses nothing (attack
-        // round 8, R8-11: such rings were refused as crossings).
-        let on_the_antimeridian = |lon: f64| (lon.abs() - 180.0).abs() < 1e-9;
-        return points.windows(2).any(|w| {
-            (w[1].0 - w[0].0).abs() > 180.0
-                && !(on_the_antimeridian(w[0].0) && on_the_antimeridian(w[1].0))
-        });
-    }
-    (0..count).any(|i| crosses_antimeridian(&geometry.get_geometry(i)))
-}
-
 /// Pairs of polygons whose interiors overlap, and their pairwise overlapping area in m².
 fn find_overlaps(setup: &Setup, polygons: &[&Read]) -> Result<OverlapReport, GdalError> {
     let listed: Vec<(Option<u64>, &Geometry)> =
@@ -1225,33 +1206,6 @@ fn fid_text(fid: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Regression, attack round 8, R8-11: rings that run along ±180° or the pole (a world
-    /// box, Antarctica as Natural Earth draws it) were refused as antimeridian crossings; a
-    /// ring that jumps from 179.95°E to 179.95°W still crosses.
-    #[test]
-    fn r8_11_edges_along_the_antimeridian_are_not_crossings() {
-        crate::gdal::init();
-        let cases = [
-            (
-                "POLYGON ((-180 -90,180 -90,180 90,-180 90,-180 -90))",
-                false,
-            ),
-            (
-                "POLYGON ((-180 -84.7,-90 -80,0 -75,90 -80,180 -84.7,180 -90,-180 -90,-180 -84.7))",
-                false,
-            ),
-            ("POLYGON ((10 10,11 10,11 11,10 11,10 10))", false),
-            (
-                "POLYGON ((179.95 0,-179.95 0,-179.95 0.1,179.95 0.1,179.95 0))",
-                true,
-            ),
-        ];
-        for (wkt, crossing) in cases {
-            let geometry = Geometry::from_wkt(wkt).unwrap();
-            assert_eq!(crosses_antimeridian(&geometry), crossing, "{wkt}");
-        }
-    }
 
     /// Candidates agree within one part per million of the larger, and not beyond.
     #[test]

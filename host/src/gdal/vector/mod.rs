@@ -405,16 +405,19 @@ fn field_json(value: gdal::vector::FieldValue) -> serde_json::Value {
     }
 }
 
-/// The union of a mask layer's polygons, reprojected into `target`, as WKT.
+/// The union of a mask layer's polygons, reprojected into `target`, as WKT, and how many of
+/// them were split at ±180°.
 ///
 /// `ogr2ogr -clipsrc <datasource>` in GDAL 3.6 does not reproject the mask: a mask in another
 /// CRS silently clips everything away (measured: 0 of 100 features kept). The host therefore
-/// reprojects the mask itself and passes the geometry as WKT.
+/// reprojects the mask itself and passes the geometry as WKT. In a lon/lat `target` a mask
+/// polygon that reaches across ±180° is split there first: unsplit, ogr2ogr clips by a band
+/// round the globe and keeps a point at 10°E inside a box at 180° (attack round 7, R7-4).
 pub fn mask_wkt(
     layer: &mut Layer,
     target: &SpatialRef,
     operation: Option<&str>,
-) -> Result<String, GdalError> {
+) -> Result<(String, usize), GdalError> {
     let capture = ErrorCapture::start();
     let failed = |what: &str| GdalError::Failed {
         operation: "preparing the clip mask".to_string(),
@@ -427,13 +430,20 @@ pub fn mask_wkt(
         .map_err(|_| failed("no transformation"))?;
     let mut collection = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbMultiPolygon)
         .map_err(|_| failed("cannot create a geometry"))?;
+    let mut split = 0;
     for feature in layer.features() {
         let Some(geometry) = feature.geometry() else {
             continue;
         };
-        let moved = geometry
+        let mut moved = geometry
             .transform(&transform)
             .map_err(|_| failed("cannot reproject a mask feature"))?;
+        if target.is_geographic() {
+            if let Some(whole) = geometry::split_at_antimeridian(&moved)? {
+                moved = whole;
+                split += 1;
+            }
+        }
         let mut parts = Vec::new();
         collect_polygons(&moved, &mut parts);
         for polygon in parts {
@@ -477,5 +487,33 @@ pub fn mask_wkt(
         gdal_sys::VSIFree(text.cast());
         wkt
     };
-    Ok(wkt)
+    Ok((wkt, split))
+}
+
+/// Refuse a lon/lat `layer` holding a feature that crosses the antimeridian, for a tool whose
+/// program works in the layer's coordinates, where such a feature wraps round the globe
+/// (`consequence` says what would go wrong). Features whose extent spans at most 180° of
+/// longitude cannot cross and are not looked at further.
+pub fn refuse_antimeridian_crossings(
+    argument: &str,
+    layer: &mut Layer,
+    consequence: &str,
+) -> Result<(), GdalError> {
+    if !layer.spatial_ref().is_some_and(|s| s.is_geographic()) {
+        return Ok(());
+    }
+    for feature in layer.features() {
+        let Some(g) = feature.geometry() else {
+            continue;
+        };
+        let e = g.envelope();
+        if e.MaxX - e.MinX > 180.0 && geometry::crosses_antimeridian(g) {
+            return Err(geometry::antimeridian_refusal(
+                argument,
+                feature.fid(),
+                consequence,
+            ));
+        }
+    }
+    Ok(())
 }

@@ -215,6 +215,8 @@ struct VectorPlan {
     transformation: Option<TransformationFacts>,
     /// The driver and layer options the output is written with, as the domains see them.
     written: OutputFacts,
+    /// What the host did to the data before the program ran, reported with its warnings.
+    notes: Vec<String>,
 }
 
 impl VectorPlan {
@@ -268,7 +270,7 @@ fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> 
             &plan.output,
         )],
         transformation: plan.transformation,
-        warnings: outcome.warnings,
+        warnings: plan.notes.into_iter().chain(outcome.warnings).collect(),
     })
 }
 
@@ -393,6 +395,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 argv,
                 transformation,
                 written: OutputFacts::vector(&driver, &[]),
+                notes: Vec::new(),
             };
             let mut gathered = plan
                 .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
@@ -546,6 +549,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 argv,
                 transformation: None,
                 written: OutputFacts::vector(&driver, &layer_options),
+                notes: Vec::new(),
             };
             Ok(plan.gathered(vec![input_facts], None))
         },
@@ -610,7 +614,17 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             let driver = ogr::driver_for(args.format.as_deref(), &output)?;
             let (input_facts, dataset) = vector_facts("input", &input, args.layer.as_deref())?;
             let source_crs = layer_crs(&dataset, args.layer.as_deref())?;
+            let geographic = source_crs.as_ref().is_some_and(|s| s.is_geographic());
+            if geographic {
+                let mut layer = ogr::layer("layer", &dataset, args.layer.as_deref())?;
+                ogr::refuse_antimeridian_crossings(
+                    "input",
+                    &mut layer,
+                    "ogr2ogr would clip it as a band round the globe",
+                )?;
+            }
             let mut argv = base_argv(&driver, &input_facts, true);
+            let mut notes = Vec::new();
             let mut datasets = vec![input_facts];
             let mut target_crs = None;
             let mut transformation = None;
@@ -636,17 +650,30 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                     ogr::layer("mask_layer", &mask_dataset, args.mask_layer.as_deref())?;
                 let mut reprojected = None;
                 if let (Some(m), Some(s)) = (mask_layer.spatial_ref(), &source_crs) {
-                    if !transform::same_crs(&m, s) {
-                        let area = ogr::layer_extent(&mask_layer)
-                            .and_then(|e| transform::lonlat_bounds(&m, e));
-                        target_crs = Some(facts::crs_facts(s));
-                        transformation = transform::facts(&m, s, area);
-                        let operation = transformation
-                            .as_ref()
-                            .and_then(|t| t.explicit_pipeline())
-                            .map(str::to_string);
-                        reprojected =
-                            Some(ogr::mask_wkt(&mut mask_layer, s, operation.as_deref())?);
+                    let same = transform::same_crs(&m, s);
+                    // A lon/lat layer's mask always goes through the host, which splits a
+                    // mask polygon reaching across ±180° there.
+                    if !same || geographic {
+                        let mut operation = None;
+                        if !same {
+                            let area = ogr::layer_extent(&mask_layer)
+                                .and_then(|e| transform::lonlat_bounds(&m, e));
+                            target_crs = Some(facts::crs_facts(s));
+                            transformation = transform::facts(&m, s, area);
+                            operation = transformation
+                                .as_ref()
+                                .and_then(|t| t.explicit_pipeline())
+                                .map(str::to_string);
+                        }
+                        let (wkt, split) = ogr::mask_wkt(&mut mask_layer, s, operation.as_deref())?;
+                        if split > 0 {
+                            notes.push(format!(
+                                "{split} mask polygon(s) reaching across ±180° were split there \
+                                 before clipping (unsplit, a lon/lat clip takes them as bands \
+                                 round the globe)"
+                            ));
+                        }
+                        reprojected = Some(wkt);
                     }
                 }
                 datasets.push(mask_facts);
@@ -669,6 +696,7 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 argv,
                 transformation,
                 written: OutputFacts::vector(&driver, &[]),
+                notes,
             };
             Ok(plan.gathered(datasets, target_crs))
         },
