@@ -277,6 +277,39 @@ pub fn name_of<T: serde::Serialize>(value: &T) -> String {
 mod tests {
     use super::*;
 
+    /// Regression, attack round 9, R9-5: without serde_json's `float_roundtrip`, some JSON
+    /// numbers were read one unit in the last place off (-999.9000244140625, a Float32
+    /// nodata widened, came in as -999.9000244140624 and matched no cell; Float32's lowest,
+    /// the commonest float nodata, came in off too). Every decimal that is a double's shortest
+    /// text, or its exact expansion, reads back as that double, through the same parse the
+    /// tools use.
+    #[test]
+    fn r9_5_numeric_arguments_parse_exactly() {
+        #[derive(Debug, Deserialize)]
+        struct Number {
+            value: f64,
+        }
+        let cases = [
+            ("-999.9000244140625", f64::from(-999.9_f32)),
+            ("-99.98999786376953", f64::from(-99.99_f32)),
+            ("-3.4028234663852886e38", f64::from(f32::MIN)),
+            ("-3.4028234663852886e+38", f64::from(f32::MIN)),
+            ("-3.402823e+38", -3.402823e38),
+            ("0.1", 0.1),
+            ("1e-320", 1e-320),
+        ];
+        for (text, want) in cases {
+            let arguments: Value = serde_json::from_str(&format!("{{\"value\": {text}}}")).unwrap();
+            let got: Number = parse("raster_stats", &arguments).unwrap();
+            assert_eq!(
+                got.value.to_bits(),
+                want.to_bits(),
+                "{text}: {:?}",
+                got.value
+            );
+        }
+    }
+
     #[test]
     fn driver_options_upper_case_and_refuse_non_names() {
         let mut options = BTreeMap::new();
