@@ -9,7 +9,8 @@
 //! `a - 10`, because its `+` and `-` share a priority (the float language gives `-` its own).
 //! Two forms whose meaning differs between languages are refused rather than guessed: a
 //! unary minus before a power (`-a^2` is `(-a)^2` in exmex, `-(a^2)` in mathematics) and
-//! chained powers (`a^b^c`). Declared scale and offset are applied before the expression sees a value, a
+//! chained powers (`a^b^c`), and so is a chain of comparisons (`0 < a < 2`, a range in Python,
+//! `(0 < a) < 2` here). Declared scale and offset are applied before the expression sees a value, a
 //! nodata (or NaN) cell in any input makes the output cell nodata, and the output type is the
 //! caller's: a value that does not fit it is an error, never a silent clamp.
 
@@ -356,6 +357,7 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
         }
     }
     check_powers(expression).or_else(refuse)?;
+    check_chained_comparisons(expression).or_else(refuse)?;
     let mut word = String::new();
     let mut after_digit = false;
     for c in expression.chars().chain(std::iter::once(' ')) {
@@ -380,6 +382,67 @@ fn check_vocabulary(expression: &str, names: &[String]) -> Result<(), GdalError>
         }
         after_digit = c == '.' && (after_digit || is_number);
         word.clear();
+    }
+    Ok(())
+}
+
+/// Refuse a chain of comparisons (`0 < a < 2`, `a > 2 == 1`): Python, whose `a if c else b`
+/// the language borrows, reads it as `0 < a and a < 2`, the parser as `(0 < a) < 2`, which is
+/// 1 everywhere (attack round 9, R9-6: a range mask silently kept every cell). Two comparisons
+/// at one depth with no `&&`, `||`, `if`, `else` or `,` between them are a chain.
+fn check_chained_comparisons(expression: &str) -> Result<(), String> {
+    let bytes = expression.as_bytes();
+    // Comparisons seen since the last separator, per open parenthesis.
+    let mut seen = vec![0usize];
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let pair = bytes.get(i..i + 2).unwrap_or(&[]);
+        if c.is_ascii_alphanumeric() || c == b'_' || c == b'.' {
+            let start = i;
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
+            {
+                i += 1;
+            }
+            if matches!(&expression[start..i], "if" | "else") {
+                if let Some(count) = seen.last_mut() {
+                    *count = 0;
+                }
+            }
+            continue;
+        }
+        let (comparison, separator, width) = match (c, pair) {
+            (_, b"<=" | b">=" | b"==" | b"!=") => (true, false, 2),
+            (_, b"&&" | b"||") => (false, true, 2),
+            (b'<' | b'>', _) => (true, false, 1),
+            (b',', _) => (false, true, 1),
+            _ => (false, false, 1),
+        };
+        match c {
+            b'(' => seen.push(0),
+            b')' => {
+                if seen.len() > 1 {
+                    seen.pop();
+                }
+            }
+            _ => {}
+        }
+        if let Some(count) = seen.last_mut() {
+            if separator {
+                *count = 0;
+            } else if comparison {
+                *count += 1;
+                if *count > 1 {
+                    return Err(
+                        "a chain of comparisons is ambiguous (`0 < a < 2` is `(0 < a) < 2`, 1 \
+                         everywhere, here): write (0 < a) && (a < 2)"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+        i += width;
     }
     Ok(())
 }
@@ -1091,6 +1154,42 @@ mod evaluation {
         ];
         for (expression, want) in cases {
             assert_eq!(eval(expression, 8.0, 2.0), want, "{expression}");
+        }
+    }
+
+    /// Regression, attack round 9, R9-6: `0 < a < 2` was read as `(0 < a) < 2`, 1 on every
+    /// cell, where Python (whose `a if c else b` the language borrows) reads a range; every
+    /// chain of comparisons is refused, naming the `&&` form. Twins: comparisons joined by
+    /// `&&`/`||`, inside parentheses, in a choice's condition and value, or as arguments run.
+    #[test]
+    fn r9_6_chained_comparisons_are_refused() {
+        let names = ["a".to_string(), "b".to_string()];
+        for chained in [
+            "0 < a < 2",
+            "1 <= a <= 3",
+            "a > 4 > 2",
+            "a > 2 == 1",
+            "a + 1 < b * 2 != 0",
+            "1 if 0 < a < 2 else 0",
+            "(a < b < 3) * 2",
+        ] {
+            let error = check_expression(chained, &names).unwrap_err().to_string();
+            assert!(
+                error.contains("a chain of comparisons"),
+                "{chained}: {error}"
+            );
+        }
+        for plain in [
+            "(0 < a) && (a < 2)",
+            "0 < a && a < 2",
+            "a > 1 || b <= 2",
+            "(a < b) < 1",
+            "(a > b) + (a == 8)",
+            "a > b if b < 3 else a <= 1",
+            "1 if a < 3 else 2 if a < 6 else 3",
+            "min(a < 1, b > 2)",
+        ] {
+            assert!(check_expression(plain, &names).is_ok(), "{plain}");
         }
     }
 

@@ -670,9 +670,10 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             }
             if split > 0 {
                 notes.push(format!(
-                    "{split} buffer(s) reach across ±180°: each is written split there into \
-                     parts on both sides (in lon/lat a ring jumping across the antimeridian \
-                     would wrap round the globe)"
+                    "{split} buffer(s) reach across ±180° (or round a pole): each is written \
+                     split at ±180° into parts on both sides, closed along the pole round one \
+                     (in lon/lat a ring jumping across the antimeridian would wrap round the \
+                     globe)"
                 ));
             }
         }
