@@ -1165,6 +1165,47 @@ async fn r6c_a_vertical_unit_change_or_ballpark_asks_for_heights() {
     assert!(!is_error(&flat), "{}", text(&flat));
 }
 
+/// Regression (attack round 9, R9-3): a target that is a 3D geographic CRS in US feet,
+/// spelled as a PROJ string (`+vunits=us-ft`), names no vertical datum, so no question was
+/// asked while gdalwarp multiplied every cell by 3.28 (163.5 m became 536.4). The change is
+/// measured through the transformation gdalwarp builds, whatever the spelling; the twin, a
+/// 3D target in metres (EPSG:4979), is not asked.
+#[tokio::test]
+async fn r9_3_a_target_in_feet_spelled_as_a_proj_string_asks_for_heights() {
+    let server = server().await;
+    write_raster::<f32>(
+        &server.path("dem_ll.tif"),
+        (10, 10),
+        vec![100.0; 100],
+        Some([15.0, 0.001, 0.0, 45.0, 0.0, -0.001]),
+        Some(4326),
+        |_| {},
+    );
+    let feet = "+proj=longlat +datum=WGS84 +vunits=us-ft +no_defs +type=crs";
+    let reproject = |output: &'static str, dst: &'static str| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "raster_reproject",
+                json!({"input": "dem_ll.tif", "output": output, "dst_crs": dst,
+                       "resampling": "bilinear"}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let asked = reproject("dem_ft.tif", feet).await;
+    assert!(is_error(&asked), "{}", text(&asked));
+    assert_eq!(structured(&asked)["error"]["kind"], json!("data_conflict"));
+    assert!(text(&asked).contains("328.08"), "{}", text(&asked));
+    assert!(!server.path("dem_ft.tif").exists());
+    let metres = reproject("dem_3d.tif", "EPSG:4979").await;
+    assert!(!is_error(&metres), "{}", text(&metres));
+    assert!((read_all(&server.path("dem_3d.tif")).0[44] - 100.0).abs() < 1e-3);
+}
+
 /// Drivers that reproject on write (MBTiles to EPSG:3857, KMLSUPEROVERLAY to EPSG:4326, with
 /// their own resampling and RGBA expansion: 14 classes became 79 values) are not output
 /// drivers: the CRS change and the resampling would happen behind the gate.

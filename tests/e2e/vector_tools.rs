@@ -363,3 +363,43 @@ async fn r7_5_vector_heights_between_vertical_datums_are_asked() {
     assert!((first_z(&server.path("utm.gpkg")) - 100.0).abs() < 1e-6);
     assert!((first_z(&server.path("utm2d.gpkg")) - 100.0).abs() < 1e-6);
 }
+
+/// Regression (attack round 9, R9-3): `vector_reproject` of a Z point in EPSG:4326 to a 3D
+/// geographic CRS in US feet spelled as a PROJ string (`+vunits=us-ft`) asked nothing and
+/// ogr2ogr wrote Z 328.083 from 100: the target names no vertical datum, and R8-6's rule only
+/// looked between two three-axis CRSs. The change is now measured through the transformation
+/// ogr2ogr builds: asked with the figure; `keep` writes 100, `convert` 328.083. Twin: EPSG:4979
+/// (metres) is not asked and keeps 100.
+#[tokio::test]
+async fn r9_3_vector_heights_to_a_target_in_feet_are_asked() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    point_layer(&server, "pz", "EPSG:4326", Some(100.0));
+    let feet = "+proj=longlat +datum=WGS84 +vunits=us-ft +no_defs +type=crs";
+    let run = |output: &str, dst: &str, heights: Option<&str>| {
+        let mut c = json!({"input": "pz.gpkg", "output": output, "dst_crs": dst});
+        if let Some(h) = heights {
+            c["heights"] = json!(h);
+        }
+        call_justified(&server, "vector_reproject", c)
+    };
+    let asked = run("ft.gpkg", feet, None).await.unwrap();
+    assert!(is_error(&asked.result), "{}", text(&asked.result));
+    assert!(
+        text(&asked.result).contains("328.08"),
+        "{}",
+        text(&asked.result)
+    );
+    assert!(!server.path("ft.gpkg").exists());
+    let keep = run("ft_keep.gpkg", feet, Some("keep")).await.unwrap();
+    assert!(!is_error(&keep.result), "{}", text(&keep.result));
+    assert!((first_z(&server.path("ft_keep.gpkg")) - 100.0).abs() < 1e-6);
+    let convert = run("ft_conv.gpkg", feet, Some("convert")).await.unwrap();
+    assert!(!is_error(&convert.result), "{}", text(&convert.result));
+    let z = first_z(&server.path("ft_conv.gpkg"));
+    assert!((z - 328.083).abs() < 0.01, "{z}");
+    let metres = run("m.gpkg", "EPSG:4979", None).await.unwrap();
+    assert!(!is_error(&metres.result), "{}", text(&metres.result));
+    assert!((first_z(&server.path("m.gpkg")) - 100.0).abs() < 1e-6);
+}

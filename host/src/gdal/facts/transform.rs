@@ -277,6 +277,15 @@ fn vertical_part(srs: &SpatialRef) -> Option<String> {
     }
 }
 
+/// Whether `srs` has a third axis (heights): a compound CRS, a vertical one, or a 3D
+/// geographic or projected CRS such as EPSG:4979.
+pub fn three_axes(srs: &SpatialRef) -> bool {
+    // SAFETY: the handle is valid for the call; OSRGetAxesCount only reads it.
+    srs.is_compound()
+        || srs.is_vertical()
+        || unsafe { gdal_sys::OSRGetAxesCount(srs.to_c_hsrs()) } >= 3
+}
+
 /// What gdalwarp does to a single band's values when the source and target CRSs disagree on
 /// heights ([`vertical_shift`]): `value -> value * scale + offset` at the raster's centre.
 #[derive(Debug, Clone)]
@@ -318,20 +327,28 @@ impl VerticalChange {
 ///
 /// `None` when the heights agree (no vertical part on either side, or the same one) or the
 /// change cannot be computed.
+///
+/// `promote`: gdalwarp promotes a side without heights to 3D (ellipsoidal heights) before it
+/// transforms; ogr2ogr transforms between the two CRSs as they are. Measured through the same
+/// transformation the program builds, whatever way the CRSs are spelled: a 3D geographic
+/// target in US feet (`+proj=longlat +datum=WGS84 +vunits=us-ft`, or WKT2 with a foot height
+/// axis) named no vertical datum and was never asked about, while both programs multiplied
+/// every height by 3.28 (attack round 9, R9-3).
 pub fn vertical_shift(
     source: &SpatialRef,
     target: &SpatialRef,
     at: (f64, f64),
     area: Option<[f64; 4]>,
+    promote: bool,
 ) -> Option<VerticalChange> {
     let (from, to) = (vertical_part(source), vertical_part(target));
-    if from.is_none() && to.is_none() || from == to {
+    let (source_3d, target_3d) = (three_axes(source), three_axes(target));
+    if from.is_some() && from == to || !source_3d && !target_3d {
         return None;
     }
-    // What gdalwarp does: the side without heights is promoted to 3D (ellipsoidal heights).
-    let promoted = |srs: &SpatialRef, has_vertical: bool| -> Option<SpatialRef> {
+    let promoted = |srs: &SpatialRef, has_heights: bool| -> Option<SpatialRef> {
         let copy = SpatialRef::from_wkt(&srs.to_wkt().ok()?).ok()?;
-        if !has_vertical {
+        if promote && !has_heights {
             // SAFETY: OSRPromoteTo3D changes the handle it is given, which `copy` owns; a null
             // name keeps the CRS's own.
             let error = unsafe { gdal_sys::OSRPromoteTo3D(copy.to_c_hsrs(), std::ptr::null()) };
@@ -344,8 +361,8 @@ pub fn vertical_shift(
         Some(copy)
     };
     let _quiet = crate::gdal::ErrorCapture::start();
-    let a = promoted(source, from.is_some())?;
-    let b = promoted(target, to.is_some())?;
+    let a = promoted(source, source_3d)?;
+    let b = promoted(target, target_3d)?;
     let transform = CoordTransform::new(&a, &b).ok()?;
     // Two heights, so that a unit change shows as well as an offset.
     let (mut x, mut y, mut z) = ([at.0, at.0], [at.1, at.1], [0.0, 100.0]);
@@ -354,9 +371,15 @@ pub fn vertical_shift(
     let scale = (z[1] - z[0]) / 100.0;
     let operation = facts(&a, &b, area);
     let ballpark = operation.as_ref().is_some_and(|f| f.default.ballpark);
+    let heights = |part: Option<String>, srs: &SpatialRef, three: bool| {
+        part.unwrap_or_else(|| match srs.name() {
+            Some(name) if three => format!("ellipsoidal heights of {name} (no vertical datum)"),
+            _ => "ellipsoidal heights (no vertical datum)".to_string(),
+        })
+    };
     (offset.is_finite() && scale.is_finite()).then(|| VerticalChange {
-        from: from.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
-        to: to.unwrap_or_else(|| "ellipsoidal heights (no vertical datum)".to_string()),
+        from: heights(from, source, source_3d),
+        to: heights(to, target, target_3d),
         offset,
         scale,
         ballpark,

@@ -283,7 +283,7 @@ fn heights_of_warp(
         }
         let extent = facts::raster_extent(dataset)?;
         let centre = ((extent[0] + extent[2]) / 2.0, (extent[1] + extent[3]) / 2.0);
-        transform::vertical_shift(source, target, centre, area)
+        transform::vertical_shift(source, target, centre, area, true)
     };
     match heights {
         Some(Heights::Keep) => return Ok((Some(false), None)),

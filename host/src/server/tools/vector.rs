@@ -426,20 +426,19 @@ fn heights_of_reprojection(
     let Some(e) = extent else {
         return Ok(false);
     };
-    // ogr2ogr (GDAL 3.6) changes Z only between two CRSs with three axes (a compound CRS, or
-    // a 3D one such as EPSG:4979); to or from a 2D CRS it leaves Z as it is, so there is
-    // nothing to ask (attack round 8, R8-6: EPSG:4326+5773 to EPSG:32633 was asked about a
-    // +45.54 m shift ogr2ogr does not make, and `convert` then wrote Z unchanged).
-    // SAFETY: both handles are valid for the call; OSRGetAxesCount only reads them.
-    let axes = |srs: &SpatialRef| unsafe { gdal_sys::OSRGetAxesCount(srs.to_c_hsrs()) };
-    if axes(source) < 3 || axes(target) < 3 {
-        return Ok(false);
-    }
+    // Measured through the transformation ogr2ogr builds (no promotion to 3D): to or from a
+    // 2D CRS it mostly leaves Z as it is (attack round 8, R8-6: EPSG:4326+5773 to EPSG:32633
+    // was asked about a +45.54 m shift ogr2ogr does not make), but a 3D target in feet,
+    // however it is spelled, multiplies every Z by 3.28 (attack round 9, R9-3).
     let centre = ((e[0] + e[2]) / 2.0, (e[1] + e[3]) / 2.0);
-    let Some(change) = transform::vertical_shift(source, target, centre, None) else {
+    let Some(change) = transform::vertical_shift(source, target, centre, None, false) else {
         return Ok(false);
     };
-    if !change.matters() {
+    let changes_values = change.offset.abs() >= 0.001 || (change.scale - 1.0).abs() > 1e-6;
+    // A ballpark only relabels heights when both sides name heights.
+    let relabels =
+        change.ballpark && transform::three_axes(source) && transform::three_axes(target);
+    if !changes_values && !relabels {
         return Ok(false);
     }
     let (from, to) = (&change.from, &change.to);
