@@ -1950,3 +1950,55 @@ async fn r7_4_buffers_and_clip_masks_across_the_antimeridian_are_split_there() {
     );
     assert!(!server.path("never.gpkg").exists());
 }
+
+/// Regression (attack round 9, R9-7): `vector_measure` with `z: true` took Z as metres even
+/// where the layer's CRS declares its heights in US survey feet (EPSG:32618+6360, NAVD88
+/// height in ftUS): a line 300 m across rising 400 ftUS measured 500 m, not 323.83 m. Z is now
+/// converted with the CRS's height unit, and the note names it. Twin: the same line in
+/// EPSG:32618 (2D, no height unit declared) keeps Z in metres: 500 m.
+#[tokio::test]
+async fn r9_7_heights_in_feet_are_converted_before_3d_lengths() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let line = server.path("rise.geojson");
+    std::fs::write(
+        &line,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},
+           "geometry":{"type":"LineString","coordinates":[[585000,4505000,0],[585300,4505000,400]]}}]}"#,
+    )
+    .unwrap();
+    let ft_us: f64 = 1200.0 / 3937.0;
+    for (crs, name, want) in [
+        (
+            "EPSG:32618+6360",
+            "rise_ft.gpkg",
+            (300.0_f64.powi(2) + (400.0 * ft_us).powi(2)).sqrt(),
+        ),
+        ("EPSG:32618", "rise_m.gpkg", 500.0),
+    ] {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-a_srs", crs])
+            .arg(server.path(name))
+            .arg(&line)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let measured = call_justified(
+            &server,
+            "vector_measure",
+            json!({"input": name, "z": true, "method": "planar"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&measured.result), "{}", text(&measured.result));
+        let out = structured(&measured.result);
+        assert!(close(&out["lines"]["length"], want, 1e-6), "{crs}: {out}");
+        assert_eq!(
+            out["notes"].to_string().contains("converted to metres"),
+            crs.contains('+'),
+            "{crs}: {}",
+            out["notes"]
+        );
+    }
+}

@@ -379,6 +379,25 @@ struct Setup {
     to_measuring: CoordTransform,
     planar: Option<SpatialRef>,
     ellipsoid: Option<Ellipsoid>,
+    /// Metres per unit of the layer's heights, and the unit's words, when its CRS declares
+    /// one other than the metre ([`height_unit`]); `None`: Z is taken in metres.
+    heights: Option<(f64, String)>,
+}
+
+/// The unit of a layer's heights when its CRS declares one that is not the metre (a compound
+/// CRS's vertical part, such as NAVD88 height in US feet, or a 3D CRS with a foot height axis),
+/// measured through PROJ at `at` (layer coordinates) as metres per unit. `vector_measure`
+/// with `z: true` took such Z as metres: a line 300 m across rising 400 ftUS measured 500 m,
+/// not 323.83 m (attack round 9, R9-7).
+fn height_unit(layer_srs: &SpatialRef, at: (f64, f64)) -> Option<(f64, String)> {
+    if !transform::three_axes(layer_srs) {
+        return None;
+    }
+    let flat = geographic_of(layer_srs).ok()?;
+    let change = transform::vertical_shift(layer_srs, &flat, at, None, true)?;
+    let metres = change.scale;
+    ((metres - 1.0).abs() > 1e-9 && metres.is_finite() && metres > 0.0)
+        .then(|| (metres, format!("{} ({metres} m a unit)", change.from)))
 }
 
 fn make_setup(
@@ -395,6 +414,7 @@ fn make_setup(
                 to_measuring: transformer(layer_srs, &geographic)?,
                 planar: None,
                 ellipsoid: Some(ellipsoid),
+                heights: None,
             })
         }
         Method::Planar => {
@@ -429,6 +449,7 @@ fn make_setup(
                 to_measuring: transformer(layer_srs, &planar)?,
                 planar: Some(planar),
                 ellipsoid: None,
+                heights: None,
             })
         }
     }
@@ -838,9 +859,15 @@ fn measure_notes(
         _ => {}
     }
     if three_d_lines {
-        notes.push(
-            "line lengths are 3D: each segment's Z difference is taken in metres".to_string(),
-        );
+        notes.push(match &setup.heights {
+            Some((_, unit)) => format!(
+                "line lengths are 3D: each segment's Z difference is in the CRS's height unit, \
+                 {unit}, converted to metres"
+            ),
+            None => {
+                "line lengths are 3D: each segment's Z difference is taken in metres".to_string()
+            }
+        });
     }
     if invalid.count > 0 {
         notes.push(if request.make_valid {
@@ -979,7 +1006,9 @@ pub fn measure(
     let mut kinds_present: Vec<Kind> = reads.iter().flat_map(|r| r.kinds.clone()).collect();
     kinds_present.sort();
     kinds_present.dedup();
-    let (method, setup, own_error) = choose_method(named, &layer_srs, extent, &kinds_present)?;
+    let (method, mut setup, own_error) = choose_method(named, &layer_srs, extent, &kinds_present)?;
+    setup.heights =
+        extent.and_then(|e| height_unit(&layer_srs, ((e[0] + e[2]) / 2.0, (e[1] + e[3]) / 2.0)));
     let sloping_candidates = request.three_d.is_none()
         && reads
             .iter()
@@ -1164,9 +1193,13 @@ fn figures_of(
             operation: "transforming a geometry to the measuring CRS".to_string(),
             message: e.to_string(),
         })?;
-    Ok(setup
-        .measurer
-        .figures(&of_kinds(parts(&moved), kinds), three_d))
+    let mut parts = of_kinds(parts(&moved), kinds);
+    if let (true, Some((metres, _))) = (three_d, &setup.heights) {
+        for vertex in parts.iter_mut().flat_map(|p| p.rings.iter_mut()).flatten() {
+            vertex[2] *= metres;
+        }
+    }
+    Ok(setup.measurer.figures(&parts, three_d))
 }
 
 /// The area (m²) of the union of polygons in the layer's CRS.
