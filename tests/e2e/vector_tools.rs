@@ -403,3 +403,98 @@ async fn r9_3_vector_heights_to_a_target_in_feet_are_asked() {
     assert!(!is_error(&metres.result), "{}", text(&metres.result));
     assert!((first_z(&server.path("m.gpkg")) - 100.0).abs() < 1e-6);
 }
+
+/// Regression (attack round 9, R9-9): `vector_clip` with `bounds` in another CRS clipped by
+/// the envelope of the rectangle's corners in the layer's CRS: a lon/lat box is not a
+/// rectangle in UTM, and points outside the box asked for were kept. The clip now follows the
+/// rectangle's own (densified) shape: a grid of UTM 33N points over the envelope keeps exactly
+/// those whose lon/lat lies inside the box (PROJ's inverse decides, point by point), fewer
+/// than the envelope holds. Twin: bounds in the layer's own CRS clip by the rectangle.
+#[tokio::test]
+async fn r9_9_bounds_in_another_crs_clip_by_the_rectangle_not_its_envelope() {
+    use gdal::spatial_ref::{AxisMappingStrategy, CoordTransform, SpatialRef};
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let mut utm = SpatialRef::from_epsg(32633).unwrap();
+    utm.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let mut wgs84 = SpatialRef::from_epsg(4326).unwrap();
+    wgs84.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let to_lonlat = CoordTransform::new(&utm, &wgs84).unwrap();
+    let (x0, y0, x1, y1) = (340_000.0, 4_927_000.0, 660_000.0, 5_041_000.0);
+    let n = 60;
+    let mut points = Vec::new();
+    let mut inside = 0;
+    for i in 0..n {
+        for j in 0..n {
+            let x = x0 + (x1 - x0) * (i as f64 + 0.5) / n as f64;
+            let y = y0 + (y1 - y0) * (j as f64 + 0.5) / n as f64;
+            let (mut lon, mut lat, mut z) = ([x], [y], [0.0]);
+            to_lonlat
+                .transform_coords(&mut lon, &mut lat, &mut z)
+                .unwrap();
+            if (13.0..=17.0).contains(&lon[0]) && (44.5..=45.5).contains(&lat[0]) {
+                inside += 1;
+            }
+            points.push(format!(
+                r#"{{"type":"Feature","properties":{{}},"geometry":{{"type":"Point","coordinates":[{x},{y}]}}}}"#
+            ));
+        }
+    }
+    assert!(
+        inside < n * n - 20,
+        "the envelope must hold points outside the box"
+    );
+    let input = server.path("grid_utm.geojson");
+    std::fs::write(
+        &input,
+        format!(
+            r#"{{"type":"FeatureCollection","crs":{{"type":"name","properties":{{"name":"urn:ogc:def:crs:EPSG::32633"}}}},"features":[{}]}}"#,
+            points.join(",")
+        ),
+    )
+    .unwrap();
+    let clip = |bounds: Value, output: &'static str| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "vector_clip",
+                json!({"input": "grid_utm.geojson", "output": output, "bounds": bounds}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let lonlat = clip(
+        json!({"xmin": 13.0, "ymin": 44.5, "xmax": 17.0, "ymax": 45.5, "crs": "EPSG:4326"}),
+        "box.gpkg",
+    )
+    .await;
+    assert!(!is_error(&lonlat), "{}", text(&lonlat));
+    assert_eq!(
+        structured(&lonlat)["written"]["layers"][0]["feature_count"],
+        json!(inside),
+        "{}",
+        text(&lonlat)
+    );
+    let own = clip(
+        json!({"xmin": 400_000.0, "ymin": 4_950_000.0, "xmax": 500_000.0, "ymax": 5_000_000.0}),
+        "own.gpkg",
+    )
+    .await;
+    assert!(!is_error(&own), "{}", text(&own));
+    let expected = (0..n)
+        .flat_map(|i| (0..n).map(move |j| (i, j)))
+        .filter(|(i, j)| {
+            let x = x0 + (x1 - x0) * (*i as f64 + 0.5) / n as f64;
+            let y = y0 + (y1 - y0) * (*j as f64 + 0.5) / n as f64;
+            (400_000.0..=500_000.0).contains(&x) && (4_950_000.0..=5_000_000.0).contains(&y)
+        })
+        .count();
+    assert_eq!(
+        structured(&own)["written"]["layers"][0]["feature_count"],
+        json!(expected)
+    );
+}

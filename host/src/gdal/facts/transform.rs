@@ -226,6 +226,49 @@ pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) ->
     transform.transform_bounds(&bounds, 21).ok()
 }
 
+/// The rectangle `bounds` (xmin, ymin, xmax, ymax in `from`) as a polygon in `to`, each edge
+/// densified to `per_edge` segments so that it follows the rectangle's true shape there, as
+/// WKT. A rectangle in lon/lat is not a rectangle in UTM: clipping by the envelope of its
+/// corners kept 446 points outside the lon/lat box asked for (attack round 9, R9-9).
+pub fn transform_rectangle(
+    from: &SpatialRef,
+    to: &SpatialRef,
+    bounds: [f64; 4],
+    per_edge: usize,
+) -> Option<String> {
+    let mut source = from.clone();
+    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let mut target = to.clone();
+    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
+    let transform = CoordTransform::new(&source, &target).ok()?;
+    drop(open);
+    let [x0, y0, x1, y1] = bounds;
+    let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)];
+    let n = per_edge.max(1);
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for w in corners.windows(2) {
+        for k in 0..n {
+            let t = k as f64 / n as f64;
+            xs.push(w[0].0 + (w[1].0 - w[0].0) * t);
+            ys.push(w[0].1 + (w[1].1 - w[0].1) * t);
+        }
+    }
+    xs.push(x0);
+    ys.push(y0);
+    let mut zs = vec![0.0; xs.len()];
+    transform.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    if xs.iter().chain(&ys).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let ring: Vec<String> = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| format!("{x} {y}"))
+        .collect();
+    Some(format!("POLYGON (({}))", ring.join(", ")))
+}
+
 /// A transformation from `from` to `to` (traditional x/y order), through `pipeline` when the
 /// host chose an operation more accurate than GDAL's own (see [`TransformationFacts`]).
 pub fn coord_transform(

@@ -627,20 +627,35 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             let mut datasets = vec![input_facts];
             let mut target_crs = None;
             let mut transformation = None;
-            if let Some(mut rect) = rectangle {
-                if let (Some(crs), Some(source)) = (
+            if let Some(rect) = rectangle {
+                let moved = match (
                     args.bounds.as_ref().and_then(|b| b.crs.as_ref()),
                     &source_crs,
                 ) {
-                    let from = facts::parse_crs("bounds.crs", crs)?;
-                    rect = transform::transform_bounds(&from, source, rect).ok_or_else(|| {
-                        ToolError::Arguments(format!(
-                            "bounds: cannot transform the rectangle from {crs} to the layer's CRS"
-                        ))
-                    })?;
-                }
+                    (Some(crs), Some(source)) => {
+                        let from = facts::parse_crs("bounds.crs", crs)?;
+                        (!transform::same_crs(&from, source))
+                            .then(|| {
+                                // The rectangle's own shape in the layer's CRS, not the
+                                // envelope of its corners (attack round 9, R9-9).
+                                transform::transform_rectangle(&from, source, rect, 64).ok_or_else(
+                                    || {
+                                        ToolError::Arguments(format!(
+                                            "bounds: cannot transform the rectangle from {crs} \
+                                             to the layer's CRS"
+                                        ))
+                                    },
+                                )
+                            })
+                            .transpose()?
+                    }
+                    _ => None,
+                };
                 argv.push("-clipsrc".to_string());
-                argv.extend(rect.iter().map(|v| number(*v)));
+                match moved {
+                    Some(polygon) => argv.push(polygon),
+                    None => argv.extend(rect.iter().map(|v| number(*v))),
+                }
             }
             if let Some(mask) = &mask {
                 let (mask_facts, mask_dataset) =
