@@ -421,10 +421,8 @@ fn check_chained_comparisons(expression: &str) -> Result<(), String> {
         };
         match c {
             b'(' => seen.push(0),
-            b')' => {
-                if seen.len() > 1 {
-                    seen.pop();
-                }
+            b')' if seen.len() > 1 => {
+                seen.pop();
             }
             _ => {}
         }
