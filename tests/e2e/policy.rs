@@ -395,6 +395,10 @@ fn policy_check_and_explain_name_the_deciding_rule() {
     assert_eq!(crs["outcome"], "refuse", "{crs}");
     assert_eq!(crs["domain_outcome"], "justify");
     assert_eq!(crs["rule"], "no ballpark operations");
+    // WIT 0.7: how sure the domain is (PROJ reports the ballpark: certain) and which findings
+    // it marks relaxable (none: a datum shift is not a convention).
+    assert_eq!(crs["confidence"], 1.0, "{crs}");
+    assert_eq!(crs["relaxable"], json!([]), "{crs}");
     assert!(!workspace.path().join("wgs.tif").exists());
     assert!(
         !workspace.path().join(".preflight/ledger.jsonl").exists(),

@@ -1477,6 +1477,36 @@ outcome = "human"
         assert_eq!(on(&critical).outcome, Outcome::Human);
     }
 
+    /// Every ```toml block of docs/operators.md is a policy the server accepts: the guide's
+    /// policy, and its examples of relaxation and of the confidence floor.
+    #[test]
+    fn the_operators_guide_examples_are_valid_policies() {
+        let guide = include_str!("../../../docs/operators.md");
+        let vocabulary = Vocabulary::new(
+            ["raster_reproject", "vector_measure"],
+            [
+                "crs_datum",
+                "resampling",
+                "hydrology",
+                "format_selection",
+                "aggregation",
+                "measurement",
+            ]
+            .map(|d| (d, true)),
+        );
+        let blocks: Vec<&str> = guide
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .collect();
+        assert!(blocks.len() >= 3, "{}", blocks.len());
+        for text in blocks {
+            if let Err(e) = Policy::parse(text, "docs/operators.md", &vocabulary) {
+                panic!("{e}:\n{text}");
+            }
+        }
+    }
+
     #[test]
     fn numeric_bounds_and_absent_facts() {
         let b = Bounds {

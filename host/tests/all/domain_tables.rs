@@ -1871,7 +1871,15 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
             .expect("classify succeeds")
             .unwrap_or_else(|| panic!("{domain} triggers"))
     };
-    let relaxable = |t: &Trigger, id: &str| {
+    // Every item seen is marked as docs/domains.md says (its table's yes and no rows).
+    let docs = docs_marks();
+    let relaxable = |domain: &str, t: &Trigger, id: &str| {
+        for item in &t.evidence {
+            let row = docs.iter().find(|(d, i, _)| d == domain && *i == item.id);
+            if let Some((_, _, said)) = row.filter(|(_, _, r)| r == "yes" || r == "no") {
+                assert_eq!(item.relaxable, said == "yes", "{domain} {}", item.id);
+            }
+        }
         t.evidence
             .iter()
             .find(|e| e.id == id)
@@ -1897,7 +1905,7 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     // resampling: bilinear over classes is never relaxable; its confidence is the data's.
     let t = trigger("resampling", &reproject(palette.clone(), utm33(), None));
     assert_eq!(t.confidence, Some(1.0));
-    assert!(!relaxable(&t, "categorical_input") && !t.relaxable());
+    assert!(!relaxable("resampling", &t, "categorical_input") && !t.relaxable());
     let t = trigger("resampling", &reproject(few_values.clone(), utm33(), None));
     assert_eq!(
         t.confidence,
@@ -1906,7 +1914,7 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     );
     let t = trigger("resampling", &reproject(floats.clone(), utm33(), None));
     assert_eq!(t.confidence, Some(1.0));
-    assert!(relaxable(&t, "continuous_input") && t.relaxable());
+    assert!(relaxable("resampling", &t, "continuous_input") && t.relaxable());
     let t = trigger("resampling", &reproject(integers, utm33(), None));
     assert_eq!(
         t.confidence,
@@ -1918,7 +1926,7 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     let t = trigger("crs_datum", &reproject(floats.clone(), utm33(), None));
     assert_eq!(t.confidence, Some(1.0));
     assert!(
-        relaxable(&t, "crs_change") && t.relaxable(),
+        relaxable("crs_datum", &t, "crs_change") && t.relaxable(),
         "{:?}",
         t.evidence
     );
@@ -1927,12 +1935,12 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
         &reproject(floats.clone(), nad27(), Some(helmert())),
     );
     assert_eq!(t.confidence, Some(1.0));
-    assert!(!relaxable(&t, "crs_change") && !t.relaxable());
+    assert!(!relaxable("crs_datum", &t, "crs_change") && !t.relaxable());
     let t = trigger(
         "crs_datum",
         &reproject(floats.clone(), nad27(), Some(ballpark())),
     );
-    assert!(!relaxable(&t, "ballpark_operation") && !t.relaxable());
+    assert!(!relaxable("crs_datum", &t, "ballpark_operation") && !t.relaxable());
     // ... and a projected DEM's heights: declared in another unit (certain), undeclared (a
     // guess), declared in the CRS's own unit (unlikely).
     let feet = CrsFacts {
@@ -1959,7 +1967,7 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     ] {
         let t = trigger("crs_datum", &slope(unit));
         assert_eq!(t.confidence, Some(confidence), "heights in {unit:?}");
-        assert!(!relaxable(&t, "unit_mismatch"));
+        assert!(!relaxable("crs_datum", &t, "unit_mismatch"));
     }
 
     // aggregation: the statistic is a team's convention; averaging classes is not, and rests
@@ -1976,10 +1984,10 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     };
     let t = trigger("aggregation", &zonal(floats.clone()));
     assert_eq!((t.severity, t.confidence), (Severity::Required, Some(1.0)));
-    assert!(relaxable(&t, "zonal_method") && t.relaxable());
+    assert!(relaxable("aggregation", &t, "zonal_method") && t.relaxable());
     let t = trigger("aggregation", &zonal(palette));
     assert_eq!((t.severity, t.confidence), (Severity::Critical, Some(1.0)));
-    assert!(!relaxable(&t, "categorical_mean") && !t.relaxable());
+    assert!(!relaxable("aggregation", &t, "categorical_mean") && !t.relaxable());
     let t = trigger("aggregation", &zonal(few_values));
     assert_eq!(
         (t.severity, t.confidence),
@@ -1999,13 +2007,13 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
     };
     let t = trigger("measurement", &measure(foot_plane.clone()));
     assert_eq!((t.severity, t.confidence), (Severity::Advisory, Some(1.0)));
-    assert!(relaxable(&t, "non_metre_unit") && t.relaxable());
+    assert!(relaxable("measurement", &t, "non_metre_unit") && t.relaxable());
     let distorted = MeasurementFacts {
         area_scale_error: Some(0.05),
         ..foot_plane
     };
     let t = trigger("measurement", &measure(distorted));
-    assert!(!relaxable(&t, "planar_distortion") && !t.relaxable());
+    assert!(!relaxable("measurement", &t, "planar_distortion") && !t.relaxable());
 
     // hydrology: how a team conditions a DEM is its standing method.
     let t = trigger(
@@ -2017,5 +2025,70 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
         ),
     );
     assert_eq!(t.confidence, Some(1.0));
-    assert!(relaxable(&t, "depression_handling") && t.relaxable());
+    assert!(relaxable("hydrology", &t, "depression_handling") && t.relaxable());
+}
+
+/// The rows of docs/domains.md's "Confidence and relaxable findings" table: (domain, finding,
+/// relaxable column).
+fn docs_marks() -> Vec<(String, String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/domains.md")).expect("docs/domains.md");
+    let section = &docs[docs
+        .find("## Confidence and relaxable findings")
+        .expect("the section")..];
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| domain | finding | confidence | relaxable |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line
+                .split(" | ")
+                .map(|c| c.trim_matches(['|', ' ']))
+                .collect();
+            assert_eq!(cells.len(), 4, "four columns: {line}");
+            (
+                cells[0].to_string(),
+                cells[1].trim_matches('`').to_string(),
+                cells[3].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 20 (WIT 0.7): docs/domains.md rates every finding of every built-in domain and says
+/// whether it is relaxable, once, and names no finding no domain declares.
+#[test]
+fn docs_rate_every_finding_of_every_builtin_domain() {
+    let rows = docs_marks();
+    let mut declared = Vec::new();
+    for domain in [
+        "crs_datum",
+        "resampling",
+        "hydrology",
+        "aggregation",
+        "measurement",
+        "format_selection",
+    ] {
+        for id in declared_ids(domain) {
+            declared.push((domain.to_string(), id));
+        }
+    }
+    let named: Vec<(String, String)> = rows
+        .iter()
+        .map(|(d, i, _)| (d.clone(), i.clone()))
+        .collect();
+    for (i, row) in named.iter().enumerate() {
+        assert!(!named[..i].contains(row), "twice: {row:?}");
+        assert!(declared.contains(row), "declared by no domain: {row:?}");
+    }
+    for d in &declared {
+        assert!(named.contains(d), "not rated in docs/domains.md: {d:?}");
+    }
+    for (domain, id, relaxable) in &rows {
+        assert!(
+            relaxable == "yes" || relaxable == "no" || id == "crs_change",
+            "{domain} {id}: relaxable is yes or no (crs_change says when): {relaxable}"
+        );
+    }
 }
