@@ -396,9 +396,10 @@ fn policy_check_and_explain_name_the_deciding_rule() {
     assert_eq!(crs["domain_outcome"], "justify");
     assert_eq!(crs["rule"], "no ballpark operations");
     // WIT 0.7: how sure the domain is (PROJ reports the ballpark: certain) and which findings
-    // it marks relaxable (none: a datum shift is not a convention).
+    // it marks relaxable (the note that the target is geographic only: the ballpark and the
+    // datum change are not conventions, so no rule could loosen this decision).
     assert_eq!(crs["confidence"], 1.0, "{crs}");
-    assert_eq!(crs["relaxable"], json!([]), "{crs}");
+    assert_eq!(crs["relaxable"], json!(["geographic_target"]), "{crs}");
     assert!(!workspace.path().join("wgs.tif").exists());
     assert!(
         !workspace.path().join(".preflight/ledger.jsonl").exists(),
