@@ -1258,6 +1258,112 @@ mod tests {
         assert_eq!(t.evidence.len(), 1);
     }
 
+    /// A domain that rates and marks its findings (WIT 0.7), one that ignores both (it still
+    /// builds: confidence unknown, nothing relaxable), and one that rates out of range.
+    struct Marks;
+    struct Silent;
+    struct Overconfident;
+
+    fn info() -> DomainInfo {
+        DomainInfo {
+            id: "marks".to_string(),
+            version: "0.1.0".to_string(),
+            title: "t".to_string(),
+            summary: "s".to_string(),
+            prompt_name: "p".to_string(),
+            prompt_arguments: Vec::new(),
+            methodology: "m".to_string(),
+        }
+    }
+
+    fn two_findings() -> Option<Trigger> {
+        Some(trigger(
+            Severity::Required,
+            "r",
+            json!({}),
+            &[],
+            vec![
+                evidence("convention", "f", "w", None),
+                evidence("loss", "f", "w", None),
+            ],
+        ))
+    }
+
+    impl Domain for Marks {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+        fn confidence(_call: &Call, trigger: &Trigger) -> Option<f64> {
+            weakest(trigger, |e| {
+                Some(if e.id == "loss" { GUESS } else { CERTAIN })
+            })
+        }
+        fn relaxable(evidence_id: &str) -> bool {
+            evidence_id == "convention"
+        }
+    }
+
+    impl Domain for Silent {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+    }
+
+    impl Domain for Overconfident {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+        fn confidence(_call: &Call, _trigger: &Trigger) -> Option<f64> {
+            Some(1.5)
+        }
+    }
+
+    #[test]
+    fn decide_applies_the_domains_confidence_and_relaxable_marks() {
+        let call = Call::new(testing::call("raster_info", json!({}), Vec::new()));
+        let marked = decide::<Marks>(&call).expect("a trigger");
+        assert_eq!(marked.confidence, Some(GUESS), "the least sure finding");
+        let marks: Vec<(&str, bool)> = marked
+            .evidence
+            .iter()
+            .map(|e| (e.id.as_str(), e.relaxable))
+            .collect();
+        assert_eq!(marks, [("convention", true), ("loss", false)]);
+        let silent = decide::<Silent>(&call).expect("a trigger");
+        assert_eq!(silent.confidence, None);
+        assert!(silent.evidence.iter().all(|e| !e.relaxable));
+        let over = decide::<Overconfident>(&call).expect("a trigger");
+        assert_eq!(over.confidence, None, "out of range is not said at all");
+        assert_eq!(weakest(&silent, |_| None), None);
+    }
+
+    #[test]
+    fn categorical_and_continuous_confidence_read_the_evidence() {
+        let declared = testing::raster("Byte", 1, true);
+        assert_eq!(categorical_confidence(&declared), CERTAIN);
+        let mut sampled = declared.clone();
+        sampled.evidence.palette = false;
+        sampled.evidence.attribute_table = false;
+        assert_eq!(categorical_confidence(&sampled), GUESS);
+        assert_eq!(
+            continuous_confidence(&testing::raster("Float32", 1, false)),
+            CERTAIN
+        );
+        assert_eq!(
+            continuous_confidence(&testing::raster("Int16", 1, false)),
+            LIKELY
+        );
+    }
+
     #[test]
     fn justification_answers_are_read_by_id() {
         let just = json!({"evidence": {"ballpark_operation": "we accept 100 m"},
