@@ -128,7 +128,9 @@ fn main() {
             fact: "f".to_string(),
             why: "w".to_string(),
             alternative: None,
+            relaxable: false,
         }],
+        confidence: Some(1.0),
     };
     let mut samples = Vec::new();
     for _ in 0..20000 {

@@ -395,6 +395,11 @@ fn policy_check_and_explain_name_the_deciding_rule() {
     assert_eq!(crs["outcome"], "refuse", "{crs}");
     assert_eq!(crs["domain_outcome"], "justify");
     assert_eq!(crs["rule"], "no ballpark operations");
+    // WIT 0.7: how sure the domain is (PROJ reports the ballpark: certain) and which findings
+    // it marks relaxable (the note that the target is geographic only: the ballpark and the
+    // datum change are not conventions, so no rule could loosen this decision).
+    assert_eq!(crs["confidence"], 1.0, "{crs}");
+    assert_eq!(crs["relaxable"], json!(["geographic_target"]), "{crs}");
     assert!(!workspace.path().join("wgs.tif").exists());
     assert!(
         !workspace.path().join(".preflight/ledger.jsonl").exists(),
@@ -723,4 +728,194 @@ async fn r7_9_a_covering_sign_off_covers_another_output_name() {
         text(&other)
     );
     assert!(!server.path("utm3.tif").exists());
+}
+
+/// A 16 × 16 one-band GeoTIFF in EPSG:32633 with the values `value(x, y)`.
+fn grid<T: gdal::raster::GdalType + Copy>(path: &Path, value: impl Fn(usize, usize) -> T) {
+    let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<T, _>(path, 16, 16, 1)
+        .unwrap();
+    dataset
+        .set_geo_transform(&[500_000.0, 10.0, 0.0, 5_000_160.0, 0.0, -10.0])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    let data: Vec<T> = (0..256).map(|i| value(i % 16, i / 16)).collect();
+    let mut band = dataset.rasterband(1).unwrap();
+    band.write((0, 0), (16, 16), &mut Buffer::new((16, 16), data))
+        .unwrap();
+}
+
+/// Issue 20, through a real client (WIT 0.7): a confidence floor refuses a bilinear resample
+/// of a Byte raster whose few integer values only *look* like classes (resampling is 0.5 sure
+/// of it), and is silent on the same call over a raster with a colour table (certain: the
+/// domain's own outcome, a justification, stands). A rule looser than the domain relaxes
+/// bilinear on Float32 measurements (`continuous_input`, relaxable: the call runs with a
+/// `warn` receipt) and stands on the classes (`categorical_input`, not relaxable). The
+/// refusals and receipts say which applied.
+#[tokio::test]
+async fn a_confidence_floor_escalates_guesses_and_relaxation_loosens_only_conventions() {
+    let (_dir, policy) = policy_file(
+        r#"
+[[rule]]
+id = "guesses are refused"
+confidence_below = 0.8
+outcome = "refuse"
+
+[[rule]]
+id = "our interpolation convention"
+domain = "resampling"
+outcome = "warn"
+"#,
+    );
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            data: vec!["lc.tif"],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    grid::<u8>(&server.path("classes.tif"), |x, y| {
+        (1 + (x / 4 + y / 4) % 4) as u8
+    });
+    grid::<f32>(&server.path("heights.tif"), |x, y| {
+        100.0 + 1.5 * x as f32 + 0.25 * y as f32
+    });
+    let resample = |input: &str, output: &str| json!({"input": input, "output": output, "resampling": "bilinear", "size": [8, 8]});
+
+    // The guess: refused by the floor, whatever justification comes.
+    let guessed = server
+        .call("raster_resample", resample("classes.tif", "c.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&guessed), "{}", text(&guessed));
+    let content = structured(&guessed);
+    let resampling = entry(&content, "resampling");
+    assert_eq!(resampling["severity"], "critical", "{resampling}");
+    assert_eq!(resampling["policy"]["outcome"], "refuse", "{resampling}");
+    assert_eq!(resampling["policy"]["rule"], "guesses are refused");
+    let why = resampling["policy"]["explanation"].as_str().unwrap();
+    assert!(why.contains("confidence 0.5 (< 0.8)"), "{why}");
+    assert!(
+        why.contains("the strictest, guesses are refused, decides: refuse"),
+        "{why}"
+    );
+    assert!(!server.path("c.tif").exists());
+
+    // Its twin: declared classes are certain; the floor is silent and the domain's outcome
+    // (a justification) stands, the looser rule having no effect on classes.
+    let declared = server
+        .call("raster_resample", resample("lc.tif", "l.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&declared), "{}", text(&declared));
+    let content = structured(&declared);
+    let resampling = entry(&content, "resampling");
+    assert_eq!(resampling["severity"], "critical", "{resampling}");
+    assert_eq!(resampling["policy"]["outcome"], "justify", "{resampling}");
+    assert_eq!(resampling["policy"]["rule"], "our interpolation convention");
+    let why = resampling["policy"]["explanation"].as_str().unwrap();
+    assert!(!why.contains("guesses are refused"), "{why}");
+    assert!(
+        why.contains("does not mark categorical_input as relaxable"),
+        "{why}"
+    );
+    assert!(text(&declared).contains("need a justification before this call can run"));
+
+    // Measurements: the relaxable finding is relaxed; the call runs with a warning.
+    let relaxed = server
+        .call("raster_resample", resample("heights.tif", "h.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&relaxed), "{}", text(&relaxed));
+    let receipt = structured(&relaxed)["reflection"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["domain"] == "resampling")
+        .cloned()
+        .unwrap();
+    assert_eq!(receipt["severity"], "required", "{receipt}");
+    assert_eq!(receipt["decision"], "warn", "{receipt}");
+    assert_eq!(receipt["policy"]["rule"], "our interpolation convention");
+    let why = receipt["policy"]["explanation"].as_str().unwrap();
+    assert!(
+        why.contains(
+            "resampling marks every finding of it relaxable (a local convention): our \
+             interpolation convention relaxes the domain's justify to warn"
+        ),
+        "{why}"
+    );
+    assert!(server.path("h.tif").exists());
+}
+
+/// Issue 20 (WIT 0.7), the adapter's side: a component built against 0.6 cannot say how sure
+/// it is or mark anything relaxable. A confidence floor treats its unknown confidence as below
+/// the floor (refused, saying so), and a rule looser than its severity has no effect (nothing
+/// relaxable): the older pack is never trusted or loosened by default. Its clean twin, the
+/// same pack without the floor, is justified as before (`silent_errors`).
+#[tokio::test]
+async fn a_0_6_pack_is_of_unknown_confidence_and_never_relaxed() {
+    let plugins = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::plugin_component("legacy_v06"),
+        plugins.path().join("legacy_v06.wasm"),
+    )
+    .unwrap();
+    let convert = json!({"input": "p.geojson", "output": "p.gpkg"});
+    let start = |text: &'static str| {
+        let plugins = plugins.path().to_path_buf();
+        async move {
+            let (dir, policy) = policy_file(text);
+            let server = Server::start(
+                Era::Legacy,
+                Options {
+                    plugin_dirs: vec![plugins],
+                    extra_args: vec!["--policy".into(), policy.display().to_string()],
+                    ..Options::default()
+                },
+            )
+            .await
+            .unwrap();
+            square_layer(&server.path("p.geojson"), 0.0, 10.0);
+            (dir, server)
+        }
+    };
+    let (_floor_dir, floor) = start(
+        "[[rule]]\nid = \"unsure packs\"\ndomain = \"legacy_v06\"\nconfidence_below = 0.1\n\
+         outcome = \"refuse\"\n",
+    )
+    .await;
+    let refused = floor.call("vector_convert", convert.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    let pack = entry(&content, "legacy_v06");
+    assert_eq!(pack["policy"]["outcome"], "refuse", "{pack}");
+    let why = pack["policy"]["explanation"].as_str().unwrap();
+    assert!(
+        why.contains("(required, confidence unknown)")
+            && why.contains("the domain does not say: below 0.1"),
+        "{why}"
+    );
+    assert!(!floor.path("p.gpkg").exists());
+
+    let (_loose_dir, loose) = start(
+        "[[rule]]\nid = \"trust the pack\"\ndomain = \"legacy_v06\"\noutcome = \"proceed\"\n",
+    )
+    .await;
+    let stands = loose.call("vector_convert", convert).await.unwrap();
+    assert!(is_error(&stands), "{}", text(&stands));
+    let content = structured(&stands);
+    let pack = entry(&content, "legacy_v06");
+    assert_eq!(pack["policy"]["outcome"], "justify", "{pack}");
+    let why = pack["policy"]["explanation"].as_str().unwrap();
+    assert!(
+        why.contains("does not mark v06_finding as relaxable"),
+        "{why}"
+    );
 }

@@ -1345,6 +1345,20 @@ async fn a_domain_built_against_wit_0_5_still_loads_and_gates() {
     .await;
 }
 
+/// WIT 0.6: the component receives every fact, the output facts included (its fact names the
+/// output driver the host resolved; 0.7 added only the trigger's confidence and the evidence's
+/// relaxable mark), and answers with its own evidence, decided as before.
+#[tokio::test]
+async fn a_domain_built_against_wit_0_6_still_loads_and_gates() {
+    an_older_contract_gates(
+        "legacy_v06",
+        "legacy_v06",
+        "v06_finding",
+        "its lineage: 0 upstream step(s); the output driver: GPKG",
+    )
+    .await;
+}
+
 /// Scale and offset in compositing and block aggregation: two scenes stored with different
 /// scales composite in physical values; a block sum of a band with an offset (gdalwarp would
 /// keep one offset for n cells) is refused, while a block mean (which commutes) runs.

@@ -4,7 +4,8 @@
 //! facts, a pixel size of (1, 1) for a raster without a geotransform (as 0.2 hosts reported
 //! it), and the operation the call *uses* as its transformation. Its triggers carry no
 //! evidence, so the host makes one item from the reason ([`super::Domain::classify`]); its
-//! `validate` does not see the evidence. Everything else is the same record under another
+//! `validate` does not see the evidence. Like every trigger from before 0.7, its confidence is
+//! unknown and nothing in it is relaxable. Everything else is the same record under another
 //! package name.
 
 use super::sandbox::{wit, wit_v0_2 as old};
@@ -100,6 +101,7 @@ pub fn from_trigger(trigger: old::Trigger) -> wit::Trigger {
             })
             .collect(),
         evidence: Vec::new(),
+        confidence: None,
     }
 }
 

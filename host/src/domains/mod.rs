@@ -17,7 +17,7 @@ use crate::gdal::facts::transform::{OperationFacts, TransformationFacts};
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
 use crate::gdal::raster::composite::GridRelation;
 use crate::gdal::vector::measure::MeasurementFacts;
-use additive::{v0_3, v0_4, v0_5};
+use additive::{v0_3, v0_4, v0_5, v0_6};
 use cache::ComponentCache;
 use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
@@ -73,6 +73,11 @@ pub struct EvidenceItem {
     /// Ready-to-use call arguments that avoid the risk, when a safe alternative exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alternative: Option<Value>,
+    /// The domain marks the finding as a local convention an operator's policy may loosen
+    /// (WIT 0.7); never a correctness matter. Absent when false, so the records written before
+    /// 0.7 read and verify unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub relaxable: bool,
 }
 
 /// A domain's verdict on a call.
@@ -85,6 +90,17 @@ pub struct Trigger {
     pub prompt_arguments: Vec<(String, String)>,
     /// Never empty: a trigger without evidence gets one item, `finding`, from its reason.
     pub evidence: Vec<EvidenceItem>,
+    /// How sure the domain is that the finding is real on this data, in [0, 1] (WIT 0.7);
+    /// `None` when it does not say (every component built before 0.7).
+    pub confidence: Option<f64>,
+}
+
+impl Trigger {
+    /// Whether every finding of the trigger is marked relaxable (the only case where an
+    /// operator's rule may make the decision less strict than the domain's severity).
+    pub fn relaxable(&self) -> bool {
+        !self.evidence.is_empty() && self.evidence.iter().all(|e| e.relaxable)
+    }
 }
 
 /// A domain-specific problem with a justification.
@@ -240,7 +256,8 @@ impl Domain {
         }
     }
 
-    /// The contract version the component was built against (`0.6.0`, `0.5.0`, `0.4.0`, `0.3.0` or `0.2.0`).
+    /// The contract version the component was built against (`0.7.0`, `0.6.0`, `0.5.0`,
+    /// `0.4.0`, `0.3.0` or `0.2.0`).
     pub fn contract(&self) -> &'static str {
         self.prepared.contract()
     }
@@ -253,6 +270,11 @@ impl Domain {
                 "classify",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
+                    Bindings::V0_6(d) => d
+                        .call_classify(store, &v0_6::to_call(&to_wit_call(call))?)?
+                        .as_ref()
+                        .map(v0_6::from_trigger)
+                        .transpose(),
                     Bindings::V0_5(d) => d
                         .call_classify(store, &v0_5::to_call(&to_wit_call(call))?)?
                         .as_ref()
@@ -303,8 +325,15 @@ impl Domain {
         if !key_fields.is_object() {
             return Err(self.contract_error("key-fields must be a JSON object".to_string()));
         }
+        if let Some(c) = trigger.confidence {
+            if !(c.is_finite() && (0.0..=1.0).contains(&c)) {
+                return Err(self
+                    .contract_error(format!("confidence is {c}; a number from 0 to 1, or none")));
+            }
+        }
         let evidence = self.evidence(&trigger.reason, trigger.evidence)?;
         Ok(Some(Trigger {
+            confidence: trigger.confidence,
             severity: match trigger.severity {
                 wit::Severity::Advisory => Severity::Advisory,
                 wit::Severity::Required => Severity::Required,
@@ -333,6 +362,7 @@ impl Domain {
                 fact: reason.to_string(),
                 why: format!("domain {} raised it for this call", self.info.id),
                 alternative: None,
+                relaxable: false,
             }]);
         }
         let bytes: usize = items
@@ -380,6 +410,7 @@ impl Domain {
                 fact: item.fact,
                 why: item.why,
                 alternative,
+                relaxable: item.relaxable,
             });
         }
         Ok(out)
@@ -400,6 +431,9 @@ impl Domain {
                 "render-prompt",
                 |domain, store| match domain {
                     Bindings::Current(d) => d.call_render_prompt(store, &values),
+                    Bindings::V0_6(d) => {
+                        d.call_render_prompt(store, &v0_6::prompt_values(&values)?)
+                    }
                     Bindings::V0_5(d) => {
                         d.call_render_prompt(store, &v0_5::prompt_values(&values)?)
                     }
@@ -443,6 +477,7 @@ impl Domain {
                 fact: e.fact.clone(),
                 why: e.why.clone(),
                 alternative: e.alternative.as_ref().map(Value::to_string),
+                relaxable: e.relaxable,
             })
             .collect();
         let errors =
@@ -453,6 +488,14 @@ impl Domain {
                     Bindings::Current(d) => {
                         d.call_validate(store, &key_fields, &evidence, &justification)
                     }
+                    Bindings::V0_6(d) => d
+                        .call_validate(
+                            store,
+                            &key_fields,
+                            &v0_6::evidence(&evidence)?,
+                            &justification,
+                        )
+                        .and_then(|errors| v0_6::from_field_errors(&errors)),
                     Bindings::V0_5(d) => d
                         .call_validate(
                             store,
@@ -587,6 +630,7 @@ impl Registry {
         };
         let info = prepared.call(&unknown, "describe", |d, s| match d {
             Bindings::Current(d) => d.call_describe(s),
+            Bindings::V0_6(d) => d.call_describe(s).and_then(|i| v0_6::from_info(&i)),
             Bindings::V0_5(d) => d.call_describe(s).and_then(|i| v0_5::from_info(&i)),
             Bindings::V0_4(d) => d.call_describe(s).and_then(|i| v0_4::from_info(&i)),
             Bindings::V0_3(d) => d.call_describe(s).and_then(|i| v0_3::from_info(&i)),

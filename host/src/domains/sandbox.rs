@@ -20,13 +20,23 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Bindings for the current contract, `gdal-mcp:risk@0.6.0` (`wit/risk.wit`). Its records
-/// serialise (serde) so that `super::additive` can adapt them to the frozen 0.5, 0.4 and 0.3
-/// records, which are the same records less the fields added since.
+/// Bindings for the current contract, `gdal-mcp:risk@0.7.0` (`wit/risk.wit`). Its records
+/// serialise (serde) so that `super::additive` can adapt them to the frozen 0.6, 0.5, 0.4 and
+/// 0.3 records, which are the same records less the fields added since.
 pub mod current {
     wasmtime::component::bindgen!({
         world: "risk-domain",
         path: "../wit/risk.wit",
+        additional_derives: [serde::Serialize, serde::Deserialize],
+    });
+}
+
+/// Bindings for the frozen `gdal-mcp:risk@0.6.0` (`wit/v0.6/risk.wit`), so that components
+/// built against it keep loading; `super::additive` adapts their records.
+pub mod v0_6 {
+    wasmtime::component::bindgen!({
+        world: "risk-domain",
+        path: "../wit/v0.6/risk.wit",
         additional_derives: [serde::Serialize, serde::Deserialize],
     });
 }
@@ -75,10 +85,12 @@ pub use self::v0_2::gdal_mcp::risk::types as wit_v0_2;
 pub use self::v0_3::gdal_mcp::risk::types as wit_v0_3;
 pub use self::v0_4::gdal_mcp::risk::types as wit_v0_4;
 pub use self::v0_5::gdal_mcp::risk::types as wit_v0_5;
+pub use self::v0_6::gdal_mcp::risk::types as wit_v0_6;
 
 /// The contract version a component was built against, and its instance.
 pub enum Bindings {
     Current(current::RiskDomain),
+    V0_6(v0_6::RiskDomain),
     V0_5(v0_5::RiskDomain),
     V0_4(v0_4::RiskDomain),
     V0_3(v0_3::RiskDomain),
@@ -88,6 +100,7 @@ pub enum Bindings {
 /// A pre-instantiated component of either contract version.
 enum Pre {
     Current(current::RiskDomainPre<PluginState>),
+    V0_6(v0_6::RiskDomainPre<PluginState>),
     V0_5(v0_5::RiskDomainPre<PluginState>),
     V0_4(v0_4::RiskDomainPre<PluginState>),
     V0_3(v0_3::RiskDomainPre<PluginState>),
@@ -331,21 +344,23 @@ impl Sandbox {
         let pre = match current::RiskDomainPre::new(instance_pre.clone()) {
             Ok(pre) => Pre::Current(pre),
             Err(current_error) => match (
+                v0_6::RiskDomainPre::new(instance_pre.clone()),
                 v0_5::RiskDomainPre::new(instance_pre.clone()),
                 v0_4::RiskDomainPre::new(instance_pre.clone()),
                 v0_3::RiskDomainPre::new(instance_pre.clone()),
                 v0_2::RiskDomainPre::new(instance_pre),
             ) {
-                (Ok(pre), _, _, _) => Pre::V0_5(pre),
-                (_, Ok(pre), _, _) => Pre::V0_4(pre),
-                (_, _, Ok(pre), _) => Pre::V0_3(pre),
-                (_, _, _, Ok(pre)) => Pre::V0_2(pre),
+                (Ok(pre), _, _, _, _) => Pre::V0_6(pre),
+                (_, Ok(pre), _, _, _) => Pre::V0_5(pre),
+                (_, _, Ok(pre), _, _) => Pre::V0_4(pre),
+                (_, _, _, Ok(pre), _) => Pre::V0_3(pre),
+                (_, _, _, _, Ok(pre)) => Pre::V0_2(pre),
                 _ => {
                     return Err(PluginError::Load {
                         origin: origin.to_string(),
                         message: format!(
-                            "it implements none of the gdal-mcp:risk@0.6.0, 0.5.0, 0.4.0, 0.3.0 \
-                             and 0.2.0 risk-domain worlds: {current_error:#}"
+                            "it implements none of the gdal-mcp:risk@0.7.0, 0.6.0, 0.5.0, \
+                             0.4.0, 0.3.0 and 0.2.0 risk-domain worlds: {current_error:#}"
                         ),
                     })
                 }
@@ -380,7 +395,8 @@ impl Prepared {
     /// The contract version the component was built against.
     pub fn contract(&self) -> &'static str {
         match self.pre {
-            Pre::Current(_) => "0.6.0",
+            Pre::Current(_) => "0.7.0",
+            Pre::V0_6(_) => "0.6.0",
             Pre::V0_5(_) => "0.5.0",
             Pre::V0_4(_) => "0.4.0",
             Pre::V0_3(_) => "0.3.0",
@@ -422,6 +438,7 @@ impl Prepared {
             .set_fuel(fuel)
             .and_then(|()| match &self.pre {
                 Pre::Current(pre) => pre.instantiate(&mut store).map(Bindings::Current),
+                Pre::V0_6(pre) => pre.instantiate(&mut store).map(Bindings::V0_6),
                 Pre::V0_5(pre) => pre.instantiate(&mut store).map(Bindings::V0_5),
                 Pre::V0_4(pre) => pre.instantiate(&mut store).map(Bindings::V0_4),
                 Pre::V0_3(pre) => pre.instantiate(&mut store).map(Bindings::V0_3),

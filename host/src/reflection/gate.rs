@@ -346,6 +346,13 @@ impl Gate {
                 "domain": domain.info.id,
                 "severity": trigger.severity,
                 "evidence": trigger.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>(),
+                "confidence": trigger.confidence,
+                "relaxable": trigger
+                    .evidence
+                    .iter()
+                    .filter(|e| e.relaxable)
+                    .map(|e| e.id.clone())
+                    .collect::<Vec<_>>(),
                 "domain_outcome": ruling.domain_outcome,
                 "outcome": ruling.outcome,
                 "rule": ruling.rule,

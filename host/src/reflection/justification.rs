@@ -443,6 +443,7 @@ mod tests {
             fact: "ballpark operation, error unknown".into(),
             why: "positions may be off by 100 m".into(),
             alternative: None,
+            relaxable: false,
         }]
     }
 

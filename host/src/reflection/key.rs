@@ -113,6 +113,7 @@ mod tests {
             fact: "ballpark, error unknown".into(),
             why: "positions".into(),
             alternative: None,
+            relaxable: false,
         };
         assert_ne!(base, decision_key("crs_datum", &fields, "aa", &[finding]));
         // Independent of the order the fields were written in.

@@ -6,10 +6,14 @@
 //! evidence id and typed facts with numbers ([`FACTS`]); its `outcome` is one of, from least to
 //! most strict, `proceed`, `warn`, `justify` (what the domains ask for today), `human` (a
 //! person signs the exact call off) and `refuse`. A domain's finding has an outcome of its own
-//! (advisory: `warn`; required and critical: `justify`); the strictest matching rule decides,
-//! and a rule may only make a decision stricter: no built-in domain marks a finding as
-//! relaxable, so a looser rule is shown in the explanation and has no effect. A host refusal
-//! comes before the gate and never reaches a rule; no argument of a tool call is read by it.
+//! (advisory: `warn`; required and critical: `justify`); the strictest matching rule decides.
+//! A rule may make a decision stricter; it makes one less strict only when the domain marked
+//! every finding of the trigger relaxable (WIT 0.7 `evidence-item.relaxable`), and otherwise is
+//! shown in the explanation and has no effect. A rule with `confidence_below = X` (a floor)
+//! matches a finding whose domain is less sure of it than `X`, or does not say
+//! (`trigger.confidence`, unknown for components built before 0.7), and escalates it to
+//! `human` or `refuse`. A host refusal comes before the gate and never reaches a rule; no
+//! argument of a tool call is read by it.
 //!
 //! The file is read once at start. Anything it cannot use (a TOML error, an unknown key, tool,
 //! domain, severity, evidence id, fact or outcome, a condition of the wrong type) stops the
@@ -347,6 +351,8 @@ struct RawRule {
     evidence: Option<Spanned<OneOrMany>>,
     #[serde(default)]
     facts: BTreeMap<String, Spanned<toml::Value>>,
+    /// A confidence floor: matches a finding whose domain's confidence is below it or unknown.
+    confidence_below: Option<Spanned<toml::Value>>,
     outcome: Spanned<String>,
     /// For `human`: an approval covers the decision (like a capsule), not one call.
     #[serde(default)]
@@ -367,6 +373,9 @@ pub struct Rule {
     severities: Vec<Severity>,
     evidence: Vec<String>,
     facts: Vec<(String, Condition)>,
+    /// `confidence_below`: the rule matches a finding less sure than this, or of unknown
+    /// confidence.
+    floor: Option<f64>,
     pub outcome: Outcome,
     pub covers_decision: bool,
     reason: Option<String>,
@@ -504,6 +513,14 @@ fn severity_word(severity: Severity) -> &'static str {
         Severity::Required => "required",
         Severity::Critical => "critical",
     }
+}
+
+/// `confidence 0.5`, or `confidence unknown` when the domain does not say.
+fn confidence_words(confidence: Option<f64>) -> String {
+    confidence.map_or_else(
+        || "confidence unknown".to_string(),
+        |c| format!("confidence {c}"),
+    )
 }
 
 fn outcome_named(name: &str) -> Option<Outcome> {
@@ -772,6 +789,47 @@ impl Policy {
                     ),
                 )
             })?;
+            let floor = match rule.confidence_below {
+                None => None,
+                Some(value) => {
+                    let offset = value.span().start;
+                    let number = match value.into_inner() {
+                        toml::Value::Float(x) => x,
+                        toml::Value::Integer(i) => i as f64,
+                        other => {
+                            return Err(at(
+                                offset,
+                                format!(
+                                    "{name}: confidence_below is a number from 0 to 1 (e.g. \
+                                     0.8), not a {}",
+                                    other.type_str()
+                                ),
+                            ))
+                        }
+                    };
+                    if !(number > 0.0 && number <= 1.0) {
+                        return Err(at(
+                            offset,
+                            format!(
+                                "{name}: confidence_below = {number} is out of range: a \
+                                 domain's confidence runs from 0 to 1, so a floor is above 0 \
+                                 and at most 1"
+                            ),
+                        ));
+                    }
+                    if !matches!(outcome, Outcome::Human | Outcome::Refuse) {
+                        return Err(at(
+                            outcome_offset,
+                            format!(
+                                "{name}: a confidence floor escalates: its outcome is human or \
+                                 refuse, not {}",
+                                outcome.name()
+                            ),
+                        ));
+                    }
+                    Some(number)
+                }
+            };
             if rule.covers_decision && outcome != Outcome::Human {
                 return Err(at(
                     start,
@@ -786,6 +844,7 @@ impl Policy {
                 severities,
                 evidence,
                 facts,
+                floor,
                 outcome,
                 covers_decision: rule.covers_decision,
                 reason: rule.reason,
@@ -816,7 +875,7 @@ impl Policy {
                 .reduce(|best, r| if r.outcome > best.outcome { r } else { best });
         let mut words = Vec::new();
         words.push(format!(
-            "{domain} found {} ({}), which the domain asks to {}",
+            "{domain} found {} ({}, {}), which the domain asks to {}",
             trigger
                 .evidence
                 .iter()
@@ -824,6 +883,7 @@ impl Policy {
                 .collect::<Vec<_>>()
                 .join(", "),
             severity_word(trigger.severity),
+            confidence_words(trigger.confidence),
             domain_outcome.name()
         ));
         let Some(decider) = decider else {
@@ -841,7 +901,7 @@ impl Policy {
                 "{} (line {}) matches{}: {}{}",
                 rule.name,
                 rule.line,
-                rule.conditions_in_words(facts),
+                rule.conditions_in_words(facts, Some(trigger.confidence)),
                 rule.outcome.name(),
                 rule.reason
                     .as_deref()
@@ -856,13 +916,29 @@ impl Policy {
                 decider.outcome.name()
             ));
             decider.outcome
-        } else {
+        } else if trigger.relaxable() {
             words.push(format!(
-                "{} would relax the domain's {} to {}, but {domain} marks no finding as \
-                 relaxable: the domain's outcome stands",
+                "{domain} marks every finding of it relaxable (a local convention): {} relaxes \
+                 the domain's {} to {}",
                 decider.name,
                 domain_outcome.name(),
                 decider.outcome.name()
+            ));
+            decider.outcome
+        } else {
+            let strict: Vec<&str> = trigger
+                .evidence
+                .iter()
+                .filter(|e| !e.relaxable)
+                .map(|e| e.id.as_str())
+                .collect();
+            words.push(format!(
+                "{} would relax the domain's {} to {}, but {domain} does not mark {} as \
+                 relaxable: the domain's outcome stands",
+                decider.name,
+                domain_outcome.name(),
+                decider.outcome.name(),
+                strict.join(", ")
             ));
             domain_outcome
         };
@@ -893,7 +969,7 @@ impl Policy {
             "rules": self.rules.iter().map(|r| json!({
                 "rule": r.name,
                 "line": r.line,
-                "matches": r.conditions_in_words(&Facts::default()).trim_start_matches(" when ").to_string(),
+                "matches": r.conditions_in_words(&Facts::default(), None).trim_start_matches(" when ").to_string(),
                 "outcome": r.outcome,
                 "covers_decision": r.covers_decision,
             })).collect::<Vec<_>>(),
@@ -915,10 +991,14 @@ impl Rule {
                 Condition::Flag(want) => facts.flag(name) == Some(*want),
                 Condition::Number(bounds) => facts.number(name).is_some_and(|x| bounds.holds(x)),
             })
+            && self
+                .floor
+                .is_none_or(|floor| trigger.confidence.is_none_or(|c| c < floor))
     }
 
-    /// ` when tool is ..., domain is ..., accuracy_m = 120 (> 100)`.
-    fn conditions_in_words(&self, facts: &Facts) -> String {
+    /// ` when tool is ..., domain is ..., accuracy_m = 120 (> 100)`; `confidence` is the
+    /// finding's (`Some(None)`: unknown), when there is one.
+    fn conditions_in_words(&self, facts: &Facts, confidence: Option<Option<f64>>) -> String {
         let mut parts = Vec::new();
         if !self.tools.is_empty() {
             parts.push(format!("tool {}", self.tools.join(" or ")));
@@ -951,6 +1031,15 @@ impl Rule {
                     }
                     _ => format!("{name} {}", bounds.words()),
                 },
+            });
+        }
+        if let Some(floor) = self.floor {
+            parts.push(match confidence {
+                Some(Some(c)) => format!("confidence {c} (< {floor})"),
+                Some(None) => {
+                    format!("confidence unknown (the domain does not say: below {floor})")
+                }
+                None => format!("confidence below {floor} or unknown"),
             });
         }
         if parts.is_empty() {
@@ -986,9 +1075,26 @@ mod tests {
                     fact: "f".into(),
                     why: "w".into(),
                     alternative: None,
+                    relaxable: false,
                 })
                 .collect(),
+            confidence: Some(1.0),
         }
+    }
+
+    /// `trigger` with the domain's confidence and the ids it marks relaxable.
+    fn marked(
+        severity: Severity,
+        ids: &[&str],
+        confidence: Option<f64>,
+        relaxable: &[&str],
+    ) -> Trigger {
+        let mut t = trigger(severity, ids);
+        t.confidence = confidence;
+        for e in &mut t.evidence {
+            e.relaxable = relaxable.contains(&e.id.as_str());
+        }
+        t
     }
 
     fn error(text: &str) -> String {
@@ -1117,7 +1223,7 @@ outcome = "proceed"
         let required = trigger(Severity::Required, &["crs_change"]);
         let r = policy.rule_on("raster_reproject", "crs_datum", &required, &exact);
         assert_eq!((r.outcome, r.rule), (Outcome::Justify, None));
-        // A looser rule has no effect: nothing is relaxable.
+        // A looser rule has no effect: the finding is not relaxable.
         let planar = trigger(Severity::Required, &["planar_distortion"]);
         let three = Facts {
             planar_scale_error_pct: Some(3.0),
@@ -1135,7 +1241,8 @@ outcome = "proceed"
         let r = policy.rule_on("vector_measure", "measurement", &planar, &one);
         assert_eq!(r.outcome, Outcome::Justify);
         assert!(
-            r.explanation.contains("marks no finding as relaxable"),
+            r.explanation
+                .contains("does not mark planar_distortion as relaxable"),
             "{}",
             r.explanation
         );
@@ -1143,6 +1250,261 @@ outcome = "proceed"
         let advisory = trigger(Severity::Advisory, &["mixed_geometries"]);
         let r = policy.rule_on("vector_measure", "measurement", &advisory, &one);
         assert_eq!(r.outcome, Outcome::Warn);
+    }
+
+    /// The confidence floor (issue 20, item 4): a finding the domain is less sure of than the
+    /// floor escalates to the rule's outcome; at or above the floor the rule is silent (the
+    /// twin); a domain that does not say (every component built before WIT 0.7) counts as
+    /// below it.
+    #[test]
+    fn a_confidence_floor_escalates_below_and_is_silent_at_or_above() {
+        let policy = Policy::parse(
+            r#"
+[[rule]]
+id = "unsure needs a person"
+domain = "crs_datum"
+confidence_below = 0.8
+outcome = "human"
+
+[[rule]]
+id = "guesses are refused"
+severity = "critical"
+confidence_below = 0.5
+outcome = "refuse"
+"#,
+            "p.toml",
+            &vocabulary(),
+        )
+        .unwrap();
+        let facts = Facts::default();
+        let rule = |severity, confidence| {
+            let t = marked(severity, &["crs_change"], confidence, &[]);
+            policy.rule_on("raster_reproject", "crs_datum", &t, &facts)
+        };
+        let person = Some("unsure needs a person");
+        let guesses = Some("guesses are refused");
+        for (severity, confidence, outcome, decider) in [
+            (Severity::Required, Some(0.79), Outcome::Human, person),
+            (Severity::Required, Some(0.8), Outcome::Justify, None),
+            (Severity::Required, Some(1.0), Outcome::Justify, None),
+            (Severity::Required, None, Outcome::Human, person),
+            (Severity::Advisory, Some(0.6), Outcome::Human, person),
+            (Severity::Advisory, Some(0.9), Outcome::Warn, None),
+            (Severity::Critical, Some(0.3), Outcome::Refuse, guesses),
+            (Severity::Critical, Some(0.5), Outcome::Human, person),
+            (Severity::Critical, None, Outcome::Refuse, guesses),
+        ] {
+            let r = rule(severity, confidence);
+            assert_eq!(
+                (r.outcome, r.rule.as_deref()),
+                (outcome, decider),
+                "{severity:?} at {confidence:?}: {}",
+                r.explanation
+            );
+        }
+        let r = rule(Severity::Required, Some(0.5));
+        assert!(
+            r.explanation
+                .contains("unsure needs a person (line 2) matches when domain crs_datum, confidence 0.5 (< 0.8): human"),
+            "{}",
+            r.explanation
+        );
+        let r = rule(Severity::Required, None);
+        assert!(
+            r.explanation.contains("(required, confidence unknown)")
+                && r.explanation.contains("the domain does not say: below 0.8"),
+            "{}",
+            r.explanation
+        );
+        // Another domain's unsure finding: the rule names crs_datum only.
+        let t = marked(Severity::Required, &["planar_distortion"], Some(0.1), &[]);
+        assert_eq!(
+            policy
+                .rule_on("vector_measure", "measurement", &t, &facts)
+                .outcome,
+            Outcome::Justify
+        );
+        assert_eq!(
+            policy.summary()["rules"][0]["matches"],
+            "domain crs_datum, confidence below 0.8 or unknown"
+        );
+    }
+
+    #[test]
+    fn a_confidence_floor_out_of_range_or_loosening_stops_the_server() {
+        for (text, line, needle) in [
+            (
+                "[[rule]]\noutcome = \"human\"\nconfidence_below = \"high\"\n",
+                3,
+                "confidence_below is a number from 0 to 1 (e.g. 0.8), not a string",
+            ),
+            (
+                "[[rule]]\noutcome = \"human\"\nconfidence_below = 1.5\n",
+                3,
+                "confidence_below = 1.5 is out of range",
+            ),
+            (
+                "[[rule]]\noutcome = \"refuse\"\nconfidence_below = 0\n",
+                3,
+                "confidence_below = 0 is out of range",
+            ),
+            (
+                "[[rule]]\noutcome = \"human\"\nconfidence_below = -0.2\n",
+                3,
+                "out of range",
+            ),
+            (
+                "[[rule]]\noutcome = \"human\"\nconfidence_below = nan\n",
+                3,
+                "out of range",
+            ),
+            (
+                "[[rule]]\noutcome = \"justify\"\nconfidence_below = 0.8\n",
+                2,
+                "a confidence floor escalates: its outcome is human or refuse, not justify",
+            ),
+            (
+                "[[rule]]\noutcome = \"proceed\"\nconfidence_below = 0.8\n",
+                2,
+                "not proceed",
+            ),
+            (
+                "[[rule]]\noutcome = \"human\"\nconfidence_above = 0.8\n",
+                3,
+                "unknown field",
+            ),
+        ] {
+            let e = error(text);
+            assert!(
+                e.starts_with(&format!("policy p.toml line {line}: ")) && e.contains(needle),
+                "{text:?}: {e}"
+            );
+        }
+        // A floor of 1 (anything short of certain) is accepted, written as an integer too.
+        for text in [
+            "[[rule]]\noutcome = \"human\"\nconfidence_below = 1\n",
+            "[[rule]]\noutcome = \"refuse\"\nconfidence_below = 0.25\n",
+        ] {
+            assert!(
+                Policy::parse(text, "p.toml", &vocabulary()).is_ok(),
+                "{text}"
+            );
+        }
+    }
+
+    /// Relaxation (issue 20): a looser rule takes effect only when the domain marked every
+    /// finding of the trigger relaxable; on a finding it did not mark, or a trigger that mixes
+    /// both, the domain's outcome stands. Stricter rules apply either way.
+    #[test]
+    fn relaxation_applies_on_relaxable_findings_and_stands_on_the_others() {
+        let policy = Policy::parse(
+            r#"
+[[rule]]
+id = "our lab's convention"
+domain = "measurement"
+severity = "required"
+outcome = "warn"
+
+[[rule]]
+id = "people see critical"
+domain = "measurement"
+severity = "critical"
+outcome = "human"
+"#,
+            "p.toml",
+            &vocabulary(),
+        )
+        .unwrap();
+        let facts = Facts::default();
+        let on = |t: &Trigger| policy.rule_on("vector_measure", "measurement", t, &facts);
+        let relaxable = marked(
+            Severity::Required,
+            &["non_metre_unit"],
+            Some(1.0),
+            &["non_metre_unit"],
+        );
+        let r = on(&relaxable);
+        assert_eq!(
+            (r.outcome, r.domain_outcome, r.rule.as_deref()),
+            (
+                Outcome::Warn,
+                Outcome::Justify,
+                Some("our lab's convention")
+            )
+        );
+        assert!(
+            r.explanation.contains(
+                "measurement marks every finding of it relaxable (a local convention): our \
+                 lab's convention relaxes the domain's justify to warn"
+            ),
+            "{}",
+            r.explanation
+        );
+        // The twin: the same rule on a finding the domain did not mark.
+        let strict = marked(Severity::Required, &["planar_distortion"], Some(1.0), &[]);
+        let r = on(&strict);
+        assert_eq!(r.outcome, Outcome::Justify);
+        assert!(
+            r.explanation.contains(
+                "would relax the domain's justify to warn, but measurement does not mark \
+                 planar_distortion as relaxable"
+            ),
+            "{}",
+            r.explanation
+        );
+        // One finding not relaxable is enough to keep the domain's outcome.
+        let mixed = marked(
+            Severity::Required,
+            &["non_metre_unit", "overlapping_features"],
+            Some(1.0),
+            &["non_metre_unit"],
+        );
+        let r = on(&mixed);
+        assert_eq!(r.outcome, Outcome::Justify);
+        assert!(
+            r.explanation
+                .contains("does not mark overlapping_features as relaxable"),
+            "{}",
+            r.explanation
+        );
+        // Relaxable or not, a stricter rule still applies.
+        let critical = marked(
+            Severity::Critical,
+            &["non_metre_unit"],
+            Some(1.0),
+            &["non_metre_unit"],
+        );
+        assert_eq!(on(&critical).outcome, Outcome::Human);
+    }
+
+    /// Every ```toml block of docs/operators.md is a policy the server accepts: the guide's
+    /// policy, and its examples of relaxation and of the confidence floor.
+    #[test]
+    fn the_operators_guide_examples_are_valid_policies() {
+        let guide = include_str!("../../../docs/operators.md");
+        let vocabulary = Vocabulary::new(
+            ["raster_reproject", "vector_measure"],
+            [
+                "crs_datum",
+                "resampling",
+                "hydrology",
+                "format_selection",
+                "aggregation",
+                "measurement",
+            ]
+            .map(|d| (d, true)),
+        );
+        let blocks: Vec<&str> = guide
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .collect();
+        assert!(blocks.len() >= 3, "{}", blocks.len());
+        for text in blocks {
+            if let Err(e) = Policy::parse(text, "docs/operators.md", &vocabulary) {
+                panic!("{e}:\n{text}");
+            }
+        }
     }
 
     #[test]

@@ -1853,3 +1853,242 @@ fn the_policy_vocabulary_names_every_finding_of_every_builtin_domain() {
     }
     assert_eq!(BUILTIN_EVIDENCE.len(), 6);
 }
+
+/// Issue 20 (WIT 0.7): every built-in domain says how sure it is of its verdict and marks the
+/// findings an operator may loosen, as docs/domains.md's "Confidence and relaxable findings"
+/// says. Declared classes and measured facts are certain, a few integer values in a sample a
+/// guess; a team's conventions are relaxable, a correctness matter never.
+#[test]
+fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
+    use gdal_mcp::domains::Trigger;
+    use gdal_mcp::gdal::facts::BandFacts;
+    let registry = registry();
+    let trigger = |domain: &str, facts: &CallFacts| -> Trigger {
+        registry
+            .get(domain)
+            .expect("domain loaded")
+            .classify(facts)
+            .expect("classify succeeds")
+            .unwrap_or_else(|| panic!("{domain} triggers"))
+    };
+    // Every item seen is marked as docs/domains.md says (its table's yes and no rows).
+    let docs = docs_marks();
+    let relaxable = |domain: &str, t: &Trigger, id: &str| {
+        for item in &t.evidence {
+            let row = docs.iter().find(|(d, i, _)| d == domain && *i == item.id);
+            if let Some((_, _, said)) = row.filter(|(_, _, r)| r == "yes" || r == "no") {
+                assert_eq!(item.relaxable, said == "yes", "{domain} {}", item.id);
+            }
+        }
+        t.evidence
+            .iter()
+            .find(|e| e.id == id)
+            .unwrap_or_else(|| panic!("{id} in {:?}", t.evidence))
+            .relaxable
+    };
+    let reproject = |raster: RasterFacts, source: CrsFacts, t: Option<TransformationFacts>| {
+        let mut facts = call(
+            "raster_reproject",
+            json!({"input": "in.tif", "output": "o.tif", "dst_crs": "EPSG:4326", "resampling": "bilinear"}),
+            vec![raster_dataset("input", Some(source), raster)],
+        );
+        facts.target_crs = Some(wgs84());
+        facts.transformation = t;
+        facts
+    };
+    let palette = raster(true);
+    let mut few_values = raster(true);
+    few_values.evidence.palette = false;
+    let floats = raster(false);
+    let integers = raster_of("Int16", 1, false, None);
+
+    // resampling: bilinear over classes is never relaxable; its confidence is the data's.
+    let t = trigger("resampling", &reproject(palette.clone(), utm33(), None));
+    assert_eq!(t.confidence, Some(1.0));
+    assert!(!relaxable("resampling", &t, "categorical_input") && !t.relaxable());
+    let t = trigger("resampling", &reproject(few_values.clone(), utm33(), None));
+    assert_eq!(
+        t.confidence,
+        Some(0.5),
+        "a few integer values only look like classes"
+    );
+    let t = trigger("resampling", &reproject(floats.clone(), utm33(), None));
+    assert_eq!(t.confidence, Some(1.0));
+    assert!(relaxable("resampling", &t, "continuous_input") && t.relaxable());
+    let t = trigger("resampling", &reproject(integers, utm33(), None));
+    assert_eq!(
+        t.confidence,
+        Some(0.75),
+        "an integer band only looks like measurements"
+    );
+
+    // crs_datum: a conversion on one datum is a team's choice; a datum shift is not.
+    let t = trigger("crs_datum", &reproject(floats.clone(), utm33(), None));
+    assert_eq!(t.confidence, Some(1.0));
+    assert!(
+        relaxable("crs_datum", &t, "crs_change") && t.relaxable(),
+        "{:?}",
+        t.evidence
+    );
+    let t = trigger(
+        "crs_datum",
+        &reproject(floats.clone(), nad27(), Some(helmert())),
+    );
+    assert_eq!(t.confidence, Some(1.0));
+    assert!(!relaxable("crs_datum", &t, "crs_change") && !t.relaxable());
+    let t = trigger(
+        "crs_datum",
+        &reproject(floats.clone(), nad27(), Some(ballpark())),
+    );
+    assert!(!relaxable("crs_datum", &t, "ballpark_operation") && !t.relaxable());
+    // ... and a projected DEM's heights: declared in another unit (certain), undeclared (a
+    // guess), declared in the CRS's own unit (unlikely).
+    let feet = CrsFacts {
+        linear_unit: Some("US survey foot".to_string()),
+        linear_unit_metres: Some(0.3048006096),
+        ..utm33()
+    };
+    let slope = |unit: Option<&str>| {
+        let mut dem = raster(false);
+        dem.bands = vec![BandFacts {
+            unit: unit.map(String::from),
+            ..BandFacts::default()
+        }];
+        call(
+            "raster_terrain",
+            json!({"input": "dem.tif", "output": "s.tif", "operation": "slope"}),
+            vec![raster_dataset("input", Some(feet.clone()), dem)],
+        )
+    };
+    for (unit, confidence) in [
+        (Some("m"), 1.0),
+        (None, 0.5),
+        (Some("US survey foot"), 0.25),
+    ] {
+        let t = trigger("crs_datum", &slope(unit));
+        assert_eq!(t.confidence, Some(confidence), "heights in {unit:?}");
+        assert!(!relaxable("crs_datum", &t, "unit_mismatch"));
+    }
+
+    // aggregation: the statistic is a team's convention; averaging classes is not, and rests
+    // on the categorical evidence.
+    let zonal = |input: RasterFacts| {
+        call(
+            "zonal_stats",
+            json!({"input": "r.tif", "zones": "z.gpkg", "stats": ["mean"], "semantics": "cell_centre"}),
+            vec![
+                raster_dataset("input", Some(utm33()), input),
+                vector_dataset("zones", Some(utm33()), &[("districts", "Polygon")]),
+            ],
+        )
+    };
+    let t = trigger("aggregation", &zonal(floats.clone()));
+    assert_eq!((t.severity, t.confidence), (Severity::Required, Some(1.0)));
+    assert!(relaxable("aggregation", &t, "zonal_method") && t.relaxable());
+    let t = trigger("aggregation", &zonal(palette));
+    assert_eq!((t.severity, t.confidence), (Severity::Critical, Some(1.0)));
+    assert!(!relaxable("aggregation", &t, "categorical_mean") && !t.relaxable());
+    let t = trigger("aggregation", &zonal(few_values));
+    assert_eq!(
+        (t.severity, t.confidence),
+        (Severity::Critical, Some(0.5)),
+        "a critical verdict resting on a guess is a guess"
+    );
+
+    // measurement: what the host settled is relaxable; distortion and invalid shapes are not.
+    let measure =
+        |facts: MeasurementFacts| measuring("vector_measure", json!({"input": "p.gpkg"}), facts);
+    let foot_plane = MeasurementFacts {
+        crs: Some(feet.clone()),
+        area_scale_error: Some(0.004),
+        length_scale_error: Some(0.002),
+        worst_at: Some((15.0, 50.0)),
+        ..measurement_facts("planar")
+    };
+    let t = trigger("measurement", &measure(foot_plane.clone()));
+    assert_eq!((t.severity, t.confidence), (Severity::Advisory, Some(1.0)));
+    assert!(relaxable("measurement", &t, "non_metre_unit") && t.relaxable());
+    let distorted = MeasurementFacts {
+        area_scale_error: Some(0.05),
+        ..foot_plane
+    };
+    let t = trigger("measurement", &measure(distorted));
+    assert!(!relaxable("measurement", &t, "planar_distortion") && !t.relaxable());
+
+    // hydrology: how a team conditions a DEM is its standing method.
+    let t = trigger(
+        "hydrology",
+        &call(
+            "dem_condition",
+            json!({"method": "breach", "max_breach_length": 50}),
+            vec![raster_dataset("input", Some(utm33()), raster(false))],
+        ),
+    );
+    assert_eq!(t.confidence, Some(1.0));
+    assert!(relaxable("hydrology", &t, "depression_handling") && t.relaxable());
+}
+
+/// The rows of docs/domains.md's "Confidence and relaxable findings" table: (domain, finding,
+/// relaxable column).
+fn docs_marks() -> Vec<(String, String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let docs = std::fs::read_to_string(root.join("docs/domains.md")).expect("docs/domains.md");
+    let section = &docs[docs
+        .find("## Confidence and relaxable findings")
+        .expect("the section")..];
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| domain | finding | confidence | relaxable |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line
+                .split(" | ")
+                .map(|c| c.trim_matches(['|', ' ']))
+                .collect();
+            assert_eq!(cells.len(), 4, "four columns: {line}");
+            (
+                cells[0].to_string(),
+                cells[1].trim_matches('`').to_string(),
+                cells[3].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Issue 20 (WIT 0.7): docs/domains.md rates every finding of every built-in domain and says
+/// whether it is relaxable, once, and names no finding no domain declares.
+#[test]
+fn docs_rate_every_finding_of_every_builtin_domain() {
+    let rows = docs_marks();
+    let mut declared = Vec::new();
+    for domain in [
+        "crs_datum",
+        "resampling",
+        "hydrology",
+        "aggregation",
+        "measurement",
+        "format_selection",
+    ] {
+        for id in declared_ids(domain) {
+            declared.push((domain.to_string(), id));
+        }
+    }
+    let named: Vec<(String, String)> = rows
+        .iter()
+        .map(|(d, i, _)| (d.clone(), i.clone()))
+        .collect();
+    for (i, row) in named.iter().enumerate() {
+        assert!(!named[..i].contains(row), "twice: {row:?}");
+        assert!(declared.contains(row), "declared by no domain: {row:?}");
+    }
+    for d in &declared {
+        assert!(named.contains(d), "not rated in docs/domains.md: {d:?}");
+    }
+    for (domain, id, relaxable) in &rows {
+        assert!(
+            relaxable == "yes" || relaxable == "no" || id == "crs_change",
+            "{domain} {id}: relaxable is yes or no (crs_change says when): {relaxable}"
+        );
+    }
+}

@@ -27,10 +27,11 @@
 
 use gdal_mcp_domain_sdk::careful::{self, alternative_named};
 use gdal_mcp_domain_sdk::{
-    approx, categorical_evidence, categorical_fact, check_answers, chosen_method, crs_label,
-    evidence, export_domain, field_error, json, names, nearest_interpolation, prompt_argument,
-    shorten, step_fact, trigger, Call, CrsKind, Domain, DomainInfo, EvidenceItem, FieldError,
-    Finding, LayerFacts, Need, RasterFacts, Severity, Trigger, Value,
+    approx, categorical_evidence, categorical_fact, categorical_input_confidence, check_answers,
+    chosen_method, crs_label, evidence, export_domain, field_error, json, names,
+    nearest_interpolation, prompt_argument, shorten, step_fact, trigger, weakest, Call, CrsKind,
+    Domain, DomainInfo, EvidenceItem, FieldError, Finding, LayerFacts, Need, RasterFacts, Severity,
+    Trigger, Value, CERTAIN,
 };
 
 struct Aggregation;
@@ -869,6 +870,30 @@ impl Domain for Aggregation {
 
     fn prompt_template() -> &'static str {
         include_str!("prompt.md")
+    }
+
+    /// The statistics, semantics, types and lineage are read from the call and the records:
+    /// certain. `categorical_mean` rests on the input looking categorical, certain for declared
+    /// classes (a colour table, an attribute table) and a guess for a few integer values in a
+    /// sample, and a critical verdict resting on it is no surer.
+    fn confidence(call: &Call, trigger: &Trigger) -> Option<f64> {
+        weakest(trigger, |item| {
+            Some(match item.id.as_str() {
+                ids::CATEGORICAL_MEAN => categorical_input_confidence(call).unwrap_or(CERTAIN),
+                _ => CERTAIN,
+            })
+        })
+    }
+
+    /// Which statistic a team reports (`zonal_method`, `composite_method`,
+    /// `aggregate_method`: the decision every call carries) is its own convention. Averaging
+    /// class codes, double-counted boundary cells, empty coverage statistics, saturated sums
+    /// and interpolated classes are wrong numbers: never relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(
+            evidence_id,
+            ids::ZONAL_METHOD | ids::COMPOSITE_METHOD | ids::AGGREGATE_METHOD
+        )
     }
 
     fn validate(

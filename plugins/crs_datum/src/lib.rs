@@ -34,8 +34,9 @@ use gdal_mcp_domain_sdk::careful::{measured_after, mentions, tolerance};
 use gdal_mcp_domain_sdk::{
     approx, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
     find_evidence, json, names, normalise, prompt_argument, prompt_value, render_template, shorten,
-    trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem, FieldError,
-    Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
+    trigger, weakest, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
+    FieldError, Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
+    CERTAIN, GUESS, UNLIKELY,
 };
 
 struct CrsDatum;
@@ -207,6 +208,43 @@ impl Domain for CrsDatum {
             Self::prompt_template()
         };
         render_template(template, arguments)
+    }
+
+    /// Every finding is read from PROJ or the file (the operation and its accuracy, the
+    /// CRSs, the data's extent, the declared units) and is certain, but for the heights' unit
+    /// of a projected DEM, which nothing may declare: `unit_mismatch` is certain when band 1
+    /// declares another unit than the CRS's, a guess when it declares none, and unlikely when
+    /// it declares the CRS's own unit; `dem_crs_missing` (no CRS: no unit at all) is a guess.
+    fn confidence(call: &Call, trigger: &Trigger) -> Option<f64> {
+        let dem = call.dataset("input");
+        let horizontal = dem
+            .and_then(|d| d.crs.as_ref())
+            .and_then(|c| c.linear_unit_metres);
+        weakest(trigger, |item| {
+            Some(match item.id.as_str() {
+                ids::UNIT_MISMATCH => match (vertical_unit_metres(dem), horizontal) {
+                    (Some(v), Some(h)) if (v - h).abs() > 1e-9 => CERTAIN,
+                    (Some(_), _) => UNLIKELY,
+                    (None, _) => GUESS,
+                },
+                ids::DEM_CRS_MISSING => GUESS,
+                _ => CERTAIN,
+            })
+        })
+    }
+
+    /// Which projection a team works in is its own convention: `crs_change` is relaxable
+    /// when the change is a conversion on one datum (exact: no datum shift; marked where the
+    /// item is built), and so are the notes that the target is geographic and that the host
+    /// already used a better operation than PROJ's default. Everything that moves positions
+    /// or numbers (a datum shift, a ballpark or unknown operation, an area of use, missing
+    /// grids, distortion, a CRS assigned or missing, DEM units) is correctness and never
+    /// relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(
+            evidence_id,
+            ids::GEOGRAPHIC_TARGET | ids::BETTER_OPERATION_USED
+        )
     }
 
     fn validate(
@@ -782,17 +820,19 @@ fn crs_change(
     } else {
         format!("datum change {datum_change}")
     };
+    let conversion = is_conversion(
+        source,
+        target,
+        call.raw.transformation.as_ref().map(|t| &t.used),
+    );
     let operation = match &call.raw.transformation {
-        Some(t) => format!(
-            "; the call uses {}",
-            operation_text(&t.used, is_conversion(source, target, Some(&t.used)))
-        ),
-        None if is_conversion(source, target, None) => {
+        Some(t) => format!("; the call uses {}", operation_text(&t.used, conversion)),
+        None if conversion => {
             "; a projection conversion on one datum (exact: no datum shift)".to_string()
         }
         None => String::new(),
     };
-    evidence(
+    let mut item = evidence(
         ids::CRS_CHANGE,
         format!(
             "{from} → {} ({}); {datums}{operation}",
@@ -803,7 +843,11 @@ fn crs_change(
          output; the justification records which measurements (areas, distances, overlays) \
          must survive",
         None,
-    )
+    );
+    // Which projection a team works in, on one datum (exact), is its own convention; a datum
+    // shift's error is not.
+    item.relaxable = conversion;
+    item
 }
 
 /// An operation in words: `NAD27 to WGS 84 (4), published accuracy 10 m, via Monte Mario`; a

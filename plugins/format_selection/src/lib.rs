@@ -27,9 +27,9 @@ mod raster;
 mod vector;
 
 use gdal_mcp_domain_sdk::{
-    check_answers, chosen_method, evidence, evidence_answer, export_domain, field_error, names,
-    prompt_argument, shorten, trigger, Call, Domain, DomainInfo, EvidenceItem, FieldError, Need,
-    Severity, Trigger, Value,
+    categorical_input_confidence, check_answers, chosen_method, evidence, evidence_answer,
+    export_domain, field_error, names, prompt_argument, shorten, trigger, weakest, Call, Domain,
+    DomainInfo, EvidenceItem, FieldError, Need, Severity, Trigger, Value, CERTAIN, GUESS,
 };
 
 struct FormatSelection;
@@ -211,6 +211,16 @@ fn rank(severity: Severity) -> u8 {
     }
 }
 
+/// The advisory notes: they never raise the severity.
+const NOTES: &[&str] = &[
+    "lossless_write",
+    "cog_without_overviews",
+    "palette_dropped",
+    "unknown_driver",
+    "predictor",
+    "shapefile_limits",
+];
+
 impl Domain for FormatSelection {
     fn describe() -> DomainInfo {
         let arg = prompt_argument;
@@ -287,6 +297,35 @@ impl Domain for FormatSelection {
 
     fn prompt_template() -> &'static str {
         include_str!("prompt.md")
+    }
+
+    /// What a write loses is measured against GDAL by the host or read from the driver's
+    /// capabilities and the data: certain. `lossy_categorical` rests on the input looking
+    /// categorical (certain for declared classes, a guess for a few integer values). The
+    /// advisory notes never raise the severity and do not count, so a trigger of notes only is
+    /// certain, unless one of them is `unknown_driver`: without a capability table for the
+    /// driver the domain is guessing.
+    fn confidence(call: &Call, trigger: &Trigger) -> Option<f64> {
+        let rated = weakest(trigger, |item| match item.id.as_str() {
+            id if NOTES.contains(&id) => None,
+            "lossy_categorical" => Some(categorical_input_confidence(call).unwrap_or(CERTAIN)),
+            _ => Some(CERTAIN),
+        });
+        rated.or_else(|| {
+            let guessing = trigger.evidence.iter().any(|e| e.id == "unknown_driver");
+            Some(if guessing { GUESS } else { CERTAIN })
+        })
+    }
+
+    /// Advice on how a lossless file is laid out (`lossless_write`, `cog_without_overviews`,
+    /// `predictor`) is a team's convention. Everything that loses or changes values, nodata,
+    /// bands, layers, geometries, the CRS or the colour table, the Shapefile limits and a
+    /// driver the domain cannot judge are never relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(
+            evidence_id,
+            "lossless_write" | "cog_without_overviews" | "predictor"
+        )
     }
 
     fn validate(

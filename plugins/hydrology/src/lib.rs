@@ -22,8 +22,9 @@ use gdal_mcp_domain_sdk::careful::{alternative_named, mentions, quantities, tole
 use gdal_mcp_domain_sdk::{
     approx, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
     find_evidence, interpolates, json, names, nearest_regridding, prompt_argument, shorten,
-    step_fact, step_label, trigger, upstream_steps, Call, CrsFacts, CrsKind, DatasetFacts, Domain,
-    DomainInfo, EvidenceItem, FieldError, Finding, Need, Severity, Trigger, Unit, Value,
+    step_fact, step_label, trigger, upstream_steps, weakest, Call, CrsFacts, CrsKind, DatasetFacts,
+    Domain, DomainInfo, EvidenceItem, FieldError, Finding, Need, Severity, Trigger, Unit, Value,
+    CERTAIN,
 };
 
 struct Hydrology;
@@ -423,6 +424,25 @@ impl Domain for Hydrology {
 
     fn prompt_template() -> &'static str {
         include_str!("prompt.md")
+    }
+
+    /// Every finding the verdict rests on is read from the call and the data (the tool and
+    /// its method, the CRS, the flat share counted over the DEM, the lineage records): certain.
+    /// `undeclared_sentinels` is a heuristic (a value that looks like a no-data code) but
+    /// informational: it never raises the severity, so it does not count.
+    fn confidence(_call: &Call, trigger: &Trigger) -> Option<f64> {
+        weakest(trigger, |item| {
+            (item.id != ids::UNDECLARED_SENTINELS).then_some(CERTAIN)
+        })
+    }
+
+    /// How a team conditions DEMs (`depression_handling`: fill, epsilon fill or breach) and
+    /// routes flow (`routing_method`: D8 or D-infinity) is its standing method, a convention a
+    /// lab may settle once. The channel-initiation threshold depends on the landscape, pour
+    /// points on their positions, flats, a geographic DEM and interpolated heights on the data:
+    /// never relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(evidence_id, ids::DEPRESSION_HANDLING | ids::ROUTING_METHOD)
     }
 
     fn validate(

@@ -34,6 +34,7 @@ use gdal_mcp_domain_sdk::{
     approx, careful, check_answers, chosen_method, crs_label, evidence, export_domain, field_error,
     find_evidence, json, names, prompt_argument, shorten, trigger, Call, CrsFacts, Domain,
     DomainInfo, EvidenceItem, FieldError, MeasurementFacts, Need, Severity, Trigger, Unit, Value,
+    CERTAIN,
 };
 
 struct Measurement;
@@ -557,6 +558,27 @@ impl Domain for Measurement {
 
     fn prompt_template() -> &'static str {
         include_str!("prompt.md")
+    }
+
+    /// Every finding is measured by the host before the call runs (the scale error over the
+    /// data's extent, GEOS's validity, the overlapping pairs and their area, the units and the
+    /// geometry kinds): certain.
+    fn confidence(_call: &Call, _trigger: &Trigger) -> Option<f64> {
+        Some(CERTAIN)
+    }
+
+    /// The advisory notes on what the host already settled (it repaired the geometries,
+    /// converted a foot CRS or a distance unit, measured each geometry kind for what it is)
+    /// are relaxable: a team that knows them may silence the warning. Planar distortion,
+    /// invalid geometries and overlaps change the figures: never relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(
+            evidence_id,
+            ids::GEOMETRIES_REPAIRED
+                | ids::NON_METRE_UNIT
+                | ids::DISTANCE_UNIT_CONVERSION
+                | ids::MIXED_GEOMETRIES
+        )
     }
 
     fn validate(

@@ -19,10 +19,11 @@
 
 use gdal_mcp_domain_sdk::careful::alternative_named;
 use gdal_mcp_domain_sdk::{
-    alternative, approx, categorical_evidence, categorical_fact, check_answers, chosen_method,
-    crs_label, evidence, evidence_answer, export_domain, field_error, find_evidence, json, names,
-    prompt_argument, shorten, trigger, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo,
-    EvidenceItem, FieldError, Finding, GridRelation, Need, RasterFacts, Severity, Trigger, Value,
+    alternative, approx, categorical_confidence, categorical_evidence, categorical_fact,
+    check_answers, chosen_method, continuous_confidence, crs_label, evidence, evidence_answer,
+    export_domain, field_error, find_evidence, json, names, prompt_argument, shorten, trigger,
+    Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem, FieldError, Finding,
+    GridRelation, Need, RasterFacts, Severity, Trigger, Value,
 };
 
 struct Resampling;
@@ -585,7 +586,7 @@ impl Domain for Resampling {
             key["overview_method"] = json!(secondary.method);
             method_text = format!("{} (overviews: {})", primary.method, secondary.method);
         }
-        Some(trigger(
+        let mut verdict = trigger(
             severity,
             reason.clone(),
             key,
@@ -597,7 +598,27 @@ impl Domain for Resampling {
                 ("reason", reason),
             ],
             items,
-        ))
+        );
+        // The verdict rests on what the data is: declared classes (a colour table, an
+        // attribute table) and floating-point measurements are certain; a few integer values
+        // in a sample only look like classes, and an integer band without them only looks
+        // like measurements.
+        verdict.confidence = Some(if categorical {
+            categorical_confidence(raster)
+        } else {
+            continuous_confidence(raster)
+        });
+        Some(verdict)
+    }
+
+    /// Which interpolation a team uses on measurements (`continuous_input`) is its own
+    /// convention, and so is the advisory note on a class-preserving method; blending class
+    /// codes (`categorical_input`) invents classes and is never relaxable.
+    fn relaxable(evidence_id: &str) -> bool {
+        matches!(
+            evidence_id,
+            ids::CONTINUOUS_INPUT | ids::CLASS_PRESERVING_METHOD
+        )
     }
 
     fn prompt_template() -> &'static str {

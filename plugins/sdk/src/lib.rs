@@ -29,7 +29,14 @@
 //! the options as passed, and whether the encoding loses values, measured against GDAL), read
 //! with [`Call::output`], and a composite carries its [`GridRelation`], read with
 //! [`Call::grids`]: a domain never resolves a driver from an extension or reads a host fact
-//! from the arguments.
+//! from the arguments. Since 0.7 a trigger says how sure the domain is that its finding is real
+//! on this data (`confidence`, from 0 to 1; see [`CERTAIN`], [`LIKELY`], [`GUESS`] and
+//! [`UNLIKELY`]) and each
+//! evidence item whether an operator's policy may loosen it (`relaxable`): a domain rates its
+//! triggers in [`Domain::confidence`] and names its relaxable findings in
+//! [`Domain::relaxable`]; both default to saying nothing (confidence unknown, nothing
+//! relaxable), so a domain written for 0.6 builds unchanged and is treated as strictly as a
+//! 0.6 component. [`decide`] is `classify` with both applied, as the host receives it.
 
 #![forbid(unsafe_code)]
 
@@ -93,6 +100,117 @@ pub trait Domain {
     ) -> Vec<FieldError> {
         check_answers(evidence, justification, &[])
     }
+
+    /// How sure the domain is that `trigger`'s finding is real on this call's data, from 0 to
+    /// 1 ([`CERTAIN`] for what the host measured or the data declares, [`LIKELY`],
+    /// [`GUESS`] or [`UNLIKELY`] for an inference). A verdict is as sure as the least sure
+    /// finding it rests on ([`weakest`]): a critical verdict resting on a guess is a guess.
+    /// An operator's policy can set a floor below which the decision goes to a person or is
+    /// refused (`confidence_below`).
+    ///
+    /// The default keeps what [`Domain::classify`] set (the [`trigger`] helper sets `None`:
+    /// the domain does not say, which a floor treats as below it).
+    fn confidence(_call: &Call, trigger: &Trigger) -> Option<f64> {
+        trigger.confidence
+    }
+
+    /// Whether evidence items with this id are a local convention an operator's policy may
+    /// loosen (a statistic a team aggregates with, a file layout, a format habit); never a
+    /// correctness matter (a wrong number, lost or invented values, an ignored datum shift).
+    /// The host relaxes a decision only when every finding of its trigger is relaxable.
+    ///
+    /// The default marks nothing relaxable.
+    fn relaxable(_evidence_id: &str) -> bool {
+        false
+    }
+}
+
+/// Confidence for what the host measured or the data declares: a ballpark operation PROJ
+/// reports, a colour table, an upstream step in the lineage records, a codec's measured loss.
+pub const CERTAIN: f64 = 1.0;
+
+/// Confidence for a sound inference that can still be wrong on unusual data: an integer band
+/// without a palette, attribute table or few classes read as measurements; a figure the host
+/// computed on a sample of the data.
+pub const LIKELY: f64 = 0.75;
+
+/// Confidence for a heuristic: an integer band with few distinct values in a sample *looks*
+/// categorical; a value filling a border *looks* like an undeclared no-data code.
+pub const GUESS: f64 = 0.5;
+
+/// Confidence for a finding the data argues against, raised only because a mistake would go
+/// unseen: a DEM whose band declares its heights in the CRS's own unit, asked about its units
+/// all the same.
+pub const UNLIKELY: f64 = 0.25;
+
+/// The confidence of the least sure finding `trigger` rests on: `rate` gives each evidence
+/// item's confidence, `None` for an item the verdict does not rest on (informational). `None`
+/// when no item is rated.
+pub fn weakest(trigger: &Trigger, rate: impl Fn(&EvidenceItem) -> Option<f64>) -> Option<f64> {
+    trigger
+        .evidence
+        .iter()
+        .filter_map(rate)
+        .fold(None, |low: Option<f64>, c| {
+            Some(low.map_or(c, |l| l.min(c)))
+        })
+}
+
+/// How sure a raster's categorical look is: [`CERTAIN`] when band 1 declares classes (a
+/// colour table or a raster attribute table), [`GUESS`] when only its integer values are few
+/// (a sample of them; whole-number classes carried from a categorical input upstream read the
+/// same), [`CERTAIN`] when it does not look categorical at all (nothing to be unsure of).
+pub fn categorical_confidence(raster: &RasterFacts) -> f64 {
+    let e = &raster.evidence;
+    if !raster.looks_categorical || e.palette || e.attribute_table {
+        CERTAIN
+    } else {
+        GUESS
+    }
+}
+
+/// How sure it is that a raster that does not look categorical holds measurements:
+/// [`CERTAIN`] for floating-point bands (classes are never stored as fractions), [`LIKELY`]
+/// for integer bands (a class map with more than a few classes, or without a colour table,
+/// reads the same).
+pub fn continuous_confidence(raster: &RasterFacts) -> f64 {
+    let floating = !raster.data_types.is_empty()
+        && raster
+            .data_types
+            .iter()
+            .all(|t| t.starts_with("Float") || t.starts_with("CFloat"));
+    if floating {
+        CERTAIN
+    } else {
+        LIKELY
+    }
+}
+
+/// The categorical confidence ([`categorical_confidence`]) of the surest raster of `call`
+/// that looks categorical (one declared class map is enough), or `None` when none does.
+pub fn categorical_input_confidence(call: &Call) -> Option<f64> {
+    call.raw
+        .datasets
+        .iter()
+        .filter_map(|d| d.raster.as_ref())
+        .filter(|r| r.looks_categorical)
+        .map(categorical_confidence)
+        .fold(None, |high: Option<f64>, c| {
+            Some(high.map_or(c, |h| h.max(c)))
+        })
+}
+
+/// `classify` as the host receives it: the domain's trigger with its
+/// [`Domain::confidence`] (kept only when a finite number in [0, 1]) and its evidence marked
+/// by [`Domain::relaxable`] (an item built relaxable stays so). The export glue calls it; a
+/// domain's native tests call it to check what the host will see.
+pub fn decide<T: Domain>(call: &Call) -> Option<Trigger> {
+    let mut trigger = T::classify(call)?;
+    trigger.confidence = T::confidence(call, &trigger).filter(|c| (0.0..=1.0).contains(c));
+    for item in &mut trigger.evidence {
+        item.relaxable = item.relaxable || T::relaxable(&item.id);
+    }
+    Some(trigger)
 }
 
 impl<T: Domain> bindings::Guest for T {
@@ -101,7 +219,7 @@ impl<T: Domain> bindings::Guest for T {
     }
 
     fn classify(call: ToolCall) -> Option<Trigger> {
-        T::classify(&Call::new(call))
+        decide::<T>(&Call::new(call))
     }
 
     fn render_prompt(arguments: Vec<PromptValue>) -> String {
@@ -370,7 +488,8 @@ pub fn crs_label(crs: &CrsFacts) -> String {
 
 /// Build a trigger; `key_fields` must be a JSON object. `evidence` lists the findings behind
 /// the verdict (build them with [`evidence`]); a trigger without any gets one item, `finding`,
-/// made by the host from `reason`, so give at least one.
+/// made by the host from `reason`, so give at least one. Its confidence is `None` (rate it in
+/// [`Domain::confidence`]).
 pub fn trigger(
     severity: Severity,
     reason: impl Into<String>,
@@ -390,13 +509,14 @@ pub fn trigger(
             })
             .collect(),
         evidence,
+        confidence: None,
     }
 }
 
 /// One evidence item: a stable snake_case `id` (lowercase letters, digits, `_`; at most 64
 /// characters), the `fact` with its numbers, `why` it matters for this call, and, when a safe
 /// one exists, an `alternative`: a JSON object of ready-to-use call arguments (anything else
-/// is dropped).
+/// is dropped). It is not relaxable (mark its id in [`Domain::relaxable`]).
 pub fn evidence(
     id: &str,
     fact: impl Into<String>,
@@ -408,6 +528,7 @@ pub fn evidence(
         fact: fact.into(),
         why: why.into(),
         alternative: alternative.filter(Value::is_object).map(|a| a.to_string()),
+        relaxable: false,
     }
 }
 
@@ -1135,6 +1256,112 @@ mod tests {
             items.to_vec(),
         );
         assert_eq!(t.evidence.len(), 1);
+    }
+
+    /// A domain that rates and marks its findings (WIT 0.7), one that ignores both (it still
+    /// builds: confidence unknown, nothing relaxable), and one that rates out of range.
+    struct Marks;
+    struct Silent;
+    struct Overconfident;
+
+    fn info() -> DomainInfo {
+        DomainInfo {
+            id: "marks".to_string(),
+            version: "0.1.0".to_string(),
+            title: "t".to_string(),
+            summary: "s".to_string(),
+            prompt_name: "p".to_string(),
+            prompt_arguments: Vec::new(),
+            methodology: "m".to_string(),
+        }
+    }
+
+    fn two_findings() -> Option<Trigger> {
+        Some(trigger(
+            Severity::Required,
+            "r",
+            json!({}),
+            &[],
+            vec![
+                evidence("convention", "f", "w", None),
+                evidence("loss", "f", "w", None),
+            ],
+        ))
+    }
+
+    impl Domain for Marks {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+        fn confidence(_call: &Call, trigger: &Trigger) -> Option<f64> {
+            weakest(trigger, |e| {
+                Some(if e.id == "loss" { GUESS } else { CERTAIN })
+            })
+        }
+        fn relaxable(evidence_id: &str) -> bool {
+            evidence_id == "convention"
+        }
+    }
+
+    impl Domain for Silent {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+    }
+
+    impl Domain for Overconfident {
+        fn describe() -> DomainInfo {
+            info()
+        }
+        fn classify(_call: &Call) -> Option<Trigger> {
+            two_findings()
+        }
+        fn confidence(_call: &Call, _trigger: &Trigger) -> Option<f64> {
+            Some(1.5)
+        }
+    }
+
+    #[test]
+    fn decide_applies_the_domains_confidence_and_relaxable_marks() {
+        let call = Call::new(testing::call("raster_info", json!({}), Vec::new()));
+        let marked = decide::<Marks>(&call).expect("a trigger");
+        assert_eq!(marked.confidence, Some(GUESS), "the least sure finding");
+        let marks: Vec<(&str, bool)> = marked
+            .evidence
+            .iter()
+            .map(|e| (e.id.as_str(), e.relaxable))
+            .collect();
+        assert_eq!(marks, [("convention", true), ("loss", false)]);
+        let silent = decide::<Silent>(&call).expect("a trigger");
+        assert_eq!(silent.confidence, None);
+        assert!(silent.evidence.iter().all(|e| !e.relaxable));
+        let over = decide::<Overconfident>(&call).expect("a trigger");
+        assert_eq!(over.confidence, None, "out of range is not said at all");
+        assert_eq!(weakest(&silent, |_| None), None);
+    }
+
+    #[test]
+    fn categorical_and_continuous_confidence_read_the_evidence() {
+        let declared = testing::raster("Byte", 1, true);
+        assert_eq!(categorical_confidence(&declared), CERTAIN);
+        let mut sampled = declared.clone();
+        sampled.evidence.palette = false;
+        sampled.evidence.attribute_table = false;
+        assert_eq!(categorical_confidence(&sampled), GUESS);
+        assert_eq!(
+            continuous_confidence(&testing::raster("Float32", 1, false)),
+            CERTAIN
+        );
+        assert_eq!(
+            continuous_confidence(&testing::raster("Int16", 1, false)),
+            LIKELY
+        );
     }
 
     #[test]

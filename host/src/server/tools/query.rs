@@ -139,7 +139,10 @@ fn refuse_by_policy(
             fact: fact.clone(),
             why: "points may land in a neighbouring cell".to_string(),
             alternative: None,
+            relaxable: false,
         }],
+        // PROJ reports the operation as ballpark: measured, not inferred.
+        confidence: Some(1.0),
     };
     let facts = Facts {
         accuracy_m: transformation.used.accuracy_metres,
