@@ -104,7 +104,10 @@ pub fn report_for_digest(
         .filter(|(_, r)| r.inputs.iter().any(|i| i.modified_outside))
         .count();
     let text = match format {
-        Format::Markdown => markdown(sha256, path, modified_since, &records, &decisions),
+        Format::Markdown => {
+            let beyond = lineage.beyond(sha256);
+            markdown(sha256, path, modified_since, &records, &decisions, &beyond)
+        }
         Format::ProvJson => {
             serde_json::to_string_pretty(&prov_json(&records, &decisions)).unwrap_or_default()
         }
@@ -186,6 +189,7 @@ fn markdown(
     modified_since: bool,
     records: &[(u32, Record)],
     decisions: &BTreeMap<String, Capsule>,
+    beyond: &lineage::Beyond,
 ) -> String {
     let mut md = String::new();
     let name = path
@@ -353,6 +357,47 @@ fn markdown(
             md,
             "\n**Flagged:** this file was modified outside the server after gdal-mcp wrote it."
         );
+    }
+    // Steps further up than the walk lists, as the records carry them (attack round 8, R8-9:
+    // 64 value-keeping steps hid a bilinear resampling from this report).
+    if !beyond.marks.is_empty() || beyond.unknown {
+        let _ = writeln!(
+            md,
+            "\n## Further upstream\n\nThe steps above are the nearest {} the report lists; the \
+             records carry what was done further up:\n",
+            lineage::max_steps()
+        );
+        for mark in &beyond.marks {
+            let mut what = Vec::new();
+            if let Some(method) = &mark.resampling {
+                what.push(format!("resampling with {method}"));
+            }
+            if let Some(encoding) = &mark.lossy_encoding {
+                what.push(format!("lossy {encoding} encoding"));
+            }
+            let _ = writeln!(
+                md,
+                "- `{}`, {} step{} up: {} (its output {}){}.",
+                mark.tool,
+                mark.depth,
+                if mark.depth == 1 { "" } else { "s" },
+                what.join(" and "),
+                digest_words(&mark.sha256, true),
+                if mark.capsules.is_empty() {
+                    String::new()
+                } else {
+                    format!(", justified by {}", mark.capsules.join(", "))
+                }
+            );
+        }
+        if beyond.unknown {
+            let _ = writeln!(
+                md,
+                "- **Unknown:** the records where the list stops were written before records \
+                 carried their upstream, so what was done further up is not known; the \
+                 domains treat it as interpolated and lossily encoded."
+            );
+        }
     }
     let _ = writeln!(md, "\n## Software\n");
     let mut versions: Vec<String> = records
