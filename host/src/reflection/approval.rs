@@ -966,11 +966,48 @@ pub fn read_answer(result: &Value) -> Result<FormAnswer, String> {
     match result["action"].as_str() {
         Some("accept") => {
             let content = &result["content"];
-            let approved = match (&content["decision"], &content["approve"]) {
-                (Value::String(d), _) if d == "approve" => true,
-                (Value::String(d), _) if d == "decline" => false,
-                (Value::Null, Value::Bool(b)) => *b,
+            // Only an unambiguous answer counts (attack round 8, observation: `{"decision":
+            // "approve", "approve": false}` ran the call): the form's fields and nothing
+            // else, each of its type, and `decision` and `approve` agreeing when both are
+            // given.
+            let Some(fields) = content.as_object() else {
+                return Err("the form's answer has no content".into());
+            };
+            if let Some(other) = fields
+                .keys()
+                .find(|k| !["decision", "approve", "note"].contains(&k.as_str()))
+            {
+                return Err(format!(
+                    "the form's answer holds a field the form did not ask for ({other:?}): \
+                     nothing is approved"
+                ));
+            }
+            if !matches!(content["note"], Value::Null | Value::String(_)) {
+                return Err("the form's note is not text".into());
+            }
+            let decision = match &content["decision"] {
+                Value::Null => None,
+                Value::String(d) if d == "approve" => Some(true),
+                Value::String(d) if d == "decline" => Some(false),
                 _ => {
+                    return Err("the form's decision is neither \"approve\" nor \"decline\"".into())
+                }
+            };
+            let checkbox = match &content["approve"] {
+                Value::Null => None,
+                Value::Bool(b) => Some(*b),
+                _ => return Err("the form's `approve` is not true or false".into()),
+            };
+            let approved = match (decision, checkbox) {
+                (Some(d), Some(c)) if d != c => {
+                    return Err(
+                        "the form's answer contradicts itself (its decision and its `approve` \
+                         differ): nothing is approved"
+                            .into(),
+                    )
+                }
+                (Some(d), _) | (None, Some(d)) => d,
+                (None, None) => {
                     return Err(
                         "the form's answer has no decision (\"approve\" or \"decline\")".into(),
                     )
@@ -1488,6 +1525,29 @@ mod tests {
             Ok(FormAnswer::Cancel)
         );
         assert!(read(serde_json::json!({"action": "accept", "content": {}})).is_err());
+        // Regression, attack round 8 (observation): a contradictory or unexpected answer
+        // approved. Only an unambiguous approve approves; agreeing fields still do.
+        for refused in [
+            serde_json::json!({"decision": "approve", "approve": false}),
+            serde_json::json!({"decision": "decline", "approve": true}),
+            serde_json::json!({"decision": "approve", "approved": true}),
+            serde_json::json!({"decision": "approve", "approve": "true"}),
+            serde_json::json!({"decision": "approve", "note": 5}),
+            serde_json::json!({"decision": "Approve "}),
+            serde_json::json!("approve"),
+        ] {
+            assert!(
+                read(serde_json::json!({"action": "accept", "content": refused})).is_err(),
+                "{refused}"
+            );
+        }
+        assert_eq!(
+            read(serde_json::json!({"action": "accept",
+                                    "content": {"decision": "approve", "approve": true}})),
+            Ok(FormAnswer::Approve {
+                note: String::new()
+            })
+        );
         assert!(read(serde_json::json!({"action": "approve"})).is_err());
         let long = "x".repeat(2 * MAX_NOTE_CHARS);
         match read(

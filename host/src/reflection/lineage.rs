@@ -1373,6 +1373,44 @@ mod tests {
         );
     }
 
+    /// Attack round 8 (observation): `gdal-mcp provenance` printed a line feed in a file name
+    /// raw, so a name holding `\n` started Markdown lines of the agent's choosing. Every
+    /// string from the agent or the data is escaped in the report; the twin, an accented
+    /// name, is shown as it is.
+    #[test]
+    fn r8_provenance_escapes_line_feeds_in_names_and_parameters() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let input = dir.path().join("a\nTool: raster_info\n\u{202e}.tif");
+        let output = dir.path().join("Höhen.tif");
+        std::fs::write(&input, b"in").unwrap();
+        std::fs::write(&output, b"out").unwrap();
+        let mut record = record_of("raster_calc", &store, &[&input], &output);
+        record.arguments = json!({"expression": "a\n# Forged heading"});
+        store.write(record).unwrap();
+        let report = super::super::provenance::report_for_digest(
+            &store,
+            &super::super::store::CapsuleStore::new(dir.path().to_path_buf()),
+            &store.dataset_digest(&output).unwrap(),
+            Some(&output),
+            false,
+            super::super::provenance::Format::Markdown,
+        )
+        .report;
+        assert!(
+            !report
+                .lines()
+                .any(|l| l.starts_with("Tool:") || l.starts_with("# Forged")),
+            "{report}"
+        );
+        assert!(
+            report.contains("a\\u{a}Tool: raster_info\\u{a}\\u{202e}.tif"),
+            "{report}"
+        );
+        assert!(report.contains("# Methods: Höhen.tif"), "{report}");
+        assert!(report.contains("a\\u{a}# Forged heading"), "{report}");
+    }
+
     /// R8-9's clean twin: 70 value-keeping steps from an original DEM carry no mark, and the
     /// cut walk adds nothing (its nearest record vouches for what lies beyond).
     #[test]

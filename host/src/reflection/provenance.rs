@@ -9,6 +9,7 @@
 
 use super::lineage::{self, LineageStore, Record};
 use super::store::{Capsule, CapsuleStore};
+use crate::terminal::escape;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -146,6 +147,13 @@ fn file_name(path: &str) -> &str {
         .unwrap_or(path)
 }
 
+/// A file's name as the Markdown report shows it: every control, format or line-separator
+/// character made visible (`\u{a}`), so a name holding a line feed cannot start a line of its
+/// own in the report (attack round 8: `gdal-mcp provenance` printed LF raw).
+fn shown_name(path: &str) -> String {
+    escape(file_name(path))
+}
+
 fn short(hex: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
 }
@@ -166,14 +174,14 @@ fn digest_words(digest: &str, shorten: bool) -> String {
     }
 }
 
-/// An argument value in words.
+/// An argument value in words (strings escaped as [`shown_name`] does).
 fn words(value: &Value) -> String {
     match value {
-        Value::String(s) => s.clone(),
+        Value::String(s) => escape(s),
         Value::Array(items) => items.iter().map(words).collect::<Vec<_>>().join(", "),
         Value::Object(map) => map
             .iter()
-            .map(|(k, v)| format!("{k}={}", words(v)))
+            .map(|(k, v)| format!("{}={}", escape(k), words(v)))
             .collect::<Vec<_>>()
             .join(", "),
         other => other.to_string(),
@@ -192,10 +200,11 @@ fn markdown(
     beyond: &lineage::Beyond,
 ) -> String {
     let mut md = String::new();
-    let name = path
-        .and_then(|p| p.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or("this file");
+    let name = escape(
+        path.and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("this file"),
+    );
     let _ = writeln!(md, "# Methods: {name}\n");
     if records.is_empty() {
         let _ = writeln!(
@@ -226,7 +235,7 @@ fn markdown(
             .map(|i| {
                 format!(
                     "`{}` ({})",
-                    file_name(&i.path),
+                    shown_name(&i.path),
                     i.sha256
                         .as_deref()
                         .map_or_else(|| "not hashed".to_string(), |d| digest_words(d, true))
@@ -236,7 +245,7 @@ fn markdown(
         let outputs: Vec<String> = record
             .outputs
             .iter()
-            .map(|o| format!("`{}`", file_name(&o.path)))
+            .map(|o| format!("`{}`", shown_name(&o.path)))
             .collect();
         let mut how = Vec::new();
         if let Some(change) = &record.summary.crs_change {
@@ -283,7 +292,7 @@ fn markdown(
             .map(|a| {
                 a.iter()
                     .filter(|(k, _)| !NOT_PARAMETERS.contains(&k.as_str()))
-                    .map(|(k, v)| format!("{} {}", k.replace('_', " "), words(v)))
+                    .map(|(k, v)| format!("{} {}", escape(&k.replace('_', " ")), words(v)))
                     .collect()
             })
             .unwrap_or_default();
@@ -291,10 +300,10 @@ fn markdown(
             let _ = writeln!(md, "   - Parameters: {}.", parameters.join("; "));
         }
         for command in &record.commands {
-            let _ = writeln!(md, "   - Command: `{}`", command.join(" "));
+            let _ = writeln!(md, "   - Command: `{}`", escape(&command.join(" ")));
         }
         if let Some(computation) = &record.computation {
-            let _ = writeln!(md, "   - Computation: {computation}");
+            let _ = writeln!(md, "   - Computation: {}", escape(computation));
         }
         for receipt in &record.receipts {
             let domain = receipt["domain"].as_str().unwrap_or("?");
@@ -304,12 +313,12 @@ fn markdown(
             // Who signed the decision off (the policy's `human` outcome), beside it.
             let signed = receipt["policy"]["approval"]
                 .as_str()
-                .map(|a| format!(" Signed off: {a}."))
+                .map(|a| format!(" Signed off: {}.", escape(a)))
                 .unwrap_or_default();
             match capsule {
                 Some(c) => {
                     let j = &c.justification;
-                    let rationale = j.choice.rationale.0.trim_end();
+                    let rationale = escape(j.choice.rationale.0.trim_end());
                     let stop = if rationale.ends_with(['.', '!', '?']) {
                         ""
                     } else {
@@ -318,24 +327,24 @@ fn markdown(
                     let _ = write!(
                         md,
                         "   - Decision ({domain}, {severity}, {decision}): chose {}: {rationale}{stop}",
-                        j.choice.method.0
+                        escape(&j.choice.method.0)
                     );
                     if !j.assumptions.is_empty() {
-                        let a: Vec<&str> = j.assumptions.iter().map(|t| t.0.as_str()).collect();
+                        let a: Vec<String> = j.assumptions.iter().map(|t| escape(&t.0)).collect();
                         let _ = write!(md, " Assumes: {}.", a.join("; "));
                     }
                     if !j.conditions_for_revisit.is_empty() {
-                        let r: Vec<&str> = j
+                        let r: Vec<String> = j
                             .conditions_for_revisit
                             .iter()
-                            .map(|t| t.0.as_str())
+                            .map(|t| escape(&t.0))
                             .collect();
                         let _ = write!(md, " Revisit if: {}.", r.join("; "));
                     }
                     let _ = writeln!(md, "{signed}");
                 }
                 None => {
-                    let reason = receipt["reason"].as_str().unwrap_or("");
+                    let reason = escape(receipt["reason"].as_str().unwrap_or(""));
                     let _ = writeln!(
                         md,
                         "   - Decision ({domain}, {severity}, {decision}): {reason}{signed}"
@@ -348,7 +357,7 @@ fn markdown(
                 md,
                 "   - **Flagged:** input `{}` had been modified outside the server after \
                  gdal-mcp wrote it; the steps listed before this one do not describe it.",
-                file_name(&input.path)
+                shown_name(&input.path)
             );
         }
     }
