@@ -110,6 +110,7 @@ fn main() {
             receipts: Vec::new(),
             capsules: Vec::new(),
             upstream_capsules: Vec::new(),
+            carried: Default::default(),
             started_at: String::new(),
             finished_at: String::new(),
         };

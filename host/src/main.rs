@@ -284,7 +284,7 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
     let config = options.config()?;
     let store = store_of(&config);
     let path = store.join(ledger::FILE_NAME);
-    let seal = open_seal(&config)?;
+    let seal = Arc::new(open_seal(&config)?);
     let mut whole = true;
     match ledger::verify(&store, &seal) {
         Ok(intact) => {
@@ -315,6 +315,32 @@ fn verify_ledger(options: Options) -> anyhow::Result<()> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 );
+            }
+        }
+    }
+    // The approvals journal: chained like the ledger (attack round 8, R8-8); a broken chain
+    // makes every sign-off fail closed until an operator moves the file aside.
+    {
+        use gdal_mcp::reflection::approval;
+        let shown = store.join(approval::FILE_NAME);
+        match approval::verify(&store, seal.clone()) {
+            Ok(chain) if chain.lines == 0 => {}
+            Ok(chain) => println!(
+                "approvals {}: intact, {} lines{}",
+                shown.display(),
+                chain.lines,
+                if chain.unchained > 0 {
+                    format!(
+                        " ({} written before the chain, fixed by the first chained line)",
+                        chain.unchained
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            Err(e) => {
+                whole = false;
+                eprintln!("{e}");
             }
         }
     }

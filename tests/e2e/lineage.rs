@@ -1064,3 +1064,110 @@ async fn r7_13_a_float_copy_of_a_class_map_is_still_categorical() {
         .unwrap();
     assert!(!names_evidence(&dem, "categorical_input"), "{}", text(&dem));
 }
+
+/// A 64 x 64 Float32 DEM on a 30 m grid in EPSG:32633 (a plane rising to the south-east),
+/// and a zone inside it.
+fn write_projected_dem_and_zone(server: &Server) {
+    let mut asc =
+        String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
+    for row in 0..64 {
+        let line: Vec<String> = (0..64)
+            .map(|col| format!("{:.2}", (row + col) as f64 * 1.37))
+            .collect();
+        asc.push_str(&line.join(" "));
+        asc.push('\n');
+    }
+    let grid = server.path("dem.asc");
+    std::fs::write(&grid, asc).unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .arg(&grid)
+        .arg(server.path("dem.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(
+        server.path("zones.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"z":1},"geometry":{"type":"Polygon",
+            "coordinates":[[[500100,4998700],[501000,4998700],[501000,4999900],[500100,4999900],[500100,4998700]]]}}]}"#,
+    )
+    .unwrap();
+}
+
+/// Regression, attack round 8, R8-9: the upstream walk reads 64 steps, so after a bilinear
+/// resampling 64 ungated `raster_calc "a"` steps (each a new content: another unused
+/// `nodata`) took the operator's rule `domain aggregation, facts {upstream_interpolation =
+/// true}, refuse` off `zonal_stats`. Each record carries its inputs' marks now. The walk's
+/// limit is lowered to 4 (test-only `GDAL_MCP_LINEAGE_MAX_STEPS`) so that 6 steps cross it.
+/// Clean twin: the same 6 steps from the DEM itself are not refused by the rule.
+#[tokio::test]
+async fn r8_9_an_interpolation_past_the_walks_limit_is_still_refused_by_the_rule() {
+    let rule = "no aggregation of interpolated data";
+    let policy_dir = tempfile::tempdir().unwrap();
+    let policy = policy_dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[[rule]]\nid = \"{rule}\"\ndomain = \"aggregation\"\nfacts = {{ \
+             upstream_interpolation = true }}\noutcome = \"refuse\"\n"
+        ),
+    )
+    .unwrap();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            env: vec![("GDAL_MCP_LINEAGE_MAX_STEPS".into(), "4".into())],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    write_projected_dem_and_zone(&server);
+    let step = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "s0.tif", "resolution": [20, 20],
+               "resampling": "bilinear"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&step.result), "{}", text(&step.result));
+    let zonal = |input: &str| {
+        server.call(
+            "zonal_stats",
+            json!({"input": input, "zones": "zones.geojson", "semantics": "cell_centre",
+                   "stats": ["mean"]}),
+        )
+    };
+    let refused_by_rule =
+        |result: &rmcp::model::CallToolResult| is_error(result) && text(result).contains(rule);
+    assert!(refused_by_rule(&zonal("s0.tif").await.unwrap()));
+    for (from, prefix) in [("s0.tif", "s"), ("dem.tif", "t")] {
+        let mut previous = from.to_string();
+        for i in 1..=6 {
+            let output = format!("{prefix}{i}.tif");
+            let step = call_justified(
+                &server,
+                "raster_calc",
+                json!({"inputs": {"a": previous}, "expression": "a", "output": output,
+                       "data_type": "Float32", "nodata": -9000 - i}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&step.result), "{}", text(&step.result));
+            previous = output;
+        }
+        let result = zonal(&previous).await.unwrap();
+        if prefix == "s" {
+            assert!(refused_by_rule(&result), "{previous}: {}", text(&result));
+        } else {
+            assert!(
+                !text(&result).contains(rule),
+                "{previous}: {}",
+                text(&result)
+            );
+        }
+    }
+}

@@ -335,6 +335,86 @@ async fn a_request_state_approves_only_the_call_it_was_sealed_for() {
     assert!(!journal.contains(&state) && !ledger.contains(&state));
 }
 
+/// Regression, attack round 8, R8-8: deleting the one `spent` line of `approvals.jsonl` let
+/// the used state run its call again in the same server. A line cut from the end (which no
+/// chain sees) is still refused as replayed (the server remembers what it spent); a line
+/// deleted before others breaks the chain, and every sign-off fails closed naming the file,
+/// `ledger verify` reports it, and moving the file aside (the operator's recovery) brings
+/// the forms back: the clean twin, a fresh state, runs once.
+#[tokio::test]
+async fn r8_8_a_deleted_spent_line_replays_nothing() {
+    let setup = Setup::new();
+    let client = setup.connect(Era::Modern, true, "policy.toml").await;
+    let out = setup.path("utm.gpkg");
+    let journal = setup.store().join("approvals.jsonl");
+    let first = asked(round(&client, arguments("utm.gpkg"), None, None).await);
+    let state = first.request_state.clone().expect("a request state");
+    let approve = || {
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            Some(&state),
+            Some(answers(&first, "approve")),
+        )
+    };
+    let done = complete(approve().await);
+    assert!(!is_error(&done), "{}", text(&done));
+    std::fs::remove_file(&out).unwrap();
+    let original = std::fs::read_to_string(&journal).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    let spent = lines
+        .iter()
+        .position(|l| l.contains("\"type\":\"spent\""))
+        .expect("a spent line");
+    assert!(spent + 1 < lines.len(), "{original}");
+
+    // Cut from the spent line to the end: the chain that is left is intact, and the server
+    // still knows the state is spent.
+    std::fs::write(&journal, lines[..spent].join("\n") + "\n").unwrap();
+    refused(&complete(approve().await), "replayed", &out);
+
+    // Only the spent line deleted: the chain is broken, and sign-offs fail closed.
+    let mut without: Vec<&str> = lines.clone();
+    without.remove(spent);
+    std::fs::write(&journal, without.join("\n") + "\n").unwrap();
+    let result = complete(approve().await);
+    refused(&result, "approvals.jsonl", &out);
+    assert!(
+        text(&result).contains("chain is broken"),
+        "{}",
+        text(&result)
+    );
+    let verify = std::process::Command::new(binary().unwrap())
+        .args(["ledger", "verify", "--store"])
+        .arg(setup.store())
+        .arg("--key-file")
+        .arg(setup.outside.path().join("user.key"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&verify.stderr);
+    assert!(!verify.status.success(), "{said}");
+    assert!(
+        said.contains("approvals.jsonl") && said.contains("broken"),
+        "{said}"
+    );
+
+    // The operator moves the file aside: a fresh form runs the call once.
+    std::fs::rename(&journal, setup.store().join("approvals.jsonl.broken")).unwrap();
+    let again = asked(round(&client, arguments("utm.gpkg"), None, None).await);
+    let done = complete(
+        round(
+            &client,
+            arguments("utm.gpkg"),
+            again.request_state.as_deref(),
+            Some(answers(&again, "approve")),
+        )
+        .await,
+    );
+    assert!(!is_error(&done), "{}", text(&done));
+    assert!(out.exists());
+    client.cancel().await.unwrap();
+}
+
 /// 2026-07-28: a state sealed before the operator changed the policy file (same rule, other
 /// bytes, so another digest) is refused after the restart, naming the policy.
 #[tokio::test]

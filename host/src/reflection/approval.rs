@@ -18,6 +18,19 @@
 //! file is opened beneath the store like every store file (`super::journal`). Without a usable
 //! key (a server sealing for its own process only) the `human` outcome refuses.
 //!
+//! The lines are **chained** as the ledger's are (`{"seq":N,"prev":"sha256:..."`, the hash of
+//! the line before, inside the sealed body), so a deleted, inserted, edited or reordered line
+//! breaks the chain, and every read of the journal checks the whole chain: a broken one fails
+//! closed ([`ApprovalError::Broken`], naming the file, the line and how an operator recovers),
+//! and `gdal-mcp ledger verify` reports it ([`verify`]). A journal written before the chain
+//! keeps its lines as an unchained prefix: each is read on its own as before, and the first
+//! chained line links to the SHA-256 of the whole prefix, so the old lines are fixed from then
+//! on. Regression, attack round 8, R8-8: deleting the one sealed `spent` line let a used
+//! request state run its call again, in the same process. Besides the chain, the server
+//! remembers in memory every nonce it spent and every sign-off it used, for as long as the
+//! state or the answer could still be valid (its expiry bounds the set), so a line cut from
+//! the end of the file, which no chain can see, does not undo a use within the process.
+//!
 //! A host that shows forms gets the same request as a form ([`form_message`],
 //! [`form_schema`], read back by [`read_answer`]): through `elicitation/create` within the call
 //! (2025-11-25), or as an `InputRequiredResult` whose **request state** ([`State`], sealed by
@@ -27,14 +40,16 @@
 
 use super::journal::{open_beneath, Lock};
 use super::key::{canonical_json, sha256_hex};
+use super::ledger::{last_line_within, seq_of, sha256_hex_bytes, GENESIS};
 use super::seal::{Kind, Seal};
 use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::{BufRead, Read, Seek, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The approvals journal's file name inside the store.
 pub const FILE_NAME: &str = "approvals.jsonl";
@@ -71,8 +86,10 @@ pub fn ttl_words() -> String {
         format!("{} s", ms as f64 / 1000.0)
     }
 }
-/// The journal is read up to this size.
+/// The journal is read up to this size (a larger one cannot be checked: it fails closed).
 const MAX_BYTES: u64 = 64 << 20;
+/// A line is at most this long (a request's form holds a justification of at most 4 KiB).
+const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// What an answer is held to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,6 +254,65 @@ pub enum ApprovalError {
     },
     #[error("approval {id}: {message}")]
     Refused { id: String, message: String },
+    /// The journal's chain is broken: no sign-off is read from it or written to it.
+    #[error(
+        "approvals {path}: the chain is broken at line {line}: {message}. Sign-offs fail closed \
+         until an operator looks at it: `gdal-mcp ledger verify --store <store>` reports it; \
+         keep the file as evidence and move it aside (the server starts a new one, pending \
+         sign-offs are asked again, and approvals that cover a decision must be given again)"
+    )]
+    Broken {
+        path: String,
+        /// 1-based line number (0: the file as a whole).
+        line: usize,
+        message: String,
+    },
+}
+
+/// What this process spent and used, remembered for as long as it could be replayed.
+#[derive(Debug, Default)]
+struct Memory {
+    /// A request state's nonce and the state's expiry (ms).
+    spent: HashMap<String, i64>,
+    /// A single-use sign-off's id and when it was used (ms): an answer given at or before
+    /// that time is used up.
+    used: HashMap<String, i64>,
+}
+
+impl Memory {
+    /// Forget what can no longer be replayed: a state past its expiry, a use older than a
+    /// request's lifetime (the answer it used expired by then).
+    fn prune(&mut self, now: i64) {
+        self.spent.retain(|_, expires| *expires >= now);
+        let ttl = ttl_ms();
+        self.used.retain(|_, at| at.saturating_add(ttl) >= now);
+    }
+}
+
+/// What an intact journal holds ([`verify`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// Lines in all.
+    pub lines: usize,
+    /// Lines written before the chain (by an earlier gdal-mcp), read each on its own.
+    pub unchained: usize,
+}
+
+/// What one read of the journal found.
+struct Scanned {
+    /// The lines asked for whose MAC verifies, in order.
+    lines: Vec<Line>,
+    /// The `seq` and `prev` of the next line.
+    next: (u64, String),
+    chain: Chain,
+}
+
+/// The `prev` of a chained line as this module writes it (`{"seq":N,"prev":"...",`).
+fn prev_of(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("{\"seq\":")?;
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+    let rest = rest.strip_prefix(",\"prev\":\"")?;
+    rest.split('"').next()
 }
 
 /// The approvals of one store.
@@ -247,6 +323,27 @@ pub struct Approvals {
     /// Seals request states under a key derived from the per-user key, with a key id bound
     /// to this store, so a state from another key or store is named as such.
     codec: Option<RequestStateCodec>,
+    /// Spent nonces and used sign-offs of this process (shared by the clones the gate hands
+    /// out), whatever the file says.
+    memory: Arc<Mutex<Memory>>,
+}
+
+/// Check the chain of the approvals journal of the store at `store_root` (as the server reads
+/// it); a missing journal is intact and empty.
+pub fn verify(store_root: &Path, seal: Arc<Seal>) -> Result<Chain, ApprovalError> {
+    let approvals = Approvals::new(store_root, seal);
+    let file = match open_beneath(store_root, &[FILE_NAME], false) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Chain {
+                lines: 0,
+                unchained: 0,
+            })
+        }
+        Err(e) => return Err(approvals.io(e)),
+    };
+    let _lock = Lock::exclusive(&file).map_err(|e| approvals.io(e))?;
+    Ok(approvals.scan(&file, &|_| false)?.chain)
 }
 
 /// Milliseconds since the epoch.
@@ -292,6 +389,7 @@ impl Approvals {
             root: store_root.to_path_buf(),
             seal,
             codec,
+            memory: Arc::default(),
         }
     }
 
@@ -302,43 +400,218 @@ impl Approvals {
         }
     }
 
-    /// Append one sealed line.
-    fn append(&self, line: &Line) -> Result<(), ApprovalError> {
-        if std::fs::symlink_metadata(&self.root).is_err() {
-            std::fs::create_dir_all(&self.root).map_err(|e| self.io(e))?;
+    fn broken(&self, line: usize, message: impl Into<String>) -> ApprovalError {
+        ApprovalError::Broken {
+            path: self.root.join(FILE_NAME).display().to_string(),
+            line,
+            message: message.into(),
         }
-        let text = serde_json::to_string(line).map_err(|e| self.io(std::io::Error::other(e)))?;
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Read the whole journal (`file`, at its start, locked), checking its chain: every
+    /// chained line has the next `seq`, the hash of the line before it (of the unchained
+    /// prefix, for the first) as `prev`, and a MAC that verifies; the first that does not
+    /// breaks the chain. Unchained lines (written before the chain) may only come first, and
+    /// are read each on its own, as before: one whose MAC fails is ignored. Returns the
+    /// verified lines `want` picks (given the line's JSON without its MAC), and the next link.
+    fn scan(
+        &self,
+        file: &std::fs::File,
+        want: &dyn Fn(&str) -> bool,
+    ) -> Result<Scanned, ApprovalError> {
+        use sha2::{Digest, Sha256};
+        let size = file.metadata().map_err(|e| self.io(e))?.len();
+        if size > MAX_BYTES {
+            return Err(self.broken(
+                0,
+                format!("it is {size} bytes, more than the {MAX_BYTES} bytes the server reads"),
+            ));
+        }
+        let mut reader = std::io::BufReader::new(Read::take(file, size));
+        let mut prefix = Sha256::new();
+        let mut unchained = 0usize;
+        let mut chained = false;
+        let mut last_hash = GENESIS.to_string();
+        let mut number = 0usize;
+        let mut out = Vec::new();
+        let mut line = Vec::with_capacity(4096);
+        let prefix_hash =
+            |prefix: &Sha256| format!("sha256:{}", hex::encode(prefix.clone().finalize()));
+        let keep = |open: &str, out: &mut Vec<Line>| {
+            if want(open) {
+                if let Ok(parsed) = serde_json::from_str::<Line>(open) {
+                    out.push(parsed);
+                }
+            }
+        };
+        loop {
+            line.clear();
+            let n = (&mut reader)
+                .take((MAX_LINE_BYTES + 2) as u64)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| self.io(e))?;
+            if n == 0 {
+                break;
+            }
+            number += 1;
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            } else if line.len() > MAX_LINE_BYTES {
+                return Err(self.broken(
+                    number,
+                    format!("longer than any line ({MAX_LINE_BYTES} bytes)"),
+                ));
+            }
+            let text = std::str::from_utf8(&line).ok();
+            match seq_of(&line) {
+                None => {
+                    if chained {
+                        return Err(self.broken(
+                            number,
+                            "a line without a chain link after chained lines: it was written \
+                             by hand, or by an older gdal-mcp sharing this store",
+                        ));
+                    }
+                    unchained += 1;
+                    prefix.update(&line);
+                    prefix.update(b"\n");
+                    match text.and_then(|t| self.seal.open_line(Kind::Approval, t)) {
+                        Some(open) => keep(&open, &mut out),
+                        None => tracing::warn!(
+                            "approvals: line {number} (before the chain) does not verify; ignored"
+                        ),
+                    }
+                }
+                Some(seq) => {
+                    let expected = if chained {
+                        last_hash.clone()
+                    } else if unchained == 0 {
+                        GENESIS.to_string()
+                    } else {
+                        prefix_hash(&prefix)
+                    };
+                    if seq != number as u64 {
+                        return Err(self.broken(
+                            number,
+                            format!(
+                                "sequence number {seq} where {number} was expected: a line \
+                                 before it was deleted, or one was inserted or moved"
+                            ),
+                        ));
+                    }
+                    let Some(open) = text.and_then(|t| self.seal.open_line(Kind::Approval, t))
+                    else {
+                        return Err(self.broken(
+                            number,
+                            format!(
+                                "its MAC does not verify under the sealing key ({}): it was \
+                                 edited, written by hand, planted, or sealed under another key",
+                                self.seal.origin()
+                            ),
+                        ));
+                    };
+                    if prev_of(&open) != Some(expected.as_str()) {
+                        return Err(self.broken(
+                            number,
+                            format!(
+                                "its `prev` is not the hash of line {}: a line before it was \
+                                 deleted, edited or moved",
+                                number - 1
+                            ),
+                        ));
+                    }
+                    chained = true;
+                    keep(&open, &mut out);
+                }
+            }
+            last_hash = format!("sha256:{}", sha256_hex_bytes(&line));
+        }
+        let next_prev = if chained || unchained == 0 {
+            last_hash
+        } else {
+            prefix_hash(&prefix)
+        };
+        Ok(Scanned {
+            lines: out,
+            next: (number as u64 + 1, next_prev),
+            chain: Chain {
+                lines: number,
+                unchained,
+            },
+        })
+    }
+
+    /// The link of the next line of the journal open as `file` (locked): after a chained last
+    /// line, read backwards; otherwise (a journal from before the chain, or none yet) from a
+    /// scan of the whole file.
+    fn next_link(&self, file: &mut std::fs::File) -> Result<(u64, String), ApprovalError> {
+        match last_line_within(file, MAX_LINE_BYTES) {
+            Ok(None) => return Ok((1, GENESIS.to_string())),
+            Ok(Some(last)) => {
+                if let Some(seq) = seq_of(&last) {
+                    return Ok((seq + 1, format!("sha256:{}", sha256_hex_bytes(&last))));
+                }
+            }
+            Err(_) => {}
+        }
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| self.io(e))?;
+        Ok(self.scan(file, &|_| false)?.next)
+    }
+
+    /// Write `line` as the journal's next link through `file` (locked, `O_APPEND`).
+    fn write_line(
+        &self,
+        file: &mut std::fs::File,
+        (seq, prev): (u64, String),
+        line: &Line,
+    ) -> Result<(), ApprovalError> {
+        let body = serde_json::to_string(line).map_err(|e| self.io(std::io::Error::other(e)))?;
+        let rest = body.strip_prefix('{').unwrap_or(&body);
+        let text = format!("{{\"seq\":{seq},\"prev\":\"{prev}\",{rest}");
         let mut text = self.seal.seal(Kind::Approval, &text);
+        if text.len() > MAX_LINE_BYTES {
+            return Err(self.io(std::io::Error::other(format!(
+                "a line of {} bytes; at most {MAX_LINE_BYTES}",
+                text.len()
+            ))));
+        }
         text.push('\n');
-        let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(|e| self.io(e))?;
-        let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
         file.write_all(text.as_bytes()).map_err(|e| self.io(e))
     }
 
-    /// Every line of `id` that verifies, in order.
+    /// Open the journal for appending, locked by the caller (the store created if absent).
+    fn open_append(&self) -> Result<std::fs::File, ApprovalError> {
+        if std::fs::symlink_metadata(&self.root).is_err() {
+            std::fs::create_dir_all(&self.root).map_err(|e| self.io(e))?;
+        }
+        open_beneath(&self.root, &[FILE_NAME], true).map_err(|e| self.io(e))
+    }
+
+    /// Append one sealed, chained line.
+    fn append(&self, line: &Line) -> Result<(), ApprovalError> {
+        let mut file = self.open_append()?;
+        let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
+        let next = self.next_link(&mut file)?;
+        self.write_line(&mut file, next, line)
+    }
+
+    /// Every line of `id` that verifies, in order, from a journal whose chain holds.
     fn lines(&self, id: &str) -> Result<Vec<Line>, ApprovalError> {
         let file = match open_beneath(&self.root, &[FILE_NAME], false) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(self.io(e)),
         };
-        let reader = std::io::BufReader::new(std::io::Read::take(file, MAX_BYTES));
+        let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
         let needle = format!("\"id\":\"{id}\"");
-        let mut out = Vec::new();
-        for line in reader.lines() {
-            let line = line.map_err(|e| self.io(e))?;
-            if !line.contains(&needle) {
-                continue;
-            }
-            let Some(open) = self.seal.open_line(Kind::Approval, &line) else {
-                tracing::warn!("approvals: a line for {id} does not verify; ignored");
-                continue;
-            };
-            if let Ok(parsed) = serde_json::from_str::<Line>(&open) {
-                out.push(parsed);
-            }
-        }
-        Ok(out)
+        Ok(self.scan(&file, &|open| open.contains(&needle))?.lines)
     }
 
     /// Seal a request state for `sign_offs`, expiring after [`ttl_ms`], with a fresh nonce.
@@ -377,41 +650,37 @@ impl Approvals {
             })
     }
 
-    /// Spend a request state's nonce: `true` when this retry is the first to spend it, `false`
-    /// when it was spent before (a replay). Checked and recorded under the journal's lock.
-    pub fn spend(&self, nonce: &str) -> Result<bool, ApprovalError> {
-        if std::fs::symlink_metadata(&self.root).is_err() {
-            std::fs::create_dir_all(&self.root).map_err(|e| self.io(e))?;
+    /// Spend a request state's nonce (the state expiring at `expires_ms`): `true` when this
+    /// retry is the first to spend it, `false` when it was spent before (a replay), by this
+    /// process (remembered until the state expires, whatever the file says) or on record.
+    /// Checked and recorded under the journal's lock, in a journal whose chain holds.
+    pub fn spend(&self, nonce: &str, expires_ms: i64) -> Result<bool, ApprovalError> {
+        let mut memory = self.memory();
+        memory.prune(now_ms());
+        if memory.spent.contains_key(nonce) {
+            return Ok(false);
         }
         let id = format!("state-{nonce}");
-        let mut file = open_beneath(&self.root, &[FILE_NAME], true).map_err(|e| self.io(e))?;
+        let mut file = self.open_append()?;
         let _lock = Lock::exclusive(&file).map_err(|e| self.io(e))?;
         file.seek(std::io::SeekFrom::Start(0))
             .map_err(|e| self.io(e))?;
         let needle = format!("\"id\":\"{id}\"");
-        let spent = {
-            let reader = std::io::BufReader::new((&file).take(MAX_BYTES));
-            let mut spent = false;
-            for line in reader.lines() {
-                let line = line.map_err(|e| self.io(e))?;
-                if line.contains(&needle) && self.seal.open_line(Kind::Approval, &line).is_some() {
-                    spent = true;
-                    break;
-                }
-            }
-            spent
-        };
-        if spent {
+        let scanned = self.scan(&file, &|open| open.contains(&needle))?;
+        if !scanned.lines.is_empty() {
+            memory.spent.insert(nonce.to_string(), expires_ms);
             return Ok(false);
         }
-        let text = serde_json::to_string(&Line::Spent {
-            id,
-            at_ms: now_ms(),
-        })
-        .map_err(|e| self.io(std::io::Error::other(e)))?;
-        let mut text = self.seal.seal(Kind::Approval, &text);
-        text.push('\n');
-        file.write_all(text.as_bytes()).map_err(|e| self.io(e))?;
+        // Remembered before it is written: a line that cannot be written still spends it.
+        memory.spent.insert(nonce.to_string(), expires_ms);
+        self.write_line(
+            &mut file,
+            scanned.next,
+            &Line::Spent {
+                id,
+                at_ms: now_ms(),
+            },
+        )?;
         Ok(true)
     }
 
@@ -502,6 +771,7 @@ impl Approvals {
             binding: bound,
             expires_ms,
             covers_decision,
+            at_ms,
             ..
         } = &lines[position]
         else {
@@ -523,9 +793,17 @@ impl Approvals {
                     ttl_words()
                 )));
             }
-            if lines[position..]
-                .iter()
-                .any(|l| matches!(l, Line::Used { .. }))
+            // Used, on record after the answer or (whatever the file says) by this process
+            // since it was given.
+            let used_here = self
+                .memory()
+                .used
+                .get(id)
+                .is_some_and(|used_ms| at_ms <= used_ms);
+            if used_here
+                || lines[position..]
+                    .iter()
+                    .any(|l| matches!(l, Line::Used { .. }))
             {
                 return Ok(Standing::Invalid(
                     "the approval was already used by an earlier call (single-use: replayed)"
@@ -539,11 +817,18 @@ impl Approvals {
         })
     }
 
-    /// Mark the approval of `id` used (single-use approvals).
+    /// Mark the approval of `id` used (single-use approvals): remembered by this process
+    /// (before the line is written: a line that cannot be written still uses it) and recorded.
     pub fn consume(&self, id: &str) -> Result<(), ApprovalError> {
+        let at_ms = now_ms();
+        {
+            let mut memory = self.memory();
+            memory.prune(at_ms);
+            memory.used.insert(id.to_string(), at_ms);
+        }
         self.append(&Line::Used {
             id: id.to_string(),
-            at_ms: now_ms(),
+            at_ms,
         })
     }
 }
@@ -681,11 +966,48 @@ pub fn read_answer(result: &Value) -> Result<FormAnswer, String> {
     match result["action"].as_str() {
         Some("accept") => {
             let content = &result["content"];
-            let approved = match (&content["decision"], &content["approve"]) {
-                (Value::String(d), _) if d == "approve" => true,
-                (Value::String(d), _) if d == "decline" => false,
-                (Value::Null, Value::Bool(b)) => *b,
+            // Only an unambiguous answer counts (attack round 8, observation: `{"decision":
+            // "approve", "approve": false}` ran the call): the form's fields and nothing
+            // else, each of its type, and `decision` and `approve` agreeing when both are
+            // given.
+            let Some(fields) = content.as_object() else {
+                return Err("the form's answer has no content".into());
+            };
+            if let Some(other) = fields
+                .keys()
+                .find(|k| !["decision", "approve", "note"].contains(&k.as_str()))
+            {
+                return Err(format!(
+                    "the form's answer holds a field the form did not ask for ({other:?}): \
+                     nothing is approved"
+                ));
+            }
+            if !matches!(content["note"], Value::Null | Value::String(_)) {
+                return Err("the form's note is not text".into());
+            }
+            let decision = match &content["decision"] {
+                Value::Null => None,
+                Value::String(d) if d == "approve" => Some(true),
+                Value::String(d) if d == "decline" => Some(false),
                 _ => {
+                    return Err("the form's decision is neither \"approve\" nor \"decline\"".into())
+                }
+            };
+            let checkbox = match &content["approve"] {
+                Value::Null => None,
+                Value::Bool(b) => Some(*b),
+                _ => return Err("the form's `approve` is not true or false".into()),
+            };
+            let approved = match (decision, checkbox) {
+                (Some(d), Some(c)) if d != c => {
+                    return Err(
+                        "the form's answer contradicts itself (its decision and its `approve` \
+                         differ): nothing is approved"
+                            .into(),
+                    )
+                }
+                (Some(d), _) | (None, Some(d)) => d,
+                (None, None) => {
                     return Err(
                         "the form's answer has no decision (\"approve\" or \"decline\")".into(),
                     )
@@ -849,9 +1171,11 @@ mod tests {
             Standing::Invalid(why) => assert!(why.contains("replayed"), "{why}"),
             other => panic!("{other:?}"),
         }
-        // A store written under another key holds nothing this one reads.
+        // A store written under another key approves nothing here: its chain does not
+        // verify, and every sign-off fails closed until the file is moved aside.
         let foreign = Approvals::new(dir.path(), Arc::new(Seal::from_bytes([6; 32])));
-        assert_eq!(foreign.standing(&id, &b).unwrap(), Standing::Unanswered);
+        let e = foreign.standing(&id, &b).unwrap_err().to_string();
+        assert!(e.contains("MAC") && e.contains("move it aside"), "{e}");
         assert!(foreign.answer(&id, true, "x", "y").is_err());
     }
 
@@ -928,9 +1252,251 @@ mod tests {
             .unwrap_err()
             .contains("not one this server sealed"));
         // Spent once, under the key of the store.
-        assert!(approvals.spend(&state.nonce).unwrap());
-        assert!(!approvals.spend(&state.nonce).unwrap());
-        assert!(approvals.spend(&other.nonce).unwrap());
+        assert!(approvals.spend(&state.nonce, state.expires_ms).unwrap());
+        assert!(!approvals.spend(&state.nonce, state.expires_ms).unwrap());
+        assert!(approvals.spend(&other.nonce, other.expires_ms).unwrap());
+    }
+
+    fn file_lines(dir: &Path) -> Vec<String> {
+        std::fs::read_to_string(dir.join(FILE_NAME))
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect()
+    }
+
+    fn write_lines(dir: &Path, lines: &[String]) {
+        std::fs::write(dir.join(FILE_NAME), lines.join("\n") + "\n").unwrap();
+    }
+
+    fn broken_at(result: Result<impl std::fmt::Debug, ApprovalError>) -> (usize, String) {
+        match result {
+            Err(e @ ApprovalError::Broken { line, .. }) => (line, e.to_string()),
+            other => panic!("not a broken chain: {other:?}"),
+        }
+    }
+
+    /// Regression, attack round 8, R8-8: single use rested on one sealed `spent` (or `used`)
+    /// line; the lines were not chained and nothing was remembered, so deleting that line
+    /// let a used request state (or a used terminal approval) run its call again in the same
+    /// process. Now the process remembers, and a restarted reader finds the chain broken.
+    #[test]
+    fn r8_8_a_deleted_spent_or_used_line_replays_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Arc::new(Seal::from_bytes([5; 32]));
+        let approvals = Approvals::new(dir.path(), seal.clone());
+        let b = binding();
+        // The form route: request, spent, answer, used, as a retry writes them.
+        let id = approvals.request(b.clone(), Value::Null, false).unwrap();
+        let (_, state) = approvals
+            .seal_state(vec![StateSignOff {
+                id: id.clone(),
+                binding: b.clone(),
+                covers_decision: false,
+            }])
+            .unwrap();
+        assert!(approvals.spend(&state.nonce, state.expires_ms).unwrap());
+        approvals.answer(&id, true, "once", "host").unwrap();
+        assert!(matches!(
+            approvals.standing(&id, &b).unwrap(),
+            Standing::Approved { .. }
+        ));
+        approvals.consume(&id).unwrap();
+        approvals.request(b.clone(), Value::Null, false).unwrap();
+        let original = file_lines(dir.path());
+        assert_eq!(original.len(), 5);
+        assert!(original
+            .iter()
+            .all(|l| seq_of(l.as_bytes()).is_some() && l.contains("\"mac\"")));
+
+        // The `spent` line deleted (nothing forged): this process still refuses the replay.
+        let without_spent: Vec<String> = original
+            .iter()
+            .filter(|l| !l.contains("\"type\":\"spent\""))
+            .cloned()
+            .collect();
+        assert_eq!(without_spent.len(), 4);
+        write_lines(dir.path(), &without_spent);
+        assert!(!approvals
+            .spend(&state.nonce, state.expires_ms)
+            .unwrap_or(false));
+        // A restarted server (nothing in memory) finds the chain broken at the next line and
+        // fails closed, naming the file and the operator's way out.
+        let restarted = Approvals::new(dir.path(), seal.clone());
+        let (line, message) = broken_at(restarted.spend(&state.nonce, state.expires_ms));
+        assert_eq!(line, 2, "{message}");
+        for needle in [FILE_NAME, "deleted", "ledger verify", "move it aside"] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+        broken_at(restarted.standing(&id, &b));
+        broken_at(restarted.pending(&id));
+        broken_at(restarted.answer(&id, true, "again", "terminal"));
+        broken_at(verify(dir.path(), seal.clone()));
+
+        // The `used` line deleted: this process still says replayed; a restart, broken.
+        let without_used: Vec<String> = original
+            .iter()
+            .filter(|l| !l.contains("\"type\":\"used\""))
+            .cloned()
+            .collect();
+        write_lines(dir.path(), &without_used);
+        let fresh = Approvals::new(dir.path(), seal.clone());
+        assert_eq!(broken_at(fresh.standing(&id, &b)).0, 4);
+        match approvals.standing(&id, &b) {
+            Ok(Standing::Invalid(why)) => assert!(why.contains("replayed"), "{why}"),
+            // The chain is read first: broken is as good a refusal.
+            Err(ApprovalError::Broken { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+
+        // Reordered, or one line edited: broken too.
+        let mut reordered = original.clone();
+        reordered.swap(1, 2);
+        write_lines(dir.path(), &reordered);
+        assert_eq!(broken_at(verify(dir.path(), seal.clone())).0, 2);
+        let mut edited = original.clone();
+        edited[3] = edited[3].replace("\"type\":\"used\"", "\"type\":\"usex\"");
+        write_lines(dir.path(), &edited);
+        assert!(broken_at(verify(dir.path(), seal.clone()))
+            .1
+            .contains("MAC"));
+
+        // The lines cut from the end (no chain sees that): this process still remembers.
+        write_lines(dir.path(), &original[..1]);
+        assert!(!approvals.spend(&state.nonce, state.expires_ms).unwrap());
+        match approvals.standing(&id, &b).unwrap() {
+            Standing::Unanswered => {}
+            other => panic!("{other:?}"),
+        }
+        write_lines(dir.path(), &original[..3]);
+        match approvals.standing(&id, &b).unwrap() {
+            Standing::Invalid(why) => assert!(why.contains("replayed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+
+        // Intact again: verify says so.
+        write_lines(dir.path(), &original);
+        assert_eq!(
+            verify(dir.path(), seal).unwrap(),
+            Chain {
+                lines: 5,
+                unchained: 0
+            }
+        );
+    }
+
+    /// R8-8's clean twin: a state never used runs once after a restart, and once only.
+    #[test]
+    fn r8_8_clean_twin_an_unused_state_still_runs_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Arc::new(Seal::from_bytes([5; 32]));
+        let first = Approvals::new(dir.path(), seal.clone());
+        let id = first.request(binding(), Value::Null, false).unwrap();
+        let (_, state) = first
+            .seal_state(vec![StateSignOff {
+                id,
+                binding: binding(),
+                covers_decision: false,
+            }])
+            .unwrap();
+        let restarted = Approvals::new(dir.path(), seal.clone());
+        assert!(restarted.spend(&state.nonce, state.expires_ms).unwrap());
+        assert!(!restarted.spend(&state.nonce, state.expires_ms).unwrap());
+        assert!(!first.spend(&state.nonce, state.expires_ms).unwrap());
+        assert_eq!(verify(dir.path(), seal).unwrap().lines, 2);
+    }
+
+    /// A journal written before the chain (each line sealed alone) keeps its lines: they are
+    /// read as before, the first chained line links to the hash of all of them, and from
+    /// then on deleting or reordering one breaks the chain.
+    #[test]
+    fn r8_8_a_journal_from_before_the_chain_is_read_and_then_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let seal = Arc::new(Seal::from_bytes([5; 32]));
+        let b = binding();
+        let id = id_of(&b, false);
+        let old = |line: &Line| seal.seal(Kind::Approval, &serde_json::to_string(line).unwrap());
+        let legacy = vec![
+            old(&Line::Request {
+                id: id.clone(),
+                binding: b.clone(),
+                form: Value::Null,
+                created_ms: now_ms(),
+                expires_ms: now_ms() + ttl_ms(),
+                covers_decision: false,
+            }),
+            old(&Line::Answer {
+                id: id.clone(),
+                approved: true,
+                note: "old".into(),
+                by: "terminal".into(),
+                binding: b.clone(),
+                expires_ms: now_ms() + ttl_ms(),
+                covers_decision: false,
+                at_ms: now_ms(),
+            }),
+            old(&Line::Spent {
+                id: "state-abc".into(),
+                at_ms: now_ms(),
+            }),
+        ];
+        write_lines(dir.path(), &legacy);
+        let approvals = Approvals::new(dir.path(), seal.clone());
+        assert!(matches!(
+            approvals.standing(&id, &b).unwrap(),
+            Standing::Approved { .. }
+        ));
+        assert!(
+            !approvals.spend("abc", now_ms() + 1000).unwrap(),
+            "spent on record"
+        );
+        assert_eq!(
+            verify(dir.path(), seal.clone()).unwrap(),
+            Chain {
+                lines: 3,
+                unchained: 3
+            }
+        );
+        approvals.consume(&id).unwrap();
+        let now = file_lines(dir.path());
+        assert_eq!(now.len(), 4);
+        assert!(
+            now[3].starts_with("{\"seq\":4,\"prev\":\"sha256:"),
+            "{}",
+            now[3]
+        );
+        let restarted = Approvals::new(dir.path(), seal.clone());
+        match restarted.standing(&id, &b).unwrap() {
+            Standing::Invalid(why) => assert!(why.contains("replayed"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // An old line deleted or moved now breaks the chain at the first chained line.
+        let mut deleted = now.clone();
+        deleted.remove(0);
+        write_lines(dir.path(), &deleted);
+        assert_eq!(broken_at(restarted.standing(&id, &b)).0, 3);
+        let mut moved = now.clone();
+        moved.swap(0, 1);
+        write_lines(dir.path(), &moved);
+        assert_eq!(broken_at(verify(dir.path(), seal.clone())).0, 4);
+        // An unchained line after the chain (by hand, or an older server): broken.
+        let mut appended = now.clone();
+        appended.push(legacy[2].clone());
+        write_lines(dir.path(), &appended);
+        assert_eq!(broken_at(verify(dir.path(), seal.clone())).0, 5);
+        // A chained line written by hand with the right link but no key: broken (its MAC).
+        let forged = format!(
+            "{{\"seq\":5,\"prev\":\"sha256:{}\",\"type\":\"spent\",\"id\":\"state-x\",\"at_ms\":1}}",
+            sha256_hex_bytes(now[3].as_bytes())
+        );
+        let mut hand = now.clone();
+        hand.push(forged);
+        write_lines(dir.path(), &hand);
+        assert!(broken_at(verify(dir.path(), seal.clone()))
+            .1
+            .contains("MAC"));
+        write_lines(dir.path(), &now);
+        assert_eq!(verify(dir.path(), seal).unwrap().unchained, 3);
     }
 
     #[test]
@@ -959,6 +1525,29 @@ mod tests {
             Ok(FormAnswer::Cancel)
         );
         assert!(read(serde_json::json!({"action": "accept", "content": {}})).is_err());
+        // Regression, attack round 8 (observation): a contradictory or unexpected answer
+        // approved. Only an unambiguous approve approves; agreeing fields still do.
+        for refused in [
+            serde_json::json!({"decision": "approve", "approve": false}),
+            serde_json::json!({"decision": "decline", "approve": true}),
+            serde_json::json!({"decision": "approve", "approved": true}),
+            serde_json::json!({"decision": "approve", "approve": "true"}),
+            serde_json::json!({"decision": "approve", "note": 5}),
+            serde_json::json!({"decision": "Approve "}),
+            serde_json::json!("approve"),
+        ] {
+            assert!(
+                read(serde_json::json!({"action": "accept", "content": refused})).is_err(),
+                "{refused}"
+            );
+        }
+        assert_eq!(
+            read(serde_json::json!({"action": "accept",
+                                    "content": {"decision": "approve", "approve": true}})),
+            Ok(FormAnswer::Approve {
+                note: String::new()
+            })
+        );
         assert!(read(serde_json::json!({"action": "approve"})).is_err());
         let long = "x".repeat(2 * MAX_NOTE_CHARS);
         match read(

@@ -209,7 +209,7 @@ impl Ledger {
     }
 }
 
-fn sha256_hex_bytes(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex_bytes(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(bytes))
 }
@@ -217,12 +217,21 @@ fn sha256_hex_bytes(bytes: &[u8]) -> String {
 /// The last line of the file (without its newline), or `None` for an empty file. Reads
 /// backwards in small steps: a line is usually a few hundred bytes.
 fn last_line(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+    last_line_within(file, MAX_LINE_BYTES)
+}
+
+/// The last line of the file (without its newline), at most `max_line` bytes, or `None` for
+/// an empty file (also the approvals journal's, `super::approval`).
+pub(crate) fn last_line_within(
+    file: &mut std::fs::File,
+    max_line: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
     const STEP: u64 = 4096;
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok(None);
     }
-    let limit = len.min((MAX_LINE_BYTES + 2) as u64);
+    let limit = len.min((max_line + 2) as u64);
     let mut window = STEP.min(limit);
     loop {
         file.seek(SeekFrom::Start(len - window))?;
@@ -246,8 +255,9 @@ fn last_line(file: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
     }
 }
 
-/// The `seq` of a line this module wrote (`{"seq":N,...`), without parsing the whole line.
-fn seq_of(line: &[u8]) -> Option<u64> {
+/// The `seq` of a line this module (or the approvals journal) wrote (`{"seq":N,...`), without
+/// parsing the whole line.
+pub(crate) fn seq_of(line: &[u8]) -> Option<u64> {
     let rest = line.strip_prefix(b"{\"seq\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()

@@ -25,7 +25,20 @@
 //!
 //! Walking records from a file's digest back through its inputs' digests gives the steps that
 //! made it ([`LineageStore::upstream`]); the domains see them as facts, and
-//! `super::provenance` writes them up. Files are hashed with SHA-256 (sha2, which uses the
+//! `super::provenance` writes them up.
+//!
+//! The walk reads at most [`MAX_STEPS`] records, so what a step did further up must not depend
+//! on it (attack round 8, R8-9: 64 ungated `raster_calc "a"` steps pushed a bilinear
+//! resampling out of the walk and the operator's rule on `upstream_interpolation` no longer
+//! fired). Every record therefore **carries** the marks of its inputs' whole upstream
+//! ([`Carry`]: each interpolating resampling and lossy encoding, the nearest of each kind, with
+//! the step, its depth and the capsules that justified it), taken from the walk of each input
+//! and the marks the records found there carry in turn, and says whether that upstream is
+//! complete. A walk adds the marks its records carry from beyond what it read as steps of
+//! their own; a walk cut by the limit whose nearest records cannot vouch for what lies beyond
+//! (written before marks were carried) adds one step of **unknown** upstream, whose
+//! resampling and encoding are unknown: every domain and rule treats an unknown method as
+//! interpolating and lossy, the strict side. Files are hashed with SHA-256 (sha2, which uses the
 //! CPU's SHA extensions), on the blocking worker that wrote or read them, and digests are
 //! memoised by file version (device, inode, size, mtime, ctime) so that a chain hashes each
 //! file once. Every record written is also entered in the ledger (`super::ledger`), so an
@@ -61,6 +74,28 @@ pub const FORMAT: &str = "gdal-mcp.lineage/1";
 pub const DIR: &str = "lineage";
 /// Upstream walks stop after this many steps (a chain longer than this is reported cut).
 pub const MAX_STEPS: usize = 64;
+/// Test-only: the walk's limit instead of [`MAX_STEPS`] (the end-to-end test of a cut walk sets
+/// it low so that it need not write 65 files; an operator has no reason to).
+pub const MAX_STEPS_VARIABLE: &str = "GDAL_MCP_LINEAGE_MAX_STEPS";
+/// Marks a record carries at most (one per kind and value, the nearest).
+const MAX_CARRIED: usize = 32;
+/// Capsules kept with a carried mark.
+const MAX_CARRIED_CAPSULES: usize = 8;
+/// The tool of the step a cut walk adds for what lies beyond it.
+pub const UNKNOWN_TOOL: &str = "unknown upstream";
+
+/// The walk's limit in force: [`MAX_STEPS`] unless the test-only [`MAX_STEPS_VARIABLE`] says
+/// otherwise (read once).
+pub fn max_steps() -> usize {
+    static MAX: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *MAX.get_or_init(|| {
+        std::env::var(MAX_STEPS_VARIABLE)
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| (1..=4096).contains(n))
+            .unwrap_or(MAX_STEPS)
+    })
+}
 /// Digests memoised before the memo starts over.
 const MEMO_ENTRIES: usize = 4096;
 /// Read buffer for hashing.
@@ -165,6 +200,98 @@ pub struct StepSummary {
     pub categorical_input: Option<String>,
 }
 
+/// One mark a record carries from its inputs' upstream: a step that interpolated or encoded
+/// lossily, however far up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Carried {
+    /// Steps above the record that carries it (1: the step that made one of its inputs).
+    pub depth: u32,
+    /// The content the marking step wrote (its record is filed under it).
+    pub sha256: String,
+    pub tool: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resampling: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lossy_encoding: Option<String>,
+    /// `justification://...` of the capsules the marking step rested on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capsules: Vec<String>,
+}
+
+/// What a record carries from its inputs' whole upstream (attack round 8, R8-9).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Carry {
+    /// The marks are the whole upstream's: every input's walk ended, or the records it was
+    /// cut at carried complete marks. `false` in records written before marks were carried,
+    /// and where an input's upstream is unknown.
+    #[serde(default)]
+    pub complete: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<Carried>,
+}
+
+impl Carry {
+    fn is_unknown(&self) -> bool {
+        !self.complete && self.marks.is_empty()
+    }
+
+    /// Add `mark` unless a mark of the same kind and value is nearer; bounded by
+    /// [`MAX_CARRIED`] (a mark dropped for room makes the carry incomplete).
+    fn add(&mut self, mark: Carried) {
+        let same = |m: &Carried| {
+            m.resampling == mark.resampling && m.lossy_encoding == mark.lossy_encoding
+        };
+        if let Some(kept) = self.marks.iter_mut().find(|m| same(m)) {
+            if mark.depth < kept.depth {
+                *kept = mark;
+            }
+            return;
+        }
+        if self.marks.len() >= MAX_CARRIED {
+            self.complete = false;
+            return;
+        }
+        self.marks.push(mark);
+    }
+}
+
+/// A step's own mark, if it interpolated (any recorded resampling: what counts as
+/// interpolating is the reader's to say) or encoded lossily.
+fn own_mark(record: &Record, sha256: &str, depth: u32) -> Option<Carried> {
+    let resampling = record.summary.resampling.clone();
+    let lossy_encoding = record.summary.lossy_encoding.clone();
+    (resampling.is_some() || lossy_encoding.is_some()).then(|| Carried {
+        depth,
+        sha256: sha256.to_string(),
+        tool: record.tool.clone(),
+        resampling,
+        lossy_encoding,
+        capsules: record
+            .capsules
+            .iter()
+            .take(MAX_CARRIED_CAPSULES)
+            .cloned()
+            .collect(),
+    })
+}
+
+/// What lies upstream beyond a walk's steps ([`LineageStore::beyond`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Beyond {
+    /// Marks the walked records carry from further up, nearest first, each at its depth
+    /// from the content walked.
+    pub marks: Vec<Carried>,
+    /// The walk was cut where no record vouched for the rest: unknown upstream.
+    pub unknown: bool,
+}
+
+/// A walk: the records (depth, record, copy, the digest it was found under), and whether the
+/// limit cut it.
+struct Walk {
+    records: Vec<(u32, Record, bool, String)>,
+    cut: bool,
+}
+
 /// Software versions a step ran with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Versions {
@@ -212,6 +339,10 @@ pub struct Record {
     /// Capsules found in the inputs' lineage (justification chaining).
     #[serde(default)]
     pub upstream_capsules: Vec<String>,
+    /// The marks of the inputs' whole upstream, filled in when the record is written
+    /// ([`LineageStore::write`]).
+    #[serde(default, skip_serializing_if = "Carry::is_unknown")]
+    pub carried: Carry,
     pub started_at: String,
     pub finished_at: String,
 }
@@ -232,6 +363,40 @@ impl Record {
             input_modified: self.inputs.iter().any(|i| i.modified_outside),
             capsules: self.capsules.clone(),
         }
+    }
+}
+
+impl Carried {
+    /// The marking step as the domains see it, at `depth` (what the record carries, not what
+    /// it read: no arguments).
+    fn step(&self, depth: u32) -> UpstreamStep {
+        UpstreamStep {
+            depth,
+            tool: self.tool.clone(),
+            arguments: Value::Object(serde_json::Map::new()),
+            resampling: self.resampling.clone(),
+            lossy_encoding: self.lossy_encoding.clone(),
+            capsules: self.capsules.clone(),
+            ..UpstreamStep::default()
+        }
+    }
+}
+
+/// The step a cut walk adds for what lies beyond it: unknown, so every reader takes its
+/// resampling as interpolating and its encoding as lossy (the strict side).
+fn unknown_step(depth: u32) -> UpstreamStep {
+    let why = format!(
+        "unknown: the lineage walk stopped at {} steps, and the records there were written \
+         before records carried their upstream's marks",
+        max_steps()
+    );
+    UpstreamStep {
+        depth,
+        tool: UNKNOWN_TOOL.to_string(),
+        arguments: Value::Object(serde_json::Map::new()),
+        resampling: Some(why.clone()),
+        lossy_encoding: Some(why),
+        ..UpstreamStep::default()
     }
 }
 
@@ -640,12 +805,114 @@ impl LineageStore {
         let Some(start) = start else {
             return lineage;
         };
-        for (depth, record, copy) in self.walk_marking_copies(start) {
+        let walk = self.walk_full(start);
+        for (depth, record, copy, _) in &walk.records {
             if !copy {
-                lineage.steps.push(record.step(depth));
+                lineage.steps.push(record.step(*depth));
             }
         }
+        // What the records carry from further up than the walk read (R8-9).
+        let beyond = Self::beyond_walk(&walk);
+        for mark in &beyond.marks {
+            lineage.steps.push(mark.step(mark.depth));
+        }
+        if beyond.unknown {
+            let deepest = lineage.steps.iter().map(|s| s.depth).max().unwrap_or(0);
+            lineage.steps.push(unknown_step(deepest + 1));
+        }
         lineage
+    }
+
+    /// What lies upstream of content `sha256` beyond the steps its walk reads
+    /// ([`Self::walk`]): the marks its records carry from further up, and whether the walk
+    /// was cut where no record could vouch for the rest (unknown upstream).
+    pub fn beyond(&self, sha256: &str) -> Beyond {
+        Self::beyond_walk(&self.walk_full(sha256))
+    }
+
+    fn beyond_walk(walk: &Walk) -> Beyond {
+        let read: BTreeSet<(&str, &str)> = walk
+            .records
+            .iter()
+            .map(|(_, r, _, d)| (d.as_str(), r.tool.as_str()))
+            .collect();
+        let mut beyond = Carry::default();
+        for (depth, record, _, _) in &walk.records {
+            for mark in &record.carried.marks {
+                if !read.contains(&(mark.sha256.as_str(), mark.tool.as_str())) {
+                    beyond.add(Carried {
+                        depth: depth + mark.depth,
+                        ..mark.clone()
+                    });
+                }
+            }
+        }
+        beyond.marks.sort_by_key(|m| m.depth);
+        Beyond {
+            marks: beyond.marks,
+            unknown: walk.cut && !Self::vouched(walk),
+        }
+    }
+
+    /// Whether the nearest records of a walk carry complete marks (so a cut walk's beyond is
+    /// known through them).
+    fn vouched(walk: &Walk) -> bool {
+        let nearest: Vec<_> = walk.records.iter().filter(|(d, ..)| *d == 1).collect();
+        !nearest.is_empty() && nearest.iter().all(|(_, r, ..)| r.carried.complete)
+    }
+
+    /// The marks of content `sha256`'s whole upstream, as a record reading it carries them:
+    /// its walk's own marks and the marks its records carry, each one step further up
+    /// (1 = the step that made the content); complete when the walk ended, or was cut below
+    /// records whose marks are complete. A content with no record is original data (complete,
+    /// nothing upstream).
+    pub fn carry_of(&self, sha256: &str) -> Carry {
+        let walk = self.walk_full(sha256);
+        let mut carry = Carry {
+            complete: !walk.cut || Self::vouched(&walk),
+            marks: Vec::new(),
+        };
+        for (depth, record, copy, digest) in &walk.records {
+            if !copy {
+                if let Some(mark) = own_mark(record, digest, *depth) {
+                    carry.add(mark);
+                }
+            }
+            for mark in &record.carried.marks {
+                carry.add(Carried {
+                    depth: depth + mark.depth,
+                    ..mark.clone()
+                });
+            }
+        }
+        carry
+    }
+
+    /// The carry of a record reading `inputs`: every input's [`Self::carry_of`], merged;
+    /// incomplete when an input could not be hashed or its lineage no longer verifies.
+    pub fn carry_of_inputs(&self, inputs: &[FileRef]) -> Carry {
+        let mut carry = Carry {
+            complete: true,
+            marks: Vec::new(),
+        };
+        for input in inputs {
+            let followed = if input.modified_outside {
+                input.written_sha256.as_ref()
+            } else {
+                input.sha256.as_ref()
+            };
+            let Some(digest) = followed else {
+                // Not hashed, or written by the server with a record that no longer verifies.
+                carry.complete = false;
+                continue;
+            };
+            let of = self.carry_of(digest);
+            carry.complete &= of.complete;
+            for mark in of.marks {
+                carry.add(mark);
+            }
+        }
+        carry
     }
 
     /// The records that made content `sha256`, breadth first, with their depth (1 = the
@@ -672,6 +939,18 @@ impl LineageStore {
     /// original's content, made an untouched DEM look interpolated, refused by the operator's
     /// rule on `upstream_interpolation` (attack round 8, R8-2).
     pub fn walk_marking_copies(&self, sha256: &str) -> Vec<(u32, Record, bool)> {
+        self.walk_full(sha256)
+            .records
+            .into_iter()
+            .map(|(depth, record, copy, _)| (depth, record, copy))
+            .collect()
+    }
+
+    /// [`Self::walk_marking_copies`] with the digest each record was found under, and whether
+    /// the limit ([`max_steps`]) cut the walk short.
+    fn walk_full(&self, sha256: &str) -> Walk {
+        let limit = max_steps();
+        let mut cut = false;
         let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut queue: VecDeque<(u32, String)> = VecDeque::from([(1, sha256.to_string())]);
         let mut out = Vec::new();
@@ -684,12 +963,21 @@ impl LineageStore {
             }
         };
         while let Some((depth, digest)) = queue.pop_front() {
-            if out.len() >= MAX_STEPS || !seen.insert(digest.clone()) {
+            if seen.contains(&digest) {
                 continue;
             }
+            if out.len() >= limit {
+                cut |= !self.records(&digest).is_empty();
+                if cut {
+                    break;
+                }
+                continue;
+            }
+            seen.insert(digest.clone());
             let mut copy_listed = false;
             for record in self.records(&digest) {
-                if out.len() >= MAX_STEPS {
+                if out.len() >= limit {
+                    cut = true;
                     break;
                 }
                 let copy = !record.inputs.is_empty()
@@ -708,10 +996,10 @@ impl LineageStore {
                         queue.push_back((depth + 1, d));
                     }
                 }
-                out.push((depth, record, copy));
+                out.push((depth, record, copy, digest.clone()));
             }
         }
-        out
+        Walk { records: out, cut }
     }
 
     /// Open every store file a call's record is appended to (`lineage/records.jsonl`,
@@ -775,6 +1063,9 @@ impl LineageStore {
         if record.outputs.is_empty() {
             return Ok(uris);
         }
+        // The marks of the inputs' whole upstream, so that no walk's limit can drop them
+        // (attack round 8, R8-9).
+        record.carried = self.carry_of_inputs(&record.inputs);
         let text = serde_json::to_string(&record).map_err(|e| LineageError::Invalid {
             path: self.root.display().to_string(),
             message: e.to_string(),
@@ -924,6 +1215,7 @@ mod tests {
             receipts: Vec::new(),
             capsules: Vec::new(),
             upstream_capsules: Vec::new(),
+            carried: Carry::default(),
             started_at: "2026-11-27T00:00:00Z".to_string(),
             finished_at: "2026-11-27T00:00:00Z".to_string(),
         }
@@ -977,6 +1269,222 @@ mod tests {
                 .tool,
             "raster_convert"
         );
+    }
+
+    /// A chain: `first` written from `source`, then `n` value-keeping steps each writing new
+    /// content from the one before; returns the last file.
+    fn chain(store: &LineageStore, dir: &Path, from: &Path, n: usize) -> PathBuf {
+        let mut previous = from.to_path_buf();
+        for i in 1..=n {
+            let next = dir.join(format!("s{i}.tif"));
+            std::fs::write(&next, format!("step {i}")).unwrap();
+            store
+                .write(record_of("raster_calc", store, &[&previous], &next))
+                .unwrap();
+            previous = next;
+        }
+        previous
+    }
+
+    fn interpolating(lineage: &DatasetLineage) -> Vec<(u32, String, String)> {
+        lineage
+            .steps
+            .iter()
+            .filter(|s| s.resampling.is_some())
+            .map(|s| {
+                (
+                    s.depth,
+                    s.tool.clone(),
+                    s.resampling.clone().unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Regression, attack round 8, R8-9: the walk reads 64 steps, so after a bilinear
+    /// resampling 64 value-keeping `raster_calc` steps hid it (and the operator's rule on
+    /// `upstream_interpolation` no longer fired). Every record carries its inputs' marks: the
+    /// nearest record says it, with the capsule that justified it, however far up.
+    #[test]
+    fn r8_9_an_interpolation_past_the_walks_limit_is_still_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let dem = dir.path().join("dem.tif");
+        let s0 = dir.path().join("s0.tif");
+        std::fs::write(&dem, b"dem").unwrap();
+        std::fs::write(&s0, b"bilinear dem").unwrap();
+        let mut resample = record_of("raster_resample", &store, &[&dem], &s0);
+        resample.summary.resampling = Some("bilinear".to_string());
+        resample.capsules = vec!["justification://resampling/abc".to_string()];
+        store.write(resample).unwrap();
+        for n in [1, 63, 64, 66] {
+            let sub = dir.path().join(format!("c{n}"));
+            std::fs::create_dir(&sub).unwrap();
+            let last = chain(&store, &sub, &s0, n);
+            let lineage = store.upstream(&last);
+            assert_eq!(
+                interpolating(&lineage),
+                [(
+                    n as u32 + 1,
+                    "raster_resample".to_string(),
+                    "bilinear".to_string()
+                )],
+                "after {n} steps"
+            );
+            let bilinear = lineage
+                .steps
+                .iter()
+                .find(|s| s.resampling.is_some())
+                .unwrap();
+            assert_eq!(bilinear.capsules, ["justification://resampling/abc"]);
+            assert!(
+                lineage.steps.len() <= MAX_STEPS + 1,
+                "{}",
+                lineage.steps.len()
+            );
+        }
+        // The record of the last step says it itself.
+        let last = dir.path().join("c66").join("s66.tif");
+        let record = store.record(&store.dataset_digest(&last).unwrap()).unwrap();
+        assert!(record.carried.complete);
+        assert_eq!(record.carried.marks.len(), 1);
+        assert_eq!(record.carried.marks[0].depth, 66);
+        // The methods section lists the nearest 64 steps and names the resampling beyond.
+        let report = super::super::provenance::report_for_digest(
+            &store,
+            &super::super::store::CapsuleStore::new(dir.path().to_path_buf()),
+            &store.dataset_digest(&last).unwrap(),
+            Some(&last),
+            false,
+            super::super::provenance::Format::Markdown,
+        );
+        assert_eq!(report.steps, MAX_STEPS);
+        assert!(
+            report.report.contains("## Further upstream"),
+            "{}",
+            report.report
+        );
+        assert!(
+            report
+                .report
+                .contains("`raster_resample`, 67 steps up: resampling with bilinear"),
+            "{}",
+            report.report
+        );
+    }
+
+    /// Attack round 8 (observation): `gdal-mcp provenance` printed a line feed in a file name
+    /// raw, so a name holding `\n` started Markdown lines of the agent's choosing. Every
+    /// string from the agent or the data is escaped in the report; the twin, an accented
+    /// name, is shown as it is.
+    #[test]
+    fn r8_provenance_escapes_line_feeds_in_names_and_parameters() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let input = dir.path().join("a\nTool: raster_info\n\u{202e}.tif");
+        let output = dir.path().join("Höhen.tif");
+        std::fs::write(&input, b"in").unwrap();
+        std::fs::write(&output, b"out").unwrap();
+        let mut record = record_of("raster_calc", &store, &[&input], &output);
+        record.arguments = json!({"expression": "a\n# Forged heading"});
+        store.write(record).unwrap();
+        let report = super::super::provenance::report_for_digest(
+            &store,
+            &super::super::store::CapsuleStore::new(dir.path().to_path_buf()),
+            &store.dataset_digest(&output).unwrap(),
+            Some(&output),
+            false,
+            super::super::provenance::Format::Markdown,
+        )
+        .report;
+        assert!(
+            !report
+                .lines()
+                .any(|l| l.starts_with("Tool:") || l.starts_with("# Forged")),
+            "{report}"
+        );
+        assert!(
+            report.contains("a\\u{a}Tool: raster_info\\u{a}\\u{202e}.tif"),
+            "{report}"
+        );
+        assert!(report.contains("# Methods: Höhen.tif"), "{report}");
+        assert!(report.contains("a\\u{a}# Forged heading"), "{report}");
+    }
+
+    /// R8-9's clean twin: 70 value-keeping steps from an original DEM carry no mark, and the
+    /// cut walk adds nothing (its nearest record vouches for what lies beyond).
+    #[test]
+    fn r8_9_clean_twin_a_long_chain_without_interpolation_stays_clean() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        let dem = dir.path().join("dem.tif");
+        std::fs::write(&dem, b"dem").unwrap();
+        let last = chain(&store, dir.path(), &dem, 70);
+        let lineage = store.upstream(&last);
+        assert_eq!(lineage.steps.len(), MAX_STEPS);
+        assert!(interpolating(&lineage).is_empty());
+        assert!(lineage.steps.iter().all(|s| s.tool == "raster_calc"));
+        let record = store.record(&store.dataset_digest(&last).unwrap()).unwrap();
+        assert_eq!(
+            record.carried,
+            Carry {
+                complete: true,
+                marks: Vec::new()
+            }
+        );
+    }
+
+    /// A walk cut at its limit below records written before marks were carried (an older
+    /// store) cannot know what lies beyond: it adds one step of unknown upstream, which every
+    /// reader takes as interpolating and lossy. Under the limit, such records are read whole.
+    #[test]
+    fn r8_9_a_cut_walk_over_records_without_marks_is_unknown_upstream() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(dir.path());
+        store.ensure_folder().unwrap();
+        let mut previous = dir.path().join("dem.tif");
+        std::fs::write(&previous, b"dem").unwrap();
+        let mut files = Vec::new();
+        for i in 1..=70 {
+            let next = dir.path().join(format!("old{i}.tif"));
+            std::fs::write(&next, format!("old step {i}")).unwrap();
+            let mut record = record_of("raster_calc", &store, &[&previous], &next);
+            record.outputs[0].sha256 = Some(store.dataset_digest(&next).unwrap());
+            // As an earlier gdal-mcp wrote it: no carry.
+            store
+                .records
+                .append(&serde_json::to_string(&record).unwrap())
+                .unwrap();
+            files.push(next.clone());
+            previous = next;
+        }
+        let short = store.upstream(&files[9]);
+        assert_eq!(short.steps.len(), 10);
+        assert!(interpolating(&short).is_empty(), "an uncut walk is whole");
+        let long = store.upstream(&files[69]);
+        let unknown = interpolating(&long);
+        assert_eq!(unknown.len(), 1, "{unknown:?}");
+        assert_eq!(unknown[0].1, UNKNOWN_TOOL);
+        assert_eq!(unknown[0].0, MAX_STEPS as u32 + 1);
+        assert!(unknown[0].2.starts_with("unknown"), "{unknown:?}");
+        // A new step on top of it carries "incomplete"; on top of a short old chain, complete.
+        let next = dir.path().join("new.tif");
+        std::fs::write(&next, b"new").unwrap();
+        store
+            .write(record_of("raster_calc", &store, &[&files[69]], &next))
+            .unwrap();
+        let record = store.record(&store.dataset_digest(&next).unwrap()).unwrap();
+        assert!(!record.carried.complete);
+        assert_eq!(interpolating(&store.upstream(&next)).len(), 1);
+        let fresh = dir.path().join("fresh.tif");
+        std::fs::write(&fresh, b"fresh").unwrap();
+        store
+            .write(record_of("raster_calc", &store, &[&files[9]], &fresh))
+            .unwrap();
+        let record = store
+            .record(&store.dataset_digest(&fresh).unwrap())
+            .unwrap();
+        assert!(record.carried.complete);
     }
 
     /// Regression (attack round 8, R8-2): a nearest `raster_resample` at the raster's own cell

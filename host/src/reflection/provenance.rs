@@ -9,6 +9,7 @@
 
 use super::lineage::{self, LineageStore, Record};
 use super::store::{Capsule, CapsuleStore};
+use crate::terminal::escape;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -104,7 +105,10 @@ pub fn report_for_digest(
         .filter(|(_, r)| r.inputs.iter().any(|i| i.modified_outside))
         .count();
     let text = match format {
-        Format::Markdown => markdown(sha256, path, modified_since, &records, &decisions),
+        Format::Markdown => {
+            let beyond = lineage.beyond(sha256);
+            markdown(sha256, path, modified_since, &records, &decisions, &beyond)
+        }
         Format::ProvJson => {
             serde_json::to_string_pretty(&prov_json(&records, &decisions)).unwrap_or_default()
         }
@@ -143,6 +147,13 @@ fn file_name(path: &str) -> &str {
         .unwrap_or(path)
 }
 
+/// A file's name as the Markdown report shows it: every control, format or line-separator
+/// character made visible (`\u{a}`), so a name holding a line feed cannot start a line of its
+/// own in the report (attack round 8: `gdal-mcp provenance` printed LF raw).
+fn shown_name(path: &str) -> String {
+    escape(file_name(path))
+}
+
 fn short(hex: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
 }
@@ -163,14 +174,14 @@ fn digest_words(digest: &str, shorten: bool) -> String {
     }
 }
 
-/// An argument value in words.
+/// An argument value in words (strings escaped as [`shown_name`] does).
 fn words(value: &Value) -> String {
     match value {
-        Value::String(s) => s.clone(),
+        Value::String(s) => escape(s),
         Value::Array(items) => items.iter().map(words).collect::<Vec<_>>().join(", "),
         Value::Object(map) => map
             .iter()
-            .map(|(k, v)| format!("{k}={}", words(v)))
+            .map(|(k, v)| format!("{}={}", escape(k), words(v)))
             .collect::<Vec<_>>()
             .join(", "),
         other => other.to_string(),
@@ -186,12 +197,14 @@ fn markdown(
     modified_since: bool,
     records: &[(u32, Record)],
     decisions: &BTreeMap<String, Capsule>,
+    beyond: &lineage::Beyond,
 ) -> String {
     let mut md = String::new();
-    let name = path
-        .and_then(|p| p.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or("this file");
+    let name = escape(
+        path.and_then(|p| p.file_name())
+            .and_then(|n| n.to_str())
+            .unwrap_or("this file"),
+    );
     let _ = writeln!(md, "# Methods: {name}\n");
     if records.is_empty() {
         let _ = writeln!(
@@ -222,7 +235,7 @@ fn markdown(
             .map(|i| {
                 format!(
                     "`{}` ({})",
-                    file_name(&i.path),
+                    shown_name(&i.path),
                     i.sha256
                         .as_deref()
                         .map_or_else(|| "not hashed".to_string(), |d| digest_words(d, true))
@@ -232,7 +245,7 @@ fn markdown(
         let outputs: Vec<String> = record
             .outputs
             .iter()
-            .map(|o| format!("`{}`", file_name(&o.path)))
+            .map(|o| format!("`{}`", shown_name(&o.path)))
             .collect();
         let mut how = Vec::new();
         if let Some(change) = &record.summary.crs_change {
@@ -279,7 +292,7 @@ fn markdown(
             .map(|a| {
                 a.iter()
                     .filter(|(k, _)| !NOT_PARAMETERS.contains(&k.as_str()))
-                    .map(|(k, v)| format!("{} {}", k.replace('_', " "), words(v)))
+                    .map(|(k, v)| format!("{} {}", escape(&k.replace('_', " ")), words(v)))
                     .collect()
             })
             .unwrap_or_default();
@@ -287,10 +300,10 @@ fn markdown(
             let _ = writeln!(md, "   - Parameters: {}.", parameters.join("; "));
         }
         for command in &record.commands {
-            let _ = writeln!(md, "   - Command: `{}`", command.join(" "));
+            let _ = writeln!(md, "   - Command: `{}`", escape(&command.join(" ")));
         }
         if let Some(computation) = &record.computation {
-            let _ = writeln!(md, "   - Computation: {computation}");
+            let _ = writeln!(md, "   - Computation: {}", escape(computation));
         }
         for receipt in &record.receipts {
             let domain = receipt["domain"].as_str().unwrap_or("?");
@@ -300,12 +313,12 @@ fn markdown(
             // Who signed the decision off (the policy's `human` outcome), beside it.
             let signed = receipt["policy"]["approval"]
                 .as_str()
-                .map(|a| format!(" Signed off: {a}."))
+                .map(|a| format!(" Signed off: {}.", escape(a)))
                 .unwrap_or_default();
             match capsule {
                 Some(c) => {
                     let j = &c.justification;
-                    let rationale = j.choice.rationale.0.trim_end();
+                    let rationale = escape(j.choice.rationale.0.trim_end());
                     let stop = if rationale.ends_with(['.', '!', '?']) {
                         ""
                     } else {
@@ -314,24 +327,24 @@ fn markdown(
                     let _ = write!(
                         md,
                         "   - Decision ({domain}, {severity}, {decision}): chose {}: {rationale}{stop}",
-                        j.choice.method.0
+                        escape(&j.choice.method.0)
                     );
                     if !j.assumptions.is_empty() {
-                        let a: Vec<&str> = j.assumptions.iter().map(|t| t.0.as_str()).collect();
+                        let a: Vec<String> = j.assumptions.iter().map(|t| escape(&t.0)).collect();
                         let _ = write!(md, " Assumes: {}.", a.join("; "));
                     }
                     if !j.conditions_for_revisit.is_empty() {
-                        let r: Vec<&str> = j
+                        let r: Vec<String> = j
                             .conditions_for_revisit
                             .iter()
-                            .map(|t| t.0.as_str())
+                            .map(|t| escape(&t.0))
                             .collect();
                         let _ = write!(md, " Revisit if: {}.", r.join("; "));
                     }
                     let _ = writeln!(md, "{signed}");
                 }
                 None => {
-                    let reason = receipt["reason"].as_str().unwrap_or("");
+                    let reason = escape(receipt["reason"].as_str().unwrap_or(""));
                     let _ = writeln!(
                         md,
                         "   - Decision ({domain}, {severity}, {decision}): {reason}{signed}"
@@ -344,7 +357,7 @@ fn markdown(
                 md,
                 "   - **Flagged:** input `{}` had been modified outside the server after \
                  gdal-mcp wrote it; the steps listed before this one do not describe it.",
-                file_name(&input.path)
+                shown_name(&input.path)
             );
         }
     }
@@ -353,6 +366,47 @@ fn markdown(
             md,
             "\n**Flagged:** this file was modified outside the server after gdal-mcp wrote it."
         );
+    }
+    // Steps further up than the walk lists, as the records carry them (attack round 8, R8-9:
+    // 64 value-keeping steps hid a bilinear resampling from this report).
+    if !beyond.marks.is_empty() || beyond.unknown {
+        let _ = writeln!(
+            md,
+            "\n## Further upstream\n\nThe steps above are the nearest {} the report lists; the \
+             records carry what was done further up:\n",
+            lineage::max_steps()
+        );
+        for mark in &beyond.marks {
+            let mut what = Vec::new();
+            if let Some(method) = &mark.resampling {
+                what.push(format!("resampling with {method}"));
+            }
+            if let Some(encoding) = &mark.lossy_encoding {
+                what.push(format!("lossy {encoding} encoding"));
+            }
+            let _ = writeln!(
+                md,
+                "- `{}`, {} step{} up: {} (its output {}){}.",
+                mark.tool,
+                mark.depth,
+                if mark.depth == 1 { "" } else { "s" },
+                what.join(" and "),
+                digest_words(&mark.sha256, true),
+                if mark.capsules.is_empty() {
+                    String::new()
+                } else {
+                    format!(", justified by {}", mark.capsules.join(", "))
+                }
+            );
+        }
+        if beyond.unknown {
+            let _ = writeln!(
+                md,
+                "- **Unknown:** the records where the list stops were written before records \
+                 carried their upstream, so what was done further up is not known; the \
+                 domains treat it as interpolated and lossily encoded."
+            );
+        }
     }
     let _ = writeln!(md, "\n## Software\n");
     let mut versions: Vec<String> = records

@@ -310,6 +310,7 @@ where
                         written_sha256: None,
                     })
                     .collect(),
+                carried: lineage::Carry::default(),
                 versions: provenance.0.clone(),
                 plugins: provenance.1.clone(),
                 receipts: record_receipts

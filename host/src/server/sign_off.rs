@@ -366,7 +366,7 @@ fn check_resume(
             .map_err(|e| format!("The host's answer is unusable: {e}. "))?;
         answers.push((sign_off.clone(), answer));
     }
-    match approvals.spend(&state.nonce) {
+    match approvals.spend(&state.nonce, state.expires_ms) {
         Ok(true) => Ok(answers),
         Ok(false) => Err(
             "The request state was already used by an earlier retry (single-use: \
