@@ -164,6 +164,69 @@ pub fn signed_byte_value(raw: f64) -> f64 {
     }
 }
 
+/// A cell type the host's readers read bands into (`f32`, `f64`).
+pub trait CellValue: gdal::raster::GdalType + Copy {
+    /// A raw byte of a signed-byte band as GDAL reads it ([`signed_byte_value`]).
+    fn signed_byte(self) -> Self;
+}
+
+impl CellValue for f64 {
+    fn signed_byte(self) -> Self {
+        signed_byte_value(self)
+    }
+}
+
+impl CellValue for f32 {
+    fn signed_byte(self) -> Self {
+        if self > 127.0 {
+            self - 256.0
+        } else {
+            self
+        }
+    }
+}
+
+/// The one cell read of every host-side reader of raster values (`raster_stats`,
+/// `raster_sample`, `zonal_stats`, `raster_calc`, `raster_composite`, the hydrology tools'
+/// DEM reads, the categorical sample of the facts, the south-up copy for `gdaldem`): a window
+/// of `band` read as GDAL reads its values. A Byte band that declares `PIXELTYPE=SIGNEDBYTE`
+/// is read -128..127 (attack round 7, R7-3; round 8, R8-12: `zonal_stats` and `raster_calc`
+/// read 200 where GDAL reads -56). Its nodata is compared as GDAL reports it (signed).
+pub fn read_cells<T: CellValue>(
+    band: &gdal::raster::RasterBand<'_>,
+    offset: (isize, isize),
+    window: (usize, usize),
+    size: (usize, usize),
+) -> gdal::errors::Result<gdal::raster::Buffer<T>> {
+    let mut buffer = band.read_as::<T>(offset, window, size, None)?;
+    if signed_byte(band) {
+        for v in buffer.data_mut() {
+            *v = v.signed_byte();
+        }
+    }
+    Ok(buffer)
+}
+
+/// The bands of `dataset` that declare `PIXELTYPE=SIGNEDBYTE` and hold a negative value (a
+/// stored byte above 127), read exactly (GDAL's min/max reads signed bytes signed). GDAL's
+/// programs read such a band's stored bytes (R8-12: `gdalwarp` wrote 200 where GDAL reads -56,
+/// and drops the mark), so [`crate::gdal::programs`] refuses them; a band of 0..127 reads the
+/// same either way and passes.
+pub fn negative_signed_byte_bands(dataset: &Dataset) -> Vec<usize> {
+    let _quiet = ErrorCapture::start();
+    (1..=dataset.raster_count())
+        .filter(|&index| {
+            dataset.rasterband(index).is_ok_and(|band| {
+                // Unreadable: counted as negative (the safe side).
+                signed_byte(&band)
+                    && band
+                        .compute_raster_min_max(false)
+                        .map_or(true, |range| range.min < 0.0)
+            })
+        })
+        .collect()
+}
+
 /// The largest value of the unsigned Byte bands of the raster at `path`, read exactly (every
 /// cell, its blocks reserved from the shared budget first); `None` when it has none or they
 /// cannot be read. Asked only for a call that writes `PIXELTYPE=SIGNEDBYTE`, which changes
@@ -826,7 +889,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     }
     let side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
     let _quiet = ErrorCapture::start();
-    let Ok(sample) = band.read_as::<f64>((0, 0), (w, h), side, None) else {
+    let Ok(sample) = read_cells::<f64>(band, (0, 0), (w, h), side) else {
         return SampledValues::default();
     };
     let nodata = band.no_data_value();
