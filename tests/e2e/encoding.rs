@@ -429,3 +429,135 @@ async fn r8_12_signed_bytes_read_signed_by_every_tool() {
         assert_eq!((cells[0], cells[31]), (10.0, east), "{input}");
     }
 }
+
+/// The `format_selection` entries of a result: in its refusal, or among its receipts.
+fn format_findings(result: &gdal_mcp_tests::Justified) -> Vec<Value> {
+    let mut found: Vec<Value> = result.refusal["refusal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["domain"] == "format_selection")
+        .cloned()
+        .collect();
+    found.extend(
+        structured(&result.result)["reflection"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["domain"] == "format_selection")
+            .cloned(),
+    );
+    found
+}
+
+/// Regression (attack round 8, R8-3): R7-3's signed-byte fact read the input's largest value,
+/// so `raster_resample` with lanczos of a 0..127 step under `PIXELTYPE=SIGNEDBYTE` ran with no
+/// finding while lanczos wrote cells above 127 (read back negative), and `raster_aggregate
+/// sum` saturated at 255 (read back -1). The fact now carries the input's range through the
+/// method. Twins: nearest, average and mode of the same 0..127 raster, and a sum that stays
+/// within 127, are silent.
+#[tokio::test]
+async fn r8_3_signed_bytes_are_lossy_where_the_method_leaves_the_input_range() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // A step from 0 to 127, with every other cell of every other row 0 (the repro's fixture).
+    write_raster::<u8>(&server.path("step.tif"), 1, |_, x, y| {
+        if x < 32 || (x % 2 == 0 && y % 2 == 0) {
+            0
+        } else {
+            127
+        }
+    });
+    write_raster::<u8>(&server.path("small.tif"), 1, |_, x, _| (x % 32) as u8);
+    let max_of = |name: &str| -> f64 {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let (w, h) = band.size();
+        band.read_as::<f64>((0, 0), (w, h), (w, h), None)
+            .unwrap()
+            .data()
+            .iter()
+            .fold(f64::MIN, |a, b| a.max(*b))
+    };
+    let resample = |method: &str, output: &str, signed: bool| {
+        let mut args = json!({"input": "step.tif", "output": output, "resolution": [5, 5],
+                              "resampling": method});
+        if signed {
+            args["creation_options"] = json!({"PIXELTYPE": "SIGNEDBYTE"});
+        }
+        args
+    };
+    // Measured, not assumed: plain Byte lanczos writes above 127.
+    let plain = call_justified(
+        &server,
+        "raster_resample",
+        resample("lanczos", "l.tif", false),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&plain.result), "{}", text(&plain.result));
+    assert!(
+        max_of("l.tif") > 127.0,
+        "lanczos overshoots: {}",
+        max_of("l.tif")
+    );
+    assert!(format_findings(&plain).is_empty());
+
+    let lanczos = call_justified(
+        &server,
+        "raster_resample",
+        resample("lanczos", "l_sb.tif", true),
+    )
+    .await
+    .unwrap();
+    let entry = entry_of(&lanczos.refusal, "format_selection");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(
+        fact.contains("SIGNEDBYTE") && fact.contains("lanczos"),
+        "{fact}"
+    );
+    for method in ["nearest", "average", "mode"] {
+        let output = format!("{method}_sb.tif");
+        let twin = call_justified(&server, "raster_resample", resample(method, &output, true))
+            .await
+            .unwrap();
+        assert!(!is_error(&twin.result), "{method}: {}", text(&twin.result));
+        assert!(
+            format_findings(&twin).is_empty(),
+            "{method}: {:?}",
+            format_findings(&twin)
+        );
+        assert!(max_of(&output) <= 127.0, "{method}");
+    }
+
+    // raster_aggregate sum of 2 x 2 blocks: 4 x 127 saturates; 4 x 31 = 124 stays signed.
+    let sum = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "factor": 2, "statistic": "sum",
+               "output_type": "Byte", "creation_options": {"PIXELTYPE": "SIGNEDBYTE"}})
+    };
+    let refused = call_justified(&server, "raster_aggregate", sum("step.tif", "sum_sb.tif"))
+        .await
+        .unwrap();
+    let entry = entry_of(&refused.refusal, "format_selection");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(
+        fact.contains("a sum of 4 cells of at most 127") && fact.contains("255"),
+        "{fact}"
+    );
+    let twin = call_justified(
+        &server,
+        "raster_aggregate",
+        sum("small.tif", "sum_small.tif"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&twin.result), "{}", text(&twin.result));
+    assert!(
+        format_findings(&twin).is_empty(),
+        "{:?}",
+        format_findings(&twin)
+    );
+    // Columns 30 and 31 of two rows: 2 x (30 + 31), within the bound 4 x 31.
+    assert_eq!(max_of("sum_small.tif"), 122.0);
+}
