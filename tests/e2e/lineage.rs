@@ -1064,3 +1064,86 @@ async fn r7_13_a_float_copy_of_a_class_map_is_still_categorical() {
         .unwrap();
     assert!(!names_evidence(&dem, "categorical_input"), "{}", text(&dem));
 }
+
+/// Regression (attack round 8, R8-5): R7-13 kept a Float32 copy of a class map categorical
+/// only while it held few *whole* numbers, so `raster_calc "a + 0.5"` (or `"a * 0.1"`) of a
+/// class map laundered it: the next bilinear resampling saw a continuous input and the
+/// operator's rule `domain resampling, facts {categorical_input = true}, refuse` did not fire.
+/// With a categorical input upstream, few distinct values (whole or not) stay categorical.
+/// Twin: a Float32 raster of the same few non-whole values made outside the server (no
+/// categorical input upstream), and a calc over it, stay continuous.
+#[tokio::test]
+async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no interpolation of classes\"\n\
+         facts = { categorical_input = true }\ndomain = \"resampling\"\noutcome = \"refuse\"\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    write_classes(&server.path("classes.tif"));
+    // Classes 1 and 3 as 1.5 and 4.5, written outside the server.
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-scale", "0", "10", "0", "15"])
+        .arg(server.path("classes.tif"))
+        .arg(server.path("halves.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (input, expression, output) in [
+        ("classes.tif", "a + 0.5", "classes_half.tif"),
+        ("classes.tif", "a * 0.1", "classes_tenth.tif"),
+        ("halves.tif", "a + 0.5", "halves_plus.tif"),
+    ] {
+        let calc = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": input}, "expression": expression, "output": output,
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&calc.result), "{}", text(&calc.result));
+    }
+    let resample = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "resampling": "bilinear",
+               "resolution": [7, 7]})
+    };
+    for input in ["classes_half.tif", "classes_tenth.tif"] {
+        let refused = server
+            .call("raster_resample", resample(input, "r1.tif"))
+            .await
+            .unwrap();
+        assert!(is_error(&refused), "{input}");
+        let entry = entry_of(&structured(&refused), "resampling");
+        evidence(&entry, "categorical_input");
+        assert_eq!(entry["policy"]["outcome"], "refuse", "{input}: {entry}");
+        assert_eq!(
+            entry["policy"]["rule"], "no interpolation of classes",
+            "{input}: {entry}"
+        );
+        assert!(!server.path("r1.tif").exists());
+    }
+    for input in ["halves.tif", "halves_plus.tif"] {
+        let twin = call_justified(&server, "raster_resample", resample(input, "r2.tif"))
+            .await
+            .unwrap();
+        assert!(!is_error(&twin.result), "{input}: {}", text(&twin.result));
+        assert!(
+            !names_evidence(&twin.result, "categorical_input"),
+            "{input}: {}",
+            text(&twin.result)
+        );
+        std::fs::remove_file(server.path("r2.tif")).unwrap();
+    }
+}

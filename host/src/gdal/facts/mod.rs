@@ -58,13 +58,14 @@ pub struct CategoricalEvidence {
     pub palette: bool,
     pub attribute_table: bool,
     pub integer_classes: bool,
-    /// Band 1's sample holds at most [`MAX_CLASSES`] distinct whole numbers, whatever its
-    /// type (a Float32 copy of a class map does): not evidence alone (a DEM rounded to
-    /// metres does too), but with a categorical input upstream it is (attack round 7, R7-13;
-    /// see `server::gated`).
+    /// Band 1's sample holds at most [`MAX_CLASSES`] distinct finite values, whole or not,
+    /// whatever its type (a Float32 copy of a class map does, and so does `a + 0.5` of it):
+    /// not evidence alone (a DEM rounded to metres does too), but with a categorical input
+    /// upstream it is (attack round 7, R7-13; round 8, R8-5: "whole numbers" let `a + 0.5`
+    /// launder the classes; see `server::gated`).
     #[serde(skip)]
     #[schemars(skip)]
-    pub whole_number_classes: bool,
+    pub few_values: bool,
 }
 
 /// A value that occurs in a band but is not its declared nodata.
@@ -718,7 +719,7 @@ fn raster_facts(
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
                 evidence.integer_classes = sampled.integer_classes;
-                evidence.whole_number_classes = sampled.whole_number_classes;
+                evidence.few_values = sampled.few_values;
                 signed = signed_byte(&band);
             }
             bands.push(BandFacts {
@@ -773,8 +774,8 @@ fn raster_facts(
 #[derive(Debug, Clone, Default)]
 struct SampledValues {
     integer_classes: bool,
-    /// At most [`MAX_CLASSES`] distinct whole numbers, in a band of any type.
-    whole_number_classes: bool,
+    /// At most [`MAX_CLASSES`] distinct finite values, whole or not, in a band of any type.
+    few_values: bool,
     sentinels: Vec<Sentinel>,
     cells: u64,
 }
@@ -901,6 +902,9 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     );
     let mut distinct = BTreeSet::new();
     let mut whole = true;
+    // Every finite value, whole or not, up to one more than a class map may hold.
+    let mut values = BTreeSet::new();
+    let mut finite = true;
     let mut sentinels: Vec<Sentinel> = Vec::new();
     for &value in data {
         if is_nodata(value) {
@@ -909,6 +913,10 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
         whole &= value.is_finite() && value.fract() == 0.0;
         if whole && distinct.len() <= MAX_CLASSES {
             distinct.insert(value.to_bits());
+        }
+        finite &= value.is_finite();
+        if finite && values.len() <= MAX_CLASSES {
+            values.insert(value.to_bits());
         }
         if KNOWN_SENTINELS.contains(&value) {
             match sentinels.iter_mut().find(|s| s.value == value) {
@@ -928,7 +936,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     }
     SampledValues {
         integer_classes: integer && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
-        whole_number_classes: whole && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
+        few_values: finite && !values.is_empty() && values.len() <= MAX_CLASSES,
         sentinels,
         cells: data.len() as u64,
     }
