@@ -853,6 +853,17 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             encoding.max_abs_change.unwrap_or_default()
         ));
     }
+    // Where the expression has no value (division by zero, log or sqrt of a negative) the
+    // cell is nodata: said in words too, not only counted, so a reader of the text sees it.
+    if cells.undefined > 0 {
+        notes.push(format!(
+            "{} of {} cells are nodata because the expression is undefined there (division by \
+             zero, log of zero or of a negative, sqrt of a negative, ...), not because an \
+             input was nodata",
+            cells.undefined,
+            width as u64 * height as u64
+        ));
+    }
     if cells.rounded > 0 {
         notes.push(format!(
             "{} cells rounded to the nearest whole number for {}",
