@@ -279,3 +279,285 @@ async fn r7_3_signed_bytes_are_lossy_above_127_and_read_signed() {
     assert_eq!(point["column"], 63, "{point}");
     assert_eq!(point["values"][0]["value"], json!(-1.0), "{point}");
 }
+
+/// Regression (attack round 8, R8-12): R7-3 taught `raster_stats` and `raster_sample` to read
+/// a band that declares `PIXELTYPE=SIGNEDBYTE` as GDAL does (-128..127), but `zonal_stats`
+/// answered 200 where GDAL reads -56, `raster_calc "a"` to Float32 wrote 200 in every cell,
+/// `raster_composite` and `raster_aggregate` (gdalwarp, which reads the stored bytes) wrote
+/// 200 too. Every host-side cell read now goes through one read that honours the mark, and
+/// GDAL's programs refuse a signed band holding negative values. Twins: a plain Byte band with
+/// the same stored bytes still reads 200 everywhere; a signed band of 0..127 aggregates.
+#[tokio::test]
+async fn r8_12_signed_bytes_read_signed_by_every_tool() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // Stored bytes: 10 in the west half, 200 in the east half (GDAL reads 200 signed as -56).
+    write_raster::<u8>(
+        &server.path("plain.tif"),
+        1,
+        |_, x, _| {
+            if x < 32 {
+                10
+            } else {
+                200
+            }
+        },
+    );
+    write_raster::<u8>(
+        &server.path("low.tif"),
+        1,
+        |_, x, _| {
+            if x < 32 {
+                10
+            } else {
+                100
+            }
+        },
+    );
+    for (from, to) in [("plain.tif", "sb.tif"), ("low.tif", "low_sb.tif")] {
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-co", "PIXELTYPE=SIGNEDBYTE"])
+            .arg(server.path(from))
+            .arg(server.path(to))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let read = |name: &str| -> Vec<f64> {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let (w, h) = band.size();
+        band.read_as::<f64>((0, 0), (w, h), (w, h), None)
+            .unwrap()
+            .data()
+            .to_vec()
+    };
+    // West column 0 and east column 63 of row 0, after a copy or composite on the same grid.
+    let ends = |name: &str| {
+        let cells = read(name);
+        (cells[0], cells[63])
+    };
+
+    for (input, east) in [("sb.tif", -56.0), ("plain.tif", 200.0)] {
+        // raster_calc "a" to Float32: a copy.
+        let output = format!("calc_{input}");
+        let calc = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": input}, "expression": "a", "output": output,
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&calc.result), "{input}: {}", text(&calc.result));
+        assert_eq!(ends(&output), (10.0, east), "raster_calc of {input}");
+
+        // raster_composite mean of the raster with itself.
+        let output = format!("mean_{input}");
+        let composite = call_justified(
+            &server,
+            "raster_composite",
+            json!({"inputs": [input, input], "output": output, "statistic": "mean"}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&composite.result),
+            "{input}: {}",
+            text(&composite.result)
+        );
+        assert_eq!(ends(&output), (10.0, east), "raster_composite of {input}");
+
+        // zonal_stats over the whole raster: half 10, half `east`.
+        std::fs::write(
+            server.path("zone.geojson"),
+            r#"{"type": "FeatureCollection",
+                "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+                "features": [{"type": "Feature", "properties": {"name": "all"},
+                  "geometry": {"type": "Polygon", "coordinates": [[[500000, 4000000],
+                    [500640, 4000000], [500640, 4000640], [500000, 4000640], [500000, 4000000]]]}}]}"#,
+        )
+        .unwrap();
+        let zonal = call_justified(
+            &server,
+            "zonal_stats",
+            json!({"input": input, "zones": "zone.geojson", "stats": ["mean", "min", "max"],
+                   "id_field": "name", "semantics": "cell_centre"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&zonal.result), "{input}: {}", text(&zonal.result));
+        let zone = &structured(&zonal.result)["features"][0];
+        let (min, max) = (east.min(10.0), east.max(10.0));
+        assert_eq!(zone["min"], json!(min), "{input}: {zone}");
+        assert_eq!(zone["max"], json!(max), "{input}: {zone}");
+        assert!(
+            (zone["mean"].as_f64().unwrap() - (10.0 + east) / 2.0).abs() < 1e-6,
+            "{input}: {zone}"
+        );
+    }
+
+    // raster_aggregate is gdalwarp, which reads the stored bytes: refused on negative signed
+    // bytes, naming the copy that reads them signed; nothing written.
+    let aggregate = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "factor": 2, "statistic": "average",
+               "output_type": "Float32"})
+    };
+    let refused = call_justified(
+        &server,
+        "raster_aggregate",
+        aggregate("sb.tif", "agg_sb.tif"),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result));
+    let message = text(&refused.result);
+    assert!(
+        message.contains("SIGNEDBYTE") && message.contains("raster_calc"),
+        "{message}"
+    );
+    assert!(!server.path("agg_sb.tif").exists());
+    // Twins: the plain band and a signed band of 0..127 (the same read either way) aggregate.
+    for (input, east) in [("plain.tif", 200.0), ("low_sb.tif", 100.0)] {
+        let output = format!("agg_{input}");
+        let done = call_justified(&server, "raster_aggregate", aggregate(input, &output))
+            .await
+            .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let cells = read(&output);
+        assert_eq!((cells[0], cells[31]), (10.0, east), "{input}");
+    }
+}
+
+/// The `format_selection` entries of a result: in its refusal, or among its receipts.
+fn format_findings(result: &gdal_mcp_tests::Justified) -> Vec<Value> {
+    let mut found: Vec<Value> = result.refusal["refusal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["domain"] == "format_selection")
+        .cloned()
+        .collect();
+    found.extend(
+        structured(&result.result)["reflection"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["domain"] == "format_selection")
+            .cloned(),
+    );
+    found
+}
+
+/// Regression (attack round 8, R8-3): R7-3's signed-byte fact read the input's largest value,
+/// so `raster_resample` with lanczos of a 0..127 step under `PIXELTYPE=SIGNEDBYTE` ran with no
+/// finding while lanczos wrote cells above 127 (read back negative), and `raster_aggregate
+/// sum` saturated at 255 (read back -1). The fact now carries the input's range through the
+/// method. Twins: nearest, average and mode of the same 0..127 raster, and a sum that stays
+/// within 127, are silent.
+#[tokio::test]
+async fn r8_3_signed_bytes_are_lossy_where_the_method_leaves_the_input_range() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // A step from 0 to 127, with every other cell of every other row 0 (the repro's fixture).
+    write_raster::<u8>(&server.path("step.tif"), 1, |_, x, y| {
+        if x < 32 || (x % 2 == 0 && y % 2 == 0) {
+            0
+        } else {
+            127
+        }
+    });
+    write_raster::<u8>(&server.path("small.tif"), 1, |_, x, _| (x % 32) as u8);
+    let max_of = |name: &str| -> f64 {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let (w, h) = band.size();
+        band.read_as::<f64>((0, 0), (w, h), (w, h), None)
+            .unwrap()
+            .data()
+            .iter()
+            .fold(f64::MIN, |a, b| a.max(*b))
+    };
+    let resample = |method: &str, output: &str, signed: bool| {
+        let mut args = json!({"input": "step.tif", "output": output, "resolution": [5, 5],
+                              "resampling": method});
+        if signed {
+            args["creation_options"] = json!({"PIXELTYPE": "SIGNEDBYTE"});
+        }
+        args
+    };
+    // Measured, not assumed: plain Byte lanczos writes above 127.
+    let plain = call_justified(
+        &server,
+        "raster_resample",
+        resample("lanczos", "l.tif", false),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&plain.result), "{}", text(&plain.result));
+    assert!(
+        max_of("l.tif") > 127.0,
+        "lanczos overshoots: {}",
+        max_of("l.tif")
+    );
+    assert!(format_findings(&plain).is_empty());
+
+    let lanczos = call_justified(
+        &server,
+        "raster_resample",
+        resample("lanczos", "l_sb.tif", true),
+    )
+    .await
+    .unwrap();
+    let entry = entry_of(&lanczos.refusal, "format_selection");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(
+        fact.contains("SIGNEDBYTE") && fact.contains("lanczos"),
+        "{fact}"
+    );
+    for method in ["nearest", "average", "mode"] {
+        let output = format!("{method}_sb.tif");
+        let twin = call_justified(&server, "raster_resample", resample(method, &output, true))
+            .await
+            .unwrap();
+        assert!(!is_error(&twin.result), "{method}: {}", text(&twin.result));
+        assert!(
+            format_findings(&twin).is_empty(),
+            "{method}: {:?}",
+            format_findings(&twin)
+        );
+        assert!(max_of(&output) <= 127.0, "{method}");
+    }
+
+    // raster_aggregate sum of 2 x 2 blocks: 4 x 127 saturates; 4 x 31 = 124 stays signed.
+    let sum = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "factor": 2, "statistic": "sum",
+               "output_type": "Byte", "creation_options": {"PIXELTYPE": "SIGNEDBYTE"}})
+    };
+    let refused = call_justified(&server, "raster_aggregate", sum("step.tif", "sum_sb.tif"))
+        .await
+        .unwrap();
+    let entry = entry_of(&refused.refusal, "format_selection");
+    let fact = evidence(&entry, "lossy_encoding")["fact"].as_str().unwrap();
+    assert!(
+        fact.contains("a sum of 4 cells of at most 127") && fact.contains("255"),
+        "{fact}"
+    );
+    let twin = call_justified(
+        &server,
+        "raster_aggregate",
+        sum("small.tif", "sum_small.tif"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&twin.result), "{}", text(&twin.result));
+    assert!(
+        format_findings(&twin).is_empty(),
+        "{:?}",
+        format_findings(&twin)
+    );
+    // Columns 30 and 31 of two rows: 2 x (30 + 31), within the bound 4 x 31.
+    assert_eq!(max_of("sum_small.tif"), 122.0);
+}

@@ -1171,3 +1171,177 @@ async fn r8_9_an_interpolation_past_the_walks_limit_is_still_refused_by_the_rule
         }
     }
 }
+
+
+/// Regression (attack round 8, R8-5): R7-13 kept a Float32 copy of a class map categorical
+/// only while it held few *whole* numbers, so `raster_calc "a + 0.5"` (or `"a * 0.1"`) of a
+/// class map laundered it: the next bilinear resampling saw a continuous input and the
+/// operator's rule `domain resampling, facts {categorical_input = true}, refuse` did not fire.
+/// With a categorical input upstream, few distinct values (whole or not) stay categorical.
+/// Twin: a Float32 raster of the same few non-whole values made outside the server (no
+/// categorical input upstream), and a calc over it, stay continuous.
+#[tokio::test]
+async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no interpolation of classes\"\n\
+         facts = { categorical_input = true }\ndomain = \"resampling\"\noutcome = \"refuse\"\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    write_classes(&server.path("classes.tif"));
+    // Classes 1 and 3 as 1.5 and 4.5, written outside the server.
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-scale", "0", "10", "0", "15"])
+        .arg(server.path("classes.tif"))
+        .arg(server.path("halves.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (input, expression, output) in [
+        ("classes.tif", "a + 0.5", "classes_half.tif"),
+        ("classes.tif", "a * 0.1", "classes_tenth.tif"),
+        ("halves.tif", "a + 0.5", "halves_plus.tif"),
+    ] {
+        let calc = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": input}, "expression": expression, "output": output,
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&calc.result), "{}", text(&calc.result));
+    }
+    let resample = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "resampling": "bilinear",
+               "resolution": [7, 7]})
+    };
+    for input in ["classes_half.tif", "classes_tenth.tif"] {
+        let refused = server
+            .call("raster_resample", resample(input, "r1.tif"))
+            .await
+            .unwrap();
+        assert!(is_error(&refused), "{input}");
+        let entry = entry_of(&structured(&refused), "resampling");
+        evidence(&entry, "categorical_input");
+        assert_eq!(entry["policy"]["outcome"], "refuse", "{input}: {entry}");
+        assert_eq!(
+            entry["policy"]["rule"], "no interpolation of classes",
+            "{input}: {entry}"
+        );
+        assert!(!server.path("r1.tif").exists());
+    }
+    for input in ["halves.tif", "halves_plus.tif"] {
+        let twin = call_justified(&server, "raster_resample", resample(input, "r2.tif"))
+            .await
+            .unwrap();
+        assert!(!is_error(&twin.result), "{input}: {}", text(&twin.result));
+        assert!(
+            !names_evidence(&twin.result, "categorical_input"),
+            "{input}: {}",
+            text(&twin.result)
+        );
+        std::fs::remove_file(server.path("r2.tif")).unwrap();
+    }
+}
+
+/// Regression (attack round 8, R8-2, second half): a nearest resampling computes no new
+/// values, but lineage records carry GDAL's name `near`, which the list of value-keeping
+/// methods did not hold: `raster_resample nearest` to 60 m made the operator's rule
+/// `domain aggregation, facts {upstream_interpolation = true}, refuse` refuse `zonal_stats`
+/// of its output. Twin: after a bilinear resampling the rule still refuses.
+#[tokio::test]
+async fn r8_2_a_nearest_resampling_is_not_upstream_interpolation() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\nid = \"no aggregation of interpolated data\"\ndomain = \"aggregation\"\n\
+         facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    // A 64 x 64 ramp on a 30 m grid in EPSG:32633, and a zone inside it.
+    let mut asc =
+        String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
+    for row in 0..64 {
+        let line: Vec<String> = (0..64)
+            .map(|col| format!("{:.2}", (row + col) as f64 * 1.37))
+            .collect();
+        asc.push_str(&line.join(" "));
+        asc.push('\n');
+    }
+    std::fs::write(server.path("dem.asc"), asc).unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .arg(server.path("dem.asc"))
+        .arg(server.path("dem.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(
+        server.path("zones.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
+            "features":[{"type":"Feature","properties":{"z":1},"geometry":{"type":"Polygon",
+            "coordinates":[[[500100,4999100],[501000,4999100],[501000,4999900],[500100,4999900],[500100,4999100]]]}}]}"#,
+    )
+    .unwrap();
+    let zonal = |input: &str| {
+        json!({"input": input, "zones": "zones.geojson", "semantics": "cell_centre",
+               "stats": ["mean"]})
+    };
+    for (method, output) in [("nearest", "n60.tif"), ("bilinear", "b60.tif")] {
+        let resampled = call_justified(
+            &server,
+            "raster_resample",
+            json!({"input": "dem.tif", "output": output, "resolution": [60, 60],
+                   "resampling": method}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&resampled.result),
+            "{method}: {}",
+            text(&resampled.result)
+        );
+    }
+    // After nearest: the aggregation domain asks its own question, the rule does not refuse.
+    let asked = server.call("zonal_stats", zonal("n60.tif")).await.unwrap();
+    let entry = entry_of(&structured(&asked), "aggregation");
+    assert!(entry["policy"]["outcome"] != "refuse", "{entry}");
+    let done = call_justified(&server, "zonal_stats", zonal("n60.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    // After bilinear: refused by the rule, answered or not.
+    let refused = server.call("zonal_stats", zonal("b60.tif")).await.unwrap();
+    let entry = entry_of(&structured(&refused), "aggregation");
+    assert_eq!(entry["policy"]["outcome"], "refuse", "{entry}");
+    assert_eq!(
+        entry["policy"]["rule"], "no aggregation of interpolated data",
+        "{entry}"
+    );
+    let still = call_justified(&server, "zonal_stats", zonal("b60.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&still.result));
+}

@@ -957,6 +957,21 @@ async fn raster_calc_applies_scale_offset_nodata_and_types() {
     assert_eq!(out["cells"]["valid"], json!(4), "{out}");
     assert_eq!(out["cells"]["undefined"], json!(1));
     assert_eq!(out["cells"]["nodata_input"], json!(1));
+    // Said in words as well (issue 21, round 8 item 5): the note and the result's text.
+    let note = "1 of 6 cells are nodata because the expression is undefined there";
+    assert!(
+        out["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with(note)),
+        "{out}"
+    );
+    assert!(
+        text(&result.result).contains(note),
+        "{}",
+        text(&result.result)
+    );
     assert_eq!(out["min"], json!(4.0));
     assert_eq!(out["max"], json!(12.0));
     let dataset = gdal::Dataset::open(server.path("c.tif")).unwrap();
@@ -965,6 +980,22 @@ async fn raster_calc_applies_scale_offset_nodata_and_types() {
     let cells = cells.data();
     assert!(cells[0].is_nan() && cells[2].is_nan());
     assert_eq!(&cells[3..], &[8.0, 10.0, 12.0]);
+    // Twin: an expression defined everywhere has no such note.
+    let doubled = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": path("a.tif")}, "expression": "a * 2",
+               "output": path("d.tif"), "data_type": "Float32"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&doubled.result), "{}", text(&doubled.result));
+    assert_eq!(structured(&doubled.result)["cells"]["undefined"], json!(0));
+    assert!(
+        !text(&doubled.result).contains("undefined there"),
+        "{}",
+        text(&doubled.result)
+    );
     // 100 × a does not fit a Byte: refused, nothing written.
     let overflow = server
         .call(

@@ -9,7 +9,7 @@
 
 use super::output::Staging;
 use super::{cstring, CArgv, ErrorCapture, GdalError};
-use gdal::Dataset;
+use gdal::{Dataset, Metadata};
 use std::ffi::{c_char, c_int};
 use std::path::{Path, PathBuf};
 
@@ -81,10 +81,16 @@ pub fn run(
 ) -> Result<ProgramOutcome, GdalError> {
     let capture = ErrorCapture::start();
     let staging = Staging::new(output)?;
+    let signed = signed_bytes_read_raw(program, source, args)?;
     invoke(program, source, args, staging.path(), &capture)?;
     finish(staging.path())?;
     let warnings = capture.warnings();
     let written = super::facts::gather("output", staging.path())?;
+    // A copy keeps signed bytes only where the output driver writes the mark (GTiff, COG,
+    // HFA, netCDF do; PNG does not): checked on what was written, before the commit.
+    if !signed.is_empty() && !written.raster.as_ref().is_some_and(|r| r.signed_byte) {
+        return Err(signed_bytes_refused(program, source, &signed));
+    }
     let files = staging.commit()?;
     Ok(ProgramOutcome {
         files,
@@ -102,8 +108,56 @@ pub fn run_in_memory(
     destination: &Path,
 ) -> Result<Vec<String>, GdalError> {
     let capture = ErrorCapture::start();
+    let signed = signed_bytes_read_raw(program, source, args)?;
+    if !signed.is_empty() {
+        return Err(signed_bytes_refused(program, source, &signed));
+    }
     invoke(program, source, args, destination, &capture)?;
     Ok(capture.warnings())
+}
+
+/// The bands of `source` that declare `PIXELTYPE=SIGNEDBYTE` and hold negative values
+/// ([`super::facts::negative_signed_byte_bands`]). GDAL 3.6's programs compute on the stored
+/// bytes (attack round 8, R8-12: `gdalwarp` and `gdal_translate -ot Float32` wrote 200 where
+/// GDAL reads -56, and `gdalwarp` drops the mark even to Byte), so any program that computes
+/// or changes the type on such a band is refused here, before anything is written. Only a
+/// `gdal_translate` copy that keeps Byte and scales nothing is let through: returned, to be
+/// checked on the written output.
+fn signed_bytes_read_raw(
+    program: &Program,
+    source: &Dataset,
+    args: &[String],
+) -> Result<Vec<usize>, GdalError> {
+    let signed = super::facts::negative_signed_byte_bands(source);
+    if signed.is_empty() {
+        return Ok(signed);
+    }
+    let copies = matches!(program, Program::Translate)
+        && !args.iter().any(|a| {
+            let a = a.to_ascii_lowercase();
+            a.starts_with("-scale") || a.starts_with("-exponent") || a == "-unscale"
+        })
+        && args
+            .windows(2)
+            .filter(|w| w[0] == "-ot")
+            .all(|w| w[1].eq_ignore_ascii_case("Byte"));
+    if copies {
+        Ok(signed)
+    } else {
+        Err(signed_bytes_refused(program, source, &signed))
+    }
+}
+
+/// The refusal of a program run over signed bytes it would read unsigned.
+fn signed_bytes_refused(program: &Program, source: &Dataset, bands: &[usize]) -> GdalError {
+    GdalError::Arguments(format!(
+        "{}: band(s) {bands:?} declare PIXELTYPE=SIGNEDBYTE and hold negative values \
+         (-128..-1, stored as 128..255). {} reads the stored bytes, so the output would hold \
+         128..255 where GDAL reads -128..-1. Copy it first with raster_calc (expression \"a\", \
+         data_type Int16), which reads it as GDAL does, and run this on the copy.",
+        source.description().unwrap_or_default(),
+        program.command().join(" ")
+    ))
 }
 
 /// The C call itself; failures are read from `capture`.

@@ -404,8 +404,10 @@ pub struct Facts {
     pub upstream_interpolation: bool,
 }
 
-/// Resampling methods that copy or select an input cell's value (the SDK's list).
-const VALUE_KEEPING: &[&str] = &["nearest", "mode", "min", "max", "med", "q1", "q3"];
+/// Resampling methods that copy or select an input cell's value (the SDK's list). Lineage
+/// records carry GDAL's names, so nearest neighbour is `near` there (attack round 8, R8-2: a
+/// nearest resampling counted as interpolation and the operator's rule on it refused).
+const VALUE_KEEPING: &[&str] = &["nearest", "near", "mode", "min", "max", "med", "q1", "q3"];
 
 impl Facts {
     /// The facts the host gathered for the domains, as numbers and flags.

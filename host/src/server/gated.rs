@@ -389,24 +389,25 @@ fn look_upstream<P>(
     Ok((gathered, files))
 }
 
-/// A raster derived from a categorical input that still holds a few whole-number classes is
+/// A raster derived from a categorical input that still holds a few distinct values is
 /// categorical, whatever its type: `raster_calc "a"` to Float32 drops a class map's palette
 /// but not its classes, and the next bilinear resampling must still see them (attack round
-/// 7, R7-13). A Float32 DEM rounded to metres holds whole numbers too, but has no categorical
-/// input upstream, so it stays continuous (and a calc mixing classes into a continuous
-/// surface holds more than a few values).
+/// 7, R7-13). Whole or not: `"a + 0.5"` or `"a * 0.1"` gives 1.5..5.5, the same five classes
+/// (round 8, R8-5). A Float32 surface with few distinct values (a DEM rounded to metres,
+/// terraces) has no categorical input upstream, so it stays continuous (and a calc mixing
+/// classes into a continuous surface holds more than a few values).
 fn classes_from_upstream(facts: &mut CallFacts) {
     for (dataset, lineage) in facts.datasets.iter_mut().zip(&facts.upstream) {
         let Some(raster) = dataset.raster.as_mut() else {
             continue;
         };
-        if raster.looks_categorical || !raster.evidence.whole_number_classes {
+        if raster.looks_categorical || !raster.evidence.few_values {
             continue;
         }
         if let Some(step) = lineage.steps.iter().find(|s| s.categorical_input.is_some()) {
             tracing::debug!(
                 path = %dataset.path,
-                "categorical: whole-number classes derived from a categorical input by {} \
+                "categorical: few distinct values derived from a categorical input by {} \
                  {} step(s) up",
                 step.tool,
                 step.depth

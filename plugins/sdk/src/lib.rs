@@ -319,9 +319,12 @@ impl Call {
     }
 }
 
-/// Resampling methods that copy or select an input cell's value: nearest neighbour, the
-/// majority class and the order statistics. Every other method computes values of its own.
-const VALUE_KEEPING: &[&str] = &["nearest", "mode", "min", "max", "med", "q1", "q3"];
+/// Resampling methods that copy or select an input cell's value: nearest neighbour (`near`
+/// is GDAL's name, the one lineage records carry: attack round 8, R8-2), the majority class
+/// and the order statistics. Every other method computes values of its own.
+const VALUE_KEEPING: &[&str] = &[
+    "nearest", "near", "mode", "min", "max", "med", "q1", "q3",
+];
 
 /// Whether resampling `method` computes new cell values (bilinear, cubic, cubicspline,
 /// lanczos, average, rms, sum, gauss) rather than copying or selecting an input cell's value
@@ -1423,7 +1426,7 @@ mod tests {
             assert!(creates_values(method), "{method}");
         }
         for method in [
-            "nearest", "mode", "min", "max", "med", "q1", "q3", "NEAREST",
+            "nearest", "near", "mode", "min", "max", "med", "q1", "q3", "NEAREST",
         ] {
             assert!(!creates_values(method), "{method}");
         }

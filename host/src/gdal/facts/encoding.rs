@@ -125,11 +125,16 @@ pub struct Written {
     pub types: Vec<String>,
     /// Band 1 has a colour table and it is the only band (JPEG 2000 defaults to lossless then).
     pub single_band_palette: bool,
-    /// The largest value of the input's Byte bands, read exactly, when the call writes
-    /// `PIXELTYPE=SIGNEDBYTE` and its values are the input's; `None`: not known.
+    /// The largest value the output's Byte bands can hold, when the call writes
+    /// `PIXELTYPE=SIGNEDBYTE`: the input's largest Byte value, read exactly, carried through
+    /// the call's method ([`output_byte_max`]); `None`: not known.
     pub byte_max: Option<f64>,
-    /// The input's Byte bands are already signed bytes (`PIXELTYPE=SIGNEDBYTE`).
+    /// The input's Byte bands are already signed bytes (`PIXELTYPE=SIGNEDBYTE`) and the call's
+    /// method keeps their range.
     pub signed_source: bool,
+    /// Why the output's largest value is not the input's (a kernel that overshoots, a sum),
+    /// `None` when the method keeps the input's range.
+    pub range_note: Option<String>,
 }
 
 impl Written {
@@ -416,6 +421,17 @@ pub fn assess(
     {
         match written.byte_max {
             Some(max) if max <= 127.0 => {}
+            Some(max) if written.range_note.is_some() => lose(
+                "SIGNEDBYTE",
+                format!(
+                    "PIXELTYPE=SIGNEDBYTE makes GDAL read Byte values as -128..127: every \
+                     value above 127 reads back 256 lower ({}: the output's largest can be {}, \
+                     which reads back as {})",
+                    written.range_note.as_deref().unwrap_or_default(),
+                    number(max),
+                    number(max - 256.0)
+                ),
+            ),
             Some(max) => lose(
                 "SIGNEDBYTE",
                 format!(
@@ -428,9 +444,15 @@ pub fn assess(
             ),
             None => lose(
                 "SIGNEDBYTE",
-                "PIXELTYPE=SIGNEDBYTE makes GDAL read Byte values as -128..127: every value \
-                 above 127 reads back 256 lower (the written values' largest is not known)"
-                    .to_string(),
+                format!(
+                    "PIXELTYPE=SIGNEDBYTE makes GDAL read Byte values as -128..127: every \
+                     value above 127 reads back 256 lower ({})",
+                    match &written.range_note {
+                        Some(note) =>
+                            format!("{note}, so the written values' largest is not known"),
+                        None => "the written values' largest is not known".to_string(),
+                    }
+                ),
             ),
         }
     }
@@ -652,14 +674,112 @@ pub fn written_for(
         Some(t) if selected => vec![t.to_string(); source.len()],
         _ => source,
     };
+    let (byte_max, range_note) = output_byte_max(arguments, raster.byte_max);
     Written {
         single_band_palette: types.len() == 1
             && bands.first() == Some(&1)
             && raster.evidence.palette,
         types,
-        byte_max: raster.byte_max,
-        signed_source: raster.signed_byte,
+        byte_max,
+        signed_source: raster.signed_byte && range_note.is_none(),
+        range_note,
     }
+}
+
+/// The largest value a call can write from an input whose largest Byte value is `input_max`,
+/// and why it differs from it (attack round 8, R8-3: `raster_resample` with lanczos of a
+/// 0..127 raster wrote 158 under `PIXELTYPE=SIGNEDBYTE`, read back as -98, and
+/// `raster_aggregate sum` saturated at 255, read back as -1, with no finding: the fact read
+/// the input's range, not the output's).
+///
+/// * Kernels with negative weights (`cubic`, `lanczos`), for the output or its overviews,
+///   overshoot the input's range by an amount that depends on the data and on how GDAL
+///   renormalises the weights at edges and nodata: not known. `cubicspline` (a B-spline),
+///   `gauss`, `bilinear`, `average`, `rms`, `mode`, `min`, `max`, `med`, `q1`, `q3` and
+///   `nearest` stay within it.
+/// * `sum` adds cells: a block of `factor` cells (or one cell of each of `inputs`) can reach
+///   that many times the input's largest; a warp's sum covers a number of cells that depends
+///   on the grids: not known.
+/// * `scale` ([src_min, src_max, dst_min, dst_max]) maps 0..`input_max` linearly.
+///
+/// Byte output saturates at 255.
+pub fn output_byte_max(arguments: &Value, input_max: Option<f64>) -> (Option<f64>, Option<String>) {
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_ascii_lowercase);
+    for method in [
+        text(arguments.get("resampling")),
+        text(arguments.pointer("/overviews/resampling")),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match method.as_str() {
+            "cubic" | "lanczos" => {
+                return (
+                    None,
+                    Some(format!(
+                        "{method} resampling has negative weights and writes values beyond \
+                         the input's range"
+                    )),
+                )
+            }
+            "sum" => {
+                return (
+                    None,
+                    Some("sum resampling adds the cells each output cell covers".to_string()),
+                )
+            }
+            _ => {}
+        }
+    }
+    if text(arguments.get("statistic")).as_deref() == Some("sum") {
+        let whole = |v: &Value| v.as_f64().filter(|n| n.is_finite() && *n >= 1.0);
+        let cells = match arguments.get("factor") {
+            Some(Value::Array(pair)) => match pair.as_slice() {
+                [n] => whole(n).map(|n| n * n),
+                [x, y] => whole(x).zip(whole(y)).map(|(x, y)| x * y),
+                _ => None,
+            },
+            Some(n) => whole(n).map(|n| n * n),
+            None => arguments
+                .get("inputs")
+                .and_then(Value::as_array)
+                .map(|inputs| inputs.len() as f64),
+        };
+        return match (input_max, cells) {
+            (Some(max), Some(cells)) => (
+                Some((max * cells).min(255.0)),
+                Some(format!(
+                    "a sum of {} cells of at most {}",
+                    number(cells),
+                    number(max)
+                )),
+            ),
+            _ => (None, Some("a sum adds several cells".to_string())),
+        };
+    }
+    if let Some(scale) = arguments.get("scale").and_then(Value::as_array) {
+        let numbers: Vec<f64> = scale.iter().filter_map(Value::as_f64).collect();
+        if let ([a, b, c, d], Some(max)) = (numbers.as_slice(), input_max) {
+            if a != b {
+                let map = |v: f64| c + (v - a) * (d - c) / (b - a);
+                let largest = map(0.0).max(map(max)).clamp(0.0, 255.0);
+                return (
+                    Some(largest),
+                    Some(format!(
+                        "scale maps 0..{} to {}..{}",
+                        number(max),
+                        number(map(0.0)),
+                        number(map(max))
+                    )),
+                );
+            }
+        }
+        return (
+            None,
+            Some("scale maps the input's values linearly".to_string()),
+        );
+    }
+    (input_max, None)
 }
 
 /// What a gated call that writes a raster writes, as the gated step passes it to the domains:

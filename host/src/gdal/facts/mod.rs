@@ -58,13 +58,14 @@ pub struct CategoricalEvidence {
     pub palette: bool,
     pub attribute_table: bool,
     pub integer_classes: bool,
-    /// Band 1's sample holds at most [`MAX_CLASSES`] distinct whole numbers, whatever its
-    /// type (a Float32 copy of a class map does): not evidence alone (a DEM rounded to
-    /// metres does too), but with a categorical input upstream it is (attack round 7, R7-13;
-    /// see `server::gated`).
+    /// Band 1's sample holds at most [`MAX_CLASSES`] distinct finite values, whole or not,
+    /// whatever its type (a Float32 copy of a class map does, and so does `a + 0.5` of it):
+    /// not evidence alone (a DEM rounded to metres does too), but with a categorical input
+    /// upstream it is (attack round 7, R7-13; round 8, R8-5: "whole numbers" let `a + 0.5`
+    /// launder the classes; see `server::gated`).
     #[serde(skip)]
     #[schemars(skip)]
-    pub whole_number_classes: bool,
+    pub few_values: bool,
 }
 
 /// A value that occurs in a band but is not its declared nodata.
@@ -162,6 +163,69 @@ pub fn signed_byte_value(raw: f64) -> f64 {
     } else {
         raw
     }
+}
+
+/// A cell type the host's readers read bands into (`f32`, `f64`).
+pub trait CellValue: gdal::raster::GdalType + Copy {
+    /// A raw byte of a signed-byte band as GDAL reads it ([`signed_byte_value`]).
+    fn signed_byte(self) -> Self;
+}
+
+impl CellValue for f64 {
+    fn signed_byte(self) -> Self {
+        signed_byte_value(self)
+    }
+}
+
+impl CellValue for f32 {
+    fn signed_byte(self) -> Self {
+        if self > 127.0 {
+            self - 256.0
+        } else {
+            self
+        }
+    }
+}
+
+/// The one cell read of every host-side reader of raster values (`raster_stats`,
+/// `raster_sample`, `zonal_stats`, `raster_calc`, `raster_composite`, the hydrology tools'
+/// DEM reads, the categorical sample of the facts, the south-up copy for `gdaldem`): a window
+/// of `band` read as GDAL reads its values. A Byte band that declares `PIXELTYPE=SIGNEDBYTE`
+/// is read -128..127 (attack round 7, R7-3; round 8, R8-12: `zonal_stats` and `raster_calc`
+/// read 200 where GDAL reads -56). Its nodata is compared as GDAL reports it (signed).
+pub fn read_cells<T: CellValue>(
+    band: &gdal::raster::RasterBand<'_>,
+    offset: (isize, isize),
+    window: (usize, usize),
+    size: (usize, usize),
+) -> gdal::errors::Result<gdal::raster::Buffer<T>> {
+    let mut buffer = band.read_as::<T>(offset, window, size, None)?;
+    if signed_byte(band) {
+        for v in buffer.data_mut() {
+            *v = v.signed_byte();
+        }
+    }
+    Ok(buffer)
+}
+
+/// The bands of `dataset` that declare `PIXELTYPE=SIGNEDBYTE` and hold a negative value (a
+/// stored byte above 127), read exactly (GDAL's min/max reads signed bytes signed). GDAL's
+/// programs read such a band's stored bytes (R8-12: `gdalwarp` wrote 200 where GDAL reads -56,
+/// and drops the mark), so [`crate::gdal::programs`] refuses them; a band of 0..127 reads the
+/// same either way and passes.
+pub fn negative_signed_byte_bands(dataset: &Dataset) -> Vec<usize> {
+    let _quiet = ErrorCapture::start();
+    (1..=dataset.raster_count())
+        .filter(|&index| {
+            dataset.rasterband(index).is_ok_and(|band| {
+                // Unreadable: counted as negative (the safe side).
+                signed_byte(&band)
+                    && band
+                        .compute_raster_min_max(false)
+                        .map_or(true, |range| range.min < 0.0)
+            })
+        })
+        .collect()
 }
 
 /// The largest value of the unsigned Byte bands of the raster at `path`, read exactly (every
@@ -655,7 +719,7 @@ fn raster_facts(
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
                 evidence.integer_classes = sampled.integer_classes;
-                evidence.whole_number_classes = sampled.whole_number_classes;
+                evidence.few_values = sampled.few_values;
                 signed = signed_byte(&band);
             }
             bands.push(BandFacts {
@@ -710,8 +774,8 @@ fn raster_facts(
 #[derive(Debug, Clone, Default)]
 struct SampledValues {
     integer_classes: bool,
-    /// At most [`MAX_CLASSES`] distinct whole numbers, in a band of any type.
-    whole_number_classes: bool,
+    /// At most [`MAX_CLASSES`] distinct finite values, whole or not, in a band of any type.
+    few_values: bool,
     sentinels: Vec<Sentinel>,
     cells: u64,
 }
@@ -826,7 +890,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     }
     let side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
     let _quiet = ErrorCapture::start();
-    let Ok(sample) = band.read_as::<f64>((0, 0), (w, h), side, None) else {
+    let Ok(sample) = read_cells::<f64>(band, (0, 0), (w, h), side) else {
         return SampledValues::default();
     };
     let nodata = band.no_data_value();
@@ -838,6 +902,9 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     );
     let mut distinct = BTreeSet::new();
     let mut whole = true;
+    // Every finite value, whole or not, up to one more than a class map may hold.
+    let mut values = BTreeSet::new();
+    let mut finite = true;
     let mut sentinels: Vec<Sentinel> = Vec::new();
     for &value in data {
         if is_nodata(value) {
@@ -846,6 +913,10 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
         whole &= value.is_finite() && value.fract() == 0.0;
         if whole && distinct.len() <= MAX_CLASSES {
             distinct.insert(value.to_bits());
+        }
+        finite &= value.is_finite();
+        if finite && values.len() <= MAX_CLASSES {
+            values.insert(value.to_bits());
         }
         if KNOWN_SENTINELS.contains(&value) {
             match sentinels.iter_mut().find(|s| s.value == value) {
@@ -865,7 +936,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     }
     SampledValues {
         integer_classes: integer && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
-        whole_number_classes: whole && !distinct.is_empty() && distinct.len() <= MAX_CLASSES,
+        few_values: finite && !values.is_empty() && values.len() <= MAX_CLASSES,
         sentinels,
         cells: data.len() as u64,
     }

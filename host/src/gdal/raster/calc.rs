@@ -783,17 +783,18 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     .dataset
                     .rasterband(source.band)
                     .map_err(|_| failed("cannot open an input band"))?;
-                let block = band
-                    .read_as::<f64>(
-                        (column as isize, row as isize),
-                        (columns, rows),
-                        (columns, rows),
-                        None,
-                    )
-                    .map_err(|e| GdalError::Failed {
-                        operation: format!("reading `{}` ({})", input.name, input.path.display()),
-                        message: e.to_string(),
-                    })?;
+                // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12: `"a"` to
+                // Float32 wrote 200 where GDAL reads -56).
+                let block = crate::gdal::facts::read_cells::<f64>(
+                    &band,
+                    (column as isize, row as isize),
+                    (columns, rows),
+                    (columns, rows),
+                )
+                .map_err(|e| GdalError::Failed {
+                    operation: format!("reading `{}` ({})", input.name, input.path.display()),
+                    message: e.to_string(),
+                })?;
                 blocks.push(block.into_shape_and_vec().1);
             }
             let mut out = vec![nodata; columns * rows];
@@ -913,6 +914,17 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             encoding.max_abs_change.unwrap_or_default()
         ));
     }
+    // Where the expression has no value (division by zero, log or sqrt of a negative) the
+    // cell is nodata: said in words too, not only counted, so a reader of the text sees it.
+    if cells.undefined > 0 {
+        notes.push(format!(
+            "{} of {} cells are nodata because the expression is undefined there (division by \
+             zero, log of zero or of a negative, sqrt of a negative, ...), not because an \
+             input was nodata",
+            cells.undefined,
+            width as u64 * height as u64
+        ));
+    }
     if cells.rounded > 0 {
         notes.push(format!(
             "{} cells rounded to the nearest whole number for {}",
@@ -990,11 +1002,12 @@ impl Sample {
         let back = dataset
             .rasterband(1)
             .and_then(|b| {
-                b.read_as::<f64>(
+                // Read back as GDAL reads it: a SIGNEDBYTE output holds -128..127.
+                crate::gdal::facts::read_cells::<f64>(
+                    &b,
                     (self.column as isize, self.row as isize),
                     (self.columns, self.rows),
                     (self.columns, self.rows),
-                    None,
                 )
             })
             .map_err(|e| GdalError::Failed {

@@ -264,9 +264,14 @@ impl CompositeRequest {
                     let b = dataset
                         .rasterband(*band)
                         .map_err(|_| failed("cannot read an input band"))?;
-                    let buffer = b
-                        .read_as::<f32>((0, row as isize), (width, rows), (width, rows), None)
-                        .map_err(|_| failed("cannot read an input strip"))?;
+                    // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
+                    let buffer = crate::gdal::facts::read_cells::<f32>(
+                        &b,
+                        (0, row as isize),
+                        (width, rows),
+                        (width, rows),
+                    )
+                    .map_err(|_| failed("cannot read an input strip"))?;
                     *strip = buffer.into_shape_and_vec().1;
                 }
                 for ((strip, (scale, offset)), nd) in strips.iter_mut().zip(&physical).zip(&nodata)

@@ -102,11 +102,12 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
     for index in 1..=count {
         let band = source.rasterband(index).map_err(failed)?;
         // Float32, as gdaldem computes; the cells were checked against the cell budget.
-        let mut data = band
-            .read_as::<f32>((0, 0), (width, height), (width, height), None)
-            .map_err(failed)?
-            .into_shape_and_vec()
-            .1;
+        // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
+        let mut data =
+            crate::gdal::facts::read_cells::<f32>(&band, (0, 0), (width, height), (width, height))
+                .map_err(failed)?
+                .into_shape_and_vec()
+                .1;
         // Rows in reverse order, in place: the last (northernmost) row first.
         for top in 0..height / 2 {
             let bottom = height - 1 - top;

@@ -90,8 +90,8 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
             crate::gdal::policy::blocks::Reach::Full
         },
     )?;
-    let buffer = band
-        .read_as::<f32>((0, 0), (width, height), (w, h), None)
+    // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
+    let buffer = crate::gdal::facts::read_cells::<f32>(&band, (0, 0), (width, height), (w, h))
         .map_err(|_| failed("cannot read band 1"))?;
     drop(blocks);
     let nodata = band.no_data_value().map(|v| v as f32);
@@ -251,4 +251,56 @@ pub fn write_stream_lines(
         }
     }
     staging.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gdal::raster::RasterCreationOptions;
+
+    /// A 4 × 2 GeoTIFF whose stored bytes are 10, 200, 127, 128 per row, with or without
+    /// `PIXELTYPE=SIGNEDBYTE`.
+    fn bytes(path: &Path, signed: bool) {
+        let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut options = RasterCreationOptions::new();
+        if signed {
+            options.add_name_value("PIXELTYPE", "SIGNEDBYTE").unwrap();
+        }
+        let mut ds = driver
+            .create_with_band_type_with_options::<u8, _>(path, 4, 2, 1, &options)
+            .unwrap();
+        ds.set_geo_transform(&[0.0, 30.0, 0.0, 60.0, 0.0, -30.0])
+            .unwrap();
+        let mut buffer = Buffer::new((4, 2), vec![10u8, 200, 127, 128, 10, 200, 127, 128]);
+        ds.rasterband(1)
+            .unwrap()
+            .write((0, 0), (4, 2), &mut buffer)
+            .unwrap();
+    }
+
+    /// Regression (attack round 8, R8-12): the hydrology tools' DEM read (and every host
+    /// reader through `facts::read_cells`) read a `PIXELTYPE=SIGNEDBYTE` band's 200 as 200
+    /// where GDAL reads -56. Twin: the same bytes in a plain Byte band read 200.
+    #[test]
+    fn r8_12_signed_bytes_read_signed_by_the_hydrology_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let (signed, plain) = (dir.path().join("sb.tif"), dir.path().join("b.tif"));
+        bytes(&signed, true);
+        bytes(&plain, false);
+        let (grid, _) = read_band_f32(&signed).unwrap();
+        assert_eq!(&grid.data()[..4], &[10.0, -56.0, 127.0, -128.0]);
+        let (grid, _) = read_band_f32(&plain).unwrap();
+        assert_eq!(&grid.data()[..4], &[10.0, 200.0, 127.0, 128.0]);
+
+        let dataset = crate::gdal::facts::open(&signed).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let cells = crate::gdal::facts::read_cells::<f64>(&band, (0, 1), (4, 1), (4, 1)).unwrap();
+        assert_eq!(cells.data(), &[10.0, -56.0, 127.0, -128.0]);
+        assert_eq!(
+            crate::gdal::facts::negative_signed_byte_bands(&dataset),
+            vec![1]
+        );
+        let dataset = crate::gdal::facts::open(&plain).unwrap();
+        assert!(crate::gdal::facts::negative_signed_byte_bands(&dataset).is_empty());
+    }
 }

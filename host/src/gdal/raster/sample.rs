@@ -506,17 +506,18 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                     message: e.to_string(),
                 })?;
             let capture = ErrorCapture::start();
-            let buffer = band
-                .read_as::<f64>((column as isize, row as isize), (1, 1), (1, 1), None)
-                .map_err(|e| GdalError::Failed {
-                    operation: format!("reading band {} at row {row}, column {column}", info.band),
-                    message: capture.failure_text(&e.to_string()),
-                })?;
-            let mut raw = buffer.data().first().copied().unwrap_or(f64::NAN);
-            if crate::gdal::facts::signed_byte(&band) {
-                // As GDAL reads PIXELTYPE=SIGNEDBYTE: -128..127 (R7-3).
-                raw = crate::gdal::facts::signed_byte_value(raw);
-            }
+            // As GDAL reads PIXELTYPE=SIGNEDBYTE: -128..127 (R7-3, R8-12).
+            let buffer = crate::gdal::facts::read_cells::<f64>(
+                &band,
+                (column as isize, row as isize),
+                (1, 1),
+                (1, 1),
+            )
+            .map_err(|e| GdalError::Failed {
+                operation: format!("reading band {} at row {row}, column {column}", info.band),
+                message: capture.failure_text(&e.to_string()),
+            })?;
+            let raw = buffer.data().first().copied().unwrap_or(f64::NAN);
             let is_nodata = raw.is_nan()
                 || info
                     .nodata

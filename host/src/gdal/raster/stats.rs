@@ -137,15 +137,6 @@ fn band_stats(
     // made min, max, mean and std null and put every cell in the first histogram bin).
     let is_valid = |v: f64| v.is_finite() && nodata.is_none_or(|nd| v != nd);
     let mut infinite_count = 0u64;
-    // A Byte band declaring PIXELTYPE=SIGNEDBYTE holds -128..127, as GDAL reads it (R7-3).
-    let signed = crate::gdal::facts::signed_byte(&band);
-    let as_read = |v: f64| {
-        if signed {
-            crate::gdal::facts::signed_byte_value(v)
-        } else {
-            v
-        }
-    };
     let scale = band.scale().filter(|s| *s != 1.0);
     let offset = band.offset().filter(|o| *o != 0.0);
     // Every valid cell is kept as a double (percentiles sort them): from the memory budget
@@ -177,24 +168,29 @@ fn band_stats(
         let scale = ((width * height) as f64 / SAMPLE_PIXELS as f64).sqrt();
         let w = ((width as f64 / scale).floor() as usize).clamp(1, width);
         let h = ((height as f64 / scale).floor() as usize).clamp(1, height);
-        let buffer = band
-            .read_as::<f64>((0, 0), (width, height), (w, h), None)
+        // A Byte band declaring PIXELTYPE=SIGNEDBYTE holds -128..127, as GDAL reads it
+        // (R7-3): read through the one cell read every host reader shares (R8-12).
+        let buffer = crate::gdal::facts::read_cells::<f64>(&band, (0, 0), (width, height), (w, h))
             .map_err(|e| failed(e.to_string()))?;
         let data = buffer.data();
         cells = data.len() as u64;
         infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
-        values.extend(data.iter().copied().map(as_read).filter(|v| is_valid(*v)));
+        values.extend(data.iter().copied().filter(|v| is_valid(*v)));
     } else {
         let mut row = 0;
         while row < height {
             let rows = STRIP_ROWS.min(height - row);
-            let buffer = band
-                .read_as::<f64>((0, row as isize), (width, rows), (width, rows), None)
-                .map_err(|e| failed(e.to_string()))?;
+            let buffer = crate::gdal::facts::read_cells::<f64>(
+                &band,
+                (0, row as isize),
+                (width, rows),
+                (width, rows),
+            )
+            .map_err(|e| failed(e.to_string()))?;
             let data = buffer.data();
             cells += data.len() as u64;
             infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
-            values.extend(data.iter().copied().map(as_read).filter(|v| is_valid(*v)));
+            values.extend(data.iter().copied().filter(|v| is_valid(*v)));
             row += rows;
         }
     }

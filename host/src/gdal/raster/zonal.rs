@@ -147,14 +147,14 @@ impl ZonalRequest {
                 if weights.weights.iter().all(|w| *w <= 0.0) {
                     continue;
                 }
-                let values = band
-                    .read_as::<f32>(
-                        (block.col_off as isize, block.row_off as isize),
-                        (block.cols, block.rows),
-                        (block.cols, block.rows),
-                        None,
-                    )
-                    .map_err(|_| failed("cannot read a window of the band"))?;
+                // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
+                let values = crate::gdal::facts::read_cells::<f32>(
+                    &band,
+                    (block.col_off as isize, block.row_off as isize),
+                    (block.cols, block.rows),
+                    (block.cols, block.rows),
+                )
+                .map_err(|_| failed("cannot read a window of the band"))?;
                 let data: std::borrow::Cow<[f32]> = if physical {
                     values
                         .data()

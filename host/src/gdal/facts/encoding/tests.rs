@@ -462,3 +462,90 @@ fn a_call_s_arguments_give_the_fact() {
     assert!(crate::server::registry::find("vector_convert")
         .is_some_and(|spec| spec.raster_output.is_none()));
 }
+
+/// Regression (attack round 8, R8-3): the signed-byte fact read the input's largest value
+/// whatever the method. The output's largest is carried through it; methods that keep the
+/// input's range keep the input's largest (the clean twins).
+#[test]
+fn r8_3_the_output_range_follows_the_method() {
+    use serde_json::json;
+    for method in ["cubic", "lanczos", "sum"] {
+        let (max, note) = output_byte_max(&json!({"resampling": method}), Some(100.0));
+        assert_eq!(max, None, "{method}");
+        assert!(note.is_some_and(|n| n.contains(method)), "{method}");
+    }
+    let (max, note) = output_byte_max(
+        &json!({"overviews": {"resampling": "lanczos"}}),
+        Some(100.0),
+    );
+    assert_eq!(max, None);
+    assert!(note.is_some());
+    for method in [
+        "nearest",
+        "near",
+        "bilinear",
+        "cubicspline",
+        "average",
+        "mode",
+        "gauss",
+        "rms",
+    ] {
+        assert_eq!(
+            output_byte_max(&json!({"resampling": method}), Some(100.0)),
+            (Some(100.0), None),
+            "{method}"
+        );
+    }
+    let sum = |factor| json!({"statistic": "sum", "factor": factor});
+    assert_eq!(output_byte_max(&sum(json!(2)), Some(31.0)).0, Some(124.0));
+    assert_eq!(
+        output_byte_max(&sum(json!([3, 2])), Some(31.0)).0,
+        Some(186.0)
+    );
+    assert_eq!(
+        output_byte_max(&sum(json!([4])), Some(100.0)).0,
+        Some(255.0)
+    );
+    assert_eq!(
+        output_byte_max(
+            &json!({"statistic": "sum", "inputs": ["a", "b"]}),
+            Some(60.0)
+        )
+        .0,
+        Some(120.0)
+    );
+    assert_eq!(
+        output_byte_max(&json!({"statistic": "average", "factor": 4}), Some(100.0)),
+        (Some(100.0), None)
+    );
+    assert_eq!(
+        output_byte_max(&json!({"scale": [0, 100, 0, 255]}), Some(100.0)).0,
+        Some(255.0)
+    );
+    assert_eq!(
+        output_byte_max(&json!({"scale": [0, 255, 0, 127]}), Some(255.0)).0,
+        Some(127.0)
+    );
+    // The fact: lossy above 127, silent at or below.
+    let written = |arguments: serde_json::Value| Written {
+        types: vec!["Byte".to_string()],
+        byte_max: output_byte_max(&arguments, Some(100.0)).0,
+        range_note: output_byte_max(&arguments, Some(100.0)).1,
+        ..Default::default()
+    };
+    let options = vec![("PIXELTYPE".to_string(), "SIGNEDBYTE".to_string())];
+    let lanczos = assess(
+        "GTiff",
+        &options,
+        &written(json!({"resampling": "lanczos"})),
+        None,
+    );
+    assert!(lanczos.lossy);
+    let nearest = assess(
+        "GTiff",
+        &options,
+        &written(json!({"resampling": "nearest"})),
+        None,
+    );
+    assert!(!nearest.lossy);
+}
