@@ -5000,3 +5000,94 @@ async fn r8_1_rows_filled_to_a_far_column_are_refused_by_their_cells() {
     assert!(text(&points).contains("9000"), "{}", text(&points));
     still_serves(&server).await;
 }
+
+/// A KML document of `placemarks` point placemarks.
+fn kml_of_points(placemarks: usize) -> String {
+    let mut text = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\">\
+         <Document>",
+    );
+    for i in 0..placemarks {
+        text.push_str(&format!(
+            "<Placemark><Point><coordinates>{}.25,{}.5</coordinates></Point></Placemark>",
+            i % 170,
+            i % 80
+        ));
+    }
+    text.push_str("</Document></kml>");
+    text
+}
+
+/// Regression, issue 21 attack round 8, R8-7: LIBKML parses a KML document whole into a tree
+/// about 15 times its text, so a 12 MB KMZ of 100 MiB of point placemarks (inside every zip
+/// budget) took one `vector_info` to 1.58 GB, and read-only calls reserved nothing from the
+/// shared memory budget. The tree is estimated from the document's elements and text before
+/// the open: above `GDAL_MCP_KML_MAX_MEMORY_BYTES` (default 512 MiB) it is refused, and below
+/// it the estimate is taken from the shared budget for the call (here 32 MiB, so a plain KML
+/// estimated at about 50 MB is refused as memory, naming `GDAL_MCP_MEMORY_BUDGET_BYTES`). The
+/// clean twin, a KML and a KMZ of 2,000 placemarks, opens.
+#[tokio::test]
+async fn r8_7_a_kml_tree_is_budgeted_before_the_open() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".into(),
+                (32u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let kmz = |name: &str, placemarks: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("doc.kml"), kml_of_points(placemarks)).unwrap();
+        let status = std::process::Command::new("zip")
+            .current_dir(dir.path())
+            .args(["-q"])
+            .arg(server.path(name))
+            .arg("doc.kml")
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    // 600,000 placemarks: 45 MB of text, a KMZ of a few MB.
+    kmz("big.kmz", 600_000);
+    let refused = server
+        .call("vector_info", json!({"input": "big.kmz"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("600001 features")
+            && text(&refused).contains("GDAL_MCP_KML_MAX_MEMORY_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // 40,000 placemarks, under the KML budget, over this server's memory budget.
+    std::fs::write(server.path("mid.kml"), kml_of_points(40_000)).unwrap();
+    let refused = server
+        .call("vector_info", json!({"input": "mid.kml"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("GDAL_MCP_MEMORY_BUDGET_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // The clean twins.
+    std::fs::write(server.path("ok.kml"), kml_of_points(2_000)).unwrap();
+    kmz("ok.kmz", 2_000);
+    for name in ["ok.kml", "ok.kmz"] {
+        let info = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{name}: {}", text(&info));
+        assert!(text(&info).contains("2000"), "{name}: {}", text(&info));
+    }
+    still_serves(&server).await;
+}

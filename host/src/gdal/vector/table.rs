@@ -22,6 +22,7 @@
 
 pub mod dms;
 mod expansion;
+pub use expansion::{check_kml, DEFAULT_KML_MAX_MEMORY_BYTES, KML_MEMORY_VARIABLE};
 pub mod shapes;
 
 use crate::gdal::output::Staging;
@@ -166,16 +167,17 @@ fn open_plain(path: &Path) -> Result<std::fs::File, GdalError> {
 }
 
 /// Refuse a table that would make GDAL expand more than the budget, from what the file
-/// declares, before GDAL opens it: a zip (XLSX, ODS) by its central directory, a CSV by its
-/// size, its longest line and its header's columns.
-pub fn check_budget(path: &Path, budget: &TableBudget) -> Result<(), GdalError> {
+/// declares, before GDAL opens it: a zip (XLSX, ODS, KMZ) by its central directory and its
+/// streamed entries, a CSV by its size, its longest line and its header's columns. Else the
+/// bytes GDAL is estimated to hold once it has read a zip (0 for a CSV, read row by row).
+pub fn check_budget(path: &Path, budget: &TableBudget) -> Result<u64, GdalError> {
     let mut file = open_plain(path)?;
     let mut magic = [0u8; 4];
     let n = read_at(&mut file, 0, &mut magic)?;
     if n == 4 && magic == *b"PK\x03\x04" {
         check_zip(path, &mut file, budget)
     } else {
-        check_csv(path, &mut file, budget)
+        check_csv(path, &mut file, budget).map(|()| 0)
     }
 }
 
@@ -215,7 +217,11 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// A spreadsheet's zip, by its central directory (ZIP64 included).
-fn check_zip(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Result<(), GdalError> {
+fn check_zip(
+    path: &Path,
+    file: &mut std::fs::File,
+    budget: &TableBudget,
+) -> Result<u64, GdalError> {
     let refuse = |what: String| {
         Err(GdalError::Arguments(format!(
             "input: {} {what}; nothing was read. Tables are bounded to {} bytes uncompressed \

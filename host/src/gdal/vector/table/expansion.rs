@@ -33,14 +33,21 @@ const MAX_XLSX_FIELDS: u64 = 2000;
 /// The longest run of missing rows GDAL's XLSX reader fills with empty rows (GDAL 3.6 refuses
 /// a longer gap: "Too big gap with previous valid row").
 const MAX_XLSX_ROW_GAP: u64 = 10_000;
+/// Bytes GDAL holds per cell it fills, filled or empty (its field; measured with GDAL 3.6:
+/// 20 M cells took 362 MB, 40 M 675 MB).
+const CELL_BYTES: u64 = 16;
 
-/// Refuse the spreadsheet at `pinned` (shown as `path`) whose cells expand past the budget.
+/// Refuse the spreadsheet or KMZ at `pinned` (shown as `path`) whose cells (or KML tree) expand
+/// past the budget; else the bytes GDAL is estimated to hold once it has read it.
 pub(super) fn check(
     path: &Path,
     pinned: &Path,
     names: &[String],
     budget: &TableBudget,
-) -> Result<(), GdalError> {
+) -> Result<u64, GdalError> {
+    // What GDAL will hold once it has read the file: 16 bytes a filled-in cell (GDAL's
+    // field), the shared strings' copies, a KML tree.
+    let mut holds: u64 = 0;
     let entry = |name: &str| format!("/vsizip/{}/{name}", pinned.display());
     let refuse = |what: String, total: u64| {
         GdalError::Arguments(format!(
@@ -132,6 +139,17 @@ pub(super) fn check(
                 ));
             }
         }
+        holds = holds
+            .saturating_add(cells.saturating_mul(CELL_BYTES))
+            .saturating_add(text);
+    }
+    let kml: Vec<String> = names
+        .iter()
+        .filter(|n| n.to_ascii_lowercase().ends_with(".kml"))
+        .map(|n| entry(n))
+        .collect();
+    if !kml.is_empty() {
+        holds = holds.saturating_add(check_kml(path, &kml)?);
     }
     if names.iter().any(|n| n == "content.xml") {
         let mut content = Ods::default();
@@ -153,8 +171,11 @@ pub(super) fn check(
                 content.grid.total,
             ));
         }
+        holds = holds
+            .saturating_add(content.grid.total.saturating_mul(CELL_BYTES))
+            .saturating_add(content.text.total);
     }
-    Ok(())
+    Ok(holds)
 }
 
 fn shorten(name: &str) -> String {
@@ -329,6 +350,86 @@ impl Grid {
             _ => {}
         }
     }
+}
+
+/// Operator override of [`DEFAULT_KML_MAX_MEMORY_BYTES`].
+pub const KML_MEMORY_VARIABLE: &str = "GDAL_MCP_KML_MAX_MEMORY_BYTES";
+/// The most memory GDAL's KML readers may be expected to build for one KML document (512 MiB:
+/// 20 MiB of point placemarks, 262,144 of them, are estimated at 362 MiB).
+pub const DEFAULT_KML_MAX_MEMORY_BYTES: u64 = 512 << 20;
+/// Bytes LIBKML holds per feature element (`Placemark`, `Folder`, ...), per other element, and
+/// per byte of text, measured with GDAL 3.6's `ogrinfo -so -al` (VmHWM less the 50 MB of an
+/// empty document) and rounded up: 20 MiB of empty `<Placemark/>` (1.75 M) took 920 MB, 525
+/// bytes each; 20 MiB of point placemarks (262,144, three elements each) 288 MB; 20 MiB of
+/// placemarks of five empty children 440 MB; 20 MiB of `ExtendedData` placemarks 281 MB; 16
+/// MiB of coordinates in 200 lines 83 MB. Regression, attack round 8, R8-7: a 12 MB KMZ of
+/// 100 MiB of point placemarks took `vector_info` to 1.58 GB (15 times its text).
+const KML_FEATURE_BYTES: u64 = 1024;
+const KML_ELEMENT_BYTES: u64 = 160;
+const KML_TEXT_FACTOR: u64 = 2;
+
+/// What GDAL's KML readers build from a KML document: they parse it whole into a tree.
+#[derive(Default)]
+struct KmlCost {
+    features: u64,
+    elements: u64,
+    text: u64,
+}
+
+impl KmlCost {
+    fn bytes(&self) -> u64 {
+        self.features
+            .saturating_mul(KML_FEATURE_BYTES)
+            .saturating_add(self.elements.saturating_mul(KML_ELEMENT_BYTES))
+            .saturating_add(self.text.saturating_mul(KML_TEXT_FACTOR))
+    }
+}
+
+impl Sink for KmlCost {
+    fn text(&mut self, bytes: &[u8]) {
+        self.text = self.text.saturating_add(bytes.len() as u64);
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, _) = parts(tag);
+        if closing {
+            return;
+        }
+        match local(name) {
+            b"Placemark" | b"Document" | b"Folder" | b"NetworkLink" | b"GroundOverlay"
+            | b"PhotoOverlay" | b"ScreenOverlay" | b"Tour" => {
+                self.features = self.features.saturating_add(1);
+            }
+            _ => self.elements = self.elements.saturating_add(1),
+        }
+    }
+}
+
+/// Refuse a KML document (a `.kml` file, or the `.kml` entries of a KMZ, each given as the
+/// path GDAL reads it by) whose tree, estimated from its elements and text as they stream by,
+/// passes `GDAL_MCP_KML_MAX_MEMORY_BYTES`; the estimate otherwise. GDAL's LIBKML and KML
+/// drivers parse the whole document into memory before the first feature.
+pub fn check_kml(path: &Path, vsi_paths: &[String]) -> Result<u64, GdalError> {
+    let budget = crate::budget::setting(KML_MEMORY_VARIABLE, DEFAULT_KML_MAX_MEMORY_BYTES);
+    let mut cost = KmlCost::default();
+    for vsi_path in vsi_paths {
+        stream(vsi_path, &mut cost)?;
+    }
+    let estimate = cost.bytes();
+    if estimate > budget {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is KML that GDAL parses whole into memory: {} features, {} other \
+             elements and {} bytes of text, an estimated {estimate} bytes, more than the {budget} \
+             bytes one KML document may take ({KML_MEMORY_VARIABLE}); nothing was read. Convert \
+             it to a GeoPackage outside the server (ogr2ogr), split it, or raise \
+             {KML_MEMORY_VARIABLE}",
+            path.display(),
+            cost.features,
+            cost.elements,
+            cost.text
+        )));
+    }
+    Ok(estimate)
 }
 
 /// What the XML reader reports.
@@ -933,5 +1034,59 @@ mod tests {
             // Table a: 1 + 3 empty + 10 rows, to column 10: 140; table b: 1 row of 2.
             assert_eq!(measured.grid.total, 140 + 2, "chunk {chunk}");
         }
+    }
+
+    /// R8-7: a KML tree is estimated from its feature elements, other elements and text,
+    /// whatever the chunking; closing tags, comments and declarations count nothing.
+    #[test]
+    fn r8_7_kml_elements_and_text_are_counted() {
+        let kml = b"<?xml version=\"1.0\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\">\
+            <Document><!-- <Placemark/> --><Placemark/><kml:Placemark><Point>\
+            <coordinates>1,2</coordinates></Point></kml:Placemark></Document></kml>";
+        for chunk in [1, 3, 4096] {
+            let cost = lexed(kml, KmlCost::default(), chunk);
+            assert_eq!(
+                (cost.features, cost.elements, cost.text),
+                (3, 3, 3),
+                "chunk {chunk}"
+            );
+            assert_eq!(cost.bytes(), 3 * 1024 + 3 * 160 + 3 * 2);
+        }
+    }
+
+    /// R8-7: a KML whose estimated tree passes the budget is refused before the open, naming
+    /// the estimate and the variable; the clean twin (a few MB of placemarks) passes.
+    #[test]
+    fn r8_7_a_kml_tree_above_the_budget_is_refused() {
+        crate::gdal::init();
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, placemarks: usize| {
+            let path = dir.path().join(name);
+            let mut text = String::from("<kml><Document>");
+            for i in 0..placemarks {
+                text.push_str(&format!(
+                    "<Placemark><Point><coordinates>{}.5,45</coordinates></Point></Placemark>",
+                    i % 90
+                ));
+            }
+            text.push_str("</Document></kml>");
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        // 600,000 placemarks (45 MB): 600,000 x 1024 + 1.2 M x 160 + text > 512 MiB.
+        let big = write("big.kml", 600_000);
+        let error = check_kml(&big, &[big.display().to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("600001 features")
+                && error.contains(KML_MEMORY_VARIABLE)
+                && error.contains(&DEFAULT_KML_MAX_MEMORY_BYTES.to_string()),
+            "{error}"
+        );
+        // 40,000 placemarks (3 MB) pass, estimated at about 50 MB.
+        let small = write("small.kml", 40_000);
+        let estimate = check_kml(&small, &[small.display().to_string()]).unwrap();
+        assert!((40 << 20..60 << 20).contains(&estimate), "{estimate}");
     }
 }
