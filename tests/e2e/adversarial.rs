@@ -4746,6 +4746,31 @@ async fn r7_7_r7_8_gzip_gml_is_inflated_under_a_budget_and_scanned_before_the_op
 /// An XLSX (zipped with `zip`) of one sheet: a header row of two shared strings, then `rows`
 /// rows of x, y and a cell referring to shared string 2, which is `big`.
 fn xlsx_with_shared_string(path: &Path, big: &str, rows: usize) {
+    let ns = "http://schemas.openxmlformats.org";
+    let mut sheet = format!(
+        "<?xml version=\"1.0\"?><worksheet xmlns=\"{ns}/spreadsheetml/2006/main\"><sheetData>\
+         <row r=\"1\"><c r=\"A1\" t=\"s\"><v>0</v></c><c r=\"B1\" t=\"s\"><v>1</v></c>\
+         <c r=\"C1\" t=\"inlineStr\"><is><t>note</t></is></c></row>"
+    );
+    for i in 2..rows + 2 {
+        sheet.push_str(&format!(
+            "<row r=\"{i}\"><c r=\"A{i}\"><v>15</v></c><c r=\"B{i}\"><v>45</v></c>\
+             <c r=\"C{i}\" t=\"s\"><v>2</v></c></row>"
+        ));
+    }
+    sheet.push_str("</sheetData></worksheet>");
+    xlsx_of(
+        path,
+        Some(format!(
+            "<?xml version=\"1.0\"?><sst xmlns=\"{ns}/spreadsheetml/2006/main\" count=\"3\" \
+             uniqueCount=\"3\"><si><t>x</t></si><si><t>y</t></si><si><t>{big}</t></si></sst>"
+        )),
+        sheet,
+    );
+}
+
+/// An XLSX (zipped with `zip`) of one sheet `sheet` (and shared strings, if given).
+fn xlsx_of(path: &Path, shared_strings: Option<String>, sheet: String) {
     let dir = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {
         let file = dir.path().join(name);
@@ -4787,25 +4812,9 @@ fn xlsx_with_shared_string(path: &Path, big: &str, rows: usize) {
              <Relationship Id=\"rId2\" Type=\"{ns}/officeDocument/2006/relationships/sharedStrings\" Target=\"sharedStrings.xml\"/></Relationships>"
         ),
     );
-    write(
-        "xl/sharedStrings.xml",
-        format!(
-            "<?xml version=\"1.0\"?><sst xmlns=\"{ns}/spreadsheetml/2006/main\" count=\"3\" \
-             uniqueCount=\"3\"><si><t>x</t></si><si><t>y</t></si><si><t>{big}</t></si></sst>"
-        ),
-    );
-    let mut sheet = format!(
-        "<?xml version=\"1.0\"?><worksheet xmlns=\"{ns}/spreadsheetml/2006/main\"><sheetData>\
-         <row r=\"1\"><c r=\"A1\" t=\"s\"><v>0</v></c><c r=\"B1\" t=\"s\"><v>1</v></c>\
-         <c r=\"C1\" t=\"inlineStr\"><is><t>note</t></is></c></row>"
-    );
-    for i in 2..rows + 2 {
-        sheet.push_str(&format!(
-            "<row r=\"{i}\"><c r=\"A{i}\"><v>15</v></c><c r=\"B{i}\"><v>45</v></c>\
-             <c r=\"C{i}\" t=\"s\"><v>2</v></c></row>"
-        ));
+    if let Some(shared_strings) = shared_strings {
+        write("xl/sharedStrings.xml", shared_strings);
     }
-    sheet.push_str("</sheetData></worksheet>");
     write("xl/worksheets/sheet1.xml", sheet);
     let status = std::process::Command::new("zip")
         .current_dir(dir.path())
@@ -4873,5 +4882,212 @@ async fn r7_10_a_shared_string_referenced_by_many_cells_is_refused_by_its_expand
         .await
         .unwrap();
     assert!(!is_error(&points), "{}", text(&points));
+    still_serves(&server).await;
+}
+
+/// A sheet: a header x, y and z at column `far`, then `rows` rows of x, y and an empty
+/// formatted cell at `far` (as Excel writes for formatted rows).
+fn far_column_sheet(far: &str, rows: usize) -> String {
+    let mut sheet = format!(
+        "<?xml version=\"1.0\"?><worksheet xmlns=\"http://schemas.openxmlformats.org/\
+         spreadsheetml/2006/main\"><sheetData><row r=\"1\">\
+         <c r=\"A1\" t=\"inlineStr\"><is><t>x</t></is></c>\
+         <c r=\"B1\" t=\"inlineStr\"><is><t>y</t></is></c>\
+         <c r=\"{far}1\" t=\"inlineStr\"><is><t>z</t></is></c></row>"
+    );
+    for i in 2..rows + 2 {
+        sheet.push_str(&format!(
+            "<row r=\"{i}\"><c r=\"A{i}\"><v>15</v></c><c r=\"B{i}\"><v>45</v></c>\
+             <c r=\"{far}{i}\" s=\"1\"/></row>"
+        ));
+    }
+    sheet.push_str("</sheetData></worksheet>");
+    sheet
+}
+
+/// Regression, issue 21 attack round 8, R8-1: GDAL's XLSX reader gives every row a field for
+/// every column up to the widest one any cell reaches, so rows of x, y and an empty formatted
+/// cell at BXX (column 2000) made a 660 KB file take `vector_info`, a read-only call, to
+/// 1.95 GB. The cells GDAL fills are counted from the sheet before the open and refused above
+/// `GDAL_MCP_TABLE_MAX_CELLS` (its default here: 9,001 rows x 2000 columns is 18 million, above
+/// 16 Mi), naming the figure and the variable. The clean twin: the same 9,000 rows with 50
+/// filled columns open in both tools.
+#[tokio::test]
+async fn r8_1_rows_filled_to_a_far_column_are_refused_by_their_cells() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    xlsx_of(
+        &server.path("far.xlsx"),
+        None,
+        far_column_sheet("BXX", 9000),
+    );
+    assert!(std::fs::metadata(server.path("far.xlsx")).unwrap().len() < 200_000);
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "far.xlsx"})),
+        (
+            "points_from_table",
+            json!({"input": "far.xlsx", "output": "p.gpkg", "x": "x", "y": "y",
+                   "crs": "EPSG:4326"}),
+        ),
+    ] {
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{}", text(&refused));
+        assert!(
+            text(&refused).contains("18002000 cells")
+                && text(&refused).contains("GDAL_MCP_TABLE_MAX_CELLS"),
+            "{}",
+            text(&refused)
+        );
+    }
+    assert!(!server.path("p.gpkg").exists());
+    // The clean twin: an ordinary wide sheet, 9,000 rows of 50 filled columns.
+    let columns: Vec<String> = (0..50)
+        .map(|c| {
+            let c = c as u8;
+            if c < 26 {
+                ((b'A' + c) as char).to_string()
+            } else {
+                format!("A{}", (b'A' + c - 26) as char)
+            }
+        })
+        .collect();
+    let mut sheet = String::from(
+        "<?xml version=\"1.0\"?><worksheet xmlns=\"http://schemas.openxmlformats.org/\
+         spreadsheetml/2006/main\"><sheetData><row r=\"1\">",
+    );
+    for (j, column) in columns.iter().enumerate() {
+        let name = match j {
+            0 => "x".to_string(),
+            1 => "y".to_string(),
+            _ => format!("c{j}"),
+        };
+        sheet.push_str(&format!(
+            "<c r=\"{column}1\" t=\"inlineStr\"><is><t>{name}</t></is></c>"
+        ));
+    }
+    sheet.push_str("</row>");
+    for i in 2..9002 {
+        sheet.push_str(&format!("<row r=\"{i}\">"));
+        for (j, column) in columns.iter().enumerate() {
+            let value = if j < 2 { 10 + j } else { i + j };
+            sheet.push_str(&format!("<c r=\"{column}{i}\"><v>{value}</v></c>"));
+        }
+        sheet.push_str("</row>");
+    }
+    sheet.push_str("</sheetData></worksheet>");
+    xlsx_of(&server.path("wide.xlsx"), None, sheet);
+    let info = server
+        .call("vector_info", json!({"input": "wide.xlsx"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let points = server
+        .call(
+            "points_from_table",
+            json!({"input": "wide.xlsx", "output": "p.gpkg", "x": "x", "y": "y",
+                   "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&points), "{}", text(&points));
+    assert!(text(&points).contains("9000"), "{}", text(&points));
+    still_serves(&server).await;
+}
+
+/// A KML document of `placemarks` point placemarks.
+fn kml_of_points(placemarks: usize) -> String {
+    let mut text = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\">\
+         <Document>",
+    );
+    for i in 0..placemarks {
+        text.push_str(&format!(
+            "<Placemark><Point><coordinates>{}.25,{}.5</coordinates></Point></Placemark>",
+            i % 170,
+            i % 80
+        ));
+    }
+    text.push_str("</Document></kml>");
+    text
+}
+
+/// Regression, issue 21 attack round 8, R8-7: LIBKML parses a KML document whole into a tree
+/// about 15 times its text, so a 12 MB KMZ of 100 MiB of point placemarks (inside every zip
+/// budget) took one `vector_info` to 1.58 GB, and read-only calls reserved nothing from the
+/// shared memory budget. The tree is estimated from the document's elements and text before
+/// the open: above `GDAL_MCP_KML_MAX_MEMORY_BYTES` (default 512 MiB) it is refused, and below
+/// it the estimate is taken from the shared budget for the call (here 32 MiB, so a plain KML
+/// estimated at about 50 MB is refused as memory, naming `GDAL_MCP_MEMORY_BUDGET_BYTES`). The
+/// clean twin, a KML and a KMZ of 2,000 placemarks, opens.
+#[tokio::test]
+async fn r8_7_a_kml_tree_is_budgeted_before_the_open() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".into(),
+                (32u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let kmz = |name: &str, placemarks: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("doc.kml"), kml_of_points(placemarks)).unwrap();
+        let status = std::process::Command::new("zip")
+            .current_dir(dir.path())
+            .args(["-q"])
+            .arg(server.path(name))
+            .arg("doc.kml")
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    // 600,000 placemarks: 45 MB of text, a KMZ of a few MB.
+    kmz("big.kmz", 600_000);
+    let refused = server
+        .call("vector_info", json!({"input": "big.kmz"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("600001 features")
+            && text(&refused).contains("GDAL_MCP_KML_MAX_MEMORY_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // 40,000 placemarks, under the KML budget, over this server's memory budget.
+    std::fs::write(server.path("mid.kml"), kml_of_points(40_000)).unwrap();
+    let refused = server
+        .call("vector_info", json!({"input": "mid.kml"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("GDAL_MCP_MEMORY_BUDGET_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // The clean twins.
+    std::fs::write(server.path("ok.kml"), kml_of_points(2_000)).unwrap();
+    kmz("ok.kmz", 2_000);
+    for name in ["ok.kml", "ok.kmz"] {
+        let info = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{name}: {}", text(&info));
+        assert!(text(&info).contains("2000"), "{name}: {}", text(&info));
+    }
     still_serves(&server).await;
 }

@@ -193,6 +193,30 @@ thread_local! {
         const { std::cell::RefCell::new(Vec::new()) };
     /// What the job running on this thread checked before its opens (see [`Checked`]).
     static CHECKED: std::cell::RefCell<Checked> = std::cell::RefCell::new(Checked::default());
+    /// The memory the job's opens of expanding formats are estimated to make GDAL hold, taken
+    /// from the shared budget until the job ends (see [`charge_open`]).
+    static OPENS: std::cell::RefCell<Vec<(PathBuf, crate::budget::Reservation<'static>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Take from the shared memory budget ([`crate::budget`]) what GDAL is estimated to hold once
+/// it has read `file` (a KML tree, a spreadsheet's filled cells), until the job ends: a
+/// read-only call reserves nothing else, and four such opens at once passed 4 GB between
+/// them (attack round 8, R8-1 and R8-7). A file already charged in this job is not charged
+/// again.
+fn charge_open(input: &Path, file: &Path, bytes: u64) -> Result<(), GdalError> {
+    if bytes == 0 || OPENS.with(|o| o.borrow().iter().any(|(p, _)| p == file)) {
+        return Ok(());
+    }
+    let reservation = crate::budget::reserve(
+        &format!(
+            "input: reading {} (what GDAL builds from it)",
+            input.display()
+        ),
+        bytes,
+    )?;
+    OPENS.with(|o| o.borrow_mut().push((file.to_path_buf(), reservation)));
+    Ok(())
 }
 
 /// A file's identity as it was checked: its device and inode, and its change time, which any
@@ -439,6 +463,7 @@ pub fn release_pins() {
     watch::release();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
+    OPENS.with(|o| o.borrow_mut().clear());
 }
 
 /// Process-wide switches, applied once before the first GDAL job (from `gdal::init`).
@@ -592,6 +617,24 @@ fn is_spreadsheet(path: &Path) -> bool {
     })
 }
 
+/// Whether GDAL would open `path` as a KML document (LIBKML and KML both parse it whole): by
+/// its name, or by a `<kml` in its first 4 KiB (the KML driver's own test, any name).
+fn is_kml(path: &Path) -> bool {
+    use std::io::Read;
+    if path
+        .extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("kml"))
+    {
+        return true;
+    }
+    let mut head = Vec::with_capacity(4096);
+    open_regular(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .is_ok()
+        && head.windows(4).any(|w| w == b"<kml")
+}
+
 /// Whether the shapefile driver would open `path` as a zip of a shapefile (`.shz`,
 /// `.shp.zip`): regression, issue 21 attack round 4, B2: a `.prj` deflated inside one named
 /// an outside FIFO as a `+nadgrids` grid and `vector_reproject` never answered.
@@ -641,7 +684,18 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
     // only `points_from_table`'s (regression, issue 21 attack round 3: `vector_info` on a
     // 636 KB XLSX that expands to 601 MB took 0.6 GB, `vector_query` 1.2 GB).
     if is_spreadsheet(file) {
-        super::vector::table::check_budget(file, &super::vector::table::TableBudget::from_env())?;
+        let holds = super::vector::table::check_budget(
+            file,
+            &super::vector::table::TableBudget::from_env(),
+        )?;
+        charge_open(input, file, holds)?;
+    }
+    // A KML document is parsed whole into a tree about 15 times its text (attack round 8,
+    // R8-7): estimated from its elements and text before the open, refused above its budget,
+    // and charged to the shared memory budget (a KMZ's is, through the table check above).
+    if is_kml(file) {
+        let holds = super::vector::table::check_kml(input, &[pinned(file)?.display().to_string()])?;
+        charge_open(input, file, holds)?;
     }
     // A gzip stream GDAL inflates by itself (a `.gml.gz`): measured against its budget, and
     // its inflated text scanned below as the file's own (issue 21 attack round 7, R7-7/R7-8).

@@ -518,15 +518,28 @@ pub const DEFAULT_MAX_VIEW_GROWTH: u64 = 64;
 struct Growth {
     value: u64,
     tree: u64,
+    /// A whole row of what is read, in the same units: a stored row is 1 (stored data, however
+    /// many columns), a select's row the sum of its columns' values. Distinct columns of one
+    /// row concatenated build at most this (attack round 8, R8-10).
+    row: u64,
 }
 
 impl Growth {
-    const NONE: Growth = Growth { value: 0, tree: 0 };
-    const ONE: Growth = Growth { value: 1, tree: 1 };
+    const NONE: Growth = Growth {
+        value: 0,
+        tree: 0,
+        row: 0,
+    };
+    const ONE: Growth = Growth {
+        value: 1,
+        tree: 1,
+        row: 1,
+    };
     fn max(self, other: Growth) -> Growth {
         Growth {
             value: self.value.max(other.value),
             tree: self.tree.max(other.tree),
+            row: self.row.max(other.row),
         }
     }
 }
@@ -724,6 +737,44 @@ const SEPARATORS: &[&str] = &[
     "then", "else", "isnull", "notnull", "exists", "as",
 ];
 
+/// One chain of `||` being read: what its terms build. Regression, attack round 8, R8-10:
+/// each term counted as a copy of the largest value, so an ordinary line-per-row view of 40
+/// columns joined with `','` (79 terms) was refused.
+#[derive(Default)]
+struct Run {
+    /// Terms other than plain columns and literals (calls, subqueries, parentheses).
+    other: u64,
+    /// Whether a string literal is in the chain: all of them together are no longer than the
+    /// view's own text, stored data (one unit).
+    literal: bool,
+    /// Each column referred to, and how often.
+    columns: std::collections::HashMap<String, u64>,
+}
+
+impl Run {
+    /// The value the chain builds, and start a new one: distinct columns of one row together
+    /// build at most that row (`column.row`); each further reference to a column is another
+    /// copy of the largest value.
+    fn finish(&mut self, column: Growth) -> u64 {
+        let distinct = self.columns.len() as u64;
+        let references: u64 = self.columns.values().sum();
+        let columns = if distinct == 0 {
+            0
+        } else {
+            distinct
+                .saturating_mul(column.value)
+                .min(column.row.max(column.value))
+                .saturating_add((references - distinct).saturating_mul(column.value))
+        };
+        let value = self
+            .other
+            .saturating_add(u64::from(self.literal))
+            .saturating_add(columns);
+        *self = Run::default();
+        value
+    }
+}
+
 /// Reads the growth of every view and generated column of a schema.
 struct GrowthReader<'a> {
     views: std::collections::HashMap<String, &'a [Token]>,
@@ -889,9 +940,13 @@ impl<'a> GrowthReader<'a> {
             let mut columns = Growth::ONE;
             for _ in 0..generated.len() {
                 let mut next = columns;
+                let mut row = 1u64;
                 for expr in &generated {
-                    next = next.max(self.expression(expr, columns)?);
+                    let built = self.expression(expr, columns)?;
+                    row = row.saturating_add(built.value);
+                    next = next.max(built);
                 }
+                next.row = row.max(columns.row);
                 columns = next;
             }
             columns
@@ -977,13 +1032,18 @@ impl<'a> GrowthReader<'a> {
         // A reference to this select's column stands for that column's expression (per
         // column: the largest); the other clauses' values are built too.
         let mut growth = Growth::NONE;
+        let mut row = 0u64;
         for column in split_at_depth0(&tokens[1..columns_end], |t| *t == Token::Punct(',')) {
             let column = without_alias(column);
             if column.last() == Some(&Token::Punct('*')) {
                 growth = growth.max(from);
+                row = row.saturating_add(from.row);
             }
-            growth = growth.max(self.expression(column, from)?);
+            let built = self.expression(column, from)?;
+            row = row.saturating_add(built.value);
+            growth = growth.max(built);
         }
+        growth.row = row;
         for part in later {
             let other = self.expression(part, from)?;
             growth.value = growth.value.max(other.value);
@@ -999,16 +1059,20 @@ impl<'a> GrowthReader<'a> {
         later: &mut Vec<&'a [Token]>,
     ) -> Result<Growth, String> {
         let mut growth = Growth::ONE;
+        // The rows of what is joined, side by side.
+        let mut row = 0u64;
         let mut i = 0;
         while i < tokens.len() {
             match &tokens[i] {
                 Token::Punct('(') => {
                     let (inner, next) = group(tokens, i)?;
-                    growth = growth.max(if is_select(inner) {
+                    let source = if is_select(inner) {
                         self.select(inner)?
                     } else {
                         self.from(inner, later)?
-                    });
+                    };
+                    row = row.saturating_add(source.row);
+                    growth = growth.max(source);
                     i = next;
                 }
                 Token::Word(w) if w.eq_ignore_ascii_case("on") => {
@@ -1032,29 +1096,34 @@ impl<'a> GrowthReader<'a> {
                     if tokens.get(i + 1) == Some(&Token::Punct('(')) {
                         // A table-valued function (`json_each(x)`).
                         let (args, next) = group(tokens, i + 1)?;
-                        growth = growth.max(self.expression(args, Growth::ONE)?);
+                        let source = self.expression(args, Growth::ONE)?;
+                        row = row.saturating_add(source.value.max(1));
+                        growth = growth.max(source);
                         i = next;
                     } else {
-                        growth = growth.max(self.named(&w.to_ascii_lowercase())?);
+                        let name = w.to_ascii_lowercase();
+                        let source = self.named(&name)?;
+                        // Keywords and aliases are no rows; tables and views are.
+                        if self.views.contains_key(&name) || self.tables.contains_key(&name) {
+                            row = row.saturating_add(source.row.max(1));
+                        }
+                        growth = growth.max(source);
                         i += 1;
                     }
                 }
                 _ => i += 1,
             }
         }
+        growth.row = row.max(1);
         Ok(growth)
     }
 
     /// An expression list over columns that each stand for `column`.
     fn expression(&mut self, tokens: &'a [Token], column: Growth) -> Result<Growth, String> {
         let mut best = 0u64; // the largest value built
-        let mut run = 0u64; // the current chain of `||`
+        let mut run = Run::default(); // the current chain of `||`
         let mut tree = 0u64;
         let mut i = 0;
-        let end_run = |run: &mut u64, best: &mut u64| {
-            *best = (*best).max(*run);
-            *run = 0;
-        };
         while i < tokens.len() {
             let term: Growth;
             match &tokens[i] {
@@ -1072,13 +1141,16 @@ impl<'a> GrowthReader<'a> {
                     i = next;
                 }
                 Token::Punct(_) => {
-                    end_run(&mut run, &mut best);
+                    best = best.max(run.finish(column));
                     i += 1;
                     continue;
                 }
                 Token::Text(_) => {
-                    term = Growth::ONE;
+                    // The literals of one chain are all in the view's own text.
+                    run.literal = true;
+                    tree = tree.saturating_add(1);
                     i += 1;
+                    continue;
                 }
                 Token::Word(w) if w.eq_ignore_ascii_case("case") => {
                     // CASE ... END is one value: the largest of its branches.
@@ -1107,12 +1179,12 @@ impl<'a> GrowthReader<'a> {
                     i = end + 1;
                 }
                 Token::Word(w) if w.eq_ignore_ascii_case("collate") => {
-                    end_run(&mut run, &mut best);
+                    best = best.max(run.finish(column));
                     i += 2;
                     continue;
                 }
                 Token::Word(w) if SEPARATORS.contains(&w.to_ascii_lowercase().as_str()) => {
-                    end_run(&mut run, &mut best);
+                    best = best.max(run.finish(column));
                     i += 1;
                     continue;
                 }
@@ -1120,7 +1192,11 @@ impl<'a> GrowthReader<'a> {
                     if NOT_COLUMNS.contains(&w.to_ascii_lowercase().as_str())
                         || w.starts_with(|c: char| c.is_ascii_digit()) =>
                 {
-                    term = Growth { value: 0, tree: 1 };
+                    term = Growth {
+                        value: 0,
+                        tree: 1,
+                        row: 0,
+                    };
                     i += 1;
                 }
                 Token::Word(w) | Token::Quoted(w)
@@ -1160,25 +1236,37 @@ impl<'a> GrowthReader<'a> {
                     term = Growth {
                         value: value.max(largest),
                         tree: leaves.max(1),
+                        row: 0,
                     };
                     i = next;
                 }
-                Token::Word(_) | Token::Quoted(_) => {
+                Token::Word(w) | Token::Quoted(w) => {
                     // A column, possibly qualified (`t.c`, `s.t.c`).
+                    let mut name = w.to_ascii_lowercase();
                     while tokens.get(i + 1) == Some(&Token::Punct('.'))
                         && matches!(tokens.get(i + 2), Some(Token::Word(_) | Token::Quoted(_)))
                     {
+                        if let Some(Token::Word(part) | Token::Quoted(part)) = tokens.get(i + 2) {
+                            name.push('.');
+                            name.push_str(&part.to_ascii_lowercase());
+                        }
                         i += 2;
                     }
-                    term = column;
+                    *run.columns.entry(name).or_insert(0) += 1;
+                    tree = tree.saturating_add(column.tree);
                     i += 1;
+                    continue;
                 }
             }
-            run = run.saturating_add(term.value);
+            run.other = run.other.saturating_add(term.value);
             tree = tree.saturating_add(term.tree);
         }
-        end_run(&mut run, &mut best);
-        Ok(Growth { value: best, tree })
+        best = best.max(run.finish(column));
+        Ok(Growth {
+            value: best,
+            tree,
+            row: best,
+        })
     }
 }
 
@@ -1264,6 +1352,54 @@ mod tests {
     /// split over several views or generated columns, a function nothing bounds) are found by
     /// their structure; ordinary views (joins, filters, labels, aggregates, views over views)
     /// are not.
+    /// Regression, attack round 8, R8-10: a column that appears once in a chain counts by its
+    /// own size (distinct columns of a stored row build at most that row) and the literals
+    /// of a chain count once, so a line-per-row view of 40 or 200 columns joined with `','`
+    /// is silent; a column repeated still counts each copy, and distinct names for copies of
+    /// one value (`big AS b1, big AS b2, ...`) count by the row they make, so nested growth
+    /// is still refused.
+    #[test]
+    fn r8_10_distinct_columns_of_a_row_count_as_that_row() {
+        for n in [40, 200] {
+            let columns: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
+            let table = format!(
+                "CREATE TABLE t (fid INTEGER PRIMARY KEY, {})",
+                columns.join(", ")
+            );
+            let view = format!(
+                "CREATE VIEW v_line AS SELECT fid, {} AS line FROM t",
+                columns.join(" || ',' || ")
+            );
+            assert_eq!(grows(&[&table, &view]), None, "{n} columns");
+            // Over a join of two tables, qualified.
+            let join = format!(
+                "CREATE VIEW v_join AS SELECT t.fid, {} || ';' || u.name AS line FROM t JOIN u ON u.id = t.fid",
+                columns.iter().map(|c| format!("t.{c}")).collect::<Vec<_>>().join(" || ' ' || ")
+            );
+            assert_eq!(
+                grows(&[&table, "CREATE TABLE u (id INTEGER, name TEXT)", &join]),
+                None,
+                "{n} columns, joined"
+            );
+        }
+        // Repetition still counts: 65 copies of one column.
+        let copies = vec!["a"; 65].join(" || ',' || ");
+        assert!(grows(&[&format!("CREATE VIEW v AS SELECT {copies} FROM t")]).is_some());
+        // Copies of a value under distinct names, nested: each level's row holds 8 copies.
+        let mut inner = "SELECT a AS big FROM t".to_string();
+        for _ in 0..3 {
+            let names: Vec<String> = (0..8).map(|i| format!("big AS b{i}")).collect();
+            let cat: Vec<String> = (0..8).map(|i| format!("b{i}")).collect();
+            inner = format!(
+                "SELECT {} AS big FROM (SELECT {} FROM ({inner}))",
+                cat.join(" || "),
+                names.join(", ")
+            );
+        }
+        let why = grows(&[&format!("CREATE VIEW v AS {inner}")]).unwrap();
+        assert!(why.contains("512"), "{why}");
+    }
+
     #[test]
     fn r6a_view_growth_is_bounded_by_structure_not_by_a_function_list() {
         let mut inner = "SELECT fid, a AS big FROM t".to_string();

@@ -22,6 +22,7 @@
 
 pub mod dms;
 mod expansion;
+pub use expansion::{check_kml, DEFAULT_KML_MAX_MEMORY_BYTES, KML_MEMORY_VARIABLE};
 pub mod shapes;
 
 use crate::gdal::output::Staging;
@@ -86,6 +87,12 @@ pub const DEFAULT_TABLE_RATIO: u64 = 200;
 pub const DEFAULT_TABLE_LINE_BYTES: u64 = 1 << 20;
 /// Default most columns of a table.
 pub const DEFAULT_TABLE_COLUMNS: usize = 1000;
+/// Default most cells of a spreadsheet once GDAL fills every row to its widest column (16 Mi:
+/// a full Excel sheet of 16 columns, or 100,000 rows of 167 columns). GDAL keeps every cell
+/// of every row in memory, at least 16 bytes each even when empty (measured with GDAL 3.6:
+/// 20,000 rows filled to column ALL, 20 million cells, took `ogrinfo` to 362 MB; 100,000 rows
+/// of 50 numbers, 5 million cells, to 138 MB).
+pub const DEFAULT_TABLE_CELLS: u64 = 16 << 20;
 /// Entries smaller than this are not checked for their ratio (a small file of one repeated
 /// value is not a bomb).
 const RATIO_FLOOR: u64 = 1 << 20;
@@ -94,14 +101,16 @@ const MAX_ZIP_ENTRIES: u64 = 100_000;
 const MAX_CENTRAL_DIRECTORY: u64 = 16 << 20;
 
 /// What a table may make GDAL expand. Set by `GDAL_MCP_TABLE_MAX_BYTES`,
-/// `GDAL_MCP_TABLE_MAX_RATIO`, `GDAL_MCP_TABLE_MAX_LINE_BYTES` and
-/// `GDAL_MCP_TABLE_MAX_COLUMNS`.
+/// `GDAL_MCP_TABLE_MAX_RATIO`, `GDAL_MCP_TABLE_MAX_LINE_BYTES`,
+/// `GDAL_MCP_TABLE_MAX_COLUMNS` and `GDAL_MCP_TABLE_MAX_CELLS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableBudget {
     pub bytes: u64,
     pub ratio: u64,
     pub line_bytes: u64,
     pub columns: usize,
+    /// Cells of a spreadsheet, every row counted to its sheet's widest column.
+    pub cells: u64,
 }
 
 impl Default for TableBudget {
@@ -111,6 +120,7 @@ impl Default for TableBudget {
             ratio: DEFAULT_TABLE_RATIO,
             line_bytes: DEFAULT_TABLE_LINE_BYTES,
             columns: DEFAULT_TABLE_COLUMNS,
+            cells: DEFAULT_TABLE_CELLS,
         }
     }
 }
@@ -130,6 +140,7 @@ impl TableBudget {
             ratio: read("GDAL_MCP_TABLE_MAX_RATIO", DEFAULT_TABLE_RATIO),
             line_bytes: read("GDAL_MCP_TABLE_MAX_LINE_BYTES", DEFAULT_TABLE_LINE_BYTES),
             columns: read("GDAL_MCP_TABLE_MAX_COLUMNS", DEFAULT_TABLE_COLUMNS),
+            cells: read("GDAL_MCP_TABLE_MAX_CELLS", DEFAULT_TABLE_CELLS),
         }
     }
 }
@@ -156,16 +167,17 @@ fn open_plain(path: &Path) -> Result<std::fs::File, GdalError> {
 }
 
 /// Refuse a table that would make GDAL expand more than the budget, from what the file
-/// declares, before GDAL opens it: a zip (XLSX, ODS) by its central directory, a CSV by its
-/// size, its longest line and its header's columns.
-pub fn check_budget(path: &Path, budget: &TableBudget) -> Result<(), GdalError> {
+/// declares, before GDAL opens it: a zip (XLSX, ODS, KMZ) by its central directory and its
+/// streamed entries, a CSV by its size, its longest line and its header's columns. Else the
+/// bytes GDAL is estimated to hold once it has read a zip (0 for a CSV, read row by row).
+pub fn check_budget(path: &Path, budget: &TableBudget) -> Result<u64, GdalError> {
     let mut file = open_plain(path)?;
     let mut magic = [0u8; 4];
     let n = read_at(&mut file, 0, &mut magic)?;
     if n == 4 && magic == *b"PK\x03\x04" {
         check_zip(path, &mut file, budget)
     } else {
-        check_csv(path, &mut file, budget)
+        check_csv(path, &mut file, budget).map(|()| 0)
     }
 }
 
@@ -205,7 +217,11 @@ fn u64_at(b: &[u8], i: usize) -> u64 {
 }
 
 /// A spreadsheet's zip, by its central directory (ZIP64 included).
-fn check_zip(path: &Path, file: &mut std::fs::File, budget: &TableBudget) -> Result<(), GdalError> {
+fn check_zip(
+    path: &Path,
+    file: &mut std::fs::File,
+    budget: &TableBudget,
+) -> Result<u64, GdalError> {
     let refuse = |what: String| {
         Err(GdalError::Arguments(format!(
             "input: {} {what}; nothing was read. Tables are bounded to {} bytes uncompressed \
@@ -1185,6 +1201,141 @@ mod tests {
             ratio: 200,
             line_bytes: 1024,
             columns: 10,
+            cells: 10_000,
+        }
+    }
+
+    /// Write an XLSX of `sheets` (name, zip entry), each with its relationship, and the entries
+    /// `parts` (name, XML), through GDAL's own zip writer.
+    fn xlsx_with(path: &Path, sheets: &[(&str, &str)], parts: &[(&str, String)]) {
+        let ns = "http://schemas.openxmlformats.org";
+        let mut workbook = format!(
+            "<?xml version=\"1.0\"?><workbook xmlns=\"{ns}/spreadsheetml/2006/main\" \
+             xmlns:r=\"{ns}/officeDocument/2006/relationships\"><sheets>"
+        );
+        let mut rels = format!(
+            "<?xml version=\"1.0\"?><Relationships xmlns=\"{ns}/package/2006/relationships\">"
+        );
+        for (i, (name, target)) in sheets.iter().enumerate() {
+            workbook.push_str(&format!(
+                "<sheet name=\"{name}\" sheetId=\"{}\" r:id=\"rId{}\"/>",
+                i + 1,
+                i + 1
+            ));
+            rels.push_str(&format!(
+                "<Relationship Id=\"rId{}\" Type=\"{ns}/officeDocument/2006/relationships/worksheet\" \
+                 Target=\"{target}\"/>",
+                i + 1
+            ));
+        }
+        workbook.push_str("</sheets></workbook>");
+        rels.push_str("</Relationships>");
+        zip_with(
+            path,
+            "[Content_Types].xml",
+            format!(
+                "<?xml version=\"1.0\"?><Types xmlns=\"{ns}/package/2006/content-types\">\
+                 <Default Extension=\"xml\" ContentType=\"application/xml\"/>\
+                 <Override PartName=\"/xl/workbook.xml\" ContentType=\"application/\
+                 vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml\"/></Types>"
+            )
+            .as_bytes(),
+        );
+        zip_with(path, "xl/workbook.xml", workbook.as_bytes());
+        zip_with(path, "xl/_rels/workbook.xml.rels", rels.as_bytes());
+        for (name, xml) in parts {
+            zip_with(path, name, xml.as_bytes());
+        }
+    }
+
+    /// A worksheet: a header `x`, `y` and `z` in column `far`, then `rows` rows holding x and
+    /// y and, at `far`, an empty formatted cell (as Excel writes for formatted rows).
+    fn far_sheet(far: &str, rows: usize) -> String {
+        let mut xml = format!(
+            "<?xml version=\"1.0\"?><worksheet><sheetData><row r=\"1\">\
+             <c r=\"A1\" t=\"inlineStr\"><is><t>x</t></is></c>\
+             <c r=\"B1\" t=\"inlineStr\"><is><t>y</t></is></c>\
+             <c r=\"{far}1\" t=\"inlineStr\"><is><t>z</t></is></c></row>"
+        );
+        for i in 2..rows + 2 {
+            xml.push_str(&format!(
+                "<row r=\"{i}\"><c r=\"A{i}\"><v>10</v></c><c r=\"B{i}\"><v>45</v></c>\
+                 <c r=\"{far}{i}\" s=\"1\"/></row>"
+            ));
+        }
+        xml.push_str("</sheetData></worksheet>");
+        xml
+    }
+
+    /// Regression, issue 21 attack round 8, R8-1: GDAL's XLSX reader gives every row as many
+    /// fields as the widest column any cell reaches, so rows of three cells, the third an
+    /// empty formatted cell at ALK (column 1000), made a 660 KB file take `vector_info` to
+    /// 1.95 GB. The cells GDAL fills (rows x widest column) are counted from the sheet before
+    /// the open and refused above `GDAL_MCP_TABLE_MAX_CELLS`, naming the count; the clean twin
+    /// (the same rows, three columns) passes. Every sheet of the workbook counts its part,
+    /// wherever it is in the zip and however often it is named.
+    #[test]
+    fn r8_1_rows_filled_to_a_far_column_are_refused_by_their_cells() {
+        crate::gdal::init();
+        let dir = tempfile::tempdir().unwrap();
+        let budget = TableBudget {
+            cells: 100_000,
+            ..TableBudget::default()
+        };
+        // 201 rows (the header too) x 1000 columns.
+        let far = dir.path().join("far.xlsx");
+        xlsx_with(
+            &far,
+            &[("pts", "worksheets/sheet1.xml")],
+            &[("xl/worksheets/sheet1.xml", far_sheet("ALL", 200))],
+        );
+        assert!(std::fs::metadata(&far).unwrap().len() < 10_000);
+        let error = check_budget(&far, &budget).err().unwrap().to_string();
+        assert!(
+            error.contains("201000 cells")
+                && error.contains("100000 cells")
+                && error.contains("GDAL_MCP_TABLE_MAX_CELLS"),
+            "{error}"
+        );
+        // A column past GDAL's 2000 fields counts as 2000.
+        let farther = dir.path().join("farther.xlsx");
+        xlsx_with(
+            &farther,
+            &[("pts", "worksheets/sheet1.xml")],
+            &[("xl/worksheets/sheet1.xml", far_sheet("ZZZ", 60))],
+        );
+        let error = check_budget(&farther, &budget).err().unwrap().to_string();
+        assert!(error.contains("122000 cells,"), "{error}");
+        // The clean twin: the same rows up to column C, and an ordinary wide sheet.
+        let near = dir.path().join("near.xlsx");
+        xlsx_with(
+            &near,
+            &[("pts", "worksheets/sheet1.xml")],
+            &[("xl/worksheets/sheet1.xml", far_sheet("C", 200))],
+        );
+        check_budget(&near, &budget).unwrap();
+        // 60 rows to ALL: 61,000 cells pass alone; named by two sheets, or placed outside
+        // xl/worksheets and named by two, they count twice.
+        for (sheets, part) in [
+            (
+                vec![
+                    ("a", "worksheets/sheet1.xml"),
+                    ("b", "worksheets/sheet1.xml"),
+                ],
+                "xl/worksheets/sheet1.xml",
+            ),
+            (
+                vec![("a", "/other/x.xml"), ("b", "../other/x.xml")],
+                "other/x.xml",
+            ),
+        ] {
+            let path = dir.path().join(format!("twice{}.xlsx", sheets[0].1.len()));
+            xlsx_with(&path, &sheets, &[(part, far_sheet("ALL", 60))]);
+            let error = check_budget(&path, &budget).err().unwrap().to_string();
+            assert!(error.contains("122000 cells,"), "{part}: {error}");
+            let once = dir.path().join(format!("once{}.xlsx", sheets[0].1.len()));
+            xlsx_with(&once, &sheets[..1], &[(part, far_sheet("ALL", 60))]);
+            check_budget(&once, &budget).unwrap();
         }
     }
 

@@ -10,7 +10,14 @@
 //!   both repetitions. Empty cells count nothing (the usual trailing blocks of a million empty
 //!   rows are not text).
 //!
-//! Above the table byte budget (`GDAL_MCP_TABLE_MAX_BYTES`) the table is refused. Regression,
+//! Above the table byte budget (`GDAL_MCP_TABLE_MAX_BYTES`) the table is refused.
+//!
+//! And the cells GDAL fills whatever they hold: it keeps every row of a layer in memory with
+//! one field per column of the widest row, so a sheet whose rows reach a far column (even
+//! through an empty formatted cell) costs rows x that column ([`Grid`], [`OdsGrid`]); above
+//! `GDAL_MCP_TABLE_MAX_CELLS` the table is refused. Every `<sheet>` of the workbook is one
+//! layer reading the part its relationship names, so parts are counted per sheet (two sheets
+//! naming one part count it twice). Regression,
 //! issue 21 attack round 7, R7-10: one 4 MiB shared string referenced by 1000 cells, in a
 //! 3.19 MB XLSX that inflates to 4.2 MB (inside every zip budget), took `vector_info` to 4 GB.
 //! Tags are recognised as GDAL's expat-based readers see them (CDATA is text, comments are
@@ -20,13 +27,27 @@
 use super::{ErrorCapture, GdalError, TableBudget};
 use std::path::Path;
 
-/// Refuse the spreadsheet at `pinned` (shown as `path`) whose cells expand past the budget.
+/// The most fields GDAL's XLSX reader creates (measured with GDAL 3.6: "Maximum number of
+/// fields supported is 2000").
+const MAX_XLSX_FIELDS: u64 = 2000;
+/// The longest run of missing rows GDAL's XLSX reader fills with empty rows (GDAL 3.6 refuses
+/// a longer gap: "Too big gap with previous valid row").
+const MAX_XLSX_ROW_GAP: u64 = 10_000;
+/// Bytes GDAL holds per cell it fills, filled or empty (its field; measured with GDAL 3.6:
+/// 20 M cells took 362 MB, 40 M 675 MB).
+const CELL_BYTES: u64 = 16;
+
+/// Refuse the spreadsheet or KMZ at `pinned` (shown as `path`) whose cells (or KML tree) expand
+/// past the budget; else the bytes GDAL is estimated to hold once it has read it.
 pub(super) fn check(
     path: &Path,
     pinned: &Path,
     names: &[String],
     budget: &TableBudget,
-) -> Result<(), GdalError> {
+) -> Result<u64, GdalError> {
+    // What GDAL will hold once it has read the file: 16 bytes a filled-in cell (GDAL's
+    // field), the shared strings' copies, a KML tree.
+    let mut holds: u64 = 0;
     let entry = |name: &str| format!("/vsizip/{}/{name}", pinned.display());
     let refuse = |what: String, total: u64| {
         GdalError::Arguments(format!(
@@ -36,46 +57,379 @@ pub(super) fn check(
             budget.bytes
         ))
     };
-    if let Some(shared) = names.iter().find(|n| *n == "xl/sharedStrings.xml") {
-        let mut strings = SharedStrings::default();
-        stream(&entry(shared), &mut strings)?;
-        let mut total: u64 = 0;
-        for sheet in names
-            .iter()
-            .filter(|n| n.starts_with("xl/worksheets/") && n.ends_with(".xml"))
-        {
-            let mut cells = SharedCells {
-                lengths: &strings.lengths,
-                total,
-                ..SharedCells::default()
+    let refuse_cells = |what: String, cells: u64| {
+        GdalError::Arguments(format!(
+            "input: {} {what}: GDAL keeps every cell of every row in memory (at least 16 bytes \
+             each, even empty), {cells} cells, more than the {} cells a table may hold \
+             (GDAL_MCP_TABLE_MAX_CELLS); nothing was read. Delete the far column or the empty \
+             formatted cells that widen every row, split the sheet, or raise \
+             GDAL_MCP_TABLE_MAX_CELLS",
+            path.display(),
+            budget.cells
+        ))
+    };
+    if names.iter().any(|n| n == "xl/workbook.xml") {
+        let lengths = match names.iter().find(|n| *n == "xl/sharedStrings.xml") {
+            Some(shared) => {
+                let mut strings = SharedStrings::default();
+                stream(&entry(shared), &mut strings)?;
+                strings.lengths
+            }
+            None => Vec::new(),
+        };
+        // GDAL makes a layer of every `<sheet>` of the workbook, reading the entry its
+        // relationship names (anywhere in the zip; two sheets may name the same entry), so
+        // each sheet counts its entry's cells, and a sheet whose entry is not found here
+        // counts as the largest entry.
+        let sheets = workbook_sheets(&entry, names)?;
+        let mut measured: Vec<(String, u64, u64)> = Vec::new();
+        for name in names.iter().filter(|n| {
+            n.to_ascii_lowercase().ends_with(".xml")
+                && *n != "xl/sharedStrings.xml"
+                && *n != "xl/workbook.xml"
+                && *n != "[Content_Types].xml"
+        }) {
+            let mut sheet = Sheet {
+                shared: SharedCells {
+                    lengths: &lengths,
+                    ..SharedCells::default()
+                },
+                grid: Grid::default(),
             };
-            stream(&entry(sheet), &mut cells)?;
-            total = cells.total;
-            if total > budget.bytes {
+            stream(&entry(name), &mut sheet)?;
+            measured.push((name.clone(), sheet.shared.total, sheet.grid.cells()));
+        }
+        let largest = (
+            measured.iter().map(|m| m.1).max().unwrap_or(0),
+            measured.iter().map(|m| m.2).max().unwrap_or(0),
+        );
+        let (mut text, mut cells) = (0u64, 0u64);
+        for target in &sheets {
+            let (name, bytes, filled) = target
+                .as_ref()
+                .and_then(|t| measured.iter().find(|m| &m.0 == t))
+                .map_or_else(
+                    || {
+                        (
+                            "a sheet whose part is not found".to_string(),
+                            largest.0,
+                            largest.1,
+                        )
+                    },
+                    |m| (format!("sheet \"{}\"", shorten(&m.0)), m.1, m.2),
+                );
+            text = text.saturating_add(bytes);
+            cells = cells.saturating_add(filled);
+            if text > budget.bytes {
                 return Err(refuse(
                     format!(
-                        "refers to its shared strings from so many cells (sheet \"{}\") that \
-                         GDAL, which copies the string into each cell",
-                        sheet.chars().take(80).collect::<String>()
+                        "refers to its shared strings from so many cells ({name}) that GDAL, \
+                         which copies the string into each cell"
                     ),
-                    total,
+                    text,
+                ));
+            }
+            if cells > budget.cells {
+                return Err(refuse_cells(
+                    format!(
+                        "fills every row to its widest column ({name} holds {filled} cells once \
+                         filled)"
+                    ),
+                    cells,
                 ));
             }
         }
+        holds = holds
+            .saturating_add(cells.saturating_mul(CELL_BYTES))
+            .saturating_add(text);
+    }
+    let kml: Vec<String> = names
+        .iter()
+        .filter(|n| n.to_ascii_lowercase().ends_with(".kml"))
+        .map(|n| entry(n))
+        .collect();
+    if !kml.is_empty() {
+        holds = holds.saturating_add(check_kml(path, &kml)?);
     }
     if names.iter().any(|n| n == "content.xml") {
-        let mut cells = RepeatedCells::default();
-        stream(&entry("content.xml"), &mut cells)?;
-        if cells.total > budget.bytes {
+        let mut content = Ods::default();
+        stream(&entry("content.xml"), &mut content)?;
+        content.grid.close_table();
+        if content.text.total > budget.bytes {
             return Err(refuse(
                 "repeats cells (table:number-columns-repeated, table:number-rows-repeated) so \
                  often that GDAL, which copies each repeated cell"
                     .to_string(),
-                cells.total,
+                content.text.total,
+            ));
+        }
+        if content.grid.total > budget.cells {
+            return Err(refuse_cells(
+                "fills every row to its table's last filled column, repeated rows and columns \
+                 each in their place"
+                    .to_string(),
+                content.grid.total,
+            ));
+        }
+        holds = holds
+            .saturating_add(content.grid.total.saturating_mul(CELL_BYTES))
+            .saturating_add(content.text.total);
+    }
+    Ok(holds)
+}
+
+fn shorten(name: &str) -> String {
+    name.chars().take(80).collect()
+}
+
+/// The zip entry each `<sheet>` of `xl/workbook.xml` names through its relationship
+/// (`xl/_rels/workbook.xml.rels`), resolved as GDAL resolves it (a `Target` starting with `/`
+/// from the zip's root, any other from `xl/`); `None` for a sheet whose entry is not known.
+fn workbook_sheets(
+    entry: &impl Fn(&str) -> String,
+    names: &[String],
+) -> Result<Vec<Option<String>>, GdalError> {
+    let mut rels = Relationships::default();
+    if names.iter().any(|n| n == "xl/_rels/workbook.xml.rels") {
+        stream(&entry("xl/_rels/workbook.xml.rels"), &mut rels)?;
+    }
+    let mut workbook = Workbook::default();
+    stream(&entry("xl/workbook.xml"), &mut workbook)?;
+    Ok(workbook
+        .ids
+        .iter()
+        .map(|id| {
+            let target = rels.targets.iter().find(|(i, _)| Some(i) == id.as_ref())?;
+            let joined = match target.1.strip_prefix('/') {
+                Some(rooted) => rooted.to_string(),
+                None => format!("xl/{}", target.1),
+            };
+            let mut parts: Vec<&str> = Vec::new();
+            for part in joined.split('/') {
+                match part {
+                    "" | "." => {}
+                    ".." => {
+                        parts.pop();
+                    }
+                    other => parts.push(other),
+                }
+            }
+            let resolved = parts.join("/");
+            names.contains(&resolved).then_some(resolved)
+        })
+        .collect())
+}
+
+/// `xl/_rels/workbook.xml.rels`: each relationship's `Id` and `Target`.
+#[derive(Default)]
+struct Relationships {
+    targets: Vec<(String, String)>,
+}
+
+impl Sink for Relationships {
+    fn text(&mut self, _: &[u8]) {}
+
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, _) = parts(tag);
+        if closing || local(name) != b"Relationship" || self.targets.len() >= 100_000 {
+            return;
+        }
+        if let (Some(id), Some(target)) = (attribute(tag, b"Id"), attribute(tag, b"Target")) {
+            self.targets.push((
+                String::from_utf8_lossy(id).to_string(),
+                String::from_utf8_lossy(target).to_string(),
             ));
         }
     }
-    Ok(())
+}
+
+/// `xl/workbook.xml`: the relationship id of each `<sheet>` (`r:id`, as GDAL reads it).
+#[derive(Default)]
+struct Workbook {
+    ids: Vec<Option<String>>,
+}
+
+impl Sink for Workbook {
+    fn text(&mut self, _: &[u8]) {}
+
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, _) = parts(tag);
+        if closing || local(name) != b"sheet" {
+            return;
+        }
+        self.ids
+            .push(attribute(tag, b"r:id").map(|id| String::from_utf8_lossy(id).to_string()));
+    }
+}
+
+/// One worksheet part, measured both ways at once.
+struct Sheet<'a> {
+    shared: SharedCells<'a>,
+    grid: Grid,
+}
+
+impl Sink for Sheet<'_> {
+    fn text(&mut self, bytes: &[u8]) {
+        self.shared.text(bytes);
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        self.shared.tag(tag);
+        self.grid.tag(tag);
+    }
+}
+
+/// The cells GDAL's XLSX reader fills in one worksheet: every row (and every missing row it
+/// fills in, up to its gap limit) holds as many fields as the widest column any cell reaches
+/// (`r="ALK5"`, or one past the previous cell; an empty formatted cell counts), at most
+/// GDAL's 2000. Regression, attack round 8, R8-1: rows holding A, B and an empty styled cell
+/// at BXX, 660 KB on disk, took `vector_info` to 1.95 GB.
+#[derive(Default)]
+struct Grid {
+    in_data: bool,
+    rows: u64,
+    /// The rows GDAL has made so far (its line number, 0-based, of the next row).
+    line: u64,
+    column: u64,
+    widest: u64,
+}
+
+impl Grid {
+    fn cells(&self) -> u64 {
+        self.rows.saturating_mul(self.widest)
+    }
+
+    /// The 1-based column of a cell reference (`ALK5` -> 1000), if it starts with letters.
+    fn column_of(reference: &[u8]) -> Option<u64> {
+        let letters: Vec<u8> = reference
+            .iter()
+            .copied()
+            .take_while(u8::is_ascii_alphabetic)
+            .take(8)
+            .collect();
+        if letters.is_empty() {
+            return None;
+        }
+        Some(letters.iter().fold(0u64, |n, l| {
+            n.saturating_mul(26)
+                .saturating_add(u64::from(l.to_ascii_uppercase() - b'A') + 1)
+        }))
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, selfclosing) = parts(tag);
+        match local(name) {
+            b"sheetData" => self.in_data = !closing && !selfclosing,
+            b"row" if self.in_data && !closing => {
+                let number = attribute(tag, b"r").and_then(|r| {
+                    let digits: Vec<u8> = r
+                        .iter()
+                        .copied()
+                        .skip_while(u8::is_ascii_whitespace)
+                        .take_while(u8::is_ascii_digit)
+                        .take(19)
+                        .collect();
+                    std::str::from_utf8(&digits).ok()?.parse::<u64>().ok()
+                });
+                if let Some(number) = number {
+                    let gap = number.saturating_sub(1).saturating_sub(self.line);
+                    if gap <= MAX_XLSX_ROW_GAP {
+                        self.rows = self.rows.saturating_add(gap);
+                        self.line = self.line.saturating_add(gap);
+                    }
+                }
+                self.rows = self.rows.saturating_add(1);
+                self.line = self.line.saturating_add(1);
+                self.column = 0;
+            }
+            b"c" if self.in_data && !closing => {
+                let at = attribute(tag, b"r").and_then(Self::column_of).unwrap_or(0);
+                self.column = self.column.saturating_add(1).max(at);
+                self.widest = self.widest.max(self.column.min(MAX_XLSX_FIELDS));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Operator override of [`DEFAULT_KML_MAX_MEMORY_BYTES`].
+pub const KML_MEMORY_VARIABLE: &str = "GDAL_MCP_KML_MAX_MEMORY_BYTES";
+/// The most memory GDAL's KML readers may be expected to build for one KML document (512 MiB:
+/// 20 MiB of point placemarks, 262,144 of them, are estimated at 362 MiB).
+pub const DEFAULT_KML_MAX_MEMORY_BYTES: u64 = 512 << 20;
+/// Bytes LIBKML holds per feature element (`Placemark`, `Folder`, ...), per other element, and
+/// per byte of text, measured with GDAL 3.6's `ogrinfo -so -al` (VmHWM less the 50 MB of an
+/// empty document) and rounded up: 20 MiB of empty `<Placemark/>` (1.75 M) took 920 MB, 525
+/// bytes each; 20 MiB of point placemarks (262,144, three elements each) 288 MB; 20 MiB of
+/// placemarks of five empty children 440 MB; 20 MiB of `ExtendedData` placemarks 281 MB; 16
+/// MiB of coordinates in 200 lines 83 MB. Regression, attack round 8, R8-7: a 12 MB KMZ of
+/// 100 MiB of point placemarks took `vector_info` to 1.58 GB (15 times its text).
+const KML_FEATURE_BYTES: u64 = 1024;
+const KML_ELEMENT_BYTES: u64 = 160;
+const KML_TEXT_FACTOR: u64 = 2;
+
+/// What GDAL's KML readers build from a KML document: they parse it whole into a tree.
+#[derive(Default)]
+struct KmlCost {
+    features: u64,
+    elements: u64,
+    text: u64,
+}
+
+impl KmlCost {
+    fn bytes(&self) -> u64 {
+        self.features
+            .saturating_mul(KML_FEATURE_BYTES)
+            .saturating_add(self.elements.saturating_mul(KML_ELEMENT_BYTES))
+            .saturating_add(self.text.saturating_mul(KML_TEXT_FACTOR))
+    }
+}
+
+impl Sink for KmlCost {
+    fn text(&mut self, bytes: &[u8]) {
+        self.text = self.text.saturating_add(bytes.len() as u64);
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, _) = parts(tag);
+        if closing {
+            return;
+        }
+        match local(name) {
+            b"Placemark" | b"Document" | b"Folder" | b"NetworkLink" | b"GroundOverlay"
+            | b"PhotoOverlay" | b"ScreenOverlay" | b"Tour" => {
+                self.features = self.features.saturating_add(1);
+            }
+            _ => self.elements = self.elements.saturating_add(1),
+        }
+    }
+}
+
+/// Refuse a KML document (a `.kml` file, or the `.kml` entries of a KMZ, each given as the
+/// path GDAL reads it by) whose tree, estimated from its elements and text as they stream by,
+/// passes `GDAL_MCP_KML_MAX_MEMORY_BYTES`; the estimate otherwise. GDAL's LIBKML and KML
+/// drivers parse the whole document into memory before the first feature.
+pub fn check_kml(path: &Path, vsi_paths: &[String]) -> Result<u64, GdalError> {
+    let budget = crate::budget::setting(KML_MEMORY_VARIABLE, DEFAULT_KML_MAX_MEMORY_BYTES);
+    let mut cost = KmlCost::default();
+    for vsi_path in vsi_paths {
+        stream(vsi_path, &mut cost)?;
+    }
+    let estimate = cost.bytes();
+    if estimate > budget {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is KML that GDAL parses whole into memory: {} features, {} other \
+             elements and {} bytes of text, an estimated {estimate} bytes, more than the {budget} \
+             bytes one KML document may take ({KML_MEMORY_VARIABLE}); nothing was read. Convert \
+             it to a GeoPackage outside the server (ogr2ogr), split it, or raise \
+             {KML_MEMORY_VARIABLE}",
+            path.display(),
+            cost.features,
+            cost.elements,
+            cost.text
+        )));
+    }
+    Ok(estimate)
 }
 
 /// What the XML reader reports.
@@ -418,6 +772,116 @@ impl Sink for RepeatedCells {
     }
 }
 
+/// ODS `content.xml`, measured both ways at once.
+#[derive(Default)]
+struct Ods {
+    text: RepeatedCells,
+    grid: OdsGrid,
+}
+
+impl Sink for Ods {
+    fn text(&mut self, bytes: &[u8]) {
+        self.text.text(bytes);
+        self.grid.text(bytes);
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        self.text.tag(tag);
+        self.grid.tag(tag);
+    }
+}
+
+/// The cells GDAL's ODS reader fills: each table (a layer) holds, in every row up to its last
+/// filled row, as many fields as its widest filled column reaches, repeated rows and columns
+/// each counted in their place. GDAL 3.6 drops a row's trailing empty cells and a table's
+/// trailing empty rows (LibreOffice's block of a million), so those count nothing; empty rows
+/// and empty cells before a filled one count (measured).
+#[derive(Default)]
+struct OdsGrid {
+    /// Cells of the tables already closed.
+    total: u64,
+    rows: u64,
+    /// Empty rows not yet followed by a filled one.
+    pending: u64,
+    widest: u64,
+    row_repeat: u64,
+    position: u64,
+    row_end: u64,
+    cell: Option<(u64, bool)>,
+}
+
+impl OdsGrid {
+    fn tag(&mut self, tag: &[u8]) {
+        let (closing, name, selfclosing) = parts(tag);
+        match name {
+            b"table:table" if closing => self.close_table(),
+            b"table:table" if !selfclosing => self.close_table(),
+            b"table:table-row" if closing => self.close_row(),
+            b"table:table-row" => {
+                self.row_repeat = count(attribute(tag, b"table:number-rows-repeated"));
+                self.position = 0;
+                self.row_end = 0;
+                if selfclosing {
+                    self.close_row();
+                }
+            }
+            b"table:table-cell" | b"table:covered-table-cell" => {
+                if closing {
+                    if let Some((columns, filled)) = self.cell.take() {
+                        self.close_cell(columns, filled);
+                    }
+                    return;
+                }
+                let columns = count(attribute(tag, b"table:number-columns-repeated"));
+                let filled = attribute(tag, b"office:value-type").is_some();
+                if selfclosing {
+                    self.close_cell(columns, filled);
+                } else {
+                    self.cell = Some((columns, filled));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn text(&mut self, bytes: &[u8]) {
+        if let Some((_, filled)) = &mut self.cell {
+            *filled |= bytes.iter().any(|b| !b.is_ascii_whitespace());
+        }
+    }
+
+    fn close_cell(&mut self, columns: u64, filled: bool) {
+        self.position = self.position.saturating_add(columns);
+        if filled {
+            self.row_end = self.position;
+        }
+    }
+
+    fn close_row(&mut self) {
+        if self.row_end > 0 {
+            self.rows = self
+                .rows
+                .saturating_add(self.pending)
+                .saturating_add(self.row_repeat);
+            self.pending = 0;
+            self.widest = self.widest.max(self.row_end);
+        } else {
+            self.pending = self.pending.saturating_add(self.row_repeat);
+        }
+        self.row_repeat = 0;
+        self.row_end = 0;
+    }
+
+    fn close_table(&mut self) {
+        self.total = self
+            .total
+            .saturating_add(self.rows.saturating_mul(self.widest));
+        self.rows = 0;
+        self.pending = 0;
+        self.widest = 0;
+    }
+}
+
 /// Stream the entry at `vsi_path` through GDAL, 64 KiB at a time, into `sink`.
 fn stream(vsi_path: &str, sink: &mut impl Sink) -> Result<(), GdalError> {
     let failed = |message: String| GdalError::Failed {
@@ -504,5 +968,125 @@ mod tests {
             // "float" 5 + "12" 2.
             assert_eq!(cells.total, 1000 * 3 * 16 + 7, "chunk {chunk}");
         }
+    }
+
+    /// R8-1: rows count to the widest column any cell reaches (by `r`, or one past the
+    /// previous cell; an empty formatted cell too), at most GDAL's 2000, and missing rows GDAL
+    /// fills in count as rows.
+    #[test]
+    fn r8_1_xlsx_rows_count_to_the_widest_column() {
+        let sheet = b"<worksheet><cols><c r=\"ZZ1\"/></cols><sheetData>\
+            <row r=\"1\"><c r=\"A1\"/><c/><c r=\"E1\" s=\"1\"/></row>\
+            <row r=\"2\"><c><v>1</v></c></row><row r=\"5\"><x:c r=\"ALL5\" s=\"2\"/></row>\
+            <row r=\"20000\"/><row/></sheetData></worksheet>";
+        for chunk in [1, 4, 4096] {
+            let measured = lexed(
+                sheet,
+                Sheet {
+                    shared: SharedCells::default(),
+                    grid: Grid::default(),
+                },
+                chunk,
+            );
+            // Rows 1, 2, 3-4 (filled in), 5, 20000 (a gap GDAL refuses: counted once), and
+            // one without a number: 7 rows; widest ALL = 1000 (the `<cols>` cell is not a cell).
+            assert_eq!(measured.grid.rows, 7, "chunk {chunk}");
+            assert_eq!(measured.grid.widest, 1000, "chunk {chunk}");
+            assert_eq!(measured.grid.cells(), 7000, "chunk {chunk}");
+        }
+        assert_eq!(Grid::column_of(b"A1"), Some(1));
+        assert_eq!(Grid::column_of(b"xfd9"), Some(16384));
+        assert_eq!(Grid::column_of(b"12"), None);
+        let beyond = lexed(
+            b"<sheetData><row><c r=\"ZZZ1\"/></row></sheetData>",
+            Sheet {
+                shared: SharedCells::default(),
+                grid: Grid::default(),
+            },
+            7,
+        );
+        assert_eq!(beyond.grid.cells(), MAX_XLSX_FIELDS);
+    }
+
+    /// R8-1 (ODS): rows count to the table's last filled column, empty cells before it and
+    /// repetitions included; trailing empty cells and trailing empty rows (LibreOffice's
+    /// million) count nothing, empty rows before a filled one do.
+    #[test]
+    fn r8_1_ods_rows_count_to_the_last_filled_column() {
+        let content = b"<office:document-content><table:table table:name=\"a\">\
+            <table:table-row><table:table-cell office:value-type=\"string\"><text:p>x</text:p>\
+            </table:table-cell><table:table-cell table:number-columns-repeated=\"1020\"/>\
+            </table:table-row>\
+            <table:table-row table:number-rows-repeated=\"3\"><table:table-cell/></table:table-row>\
+            <table:table-row table:number-rows-repeated=\"10\">\
+            <table:table-cell table:style-name=\"c\" table:number-columns-repeated=\"9\"/>\
+            <table:table-cell><text:p>v</text:p></table:table-cell>\
+            <table:table-cell table:number-columns-repeated=\"1014\"/></table:table-row>\
+            <table:table-row table:number-rows-repeated=\"1048000\">\
+            <table:table-cell table:number-columns-repeated=\"1024\"/></table:table-row>\
+            </table:table><table:table table:name=\"b\"><table:table-row>\
+            <table:table-cell office:value-type=\"float\" office:value=\"1\"/>\
+            <table:table-cell office:value-type=\"float\" office:value=\"2\"/>\
+            </table:table-row></table:table></office:document-content>";
+        for chunk in [1, 6, 4096] {
+            let mut measured = lexed(content, Ods::default(), chunk);
+            measured.grid.close_table();
+            // Table a: 1 + 3 empty + 10 rows, to column 10: 140; table b: 1 row of 2.
+            assert_eq!(measured.grid.total, 140 + 2, "chunk {chunk}");
+        }
+    }
+
+    /// R8-7: a KML tree is estimated from its feature elements, other elements and text,
+    /// whatever the chunking; closing tags, comments and declarations count nothing.
+    #[test]
+    fn r8_7_kml_elements_and_text_are_counted() {
+        let kml = b"<?xml version=\"1.0\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\">\
+            <Document><!-- <Placemark/> --><Placemark/><kml:Placemark><Point>\
+            <coordinates>1,2</coordinates></Point></kml:Placemark></Document></kml>";
+        for chunk in [1, 3, 4096] {
+            let cost = lexed(kml, KmlCost::default(), chunk);
+            assert_eq!(
+                (cost.features, cost.elements, cost.text),
+                (3, 3, 3),
+                "chunk {chunk}"
+            );
+            assert_eq!(cost.bytes(), 3 * 1024 + 3 * 160 + 3 * 2);
+        }
+    }
+
+    /// R8-7: a KML whose estimated tree passes the budget is refused before the open, naming
+    /// the estimate and the variable; the clean twin (a few MB of placemarks) passes.
+    #[test]
+    fn r8_7_a_kml_tree_above_the_budget_is_refused() {
+        crate::gdal::init();
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, placemarks: usize| {
+            let path = dir.path().join(name);
+            let mut text = String::from("<kml><Document>");
+            for i in 0..placemarks {
+                text.push_str(&format!(
+                    "<Placemark><Point><coordinates>{}.5,45</coordinates></Point></Placemark>",
+                    i % 90
+                ));
+            }
+            text.push_str("</Document></kml>");
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        // 600,000 placemarks (45 MB): 600,000 x 1024 + 1.2 M x 160 + text > 512 MiB.
+        let big = write("big.kml", 600_000);
+        let error = check_kml(&big, &[big.display().to_string()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("600001 features")
+                && error.contains(KML_MEMORY_VARIABLE)
+                && error.contains(&DEFAULT_KML_MAX_MEMORY_BYTES.to_string()),
+            "{error}"
+        );
+        // 40,000 placemarks (3 MB) pass, estimated at about 50 MB.
+        let small = write("small.kml", 40_000);
+        let estimate = check_kml(&small, &[small.display().to_string()]).unwrap();
+        assert!((40 << 20..60 << 20).contains(&estimate), "{estimate}");
     }
 }
