@@ -3273,6 +3273,81 @@ fn sparse_tiled(path: &Path, block: [&str; 2]) {
     assert!(status.success());
 }
 
+/// Regression (attack round 9, R9-2): a lossless WebP of a few KB reports `width x 1` blocks,
+/// so the block budget reserved nothing, while GDAL's WEBP driver decodes the whole image at
+/// the first cell read (16383²: ~930 MB per `raster_info`, 3.6 GB for four at once). The whole
+/// image is reserved now: a 10000² x 3 WebP (300 MB decoded) is refused as `memory_budget`
+/// under a 256 MiB budget by `raster_info` and `raster_sample`; a small WebP answers.
+#[tokio::test]
+async fn r9_2_a_webp_is_budgeted_as_its_whole_image() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (256u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (name, size) in [("big", "10000"), ("small", "200")] {
+        let tif = server.path(&format!("{name}.tif"));
+        let created = std::process::Command::new("gdal_create")
+            .args(["-q", "-of", "GTiff", "-outsize", size, size, "-bands", "3"])
+            .args(["-ot", "Byte", "-a_srs", "EPSG:32633", "-a_ullr"])
+            .args([
+                "0",
+                size,
+                size,
+                "0",
+                "-co",
+                "TILED=YES",
+                "-co",
+                "SPARSE_OK=TRUE",
+            ])
+            .arg(&tif)
+            .status()
+            .unwrap();
+        assert!(created.success());
+        let encoded = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "WEBP", "-co", "LOSSLESS=TRUE"])
+            .arg(&tif)
+            .arg(server.path(&format!("{name}.webp")))
+            .status()
+            .unwrap();
+        assert!(encoded.success());
+        std::fs::remove_file(tif).unwrap();
+    }
+    for (tool, args) in [
+        ("raster_info", json!({"input": "big.webp"})),
+        (
+            "raster_sample",
+            json!({"input": "big.webp", "coordinates": [[5, 5]], "crs": "EPSG:32633"}),
+        ),
+    ] {
+        let refused = server.call(tool, args).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert_eq!(
+            structured(&refused)["error"]["kind"],
+            "memory_budget",
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(
+            text(&refused).contains("decoded whole"),
+            "{}",
+            text(&refused)
+        );
+    }
+    let twin = server
+        .call("raster_info", json!({"input": "small.webp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
+
 /// Regression (issue 21, attack round 4, B3, the rest): `raster_sample` reserved the block
 /// GDAL reads whole, but `raster_info` (its facts sample the values), `raster_stats` and the
 /// tools running GDAL's programs still read the 1 GiB tile of a 400-byte GeoTIFF past the
