@@ -3273,6 +3273,185 @@ fn sparse_tiled(path: &Path, block: [&str; 2]) {
     assert!(status.success());
 }
 
+/// Regression (attack round 9, R9-10): VRTs nested 4 levels with 20 sources each (4.9 KB)
+/// made the host's checks before the open 20x slower a level: `L4.vrt` passed the 30 s open
+/// deadline and left a worker spinning (8 such calls closed the pool). Each distinct document
+/// is checked once per open now, and the source references GDAL would go through are
+/// budgeted: 5 levels (3,368,420 references) are refused at once naming
+/// `GDAL_MCP_MAX_VRT_REFERENCES`; 3 levels (8,420) answer, fast.
+#[tokio::test]
+async fn r9_10_a_vrt_fan_out_is_checked_once_per_document() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let created = std::process::Command::new("gdal_create")
+        .args(["-q", "-of", "GTiff", "-outsize", "64", "64", "-bands", "1"])
+        .args(["-ot", "Byte", "-burn", "1", "-a_srs", "EPSG:32633"])
+        .args(["-a_ullr", "500000", "5000000", "501920", "4998080"])
+        .arg(server.path("base.tif"))
+        .status()
+        .unwrap();
+    assert!(created.success());
+    let mut previous = "base.tif".to_string();
+    for level in 1..=5 {
+        let source = format!(
+            "<ComplexSource><SourceFilename relativeToVRT=\"1\">{previous}</SourceFilename>\
+             <SourceBand>1</SourceBand><SrcRect xOff=\"0\" yOff=\"0\" xSize=\"64\" \
+             ySize=\"64\"/><DstRect xOff=\"0\" yOff=\"0\" xSize=\"64\" ySize=\"64\"/>\
+             <NODATA>255</NODATA></ComplexSource>"
+        );
+        let document = format!(
+            "<VRTDataset rasterXSize=\"64\" rasterYSize=\"64\"><SRS>EPSG:32633</SRS>\
+             <GeoTransform>500000,30,0,5000000,0,-30</GeoTransform>\
+             <VRTRasterBand dataType=\"Byte\" band=\"1\">{}</VRTRasterBand></VRTDataset>",
+            source.repeat(20)
+        );
+        previous = format!("L{level}.vrt");
+        std::fs::write(server.path(&previous), document).unwrap();
+    }
+    let started = Instant::now();
+    let refused = server
+        .call("raster_info", json!({"input": "L5.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("GDAL_MCP_MAX_VRT_REFERENCES"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let nested = server
+        .call("raster_info", json!({"input": "L3.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&nested), "{}", text(&nested));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // Checked once does not mean trusted at any depth: a document that passed near the top
+    // is checked again where it sits deeper, so nesting past 8 and cycles stay refused.
+    let single = |source: &str| {
+        format!(
+            "<VRTDataset rasterXSize=\"64\" rasterYSize=\"64\"><VRTRasterBand \
+             dataType=\"Byte\" band=\"1\"><SimpleSource><SourceFilename \
+             relativeToVRT=\"1\">{source}</SourceFilename><SourceBand>1</SourceBand>\
+             </SimpleSource></VRTRasterBand></VRTDataset>"
+        )
+    };
+    std::fs::write(server.path("self.vrt"), single("self.vrt")).unwrap();
+    for k in 0..10 {
+        let source = if k == 9 {
+            "L1.vrt".to_string()
+        } else {
+            format!("C{}.vrt", k + 1)
+        };
+        std::fs::write(server.path(&format!("C{k}.vrt")), single(&source)).unwrap();
+    }
+    // L1 first (it passes at depth 1), then C3..C9 (depths 1..7) reach it again at depth 8,
+    // where a VRT is one level too deep.
+    let both = single("L1.vrt").replace(
+        "</VRTRasterBand>",
+        "<SimpleSource><SourceFilename relativeToVRT=\"1\">C3.vrt</SourceFilename>\
+         <SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>",
+    );
+    std::fs::write(server.path("both.vrt"), both).unwrap();
+    for input in ["self.vrt", "C0.vrt", "both.vrt"] {
+        let deep = server
+            .call("raster_info", json!({"input": input}))
+            .await
+            .unwrap();
+        assert!(is_error(&deep), "{input}: {}", text(&deep));
+        assert!(
+            text(&deep).contains("nested more than 8"),
+            "{}",
+            text(&deep)
+        );
+    }
+}
+
+/// Regression (attack round 9, R9-2): a lossless WebP of a few KB reports `width x 1` blocks,
+/// so the block budget reserved nothing, while GDAL's WEBP driver decodes the whole image at
+/// the first cell read (16383²: ~930 MB per `raster_info`, 3.6 GB for four at once). The whole
+/// image is reserved now: a 10000² x 3 WebP (300 MB decoded) is refused as `memory_budget`
+/// under a 256 MiB budget by `raster_info` and `raster_sample`; a small WebP answers.
+#[tokio::test]
+async fn r9_2_a_webp_is_budgeted_as_its_whole_image() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (256u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for (name, size) in [("big", "10000"), ("small", "200")] {
+        let tif = server.path(&format!("{name}.tif"));
+        let created = std::process::Command::new("gdal_create")
+            .args(["-q", "-of", "GTiff", "-outsize", size, size, "-bands", "3"])
+            .args(["-ot", "Byte", "-a_srs", "EPSG:32633", "-a_ullr"])
+            .args([
+                "0",
+                size,
+                size,
+                "0",
+                "-co",
+                "TILED=YES",
+                "-co",
+                "SPARSE_OK=TRUE",
+            ])
+            .arg(&tif)
+            .status()
+            .unwrap();
+        assert!(created.success());
+        let encoded = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "WEBP", "-co", "LOSSLESS=TRUE"])
+            .arg(&tif)
+            .arg(server.path(&format!("{name}.webp")))
+            .status()
+            .unwrap();
+        assert!(encoded.success());
+        std::fs::remove_file(tif).unwrap();
+    }
+    for (tool, args) in [
+        ("raster_info", json!({"input": "big.webp"})),
+        (
+            "raster_sample",
+            json!({"input": "big.webp", "coordinates": [[5, 5]], "crs": "EPSG:32633"}),
+        ),
+    ] {
+        let refused = server.call(tool, args).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert_eq!(
+            structured(&refused)["error"]["kind"],
+            "memory_budget",
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(
+            text(&refused).contains("decoded whole"),
+            "{}",
+            text(&refused)
+        );
+    }
+    let twin = server
+        .call("raster_info", json!({"input": "small.webp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
+
 /// Regression (issue 21, attack round 4, B3, the rest): `raster_sample` reserved the block
 /// GDAL reads whole, but `raster_info` (its facts sample the values), `raster_stats` and the
 /// tools running GDAL's programs still read the 1 GiB tile of a 400-byte GeoTIFF past the

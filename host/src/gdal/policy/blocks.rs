@@ -13,7 +13,11 @@
 //! (GDAL decodes a pixel-interleaved tile for all bands at once); and, for a VRT, the largest
 //! estimate among the datasets its sources name (the VRT's own blocks are small, its sources'
 //! need not be), opened through the same checks as any input, to a depth of
-//! [`MAX_VRT_DEPTH`]. Reads whose blocks come to at most [`UNRESERVED_BYTES`] take nothing
+//! [`MAX_VRT_DEPTH`]. A driver that decodes its whole image at the first read of any cell,
+//! whatever blocks it reports ([`WHOLE_IMAGE_DRIVERS`]: a 10 KB lossless WebP of 16383²
+//! reported 16383 x 1 blocks and took ~930 MB per read-only call, attack round 9, R9-2),
+//! counts its whole image, every band, as one block. Reads whose blocks come to at most
+//! [`UNRESERVED_BYTES`] take nothing
 //! from the budget (GDAL's block cache is bounded separately), so `raster_info` on an ordinary
 //! raster never waits for heavy calls.
 
@@ -28,6 +32,14 @@ pub const UNRESERVED_BYTES: u64 = 16 << 20;
 /// VRTs nested deeper than this are not followed for their sources' blocks (the host's checks
 /// refuse deeper nesting before the open).
 pub const MAX_VRT_DEPTH: usize = 8;
+
+/// Drivers that decode the whole image into one buffer at the first read of any cell,
+/// whatever blocks they report. Measured with GDAL 3.6.2: WEBP reports `width x 1` blocks
+/// and decodes `width x height x bands` bytes (`gdallocationinfo` on a 16383² WebP: 960 MB).
+/// PNG (line by line; interlaced in chunks: 139 MB for 20000²), JPEG (libjpeg's memory limit
+/// refuses a huge progressive image) and JPEG 2000 (per block) do not; GIF and BMP are not
+/// opened by this server.
+pub const WHOLE_IMAGE_DRIVERS: &[&str] = &["WEBP"];
 
 /// How a read reaches the cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +58,8 @@ pub struct Estimate {
     pub bytes: u64,
     /// The largest block: its bytes, the file it is in, its width and height in cells.
     pub largest: Option<(u64, PathBuf, usize, usize)>,
+    /// Whether a file among them is decoded whole ([`WHOLE_IMAGE_DRIVERS`]).
+    pub whole_image: bool,
 }
 
 impl Estimate {
@@ -134,7 +148,19 @@ fn measure(
             bytes = bytes.saturating_add(band_block_bytes(path, &band, reach, estimate));
         }
     }
-    if dataset.driver().short_name() == "VRT" && depth < MAX_VRT_DEPTH {
+    let driver = dataset.driver().short_name();
+    if WHOLE_IMAGE_DRIVERS.contains(&driver.as_str()) {
+        // The whole image, every band, in one buffer (regression, attack round 9, R9-2).
+        let per_cell = dataset
+            .rasterband(1)
+            .map(|b| u64::from(b.band_type().bytes()))
+            .unwrap_or(1)
+            .saturating_mul(count as u64);
+        let whole = estimate.block(path, dataset.raster_size(), per_cell);
+        estimate.whole_image = true;
+        bytes = bytes.max(whole);
+    }
+    if driver == "VRT" && depth < MAX_VRT_DEPTH {
         bytes = bytes.max(vrt_sources(path, dataset, reach, depth, estimate)?);
     }
     Ok(bytes)
@@ -200,11 +226,75 @@ pub fn reserve(
             )
         })
         .unwrap_or_default();
+    let whole = if estimate.whole_image {
+        " (a WebP is decoded whole, every band, at the first cell read)"
+    } else {
+        ""
+    };
     let described = format!(
-        "{what} (GDAL reads {} through whole blocks, however few cells are asked for{largest}; \
-         re-tile a file stored in huge blocks outside the server, e.g. gdal_translate -co \
-         TILED=YES)",
+        "{what} (GDAL reads {} through whole blocks{whole}, however few cells are asked \
+         for{largest}; re-tile a file stored in huge blocks outside the server, e.g. \
+         gdal_translate -co TILED=YES)",
         path.display()
     );
     Ok(crate::budget::reserve(&described, estimate.bytes)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lossless WebP of `size`² x 3 zeros at `path` (a few KB, whatever its size).
+    fn webp(path: &Path, size: usize) {
+        let tif = path.with_extension("tif");
+        let size = size.to_string();
+        let created = std::process::Command::new("gdal_create")
+            .args([
+                "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", "3",
+            ])
+            .args(["-ot", "Byte", "-co", "TILED=YES", "-co", "SPARSE_OK=TRUE"])
+            .arg(&tif)
+            .status()
+            .unwrap();
+        assert!(created.success());
+        let encoded = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "WEBP", "-co", "LOSSLESS=TRUE"])
+            .arg(&tif)
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(encoded.success());
+        std::fs::remove_file(tif).unwrap();
+    }
+
+    /// Regression (attack round 9, R9-2): a 10 KB lossless WebP of 16383² reports 16383 x 1
+    /// blocks, so nothing was reserved, while GDAL's WEBP driver decodes the whole image at
+    /// the first cell read (~930 MB per read-only call). Its whole image, every band, is the
+    /// block now; a small WebP still takes nothing from the budget and reads.
+    #[test]
+    fn r9_2_a_webp_reserves_its_whole_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.webp");
+        webp(&big, 4096);
+        assert!(std::fs::metadata(&big).unwrap().len() < 20_000);
+        let dataset = Dataset::open(&big).unwrap();
+        assert_eq!(dataset.rasterband(1).unwrap().block_size(), (4096, 1));
+        let estimate = block_bytes(&big, &dataset, &[1], Reach::Full).unwrap();
+        assert_eq!(estimate.bytes, 4096 * 4096 * 3);
+        assert!(estimate.whole_image);
+        assert_eq!(estimate.largest.map(|l| (l.2, l.3)), Some((4096, 4096)));
+        let small = dir.path().join("small.webp");
+        webp(&small, 64);
+        let dataset = Dataset::open(&small).unwrap();
+        let estimate = block_bytes(&small, &dataset, &[], Reach::Any).unwrap();
+        assert_eq!(estimate.bytes, 64 * 64 * 3);
+        assert!(estimate.bytes <= UNRESERVED_BYTES);
+        let _reserved = reserve("test", &small, &dataset, &[], Reach::Full).unwrap();
+        let cells = dataset
+            .rasterband(1)
+            .unwrap()
+            .read_as::<u8>((0, 0), (64, 64), (64, 64), None)
+            .unwrap();
+        assert!(cells.data().iter().all(|v| *v == 0));
+    }
 }

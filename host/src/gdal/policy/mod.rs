@@ -585,7 +585,11 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
     if references::is_vrt_document(path) {
         watch(path, path)?;
     }
-    check_file_before_open(path, path, 0)
+    let mut walk = Walk {
+        limit: crate::budget::setting(MAX_VRT_REFERENCES_VARIABLE, DEFAULT_MAX_VRT_REFERENCES),
+        ..Walk::default()
+    };
+    check_file_before_open(path, path, 0, &mut walk).map(|_| ())
 }
 
 /// Watch the folders GDAL walks to reach `file` (read by name after the checks: a VRT and its
@@ -649,6 +653,42 @@ fn is_zipped_shapefile(path: &Path) -> bool {
 /// VRTs nested deeper than this are refused (GDAL's own guard against cycles is deeper).
 const MAX_VRT_DEPTH: usize = 8;
 
+/// Operator override of [`DEFAULT_MAX_VRT_REFERENCES`].
+pub const MAX_VRT_REFERENCES_VARIABLE: &str = "GDAL_MCP_MAX_VRT_REFERENCES";
+
+/// Source references a VRT may make GDAL go through, counted with repeats down every level
+/// (a VRT of 20 sources that are each a VRT of 20 sources is 20 + 400): GDAL reads a block
+/// through every one of them, and 4.9 KB of VRTs nested 4 levels with 20 sources each made
+/// the host's checks run past the open deadline (attack round 9, R9-10). A mosaic of 100,000
+/// tiles, or 100 VRTs of 10,000 tiles, fits.
+pub const DEFAULT_MAX_VRT_REFERENCES: u64 = 1_000_000;
+
+/// One open's walk over the files a VRT makes GDAL open: each file whose checks passed, by
+/// path and identity (device, inode, size, change time), with the deepest level it passed at
+/// and the source references beneath it (counted with repeats), so a document named many
+/// times is checked once (the checks were 20x slower a level: attack round 9, R9-10).
+#[derive(Default)]
+struct Walk {
+    passed: std::collections::HashMap<FileKey, (usize, u64)>,
+    limit: u64,
+}
+
+/// A file's path and identity, as the walk remembers it.
+type FileKey = (PathBuf, u64, u64, u64, i64, i64);
+
+fn file_key(file: &Path) -> Option<FileKey> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(file).ok()?;
+    Some((
+        file.to_path_buf(),
+        m.dev(),
+        m.ino(),
+        m.size(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
+}
+
 /// The checks on one file GDAL will open for `input`:
 /// * a SQLite database (by its header) must declare no virtual table over a module that reads
 ///   other files and call no file function ([`references::check_sqlite`]);
@@ -661,7 +701,39 @@ const MAX_VRT_DEPTH: usize = 8;
 ///   its `.prj` / `.aux.xml` / `.xml` / ENVI `.hdr` sidecars, may name a grid, parameter,
 ///   init or `tinshift`/`defmodel` file (PROJ opens it while GDAL parses the CRS: a path
 ///   outside, a FIFO, `/dev/stdin`) ([`crs_reads_files`]).
-fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(), GdalError> {
+///
+/// Returns the source references beneath `file` (with repeats, down every level); a file
+/// already checked in this walk at this depth or deeper is not checked again, and a walk
+/// whose references pass [`DEFAULT_MAX_VRT_REFERENCES`] is refused.
+fn check_file_before_open(
+    input: &Path,
+    file: &Path,
+    depth: usize,
+    walk: &mut Walk,
+) -> Result<u64, GdalError> {
+    let key = file_key(file);
+    if let Some((deepest, beneath)) = key.as_ref().and_then(|k| walk.passed.get(k)) {
+        // Passed at `deepest`: from a level no deeper, its nesting fits again.
+        if depth <= *deepest {
+            return Ok(*beneath);
+        }
+    }
+    let beneath = check_one_file(input, file, depth, walk)?;
+    if let Some(key) = key {
+        let entry = walk.passed.entry(key).or_insert((depth, beneath));
+        entry.0 = entry.0.max(depth);
+    }
+    Ok(beneath)
+}
+
+/// [`check_file_before_open`] on a file not yet checked in this walk.
+fn check_one_file(
+    input: &Path,
+    file: &Path,
+    depth: usize,
+    walk: &mut Walk,
+) -> Result<u64, GdalError> {
+    let mut beneath: u64 = 0;
     // GDAL probes sidecars by name for every file it opens, the sources of a VRT included: a
     // FIFO planted as `src.tif.ovr` beside a clean source blocked the open (regression, issue
     // 21 item 7). Checked here, on the worker, right before the open.
@@ -734,8 +806,23 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
                 if !inside(&shown) || special {
                     return Err(refuse(&shown));
                 }
+                beneath = beneath.saturating_add(1);
                 if std::fs::metadata(path).is_ok_and(|m| m.is_file() || m.is_dir()) {
-                    check_file_before_open(input, path, depth + 1)?;
+                    let below = check_file_before_open(input, path, depth + 1, walk)?;
+                    beneath = beneath.saturating_add(below);
+                }
+                if beneath > walk.limit {
+                    return Err(GdalError::Arguments(format!(
+                        "{}: its VRTs make GDAL go through more than {} source references \
+                         for every block it reads (VRTs of VRTs multiply: {} names {} once or \
+                         more, at most {} in all, {MAX_VRT_REFERENCES_VARIABLE}); build one \
+                         VRT over the files themselves (gdalbuildvrt)",
+                        input.display(),
+                        walk.limit,
+                        file.display(),
+                        path.display(),
+                        walk.limit
+                    )));
                 }
             }
         }
@@ -794,7 +881,7 @@ fn check_file_before_open(input: &Path, file: &Path, depth: usize) -> Result<(),
             )));
         }
     }
-    Ok(())
+    Ok(beneath)
 }
 
 /// The datasets an `.aux.xml` beside `file` names (`OVERVIEW_FILE`, geolocation `X_DATASET` /
