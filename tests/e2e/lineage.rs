@@ -1172,7 +1172,6 @@ async fn r8_9_an_interpolation_past_the_walks_limit_is_still_refused_by_the_rule
     }
 }
 
-
 /// Regression (attack round 8, R8-5): R7-13 kept a Float32 copy of a class map categorical
 /// only while it held few *whole* numbers, so `raster_calc "a + 0.5"` (or `"a * 0.1"`) of a
 /// class map laundered it: the next bilinear resampling saw a continuous input and the

@@ -322,9 +322,7 @@ impl Call {
 /// Resampling methods that copy or select an input cell's value: nearest neighbour (`near`
 /// is GDAL's name, the one lineage records carry: attack round 8, R8-2), the majority class
 /// and the order statistics. Every other method computes values of its own.
-const VALUE_KEEPING: &[&str] = &[
-    "nearest", "near", "mode", "min", "max", "med", "q1", "q3",
-];
+const VALUE_KEEPING: &[&str] = &["nearest", "near", "mode", "min", "max", "med", "q1", "q3"];
 
 /// Whether resampling `method` computes new cell values (bilinear, cubic, cubicspline,
 /// lanczos, average, rms, sum, gauss) rather than copying or selecting an input cell's value
