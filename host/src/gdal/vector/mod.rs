@@ -334,23 +334,6 @@ fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
     }
 }
 
-/// `geometry` with every edge cut into pieces of at most 1/64 of its extent's larger side, so
-/// that a reprojection bends it as the change of CRS bends the plane (a parallel is a curve in
-/// UTM). Moved by their vertices only, a 4° × 1° lon/lat zone over a UTM raster counted 8,660
-/// cells where 8,724 have their centre inside it, and a clip mask cut along chords (attack
-/// round 9, the root of R9-9).
-fn densified(geometry: &Geometry) -> Geometry {
-    let copy = geometry.clone();
-    let e = geometry.envelope();
-    let side = (e.MaxX - e.MinX).max(e.MaxY - e.MinY);
-    if side.is_finite() && side > 0.0 {
-        // SAFETY: `copy` is a geometry this function owns; OGR_G_Segmentize changes it in
-        // place and keeps the handle valid.
-        unsafe { gdal_sys::OGR_G_Segmentize(copy.c_geometry(), side / 64.0) };
-    }
-    copy
-}
-
 /// Read every feature of `layer` as a zone, transformed into `target` when given.
 pub fn read_zones(
     layer: &mut Layer,
@@ -393,13 +376,10 @@ pub fn read_zones(
         if let Some(geometry) = feature.geometry() {
             match &transform {
                 Some(t) => {
-                    let moved =
-                        densified(geometry)
-                            .transform(t)
-                            .map_err(|e| GdalError::Failed {
-                                operation: format!("reprojecting zone {:?}", feature.fid()),
-                                message: capture.failure_text(&e.to_string()),
-                            })?;
+                    let moved = geometry.transform(t).map_err(|e| GdalError::Failed {
+                        operation: format!("reprojecting zone {:?}", feature.fid()),
+                        message: capture.failure_text(&e.to_string()),
+                    })?;
                     collect_polygons(&moved, &mut polygons);
                 }
                 None => collect_polygons(geometry, &mut polygons),
@@ -446,7 +426,6 @@ pub fn mask_wkt(
     let source = layer
         .spatial_ref()
         .ok_or_else(|| GdalError::Arguments("mask: the mask layer has no CRS".to_string()))?;
-    let reprojected = !super::facts::transform::same_crs(&source, target);
     let transform = super::facts::transform::coord_transform(&source, target, operation)
         .map_err(|_| failed("no transformation"))?;
     let mut collection = Geometry::empty(gdal_sys::OGRwkbGeometryType::wkbMultiPolygon)
@@ -456,13 +435,9 @@ pub fn mask_wkt(
         let Some(geometry) = feature.geometry() else {
             continue;
         };
-        let mut moved = if reprojected {
-            densified(geometry)
-        } else {
-            geometry.clone()
-        }
-        .transform(&transform)
-        .map_err(|_| failed("cannot reproject a mask feature"))?;
+        let mut moved = geometry
+            .transform(&transform)
+            .map_err(|_| failed("cannot reproject a mask feature"))?;
         if target.is_geographic() {
             if let Some(whole) = geometry::split_at_antimeridian(&moved)? {
                 moved = whole;
