@@ -93,6 +93,32 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
     // ("**Flagged because:** " followed by nothing); such lines are left out now.
     assert!(!text.contains("Flagged because"), "{text}");
 
+    // Attack round 9: a 70 KB `tool` argument was answered -32603 "plugin crs_datum ...
+    // render-prompt broke the contract", blaming the domain for the caller's argument. It is
+    // the caller's error, named, and the domain keeps rendering.
+    let long = "r".repeat(70_000);
+    let refused = server
+        .client
+        .get_prompt(
+            GetPromptRequestParams::new("justify_crs_datum")
+                .with_arguments(serde_json::from_value(json!({"tool": long}))?),
+        )
+        .await
+        .expect_err("a 70 KB prompt argument is refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("argument \"tool\" is 70000 bytes") && !message.contains("plugin"),
+        "{message}"
+    );
+    let again = server
+        .client
+        .get_prompt(
+            GetPromptRequestParams::new("justify_crs_datum")
+                .with_arguments(serde_json::from_value(json!({"tool": "vector_clip"}))?),
+        )
+        .await?;
+    assert!(serde_json::to_string(&again.messages)?.contains("vector_clip"));
+
     let resources = server.client.list_all_resources().await?;
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
     for expected in [

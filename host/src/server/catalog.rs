@@ -15,6 +15,10 @@ use serde_json::Value;
 /// URI of the justification JSON Schema.
 pub const SCHEMA_URI: &str = "schema://justification";
 
+/// The longest value a caller may give a prompt argument: a tool name, a method or a short
+/// description, far below the 64 KiB a domain's rendered prompt may take.
+pub const MAX_PROMPT_ARGUMENT_BYTES: usize = 4 << 10;
+
 /// One prompt per domain.
 pub fn prompts(app: &App) -> Vec<Prompt> {
     app.gate
@@ -66,9 +70,28 @@ pub async fn get_prompt(
     let given = request.arguments.unwrap_or_default();
     let mut arguments = Vec::new();
     for declared in &domain.info.prompt_arguments {
-        match given.get(&declared.name) {
-            Some(Value::String(s)) => arguments.push((declared.name.clone(), s.clone())),
-            Some(other) => arguments.push((declared.name.clone(), other.to_string())),
+        let value = match given.get(&declared.name) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => Some(other.to_string()),
+            None => None,
+        };
+        match value {
+            // The caller's argument, not the domain, would make the prompt too long (attack
+            // round 9's 70 KB `tool` was reported as the plugin breaking its contract).
+            Some(value) if value.len() > MAX_PROMPT_ARGUMENT_BYTES => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "prompt {}: argument \"{}\" is {} bytes; give at most \
+                         {MAX_PROMPT_ARGUMENT_BYTES} ({})",
+                        request.name,
+                        declared.name,
+                        value.len(),
+                        declared.description
+                    ),
+                    None,
+                ))
+            }
+            Some(value) => arguments.push((declared.name.clone(), value)),
             None if declared.required => {
                 return Err(McpError::invalid_params(
                     format!(
