@@ -10,6 +10,27 @@
 //!    the decisions up in the capsule store ([`reflection::store`]);
 //! 5. a GDAL runner ([`gdal::warp`], [`gdal::info`]) does the work, and a receipt goes back.
 
+/// Implement `schemars::JsonSchema` for `$type` with a schema written by hand (`$schema`, in
+/// `json_schema!` syntax) and inlined wherever the type is used: for types whose derived
+/// schema would not be portable or would say less than their checks.
+macro_rules! inline_json_schema {
+    ($type:ident, $schema:tt) => {
+        impl schemars::JsonSchema for $type {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($type).into()
+            }
+
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!($schema)
+            }
+        }
+    };
+}
+
 pub mod aggregation;
 pub mod budget;
 pub mod config;

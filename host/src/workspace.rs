@@ -179,7 +179,7 @@ impl Workspaces {
 /// Refuse an input that is not a regular file or folder (a FIFO or a device blocks GDAL,
 /// and a blocked worker never answers), and an input whose sidecars (`<name>.*`, `<stem>.*`
 /// beside it) include such a file or a link that dangles or leaves `roots` (GDAL would read or
-/// write through it). A folder is walked ([`check_folder`]). Run when an argument is confined
+/// write through it). A folder is walked (`Check::folder`). Run when an argument is confined
 /// and again on the GDAL worker right before each open, for the input and for every file a
 /// document makes GDAL open (`gdal::policy::check_before_open`): GDAL probes sidecars by name
 /// (`x.tif.aux.xml`, `x.tif.ovr`, `x.aux`, `x.prj`, `x.dbf`...), so a FIFO planted under such
@@ -201,165 +201,175 @@ pub fn check_not_special_seen(
     roots: &[PathBuf],
     seen: &mut Vec<(PathBuf, std::fs::Metadata)>,
 ) -> Result<(), PathError> {
-    let special = |what: &str, path: &Path| PathError::Special {
-        argument: argument.to_string(),
-        path: path.display().to_string(),
-        what: what.to_string(),
-    };
-    let meta = std::fs::metadata(resolved).map_err(|source| PathError::Missing {
-        argument: argument.to_string(),
-        path: resolved.display().to_string(),
-        source,
-    })?;
-    if !(meta.is_file() || meta.is_dir()) {
-        return Err(special("not a regular file or folder", resolved));
+    Check {
+        argument,
+        roots,
+        seen,
     }
-    if meta.is_dir() {
-        check_folder(argument, resolved, roots, seen)?;
-    }
-    seen.push((resolved.to_path_buf(), meta));
-    let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
-        return Ok(());
-    };
-    let name = name.to_string_lossy().to_string();
-    let stem = resolved
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default();
-    // `<name>.*` and `<stem>.*` (sidecars, `.aux.xml`, `.ovr`), and `<stem>_*` / `<stem>-*`
-    // (`_rpc.txt`, SQLite's `-journal` / `-wal`), matched without case as GDAL's sibling
-    // lookups are.
-    let name = name.to_ascii_lowercase();
-    let stem = stem.to_ascii_lowercase();
-    let prefixes = [format!("{name}."), format!("{stem}.")];
-    let loose = [format!("{name}-"), format!("{stem}_")];
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return Ok(());
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let entry_name = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        let sidecar = prefixes.iter().any(|p| entry_name.starts_with(p.as_str()));
-        let near = loose.iter().any(|p| entry_name.starts_with(p.as_str()));
-        if !(sidecar || near) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        if !sidecar {
-            // Only a FIFO or device blocks here; links are judged by the after-open check.
-            if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
-                return Err(special(
-                    "a file beside it that is not a regular file",
-                    &path,
-                ));
-            }
-            if let Ok(m) = std::fs::metadata(&path) {
-                seen.push((path, m));
-            }
-            continue;
-        }
-        if kind.is_symlink() {
-            let inside = path
-                .canonicalize()
-                .is_ok_and(|t| roots.iter().any(|root| t.starts_with(root)));
-            if !inside {
-                return Err(special(
-                    "a sidecar that is a link dangling or leaving the workspaces",
-                    &path,
-                ));
-            }
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() || m.is_dir() => seen.push((path, m)),
-                _ => return Err(special("a sidecar that is not a regular file", &path)),
-            }
-        } else if !(kind.is_file() || kind.is_dir()) {
-            return Err(special("a sidecar that is not a regular file", &path));
-        } else if let Ok(m) = entry.metadata() {
-            seen.push((path, m));
-        }
-    }
-    Ok(())
+    .input(resolved)
 }
 
-/// Refuse a folder input (a folder of shapefiles, a FileGDB, a Zarr store: GDAL opens
-/// files inside it as it sees fit) holding, at any depth, anything that is not a regular
-/// file or folder (a FIFO blocks the worker that opens it) or a link that dangles, leaves
-/// the workspaces or leads to such a file. Walks at most [`MAX_FOLDER_ENTRIES`] entries,
-/// [`MAX_FOLDER_DEPTH`] levels deep; a larger folder is refused as unchecked.
-fn check_folder(
-    argument: &str,
-    dir: &Path,
-    roots: &[PathBuf],
-    seen: &mut Vec<(PathBuf, std::fs::Metadata)>,
-) -> Result<(), PathError> {
-    let special = |what: &str, path: &Path| PathError::Special {
-        argument: argument.to_string(),
-        path: path.display().to_string(),
-        what: what.to_string(),
-    };
-    let mut pending = vec![(dir.to_path_buf(), 0usize)];
-    let mut count = 0usize;
-    while let Some((folder, depth)) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else {
-            return Err(special(
-                "a folder inside the input that cannot be listed",
-                &folder,
-            ));
+/// One input's check: the argument it came from, the workspace roots links must stay in,
+/// and every file or folder found acceptable so far, with its metadata.
+struct Check<'a> {
+    argument: &'a str,
+    roots: &'a [PathBuf],
+    seen: &'a mut Vec<(PathBuf, std::fs::Metadata)>,
+}
+
+impl Check<'_> {
+    /// The refusal of `path`, which is `what`.
+    fn special(&self, what: &str, path: &Path) -> PathError {
+        PathError::Special {
+            argument: self.argument.to_string(),
+            path: path.display().to_string(),
+            what: what.to_string(),
+        }
+    }
+
+    /// [`check_not_special_seen`]'s check of the input at `resolved`.
+    fn input(&mut self, resolved: &Path) -> Result<(), PathError> {
+        let meta = std::fs::metadata(resolved).map_err(|source| PathError::Missing {
+            argument: self.argument.to_string(),
+            path: resolved.display().to_string(),
+            source,
+        })?;
+        if !(meta.is_file() || meta.is_dir()) {
+            return Err(self.special("not a regular file or folder", resolved));
+        }
+        if meta.is_dir() {
+            self.folder(resolved)?;
+        }
+        self.seen.push((resolved.to_path_buf(), meta));
+        let (Some(parent), Some(name)) = (resolved.parent(), resolved.file_name()) else {
+            return Ok(());
+        };
+        let name = name.to_string_lossy().to_string();
+        let stem = resolved
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        // `<name>.*` and `<stem>.*` (sidecars, `.aux.xml`, `.ovr`), and `<stem>_*` / `<stem>-*`
+        // (`_rpc.txt`, SQLite's `-journal` / `-wal`), matched without case as GDAL's sibling
+        // lookups are.
+        let name = name.to_ascii_lowercase();
+        let stem = stem.to_ascii_lowercase();
+        let prefixes = [format!("{name}."), format!("{stem}.")];
+        let loose = [format!("{name}-"), format!("{stem}_")];
+        let Ok(entries) = std::fs::read_dir(parent) else {
+            return Ok(());
         };
         for entry in entries.filter_map(Result::ok) {
-            count += 1;
-            if count > MAX_FOLDER_ENTRIES {
-                return Err(special(
-                    &format!(
-                        "a folder of more than {MAX_FOLDER_ENTRIES} entries, too many to \
-                         check"
-                    ),
-                    dir,
-                ));
+            let entry_name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+            let sidecar = prefixes.iter().any(|p| entry_name.starts_with(p.as_str()));
+            let near = loose.iter().any(|p| entry_name.starts_with(p.as_str()));
+            if !(sidecar || near) {
+                continue;
             }
             let path = entry.path();
             let Ok(kind) = entry.file_type() else {
-                return Err(special("an entry that cannot be examined", &path));
+                continue;
             };
+            if !sidecar {
+                // Only a FIFO or device blocks here; links are judged by the after-open check.
+                if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
+                    return Err(self.special("a file beside it that is not a regular file", &path));
+                }
+                if let Ok(m) = std::fs::metadata(&path) {
+                    self.seen.push((path, m));
+                }
+                continue;
+            }
             if kind.is_symlink() {
                 let inside = path
                     .canonicalize()
-                    .is_ok_and(|t| roots.iter().any(|root| t.starts_with(root)));
-                match std::fs::metadata(&path) {
-                    Ok(m) if inside && (m.is_file() || m.is_dir()) => seen.push((path, m)),
-                    _ => {
-                        return Err(special(
-                            "a link inside the folder that dangles, leaves the workspaces or \
-                             leads to a FIFO or device",
-                            &path,
-                        ))
-                    }
-                }
-            } else if kind.is_dir() {
-                if depth + 1 >= MAX_FOLDER_DEPTH {
-                    return Err(special(
-                        &format!("a folder nested more than {MAX_FOLDER_DEPTH} deep"),
+                    .is_ok_and(|t| self.roots.iter().any(|root| t.starts_with(root)));
+                if !inside {
+                    return Err(self.special(
+                        "a sidecar that is a link dangling or leaving the workspaces",
                         &path,
                     ));
                 }
-                if let Ok(m) = entry.metadata() {
-                    seen.push((path.clone(), m));
+                match std::fs::metadata(&path) {
+                    Ok(m) if m.is_file() || m.is_dir() => self.seen.push((path, m)),
+                    _ => return Err(self.special("a sidecar that is not a regular file", &path)),
                 }
-                pending.push((path, depth + 1));
-            } else if !kind.is_file() {
-                return Err(special(
-                    "a file inside the folder that is not a regular file (a FIFO, socket \
-                     or device)",
-                    &path,
-                ));
+            } else if !(kind.is_file() || kind.is_dir()) {
+                return Err(self.special("a sidecar that is not a regular file", &path));
             } else if let Ok(m) = entry.metadata() {
-                seen.push((path, m));
+                self.seen.push((path, m));
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Refuse a folder input (a folder of shapefiles, a FileGDB, a Zarr store: GDAL opens
+    /// files inside it as it sees fit) holding, at any depth, anything that is not a regular
+    /// file or folder (a FIFO blocks the worker that opens it) or a link that dangles, leaves
+    /// the workspaces or leads to such a file. Walks at most [`MAX_FOLDER_ENTRIES`] entries,
+    /// [`MAX_FOLDER_DEPTH`] levels deep; a larger folder is refused as unchecked.
+    fn folder(&mut self, dir: &Path) -> Result<(), PathError> {
+        let mut pending = vec![(dir.to_path_buf(), 0usize)];
+        let mut count = 0usize;
+        while let Some((folder, depth)) = pending.pop() {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                return Err(
+                    self.special("a folder inside the input that cannot be listed", &folder)
+                );
+            };
+            for entry in entries.filter_map(Result::ok) {
+                count += 1;
+                if count > MAX_FOLDER_ENTRIES {
+                    return Err(self.special(
+                        &format!(
+                            "a folder of more than {MAX_FOLDER_ENTRIES} entries, too many to \
+                             check"
+                        ),
+                        dir,
+                    ));
+                }
+                let path = entry.path();
+                let Ok(kind) = entry.file_type() else {
+                    return Err(self.special("an entry that cannot be examined", &path));
+                };
+                if kind.is_symlink() {
+                    let inside = path
+                        .canonicalize()
+                        .is_ok_and(|t| self.roots.iter().any(|root| t.starts_with(root)));
+                    match std::fs::metadata(&path) {
+                        Ok(m) if inside && (m.is_file() || m.is_dir()) => self.seen.push((path, m)),
+                        _ => {
+                            return Err(self.special(
+                                "a link inside the folder that dangles, leaves the workspaces or \
+                                 leads to a FIFO or device",
+                                &path,
+                            ))
+                        }
+                    }
+                } else if kind.is_dir() {
+                    if depth + 1 >= MAX_FOLDER_DEPTH {
+                        return Err(self.special(
+                            &format!("a folder nested more than {MAX_FOLDER_DEPTH} deep"),
+                            &path,
+                        ));
+                    }
+                    if let Ok(m) = entry.metadata() {
+                        self.seen.push((path.clone(), m));
+                    }
+                    pending.push((path, depth + 1));
+                } else if !kind.is_file() {
+                    return Err(self.special(
+                        "a file inside the folder that is not a regular file (a FIFO, socket \
+                         or device)",
+                        &path,
+                    ));
+                } else if let Ok(m) = entry.metadata() {
+                    self.seen.push((path, m));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// GDAL virtual file systems, URLs, `DRIVER:` connection or subdataset strings, and inline

@@ -17,7 +17,6 @@ use crate::gdal::facts::transform::{OperationFacts, TransformationFacts};
 use crate::gdal::facts::{CrsFacts, CrsKind, DatasetFacts};
 use crate::gdal::raster::composite::GridRelation;
 use crate::gdal::vector::measure::MeasurementFacts;
-use additive::{v0_3, v0_4, v0_5, v0_6};
 use cache::ComponentCache;
 use sandbox::{wit, Bindings, Limits, PluginError, Prepared, Provenance, Sandbox};
 use schemars::JsonSchema;
@@ -26,6 +25,38 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// A `match` on a domain's bindings (`$domain`) with one arm for every contract that only
+/// extended the one before (0.3 to 0.6, which `additive` adapts alike): that arm is written
+/// once, with `$d` the bindings and `$adapter` the contract's `additive` module.
+macro_rules! match_contract {
+    ($domain:expr, {
+        current($c:ident) => $current:expr,
+        additive($d:ident, $adapter:ident) => $additive:expr,
+        legacy($l:ident) => $legacy:expr $(,)?
+    }) => {
+        match $domain {
+            Bindings::Current($c) => $current,
+            Bindings::V0_6($d) => {
+                use additive::v0_6 as $adapter;
+                $additive
+            }
+            Bindings::V0_5($d) => {
+                use additive::v0_5 as $adapter;
+                $additive
+            }
+            Bindings::V0_4($d) => {
+                use additive::v0_4 as $adapter;
+                $additive
+            }
+            Bindings::V0_3($d) => {
+                use additive::v0_3 as $adapter;
+                $additive
+            }
+            Bindings::V0_2($l) => $legacy,
+        }
+    };
+}
 
 mod builtin {
     include!(concat!(env!("OUT_DIR"), "/builtin_components.rs"));
@@ -264,37 +295,21 @@ impl Domain {
 
     /// Ask the domain whether `call` needs a justification.
     pub fn classify(&self, call: &CallFacts) -> Result<Option<Trigger>, PluginError> {
-        let answer =
-            self.prepared.call(
-                &self.provenance(),
-                "classify",
-                |domain, store| match domain {
-                    Bindings::Current(d) => d.call_classify(store, &to_wit_call(call)),
-                    Bindings::V0_6(d) => d
-                        .call_classify(store, &v0_6::to_call(&to_wit_call(call))?)?
+        let answer = self
+            .prepared
+            .call(&self.provenance(), "classify", |domain, store| {
+                match_contract!(domain, {
+                    current(d) => d.call_classify(store, &to_wit_call(call)),
+                    additive(d, adapter) => d
+                        .call_classify(store, &adapter::to_call(&to_wit_call(call))?)?
                         .as_ref()
-                        .map(v0_6::from_trigger)
+                        .map(adapter::from_trigger)
                         .transpose(),
-                    Bindings::V0_5(d) => d
-                        .call_classify(store, &v0_5::to_call(&to_wit_call(call))?)?
-                        .as_ref()
-                        .map(v0_5::from_trigger)
-                        .transpose(),
-                    Bindings::V0_4(d) => d
-                        .call_classify(store, &v0_4::to_call(&to_wit_call(call))?)?
-                        .as_ref()
-                        .map(v0_4::from_trigger)
-                        .transpose(),
-                    Bindings::V0_3(d) => d
-                        .call_classify(store, &v0_3::to_call(&to_wit_call(call))?)?
-                        .as_ref()
-                        .map(v0_3::from_trigger)
-                        .transpose(),
-                    Bindings::V0_2(d) => d
+                    legacy(d) => d
                         .call_classify(store, &legacy::to_call(call))
                         .map(|t| t.map(legacy::from_trigger)),
-                },
-            )?;
+                })
+            })?;
         let Some(trigger) = answer else {
             return Ok(None);
         };
@@ -425,29 +440,17 @@ impl Domain {
                 value: value.clone(),
             })
             .collect();
-        let text =
-            self.prepared.call(
-                &self.provenance(),
-                "render-prompt",
-                |domain, store| match domain {
-                    Bindings::Current(d) => d.call_render_prompt(store, &values),
-                    Bindings::V0_6(d) => {
-                        d.call_render_prompt(store, &v0_6::prompt_values(&values)?)
-                    }
-                    Bindings::V0_5(d) => {
-                        d.call_render_prompt(store, &v0_5::prompt_values(&values)?)
-                    }
-                    Bindings::V0_4(d) => {
-                        d.call_render_prompt(store, &v0_4::prompt_values(&values)?)
-                    }
-                    Bindings::V0_3(d) => {
-                        d.call_render_prompt(store, &v0_3::prompt_values(&values)?)
-                    }
-                    Bindings::V0_2(d) => {
-                        d.call_render_prompt(store, &legacy::prompt_values(&values))
-                    }
-                },
-            )?;
+        let text = self
+            .prepared
+            .call(&self.provenance(), "render-prompt", |domain, store| {
+                match_contract!(domain, {
+                    current(d) => d.call_render_prompt(store, &values),
+                    additive(d, adapter) => {
+                        d.call_render_prompt(store, &adapter::prompt_values(&values)?)
+                    },
+                    legacy(d) => d.call_render_prompt(store, &legacy::prompt_values(&values)),
+                })
+            })?;
         if text.len() > MAX_PROMPT_BYTES {
             return Err(self.contract_in(
                 "render-prompt",
@@ -480,51 +483,24 @@ impl Domain {
                 relaxable: e.relaxable,
             })
             .collect();
-        let errors =
-            self.prepared.call(
-                &self.provenance(),
-                "validate",
-                |domain, store| match domain {
-                    Bindings::Current(d) => {
-                        d.call_validate(store, &key_fields, &evidence, &justification)
-                    }
-                    Bindings::V0_6(d) => d
+        let errors = self
+            .prepared
+            .call(&self.provenance(), "validate", |domain, store| {
+                match_contract!(domain, {
+                    current(d) => d.call_validate(store, &key_fields, &evidence, &justification),
+                    additive(d, adapter) => d
                         .call_validate(
                             store,
                             &key_fields,
-                            &v0_6::evidence(&evidence)?,
+                            &adapter::evidence(&evidence)?,
                             &justification,
                         )
-                        .and_then(|errors| v0_6::from_field_errors(&errors)),
-                    Bindings::V0_5(d) => d
-                        .call_validate(
-                            store,
-                            &key_fields,
-                            &v0_5::evidence(&evidence)?,
-                            &justification,
-                        )
-                        .and_then(|errors| v0_5::from_field_errors(&errors)),
-                    Bindings::V0_4(d) => d
-                        .call_validate(
-                            store,
-                            &key_fields,
-                            &v0_4::evidence(&evidence)?,
-                            &justification,
-                        )
-                        .and_then(|errors| v0_4::from_field_errors(&errors)),
-                    Bindings::V0_3(d) => d
-                        .call_validate(
-                            store,
-                            &key_fields,
-                            &v0_3::evidence(&evidence)?,
-                            &justification,
-                        )
-                        .and_then(|errors| v0_3::from_field_errors(&errors)),
-                    Bindings::V0_2(d) => d
+                        .and_then(|errors| adapter::from_field_errors(&errors)),
+                    legacy(d) => d
                         .call_validate(store, &key_fields, &justification)
                         .map(|errors| errors.into_iter().map(legacy::from_field_error).collect()),
-                },
-            )?;
+                })
+            })?;
         let oversized = errors
             .iter()
             .any(|e| e.path.len() + e.message.len() > MAX_FIELD_ERROR_BYTES);
@@ -628,13 +604,14 @@ impl Registry {
             plugin: origin_text,
             version: "?",
         };
-        let info = prepared.call(&unknown, "describe", |d, s| match d {
-            Bindings::Current(d) => d.call_describe(s),
-            Bindings::V0_6(d) => d.call_describe(s).and_then(|i| v0_6::from_info(&i)),
-            Bindings::V0_5(d) => d.call_describe(s).and_then(|i| v0_5::from_info(&i)),
-            Bindings::V0_4(d) => d.call_describe(s).and_then(|i| v0_4::from_info(&i)),
-            Bindings::V0_3(d) => d.call_describe(s).and_then(|i| v0_3::from_info(&i)),
-            Bindings::V0_2(d) => d.call_describe(s).map(legacy::from_info),
+        let info = prepared.call(&unknown, "describe", |domain, store| {
+            match_contract!(domain, {
+                current(d) => d.call_describe(store),
+                additive(d, adapter) => d
+                    .call_describe(store)
+                    .and_then(|i| adapter::from_info(&i)),
+                legacy(d) => d.call_describe(store).map(legacy::from_info),
+            })
         })?;
         if let Origin::Builtin = &origin {
             let expected = origin_text.trim_start_matches("built-in ");

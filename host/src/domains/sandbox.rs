@@ -20,56 +20,51 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::p2::DynPollable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// Bindings for the current contract, `gdal-mcp:risk@0.7.0` (`wit/risk.wit`). Its records
-/// serialise (serde) so that `super::additive` can adapt them to the frozen 0.6, 0.5, 0.4 and
-/// 0.3 records, which are the same records less the fields added since.
-pub mod current {
-    wasmtime::component::bindgen!({
-        world: "risk-domain",
-        path: "../wit/risk.wit",
-        additional_derives: [serde::Serialize, serde::Deserialize],
-    });
+/// A module of bindings for one version of the contract, whose records serialise (serde) so
+/// that `super::additive` can adapt the frozen versions' records to the current ones, which
+/// are the same records less the fields added since.
+macro_rules! serde_bindings {
+    ($(#[$doc:meta])* $name:ident, $path:tt) => {
+        $(#[$doc])*
+        pub mod $name {
+            wasmtime::component::bindgen!({
+                world: "risk-domain",
+                path: $path,
+                additional_derives: [serde::Serialize, serde::Deserialize],
+            });
+        }
+    };
 }
 
-/// Bindings for the frozen `gdal-mcp:risk@0.6.0` (`wit/v0.6/risk.wit`), so that components
-/// built against it keep loading; `super::additive` adapts their records.
-pub mod v0_6 {
-    wasmtime::component::bindgen!({
-        world: "risk-domain",
-        path: "../wit/v0.6/risk.wit",
-        additional_derives: [serde::Serialize, serde::Deserialize],
-    });
-}
-
-/// Bindings for the frozen `gdal-mcp:risk@0.5.0` (`wit/v0.5/risk.wit`), so that components
-/// built against it keep loading; `super::additive` adapts their records.
-pub mod v0_5 {
-    wasmtime::component::bindgen!({
-        world: "risk-domain",
-        path: "../wit/v0.5/risk.wit",
-        additional_derives: [serde::Serialize, serde::Deserialize],
-    });
-}
-
-/// Bindings for the frozen `gdal-mcp:risk@0.4.0` (`wit/v0.4/risk.wit`), so that components
-/// built against it keep loading; `super::additive` adapts their records.
-pub mod v0_4 {
-    wasmtime::component::bindgen!({
-        world: "risk-domain",
-        path: "../wit/v0.4/risk.wit",
-        additional_derives: [serde::Serialize, serde::Deserialize],
-    });
-}
-
-/// Bindings for the frozen `gdal-mcp:risk@0.3.0` (`wit/v0.3/risk.wit`), so that components
-/// built against it keep loading; `super::additive` adapts their records.
-pub mod v0_3 {
-    wasmtime::component::bindgen!({
-        world: "risk-domain",
-        path: "../wit/v0.3/risk.wit",
-        additional_derives: [serde::Serialize, serde::Deserialize],
-    });
-}
+serde_bindings!(
+    /// Bindings for the current contract, `gdal-mcp:risk@0.7.0` (`wit/risk.wit`).
+    current,
+    "../wit/risk.wit"
+);
+serde_bindings!(
+    /// Bindings for the frozen `gdal-mcp:risk@0.6.0`, so that components built against it
+    /// keep loading.
+    v0_6,
+    "../wit/v0.6/risk.wit"
+);
+serde_bindings!(
+    /// Bindings for the frozen `gdal-mcp:risk@0.5.0`, so that components built against it
+    /// keep loading.
+    v0_5,
+    "../wit/v0.5/risk.wit"
+);
+serde_bindings!(
+    /// Bindings for the frozen `gdal-mcp:risk@0.4.0`, so that components built against it
+    /// keep loading.
+    v0_4,
+    "../wit/v0.4/risk.wit"
+);
+serde_bindings!(
+    /// Bindings for the frozen `gdal-mcp:risk@0.3.0`, so that components built against it
+    /// keep loading.
+    v0_3,
+    "../wit/v0.3/risk.wit"
+);
 
 /// Bindings for the frozen `gdal-mcp:risk@0.2.0` (`wit/v0.2/risk.wit`), so that components
 /// built against it keep loading; `super::legacy` adapts their records.

@@ -38,16 +38,16 @@
 //! per-user key and bound to this store) carries the bindings, an expiry and a nonce, spent
 //! once ([`Approvals::spend`]) when the retry is answered (2026-07-28).
 
-use super::journal::{open_beneath, Lock};
+use super::journal::{open_beneath, read_line_within, Bounded, Lock};
 use super::key::{canonical_json, sha256_hex};
 use super::ledger::{last_line_within, seq_of, sha256_hex_bytes, GENESIS};
-use super::seal::{Kind, Seal};
+use super::seal::{self, Kind, Seal};
 use rmcp::model::{RequestStateCodec, RequestStateError, SealOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, Read, Seek, Write};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -451,18 +451,13 @@ impl Approvals {
             }
         };
         loop {
-            line.clear();
-            let n = (&mut reader)
-                .take((MAX_LINE_BYTES + 2) as u64)
-                .read_until(b'\n', &mut line)
-                .map_err(|e| self.io(e))?;
-            if n == 0 {
+            let read =
+                read_line_within(&mut reader, &mut line, MAX_LINE_BYTES).map_err(|e| self.io(e))?;
+            if read == Bounded::End {
                 break;
             }
             number += 1;
-            if line.last() == Some(&b'\n') {
-                line.pop();
-            } else if line.len() > MAX_LINE_BYTES {
+            if read == Bounded::TooLong {
                 return Err(self.broken(
                     number,
                     format!("longer than any line ({MAX_LINE_BYTES} bytes)"),
@@ -833,22 +828,9 @@ impl Approvals {
     }
 }
 
-/// 16 random bytes in hex (`/dev/urandom`; the clock and the process without it).
+/// 16 random bytes in hex.
 fn nonce() -> String {
-    let mut bytes = [0u8; 16];
-    let filled = std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .is_ok();
-    if !filled {
-        let seed = format!(
-            "{:?} {} {:p}",
-            std::time::SystemTime::now(),
-            std::process::id(),
-            &bytes
-        );
-        return sha256_hex(&seed)[..32].to_string();
-    }
-    hex::encode(bytes)
+    hex::encode(seal::random_bytes::<16>())
 }
 
 /// The form's fields: a decision (approve or decline) and an optional note. A client may

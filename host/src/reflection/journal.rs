@@ -213,26 +213,34 @@ impl Journal {
 
     /// Whether a line was appended for `key`.
     pub fn contains(&self, key: &str) -> bool {
-        let mut file = match self.open(false) {
-            Ok(file) => file,
-            Err(e) => {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %self.path.display(), "journal not read: {e}");
-                }
-                return false;
-            }
-        };
-        let Ok(mut state) = self.state.lock() else {
-            return false;
-        };
-        if let Err(e) = self.follow(&mut file, &mut state) {
-            tracing::warn!(path = %self.path.display(), "journal not indexed: {e}");
-        }
-        state.offsets.contains_key(key)
+        self.followed()
+            .is_some_and(|(_, state)| state.offsets.contains_key(key))
     }
 
     /// The last line appended for `key` whose MAC verifies, without its MAC, if any.
     pub fn get(&self, key: &str) -> Option<String> {
+        let (mut file, state) = self.followed()?;
+        let offset = *state.offsets.get(key)?.last()?;
+        drop(state);
+        self.verified_at(&mut file, offset)
+    }
+
+    /// Every line appended for `key` whose MAC verifies, without its MAC, oldest first.
+    pub fn get_all(&self, key: &str) -> Vec<String> {
+        let Some((mut file, state)) = self.followed() else {
+            return Vec::new();
+        };
+        let offsets = state.offsets.get(key).cloned().unwrap_or_default();
+        drop(state);
+        offsets
+            .into_iter()
+            .filter_map(|offset| self.verified_at(&mut file, offset))
+            .collect()
+    }
+
+    /// The journal opened for reading, and its index locked and brought up to the file's
+    /// tail; `None` when there is no journal yet, or it cannot be opened (logged).
+    fn followed(&self) -> Option<(std::fs::File, std::sync::MutexGuard<'_, Indexed>)> {
         let mut file = match self.open(false) {
             Ok(file) => file,
             Err(e) => {
@@ -246,10 +254,13 @@ impl Journal {
         if let Err(e) = self.follow(&mut file, &mut state) {
             tracing::warn!(path = %self.path.display(), "journal not indexed: {e}");
         }
-        let offset = *state.offsets.get(key)?.last()?;
-        drop(state);
-        let line = read_line_at(&mut file, offset).ok()?;
-        // Again: the file may have been rewritten in place since it was indexed.
+        Some((file, state))
+    }
+
+    /// The line indexed at `offset`, without its MAC, if it can be read and its MAC verifies
+    /// again: the file may have been rewritten in place since it was indexed.
+    fn verified_at(&self, file: &mut std::fs::File, offset: u64) -> Option<String> {
+        let line = read_line_at(file, offset).ok()?;
         let opened = self
             .seal
             .open_line(self.kind, &line)
@@ -261,42 +272,6 @@ impl Journal {
             );
         }
         opened
-    }
-
-    /// Every line appended for `key` whose MAC verifies, without its MAC, oldest first.
-    pub fn get_all(&self, key: &str) -> Vec<String> {
-        let mut file = match self.open(false) {
-            Ok(file) => file,
-            Err(e) => {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(path = %self.path.display(), "journal not read: {e}");
-                }
-                return Vec::new();
-            }
-        };
-        let Ok(mut state) = self.state.lock() else {
-            return Vec::new();
-        };
-        if let Err(e) = self.follow(&mut file, &mut state) {
-            tracing::warn!(path = %self.path.display(), "journal not indexed: {e}");
-        }
-        let offsets = state.offsets.get(key).cloned().unwrap_or_default();
-        drop(state);
-        let mut lines = Vec::with_capacity(offsets.len());
-        for offset in offsets {
-            let Ok(line) = read_line_at(&mut file, offset) else {
-                continue;
-            };
-            // Again: the file may have been rewritten in place since it was indexed.
-            match self.seal.open_line(self.kind, &line) {
-                Some(opened) => lines.push(opened.into_owned()),
-                None => tracing::warn!(
-                    path = %self.path.display(),
-                    "a line changed since it was indexed and no longer verifies; ignored"
-                ),
-            }
-        }
-        lines
     }
 
     /// Index the lines appended since the last call.
@@ -377,6 +352,38 @@ pub struct Scan {
     pub unsealed: usize,
     /// The first 20 of them (1-based).
     pub first_unsealed: Vec<usize>,
+}
+
+/// What [`read_line_within`] read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bounded {
+    /// A line (the last one may lack its newline).
+    Line,
+    /// A line longer than the bound: what was read of it is not a line.
+    TooLong,
+    /// The end of the file.
+    End,
+}
+
+/// Read the next line of a chained journal into `line` (cleared first, the newline taken
+/// off), reading at most `max` bytes of it and its newline, so that a line without end is
+/// refused in bounded memory.
+pub fn read_line_within(
+    reader: &mut impl std::io::BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Bounded> {
+    use std::io::BufRead;
+    line.clear();
+    if reader.take((max + 2) as u64).read_until(b'\n', line)? == 0 {
+        return Ok(Bounded::End);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    } else if line.len() > max {
+        return Ok(Bounded::TooLong);
+    }
+    Ok(Bounded::Line)
 }
 
 /// Read a sealed journal once, as the server would open it, in constant memory: how many of

@@ -4,10 +4,9 @@
 //! server publishes (in refusals, tool input schemas and `schema://justification`), and
 //! [`validate`] enforces the same rules, reporting every problem at once as `{path, message}`.
 
-use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::borrow::Cow;
 
 use crate::domains::{EvidenceItem, FieldError};
 use std::collections::BTreeMap;
@@ -44,19 +43,7 @@ pub fn visible(s: &str) -> String {
 #[serde(transparent)]
 pub struct Text(pub String);
 
-impl JsonSchema for Text {
-    fn schema_name() -> Cow<'static, str> {
-        "Text".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "string", "minLength": 1 })
-    }
-}
+inline_json_schema!(Text, { "type": "string", "minLength": 1 });
 
 /// How sure the agent is of its choice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -21,11 +21,11 @@
 //! cannot; the gate's decision line is appended before the work runs (its failure refuses the
 //! call); the lineage lines after the run go through the file opened before it.
 
-use super::journal::{open_beneath, Lock};
+use super::journal::{open_beneath, read_line_within, Bounded, Lock};
 use super::seal::{Kind, Seal};
 use serde::Serialize;
 use serde_json::Value;
-use std::io::{BufRead, Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -306,18 +306,13 @@ pub fn verify(store_root: &Path, seal: &Seal) -> Result<Intact, Broken> {
     let mut line = Vec::with_capacity(4096);
     let mut number = 0usize;
     loop {
-        line.clear();
-        let n = (&mut reader)
-            .take((MAX_LINE_BYTES + 2) as u64)
-            .read_until(b'\n', &mut line)
+        let read = read_line_within(&mut reader, &mut line, MAX_LINE_BYTES)
             .map_err(|e| broken_at(number + 1, format!("cannot read: {e}")))?;
-        if n == 0 {
+        if read == Bounded::End {
             break;
         }
         number += 1;
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        } else if line.len() > MAX_LINE_BYTES {
+        if read == Bounded::TooLong {
             first_break.get_or_insert((
                 number,
                 format!("longer than any entry ({MAX_LINE_BYTES} bytes); verify stops here"),

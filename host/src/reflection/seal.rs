@@ -28,6 +28,28 @@ const MAC_FIELD: &str = ",\"mac\":\"";
 /// Length of `,"mac":"<64 hex>"}`.
 const SEALED_TAIL: usize = MAC_FIELD.len() + 64 + 2;
 
+/// `N` random bytes from `/dev/urandom`; without it, from the clock and the process (at most
+/// 32 of them, the rest zero), still never on disk: for keys that live only in this process
+/// and for nonces.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut bytes = [0u8; N];
+    let filled = std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .is_ok();
+    if !filled {
+        let seed = format!(
+            "{:?} {} {:p}",
+            std::time::SystemTime::now(),
+            std::process::id(),
+            &bytes
+        );
+        for (byte, digest) in bytes.iter_mut().zip(Sha256::digest(seed.as_bytes())) {
+            *byte = digest;
+        }
+    }
+    bytes
+}
+
 /// What a sealed line is (its MAC is computed under this label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -238,22 +260,8 @@ impl Seal {
     /// used: records it writes verify only while it runs, and every earlier record is
     /// unknown, which is the strict side).
     pub fn ephemeral() -> Self {
-        let mut key = [0u8; KEY_BYTES];
-        let filled = std::fs::File::open("/dev/urandom")
-            .and_then(|mut random| random.read_exact(&mut key))
-            .is_ok();
-        if !filled {
-            // No /dev/urandom: a key from the clock and the process, still never on disk.
-            let seed = format!(
-                "{:?} {} {:p}",
-                std::time::SystemTime::now(),
-                std::process::id(),
-                &key
-            );
-            key.copy_from_slice(&Sha256::digest(seed.as_bytes()));
-        }
         Self {
-            key,
+            key: random_bytes(),
             origin: "in memory".to_string(),
         }
     }

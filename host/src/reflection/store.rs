@@ -11,6 +11,8 @@
 
 use super::justification::{self, Justification};
 use super::key::{canonical_json, decision_key, key_hex, sha256_hex};
+use super::ledger::LedgerError;
+use super::lineage::LineageError;
 use super::stamp::{self, FileStamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -109,33 +111,29 @@ pub enum StoreError {
     Unusable { path: String, problem: String },
 }
 
-impl From<super::lineage::LineageError> for StoreError {
-    fn from(error: super::lineage::LineageError) -> Self {
+impl From<LineageError> for StoreError {
+    fn from(error: LineageError) -> Self {
         match error {
-            super::lineage::LineageError::Io { path, source } => StoreError::Unusable {
-                path,
-                problem: source.to_string(),
-            },
-            super::lineage::LineageError::Invalid { path, message } => StoreError::Unusable {
-                path,
-                problem: message,
-            },
+            LineageError::Io { path, source } => unusable(path, source),
+            LineageError::Invalid { path, message } => unusable(path, message),
         }
     }
 }
 
-impl From<super::ledger::LedgerError> for StoreError {
-    fn from(error: super::ledger::LedgerError) -> Self {
+impl From<LedgerError> for StoreError {
+    fn from(error: LedgerError) -> Self {
         match error {
-            super::ledger::LedgerError::Io { path, source } => StoreError::Unusable {
-                path,
-                problem: source.to_string(),
-            },
-            super::ledger::LedgerError::Invalid { path, message } => StoreError::Unusable {
-                path,
-                problem: message,
-            },
+            LedgerError::Io { path, source } => unusable(path, source),
+            LedgerError::Invalid { path, message } => unusable(path, message),
         }
+    }
+}
+
+/// The store file at `path` cannot be used, because of `problem`.
+fn unusable(path: String, problem: impl ToString) -> StoreError {
+    StoreError::Unusable {
+        path,
+        problem: problem.to_string(),
     }
 }
 

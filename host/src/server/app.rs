@@ -46,6 +46,12 @@ pub enum StartError {
     Policy(#[from] crate::reflection::policy::PolicyError),
 }
 
+/// Blocking work for one of the worker pools: run once, on a worker thread, to a value or a
+/// [`ToolError`].
+pub trait Job<T>: FnOnce() -> Result<T, ToolError> + Send + 'static {}
+
+impl<T, F: FnOnce() -> Result<T, ToolError> + Send + 'static> Job<T> for F {}
+
 /// Everything a running server shares between calls.
 pub struct App {
     pub config: ServerConfig,
@@ -179,41 +185,25 @@ impl App {
 
     /// Run a GDAL job on a blocking worker (one dataset handle per job), at most
     /// [`GDAL_WORKERS`] at once.
-    pub async fn gdal<T, F>(&self, job: F) -> Result<T, ToolError>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-    {
+    pub async fn gdal<T: Send + 'static>(&self, job: impl Job<T>) -> Result<T, ToolError> {
         run_gdal(&self.gdal_slots, "GDAL", job).await
     }
 
     /// Run a read-only GDAL job on the read-only tools' own slots.
-    pub async fn gdal_read<T, F>(&self, job: F) -> Result<T, ToolError>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-    {
+    pub async fn gdal_read<T: Send + 'static>(&self, job: impl Job<T>) -> Result<T, ToolError> {
         run_gdal(&self.read_slots, READ_POOL, job).await
     }
 
     /// Run plugin work (the gate, `validate`, `render-prompt`) on a blocking worker, at most
     /// [`PLUGIN_WORKERS`] at once. Every plugin call inside is bounded by the sandbox's own
     /// deadline, so a slot is always given back.
-    pub async fn plugins<T, F>(&self, job: F) -> Result<T, ToolError>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-    {
+    pub async fn plugins<T: Send + 'static>(&self, job: impl Job<T>) -> Result<T, ToolError> {
         run_bounded(&self.plugin_slots, "plugin", job).await
     }
 
     /// Run a hashing job (`provenance_report`) on a blocking worker, at most [`HASH_WORKERS`]
     /// at once, apart from the GDAL and read-only slots.
-    pub async fn hashing<T, F>(&self, job: F) -> Result<T, ToolError>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-    {
+    pub async fn hashing<T: Send + 'static>(&self, job: impl Job<T>) -> Result<T, ToolError> {
         run_bounded(&self.hash_slots, "hashing", job).await
     }
 
@@ -334,11 +324,11 @@ const READ_POOL: &str = "read-only GDAL";
 /// aside (its slot is forgotten if it ever finishes). A pool with
 /// `gdal::deadline::max_abandoned()` workers set aside refuses new calls. The deadline is
 /// watched by a task of its own, so it holds even when the caller stops waiting.
-async fn run_gdal<T, F>(slots: &Arc<Semaphore>, pool: &'static str, job: F) -> Result<T, ToolError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-{
+async fn run_gdal<T: Send + 'static>(
+    slots: &Arc<Semaphore>,
+    pool: &'static str,
+    job: impl Job<T>,
+) -> Result<T, ToolError> {
     use crate::gdal::policy::deadline;
     let stuck = deadline::abandoned_in(pool);
     if stuck >= deadline::max_abandoned() {
@@ -417,11 +407,11 @@ where
         .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?
 }
 
-async fn run_bounded<T, F>(slots: &Arc<Semaphore>, pool: &str, job: F) -> Result<T, ToolError>
-where
-    T: Send + 'static,
-    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
-{
+async fn run_bounded<T: Send + 'static>(
+    slots: &Arc<Semaphore>,
+    pool: &str,
+    job: impl Job<T>,
+) -> Result<T, ToolError> {
     let permit = slots
         .clone()
         .acquire_owned()

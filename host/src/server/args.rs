@@ -9,11 +9,10 @@
 //! refusal, by domain id.
 
 use super::error::ToolError;
-use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// Parse arguments, naming the offending JSON path on failure.
@@ -32,6 +31,16 @@ pub fn parse<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, To
     })
 }
 
+/// A `bands` argument (1-based band numbers; absent: all) as the runners take it: empty for
+/// all.
+pub fn band_numbers(bands: Option<Vec<u32>>) -> Vec<usize> {
+    bands
+        .unwrap_or_default()
+        .into_iter()
+        .map(|b| b as usize)
+        .collect()
+}
+
 /// Justifications supplied inline on a retry, by domain id. Validated by the gate against
 /// `schema://justification` and the domain's own checks, so the input schema only names the
 /// shape instead of repeating the full schema in every gated tool.
@@ -39,23 +48,11 @@ pub fn parse<T: DeserializeOwned>(tool: &str, arguments: &Value) -> Result<T, To
 #[serde(transparent)]
 pub struct Justifications(pub BTreeMap<String, Value>);
 
-impl JsonSchema for Justifications {
-    fn schema_name() -> Cow<'static, str> {
-        "Justifications".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "Retry only: {\"<domain>\": {...}} per the refusal.",
-            "additionalProperties": {"type": "object"}
-        })
-    }
-}
+inline_json_schema!(Justifications, {
+    "type": "object",
+    "description": "Retry only: {\"<domain>\": {...}} per the refusal.",
+    "additionalProperties": {"type": "object"}
+});
 
 /// GDAL resampling methods (gdalwarp `-r`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]

@@ -22,10 +22,9 @@ use crate::server::error::ToolError;
 use crate::server::gated::{self, Computed, Gathered};
 use crate::server::tool::{handler, Effect, Family, Schemas, ToolSpec};
 use gdal::vector::LayerAccess;
-use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -87,26 +86,14 @@ impl Factor {
     }
 }
 
-/// Published as an array so that the input schema stays portable (no `anyOf`); a bare integer
-/// is still accepted.
-impl JsonSchema for Factor {
-    fn schema_name() -> Cow<'static, str> {
-        "Factor".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "array",
-            "items": {"type": "integer", "minimum": 1},
-            "minItems": 1,
-            "maxItems": 2
-        })
-    }
-}
+// Published as an array so that the input schema stays portable (no `anyOf`); a bare integer
+// is still accepted.
+inline_json_schema!(Factor, {
+    "type": "array",
+    "items": {"type": "integer", "minimum": 1},
+    "minItems": 1,
+    "maxItems": 2
+});
 
 /// Arguments of `raster_aggregate`.
 #[derive(Debug, Deserialize, JsonSchema)]

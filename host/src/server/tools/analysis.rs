@@ -101,10 +101,9 @@ pub async fn measure(call: Call) -> Result<Value, ToolError> {
         three_d: args.z,
         list_features: args.features.unwrap_or(true),
     };
-    let justifications = args.justification.clone();
     gated::run(
         &call,
-        justifications,
+        args.justification,
         move || {
             let dataset = vector::open("input", &input)?;
             let mut dataset_facts = facts::from_dataset("input", &input, &dataset)?;

@@ -4,7 +4,7 @@
 
 use crate::gdal::raster::sample::{self, Points, SampleOutput, SampleRequest};
 use crate::gdal::vector::query::{self, Measure, QueryOutput, QueryRequest};
-use crate::server::args::parse;
+use crate::server::args::{band_numbers, parse};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated;
@@ -91,12 +91,7 @@ pub async fn raster_sample(call: Call) -> Result<Value, ToolError> {
     let input = call.input_path("input", &args.input)?;
     let request = SampleRequest {
         points,
-        bands: args
-            .bands
-            .unwrap_or_default()
-            .into_iter()
-            .map(|b| b as usize)
-            .collect(),
+        bands: band_numbers(args.bands),
     };
     let policy = call.app.gate.policy().cloned();
     gated::read_only(&call, move || -> Result<SampleOutput, ToolError> {

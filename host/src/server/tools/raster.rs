@@ -18,8 +18,8 @@ use crate::gdal::raster::warp::WarpRequest;
 use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType, Justifications,
-    OverviewResampling, WarpResampling,
+    band_numbers, check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType,
+    Justifications, OverviewResampling, WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -165,12 +165,7 @@ pub async fn statistics(call: Call) -> Result<Value, ToolError> {
     }
     let input = call.input_path("input", &args.input)?;
     let request = stats::StatsRequest {
-        bands: args
-            .bands
-            .unwrap_or_default()
-            .into_iter()
-            .map(|b| b as usize)
-            .collect(),
+        bands: band_numbers(args.bands),
         percentiles,
         nodata: args.nodata,
         histogram_bins: bins,
