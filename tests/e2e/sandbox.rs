@@ -110,6 +110,46 @@ async fn a_file_that_is_not_a_component_stops_startup_with_a_clear_error() -> an
     Ok(())
 }
 
+/// Attack round 10, R10-12: a `--plugins` folder inside the workspace was accepted, a tool
+/// (`raster_convert` to ENVI) wrote `plugins/zz.wasm` there, and the next start loaded it (or,
+/// with junk bytes, could not start at all). Such a folder stops the start, naming both; the
+/// same pack in a folder of its own starts (the twin).
+#[tokio::test]
+async fn r10_12_a_plugin_folder_inside_a_workspace_stops_the_start() -> anyhow::Result<()> {
+    let workspace = tempfile::tempdir()?;
+    let inside = workspace.path().join("plugins");
+    std::fs::create_dir(&inside)?;
+    let outside = tempfile::tempdir()?;
+    for dir in [&inside, &outside.path().to_path_buf()] {
+        std::fs::copy(plugin_component("legacy_v06"), dir.join("legacy_v06.wasm"))?;
+    }
+    let start = |plugins: &std::path::Path| -> anyhow::Result<std::process::Output> {
+        Ok(std::process::Command::new(gdal_mcp_tests::binary()?)
+            .arg("serve")
+            .arg("--workspace")
+            .arg(workspace.path())
+            .arg("--cache-dir")
+            .arg(gdal_mcp_tests::shared_cache())
+            .arg("--plugins")
+            .arg(plugins)
+            .stdin(std::process::Stdio::null())
+            .output()?)
+    };
+    let refused = start(&inside)?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "started: {stderr}");
+    assert!(
+        stderr.contains("lies inside the workspace") && stderr.contains("plugins"),
+        "{stderr}"
+    );
+    // The twin: the same component outside the workspace loads, and the server runs until
+    // its stdin closes.
+    let started = start(outside.path())?;
+    let stderr = String::from_utf8_lossy(&started.stderr);
+    assert!(started.status.success(), "{stderr}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn domains_command_lists_builtin_and_dropped_in_domains() -> anyhow::Result<()> {
     let plugins = tempfile::tempdir()?;

@@ -399,7 +399,11 @@ pub struct Facts {
     pub ballpark: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub planar_scale_error_pct: Option<f64>,
-    pub cells: f64,
+    /// `None` on a call that reads no raster: a fact the call does not have matches no
+    /// condition (attack round 10, R10-5: the empty sum, -0.0, matched `at_most` on every
+    /// vector call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cells: Option<f64>,
     pub categorical_input: bool,
     pub upstream_interpolation: bool,
 }
@@ -429,7 +433,7 @@ impl Facts {
                 .iter()
                 .filter_map(|d| d.raster.as_ref())
                 .map(|r| f64::from(r.width) * f64::from(r.height))
-                .sum(),
+                .reduce(|a, b| a + b),
             categorical_input: call
                 .datasets
                 .iter()
@@ -449,7 +453,7 @@ impl Facts {
         match name {
             "accuracy_m" => self.accuracy_m,
             "planar_scale_error_pct" => self.planar_scale_error_pct,
-            "cells" => Some(self.cells),
+            "cells" => self.cells,
             _ => None,
         }
     }
@@ -1252,6 +1256,63 @@ outcome = "proceed"
         let advisory = trigger(Severity::Advisory, &["mixed_geometries"]);
         let r = policy.rule_on("vector_measure", "measurement", &advisory, &one);
         assert_eq!(r.outcome, Outcome::Warn);
+    }
+
+    /// Attack round 10, R10-5: `cells` was the empty sum (-0.0) on a call that reads no
+    /// raster, so `cells = { at_most = 100 }` refused a plain `vector_reproject` of a point.
+    /// A call without rasters has no `cells` fact and matches no condition on it; a raster of
+    /// 10,000 cells does not match `at_most = 100` and one of 50 does.
+    #[test]
+    fn r10_5_cells_is_absent_on_calls_without_rasters() {
+        let policy = Policy::parse(
+            "[[rule]]\nid = \"small rasters\"\nfacts = { cells = { at_most = 100 } }\noutcome = \"refuse\"\n",
+            "p.toml",
+            &vocabulary(),
+        )
+        .unwrap();
+        let finding = trigger(Severity::Required, &["crs_change"]);
+        let call = |cells: Vec<(u32, u32)>| {
+            let datasets = cells
+                .into_iter()
+                .map(|(width, height)| crate::gdal::facts::DatasetFacts {
+                    role: "input".to_string(),
+                    path: "r.tif".to_string(),
+                    driver: "GTiff".to_string(),
+                    crs: None,
+                    raster: Some(crate::gdal::facts::RasterFacts {
+                        width,
+                        height,
+                        ..Default::default()
+                    }),
+                    vector: None,
+                })
+                .collect();
+            Facts::of(&CallFacts {
+                tool: "raster_reproject".to_string(),
+                arguments: json!({}),
+                datasets,
+                target_crs: None,
+                transformation: None,
+                upstream: Vec::new(),
+                measurement: None,
+                output: None,
+                grids: None,
+            })
+        };
+        let none = call(Vec::new());
+        assert_eq!(none.cells, None);
+        let r = policy.rule_on("vector_reproject", "crs_datum", &finding, &none);
+        assert_eq!((r.outcome, r.rule), (Outcome::Justify, None));
+        let large = call(vec![(100, 100)]);
+        assert_eq!(large.cells, Some(10_000.0));
+        let r = policy.rule_on("raster_reproject", "crs_datum", &finding, &large);
+        assert_eq!((r.outcome, r.rule), (Outcome::Justify, None));
+        let small = call(vec![(5, 5), (5, 5)]);
+        let r = policy.rule_on("raster_reproject", "crs_datum", &finding, &small);
+        assert_eq!(
+            (r.outcome, r.rule.as_deref()),
+            (Outcome::Refuse, Some("small rasters"))
+        );
     }
 
     /// The confidence floor (issue 20, item 4): a finding the domain is less sure of than the

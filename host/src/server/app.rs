@@ -44,6 +44,32 @@ pub enum StartError {
     Key(#[from] crate::reflection::seal::SealError),
     #[error(transparent)]
     Policy(#[from] crate::reflection::policy::PolicyError),
+    /// A `--plugins` folder a tool could write into: the next start would load what the agent
+    /// put there (attack round 10, R10-12).
+    #[error(
+        "--plugins {dir}: lies inside the workspace {workspace}, where tools write; the next \
+         start would load any component written there. Keep plugin folders outside every \
+         workspace and the store"
+    )]
+    PluginsInWorkspace { dir: String, workspace: String },
+}
+
+/// Refuse a plugin folder inside a workspace or the store (both writable by tool calls or by
+/// whoever filled the workspace): a domain pack is trusted code of the operator's.
+fn check_plugin_dirs(dirs: &[PathBuf], writable: &[PathBuf]) -> Result<(), StartError> {
+    for dir in dirs {
+        let resolved = dir.canonicalize().unwrap_or_else(|_| absolute(dir));
+        for root in writable {
+            let root_resolved = root.canonicalize().unwrap_or_else(|_| absolute(root));
+            if resolved.starts_with(&root_resolved) {
+                return Err(StartError::PluginsInWorkspace {
+                    dir: dir.display().to_string(),
+                    workspace: root.display().to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Blocking work for one of the worker pools: run once, on a worker thread, to a value or a
@@ -118,6 +144,9 @@ impl App {
         for root in workspaces.roots() {
             sweep_stale_staging(root, 2);
         }
+        let mut writable = workspaces.roots().to_vec();
+        writable.extend(config.store.iter().cloned());
+        check_plugin_dirs(&config.plugin_dirs, &writable)?;
         let registry = Registry::load(
             &config.plugin_dirs,
             config.cache_dir.clone(),

@@ -142,7 +142,7 @@ fn refuse_by_policy(
     let facts = Facts {
         accuracy_m: transformation.used.accuracy_metres,
         ballpark: Some(true),
-        cells: output.width as f64 * output.height as f64,
+        cells: Some(output.width as f64 * output.height as f64),
         ..Facts::default()
     };
     let ruling = policy.rule_on("raster_sample", "crs_datum", &trigger, &facts);
