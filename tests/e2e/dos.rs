@@ -999,3 +999,41 @@ fn a_gated_calls_input_hashing_stops_when_cancelled() {
         assert!(!workspace.path().join(format!("out{id}.tif")).exists());
     }
 }
+
+/// Attack round 10, R10-14: arguments were parsed before a call waited for one of its slots,
+/// and nothing bounded how many waited: six pending calls of 15.6 MB held 1.0 GB. A call whose
+/// arguments pass 1 MiB is refused at once, naming the size and what to do, before it waits;
+/// the server answers the next call. The twin: 1,000,000 characters of `input` (an argument
+/// the server must echo capped, `errors_cap_the_caller_text_they_echo`) still reach the tool.
+#[tokio::test]
+async fn r10_14_arguments_over_a_mebibyte_are_refused_before_they_wait() {
+    let server = start_with_data(&[], &["dem.tif"]).await;
+    let huge = "x".repeat(2 << 20);
+    let result = server
+        .call(
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "o.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "bilinear", "justification": {"intent": huge}}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&result));
+    let message = text(&result);
+    assert!(
+        message.contains("a call may take at most 1048576") && message.len() < 20_000,
+        "{}",
+        &message[..message.len().min(600)]
+    );
+    assert!(!server.path("o.tif").exists());
+    let twin = server
+        .call("raster_info", json!({"input": "q".repeat(1_000_000)}))
+        .await
+        .unwrap();
+    assert!(is_error(&twin));
+    assert!(!text(&twin).contains("a call may take"), "{}", text(&twin));
+    let info = server
+        .call("raster_info", json!({"input": "dem.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+}

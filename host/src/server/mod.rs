@@ -89,6 +89,28 @@ pub const ECHO_KEPT: usize = 120;
 /// An error message longer than this is cut, whatever made it long.
 pub const MAX_ERROR_CHARS: usize = 16 << 10;
 
+/// The most a tool call's arguments may hold (the bytes of their strings and keys, plus a few
+/// per value): paths, CRS texts, an expression, up to 1,000 points and a justification take
+/// far less. A larger call is refused before it waits for a slot, so calls queued behind busy
+/// slots cannot hold their parsed arguments without bound (attack round 10, R10-14: six
+/// pending 15.6 MB calls held 1.0 GB).
+pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
+
+/// The size of `arguments` as [`MAX_ARGUMENT_BYTES`] counts it.
+pub fn argument_bytes(arguments: &Value) -> usize {
+    match arguments {
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| argument_bytes(v) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + argument_bytes(v))
+                .sum::<usize>()
+        }
+        _ => 8,
+    }
+}
+
 /// Every string value and object key of `arguments` longer than [`ECHO_MAX`] characters: the
 /// caller's texts an error may echo.
 pub fn long_texts(arguments: &Value) -> Vec<String> {
@@ -350,6 +372,15 @@ impl ServerHandler for GdalMcp {
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let echoes = long_texts(&arguments);
+        let size = argument_bytes(&arguments);
+        if size > MAX_ARGUMENT_BYTES {
+            let error = ToolError::Arguments(format!(
+                "the arguments take {size} bytes; a call may take at most {MAX_ARGUMENT_BYTES}. \
+                 Pass data in files inside a workspace (a table for points_from_table, a vector \
+                 file for many points) rather than inline"
+            ));
+            return Ok(error_result_echoing(error, &echoes).into());
+        }
         let _slot = match spec.effect {
             tool::Effect::ReadOnly => None,
             _ => self.app.call_slot().await,
