@@ -5270,3 +5270,88 @@ async fn r8_7_a_kml_tree_is_budgeted_before_the_open() {
     }
     still_serves(&server).await;
 }
+
+/// A GeoJSON FeatureCollection of one feature, a MultiPoint of `pairs` `[0,0]` pairs.
+fn geojson_multipoint(pairs: usize) -> String {
+    format!(
+        r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{{}},"geometry":{{"type":"MultiPoint","coordinates":[{}]}}}}]}}"#,
+        vec!["[0,0]"; pairs].join(",")
+    )
+}
+
+/// Regression, issue 21 attack round 9, R9-11: one GeoJSON feature, a MultiPoint of 1.19 M
+/// pairs (7.1 MB of text), took a read-only `vector_info` to 806 MB in GDAL's json-c tree,
+/// outside every budget. The tree is estimated before the open: above
+/// `GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES` (default 512 MiB) the file is refused naming the
+/// largest feature, the figure and the variable; below it the estimate is taken from the
+/// shared memory budget (here 32 MiB: a lone 120,000-pair feature, read whole, estimated at
+/// about 65 MB, is refused as memory). Clean twins: a collection of 60,000 small features
+/// (a collection is read feature by feature), a small lone feature.
+#[tokio::test]
+async fn r9_11_a_geojson_tree_is_budgeted_before_the_open() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".into(),
+                (32u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    std::fs::write(server.path("mp7.geojson"), geojson_multipoint(1_190_000)).unwrap();
+    let refused = server
+        .call("vector_info", json!({"input": "mp7.geojson"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("largest feature")
+            && text(&refused).contains("GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // A lone feature (read whole), under the JSON budget, over this server's memory budget.
+    let lone = format!(
+        r#"{{"type":"Feature","properties":{{}},"geometry":{{"type":"MultiPoint","coordinates":[{}]}}}}"#,
+        vec!["[0,0]"; 120_000].join(",")
+    );
+    std::fs::write(server.path("lone.json"), lone).unwrap();
+    let refused = server
+        .call("vector_info", json!({"input": "lone.json"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("GDAL_MCP_MEMORY_BUDGET_BYTES"),
+        "{}",
+        text(&refused)
+    );
+    // The clean twins: 60,000 small features (about 6 MB), and a lone feature of 2,000 pairs.
+    let feature = r#"{"type":"Feature","properties":{"id":1,"name":"a point"},"geometry":{"type":"Point","coordinates":[13.4,52.5]}}"#;
+    std::fs::write(
+        server.path("many.geojson"),
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+            vec![feature; 60_000].join(",\n")
+        ),
+    )
+    .unwrap();
+    std::fs::write(server.path("small.geojson"), geojson_multipoint(2_000)).unwrap();
+    for (name, count) in [("many.geojson", "60000"), ("small.geojson", "1")] {
+        let info = server
+            .call("vector_info", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&info), "{name}: {}", text(&info));
+        assert!(
+            structured(&info)["layers"][0]["feature_count"] == json!(count.parse::<u64>().unwrap()),
+            "{name}: {}",
+            text(&info)
+        );
+    }
+    still_serves(&server).await;
+}

@@ -336,3 +336,227 @@ async fn raster_composite_of_unlike_grids_needs_a_resampling_method() {
         (Some(111), Some(111))
     );
 }
+
+/// Every statistic of `raster_aggregate` over the valid cells of each block of `rows` (nodata
+/// -9999), block by block, by its definition: the quantiles (`med`, `q1`, `q3`) are the valid
+/// cell at rank ceil(q * n) of the n sorted, as gdalwarp takes them on whole blocks; `mode` is
+/// only asked of fixtures whose blocks have one most frequent value.
+fn block_statistic(rows: &[Vec<f32>], factor: usize, statistic: &str) -> Vec<f64> {
+    let (height, width) = (rows.len(), rows[0].len());
+    let mut out = Vec::new();
+    for by in (0..height).step_by(factor) {
+        for bx in (0..width).step_by(factor) {
+            let mut cells: Vec<f64> = (by..(by + factor).min(height))
+                .flat_map(|y| (bx..(bx + factor).min(width)).map(move |x| rows[y][x] as f64))
+                .filter(|v| *v != -9999.0)
+                .collect();
+            cells.sort_by(f64::total_cmp);
+            let n = cells.len() as f64;
+            let rank = |q: f64| cells[((q * n).ceil() as usize).max(1) - 1];
+            out.push(match statistic {
+                "average" => cells.iter().sum::<f64>() / n,
+                "sum" => cells.iter().sum(),
+                "min" => cells[0],
+                "max" => cells[cells.len() - 1],
+                "rms" => (cells.iter().map(|v| v * v).sum::<f64>() / n).sqrt(),
+                "med" => rank(0.5),
+                "q1" => rank(0.25),
+                "q3" => rank(0.75),
+                "mode" => {
+                    let count = |v: f64| cells.iter().filter(|c| **c == v).count();
+                    let best = cells.iter().map(|v| count(*v)).max().unwrap();
+                    let modes: Vec<f64> = cells
+                        .iter()
+                        .copied()
+                        .filter(|v| count(*v) == best)
+                        .collect();
+                    assert!(
+                        modes.iter().all(|m| *m == modes[0]),
+                        "fixture: one mode a block"
+                    );
+                    modes[0]
+                }
+                other => panic!("{other}"),
+            });
+        }
+    }
+    out
+}
+
+const BLOCK_STATISTICS: [&str; 9] = [
+    "average", "sum", "min", "max", "mode", "med", "q1", "q3", "rms",
+];
+
+/// Regression (attack round 9, R9-8): a raster whose size is not a multiple of `factor` has
+/// partial blocks along its last row and column, and gdalwarp 3.6 weighs their last row or
+/// column as if it repeated up to the block's far side (`average` 23.4 for 23). A 7 x 5 raster
+/// by 3: every statistic of every block, partial ones included, is the value over exactly its
+/// own valid cells (nodata left out), and the commands reported replay it pixel for pixel.
+#[tokio::test]
+async fn r9_8_partial_edge_blocks_are_taken_over_their_own_cells() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // Blocks of 3 x 3: columns 0-2, 3-5, 6 (partial); rows 0-2, 3-4 (partial). Each block has
+    // one most frequent value (1, 6, 9 / 2, 13, 7); two nodata cells fall in partial blocks.
+    let rows: Vec<Vec<f32>> = vec![
+        vec![1.0, 1.0, 2.0, 5.0, 6.0, 6.0, 9.0],
+        vec![3.0, 1.0, 4.0, 6.0, 7.0, 8.0, 9.0],
+        vec![2.0, 5.0, 1.0, 6.0, 9.0, 10.0, 4.0],
+        vec![2.0, 2.0, 3.0, -9999.0, 11.0, 12.0, 7.0],
+        vec![8.0, 2.0, -9999.0, 13.0, 13.0, 14.0, 7.0],
+    ];
+    write_grid(&server.path("edge.tif"), &rows);
+    for statistic in BLOCK_STATISTICS {
+        let output = format!("edge_{statistic}.tif");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": "edge.tif", "output": output, "factor": [3],
+                   "statistic": statistic}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{statistic}: {}",
+            text(&done.result)
+        );
+        let out = structured(&done.result);
+        assert_eq!(out["report"]["partial_edge_blocks"], json!(true));
+        assert!(
+            out["report"]["edge_blocks"]
+                .as_str()
+                .is_some_and(|s| s.contains("padded to 9 x 6")),
+            "{}",
+            out["report"]
+        );
+        let got = read(&server.path(&output));
+        let expected = block_statistic(&rows, 3, statistic);
+        assert_eq!(got.len(), 6, "{statistic}: 3 x 2 blocks");
+        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
+            assert!(
+                (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                "{statistic} block {i}: {g} where its own cells give {e} ({got:?})"
+            );
+        }
+        let reference = server.path(&format!("ref_{output}"));
+        crate::oracle::replay(&out["commands"], &server.path(&output), &reference)
+            .expect("CLI replay");
+        crate::oracle::assert_pixel_identical(&server.path(&output), &reference)
+            .expect("pixel-identical to the CLI");
+    }
+    // gdalwarp alone on the raster (what the tool ran before): the partial blocks' average
+    // counts their last row again, (2+2+3 + 2 x (8+2)) / 7 = 3.857 for 17 / 5 = 3.4.
+    let status = std::process::Command::new("gdalwarp")
+        .args([
+            "-q", "-r", "average", "-ts", "3", "2", "-te", "0", "-20", "90", "40",
+        ])
+        .arg(server.path("edge.tif"))
+        .arg(server.path("raw_average.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let raw = read(&server.path("raw_average.tif"));
+    assert!((raw[3] - 27.0 / 7.0).abs() < 1e-5, "{raw:?}");
+    assert!((read(&server.path("edge_average.tif"))[3] - 3.4).abs() < 1e-5);
+}
+
+/// The clean twin of R9-8: a raster whose size is a multiple of `factor` is one gdalwarp run,
+/// byte for byte the file gdalwarp writes (and was written before the fix), every statistic.
+#[tokio::test]
+async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let rows: Vec<Vec<f32>> = (0..6)
+        .map(|r| (0..6).map(|c| ((r * 7 + c * 3) % 5) as f32).collect())
+        .collect();
+    write_grid(&server.path("whole.tif"), &rows);
+    for statistic in BLOCK_STATISTICS {
+        let output = format!("whole_{statistic}.tif");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": "whole.tif", "output": output, "factor": 3,
+                   "statistic": statistic}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{statistic}: {}",
+            text(&done.result)
+        );
+        let out = structured(&done.result);
+        assert_eq!(out["report"]["partial_edge_blocks"], json!(false));
+        assert!(out["report"].get("edge_blocks").is_none());
+        let commands = out["commands"].as_array().unwrap();
+        assert_eq!(commands.len(), 1, "{commands:?}");
+        assert_eq!(commands[0][0], json!("gdalwarp"));
+        // The command before the fix: no `-ovr NONE` (the raster has no overviews).
+        let reference = server.path(&format!("ref_{output}"));
+        let status = std::process::Command::new("gdalwarp")
+            .args(["-q", "-of", "GTiff", "-r", statistic, "-ts", "2", "2"])
+            .args(["-te", "0", "-20", "60", "40"])
+            .arg(server.path("whole.tif"))
+            .arg(&reference)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(
+            std::fs::read(server.path(&output)).unwrap(),
+            std::fs::read(&reference).unwrap(),
+            "{statistic}: not the bytes gdalwarp writes"
+        );
+        let expected = block_statistic(&rows, 3, statistic);
+        if statistic != "mode" {
+            let got = read(&server.path(&output));
+            for (g, e) in got.iter().zip(&expected) {
+                assert!(
+                    (g - e).abs() <= 1e-5 * e.abs().max(1.0),
+                    "{statistic}: {got:?}"
+                );
+            }
+        }
+    }
+}
+
+/// Block aggregation reads the raster's own cells, never its overviews: gdalwarp by default
+/// reads the overview closest to the target resolution, so a raster with overviews built by
+/// `nearest` was "averaged" into the overview's samples. Twin: the same raster without
+/// overviews gives the same output.
+#[tokio::test]
+async fn r9_8_aggregate_reads_full_resolution_not_overviews() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let rows: Vec<Vec<f32>> = (0..16)
+        .map(|r| (0..16).map(|c| ((r * 5 + c * 3) % 9) as f32).collect())
+        .collect();
+    write_grid(&server.path("ovr.tif"), &rows);
+    write_grid(&server.path("plain.tif"), &rows);
+    let status = std::process::Command::new("gdaladdo")
+        .args(["-q", "-r", "nearest"])
+        .arg(server.path("ovr.tif"))
+        .args(["2", "4"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let expected = block_statistic(&rows, 4, "average");
+    for input in ["ovr.tif", "plain.tif"] {
+        let output = format!("avg_{input}");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": input, "output": output, "factor": 4, "statistic": "average"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let got = read(&server.path(&output));
+        for (g, e) in got.iter().zip(&expected) {
+            assert!((g - e).abs() < 1e-5, "{input}: {got:?} vs {expected:?}");
+        }
+    }
+}

@@ -96,35 +96,117 @@ impl WarpRequest {
     /// Run the warp into a staging folder and move the result into place.
     pub fn run(&self) -> Result<WarpOutcome, GdalError> {
         let source = crate::gdal::facts::open(&self.input)?;
+        self.run_from(&source, &self.gdalwarp_args())
+    }
+
+    /// `gdalwarp` with `args` from `source` (the input, or a copy of it) into the output.
+    fn run_from(&self, source: &gdal::Dataset, args: &[String]) -> Result<WarpOutcome, GdalError> {
         // gdalwarp reads the input through its whole blocks, or its overviews' (issue 21
         // attack round 4, B3).
         let _blocks = crate::gdal::policy::blocks::reserve(
             "the warp's input",
             &self.input,
-            &source,
+            source,
             &[],
             crate::gdal::policy::blocks::Reach::Any,
         )?;
-        let outcome = programs::run(
-            &Program::Warp,
-            &source,
-            &self.gdalwarp_args(),
-            &self.output,
-            |_| Ok(()),
-        )
-        .map_err(|e| match e {
-            GdalError::Failed { message, .. } => GdalError::Failed {
-                operation: format!("warping {}", self.input.display()),
-                message,
-            },
-            other => other,
-        })?;
+        let outcome = programs::run(&Program::Warp, source, args, &self.output, |_| Ok(()))
+            .map_err(|e| match e {
+                GdalError::Failed { message, .. } => GdalError::Failed {
+                    operation: format!("warping {}", self.input.display()),
+                    message,
+                },
+                other => other,
+            })?;
         Ok(WarpOutcome {
             files: outcome.files,
             warnings: outcome.warnings,
             written: outcome.written,
         })
     }
+
+    /// Run the warp as a block aggregation onto a grid whose cells are exact blocks of input
+    /// cells; `padded` is the input's size rounded up to whole blocks when the last ones pass
+    /// its edge. Returns the outcome and the equivalent command lines.
+    ///
+    /// * gdalwarp reads the full-resolution cells (`-ovr NONE`): by default it reads the
+    ///   overview closest to the target resolution, so a raster with overviews built by
+    ///   `nearest` was "averaged" into the overview's samples.
+    /// * With `padded`, gdalwarp reads a copy of the input padded to whole blocks, the padding
+    ///   masked out (`gdal_translate -of VRT -srcwin`, then `gdalwarp` from it). gdalwarp 3.6's
+    ///   reducing methods weigh the last row or column of a block that passes the raster's edge
+    ///   as if it repeated up to the block's far side: `average` of a partial block gave 23.4
+    ///   where its cells average 23, and `rms` drifts the same way (attack round 9, R9-8). Over
+    ///   the padded copy every block lies inside the source, and the padding is invalid by the
+    ///   rule gdalwarp already applies to the raster's own cells: the bands' nodata (the VRT
+    ///   fills uncovered cells with it), the source's own mask or alpha band (copied, padded
+    ///   with 0), or else a mask copied from a band without nodata (255 over the raster, 0
+    ///   beyond). Each partial block is then computed over exactly its own valid cells, by the
+    ///   same rules as a whole block, and the whole blocks are unchanged.
+    pub fn run_blocks(
+        &self,
+        padded: Option<(usize, usize)>,
+    ) -> Result<(WarpOutcome, Vec<Vec<String>>), GdalError> {
+        static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut args = self.gdalwarp_args();
+        args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        let source = crate::gdal::facts::open(&self.input)?;
+        let Some((width, height)) = padded else {
+            let outcome = self.run_from(&source, &args)?;
+            let command = Program::Warp.command_line(&args, &self.input, &self.output);
+            return Ok((outcome, vec![command]));
+        };
+        let mut pad = vec![
+            "-of".to_string(),
+            "VRT".to_string(),
+            "-srcwin".to_string(),
+            "0".to_string(),
+            "0".to_string(),
+            width.to_string(),
+            height.to_string(),
+        ];
+        if let Some(band) = padding_mask_band(&source) {
+            pad.extend(["-mask".to_string(), format!("mask,{band}")]);
+        }
+        let scratch = PathBuf::from(format!(
+            "{}warp-padded-{}-{}.vrt",
+            crate::gdal::policy::SCRATCH_PREFIX,
+            std::process::id(),
+            SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        // gdal_translate warns that the window passes the raster: that is the point.
+        let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &scratch)
+            .and_then(|_| crate::gdal::facts::open(&scratch))
+            .and_then(|copy| self.run_from(&copy, &args));
+        if let Ok(path) = crate::gdal::cstring(&scratch.to_string_lossy()) {
+            // SAFETY: unlinks an in-memory file this call created; the path is NUL-terminated.
+            unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
+        }
+        let outcome = outcome?;
+        let recipe = {
+            let mut name = self.output.file_name().unwrap_or_default().to_os_string();
+            name.push(".padded.vrt");
+            self.output.with_file_name(name)
+        };
+        let commands = vec![
+            Program::Translate.command_line(&pad, &self.input, &recipe),
+            Program::Warp.command_line(&args, &recipe, &self.output),
+        ];
+        Ok((outcome, commands))
+    }
+}
+
+/// The band whose mask a padded copy of `source` takes as its own ([`WarpRequest::run_blocks`]):
+/// none when the source already has a mask shared by its bands (an internal mask or an alpha
+/// band, which the copy pads with 0) or when every band has a nodata value (which the copy
+/// pads with); otherwise the first band without one, whose mask is 255 everywhere on the
+/// raster.
+fn padding_mask_band(source: &gdal::Dataset) -> Option<usize> {
+    let flags = |index: usize| source.rasterband(index).ok()?.mask_flags().ok();
+    if flags(1).is_none_or(|f| f.is_per_dataset()) {
+        return None;
+    }
+    (1..=source.raster_count()).find(|&index| flags(index).is_some_and(|f| f.is_all_valid()))
 }
 
 /// The output grid gdalwarp would choose by default for `dataset` (in `source_wkt`) warped to

@@ -4,7 +4,8 @@
 //! GDAL 3.6 has no zonal statistics and no per-pixel compositing across files, so those two
 //! run the host's own numeric core ([`crate::aggregation`]) over windows and row strips read
 //! with GDAL. Block aggregation is `gdalwarp` onto an exactly aligned coarser grid, which GDAL
-//! already does well (its statistics skip nodata).
+//! already does well (its statistics skip nodata), but for the blocks that pass the raster's
+//! edge, which it reads from a copy padded to whole blocks and masked beyond the edge.
 
 use super::RasterOutput;
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
@@ -42,11 +43,11 @@ pub enum BlockStatistic {
     Max,
     /// Most frequent value (for classes).
     Mode,
-    /// Median.
+    /// Median (gdalwarp's): the valid cell at rank ceil(n/2) of the n sorted, the lower middle.
     Med,
-    /// First quartile.
+    /// First quartile: the valid cell at rank ceil(n/4) of the n sorted.
     Q1,
-    /// Third quartile.
+    /// Third quartile: the valid cell at rank ceil(3n/4) of the n sorted.
     Q3,
     /// Root mean square.
     Rms,
@@ -175,7 +176,8 @@ pub const RASTER_AGGREGATE: ToolSpec = ToolSpec {
     handler: handler!(aggregate),
 };
 
-/// `raster_aggregate`: gdalwarp onto the grid whose cells are exactly `factor` input cells.
+/// `raster_aggregate`: gdalwarp onto the grid whose cells are exactly `factor` input cells
+/// (from the input padded to whole blocks when the last ones pass its edge, R9-8).
 pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
     let args: AggregateArgs = parse(call.tool, &call.arguments)?;
     let (fx, fy) = args.factor.pair();
@@ -231,7 +233,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
                 vertical_shift: None,
             };
-            let partial = w % fx as usize != 0 || h % fy as usize != 0;
+            // The grid padded to whole blocks, when the last ones pass the raster's edge.
+            let partial = (w % fx as usize != 0 || h % fy as usize != 0)
+                .then(|| (cols * fx as usize, rows * fy as usize));
             let factor = if fx == fy {
                 fx.to_string()
             } else {
@@ -252,20 +256,32 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             .summarising(summary))
         },
         move |(request, partial), _work| {
-            let outcome = request.run()?;
+            // Full-resolution cells only; partial edge blocks from a copy padded to whole
+            // blocks whose padding is masked out (R9-8), so that they are taken over their
+            // own cells.
+            let (outcome, commands) = request.run_blocks(partial)?;
+            let mut report = json!({
+                "factor": [fx, fy],
+                "statistic": statistic.gdal_name(),
+                "partial_edge_blocks": partial.is_some(),
+            });
+            if let Some((width, height)) = partial {
+                report["edge_blocks"] = json!(format!(
+                    "the last row and/or column of blocks pass the raster's edge; each is taken \
+                     over its own valid cells only: gdalwarp reads the input padded to {width} x \
+                     {height} cells, the padding masked out (gdalwarp alone counts the edge \
+                     cells again in such blocks)"
+                ));
+            }
             Ok(RasterOutput {
                 written: facts::WrittenRaster::new(
                     &request.output,
                     &outcome.files,
                     outcome.written,
                 ),
-                commands: vec![request.command_line()],
+                commands,
                 warnings: outcome.warnings,
-                report: json!({
-                    "factor": [fx, fy],
-                    "statistic": statistic.gdal_name(),
-                    "partial_edge_blocks": partial,
-                }),
+                report,
                 computation: None,
             })
         },

@@ -1,0 +1,466 @@
+//! What GDAL's JSON readers build from a GeoJSON-family file (GeoJSON, GeoJSONSeq, ESRIJSON,
+//! TopoJSON), estimated before the open by streaming its text once, in constant memory.
+//!
+//! GDAL 3.6 parses JSON into json-c trees that cost far more than their text: every array
+//! allocates room for 32 slots, every object a 16-entry hash table, every number is an object
+//! of its own. One GeoJSON feature, a MultiPoint of 1.19 M `[0,0]` pairs (7.1 MB of text),
+//! took a read-only `vector_info` to 806 MB (attack round 9, R9-11). What it holds at once:
+//! * a `FeatureCollection` read by the GeoJSON driver is streamed: one feature's tree at a time
+//!   (built by GDAL's streaming parser, whose arrays keep their 32 slots), plus the collection's
+//!   other members;
+//! * anything else (a single Feature or geometry, ESRIJSON, TopoJSON) is read whole and parsed
+//!   into one tree (json-c's own tokener, which trims arrays), with the text itself;
+//! * a GeoJSONSeq file is read record by record.
+//!
+//! The costs below were measured with GDAL 3.6.2 on this platform (VmHWM of `ogrinfo -so -al`
+//! less a one-point file's, 500,000 elements each). Above `GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES`
+//! the file is refused; below it the estimate is charged to the shared memory budget for the
+//! call.
+
+use crate::gdal::GdalError;
+use std::io::Read;
+use std::path::Path;
+
+/// Operator override of [`DEFAULT_MAX_MEMORY_BYTES`].
+pub const MEMORY_VARIABLE: &str = "GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES";
+
+/// What one GeoJSON-family file may make GDAL hold (as for a KML tree).
+pub const DEFAULT_MAX_MEMORY_BYTES: u64 = 512 << 20;
+
+/// Costs in bytes of one JSON value in a tree, for the two ways GDAL builds one.
+#[derive(Clone, Copy)]
+struct Costs {
+    /// An object, and each of its members (the key, the hash entry).
+    object: u64,
+    member: u64,
+    /// An array, and each of its slots.
+    array: u64,
+    slot: u64,
+    number: u64,
+    /// A string, and each byte of it.
+    string: u64,
+    string_byte: u64,
+    /// `true`, `false`, `null`.
+    literal: u64,
+    /// An array of 2 to 4 numbers (a position): the OGR point GDAL makes of it.
+    position: u64,
+}
+
+/// The whole-document tree (json-c's tokener). Measured: `{}` 788, `{"b":0}` 889, `[]` 148,
+/// `[0,0]` 279, a number 67-109, a short string 85-104 (186 in properties, copied into the
+/// field), a MultiPoint's pair 423, a LineString's 311.
+const WHOLE: Costs = Costs {
+    object: 800,
+    member: 100,
+    array: 150,
+    slot: 8,
+    number: 110,
+    string: 130,
+    string_byte: 2,
+    literal: 16,
+    position: 140,
+};
+
+/// One feature of a streamed collection (GDAL's streaming parser: arrays keep 32 slots).
+/// Measured: `{}` 431, `{"b":0}` 437, `[]` 392, `[0,0]` 520, a number 72, a short string 88
+/// (163 in properties), a MultiPoint's pair 592, a LineString's 535.
+const STREAM: Costs = Costs {
+    object: 450,
+    member: 30,
+    array: 400,
+    slot: 8,
+    number: 75,
+    string: 130,
+    string_byte: 2,
+    literal: 16,
+    position: 80,
+};
+
+/// Containers nested deeper are refused (GDAL's streaming parser stops at 1024 levels).
+const MAX_DEPTH: usize = 1024;
+
+/// Whether GDAL may open `path` with one of its JSON drivers: by its name, or by JSON text
+/// naming GeoJSON, ESRIJSON or TopoJSON members in its first 4 KiB.
+pub fn is_json(path: &Path) -> bool {
+    let by_name = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["geojson", "geojsons", "geojsonl", "json", "topojson"]
+            .iter()
+            .any(|s| e.eq_ignore_ascii_case(s))
+    });
+    if by_name {
+        return true;
+    }
+    let mut head = Vec::with_capacity(4096);
+    if super::open_regular(path)
+        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .is_err()
+    {
+        return false;
+    }
+    let start = head.iter().position(|b| {
+        !b.is_ascii_whitespace() && *b != 0x1e && *b != 0xef && *b != 0xbb && *b != 0xbf
+    });
+    start.is_some_and(|s| head[s] == b'{')
+        && [
+            &b"\"features\""[..],
+            b"\"Feature\"",
+            b"\"coordinates\"",
+            b"\"geometry\"",
+            b"\"Topology\"",
+            b"\"geometryType\"",
+        ]
+        .iter()
+        .any(|m| head.windows(m.len()).any(|w| w == *m))
+}
+
+/// A container being read: its cost so far in both trees, its slots, and what it is.
+struct Open {
+    object: bool,
+    whole: u64,
+    stream: u64,
+    slots: u64,
+    /// Only numbers so far (an array: maybe a position).
+    numbers: bool,
+    /// The collection's `features` array.
+    features: bool,
+    /// Its last key was `features` (the root object).
+    features_key: bool,
+}
+
+/// The estimate, as the text streams by.
+#[derive(Default)]
+pub struct Estimate {
+    stack: Vec<Open>,
+    /// Top-level values read, and the largest whole tree among them.
+    values: u64,
+    largest_value: u64,
+    /// The root object's members other than `features` (whole tree), and the largest
+    /// feature's streamed tree.
+    root_members: u64,
+    largest_feature: u64,
+    collection: bool,
+    /// The text names an ESRIJSON or TopoJSON member (read whole by GDAL).
+    whole_only: bool,
+    bytes: u64,
+    too_deep: bool,
+    // Lexer state.
+    in_string: bool,
+    escape: bool,
+    string_len: u64,
+    string_start: Vec<u8>,
+    token: u8,
+    expecting_key: Vec<bool>,
+}
+
+impl Estimate {
+    /// Read `chunk` of the text.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        self.bytes += chunk.len() as u64;
+        let mut i = 0;
+        while i < chunk.len() {
+            let b = chunk[i];
+            if self.in_string {
+                if self.escape {
+                    self.escape = false;
+                } else if b == b'\\' {
+                    self.escape = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    self.end_string();
+                    i += 1;
+                    continue;
+                }
+                self.string_len += 1;
+                if self.string_start.len() < 16 {
+                    self.string_start.push(b);
+                }
+                i += 1;
+                continue;
+            }
+            if self.token != 0 && !(b.is_ascii_alphanumeric() || b"+-.".contains(&b)) {
+                self.end_token();
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    self.string_len = 0;
+                    self.string_start.clear();
+                }
+                b'{' | b'[' => self.open(b == b'{'),
+                b'}' | b']' => self.close(),
+                b':' => {
+                    if let Some(k) = self.expecting_key.last_mut() {
+                        *k = false;
+                    }
+                }
+                b',' => {
+                    if let (Some(k), Some(top)) = (self.expecting_key.last_mut(), self.stack.last())
+                    {
+                        *k = top.object;
+                    }
+                }
+                b if b.is_ascii_whitespace() || b == 0x1e => {}
+                b => {
+                    if self.token == 0 {
+                        self.token = if b.is_ascii_digit() || b == b'-' || b == b'+' {
+                            b'0'
+                        } else {
+                            b'l'
+                        };
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+
+    fn end_string(&mut self) {
+        let key = self.expecting_key.last().copied().unwrap_or(false);
+        if key {
+            let depth = self.stack.len();
+            let name = self.string_start.as_slice();
+            if let Some(top) = self.stack.last_mut() {
+                top.whole += WHOLE.member + self.string_len;
+                top.stream += STREAM.member + self.string_len;
+                top.features_key = depth == 1 && name == b"features";
+            }
+            if depth == 1
+                && [&b"geometryType"[..], b"fieldAliases", b"arcs", b"objects"].contains(&name)
+            {
+                self.whole_only = true;
+            }
+            return;
+        }
+        if self.stack.len() == 1 && self.string_start.as_slice() == b"Topology" {
+            self.whole_only = true;
+        }
+        let whole = WHOLE.string + WHOLE.string_byte * self.string_len;
+        let stream = STREAM.string + STREAM.string_byte * self.string_len;
+        self.value(whole, stream, false);
+    }
+
+    fn end_token(&mut self) {
+        let number = self.token == b'0';
+        self.token = 0;
+        if number {
+            self.value(WHOLE.number, STREAM.number, true);
+        } else {
+            self.value(WHOLE.literal, STREAM.literal, false);
+        }
+    }
+
+    fn open(&mut self, object: bool) {
+        if self.stack.len() >= MAX_DEPTH {
+            self.too_deep = true;
+            return;
+        }
+        let features = self
+            .stack
+            .last()
+            .is_some_and(|top| top.object && top.features_key && !object && self.stack.len() == 1);
+        self.stack.push(Open {
+            object,
+            whole: if object { WHOLE.object } else { WHOLE.array },
+            stream: if object { STREAM.object } else { STREAM.array },
+            slots: 0,
+            numbers: true,
+            features,
+            features_key: false,
+        });
+        self.expecting_key.push(object);
+    }
+
+    fn close(&mut self) {
+        if self.too_deep && self.stack.len() >= MAX_DEPTH {
+            return;
+        }
+        let Some(done) = self.stack.pop() else {
+            return;
+        };
+        self.expecting_key.pop();
+        let position = !done.object && done.numbers && (2..=4).contains(&done.slots);
+        let (mut whole, mut stream) = (done.whole, done.stream);
+        if position {
+            whole += WHOLE.position;
+            stream += STREAM.position;
+        }
+        if done.features {
+            self.collection = true;
+        }
+        self.value(whole, stream, false);
+    }
+
+    /// A value of `whole` / `stream` bytes ends: add it to its container.
+    fn value(&mut self, whole: u64, stream: u64, number: bool) {
+        let depth = self.stack.len();
+        match self.stack.last_mut() {
+            None => {
+                self.values += 1;
+                self.largest_value = self.largest_value.max(whole);
+            }
+            Some(top) => {
+                top.slots += 1;
+                top.numbers &= number;
+                top.whole += whole + WHOLE.slot;
+                top.stream += stream + STREAM.slot;
+                if top.features {
+                    // One feature of the collection, streamed on its own.
+                    self.largest_feature = self.largest_feature.max(stream);
+                } else if depth == 1 && !top.features_key {
+                    self.root_members += whole;
+                }
+            }
+        }
+    }
+
+    /// The bytes GDAL is estimated to hold once it has read the file.
+    pub fn bytes(&self) -> u64 {
+        if self.too_deep {
+            return u64::MAX;
+        }
+        if self.collection && !self.whole_only && self.values <= 1 {
+            // The root's other members (and its `features` key) plus one feature.
+            WHOLE.object + self.root_members + self.largest_feature
+        } else {
+            // Read whole: the text and its tree (a sequence: its largest record).
+            let text = if self.values > 1 { 0 } else { self.bytes };
+            text.saturating_add(self.largest_value)
+        }
+    }
+}
+
+/// Refuse the JSON file `file` (shown as `input`) whose tree GDAL would hold passes
+/// `GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES`; the estimate otherwise.
+pub fn check(input: &Path, file: &Path) -> Result<u64, GdalError> {
+    let budget = crate::budget::setting(MEMORY_VARIABLE, DEFAULT_MAX_MEMORY_BYTES);
+    let mut estimate = Estimate::default();
+    let mut reader = super::open_regular(file).map_err(|e| GdalError::Failed {
+        operation: format!("reading {}", input.display()),
+        message: e.to_string(),
+    })?;
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut buffer).map_err(|e| GdalError::Failed {
+            operation: format!("reading {}", input.display()),
+            message: e.to_string(),
+        })?;
+        if n == 0 {
+            break;
+        }
+        estimate.feed(&buffer[..n]);
+    }
+    estimate.feed(b" ");
+    let bytes = estimate.bytes();
+    if estimate.too_deep {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is JSON nested more than {MAX_DEPTH} levels deep; GDAL's JSON readers \
+             stop there; nothing was read",
+            input.display()
+        )));
+    }
+    if bytes > budget {
+        let how = if estimate.collection && !estimate.whole_only {
+            format!(
+                "its largest feature alone makes GDAL build a JSON tree of about {} bytes \
+                 (GDAL reads a FeatureCollection feature by feature, each parsed whole)",
+                estimate.largest_feature
+            )
+        } else {
+            "GDAL parses it whole into one JSON tree".to_string()
+        };
+        return Err(GdalError::Arguments(format!(
+            "input: {} ({} bytes): {how}, an estimated {bytes} bytes in all, more than the \
+             {budget} bytes one JSON file may take ({MEMORY_VARIABLE}); nothing was read. \
+             Split the largest features, convert the file to a GeoPackage or FlatGeobuf outside \
+             the server (ogr2ogr), or raise {MEMORY_VARIABLE}",
+            input.display(),
+            estimate.bytes
+        )));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(text: &str) -> Estimate {
+        let mut e = Estimate::default();
+        for chunk in text.as_bytes().chunks(7) {
+            e.feed(chunk);
+        }
+        e.feed(b" ");
+        e
+    }
+
+    fn multipoint(n: usize) -> String {
+        vec!["[0,0]"; n].join(",")
+    }
+
+    /// A collection holds one feature at a time: the largest one counts, not their sum.
+    #[test]
+    fn a_collection_costs_its_largest_feature() {
+        let one = format!(
+            r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{{}},"geometry":{{"type":"MultiPoint","coordinates":[{}]}}}}]}}"#,
+            multipoint(1000)
+        );
+        let e = estimate(&one);
+        assert!(e.collection && !e.whole_only);
+        // 1000 pairs at 400 + 2 x 8 + 2 x 75 + 80 (+ slot) each, as streamed.
+        assert!(
+            e.largest_feature > 640_000 && e.largest_feature < 700_000,
+            "{}",
+            e.largest_feature
+        );
+        let feature = r#"{"type":"Feature","properties":{"id":1},"geometry":{"type":"Point","coordinates":[1,2]}}"#;
+        let many = format!(
+            r#"{{"type":"FeatureCollection","features":[{}]}}"#,
+            vec![feature; 10_000].join(",")
+        );
+        let e = estimate(&many);
+        assert!(e.bytes() < 10_000, "{}", e.bytes());
+    }
+
+    /// A lone feature is read whole: its tree and its text.
+    #[test]
+    fn a_lone_feature_is_read_whole() {
+        let text = format!(
+            r#"{{"type":"Feature","properties":{{}},"geometry":{{"type":"MultiPoint","coordinates":[{}]}}}}"#,
+            multipoint(1000)
+        );
+        let e = estimate(&text);
+        assert!(!e.collection);
+        // 1000 pairs at 150 + 16 + 220 + 140 (+ slot), and the text.
+        let bytes = e.bytes();
+        assert!(bytes > 520_000 && bytes < 560_000, "{bytes}");
+    }
+
+    /// ESRIJSON and TopoJSON are read whole even though they have `features` or arrays.
+    #[test]
+    fn esrijson_and_topojson_are_read_whole() {
+        let esri = format!(
+            r#"{{"geometryType":"esriGeometryPoint","features":[{}]}}"#,
+            vec![r#"{"attributes":{"a":1},"geometry":{"x":1,"y":2}}"#; 1000].join(",")
+        );
+        let e = estimate(&esri);
+        assert!(e.whole_only);
+        assert!(e.bytes() > 1000 * 2 * 800, "{}", e.bytes());
+        let topo = r#"{"type":"Topology","objects":{},"arcs":[[[0,0],[1,1]]]}"#;
+        assert!(estimate(topo).whole_only);
+    }
+
+    /// Strings with escaped quotes and brackets are text, not structure.
+    #[test]
+    fn strings_are_text() {
+        let e = estimate(r#"{"type":"Feature","properties":{"a":"x\"[[[{{{"},"geometry":null}"#);
+        assert!(!e.too_deep && e.stack.is_empty(), "{}", e.stack.len());
+        assert!(e.bytes() < 10_000);
+    }
+
+    /// Nesting past GDAL's own limit is reported, without growing the host's stack.
+    #[test]
+    fn deep_nesting_is_bounded() {
+        let e = estimate(&"[".repeat(100_000));
+        assert!(e.too_deep && e.stack.len() == MAX_DEPTH);
+    }
+}
