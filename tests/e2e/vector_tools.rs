@@ -498,3 +498,218 @@ async fn r9_9_bounds_in_another_crs_clip_by_the_rectangle_not_its_envelope() {
         json!(expected)
     );
 }
+
+/// The crs_datum entries of a call's refusal: `(severity, operation, evidence ids)`.
+fn crs_datum_entries(result: &Value) -> Vec<(String, String, Vec<String>)> {
+    result["refusal"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["domain"] == json!("crs_datum"))
+        .map(|e| {
+            (
+                e["severity"].as_str().unwrap_or_default().to_string(),
+                e["decision"]["operation"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                e["evidence"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i["id"].as_str().map(str::to_string))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Regression (attack round 9, R9-13): `bounds` given in a CRS on another datum than the
+/// data's were moved with no crs_datum question, a ballpark operation included (NAD27 over
+/// Europe: a no-op that leaves the datum shift out), while the same rectangle given as a mask
+/// was asked. The bounds' CRS is now one more CRS of the call: `vector_clip` and
+/// `raster_reproject` onto the raster's own CRS ask the mask's question (critical,
+/// `ballpark_operation`) and run once it is answered. Twins, silent: bounds on the data's datum
+/// (EPSG:4326 over UTM 33N), in the data's own CRS, and across a datum through an operation with
+/// a published accuracy (ED50, whose operation the result reports). A reprojection whose
+/// bounds sit on a third datum with a ballpark move is refused with the fix (the call judges one
+/// transformation); on the raster's datum it runs.
+#[tokio::test]
+async fn r9_13_bounds_on_another_datum_are_asked_like_a_mask() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // UTM 33N points over the Adriatic, 13-17° E, 44.5-45.5° N and around.
+    let mut points = Vec::new();
+    for i in 0..12 {
+        for j in 0..12 {
+            let x = 330_000.0 + 30_000.0 * i as f64;
+            let y = 4_920_000.0 + 11_000.0 * j as f64;
+            points.push(format!(
+                r#"{{"type":"Feature","properties":{{}},"geometry":{{"type":"Point","coordinates":[{x},{y}]}}}}"#
+            ));
+        }
+    }
+    std::fs::write(
+        server.path("pts.geojson"),
+        format!(
+            r#"{{"type":"FeatureCollection","crs":{{"type":"name","properties":{{"name":"urn:ogc:def:crs:EPSG::32633"}}}},"features":[{}]}}"#,
+            points.join(",")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("mask4267.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::4267"}},"features":[{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[13,44.5],[17,44.5],[17,45.5],[13,45.5],[13,44.5]]]}}]}"#,
+    )
+    .unwrap();
+    let rectangle =
+        |crs: &str| json!({"xmin": 13.0, "ymin": 44.5, "xmax": 17.0, "ymax": 45.5, "crs": crs});
+
+    // The question: NAD27 bounds are asked as the NAD27 mask is.
+    let bounds =
+        json!({"input": "pts.geojson", "output": "b.gpkg", "bounds": rectangle("EPSG:4267")});
+    let asked = server.call("vector_clip", bounds.clone()).await.unwrap();
+    assert!(is_error(&asked), "{}", text(&asked));
+    let entries = crs_datum_entries(&structured(&asked));
+    assert_eq!(entries.len(), 1, "{}", text(&asked));
+    let (severity, operation, ids) = &entries[0];
+    assert_eq!(severity, "critical");
+    assert_eq!(operation, "bounds_to_input");
+    assert!(
+        ids.contains(&"crs_change".to_string()) && ids.contains(&"ballpark_operation".to_string()),
+        "{ids:?}"
+    );
+    assert!(!server.path("b.gpkg").exists());
+    let masked = server
+        .call(
+            "vector_clip",
+            json!({"input": "pts.geojson", "output": "m.gpkg", "mask": "mask4267.geojson"}),
+        )
+        .await
+        .unwrap();
+    let mask_entries = crs_datum_entries(&structured(&masked));
+    assert!(
+        mask_entries
+            .iter()
+            .any(|(s, _, ids)| s == "critical" && ids.contains(&"ballpark_operation".to_string())),
+        "{}",
+        text(&masked)
+    );
+    let answered = call_justified(&server, "vector_clip", bounds)
+        .await
+        .unwrap();
+    assert!(!is_error(&answered.result), "{}", text(&answered.result));
+    assert!(server.path("b.gpkg").exists());
+
+    // The silent twins.
+    for (crs, output) in [
+        (Some("EPSG:4326"), "w.gpkg"),
+        (Some("EPSG:4230"), "ed50.gpkg"),
+        (None, "own.gpkg"),
+    ] {
+        let bounds = match crs {
+            Some(crs) => rectangle(crs),
+            None => {
+                json!({"xmin": 400_000.0, "ymin": 4_950_000.0, "xmax": 500_000.0, "ymax": 5_000_000.0})
+            }
+        };
+        let result = server
+            .call(
+                "vector_clip",
+                json!({"input": "pts.geojson", "output": output, "bounds": bounds}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{crs:?}: {}", text(&result));
+        let out = structured(&result);
+        assert!(out["refusal"].is_null(), "{crs:?}: {}", text(&result));
+        let kept = out["written"]["layers"][0]["feature_count"]
+            .as_u64()
+            .unwrap();
+        assert!(kept > 0, "{crs:?}");
+        if crs == Some("EPSG:4230") {
+            let used = out["transformation"]["used"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(used.contains("ED50 to WGS 84"), "{}", out["transformation"]);
+            assert!(out["transformation"]["used"]["accuracy_metres"].is_number());
+        }
+    }
+
+    // raster_reproject onto the raster's own CRS with NAD27 bounds: the same question.
+    {
+        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut dataset = driver
+            .create_with_band_type::<f32, _>(server.path("g.tif"), 100, 100, 1)
+            .unwrap();
+        dataset
+            .set_geo_transform(&[480_000.0, 100.0, 0.0, 4_990_000.0, 0.0, -100.0])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+            .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        let values: Vec<f32> = (0..100 * 100).map(|i| 100.0 + (i % 100) as f32).collect();
+        band.write(
+            (0, 0),
+            (100, 100),
+            &mut gdal::raster::Buffer::new((100, 100), values),
+        )
+        .unwrap();
+    }
+    let window = |crs: &str, dst: &str, output: &str| {
+        json!({"input": "g.tif", "output": output, "dst_crs": dst, "resampling": "nearest",
+               "bounds": {"xmin": 15.0, "ymin": 44.9, "xmax": 15.1, "ymax": 45.0, "crs": crs}})
+    };
+    let asked = server
+        .call(
+            "raster_reproject",
+            window("EPSG:4267", "EPSG:32633", "r1.tif"),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&asked), "{}", text(&asked));
+    let entries = crs_datum_entries(&structured(&asked));
+    assert_eq!(entries.len(), 1, "{}", text(&asked));
+    assert_eq!(entries[0].0, "critical");
+    assert_eq!(entries[0].1, "bounds_to_input");
+    assert!(entries[0].2.contains(&"ballpark_operation".to_string()));
+    for crs in ["EPSG:4326", "EPSG:4230"] {
+        let twin = server
+            .call("raster_reproject", window(crs, "EPSG:32633", "r2.tif"))
+            .await
+            .unwrap();
+        assert!(
+            crs_datum_entries(&structured(&twin)).is_empty(),
+            "{crs}: {}",
+            text(&twin)
+        );
+    }
+    // A reprojection to ETRS89 / LAEA: NAD27 bounds are a third datum, moved by a ballpark.
+    let third = server
+        .call(
+            "raster_reproject",
+            window("EPSG:4267", "EPSG:3035", "r3.tif"),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&third), "{}", text(&third));
+    assert!(
+        text(&third).contains("Give the bounds in the target CRS"),
+        "{}",
+        text(&third)
+    );
+    let on_source_datum = call_justified(
+        &server,
+        "raster_reproject",
+        window("EPSG:4326", "EPSG:3035", "r4.tif"),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !is_error(&on_source_datum.result),
+        "{}",
+        text(&on_source_datum.result)
+    );
+}

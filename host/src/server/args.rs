@@ -108,6 +108,20 @@ pub struct Bounds {
 }
 
 impl Bounds {
+    /// What the domains see of bounds given in a CRS of their own (`crs`): one more dataset
+    /// of the call, of role `bounds`, with that CRS (a rectangle: no file, no driver, nothing
+    /// read), so crs_datum judges their move into the data's CRS as it judges a mask's.
+    pub fn dataset(crs: &gdal::spatial_ref::SpatialRef) -> crate::gdal::facts::DatasetFacts {
+        crate::gdal::facts::DatasetFacts {
+            role: "bounds".to_string(),
+            path: String::new(),
+            driver: String::new(),
+            crs: Some(crate::gdal::facts::crs_facts(crs)),
+            raster: None,
+            vector: None,
+        }
+    }
+
     /// Refuse an empty or inverted rectangle.
     pub fn check(&self, argument: &str) -> Result<[f64; 4], ToolError> {
         let values = [self.xmin, self.ymin, self.xmax, self.ymax];

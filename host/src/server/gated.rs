@@ -381,6 +381,8 @@ fn look_upstream<P>(
         .iter()
         .map(|d| match files.iter().find(|f| f.path == d.path) {
             Some(file) => store.upstream_of(file),
+            // A dataset without a file (`bounds` in a CRS of their own) has no lineage.
+            None if d.path.is_empty() => crate::domains::DatasetLineage::default(),
             None => store.upstream(std::path::Path::new(&d.path)),
         })
         .collect();

@@ -157,8 +157,8 @@ impl Domain for CrsDatum {
                 arg("reason", "Why the call was flagged", false),
                 arg(
                     "operation",
-                    "reproject, zones_to_raster, mask_to_input, overlay_to_input, join_to_input, \
-                     inputs_to_grid or terrain \
+                    "reproject, zones_to_raster, mask_to_input, bounds_to_input, \
+                     overlay_to_input, join_to_input, inputs_to_grid or terrain \
                      (terrain asks different questions)",
                     false,
                 ),
@@ -179,6 +179,7 @@ impl Domain for CrsDatum {
             "vector_clip" if call.has_arg("mask") => {
                 moved_layer(call, "mask", "input", "mask_to_input")
             }
+            "vector_clip" => moved_bounds(call),
             "vector_overlay" => moved_layer(call, "overlay", "input", "overlay_to_input"),
             "vector_join" if !call.has_arg("key") => {
                 moved_layer(call, "join", "input", "join_to_input")
@@ -591,8 +592,10 @@ fn reproject(call: &Call) -> Option<Trigger> {
             );
         }
         if src_override.is_none() && same_crs(crs, target) {
-            // Same CRS in and out: no CRS decision is being made.
-            return None;
+            // Same CRS in and out: no CRS decision is being made, but `bounds` in a CRS of
+            // their own still move into it (the host then names that move as the call's
+            // transformation).
+            return moved_bounds(call);
         }
     }
 
@@ -1032,6 +1035,94 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
         verdict.evidence,
     ))
 }
+
+/// `bounds` given in a CRS of their own (`bounds.crs`), which the host moves into the data's
+/// CRS: `vector_clip` into the layer's CRS, `raster_reproject` onto the raster's own CRS into
+/// it (a window, no reprojection). The host names the bounds' CRS as a dataset of role
+/// `bounds` (a rectangle: no driver, no file) and the operation that moves the rectangle as the
+/// call's `transformation`, with `target-crs` the CRS it moves into, as for a mask. Unlike a
+/// mask's, a rectangle's move is no choice of CRS: on one datum (a conversion, exact) or
+/// across datums through an operation with a published accuracy inside its area of use, its
+/// edges land where the caller meant and nothing is asked. A ballpark operation, one without a
+/// published accuracy, one used outside its area of use, or a bounds CRS without authority code
+/// across a datum, place the edges by an unknown error: asked as a mask would be (attack round
+/// 9, R9-13: bounds in NAD27 over Europe went through a ballpark no-op, unasked). A layer
+/// without CRS takes the rectangle as its own coordinates: `crs_missing`, as for a mask.
+fn moved_bounds(call: &Call) -> Option<Trigger> {
+    let from = call.dataset("bounds")?.crs.as_ref()?;
+    if call.tool() == "vector_clip"
+        && call
+            .dataset("input")
+            .and_then(|d| d.crs.as_ref())
+            .is_none()
+    {
+        return moved_layer(call, "bounds", "input", BOUNDS_TO_INPUT);
+    }
+    let target = call.raw.target_crs.as_ref()?;
+    let used = call.raw.transformation.as_ref().map(|t| &t.used);
+    if same_crs(from, target) || is_conversion(Some(from), target, used) {
+        return None;
+    }
+    let mut verdict = Verdict::new(Severity::Advisory);
+    if from.id.is_none() {
+        verdict.add(
+            Severity::Critical,
+            Some(format!(
+                "the bounds' CRS \"{}\" matches no authority code, so PROJ may pick the wrong \
+                 transformation",
+                from.name
+            )),
+            unidentified(from),
+        );
+    }
+    let transformation = transformation_findings(call, Some(from), target, &mut verdict);
+    if rank(verdict.severity) < rank(Severity::Required) {
+        return None;
+    }
+    let source_label = crs_label(from);
+    let target_label = crs_label(target);
+    let datum_change = datum_change(Some(from), target);
+    verdict.reasons.insert(
+        0,
+        format!(
+            "{} moves the bounds from {source_label} into the data's CRS {target_label}{}",
+            call.tool(),
+            if datum_change.is_empty() {
+                String::new()
+            } else {
+                format!(" across datums ({datum_change})")
+            }
+        ),
+    );
+    verdict.evidence.insert(
+        0,
+        crs_change(Some(from), &source_label, target, &datum_change, call),
+    );
+    let reason = verdict.reasons.join("; ");
+    Some(trigger(
+        verdict.severity,
+        reason.clone(),
+        json!({
+            "operation": BOUNDS_TO_INPUT,
+            "src_crs": source_label,
+            "dst_crs": target_label,
+            "transformation": used.map(|u| u.name.clone()),
+        }),
+        &[
+            ("tool", call.tool().to_string()),
+            ("src_crs", source_label),
+            ("dst_crs", target_label),
+            ("datum_change", datum_change),
+            ("transformation", transformation),
+            ("reason", reason),
+            ("operation", BOUNDS_TO_INPUT.to_string()),
+        ],
+        verdict.evidence,
+    ))
+}
+
+/// The `operation` of a decision that moves `bounds` into the data's CRS.
+const BOUNDS_TO_INPUT: &str = "bounds_to_input";
 
 /// The vertical unit of band 1 in metres, when it is declared as metres or feet.
 fn vertical_unit_metres(dataset: Option<&DatasetFacts>) -> Option<f64> {
@@ -1672,6 +1763,107 @@ mod tests {
         assert_eq!(key(&got)["operation"], json!("mask_to_input"));
         assert!(clip(true, utm33()).is_none());
         assert!(clip(false, wgs84()).is_none());
+    }
+
+    /// The dataset the host names for `bounds` given in a CRS of their own.
+    fn bounds_dataset(crs: CrsFacts) -> DatasetFacts {
+        DatasetFacts {
+            role: "bounds".to_string(),
+            driver: String::new(),
+            crs: Some(crs),
+            raster: None,
+            vector: None,
+            upstream: gdal_mcp_domain_sdk::testing::no_lineage(),
+        }
+    }
+
+    /// Regression (attack round 9, R9-13): `bounds` in a CRS of their own were moved with no
+    /// question, ballpark included. Asked as a mask would be when the move is a ballpark, of
+    /// unknown accuracy or outside its area of use; silent on one datum, in the data's CRS, or
+    /// through an accurate operation; a layer without CRS is `crs_missing`.
+    #[test]
+    fn r9_13_bounds_in_another_datum_are_asked_when_their_move_is_doubtful() {
+        let bounds = json!({"xmin": 13, "ymin": 44.5, "xmax": 17, "ymax": 45.5});
+        let clip = |input: Option<CrsFacts>, from: CrsFacts, t: Option<TransformationFacts>| {
+            let mut raw = call(
+                "vector_clip",
+                json!({"input": "a.gpkg", "output": "b.gpkg", "bounds": bounds}),
+                vec![
+                    vector_dataset("input", "GPKG", input.clone(), &[("p", "Point")]),
+                    bounds_dataset(from.clone()),
+                ],
+            );
+            if let Some(input) = input.filter(|i| !same_crs(i, &from)) {
+                raw.target_crs = Some(input);
+                raw.transformation = t;
+            }
+            run(raw)
+        };
+        let ballpark = transformation("Ballpark geographic offset from NAD27 to WGS 84", None, true);
+        let got = clip(Some(utm33()), nad27(), Some(ballpark.clone()));
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert_eq!(
+            key(&got),
+            json!({"operation": "bounds_to_input", "src_crs": "EPSG:4267",
+                   "dst_crs": "EPSG:32633",
+                   "transformation": "Ballpark geographic offset from NAD27 to WGS 84"})
+        );
+        let found = got.as_ref().map(|t| {
+            t.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
+        });
+        assert_eq!(
+            found,
+            Some(vec![ids::CRS_CHANGE.to_string(), ids::BALLPARK_OPERATION.to_string()])
+        );
+        let unknown = transformation("NAD27 to WGS 84 (x)", None, false);
+        assert_eq!(
+            severity(&clip(Some(utm33()), nad27(), Some(unknown))),
+            Some(Severity::Critical)
+        );
+        let mut outside = operation("NAD27 to WGS 84 (4)", Some(10.0), false);
+        outside.covers_data = Some(false);
+        assert_eq!(
+            severity(&clip(
+                Some(utm33()),
+                nad27(),
+                Some(transformations(outside.clone(), outside, &[]))
+            )),
+            Some(Severity::Critical)
+        );
+        // Clean twins: an accurate datum transformation, a conversion on one datum, the
+        // layer's own CRS.
+        let helmert = transformation("NAD27 to WGS 84 (4)", Some(10.0), false);
+        assert!(clip(Some(utm33()), nad27(), Some(helmert)).is_none());
+        let conversion = transformation("UTM zone 33N", None, false);
+        assert!(clip(Some(utm33()), wgs84(), Some(conversion)).is_none());
+        assert!(clip(Some(utm33()), utm33(), None).is_none());
+        // A layer without CRS takes the rectangle as its own coordinates.
+        let missing = clip(None, wgs84(), None);
+        assert_eq!(severity(&missing), Some(Severity::Critical));
+        assert_eq!(key(&missing)["operation"], json!("bounds_to_input"));
+        // raster_reproject onto the raster's own CRS: the bounds' move is the call's
+        // transformation; a reprojection keeps its own question.
+        let window = |dst: CrsFacts, t: TransformationFacts| {
+            let mut raw = call(
+                "raster_reproject",
+                json!({"dst_crs": "EPSG:32633", "resampling": "nearest",
+                       "bounds": {"xmin": 15, "ymin": 44.9, "xmax": 15.1, "ymax": 45.0,
+                                  "crs": "EPSG:4267"}}),
+                vec![
+                    dem(Some(utm33())),
+                    bounds_dataset(nad27()),
+                ],
+            );
+            raw.target_crs = Some(dst);
+            raw.transformation = Some(t);
+            run(raw)
+        };
+        let got = window(utm33(), ballpark.clone());
+        assert_eq!(severity(&got), Some(Severity::Critical));
+        assert_eq!(key(&got)["operation"], json!("bounds_to_input"));
+        let helmert = transformation("NAD27 to WGS 84 (4)", Some(10.0), false);
+        assert!(window(utm33(), helmert).is_none());
+        assert_eq!(key(&window(wgs84(), ballpark))["operation"], json!("reproject"));
     }
 
     #[test]

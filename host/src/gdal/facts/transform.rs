@@ -229,20 +229,16 @@ pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) ->
 /// The rectangle `bounds` (xmin, ymin, xmax, ymax in `from`) as a polygon in `to`, each edge
 /// densified to `per_edge` segments so that it follows the rectangle's true shape there, as
 /// WKT. A rectangle in lon/lat is not a rectangle in UTM: clipping by the envelope of its
-/// corners kept 446 points outside the lon/lat box asked for (attack round 9, R9-9).
+/// corners kept 446 points outside the lon/lat box asked for (attack round 9, R9-9). Moved
+/// through `pipeline` when the host chose an operation more accurate than GDAL's own.
 pub fn transform_rectangle(
     from: &SpatialRef,
     to: &SpatialRef,
     bounds: [f64; 4],
     per_edge: usize,
+    pipeline: Option<&str>,
 ) -> Option<String> {
-    let mut source = from.clone();
-    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let mut target = to.clone();
-    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
-    let transform = CoordTransform::new(&source, &target).ok()?;
-    drop(open);
+    let transform = coord_transform(from, to, pipeline).ok()?;
     let [x0, y0, x1, y1] = bounds;
     let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)];
     let n = per_edge.max(1);

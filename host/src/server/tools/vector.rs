@@ -628,29 +628,40 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             let mut target_crs = None;
             let mut transformation = None;
             if let Some(rect) = rectangle {
-                let moved = match (
-                    args.bounds.as_ref().and_then(|b| b.crs.as_ref()),
-                    &source_crs,
-                ) {
-                    (Some(crs), Some(source)) => {
-                        let from = facts::parse_crs("bounds.crs", crs)?;
-                        (!transform::same_crs(&from, source))
-                            .then(|| {
-                                // The rectangle's own shape in the layer's CRS, not the
-                                // envelope of its corners (attack round 9, R9-9).
-                                transform::transform_rectangle(&from, source, rect, 64).ok_or_else(
-                                    || {
-                                        ToolError::Arguments(format!(
-                                            "bounds: cannot transform the rectangle from {crs} \
-                                             to the layer's CRS"
-                                        ))
-                                    },
-                                )
-                            })
-                            .transpose()?
+                let bounds_crs = match args.bounds.as_ref().and_then(|b| b.crs.as_ref()) {
+                    Some(crs) => Some(facts::parse_crs("bounds.crs", crs)?),
+                    None => None,
+                };
+                let moved = match (&bounds_crs, &source_crs) {
+                    (Some(from), Some(source)) if !transform::same_crs(from, source) => {
+                        // Moved through the operation crs_datum judges, as a mask is (attack
+                        // round 9, R9-13: bounds across datums went through GDAL's pick
+                        // unjudged, ballpark included).
+                        let area = transform::lonlat_bounds(from, rect);
+                        target_crs = Some(facts::crs_facts(source));
+                        transformation = transform::facts(from, source, area);
+                        let pipeline = transformation.as_ref().and_then(|t| t.explicit_pipeline());
+                        // The rectangle's own shape in the layer's CRS, not the envelope of
+                        // its corners (attack round 9, R9-9).
+                        let polygon =
+                            transform::transform_rectangle(from, source, rect, 64, pipeline)
+                                .ok_or_else(|| {
+                                    ToolError::Arguments(format!(
+                                        "bounds: cannot transform the rectangle from {} to the \
+                                     layer's CRS",
+                                        args.bounds
+                                            .as_ref()
+                                            .and_then(|b| b.crs.as_deref())
+                                            .unwrap_or_default()
+                                    ))
+                                })?;
+                        Some(polygon)
                     }
                     _ => None,
                 };
+                if let Some(from) = &bounds_crs {
+                    datasets.push(Bounds::dataset(from));
+                }
                 argv.push("-clipsrc".to_string());
                 match moved {
                     Some(polygon) => argv.push(polygon),
