@@ -215,15 +215,20 @@ fn text(ptr: *const c_char) -> Option<String> {
 
 /// Transform a rectangle between two CRSs (densified edges, traditional x/y order).
 pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
+    gis_order_transform(from, to)?
+        .transform_bounds(&bounds, 21)
+        .ok()
+}
+
+/// The transformation from `from` to `to` in traditional x/y order, built under the open
+/// deadline (PROJ opens grids while it builds the operation).
+fn gis_order_transform(from: &SpatialRef, to: &SpatialRef) -> Option<CoordTransform> {
     let mut source = from.clone();
     source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
     let mut target = to.clone();
     target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    // PROJ opens grids while it builds the operation: under the open deadline.
-    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
-    let transform = CoordTransform::new(&source, &target).ok()?;
-    drop(open);
-    transform.transform_bounds(&bounds, 21).ok()
+    let _open = crate::gdal::policy::deadline::opening("a coordinate transformation");
+    CoordTransform::new(&source, &target).ok()
 }
 
 /// The rectangle `bounds` (xmin, ymin, xmax, ymax in `from`) as a polygon in `to`, each edge
@@ -236,13 +241,7 @@ pub fn transform_rectangle(
     bounds: [f64; 4],
     per_edge: usize,
 ) -> Option<String> {
-    let mut source = from.clone();
-    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let mut target = to.clone();
-    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
-    let transform = CoordTransform::new(&source, &target).ok()?;
-    drop(open);
+    let transform = gis_order_transform(from, to)?;
     let [x0, y0, x1, y1] = bounds;
     let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)];
     let n = per_edge.max(1);
