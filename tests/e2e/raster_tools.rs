@@ -445,3 +445,198 @@ async fn float32_to_jpeg_is_refused_as_critical_by_format_selection() {
         "{severities:?}"
     );
 }
+
+/// An 8 x 8 Float32 raster in EPSG:32633 (30 m cells, top left 500000, 5000000) of `driver`
+/// whose four west columns hold `nodata` (written as a double, so a Float32 cell holds it
+/// rounded) and declare it, unless `declare` is false; the other cells hold 8 row + column +
+/// 100.5, whose mean is 134.
+fn write_float32_with_nodata(path: &Path, driver: &str, nodata: f64, declare: bool) {
+    let driver = gdal::DriverManager::get_driver_by_name(driver).unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<f32, _>(path, 8, 8, 1)
+        .unwrap();
+    dataset
+        .set_geo_transform(&[500_000.0, 30.0, 0.0, 5_000_000.0, 0.0, -30.0])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    let mut band = dataset.rasterband(1).unwrap();
+    if declare {
+        band.set_no_data_value(Some(nodata)).unwrap();
+    }
+    let cells: Vec<f64> = (0..64)
+        .map(|i| {
+            if i % 8 < 4 {
+                nodata
+            } else {
+                f64::from(i) + 100.5
+            }
+        })
+        .collect();
+    band.write(
+        (0, 0),
+        (8, 8),
+        &mut gdal::raster::Buffer::new((8, 8), cells),
+    )
+    .unwrap();
+}
+
+/// Regression (attack round 9, R9-4): an ENVI or EHdr Float32 band declaring -999.9 holds
+/// float32(-999.9) in its nodata cells. GDAL compares them as float32 and skips them; the
+/// host compared in double and counted them: `raster_stats` and `zonal_stats` answered a mean
+/// of -432.95 for 134, `raster_sample` gave -999.9 as a value and `raster_calc` and
+/// `raster_composite` wrote it. Every host read now compares with the nodata as the band's
+/// type holds it, and so does a nodata given to `raster_stats`. Clean twin: -9999, which
+/// Float32 holds exactly, gives the same answers.
+#[tokio::test]
+async fn r9_4_float32_nodata_is_compared_as_the_band_holds_it() {
+    let near =
+        |value: &Value, expected: f64| value.as_f64().is_some_and(|v| (v - expected).abs() < 1e-9);
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("zones.geojson"),
+        r#"{"type": "FeatureCollection",
+            "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+            "features": [{"type": "Feature", "properties": {"id": 1},
+              "geometry": {"type": "Polygon", "coordinates": [[[500000, 5000000],
+                [500240, 5000000], [500240, 4999760], [500000, 4999760], [500000, 5000000]]]}}]}"#,
+    )
+    .unwrap();
+    for nodata in [-999.9f64, -9999.0] {
+        for (driver, name) in [("ENVI", "en.dat"), ("EHdr", "eh.bil")] {
+            let input = format!("{}_{name}", nodata.abs());
+            write_float32_with_nodata(&server.path(&input), driver, nodata, true);
+            let case = format!("{input} (nodata {nodata})");
+
+            let stats = server
+                .call("raster_stats", json!({"input": input}))
+                .await
+                .unwrap();
+            assert!(!is_error(&stats), "{case}: {}", text(&stats));
+            let band = &structured(&stats)["bands"][0];
+            assert!(near(&band["mean"], 134.0), "{case}: {band}");
+            assert_eq!(band["min"], json!(104.5), "{case}: {band}");
+            assert_eq!(band["nodata_count"], json!(32), "{case}: {band}");
+            // The nodata reported is the one the file declares.
+            assert_eq!(band["nodata"], json!(nodata), "{case}: {band}");
+
+            let zonal = call_justified(
+                &server,
+                "zonal_stats",
+                json!({"input": input, "zones": "zones.geojson", "stats": ["mean", "min", "count"],
+                       "semantics": "cell_centre"}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&zonal.result), "{case}: {}", text(&zonal.result));
+            let zone = &structured(&zonal.result)["features"][0];
+            assert!(near(&zone["mean"], 134.0), "{case}: {zone}");
+            assert_eq!(zone["min"], json!(104.5), "{case}: {zone}");
+            assert_eq!(zone["count"], json!(32.0), "{case}: {zone}");
+
+            // Row 0: column 0 holds nodata, column 4 holds 104.5.
+            let sample = server
+                .call(
+                    "raster_sample",
+                    json!({"input": input, "coordinates": [[500015, 4999985], [500135, 4999985]]}),
+                )
+                .await
+                .unwrap();
+            assert!(!is_error(&sample), "{case}: {}", text(&sample));
+            let points = &structured(&sample)["points"];
+            assert_eq!(
+                points[0]["values"][0]["nodata"],
+                json!(true),
+                "{case}: {points}"
+            );
+            assert_eq!(
+                points[0]["values"][0]["value"],
+                Value::Null,
+                "{case}: {points}"
+            );
+            assert_eq!(
+                points[1]["values"][0]["value"],
+                json!(104.5),
+                "{case}: {points}"
+            );
+
+            let output = format!("calc_{input}.tif");
+            let calc = call_justified(
+                &server,
+                "raster_calc",
+                json!({"inputs": {"a": input}, "expression": "a", "output": output,
+                       "data_type": "Float32"}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&calc.result), "{case}: {}", text(&calc.result));
+            let cells = &structured(&calc.result)["cells"];
+            assert_eq!(cells["nodata_input"], json!(32), "{case}: {cells}");
+            assert_eq!(cells["valid"], json!(32), "{case}: {cells}");
+            let written = read_all(&server.path(&output), 1);
+            assert!(written[0].is_nan(), "{case}: {written:?}");
+            assert_eq!(written[4], 104.5, "{case}");
+
+            let output = format!("mean_{input}.tif");
+            let composite = call_justified(
+                &server,
+                "raster_composite",
+                json!({"inputs": [input, input], "output": output, "statistic": "mean"}),
+            )
+            .await
+            .unwrap();
+            assert!(
+                !is_error(&composite.result),
+                "{case}: {}",
+                text(&composite.result)
+            );
+            let written = read_all(&server.path(&output), 1);
+            assert!(written[0].is_nan(), "{case}: {written:?}");
+            assert_eq!(written[4], 104.5, "{case}");
+        }
+
+        // The same cells in a GeoTIFF declaring no nodata, and the nodata given as the
+        // argument: it is compared as the band's type holds it too.
+        let input = format!("undeclared_{}.tif", nodata.abs());
+        write_float32_with_nodata(&server.path(&input), "GTiff", nodata, false);
+        let stats = server
+            .call("raster_stats", json!({"input": input, "nodata": nodata}))
+            .await
+            .unwrap();
+        assert!(!is_error(&stats), "{input}: {}", text(&stats));
+        let band = &structured(&stats)["bands"][0];
+        assert_eq!(band["nodata_count"], json!(32), "{input}: {band}");
+        assert!(near(&band["mean"], 134.0), "{input}: {band}");
+    }
+
+    // raster_calc's output: -999.90001 is written to Float32 as float32(-999.9), its nodata,
+    // so the value is refused; to Float64 (the twin) it stays itself.
+    for (data_type, refused) in [("Float32", true), ("Float64", false)] {
+        let output = format!("collide_{data_type}.tif");
+        let calc = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": "9999_en.dat"}, "expression": "a * 0 - 999.90001",
+                   "output": output, "data_type": data_type, "nodata": -999.9}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            is_error(&calc.result),
+            refused,
+            "{data_type}: {}",
+            text(&calc.result)
+        );
+        if refused {
+            assert!(
+                text(&calc.result).contains("nodata"),
+                "{}",
+                text(&calc.result)
+            );
+        }
+        assert_eq!(server.path(&output).exists(), !refused, "{data_type}");
+    }
+}

@@ -5,11 +5,13 @@
 //!
 //! The room's other modules are the facts beside the dataset's own: [`georef`] (where a raster's
 //! georeferencing comes from, and what to do when its sources disagree), [`transform`] (which
-//! operation PROJ uses between two CRSs, and how accurate it is) and [`encoding`] (whether an
-//! output's driver and creation options lose values).
+//! operation PROJ uses between two CRSs, and how accurate it is), [`encoding`] (whether an
+//! output's driver and creation options lose values) and [`nodata`] (a band's nodata as its
+//! cells hold it, which every reader of cells compares with).
 
 pub mod encoding;
 pub mod georef;
+pub mod nodata;
 pub mod transform;
 
 use super::{cstring, ErrorCapture, GdalError};
@@ -192,7 +194,8 @@ impl CellValue for f32 {
 /// DEM reads, the categorical sample of the facts, the south-up copy for `gdaldem`): a window
 /// of `band` read as GDAL reads its values. A Byte band that declares `PIXELTYPE=SIGNEDBYTE`
 /// is read -128..127 (attack round 7, R7-3; round 8, R8-12: `zonal_stats` and `raster_calc`
-/// read 200 where GDAL reads -56). Its nodata is compared as GDAL reports it (signed).
+/// read 200 where GDAL reads -56). Its cells are compared with [`nodata::band_nodata`] (the
+/// nodata as the band's type holds it, signed for such a band).
 pub fn read_cells<T: CellValue>(
     band: &gdal::raster::RasterBand<'_>,
     offset: (isize, isize),
@@ -893,7 +896,7 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     let Ok(sample) = read_cells::<f64>(band, (0, 0), (w, h), side) else {
         return SampledValues::default();
     };
-    let nodata = band.no_data_value();
+    let nodata = nodata::band_nodata(band);
     let is_nodata = |v: f64| nodata.is_some_and(|nd| nd == v || (nd.is_nan() && v.is_nan()));
     let data = sample.data();
     let integer = matches!(

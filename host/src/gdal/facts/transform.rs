@@ -215,15 +215,10 @@ fn text(ptr: *const c_char) -> Option<String> {
 
 /// Transform a rectangle between two CRSs (densified edges, traditional x/y order).
 pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
-    let mut source = from.clone();
-    source.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    let mut target = to.clone();
-    target.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    // PROJ opens grids while it builds the operation: under the open deadline.
-    let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
-    let transform = CoordTransform::new(&source, &target).ok()?;
-    drop(open);
-    transform.transform_bounds(&bounds, 21).ok()
+    coord_transform(from, to, None)
+        .ok()?
+        .transform_bounds(&bounds, 21)
+        .ok()
 }
 
 /// The rectangle `bounds` (xmin, ymin, xmax, ymax in `from`) as a polygon in `to`, each edge

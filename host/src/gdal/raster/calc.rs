@@ -17,7 +17,7 @@
 use crate::gdal::output::Staging;
 use crate::gdal::{ErrorCapture, GdalError};
 use exmex::{BinOp, Express, FlatEx, FloatOpsFactory, MakeOperators, Operator};
-use gdal::raster::{Buffer, GdalType, RasterCreationOptions};
+use gdal::raster::{Buffer, GdalDataType, GdalType, RasterCreationOptions};
 use gdal::{Dataset, DriverManager};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -654,6 +654,9 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             if integer { ", whole numbers" } else { "" }
         )));
     }
+    let output_type = GdalDataType::from_name(&request.data_type).unwrap_or(GdalDataType::Float64);
+    let held = |v: f64| crate::gdal::facts::nodata::nodata_as_stored(v, output_type, false);
+    let output_nodata = held(nodata);
     let mut sources = Vec::with_capacity(request.inputs.len());
     // Each input band's whole blocks, held while the windows are read, from the budget all
     // calls share (the byte budget above bounds one block per call; this bounds them across
@@ -684,7 +687,8 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         )?);
         let scale = band.scale().unwrap_or(1.0);
         let offset = band.offset().unwrap_or(0.0);
-        let nodata = band.no_data_value();
+        // Cells are read as f64: the nodata as the band's type holds it (R9-4).
+        let nodata = crate::gdal::facts::nodata::band_nodata(&band);
         sources.push(Source {
             band: input.band,
             scale,
@@ -823,7 +827,9 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     first_out.get_or_insert(value);
                     continue;
                 }
-                if value == nodata {
+                // Compared as the output's type holds both: a Float32 output's nodata -999.9
+                // is float32(-999.9), and so is every value that rounds to it (R9-4).
+                if output_nodata.is_some_and(|n| held(value) == Some(n)) {
                     return Err(GdalError::Arguments(format!(
                         "nodata: the expression gives {value} at a valid cell, which is the \
                          output's nodata; pass another `nodata`"

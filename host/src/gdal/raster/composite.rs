@@ -188,7 +188,8 @@ impl CompositeRequest {
             let b = dataset.rasterband(*band).map_err(|_| {
                 GdalError::Arguments(format!("band: band {band} does not exist in every input"))
             })?;
-            nodata.push(b.no_data_value());
+            // Strips are read as f32: the nodata as such a read holds it (R9-4).
+            nodata.push(crate::gdal::facts::nodata::band_nodata_read_as_f32(&b));
         }
 
         // Physical values where an input band declares a scale or offset (read from the inputs

@@ -94,7 +94,8 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
     let buffer = crate::gdal::facts::read_cells::<f32>(&band, (0, 0), (width, height), (w, h))
         .map_err(|_| failed("cannot read band 1"))?;
     drop(blocks);
-    let nodata = band.no_data_value().map(|v| v as f32);
+    // The nodata as a read into f32 holds it (R9-4).
+    let nodata = crate::gdal::facts::nodata::band_nodata_read_as_f32(&band).map(|v| v as f32);
     let mut values = buffer.into_shape_and_vec().1;
     if scale != 1.0 || offset != 0.0 {
         for v in values.iter_mut() {

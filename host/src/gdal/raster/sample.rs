@@ -518,10 +518,10 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 message: capture.failure_text(&e.to_string()),
             })?;
             let raw = buffer.data().first().copied().unwrap_or(f64::NAN);
+            // The declared nodata as the band's type holds it (R9-4: a Float32 band's -999.9
+            // is float32(-999.9) in its cells).
             let is_nodata = raw.is_nan()
-                || info
-                    .nodata
-                    .is_some_and(|n| n == raw || (n.is_nan() && raw.is_nan()));
+                || crate::gdal::facts::nodata::band_nodata(&band).is_some_and(|n| n == raw);
             let value =
                 (!is_nodata).then(|| raw * info.scale.unwrap_or(1.0) + info.offset.unwrap_or(0.0));
             sampled.values.push(BandValue {

@@ -131,11 +131,14 @@ fn band_stats(
     let band = dataset
         .rasterband(index)
         .map_err(|e| failed(e.to_string()))?;
+    // The nodata reported is the one given or declared; cells are compared with it as the
+    // band's type holds it (R9-4: a Float32 band's -999.9 is float32(-999.9) in its cells).
     let nodata = request.nodata.or(band.no_data_value());
+    let stored = nodata.and_then(|nd| crate::gdal::facts::nodata::nodata_in_band(nd, &band));
     let (width, height) = band.size();
     // Infinities are counted apart and left out (attack round 5, F4: one +Inf and one -Inf
     // made min, max, mean and std null and put every cell in the first histogram bin).
-    let is_valid = |v: f64| v.is_finite() && nodata.is_none_or(|nd| v != nd);
+    let is_valid = |v: f64| v.is_finite() && stored.is_none_or(|nd| v != nd);
     let mut infinite_count = 0u64;
     let scale = band.scale().filter(|s| *s != 1.0);
     let offset = band.offset().filter(|o| *o != 0.0);

@@ -85,7 +85,9 @@ impl ZonalRequest {
             &[self.band],
             crate::gdal::policy::blocks::Reach::Full,
         )?;
-        let is_nodata = nodata_predicate(band.no_data_value());
+        // Cells are read as f32: the nodata as such a read holds it (R9-4).
+        let is_nodata =
+            nodata_predicate(crate::gdal::facts::nodata::band_nodata_read_as_f32(&band));
         // Physical values where the band declares a scale or offset; nodata cells become NaN
         // (never a value) before the transform, so no physical value can pass for nodata.
         let scale = band.scale().unwrap_or(1.0);

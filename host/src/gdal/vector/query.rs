@@ -67,6 +67,20 @@ pub struct MeasureMethod {
     pub centroid_crs: Option<String>,
 }
 
+impl MeasureMethod {
+    /// Figures in m² and m by `method`, on `ellipsoid` where geodesic, centroids in `crs`.
+    fn in_metres(method: &str, crs: Option<String>, ellipsoid: Option<String>) -> Self {
+        MeasureMethod {
+            method: method.to_string(),
+            crs: crs.clone(),
+            ellipsoid,
+            area_unit: "m²".to_string(),
+            length_unit: "m".to_string(),
+            centroid_crs: crs,
+        }
+    }
+}
+
 /// One feature.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct QueryFeature {
@@ -229,14 +243,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
         return Ok(Measuring {
             measurer: None,
             geographic: None,
-            method: MeasureMethod {
-                method: "planar".to_string(),
-                crs: None,
-                ellipsoid: None,
-                area_unit: "m²".to_string(),
-                length_unit: "m".to_string(),
-                centroid_crs: None,
-            },
+            method: MeasureMethod::in_metres("planar", None, None),
         });
     };
     if srs.is_projected() {
@@ -251,14 +258,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
                 metres_per_unit: metres,
             }),
             geographic: None,
-            method: MeasureMethod {
-                method: "planar".to_string(),
-                crs: label.clone(),
-                ellipsoid: None,
-                area_unit: "m²".to_string(),
-                length_unit: "m".to_string(),
-                centroid_crs: label,
-            },
+            method: MeasureMethod::in_metres("planar", label, None),
         });
     }
     if srs.is_geographic() {
@@ -266,14 +266,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
         return Ok(Measuring {
             measurer: Some(Measurer::Geodesic(Box::new(geodesic))),
             geographic: Some(geometry::geographic_of(&srs)?),
-            method: MeasureMethod {
-                method: "geodesic".to_string(),
-                crs: label.clone(),
-                ellipsoid: Some(ellipsoid.name),
-                area_unit: "m²".to_string(),
-                length_unit: "m".to_string(),
-                centroid_crs: label,
-            },
+            method: MeasureMethod::in_metres("geodesic", label, Some(ellipsoid.name)),
         });
     }
     if wants_figures {
@@ -286,14 +279,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
     Ok(Measuring {
         measurer: None,
         geographic: None,
-        method: MeasureMethod {
-            method: "planar".to_string(),
-            crs: label.clone(),
-            ellipsoid: None,
-            area_unit: "m²".to_string(),
-            length_unit: "m".to_string(),
-            centroid_crs: label,
-        },
+        method: MeasureMethod::in_metres("planar", label, None),
     })
 }
 
