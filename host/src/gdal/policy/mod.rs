@@ -907,8 +907,8 @@ fn check_vrt_work(input: &Path, file: &Path, walk: &mut Walk) -> Result<(), Gdal
     if work.work > budget && work.per_cell() > vrt_work::MAX_WORK_PER_CELL {
         return Err(GdalError::Arguments(format!(
             "{}: reading it whole makes GDAL read or combine {:.0} source cells ({:.0} per \
-             cell of the VRT's {:.0}: {} resamples a larger window or filters with a large \
-             kernel), more than the server's budget of {} cells per call (GDAL_MCP_MAX_CELLS) \
+             cell of the VRT's {:.0}: {} overlaps its sources, resamples larger windows or \
+             filters with a large kernel), more than the server's budget of {} cells per call (GDAL_MCP_MAX_CELLS) \
              at more than {} per cell; open the source itself, on a window, or build the VRT \
              over a coarser copy of it (gdal_translate -outsize) or with a smaller kernel",
             input.display(),
