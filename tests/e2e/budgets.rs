@@ -235,3 +235,131 @@ async fn heavy_calls_share_one_memory_budget() {
             > 1e9
     );
 }
+
+/// Write a `size`² Byte GeoTIFF of ones in EPSG:32633 (sparse and unwritten when `sparse`).
+fn r10_13_tiff(path: &Path, size: u64, sparse: bool) {
+    let size = size.to_string();
+    let mut command = std::process::Command::new("gdal_create");
+    command
+        .args([
+            "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", "1",
+        ])
+        .args(["-ot", "Byte", "-a_srs", "EPSG:32633"])
+        .args(["-a_ullr", "500000", "5000000", "501000", "4999000"])
+        .args(["-co", "TILED=YES"]);
+    if sparse {
+        command.args(["-co", "SPARSE_OK=TRUE"]);
+    } else {
+        command.args(["-burn", "1"]);
+    }
+    assert!(command.arg(path).status().unwrap().success());
+}
+
+/// A VRT of `size`² cells reading `src.tif` through a `k` x `k` `KernelFilteredSource`.
+fn r10_13_kernel_vrt(size: u64, k: usize) -> String {
+    let coefs = vec!["1"; k * k].join(" ");
+    format!(
+        "<VRTDataset rasterXSize=\"{size}\" rasterYSize=\"{size}\"><SRS>EPSG:32633</SRS>\
+         <GeoTransform>500000,2.5,0,5000000,0,-2.5</GeoTransform>\
+         <VRTRasterBand dataType=\"Float32\" band=\"1\"><KernelFilteredSource>\
+         <SourceFilename relativeToVRT=\"1\">src.tif</SourceFilename><SourceBand>1</SourceBand>\
+         <Kernel normalized=\"1\"><Size>{k}</Size><Coefs>{coefs}</Coefs></Kernel>\
+         </KernelFilteredSource></VRTRasterBand></VRTDataset>"
+    )
+}
+
+/// Regression, issue 21 attack round 10, R10-13: a VRT reading its source through a 201 x 201
+/// kernel (40,401 multiply-adds per cell) is refused before the open, naming the figure and
+/// GDAL_MCP_MAX_CELLS; the clean twin, a 3 x 3 kernel over the same source, is read.
+#[tokio::test]
+async fn r10_13_a_large_kernel_vrt_is_refused_before_the_open() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    r10_13_tiff(&server.path("src.tif"), 400, false);
+    std::fs::write(server.path("k201.vrt"), r10_13_kernel_vrt(400, 201)).unwrap();
+    std::fs::write(server.path("k3.vrt"), r10_13_kernel_vrt(400, 3)).unwrap();
+    let started = std::time::Instant::now();
+    let refused = server
+        .call("raster_stats", json!({"input": "k201.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = text(&refused);
+    assert!(
+        message.contains("GDAL_MCP_MAX_CELLS") && message.contains("40402 per cell"),
+        "{message}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let info = server
+        .call("raster_info", json!({"input": "k201.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&info), "{}", text(&info));
+    let stats = server
+        .call("raster_stats", json!({"input": "k3.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+}
+
+/// Regression, issue 21 attack round 10, R10-13: a 10 x 10 VRT averaging a whole sparse
+/// 20000² GeoTIFF (every source cell read for every whole read) is refused by `raster_info`
+/// before the open; the clean twins, the same window read nearest and an ordinary mosaic of
+/// two tiles, are read.
+#[tokio::test]
+async fn r10_13_an_averaging_vrt_over_a_large_source_is_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    r10_13_tiff(&server.path("big.tif"), 20000, true);
+    let vrt = |resampling: &str| {
+        format!(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\"><SRS>EPSG:32633</SRS>\
+             <GeoTransform>500000,100,0,5000000,0,-100</GeoTransform>\
+             <VRTRasterBand dataType=\"Byte\" band=\"1\"><ComplexSource{resampling}>\
+             <SourceFilename relativeToVRT=\"1\">big.tif</SourceFilename><SourceBand>1</SourceBand>\
+             <SrcRect xOff=\"0\" yOff=\"0\" xSize=\"20000\" ySize=\"20000\"/>\
+             <DstRect xOff=\"0\" yOff=\"0\" xSize=\"10\" ySize=\"10\"/></ComplexSource>\
+             </VRTRasterBand></VRTDataset>"
+        )
+    };
+    std::fs::write(server.path("avg.vrt"), vrt(" resampling=\"average\"")).unwrap();
+    std::fs::write(server.path("near.vrt"), vrt("")).unwrap();
+    let refused = server
+        .call("raster_info", json!({"input": "avg.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = text(&refused);
+    assert!(
+        message.contains("400000000 source cells") && message.contains("GDAL_MCP_MAX_CELLS"),
+        "{message}"
+    );
+    let near = server
+        .call("raster_info", json!({"input": "near.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&near), "{}", text(&near));
+    r10_13_tiff(&server.path("a.tif"), 100, false);
+    let b = std::process::Command::new("gdal_translate")
+        .args(["-q", "-a_ullr", "501000", "5000000", "502000", "4999000"])
+        .arg(server.path("a.tif"))
+        .arg(server.path("b.tif"))
+        .status()
+        .unwrap();
+    assert!(b.success());
+    let built = std::process::Command::new("gdalbuildvrt")
+        .arg("-q")
+        .arg(server.path("mosaic.vrt"))
+        .arg(server.path("a.tif"))
+        .arg(server.path("b.tif"))
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let mosaic = server
+        .call("raster_stats", json!({"input": "mosaic.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&mosaic), "{}", text(&mosaic));
+}

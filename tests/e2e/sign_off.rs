@@ -479,3 +479,31 @@ async fn a_client_without_forms_gets_the_terminal_route_in_both_eras() {
         );
     }
 }
+
+/// Regression, issue 21 attack round 10, R10-11: a `human` decision put the agent's
+/// justification into the form and `approvals.jsonl` unchecked (1 MB a call: ~64 calls made
+/// the journal unreadable and every sign-off fail closed). A justification over 4,096 bytes is
+/// refused as on every other path and nothing is recorded; the clean twin, a short one,
+/// records its request with the justification shown as written.
+#[tokio::test]
+async fn r10_11_a_long_justification_does_not_enter_the_sign_off_journal() {
+    let setup = Setup::new();
+    let client = setup.connect(Era::Legacy, false, "policy.toml").await;
+    let with = |intent: String, output: &str| {
+        let mut args = arguments(output);
+        args["justification"] = json!({"crs_datum": {"intent": intent, "alternatives": [],
+            "choice": {"method": "EPSG:32631", "rationale": "r", "tradeoffs": "t"},
+            "confidence": "low"}});
+        args
+    };
+    let journal = setup.store().join("approvals.jsonl");
+    let long = "reason ".repeat(20_000);
+    let result = complete(round(&client, with(long, "a.gpkg"), None, None).await);
+    refused(&result, "the limit is 4096", &setup.path("a.gpkg"));
+    let size = std::fs::metadata(&journal).map_or(0, |m| m.len());
+    assert!(size < 16_384, "the journal grew to {size} bytes");
+    let result = complete(round(&client, with("short".into(), "b.gpkg"), None, None).await);
+    refused(&result, "gdal-mcp approve ", &setup.path("b.gpkg"));
+    let written = std::fs::read_to_string(&journal).unwrap();
+    assert!(written.contains("short"), "{written}");
+}

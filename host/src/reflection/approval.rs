@@ -90,6 +90,15 @@ pub fn ttl_words() -> String {
 const MAX_BYTES: u64 = 64 << 20;
 /// A line is at most this long (a request's form holds a justification of at most 4 KiB).
 const MAX_LINE_BYTES: usize = 1 << 20;
+/// A request's form is at most this long as JSON: the call, its findings and a justification
+/// of at most 4 KiB fit many times over. A larger one is refused, not recorded: a `human`
+/// decision wrote the agent's justification unchecked, and ~64 calls of 1 MB pushed the
+/// journal past [`MAX_BYTES`], after which every sign-off failed closed (issue 21, attack
+/// round 10, R10-11).
+pub const MAX_FORM_BYTES: usize = 64 << 10;
+/// New requests are refused once the journal holds this much, so that answers, spends and
+/// uses can still be written and the journal stays readable (R10-11).
+const MAX_REQUEST_JOURNAL_BYTES: u64 = MAX_BYTES / 2;
 
 /// What an answer is held to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -687,6 +696,29 @@ impl Approvals {
         covers_decision: bool,
     ) -> Result<String, ApprovalError> {
         let id = id_of(&binding, covers_decision);
+        let size = form.to_string().len();
+        if size > MAX_FORM_BYTES {
+            return Err(ApprovalError::Refused {
+                id,
+                message: format!(
+                    "its form is {size} bytes of JSON, more than the {MAX_FORM_BYTES} a sign-off \
+                     request may record; shorten the call's arguments and justification"
+                ),
+            });
+        }
+        let journal = std::fs::metadata(self.root.join(FILE_NAME)).map_or(0, |m| m.len());
+        if journal > MAX_REQUEST_JOURNAL_BYTES {
+            return Err(ApprovalError::Refused {
+                id,
+                message: format!(
+                    "the journal {} holds {journal} bytes, more than the \
+                     {MAX_REQUEST_JOURNAL_BYTES} under which new requests are recorded (answers \
+                     to pending ones still are); an operator checks it (`gdal-mcp ledger \
+                     verify`) and moves it aside once its sign-offs are no longer needed",
+                    self.root.join(FILE_NAME).display()
+                ),
+            });
+        }
         let created_ms = now_ms();
         self.append(&Line::Request {
             id: id.clone(),

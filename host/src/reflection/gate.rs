@@ -667,6 +667,22 @@ impl Gate {
                 None,
             ));
         };
+        // The justification enters the form and the journal: it is held to the same size as
+        // on every other path (attack round 10, R10-11: 1 MB justifications filled the journal).
+        if let Some(size) = justification
+            .map(|j| j.to_string().len())
+            .filter(|size| *size > MAX_BYTES)
+        {
+            return Err((
+                format!(
+                    "The operator's policy needs a person to sign this exact call off \
+                     ({explanation}); the justification is {size} bytes of JSON, and the limit \
+                     is {}: be concise (it is shown to the person as written).",
+                    MAX_BYTES
+                ),
+                None,
+            ));
+        }
         // A sign-off that covers the decision holds for later calls of it that write elsewhere
         // (attack round 7, R7-9: another `output` name made it "no longer hold"): the output
         // path and `overwrite` are left out of its arguments; the decision key, the inputs

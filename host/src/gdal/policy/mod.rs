@@ -35,6 +35,7 @@ pub mod dxf;
 pub mod geojson;
 pub mod inflated;
 pub mod references;
+pub mod vrt_work;
 pub mod watch;
 
 use super::GdalError;
@@ -672,6 +673,8 @@ pub const DEFAULT_MAX_VRT_REFERENCES: u64 = 1_000_000;
 struct Walk {
     passed: std::collections::HashMap<FileKey, (usize, u64)>,
     limit: u64,
+    /// Work per cell of each VRT document estimated in this walk ([`vrt_work`]), by path.
+    per_cell: std::collections::HashMap<PathBuf, f64>,
 }
 
 /// A file's path and identity, as the walk remembers it.
@@ -834,6 +837,7 @@ fn check_one_file(
                 }
             }
         }
+        check_vrt_work(input, file, walk)?;
     }
     check_pam_references(input, file)?;
     let mut carriers = vec![file.to_path_buf()];
@@ -890,6 +894,42 @@ fn check_one_file(
         }
     }
     Ok(beneath)
+}
+
+/// Refuse a VRT whose whole read makes GDAL read more source cells (or do more kernel
+/// multiply-adds) than the cell budget, at more than [`vrt_work::MAX_WORK_PER_CELL`] per VRT
+/// cell (issue 21, attack round 10, R10-13); remember its work per cell for the VRTs above it.
+fn check_vrt_work(input: &Path, file: &Path, walk: &mut Walk) -> Result<(), GdalError> {
+    let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let known = walk.per_cell.clone();
+    let per_cell = move |name: &str| {
+        [base.join(name), PathBuf::from(name)]
+            .iter()
+            .find_map(|p| known.get(p).copied())
+            .unwrap_or(1.0)
+    };
+    let Some(work) = vrt_work::estimate(file, &per_cell)? else {
+        return Ok(());
+    };
+    let budget = max_cells() as f64;
+    if work.work > budget && work.per_cell() > vrt_work::MAX_WORK_PER_CELL {
+        return Err(GdalError::Arguments(format!(
+            "{}: reading it whole makes GDAL read or combine {:.0} source cells ({:.0} per \
+             cell of the VRT's {:.0}: {} overlaps its sources, resamples larger windows or \
+             filters with a large kernel), more than the server's budget of {} cells per call (GDAL_MCP_MAX_CELLS) \
+             at more than {} per cell; open the source itself, on a window, or build the VRT \
+             over a coarser copy of it (gdal_translate -outsize) or with a smaller kernel",
+            input.display(),
+            work.work,
+            work.per_cell(),
+            work.cells,
+            file.display(),
+            max_cells(),
+            vrt_work::MAX_WORK_PER_CELL
+        )));
+    }
+    walk.per_cell.insert(file.to_path_buf(), work.per_cell());
+    Ok(())
 }
 
 /// The datasets an `.aux.xml` beside `file` names (`OVERVIEW_FILE`, geolocation `X_DATASET` /

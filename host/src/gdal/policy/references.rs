@@ -1800,7 +1800,7 @@ fn read_text_any_encoding(path: &Path) -> Result<String, GdalError> {
     })
 }
 
-fn read_document(path: &Path) -> Result<String, GdalError> {
+pub(super) fn read_document(path: &Path) -> Result<String, GdalError> {
     String::from_utf8(read_bytes(path)?).map_err(|_| {
         GdalError::Arguments(format!(
             "{}: an XML document that is not UTF-8 is not opened (its references could not be \
@@ -1876,7 +1876,7 @@ pub fn xml_depth(text: &str, limit: usize) -> usize {
 
 /// Parse an XML document the way every check here reads one: no DTD, nesting bounded by
 /// [`MAX_XML_DEPTH`] before the parser sees it. A document that fails either is refused.
-fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, GdalError> {
+pub(super) fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, GdalError> {
     let depth = xml_depth(text, MAX_XML_DEPTH);
     if depth > MAX_XML_DEPTH {
         return Err(GdalError::Arguments(format!(
