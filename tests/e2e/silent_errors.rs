@@ -1951,3 +1951,66 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
         barcelona
     ));
 }
+
+/// Attack round 10, R10-6: `raster_resample` and `raster_reproject` computed on raw values and
+/// kept the band's scale and offset, so a `sum` of four raw 100s under scale 0.1 and offset -5
+/// answered 35 where 20 is right, an `rms` with an offset was not the physical rms, and a
+/// negative scale swapped `min` and `max`; `raster_aggregate` already refused these. Each is
+/// refused before gdalwarp runs, naming the band's scale and offset; methods that commute with
+/// the scale (average, an interpolation, `max` under a positive scale) are not (the twins).
+#[tokio::test]
+async fn r10_6_warps_refuse_statistics_the_band_scale_would_falsify() {
+    let server = server().await;
+    let scaled = |name: &str, scale: f64, offset: f64| {
+        write_raster::<i16>(
+            &server.path(name),
+            (4, 4),
+            vec![100; 16],
+            Some([0.0, 30.0, 0.0, 120.0, 0.0, -30.0]),
+            Some(32633),
+            |band| {
+                band.set_scale(scale).unwrap();
+                band.set_offset(offset).unwrap();
+            },
+        );
+    };
+    scaled("offset.tif", 0.1, -5.0);
+    scaled("negative.tif", -0.1, 0.0);
+    let resample = |input: &str, method: &str| {
+        json!({"input": input, "output": format!("{method}-{input}"), "resolution": [60, 60],
+               "resampling": method})
+    };
+    for (tool, arguments) in [
+        ("raster_resample", resample("offset.tif", "sum")),
+        ("raster_resample", resample("offset.tif", "rms")),
+        ("raster_resample", resample("negative.tif", "max")),
+        (
+            "raster_reproject",
+            json!({"input": "offset.tif", "output": "r.tif", "dst_crs": "EPSG:32634",
+                   "resampling": "sum"}),
+        ),
+    ] {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}");
+        let message = text(&result);
+        assert!(
+            message.contains("resampling: band 1 declares scale") && message.contains("raw"),
+            "{tool} {arguments}: {message}"
+        );
+    }
+    for arguments in [
+        resample("offset.tif", "average"),
+        resample("negative.tif", "average"),
+        resample("offset.tif", "max"),
+    ] {
+        let result = server
+            .call("raster_resample", arguments.clone())
+            .await
+            .unwrap();
+        assert!(
+            !text(&result).contains("declares scale"),
+            "{arguments}: {}",
+            text(&result)
+        );
+    }
+}

@@ -15,7 +15,7 @@ use crate::gdal::raster::warp::WarpRequest;
 use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    check_band, check_nodata, driver_options, name_of, parse, DataType, Justifications,
+    self, check_band, check_nodata, driver_options, name_of, parse, DataType, Justifications,
     WarpResampling,
 };
 use crate::server::call::Call;
@@ -121,42 +121,6 @@ pub struct AggregateArgs {
     pub justification: Option<Justifications>,
 }
 
-/// gdalwarp aggregates raw values and copies each band's scale and offset to the output, which
-/// is right for statistics that commute with `raw * scale + offset` (mean, median, mode; min,
-/// max and quartiles when the scale is positive) and wrong for the others: a block sum keeps
-/// one offset instead of n, an rms is not linear. Those are refused with the reason.
-fn check_block_scale(
-    input: &facts::DatasetFacts,
-    statistic: BlockStatistic,
-) -> Result<(), ToolError> {
-    let bands = input
-        .raster
-        .as_ref()
-        .map(|r| r.bands.as_slice())
-        .unwrap_or_default();
-    for (index, band) in bands.iter().enumerate() {
-        let scale = band.scale.unwrap_or(1.0);
-        let offset = band.offset.unwrap_or(0.0);
-        let wrong = match statistic {
-            BlockStatistic::Sum | BlockStatistic::Rms => offset != 0.0 || scale < 0.0,
-            BlockStatistic::Min | BlockStatistic::Max | BlockStatistic::Q1 | BlockStatistic::Q3 => {
-                scale < 0.0
-            }
-            _ => false,
-        };
-        if wrong {
-            return Err(ToolError::Arguments(format!(
-                "statistic: band {} declares scale {scale} and offset {offset} (physical = raw \
-                 x scale + offset); gdalwarp would compute this statistic on raw values and keep \
-                 the scale and offset, which gives a wrong physical value for it. Convert the \
-                 band to physical values first, or use average, med or mode",
-                index + 1
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// `raster_aggregate`, as the tool table lists it.
 pub const RASTER_AGGREGATE: ToolSpec = ToolSpec {
     name: "raster_aggregate",
@@ -210,7 +174,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     "input: the grid is rotated; warp it north-up first".to_string(),
                 ));
             }
-            check_block_scale(&input_facts, statistic)?;
+            args::refuse_scaled_statistic("statistic", statistic.gdal_name(), &input_facts)?;
             let (w, h) = dataset.raster_size();
             let cols = w.div_ceil(fx as usize);
             let rows = h.div_ceil(fy as usize);

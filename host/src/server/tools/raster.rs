@@ -18,8 +18,8 @@ use crate::gdal::raster::warp::WarpRequest;
 use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    band_numbers, check_band, check_grid, check_nodata, driver_options, parse, Bounds, DataType,
-    Justifications, OverviewResampling, WarpResampling,
+    self, band_numbers, check_band, check_grid, check_nodata, driver_options, parse, Bounds,
+    DataType, Justifications, OverviewResampling, WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -420,6 +420,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             facts::require_raster("input", &request.input, &dataset)?;
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
+            args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
                     "input: the raster has no CRS, so it cannot be reprojected; if you know its \
@@ -575,6 +576,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             }
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
+            args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
