@@ -114,7 +114,8 @@ async fn lists_everything(era: Era) -> anyhow::Result<()> {
         .client
         .get_prompt(
             GetPromptRequestParams::new("justify_crs_datum")
-                .with_arguments(serde_json::from_value(json!({"tool": "vector_clip"}))?),
+                .with_arguments(serde_json::from_value(json!({
+                "tool": "vector_clip", "src_crs": "EPSG:4267", "dst_crs": "EPSG:4326"}))?),
         )
         .await?;
     assert!(serde_json::to_string(&again.messages)?.contains("vector_clip"));
