@@ -1050,11 +1050,7 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
 /// without CRS takes the rectangle as its own coordinates: `crs_missing`, as for a mask.
 fn moved_bounds(call: &Call) -> Option<Trigger> {
     let from = call.dataset("bounds")?.crs.as_ref()?;
-    if call.tool() == "vector_clip"
-        && call
-            .dataset("input")
-            .and_then(|d| d.crs.as_ref())
-            .is_none()
+    if call.tool() == "vector_clip" && call.dataset("input").and_then(|d| d.crs.as_ref()).is_none()
     {
         return moved_layer(call, "bounds", "input", BOUNDS_TO_INPUT);
     }
@@ -1799,7 +1795,11 @@ mod tests {
             }
             run(raw)
         };
-        let ballpark = transformation("Ballpark geographic offset from NAD27 to WGS 84", None, true);
+        let ballpark = transformation(
+            "Ballpark geographic offset from NAD27 to WGS 84",
+            None,
+            true,
+        );
         let got = clip(Some(utm33()), nad27(), Some(ballpark.clone()));
         assert_eq!(severity(&got), Some(Severity::Critical));
         assert_eq!(
@@ -1808,12 +1808,15 @@ mod tests {
                    "dst_crs": "EPSG:32633",
                    "transformation": "Ballpark geographic offset from NAD27 to WGS 84"})
         );
-        let found = got.as_ref().map(|t| {
-            t.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
-        });
+        let found = got
+            .as_ref()
+            .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect::<Vec<_>>());
         assert_eq!(
             found,
-            Some(vec![ids::CRS_CHANGE.to_string(), ids::BALLPARK_OPERATION.to_string()])
+            Some(vec![
+                ids::CRS_CHANGE.to_string(),
+                ids::BALLPARK_OPERATION.to_string()
+            ])
         );
         let unknown = transformation("NAD27 to WGS 84 (x)", None, false);
         assert_eq!(
@@ -1849,10 +1852,7 @@ mod tests {
                 json!({"dst_crs": "EPSG:32633", "resampling": "nearest",
                        "bounds": {"xmin": 15, "ymin": 44.9, "xmax": 15.1, "ymax": 45.0,
                                   "crs": "EPSG:4267"}}),
-                vec![
-                    dem(Some(utm33())),
-                    bounds_dataset(nad27()),
-                ],
+                vec![dem(Some(utm33())), bounds_dataset(nad27())],
             );
             raw.target_crs = Some(dst);
             raw.transformation = Some(t);
@@ -1863,7 +1863,10 @@ mod tests {
         assert_eq!(key(&got)["operation"], json!("bounds_to_input"));
         let helmert = transformation("NAD27 to WGS 84 (4)", Some(10.0), false);
         assert!(window(utm33(), helmert).is_none());
-        assert_eq!(key(&window(wgs84(), ballpark))["operation"], json!("reproject"));
+        assert_eq!(
+            key(&window(wgs84(), ballpark))["operation"],
+            json!("reproject")
+        );
     }
 
     #[test]
