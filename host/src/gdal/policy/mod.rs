@@ -799,7 +799,9 @@ fn check_one_file(
                 input.display()
             )));
         }
-        for reference in references::vrt_references(file)? {
+        let text = references::read_document(file)?;
+        let document = references::parse(file, &text)?;
+        for reference in references::references_in(file, &document)? {
             let refuse = |target: &str| {
                 GdalError::Arguments(format!(
                     "{}: it makes GDAL read \"{target}\", which is outside every workspace or \
@@ -837,7 +839,7 @@ fn check_one_file(
                 }
             }
         }
-        check_vrt_work(input, file, walk)?;
+        check_vrt_work(input, file, &document, walk)?;
     }
     check_pam_references(input, file)?;
     let mut carriers = vec![file.to_path_buf()];
@@ -899,7 +901,12 @@ fn check_one_file(
 /// Refuse a VRT whose whole read makes GDAL read more source cells (or do more kernel
 /// multiply-adds) than the cell budget, at more than [`vrt_work::MAX_WORK_PER_CELL`] per VRT
 /// cell (issue 21, attack round 10, R10-13); remember its work per cell for the VRTs above it.
-fn check_vrt_work(input: &Path, file: &Path, walk: &mut Walk) -> Result<(), GdalError> {
+fn check_vrt_work(
+    input: &Path,
+    file: &Path,
+    document: &roxmltree::Document,
+    walk: &mut Walk,
+) -> Result<(), GdalError> {
     let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
     let known = walk.per_cell.clone();
     let per_cell = move |name: &str| {
@@ -908,7 +915,7 @@ fn check_vrt_work(input: &Path, file: &Path, walk: &mut Walk) -> Result<(), Gdal
             .find_map(|p| known.get(p).copied())
             .unwrap_or(1.0)
     };
-    let Some(work) = vrt_work::estimate(file, &per_cell)? else {
+    let Some(work) = vrt_work::estimate(document, &per_cell) else {
         return Ok(());
     };
     let budget = max_cells() as f64;

@@ -1573,7 +1573,15 @@ pub fn is_vrt_document(path: &Path) -> bool {
 /// directory, as GDAL resolves it. A document that cannot be parsed is refused.
 pub fn vrt_references(path: &Path) -> Result<Vec<FileReference>, GdalError> {
     let text = read_document(path)?;
-    let document = parse(path, &text)?;
+    references_in(path, &parse(path, &text)?)
+}
+
+/// [`vrt_references`] of a document already parsed (with [`read_document`] and [`parse`]),
+/// for a caller that reads the same document for something else too.
+pub(super) fn references_in(
+    path: &Path,
+    document: &roxmltree::Document,
+) -> Result<Vec<FileReference>, GdalError> {
     let base = path.parent().unwrap_or(Path::new("/"));
     let mut found = Vec::new();
     for node in document.descendants().filter(|n| n.is_element()) {

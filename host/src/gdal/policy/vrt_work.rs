@@ -18,9 +18,6 @@
 //! [`MAX_WORK_PER_CELL`] times its own cells: a plain mosaic (one source cell per cell) or a
 //! small kernel stays with the tools' own cell budgets, whatever the mosaic's size.
 
-use crate::gdal::GdalError;
-use std::path::Path;
-
 /// Work per VRT cell a document may carry beyond the cell budget: an 8 x 8 average (an
 /// overview level of 3), a 7 x 7 kernel.
 pub const MAX_WORK_PER_CELL: f64 = 64.0;
@@ -68,22 +65,21 @@ fn rect_cells(node: &roxmltree::Node, name: &str) -> Option<(f64, f64)> {
     Some((number(&rect, "xSize")?, number(&rect, "ySize")?))
 }
 
-/// Estimate the work of `file`, a VRT document whose references already passed the checks;
-/// `source_per_cell` gives the work per cell of a source file that is itself an estimated VRT
-/// (1 for any other). A warped VRT, or a document without sizes, is not estimated (`None`).
+/// Estimate the work of a VRT `document` (parsed once by the confinement walk) whose
+/// references already passed the checks; `source_per_cell` gives the work per cell of a
+/// source file that is itself an estimated VRT (1 for any other). A warped VRT, or a document
+/// without sizes, is not estimated (`None`).
 pub fn estimate(
-    file: &Path,
+    document: &roxmltree::Document,
     source_per_cell: &dyn Fn(&str) -> f64,
-) -> Result<Option<Work>, GdalError> {
-    let text = super::references::read_document(file)?;
-    let document = super::references::parse(file, &text)?;
+) -> Option<Work> {
     let root = document.root_element();
     if !root.tag_name().name().eq_ignore_ascii_case("VRTDataset") {
-        return Ok(None);
+        return None;
     }
     let (Some(width), Some(height)) = (number(&root, "rasterXSize"), number(&root, "rasterYSize"))
     else {
-        return Ok(None);
+        return None;
     };
     let mut cells = 0.0;
     let mut work = 0.0;
@@ -134,7 +130,7 @@ pub fn estimate(
             }
         }
     }
-    Ok(Some(Work { cells, work }))
+    Some(Work { cells, work })
 }
 
 #[cfg(test)]
@@ -142,10 +138,8 @@ mod tests {
     use super::*;
 
     fn work_of(text: &str) -> Work {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.vrt");
-        std::fs::write(&path, text).unwrap();
-        estimate(&path, &|_| 1.0).unwrap().unwrap()
+        let document = roxmltree::Document::parse(text).unwrap();
+        estimate(&document, &|_| 1.0).unwrap()
     }
 
     /// R10-13: a 201 x 201 kernel over 2000² is 40,401 multiply-adds per cell (plus the read);
