@@ -363,3 +363,88 @@ async fn r10_13_an_averaging_vrt_over_a_large_source_is_refused() {
         .unwrap();
     assert!(!is_error(&mosaic), "{}", text(&mosaic));
 }
+
+/// Regression, issue 21 attack round 11, R11-8: R10-13's VRTs written with numbers GDAL reads
+/// leniently (`rasterXSize="10 px"`, `xSize="20000e"`, `<Size>201 x</Size>`: C's `atoi` and
+/// `strtod` stop at the first character that is not part of a number) are refused as the
+/// plainly written ones are; the estimate had taken them as unknown and let them run.
+#[tokio::test]
+async fn r11_8_sizes_written_loosely_are_read_as_gdal_reads_them() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    r10_13_tiff(&server.path("big.tif"), 20000, true);
+    r10_13_tiff(&server.path("src.tif"), 400, false);
+    let averaged = |size: &str, x_size: &str| {
+        format!(
+            "<VRTDataset rasterXSize=\"{size}\" rasterYSize=\"10\"><SRS>EPSG:32633</SRS>\
+             <GeoTransform>500000,100,0,5000000,0,-100</GeoTransform>\
+             <VRTRasterBand dataType=\"Byte\" band=\"1\"><ComplexSource resampling=\"average\">\
+             <SourceFilename relativeToVRT=\"1\">big.tif</SourceFilename><SourceBand>1</SourceBand>\
+             <SrcRect xOff=\"0\" yOff=\"0\" xSize=\"{x_size}\" ySize=\"20000\"/>\
+             <DstRect xOff=\"0\" yOff=\"0\" xSize=\"10\" ySize=\"10\"/></ComplexSource>\
+             </VRTRasterBand></VRTDataset>"
+        )
+    };
+    std::fs::write(server.path("px.vrt"), averaged("10 px", "20000")).unwrap();
+    std::fs::write(server.path("e.vrt"), averaged("10", "20000e")).unwrap();
+    std::fs::write(
+        server.path("k.vrt"),
+        r10_13_kernel_vrt(400, 201).replace("<Size>201</Size>", "<Size>201 x</Size>"),
+    )
+    .unwrap();
+    for (input, figure) in [
+        ("px.vrt", "400000000 source cells"),
+        ("e.vrt", "400000000 source cells"),
+        ("k.vrt", "40402 per cell"),
+    ] {
+        let refused = server
+            .call("raster_stats", json!({"input": input}))
+            .await
+            .unwrap();
+        assert!(is_error(&refused), "{input}: {}", text(&refused));
+        let message = text(&refused);
+        assert!(
+            message.contains(figure) && message.contains("GDAL_MCP_MAX_CELLS"),
+            "{input}: {message}"
+        );
+    }
+}
+
+/// Regression, issue 21 attack round 11, R11-3: a 10 x 10 warped VRT averaging a sparse
+/// 20000² GeoTIFF (GDAL's warper allocates the source window behind each block: 1.66 GB at
+/// 40000²) is refused before the open, counted at its source's cells; the clean twin, a warped
+/// VRT over a 400² source, is read.
+#[tokio::test]
+async fn r11_3_a_warped_vrt_over_a_large_source_is_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    r10_13_tiff(&server.path("big.tif"), 20000, true);
+    r10_13_tiff(&server.path("small.tif"), 400, false);
+    for (source, vrt) in [("big.tif", "warped.vrt"), ("small.tif", "clean.vrt")] {
+        let built = std::process::Command::new("gdalwarp")
+            .args(["-q", "-of", "VRT", "-ts", "10", "10", "-r", "average"])
+            .arg(server.path(source))
+            .arg(server.path(vrt))
+            .status()
+            .unwrap();
+        assert!(built.success());
+    }
+    let refused = server
+        .call("raster_stats", json!({"input": "warped.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = text(&refused);
+    assert!(
+        message.contains("GDAL_MCP_MAX_CELLS") && message.contains("warped.vrt"),
+        "{message}"
+    );
+    let clean = server
+        .call("raster_stats", json!({"input": "clean.vrt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert_eq!(structured(&clean)["bands"][0]["max"].as_f64(), Some(1.0));
+}

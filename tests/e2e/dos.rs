@@ -1037,3 +1037,41 @@ async fn r10_14_arguments_over_a_mebibyte_are_refused_before_they_wait() {
         .unwrap();
     assert!(!is_error(&info), "{}", text(&info));
 }
+
+/// Attack round 11, R11-1: R10-14's cap counted arguments as text, so a 1.36 MB line of
+/// 340,000 empty arrays (13.7 MB once parsed) passed it, and 40 such calls waiting for a slot
+/// held 535 MB. Arguments are now counted at their memory once parsed: that line is refused
+/// at once, before it waits, naming the cost; 1,000 points (about 100 KB) still reach a tool.
+#[tokio::test]
+async fn r11_1_arguments_are_counted_at_their_memory_once_parsed() {
+    let server = start_with_data(&[], &["dem.tif"]).await;
+    let empties = vec![json!([]); 340_000];
+    let result = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": "dem.tif"}, "expression": "a", "output": "o.tif",
+                   "creation_options": empties}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&result));
+    let message = text(&result);
+    assert!(
+        message.contains("bytes of memory once parsed")
+            && message.contains("a call may take at most 1048576"),
+        "{}",
+        &message[..message.len().min(600)]
+    );
+    assert!(!server.path("o.tif").exists());
+    let points: Vec<Value> = (0..1000)
+        .map(|i| json!([500_000.0 + f64::from(i), 5_000_000.0]))
+        .collect();
+    let twin = server
+        .call(
+            "raster_sample",
+            json!({"input": "dem.tif", "coordinates": points}),
+        )
+        .await
+        .unwrap();
+    assert!(!text(&twin).contains("a call may take"), "{}", text(&twin));
+}

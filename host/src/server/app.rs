@@ -31,6 +31,15 @@ pub const HASH_WORKERS: usize = 2;
 /// Calls of the tools that write (and pass the gate) in flight at once; further calls wait for
 /// a slot. Read-only tools do not take one, so they are never queued behind such a burst.
 pub const MAX_CALLS_IN_FLIGHT: usize = 64;
+/// The memory every call in progress may hold in parsed arguments, together (running or
+/// waiting for a slot or a worker): past it a call is refused as busy before it waits. One call
+/// holds its arguments' cost ([`super::argument_bytes`], at most [`super::MAX_ARGUMENT_BYTES`])
+/// plus [`CALL_OVERHEAD_BYTES`], so at most 64 maximal calls, or 16,384 small ones, wait at
+/// once (attack round 11, R11-1: 40 waiting calls of 1.36 MB lines held 535 MB, growing
+/// linearly).
+pub const MAX_ARGUMENTS_HELD: usize = 64 << 20;
+/// What a call in progress costs beside its arguments (its task, its context).
+pub const CALL_OVERHEAD_BYTES: usize = 4 << 10;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +101,8 @@ pub struct App {
     plugin_slots: Arc<Semaphore>,
     hash_slots: Arc<Semaphore>,
     call_slots: Arc<Semaphore>,
+    /// Bytes of parsed arguments held by calls in progress ([`MAX_ARGUMENTS_HELD`]).
+    arguments_held: Arc<std::sync::atomic::AtomicUsize>,
     /// Folders no output may land in: the capsule store and the component cache.
     protected_roots: Vec<PathBuf>,
 }
@@ -209,6 +220,7 @@ impl App {
             plugin_slots: Arc::new(Semaphore::new(PLUGIN_WORKERS)),
             hash_slots: Arc::new(Semaphore::new(HASH_WORKERS)),
             call_slots: Arc::new(Semaphore::new(MAX_CALLS_IN_FLIGHT)),
+            arguments_held: Arc::default(),
         })
     }
 
@@ -294,6 +306,28 @@ impl App {
     /// shutting down.
     pub async fn call_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
         self.call_slots.clone().acquire_owned().await.ok()
+    }
+
+    /// Count a call's `bytes` of arguments as held until the guard is dropped; `None` when the
+    /// calls in progress already hold [`MAX_ARGUMENTS_HELD`] with it.
+    pub fn hold_arguments(&self, bytes: usize) -> Option<ArgumentsHeld> {
+        use std::sync::atomic::Ordering;
+        let bytes = bytes.saturating_add(CALL_OVERHEAD_BYTES);
+        self.arguments_held
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|h| *h <= MAX_ARGUMENTS_HELD)
+            })
+            .ok()?;
+        Some(ArgumentsHeld {
+            held: self.arguments_held.clone(),
+            bytes,
+        })
+    }
+
+    /// Bytes of arguments the calls in progress hold now.
+    pub fn arguments_held(&self) -> usize {
+        self.arguments_held
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Folders no output may land in: the capsule store and the component cache.
@@ -452,4 +486,17 @@ async fn run_bounded<T: Send + 'static>(
     })
     .await
     .map_err(|e| ToolError::Internal(format!("{pool} worker failed: {e}")))?
+}
+
+/// A call's arguments counted in [`App::hold_arguments`], given back when dropped.
+pub struct ArgumentsHeld {
+    held: Arc<std::sync::atomic::AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for ArgumentsHeld {
+    fn drop(&mut self) {
+        self.held
+            .fetch_sub(self.bytes, std::sync::atomic::Ordering::AcqRel);
+    }
 }

@@ -55,6 +55,9 @@ pub enum ToolError {
     /// sealed request state); the handler answers the call with this result.
     #[error("input required: a person's sign-off")]
     InputRequired(Box<rmcp::model::InputRequiredResult>),
+    /// The server holds as much for calls in progress as it may: retry later.
+    #[error("{0}")]
+    Busy(String),
     /// A bug or a dead worker: not the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -79,6 +82,7 @@ impl ToolError {
             ToolError::InvalidJustification(_) => "invalid_justification",
             ToolError::Store(_) => "store",
             ToolError::InputRequired(_) => "input_required",
+            ToolError::Busy(_) => "busy",
             ToolError::Internal(_) | ToolError::Explained(_) => "internal",
         }
     }

@@ -89,26 +89,29 @@ pub const ECHO_KEPT: usize = 120;
 /// An error message longer than this is cut, whatever made it long.
 pub const MAX_ERROR_CHARS: usize = 16 << 10;
 
-/// The most a tool call's arguments may hold (the bytes of their strings and keys, plus a few
-/// per value): paths, CRS texts, an expression, up to 1,000 points and a justification take
-/// far less. A larger call is refused before it waits for a slot, so calls queued behind busy
-/// slots cannot hold their parsed arguments without bound (attack round 10, R10-14: six
-/// pending 15.6 MB calls held 1.0 GB).
+/// The most memory a tool call's parsed arguments may hold ([`argument_bytes`]): paths, CRS
+/// texts, an expression, 1,000 points (about 100 KB) and a justification take far less. A
+/// larger call is refused before it waits for a slot, so calls queued behind busy slots cannot
+/// hold their parsed arguments without bound (attack round 10, R10-14: six pending 15.6 MB
+/// calls held 1.0 GB), and all calls in progress share [`app::MAX_ARGUMENTS_HELD`].
 pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
-/// The size of `arguments` as [`MAX_ARGUMENT_BYTES`] counts it.
+/// The memory `arguments` hold once parsed: every value is a [`Value`], a string or key adds
+/// its bytes, an object entry its node. Counted so, not as text: `[]` is 2 bytes of text and
+/// 32 of memory, and a 1.36 MB line of 340,000 of them held 13.7 MB (attack round 11, R11-1).
 pub fn argument_bytes(arguments: &Value) -> usize {
-    match arguments {
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.iter().map(|v| argument_bytes(v) + 1).sum::<usize>(),
-        Value::Object(map) => {
-            2 + map
+    const VALUE: usize = std::mem::size_of::<Value>();
+    const ENTRY: usize = 2 * std::mem::size_of::<String>();
+    VALUE
+        + match arguments {
+            Value::String(s) => s.len(),
+            Value::Array(items) => items.iter().map(argument_bytes).sum::<usize>(),
+            Value::Object(map) => map
                 .iter()
-                .map(|(k, v)| k.len() + 4 + argument_bytes(v))
-                .sum::<usize>()
+                .map(|(k, v)| k.len() + ENTRY + argument_bytes(v))
+                .sum::<usize>(),
+            _ => 0,
         }
-        _ => 8,
-    }
 }
 
 /// Every string value and object key of `arguments` longer than [`ECHO_MAX`] characters: the
@@ -375,12 +378,22 @@ impl ServerHandler for GdalMcp {
         let size = argument_bytes(&arguments);
         if size > MAX_ARGUMENT_BYTES {
             let error = ToolError::Arguments(format!(
-                "the arguments take {size} bytes; a call may take at most {MAX_ARGUMENT_BYTES}. \
-                 Pass data in files inside a workspace (a table for points_from_table, a vector \
-                 file for many points) rather than inline"
+                "the arguments take {size} bytes of memory once parsed; a call may take at most \
+                 {MAX_ARGUMENT_BYTES}. Pass data in files inside a workspace (a table for \
+                 points_from_table, a vector file for many points) rather than inline"
             ));
             return Ok(error_result_echoing(error, &echoes).into());
         }
+        let Some(_held) = self.app.hold_arguments(size) else {
+            let error = ToolError::Busy(format!(
+                "the server is busy: the calls in progress hold {} bytes of arguments, and this \
+                 one's {size} would pass the {} they may hold together; retry when some have \
+                 answered",
+                self.app.arguments_held(),
+                app::MAX_ARGUMENTS_HELD
+            ));
+            return Ok(error_result_echoing(error, &echoes).into());
+        };
         let _slot = match spec.effect {
             tool::Effect::ReadOnly => None,
             _ => self.app.call_slot().await,

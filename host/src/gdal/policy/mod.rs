@@ -908,14 +908,37 @@ fn check_vrt_work(
     walk: &mut Walk,
 ) -> Result<(), GdalError> {
     let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let known = walk.per_cell.clone();
-    let per_cell = move |name: &str| {
-        [base.join(name), PathBuf::from(name)]
+    let candidates = |name: &str| [base.join(name), PathBuf::from(name)];
+    let per_cell = |name: &str| {
+        candidates(name)
             .iter()
-            .find_map(|p| known.get(p).copied())
+            .find_map(|p| walk.per_cell.get(p).copied())
             .unwrap_or(1.0)
     };
-    let Some(work) = vrt_work::estimate(document, &per_cell) else {
+    // A warped or pansharpened VRT's source, already checked in this walk, opened for its size
+    // alone (GDAL's open of the VRT opens it too).
+    let whole = |name: &str| {
+        candidates(name)
+            .iter()
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .filter_map(|p| {
+                let options = gdal::DatasetOptions {
+                    open_flags: gdal::GdalOpenFlags::GDAL_OF_READONLY
+                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                    ..Default::default()
+                };
+                let dataset = Dataset::open_ex(pinned(p).ok()?, options).ok()?;
+                let (x, y) = dataset.raster_size();
+                let cells = x as f64 * y as f64 * dataset.raster_count().max(1) as f64;
+                Some(cells * per_cell(&p.display().to_string()))
+            })
+            .reduce(f64::max)
+    };
+    let sources = vrt_work::Sources {
+        per_cell: &per_cell,
+        whole: &whole,
+    };
+    let Some(work) = vrt_work::estimate(document, &sources) else {
         return Ok(());
     };
     let budget = max_cells() as f64;

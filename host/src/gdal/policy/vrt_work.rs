@@ -17,6 +17,11 @@
 //! The caller refuses a VRT whose work exceeds the cell budget *and* is more than
 //! [`MAX_WORK_PER_CELL`] times its own cells: a plain mosaic (one source cell per cell) or a
 //! small kernel stays with the tools' own cell budgets, whatever the mosaic's size.
+//!
+//! Numbers are read as GDAL reads them, from an attribute or a child element alike, with C's
+//! `atoi` and `strtod` prefixes (`rasterXSize="10 px"` is 10): a strict parse had taken them
+//! as unknown and let R10-13's VRTs through (attack round 11, R11-8). Warped and pansharpened
+//! VRTs, whose bands name no sources, are counted at their sources' whole cells (R11-3).
 
 /// Work per VRT cell a document may carry beyond the cell budget: an 8 x 8 average (an
 /// overview level of 3), a 7 x 7 kernel.
@@ -42,12 +47,146 @@ impl Work {
     }
 }
 
-/// A non-negative integer attribute, without case in its name.
-fn number(node: &roxmltree::Node, name: &str) -> Option<f64> {
-    node.attributes()
+/// GDAL's `atoi` (glibc: `(int) strtol`): leading blanks, a sign, digits, and nothing after
+/// them counts; past `long`'s range it saturates, then the cast to `int` keeps the low 32 bits.
+/// A size written `"10 px"` is 10 to GDAL (attack round 11, R11-8: a strict parse took it as
+/// unknown, and the work was not counted).
+pub fn gdal_atoi(text: &str) -> i64 {
+    let text = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let mut value: i128 = 0;
+    for b in digits.bytes().take_while(u8::is_ascii_digit) {
+        value = (value * 10 + i128::from(b - b'0')).min(i128::from(i64::MAX) + 1);
+    }
+    let value = if negative { -value } else { value };
+    let long = value.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+    i64::from(long as i32)
+}
+
+/// GDAL's `CPLAtof` (`strtod`'s longest prefix): leading blanks, a sign, then `inf`,
+/// `infinity` or `nan`, a hexadecimal number (`0x1.8p3`), or decimal digits with an optional
+/// fraction and exponent (`20000e` is 20000). No number at all is 0.
+pub fn gdal_atof(text: &str) -> f64 {
+    let text = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (sign, rest) = match text.as_bytes().first() {
+        Some(b'-') => (-1.0, &text[1..]),
+        Some(b'+') => (1.0, &text[1..]),
+        _ => (1.0, text),
+    };
+    let lower = rest
+        .get(..rest.len().min(8))
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    if lower.starts_with("inf") {
+        return sign * f64::INFINITY;
+    }
+    if lower.starts_with("nan") {
+        return f64::NAN;
+    }
+    let bytes = rest.as_bytes();
+    if (lower.starts_with("0x"))
+        && bytes.get(2).is_some_and(|b| {
+            b.is_ascii_hexdigit() || (*b == b'.' && bytes.get(3).is_some_and(u8::is_ascii_hexdigit))
+        })
+    {
+        return sign * hexadecimal(&rest[2..]);
+    }
+    let mut end = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
+    let whole = end;
+    if bytes.get(end) == Some(&b'.') {
+        let fraction = bytes[end + 1..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if whole + fraction > 0 {
+            end += 1 + fraction;
+        }
+    }
+    if end == 0 {
+        return 0.0;
+    }
+    if matches!(bytes.get(end), Some(b'e' | b'E')) {
+        let mut at = end + 1;
+        if matches!(bytes.get(at), Some(b'+' | b'-')) {
+            at += 1;
+        }
+        let digits = bytes[at.min(bytes.len())..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count();
+        if digits > 0 {
+            end = at + digits;
+        }
+    }
+    sign * rest[..end].parse::<f64>().unwrap_or(0.0)
+}
+
+/// The value of `strtod`'s hexadecimal form after its `0x`: digits, a fraction, a `p` exponent.
+fn hexadecimal(text: &str) -> f64 {
+    let bytes = text.as_bytes();
+    let mut value = 0.0f64;
+    let mut at = 0;
+    while let Some(d) = bytes.get(at).and_then(|b| (*b as char).to_digit(16)) {
+        value = value * 16.0 + f64::from(d);
+        at += 1;
+    }
+    if bytes.get(at) == Some(&b'.') {
+        at += 1;
+        let mut scale = 1.0 / 16.0;
+        while let Some(d) = bytes.get(at).and_then(|b| (*b as char).to_digit(16)) {
+            value += f64::from(d) * scale;
+            scale /= 16.0;
+            at += 1;
+        }
+    }
+    if matches!(bytes.get(at), Some(b'p' | b'P')) {
+        let exponent = gdal_atoi(&text[at + 1..]);
+        if bytes.get(at + 1).is_some_and(|b| {
+            b.is_ascii_digit()
+                || ((*b == b'+' || *b == b'-') && bytes.get(at + 2).is_some_and(u8::is_ascii_digit))
+        }) {
+            value *= 2f64.powi(exponent.clamp(-2000, 2000) as i32);
+        }
+    }
+    value
+}
+
+/// `CPLGetXMLValue(node, name)`: the first attribute named `name` (without case), else the
+/// first child element so named whose only content is text. GDAL reads `rasterXSize` from
+/// either, and `<Kernel Size="201">` as `<Kernel><Size>201</Size></Kernel>`.
+pub fn xml_value<'a>(node: &roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str> {
+    if let Some(a) = node
+        .attributes()
         .find(|a| a.name().eq_ignore_ascii_case(name))
-        .and_then(|a| a.value().trim().parse::<f64>().ok())
-        .filter(|v| v.is_finite() && *v >= 0.0)
+    {
+        return Some(a.value());
+    }
+    let element = child(node, name)?;
+    let mut content = element.children();
+    let first = content.next()?;
+    (first.is_text() && content.next().is_none())
+        .then(|| first.text())
+        .flatten()
+}
+
+/// A count GDAL reads with `atoi` (raster sizes, a kernel's size); absent or negative is unknown.
+fn count(node: &roxmltree::Node, name: &str) -> Option<f64> {
+    let value = gdal_atoi(xml_value(node, name)?);
+    (value >= 0).then_some(value as f64)
+}
+
+/// A window size GDAL reads with `CPLAtof` (`SrcRect`, `DstRect`); a negative one is unknown,
+/// and one that is not a number is taken as the worst case.
+fn extent(node: &roxmltree::Node, name: &str) -> Option<f64> {
+    let value = gdal_atof(xml_value(node, name)?);
+    if value.is_nan() {
+        return Some(f64::INFINITY);
+    }
+    (value >= 0.0).then_some(value)
 }
 
 /// The first child element named `name`, without case.
@@ -62,31 +201,54 @@ fn child<'a, 'input>(
 /// A rectangle element's `xSize x ySize`.
 fn rect_cells(node: &roxmltree::Node, name: &str) -> Option<(f64, f64)> {
     let rect = child(node, name)?;
-    Some((number(&rect, "xSize")?, number(&rect, "ySize")?))
+    Some((extent(&rect, "xSize")?, extent(&rect, "ySize")?))
+}
+
+/// What the estimate asks of the files a document names.
+pub struct Sources<'f> {
+    /// Work per cell of a source that is itself an estimated VRT (1 for any other).
+    pub per_cell: &'f dyn Fn(&str) -> f64,
+    /// The cells of a whole source file (width x height x bands) times its work per cell, for
+    /// the subclasses that read whole windows of a source GDAL chooses itself (`None`: it
+    /// cannot be opened, and GDAL's open will fail on it too).
+    pub whole: &'f dyn Fn(&str) -> Option<f64>,
 }
 
 /// Estimate the work of a VRT `document` (parsed once by the confinement walk) whose
-/// references already passed the checks; `source_per_cell` gives the work per cell of a
-/// source file that is itself an estimated VRT (1 for any other). A warped VRT, or a document
-/// without sizes, is not estimated (`None`).
-pub fn estimate(
-    document: &roxmltree::Document,
-    source_per_cell: &dyn Fn(&str) -> f64,
-) -> Option<Work> {
+/// references already passed the checks. Sizes are read as GDAL reads them ([`gdal_atoi`],
+/// [`gdal_atof`], [`xml_value`]). A warped VRT reads, for its blocks, the windows of its source
+/// that they cover, and a pansharpened VRT its spectral bands resampled to the panchromatic
+/// grid: both are counted at their sources' whole cells, an upper bound (a warped VRT over a
+/// 40000² source made one 10 x 10 `raster_stats` take 1.66 GB: attack round 11, R11-3). A
+/// document without sizes is not estimated (`None`): GDAL does not open it.
+pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Work> {
     let root = document.root_element();
     if !root.tag_name().name().eq_ignore_ascii_case("VRTDataset") {
         return None;
     }
-    let (Some(width), Some(height)) = (number(&root, "rasterXSize"), number(&root, "rasterYSize"))
+    let subclass = xml_value(&root, "subClass")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let whole = |name: Option<&str>| {
+        name.map(str::trim)
+            .filter(|n| !n.is_empty())
+            .and_then(|n| (sources.whole)(n))
+            .unwrap_or(0.0)
+    };
+    if subclass == "vrtpansharpeneddataset" {
+        return Some(pansharpened(&root, &whole));
+    }
+    let (Some(width), Some(height)) = (count(&root, "rasterXSize"), count(&root, "rasterYSize"))
     else {
         return None;
     };
     let mut cells = 0.0;
     let mut work = 0.0;
-    for band in root
+    let bands: Vec<_> = root
         .children()
         .filter(|c| c.is_element() && c.tag_name().name().eq_ignore_ascii_case("VRTRasterBand"))
-    {
+        .collect();
+    for band in &bands {
         cells += width * height;
         for source in band.children().filter(|c| c.is_element()) {
             let tag = source.tag_name().name().to_ascii_lowercase();
@@ -98,39 +260,77 @@ pub fn estimate(
                 .unwrap_or(width * height);
             let source_cells = rect_cells(&source, "SrcRect")
                 .or_else(|| {
-                    child(&source, "SourceProperties").and_then(|p| {
-                        Some((number(&p, "RasterXSize")?, number(&p, "RasterYSize")?))
-                    })
+                    child(&source, "SourceProperties")
+                        .and_then(|p| Some((count(&p, "RasterXSize")?, count(&p, "RasterYSize")?)))
                 })
                 .map(|(x, y)| x * y);
-            let resampling = source
-                .attributes()
-                .find(|a| a.name().eq_ignore_ascii_case("resampling"))
-                .map(|a| a.value().trim().to_ascii_lowercase());
+            let resampling =
+                xml_value(&source, "resampling").map(|r| r.trim().to_ascii_lowercase());
             let averaging = tag == "averagedsource"
                 || resampling.is_some_and(|r| !r.is_empty() && !r.starts_with("near"));
             let mut read = destination;
             if let (true, Some(s)) = (averaging, source_cells) {
                 read = read.max(s);
             }
-            let name = child(&source, "SourceFilename")
-                .and_then(|n| n.text())
+            let name = xml_value(&source, "SourceFilename")
                 .unwrap_or_default()
                 .trim()
                 .to_string();
-            work += read * source_per_cell(&name);
+            work += read * (sources.per_cell)(&name);
             if tag == "kernelfilteredsource" {
                 let size = child(&source, "Kernel")
-                    .and_then(|k| child(&k, "Size"))
-                    .and_then(|s| s.text())
-                    .and_then(|s| s.trim().parse::<f64>().ok())
-                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .and_then(|k| count(&k, "Size"))
+                    .filter(|s| *s > 0.0)
                     .unwrap_or(1.0);
                 work += destination * size * size;
             }
         }
     }
+    if subclass == "vrtwarpeddataset" {
+        if bands.is_empty() {
+            cells = width * height;
+        }
+        let source = child(&root, "GDALWarpOptions")
+            .and_then(|options| xml_value(&options, "SourceDataset"));
+        work += cells.max(width * height) + whole(source);
+    }
     Some(Work { cells, work })
+}
+
+/// A pansharpened VRT: its grid is its panchromatic band's unless the document gives one, and
+/// a whole read resamples every spectral source onto it.
+fn pansharpened(root: &roxmltree::Node, whole: &dyn Fn(Option<&str>) -> f64) -> Work {
+    let mut work = 0.0;
+    let mut pan = 0.0;
+    if let Some(options) = child(root, "PansharpeningOptions") {
+        let mut named: Vec<&str> = Vec::new();
+        for band in options.children().filter(|c| c.is_element()) {
+            let tag = band.tag_name().name();
+            let panchromatic = tag.eq_ignore_ascii_case("PanchroBand");
+            if !(panchromatic || tag.eq_ignore_ascii_case("SpectralBand")) {
+                continue;
+            }
+            let Some(name) = xml_value(&band, "SourceFilename") else {
+                continue;
+            };
+            let cells = whole(Some(name));
+            if panchromatic {
+                pan = cells;
+            }
+            if !named.contains(&name) {
+                named.push(name);
+                work += cells;
+            }
+        }
+    }
+    let cells = match (count(root, "rasterXSize"), count(root, "rasterYSize")) {
+        (Some(width), Some(height)) => width * height,
+        _ => pan,
+    };
+    Work {
+        cells,
+        work: work + cells,
+    }
 }
 
 #[cfg(test)]
@@ -139,7 +339,11 @@ mod tests {
 
     fn work_of(text: &str) -> Work {
         let document = roxmltree::Document::parse(text).unwrap();
-        estimate(&document, &|_| 1.0).unwrap()
+        let sources = Sources {
+            per_cell: &|_| 1.0,
+            whole: &|_| Some(1.6e9),
+        };
+        estimate(&document, &sources).unwrap()
     }
 
     /// R10-13: a 201 x 201 kernel over 2000² is 40,401 multiply-adds per cell (plus the read);
@@ -184,5 +388,118 @@ mod tests {
              </VRTRasterBand></VRTDataset>",
         );
         assert_eq!(mosaic.per_cell(), 1.0);
+    }
+
+    /// R11-8: GDAL reads sizes with `atoi`/`CPLAtof`, which stop at the first character that
+    /// is not part of a number, and reads a value from an attribute or a child element alike.
+    #[test]
+    fn r11_8_numbers_are_read_as_gdal_reads_them() {
+        for (text, value) in [
+            ("10 px", 10),
+            ("  +7", 7),
+            ("-3", -3),
+            ("abc", 0),
+            ("", 0),
+            ("4294967306", 10),
+            ("99999999999999999999", -1),
+        ] {
+            assert_eq!(gdal_atoi(text), value, "{text:?}");
+        }
+        for (text, value) in [
+            ("20000e", 20000.0),
+            ("1e", 1.0),
+            ("1.5e3x", 1500.0),
+            (" .5", 0.5),
+            ("0x10", 16.0),
+            ("0x1.8p3", 12.0),
+            ("-2E-1", -0.2),
+            ("x1", 0.0),
+            (".", 0.0),
+        ] {
+            assert_eq!(gdal_atof(text), value, "{text:?}");
+        }
+        assert_eq!(gdal_atof("Infinity"), f64::INFINITY);
+        assert!(gdal_atof("nan").is_nan());
+        let averaged = |size: &str, x_size: &str| {
+            work_of(&format!(
+                "<VRTDataset {size}><VRTRasterBand band=\"1\">\
+                 <ComplexSource><resampling>average</resampling>\
+                 <SourceFilename>b.tif</SourceFilename>\
+                 <SrcRect xOff=\"0\" yOff=\"0\" xSize=\"{x_size}\" ySize=\"20000\"/>\
+                 <DstRect xOff=\"0\" yOff=\"0\" xSize=\"10\" ySize=\"10\"/></ComplexSource>\
+                 </VRTRasterBand></VRTDataset>"
+            ))
+        };
+        let strict = averaged("rasterXSize=\"10\" rasterYSize=\"10\"", "20000");
+        assert_eq!(strict.work, 4.0e8);
+        for (size, x_size) in [
+            ("rasterXSize=\"10 px\" rasterYSize=\"10\"", "20000"),
+            ("rasterXSize=\"10\" rasterYSize=\"10\"", "20000e"),
+            ("rasterYSize=\"10\"><rasterXSize>10</rasterXSize", "20000"),
+        ] {
+            assert_eq!(averaged(size, x_size), strict, "{size} {x_size}");
+        }
+        assert_eq!(
+            averaged("rasterXSize=\"10\" rasterYSize=\"10\"", "nan").work,
+            f64::INFINITY
+        );
+        let kernel = |kernel: &str| {
+            work_of(&format!(
+                "<VRTDataset rasterXSize=\"700\" rasterYSize=\"700\"><VRTRasterBand band=\"1\">\
+                 <KernelFilteredSource><SourceFilename>s.tif</SourceFilename>{kernel}\
+                 </KernelFilteredSource></VRTRasterBand></VRTDataset>"
+            ))
+            .per_cell()
+        };
+        assert_eq!(
+            kernel("<Kernel><Size>201 x</Size><Coefs>1</Coefs></Kernel>"),
+            40402.0
+        );
+        assert_eq!(
+            kernel("<Kernel Size=\"201\"><Coefs>1</Coefs></Kernel>"),
+            40402.0
+        );
+        assert_eq!(
+            kernel("<Kernel><Size>3</Size><Coefs>1</Coefs></Kernel>"),
+            10.0
+        );
+    }
+
+    /// R11-3: a warped VRT and a pansharpened VRT read their sources' windows whatever their
+    /// own size: counted at the sources' whole cells (here 1.6e9 each).
+    #[test]
+    fn r11_3_warped_and_pansharpened_vrts_count_their_sources() {
+        let warped = work_of(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\" subClass=\"VRTWarpedDataset\">\
+             <VRTRasterBand dataType=\"Byte\" band=\"1\" subClass=\"VRTWarpedRasterBand\"/>\
+             <GDALWarpOptions><ResampleAlg>Average</ResampleAlg>\
+             <SourceDataset relativeToVRT=\"1\">big.tif</SourceDataset></GDALWarpOptions>\
+             </VRTDataset>",
+        );
+        assert_eq!(warped.cells, 100.0);
+        assert_eq!(warped.work, 1.6e9 + 100.0);
+        let pansharpened = work_of(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\" subClass=\"VRTPansharpenedDataset\">\
+             <PansharpeningOptions>\
+             <PanchroBand><SourceFilename>pan.tif</SourceFilename></PanchroBand>\
+             <SpectralBand dstBand=\"1\"><SourceFilename>ms.tif</SourceFilename></SpectralBand>\
+             <SpectralBand dstBand=\"2\"><SourceFilename>ms.tif</SourceFilename></SpectralBand>\
+             </PansharpeningOptions></VRTDataset>",
+        );
+        assert_eq!(pansharpened.work, 100.0 + 1.6e9 + 1.6e9);
+        // Without sizes, the grid is the panchromatic band's (here 1.6e9 cells too).
+        let sizeless = work_of(
+            "<VRTDataset subClass=\"VRTPansharpenedDataset\"><PansharpeningOptions>\
+             <PanchroBand><SourceFilename>pan.tif</SourceFilename></PanchroBand>\
+             <SpectralBand dstBand=\"1\"><SourceFilename>ms.tif</SourceFilename></SpectralBand>\
+             </PansharpeningOptions></VRTDataset>",
+        );
+        assert_eq!(sizeless.cells, 1.6e9);
+        let plain = work_of(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\"><VRTRasterBand band=\"1\">\
+             <SimpleSource><SourceFilename>a.tif</SourceFilename></SimpleSource>\
+             </VRTRasterBand></VRTDataset>",
+        );
+        assert_eq!(plain.work, 100.0);
     }
 }

@@ -287,10 +287,21 @@ impl MakeOperators<f64> for BandMath {
         let mut ops: Vec<Operator<'a, f64>> = FloatOpsFactory::<f64>::make()
             .into_iter()
             .filter(|o| {
-                FUNCTIONS.contains(&o.repr()) || ["+", "-", "*", "/", "^"].contains(&o.repr())
+                (FUNCTIONS.contains(&o.repr()) && o.repr() != "signum")
+                    || ["+", "-", "*", "/", "^"].contains(&o.repr())
             })
             .collect();
         ops.extend([
+            // The sign as numpy, R and muparser give it: 0 for ±0. Rust's `f64::signum`, which
+            // exmex uses, gives 1 for 0, so `signum(after - before)` counted every unchanged
+            // cell as an increase (attack round 11, R11-12).
+            Operator::make_unary("signum", |x: f64| {
+                if x == 0.0 || x.is_nan() {
+                    x * 0.0
+                } else {
+                    x.signum()
+                }
+            }),
             binary("<", -1, |a, b| defined(a, b, a < b)),
             binary("<=", -1, |a, b| defined(a, b, a <= b)),
             binary(">", -1, |a, b| defined(a, b, a > b)),
@@ -1139,6 +1150,21 @@ mod tests {
 #[cfg(test)]
 mod evaluation {
     use super::*;
+
+    /// Regression, attack round 11, R11-12: `signum` was Rust's `f64::signum`, which is 1 for 0,
+    /// so `signum(after - before)` called every unchanged cell an increase. It is the sign as
+    /// numpy, R and GDAL's muparser give it.
+    #[test]
+    fn r11_12_signum_of_zero_is_zero() {
+        let changes: Vec<f64> = [7.0, 5.0, 3.0, 5.0]
+            .iter()
+            .map(|after| eval("signum(a - b)", *after, 5.0))
+            .collect();
+        assert_eq!(changes, [1.0, 0.0, -1.0, 0.0]);
+        assert_eq!(eval("signum(a)", -0.0, 0.0), 0.0);
+        assert!(eval("signum(a)", f64::NAN, 0.0).is_nan());
+        assert_eq!(eval("signum(a) * 3", -2.5, 0.0), -3.0);
+    }
 
     fn eval(expression: &str, a: f64, b: f64) -> f64 {
         let parsed = Expression::parse(expression).unwrap();
