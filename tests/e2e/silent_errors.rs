@@ -2014,3 +2014,161 @@ async fn r10_6_warps_refuse_statistics_the_band_scale_would_falsify() {
         );
     }
 }
+
+/// Attack round 11, R11-2: R10-6's check was not applied to the overview builders, so
+/// `raster_overviews` and `raster_convert`'s `overviews` ran `rms` on raw values and kept the
+/// band's offset (an overview cell read 109.0 where the physical rms is 144.3). Both are
+/// refused before GDAL runs, naming the band's scale and offset; `average` overviews of the
+/// same band, and `rms` overviews of a band without an offset, are built (the twins).
+#[tokio::test]
+async fn r11_2_overviews_refuse_statistics_the_band_scale_would_falsify() {
+    let server = server().await;
+    for (name, offset) in [("offset.tif", -1000.0), ("plain.tif", 0.0)] {
+        write_raster::<u16>(
+            &server.path(name),
+            (8, 8),
+            (0..64).map(|i| 1000 + i as u16).collect(),
+            Some([0.0, 30.0, 0.0, 240.0, 0.0, -30.0]),
+            Some(32633),
+            |band| {
+                band.set_scale(1.0).unwrap();
+                band.set_offset(offset).unwrap();
+            },
+        );
+    }
+    let overviews = |input: &str, method: &str, output: &str| json!({"input": input, "output": output, "resampling": method, "levels": [2]});
+    let convert = |input: &str, method: &str, output: &str| {
+        json!({"input": input, "output": output, "format": "GTiff",
+               "overviews": {"resampling": method, "levels": [2]}})
+    };
+    for (tool, arguments, argument) in [
+        (
+            "raster_overviews",
+            overviews("offset.tif", "rms", "o1.tif"),
+            "resampling",
+        ),
+        (
+            "raster_convert",
+            convert("offset.tif", "rms", "c1.tif"),
+            "overviews.resampling",
+        ),
+    ] {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&result), "{tool} {arguments}");
+        let message = text(&result);
+        assert!(
+            message.contains(&format!(
+                "{argument}: band 1 declares scale 1 and offset -1000"
+            )),
+            "{tool}: {message}"
+        );
+        assert!(!server.path(arguments["output"].as_str().unwrap()).exists());
+    }
+    for (tool, arguments) in [
+        (
+            "raster_overviews",
+            overviews("offset.tif", "average", "o2.tif"),
+        ),
+        ("raster_overviews", overviews("plain.tif", "rms", "o3.tif")),
+        ("raster_convert", convert("plain.tif", "rms", "c2.tif")),
+    ] {
+        let result = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(
+            !text(&result).contains("declares scale"),
+            "{tool} {arguments}: {}",
+            text(&result)
+        );
+    }
+}
+
+/// Attack round 11, R11-4: `raster_terrain` told feet from "not feet" only, so a band whose
+/// unit is `cm` or `mm` was taken as metres (a 45° plane came out at 89.43° and 89.94°), and a
+/// metre-CRS DEM in `ft` was refused with two suggested scales that both made slopes 3.28x
+/// too steep. The declared unit's ratio is applied (right by default, shown in the command),
+/// and a unit the tool does not know is refused naming it. R11-11: under a negative band scale
+/// gdaldem's aspect is turned by 180° (90 for 270): refused; the positive twin gives 270.
+#[tokio::test]
+async fn r11_4_terrain_applies_the_declared_elevation_unit() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 4_000_000.0, 0.0, -30.0]);
+    // Rising 30 m per 30 m cell eastwards: a 45° slope facing west (aspect 270).
+    let plane = |per_metre: f64| -> Vec<f32> {
+        (0..49)
+            .map(|i| ((100.0 + 30.0 * (i % 7) as f64) * per_metre) as f32)
+            .collect()
+    };
+    for (name, unit, per_metre) in [
+        ("m.tif", "m", 1.0),
+        ("cm.tif", "cm", 100.0),
+        ("mm.tif", "millimetre", 1000.0),
+        ("ft.tif", "ft", 1.0 / 0.3048),
+        ("odd.tif", "furlong", 1.0),
+    ] {
+        write_raster::<f32>(
+            &server.path(name),
+            (7, 7),
+            plane(per_metre),
+            gt,
+            Some(32633),
+            |band| set_unit(band, unit),
+        );
+    }
+    for input in ["m.tif", "cm.tif", "mm.tif", "ft.tif"] {
+        let output = format!("slope-{input}");
+        let done = call_justified(
+            &server,
+            "raster_terrain",
+            json!({"input": input, "output": output, "operation": "slope"}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&done), "{input}: {}", text(&done));
+        let (values, _) = read_all(&server.path(&output));
+        assert!((values[24] - 45.0).abs() < 1e-3, "{input}: {}", values[24]);
+    }
+    let odd = call_justified(
+        &server,
+        "raster_terrain",
+        json!({"input": "odd.tif", "output": "slope-odd.tif", "operation": "slope"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(is_error(&odd));
+    assert!(text(&odd).contains("\"furlong\""), "{}", text(&odd));
+    assert!(!server.path("slope-odd.tif").exists());
+
+    for (name, scale) in [("negative.tif", -1.0), ("positive.tif", 1.0)] {
+        let raw: Vec<f32> = plane(1.0).iter().map(|v| v * scale as f32).collect();
+        write_raster::<f32>(&server.path(name), (7, 7), raw, gt, Some(32633), |band| {
+            band.set_scale(scale).unwrap();
+            set_unit(band, "m");
+        });
+    }
+    let aspect = |input: &'static str| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "raster_terrain",
+                json!({"input": input, "output": format!("aspect-{input}"),
+                       "operation": "aspect"}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let refused = aspect("negative.tif").await;
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("negative scale"),
+        "{}",
+        text(&refused)
+    );
+    let done = aspect("positive.tif").await;
+    assert!(!is_error(&done), "{}", text(&done));
+    let (values, _) = read_all(&server.path("aspect-positive.tif"));
+    assert!((values[24] - 270.0).abs() < 1e-3, "{}", values[24]);
+}

@@ -312,8 +312,8 @@ pub fn refuse_scaled_statistic(
         if wrong {
             return Err(ToolError::Arguments(format!(
                 "{argument}: band {} declares scale {scale} and offset {offset} (physical = raw \
-                 x scale + offset); gdalwarp would compute {method} on raw values and keep the \
-                 scale and offset, which gives a wrong physical value for it. Convert the band \
+                 x scale + offset); GDAL computes {method} on raw values and keeps the scale \
+                 and offset, which gives a wrong physical value for it. Convert the band \
                  to physical values first (raster_calc), or use average, med or mode",
                 index + 1
             )));

@@ -372,6 +372,13 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
         move || {
             let input_facts = facts::gather_raster("input", &input)?;
             crate::gdal::facts::check_raster_cells("input", &input_facts)?;
+            if let Some(spec) = &args.overviews {
+                crate::server::args::refuse_scaled_statistic(
+                    "overviews.resampling",
+                    spec.resampling.gdal_name(),
+                    &input_facts,
+                )?;
+            }
             let bands = input_facts
                 .raster
                 .as_ref()

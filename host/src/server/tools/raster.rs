@@ -681,6 +681,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
         }
     };
     let method = args.resampling.gdal_name().to_string();
+    let checked_method = method.clone();
     let levels = args.levels;
     gated::run(
         &call,
@@ -689,6 +690,7 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
             facts::check_raster_format("GTiff", &options)?;
             let input_facts = facts::gather_raster("input", &input)?;
             facts::check_raster_cells("input", &input_facts)?;
+            args::refuse_scaled_statistic("resampling", &checked_method, &input_facts)?;
             if output.is_none() {
                 let source = facts::open(&input)?;
                 let internal = source
@@ -1107,6 +1109,29 @@ fn terrain_argv(
     Ok(argv)
 }
 
+/// An elevation unit's length in metres, from the band's unit text (`m`, `metre`, `cm`, `ft`,
+/// `US survey foot`, ...); `None` for a unit this tool does not know.
+fn vertical_unit_metres(unit: &str) -> Option<f64> {
+    let key: String = unit
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphabetic())
+        .collect();
+    let metres = match key.as_str() {
+        "m" | "metre" | "metres" | "meter" | "meters" => 1.0,
+        "dm" | "decimetre" | "decimetres" | "decimeter" | "decimeters" => 0.1,
+        "cm" | "centimetre" | "centimetres" | "centimeter" | "centimeters" => 0.01,
+        "mm" | "millimetre" | "millimetres" | "millimeter" | "millimeters" => 0.001,
+        "km" | "kilometre" | "kilometres" | "kilometer" | "kilometers" => 1000.0,
+        "ft" | "foot" | "feet" | "internationalfoot" | "intlfoot" | "ftintl" => 0.3048,
+        "usft" | "ftus" | "ussurveyfoot" | "ussurveyfeet" | "surveyfoot" | "usfoot" => {
+            1200.0 / 3937.0
+        }
+        _ => return None,
+    };
+    Some(metres)
+}
+
 /// Units gdaldem cannot see, made right from the facts (and refusals where the data does not
 /// say): gdaldem takes cell sizes from `gt[1]`/`gt[5]` alone (no rotation, no geotransform
 /// means 1-unit cells), assumes horizontal and vertical units are the same, and reads raw
@@ -1168,7 +1193,17 @@ fn terrain_units(
                 let z = user_z.unwrap_or(1.0) * k;
                 extra.extend(["-z".to_string(), number(z)]);
             }
-            TerrainOperation::Aspect => {}
+            // gdaldem reads raw values: under a negative scale every aspect is turned by 180°
+            // (attack round 11, R11-11: 90 for 270); a positive one does not change it.
+            TerrainOperation::Aspect if k > 0.0 => {}
+            TerrainOperation::Aspect => {
+                return Err(ToolError::Arguments(format!(
+                    "input: band {band} declares a negative scale ({k}: physical = raw x {k}), so \
+                     the surface gdaldem reads from raw values faces the other way and every \
+                     aspect would be turned by 180 degrees. Convert it to physical values first \
+                     (raster_calc with the expression \"a * {k}\")"
+                )))
+            }
             _ => {
                 return Err(ToolError::Arguments(format!(
                     "input: band {band} declares a scale of {k} (physical = raw x {k}); \
@@ -1186,10 +1221,23 @@ fn terrain_units(
         extra.extend(slope_scale(user_scale));
         return Ok(extra);
     }
-    let vertical_feet = band_facts
+    let declared = band_facts
         .and_then(|b| b.unit.as_deref())
-        .map(|u| u.to_ascii_lowercase())
-        .map(|u| u.contains("ft") || u.contains("foot") || u.contains("feet"));
+        .map(str::trim)
+        .filter(|u| !u.is_empty());
+    // The band's elevation unit in metres; a unit the tool does not know is refused rather
+    // than taken as metres (attack round 11, R11-4: `cm` gave a 45° slope as 89.43°).
+    let vertical = match declared {
+        None => None,
+        Some(unit) => Some(vertical_unit_metres(unit).ok_or_else(|| {
+            ToolError::Arguments(format!(
+                "input: band {band} declares its elevation unit as \"{unit}\", which this tool \
+                 does not know (it knows m, dm, cm, mm, km, ft and US survey ft); pass scale: \
+                 the horizontal unit divided by the vertical one, in metres (for centimetres in \
+                 a metre CRS, scale: 0.01 / 0.01 x 100 = 100)"
+            ))
+        })?),
+    };
     if let Some((mx, my)) = g.cell_size_metres {
         let per_degree = raster
             .pixel_size
@@ -1201,19 +1249,22 @@ fn terrain_units(
              shrinks with latitude. Reproject it to a projected CRS in metres first \
              (raster_reproject), or pass scale: {per_degree:.0} (metres per degree of latitude \
              here{})",
-            if vertical_feet == Some(true) {
-                ", divided by 0.3048 for elevations in feet"
-            } else {
-                ""
+            match (vertical, declared) {
+                (Some(v), Some(unit)) if v != 1.0 =>
+                    format!(", divided by {v} for elevations in {unit}"),
+                _ => String::new(),
             }
         )));
     }
     let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
-    let horizontal = match (unit, vertical_feet) {
-        (Some(u), _) if (u - 1.0).abs() < 1e-12 && vertical_feet != Some(true) => None,
-        (Some(u), Some(false)) => Some(u),
-        (Some(u), Some(true)) if (u - 0.3048).abs() < 1e-4 => None,
-        (Some(u), _) => {
+    let horizontal = match (unit, vertical) {
+        (Some(u), None) if (u - 1.0).abs() < 1e-12 => None,
+        // Both units known: their ratio, exactly 1 when they are the same unit.
+        (Some(u), Some(v)) => {
+            let ratio = u / v;
+            ((ratio - 1.0).abs() > 1e-6).then_some(ratio)
+        }
+        (Some(u), None) => {
             let name = input
                 .crs
                 .as_ref()
