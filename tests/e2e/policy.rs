@@ -680,6 +680,94 @@ async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
     assert!(server.path("utm.tif").exists());
 }
 
+/// Regression, issue 21 attack round 10, R10-1: a sign-off bound the named input's bytes and
+/// its sidecars only, so the source of a VRT, rewritten after the person approved (the VRT's
+/// own bytes unchanged), ran as approved: the output held the new cells. The binding covers
+/// every file GDAL reads for the input now (the VRT's sources, recursively, and their
+/// sidecars): the person's screen lists the source, and the retry after the rewrite is refused
+/// naming it, with nothing written. The clean twin: approved again with the new source in
+/// place, the same retry runs on those cells.
+#[tokio::test]
+async fn r10_1_a_vrt_source_rewritten_after_the_sign_off_voids_it() {
+    let (_dir, policy) = policy_file(
+        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
+    );
+    let server = Server::start(
+        Era::Legacy,
+        Options {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let store = server.workspace.path().join(".preflight");
+    let source = server.path("src.tif");
+    let fill = |value: f32| {
+        raster(&source, (10.0, 50.0), 0.01, Some(ISLAND));
+        let dataset = gdal::Dataset::open_ex(
+            &source,
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE
+                    | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        band.write((0, 0), (2, 2), &mut Buffer::new((2, 2), vec![value; 4]))
+            .unwrap();
+    };
+    fill(1.0);
+    let built = std::process::Command::new("gdalbuildvrt")
+        .arg("-q")
+        .arg(server.path("v.vrt"))
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let vrt_bytes = std::fs::read(server.path("v.vrt")).unwrap();
+    let call = json!({"input": "v.vrt", "output": "o.tif", "dst_crs": "EPSG:4326",
+                      "resampling": "nearest",
+                      "justification": {"resampling": gdal_mcp_tests::justification("nearest")}});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let id = sign_off_id(&refused);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "cells of 1 checked");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("src.tif"),
+        "the screen lists the VRT's source: {shown}"
+    );
+    fill(1000.0);
+    assert_eq!(std::fs::read(server.path("v.vrt")).unwrap(), vrt_bytes);
+    let swapped = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(
+        is_error(&swapped),
+        "ran on the rewritten source: {}",
+        text(&swapped)
+    );
+    assert!(
+        text(&swapped).contains("src.tif") && text(&swapped).contains("changed"),
+        "{}",
+        text(&swapped)
+    );
+    assert!(!server.path("o.tif").exists());
+    // The clean twin: approved with the new cells in place, the retry runs on them.
+    let id = sign_off_id(&swapped);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "cells of 1000 checked");
+    assert!(ok, "{shown}");
+    let done = server.call("raster_reproject", call).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let written = gdal::Dataset::open(server.path("o.tif")).unwrap();
+    let cells = written
+        .rasterband(1)
+        .unwrap()
+        .read_band_as::<f32>()
+        .unwrap();
+    assert!(cells.data().contains(&1000.0), "{:?}", cells.data());
+}
+
 /// Regression (attack round 7, R7-9): with `covers_decision = true` the operator was told one
 /// approval covers the decision, but the same decision with another `output` name was refused
 /// ("the call's arguments changed since the approval"), and the approve screen said "Approve
