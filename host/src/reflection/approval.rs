@@ -1149,6 +1149,47 @@ mod tests {
         }
     }
 
+    /// R10-1: a VRT's source and the source's sidecar are bound with the VRT, each by its
+    /// digest (a rewritten source changes its entry); a VRT whose sources a person's form
+    /// could not list is refused, not bound by less than GDAL reads.
+    #[test]
+    fn r10_1_a_sign_off_binds_a_vrts_sources_or_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let vrt = |n: usize| {
+            let mut text = String::from(
+                "<VRTDataset rasterXSize=\"1\" rasterYSize=\"1\"><VRTRasterBand band=\"1\">",
+            );
+            for i in 0..n {
+                text.push_str(&format!(
+                    "<SimpleSource><SourceFilename relativeToVRT=\"1\">s{i}.tif\
+                     </SourceFilename></SimpleSource>"
+                ));
+            }
+            text + "</VRTRasterBand></VRTDataset>"
+        };
+        std::fs::write(d.join("v.vrt"), vrt(1)).unwrap();
+        std::fs::write(d.join("s0.tif"), b"cells of 1").unwrap();
+        std::fs::write(d.join("s0.tif.aux.xml"), b"<PAMDataset/>").unwrap();
+        let inputs = vec![(d.join("v.vrt").display().to_string(), None)];
+        let bound = read_set_digests(&inputs).unwrap();
+        let paths: Vec<&str> = bound.iter().map(|(p, _)| p.as_str()).collect();
+        let source = d.join("s0.tif").display().to_string();
+        let pam = d.join("s0.tif.aux.xml").display().to_string();
+        assert_eq!(paths, vec![source.as_str(), pam.as_str()]);
+        assert!(bound.iter().all(|(_, digest)| digest.is_some()));
+        std::fs::write(d.join("s0.tif"), b"cells of 1000").unwrap();
+        let again = read_set_digests(&inputs).unwrap();
+        assert_ne!(again[0].1, bound[0].1, "the rewritten source is bound anew");
+        // More files than a form lists: refused, saying so.
+        std::fs::write(d.join("v.vrt"), vrt(MAX_BOUND_FILES + 1)).unwrap();
+        for i in 0..=MAX_BOUND_FILES {
+            std::fs::write(d.join(format!("s{i}.tif")), b"x").unwrap();
+        }
+        let why = read_set_digests(&inputs).unwrap_err();
+        assert!(why.contains("a sign-off binds"), "{why}");
+    }
+
     #[test]
     fn an_answer_binds_the_call_is_used_once_and_names_what_changed() {
         let dir = tempfile::tempdir().unwrap();

@@ -1571,6 +1571,34 @@ mod tests {
         assert_eq!(store.upstream(&other).steps.len(), 1);
     }
 
+    /// R10-2's filter: a file whose size no record wrote, at a path the server never wrote,
+    /// cannot have a record and is not hashed; the output itself, a byte-identical copy of it
+    /// elsewhere, and an edit at the path the server wrote all may have one.
+    #[test]
+    fn r10_2_only_files_a_record_could_name_may_have_lineage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(&dir.path().join("store"));
+        let input = dir.path().join("in.tif");
+        let output = dir.path().join("out.tif");
+        std::fs::write(&input, b"original data").unwrap();
+        std::fs::write(&output, b"resampled").unwrap();
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        assert!(!store.may_have_record(&output, size(&output)));
+        store
+            .write(record_of("raster_resample", &store, &[&input], &output))
+            .unwrap();
+        assert!(store.may_have_record(&output, size(&output)));
+        let copy = dir.path().join("copy.tif");
+        std::fs::copy(&output, &copy).unwrap();
+        assert!(store.may_have_record(&copy, size(&copy)));
+        assert!(
+            !store.may_have_record(&input, size(&input)),
+            "original data of another size"
+        );
+        std::fs::write(&output, b"edited outside the server").unwrap();
+        assert!(store.may_have_record(&output, size(&output)));
+    }
+
     #[test]
     fn a_digest_is_memoised_until_the_file_changes() {
         let dir = tempfile::tempdir().unwrap();
