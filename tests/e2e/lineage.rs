@@ -1181,23 +1181,11 @@ async fn r8_9_an_interpolation_past_the_walks_limit_is_still_refused_by_the_rule
 /// categorical input upstream), and a calc over it, stay continuous.
 #[tokio::test]
 async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
+    let (_dir, server) = server_under(
         "[[rule]]\nid = \"no interpolation of classes\"\n\
          facts = { categorical_input = true }\ndomain = \"resampling\"\noutcome = \"refuse\"\n",
     )
-    .unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    .await;
     write_classes(&server.path("classes.tif"));
     // Classes 1 and 3 as 1.5 and 4.5, written outside the server.
     let status = Command::new("gdal_translate")
@@ -1262,41 +1250,13 @@ async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
 /// of its output. Twin: after a bilinear resampling the rule still refuses.
 #[tokio::test]
 async fn r8_2_a_nearest_resampling_is_not_upstream_interpolation() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
+    let (_dir, server) = server_under(
         "[[rule]]\nid = \"no aggregation of interpolated data\"\ndomain = \"aggregation\"\n\
          facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
     )
-    .unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    .await;
     // A 64 x 64 ramp on a 30 m grid in EPSG:32633, and a zone inside it.
-    let mut asc =
-        String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
-    for row in 0..64 {
-        let line: Vec<String> = (0..64)
-            .map(|col| format!("{:.2}", (row + col) as f64 * 1.37))
-            .collect();
-        asc.push_str(&line.join(" "));
-        asc.push('\n');
-    }
-    std::fs::write(server.path("dem.asc"), asc).unwrap();
-    let status = Command::new("gdal_translate")
-        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
-        .arg(server.path("dem.asc"))
-        .arg(server.path("dem.tif"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    ramp_dem(&server, |x, y| format!("{:.2}", (x + y) * 1.37));
     std::fs::write(
         server.path("zones.geojson"),
         r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
@@ -1345,35 +1305,24 @@ async fn r8_2_a_nearest_resampling_is_not_upstream_interpolation() {
     assert!(is_error(&still.result));
 }
 
-/// A server under the rule `facts {upstream_interpolation = true} -> refuse` (any domain),
-/// with `dem.tif`, a 64 x 64 surface on a 30 m grid in EPSG:32633.
-async fn interpolation_refused() -> (tempfile::TempDir, Server) {
+/// A server under the operator's policy `text` (its file in a folder of its own).
+async fn server_under(text: &str) -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();
     let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
-        "[[rule]]\nid = \"no interpolated upstream\"\n\
-         facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
-    )
-    .unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    std::fs::write(&policy, text).unwrap();
+    let server = Server::start(Era::Modern, Options::with_policy(&policy))
+        .await
+        .unwrap();
+    (dir, server)
+}
+
+/// `dem.tif`: a 64 x 64 Float32 surface on a 30 m grid in EPSG:32633, each cell's value
+/// `value(column, row)` as written in the ASCII grid it is translated from.
+fn ramp_dem(server: &Server, value: impl Fn(f64, f64) -> String) {
     let mut asc =
         String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
     for row in 0..64 {
-        let line: Vec<String> = (0..64)
-            .map(|col| {
-                let (x, y) = (col as f64, row as f64);
-                format!("{:.3}", 100.0 + 0.5 * x + 0.3 * y + 5.0 * (x / 5.0).sin())
-            })
-            .collect();
+        let line: Vec<String> = (0..64).map(|col| value(col as f64, row as f64)).collect();
         asc.push_str(&line.join(" "));
         asc.push('\n');
     }
@@ -1385,6 +1334,19 @@ async fn interpolation_refused() -> (tempfile::TempDir, Server) {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// A server under the rule `facts {upstream_interpolation = true} -> refuse` (any domain),
+/// with `dem.tif`, a smooth surface with a ripple.
+async fn interpolation_refused() -> (tempfile::TempDir, Server) {
+    let (dir, server) = server_under(
+        "[[rule]]\nid = \"no interpolated upstream\"\n\
+         facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
+    )
+    .await;
+    ramp_dem(&server, |x, y| {
+        format!("{:.3}", 100.0 + 0.5 * x + 0.3 * y + 5.0 * (x / 5.0).sin())
+    });
     (dir, server)
 }
 

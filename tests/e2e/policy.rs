@@ -102,15 +102,9 @@ fn mercator_call() -> Value {
 
 async fn guide_policy_decides(era: Era) {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        era,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(era, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
 
     // Ballpark operations are refused, whatever the justification.
@@ -239,15 +233,9 @@ async fn r6_2_raster_sample_obeys_a_policy_refusing_ballpark_operations() {
     let sample = json!({"input": "island.tif", "coordinates": [[10.005, 49.995]],
                         "crs": "EPSG:4326"});
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Modern, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let refused = server.call("raster_sample", sample.clone()).await.unwrap();
     assert!(is_error(&refused), "{}", text(&refused));
@@ -463,15 +451,9 @@ fn approve_on_a_terminal(id: &str, store: &Path, answer: &str, note: &str) -> (b
 #[tokio::test]
 async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();
@@ -566,6 +548,19 @@ async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
     );
 }
 
+/// A server of a 2025-11-25 client without forms under the rule `crs_datum -> human`, and its
+/// store.
+async fn people_sign_crs() -> (tempfile::TempDir, Server, PathBuf) {
+    let (dir, policy) = policy_file(
+        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
+    );
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
+    let store = server.workspace.path().join(".preflight");
+    (dir, server, store)
+}
+
 /// Regression, issue 21 attack round 7, R7-1: the approve screen printed input paths and
 /// finding texts raw, so a file name and a data-supplied CRS name holding `ESC[2J` (clear the
 /// screen) and U+202E (right-to-left override) rewrote what the person approves. Every such
@@ -573,19 +568,7 @@ async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
 /// from the agent or the data. The clean twin: an ordinary accented name is shown unchanged.
 #[tokio::test]
 async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() {
-    let (_dir, policy) = policy_file(
-        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
-    );
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
-    let store = server.workspace.path().join(".preflight");
+    let (_dir, server, store) = people_sign_crs().await;
     let evil_wkt = ISLAND.replace("Island 1950", "T\u{1b}[2J\u{1b}[H FAKE \u{202e}X");
     let evil = "n\u{1b}[2J\u{1b}[H\u{202e}fig.tif";
     raster(&server.path(evil), (10.0, 50.0), 0.01, Some(&evil_wkt));
@@ -637,15 +620,9 @@ async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() 
 #[tokio::test]
 async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();
@@ -689,19 +666,7 @@ async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
 /// place, the same retry runs on those cells.
 #[tokio::test]
 async fn r10_1_a_vrt_source_rewritten_after_the_sign_off_voids_it() {
-    let (_dir, policy) = policy_file(
-        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
-    );
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
-    let store = server.workspace.path().join(".preflight");
+    let (_dir, server, store) = people_sign_crs().await;
     let source = server.path("src.tif");
     let fill = |value: f32| {
         raster(&source, (10.0, 50.0), 0.01, Some(ISLAND));
@@ -778,15 +743,9 @@ async fn r7_9_a_covering_sign_off_covers_another_output_name() {
     let text_ = "[[rule]]\nid = \"people sign datum decisions once\"\ndomain = \"crs_datum\"\n\
                  severity = \"critical\"\noutcome = \"human\"\ncovers_decision = true\n";
     let (_dir, policy) = policy_file(text_);
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();

@@ -385,25 +385,20 @@ impl Carried {
 /// The step a cut walk adds for what lies beyond it: unknown, so every reader takes its
 /// resampling as interpolating and its encoding as lossy (the strict side).
 fn unknown_step(depth: u32) -> UpstreamStep {
-    let why = format!(
-        "unknown: the lineage walk stopped at {} steps, and the records there were written \
-         before records carried their upstream's marks",
-        max_steps()
-    );
-    UpstreamStep {
+    unknown_source_step(
         depth,
-        tool: UNKNOWN_TOOL.to_string(),
-        arguments: Value::Object(serde_json::Map::new()),
-        resampling: Some(why.clone()),
-        lossy_encoding: Some(why),
-        ..UpstreamStep::default()
-    }
+        &format!(
+            "the lineage walk stopped at {} steps, and the records there were written before \
+             records carried their upstream's marks",
+            max_steps()
+        ),
+    )
 }
 
-/// The step an input's lineage gets for a file GDAL reads through it (a VRT's source) whose
-/// lineage cannot be looked up (`why`): unknown, so every reader takes its resampling as
-/// interpolating and its encoding as lossy (the strict side), as for [`unknown_step`] (attack
-/// round 10, R10-2).
+/// A step of unknown upstream, `why` it is unknown: every reader takes its resampling as
+/// interpolating and its encoding as lossy (the strict side). A cut walk adds one
+/// ([`unknown_step`]), and so does an input for a file GDAL reads through it (a VRT's source)
+/// whose lineage cannot be looked up (attack round 10, R10-2).
 pub fn unknown_source_step(depth: u32, why: &str) -> UpstreamStep {
     let why = format!("unknown: {why}");
     UpstreamStep {
