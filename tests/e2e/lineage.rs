@@ -1181,23 +1181,11 @@ async fn r8_9_an_interpolation_past_the_walks_limit_is_still_refused_by_the_rule
 /// categorical input upstream), and a calc over it, stay continuous.
 #[tokio::test]
 async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
+    let (_dir, server) = server_under(
         "[[rule]]\nid = \"no interpolation of classes\"\n\
          facts = { categorical_input = true }\ndomain = \"resampling\"\noutcome = \"refuse\"\n",
     )
-    .unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    .await;
     write_classes(&server.path("classes.tif"));
     // Classes 1 and 3 as 1.5 and 4.5, written outside the server.
     let status = Command::new("gdal_translate")
@@ -1262,41 +1250,13 @@ async fn r8_5_a_shifted_copy_of_a_class_map_is_still_categorical() {
 /// of its output. Twin: after a bilinear resampling the rule still refuses.
 #[tokio::test]
 async fn r8_2_a_nearest_resampling_is_not_upstream_interpolation() {
-    let dir = tempfile::tempdir().unwrap();
-    let policy = dir.path().join("policy.toml");
-    std::fs::write(
-        &policy,
+    let (_dir, server) = server_under(
         "[[rule]]\nid = \"no aggregation of interpolated data\"\ndomain = \"aggregation\"\n\
          facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
     )
-    .unwrap();
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    .await;
     // A 64 x 64 ramp on a 30 m grid in EPSG:32633, and a zone inside it.
-    let mut asc =
-        String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
-    for row in 0..64 {
-        let line: Vec<String> = (0..64)
-            .map(|col| format!("{:.2}", (row + col) as f64 * 1.37))
-            .collect();
-        asc.push_str(&line.join(" "));
-        asc.push('\n');
-    }
-    std::fs::write(server.path("dem.asc"), asc).unwrap();
-    let status = Command::new("gdal_translate")
-        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
-        .arg(server.path("dem.asc"))
-        .arg(server.path("dem.tif"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    ramp_dem(&server, |x, y| format!("{:.2}", (x + y) * 1.37));
     std::fs::write(
         server.path("zones.geojson"),
         r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},
@@ -1343,4 +1303,145 @@ async fn r8_2_a_nearest_resampling_is_not_upstream_interpolation() {
         .await
         .unwrap();
     assert!(is_error(&still.result));
+}
+
+/// A server under the operator's policy `text` (its file in a folder of its own).
+async fn server_under(text: &str) -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(&policy, text).unwrap();
+    let server = Server::start(Era::Modern, Options::with_policy(&policy))
+        .await
+        .unwrap();
+    (dir, server)
+}
+
+/// `dem.tif`: a 64 x 64 Float32 surface on a 30 m grid in EPSG:32633, each cell's value
+/// `value(column, row)` as written in the ASCII grid it is translated from.
+fn ramp_dem(server: &Server, value: impl Fn(f64, f64) -> String) {
+    let mut asc =
+        String::from("ncols 64\nnrows 64\nxllcorner 500000\nyllcorner 4998080\ncellsize 30\n");
+    for row in 0..64 {
+        let line: Vec<String> = (0..64).map(|col| value(col as f64, row as f64)).collect();
+        asc.push_str(&line.join(" "));
+        asc.push('\n');
+    }
+    std::fs::write(server.path("dem.asc"), asc).unwrap();
+    let status = Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .arg(server.path("dem.asc"))
+        .arg(server.path("dem.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A server under the rule `facts {upstream_interpolation = true} -> refuse` (any domain),
+/// with `dem.tif`, a smooth surface with a ripple.
+async fn interpolation_refused() -> (tempfile::TempDir, Server) {
+    let (dir, server) = server_under(
+        "[[rule]]\nid = \"no interpolated upstream\"\n\
+         facts = { upstream_interpolation = true }\noutcome = \"refuse\"\n",
+    )
+    .await;
+    ramp_dem(&server, |x, y| {
+        format!("{:.3}", 100.0 + 0.5 * x + 0.3 * y + 5.0 * (x / 5.0).sin())
+    });
+    (dir, server)
+}
+
+/// `gdalbuildvrt VRT SOURCE` (a mosaic of one tile, the usual way to wrap files).
+fn build_vrt(server: &Server, vrt: &str, source: &str) {
+    let status = Command::new("gdalbuildvrt")
+        .arg("-q")
+        .arg(server.path(vrt))
+        .arg(server.path(source))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// `dem_flow_direction` of `input`, unjustified: whether the operator's rule refused it, and
+/// the evidence ids every domain asked about.
+async fn flow_direction_asks(server: &Server, input: &str) -> (bool, Vec<String>) {
+    let output = format!("fd_{}.tif", input.replace('.', "_"));
+    let result = server
+        .call(
+            "dem_flow_direction",
+            json!({"input": input, "output": output, "algorithm": "d8"}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&result);
+    let by_rule = text(&result).contains("no interpolated upstream");
+    let mut asked: Vec<String> = content["refusal"]
+        .as_array()
+        .map(|entries| {
+            entries
+                .iter()
+                .flat_map(|e| e["evidence"].as_array().cloned().unwrap_or_default())
+                .filter_map(|item| item["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    asked.sort();
+    (by_rule, asked)
+}
+
+/// Regression, issue 21 attack round 10, R10-2: lineage was looked up by the input's own
+/// digest, and a file without a record was taken as original data, so a VRT around a bilinear
+/// `raster_resample` output (gdalbuildvrt of `interp.tif` alone) ran `dem_flow_direction`
+/// with neither the operator's `upstream_interpolation` rule nor hydrology's finding. An
+/// input's upstream is now the union of its own and its VRT sources': the VRT is refused by
+/// the rule and asked about the interpolation as `interp.tif` is, and a step that reads the
+/// VRT records its source, so the mark is carried on (a `raster_calc "a"` of the VRT is
+/// refused too).
+#[tokio::test]
+async fn r10_2_a_vrt_around_an_interpolated_output_keeps_its_upstream() {
+    let (_dir, server) = interpolation_refused().await;
+    let resampled = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "interp.tif", "resolution": [20, 20],
+               "resampling": "bilinear"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&resampled.result), "{}", text(&resampled.result));
+    build_vrt(&server, "ext.vrt", "interp.tif");
+    let (direct_rule, direct) = flow_direction_asks(&server, "interp.tif").await;
+    assert!(
+        direct_rule,
+        "the rule refuses interp.tif itself: {direct:?}"
+    );
+    assert!(direct.contains(&"upstream_interpolation".to_string()));
+    let (vrt_rule, through) = flow_direction_asks(&server, "ext.vrt").await;
+    assert!(vrt_rule, "the rule refuses the VRT: {through:?}");
+    assert_eq!(through, direct, "the VRT is asked what its source is asked");
+    assert!(!server.path("fd_ext_vrt.tif").exists());
+    // Carried on: a copy of the VRT's cells made by the server is refused as well.
+    let copied = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": "ext.vrt"}, "expression": "a", "output": "copy.tif",
+               "data_type": "Float32"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&copied.result), "{}", text(&copied.result));
+    let (copy_rule, _) = flow_direction_asks(&server, "copy.tif").await;
+    assert!(copy_rule, "the copy of the VRT carries the interpolation");
+}
+
+/// The clean twin of R10-2: a VRT over original data (no record anywhere) asks exactly what
+/// the data itself is asked, and the rule stays silent on both.
+#[tokio::test]
+async fn r10_2_clean_twin_a_vrt_over_original_data_asks_nothing_new() {
+    let (_dir, server) = interpolation_refused().await;
+    build_vrt(&server, "orig.vrt", "dem.tif");
+    let (direct_rule, direct) = flow_direction_asks(&server, "dem.tif").await;
+    let (vrt_rule, through) = flow_direction_asks(&server, "orig.vrt").await;
+    assert!(!direct_rule && !vrt_rule, "{direct:?} {through:?}");
+    assert_eq!(through, direct);
+    assert!(!through.contains(&"upstream_interpolation".to_string()));
 }

@@ -102,15 +102,9 @@ fn mercator_call() -> Value {
 
 async fn guide_policy_decides(era: Era) {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        era,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(era, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
 
     // Ballpark operations are refused, whatever the justification.
@@ -239,15 +233,9 @@ async fn r6_2_raster_sample_obeys_a_policy_refusing_ballpark_operations() {
     let sample = json!({"input": "island.tif", "coordinates": [[10.005, 49.995]],
                         "crs": "EPSG:4326"});
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Modern, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let refused = server.call("raster_sample", sample.clone()).await.unwrap();
     assert!(is_error(&refused), "{}", text(&refused));
@@ -463,15 +451,9 @@ fn approve_on_a_terminal(id: &str, store: &Path, answer: &str, note: &str) -> (b
 #[tokio::test]
 async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();
@@ -566,6 +548,19 @@ async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
     );
 }
 
+/// A server of a 2025-11-25 client without forms under the rule `crs_datum -> human`, and its
+/// store.
+async fn people_sign_crs() -> (tempfile::TempDir, Server, PathBuf) {
+    let (dir, policy) = policy_file(
+        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
+    );
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
+    let store = server.workspace.path().join(".preflight");
+    (dir, server, store)
+}
+
 /// Regression, issue 21 attack round 7, R7-1: the approve screen printed input paths and
 /// finding texts raw, so a file name and a data-supplied CRS name holding `ESC[2J` (clear the
 /// screen) and U+202E (right-to-left override) rewrote what the person approves. Every such
@@ -573,19 +568,7 @@ async fn a_human_decision_is_signed_off_in_a_terminal_and_bound_to_the_call() {
 /// from the agent or the data. The clean twin: an ordinary accented name is shown unchanged.
 #[tokio::test]
 async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() {
-    let (_dir, policy) = policy_file(
-        "[[rule]]\nid = \"people sign crs\"\ndomain = \"crs_datum\"\noutcome = \"human\"\n",
-    );
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
-    let store = server.workspace.path().join(".preflight");
+    let (_dir, server, store) = people_sign_crs().await;
     let evil_wkt = ISLAND.replace("Island 1950", "T\u{1b}[2J\u{1b}[H FAKE \u{202e}X");
     let evil = "n\u{1b}[2J\u{1b}[H\u{202e}fig.tif";
     raster(&server.path(evil), (10.0, 50.0), 0.01, Some(&evil_wkt));
@@ -637,15 +620,9 @@ async fn r7_1_the_approve_screen_shows_escapes_in_names_and_crs_names_visibly() 
 #[tokio::test]
 async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
     let (_dir, policy) = policy_file(&guide_policy());
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();
@@ -680,6 +657,82 @@ async fn r7_2_a_sidecar_written_after_the_approval_voids_it() {
     assert!(server.path("utm.tif").exists());
 }
 
+/// Regression, issue 21 attack round 10, R10-1: a sign-off bound the named input's bytes and
+/// its sidecars only, so the source of a VRT, rewritten after the person approved (the VRT's
+/// own bytes unchanged), ran as approved: the output held the new cells. The binding covers
+/// every file GDAL reads for the input now (the VRT's sources, recursively, and their
+/// sidecars): the person's screen lists the source, and the retry after the rewrite is refused
+/// naming it, with nothing written. The clean twin: approved again with the new source in
+/// place, the same retry runs on those cells.
+#[tokio::test]
+async fn r10_1_a_vrt_source_rewritten_after_the_sign_off_voids_it() {
+    let (_dir, server, store) = people_sign_crs().await;
+    let source = server.path("src.tif");
+    let fill = |value: f32| {
+        raster(&source, (10.0, 50.0), 0.01, Some(ISLAND));
+        let dataset = gdal::Dataset::open_ex(
+            &source,
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE
+                    | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        band.write((0, 0), (2, 2), &mut Buffer::new((2, 2), vec![value; 4]))
+            .unwrap();
+    };
+    fill(1.0);
+    let built = std::process::Command::new("gdalbuildvrt")
+        .arg("-q")
+        .arg(server.path("v.vrt"))
+        .arg(&source)
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let vrt_bytes = std::fs::read(server.path("v.vrt")).unwrap();
+    let call = json!({"input": "v.vrt", "output": "o.tif", "dst_crs": "EPSG:4326",
+                      "resampling": "nearest",
+                      "justification": {"resampling": gdal_mcp_tests::justification("nearest")}});
+    let refused = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let id = sign_off_id(&refused);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "cells of 1 checked");
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains("src.tif"),
+        "the screen lists the VRT's source: {shown}"
+    );
+    fill(1000.0);
+    assert_eq!(std::fs::read(server.path("v.vrt")).unwrap(), vrt_bytes);
+    let swapped = server.call("raster_reproject", call.clone()).await.unwrap();
+    assert!(
+        is_error(&swapped),
+        "ran on the rewritten source: {}",
+        text(&swapped)
+    );
+    assert!(
+        text(&swapped).contains("src.tif") && text(&swapped).contains("changed"),
+        "{}",
+        text(&swapped)
+    );
+    assert!(!server.path("o.tif").exists());
+    // The clean twin: approved with the new cells in place, the retry runs on them.
+    let id = sign_off_id(&swapped);
+    let (ok, shown) = approve_on_a_terminal(&id, &store, "yes", "cells of 1000 checked");
+    assert!(ok, "{shown}");
+    let done = server.call("raster_reproject", call).await.unwrap();
+    assert!(!is_error(&done), "{}", text(&done));
+    let written = gdal::Dataset::open(server.path("o.tif")).unwrap();
+    let cells = written
+        .rasterband(1)
+        .unwrap()
+        .read_band_as::<f32>()
+        .unwrap();
+    assert!(cells.data().contains(&1000.0), "{:?}", cells.data());
+}
+
 /// Regression (attack round 7, R7-9): with `covers_decision = true` the operator was told one
 /// approval covers the decision, but the same decision with another `output` name was refused
 /// ("the call's arguments changed since the approval"), and the approve screen said "Approve
@@ -690,15 +743,9 @@ async fn r7_9_a_covering_sign_off_covers_another_output_name() {
     let text_ = "[[rule]]\nid = \"people sign datum decisions once\"\ndomain = \"crs_datum\"\n\
                  severity = \"critical\"\noutcome = \"human\"\ncovers_decision = true\n";
     let (_dir, policy) = policy_file(text_);
-    let server = Server::start(
-        Era::Legacy,
-        Options {
-            extra_args: vec!["--policy".into(), policy.display().to_string()],
-            ..Options::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = Server::start(Era::Legacy, Options::with_policy(&policy))
+        .await
+        .unwrap();
     fixtures(&server);
     let store = server.workspace.path().join(".preflight");
     let mut call = assigned_call();

@@ -137,6 +137,16 @@ pub struct Options {
     pub env: Vec<(String, String)>,
 }
 
+impl Options {
+    /// The default options with the operator's policy file `policy` (`--policy`).
+    pub fn with_policy(policy: &Path) -> Self {
+        Self {
+            extra_args: vec!["--policy".into(), policy.display().to_string()],
+            ..Self::default()
+        }
+    }
+}
+
 impl Server {
     /// Start a server on a fresh workspace.
     pub async fn start(era: Era, options: Options) -> Result<Self> {

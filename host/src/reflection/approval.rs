@@ -96,6 +96,9 @@ const MAX_LINE_BYTES: usize = 1 << 20;
 /// journal past [`MAX_BYTES`], after which every sign-off failed closed (issue 21, attack
 /// round 10, R10-11).
 pub const MAX_FORM_BYTES: usize = 64 << 10;
+/// Files a sign-off binds besides the inputs (a VRT's sources and every sidecar): the form
+/// lists each one, and must stay within [`MAX_FORM_BYTES`].
+pub const MAX_BOUND_FILES: usize = 200;
 /// New requests are refused once the journal holds this much, so that answers, spends and
 /// uses can still be written and the journal stays readable (R10-11).
 const MAX_REQUEST_JOURNAL_BYTES: u64 = MAX_BYTES / 2;
@@ -1045,62 +1048,69 @@ pub fn read_answer(result: &Value) -> Result<FormAnswer, String> {
     }
 }
 
-/// The files GDAL reads by name beside each input (its PAM `.aux.xml`, overviews, masks, world
-/// files, `.prj`, `.hdr`, `.aux`/`.rrd`, `_rpc.txt`, `.gfs`, ...), found in any case, each with
-/// its SHA-256, to bind into a sign-off with the inputs. Regression, issue 21 attack round 7,
-/// R7-2: a `dem.tif.aux.xml` with a scale and offset written after a person approved
-/// `raster_reproject dem.tif` changed every output height under the approval. A sidecar too
-/// large to hash ([`super::lineage::hash_max_bytes`]) is bound by its presence only.
-pub fn sidecar_digests(inputs: &[(String, Option<String>)]) -> Vec<(String, Option<String>)> {
+/// Everything GDAL reads for each input besides the input itself, each with its digest, to
+/// bind into a sign-off with the inputs: the input's read set
+/// (`crate::gdal::policy::read_set`): a VRT's sources at any depth, the datasets an
+/// `.aux.xml` names, a folder's files, and the sidecars GDAL reads by name beside the input
+/// and beside each source (its PAM `.aux.xml`, overviews, masks, world files, `.prj`, ...).
+/// Regressions, issue 21: attack round 7, R7-2 (a `dem.tif.aux.xml` with a scale and offset
+/// written after a person approved `raster_reproject dem.tif` changed every output height
+/// under the approval) and attack round 10, R10-1 (a VRT's source rewritten while the form
+/// was open ran as approved: only the VRT's own bytes were bound). A source is hashed as an
+/// input is (its SHA-256, or a labelled partial digest above the hashing budget), all of them
+/// within the hashing time budget (`GDAL_MCP_HASH_MAX_SECONDS`, for the whole set); a sidecar
+/// too large to hash ([`super::lineage::hash_max_bytes`]) is bound by its presence only.
+/// `Err` says why the set cannot be bound (it cannot be listed, or a source cannot be hashed
+/// in time): the sign-off is then refused, never given on less than GDAL reads.
+pub fn read_set_digests(
+    inputs: &[(String, Option<String>)],
+) -> Result<Vec<(String, Option<String>)>, String> {
+    let seconds = super::lineage::hash_max_seconds();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let past = || std::time::Instant::now() > deadline;
     let mut found: Vec<(String, Option<String>)> = Vec::new();
+    let known = |found: &[(String, Option<String>)], shown: &str| {
+        inputs.iter().chain(found.iter()).any(|(p, _)| p == shown)
+    };
     for (input, _) in inputs {
-        let path = Path::new(input);
-        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-            continue;
-        };
-        let name = name.to_string_lossy().to_lowercase();
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().to_lowercase())
-            .unwrap_or_default();
-        let extension = path
-            .extension()
-            .map(|e| e.to_string_lossy().to_lowercase())
-            .unwrap_or_default();
-        let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml"]
-            .iter()
-            .map(|s| format!("{name}{s}"))
-            .collect();
-        names.extend(
-            [
-                ".aux.xml", ".aux", ".rrd", ".prj", ".hdr", ".wld", ".gfs", ".xsd", ".csvt",
-                ".cpg", ".imd", ".rpb", "_rpc.txt", ".tab", ".stx", ".sta", ".clr", ".blw",
-            ]
-            .iter()
-            .map(|s| format!("{stem}{s}")),
-        );
-        // World files: `.tfw` (first and last letters of the extension, then `w`), `.tifw`.
-        if let (Some(first), Some(last)) = (extension.chars().next(), extension.chars().last()) {
-            names.push(format!("{stem}.{first}{last}w"));
-            names.push(format!("{stem}.{extension}w"));
+        let set = crate::gdal::policy::read_set::list(Path::new(input)).map_err(|e| e.0)?;
+        let files = set.sources.len() + set.sidecars.len();
+        if found.len() + files > MAX_BOUND_FILES {
+            return Err(format!(
+                "GDAL reads {files} files for {input} besides it, more than the \
+                 {MAX_BOUND_FILES} a sign-off binds (and a person's form lists)"
+            ));
         }
-        let Ok(entries) = std::fs::read_dir(parent) else {
-            continue;
-        };
-        for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
-            let sidecar = entry.path();
-            let shown = sidecar.display().to_string();
-            if !names.contains(&entry.file_name().to_string_lossy().to_lowercase())
-                || inputs.iter().chain(found.iter()).any(|(p, _)| *p == shown)
-                || !entry.file_type().is_ok_and(|t| t.is_file())
-            {
+        for source in &set.sources {
+            let shown = source.display().to_string();
+            if known(&found, &shown) {
                 continue;
             }
-            found.push((shown, digest_of(&sidecar)));
+            // A folder is bound by its files, each a source of its own.
+            let digest = if source.is_dir() {
+                None
+            } else {
+                Some(
+                    super::lineage::file_digest_within(source, &past).map_err(|e| {
+                        format!(
+                            "{shown}, which GDAL reads for {input}, cannot be hashed to bind \
+                             the sign-off to its contents within {seconds} s, the server's \
+                             hashing budget for a sign-off (GDAL_MCP_HASH_MAX_SECONDS): {e}"
+                        )
+                    })?,
+                )
+            };
+            found.push((shown, digest));
+        }
+        for sidecar in &set.sidecars {
+            let shown = sidecar.display().to_string();
+            if !known(&found, &shown) {
+                found.push((shown, digest_of(sidecar)));
+            }
         }
     }
     found.sort();
-    found
+    Ok(found)
 }
 
 /// The SHA-256 of a sidecar, hex, or `None` when it cannot be read or is too large to hash.
@@ -1137,6 +1147,47 @@ mod tests {
             policy: "sha256:p".into(),
             components: "sha256:c".into(),
         }
+    }
+
+    /// R10-1: a VRT's source and the source's sidecar are bound with the VRT, each by its
+    /// digest (a rewritten source changes its entry); a VRT whose sources a person's form
+    /// could not list is refused, not bound by less than GDAL reads.
+    #[test]
+    fn r10_1_a_sign_off_binds_a_vrts_sources_or_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let vrt = |n: usize| {
+            let mut text = String::from(
+                "<VRTDataset rasterXSize=\"1\" rasterYSize=\"1\"><VRTRasterBand band=\"1\">",
+            );
+            for i in 0..n {
+                text.push_str(&format!(
+                    "<SimpleSource><SourceFilename relativeToVRT=\"1\">s{i}.tif\
+                     </SourceFilename></SimpleSource>"
+                ));
+            }
+            text + "</VRTRasterBand></VRTDataset>"
+        };
+        std::fs::write(d.join("v.vrt"), vrt(1)).unwrap();
+        std::fs::write(d.join("s0.tif"), b"cells of 1").unwrap();
+        std::fs::write(d.join("s0.tif.aux.xml"), b"<PAMDataset/>").unwrap();
+        let inputs = vec![(d.join("v.vrt").display().to_string(), None)];
+        let bound = read_set_digests(&inputs).unwrap();
+        let paths: Vec<&str> = bound.iter().map(|(p, _)| p.as_str()).collect();
+        let source = d.join("s0.tif").display().to_string();
+        let pam = d.join("s0.tif.aux.xml").display().to_string();
+        assert_eq!(paths, vec![source.as_str(), pam.as_str()]);
+        assert!(bound.iter().all(|(_, digest)| digest.is_some()));
+        std::fs::write(d.join("s0.tif"), b"cells of 1000").unwrap();
+        let again = read_set_digests(&inputs).unwrap();
+        assert_ne!(again[0].1, bound[0].1, "the rewritten source is bound anew");
+        // More files than a form lists: refused, saying so.
+        std::fs::write(d.join("v.vrt"), vrt(MAX_BOUND_FILES + 1)).unwrap();
+        for i in 0..=MAX_BOUND_FILES {
+            std::fs::write(d.join(format!("s{i}.tif")), b"x").unwrap();
+        }
+        let why = read_set_digests(&inputs).unwrap_err();
+        assert!(why.contains("a sign-off binds"), "{why}");
     }
 
     #[test]

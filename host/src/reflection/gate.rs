@@ -697,11 +697,25 @@ impl Gate {
         } else {
             call.arguments.clone()
         };
+        // Everything GDAL reads for the inputs is bound too: their sidecars (attack round 7,
+        // R7-2) and a VRT's sources with theirs (attack round 10, R10-1). A set that cannot
+        // be bound refuses the sign-off rather than approve data it does not cover.
+        let read = approval::read_set_digests(inputs).map_err(|why| {
+            (
+                format!(
+                    "The operator's policy needs a person to sign this exact call off \
+                     ({explanation}), and a sign-off cannot be bound to everything GDAL reads \
+                     for it: {why}. The call is refused; a person can approve a call on data \
+                     whose every file the server can list and hash (build the VRT over files \
+                     in a workspace, or copy the data into one file, e.g. with raster_convert)."
+                ),
+                None,
+            )
+        })?;
         let binding = Binding {
             tool: call.tool.clone(),
             arguments: approval::arguments_digest(&bound_arguments),
-            // The sidecars GDAL reads with the inputs are bound too (attack round 7, R7-2).
-            inputs: [inputs, &approval::sidecar_digests(inputs)].concat(),
+            inputs: [inputs, &read].concat(),
             decision_key: key.to_string(),
             domain: domain.info.id.clone(),
             policy: self

@@ -385,11 +385,22 @@ impl Carried {
 /// The step a cut walk adds for what lies beyond it: unknown, so every reader takes its
 /// resampling as interpolating and its encoding as lossy (the strict side).
 fn unknown_step(depth: u32) -> UpstreamStep {
-    let why = format!(
-        "unknown: the lineage walk stopped at {} steps, and the records there were written \
-         before records carried their upstream's marks",
-        max_steps()
-    );
+    unknown_source_step(
+        depth,
+        &format!(
+            "the lineage walk stopped at {} steps, and the records there were written before \
+             records carried their upstream's marks",
+            max_steps()
+        ),
+    )
+}
+
+/// A step of unknown upstream, `why` it is unknown: every reader takes its resampling as
+/// interpolating and its encoding as lossy (the strict side). A cut walk adds one
+/// ([`unknown_step`]), and so does an input for a file GDAL reads through it (a VRT's source)
+/// whose lineage cannot be looked up (attack round 10, R10-2).
+pub fn unknown_source_step(depth: u32, why: &str) -> UpstreamStep {
+    let why = format!("unknown: {why}");
     UpstreamStep {
         depth,
         tool: UNKNOWN_TOOL.to_string(),
@@ -442,6 +453,13 @@ fn stopped(path: &Path, cancelled: bool, seconds: u64) -> std::io::Error {
 /// chunks, and the time budget checked there.
 fn hash_file(path: &Path, stop: &dyn Fn() -> bool) -> std::io::Result<(String, Stamp, Stamp)> {
     hash_file_within(path, stop, hash_max_bytes(), hash_max_seconds())
+}
+
+/// A file's digest as an input's is taken ([`hash_file`]: its SHA-256, or a labelled partial
+/// digest above the byte budget; within the time budget per file), not memoised: for the
+/// files a sign-off binds besides the inputs (`super::approval::read_set_digests`).
+pub fn file_digest_within(path: &Path, stop: &dyn Fn() -> bool) -> std::io::Result<String> {
+    hash_file(path, stop).map(|(digest, _, _)| digest)
 }
 
 /// [`hash_file`] with the byte and time budgets given.
@@ -552,20 +570,43 @@ pub struct LineageStore {
     paths: Arc<Journal>,
 }
 
-/// The output digests a record line answers for.
+/// The output digests a record line answers for, and a [`size_key`] for each output's size
+/// (`size:unknown` for an output recorded without one), so that a file whose size no record
+/// wrote is known to have no record without hashing it ([`LineageStore::may_have_record`]).
 fn record_keys(line: &str) -> Vec<String> {
     #[derive(Deserialize)]
     struct Output {
         sha256: Option<String>,
+        #[serde(default)]
+        size: Option<u64>,
     }
     #[derive(Deserialize)]
     struct Outputs {
         outputs: Vec<Output>,
     }
-    serde_json::from_str::<Outputs>(line)
-        .map(|r| r.outputs.into_iter().filter_map(|o| o.sha256).collect())
-        .unwrap_or_default()
+    let Ok(record) = serde_json::from_str::<Outputs>(line) else {
+        return Vec::new();
+    };
+    let mut keys = Vec::new();
+    for output in record.outputs {
+        if let Some(digest) = output.sha256 {
+            keys.push(digest);
+            keys.push(match output.size {
+                Some(size) => size_key(size),
+                None => UNKNOWN_SIZE_KEY.to_string(),
+            });
+        }
+    }
+    keys
 }
+
+/// The index key of the records of outputs of `size` bytes (never a digest: digests are hex).
+fn size_key(size: u64) -> String {
+    format!("size:{size}")
+}
+
+/// The index key of records with an output of unrecorded size.
+const UNKNOWN_SIZE_KEY: &str = "size:unknown";
 
 /// A record line read back, if it is a readable record of this format.
 fn parse_record(sha256: &str, line: &str) -> Option<Record> {
@@ -780,6 +821,18 @@ impl LineageStore {
             modified_outside,
             written_sha256,
         })
+    }
+
+    /// Whether the file at `path`, of `size` bytes, can have lineage: some record wrote an
+    /// output of that size (or of a size not recorded), or the server wrote at that path (a
+    /// file modified outside is described by what the server wrote). `false` is exact: no
+    /// record can be filed under the digest of a file whose size no record wrote, so such a
+    /// file is original data without being hashed (the sources of a VRT, which may be a
+    /// mosaic of thousands of tiles: attack round 10, R10-2).
+    pub fn may_have_record(&self, path: &Path, size: u64) -> bool {
+        self.records.contains(&size_key(size))
+            || self.records.contains(UNKNOWN_SIZE_KEY)
+            || self.written_at(path).is_some()
     }
 
     /// How the dataset at `path` was made: its steps, nearest first (breadth first through the
@@ -1511,6 +1564,34 @@ mod tests {
         resample.summary.resampling = Some("bilinear".to_string());
         store.write(resample).unwrap();
         assert_eq!(store.upstream(&other).steps.len(), 1);
+    }
+
+    /// R10-2's filter: a file whose size no record wrote, at a path the server never wrote,
+    /// cannot have a record and is not hashed; the output itself, a byte-identical copy of it
+    /// elsewhere, and an edit at the path the server wrote all may have one.
+    #[test]
+    fn r10_2_only_files_a_record_could_name_may_have_lineage() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LineageStore::new(&dir.path().join("store"));
+        let input = dir.path().join("in.tif");
+        let output = dir.path().join("out.tif");
+        std::fs::write(&input, b"original data").unwrap();
+        std::fs::write(&output, b"resampled").unwrap();
+        let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+        assert!(!store.may_have_record(&output, size(&output)));
+        store
+            .write(record_of("raster_resample", &store, &[&input], &output))
+            .unwrap();
+        assert!(store.may_have_record(&output, size(&output)));
+        let copy = dir.path().join("copy.tif");
+        std::fs::copy(&output, &copy).unwrap();
+        assert!(store.may_have_record(&copy, size(&copy)));
+        assert!(
+            !store.may_have_record(&input, size(&input)),
+            "original data of another size"
+        );
+        std::fs::write(&output, b"edited outside the server").unwrap();
+        assert!(store.may_have_record(&output, size(&output)));
     }
 
     #[test]

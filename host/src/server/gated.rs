@@ -217,8 +217,10 @@ where
     if progress.is_cancelled() {
         return Err(ToolError::Cancelled);
     }
+    // The named inputs; what GDAL reads through them is bound by the gate (R10-1).
     let bound: Vec<(String, Option<String>)> = input_files
         .iter()
+        .filter(|f| f.role != SOURCE_ROLE)
         .map(|f| (f.path.clone(), f.sha256.clone()))
         .collect();
     let inline = justifications.unwrap_or_default().0;
@@ -234,7 +236,11 @@ where
             // work, so the answer approves this call only as it is now.
             super::sign_off::settle(call, entries, receipts, sign_offs).await?;
             let lineage_store = app.lineage.clone();
-            let named = input_files.clone();
+            let named: Vec<FileRef> = input_files
+                .iter()
+                .filter(|f| f.role != SOURCE_ROLE)
+                .cloned()
+                .collect();
             let watching = progress.clone();
             let fresh = app
                 .gdal(move || {
@@ -376,19 +382,127 @@ fn look_upstream<P>(
         .map(|path| store.input_until(role_of(path), path, stop))
         .collect::<Result<_, _>>()
         .map_err(|_| ToolError::Cancelled)?;
+    // What GDAL reads through each input (a VRT's sources) has an upstream of its own.
+    let through: Vec<Through> = inputs
+        .iter()
+        .map(|path| sources_upstream(store, path, stop))
+        .collect::<Result<_, _>>()?;
     let upstream = facts
         .datasets
         .iter()
-        .map(|d| match files.iter().find(|f| f.path == d.path) {
-            Some(file) => store.upstream_of(file),
-            // A dataset without a file (`bounds` in a CRS of their own) has no lineage.
-            None if d.path.is_empty() => crate::domains::DatasetLineage::default(),
-            None => store.upstream(std::path::Path::new(&d.path)),
+        .map(|d| {
+            let mut lineage = match files.iter().find(|f| f.path == d.path) {
+                Some(file) => store.upstream_of(file),
+                // A dataset without a file (`bounds` in a CRS of their own) has no lineage.
+                None if d.path.is_empty() => crate::domains::DatasetLineage::default(),
+                None => store.upstream(std::path::Path::new(&d.path)),
+            };
+            let path = std::path::Path::new(&d.path);
+            if let Some(t) = inputs.iter().zip(&through).find(|(i, _)| *i == path) {
+                lineage.steps.extend(t.1.steps.iter().cloned());
+                lineage.steps.sort_by_key(|s| s.depth);
+                lineage.modified_since |= t.1.modified;
+            }
+            lineage
         })
         .collect();
     facts.upstream = upstream;
     classes_from_upstream(facts);
+    let mut files = files;
+    for t in through {
+        for source in t.sources {
+            if !files.iter().any(|f| f.path == source.path) {
+                files.push(source);
+            }
+        }
+    }
     Ok((gathered, files))
+}
+
+/// The upstream of the files GDAL reads through one input besides the input itself.
+#[derive(Default)]
+struct Through {
+    /// Their steps, as the input's own (a VRT is a view of its sources, not a step).
+    steps: Vec<crate::domains::UpstreamStep>,
+    /// A source was modified outside the server.
+    modified: bool,
+    /// The sources that have lineage, as a record names its inputs (role `source`), so that
+    /// the record of this call carries their marks on.
+    sources: Vec<FileRef>,
+}
+
+/// The role of a VRT's source among a record's inputs.
+const SOURCE_ROLE: &str = "source";
+
+/// An input's upstream is the union of its own and of every file GDAL reads through it (a
+/// VRT's sources at any depth, listed by `gdal::policy::read_set`, the confinement checks'
+/// parse without their side effects): a VRT around an interpolated output had no record of
+/// its own and was taken as original data (issue 21, attack round 10, R10-2). Only sources
+/// hashed: a source whose size no record wrote, at a path the server never wrote, has no
+/// record and is original data unhashed ([`LineageStore::may_have_record`]); the others are
+/// hashed within the hashing budgets (the whole set within `GDAL_MCP_HASH_MAX_SECONDS`), and
+/// one that cannot be (or a read set that cannot be listed) is an unknown upstream step,
+/// which every domain and rule treats as interpolating and lossy. A client's cancellation
+/// stops it.
+fn sources_upstream(
+    store: &LineageStore,
+    input: &std::path::Path,
+    stop: &dyn Fn() -> bool,
+) -> Result<Through, ToolError> {
+    let mut through = Through::default();
+    let sources = match crate::gdal::policy::read_set::sources(input) {
+        Ok(sources) => sources,
+        Err(why) => {
+            through.steps.push(lineage::unknown_source_step(
+                1,
+                &format!("what GDAL reads through it cannot be listed ({why})"),
+            ));
+            return Ok(through);
+        }
+    };
+    let seconds = lineage::hash_max_seconds();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let past = || stop() || std::time::Instant::now() > deadline;
+    for source in sources {
+        let Ok(meta) = std::fs::metadata(&source) else {
+            continue;
+        };
+        if !meta.is_file() || !store.may_have_record(&source, meta.len()) {
+            continue;
+        }
+        let file = match store.input_until(SOURCE_ROLE, &source, &past) {
+            Ok(file) => file,
+            Err(_) if stop() => return Err(ToolError::Cancelled),
+            Err(_) => FileRef {
+                role: SOURCE_ROLE.to_string(),
+                path: source.display().to_string(),
+                sha256: None,
+                size: Some(meta.len()),
+                recorded: false,
+                modified_outside: false,
+                written_sha256: None,
+            },
+        };
+        if file.sha256.is_none() {
+            through.steps.push(lineage::unknown_source_step(
+                1,
+                &format!(
+                    "{} (read through {}) could not be hashed within the server's hashing \
+                     budget ({seconds} s, GDAL_MCP_HASH_MAX_SECONDS), so its lineage is unknown",
+                    source.display(),
+                    input.display()
+                ),
+            ));
+            continue;
+        }
+        if !(file.recorded || file.modified_outside) {
+            continue;
+        }
+        through.steps.extend(store.upstream_of(&file).steps);
+        through.modified |= file.modified_outside;
+        through.sources.push(file);
+    }
+    Ok(through)
 }
 
 /// A raster derived from a categorical input that still holds a few distinct values is

@@ -21,7 +21,8 @@
 //!   output allocation ([`check_cells`]).
 //!
 //! The room's other modules are the rest of the boundary, each one way GDAL could reach too far:
-//! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`drivers`]
+//! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`read_set`]
+//! (the files GDAL reads for an input, listed without the open's side effects), [`drivers`]
 //! (which drivers may open anything, and the references the allowed ones follow), [`dxf`] (the
 //! entity count of a drawing once its blocks are expanded), [`watch`] (folder watches on a VRT's
 //! sources), [`deadline`] (deadlines on opens) and [`blocks`] (the natural blocks GDAL allocates
@@ -34,6 +35,7 @@ pub mod drivers;
 pub mod dxf;
 pub mod geojson;
 pub mod inflated;
+pub mod read_set;
 pub mod references;
 pub mod vrt_work;
 pub mod watch;

@@ -1,0 +1,347 @@
+//! What GDAL reads for one input, listed without side effects: the input's **read set**.
+//!
+//! A person's sign-off and an input's lineage must cover every file GDAL reads for the input,
+//! not only the file named: a VRT's sources (at any depth: VRTs of VRTs, mask bands,
+//! overviews, a warped VRT's source), the datasets an `.aux.xml` names (`OVERVIEW_FILE`,
+//! geolocation arrays), the files of a folder dataset, and the sidecars GDAL reads by name
+//! beside each of them (PAM `.aux.xml`, overviews, masks, world files, `.prj`, ...).
+//!
+//! [`list`] finds them from the same parse the confinement checks use
+//! (`references::references_in`, `read_document`, `parse`), with the same depth limit, and
+//! does nothing else: no folder watch, no memory reservation, no record of checked
+//! identities (those belong to the open, `super::check_before_open`). It reads only files
+//! inside a workspace: a reference that leads outside, to a virtual path or to a special
+//! file makes the set unlistable ([`Unlistable`]), and a caller that binds data to the set
+//! (a sign-off) refuses rather than binding less than GDAL reads. Regression, issue 21,
+//! attack round 10, R10-1 (a VRT's source rewritten while the sign-off form was open ran as
+//! approved) and R10-2 (a VRT around an interpolated output hid its lineage).
+
+use super::references;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Most distinct files (sources and sidecars) a read set lists; a larger one is unlistable.
+pub const MAX_READ_SET_FILES: usize = 100_000;
+
+/// The files GDAL reads for one input besides the input itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadSet {
+    /// Every file GDAL opens through the input (a VRT's sources at any depth, the datasets
+    /// its `.aux.xml` names, a folder's files), canonical, each once, in the order found.
+    pub sources: Vec<PathBuf>,
+    /// The sidecars GDAL reads by name beside the input and beside each source, canonical,
+    /// sorted, each once, none of them a source.
+    pub sidecars: Vec<PathBuf>,
+}
+
+/// Why a read set cannot be listed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unlistable(pub String);
+
+/// The read set of `input` (a path inside a workspace, as the tool resolved it).
+pub fn list(input: &Path) -> Result<ReadSet, Unlistable> {
+    let start = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
+    let sources = sources(input)?;
+    let mut seen: BTreeSet<PathBuf> = sources.iter().cloned().collect();
+    seen.insert(start.clone());
+    // The files GDAL reads: the input's and every source's, folders by their files.
+    let files: Vec<&PathBuf> = std::iter::once(&start)
+        .chain(sources.iter())
+        .filter(|p| !p.is_dir())
+        .collect();
+    let mut sidecars = BTreeSet::new();
+    for (folder, names) in by_folder(&files) {
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
+        for entry in entries.flatten().take(crate::workspace::MAX_FOLDER_ENTRIES) {
+            let lower = entry.file_name().to_string_lossy().to_lowercase();
+            if !names.contains(&lower) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
+            let path = entry.path();
+            if !seen.contains(&path) {
+                sidecars.insert(path);
+            }
+        }
+        if seen.len() + sidecars.len() > MAX_READ_SET_FILES {
+            return Err(too_many(input));
+        }
+    }
+    Ok(ReadSet {
+        sources,
+        sidecars: sidecars.into_iter().collect(),
+    })
+}
+
+/// The sources of `input`'s read set alone ([`ReadSet::sources`]), without looking for
+/// sidecars: what an input's lineage is made of besides the input's own.
+pub fn sources(input: &Path) -> Result<Vec<PathBuf>, Unlistable> {
+    let mut seen: BTreeSet<PathBuf> = BTreeSet::new();
+    let start = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
+    seen.insert(start.clone());
+    let mut sources = Vec::new();
+    let mut stack = vec![(start.clone(), 0usize)];
+    while let Some((file, depth)) = stack.pop() {
+        for path in named_by(input, &file, depth)? {
+            let Ok(meta) = std::fs::metadata(&path) else {
+                // Not there: GDAL reads nothing from it now (one that appears is new to a
+                // listing made later).
+                continue;
+            };
+            let shown = path.display().to_string();
+            if !super::inside(&shown) {
+                return Err(Unlistable(format!(
+                    "{}: it makes GDAL read {shown}, which is outside every workspace",
+                    input.display()
+                )));
+            }
+            if !(meta.is_file() || meta.is_dir()) {
+                return Err(Unlistable(format!(
+                    "{}: it makes GDAL read {shown}, which is not a regular file or folder",
+                    input.display()
+                )));
+            }
+            let real = std::fs::canonicalize(&path).unwrap_or(path);
+            if seen.insert(real.clone()) {
+                if seen.len() > MAX_READ_SET_FILES {
+                    return Err(too_many(input));
+                }
+                sources.push(real.clone());
+                stack.push((real, depth + 1));
+            }
+        }
+    }
+    Ok(sources)
+}
+
+fn too_many(input: &Path) -> Unlistable {
+    Unlistable(format!(
+        "{}: GDAL reads more than {MAX_READ_SET_FILES} files for it",
+        input.display()
+    ))
+}
+
+/// The paths `file` makes GDAL open (unresolved): a VRT document's references, the datasets
+/// its `.aux.xml` names, a folder's entries.
+fn named_by(input: &Path, file: &Path, depth: usize) -> Result<Vec<PathBuf>, Unlistable> {
+    let refused = |e: crate::gdal::GdalError| Unlistable(e.to_string());
+    let mut found = Vec::new();
+    if file.is_dir() {
+        if depth >= crate::workspace::MAX_FOLDER_DEPTH {
+            return Err(Unlistable(format!(
+                "{}: its folders nest more than {} deep",
+                input.display(),
+                crate::workspace::MAX_FOLDER_DEPTH
+            )));
+        }
+        let entries = std::fs::read_dir(file).map_err(|e| {
+            Unlistable(format!(
+                "{}: the folder {} cannot be listed ({e})",
+                input.display(),
+                file.display()
+            ))
+        })?;
+        for entry in entries
+            .flatten()
+            .take(crate::workspace::MAX_FOLDER_ENTRIES + 1)
+        {
+            found.push(entry.path());
+        }
+        if found.len() > crate::workspace::MAX_FOLDER_ENTRIES {
+            return Err(too_many(input));
+        }
+        return Ok(found);
+    }
+    let mut references = Vec::new();
+    if references::is_vrt_document(file) {
+        if depth >= super::MAX_VRT_DEPTH {
+            return Err(Unlistable(format!(
+                "{}: VRTs nested more than {} deep (or referencing themselves)",
+                input.display(),
+                super::MAX_VRT_DEPTH
+            )));
+        }
+        let text = references::read_document(file).map_err(refused)?;
+        let document = references::parse(file, &text).map_err(refused)?;
+        references.extend(references::references_in(file, &document).map_err(refused)?);
+    }
+    for pam in pam_documents(file) {
+        references.extend(references::vrt_references(&pam).map_err(refused)?);
+    }
+    for reference in references {
+        if crate::workspace::is_virtual(&reference.written) {
+            return Err(Unlistable(format!(
+                "{}: it makes GDAL read \"{}\", a virtual path or a URL",
+                input.display(),
+                reference.written
+            )));
+        }
+        found.extend(reference.paths);
+    }
+    Ok(found)
+}
+
+/// The `.aux.xml` documents GDAL reads beside `file` (`name.aux.xml`, `stem.aux.xml`).
+fn pam_documents(file: &Path) -> Vec<PathBuf> {
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
+        return Vec::new();
+    };
+    let stem = file.file_stem().unwrap_or(name);
+    let mut found = Vec::new();
+    for base in [name, stem] {
+        let mut pam = base.to_os_string();
+        pam.push(".aux.xml");
+        let pam = parent.join(pam);
+        if std::fs::metadata(&pam).is_ok_and(|m| m.is_file()) && !found.contains(&pam) {
+            found.push(pam);
+        }
+    }
+    found
+}
+
+/// The sidecar names GDAL reads by name beside `file`, lower-cased: its PAM `.aux.xml`,
+/// overviews, masks, world files, `.prj`, `.hdr`, `.aux`/`.rrd`, `_rpc.txt`, `.gfs`, ...
+/// (GDAL and the drivers look for them in either case).
+pub fn sidecar_names(file: &Path) -> Vec<String> {
+    let Some(name) = file.file_name() else {
+        return Vec::new();
+    };
+    let name = name.to_string_lossy().to_lowercase();
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let extension = file
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml"]
+        .iter()
+        .map(|s| format!("{name}{s}"))
+        .collect();
+    names.extend(
+        [
+            ".aux.xml", ".aux", ".rrd", ".prj", ".hdr", ".wld", ".gfs", ".xsd", ".csvt", ".cpg",
+            ".imd", ".rpb", "_rpc.txt", ".tab", ".stx", ".sta", ".clr", ".blw",
+        ]
+        .iter()
+        .map(|s| format!("{stem}{s}")),
+    );
+    // World files: `.tfw` (first and last letters of the extension, then `w`), `.tifw`.
+    if let (Some(first), Some(last)) = (extension.chars().next(), extension.chars().last()) {
+        names.push(format!("{stem}.{first}{last}w"));
+        names.push(format!("{stem}.{extension}w"));
+    }
+    names
+}
+
+/// The sidecar names of `files`, grouped by folder (one listing of each folder).
+fn by_folder(files: &[&PathBuf]) -> Vec<(PathBuf, BTreeSet<String>)> {
+    let mut folders: std::collections::BTreeMap<PathBuf, BTreeSet<String>> =
+        std::collections::BTreeMap::new();
+    for file in files {
+        let Some(parent) = file.parent() else {
+            continue;
+        };
+        folders
+            .entry(parent.to_path_buf())
+            .or_default()
+            .extend(sidecar_names(file));
+    }
+    folders.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn vrt(sources: &[&str]) -> String {
+        let mut text = String::from(
+            "<VRTDataset rasterXSize=\"2\" rasterYSize=\"2\">\n<VRTRasterBand dataType=\"Byte\" \
+             band=\"1\">\n",
+        );
+        for source in sources {
+            text.push_str(&format!(
+                "<SimpleSource><SourceFilename relativeToVRT=\"1\">{source}</SourceFilename>\
+                 <SourceBand>1</SourceBand></SimpleSource>\n"
+            ));
+        }
+        text.push_str("</VRTRasterBand>\n</VRTDataset>\n");
+        text
+    }
+
+    /// The read set of a VRT of a VRT: both levels' sources, each once, with the sidecars of
+    /// the input and of every source (in any case), and nothing that is not read.
+    #[test]
+    fn r10_1_a_vrt_reads_its_sources_at_every_depth_and_their_sidecars() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(d.join("tiles")).unwrap();
+        write(&d.join("tiles/a.tif"), "a");
+        write(&d.join("tiles/b.tif"), "b");
+        write(&d.join("tiles/a.tif.aux.xml"), "<PAMDataset/>");
+        write(&d.join("tiles/B.TFW"), "1\n0\n0\n-1\n0\n0\n");
+        write(&d.join("tiles/unrelated.tif"), "c");
+        write(&d.join("inner.vrt"), &vrt(&["tiles/a.tif", "tiles/b.tif"]));
+        // The outer names `a.tif` twice (directly and through the inner VRT) and one absent
+        // file, which GDAL cannot read now.
+        write(
+            &d.join("outer.vrt"),
+            &vrt(&["inner.vrt", "tiles/a.tif", "tiles/missing.tif"]),
+        );
+        write(&d.join("outer.vrt.ovr"), "o");
+        let set = list(&d.join("outer.vrt")).unwrap();
+        let sources: BTreeSet<PathBuf> = set.sources.iter().cloned().collect();
+        assert_eq!(
+            sources,
+            BTreeSet::from([
+                d.join("inner.vrt"),
+                d.join("tiles/a.tif"),
+                d.join("tiles/b.tif")
+            ])
+        );
+        assert_eq!(set.sources.len(), 3, "each source once: {set:?}");
+        assert_eq!(
+            set.sidecars,
+            vec![
+                d.join("outer.vrt.ovr"),
+                d.join("tiles/B.TFW"),
+                d.join("tiles/a.tif.aux.xml"),
+            ]
+        );
+        // The clean twin: a plain file reads nothing else.
+        let plain = list(&d.join("tiles/unrelated.tif")).unwrap();
+        assert_eq!(plain, ReadSet::default());
+    }
+
+    /// An `.aux.xml`'s `OVERVIEW_FILE` is read too; a folder dataset's files are its sources;
+    /// a reference GDAL would read as a virtual path makes the set unlistable.
+    #[test]
+    fn r10_1_pam_references_folders_and_unlistable_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        write(&d.join("x.tif"), "x");
+        write(&d.join("ov.tif"), "o");
+        write(
+            &d.join("x.tif.aux.xml"),
+            "<PAMDataset><Metadata><MDI key=\"OVERVIEW_FILE\">ov.tif</MDI></Metadata>\
+             </PAMDataset>",
+        );
+        let set = list(&d.join("x.tif")).unwrap();
+        assert!(set.sources.contains(&d.join("ov.tif")), "{set:?}");
+        assert!(set.sidecars.contains(&d.join("x.tif.aux.xml")), "{set:?}");
+        std::fs::create_dir(d.join("layer.gdb")).unwrap();
+        write(&d.join("layer.gdb/a0000001.gdbtable"), "t");
+        let folder = list(&d.join("layer.gdb")).unwrap();
+        assert_eq!(folder.sources, vec![d.join("layer.gdb/a0000001.gdbtable")]);
+        write(&d.join("v.vrt"), &vrt(&["/vsizip/a.zip/b.tif"]));
+        let why = list(&d.join("v.vrt")).unwrap_err();
+        assert!(why.0.contains("virtual path"), "{why}");
+    }
+}
