@@ -361,6 +361,15 @@ impl ErrorCapture {
         }
     }
 
+    /// The error of a step of `operation` that failed: GDAL's failure messages, or the step's
+    /// own words when GDAL said nothing.
+    pub fn failing(&self, operation: String) -> impl Fn(&str) -> GdalError + '_ {
+        move |what: &str| GdalError::Failed {
+            operation: operation.clone(),
+            message: self.failure_text(what),
+        }
+    }
+
     /// The warnings, for receipts.
     pub fn warnings(&self) -> Vec<String> {
         self.messages()

@@ -302,10 +302,10 @@ fn maximum<T: AccumulationValue>(values: &[T]) -> f64 {
 mod tests {
     use super::*;
     use crate::hydrology::d8::{d8_flow_directions, D8Encoding, D8Options};
-    use crate::hydrology::dinf::{dinf_flow_directions, DinfOptions};
+    use crate::hydrology::dinf::DinfOptions;
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{grid_from_rows, random_dem};
+    use crate::hydrology::test_support::{dinf_on_unit_cells, grid_from_rows, random_dem};
 
     /// A V-shaped valley: the thalweg is column 3, sloping south; the sides slope to it.
     fn valley(width: usize, height: usize) -> Grid<f32> {
@@ -473,15 +473,12 @@ mod tests {
             .unwrap();
             assert_eq!(report.outlet_total, valid as f64);
             assert!(accumulation.data().iter().all(|v| v.is_nan() || *v >= 1.0));
-            let (dinf, _) = dinf_flow_directions(
+            let (dinf, _) = dinf_on_unit_cells(
                 &dem,
-                CellSize::UNIT,
-                &DinfOptions {
+                DinfOptions {
                     resolve_flats: true,
                 },
-                &NoProgress,
-            )
-            .unwrap();
+            );
             let (_, report) = dinf_accumulation::<f64>(
                 &dinf,
                 CellSize::UNIT,
@@ -508,9 +505,7 @@ mod tests {
             }
         }
         let dem = Grid::new(3, 3, data, None).unwrap();
-        let (flow, _) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (flow, _) = dinf_on_unit_cells(&dem, DinfOptions::default());
         let (accumulation, report) = dinf_accumulation::<f64>(
             &flow,
             CellSize::UNIT,
