@@ -420,6 +420,34 @@ pub fn cstring(text: &str) -> Result<CString, GdalError> {
     CString::new(text).map_err(|_| GdalError::Arguments(format!("\"{text}\" contains a NUL byte")))
 }
 
+/// The strings of a NULL-terminated list of C strings (GDAL's `char **`, PROJ's string lists),
+/// copied; freeing the list is the caller's. A null list is empty.
+///
+/// # Safety
+/// `list` is null, or points to a NULL-terminated array of NUL-terminated strings that stays
+/// valid for the call.
+pub unsafe fn string_list(list: *const *mut c_char) -> Vec<String> {
+    let mut strings = Vec::new();
+    if list.is_null() {
+        return strings;
+    }
+    let mut i = 0;
+    loop {
+        // SAFETY: the caller's guarantee: every entry up to the terminating NULL is readable.
+        let entry = unsafe { *list.add(i) };
+        if entry.is_null() {
+            return strings;
+        }
+        // SAFETY: a non-null entry is a NUL-terminated string.
+        strings.push(
+            unsafe { CStr::from_ptr(entry) }
+                .to_string_lossy()
+                .into_owned(),
+        );
+        i += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::facts::georef::{choice, GeorefSource};
