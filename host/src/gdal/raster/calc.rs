@@ -866,11 +866,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let fact = crate::gdal::facts::encoding::assess(
         "GTiff",
         &request.creation_options,
-        &crate::gdal::facts::encoding::Written {
-            types: vec![request.data_type.clone()],
-            single_band_palette: false,
-            ..Default::default()
-        },
+        &crate::gdal::facts::encoding::Written::typed(vec![request.data_type.clone()]),
         Some("ZSTD"),
     );
     let encoding = match &sample {
