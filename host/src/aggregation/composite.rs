@@ -242,7 +242,9 @@ mod tests {
         let declared = [Some(0.0), Some(-9999.0), None];
         // Without nodata declarations 0 and -9999 are data.
         let none = [None, None, None];
-        let cases: [(&[Option<f64>], Statistic, [f32; 4]); 8] = [
+        // (nodata declarations, statistic, the composite of the four pixels)
+        type Case<'a> = (&'a [Option<f64>], Statistic, [f32; 4]);
+        let cases: [Case; 8] = [
             (&declared, Statistic::Max, [7.0, 8.0, 3.0, -1.0]),
             (&declared, Statistic::Min, [1.0, 5.0, 3.0, -1.0]),
             (&declared, Statistic::Mean, [4.0, 6.5, 3.0, -1.0]),

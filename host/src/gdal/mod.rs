@@ -420,6 +420,15 @@ pub fn cstring(text: &str) -> Result<CString, GdalError> {
     CString::new(text).map_err(|_| GdalError::Arguments(format!("\"{text}\" contains a NUL byte")))
 }
 
+/// The driver holds data of `capability` (`DCAP_RASTER`, `DCAP_VECTOR`) and can write it
+/// (it creates files, or copies a dataset into one).
+pub fn driver_writes(driver: &gdal::Driver, capability: &str) -> bool {
+    use gdal::Metadata;
+    driver.metadata_item(capability, "").is_some()
+        && (driver.metadata_item("DCAP_CREATE", "").is_some()
+            || driver.metadata_item("DCAP_CREATECOPY", "").is_some())
+}
+
 /// The strings of a NULL-terminated list of C strings (GDAL's `char **`, PROJ's string lists),
 /// copied; freeing the list is the caller's. A null list is empty.
 ///

@@ -1093,12 +1093,9 @@ pub fn writable_raster_drivers() -> Vec<String> {
     let mut names = Vec::new();
     for index in 0..gdal::DriverManager::count() {
         if let Ok(driver) = gdal::DriverManager::get_driver(index) {
-            let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
-            let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
-                || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
             let allowed =
                 super::policy::RASTER_OUTPUT_DRIVERS.contains(&driver.short_name().as_str());
-            if raster && writes && allowed {
+            if super::driver_writes(&driver, "DCAP_RASTER") && allowed {
                 names.push(driver.short_name());
             }
         }
@@ -1120,10 +1117,7 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
             writable_raster_drivers().join(", ")
         ))
     })?;
-    let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
-    let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
-        || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
-    if !raster || !writes {
+    if !super::driver_writes(&driver, "DCAP_RASTER") {
         return Err(GdalError::Arguments(format!(
             "format: the {format} driver cannot write rasters; use one of {}",
             writable_raster_drivers().join(", ")

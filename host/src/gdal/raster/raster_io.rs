@@ -187,11 +187,7 @@ pub fn write_stream_lines(
     let driver_name = vector_driver_for(path)?;
     let staging = Staging::new(path)?;
     {
-        let driver =
-            DriverManager::get_driver_by_name(driver_name).map_err(|_| failed("no driver"))?;
-        let mut dataset = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut dataset = staging.create_vector(driver_name, &failed)?;
         let srs = georef
             .wkt
             .as_deref()

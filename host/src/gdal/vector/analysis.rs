@@ -286,11 +286,7 @@ fn write_rows(
     let staging = Staging::new(path)?;
     let mut count = 0u64;
     {
-        let driver =
-            DriverManager::get_driver_by_name(driver).map_err(|_| failed("no such driver"))?;
-        let mut out = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut out = staging.create_vector(driver, failed)?;
         let layer = out
             .create_layer(LayerOptions {
                 name: layer_name,

@@ -29,7 +29,6 @@ use crate::gdal::output::Staging;
 use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{Geometry, LayerAccess, LayerOptions};
-use gdal::DriverManager;
 use gdal_sys::OGRFieldType;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -840,11 +839,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         .to_string();
     let staging = Staging::new(&request.output)?;
     {
-        let driver = DriverManager::get_driver_by_name(&request.driver)
-            .map_err(|_| failed("no such driver"))?;
-        let mut out = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut out = staging.create_vector(&request.driver, failed)?;
         let mut layer_srs: SpatialRef = srs.clone();
         layer_srs
             .set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);

@@ -433,7 +433,15 @@ mod tests {
         assert_eq!(b.repairs.snapped, vec!["R".to_string()]);
         // (kind, hint, group, ring, GEOS's reason, what the refusal says): too few distinct
         // vertices, no area, and GEOS's reason passed on with the hint.
-        let refused: [(Kind, &str, &str, &[(f64, f64)], Option<&str>, &[&str]); 4] = [
+        type Refusal<'a> = (
+            Kind,
+            &'a str,
+            &'a str,
+            &'a [(f64, f64)],
+            Option<&'a str>,
+            &'a [&'a str],
+        );
+        let refused: [Refusal; 4] = [
             (
                 Kind::Polygon,
                 "",
