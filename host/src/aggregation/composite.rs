@@ -239,41 +239,24 @@ mod tests {
         let b = [4.0, 5.0, -9999.0, -9999.0];
         let c = [7.0, 8.0, f32::NAN, f32::NAN];
         let inputs: [&[f32]; 3] = [&a, &b, &c];
-        let nodata = [Some(0.0), Some(-9999.0), None];
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Max),
-            vec![7.0, 8.0, 3.0, -1.0]
-        );
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Min),
-            vec![1.0, 5.0, 3.0, -1.0]
-        );
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Mean),
-            vec![4.0, 6.5, 3.0, -1.0]
-        );
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Median),
-            vec![4.0, 6.5, 3.0, -1.0]
-        );
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Count),
-            vec![3.0, 2.0, 1.0, 0.0]
-        );
-        assert_eq!(
-            run(&inputs, &nodata, Statistic::Sum),
-            vec![12.0, 13.0, 3.0, -1.0]
-        );
+        let declared = [Some(0.0), Some(-9999.0), None];
         // Without nodata declarations 0 and -9999 are data.
         let none = [None, None, None];
-        assert_eq!(
-            run(&inputs, &none, Statistic::Count),
-            vec![3.0, 3.0, 2.0, 2.0]
-        );
-        assert_eq!(
-            run(&inputs, &none, Statistic::Min),
-            vec![1.0, 0.0, -9999.0, -9999.0]
-        );
+        // (nodata declarations, statistic, the composite of the four pixels)
+        type Case<'a> = (&'a [Option<f64>], Statistic, [f32; 4]);
+        let cases: [Case; 8] = [
+            (&declared, Statistic::Max, [7.0, 8.0, 3.0, -1.0]),
+            (&declared, Statistic::Min, [1.0, 5.0, 3.0, -1.0]),
+            (&declared, Statistic::Mean, [4.0, 6.5, 3.0, -1.0]),
+            (&declared, Statistic::Median, [4.0, 6.5, 3.0, -1.0]),
+            (&declared, Statistic::Count, [3.0, 2.0, 1.0, 0.0]),
+            (&declared, Statistic::Sum, [12.0, 13.0, 3.0, -1.0]),
+            (&none, Statistic::Count, [3.0, 3.0, 2.0, 2.0]),
+            (&none, Statistic::Min, [1.0, 0.0, -9999.0, -9999.0]),
+        ];
+        for (nodata, statistic, expected) in cases {
+            assert_eq!(run(&inputs, nodata, statistic), expected, "{statistic:?}");
+        }
     }
 
     #[test]

@@ -361,6 +361,15 @@ impl ErrorCapture {
         }
     }
 
+    /// The error of a step of `operation` that failed: GDAL's failure messages, or the step's
+    /// own words when GDAL said nothing.
+    pub fn failing(&self, operation: String) -> impl Fn(&str) -> GdalError + '_ {
+        move |what: &str| GdalError::Failed {
+            operation: operation.clone(),
+            message: self.failure_text(what),
+        }
+    }
+
     /// The warnings, for receipts.
     pub fn warnings(&self) -> Vec<String> {
         self.messages()
@@ -409,6 +418,43 @@ impl CArgv {
 /// A `CString`, refusing interior NUL bytes with a clear message.
 pub fn cstring(text: &str) -> Result<CString, GdalError> {
     CString::new(text).map_err(|_| GdalError::Arguments(format!("\"{text}\" contains a NUL byte")))
+}
+
+/// The driver holds data of `capability` (`DCAP_RASTER`, `DCAP_VECTOR`) and can write it
+/// (it creates files, or copies a dataset into one).
+pub fn driver_writes(driver: &gdal::Driver, capability: &str) -> bool {
+    use gdal::Metadata;
+    driver.metadata_item(capability, "").is_some()
+        && (driver.metadata_item("DCAP_CREATE", "").is_some()
+            || driver.metadata_item("DCAP_CREATECOPY", "").is_some())
+}
+
+/// The strings of a NULL-terminated list of C strings (GDAL's `char **`, PROJ's string lists),
+/// copied; freeing the list is the caller's. A null list is empty.
+///
+/// # Safety
+/// `list` is null, or points to a NULL-terminated array of NUL-terminated strings that stays
+/// valid for the call.
+pub unsafe fn string_list(list: *const *mut c_char) -> Vec<String> {
+    let mut strings = Vec::new();
+    if list.is_null() {
+        return strings;
+    }
+    let mut i = 0;
+    loop {
+        // SAFETY: the caller's guarantee: every entry up to the terminating NULL is readable.
+        let entry = unsafe { *list.add(i) };
+        if entry.is_null() {
+            return strings;
+        }
+        // SAFETY: a non-null entry is a NUL-terminated string.
+        strings.push(
+            unsafe { CStr::from_ptr(entry) }
+                .to_string_lossy()
+                .into_owned(),
+        );
+        i += 1;
+    }
 }
 
 #[cfg(test)]

@@ -195,6 +195,19 @@ impl Staging {
         })
     }
 
+    /// A new vector dataset of `driver` at the staged path; `failed` words the error when GDAL
+    /// has no driver of that name or cannot create the file.
+    pub fn create_vector(
+        &self,
+        driver: &str,
+        failed: impl Fn(&str) -> GdalError,
+    ) -> Result<gdal::Dataset, GdalError> {
+        gdal::DriverManager::get_driver_by_name(driver)
+            .map_err(|_| failed("no such driver"))?
+            .create_vector_only(self.path())
+            .map_err(|_| failed("cannot create the file"))
+    }
+
     /// Where the runner must write.
     pub fn path(&self) -> &Path {
         &self.staged

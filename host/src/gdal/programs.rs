@@ -69,6 +69,17 @@ pub struct ProgramOutcome {
     pub written: super::facts::DatasetFacts,
 }
 
+/// Open the input a program reads, and reserve the blocks it reads it through, for `what`
+/// (see [`crate::gdal::policy::blocks::reserve_program_input`]).
+pub fn open_input(
+    what: &str,
+    path: &Path,
+) -> Result<(Dataset, crate::budget::Reservation<'static>), GdalError> {
+    let dataset = super::facts::open(path)?;
+    let blocks = super::policy::blocks::reserve_program_input(what, path, &dataset)?;
+    Ok((dataset, blocks))
+}
+
 /// Run `program` on `source` with `args`, writing `output` atomically. `finish` runs on the
 /// staged output before it is moved into place (e.g. to build overviews); it gets the staged
 /// path.

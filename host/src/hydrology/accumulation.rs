@@ -302,10 +302,12 @@ fn maximum<T: AccumulationValue>(values: &[T]) -> f64 {
 mod tests {
     use super::*;
     use crate::hydrology::d8::{d8_flow_directions, D8Encoding, D8Options};
-    use crate::hydrology::dinf::{dinf_flow_directions, DinfOptions};
+    use crate::hydrology::dinf::DinfOptions;
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{grid_from_rows, random_dem};
+    use crate::hydrology::test_support::{
+        accumulation_on_unit_cells, dinf_on_unit_cells, grid_from_rows, random_dem,
+    };
 
     /// A V-shaped valley: the thalweg is column 3, sloping south; the sides slope to it.
     fn valley(width: usize, height: usize) -> Grid<f32> {
@@ -331,13 +333,7 @@ mod tests {
         let (width, height) = (7, 6);
         let dem = valley(width, height);
         let directions = d8(&dem);
-        let (accumulation, report) = d8_accumulation::<f64>(
-            &directions,
-            CellSize::UNIT,
-            &AccumulationOptions::default(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (accumulation, report) = accumulation_on_unit_cells(&directions);
         // The valley sides fall 10 per column toward the thalweg and 1 per row southward, so
         // every side cell flows straight across to the thalweg (interior rows) and the thalweg
         // flows south. Row 0's cells are on the north border: they have lower neighbours.
@@ -417,13 +413,7 @@ mod tests {
         )
         .unwrap();
         let directions = d8(&dem);
-        let (accumulation, report) = d8_accumulation::<f64>(
-            &directions,
-            CellSize::UNIT,
-            &AccumulationOptions::default(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (accumulation, report) = accumulation_on_unit_cells(&directions);
         assert!(accumulation.get(2, 1).unwrap().is_nan());
         assert_eq!(accumulation.nodata().map(f64::is_nan), Some(true));
         assert_eq!(report.outlet_total, 11.0);
@@ -455,13 +445,7 @@ mod tests {
                 .count();
             // Unfilled: pits keep their water, still conserved.
             let raw = d8(&dem);
-            let (_, report) = d8_accumulation::<f64>(
-                &raw,
-                CellSize::UNIT,
-                &AccumulationOptions::default(),
-                &NoProgress,
-            )
-            .unwrap();
+            let (_, report) = accumulation_on_unit_cells(&raw);
             assert_eq!(report.outlet_total, valid as f64, "seed {seed}");
             fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
             let (accumulation, report) = d8_accumulation::<f32>(
@@ -473,15 +457,12 @@ mod tests {
             .unwrap();
             assert_eq!(report.outlet_total, valid as f64);
             assert!(accumulation.data().iter().all(|v| v.is_nan() || *v >= 1.0));
-            let (dinf, _) = dinf_flow_directions(
+            let (dinf, _) = dinf_on_unit_cells(
                 &dem,
-                CellSize::UNIT,
-                &DinfOptions {
+                DinfOptions {
                     resolve_flats: true,
                 },
-                &NoProgress,
-            )
-            .unwrap();
+            );
             let (_, report) = dinf_accumulation::<f64>(
                 &dinf,
                 CellSize::UNIT,
@@ -508,9 +489,7 @@ mod tests {
             }
         }
         let dem = Grid::new(3, 3, data, None).unwrap();
-        let (flow, _) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (flow, _) = dinf_on_unit_cells(&dem, DinfOptions::default());
         let (accumulation, report) = dinf_accumulation::<f64>(
             &flow,
             CellSize::UNIT,
@@ -544,13 +523,7 @@ mod tests {
     #[test]
     fn hand_made_pit_keeps_its_water() {
         let dem = grid_from_rows(&[&[5.0, 5.0, 5.0], &[5.0, 1.0, 5.0], &[5.0, 5.0, 5.0]]);
-        let (accumulation, report) = d8_accumulation::<f64>(
-            &d8(&dem),
-            CellSize::UNIT,
-            &AccumulationOptions::default(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (accumulation, report) = accumulation_on_unit_cells(&d8(&dem));
         assert_eq!(accumulation.get(1, 1), Some(9.0));
         assert_eq!(report.outlets, 1);
         assert_eq!(report.outlet_total, 9.0);

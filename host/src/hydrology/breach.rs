@@ -400,14 +400,23 @@ mod tests {
         ])
     }
 
+    /// Breach `dem` on unit cells, without progress reporting.
+    fn on_unit_cells(dem: &mut Grid<f32>, options: &BreachOptions) -> Result<BreachReport> {
+        breach_depressions(dem, CellSize::UNIT, options, &NoProgress)
+    }
+
+    /// The default limits, leaving the pits they cannot breach unfilled.
+    fn without_fill() -> BreachOptions {
+        BreachOptions {
+            fill: None,
+            ..BreachOptions::default()
+        }
+    }
+
     #[test]
     fn breaching_cuts_through_a_thin_dam() {
         let mut dem = grid_from_rows(&[&[9.0; 7], &[9.0, 5.0, 4.0, 6.0, 3.0, 2.0, 1.0], &[9.0; 7]]);
-        let options = BreachOptions {
-            fill: None,
-            ..BreachOptions::default()
-        };
-        let report = breach_depressions(&mut dem, CellSize::UNIT, &options, &NoProgress).unwrap();
+        let report = on_unit_cells(&mut dem, &without_fill()).unwrap();
         assert_eq!(report.pits_found, 1);
         assert_eq!(report.pits_breached, 1);
         assert_eq!(report.pits_filled, 0);
@@ -427,7 +436,7 @@ mod tests {
             fill: Some(FillMode::Plain),
         };
         let mut dem = dammed_valley();
-        let report = breach_depressions(&mut dem, CellSize::UNIT, &limited, &NoProgress).unwrap();
+        let report = on_unit_cells(&mut dem, &limited).unwrap();
         assert_eq!((report.pits_breached, report.pits_filled), (1, 0));
         assert_eq!(report.cells_breached, 3);
         let below = 4.0f32.next_down();
@@ -444,7 +453,7 @@ mod tests {
             max_length: 3,
             ..limited
         };
-        let report = breach_depressions(&mut dem, CellSize::UNIT, &short, &NoProgress).unwrap();
+        let report = on_unit_cells(&mut dem, &short).unwrap();
         assert_eq!((report.pits_breached, report.pits_filled), (0, 1));
         assert_eq!(report.cells_breached, 0);
         assert_eq!(report.fill.cells_raised, 3);
@@ -464,11 +473,7 @@ mod tests {
         ]);
         // The pit is the two cells at 2. Row 3 is a flat at 7 that drains through (4,3), which
         // touches the low border cell (5,2): a drainable flat, not a pit.
-        let options = BreachOptions {
-            fill: None,
-            ..BreachOptions::default()
-        };
-        let report = breach_depressions(&mut dem, CellSize::UNIT, &options, &NoProgress).unwrap();
+        let report = on_unit_cells(&mut dem, &without_fill()).unwrap();
         assert_eq!(report.pits_found, 1);
         assert_eq!(report.pits_breached, 1);
         let (directions, d8) = d8_on_unit_cells(&dem, D8Options::default());
@@ -486,8 +491,7 @@ mod tests {
                 max_depth: Some(4.0),
                 fill: None,
             };
-            let report =
-                breach_depressions(&mut breached, CellSize::UNIT, &options, &NoProgress).unwrap();
+            let report = on_unit_cells(&mut breached, &options).unwrap();
             assert!(report.pits_breached > 0, "seed {seed}");
             assert_eq!(
                 report.pits_found,
@@ -503,13 +507,7 @@ mod tests {
             assert_eq!(changed, report.cells_breached);
 
             let mut conditioned = original.clone();
-            let report = breach_depressions(
-                &mut conditioned,
-                CellSize::UNIT,
-                &BreachOptions::default(),
-                &NoProgress,
-            )
-            .unwrap();
+            let report = on_unit_cells(&mut conditioned, &BreachOptions::default()).unwrap();
             assert!(report.fill.cells_raised < 2500);
             let (directions, d8) = d8_on_unit_cells(&conditioned, D8Options::without_flats());
             assert_eq!(d8.no_flow_cells, 0, "seed {seed}");
@@ -524,11 +522,11 @@ mod tests {
             max_length: 0,
             ..BreachOptions::default()
         };
-        assert!(breach_depressions(&mut dem, CellSize::UNIT, &zero, &NoProgress).is_err());
+        assert!(on_unit_cells(&mut dem, &zero).is_err());
         let negative = BreachOptions {
             max_depth: Some(-1.0),
             ..BreachOptions::default()
         };
-        assert!(breach_depressions(&mut dem, CellSize::UNIT, &negative, &NoProgress).is_err());
+        assert!(on_unit_cells(&mut dem, &negative).is_err());
     }
 }

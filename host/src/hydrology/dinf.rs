@@ -336,7 +336,7 @@ mod tests {
     use super::*;
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{grid_from_rows, random_dem};
+    use crate::hydrology::test_support::{dinf_on_unit_cells, grid_from_rows, random_dem};
     use std::f64::consts::FRAC_PI_4;
 
     /// A plane `z = a*x + b*y` sampled at cell centres (x east, y north).
@@ -401,18 +401,14 @@ mod tests {
     #[test]
     fn angles_stay_in_range_and_pits_have_no_flow() {
         let dem = grid_from_rows(&[&[5.0, 5.0, 5.0], &[5.0, 1.0, 5.0], &[5.0, 5.0, 5.0]]);
-        let (flow, report) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (flow, report) = dinf_on_unit_cells(&dem, DinfOptions::default());
         assert_eq!(flow.angles().get(1, 1), Some(DINF_NO_FLOW));
         assert_eq!(report.no_flow_cells, 1);
         assert!(flow.split(1, 1).is_none());
         // Border cells flow inward to the pit (diagonal corners at exactly 45-degree multiples).
         assert!((f64::from(flow.angles().get(0, 0).unwrap()) - 7.0 * FRAC_PI_4).abs() < 1e-6);
         let dem = random_dem(40, 40, 3, true);
-        let (flow, _) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (flow, _) = dinf_on_unit_cells(&dem, DinfOptions::default());
         for &angle in flow.angles().data() {
             assert!(angle.is_nan() || angle == DINF_NO_FLOW || (0.0..TAU as f32).contains(&angle));
         }
@@ -422,23 +418,18 @@ mod tests {
     fn edges_and_flats_follow_the_d8_policy() {
         // A level grid: border cells flow outward; the interior is a flat draining to them.
         let dem = Grid::filled(4, 4, 3.0f32, None).unwrap();
-        let (flow, report) = dinf_flow_directions(
+        let (flow, report) = dinf_on_unit_cells(
             &dem,
-            CellSize::UNIT,
-            &DinfOptions {
+            DinfOptions {
                 resolve_flats: true,
             },
-            &NoProgress,
-        )
-        .unwrap();
+        );
         assert_eq!(report.no_flow_cells, 0);
         assert_eq!(report.flats.resolved_cells, 4);
         assert_eq!(flow.angles().get(1, 0), Some(FRAC_PI_2 as f32));
         assert_eq!(flow.angles().get(0, 2), Some(PI as f32));
         assert!(flow.split(1, 1).is_some());
-        let (_, unresolved) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (_, unresolved) = dinf_on_unit_cells(&dem, DinfOptions::default());
         assert_eq!(unresolved.no_flow_cells, 4);
     }
 
@@ -446,9 +437,7 @@ mod tests {
     fn receivers_are_lower_on_filled_random_dems() {
         let mut dem = random_dem(40, 40, 9, false);
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Epsilon, &NoProgress).unwrap();
-        let (flow, report) =
-            dinf_flow_directions(&dem, CellSize::UNIT, &DinfOptions::default(), &NoProgress)
-                .unwrap();
+        let (flow, report) = dinf_on_unit_cells(&dem, DinfOptions::default());
         assert_eq!(report.no_flow_cells, 0);
         assert!(report.split_cells > 100);
         for row in 0..40 {

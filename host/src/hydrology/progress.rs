@@ -121,19 +121,26 @@ mod tests {
     use super::*;
     use std::cell::RefCell;
 
+    /// Keeps every fraction reported to it, and never cancels.
+    #[derive(Default)]
+    struct Recorder(RefCell<Vec<f64>>);
+
+    impl Progress for Recorder {
+        fn report(&self, fraction: f64) -> bool {
+            self.0.borrow_mut().push(fraction);
+            true
+        }
+    }
+
     #[test]
     fn tracker_reports_about_a_hundred_times_in_order() {
-        let seen = RefCell::new(Vec::new());
-        let record = |fraction: f64| {
-            seen.borrow_mut().push(fraction);
-            true
-        };
+        let record = Recorder::default();
         let mut tracker = ProgressTracker::new(&record, 1_000_003);
         for done in 0..1_000_003u64 {
             tracker.tick(done).unwrap();
         }
         tracker.finish().unwrap();
-        let seen = seen.into_inner();
+        let seen = record.0.into_inner();
         assert!(seen.len() <= 102, "{} reports", seen.len());
         assert!(seen.len() >= 99);
         assert!(seen.windows(2).all(|pair| pair[0] <= pair[1]));
@@ -150,16 +157,12 @@ mod tests {
 
     #[test]
     fn sub_progress_maps_and_throttles() {
-        let seen = RefCell::new(Vec::new());
-        let record = |fraction: f64| {
-            seen.borrow_mut().push(fraction);
-            true
-        };
+        let record = Recorder::default();
         let sub = SubProgress::new(&record, 0.5, 0.5);
         for step in 0..=1000 {
             assert!(sub.report(f64::from(step) / 1000.0));
         }
-        let seen = seen.into_inner();
+        let seen = record.0.into_inner();
         assert!(seen.len() <= 52, "{} reports", seen.len());
         assert!(seen.iter().all(|&f| (0.5..=1.0).contains(&f)));
         assert_eq!(seen.last().copied(), Some(1.0));

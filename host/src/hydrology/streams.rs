@@ -253,12 +253,13 @@ impl<'a> Network<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hydrology::accumulation::{d8_accumulation, AccumulationOptions};
     use crate::hydrology::d8::{D8Encoding, D8Options};
     use crate::hydrology::fill::{fill_depressions, FillMode};
     use crate::hydrology::grid::CellSize;
     use crate::hydrology::progress::NoProgress;
-    use crate::hydrology::test_support::{d8_on_unit_cells, random_dem};
+    use crate::hydrology::test_support::{
+        accumulation_on_unit_cells, d8_on_unit_cells, random_dem,
+    };
 
     /// Esri codes: E 1, SE 2, S 4, SW 8, W 16, NW 32, N 64, NE 128.
     fn esri(codes: &[u8], width: usize) -> FlowDirections {
@@ -373,13 +374,7 @@ mod tests {
         let mut dem = random_dem(50, 50, 99, true);
         fill_depressions(&mut dem, CellSize::UNIT, FillMode::Plain, &NoProgress).unwrap();
         let (directions, _) = d8_on_unit_cells(&dem, D8Options::default());
-        let (accumulation, _) = d8_accumulation::<f64>(
-            &directions,
-            CellSize::UNIT,
-            &AccumulationOptions::default(),
-            &NoProgress,
-        )
-        .unwrap();
+        let (accumulation, _) = accumulation_on_unit_cells(&directions);
         let streams = stream_mask(&accumulation, 20.0).unwrap();
         let orders = strahler_order(&directions, &streams, &NoProgress).unwrap();
         let transform = GeoTransform::north_up(0.0, 50.0, CellSize::UNIT).unwrap();

@@ -1,8 +1,11 @@
 //! Test helpers shared by the hydrology tests: a tiny deterministic PRNG (Marsaglia's 2003
 //! xorshift64, so the tests need no dependency), random DEM generation with pits, flats and
-//! nodata holes, D8 directions on unit cells, and the "every cell drains" check used by the property tests.
+//! nodata holes, D8 and D-infinity directions and D8 accumulation on unit cells, and the
+//! "every cell drains" check used by the property tests.
 
+use super::accumulation::{d8_accumulation, AccumulationOptions, AccumulationReport};
 use super::d8::{d8_flow_directions, D8Options, D8Report, FlowDirections, Receiver};
+use super::dinf::{dinf_flow_directions, DinfFlow, DinfOptions, DinfReport};
 use super::grid::{CellSize, Grid};
 use super::progress::NoProgress;
 
@@ -103,6 +106,24 @@ pub(crate) fn random_dem(width: usize, height: usize, seed: u64, holes: bool) ->
 /// D8 directions of `dem` on unit cells, without progress reporting.
 pub(crate) fn d8_on_unit_cells(dem: &Grid<f32>, options: D8Options) -> (FlowDirections, D8Report) {
     d8_flow_directions(dem, CellSize::UNIT, &options, &NoProgress).expect("D8 directions")
+}
+
+/// D8 flow accumulation, in cells, of `directions` on unit cells, without progress reporting.
+pub(crate) fn accumulation_on_unit_cells(
+    directions: &FlowDirections,
+) -> (Grid<f64>, AccumulationReport) {
+    d8_accumulation(
+        directions,
+        CellSize::UNIT,
+        &AccumulationOptions::default(),
+        &NoProgress,
+    )
+    .expect("D8 accumulation")
+}
+
+/// D-infinity directions of `dem` on unit cells, without progress reporting.
+pub(crate) fn dinf_on_unit_cells(dem: &Grid<f32>, options: DinfOptions) -> (DinfFlow, DinfReport) {
+    dinf_flow_directions(dem, CellSize::UNIT, &options, &NoProgress).expect("D-infinity directions")
 }
 
 /// Panics unless every valid cell reaches the grid edge or nodata by following the directions:

@@ -191,32 +191,16 @@ fn snap_to_highest(
         geotransform.map_to_pixel(x + radius, y + radius),
     ];
     let clamp = |value: f64, size: usize| value.floor().clamp(0.0, size as f64 - 1.0) as usize;
-    let col_range = (
-        clamp(
-            corners.iter().map(|c| c[0]).fold(f64::INFINITY, f64::min),
-            width,
-        ),
-        clamp(
-            corners
-                .iter()
-                .map(|c| c[0])
-                .fold(f64::NEG_INFINITY, f64::max),
-            width,
-        ),
-    );
-    let row_range = (
-        clamp(
-            corners.iter().map(|c| c[1]).fold(f64::INFINITY, f64::min),
-            height,
-        ),
-        clamp(
-            corners
-                .iter()
-                .map(|c| c[1])
-                .fold(f64::NEG_INFINITY, f64::max),
-            height,
-        ),
-    );
+    // The cells the corners span along `axis` (0: columns, 1: rows), inside the grid.
+    let span = |axis: usize, size: usize| {
+        let values = || corners.iter().map(|c| c[axis]);
+        (
+            clamp(values().fold(f64::INFINITY, f64::min), size),
+            clamp(values().fold(f64::NEG_INFINITY, f64::max), size),
+        )
+    };
+    let col_range = span(0, width);
+    let row_range = span(1, height);
     let score = |col: usize, row: usize| {
         let index = row * width + col;
         let value = snap.accumulation.value(index).filter(|_| is_valid(index))?;
@@ -315,24 +299,21 @@ mod tests {
         let point = [[15.0, 15.0]];
         let (_, plain) = watersheds(&directions, &transform, &point, None, &NoProgress).unwrap();
         assert_eq!(plain[0].cells, 2);
-        let snap = Snap {
-            accumulation: &accumulation,
-            max_distance: 21.0,
+        let snapped_within = |max_distance: f64| {
+            let snap = Snap {
+                accumulation: &accumulation,
+                max_distance,
+            };
+            watersheds(&directions, &transform, &point, Some(&snap), &NoProgress).unwrap()
         };
-        let (labels, snapped) =
-            watersheds(&directions, &transform, &point, Some(&snap), &NoProgress).unwrap();
+        let (labels, snapped) = snapped_within(21.0);
         assert_eq!((snapped[0].col, snapped[0].row), (3, 4));
         assert_eq!(snapped[0].position, [35.0, 15.0]);
         assert_eq!(snapped[0].snap_distance, 20.0);
         assert_eq!(snapped[0].cells, 35);
         assert_eq!(labels.get(3, 5), Some(0));
         // A radius too small to reach the channel leaves the point where it is.
-        let short = Snap {
-            accumulation: &accumulation,
-            max_distance: 5.0,
-        };
-        let (_, unsnapped) =
-            watersheds(&directions, &transform, &point, Some(&short), &NoProgress).unwrap();
+        let (_, unsnapped) = snapped_within(5.0);
         assert_eq!((unsnapped[0].col, unsnapped[0].row), (1, 4));
     }
 

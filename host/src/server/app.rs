@@ -104,7 +104,7 @@ pub struct App {
     /// Bytes of parsed arguments held by calls in progress ([`MAX_ARGUMENTS_HELD`]).
     arguments_held: Arc<std::sync::atomic::AtomicUsize>,
     /// Folders no output may land in: the capsule store and the component cache.
-    protected_roots: Vec<PathBuf>,
+    pub(super) protected_roots: Vec<PathBuf>,
 }
 
 /// What a policy file may name: every tool of the table and every loaded domain.
@@ -251,55 +251,6 @@ impl App {
     /// Confine an input path.
     pub fn input_path(&self, argument: &str, raw: &str) -> Result<PathBuf, ToolError> {
         Ok(self.workspaces.input(argument, raw)?)
-    }
-
-    /// Confine an output path, refusing one that is an input of the call or, without
-    /// `overwrite`, any existing file.
-    pub fn output_path(
-        &self,
-        argument: &str,
-        raw: &str,
-        overwrite: bool,
-        inputs: &[&Path],
-    ) -> Result<PathBuf, ToolError> {
-        let output = self.workspaces.output(argument, raw)?;
-        if let Some(root) = self.protected_roots.iter().find(|r| output.starts_with(r)) {
-            return Err(ToolError::Arguments(format!(
-                "{argument}: {} lies in {}, which belongs to the server (capsule store or \
-                 component cache); write elsewhere",
-                output.display(),
-                root.display()
-            )));
-        }
-        let sidecar_of = inputs.iter().find(|input| {
-            let (Some(name), Some(out)) = (input.file_name(), output.file_name()) else {
-                return false;
-            };
-            input.parent() == output.parent()
-                && out
-                    .to_string_lossy()
-                    .starts_with(&format!("{}.", name.to_string_lossy()))
-        });
-        if let Some(input) = sidecar_of {
-            return Err(ToolError::Arguments(format!(
-                "{argument}: {} is a sidecar name of the input {} (GDAL would read it as part of \
-                 that input, e.g. as its overviews or metadata); choose another name",
-                output.display(),
-                input.display()
-            )));
-        }
-        if inputs.iter().any(|input| *input == output) {
-            return Err(ToolError::Arguments(format!(
-                "{argument}: it is an input of this call; write to a new path"
-            )));
-        }
-        if output.exists() && !overwrite {
-            return Err(ToolError::Arguments(format!(
-                "{argument}: {} already exists; pass \"overwrite\": true to replace it",
-                output.display()
-            )));
-        }
-        Ok(output)
     }
 
     /// A slot for one tool call in flight (held until dropped); `None` only if the server is

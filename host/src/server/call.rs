@@ -113,7 +113,8 @@ impl Call {
         Ok(path)
     }
 
-    /// Confine an output path (see `App::output_path`), and remember it.
+    /// Confine an output path, refusing one that is an input of the call or, without
+    /// `overwrite`, any existing file, and remember it.
     pub fn output_path(
         &self,
         argument: &str,
@@ -121,9 +122,50 @@ impl Call {
         overwrite: bool,
         inputs: &[&Path],
     ) -> Result<PathBuf, ToolError> {
-        let path = self.app.output_path(argument, raw, overwrite, inputs)?;
-        self.declare_output(&path);
-        Ok(path)
+        let output = self.app.workspaces.output(argument, raw)?;
+        if let Some(root) = self
+            .app
+            .protected_roots
+            .iter()
+            .find(|r| output.starts_with(r))
+        {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} lies in {}, which belongs to the server (capsule store or \
+                 component cache); write elsewhere",
+                output.display(),
+                root.display()
+            )));
+        }
+        let sidecar_of = inputs.iter().find(|input| {
+            let (Some(name), Some(out)) = (input.file_name(), output.file_name()) else {
+                return false;
+            };
+            input.parent() == output.parent()
+                && out
+                    .to_string_lossy()
+                    .starts_with(&format!("{}.", name.to_string_lossy()))
+        });
+        if let Some(input) = sidecar_of {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} is a sidecar name of the input {} (GDAL would read it as part of \
+                 that input, e.g. as its overviews or metadata); choose another name",
+                output.display(),
+                input.display()
+            )));
+        }
+        if inputs.iter().any(|input| *input == output) {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: it is an input of this call; write to a new path"
+            )));
+        }
+        if output.exists() && !overwrite {
+            return Err(ToolError::Arguments(format!(
+                "{argument}: {} already exists; pass \"overwrite\": true to replace it",
+                output.display()
+            )));
+        }
+        self.declare_output(&output);
+        Ok(output)
     }
 
     /// Confine the `input` and `output` of a tool that reads one dataset and writes one.

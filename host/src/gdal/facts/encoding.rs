@@ -138,6 +138,14 @@ pub struct Written {
 }
 
 impl Written {
+    /// Bands of these types, and nothing else known (no palette, no byte range).
+    pub fn typed(types: Vec<String>) -> Self {
+        Self {
+            types,
+            ..Self::default()
+        }
+    }
+
     fn float(&self) -> bool {
         self.types
             .iter()
@@ -646,12 +654,7 @@ pub fn written_for(
         .find(|d| d.role == "input" || d.role.starts_with("inputs"))
         .and_then(|d| d.raster.as_ref());
     let selected = match write.written {
-        WrittenTypes::OneBand(band_type) => {
-            return Written {
-                types: vec![band_type(arguments)],
-                ..Written::default()
-            }
-        }
+        WrittenTypes::OneBand(band_type) => return Written::typed(vec![band_type(arguments)]),
         WrittenTypes::SelectedBands => true,
         WrittenTypes::InputBands => false,
     };

@@ -313,7 +313,6 @@ const SAMPLE_SIDE: usize = 256;
 
 /// Open a dataset read-only (raster or vector), with GDAL's message on failure.
 pub fn open(path: &Path) -> Result<Dataset, GdalError> {
-    let capture = ErrorCapture::start();
     let options = DatasetOptions {
         open_flags: GdalOpenFlags::GDAL_OF_READONLY
             | GdalOpenFlags::GDAL_OF_RASTER
@@ -321,69 +320,70 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
             | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
         ..Default::default()
     };
-    // The checks, the open and the checks after it run under the open deadline.
-    let open = super::policy::deadline::opening(path.display().to_string());
-    // GDAL opens the file through its pinned folder, so a folder swapped for a link after the
-    // path was checked cannot redirect it.
-    super::policy::check_before_open(path)?;
-    let gdal_path = super::policy::pinned(path)?;
-    super::policy::deadline::pause_after_checks(path);
     let choice = georef::choice();
-    let opened = match choice {
-        None => Dataset::open_ex(&gdal_path, options),
-        Some(_) => georef::open_with(&gdal_path, choice),
-    };
-    let dataset = opened.map_err(|e| GdalError::Failed {
-        operation: format!("opening {}", path.display()),
-        message: super::policy::unpin_text(
-            &capture.failure_text(&format!("{e}; is it a format GDAL can read?")),
-        ),
-    })?;
-    super::policy::confine_opened(path, &dataset)?;
-    super::policy::check_opened_crs(path, &dataset)?;
-    if dataset.raster_count() > 0 {
-        let candidates = georef::candidates(path, &dataset);
-        let conflicts = georef::conflicts(&candidates);
-        if !conflicts.is_empty() {
-            let Some(choice) = choice else {
-                return Err(georef::conflict_error(path, &candidates, &conflicts));
-            };
-            let Some(chosen) = candidates.iter().find(|c| c.source == choice.name()) else {
-                return Err(GdalError::Arguments(format!(
-                    "georef_source: {} has no {} georeferencing; its sources are {}",
-                    path.display(),
-                    choice.name(),
-                    candidates
-                        .iter()
-                        .map(|c| c.source.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            };
-            let honoured = match (chosen.geotransform, dataset.geo_transform().ok()) {
-                (Some(want), Some(got)) => georef::same_geotransform(&want, &got),
-                (None, _) => true,
-                (Some(_), None) => false,
-            };
-            if !honoured {
-                return Err(GdalError::Arguments(format!(
-                    "georef_source: GDAL's {} driver cannot be told to use the {} \
-                     georeferencing of {}; fix the file or its sidecars so they agree",
-                    dataset.driver().short_name(),
-                    choice.name(),
-                    path.display()
-                )));
+    open_confined(
+        path,
+        "is it a format GDAL can read?",
+        |gdal_path| match choice {
+            None => Dataset::open_ex(gdal_path, options),
+            Some(_) => georef::open_with(gdal_path, choice),
+        },
+        |dataset| {
+            if dataset.raster_count() > 0 {
+                check_georef_choice(path, dataset, choice)?;
             }
-        }
+            Ok(())
+        },
+    )
+}
+
+/// Refuse a raster whose georeferencing sources disagree, unless `choice` names one GDAL
+/// honoured.
+fn check_georef_choice(
+    path: &Path,
+    dataset: &Dataset,
+    choice: Option<georef::GeorefSource>,
+) -> Result<(), GdalError> {
+    let candidates = georef::candidates(path, dataset);
+    let conflicts = georef::conflicts(&candidates);
+    if conflicts.is_empty() {
+        return Ok(());
     }
-    open.done()?;
-    Ok(dataset)
+    let Some(choice) = choice else {
+        return Err(georef::conflict_error(path, &candidates, &conflicts));
+    };
+    let Some(chosen) = candidates.iter().find(|c| c.source == choice.name()) else {
+        return Err(GdalError::Arguments(format!(
+            "georef_source: {} has no {} georeferencing; its sources are {}",
+            path.display(),
+            choice.name(),
+            candidates
+                .iter()
+                .map(|c| c.source.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    };
+    let honoured = match (chosen.geotransform, dataset.geo_transform().ok()) {
+        (Some(want), Some(got)) => georef::same_geotransform(&want, &got),
+        (None, _) => true,
+        (Some(_), None) => false,
+    };
+    if !honoured {
+        return Err(GdalError::Arguments(format!(
+            "georef_source: GDAL's {} driver cannot be told to use the {} \
+             georeferencing of {}; fix the file or its sidecars so they agree",
+            dataset.driver().short_name(),
+            choice.name(),
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Open a table (CSV, XLSX, ODS) with the same confinement as [`open`]. Read it inside
 /// [`with_text_cells`], so every cell arrives as text.
 pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
-    let capture = ErrorCapture::start();
     let options = DatasetOptions {
         open_flags: GdalOpenFlags::GDAL_OF_READONLY
             | GdalOpenFlags::GDAL_OF_VECTOR
@@ -391,18 +391,37 @@ pub fn open_table(path: &Path) -> Result<Dataset, GdalError> {
         allowed_drivers: Some(&["CSV", "XLSX", "ODS"]),
         ..Default::default()
     };
+    open_confined(
+        path,
+        "tables are read as CSV (.csv), XLSX or ODS",
+        |gdal_path| Dataset::open_ex(gdal_path, options),
+        |_| Ok(()),
+    )
+}
+
+/// Open `path` with `open_pinned` (given the path through its pinned folder, so a folder
+/// swapped for a link after the path was checked cannot redirect it), and check what opened:
+/// on failure GDAL's message and `hint`; then the files the dataset reads are confined, its
+/// CRS checked, and `check` run. The checks, the open and the checks after it run under the
+/// open deadline.
+fn open_confined(
+    path: &Path,
+    hint: &str,
+    open_pinned: impl FnOnce(&Path) -> gdal::errors::Result<Dataset>,
+    check: impl FnOnce(&Dataset) -> Result<(), GdalError>,
+) -> Result<Dataset, GdalError> {
+    let capture = ErrorCapture::start();
     let open = super::policy::deadline::opening(path.display().to_string());
     super::policy::check_before_open(path)?;
     let gdal_path = super::policy::pinned(path)?;
     super::policy::deadline::pause_after_checks(path);
-    let dataset = Dataset::open_ex(&gdal_path, options).map_err(|e| GdalError::Failed {
+    let dataset = open_pinned(&gdal_path).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", path.display()),
-        message: super::policy::unpin_text(
-            &capture.failure_text(&format!("{e}; tables are read as CSV (.csv), XLSX or ODS")),
-        ),
+        message: super::policy::unpin_text(&capture.failure_text(&format!("{e}; {hint}"))),
     })?;
     super::policy::confine_opened(path, &dataset)?;
     super::policy::check_opened_crs(path, &dataset)?;
+    check(&dataset)?;
     open.done()?;
     Ok(dataset)
 }
@@ -1074,12 +1093,9 @@ pub fn writable_raster_drivers() -> Vec<String> {
     let mut names = Vec::new();
     for index in 0..gdal::DriverManager::count() {
         if let Ok(driver) = gdal::DriverManager::get_driver(index) {
-            let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
-            let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
-                || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
             let allowed =
                 super::policy::RASTER_OUTPUT_DRIVERS.contains(&driver.short_name().as_str());
-            if raster && writes && allowed {
+            if super::driver_writes(&driver, "DCAP_RASTER") && allowed {
                 names.push(driver.short_name());
             }
         }
@@ -1101,10 +1117,7 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
             writable_raster_drivers().join(", ")
         ))
     })?;
-    let raster = driver.metadata_item("DCAP_RASTER", "").is_some();
-    let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
-        || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
-    if !raster || !writes {
+    if !super::driver_writes(&driver, "DCAP_RASTER") {
         return Err(GdalError::Arguments(format!(
             "format: the {format} driver cannot write rasters; use one of {}",
             writable_raster_drivers().join(", ")

@@ -202,6 +202,17 @@ fn vrt_sources(
     Ok(largest)
 }
 
+/// Reserve, for `what`, the blocks a GDAL program (gdal_translate, gdalwarp, gdaldem,
+/// gdaladdo) reads `dataset` (opened from `path`) through: every band's whole blocks, or its
+/// overviews' (issue 21 attack round 4, B3).
+pub fn reserve_program_input(
+    what: &str,
+    path: &Path,
+    dataset: &Dataset,
+) -> Result<Reservation<'static>, GdalError> {
+    reserve(what, path, dataset, &[], Reach::Any)
+}
+
 /// Reserve what GDAL allocates to give cells of `bands` (empty: all) of `dataset` (opened from
 /// `path`) from the budget all calls share, for `what` (named in the error: "raster_stats:
 /// band 1"). Nothing is reserved when the blocks come to at most [`UNRESERVED_BYTES`].

@@ -7,8 +7,6 @@
 //! with these rules before and after every open, and [`crate::gdal::facts::parse_crs`] checks
 //! CRS arguments with them, so they sit here, below both.
 
-use std::ffi::CStr;
-
 /// Why PROJ would read a file to resolve a CRS text, if it would:
 /// * `init=` anywhere (`+init=FILE:ID` reads FILE from PROJ's search path or the working
 ///   directory);
@@ -129,20 +127,10 @@ pub fn proj_authorities() -> &'static [String] {
         // (NULL) is only read.
         unsafe {
             let list = proj::proj_get_authorities_from_database(std::ptr::null_mut());
-            if list.is_null() {
-                return Vec::new();
+            let names = crate::gdal::string_list(list);
+            if !list.is_null() {
+                proj::proj_string_list_destroy(list);
             }
-            let mut names = Vec::new();
-            let mut i = 0;
-            loop {
-                let entry = *list.add(i);
-                if entry.is_null() {
-                    break;
-                }
-                names.push(CStr::from_ptr(entry).to_string_lossy().into_owned());
-                i += 1;
-            }
-            proj::proj_string_list_destroy(list);
             names
         }
     })

@@ -511,21 +511,8 @@ fn restrict_proj_search_paths() {
     // with CSLDestroy); OSRSetPROJSearchPaths copies the NULL-terminated list it is given.
     unsafe {
         let list = gdal_sys::OSRGetPROJSearchPaths();
-        let mut current = Vec::new();
+        let current = super::string_list(list);
         if !list.is_null() {
-            let mut i = 0;
-            loop {
-                let entry = *list.add(i);
-                if entry.is_null() {
-                    break;
-                }
-                current.push(
-                    std::ffi::CStr::from_ptr(entry)
-                        .to_string_lossy()
-                        .into_owned(),
-                );
-                i += 1;
-            }
             gdal_sys::CSLDestroy(list);
         }
         let data: Vec<std::ffi::CString> = current
@@ -1173,40 +1160,25 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         Some(b"MM") => false,
         _ => return Ok(regions),
     };
-    let u16_at = |b: &[u8], i: usize| -> Option<u64> {
-        let v = b.get(i..i + 2)?;
-        let a = [v[0], v[1]];
-        Some(u64::from(if little {
-            u16::from_le_bytes(a)
-        } else {
-            u16::from_be_bytes(a)
-        }))
-    };
-    let u32_at = |b: &[u8], i: usize| -> Option<u64> {
-        let a: [u8; 4] = b.get(i..i + 4)?.try_into().ok()?;
-        Some(u64::from(if little {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        }))
-    };
-    let u64_at = |b: &[u8], i: usize| -> Option<u64> {
-        let a: [u8; 8] = b.get(i..i + 8)?.try_into().ok()?;
+    // The unsigned integer of `width` bytes (2, 4 or 8) at `i`, in the file's byte order.
+    let uint_at = |b: &[u8], i: usize, width: usize| -> Option<u64> {
+        let bytes = b.get(i..i.checked_add(width)?)?;
+        let push = |n: u64, byte: &u8| n << 8 | u64::from(*byte);
         Some(if little {
-            u64::from_le_bytes(a)
+            bytes.iter().rev().fold(0, push)
         } else {
-            u64::from_be_bytes(a)
+            bytes.iter().fold(0, push)
         })
     };
-    let big = match u16_at(&head, 2) {
+    let big = match uint_at(&head, 2, 2) {
         Some(42) => false,
         Some(43) => true,
         _ => return Ok(regions),
     };
     let mut next = if big {
-        u64_at(&head, 8)
+        uint_at(&head, 8, 8)
     } else {
-        u32_at(&head, 4)
+        uint_at(&head, 4, 4)
     }
     .unwrap_or(0);
     let mut seen = std::collections::HashSet::new();
@@ -1216,9 +1188,9 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
             break;
         };
         let Some(count) = (if big {
-            u64_at(&count_bytes, 0)
+            uint_at(&count_bytes, 0, 8)
         } else {
-            u16_at(&count_bytes, 0)
+            uint_at(&count_bytes, 0, 2)
         }) else {
             break;
         };
@@ -1234,13 +1206,13 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         for i in 0..count as usize {
             let e = i * entry_len as usize;
             // Type 2: ASCII.
-            if u16_at(&entries, e + 2) != Some(2) {
+            if uint_at(&entries, e + 2, 2) != Some(2) {
                 continue;
             }
             let n = if big {
-                u64_at(&entries, e + 4)
+                uint_at(&entries, e + 4, 8)
             } else {
-                u32_at(&entries, e + 4)
+                uint_at(&entries, e + 4, 4)
             };
             let Some(n) = n else { continue };
             let value = if n <= inline {
@@ -1253,9 +1225,9 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
                     return Err(too_much());
                 }
                 let offset = if big {
-                    u64_at(&entries, e + 12)
+                    uint_at(&entries, e + 12, 8)
                 } else {
-                    u32_at(&entries, e + 8)
+                    uint_at(&entries, e + 8, 4)
                 };
                 offset.and_then(|o| at(&mut file, o, n))
             };
@@ -1265,7 +1237,13 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         }
         let link = next + count_len + count * entry_len;
         next = at(&mut file, link, count_len * if big { 1 } else { 2 })
-            .and_then(|b| if big { u64_at(&b, 0) } else { u32_at(&b, 0) })
+            .and_then(|b| {
+                if big {
+                    uint_at(&b, 0, 8)
+                } else {
+                    uint_at(&b, 0, 4)
+                }
+            })
             .unwrap_or(0);
     }
     Ok(regions)
@@ -1510,24 +1488,10 @@ pub fn file_list(dataset: &Dataset) -> Vec<String> {
     // freed with CSLDestroy.
     unsafe {
         let list = gdal_sys::GDALGetFileList(dataset.c_dataset());
-        if list.is_null() {
-            return Vec::new();
+        let files = super::string_list(list);
+        if !list.is_null() {
+            gdal_sys::CSLDestroy(list);
         }
-        let mut files = Vec::new();
-        let mut i = 0;
-        loop {
-            let entry = *list.add(i);
-            if entry.is_null() {
-                break;
-            }
-            files.push(
-                std::ffi::CStr::from_ptr(entry)
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-            i += 1;
-        }
-        gdal_sys::CSLDestroy(list);
         files
     }
 }

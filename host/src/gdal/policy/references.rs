@@ -104,12 +104,14 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
             path.display()
         ))
     };
-    let schema = read_schema(path).map_err(|e| {
+    // A table GDAL would read that cannot be read here first.
+    let unreadable = |what: &str, e: rusqlite::Error| {
         GdalError::Arguments(format!(
-            "{}: its SQLite schema cannot be read safely ({e}); it is refused before GDAL opens it",
+            "{}: its {what} cannot be read safely ({e}); it is refused before GDAL opens it",
             path.display()
         ))
-    })?;
+    };
+    let schema = read_schema(path).map_err(|e| unreadable("SQLite schema", e))?;
     for sql in &schema {
         let tokens = tokens(sql).ok_or_else(|| {
             refuse(format!(
@@ -158,12 +160,7 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
         )));
     }
     // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
-    let definitions = read_srs_definitions(path).map_err(|e| {
-        GdalError::Arguments(format!(
-            "{}: its SRS table cannot be read safely ({e}); it is refused before GDAL opens it",
-            path.display()
-        ))
-    })?;
+    let definitions = read_srs_definitions(path).map_err(|e| unreadable("SRS table", e))?;
     for definition in definitions {
         if let Some(why) = super::crs_text::crs_text_reads_files(&definition) {
             return Err(GdalError::Arguments(format!(
@@ -1942,6 +1939,20 @@ fn relative(node: &roxmltree::Node) -> bool {
 mod vrt_tests {
     use super::*;
 
+    /// `text` written to `name` in `dir`.
+    fn written(dir: &tempfile::TempDir, name: &str, text: impl AsRef<[u8]>) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+
+    /// A new temporary folder holding `text` as `name`.
+    fn in_temp_dir(name: &str, text: impl AsRef<[u8]>) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = written(&dir, name, text);
+        (dir, path)
+    }
+
     /// Regression (issue 21, attack round 5, F7): nesting is counted without recursion and
     /// never below what a parser builds (quoted `>`, comments, CDATA, self-closing tags).
     #[test]
@@ -1956,27 +1967,23 @@ mod vrt_tests {
         );
         let deep = format!("{}{}", "<a>".repeat(100_000), "</a>".repeat(100_000));
         assert_eq!(xml_depth(&deep, MAX_XML_DEPTH), MAX_XML_DEPTH + 1);
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("deep.vrt");
-        std::fs::write(&path, format!("<VRTDataset>{deep}</VRTDataset>")).unwrap();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = written(&dir, "deep.vrt", format!("<VRTDataset>{deep}</VRTDataset>"));
         let refused = vrt_references(&path).unwrap_err().to_string();
         assert!(refused.contains("levels deep"), "{refused}");
         assert!(srs_texts(&path).is_err());
         assert!(decoded_xml_text(&path).is_err());
         // A Latin-1 GML is read (its CRS checked), not refused as unparseable.
-        let latin = dir.path().join("l.gml");
-        std::fs::write(
-            &latin,
+        let latin = written(
+            &dir,
+            "l.gml",
             b"<?xml version='1.0' encoding='ISO-8859-1'?><a srsName='EPSG:4326'>caf\xe9</a>",
-        )
-        .unwrap();
+        );
         assert!(decoded_xml_text(&latin).unwrap().contains("caf\u{e9}"));
     }
 
     fn refs(xml: &str) -> Vec<FileReference> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.vrt");
-        std::fs::write(&path, xml).unwrap();
+        let (_dir, path) = in_temp_dir("d.vrt", xml);
         vrt_references(&path).unwrap()
     }
 
@@ -2019,16 +2026,13 @@ mod vrt_tests {
         // Regression (issue 21, attack round 3): `<OpenOptions><OOI key="PRELUDE_STATEMENTS">`
         // on a GeoPackage source ran `ATTACH`/`VACUUM INTO` outside the workspace; a warped
         // VRT's `<DEMPath>` opened an outside raster.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let vrt = dir.path().join("v.vrt");
-        std::fs::write(
-            &vrt,
+        let (_dir, vrt) = in_temp_dir(
+            "v.vrt",
             "<VRTDataset rasterXSize=\"1\" rasterYSize=\"1\"><VRTRasterBand band=\"1\">\
              <SimpleSource><SourceFilename relativeToVRT=\"1\">r.gpkg</SourceFilename>\
              <OpenOptions><OOI key=\"PRELUDE_STATEMENTS\">VACUUM INTO '/tmp/x'</OOI>\
              </OpenOptions></SimpleSource></VRTRasterBand></VRTDataset>",
-        )
-        .expect("write");
+        );
         assert!(vrt_references(&vrt).is_err());
         let found = refs(
             "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions><Transformer>\
@@ -2041,15 +2045,12 @@ mod vrt_tests {
 
     #[test]
     fn a_coordinate_operation_is_checked_like_a_crs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let vrt = dir.path().join("w.vrt");
-        std::fs::write(
-            &vrt,
+        let (_dir, vrt) = in_temp_dir(
+            "w.vrt",
             "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions>\
              <Option name=\"COORDINATE_OPERATION\">+proj=tinshift +file=/outside/s.json</Option>\
              </GDALWarpOptions></VRTDataset>",
-        )
-        .expect("write");
+        );
         assert_eq!(
             srs_texts(&vrt).unwrap(),
             ["+proj=tinshift +file=/outside/s.json".to_string()]
@@ -2058,13 +2059,10 @@ mod vrt_tests {
 
     #[test]
     fn a_document_with_a_dtd_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d.vrt");
-        std::fs::write(
-            &path,
+        let (_dir, path) = in_temp_dir(
+            "d.vrt",
             r#"<!DOCTYPE x [<!ENTITY p "/etc/passwd">]><VRTDataset><SourceFilename>&p;</SourceFilename></VRTDataset>"#,
-        )
-        .unwrap();
+        );
         assert!(vrt_references(&path).is_err());
     }
 

@@ -616,12 +616,16 @@ fn check_grid(sources: &[(String, &Dataset)]) -> Result<(), GdalError> {
     Ok(())
 }
 
-/// Refuse, before the gate, a request whose inputs GDAL would read in blocks above the byte
-/// budget, or whose inputs need more bytes per cell than the budget allows.
-pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
+/// The inputs' names, the inputs the expression uses (in its order) and the cells a window of
+/// them may hold: refused when the expression is not one the host evaluates, or when its
+/// inputs need more bytes per cell than the band-math budget allows.
+fn checked_expression(
+    request: &CalcRequest,
+) -> Result<(Vec<String>, Vec<usize>, usize), GdalError> {
     let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
     let order = check_expression(&request.expression, &names)?;
-    if request.budget.window_cells(order.len()) == 0 {
+    let window_cells = request.budget.window_cells(order.len());
+    if window_cells == 0 {
         return Err(GdalError::Arguments(format!(
             "inputs: {} inputs need {} bytes per cell, above the band-math budget of {}; use \
              fewer inputs per call or raise the budget",
@@ -630,6 +634,13 @@ pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
             request.budget.describe()
         )));
     }
+    Ok((names, order, window_cells))
+}
+
+/// Refuse, before the gate, a request whose inputs GDAL would read in blocks above the byte
+/// budget, or whose inputs need more bytes per cell than the budget allows.
+pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
+    checked_expression(request)?;
     for input in &request.inputs {
         let dataset = crate::gdal::facts::open(&input.path)?;
         if let Ok(band) = dataset.rasterband(input.band) {
@@ -645,8 +656,7 @@ pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
 
 /// Run the band math into a staged GeoTIFF and commit it.
 pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
-    let names: Vec<String> = request.inputs.iter().map(|i| i.name.clone()).collect();
-    let order = check_expression(&request.expression, &names)?;
+    let (names, order, window_cells) = checked_expression(request)?;
     let expression = Expression::parse(&request.expression)
         .map_err(|e| GdalError::Arguments(format!("expression: {e}")))?;
     let (low, high, integer) = type_range(&request.data_type).ok_or_else(|| {
@@ -716,16 +726,6 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
             .collect::<Vec<_>>(),
     )?;
     let (width, height) = sources[0].dataset.raster_size();
-    let window_cells = request.budget.window_cells(order.len());
-    if window_cells == 0 {
-        return Err(GdalError::Arguments(format!(
-            "inputs: {} inputs need {} bytes per cell, above the band-math budget of {}; use \
-             fewer inputs per call or raise the budget",
-            order.len(),
-            8 * (order.len() + 1),
-            request.budget.describe()
-        )));
-    }
     // The windows' values (8 bytes per cell per input and the output's), from the budget all
     // calls share.
     let _memory = crate::budget::reserve(
@@ -740,10 +740,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let projection = sources[0].dataset.projection();
 
     let capture = ErrorCapture::start();
-    let failed = |what: &str| GdalError::Failed {
-        operation: format!("writing {}", request.output.display()),
-        message: capture.failure_text(what),
-    };
+    let failed = capture.failing(format!("writing {}", request.output.display()));
     let staging = Staging::new(&request.output)?;
     let mut cells = CellCounts::default();
     let (mut min, mut max, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
@@ -880,11 +877,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let fact = crate::gdal::facts::encoding::assess(
         "GTiff",
         &request.creation_options,
-        &crate::gdal::facts::encoding::Written {
-            types: vec![request.data_type.clone()],
-            single_band_palette: false,
-            ..Default::default()
-        },
+        &crate::gdal::facts::encoding::Written::typed(vec![request.data_type.clone()]),
         Some("ZSTD"),
     );
     let encoding = match &sample {
@@ -1119,29 +1112,25 @@ mod tests {
 
     #[test]
     fn expressions_use_the_inputs_and_the_numeric_functions_only() {
-        let ok = [
-            "(nir - red) / (nir + red)",
-            "sqrt(nir) * 0.001 + 250.5",
-            "nir if nir > red && red >= 0 || nir == 1 else red",
-            "max(nir, red) ^ 2",
-            "-(nir^2) + (-red)^2",
-            "(nir^2)^0.5",
+        // (expression, accepted): exmex's `fact` prints to stdout; bit operations, arrays and
+        // casts are out, and so is a name that is no input.
+        let cases = [
+            ("(nir - red) / (nir + red)", true),
+            ("sqrt(nir) * 0.001 + 250.5", true),
+            ("nir if nir > red && red >= 0 || nir == 1 else red", true),
+            ("max(nir, red) ^ 2", true),
+            ("-(nir^2) + (-red)^2", true),
+            ("(nir^2)^0.5", true),
+            ("fact(nir)", false),
+            ("nir << 2", false),
+            ("nir | 1", false),
+            ("nir & red", false),
+            ("[1, 2]", false),
+            ("to_int(nir)", false),
+            ("swir + 1", false),
         ];
-        for e in ok {
-            assert!(check_expression(e, &names()).is_ok(), "{e}");
-        }
-        // exmex's `fact` prints to stdout; bit operations, arrays and casts are out.
-        let refused = [
-            "fact(nir)",
-            "nir << 2",
-            "nir | 1",
-            "nir & red",
-            "[1, 2]",
-            "to_int(nir)",
-            "swir + 1",
-        ];
-        for e in refused {
-            assert!(check_expression(e, &names()).is_err(), "{e}");
+        for (e, accepted) in cases {
+            assert_eq!(check_expression(e, &names()).is_ok(), accepted, "{e}");
         }
         assert!(check_expression(&"nir+".repeat(2000), &names()).is_err());
     }

@@ -208,10 +208,7 @@ impl CompositeRequest {
         }
 
         let staging = Staging::new(&self.output)?;
-        let failed = |what: &str| GdalError::Failed {
-            operation: format!("writing {}", self.output.display()),
-            message: capture.failure_text(what),
-        };
+        let failed = capture.failing(format!("writing {}", self.output.display()));
         let count = self.statistic == Statistic::Count;
         let out_nodata = self.out_nodata.unwrap_or(f64::NAN);
         let mut empty_cells = 0u64;

@@ -38,16 +38,8 @@ impl DemRequest {
     /// Run into a staging folder and move the output into place.
     pub fn run(&self) -> Result<DemOutcome, GdalError> {
         let program = Program::Dem(self.processing.clone());
-        let opened = crate::gdal::facts::open(&self.input)?;
-        // gdaldem (and the flip) read the input through its whole blocks (issue 21 attack
-        // round 4, B3).
-        let _blocks = crate::gdal::policy::blocks::reserve(
-            "raster_terrain: the input",
-            &self.input,
-            &opened,
-            &[],
-            crate::gdal::policy::blocks::Reach::Any,
-        )?;
+        // The flip reads the input through its whole blocks too.
+        let (opened, _blocks) = programs::open_input("raster_terrain: the input", &self.input)?;
         let flipped = match opened.geo_transform() {
             Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => Some(north_up(&opened, gt)?),
             _ => None,

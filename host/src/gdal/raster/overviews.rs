@@ -53,14 +53,11 @@ fn build(
     resampling: &str,
     levels: &[u32],
 ) -> Result<(), GdalError> {
-    // GDALBuildOverviews reads the raster (and each overview it built) through whole blocks
-    // (issue 21 attack round 4, B3).
-    let _blocks = crate::gdal::policy::blocks::reserve(
+    // GDALBuildOverviews reads the raster (and each overview it built) through whole blocks.
+    let _blocks = crate::gdal::policy::blocks::reserve_program_input(
         "raster_overviews: the raster",
         path,
         dataset,
-        &[],
-        crate::gdal::policy::blocks::Reach::Any,
     )?;
     let capture = ErrorCapture::start();
     let method = cstring(&resampling.to_ascii_uppercase())?;

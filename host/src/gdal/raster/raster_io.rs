@@ -39,10 +39,7 @@ pub fn read_band_f32_decimated(
 fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef), GdalError> {
     let capture = ErrorCapture::start();
     let dataset = crate::gdal::facts::open(path)?;
-    let failed = |what: &str| GdalError::Failed {
-        operation: format!("reading {}", path.display()),
-        message: capture.failure_text(what),
-    };
+    let failed = capture.failing(format!("reading {}", path.display()));
     let geotransform = dataset.geo_transform().map_err(|_| {
         GdalError::Arguments(format!(
             "{} has no geotransform, so its cell size is unknown; georeference it first",
@@ -124,10 +121,7 @@ pub fn write_geotiff<T: GdalType + Copy>(
     georef: &Georef,
 ) -> Result<Vec<PathBuf>, GdalError> {
     let capture = ErrorCapture::start();
-    let failed = |what: &str| GdalError::Failed {
-        operation: format!("writing {}", path.display()),
-        message: capture.failure_text(what),
-    };
+    let failed = capture.failing(format!("writing {}", path.display()));
     let staging = Staging::new(path)?;
     {
         let driver =
@@ -189,18 +183,11 @@ pub fn write_stream_lines(
     georef: &Georef,
 ) -> Result<Vec<PathBuf>, GdalError> {
     let capture = ErrorCapture::start();
-    let failed = |what: &str| GdalError::Failed {
-        operation: format!("writing {}", path.display()),
-        message: capture.failure_text(what),
-    };
+    let failed = capture.failing(format!("writing {}", path.display()));
     let driver_name = vector_driver_for(path)?;
     let staging = Staging::new(path)?;
     {
-        let driver =
-            DriverManager::get_driver_by_name(driver_name).map_err(|_| failed("no driver"))?;
-        let mut dataset = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut dataset = staging.create_vector(driver_name, &failed)?;
         let srs = georef
             .wkt
             .as_deref()

@@ -70,13 +70,9 @@ pub struct BandStats {
     /// Cells holding +Inf or -Inf (an overflow, a division by zero upstream): left out of
     /// every figure, which they would otherwise turn into infinities and NaN.
     pub infinite_count: u64,
-    pub min: Option<f64>,
-    pub max: Option<f64>,
-    pub mean: Option<f64>,
-    /// Population standard deviation (divides by n, as GDAL does).
-    pub std: Option<f64>,
-    pub percentiles: Vec<Percentile>,
-    pub histogram: Option<Histogram>,
+    /// min, max, mean, std, percentiles and histogram, over the valid cells.
+    #[serde(flatten)]
+    pub summary: Summary,
 }
 
 /// Statistics of the requested bands of `path`.
@@ -242,21 +238,17 @@ fn band_stats(
         valid_count: values.len() as u64,
         nodata_count: cells - values.len() as u64 - infinite_count,
         infinite_count,
-        min: summary.min,
-        max: summary.max,
-        mean: summary.mean,
-        std: summary.std,
-        percentiles: summary.percentiles,
-        histogram: summary.histogram,
+        summary,
     })
 }
 
 /// The numbers computed from a band's valid values.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Summary {
     pub min: Option<f64>,
     pub max: Option<f64>,
     pub mean: Option<f64>,
+    /// Population standard deviation (divides by n, as GDAL does).
     pub std: Option<f64>,
     pub percentiles: Vec<Percentile>,
     pub histogram: Option<Histogram>,

@@ -33,15 +33,7 @@ pub struct TranslateOutcome {
 impl TranslateRequest {
     /// Convert into a staging folder, build the overviews there, and move it all into place.
     pub fn run(&self) -> Result<TranslateOutcome, GdalError> {
-        let source = crate::gdal::facts::open(&self.input)?;
-        // gdal_translate reads the input through its whole blocks (issue 21 attack round 4, B3).
-        let _blocks = crate::gdal::policy::blocks::reserve(
-            "raster_convert: the input",
-            &self.input,
-            &source,
-            &[],
-            crate::gdal::policy::blocks::Reach::Any,
-        )?;
+        let (source, _blocks) = programs::open_input("raster_convert: the input", &self.input)?;
         let mut built = None;
         let outcome = programs::run(
             &Program::Translate,

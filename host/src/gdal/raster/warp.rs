@@ -2,7 +2,7 @@
 //! `gdalwarp` command line, so outputs are pixel-identical to `gdalwarp` run with the
 //! arguments in [`WarpRequest::gdalwarp_args`].
 
-use crate::gdal::programs::{self, number, Program};
+use crate::gdal::programs::{self, number, Program, ProgramOutcome};
 use crate::gdal::GdalError;
 use std::path::PathBuf;
 
@@ -32,15 +32,6 @@ pub struct WarpRequest {
     /// `Some(false)` passes `-novshift` (values kept); `None` leaves it to gdalwarp, which
     /// shifts a single band when the CRSs disagree on heights (`transform::vertical_shift`).
     pub vertical_shift: Option<bool>,
-}
-
-/// What the warp produced.
-#[derive(Debug, Clone)]
-pub struct WarpOutcome {
-    pub files: Vec<PathBuf>,
-    pub warnings: Vec<String>,
-    /// The output, described from the staged copy.
-    pub written: crate::gdal::facts::DatasetFacts,
 }
 
 impl WarpRequest {
@@ -94,34 +85,28 @@ impl WarpRequest {
     }
 
     /// Run the warp into a staging folder and move the result into place.
-    pub fn run(&self) -> Result<WarpOutcome, GdalError> {
+    pub fn run(&self) -> Result<ProgramOutcome, GdalError> {
         let source = crate::gdal::facts::open(&self.input)?;
         self.run_from(&source, &self.gdalwarp_args())
     }
 
     /// `gdalwarp` with `args` from `source` (the input, or a copy of it) into the output.
-    fn run_from(&self, source: &gdal::Dataset, args: &[String]) -> Result<WarpOutcome, GdalError> {
-        // gdalwarp reads the input through its whole blocks, or its overviews' (issue 21
-        // attack round 4, B3).
-        let _blocks = crate::gdal::policy::blocks::reserve(
+    fn run_from(
+        &self,
+        source: &gdal::Dataset,
+        args: &[String],
+    ) -> Result<ProgramOutcome, GdalError> {
+        let _blocks = crate::gdal::policy::blocks::reserve_program_input(
             "the warp's input",
             &self.input,
             source,
-            &[],
-            crate::gdal::policy::blocks::Reach::Any,
         )?;
-        let outcome = programs::run(&Program::Warp, source, args, &self.output, |_| Ok(()))
-            .map_err(|e| match e {
-                GdalError::Failed { message, .. } => GdalError::Failed {
-                    operation: format!("warping {}", self.input.display()),
-                    message,
-                },
-                other => other,
-            })?;
-        Ok(WarpOutcome {
-            files: outcome.files,
-            warnings: outcome.warnings,
-            written: outcome.written,
+        programs::run(&Program::Warp, source, args, &self.output, |_| Ok(())).map_err(|e| match e {
+            GdalError::Failed { message, .. } => GdalError::Failed {
+                operation: format!("warping {}", self.input.display()),
+                message,
+            },
+            other => other,
         })
     }
 
@@ -146,7 +131,7 @@ impl WarpRequest {
     pub fn run_blocks(
         &self,
         padded: Option<(usize, usize)>,
-    ) -> Result<(WarpOutcome, Vec<Vec<String>>), GdalError> {
+    ) -> Result<(ProgramOutcome, Vec<Vec<String>>), GdalError> {
         static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let mut args = self.gdalwarp_args();
         args.extend(["-ovr".to_string(), "NONE".to_string()]);

@@ -286,11 +286,7 @@ fn write_rows(
     let staging = Staging::new(path)?;
     let mut count = 0u64;
     {
-        let driver =
-            DriverManager::get_driver_by_name(driver).map_err(|_| failed("no such driver"))?;
-        let mut out = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut out = staging.create_vector(driver, failed)?;
         let layer = out
             .create_layer(LayerOptions {
                 name: layer_name,
@@ -3033,6 +3029,13 @@ mod tests {
         }
     }
 
+    /// Panics unless `text` says every one of `parts`.
+    fn assert_says(text: &str, parts: &[&str]) {
+        for part in parts {
+            assert!(text.contains(part), "{part:?} in {text}");
+        }
+    }
+
     /// Each join budget refuses the target that takes it past its limit, naming the limit,
     /// the variable, the target and that target's own share; under the limits nothing fails.
     #[test]
@@ -3040,35 +3043,35 @@ mod tests {
         let mut work = JoinBudget::with_limits("intersects".to_string(), 10, [100, 50, 20]);
         work.compare(60, 0).unwrap();
         work.compare(40, 1).unwrap();
-        let text = work.compare(1, 2).unwrap_err().to_string();
-        for part in [
-            "intersects join would compare more than 100 envelopes",
-            "GDAL_MCP_MAX_JOIN_COMPARISONS",
-            "at target feature 3 of 10",
-            "compares 1 ",
-        ] {
-            assert!(text.contains(part), "{part:?} in {text}");
-        }
+        assert_says(
+            &work.compare(1, 2).unwrap_err().to_string(),
+            &[
+                "intersects join would compare more than 100 envelopes",
+                "GDAL_MCP_MAX_JOIN_COMPARISONS",
+                "at target feature 3 of 10",
+                "compares 1 ",
+            ],
+        );
         work.test(50, 0).unwrap();
-        let text = work.test(7, 4).unwrap_err().to_string();
-        for part in [
-            "more than 50 target–join pairs",
-            "GDAL_MCP_MAX_JOIN_PAIRS",
-            "at target feature 5 of 10",
-            "alone has 7 candidates",
-        ] {
-            assert!(text.contains(part), "{part:?} in {text}");
-        }
+        assert_says(
+            &work.test(7, 4).unwrap_err().to_string(),
+            &[
+                "more than 50 target–join pairs",
+                "GDAL_MCP_MAX_JOIN_PAIRS",
+                "at target feature 5 of 10",
+                "alone has 7 candidates",
+            ],
+        );
         work.hold(20, 0).unwrap();
-        let text = work.hold(3, 9).unwrap_err().to_string();
-        for part in [
-            "more than 20 matched target–join pairs",
-            "GDAL_MCP_MAX_JOIN_MATCHES",
-            "at target feature 10 of 10",
-            "alone matches 3 join features",
-        ] {
-            assert!(text.contains(part), "{part:?} in {text}");
-        }
+        assert_says(
+            &work.hold(3, 9).unwrap_err().to_string(),
+            &[
+                "more than 20 matched target–join pairs",
+                "GDAL_MCP_MAX_JOIN_MATCHES",
+                "at target feature 10 of 10",
+                "alone matches 3 join features",
+            ],
+        );
     }
 
     /// The values a join summarises and writes: pairs × fields read plus targets × columns
@@ -3078,14 +3081,14 @@ mod tests {
         let matches = vec![vec![0, 1], vec![2], vec![]];
         // 3 pairs × 2 fields + 3 targets × 3 columns = 15.
         check_values(&matches, 2, 3, 15).unwrap();
-        let text = check_values(&matches, 2, 3, 14).unwrap_err().to_string();
-        for part in [
-            "summarise and write 15 values, more than 14",
-            "3 matched pairs × 2 fields read, and 3 target features × 3 columns written",
-            "GDAL_MCP_MAX_JOIN_VALUES",
-        ] {
-            assert!(text.contains(part), "{part:?} in {text}");
-        }
+        assert_says(
+            &check_values(&matches, 2, 3, 14).unwrap_err().to_string(),
+            &[
+                "summarise and write 15 values, more than 14",
+                "3 matched pairs × 2 fields read, and 3 target features × 3 columns written",
+                "GDAL_MCP_MAX_JOIN_VALUES",
+            ],
+        );
         check_values(&[], 5, 5, 0).unwrap();
     }
 

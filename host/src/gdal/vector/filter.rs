@@ -522,19 +522,24 @@ impl Parser<'_> {
     }
 
     fn expr(&mut self) -> Result<Expr, String> {
-        let mut left = self.and()?;
-        while self.word("or") {
-            let right = self.and()?;
-            left = Expr::Or(Box::new(left), Box::new(right));
-        }
-        Ok(left)
+        self.left_associative("or", Self::and, Expr::Or)
     }
 
     fn and(&mut self) -> Result<Expr, String> {
-        let mut left = self.unary()?;
-        while self.word("and") {
-            let right = self.unary()?;
-            left = Expr::And(Box::new(left), Box::new(right));
+        self.left_associative("and", Self::unary, Expr::And)
+    }
+
+    /// `operand (word operand)*`, grouped from the left.
+    fn left_associative(
+        &mut self,
+        word: &str,
+        operand: fn(&mut Self) -> Result<Expr, String>,
+        join: fn(Box<Expr>, Box<Expr>) -> Expr,
+    ) -> Result<Expr, String> {
+        let mut left = operand(self)?;
+        while self.word(word) {
+            let right = operand(self)?;
+            left = join(Box::new(left), Box::new(right));
         }
         Ok(left)
     }

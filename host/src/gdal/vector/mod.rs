@@ -20,7 +20,7 @@ use super::facts::{self, CrsFacts};
 use super::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{field_type_to_name, Geometry, Layer, LayerAccess};
-use gdal::{Dataset, Metadata};
+use gdal::Dataset;
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::Path;
@@ -225,18 +225,14 @@ pub fn check_options(
 ) -> Result<(), GdalError> {
     let handle = gdal::DriverManager::get_driver_by_name(driver)
         .map_err(|_| GdalError::Arguments(format!("format: \"{driver}\" is not a GDAL driver")))?;
-    super::policy::check_options(
-        "dataset_options",
-        &handle,
-        super::policy::OptionKind::Creation,
-        dataset_options,
-    )?;
-    super::policy::check_options(
-        "layer_options",
-        &handle,
-        super::policy::OptionKind::Layer,
-        layer_options,
-    )
+    use super::policy::OptionKind;
+    for (argument, kind, options) in [
+        ("dataset_options", OptionKind::Creation, dataset_options),
+        ("layer_options", OptionKind::Layer, layer_options),
+    ] {
+        super::policy::check_options(argument, &handle, kind, options)?;
+    }
+    Ok(())
 }
 
 /// The OGR driver for an output path, by extension; `format` wins when given. The output must
@@ -262,10 +258,7 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
                  GeoJSON, FlatGeobuf, \"ESRI Shapefile\", CSV, KML, GML, SQLite"
             ))
         })?;
-        let vector = driver.metadata_item("DCAP_VECTOR", "").is_some();
-        let writes = driver.metadata_item("DCAP_CREATE", "").is_some()
-            || driver.metadata_item("DCAP_CREATECOPY", "").is_some();
-        if !vector || !writes {
+        if !super::driver_writes(&driver, "DCAP_VECTOR") {
             return Err(GdalError::Arguments(format!(
                 "format: the {format} driver cannot write vector data"
             )));

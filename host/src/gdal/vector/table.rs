@@ -29,7 +29,6 @@ use crate::gdal::output::Staging;
 use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{Geometry, LayerAccess, LayerOptions};
-use gdal::DriverManager;
 use gdal_sys::OGRFieldType;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -379,31 +378,11 @@ fn check_zip(
 /// The bytes GDAL reads from `vsi_path`, counted in 64 KiB chunks and stopped one past
 /// `limit`.
 fn stream_length(vsi_path: &str, limit: u64) -> Result<u64, GdalError> {
-    let failed = |message: String| GdalError::Failed {
-        operation: "reading a table's zip entry".to_string(),
-        message,
-    };
-    let c_path = std::ffi::CString::new(vsi_path).map_err(|e| failed(e.to_string()))?;
-    let mode = std::ffi::CString::new("rb").map_err(|e| failed(e.to_string()))?;
-    let _capture = ErrorCapture::start();
-    // SAFETY: the path and mode are valid C strings; the handle is closed below and the buffer
-    // outlives every read into it.
-    let fp = unsafe { gdal_sys::VSIFOpenL(c_path.as_ptr(), mode.as_ptr()) };
-    if fp.is_null() {
-        return Err(failed("GDAL cannot open the entry".to_string()));
-    }
-    let mut buffer = vec![0u8; 1 << 16];
     let mut total: u64 = 0;
-    loop {
-        // SAFETY: `buffer` holds `buffer.len()` bytes; `fp` is open.
-        let n = unsafe { gdal_sys::VSIFReadL(buffer.as_mut_ptr().cast(), 1, buffer.len(), fp) };
-        total = total.saturating_add(n as u64);
-        if n == 0 || total > limit {
-            break;
-        }
-    }
-    // SAFETY: `fp` was opened above and is closed once.
-    unsafe { gdal_sys::VSIFCloseL(fp) };
+    expansion::read_entry(vsi_path, |chunk| {
+        total = total.saturating_add(chunk.len() as u64);
+        total <= limit
+    })?;
     Ok(total)
 }
 
@@ -860,11 +839,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
         .to_string();
     let staging = Staging::new(&request.output)?;
     {
-        let driver = DriverManager::get_driver_by_name(&request.driver)
-            .map_err(|_| failed("no such driver"))?;
-        let mut out = driver
-            .create_vector_only(staging.path())
-            .map_err(|_| failed("cannot create the file"))?;
+        let mut out = staging.create_vector(&request.driver, failed)?;
         let mut layer_srs: SpatialRef = srs.clone();
         layer_srs
             .set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);

@@ -415,11 +415,7 @@ fn the_fact_says_lossy_exactly_where_gdal_changes_cells() {
 
 #[test]
 fn a_call_s_arguments_give_the_fact() {
-    let written = Written {
-        types: vec!["Byte".to_string(); 3],
-        single_band_palette: false,
-        ..Default::default()
-    };
+    let written = Written::typed(vec!["Byte".to_string(); 3]);
     let declared = |tool: &str| {
         crate::server::registry::find(tool)
             .and_then(|spec| spec.raster_output)
@@ -442,11 +438,7 @@ fn a_call_s_arguments_give_the_fact() {
     .unwrap();
     assert_eq!(webp.lineage_label().as_deref(), Some("WEBP quality 100"));
     // raster_calc: ZSTD by default (lossless); LERC with a bound on Float32 is lossy.
-    let float = Written {
-        types: vec!["Float32".to_string()],
-        single_band_palette: false,
-        ..Default::default()
-    };
+    let float = Written::typed(vec!["Float32".to_string()]);
     let calc = for_call(&declared("raster_calc"), &serde_json::json!({}), &float).unwrap();
     assert_eq!((calc.compression.as_str(), calc.lossy), ("ZSTD", false));
     let lerc = for_call(

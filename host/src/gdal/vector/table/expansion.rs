@@ -90,14 +90,14 @@ pub(super) fn check(
                 && *n != "[Content_Types].xml"
         }) {
             let mut sheet = Sheet {
-                shared: SharedCells {
+                text: SharedCells {
                     lengths: &lengths,
                     ..SharedCells::default()
                 },
                 grid: Grid::default(),
             };
             stream(&entry(name), &mut sheet)?;
-            measured.push((name.clone(), sheet.shared.total, sheet.grid.cells()));
+            measured.push((name.clone(), sheet.text.total, sheet.grid.cells()));
         }
         let largest = (
             measured.iter().map(|m| m.1).max().unwrap_or(0),
@@ -262,22 +262,28 @@ impl Sink for Workbook {
     }
 }
 
-/// One worksheet part, measured both ways at once.
-struct Sheet<'a> {
-    shared: SharedCells<'a>,
-    grid: Grid,
+/// A part measured both ways at once: by the text GDAL copies out of it (`text`) and by the
+/// grid of fields it fills (`grid`).
+#[derive(Default)]
+struct Both<T, G> {
+    text: T,
+    grid: G,
 }
 
-impl Sink for Sheet<'_> {
+impl<T: Sink, G: Sink> Sink for Both<T, G> {
     fn text(&mut self, bytes: &[u8]) {
-        self.shared.text(bytes);
+        self.text.text(bytes);
+        self.grid.text(bytes);
     }
 
     fn tag(&mut self, tag: &[u8]) {
-        self.shared.tag(tag);
+        self.text.tag(tag);
         self.grid.tag(tag);
     }
 }
+
+/// One worksheet part: its shared strings' text, and its grid.
+type Sheet<'a> = Both<SharedCells<'a>, Grid>;
 
 /// The cells GDAL's XLSX reader fills in one worksheet: every row (and every missing row it
 /// fills in, up to its gap limit) holds as many fields as the widest column any cell reaches
@@ -315,23 +321,17 @@ impl Grid {
                 .saturating_add(u64::from(l.to_ascii_uppercase() - b'A') + 1)
         }))
     }
+}
+
+impl Sink for Grid {
+    fn text(&mut self, _: &[u8]) {}
 
     fn tag(&mut self, tag: &[u8]) {
         let (closing, name, selfclosing) = parts(tag);
         match local(name) {
             b"sheetData" => self.in_data = !closing && !selfclosing,
             b"row" if self.in_data && !closing => {
-                let number = attribute(tag, b"r").and_then(|r| {
-                    let digits: Vec<u8> = r
-                        .iter()
-                        .copied()
-                        .skip_while(u8::is_ascii_whitespace)
-                        .take_while(u8::is_ascii_digit)
-                        .take(19)
-                        .collect();
-                    std::str::from_utf8(&digits).ok()?.parse::<u64>().ok()
-                });
-                if let Some(number) = number {
+                if let Some(number) = attribute(tag, b"r").and_then(leading_number) {
                     let gap = number.saturating_sub(1).saturating_sub(self.line);
                     if gap <= MAX_XLSX_ROW_GAP {
                         self.rows = self.rows.saturating_add(gap);
@@ -610,19 +610,22 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// A repetition count as GDAL reads it (`atoi`: leading digits; none is 1).
 fn count(value: Option<&[u8]>) -> u64 {
+    value
+        .and_then(leading_number)
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
+}
+
+/// The number an attribute starts with, as `atoi` reads it (blanks, then at most 19 digits).
+fn leading_number(value: &[u8]) -> Option<u64> {
     let digits: Vec<u8> = value
-        .unwrap_or_default()
         .iter()
         .copied()
         .skip_while(u8::is_ascii_whitespace)
         .take_while(u8::is_ascii_digit)
         .take(19)
         .collect();
-    std::str::from_utf8(&digits)
-        .ok()
-        .and_then(|d| d.parse::<u64>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(1)
+    std::str::from_utf8(&digits).ok()?.parse::<u64>().ok()
 }
 
 /// `xl/sharedStrings.xml`: the length of each `<si>`'s text, in order.
@@ -772,24 +775,8 @@ impl Sink for RepeatedCells {
     }
 }
 
-/// ODS `content.xml`, measured both ways at once.
-#[derive(Default)]
-struct Ods {
-    text: RepeatedCells,
-    grid: OdsGrid,
-}
-
-impl Sink for Ods {
-    fn text(&mut self, bytes: &[u8]) {
-        self.text.text(bytes);
-        self.grid.text(bytes);
-    }
-
-    fn tag(&mut self, tag: &[u8]) {
-        self.text.tag(tag);
-        self.grid.tag(tag);
-    }
-}
+/// ODS `content.xml`: its repeated cells' text, and its grid.
+type Ods = Both<RepeatedCells, OdsGrid>;
 
 /// The cells GDAL's ODS reader fills: each table (a layer) holds, in every row up to its last
 /// filled row, as many fields as its widest filled column reaches, repeated rows and columns
@@ -810,7 +797,7 @@ struct OdsGrid {
     cell: Option<(u64, bool)>,
 }
 
-impl OdsGrid {
+impl Sink for OdsGrid {
     fn tag(&mut self, tag: &[u8]) {
         let (closing, name, selfclosing) = parts(tag);
         match name {
@@ -849,7 +836,9 @@ impl OdsGrid {
             *filled |= bytes.iter().any(|b| !b.is_ascii_whitespace());
         }
     }
+}
 
+impl OdsGrid {
     fn close_cell(&mut self, columns: u64, filled: bool) {
         self.position = self.position.saturating_add(columns);
         if filled {
@@ -884,6 +873,19 @@ impl OdsGrid {
 
 /// Stream the entry at `vsi_path` through GDAL, 64 KiB at a time, into `sink`.
 fn stream(vsi_path: &str, sink: &mut impl Sink) -> Result<(), GdalError> {
+    let mut lexer = Lexer::default();
+    read_entry(vsi_path, |chunk| {
+        lexer.feed(chunk, sink);
+        true
+    })
+}
+
+/// Read the entry at `vsi_path` through GDAL, 64 KiB at a time, handing each chunk to `each`
+/// until the entry ends or `each` says stop (false).
+pub(super) fn read_entry(
+    vsi_path: &str,
+    mut each: impl FnMut(&[u8]) -> bool,
+) -> Result<(), GdalError> {
     let failed = |message: String| GdalError::Failed {
         operation: "reading a table's zip entry".to_string(),
         message,
@@ -891,20 +893,19 @@ fn stream(vsi_path: &str, sink: &mut impl Sink) -> Result<(), GdalError> {
     let c_path = std::ffi::CString::new(vsi_path).map_err(|e| failed(e.to_string()))?;
     let mode = std::ffi::CString::new("rb").map_err(|e| failed(e.to_string()))?;
     let _capture = ErrorCapture::start();
-    // SAFETY: the path and mode are valid C strings; the handle is closed below, once.
+    // SAFETY: the path and mode are valid C strings; the handle is closed below, once, and the
+    // buffer outlives every read into it.
     let fp = unsafe { gdal_sys::VSIFOpenL(c_path.as_ptr(), mode.as_ptr()) };
     if fp.is_null() {
         return Err(failed("GDAL cannot open the entry".to_string()));
     }
-    let mut lexer = Lexer::default();
     let mut buffer = vec![0u8; 1 << 16];
     loop {
         // SAFETY: `buffer` holds `buffer.len()` bytes; `fp` is open.
         let n = unsafe { gdal_sys::VSIFReadL(buffer.as_mut_ptr().cast(), 1, buffer.len(), fp) };
-        if n == 0 {
+        if n == 0 || !each(&buffer[..n.min(buffer.len())]) {
             break;
         }
-        lexer.feed(&buffer[..n.min(buffer.len())], sink);
     }
     // SAFETY: `fp` was opened above and is closed once.
     unsafe { gdal_sys::VSIFCloseL(fp) };
@@ -980,14 +981,7 @@ mod tests {
             <row r=\"2\"><c><v>1</v></c></row><row r=\"5\"><x:c r=\"ALL5\" s=\"2\"/></row>\
             <row r=\"20000\"/><row/></sheetData></worksheet>";
         for chunk in [1, 4, 4096] {
-            let measured = lexed(
-                sheet,
-                Sheet {
-                    shared: SharedCells::default(),
-                    grid: Grid::default(),
-                },
-                chunk,
-            );
+            let measured = lexed(sheet, Sheet::default(), chunk);
             // Rows 1, 2, 3-4 (filled in), 5, 20000 (a gap GDAL refuses: counted once), and
             // one without a number: 7 rows; widest ALL = 1000 (the `<cols>` cell is not a cell).
             assert_eq!(measured.grid.rows, 7, "chunk {chunk}");
@@ -999,10 +993,7 @@ mod tests {
         assert_eq!(Grid::column_of(b"12"), None);
         let beyond = lexed(
             b"<sheetData><row><c r=\"ZZZ1\"/></row></sheetData>",
-            Sheet {
-                shared: SharedCells::default(),
-                grid: Grid::default(),
-            },
+            Sheet::default(),
             7,
         );
         assert_eq!(beyond.grid.cells(), MAX_XLSX_FIELDS);

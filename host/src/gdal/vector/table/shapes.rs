@@ -431,45 +431,58 @@ mod tests {
             .unwrap();
         assert_eq!(shape.vertices.len(), 5);
         assert_eq!(b.repairs.snapped, vec!["R".to_string()]);
-        // Too few distinct vertices, and no area.
-        let e = builder(Kind::Polygon, "")
-            .build(
-                "S".into(),
-                &[0],
-                ring(&[(0.0, 0.0), (1.0, 0.0), (0.0, 0.0)]),
-                valid,
-            )
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("group \"S\" has 2 distinct"), "{e}");
-        let e = builder(Kind::Polygon, "")
-            .build(
-                "T".into(),
-                &[0],
-                ring(&[(0.0, 0.0), (1.0, 0.0), (2.0, 0.0)]),
-                valid,
-            )
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("no area"), "{e}");
-        let e = builder(Kind::Line, "")
-            .build("U".into(), &[0], ring(&[(1.0, 1.0), (1.0, 1.0)]), valid)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("group \"U\" has 1 distinct"), "{e}");
-        // GEOS's reason is passed on.
-        let e = builder(Kind::Polygon, "check the order")
-            .build(
-                "V".into(),
-                &[0],
-                ring(&[(0.0, 0.0), (1.0, 1.0), (1.0, 0.0), (0.0, 1.0)]),
-                |_: &[Vertex]| Some("Self-intersection[0.5 0.5]".to_string()),
-            )
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("Self-intersection") && e.contains("check the order"),
-            "{e}"
+        // (kind, hint, group, ring, GEOS's reason, what the refusal says): too few distinct
+        // vertices, no area, and GEOS's reason passed on with the hint.
+        type Refusal<'a> = (
+            Kind,
+            &'a str,
+            &'a str,
+            &'a [(f64, f64)],
+            Option<&'a str>,
+            &'a [&'a str],
         );
+        let refused: [Refusal; 4] = [
+            (
+                Kind::Polygon,
+                "",
+                "S",
+                &[(0.0, 0.0), (1.0, 0.0), (0.0, 0.0)],
+                None,
+                &["group \"S\" has 2 distinct"],
+            ),
+            (
+                Kind::Polygon,
+                "",
+                "T",
+                &[(0.0, 0.0), (1.0, 0.0), (2.0, 0.0)],
+                None,
+                &["no area"],
+            ),
+            (
+                Kind::Line,
+                "",
+                "U",
+                &[(1.0, 1.0), (1.0, 1.0)],
+                None,
+                &["group \"U\" has 1 distinct"],
+            ),
+            (
+                Kind::Polygon,
+                "check the order",
+                "V",
+                &[(0.0, 0.0), (1.0, 1.0), (1.0, 0.0), (0.0, 1.0)],
+                Some("Self-intersection[0.5 0.5]"),
+                &["Self-intersection", "check the order"],
+            ),
+        ];
+        for (kind, hint, group, points, reason, said) in refused {
+            let e = builder(kind, hint)
+                .build(group.into(), &[0], ring(points), |_: &[Vertex]| {
+                    reason.map(str::to_string)
+                })
+                .unwrap_err()
+                .to_string();
+            assert!(said.iter().all(|s| e.contains(s)), "{e}");
+        }
     }
 }
