@@ -217,7 +217,10 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
         .extension()
         .map(|e| e.to_string_lossy().to_lowercase())
         .unwrap_or_default();
-    let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml"]
+    // `<name>.hdr`: ENVI's header appended to the full name (`d.bin.hdr`), which holds the
+    // grid, CRS, type and byte order (attack round 11, R11-5: rewritten while the form was
+    // open, it ran as approved, moved 10°).
+    let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml", ".hdr"]
         .iter()
         .map(|s| format!("{name}{s}"))
         .collect();
@@ -225,6 +228,10 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
         [
             ".aux.xml", ".aux", ".rrd", ".prj", ".hdr", ".wld", ".gfs", ".xsd", ".csvt", ".cpg",
             ".imd", ".rpb", "_rpc.txt", ".tab", ".stx", ".sta", ".clr", ".blw",
+            // Headers and companions of formats whose data file is opened: SAGA's `.sgrd`
+            // and `.mgrd` (origin, cell size, Z factor, nodata, byte order: R11-5), IDRISI's
+            // `.rdc` and `.ref`, Erdas's spill file `.ige`, a shapefile's `.dbf`, `.shx`, `.qix`.
+            ".sgrd", ".mgrd", ".rdc", ".ref", ".ige", ".dbf", ".shx", ".qix",
         ]
         .iter()
         .map(|s| format!("{stem}{s}")),
@@ -318,6 +325,25 @@ mod tests {
         // The clean twin: a plain file reads nothing else.
         let plain = list(&d.join("tiles/unrelated.tif")).unwrap();
         assert_eq!(plain, ReadSet::default());
+    }
+
+    /// R11-5: an ENVI file's header appended to its full name (`d.bin.hdr`) and a SAGA grid's
+    /// `.sgrd` are read by GDAL, and listed; a file beside them that GDAL does not read is not.
+    #[test]
+    fn r11_5_envi_and_saga_headers_are_in_the_read_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        for name in ["d.bin", "d.bin.hdr", "x.sdat", "x.sgrd", "x.prj", "x.txt"] {
+            write(&d.join(name), name);
+        }
+        assert_eq!(
+            list(&d.join("d.bin")).unwrap().sidecars,
+            vec![d.join("d.bin.hdr")]
+        );
+        assert_eq!(
+            list(&d.join("x.sdat")).unwrap().sidecars,
+            vec![d.join("x.prj"), d.join("x.sgrd")]
+        );
     }
 
     /// An `.aux.xml`'s `OVERVIEW_FILE` is read too; a folder dataset's files are its sources;
