@@ -2172,3 +2172,79 @@ async fn r11_4_terrain_applies_the_declared_elevation_unit() {
     let (values, _) = read_all(&server.path("aspect-positive.tif"));
     assert!((values[24] - 270.0).abs() < 1e-3, "{}", values[24]);
 }
+
+/// Attack round 11, R11-10: `raster_convert scale` rescaled raw cells with gdal_translate and
+/// kept the input's scale, offset and nodata, so a band declaring raw x 0.01 - 10 read
+/// -9.99..-7.45 after a rescale to Byte, and valid cells rescaled onto the kept nodata 0
+/// vanished. A nodata inside the rescaled range is refused, naming the fix; with the range
+/// moved off it, the output declares the scale and offset that keep the physical values.
+/// The twin: a band without scale, offset or nodata is rescaled as before, declaring none.
+#[tokio::test]
+async fn r11_10_a_rescale_keeps_physical_values_and_refuses_a_nodata_it_would_hit() {
+    let server = server().await;
+    let gt = Some([500_000.0, 30.0, 0.0, 4_000_000.0, 0.0, -30.0]);
+    let raw: Vec<u16> = (0..100).map(|i| 1000 + 20 * i as u16).collect();
+    write_raster::<u16>(
+        &server.path("packed.tif"),
+        (10, 10),
+        raw.clone(),
+        gt,
+        Some(32633),
+        |band| {
+            band.set_scale(0.01).unwrap();
+            band.set_offset(-10.0).unwrap();
+            band.set_no_data_value(Some(0.0)).unwrap();
+        },
+    );
+    write_raster::<u16>(
+        &server.path("plain.tif"),
+        (10, 10),
+        raw.clone(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let convert = |input: &'static str, output: &'static str, range: [f64; 4]| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "raster_convert",
+                json!({"input": input, "output": output, "output_type": "Byte",
+                       "scale": range}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let refused = convert("packed.tif", "hit.tif", [1000.0, 2980.0, 0.0, 255.0]).await;
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("nodata 0") && text(&refused).contains("`nodata`"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("hit.tif").exists());
+    let done = convert("packed.tif", "kept.tif", [1000.0, 2980.0, 1.0, 255.0]).await;
+    assert!(!is_error(&done), "{}", text(&done));
+    let dataset = gdal::Dataset::open(server.path("kept.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let (scale, offset) = (band.scale().unwrap(), band.offset().unwrap());
+    let cells = band.read_band_as::<u8>().unwrap();
+    let k = 1980.0 / 254.0;
+    for (i, cell) in cells.data().iter().enumerate() {
+        let physical = f64::from(raw[i]) * 0.01 - 10.0;
+        let written = f64::from(*cell) * scale + offset;
+        assert!(
+            (written - physical).abs() <= 0.01 * k / 2.0 + 1e-9,
+            "cell {i}: {written} for {physical}"
+        );
+    }
+    let plain = convert("plain.tif", "plain8.tif", [1000.0, 2980.0, 0.0, 255.0]).await;
+    assert!(!is_error(&plain), "{}", text(&plain));
+    let dataset = gdal::Dataset::open(server.path("plain8.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    assert_eq!(band.scale(), None);
+    assert_eq!(band.no_data_value(), None);
+}

@@ -122,6 +122,8 @@ struct ConvertPlan {
     args: Vec<String>,
     /// GTiff overviews to build after the copy: (method, levels or auto).
     overviews: Option<(String, Option<Vec<u32>>)>,
+    /// What `scale` did to the bands' declared scale and offset, in words.
+    rescaled: Option<String>,
 }
 
 fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
@@ -314,10 +316,10 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
         argv.extend(["-ot".to_string(), t.gdal_name().to_string()]);
     }
     if let Some([a, b, c, d]) = args.scale {
-        if [a, b, c, d].iter().any(|v| !v.is_finite()) || a == b {
+        if [a, b, c, d].iter().any(|v| !v.is_finite()) || a == b || c == d {
             return Err(ToolError::Arguments(
                 "scale: four finite numbers [src_min, src_max, dst_min, dst_max] with src_min \
-                 != src_max"
+                 != src_max and dst_min != dst_max"
                     .to_string(),
             ));
         }
@@ -339,7 +341,93 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
         format,
         args: argv,
         overviews,
+        rescaled: None,
     })
+}
+
+/// What `scale` means for the bands' own declarations. `gdal_translate -scale` maps raw values
+/// and copies the input's scale, offset and nodata unchanged, so a band declaring physical =
+/// raw x 0.01 - 10 read -9.99..-7.45 after a rescale to 0..255, and valid cells rescaled onto
+/// the kept nodata vanished (attack round 11, R11-10). Right by default: the output declares
+/// the scale and offset that keep the physical values (`-a_scale`, `-a_offset`, in the
+/// commands); a nodata the rescaled values can land on is refused, naming the fix.
+fn rescaled_declarations(
+    args: &ConvertArgs,
+    input: &crate::gdal::facts::DatasetFacts,
+) -> Result<(Vec<String>, Option<String>), ToolError> {
+    let Some([src_min, src_max, dst_min, dst_max]) = args.scale else {
+        return Ok((Vec::new(), None));
+    };
+    let all = input
+        .raster
+        .as_ref()
+        .map(|r| r.bands.as_slice())
+        .unwrap_or_default();
+    let chosen: Vec<_> = match &args.bands {
+        Some(list) => list
+            .iter()
+            .filter_map(|b| all.get((*b as usize).saturating_sub(1)))
+            .collect(),
+        None => all.iter().collect(),
+    };
+    if args.nodata.is_none() {
+        let (low, high) = (dst_min.min(dst_max), dst_min.max(dst_max));
+        if let Some(nodata) = chosen
+            .iter()
+            .filter_map(|b| b.nodata)
+            .find(|n| *n >= low && *n <= high)
+        {
+            return Err(ToolError::Arguments(format!(
+                "scale: the input's nodata {nodata} is kept in the output, and it lies within \
+                 the rescaled range {dst_min}..{dst_max}, so valid cells rescaled onto it would \
+                 read as nodata; pass `nodata` outside that range, or rescale into a range \
+                 without it (e.g. [{src_min}, {src_max}, {}, {dst_max}] with nodata {nodata}; \
+                 values below src_min still fall below dst_min, and the output type's clamp can \
+                 put them on the nodata: choose src_min at or below the data's minimum)",
+                if nodata == dst_min {
+                    number(dst_min + (dst_max - dst_min).signum())
+                } else {
+                    number(dst_min)
+                }
+            )));
+        }
+    }
+    let declared: Vec<(f64, f64)> = chosen
+        .iter()
+        .map(|b| (b.scale.unwrap_or(1.0), b.offset.unwrap_or(0.0)))
+        .collect();
+    let Some(&(scale, offset)) = declared.first() else {
+        return Ok((Vec::new(), None));
+    };
+    if declared.iter().all(|d| *d == (1.0, 0.0)) {
+        return Ok((Vec::new(), None));
+    }
+    if declared.iter().any(|d| *d != (scale, offset)) {
+        return Err(ToolError::Arguments(
+            "scale: the bands declare different scales or offsets, and one rescale cannot keep \
+             them all; convert the bands one at a time (`bands`)"
+                .to_string(),
+        ));
+    }
+    // raw = src_min + (new - dst_min) x k, with k = (src_max - src_min) / (dst_max - dst_min).
+    let k = (src_max - src_min) / (dst_max - dst_min);
+    let new_scale = scale * k;
+    let new_offset = offset + scale * (src_min - dst_min * k);
+    Ok((
+        vec![
+            "-a_scale".to_string(),
+            number(new_scale),
+            "-a_offset".to_string(),
+            number(new_offset),
+        ],
+        Some(format!(
+            "the input declares physical = raw x {scale} + {offset}; the rescaled output \
+             declares raw x {} + {}, so its physical values are the input's (to the precision of \
+             the output type)",
+            number(new_scale),
+            number(new_offset)
+        )),
+    ))
 }
 
 /// `raster_convert`, as the tool table lists it.
@@ -384,7 +472,10 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 .as_ref()
                 .map(|r| r.band_count)
                 .unwrap_or(0);
-            let plan = plan_convert(&args, bands)?;
+            let mut plan = plan_convert(&args, bands)?;
+            let (declared, note) = rescaled_declarations(&args, &input_facts)?;
+            plan.args.extend(declared);
+            plan.rescaled = note;
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
@@ -402,6 +493,9 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
             };
             let outcome = request.run()?;
             let mut report = json!({ "format": plan.format });
+            if let Some(note) = &plan.rescaled {
+                report["rescaled"] = json!(note);
+            }
             if let Some(levels) = &outcome.overview_levels {
                 report["overview_levels"] = json!(levels);
             }
