@@ -456,14 +456,20 @@ impl GeodesicBuffer<'_> {
     /// feature drew ellipses round its far parts (100 km became 56 km 100° from the centre:
     /// attack round 10, R10-8). A feature of one part is buffered whole, as it always was; one
     /// of several parts whose buffers are all empty has an empty buffer.
-    fn feature(&self, g: &Geometry) -> Result<(Option<Geometry>, bool), GdalError> {
+    ///
+    /// `at` is the call's progress at this feature: a feature of many parts is as much work as
+    /// as many features, so cancellation is looked at every 256 parts too.
+    fn feature(&self, g: &Geometry, at: f64) -> Result<(Option<Geometry>, bool), GdalError> {
         let pieces = parts(g);
         if pieces.len() <= 1 {
             return self.draw(g);
         }
         let mut drawn = Vec::with_capacity(pieces.len());
         let mut split = false;
-        for piece in &pieces {
+        for (k, piece) in pieces.iter().enumerate() {
+            if k % 256 == 255 && !crate::gdal::keep_going(at) {
+                return Err(crate::gdal::cancelled("vector_buffer"));
+            }
             let (b, was_split) = self.draw(&part_geometry(piece)?)?;
             split |= was_split;
             drawn.extend(b);
@@ -726,8 +732,9 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                     return Err(crate::gdal::cancelled("vector_buffer"));
                 }
                 let Some(g) = &row.geometry else { continue };
+                let at = i as f64 / data.rows.len().max(1) as f64;
                 let (b, was_split) = drawer
-                    .feature(g)
+                    .feature(g, at)
                     .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
                 split += usize::from(was_split);
                 // A point's buffer of no distance is no feature, as it always was.
@@ -1833,11 +1840,14 @@ struct PartFrame {
 }
 
 impl LocalFrame {
+    ///
+    /// `at` is the call's progress at this target: cancellation is looked at every 256 parts.
     fn new(
         t: &Geometry,
         layer_srs: &SpatialRef,
         geographic: &SpatialRef,
         to_geographic: &gdal::spatial_ref::CoordTransform,
+        at: f64,
     ) -> Result<Self, GdalError> {
         let pieces = parts(t);
         let mut frames = Vec::with_capacity(pieces.len().max(1));
@@ -1864,7 +1874,10 @@ impl LocalFrame {
         if pieces.len() <= 1 {
             frame(t)?;
         } else {
-            for piece in &pieces {
+            for (k, piece) in pieces.iter().enumerate() {
+                if k % 256 == 255 && !crate::gdal::keep_going(at) {
+                    return Err(crate::gdal::cancelled("vector_join"));
+                }
                 frame(&part_geometry(piece)?)?;
             }
         }
@@ -2357,7 +2370,8 @@ fn find_nearest(
             }
             continue;
         }
-        let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic)?;
+        let at = i as f64 / target.rows.len().max(1) as f64;
+        let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic, at)?;
         // The upper bound: the join feature whose envelope is nearest in the layer's plane
         // (any feature would do; this one is usually the nearest or close to it).
         work.compare(order.len(), i)?;
@@ -2550,7 +2564,8 @@ fn find_matches(
                 // windows grown by the distance (everything when one cannot be drawn).
                 let (local, windows) = match &geodesic {
                     Some((layer_srs, g, to_g)) => {
-                        let frame = LocalFrame::new(t, layer_srs, g, to_g)?;
+                        let at = i as f64 / target.rows.len().max(1) as f64;
+                        let frame = LocalFrame::new(t, layer_srs, g, to_g, at)?;
                         let windows = frame.windows(reach, turned).map(|mut w| {
                             w.push(own);
                             w
@@ -3095,7 +3110,7 @@ mod tests {
             ),
         ];
         for (wkt, reaches, tolerance) in cases {
-            let (buffer, split) = drawer.feature(&geometry(wkt)).unwrap();
+            let (buffer, split) = drawer.feature(&geometry(wkt), 0.0).unwrap();
             let buffer = buffer.unwrap();
             assert!(!split, "{wkt}");
             assert!(buffer.is_valid(), "{wkt}");
@@ -3138,7 +3153,8 @@ mod tests {
         ];
         let source = geometry("POINT (100 0.7036)");
         for (wkt, (lon, lat), tolerance) in cases {
-            let frame = LocalFrame::new(&geometry(wkt), &srs, &geographic, &to_geographic).unwrap();
+            let frame =
+                LocalFrame::new(&geometry(wkt), &srs, &geographic, &to_geographic, 0.0).unwrap();
             let got = frame.distance(&source).unwrap();
             let want = from(lat, lon);
             assert!((got - want).abs() <= tolerance, "{wkt}: {got} vs {want}");
@@ -3168,7 +3184,7 @@ mod tests {
         ];
         for (target, source, turned, inside) in cases {
             let frame =
-                LocalFrame::new(&geometry(target), &srs, &geographic, &to_geographic).unwrap();
+                LocalFrame::new(&geometry(target), &srs, &geographic, &to_geographic, 0.0).unwrap();
             let windows = frame.windows(50_000.0, turned).expect("windows");
             let envelope = geometry(source).envelope();
             assert_eq!(

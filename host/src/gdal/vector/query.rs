@@ -310,6 +310,10 @@ fn part_centroid(geometry: &Geometry, geographic: &SpatialRef) -> Option<[f64; 2
     Some([xs[0], ys[0]])
 }
 
+/// Parts of one feature whose centroids are found each in its own frame, at most (each frame
+/// is a PROJ transformation made and used; a feature of more parts gets no centroid, said why).
+const MAX_CENTROID_PARTS: usize = 10_000;
+
 /// Parts further than this from their feature's centroid get a note on how it was found.
 const SPREAD_NOTE_M: f64 = 1_000_000.0;
 
@@ -334,6 +338,17 @@ fn geographic_centroid(
     let Some(kind) = parts.iter().map(|p| p.kind).min() else {
         return (None, None);
     };
+    let counted = parts.iter().filter(|p| p.kind == kind).count();
+    if counted > MAX_CENTROID_PARTS {
+        return (
+            None,
+            Some(format!(
+                "its {counted} {}s are more than the {MAX_CENTROID_PARTS} whose centroids one \
+                 query finds each in its own frame: no centroid (dissolve or clip it first)",
+                kind.name()
+            )),
+        );
+    }
     let mut found: Vec<([f64; 2], f64)> = Vec::new();
     for part in parts.iter().filter(|p| p.kind == kind) {
         let Ok(g) = geometry::part_geometry(part) else {
@@ -692,7 +707,8 @@ mod tests {
     /// mean direction of its halves differ);
     /// the two squares' lies on the meridian between them on the 180° side, north of both by
     /// the curvature (tan φ = tan φ₁ / cos 80°, φ₁ the latitude of either square's centroid),
-    /// with a note; parts that balance round the Earth's centre have none. Twins: one square
+    /// with a note; parts that balance round the Earth's centre have none, nor has a feature of
+    /// more parts than the frames one query draws for it. Twins: one square
     /// at 179..181°E and one at 10°E keep their single-frame centroid.
     #[test]
     fn r10_10_centroids_of_parts_are_longitude_aware() {
@@ -759,5 +775,18 @@ mod tests {
         let (got, note) = centroid("MULTIPOINT (0 0, 180 0)");
         assert_eq!(got, None);
         assert!(note.is_some_and(|n| n.contains("balance")));
+        // A frame per part is bounded: 10,001 points get none, said why; 10,000 get one.
+        for (count, found) in [(MAX_CENTROID_PARTS, true), (MAX_CENTROID_PARTS + 1, false)] {
+            let points: Vec<String> = (0..count)
+                .map(|k| format!("{} {}", (k % 100) as f64 * 1e-3, (k / 100) as f64 * 1e-3))
+                .collect();
+            let (got, note) = centroid(&format!("MULTIPOINT ({})", points.join(", ")));
+            assert_eq!(got.is_some(), found, "{count}: {note:?}");
+            assert_eq!(
+                note.is_some_and(|n| n.contains("more than the 10000")),
+                !found,
+                "{count}"
+            );
+        }
     }
 }
