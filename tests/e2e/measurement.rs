@@ -1869,6 +1869,34 @@ async fn r7_4_polygons_across_the_antimeridian_are_refused_not_miscounted() {
     }
 }
 
+/// A geodesic `vector_buffer` of `input` by `km` into `output` (overwritten): the result's
+/// content, checked to be no error.
+async fn buffer_km(server: &Server, input: &Path, output: &Path, km: f64) -> Value {
+    let buffered = server
+        .call(
+            "vector_buffer",
+            json!({"input": input.display().to_string(), "output": output.display().to_string(),
+                   "distance": km, "unit": "km", "overwrite": true}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&buffered), "{}", text(&buffered));
+    structured(&buffered)
+}
+
+/// `vector_measure` of a layer (justified): the result's content, checked to be no error.
+async fn measured(server: &Server, input: &Path) -> Value {
+    let measured = call_justified(
+        server,
+        "vector_measure",
+        json!({"input": input.display().to_string()}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&measured.result), "{}", text(&measured.result));
+    structured(&measured.result)
+}
+
 /// Regression (attack round 7, R7-4, the rest): a geodesic `vector_buffer` of a point near
 /// ±180° wrote a ring jumping across the antimeridian (a band round the globe, which the other
 /// tools then refused), and `vector_clip` by a mask box from 179.95°E to 179.95°W kept a point
@@ -1888,26 +1916,10 @@ async fn r7_4_buffers_and_clip_masks_across_the_antimeridian_are_split_there() {
         &[point("east", [179.99, 0.0]), point("plain", [10.0, 0.0])],
     );
     let output = server.path("dateline_10km.gpkg");
-    let buffered = server
-        .call(
-            "vector_buffer",
-            json!({"input": wells.display().to_string(), "output": output.display().to_string(),
-                   "distance": 10, "unit": "km"}),
-        )
-        .await
-        .unwrap();
-    assert!(!is_error(&buffered), "{}", text(&buffered));
-    let notes = structured(&buffered)["notes"].to_string();
+    let buffered = buffer_km(&server, &wells, &output, 10.0).await;
+    let notes = buffered["notes"].to_string();
     assert!(notes.contains("1 buffer(s) reach across ±180°"), "{notes}");
-    let measured = call_justified(
-        &server,
-        "vector_measure",
-        json!({"input": output.display().to_string()}),
-    )
-    .await
-    .unwrap();
-    assert!(!is_error(&measured.result), "{}", text(&measured.result));
-    let out = structured(&measured.result);
+    let out = measured(&server, &output).await;
     let polygon_32 = 0.5 * 32.0 * 10_000.0_f64.powi(2) * (2.0 * std::f64::consts::PI / 32.0).sin();
     assert!(
         close(&out["polygons"]["area"], 2.0 * polygon_32, 1e-3),
@@ -2028,16 +2040,7 @@ async fn r10_8_multi_part_features_and_the_antimeridian_in_geodesic_buffers_and_
     );
     for input in [&multi, &two] {
         let output = server.path("reach.geojson");
-        let buffered = server
-            .call(
-                "vector_buffer",
-                json!({"input": input.display().to_string(),
-                       "output": output.display().to_string(), "distance": 100, "unit": "km",
-                       "overwrite": true}),
-            )
-            .await
-            .unwrap();
-        assert!(!is_error(&buffered), "{}", text(&buffered));
+        buffer_km(&server, input, &output, 100.0).await;
         for lon in [-100.0, 100.0] {
             let reach = north_reach(&output, lon);
             assert!(
@@ -2099,16 +2102,7 @@ async fn r10_8_multi_part_features_and_the_antimeridian_in_geodesic_buffers_and_
         let centre = server.path(&format!("{name}.geojson"));
         layer(&centre, 4326, &[point(name, [0.0, lat])]);
         let output = server.path(&format!("cap_{name}.geojson"));
-        let buffered = server
-            .call(
-                "vector_buffer",
-                json!({"input": centre.display().to_string(),
-                       "output": output.display().to_string(), "distance": 2000,
-                       "unit": "km"}),
-            )
-            .await
-            .unwrap();
-        assert!(!is_error(&buffered), "{}", text(&buffered));
+        buffer_km(&server, &centre, &output, 2000.0).await;
         {
             use gdal::vector::LayerAccess;
             let dataset = gdal::Dataset::open(&output).unwrap();
@@ -2123,15 +2117,7 @@ async fn r10_8_multi_part_features_and_the_antimeridian_in_geodesic_buffers_and_
                 assert!(cap.contains(&inside), "{name}: ({x} {y})");
             }
         }
-        let measured = call_justified(
-            &server,
-            "vector_measure",
-            json!({"input": output.display().to_string()}),
-        )
-        .await
-        .unwrap();
-        assert!(!is_error(&measured.result), "{}", text(&measured.result));
-        areas.push(structured(&measured.result)["polygons"]["area"].clone());
+        areas.push(measured(&server, &output).await["polygons"]["area"].clone());
     }
     let north_area = areas[1].as_f64().unwrap();
     assert!(close(&areas[0], north_area, 1e-9), "{areas:?}");
