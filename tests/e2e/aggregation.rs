@@ -171,6 +171,92 @@ async fn zonal_stats_hand_checked_semantics_and_nodata_policies() {
     assert!(zone["mean"].is_null() && zone["sum"].is_null(), "{zone}");
 }
 
+/// Regression (attack round 10, R10-9): a zone drawn 178..182°E x 0..2°N (longitudes past 180,
+/// the usual way to keep a Pacific polygon whole) over a global -180..180 raster of 1° cells
+/// counted only the 4 cells west of 180. Each cell holds its column number + 1, so the sum
+/// names the cells: now 8 cells summing 2 x (359 + 360 + 1 + 2) = 1444, with a note, as the
+/// zone split at 180 as a MultiPolygon (no note); a zone at 10..14°E counts its 8 cells
+/// (2 x (191 + 192 + 193 + 194) = 1540), no note.
+#[tokio::test]
+async fn r10_9_zones_past_longitude_180_are_counted_whole() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let asc = server.path("globe.asc");
+    let mut body = "ncols 360\nnrows 180\nxllcorner -180\nyllcorner -90\ncellsize 1\n".to_string();
+    let row: Vec<String> = (1..=360).map(|c| c.to_string()).collect();
+    for _ in 0..180 {
+        body.push_str(&row.join(" "));
+        body.push('\n');
+    }
+    std::fs::write(&asc, body).unwrap();
+    let globe = server.path("globe.tif");
+    let status = std::process::Command::new("gdal_translate")
+        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:4326"])
+        .arg(&asc)
+        .arg(&globe)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let square =
+        |x0: f64, x1: f64| json!([[[x0, 0.0], [x1, 0.0], [x1, 2.0], [x0, 2.0], [x0, 0.0]]]);
+    let zones = [
+        (
+            "wrapped",
+            json!({"type": "Polygon", "coordinates": square(178.0, 182.0)}),
+            1444.0,
+            true,
+        ),
+        (
+            "split",
+            json!({"type": "MultiPolygon",
+                   "coordinates": [square(178.0, 180.0), square(-180.0, -178.0)]}),
+            1444.0,
+            false,
+        ),
+        (
+            "ten",
+            json!({"type": "Polygon", "coordinates": square(10.0, 14.0)}),
+            1540.0,
+            false,
+        ),
+    ];
+    for (name, geometry, sum, noted) in zones {
+        let path = server.path(&format!("{name}.geojson"));
+        std::fs::write(
+            &path,
+            json!({"type": "FeatureCollection",
+                   "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::4326"}},
+                   "features": [{"type": "Feature", "properties": {"name": name},
+                                 "geometry": geometry}]})
+            .to_string(),
+        )
+        .unwrap();
+        for semantics in ["cell_centre", "coverage"] {
+            let result = call_justified(
+                &server,
+                "zonal_stats",
+                json!({"input": globe.display().to_string(),
+                       "zones": path.display().to_string(), "stats": ["count", "sum"],
+                       "semantics": semantics}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&result.result), "{}", text(&result.result));
+            let out = structured(&result.result);
+            let zone = &out["features"][0];
+            assert!(close(&zone["count"], 8.0), "{name} {semantics}: {zone}");
+            assert!(close(&zone["sum"], sum), "{name} {semantics}: {zone}");
+            let notes = out["notes"].to_string();
+            assert_eq!(
+                notes.contains("reach past the raster's longitudes"),
+                noted,
+                "{name}: {notes}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn zonal_stats_on_olinda_tracts_with_csv_and_zones_in_another_crs() {
     let server = Server::start(

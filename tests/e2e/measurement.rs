@@ -1869,6 +1869,34 @@ async fn r7_4_polygons_across_the_antimeridian_are_refused_not_miscounted() {
     }
 }
 
+/// A geodesic `vector_buffer` of `input` by `km` into `output` (overwritten): the result's
+/// content, checked to be no error.
+async fn buffer_km(server: &Server, input: &Path, output: &Path, km: f64) -> Value {
+    let buffered = server
+        .call(
+            "vector_buffer",
+            json!({"input": input.display().to_string(), "output": output.display().to_string(),
+                   "distance": km, "unit": "km", "overwrite": true}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&buffered), "{}", text(&buffered));
+    structured(&buffered)
+}
+
+/// `vector_measure` of a layer (justified): the result's content, checked to be no error.
+async fn measured(server: &Server, input: &Path) -> Value {
+    let measured = call_justified(
+        server,
+        "vector_measure",
+        json!({"input": input.display().to_string()}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&measured.result), "{}", text(&measured.result));
+    structured(&measured.result)
+}
+
 /// Regression (attack round 7, R7-4, the rest): a geodesic `vector_buffer` of a point near
 /// ±180° wrote a ring jumping across the antimeridian (a band round the globe, which the other
 /// tools then refused), and `vector_clip` by a mask box from 179.95°E to 179.95°W kept a point
@@ -1888,26 +1916,10 @@ async fn r7_4_buffers_and_clip_masks_across_the_antimeridian_are_split_there() {
         &[point("east", [179.99, 0.0]), point("plain", [10.0, 0.0])],
     );
     let output = server.path("dateline_10km.gpkg");
-    let buffered = server
-        .call(
-            "vector_buffer",
-            json!({"input": wells.display().to_string(), "output": output.display().to_string(),
-                   "distance": 10, "unit": "km"}),
-        )
-        .await
-        .unwrap();
-    assert!(!is_error(&buffered), "{}", text(&buffered));
-    let notes = structured(&buffered)["notes"].to_string();
+    let buffered = buffer_km(&server, &wells, &output, 10.0).await;
+    let notes = buffered["notes"].to_string();
     assert!(notes.contains("1 buffer(s) reach across ±180°"), "{notes}");
-    let measured = call_justified(
-        &server,
-        "vector_measure",
-        json!({"input": output.display().to_string()}),
-    )
-    .await
-    .unwrap();
-    assert!(!is_error(&measured.result), "{}", text(&measured.result));
-    let out = structured(&measured.result);
+    let out = measured(&server, &output).await;
     let polygon_32 = 0.5 * 32.0 * 10_000.0_f64.powi(2) * (2.0 * std::f64::consts::PI / 32.0).sin();
     assert!(
         close(&out["polygons"]["area"], 2.0 * polygon_32, 1e-3),
@@ -1980,6 +1992,135 @@ async fn r7_4_buffers_and_clip_masks_across_the_antimeridian_are_split_there() {
         text(&refused.result)
     );
     assert!(!server.path("never.gpkg").exists());
+}
+
+/// The northernmost latitude of a layer's polygons on the meridian `lon`.
+fn north_reach(path: &Path, lon: f64) -> f64 {
+    use gdal::vector::LayerAccess;
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    let meridian =
+        gdal::vector::Geometry::from_wkt(&format!("LINESTRING ({lon} -89, {lon} 89)")).unwrap();
+    layer
+        .features()
+        .filter_map(|f| f.geometry().and_then(|g| g.intersection(&meridian)))
+        .filter(|x| !x.is_empty())
+        .map(|x| x.envelope().MaxY)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Regression (attack round 10, R10-8, R10-3 and R10-4), the geodesic `vector_buffer` and
+/// `vector_join` over stdio. R10-8: a MultiPoint (-100 0, 100 0) was buffered and measured
+/// from in one frame centred on its envelope: 100 km reached 56 km north of (100, 0), and a
+/// join feature 77.8 km north of it was 138.5 km away (dwithin 100 km missed it). Now both
+/// reach 0.904369° (GeographicLib: 100 km due north of the equator), like two Point features
+/// (the twin), and the join measures 77.8 km. R10-3: dwithin 50 km now joins (179.9, 0) to
+/// (-179.9, 0), 22.26 km apart, as nearest always did (twin: the pair at 10°E). R10-4: 2000 km
+/// round (0, -80) is written valid, one polygon holding (0, -85) and (90, -88), of the same
+/// area as the mirror buffer round (0, 80).
+#[tokio::test]
+async fn r10_8_multi_part_features_and_the_antimeridian_in_geodesic_buffers_and_joins() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let multi = server.path("far_apart.geojson");
+    layer(
+        &multi,
+        4326,
+        &[(
+            json!({"name": "pair"}),
+            json!({"type": "MultiPoint", "coordinates": [[-100.0, 0.0], [100.0, 0.0]]}),
+        )],
+    );
+    let two = server.path("two_points.geojson");
+    layer(
+        &two,
+        4326,
+        &[point("west", [-100.0, 0.0]), point("east", [100.0, 0.0])],
+    );
+    for input in [&multi, &two] {
+        let output = server.path("reach.geojson");
+        buffer_km(&server, input, &output, 100.0).await;
+        for lon in [-100.0, 100.0] {
+            let reach = north_reach(&output, lon);
+            assert!(
+                (reach - 0.904_369).abs() < 1e-5,
+                "{input:?} at {lon}: {reach}"
+            );
+        }
+    }
+    // The join feature 77.8 km north of (100, 0).
+    let north = server.path("north.geojson");
+    layer(&north, 4326, &[point("north", [100.0, 0.7036])]);
+    let out = nearest(&server, &multi, &north, "near_multi.gpkg", json!({})).await;
+    let want = 77_800.099_737;
+    assert!(close(&out["_distance"][0], want, 1e-6), "{out}");
+    let within = |input: &Path, join: &Path, output: &str, km: f64| {
+        let server = &server;
+        let (input, join) = (input.display().to_string(), join.display().to_string());
+        let output = server.path(output);
+        async move {
+            let result = server
+                .call(
+                    "vector_join",
+                    json!({"input": input, "join": join, "predicate": "dwithin",
+                           "distance": km, "unit": "km",
+                           "output": output.display().to_string()}),
+                )
+                .await
+                .unwrap();
+            assert!(!is_error(&result), "{}", text(&result));
+            read_field(&output, "join_count")
+        }
+    };
+    assert_eq!(
+        within(&multi, &north, "within_multi.gpkg", 100.0).await,
+        vec![json!(1)]
+    );
+    // R10-3: across the antimeridian, and the twin at 10°E.
+    for (name, target, source) in [
+        ("am", [179.9, 0.0], [-179.9, 0.0]),
+        ("ten", [10.1, 0.0], [10.3, 0.0]),
+    ] {
+        let t = server.path(&format!("t_{name}.geojson"));
+        let s = server.path(&format!("s_{name}.geojson"));
+        layer(&t, 4326, &[point("t", target)]);
+        layer(&s, 4326, &[point("s", source)]);
+        let output = format!("within_{name}.gpkg");
+        assert_eq!(
+            within(&t, &s, &output, 50.0).await,
+            vec![json!(1)],
+            "{name}"
+        );
+        let output = format!("nearest_{name}.gpkg");
+        let out = nearest(&server, &t, &s, &output, json!({})).await;
+        assert!(close(&out["_distance"][0], 22_263.898, 1e-6), "{out}");
+    }
+    // R10-4: round either pole.
+    let mut areas = Vec::new();
+    for (name, lat) in [("south", -80.0), ("north", 80.0)] {
+        let centre = server.path(&format!("{name}.geojson"));
+        layer(&centre, 4326, &[point(name, [0.0, lat])]);
+        let output = server.path(&format!("cap_{name}.geojson"));
+        buffer_km(&server, &centre, &output, 2000.0).await;
+        {
+            use gdal::vector::LayerAccess;
+            let dataset = gdal::Dataset::open(&output).unwrap();
+            let mut layer = dataset.layer(0).unwrap();
+            let feature = layer.features().next().unwrap();
+            let cap = feature.geometry().unwrap();
+            assert!(cap.is_valid(), "{name}");
+            assert_eq!(cap.geometry_count(), 1, "{name}: one polygon");
+            let sign = lat.signum();
+            for (x, y) in [(0.0, 85.0 * sign), (90.0, 88.0 * sign)] {
+                let inside = gdal::vector::Geometry::from_wkt(&format!("POINT ({x} {y})")).unwrap();
+                assert!(cap.contains(&inside), "{name}: ({x} {y})");
+            }
+        }
+        areas.push(measured(&server, &output).await["polygons"]["area"].clone());
+    }
+    let north_area = areas[1].as_f64().unwrap();
+    assert!(close(&areas[0], north_area, 1e-9), "{areas:?}");
 }
 
 /// Regression (attack round 9, R9-7): `vector_measure` with `z: true` took Z as metres even

@@ -652,3 +652,54 @@ async fn vector_query_refuses_injection_and_leaves_the_files_byte_identical() {
     .await;
     assert_eq!(all["matched"], 5);
 }
+
+/// Regression (attack round 10, R10-10): `vector_query`'s lon/lat centroid was computed in one
+/// azimuthal equidistant frame centred on the feature's envelope, so a 2° square split at ±180°
+/// the RFC 7946 way (envelope -180..180) came out at (180, 14.96), 1,552 km from its centre.
+/// Each part's centroid is now found in its own frame and the parts' mean direction taken:
+/// the split square is centred on (180, 1) within 0.005° of latitude, like its unsplit twin
+/// (written 179..181, one frame as before); two squares 200° apart get their mean direction on
+/// the 180° side with a note that it lies outside both.
+#[tokio::test]
+async fn r10_10_centroids_of_features_split_at_the_antimeridian() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let square = |x: f64, y: f64, w: f64| {
+        json!([[[x, y], [x + w, y], [x + w, y + 2.0], [x, y + 2.0], [x, y]]])
+    };
+    let features = json!({"type": "FeatureCollection", "features": [
+        {"type": "Feature", "properties": {"code": "split"},
+         "geometry": {"type": "MultiPolygon",
+                      "coordinates": [square(179.0, 0.0, 1.0), square(-180.0, 0.0, 1.0)]}},
+        {"type": "Feature", "properties": {"code": "whole"},
+         "geometry": {"type": "Polygon", "coordinates": square(179.0, 0.0, 2.0)}},
+        {"type": "Feature", "properties": {"code": "apart"},
+         "geometry": {"type": "MultiPolygon",
+                      "coordinates": [square(-100.0, 0.0, 1.0), square(100.0, 0.0, 1.0)]}}]});
+    let path = server.path("pacific.geojson");
+    std::fs::write(&path, features.to_string()).unwrap();
+    let out = ok(
+        &server,
+        "vector_query",
+        json!({"input": path.display().to_string(), "fields": ["code"],
+               "measures": ["centroid"]}),
+    )
+    .await;
+    let features = out["features"].as_array().unwrap();
+    for feature in &features[..2] {
+        let c = &feature["centroid"];
+        let lon = c[0].as_f64().unwrap();
+        assert!((lon.abs() - 180.0).abs() < 1e-9, "{feature}");
+        assert!(close(&c[1], 1.0, 5e-3), "{feature}");
+        assert!(feature.get("note").is_none(), "{feature}");
+    }
+    let apart = &features[2];
+    assert!(close(&apart["centroid"][0], -179.5, 1e-9), "{apart}");
+    assert!(
+        apart["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("outside all of them")),
+        "{apart}"
+    );
+}

@@ -241,6 +241,58 @@ pub fn zone_window(zone: &[Polygon], grid: &GridWindow) -> Result<CellWindow, Ag
     Ok(pixel.window(grid))
 }
 
+/// A zone in a lon/lat raster's CRS brought over the raster's longitudes: each polygon that
+/// reaches past them is repeated whole turns (`turn`, 360 in degrees) east or west wherever the
+/// copy lies over the raster, beside the polygon as it is, and the number of copies added is
+/// returned. A zone drawn 178..182°E over a -180..180 raster keeps its part west of 180° and
+/// gains a copy at -182..-178°, whose part east of -180° is the zone's part past 180°: 8
+/// cells of 1°, as the zone split at 180° (attack round 10, R10-9: 4 were counted). Copies of
+/// one polygon are a turn apart and it is narrower than a turn, so no cell is counted twice on
+/// a raster at most a turn wide; a polygon a turn wide or more is left as it is. On a raster
+/// wider than a turn (a repeated seam column) a copy that would be needed is refused.
+pub fn wrap_longitudes(
+    zone: &[Polygon],
+    grid: &GridWindow,
+    turn: f64,
+) -> Result<(Vec<Polygon>, usize), AggregationError> {
+    let (west, east) = (grid.x0, grid.x0 + grid.cols as f64 * grid.dx);
+    let mut out: Vec<Polygon> = zone.to_vec();
+    let mut added = 0;
+    if !(turn.is_finite() && turn > 0.0 && west.is_finite() && east.is_finite()) {
+        return Ok((out, added));
+    }
+    for polygon in zone {
+        let (mut a, mut b) = (f64::INFINITY, f64::NEG_INFINITY);
+        for p in polygon.iter().flatten() {
+            a = a.min(p[0]);
+            b = b.max(p[0]);
+        }
+        if !(a.is_finite() && b.is_finite()) || b - a >= turn {
+            continue;
+        }
+        let first = ((west - b) / turn).ceil() as i64;
+        let last = ((east - a) / turn).floor() as i64;
+        for k in first..=last {
+            let shift = k as f64 * turn;
+            // Overlapping the raster over some width, and not the polygon itself.
+            if k == 0 || a + shift >= east || b + shift <= west {
+                continue;
+            }
+            if east - west > turn * (1.0 + 1e-12) {
+                return Err(AggregationError::WrapAcrossRepeatedLongitudes { west, east, turn });
+            }
+            out.push(
+                polygon
+                    .iter()
+                    .map(|ring| ring.iter().map(|p| [p[0] + shift, p[1]]).collect())
+                    .collect(),
+            );
+            added += 1;
+        }
+    }
+    Ok((out, added))
+}
+
 /// [`zone_window`] and the zone's weights over it.
 pub fn zone_weights(
     zone: &[Polygon],
@@ -750,6 +802,102 @@ mod tests {
 
     fn rect(x0: f64, y0: f64, x1: f64, y1: f64) -> Polygon {
         vec![vec![[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]]
+    }
+
+    /// Regression, attack round 10, R10-9: a zone drawn 178..182°E over a global -180..180
+    /// raster of 1° cells counted the 4 cells west of 180°, not 8. Wrapped, it counts 8 under
+    /// every semantics, as its twins do (the zone split at 180° as two polygons, and one at
+    /// 10..14°E, neither changed); a zone wholly past 180° (181..183°E) counts its 4; over a
+    /// 0..360 raster a zone at -2..2°E counts 8; a polygon a turn wide is left alone; on a raster
+    /// wider than a turn (361 columns) a needed copy is refused, an unneeded one is not.
+    #[test]
+    fn r10_9_zones_past_the_raster_longitudes_are_wrapped_onto_it() {
+        let global = |x0: f64, cols: usize| GridWindow {
+            x0,
+            y0: 90.0,
+            dx: 1.0,
+            dy: 1.0,
+            cols,
+            rows: 180,
+        };
+        // (zone, grid, copies added, cells)
+        let cases: [(Vec<Polygon>, GridWindow, usize, f64); 7] = [
+            (
+                vec![rect(178.0, 0.0, 182.0, 2.0)],
+                global(-180.0, 360),
+                1,
+                8.0,
+            ),
+            (
+                vec![rect(178.0, 0.0, 180.0, 2.0), rect(-180.0, 0.0, -178.0, 2.0)],
+                global(-180.0, 360),
+                0,
+                8.0,
+            ),
+            (
+                vec![rect(10.0, 0.0, 14.0, 2.0)],
+                global(-180.0, 360),
+                0,
+                8.0,
+            ),
+            (
+                vec![rect(181.0, 0.0, 183.0, 2.0)],
+                global(-180.0, 360),
+                1,
+                4.0,
+            ),
+            (
+                vec![rect(-183.0, 0.0, -181.0, 2.0)],
+                global(-180.0, 360),
+                1,
+                4.0,
+            ),
+            (vec![rect(-2.0, 0.0, 2.0, 2.0)], global(0.0, 360), 1, 8.0),
+            (
+                vec![rect(178.0, 0.0, 182.0, 2.0)],
+                global(100.0, 80),
+                0,
+                4.0,
+            ),
+        ];
+        for (zone, grid, copies, cells) in &cases {
+            let (wrapped, added) = wrap_longitudes(zone, grid, 360.0).unwrap();
+            assert_eq!(added, *copies, "{zone:?}");
+            for semantics in [
+                Semantics::CellCentre,
+                Semantics::AllTouched,
+                Semantics::Coverage,
+            ] {
+                let total = zone_weights(&wrapped, grid, semantics).unwrap().total();
+                assert!(
+                    (total - cells).abs() < 1e-6,
+                    "{zone:?} {semantics:?}: {total}"
+                );
+            }
+        }
+        // A polygon a turn wide is left as it is.
+        let band = vec![rect(-200.0, 0.0, 160.0, 2.0)];
+        assert_eq!(
+            wrap_longitudes(&band, &global(-180.0, 360), 360.0)
+                .unwrap()
+                .1,
+            0
+        );
+        // 361 columns (-180.5..180.5): a needed copy is refused, an unneeded one is not.
+        let wide = GridWindow {
+            x0: -180.5,
+            ..global(0.0, 361)
+        };
+        assert!(matches!(
+            wrap_longitudes(&[rect(178.0, 0.0, 182.0, 2.0)], &wide, 360.0),
+            Err(AggregationError::WrapAcrossRepeatedLongitudes { .. })
+        ));
+        assert_eq!(
+            wrap_longitudes(&[rect(10.0, 0.0, 14.0, 2.0)], &wide, 360.0)
+                .unwrap()
+                .1,
+            0
+        );
     }
 
     /// The weights of `zone` over the whole raster, as rows of the full grid.

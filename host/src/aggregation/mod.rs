@@ -76,8 +76,8 @@ pub mod zonal;
 
 pub use composite::{composite, Compositor, Statistic};
 pub use coverage::{
-    zone_weights, zone_weights_in, zone_window, CellWindow, GridWindow, Polygon, Ring, Semantics,
-    ZoneWeights,
+    wrap_longitudes, zone_weights, zone_weights_in, zone_window, CellWindow, GridWindow, Polygon,
+    Ring, Semantics, ZoneWeights,
 };
 pub use zonal::{
     nodata_predicate, weighted_quantile, NodataPolicy, Stat, ZonalAccumulator, ZonalResult,
@@ -115,6 +115,15 @@ pub enum AggregationError {
     /// `composite` needs at least one input.
     #[error("at least one input is required")]
     NoInputs,
+    /// A lon/lat zone reaches past the raster's longitudes, and the raster spans more than one
+    /// turn, so the zone's part there cannot be moved onto it without counting its seam twice.
+    #[error(
+        "the zone reaches past the raster's longitudes ({west}..{east}), which span more than \
+         one turn ({turn}), so its part past them cannot be moved a turn onto the raster without \
+         counting the raster's repeated longitudes twice; split the zone at the raster's edge \
+         ({west} or {east}) and move the part past it by a turn yourself"
+    )]
+    WrapAcrossRepeatedLongitudes { west: f64, east: f64, turn: f64 },
     /// A statistic, semantics or policy name that is not known.
     #[error("unknown {kind} '{name}' (expected one of: {expected})")]
     UnknownName {

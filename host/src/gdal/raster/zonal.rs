@@ -4,11 +4,13 @@
 //! and for each zone only the window of cells its bounding box covers is read from the band,
 //! in row blocks, so memory follows the largest zone rather than the raster. The weights of
 //! each cell (cell centre, all touched, or exact coverage fraction) come from
-//! [`crate::aggregation::coverage`].
+//! [`crate::aggregation::coverage`]. Over a lon/lat raster a zone reaching past the raster's
+//! longitudes (drawn 178..182°E over -180..180) is also counted a turn east or west
+//! ([`crate::aggregation::wrap_longitudes`]), and the result says so.
 
 use crate::aggregation::{
-    nodata_predicate, zone_weights_in, zone_window, GridWindow, NodataPolicy, Semantics, Stat,
-    ZonalAccumulator,
+    nodata_predicate, wrap_longitudes, zone_weights_in, zone_window, GridWindow, NodataPolicy,
+    Semantics, Stat, ZonalAccumulator,
 };
 use crate::gdal::output::Staging;
 use crate::gdal::vector::{self as ogr, Zone};
@@ -54,6 +56,9 @@ pub struct ZoneStats {
     pub nodata: f64,
     /// Cells holding +Inf or -Inf, kept out of the statistics (attack round 6, R6-1).
     pub infinite_cells: u64,
+    /// Copies of the zone's polygons moved a turn east or west onto a lon/lat raster's
+    /// longitudes (the zone reached past them; attack round 10, R10-9).
+    pub wrapped: usize,
 }
 
 impl ZonalRequest {
@@ -98,6 +103,14 @@ impl ZonalRequest {
         } else {
             None
         };
+        // A lon/lat raster: zones reaching past its longitudes are wrapped onto them.
+        let turn = raster
+            .spatial_ref()
+            .ok()
+            .filter(SpatialRef::is_geographic)
+            .map(|srs| srs.angular_units())
+            .filter(|radians| radians.is_finite() && *radians > 0.0)
+            .map(|radians| std::f64::consts::TAU / radians);
         let zones_dataset = ogr::open("zones", &self.zones)?;
         let mut layer = ogr::layer("zone_layer", &zones_dataset, self.layer.as_deref())?;
         let zones: Vec<Zone> = ogr::read_zones(
@@ -119,7 +132,13 @@ impl ZonalRequest {
                 return Err(crate::gdal::cancelled("zonal statistics"));
             }
             let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
-            let window = zone_window(&zone.polygons, &grid)
+            let (polygons, wrapped) = match turn {
+                Some(turn) => wrap_longitudes(&zone.polygons, &grid, turn).map_err(|e| {
+                    GdalError::Arguments(format!("zones: zone {:?}: {e}", zone.fid))
+                })?,
+                None => (zone.polygons, 0),
+            };
+            let window = zone_window(&polygons, &grid)
                 .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
             // Medians and majorities keep every value of a zone: bound the window.
             crate::gdal::policy::check_cells(
@@ -144,7 +163,7 @@ impl ZonalRequest {
                 if block.is_empty() {
                     continue;
                 }
-                let weights = zone_weights_in(&zone.polygons, &grid, self.semantics, block)
+                let weights = zone_weights_in(&polygons, &grid, self.semantics, block)
                     .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
                 if weights.weights.iter().all(|w| *w <= 0.0) {
                     continue;
@@ -185,6 +204,7 @@ impl ZonalRequest {
                 cells: result.cells,
                 nodata: result.nodata_weight,
                 infinite_cells: result.infinite_cells,
+                wrapped,
             });
         }
         Ok(out)

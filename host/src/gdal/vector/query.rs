@@ -295,10 +295,11 @@ fn centroid_of(geometry: &Geometry) -> Option<[f64; 2]> {
     (x.is_finite() && y.is_finite()).then_some([x, y])
 }
 
-/// The centroid of a lon/lat geometry, computed in a local azimuthal equidistant projection
-/// centred on its envelope (a planar centroid in degrees is skewed away from the equator).
-fn geographic_centroid(geometry: &Geometry, geographic: &SpatialRef) -> Option<[f64; 2]> {
-    let (lon, lat) = geometry::centre(geometry);
+/// The centroid of one lon/lat part (or a feature of one part), computed in a local azimuthal
+/// equidistant projection centred on it (a planar centroid in degrees is skewed away from the
+/// equator), longitude-aware ([`geometry::part_centre`]).
+fn part_centroid(geometry: &Geometry, geographic: &SpatialRef) -> Option<[f64; 2]> {
+    let (lon, lat) = geometry::part_centre(geometry::parts(geometry).first()?);
     let local = geometry::local_aeqd(geographic, lon, lat).ok()?;
     let forward = geometry::transformer(geographic, &local).ok()?;
     let back = geometry::transformer(&local, geographic).ok()?;
@@ -307,6 +308,120 @@ fn geographic_centroid(geometry: &Geometry, geographic: &SpatialRef) -> Option<[
     let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
     back.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
     Some([xs[0], ys[0]])
+}
+
+/// Parts of one feature whose centroids are found each in its own frame, at most (each frame
+/// is a PROJ transformation made and used; a feature of more parts gets no centroid, said why).
+const MAX_CENTROID_PARTS: usize = 10_000;
+
+/// Parts further than this from their feature's centroid get a note on how it was found.
+const SPREAD_NOTE_M: f64 = 1_000_000.0;
+
+/// The centroid of a lon/lat feature, and a note when it needs one.
+///
+/// One part: its centroid in its own frame ([`part_centroid`]). Several parts: each part's
+/// centroid in its own frame, then their mean direction on the ellipsoid (the normalised sum
+/// of their n-vectors, weighted by geodesic area, or length for lines; points count one
+/// each), of the parts of the highest dimension only, as GEOS does. One frame centred on the
+/// whole feature's envelope put a square split at ±180° (RFC 7946) 1,552 km from its centre,
+/// and two squares at 100° W and 100° E on the wrong side of the Earth (attack round 10,
+/// R10-10). Parts that balance round the Earth's centre have no centroid.
+fn geographic_centroid(
+    geometry: &Geometry,
+    parts: &[geometry::Part],
+    geographic: &SpatialRef,
+    measurer: Option<&Measurer>,
+) -> (Option<[f64; 2]>, Option<String>) {
+    if parts.len() <= 1 {
+        return (part_centroid(geometry, geographic), None);
+    }
+    let Some(kind) = parts.iter().map(|p| p.kind).min() else {
+        return (None, None);
+    };
+    let counted = parts.iter().filter(|p| p.kind == kind).count();
+    if counted > MAX_CENTROID_PARTS {
+        return (
+            None,
+            Some(format!(
+                "its {counted} {}s are more than the {MAX_CENTROID_PARTS} whose centroids one \
+                 query finds each in its own frame: no centroid (dissolve or clip it first)",
+                kind.name()
+            )),
+        );
+    }
+    let mut found: Vec<([f64; 2], f64)> = Vec::new();
+    for part in parts.iter().filter(|p| p.kind == kind) {
+        let Ok(g) = geometry::part_geometry(part) else {
+            return (None, None);
+        };
+        let Some(c) = part_centroid(&g, geographic) else {
+            return (None, None);
+        };
+        let weight = match (measurer, kind) {
+            (Some(m), PartKind::Polygon) => m.figures(std::slice::from_ref(part), false).area,
+            (Some(m), PartKind::Line) => m.figures(std::slice::from_ref(part), false).length,
+            _ => 1.0,
+        };
+        found.push((c, weight));
+    }
+    if found.iter().all(|(_, w)| *w <= 0.0 || !w.is_finite()) {
+        for entry in &mut found {
+            entry.1 = 1.0;
+        }
+    }
+    let Some([lon, lat]) = mean_direction(&found) else {
+        return (
+            None,
+            Some(format!(
+                "its {} parts balance round the Earth's centre: their mean direction is none,                  so it has no centroid",
+                found.len()
+            )),
+        );
+    };
+    let far = match measurer {
+        Some(Measurer::Geodesic(g)) => found
+            .iter()
+            .map(|(c, _)| {
+                use geographiclib_rs::InverseGeodesic;
+                let d: f64 = g.inverse(lat, lon, c[1], c[0]);
+                d
+            })
+            .fold(0.0, f64::max),
+        _ => 0.0,
+    };
+    let note = (far > SPREAD_NOTE_M).then(|| {
+        format!(
+            "its parts' own centroids lie up to {:.0} km from its centroid, the mean of their \
+             directions on the ellipsoid weighted by {} (n-vector mean): the centroid of parts \
+             this far apart may lie outside all of them",
+            far / 1000.0,
+            match kind {
+                PartKind::Polygon => "area",
+                PartKind::Line => "length",
+                PartKind::Point => "count",
+            }
+        )
+    });
+    (Some([lon, lat]), note)
+}
+
+/// The weighted mean direction of lon/lat positions (degrees): the normalised sum of their
+/// n-vectors (unit normals to the ellipsoid), as lon/lat; `None` when the sum vanishes (the
+/// positions balance round the Earth's centre).
+fn mean_direction(positions: &[([f64; 2], f64)]) -> Option<[f64; 2]> {
+    let (mut x, mut y, mut z, mut total) = (0.0, 0.0, 0.0, 0.0);
+    for ([lon, lat], w) in positions {
+        let (lon, lat) = (lon.to_radians(), lat.to_radians());
+        x += w * lat.cos() * lon.cos();
+        y += w * lat.cos() * lon.sin();
+        z += w * lat.sin();
+        total += w;
+    }
+    let length = (x * x + y * y + z * z).sqrt();
+    if !(length.is_finite() && length > 1e-9 * total) {
+        return None;
+    }
+    Some([y.atan2(x).to_degrees(), z.atan2(x.hypot(y)).to_degrees()])
 }
 
 fn measure_feature(
@@ -349,16 +464,26 @@ fn measure_feature(
     }
     if measures.contains(&Measure::Centroid) {
         let single_point = parts.len() == 1 && parts[0].kind == PartKind::Point;
+        let mut said = None;
         row.centroid = if single_point {
             parts[0].rings[0].first().map(|p| [p[0], p[1]])
         } else {
             match &how.geographic {
-                Some(g) => geographic_centroid(geometry, g),
+                Some(g) => {
+                    let (centroid, note) =
+                        geographic_centroid(geometry, &parts, g, how.measurer.as_ref());
+                    said = note;
+                    centroid
+                }
                 None => centroid_of(geometry),
             }
         };
-        if row.centroid.is_none() {
-            notes.push("no centroid could be computed".to_string());
+        match said {
+            Some(note) => notes.push(note),
+            None if row.centroid.is_none() => {
+                notes.push("no centroid could be computed".to_string());
+            }
+            None => {}
         }
     }
     if !notes.is_empty() {
@@ -542,4 +667,126 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
         measures,
         features,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn centroid(wkt: &str) -> (Option<[f64; 2]>, Option<String>) {
+        crate::gdal::init();
+        let mut srs = SpatialRef::from_epsg(4326).unwrap();
+        srs.set_axis_mapping_strategy(gdal::spatial_ref::AxisMappingStrategy::TraditionalGisOrder);
+        let how = measuring(Some(srs), &[Measure::Centroid]).unwrap();
+        let mut row = QueryFeature {
+            fid: None,
+            attributes: Map::new(),
+            area: None,
+            length: None,
+            centroid: None,
+            note: None,
+        };
+        let geometry = Geometry::from_wkt(wkt).unwrap();
+        measure_feature(&mut row, Some(&geometry), &[Measure::Centroid], &how);
+        (row.centroid, row.note)
+    }
+
+    /// Degrees of longitude between two longitudes, the short way.
+    fn apart(a: f64, b: f64) -> f64 {
+        let d = (a - b).rem_euclid(360.0);
+        d.min(360.0 - d)
+    }
+
+    /// Regression, attack round 10, R10-10: a lon/lat centroid was computed in one azimuthal
+    /// equidistant frame centred on the feature's envelope, so a square split at ±180° (RFC
+    /// 7946's way, envelope -180..180) came out at (180, 14.96), 1,552 km from its centre, and
+    /// two squares at 100°W and 100°E on the wrong side of the Earth. Each part's centroid is
+    /// now found in its own frame, and the parts' mean direction taken (n-vector mean, weighted
+    /// by area): the split square's and line's centroid is the unsplit twin's (on its meridian,
+    /// within 0.005° of latitude, which is how far the frame's centroid of a 2° square and the
+    /// mean direction of its halves differ);
+    /// the two squares' lies on the meridian between them on the 180° side, north of both by
+    /// the curvature (tan φ = tan φ₁ / cos 80°, φ₁ the latitude of either square's centroid),
+    /// with a note; parts that balance round the Earth's centre have none, nor has a feature of
+    /// more parts than the frames one query draws for it. Twins: one square
+    /// at 179..181°E and one at 10°E keep their single-frame centroid.
+    #[test]
+    fn r10_10_centroids_of_parts_are_longitude_aware() {
+        let (twin, _) = centroid("POLYGON ((179 0, 181 0, 181 2, 179 2, 179 0))");
+        let twin = twin.unwrap();
+        assert!(
+            apart(twin[0], 180.0) < 1e-9 && (twin[1] - 1.0).abs() < 1e-3,
+            "{twin:?}"
+        );
+        let (ten, _) = centroid("POLYGON ((10 0, 12 0, 12 2, 10 2, 10 0))");
+        let ten = ten.unwrap();
+        assert!(
+            (ten[0] - 11.0).abs() < 1e-9 && (ten[1] - 1.0).abs() < 1e-3,
+            "{ten:?}"
+        );
+        // (feature, the centroid it must have)
+        let cases = [
+            (
+                "MULTIPOLYGON (((179 0, 180 0, 180 2, 179 2, 179 0)), \
+                 ((-180 0, -179 0, -179 2, -180 2, -180 0)))",
+                twin,
+            ),
+            (
+                "MULTIPOLYGON (((179 20, 180 20, 180 22, 179 22, 179 20)), \
+                 ((-180 20, -179 20, -179 22, -180 22, -180 20)))",
+                centroid("POLYGON ((179 20, 181 20, 181 22, 179 22, 179 20))")
+                    .0
+                    .unwrap(),
+            ),
+            (
+                "MULTILINESTRING ((179 1, 180 1), (-180 1, -179 1))",
+                centroid("LINESTRING (179 1, 181 1)").0.unwrap(),
+            ),
+        ];
+        for (wkt, want) in cases {
+            let (got, note) = centroid(wkt);
+            let got = got.unwrap();
+            assert!(
+                apart(got[0], want[0]) < 1e-9 && (got[1] - want[1]).abs() < 5e-3,
+                "{wkt}: {got:?} vs {want:?}"
+            );
+            assert_eq!(note, None, "{wkt}");
+        }
+        // Two unit squares 200° apart.
+        let one = centroid("POLYGON ((100 0, 101 0, 101 1, 100 1, 100 0))")
+            .0
+            .unwrap();
+        let (got, note) = centroid(
+            "MULTIPOLYGON (((-100 0, -99 0, -99 1, -100 1, -100 0)), \
+             ((100 0, 101 0, 101 1, 100 1, 100 0)))",
+        );
+        let got = got.unwrap();
+        let want = (one[1].to_radians().tan() / 80f64.to_radians().cos())
+            .atan()
+            .to_degrees();
+        assert!(apart(got[0], -179.5) < 1e-9, "{got:?}");
+        assert!((got[1] - want).abs() < 1e-9, "{got:?} vs {want}");
+        assert!(
+            note.as_deref()
+                .is_some_and(|n| n.contains("n-vector mean") && n.contains("outside all")),
+            "{note:?}"
+        );
+        // Parts that balance: no centroid, said why.
+        let (got, note) = centroid("MULTIPOINT (0 0, 180 0)");
+        assert_eq!(got, None);
+        assert!(note.is_some_and(|n| n.contains("balance")));
+        // A frame per part is bounded: 10,001 points get none, said why; 10,000 get one.
+        for (count, found) in [(MAX_CENTROID_PARTS, true), (MAX_CENTROID_PARTS + 1, false)] {
+            let points: Vec<String> = (0..count)
+                .map(|k| format!("{} {}", (k % 100) as f64 * 1e-3, (k / 100) as f64 * 1e-3))
+                .collect();
+            let (got, note) = centroid(&format!("MULTIPOINT ({})", points.join(", ")));
+            assert_eq!(got.is_some(), found, "{count}: {note:?}");
+            assert_eq!(
+                note.is_some_and(|n| n.contains("more than the 10000")),
+                !found,
+                "{count}"
+            );
+        }
+    }
 }

@@ -394,6 +394,9 @@ pub struct ZonalOutput {
     /// The CSV written, if any.
     pub output: Option<String>,
     pub files: Vec<String>,
+    /// What the figures rest on beyond the arguments (zones wrapped onto a lon/lat raster's
+    /// longitudes).
+    pub notes: Vec<String>,
 }
 
 /// `zonal_stats`, as the tool table lists it.
@@ -502,6 +505,27 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
         },
         move |(request, transformation, output), _work| {
             let rows = request.run()?;
+            let wrapped: Vec<String> = rows
+                .iter()
+                .filter(|row| row.wrapped > 0)
+                .map(|row| row.fid.map_or_else(|| "?".to_string(), |f| f.to_string()))
+                .collect();
+            let mut notes = Vec::new();
+            if !wrapped.is_empty() {
+                notes.push(format!(
+                    "{} zone(s) (fid {}) reach past the raster's longitudes: their polygons were \
+                     also counted a turn (360°) east or west, where the raster holds that part \
+                     of them (as if split at the raster's edge)",
+                    wrapped.len(),
+                    wrapped
+                        .iter()
+                        .take(10)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        + if wrapped.len() > 10 { ", ..." } else { "" }
+                ));
+            }
             let files = match &output {
                 Some(path) => zonal::write_csv(path, &stats, &rows)?,
                 None => Vec::new(),
@@ -550,6 +574,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                 features,
                 output: output.map(|p| p.display().to_string()),
                 files: files.iter().map(|p| p.display().to_string()).collect(),
+                notes,
             };
             Ok(Computed::new(output, computation))
         },
