@@ -2248,3 +2248,53 @@ async fn r11_10_a_rescale_keeps_physical_values_and_refuses_a_nodata_it_would_hi
     assert_eq!(band.scale(), None);
     assert_eq!(band.no_data_value(), None);
 }
+
+/// Attack round 11, R11-7: over a global raster on 0..360° longitudes (GFS, ERA5, CMIP), a
+/// point at -170.5 was "outside the raster" though the raster holds that meridian at 189.5.
+/// The point is read at the same meridian in the raster's range, and says so; the twin at
+/// 10.5 is read as given, without a note, and a point past the poles stays outside.
+#[tokio::test]
+async fn r11_7_a_sample_wraps_longitude_into_the_rasters_range() {
+    let server = server().await;
+    let cells: Vec<f32> = (0..360 * 180).map(|i| (i % 360) as f32 + 0.5).collect();
+    write_raster::<f32>(
+        &server.path("global360.tif"),
+        (360, 180),
+        cells,
+        Some([0.0, 1.0, 0.0, 90.0, 0.0, -1.0]),
+        Some(4326),
+        |_| {},
+    );
+    let result = server
+        .call(
+            "raster_sample",
+            json!({"input": "global360.tif", "coordinates": [[-170.5, 1.0], [10.5, 1.0], [10.5, 95.0]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let points = &structured(&result)["points"];
+    assert_eq!(points[0]["inside"], json!(true), "{}", points[0]);
+    assert_eq!(
+        points[0]["values"][0]["value"].as_f64(),
+        Some(189.5),
+        "{}",
+        points[0]
+    );
+    assert!(
+        points[0]["note"]
+            .as_str()
+            .unwrap()
+            .contains("read as 189.5"),
+        "{}",
+        points[0]
+    );
+    assert_eq!(
+        points[1]["values"][0]["value"].as_f64(),
+        Some(10.5),
+        "{}",
+        points[1]
+    );
+    assert!(points[1]["note"].is_null(), "{}", points[1]);
+    assert_eq!(points[2]["inside"], json!(false), "{}", points[2]);
+}

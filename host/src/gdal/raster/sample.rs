@@ -437,6 +437,13 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         &bands,
         crate::gdal::policy::blocks::Reach::Full,
     )?;
+    // A full turn of longitude in the raster's angular unit (360 for degrees, 400 for grads).
+    let turn = raster_srs
+        .as_ref()
+        .filter(|srs| srs.is_geographic())
+        .map(|srs| srs.angular_units())
+        .filter(|radians| *radians > 0.0)
+        .map(|radians| std::f64::consts::TAU / radians);
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
     for (id, point) in given {
@@ -481,7 +488,26 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             continue;
         };
         sampled.at = Some([rx, ry]);
-        let (pixel, line) = apply(&inv, rx, ry);
+        let (mut pixel, mut line) = apply(&inv, rx, ry);
+        // A longitude a turn away from the raster's range is the same place: a point at
+        // -170.5 over a 0..360 raster (GFS, ERA5, CMIP) is its cell at 189.5 (attack round
+        // 11, R11-7, the mirror of R10-9 in zonal statistics).
+        if cell_of(pixel, line, width, height).is_none() {
+            if let Some(turn) = turn {
+                for shifted in [rx + turn, rx - turn] {
+                    let (p, l) = apply(&inv, shifted, ry);
+                    if cell_of(p, l, width, height).is_some() {
+                        (pixel, line) = (p, l);
+                        sampled.at = Some([shifted, ry]);
+                        sampled.note = Some(format!(
+                            "longitude {rx} is read as {shifted}, the same meridian in the \
+                             raster's range"
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
         let Some((row, column)) = cell_of(pixel, line, width, height) else {
             sampled.note = Some(format!(
                 "outside the raster ({width} x {height} cells): pixel {pixel:.3}, line \
