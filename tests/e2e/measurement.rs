@@ -2174,3 +2174,67 @@ async fn r9_7_heights_in_feet_are_converted_before_3d_lengths() {
         );
     }
 }
+
+/// Attack round 11, R11-6: the geodesic tools took a geographic base's coordinates as degrees
+/// from Greenwich, so in NTF (Paris), EPSG:4807 (grads from Paris), a 1 x 1 grad square
+/// measured 7,892.5 km² for 7,042.4 (+12.1 %), and a 10 km square in Lambert II étendu
+/// (EPSG:27572, on that base) 109.7 km². The geodesic now works in the same datum in degrees
+/// from Greenwich: the grad square measures exactly as its EPSG:4275 twin (the same vertices
+/// in degrees from Greenwich), the Lambert square within 0.2 % of its planar 100 km² (a
+/// conformal projection near its standard parallel). `vector_query`, which reads the layer's
+/// own lon/lat, refuses such a CRS and names the twin to reproject to.
+#[tokio::test]
+async fn r11_6_geodesic_figures_in_grads_from_paris() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let paris = 2.337_229_166_666_667;
+    let grads: Vec<[f64; 2]> = square(0.0, 50.0, 1.0);
+    let degrees: Vec<[f64; 2]> = grads
+        .iter()
+        .map(|[x, y]| [x * 0.9 + paris, y * 0.9])
+        .collect();
+    layer(
+        &server.path("grads.geojson"),
+        4807,
+        &[(json!({}), polygon(&[grads]))],
+    );
+    layer(
+        &server.path("degrees.geojson"),
+        4275,
+        &[(json!({}), polygon(&[degrees]))],
+    );
+    layer(
+        &server.path("lambert.geojson"),
+        27572,
+        &[(
+            json!({}),
+            polygon(&[square(600_000.0, 2_400_000.0, 10_000.0)]),
+        )],
+    );
+    let mut areas = Vec::new();
+    for input in ["grads.geojson", "degrees.geojson", "lambert.geojson"] {
+        let measured = server
+            .call(
+                "vector_measure",
+                json!({"input": input, "method": "geodesic"}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&measured), "{input}: {}", text(&measured));
+        areas.push(structured(&measured)["features"][0]["area"].clone());
+    }
+    let twin = areas[1].as_f64().unwrap();
+    assert!((6.9e9..7.2e9).contains(&twin), "{twin}");
+    assert!(close(&areas[0], twin, 1e-9), "{} vs {twin}", areas[0]);
+    assert!(close(&areas[2], 1.0e8, 2e-3), "{}", areas[2]);
+    let query = server
+        .call(
+            "vector_query",
+            json!({"input": "grads.geojson", "measures": ["area"]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&query));
+    assert!(text(&query).contains("EPSG:4275"), "{}", text(&query));
+}

@@ -538,7 +538,107 @@ pub fn geographic_of(srs: &SpatialRef) -> Result<SpatialRef, GdalError> {
         message: e.to_string(),
     })?;
     geographic.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
-    Ok(geographic)
+    if degrees_from_greenwich(&geographic) {
+        return Ok(geographic);
+    }
+    // The same datum and ellipsoid in degrees from Greenwich, which GeographicLib takes: NTF
+    // (Paris), EPSG:4807, counts grads from Paris, and its coordinates given to the geodesic
+    // as degrees from Greenwich made a 1 x 1 grad square 12.1 % too large, and a 10 km square
+    // in Lambert II étendu (EPSG:27572, on that base) 9.7 % too large (attack round 11,
+    // R11-6). PROJ converts to it by a longitude rotation and a unit change, as to EPSG:4275.
+    let text = |key: &str| {
+        geographic
+            .get_attr_value(key, 0)
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "unknown".to_string())
+    };
+    let (name, datum, spheroid) = (text("GEOGCS"), text("DATUM"), text("SPHEROID"));
+    let failed = |what: &str| GdalError::Failed {
+        operation: "converting the layer CRS's geographic base to degrees from Greenwich"
+            .to_string(),
+        message: what.to_string(),
+    };
+    let a = geographic
+        .semi_major()
+        .map_err(|e| failed(&e.to_string()))?;
+    let b = geographic
+        .semi_minor()
+        .map_err(|e| failed(&e.to_string()))?;
+    let inverse_flattening = if a > b { a / (a - b) } else { 0.0 };
+    let normalised = SpatialRef::new().map_err(|e| failed(&e.to_string()))?;
+    let c =
+        |t: &str| std::ffi::CString::new(t.replace('\0', "")).map_err(|e| failed(&e.to_string()));
+    let (name, datum, spheroid) = (
+        c(&format!("{name} (degrees from Greenwich)"))?,
+        c(&datum)?,
+        c(&spheroid)?,
+    );
+    let (greenwich, degree) = (c("Greenwich")?, c("degree")?);
+    // SAFETY: the handle is live (owned by `normalised`) and every string outlives the call.
+    let code = unsafe {
+        gdal_sys::OSRSetGeogCS(
+            normalised.to_c_hsrs(),
+            name.as_ptr(),
+            datum.as_ptr(),
+            spheroid.as_ptr(),
+            a,
+            inverse_flattening,
+            greenwich.as_ptr(),
+            0.0,
+            degree.as_ptr(),
+            DEGREE_IN_RADIANS,
+        )
+    };
+    if code != gdal_sys::OGRErr::OGRERR_NONE {
+        return Err(failed(&format!("OSRSetGeogCS failed ({code})")));
+    }
+    let mut normalised = normalised;
+    normalised.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+    Ok(normalised)
+}
+
+/// The refusal for a tool that reads a layer's own lon/lat as degrees from Greenwich, when
+/// its geographic CRS counts otherwise (grads, or from Paris: attack round 11, R11-6).
+pub fn refuse_unless_degrees_from_greenwich(
+    srs: &SpatialRef,
+    argument: &str,
+) -> Result<(), GdalError> {
+    if !srs.is_geographic() || degrees_from_greenwich(srs) {
+        return Ok(());
+    }
+    let name = srs.name().unwrap_or_else(|| "the CRS".to_string());
+    let meridian = srs
+        .get_attr_value("PRIMEM", 0)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let unit = srs
+        .get_attr_value("UNIT", 0)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    Err(GdalError::Arguments(format!(
+        "{argument}: {name} counts longitudes in {unit} from the {meridian} meridian, and this \
+         tool reads lon/lat as degrees from Greenwich; reproject to the same datum in degrees \
+         from Greenwich first (vector_reproject; for NTF (Paris), EPSG:4275)"
+    )))
+}
+
+/// A degree in radians, as GDAL writes it.
+const DEGREE_IN_RADIANS: f64 = 0.017_453_292_519_943_3;
+
+/// Whether a geographic CRS counts longitudes in degrees from Greenwich, as the geodesic
+/// (GeographicLib) and every lon/lat check here take them.
+pub fn degrees_from_greenwich(srs: &SpatialRef) -> bool {
+    let degrees = (srs.angular_units() / DEGREE_IN_RADIANS - 1.0).abs() < 1e-9;
+    let meridian = srs
+        .get_attr_value("PRIMEM", 1)
+        .ok()
+        .flatten()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    degrees && meridian == 0.0
 }
 
 /// A transformation in traditional (x, y) order.

@@ -262,6 +262,7 @@ fn measuring(srs: Option<SpatialRef>, measures: &[Measure]) -> Result<Measuring,
         });
     }
     if srs.is_geographic() {
+        geometry::refuse_unless_degrees_from_greenwich(&srs, "input")?;
         let (ellipsoid, geodesic) = geometry::ellipsoid_of(&srs)?;
         return Ok(Measuring {
             measurer: Some(Measurer::Geodesic(Box::new(geodesic))),

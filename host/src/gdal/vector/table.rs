@@ -565,6 +565,7 @@ pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
 
 fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
     let srs = crate::gdal::facts::parse_crs("crs", &request.crs)?;
+    super::geometry::refuse_unless_degrees_from_greenwich(&srs, "crs")?;
     let geographic = srs.is_geographic();
     check_budget(&request.input, &request.budget)?;
     let dataset = crate::gdal::facts::open_table(&request.input)?;
