@@ -1329,9 +1329,10 @@ fn aggregation_classification_table() {
             Some(Severity::Critical),
         ),
         (
-            "aggregate sum saturating Byte",
+            // R10-6: the host writes a type that holds the sums (or refuses the caller's).
+            "aggregate sum of Byte: settled by the host",
             aggregate("sum", "Byte", false),
-            Some(Severity::Critical),
+            Some(Severity::Required),
         ),
         (
             "not an aggregation",

@@ -196,6 +196,177 @@ impl WarpRequest {
     }
 }
 
+/// The output type of a warp that sums cells (`sum` in `raster_aggregate`, `raster_resample`,
+/// `raster_reproject`), chosen by the data: gdalwarp writes a sum in the input's type unless
+/// told otherwise, and an integer type saturates silently (a Byte band of 100..255 summed 2 x 2
+/// wrote 255 everywhere: attack round 10, R10-6). The sums an output cell can take lie between
+/// `weight` times the bands' smallest and largest values (read exactly, nodata left out) and 0;
+/// `weight` is the most source cells one output cell adds (gdalwarp weighs cells cut by the
+/// output cell's edge by the part covered). When the input's type holds that range the output
+/// keeps it; otherwise the narrowest type that holds the input's type and the range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SumType {
+    /// The input's band types.
+    pub from: Vec<String>,
+    /// The type written.
+    pub to: String,
+    /// The smallest and largest sum an output cell can take.
+    pub range: (f64, f64),
+    /// The most source cells an output cell adds.
+    pub weight: f64,
+}
+
+impl SumType {
+    /// The sentence the tools report.
+    pub fn note(&self) -> String {
+        format!(
+            "output type {} (the input's {} cannot hold every sum): an output cell adds up to \
+             {} input cells, so its sum can reach {}..{} (the input's values read exactly, \
+             nodata left out); written as {} so that no sum saturates",
+            self.to,
+            self.from.join(", "),
+            number(self.weight),
+            number(self.range.0),
+            number(self.range.1),
+            self.to
+        )
+    }
+}
+
+/// The range of values `data_type` holds, for the integer types a sum can saturate.
+fn integer_range(data_type: &str) -> Option<(f64, f64)> {
+    Some(match data_type {
+        "Byte" => (0.0, 255.0),
+        "UInt16" => (0.0, 65535.0),
+        "Int16" => (-32768.0, 32767.0),
+        "UInt32" => (0.0, 4_294_967_295.0),
+        "Int32" => (-2_147_483_648.0, 2_147_483_647.0),
+        _ => return None,
+    })
+}
+
+/// The band types of a raster, and the smallest and largest sum an output cell can take.
+type SumRange = (Vec<String>, (f64, f64));
+
+/// The band types of `dataset` (at `path`) and the smallest and largest sum an output cell
+/// adding up to `weight` of its cells can take (0 included), from the bands' values read
+/// exactly; `None` when a band is not of an integer type a sum can saturate (floating-point
+/// bands hold every sum; 64-bit and complex bands are left to GDAL).
+fn sum_range(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<Option<SumRange>, GdalError> {
+    let count = dataset.raster_count();
+    let mut from: Vec<String> = Vec::new();
+    for index in 1..=count {
+        let band = dataset.rasterband(index).map_err(|e| GdalError::Failed {
+            operation: format!("reading band {index} of {}", path.display()),
+            message: e.to_string(),
+        })?;
+        let name = band.band_type().name();
+        if integer_range(&name).is_none() {
+            return Ok(None);
+        }
+        from.push(name);
+    }
+    let bands: Vec<usize> = (1..=count).collect();
+    let _memory = crate::gdal::policy::blocks::reserve(
+        &format!("reading the range of {} for a sum", path.display()),
+        path,
+        dataset,
+        &bands,
+        crate::gdal::policy::blocks::Reach::Full,
+    )?;
+    let _quiet = crate::gdal::ErrorCapture::start();
+    let (mut low, mut high) = (0.0_f64, 0.0_f64);
+    for (index, name) in bands.iter().zip(&from) {
+        // A band that cannot be read exactly (or holds nothing but nodata) counts with its
+        // type's whole range: the safe side.
+        let range = dataset
+            .rasterband(*index)
+            .ok()
+            .and_then(|band| band.compute_raster_min_max(false).ok())
+            .map(|r| (r.min, r.max))
+            .filter(|(min, max)| min.is_finite() && max.is_finite() && min <= max)
+            .or_else(|| integer_range(name));
+        if let Some((min, max)) = range {
+            low = low.min(min * weight);
+            high = high.max(max * weight);
+        }
+    }
+    Ok(Some((from, (low, high))))
+}
+
+/// Whether the values of `data_type` include `low..=high` (Float64 and other non-integer
+/// types: yes).
+fn fits(data_type: &str, (low, high): (f64, f64)) -> bool {
+    integer_range(data_type).is_none_or(|(lo, hi)| lo <= low && high <= hi)
+}
+
+/// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells;
+/// `None` when the input's type holds every sum (floating-point bands always do), or when a
+/// band is of a type no wider output holds exactly (64-bit integers, complex).
+pub fn sum_output_type(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<Option<SumType>, GdalError> {
+    let Some((from, range)) = sum_range(path, dataset, weight)? else {
+        return Ok(None);
+    };
+    if from.iter().all(|t| fits(t, range)) {
+        return Ok(None);
+    }
+    // The output type must also hold every input value (nodata included).
+    let holds_inputs = |t: &str| {
+        from.iter()
+            .all(|f| integer_range(f).is_none_or(|input| fits(t, input)))
+    };
+    let to = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
+        .into_iter()
+        .find(|t| fits(t, range) && holds_inputs(t))
+        .unwrap_or("Float64");
+    Ok(Some(SumType {
+        from,
+        to: to.to_string(),
+        range,
+        weight,
+    }))
+}
+
+/// Refuse a sum into `data_type`, the caller's `output_type` (named `argument`), when a sum
+/// of `dataset`'s values over `weight` cells can pass its range: gdalwarp would clip it
+/// silently. The message names the range and a type that holds it.
+pub fn refuse_saturating_sum(
+    argument: &str,
+    data_type: &str,
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<(), GdalError> {
+    let Some((_, range)) = sum_range(path, dataset, weight)? else {
+        return Ok(());
+    };
+    if fits(data_type, range) {
+        return Ok(());
+    }
+    let wider = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
+        .into_iter()
+        .find(|t| fits(t, range))
+        .unwrap_or("Float64");
+    Err(GdalError::Arguments(format!(
+        "{argument}: {data_type} cannot hold the sums: an output cell adds up to {} cells of \
+         {} (values read exactly, nodata left out), so a sum can reach {}..{} and gdalwarp \
+         would clip it to {data_type}'s range without an error; use {argument} {wider}, or \
+         leave {argument} out (the host then writes the narrowest type that holds every sum)",
+        number(weight),
+        path.display(),
+        number(range.0),
+        number(range.1)
+    )))
+}
+
 /// The band whose mask a padded copy of `source` takes as its own ([`WarpRequest::run_blocks`]):
 /// none when the source already has a mask shared by its bands (an internal mask or an alpha
 /// band, which the copy pads with 0) or when every band has a nodata value (which the copy

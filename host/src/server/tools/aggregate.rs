@@ -11,7 +11,7 @@ use super::RasterOutput;
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
 use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
-use crate::gdal::raster::warp::WarpRequest;
+use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
@@ -109,8 +109,9 @@ pub struct AggregateArgs {
     pub factor: Factor,
     /// No default.
     pub statistic: BlockStatistic,
-    /// Output data type (default: the input's). A sum of Byte cells saturates at 255 unless
-    /// written to a wider type.
+    /// Output data type (default: the input's; for `sum`, the narrowest type that holds
+    /// every block's sum of the input's values, reported). A type that cannot hold the sums
+    /// is refused.
     pub output_type: Option<DataType>,
     /// GDAL driver of the output (default "GTiff").
     pub format: Option<String>,
@@ -181,6 +182,24 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let (x0, y0) = (gt[0], gt[3]);
             let (dx, dy) = (gt[1] * fx as f64, gt[5] * fy as f64);
             let (x1, y1) = (x0 + dx * cols as f64, y0 + dy * rows as f64);
+            // Right by default: without an `output_type`, a sum is written in a type that holds
+            // every block's sum, from the input's values read exactly (R10-6; a Byte block sum
+            // saturated at 255).
+            let block = f64::from(fx) * f64::from(fy);
+            let widened = match (statistic, output_type) {
+                (BlockStatistic::Sum, None) => warp::sum_output_type(&input, &dataset, block)?,
+                (BlockStatistic::Sum, Some(chosen)) => {
+                    warp::refuse_saturating_sum(
+                        "output_type",
+                        chosen.gdal_name(),
+                        &input,
+                        &dataset,
+                        block,
+                    )?;
+                    None
+                }
+                _ => None,
+            };
             let request = WarpRequest {
                 input: input.clone(),
                 output,
@@ -191,7 +210,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 size: Some((cols as u32, rows as u32)),
                 bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
                 dst_nodata: None,
-                output_type: output_type.map(|t| t.gdal_name().to_string()),
+                output_type: output_type
+                    .map(|t| t.gdal_name().to_string())
+                    .or_else(|| widened.as_ref().map(|w| w.to.clone())),
                 format,
                 creation_options: options,
                 coordinate_operation: None,
@@ -215,11 +236,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                (request, partial),
+                (request, partial, widened),
             )
             .summarising(summary))
         },
-        move |(request, partial), _work| {
+        move |(request, partial, widened), _work| {
             // Full-resolution cells only; partial edge blocks from a copy padded to whole
             // blocks whose padding is masked out (R9-8), so that they are taken over their
             // own cells.
@@ -229,6 +250,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 "statistic": statistic.gdal_name(),
                 "partial_edge_blocks": partial.is_some(),
             });
+            if let Some(widened) = &widened {
+                report["output_type"] = json!(widened.note());
+            }
             if let Some((width, height)) = partial {
                 report["edge_blocks"] = json!(format!(
                     "the last row and/or column of blocks pass the raster's edge; each is taken \
