@@ -2096,8 +2096,8 @@ async fn r10_6_sums_are_written_in_a_type_that_holds_them() {
             "{tool}: {said}"
         );
         let content = structured(&done.result);
-        let command = content["commands"]
-            .get(0)
+        let command = content
+            .get("commands")
             .or(content.get("gdalwarp_command"))
             .map(|c| c.to_string())
             .unwrap_or_default();

@@ -147,7 +147,11 @@ impl WarpRequest {
         &self,
         padded: Option<(usize, usize)>,
     ) -> Result<(WarpOutcome, Vec<Vec<String>>), GdalError> {
-        static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if let (Some((cols, rows)), Some((width, height))) = (self.size, padded) {
+            if cols < SMALL_GRID || rows < SMALL_GRID {
+                return self.run_small_blocks((cols, rows), (width, height));
+            }
+        }
         let mut args = self.gdalwarp_args();
         args.extend(["-ovr".to_string(), "NONE".to_string()]);
         let source = crate::gdal::facts::open(&self.input)?;
@@ -156,32 +160,13 @@ impl WarpRequest {
             let command = Program::Warp.command_line(&args, &self.input, &self.output);
             return Ok((outcome, vec![command]));
         };
-        let mut pad = vec![
-            "-of".to_string(),
-            "VRT".to_string(),
-            "-srcwin".to_string(),
-            "0".to_string(),
-            "0".to_string(),
-            width.to_string(),
-            height.to_string(),
-        ];
-        if let Some(band) = padding_mask_band(&source) {
-            pad.extend(["-mask".to_string(), format!("mask,{band}")]);
-        }
-        let scratch = PathBuf::from(format!(
-            "{}warp-padded-{}-{}.vrt",
-            crate::gdal::policy::SCRATCH_PREFIX,
-            std::process::id(),
-            SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+        let pad = padding_args(&source, width, height);
+        let scratch = scratch_path("warp-padded", "vrt");
         // gdal_translate warns that the window passes the raster: that is the point.
         let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &scratch)
             .and_then(|_| crate::gdal::facts::open(&scratch))
             .and_then(|copy| self.run_from(&copy, &args));
-        if let Ok(path) = crate::gdal::cstring(&scratch.to_string_lossy()) {
-            // SAFETY: unlinks an in-memory file this call created; the path is NUL-terminated.
-            unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
-        }
+        unlink_scratch(&scratch);
         let outcome = outcome?;
         let recipe = {
             let mut name = self.output.file_name().unwrap_or_default().to_os_string();
@@ -365,6 +350,153 @@ pub fn refuse_saturating_sum(
         number(range.0),
         number(range.1)
     )))
+}
+
+/// Outputs narrower than this many cells in either direction are aggregated onto a grid
+/// widened to it (GDAL 3.6, GDAL issue 10892).
+pub const SMALL_GRID: u32 = 4;
+
+/// A name for an in-memory scratch file of this process.
+fn scratch_path(what: &str, extension: &str) -> PathBuf {
+    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    PathBuf::from(format!(
+        "{}{what}-{}-{}.{extension}",
+        crate::gdal::policy::SCRATCH_PREFIX,
+        std::process::id(),
+        SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ))
+}
+
+/// Unlink an in-memory scratch file.
+fn unlink_scratch(path: &std::path::Path) {
+    if let Ok(path) = crate::gdal::cstring(&path.to_string_lossy()) {
+        // SAFETY: unlinks an in-memory file this call created; the path is NUL-terminated.
+        unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
+    }
+}
+
+impl WarpRequest {
+    /// [`WarpRequest::run_blocks`] onto an output of `cols` x `rows` cells, fewer than
+    /// [`SMALL_GRID`] in a direction. GDAL 3.6's reducing methods go wrong onto such grids
+    /// (GDAL issue 10892): `average` of a 10 x 10 raster onto 1 cell gave 0 (10003 with a
+    /// nodata of -9999), 20 x 20 by 10 erred by 0.1, 33 x 33 by 11 by 0.32, 60 x 60 by 20 by
+    /// 0.175, while 4 or more cells across measured right. The input is padded (masked) to
+    /// whole blocks of a grid at least 4 cells across, gdalwarp computes that grid in memory,
+    /// and `gdal_translate -srcwin` keeps the cells asked for.
+    fn run_small_blocks(
+        &self,
+        (cols, rows): (u32, u32),
+        (width, height): (usize, usize),
+    ) -> Result<(WarpOutcome, Vec<Vec<String>>), GdalError> {
+        let (wide_cols, wide_rows) = (cols.max(SMALL_GRID), rows.max(SMALL_GRID));
+        let (fx, fy) = (width / cols as usize, height / rows as usize);
+        let (pad_w, pad_h) = (wide_cols as usize * fx, wide_rows as usize * fy);
+        let Some(([xmin, ymin, xmax, ymax], None)) = self.bounds.clone() else {
+            return Err(GdalError::Arguments(
+                "a block aggregation needs its bounds in the input's CRS".to_string(),
+            ));
+        };
+        let (dx, dy) = (
+            (xmax - xmin) / f64::from(cols),
+            (ymax - ymin) / f64::from(rows),
+        );
+        let wide = WarpRequest {
+            size: Some((wide_cols, wide_rows)),
+            bounds: Some((
+                [
+                    xmin,
+                    ymax - dy * f64::from(wide_rows),
+                    xmin + dx * f64::from(wide_cols),
+                    ymax,
+                ],
+                None,
+            )),
+            format: "GTiff".to_string(),
+            creation_options: Vec::new(),
+            ..self.clone()
+        };
+        let mut warp_args = wide.gdalwarp_args();
+        warp_args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        let source = crate::gdal::facts::open(&self.input)?;
+        let pad = padding_args(&source, pad_w, pad_h);
+        let mut crop = vec![
+            "-of".to_string(),
+            self.format.clone(),
+            "-srcwin".to_string(),
+            "0".to_string(),
+            "0".to_string(),
+            cols.to_string(),
+            rows.to_string(),
+        ];
+        let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
+        for (key, value) in self.creation_options.iter().chain(&decided) {
+            crop.extend(["-co".to_string(), format!("{key}={value}")]);
+        }
+        let padded_vrt = scratch_path("warp-padded", "vrt");
+        let widened = scratch_path("warp-widened", "tif");
+        let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &padded_vrt)
+            .and_then(|_| crate::gdal::facts::open(&padded_vrt))
+            .and_then(|copy| {
+                let _blocks = crate::gdal::policy::blocks::reserve(
+                    "the warp's input",
+                    &self.input,
+                    &copy,
+                    &[],
+                    crate::gdal::policy::blocks::Reach::Any,
+                )?;
+                programs::run_in_memory(&Program::Warp, &copy, &warp_args, &widened)
+            })
+            .and_then(|mut warnings| {
+                let grid = crate::gdal::facts::open(&widened)?;
+                let outcome =
+                    programs::run(&Program::Translate, &grid, &crop, &self.output, |_| Ok(()))?;
+                warnings.extend(outcome.warnings);
+                Ok(WarpOutcome {
+                    files: outcome.files,
+                    warnings,
+                    written: outcome.written,
+                })
+            });
+        unlink_scratch(&padded_vrt);
+        unlink_scratch(&widened);
+        let outcome = outcome.map_err(|e| match e {
+            GdalError::Failed { message, .. } => GdalError::Failed {
+                operation: format!("aggregating {}", self.input.display()),
+                message,
+            },
+            other => other,
+        })?;
+        let named = |suffix: &str| {
+            let mut name = self.output.file_name().unwrap_or_default().to_os_string();
+            name.push(suffix);
+            self.output.with_file_name(name)
+        };
+        let (recipe, grid) = (named(".padded.vrt"), named(".widened.tif"));
+        let commands = vec![
+            Program::Translate.command_line(&pad, &self.input, &recipe),
+            Program::Warp.command_line(&warp_args, &recipe, &grid),
+            Program::Translate.command_line(&crop, &grid, &self.output),
+        ];
+        Ok((outcome, commands))
+    }
+}
+
+/// The `gdal_translate` arguments of a VRT copy of `source` padded to `width` x `height`
+/// cells, the padding masked out ([`padding_mask_band`]).
+fn padding_args(source: &gdal::Dataset, width: usize, height: usize) -> Vec<String> {
+    let mut pad = vec![
+        "-of".to_string(),
+        "VRT".to_string(),
+        "-srcwin".to_string(),
+        "0".to_string(),
+        "0".to_string(),
+        width.to_string(),
+        height.to_string(),
+    ];
+    if let Some(band) = padding_mask_band(source) {
+        pad.extend(["-mask".to_string(), format!("mask,{band}")]);
+    }
+    pad
 }
 
 /// The band whose mask a padded copy of `source` takes as its own ([`WarpRequest::run_blocks`]):

@@ -218,9 +218,12 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
                 vertical_shift: None,
             };
-            // The grid padded to whole blocks, when the last ones pass the raster's edge.
-            let partial = (w % fx as usize != 0 || h % fy as usize != 0)
-                .then(|| (cols * fx as usize, rows * fy as usize));
+            // The grid padded to whole blocks, when the last ones pass the raster's edge; and
+            // always onto fewer than 4 cells in a direction, which gdalwarp 3.6 computes
+            // wrong (GDAL issue 10892; `WarpRequest::run_blocks` widens the grid).
+            let small = cols < warp::SMALL_GRID as usize || rows < warp::SMALL_GRID as usize;
+            let edges = w % fx as usize != 0 || h % fy as usize != 0;
+            let partial = (edges || small).then(|| (cols * fx as usize, rows * fy as usize));
             let factor = if fx == fy {
                 fx.to_string()
             } else {
@@ -236,11 +239,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                (request, partial, widened),
+                (request, partial, widened, edges, small),
             )
             .summarising(summary))
         },
-        move |(request, partial, widened), _work| {
+        move |(request, partial, widened, edges, small), _work| {
             // Full-resolution cells only; partial edge blocks from a copy padded to whole
             // blocks whose padding is masked out (R9-8), so that they are taken over their
             // own cells.
@@ -248,12 +251,22 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let mut report = json!({
                 "factor": [fx, fy],
                 "statistic": statistic.gdal_name(),
-                "partial_edge_blocks": partial.is_some(),
+                "partial_edge_blocks": edges,
             });
+            if small {
+                report["small_grid"] = json!(format!(
+                    "fewer than {} output cells in a direction, which gdalwarp 3.6 computes \
+                     wrong (GDAL issue 10892: an average of 10 x 10 cells onto 1 gave 0): the \
+                     blocks are computed on a grid widened to {} cells (the input padded and \
+                     masked), and the cells asked for are kept",
+                    warp::SMALL_GRID,
+                    warp::SMALL_GRID
+                ));
+            }
             if let Some(widened) = &widened {
                 report["output_type"] = json!(widened.note());
             }
-            if let Some((width, height)) = partial {
+            if let (Some((width, height)), true) = (partial, edges) {
                 report["edge_blocks"] = json!(format!(
                     "the last row and/or column of blocks pass the raster's edge; each is taken \
                      over its own valid cells only: gdalwarp reads the input padded to {width} x \
