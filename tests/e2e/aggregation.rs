@@ -555,8 +555,10 @@ async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    let rows: Vec<Vec<f32>> = (0..6)
-        .map(|r| (0..6).map(|c| ((r * 7 + c * 3) % 5) as f32).collect())
+    // 12 x 12 by 3: 4 x 4 blocks (onto fewer than 4 cells across, the blocks are computed on
+    // a widened grid: gdal_10892_small_output_grids_are_aggregated_right).
+    let rows: Vec<Vec<f32>> = (0..12)
+        .map(|r| (0..12).map(|c| ((r * 7 + c * 3) % 5) as f32).collect())
         .collect();
     write_grid(&server.path("whole.tif"), &rows);
     for statistic in BLOCK_STATISTICS {
@@ -583,8 +585,8 @@ async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
         // The command before the fix: no `-ovr NONE` (the raster has no overviews).
         let reference = server.path(&format!("ref_{output}"));
         let status = std::process::Command::new("gdalwarp")
-            .args(["-q", "-of", "GTiff", "-r", statistic, "-ts", "2", "2"])
-            .args(["-te", "0", "-20", "60", "40"])
+            .args(["-q", "-of", "GTiff", "-r", statistic, "-ts", "4", "4"])
+            .args(["-te", "0", "-80", "120", "40"])
             .arg(server.path("whole.tif"))
             .arg(&reference)
             .status()
@@ -644,5 +646,59 @@ async fn r9_8_aggregate_reads_full_resolution_not_overviews() {
         for (g, e) in got.iter().zip(&expected) {
             assert!((g - e).abs() < 1e-5, "{input}: {got:?} vs {expected:?}");
         }
+    }
+}
+
+/// Regression (GDAL 3.6, GDAL issue 10892; noticed while fixing R9-8): gdalwarp's reducing
+/// methods go wrong onto grids fewer than 4 cells across, whole blocks included: `average` of
+/// a 10 x 10 raster onto 1 cell gave 0, 20 x 20 by 10 erred by 0.1 (a block reads its
+/// neighbour's columns). Cells hold 1..n row by row, so a block's mean is known by
+/// construction: 1 + 20 x (mean row) + (mean column).
+#[tokio::test]
+async fn gdal_10892_small_output_grids_are_aggregated_right() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    for (n, factor) in [(10usize, 10usize), (20, 10), (30, 10), (40, 10)] {
+        let rows: Vec<Vec<f32>> = (0..n)
+            .map(|r| (0..n).map(|c| (r * n + c + 1) as f32).collect())
+            .collect();
+        let input = format!("seq{n}.tif");
+        write_grid(&server.path(&input), &rows);
+        let output = format!("seq{n}_avg.tif");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": input, "output": output, "factor": [factor],
+                   "statistic": "average", "output_type": "Float64"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{n}: {}", text(&done.result));
+        let k = n / factor;
+        let dataset = gdal::Dataset::open(server.path(&output)).unwrap();
+        assert_eq!(dataset.raster_size(), (k, k), "{n}");
+        let values = dataset
+            .rasterband(1)
+            .unwrap()
+            .read_as::<f64>((0, 0), (k, k), (k, k), None)
+            .unwrap()
+            .data()
+            .to_vec();
+        let half = (factor as f64 - 1.0) / 2.0;
+        for br in 0..k {
+            for bc in 0..k {
+                let mean_row = (br * factor) as f64 + half;
+                let mean_col = (bc * factor) as f64 + half;
+                let expected = 1.0 + n as f64 * mean_row + mean_col;
+                let got = values[br * k + bc];
+                assert!(
+                    (got - expected).abs() < 1e-9,
+                    "{n} x {n} by {factor}, block ({br}, {bc}): {got}, expected {expected}"
+                );
+            }
+        }
+        let small = structured(&done.result)["report"]["small_grid"].is_string();
+        assert_eq!(small, k < 4, "{n}");
     }
 }

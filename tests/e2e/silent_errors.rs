@@ -2298,3 +2298,241 @@ async fn r11_7_a_sample_wraps_longitude_into_the_rasters_range() {
     assert!(points[1]["note"].is_null(), "{}", points[1]);
     assert_eq!(points[2]["inside"], json!(false), "{}", points[2]);
 }
+
+/// Attack round 10, R10-6 (second part): a `sum` warp wrote the input's integer type, so a
+/// Byte band of 100..255 summed 2 x 2 by `raster_resample` wrote 255 everywhere (sums 400..1020)
+/// with only `continuous_input` asked, and `raster_aggregate` asked `block_sum_saturates` for a
+/// 0/1 mask whose sums fit. Now every warp that sums (`raster_resample`, `raster_reproject`,
+/// `raster_aggregate`) writes the narrowest type that holds every sum of the input's values,
+/// read exactly, and says so; an explicit `output_type` that cannot hold them is refused. The
+/// twins: a Float32 sum and a Byte sum whose largest possible sum fits keep their type. Every
+/// integer type is covered, its actual values deciding (Int16, UInt16, Int32).
+#[tokio::test]
+async fn r10_6_sums_are_written_in_a_type_that_holds_them() {
+    let server = server().await;
+    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
+    // Cells 100, 110, ..., 250 row by row: the 2 x 2 blocks sum to 500, 580, 820, 900 (each
+    // block's cells are v, v+10, v+40, v+50 for v = 100, 120, 180, 200).
+    let bytes: Vec<u8> = (0..16).map(|i| 100 + 10 * i as u8).collect();
+    let block_sums = |cells: &[f64]| -> Vec<f64> {
+        let at = |r: usize, c: usize| cells[r * 4 + c];
+        let mut sums = Vec::new();
+        for br in 0..2 {
+            for bc in 0..2 {
+                sums.push(
+                    at(2 * br, 2 * bc)
+                        + at(2 * br, 2 * bc + 1)
+                        + at(2 * br + 1, 2 * bc)
+                        + at(2 * br + 1, 2 * bc + 1),
+                );
+            }
+        }
+        sums
+    };
+    let expected = block_sums(&bytes.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    assert_eq!(expected, vec![500.0, 580.0, 820.0, 900.0]);
+    write_raster::<u8>(
+        &server.path("b.tif"),
+        (4, 4),
+        bytes,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let written = |name: &str| -> (String, Vec<f64>) {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let (w, h) = dataset.raster_size();
+        let values = band
+            .read_as::<f64>((0, 0), (w, h), (w, h), None)
+            .unwrap()
+            .data()
+            .to_vec();
+        (band.band_type().name(), values)
+    };
+    for (tool, arguments) in [
+        (
+            "raster_resample",
+            json!({"input": "b.tif", "output": "rs.tif", "resolution": [60, 60],
+                   "resampling": "sum"}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "b.tif", "output": "rp.tif", "dst_crs": "EPSG:32633",
+                   "resolution": [60, 60], "resampling": "sum"}),
+        ),
+        (
+            "raster_aggregate",
+            json!({"input": "b.tif", "output": "ag.tif", "factor": [2], "statistic": "sum"}),
+        ),
+    ] {
+        let done = call_justified(&server, tool, arguments.clone())
+            .await
+            .unwrap();
+        assert!(!is_error(&done.result), "{tool}: {}", text(&done.result));
+        let output = arguments["output"].as_str().unwrap();
+        let (data_type, values) = written(output);
+        assert_eq!(data_type, "UInt16", "{tool}");
+        assert_eq!(values, expected, "{tool}: the sums, not 255");
+        let said = text(&done.result);
+        assert!(
+            said.contains("output type UInt16") && said.contains("cannot hold every sum"),
+            "{tool}: {said}"
+        );
+        let content = structured(&done.result);
+        let command = content
+            .get("commands")
+            .or(content.get("gdalwarp_command"))
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        assert!(command.contains("\"-ot\",\"UInt16\""), "{tool}: {command}");
+    }
+    // The caller's own narrow type is refused, naming one that holds the sums.
+    let result = server
+        .call(
+            "raster_aggregate",
+            json!({"input": "b.tif", "output": "ag_byte.tif", "factor": [2],
+                   "statistic": "sum", "output_type": "Byte"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&result));
+    assert!(
+        text(&result).contains("output_type: Byte cannot hold the sums")
+            && text(&result).contains("use output_type UInt16"),
+        "{}",
+        text(&result)
+    );
+    assert!(!server.path("ag_byte.tif").exists());
+
+    // Clean twins: a 0/1 mask (sums up to 4) stays Byte and asks nothing about saturation; a
+    // Float32 sum stays Float32.
+    let mask: Vec<u8> = (0..16).map(|i| (i % 3 == 0) as u8).collect();
+    let mask_sums = block_sums(&mask.iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    write_raster::<u8>(
+        &server.path("mask.tif"),
+        (4, 4),
+        mask,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("f.tif"),
+        (4, 4),
+        (0..16).map(|i| 100.0 + 10.0 * i as f32).collect(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    for (input, tool, arguments, kept, sums) in [
+        (
+            "mask.tif",
+            "raster_aggregate",
+            json!({"input": "mask.tif", "output": "mask_ag.tif", "factor": [2],
+                   "statistic": "sum"}),
+            "Byte",
+            mask_sums.clone(),
+        ),
+        (
+            "mask.tif",
+            "raster_aggregate",
+            json!({"input": "mask.tif", "output": "mask_ag_byte.tif", "factor": [2],
+                   "statistic": "sum", "output_type": "Byte"}),
+            "Byte",
+            mask_sums.clone(),
+        ),
+        (
+            "mask.tif",
+            "raster_resample",
+            json!({"input": "mask.tif", "output": "mask_rs.tif", "resolution": [60, 60],
+                   "resampling": "sum"}),
+            "Byte",
+            mask_sums.clone(),
+        ),
+        (
+            "f.tif",
+            "raster_resample",
+            json!({"input": "f.tif", "output": "f_rs.tif", "resolution": [60, 60],
+                   "resampling": "sum"}),
+            "Float32",
+            expected.clone(),
+        ),
+    ] {
+        let done = call_justified(&server, tool, arguments.clone())
+            .await
+            .unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{input} {tool}: {}",
+            text(&done.result)
+        );
+        let ids = done.refusal.to_string();
+        assert!(
+            !ids.contains("block_sum_saturates"),
+            "{input} {tool}: {ids}"
+        );
+        let (data_type, values) = written(arguments["output"].as_str().unwrap());
+        assert_eq!(data_type, kept, "{input} {tool}");
+        assert_eq!(values, sums, "{input} {tool}");
+        assert!(
+            !text(&done.result).contains("cannot hold every sum"),
+            "{input} {tool}"
+        );
+    }
+
+    // Every integer type, its actual values deciding: Int16 cells of 30000 sum to 120000
+    // (Int32), UInt16 cells of 60000 to 240000 (UInt32), Int32 cells of 2e9 to 8e9 (Float64);
+    // Int16 cells of 100 sum to 400 and stay Int16.
+    write_raster::<i16>(
+        &server.path("i16.tif"),
+        (4, 4),
+        vec![30000; 16],
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<i16>(
+        &server.path("i16s.tif"),
+        (4, 4),
+        vec![100; 16],
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<u16>(
+        &server.path("u16.tif"),
+        (4, 4),
+        vec![60000; 16],
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<i32>(
+        &server.path("i32.tif"),
+        (4, 4),
+        vec![2_000_000_000; 16],
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    for (input, data_type, sum) in [
+        ("i16.tif", "Int32", 120000.0),
+        ("u16.tif", "UInt32", 240000.0),
+        ("i32.tif", "Float64", 8.0e9),
+        ("i16s.tif", "Int16", 400.0),
+    ] {
+        let output = format!("sum_{input}");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": input, "output": output, "factor": [2], "statistic": "sum"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let (written_type, values) = written(&output);
+        assert_eq!(written_type, data_type, "{input}");
+        assert_eq!(values, vec![sum; 4], "{input}");
+    }
+}

@@ -1329,9 +1329,10 @@ fn aggregation_classification_table() {
             Some(Severity::Critical),
         ),
         (
-            "aggregate sum saturating Byte",
+            // R10-6: the host writes a type that holds the sums (or refuses the caller's).
+            "aggregate sum of Byte: settled by the host",
             aggregate("sum", "Byte", false),
-            Some(Severity::Critical),
+            Some(Severity::Required),
         ),
         (
             "not an aggregation",
@@ -2089,6 +2090,149 @@ fn docs_rate_every_finding_of_every_builtin_domain() {
         assert!(
             relaxable == "yes" || relaxable == "no" || id == "crs_change",
             "{domain} {id}: relaxable is yes or no (crs_change says when): {relaxable}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attack round 10, R10-7: every raster output driver the server allows has a capability row in
+// format_selection, measured against GDAL 3.6: each type written through the driver and read
+// back. RST stores only Byte, Int16 and Float32 and GDAL converts on write (Float64
+// 123456789.123 came back 123456792, Int32 2000000001 came back 2000000000) behind an advisory
+// `unknown_driver`.
+
+/// A 3 x 1 raster of `data_type` holding `values`, written by `driver` into `dir` and read
+/// back; `None` when the write or the read fails.
+fn written_and_read_back(
+    dir: &std::path::Path,
+    driver: &str,
+    data_type: &str,
+    values: [f64; 3],
+) -> Option<Vec<f64>> {
+    use gdal::raster::Buffer;
+    use gdal::DriverManager;
+    let mem = DriverManager::get_driver_by_name("MEM").ok()?;
+    let (w, h) = (3usize, 2usize);
+    let source = match data_type {
+        "Byte" => mem.create_with_band_type::<u8, _>("", w, h, 1),
+        "UInt16" => mem.create_with_band_type::<u16, _>("", w, h, 1),
+        "Int16" => mem.create_with_band_type::<i16, _>("", w, h, 1),
+        "UInt32" => mem.create_with_band_type::<u32, _>("", w, h, 1),
+        "Int32" => mem.create_with_band_type::<i32, _>("", w, h, 1),
+        "Float32" => mem.create_with_band_type::<f32, _>("", w, h, 1),
+        _ => mem.create_with_band_type::<f64, _>("", w, h, 1),
+    };
+    let mut source = source.ok()?;
+    source
+        .set_geo_transform(&[500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0])
+        .ok()?;
+    {
+        let mut band = source.rasterband(1).ok()?;
+        let cells: Vec<f64> = values.iter().chain(values.iter()).copied().collect();
+        let mut buffer = Buffer::new((w, h), cells);
+        band.write((0, 0), (w, h), &mut buffer).ok()?;
+    }
+    let target = DriverManager::get_driver_by_name(driver).ok()?;
+    let extension = ["DMD_EXTENSION", "DMD_EXTENSIONS"]
+        .iter()
+        .find_map(|key| gdal::Metadata::metadata_item(&target, key, ""))
+        .and_then(|e| e.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "out".to_string());
+    let path = dir.join(format!("{driver}-{data_type}.{extension}"));
+    // Non-strict, as gdal_translate and gdalwarp write.
+    let copy = source
+        .create_copy(&target, &path, &Default::default())
+        .ok()?;
+    drop(copy);
+    let back = gdal::Dataset::open(&path).ok()?;
+    let band = back.rasterband(1).ok()?;
+    let read = band.read_as::<f64>((0, 0), (w, 1), (w, 1), None).ok()?;
+    Some(read.data().to_vec())
+}
+
+#[test]
+fn format_selection_capacity_is_gdal_3_6_measured() {
+    let registry = registry();
+    let domain = registry.get("format_selection").expect("format_selection");
+    let dir = tempfile::tempdir().expect("temp dir");
+    // Each type's extremes, and a value a narrower float cannot hold.
+    let types: [(&str, [f64; 3]); 7] = [
+        ("Byte", [0.0, 255.0, 7.0]),
+        ("UInt16", [0.0, 65535.0, 7.0]),
+        ("Int16", [-32768.0, 32767.0, 7.0]),
+        ("UInt32", [0.0, 4294967295.0, 16777217.0]),
+        ("Int32", [-2147483648.0, 2000000001.0, 16777217.0]),
+        ("Float32", [f64::from(-3.0e38_f32), f64::from(0.1_f32), 1.5]),
+        ("Float64", [123456789.123, 0.123456789012345, -2.5]),
+    ];
+    // The drivers whose rows R10-7 added: measured here, asked exactly where values change.
+    let added = ["HFA", "ENVI", "XYZ", "netCDF", "SAGA", "GS7BG", "RST"];
+    let mut measured = Vec::new();
+    for driver in gdal_mcp::gdal::policy::RASTER_OUTPUT_DRIVERS {
+        for (data_type, values) in types {
+            let back = written_and_read_back(dir.path(), driver, data_type, values);
+            let kept = back.as_deref() == Some(&values[..]);
+            let facts = with_encoding_fact(call(
+                "raster_convert",
+                json!({"input": "in.tif", "output": "out.x", "format": driver}),
+                vec![raster_dataset(
+                    "input",
+                    Some(utm33()),
+                    raster_of(data_type, 1, false, None),
+                )],
+            ));
+            let trigger = domain.classify(&facts).expect("classify");
+            let ids: Vec<String> = trigger
+                .as_ref()
+                .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
+                .unwrap_or_default();
+            let asked = trigger
+                .as_ref()
+                .is_some_and(|t| t.severity != Severity::Advisory);
+            assert!(
+                !ids.iter().any(|id| id == "unknown_driver"),
+                "{driver}: an allowed output driver has no capability row ({ids:?})"
+            );
+            if !kept {
+                assert!(
+                    asked,
+                    "{driver} {data_type}: GDAL 3.6 wrote {values:?} and read back {back:?}, \
+                     but format_selection asks nothing ({ids:?})"
+                );
+            }
+            if added.contains(driver) {
+                assert_eq!(
+                    ids.iter().any(|id| id == "unsupported_data_type"),
+                    !kept,
+                    "{driver} {data_type}: wrote {values:?}, read back {back:?}; findings {ids:?}"
+                );
+            }
+            measured.push(format!(
+                "{driver} {data_type}: {}",
+                if kept { "kept" } else { "changed" }
+            ));
+        }
+    }
+    // The measurement itself, for the record (GDAL 3.6.2): RST keeps Byte, UInt16 (as
+    // Float32), Int16 and Float32 and changes UInt32, Int32 and Float64; GS7BG keeps every
+    // type (as Float64); XYZ changes UInt32 and Float64.
+    for expected in [
+        "RST Float64: changed",
+        "RST Int32: changed",
+        "RST Float32: kept",
+        "RST UInt16: kept",
+        "GS7BG Int32: kept",
+        "GS7BG Float64: kept",
+        "XYZ UInt32: changed",
+        "XYZ Float64: changed",
+        "HFA Float64: kept",
+        "ENVI UInt32: kept",
+        "SAGA Int32: kept",
+        "netCDF Float64: kept",
+    ] {
+        assert!(
+            measured.iter().any(|m| m == expected),
+            "{expected}: measured {measured:#?}"
         );
     }
 }

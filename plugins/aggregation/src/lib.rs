@@ -3,7 +3,7 @@
 //! Zonal statistics, composites and block aggregation all choose a statistic and decide which
 //! cells it sees. Both choices change results without any error: the mean of land-cover codes is
 //! a code of no class, a sum over `all_touched` zones counts the cells on a shared boundary in
-//! both zones, a block sum written back into Byte saturates at 255, and a composite of scenes
+//! both zones, and a composite of scenes
 //! without nodata averages their fill values in. The size and shape of the zones or blocks is
 //! itself a choice (the modifiable areal unit problem). This domain owns those decisions:
 //! every `zonal_stats`, `raster_composite` and `raster_aggregate` call is `required`, and
@@ -15,9 +15,10 @@
 //! Evidence: every trigger carries its operation's item (`zonal_method`, `composite_method`,
 //! `aggregate_method`: the statistics, the data with its numbers, the zones, nodata and
 //! sentinels), then one item per critical finding (`categorical_mean`, `all_touched_sum`,
-//! `coverage_without_area`, `block_sum_saturates`), with a ready-to-use alternative where one
-//! exists (`majority` for zones of classes, `mode` for blocks, `coverage` semantics, a wider
-//! `output_type`).
+//! `coverage_without_area`), with a ready-to-use alternative where one exists (`majority` for
+//! zones of classes, `mode` for blocks, `coverage` semantics). `block_sum_saturates` is kept
+//! for the operators' policies and answers that name it, but no longer raised (since 0.5.0):
+//! the host writes a block sum in a type that holds it, from the input's values read exactly.
 //!
 //! Since 0.3 the domain reads how the inputs were made (WIT 0.4 lineage): a class statistic
 //! (majority, minority, variety, mode), or an averaging one on data that looks categorical, of
@@ -50,9 +51,6 @@ const ORDER: &[&str] = &["min", "max"];
 /// if the codes still are classes.
 const CLASS_STATISTICS: &[&str] = &["majority", "minority", "variety", "mode"];
 
-/// Integer types narrow enough for a block sum to overflow in practice.
-const NARROW_INTEGERS: &[&str] = &["Byte", "UInt8", "Int8", "UInt16", "Int16"];
-
 /// Evidence ids.
 mod ids {
     pub const ZONAL_METHOD: &str = "zonal_method";
@@ -63,17 +61,6 @@ mod ids {
     pub const COVERAGE_WITHOUT_AREA: &str = "coverage_without_area";
     pub const BLOCK_SUM_SATURATES: &str = "block_sum_saturates";
     pub const UPSTREAM_INTERPOLATED_CLASSES: &str = "upstream_interpolated_classes";
-}
-
-/// The largest magnitude a narrow integer type holds.
-fn type_max(data_type: &str) -> Option<f64> {
-    match data_type {
-        "Byte" | "UInt8" => Some(255.0),
-        "Int8" => Some(128.0),
-        "UInt16" => Some(65535.0),
-        "Int16" => Some(32768.0),
-        _ => None,
-    }
 }
 
 /// Declared nodata of band `index` (0-based), and the undeclared sentinels a sample found.
@@ -646,7 +633,6 @@ fn aggregate(call: &Call) -> Option<Decision> {
         None => Vec::new(),
     };
     let block = factor.iter().product::<u64>();
-    let blocks = block > 1;
     let block_text = match factor.as_slice() {
         [x, y] => format!("blocks of {x} × {y} = {block} cells"),
         _ => "blocks of unknown size".to_string(),
@@ -661,47 +647,10 @@ fn aggregate(call: &Call) -> Option<Decision> {
         Some(json!({ "statistic": "mode" })),
     );
     check_upstream(&mut verdict, call, &stats, &data);
-    let narrow: Vec<&str> = types
-        .iter()
-        .map(String::as_str)
-        .filter(|t| NARROW_INTEGERS.contains(t))
-        .collect();
-    if stats.iter().any(|s| s == "sum") && blocks && !narrow.is_empty() {
-        let largest = narrow
-            .iter()
-            .filter_map(|t| type_max(t))
-            .fold(0.0_f64, f64::max);
-        let cells = block as f64;
-        let wide = if largest * cells < 2_147_483_647.0 {
-            "Int32"
-        } else {
-            "Float64"
-        };
-        let limits: Vec<String> = narrow
-            .iter()
-            .filter_map(|t| type_max(t).map(|m| format!("{t} holds up to {}", approx(m, 6))))
-            .collect();
-        verdict.critical(
-            format!(
-                "a block sum is written as {} (the input's type unless `output_type` says \
-                 otherwise): sums beyond its range saturate silently",
-                narrow.join(", ")
-            ),
-            evidence(
-                ids::BLOCK_SUM_SATURATES,
-                format!(
-                    "sum over {block_text} written as {}: {}, so a block saturates as soon as \
-                     its cells average more than {}",
-                    narrow.join(", "),
-                    limits.join(", "),
-                    approx(largest / cells, 4)
-                ),
-                "saturated sums are clipped to the type's maximum without an error: totals are \
-                 silently too low",
-                Some(json!({ "output_type": wide })),
-            ),
-        );
-    }
+    // A block sum cannot saturate any more: the host writes it in a type that holds every
+    // block's sum of the input's values, read exactly, and refuses an `output_type` that
+    // cannot (attack round 10, R10-6). `block_sum_saturates` is no longer raised: it asked a
+    // question the data answers (a 0/1 mask summed in Byte was asked to be justified).
     let integer = types.iter().any(|t| !is_float(t));
     if integer
         && stats

@@ -462,6 +462,8 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
 enum NodataSupport {
     /// One value for the whole dataset.
     OneValue,
+    /// A value of its own for each band (HFA, ENVI, netCDF).
+    PerBand,
     /// PNG: a tRNS chunk, for grey or RGB images only.
     GreyOrRgb,
     Unsupported,
@@ -471,16 +473,41 @@ enum NodataSupport {
 struct Capacity {
     /// Data types it stores (empty: any).
     types: &'static [&'static str],
+    /// GDAL converts any other type to one of `types` on write (RST, GS7BG, XYZ): a written
+    /// type is lost only when none of them holds every value of it (RST keeps UInt16 as
+    /// Float32, exactly; Int32 as Float32, 2000000001 read back as 2000000000). Otherwise a
+    /// type not in `types` is converted with clipping, or the write fails.
+    converts: bool,
     /// Band counts it stores (empty: any).
     bands: &'static [usize],
     nodata: NodataSupport,
     palette: bool,
 }
 
+/// Every data type a driver that keeps values as they are stores (HFA, ENVI, SAGA); GDAL
+/// 3.6 has no 64-bit integers in them (HFA and SAGA refuse them, ENVI writes them as Byte).
+const CLASSIC_TYPES: &[&str] = &[
+    "Byte", "Int16", "UInt16", "Int32", "UInt32", "Float32", "Float64",
+];
+
+/// What each allowed raster output driver holds, as GDAL 3.6 writes and reads it back: every
+/// row is measured by the host's test `format_selection_capacity_is_gdal_3_6_measured` (each
+/// type written through the driver and read back; a type flagged here is one whose values
+/// came back changed or whose write failed).
 fn capacity(format: &str, written: &Written) -> Option<Capacity> {
     let cap = |types, bands, nodata, palette| {
         Some(Capacity {
             types,
+            converts: false,
+            bands,
+            nodata,
+            palette,
+        })
+    };
+    let converting = |types, bands, nodata, palette| {
+        Some(Capacity {
+            types,
+            converts: true,
             bands,
             nodata,
             palette,
@@ -497,7 +524,9 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
         "JPEG" => cap(&["Byte"], &[1, 3, 4], NodataSupport::Unsupported, false),
         "WEBP" => cap(&["Byte"], &[3, 4], NodataSupport::Unsupported, false),
         "GIF" => cap(&["Byte"], &[1], NodataSupport::OneValue, true),
-        "AAIGrid" => cap(&[], &[1], NodataSupport::OneValue, false),
+        // The ASCII grid is read back as Int32 or Float32: UInt32 4294967295 came back
+        // 4294967296 (found by the measurement of R10-7).
+        "AAIGrid" => converting(&["Int32", "Float32"], &[1], NodataSupport::OneValue, false),
         "JP2OpenJPEG" => cap(
             &["Byte", "Int16", "UInt16", "Int32", "UInt32"],
             &[],
@@ -513,7 +542,54 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
             NodataSupport::OneValue,
             false,
         ),
+        "HFA" => cap(
+            &[
+                "Byte", "Int16", "UInt16", "Int32", "UInt32", "Float32", "Float64", "CFloat32",
+                "CFloat64",
+            ],
+            &[],
+            NodataSupport::PerBand,
+            true,
+        ),
+        "ENVI" => cap(
+            &[
+                "Byte", "Int16", "UInt16", "Int32", "UInt32", "Float32", "Float64", "CFloat32",
+                "CFloat64",
+            ],
+            &[],
+            NodataSupport::PerBand,
+            false,
+        ),
+        "SAGA" => cap(CLASSIC_TYPES, &[1], NodataSupport::OneValue, false),
+        // Every type the tools write (UInt16 and UInt32 go into a netCDF-4 file).
+        "netCDF" => cap(&[], &[], NodataSupport::PerBand, false),
+        // The text grid writes integers as Int32 and everything else as Float32 (UInt32
+        // 4294967295 is written 4294967296, Float64 123456789.123 as 123456792).
+        "XYZ" => converting(
+            &["Byte", "Int16", "Int32", "Float32"],
+            &[1],
+            NodataSupport::Unsupported,
+            false,
+        ),
+        // Golden Software 7 binary grids store Float64 whatever they are given (lossless for
+        // every type up to Int32, UInt32 and Float64) and one band.
+        "GS7BG" => converting(&["Float64"], &[1], NodataSupport::OneValue, true),
+        "RST" => converting(
+            &["Byte", "Int16", "Float32"],
+            &[1, 3],
+            NodataSupport::OneValue,
+            true,
+        ),
         _ => None,
+    }
+}
+
+impl Capacity {
+    /// Whether the driver writes every value of `data_type` as it is.
+    fn stores(&self, data_type: &str) -> bool {
+        self.types.is_empty()
+            || self.types.contains(&data_type)
+            || (self.converts && self.types.iter().any(|t| holds(t, data_type)))
     }
 }
 
@@ -706,7 +782,7 @@ fn wide_enough(source_types: &[String], format: &str, w: &Written) -> Option<Str
         .find(|t| holds_all(t))
         .or_else(|| OUTPUT_TYPES.iter().copied().find(|t| holds_all(t)))?;
     let stored = match capacity(format, w) {
-        Some(cap) => cap.types.is_empty() || cap.types.contains(&candidate),
+        Some(cap) => cap.stores(candidate),
         None => false,
     };
     stored.then(|| candidate.to_string())
@@ -780,18 +856,29 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
     if let Some(cap) = &cap {
         let unsupported: Vec<String> = distinct(&w.types)
             .into_iter()
-            .filter(|t| !cap.types.is_empty() && !cap.types.contains(&t.as_str()))
+            .filter(|t| !cap.stores(t))
             .collect();
         if !unsupported.is_empty() {
-            findings.push(Finding::new(
-                Severity::Critical,
-                "unsupported_data_type",
+            let what = if cap.converts {
+                format!(
+                    "{format} stores {} data only, and GDAL converts {} values to one of them on \
+                     write: values that type cannot hold come back changed (large integers \
+                     rounded, fractions cut to fewer digits)",
+                    cap.types.join(", "),
+                    unsupported.join(", ")
+                )
+            } else {
                 format!(
                     "{format} holds {} data only: {} values are converted with clipping and \
                      truncation (or the write fails)",
                     cap.types.join(" and "),
                     unsupported.join(", ")
-                ),
+                )
+            };
+            findings.push(Finding::new(
+                Severity::Critical,
+                "unsupported_data_type",
+                what,
             ));
         }
         if !cap.bands.is_empty() && !cap.bands.contains(&n) {

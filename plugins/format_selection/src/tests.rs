@@ -263,9 +263,59 @@ fn raster_convert_table() {
         ),
         (
             "unknown driver",
+            convert(json!({"format": "BMP"})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        // Attack round 10, R10-7: every allowed output driver has a row (GDAL 3.6, measured
+        // by the host's format_selection_capacity_is_gdal_3_6_measured).
+        (
+            "HFA holds Float32",
             convert(json!({"format": "HFA"})),
             f32_1(),
             Some(Severity::Advisory),
+        ),
+        (
+            "RST converts Float64 to Float32",
+            convert(json!({"format": "RST"})),
+            raster("Float64", 1, false),
+            Some(Severity::Critical),
+        ),
+        (
+            "RST converts Int32 to Float32",
+            convert(json!({"format": "RST"})),
+            raster("Int32", 1, false),
+            Some(Severity::Critical),
+        ),
+        (
+            "RST holds Float32",
+            convert(json!({"format": "RST"})),
+            f32_1(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "RST keeps UInt16 exactly as Float32",
+            convert(json!({"format": "RST"})),
+            raster("UInt16", 1, false),
+            Some(Severity::Advisory),
+        ),
+        (
+            "GS7BG widens Int32 to Float64",
+            convert(json!({"format": "GS7BG"})),
+            raster("Int32", 1, false),
+            Some(Severity::Advisory),
+        ),
+        (
+            "XYZ writes UInt32 as Float32",
+            convert(json!({"format": "XYZ"})),
+            raster("UInt32", 1, false),
+            Some(Severity::Critical),
+        ),
+        (
+            "SAGA holds one band",
+            convert(json!({"format": "SAGA"})),
+            raster("Int16", 2, false),
+            Some(Severity::Critical),
         ),
         (
             "DISCARD_LSB",

@@ -132,7 +132,11 @@ impl WarpRequest {
         &self,
         padded: Option<(usize, usize)>,
     ) -> Result<(ProgramOutcome, Vec<Vec<String>>), GdalError> {
-        static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if let (Some((cols, rows)), Some((width, height))) = (self.size, padded) {
+            if cols < SMALL_GRID || rows < SMALL_GRID {
+                return self.run_small_blocks((cols, rows), (width, height));
+            }
+        }
         let mut args = self.gdalwarp_args();
         args.extend(["-ovr".to_string(), "NONE".to_string()]);
         let source = crate::gdal::facts::open(&self.input)?;
@@ -141,32 +145,13 @@ impl WarpRequest {
             let command = Program::Warp.command_line(&args, &self.input, &self.output);
             return Ok((outcome, vec![command]));
         };
-        let mut pad = vec![
-            "-of".to_string(),
-            "VRT".to_string(),
-            "-srcwin".to_string(),
-            "0".to_string(),
-            "0".to_string(),
-            width.to_string(),
-            height.to_string(),
-        ];
-        if let Some(band) = padding_mask_band(&source) {
-            pad.extend(["-mask".to_string(), format!("mask,{band}")]);
-        }
-        let scratch = PathBuf::from(format!(
-            "{}warp-padded-{}-{}.vrt",
-            crate::gdal::policy::SCRATCH_PREFIX,
-            std::process::id(),
-            SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
+        let pad = padding_args(&source, width, height);
+        let scratch = scratch_path("warp-padded", "vrt");
         // gdal_translate warns that the window passes the raster: that is the point.
         let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &scratch)
             .and_then(|_| crate::gdal::facts::open(&scratch))
             .and_then(|copy| self.run_from(&copy, &args));
-        if let Ok(path) = crate::gdal::cstring(&scratch.to_string_lossy()) {
-            // SAFETY: unlinks an in-memory file this call created; the path is NUL-terminated.
-            unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
-        }
+        unlink_scratch(&scratch);
         let outcome = outcome?;
         let recipe = {
             let mut name = self.output.file_name().unwrap_or_default().to_os_string();
@@ -179,6 +164,324 @@ impl WarpRequest {
         ];
         Ok((outcome, commands))
     }
+}
+
+/// The output type of a warp that sums cells (`sum` in `raster_aggregate`, `raster_resample`,
+/// `raster_reproject`), chosen by the data: gdalwarp writes a sum in the input's type unless
+/// told otherwise, and an integer type saturates silently (a Byte band of 100..255 summed 2 x 2
+/// wrote 255 everywhere: attack round 10, R10-6). The sums an output cell can take lie between
+/// `weight` times the bands' smallest and largest values (read exactly, nodata left out) and 0;
+/// `weight` is the most source cells one output cell adds (gdalwarp weighs cells cut by the
+/// output cell's edge by the part covered). When the input's type holds that range the output
+/// keeps it; otherwise the narrowest type that holds the input's type and the range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SumType {
+    /// The input's band types.
+    pub from: Vec<String>,
+    /// The type written.
+    pub to: String,
+    /// The smallest and largest sum an output cell can take.
+    pub range: (f64, f64),
+    /// The most source cells an output cell adds.
+    pub weight: f64,
+}
+
+impl SumType {
+    /// The sentence the tools report.
+    pub fn note(&self) -> String {
+        format!(
+            "output type {} (the input's {} cannot hold every sum): an output cell adds up to \
+             {} input cells, so its sum can reach {}..{} (the input's values read exactly, \
+             nodata left out); written as {} so that no sum saturates",
+            self.to,
+            self.from.join(", "),
+            number(self.weight),
+            number(self.range.0),
+            number(self.range.1),
+            self.to
+        )
+    }
+}
+
+/// The range of values `data_type` holds, for the integer types a sum can saturate.
+fn integer_range(data_type: &str) -> Option<(f64, f64)> {
+    Some(match data_type {
+        "Byte" => (0.0, 255.0),
+        "UInt16" => (0.0, 65535.0),
+        "Int16" => (-32768.0, 32767.0),
+        "UInt32" => (0.0, 4_294_967_295.0),
+        "Int32" => (-2_147_483_648.0, 2_147_483_647.0),
+        _ => return None,
+    })
+}
+
+/// The band types of a raster, and the smallest and largest sum an output cell can take.
+type SumRange = (Vec<String>, (f64, f64));
+
+/// The band types of `dataset` (at `path`) and the smallest and largest sum an output cell
+/// adding up to `weight` of its cells can take (0 included), from the bands' values read
+/// exactly; `None` when a band is not of an integer type a sum can saturate (floating-point
+/// bands hold every sum; 64-bit and complex bands are left to GDAL).
+fn sum_range(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<Option<SumRange>, GdalError> {
+    let count = dataset.raster_count();
+    let mut from: Vec<String> = Vec::new();
+    for index in 1..=count {
+        let band = dataset.rasterband(index).map_err(|e| GdalError::Failed {
+            operation: format!("reading band {index} of {}", path.display()),
+            message: e.to_string(),
+        })?;
+        let name = band.band_type().name();
+        if integer_range(&name).is_none() {
+            return Ok(None);
+        }
+        from.push(name);
+    }
+    let bands: Vec<usize> = (1..=count).collect();
+    let _memory = crate::gdal::policy::blocks::reserve(
+        &format!("reading the range of {} for a sum", path.display()),
+        path,
+        dataset,
+        &bands,
+        crate::gdal::policy::blocks::Reach::Full,
+    )?;
+    let _quiet = crate::gdal::ErrorCapture::start();
+    let (mut low, mut high) = (0.0_f64, 0.0_f64);
+    for (index, name) in bands.iter().zip(&from) {
+        // A band that cannot be read exactly (or holds nothing but nodata) counts with its
+        // type's whole range: the safe side.
+        let range = dataset
+            .rasterband(*index)
+            .ok()
+            .and_then(|band| band.compute_raster_min_max(false).ok())
+            .map(|r| (r.min, r.max))
+            .filter(|(min, max)| min.is_finite() && max.is_finite() && min <= max)
+            .or_else(|| integer_range(name));
+        if let Some((min, max)) = range {
+            low = low.min(min * weight);
+            high = high.max(max * weight);
+        }
+    }
+    Ok(Some((from, (low, high))))
+}
+
+/// Whether the values of `data_type` include `low..=high` (Float64 and other non-integer
+/// types: yes).
+fn fits(data_type: &str, (low, high): (f64, f64)) -> bool {
+    integer_range(data_type).is_none_or(|(lo, hi)| lo <= low && high <= hi)
+}
+
+/// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells;
+/// `None` when the input's type holds every sum (floating-point bands always do), or when a
+/// band is of a type no wider output holds exactly (64-bit integers, complex).
+pub fn sum_output_type(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<Option<SumType>, GdalError> {
+    let Some((from, range)) = sum_range(path, dataset, weight)? else {
+        return Ok(None);
+    };
+    if from.iter().all(|t| fits(t, range)) {
+        return Ok(None);
+    }
+    // The output type must also hold every input value (nodata included).
+    let holds_inputs = |t: &str| {
+        from.iter()
+            .all(|f| integer_range(f).is_none_or(|input| fits(t, input)))
+    };
+    let to = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
+        .into_iter()
+        .find(|t| fits(t, range) && holds_inputs(t))
+        .unwrap_or("Float64");
+    Ok(Some(SumType {
+        from,
+        to: to.to_string(),
+        range,
+        weight,
+    }))
+}
+
+/// Refuse a sum into `data_type`, the caller's `output_type` (named `argument`), when a sum
+/// of `dataset`'s values over `weight` cells can pass its range: gdalwarp would clip it
+/// silently. The message names the range and a type that holds it.
+pub fn refuse_saturating_sum(
+    argument: &str,
+    data_type: &str,
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+) -> Result<(), GdalError> {
+    let Some((_, range)) = sum_range(path, dataset, weight)? else {
+        return Ok(());
+    };
+    if fits(data_type, range) {
+        return Ok(());
+    }
+    let wider = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
+        .into_iter()
+        .find(|t| fits(t, range))
+        .unwrap_or("Float64");
+    Err(GdalError::Arguments(format!(
+        "{argument}: {data_type} cannot hold the sums: an output cell adds up to {} cells of \
+         {} (values read exactly, nodata left out), so a sum can reach {}..{} and gdalwarp \
+         would clip it to {data_type}'s range without an error; use {argument} {wider}, or \
+         leave {argument} out (the host then writes the narrowest type that holds every sum)",
+        number(weight),
+        path.display(),
+        number(range.0),
+        number(range.1)
+    )))
+}
+
+/// Outputs narrower than this many cells in either direction are aggregated onto a grid
+/// widened to it (GDAL 3.6, GDAL issue 10892).
+pub const SMALL_GRID: u32 = 4;
+
+/// A name for an in-memory scratch file of this process.
+fn scratch_path(what: &str, extension: &str) -> PathBuf {
+    static SCRATCH: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    PathBuf::from(format!(
+        "{}{what}-{}-{}.{extension}",
+        crate::gdal::policy::SCRATCH_PREFIX,
+        std::process::id(),
+        SCRATCH.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ))
+}
+
+/// Unlink an in-memory scratch file.
+fn unlink_scratch(path: &std::path::Path) {
+    if let Ok(path) = crate::gdal::cstring(&path.to_string_lossy()) {
+        // SAFETY: unlinks an in-memory file this call created; the path is NUL-terminated.
+        unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
+    }
+}
+
+impl WarpRequest {
+    /// [`WarpRequest::run_blocks`] onto an output of `cols` x `rows` cells, fewer than
+    /// [`SMALL_GRID`] in a direction. GDAL 3.6's reducing methods go wrong onto such grids
+    /// (GDAL issue 10892): `average` of a 10 x 10 raster onto 1 cell gave 0 (10003 with a
+    /// nodata of -9999), 20 x 20 by 10 erred by 0.1, 33 x 33 by 11 by 0.32, 60 x 60 by 20 by
+    /// 0.175, while 4 or more cells across measured right. The input is padded (masked) to
+    /// whole blocks of a grid at least 4 cells across, gdalwarp computes that grid in memory,
+    /// and `gdal_translate -srcwin` keeps the cells asked for.
+    fn run_small_blocks(
+        &self,
+        (cols, rows): (u32, u32),
+        (width, height): (usize, usize),
+    ) -> Result<(ProgramOutcome, Vec<Vec<String>>), GdalError> {
+        let (wide_cols, wide_rows) = (cols.max(SMALL_GRID), rows.max(SMALL_GRID));
+        let (fx, fy) = (width / cols as usize, height / rows as usize);
+        let (pad_w, pad_h) = (wide_cols as usize * fx, wide_rows as usize * fy);
+        let Some(([xmin, ymin, xmax, ymax], None)) = self.bounds.clone() else {
+            return Err(GdalError::Arguments(
+                "a block aggregation needs its bounds in the input's CRS".to_string(),
+            ));
+        };
+        let (dx, dy) = (
+            (xmax - xmin) / f64::from(cols),
+            (ymax - ymin) / f64::from(rows),
+        );
+        let wide = WarpRequest {
+            size: Some((wide_cols, wide_rows)),
+            bounds: Some((
+                [
+                    xmin,
+                    ymax - dy * f64::from(wide_rows),
+                    xmin + dx * f64::from(wide_cols),
+                    ymax,
+                ],
+                None,
+            )),
+            format: "GTiff".to_string(),
+            creation_options: Vec::new(),
+            ..self.clone()
+        };
+        let mut warp_args = wide.gdalwarp_args();
+        warp_args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        let source = crate::gdal::facts::open(&self.input)?;
+        let pad = padding_args(&source, pad_w, pad_h);
+        let mut crop = vec![
+            "-of".to_string(),
+            self.format.clone(),
+            "-srcwin".to_string(),
+            "0".to_string(),
+            "0".to_string(),
+            cols.to_string(),
+            rows.to_string(),
+        ];
+        let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
+        for (key, value) in self.creation_options.iter().chain(&decided) {
+            crop.extend(["-co".to_string(), format!("{key}={value}")]);
+        }
+        let padded_vrt = scratch_path("warp-padded", "vrt");
+        let widened = scratch_path("warp-widened", "tif");
+        let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &padded_vrt)
+            .and_then(|_| crate::gdal::facts::open(&padded_vrt))
+            .and_then(|copy| {
+                let _blocks = crate::gdal::policy::blocks::reserve(
+                    "the warp's input",
+                    &self.input,
+                    &copy,
+                    &[],
+                    crate::gdal::policy::blocks::Reach::Any,
+                )?;
+                programs::run_in_memory(&Program::Warp, &copy, &warp_args, &widened)
+            })
+            .and_then(|mut warnings| {
+                let grid = crate::gdal::facts::open(&widened)?;
+                let outcome =
+                    programs::run(&Program::Translate, &grid, &crop, &self.output, |_| Ok(()))?;
+                warnings.extend(outcome.warnings);
+                Ok(ProgramOutcome {
+                    files: outcome.files,
+                    warnings,
+                    written: outcome.written,
+                })
+            });
+        unlink_scratch(&padded_vrt);
+        unlink_scratch(&widened);
+        let outcome = outcome.map_err(|e| match e {
+            GdalError::Failed { message, .. } => GdalError::Failed {
+                operation: format!("aggregating {}", self.input.display()),
+                message,
+            },
+            other => other,
+        })?;
+        let named = |suffix: &str| {
+            let mut name = self.output.file_name().unwrap_or_default().to_os_string();
+            name.push(suffix);
+            self.output.with_file_name(name)
+        };
+        let (recipe, grid) = (named(".padded.vrt"), named(".widened.tif"));
+        let commands = vec![
+            Program::Translate.command_line(&pad, &self.input, &recipe),
+            Program::Warp.command_line(&warp_args, &recipe, &grid),
+            Program::Translate.command_line(&crop, &grid, &self.output),
+        ];
+        Ok((outcome, commands))
+    }
+}
+
+/// The `gdal_translate` arguments of a VRT copy of `source` padded to `width` x `height`
+/// cells, the padding masked out ([`padding_mask_band`]).
+fn padding_args(source: &gdal::Dataset, width: usize, height: usize) -> Vec<String> {
+    let mut pad = vec![
+        "-of".to_string(),
+        "VRT".to_string(),
+        "-srcwin".to_string(),
+        "0".to_string(),
+        "0".to_string(),
+        width.to_string(),
+        height.to_string(),
+    ];
+    if let Some(band) = padding_mask_band(source) {
+        pad.extend(["-mask".to_string(), format!("mask,{band}")]);
+    }
+    pad
 }
 
 /// The band whose mask a padded copy of `source` takes as its own ([`WarpRequest::run_blocks`]):

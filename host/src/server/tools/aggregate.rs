@@ -11,7 +11,7 @@ use super::RasterOutput;
 use crate::aggregation::{NodataPolicy, Semantics, Stat, Statistic};
 use crate::domains::CallFacts;
 use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
-use crate::gdal::raster::warp::WarpRequest;
+use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
@@ -109,8 +109,9 @@ pub struct AggregateArgs {
     pub factor: Factor,
     /// No default.
     pub statistic: BlockStatistic,
-    /// Output data type (default: the input's). A sum of Byte cells saturates at 255 unless
-    /// written to a wider type.
+    /// Output data type (default: the input's; for `sum`, the narrowest type that holds
+    /// every block's sum of the input's values, reported). A type that cannot hold the sums
+    /// is refused.
     pub output_type: Option<DataType>,
     /// GDAL driver of the output (default "GTiff").
     pub format: Option<String>,
@@ -181,6 +182,24 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let (x0, y0) = (gt[0], gt[3]);
             let (dx, dy) = (gt[1] * fx as f64, gt[5] * fy as f64);
             let (x1, y1) = (x0 + dx * cols as f64, y0 + dy * rows as f64);
+            // Right by default: without an `output_type`, a sum is written in a type that holds
+            // every block's sum, from the input's values read exactly (R10-6; a Byte block sum
+            // saturated at 255).
+            let block = f64::from(fx) * f64::from(fy);
+            let widened = match (statistic, output_type) {
+                (BlockStatistic::Sum, None) => warp::sum_output_type(&input, &dataset, block)?,
+                (BlockStatistic::Sum, Some(chosen)) => {
+                    warp::refuse_saturating_sum(
+                        "output_type",
+                        chosen.gdal_name(),
+                        &input,
+                        &dataset,
+                        block,
+                    )?;
+                    None
+                }
+                _ => None,
+            };
             let request = WarpRequest {
                 input: input.clone(),
                 output,
@@ -191,15 +210,20 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 size: Some((cols as u32, rows as u32)),
                 bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
                 dst_nodata: None,
-                output_type: output_type.map(|t| t.gdal_name().to_string()),
+                output_type: output_type
+                    .map(|t| t.gdal_name().to_string())
+                    .or_else(|| widened.as_ref().map(|w| w.to.clone())),
                 format,
                 creation_options: options,
                 coordinate_operation: None,
                 vertical_shift: None,
             };
-            // The grid padded to whole blocks, when the last ones pass the raster's edge.
-            let partial = (w % fx as usize != 0 || h % fy as usize != 0)
-                .then(|| (cols * fx as usize, rows * fy as usize));
+            // The grid padded to whole blocks, when the last ones pass the raster's edge; and
+            // always onto fewer than 4 cells in a direction, which gdalwarp 3.6 computes
+            // wrong (GDAL issue 10892; `WarpRequest::run_blocks` widens the grid).
+            let small = cols < warp::SMALL_GRID as usize || rows < warp::SMALL_GRID as usize;
+            let edges = w % fx as usize != 0 || h % fy as usize != 0;
+            let partial = (edges || small).then(|| (cols * fx as usize, rows * fy as usize));
             let factor = if fx == fy {
                 fx.to_string()
             } else {
@@ -215,11 +239,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                (request, partial),
+                (request, partial, widened, edges, small),
             )
             .summarising(summary))
         },
-        move |(request, partial), _work| {
+        move |(request, partial, widened, edges, small), _work| {
             // Full-resolution cells only; partial edge blocks from a copy padded to whole
             // blocks whose padding is masked out (R9-8), so that they are taken over their
             // own cells.
@@ -227,9 +251,22 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let mut report = json!({
                 "factor": [fx, fy],
                 "statistic": statistic.gdal_name(),
-                "partial_edge_blocks": partial.is_some(),
+                "partial_edge_blocks": edges,
             });
-            if let Some((width, height)) = partial {
+            if small {
+                report["small_grid"] = json!(format!(
+                    "fewer than {} output cells in a direction, which gdalwarp 3.6 computes \
+                     wrong (GDAL issue 10892: an average of 10 x 10 cells onto 1 gave 0): the \
+                     blocks are computed on a grid widened to {} cells (the input padded and \
+                     masked), and the cells asked for are kept",
+                    warp::SMALL_GRID,
+                    warp::SMALL_GRID
+                ));
+            }
+            if let Some(widened) = &widened {
+                report["output_type"] = json!(widened.note());
+            }
+            if let (Some((width, height)), true) = (partial, edges) {
                 report["edge_blocks"] = json!(format!(
                     "the last row and/or column of blocks pass the raster's edge; each is taken \
                      over its own valid cells only: gdalwarp reads the input padded to {width} x \

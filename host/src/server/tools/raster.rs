@@ -14,7 +14,7 @@ use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
 use crate::gdal::raster::calc::{CalcInput, CalcRequest};
 use crate::gdal::raster::dem::DemRequest;
-use crate::gdal::raster::warp::WarpRequest;
+use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
@@ -447,6 +447,14 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 transformation.as_ref(),
             )?;
             check_warp_output(&request, &dataset, &source, &target)?;
+            // Right by default: a sum is written in a type that holds it (R10-6).
+            let widened = if request.resampling == "sum" {
+                let weight = reproject_weight(&request, &dataset, &source, &target);
+                warp::sum_output_type(&request.input, &dataset, weight)?
+            } else {
+                None
+            };
+            request.output_type = widened.as_ref().map(|w| w.to.clone());
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
             // Converting heights over a ballpark vertical: that operation is what the gate
@@ -470,9 +478,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 measurement: crate::gdal::vector::measure::reprojection_facts(&target, area),
                 ..CallFacts::default()
             };
-            Ok(Gathered::new(facts, (request, transformation)).summarising(summary))
+            Ok(Gathered::new(facts, (request, transformation, widened)).summarising(summary))
         },
-        |(request, transformation), _work| {
+        |(request, transformation, widened), _work| {
             let outcome = request.run()?;
             Ok(ReprojectOutput {
                 written: facts::WrittenRaster::new(
@@ -482,7 +490,12 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 ),
                 gdalwarp_command: request.command_line(),
                 transformation,
-                warnings: outcome.warnings,
+                // The result has no report: the widened type is said with the warnings.
+                warnings: widened
+                    .map(|w| w.note())
+                    .into_iter()
+                    .chain(outcome.warnings)
+                    .collect(),
             })
         },
     )
@@ -544,7 +557,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
     check_nodata(args.nodata)?;
     let options = driver_options("creation_options", &args.creation_options)?;
     let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
-    let request = WarpRequest {
+    let mut request = WarpRequest {
         input,
         output,
         dst_crs: None,
@@ -577,6 +590,14 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
+            // Right by default: a sum is written in a type that holds it (R10-6).
+            let widened = if request.resampling == "sum" {
+                let weight = resample_weight(&request, &dataset);
+                warp::sum_output_type(&request.input, &dataset, weight)?
+            } else {
+                None
+            };
+            request.output_type = widened.as_ref().map(|w| w.to.clone());
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
@@ -586,11 +607,11 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                request,
+                (request, widened),
             )
             .summarising(summary))
         },
-        |request, _work| {
+        |(request, widened), _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
                 written: facts::WrittenRaster::new(
@@ -600,12 +621,81 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 ),
                 commands: vec![request.command_line()],
                 warnings: outcome.warnings,
-                report: Value::Null,
+                report: widened.map_or(Value::Null, |w| json!({ "output_type": w.note() })),
                 computation: None,
             })
         },
     )
     .await
+}
+
+/// The most input cells one output cell of a reprojection adds: the ratio of its area to the
+/// input cell's as gdalwarp's default grid keeps it ([`resample_weight`]), with 10 % for the
+/// change of scale across the raster (UTM to EPSG:4326 at the default grid: sums up to 1.06
+/// cells).
+fn reproject_weight(
+    request: &WarpRequest,
+    dataset: &gdal::Dataset,
+    source: &gdal::spatial_ref::SpatialRef,
+    target: &gdal::spatial_ref::SpatialRef,
+) -> f64 {
+    let suggested = source
+        .to_wkt()
+        .ok()
+        .zip(target.to_wkt().ok())
+        .and_then(|(s, t)| warp::suggested_output(dataset, &s, &t));
+    let Some((gt, cols, rows)) = suggested else {
+        return f64::INFINITY;
+    };
+    let (gx, gy) = (gt[1].abs(), gt[5].abs());
+    let (rx, ry) = match (request.resolution, request.size) {
+        (Some((rx, ry)), _) => (rx.abs(), ry.abs()),
+        (None, Some((w, h))) if w > 0 && h > 0 => {
+            let extent = match &request.bounds {
+                Some((rect, None)) => *rect,
+                Some((rect, Some(definition))) => facts::parse_crs("bounds.crs", definition)
+                    .ok()
+                    .and_then(|from| transform::transform_bounds(&from, target, *rect))
+                    .unwrap_or(*rect),
+                None => [0.0, 0.0, gx * cols as f64, gy * rows as f64],
+            };
+            (
+                (extent[2] - extent[0]).abs() / f64::from(w),
+                (extent[3] - extent[1]).abs() / f64::from(h),
+            )
+        }
+        _ => (gx, gy),
+    };
+    if gx > 0.0 && gy > 0.0 {
+        (rx / gx) * (ry / gy) * 1.1
+    } else {
+        f64::INFINITY
+    }
+}
+
+/// The most input cells one output cell of a regridding adds: the ratio of the output cell's
+/// area to the input cell's (gdalwarp weighs the cells an output cell's edge cuts by the part
+/// covered, so a 45 m cell over 30 m cells adds 2.25 of them).
+fn resample_weight(request: &WarpRequest, dataset: &gdal::Dataset) -> f64 {
+    let Ok(gt) = dataset.geo_transform() else {
+        return f64::INFINITY;
+    };
+    let (sx, sy) = (gt[1].abs(), gt[5].abs());
+    let target = match (
+        request.resolution,
+        request.size,
+        facts::raster_extent(dataset),
+    ) {
+        (Some((rx, ry)), _, _) => Some((rx.abs(), ry.abs())),
+        (None, Some((w, h)), Some([xmin, ymin, xmax, ymax])) if w > 0 && h > 0 => {
+            Some(((xmax - xmin) / f64::from(w), (ymax - ymin) / f64::from(h)))
+        }
+        _ => None,
+    };
+    match target {
+        Some((rx, ry)) if sx > 0.0 && sy > 0.0 => (rx / sx) * (ry / sy),
+        _ => f64::INFINITY,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -628,19 +628,6 @@ fn rows() -> Vec<Row> {
         },
         Row {
             domain: "aggregation",
-            finding: "block_sum_saturates",
-            severity: Severity::Critical,
-            facts: aggregate_call("sum", "Byte"),
-            method: "sum",
-            alternatives: json!([{"method": "Int32",
-                "why_not": "the input is a 0/1 mask, so a 4 × 4 block sums to at most 16, well under 255"},
-                {"method": "max", "why_not": "the maximum says whether a block has a building, not how many"}]),
-            evidence: json!({
-                "aggregate_method": "building counts per 4 × 4 block come from summing the 0/1 building mask",
-                "block_sum_saturates": "mask values are 0 or 1, so no block exceeds 16 and Byte holds every sum"}),
-        },
-        Row {
-            domain: "aggregation",
             finding: "upstream_interpolated_classes",
             severity: Severity::Critical,
             facts: zonal_call(json!(["majority"]), "cell_centre", true, "Polygon", Some(resampled("bilinear"))),
@@ -790,7 +777,6 @@ fn boilerplate_is_refused_and_a_careful_answer_passes_for_every_gated_finding() 
         "categorical_mean",
         "all_touched_sum",
         "coverage_without_area",
-        "block_sum_saturates",
         "upstream_interpolated_classes",
         "planar_distortion",
         "invalid_geometries",
