@@ -2536,3 +2536,69 @@ async fn r10_6_sums_are_written_in_a_type_that_holds_them() {
         assert_eq!(values, vec![sum; 4], "{input}");
     }
 }
+
+/// Attack round 11, R11-13: GDAL reads an alpha band as the dataset's mask only when it is
+/// Byte or UInt16, so widening an alpha-masked raster (`raster_convert output_type: Float32`,
+/// `raster_aggregate` into Float64) wrote the alpha in the wide type and every transparent cell
+/// read as a valid 0, with nothing asked. Any program whose output carries an alpha band in
+/// another type is refused before the commit, naming the band and the fix; UInt16 keeps the
+/// mask (the twin).
+#[tokio::test]
+async fn r11_13_a_widened_alpha_band_is_refused() {
+    let server = server().await;
+    let path = server.path("rgba.tif");
+    {
+        let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut dataset = driver
+            .create_with_band_type::<u8, _>(&path, 8, 8, 2)
+            .unwrap();
+        dataset
+            .set_geo_transform(&[500_000.0, 30.0, 0.0, 4_000_000.0, 0.0, -30.0])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+            .unwrap();
+        let values: Vec<u8> = vec![7; 64];
+        let alpha: Vec<u8> = (0..64)
+            .map(|i| if i % 8 < 3 && i / 8 < 3 { 0 } else { 255 })
+            .collect();
+        for (b, data) in [(1, values), (2, alpha)] {
+            let mut band = dataset.rasterband(b).unwrap();
+            let mut buffer = gdal::raster::Buffer::new((8, 8), data);
+            band.write((0, 0), (8, 8), &mut buffer).unwrap();
+        }
+        dataset
+            .rasterband(2)
+            .unwrap()
+            .set_color_interpretation(gdal::raster::ColorInterpretation::AlphaBand)
+            .unwrap();
+    }
+    let convert = |output: &'static str, output_type: &'static str| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "raster_convert",
+                json!({"input": "rgba.tif", "output": output, "output_type": output_type}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let refused = convert("wide.tif", "Float32").await;
+    assert!(is_error(&refused));
+    assert!(
+        text(&refused).contains("alpha band") && text(&refused).contains("Float32"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("wide.tif").exists());
+    let kept = convert("u16.tif", "UInt16").await;
+    assert!(!is_error(&kept), "{}", text(&kept));
+    let dataset = gdal::Dataset::open(server.path("u16.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let mask = band.open_mask_band().unwrap().read_band_as::<u8>().unwrap();
+    assert_eq!(mask.data()[0], 0, "the transparent corner stays masked");
+    assert_ne!(mask.data()[63], 0, "an opaque cell stays valid");
+}

@@ -102,12 +102,47 @@ pub fn run(
     if !signed.is_empty() && !written.raster.as_ref().is_some_and(|r| r.signed_byte) {
         return Err(signed_bytes_refused(program, source, &signed));
     }
+    refuse_widened_alpha(program, staging.path())?;
     let files = staging.commit()?;
     Ok(ProgramOutcome {
         files,
         warnings,
         written,
     })
+}
+
+/// Refuse an output whose alpha band was written in a type GDAL does not read as a mask: GDAL
+/// 3.6 takes an alpha band as the dataset's validity only when it is Byte or UInt16, so a
+/// raster whose transparent cells are marked by alpha, widened to Float32, Int32 or Float64
+/// (`raster_convert output_type`, or a `sum` whose type was widened to hold it), read its
+/// transparent cells as valid zeros in every GDAL reader (attack round 11, R11-13). Checked on
+/// what was written, before the commit: nothing reaches the output path.
+fn refuse_widened_alpha(program: &Program, staged: &Path) -> Result<(), GdalError> {
+    let Ok(written) = Dataset::open(staged) else {
+        return Ok(());
+    };
+    for (index, band) in
+        (1..=written.raster_count()).filter_map(|i| Some((i, written.rasterband(i).ok()?)))
+    {
+        let alpha = band.color_interpretation() == gdal::raster::ColorInterpretation::AlphaBand;
+        let kept = matches!(
+            band.band_type(),
+            gdal::raster::GdalDataType::UInt8 | gdal::raster::GdalDataType::UInt16
+        );
+        if alpha && !kept {
+            return Err(GdalError::Arguments(format!(
+                "the input marks its transparent cells with an alpha band, and {} would write \
+                 it as band {index} in {}, which GDAL does not read as a mask (only Byte or \
+                 UInt16): every transparent cell would read as valid. Keep output_type Byte or \
+                 UInt16, or mask the cells first with raster_calc (e.g. \"a if alpha > 0 else \
+                 nan\", with the alpha band as the input `alpha`) into a type with a nodata; \
+                 nothing was written",
+                program.command().join(" "),
+                band.band_type().name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Run `program` straight into `destination`, an in-memory (`/vsimem/`) scratch file that is
