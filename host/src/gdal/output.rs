@@ -57,14 +57,9 @@ impl WriteRules {
 
 /// Files beside `input` that belong to it by name: `<stem>.*` and `<name>.*`.
 fn sidecars_of(input: &Path) -> Vec<PathBuf> {
-    let (Some(parent), Some(name)) = (input.parent(), input.file_name()) else {
+    let (Some(parent), Some((name, stem))) = (input.parent(), super::name_and_stem(input)) else {
         return Vec::new();
     };
-    let name = name.to_string_lossy().to_string();
-    let stem = input
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_default();
     let prefixes = [format!("{stem}."), format!("{name}.")];
     let Ok(entries) = fs::read_dir(parent) else {
         return Vec::new();

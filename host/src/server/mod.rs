@@ -99,17 +99,26 @@ pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 /// The memory `arguments` hold once parsed: every value is a [`Value`], a string or key adds
 /// its bytes, an object entry its node. Counted so, not as text: `[]` is 2 bytes of text and
 /// 32 of memory, and a 1.36 MB line of 340,000 of them held 13.7 MB (attack round 11, R11-1).
+/// An array's slots count twice (a parsed `Vec` grows by doubling), and an object's entries
+/// live in B-tree nodes of 11 slots of about 632 bytes, at least half full past the root: a
+/// one-key object `{"a":0}` holds a whole node (attack round 12, R12-7: counted at 113 bytes,
+/// such arguments held 6.6 times the bound).
 pub fn argument_bytes(arguments: &Value) -> usize {
     const VALUE: usize = std::mem::size_of::<Value>();
-    const ENTRY: usize = 2 * std::mem::size_of::<String>();
+    const NODE: usize = 11 * (std::mem::size_of::<String>() + VALUE) + 16;
     VALUE
         + match arguments {
             Value::String(s) => s.len(),
-            Value::Array(items) => items.iter().map(argument_bytes).sum::<usize>(),
-            Value::Object(map) => map
-                .iter()
-                .map(|(k, v)| k.len() + ENTRY + argument_bytes(v))
-                .sum::<usize>(),
+            Value::Array(items) => {
+                items.len() * VALUE + items.iter().map(argument_bytes).sum::<usize>()
+            }
+            Value::Object(map) => {
+                NODE * (1 + map.len() / 5)
+                    + map
+                        .iter()
+                        .map(|(k, v)| k.len() + argument_bytes(v))
+                        .sum::<usize>()
+            }
             _ => 0,
         }
 }
@@ -465,6 +474,17 @@ impl ServerHandler for GdalMcp {
 #[cfg(test)]
 mod echo_tests {
     use super::*;
+
+    /// R12-7: arguments are counted at their memory once parsed: a one-key object holds a
+    /// B-tree node, an array's slots count twice; 1,000 points stay far under the cap.
+    #[test]
+    fn r12_7_arguments_are_counted_at_their_memory() {
+        assert!(argument_bytes(&serde_json::json!({"a": 0})) > 600);
+        assert!(argument_bytes(&serde_json::json!([[], [], []])) >= 3 * 64);
+        let points: Vec<Value> = (0..1000).map(|i| serde_json::json!([i, i])).collect();
+        let size = argument_bytes(&serde_json::json!({"coordinates": points}));
+        assert!(size < MAX_ARGUMENT_BYTES / 4, "{size}");
+    }
 
     /// Regression (issue 21, O2): an argument's echo is capped with its length, as written and
     /// as quoting escapes it; short texts are left alone; a message made long otherwise is cut.

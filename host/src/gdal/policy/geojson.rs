@@ -79,8 +79,12 @@ const STREAM: Costs = Costs {
 /// Containers nested deeper are refused (GDAL's streaming parser stops at 1024 levels).
 const MAX_DEPTH: usize = 1024;
 
-/// Whether GDAL may open `path` with one of its JSON drivers: by its name, or by JSON text
-/// naming GeoJSON, ESRIJSON or TopoJSON members in its first 4 KiB.
+/// Whether GDAL may open `path` with one of its JSON drivers: by its name, or by content: a
+/// file whose first character past white space (and a byte-order mark or record separator)
+/// within its first MiB opens a JSON object. GDAL recognises GeoJSON by content over more
+/// than the 4 KiB once sniffed, and from markers the sniff did not know: a 7.8 MB Feature
+/// named `big.dat` after 5,000 blank bytes was read whole, 88 -> 640 MB (attack round 12,
+/// R12-6). Every JSON driver (GeoJSON, ESRIJSON, TopoJSON, STAC) parses such a file.
 pub fn is_json(path: &Path) -> bool {
     let by_name = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["geojson", "geojsons", "geojsonl", "json", "topojson"]
@@ -90,9 +94,9 @@ pub fn is_json(path: &Path) -> bool {
     if by_name {
         return true;
     }
-    let mut head = Vec::with_capacity(4096);
+    let mut head = Vec::with_capacity(1 << 16);
     if super::open_regular(path)
-        .and_then(|f| f.take(4096).read_to_end(&mut head))
+        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
         .is_err()
     {
         return false;
@@ -101,16 +105,6 @@ pub fn is_json(path: &Path) -> bool {
         !b.is_ascii_whitespace() && *b != 0x1e && *b != 0xef && *b != 0xbb && *b != 0xbf
     });
     start.is_some_and(|s| head[s] == b'{')
-        && [
-            &b"\"features\""[..],
-            b"\"Feature\"",
-            b"\"coordinates\"",
-            b"\"geometry\"",
-            b"\"Topology\"",
-            b"\"geometryType\"",
-        ]
-        .iter()
-        .any(|m| head.windows(m.len()).any(|w| w == *m))
 }
 
 /// A container being read: its cost so far in both trees, its slots, and what it is.
@@ -539,5 +533,27 @@ mod tests {
             assert!(!e.streamed(), "{}", &text[..40]);
             assert!(e.bytes() > 2_000 * 2_000, "{}: {}", &text[..40], e.bytes());
         }
+    }
+
+    /// R12-6: GDAL recognises JSON by content past the 4 KiB once sniffed, with markers the
+    /// sniff did not know: any file whose first character past white space opens an object
+    /// is estimated; a file that does not is not.
+    #[test]
+    fn r12_6_json_is_recognised_by_its_first_character() {
+        let dir = tempfile::tempdir().unwrap();
+        let padded = dir.path().join("big.dat");
+        std::fs::write(
+            &padded,
+            format!(
+                "{}{{\"type\":\"MultiPoint\",\"bbox\":[{}]}}",
+                " ".repeat(5000),
+                "0,".repeat(3000) + "0"
+            ),
+        )
+        .unwrap();
+        assert!(is_json(&padded));
+        let binary = dir.path().join("cells.dat");
+        std::fs::write(&binary, [0u8, 1, 2, 3, b'{']).unwrap();
+        assert!(!is_json(&binary));
     }
 }

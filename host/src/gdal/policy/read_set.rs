@@ -205,14 +205,10 @@ fn pam_documents(file: &Path) -> Vec<PathBuf> {
 /// overviews, masks, world files, `.prj`, `.hdr`, `.aux`/`.rrd`, `_rpc.txt`, `.gfs`, ...
 /// (GDAL and the drivers look for them in either case).
 pub fn sidecar_names(file: &Path) -> Vec<String> {
-    let Some(name) = file.file_name() else {
+    let Some((name, stem)) = crate::gdal::name_and_stem(file) else {
         return Vec::new();
     };
-    let name = name.to_string_lossy().to_lowercase();
-    let stem = file
-        .file_stem()
-        .map(|s| s.to_string_lossy().to_lowercase())
-        .unwrap_or_default();
+    let (name, stem) = (name.to_lowercase(), stem.to_lowercase());
     let extension = file
         .extension()
         .map(|e| e.to_string_lossy().to_lowercase())
@@ -220,10 +216,15 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
     // `<name>.hdr`: ENVI's header appended to the full name (`d.bin.hdr`), which holds the
     // grid, CRS, type and byte order (attack round 11, R11-5: rewritten while the form was
     // open, it ran as approved, moved 10°).
-    let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml", ".hdr"]
-        .iter()
-        .map(|s| format!("{name}{s}"))
-        .collect();
+    // `-wal`, `-shm`, `-journal`: a SQLite database's (GeoPackage's) write-ahead log and
+    // journal, whose pages GDAL reads as the database's (attack round 12, R12-3: a WAL replaced
+    // while the form was open moved a point 9° and ran as approved).
+    let mut names: Vec<String> = [
+        ".aux.xml", ".ovr", ".msk", ".aux", ".prj", ".xml", ".hdr", "-wal", "-shm", "-journal",
+    ]
+    .iter()
+    .map(|s| format!("{name}{s}"))
+    .collect();
     names.extend(
         [
             ".aux.xml", ".aux", ".rrd", ".prj", ".hdr", ".wld", ".gfs", ".xsd", ".csvt", ".cpg",
@@ -232,6 +233,8 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
             // and `.mgrd` (origin, cell size, Z factor, nodata, byte order: R11-5), IDRISI's
             // `.rdc` and `.ref`, Erdas's spill file `.ige`, a shapefile's `.dbf`, `.shx`, `.qix`.
             ".sgrd", ".mgrd", ".rdc", ".ref", ".ige", ".dbf", ".shx", ".qix",
+            // MapInfo TAB's geometry, attributes and index (R12-4: `x.map` swapped ran).
+            ".map", ".dat", ".id", ".ind",
         ]
         .iter()
         .map(|s| format!("{stem}{s}")),
@@ -343,6 +346,33 @@ mod tests {
         assert_eq!(
             list(&d.join("x.sdat")).unwrap().sidecars,
             vec![d.join("x.prj"), d.join("x.sgrd")]
+        );
+    }
+
+    /// R12-3, R12-4: a GeoPackage's write-ahead log and shared memory, and a MapInfo table's
+    /// geometry, attributes and index files, are read by GDAL, and listed.
+    #[test]
+    fn r12_3_a_databases_log_and_a_mapinfo_tables_files_are_in_the_read_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        for name in [
+            "x.gpkg",
+            "x.gpkg-wal",
+            "x.gpkg-shm",
+            "t.tab",
+            "t.map",
+            "t.dat",
+            "t.id",
+        ] {
+            write(&d.join(name), name);
+        }
+        assert_eq!(
+            list(&d.join("x.gpkg")).unwrap().sidecars,
+            vec![d.join("x.gpkg-shm"), d.join("x.gpkg-wal")]
+        );
+        assert_eq!(
+            list(&d.join("t.tab")).unwrap().sidecars,
+            vec![d.join("t.dat"), d.join("t.id"), d.join("t.map")]
         );
     }
 
