@@ -1924,15 +1924,13 @@ fn attribute<'a>(node: &roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> 
         .map(|a| a.value())
 }
 
-/// GDAL's `atoi(relativeToVRT)`: leading blanks, a sign, digits; anything else is 0.
+/// GDAL's `atoi(relativeToVRT)` ([`super::vrt_work::gdal_atoi`], one emulation of it for the
+/// walk and the work estimate): a non-zero number marks the name relative to the VRT.
 fn relative(node: &roxmltree::Node) -> bool {
     let Some(value) = attribute(node, "relativetovrt") else {
         return false;
     };
-    let value = value.trim_start();
-    let digits = value.strip_prefix(['+', '-']).unwrap_or(value);
-    let number: String = digits.chars().take_while(char::is_ascii_digit).collect();
-    !number.trim_start_matches('0').is_empty()
+    super::vrt_work::gdal_atoi(value) != 0
 }
 
 #[cfg(test)]
