@@ -340,12 +340,58 @@ pub fn vector_bytes(features: u64, vertices: u64) -> u64 {
         .saturating_add(vertices.saturating_mul(BYTES_PER_VERTEX))
 }
 
+/// The memory a JSON value (a call's `arguments`, a request's `_meta`) holds once parsed by
+/// serde_json: every value is a [`Value`], a string or key adds
+/// its bytes, an object entry its node. Counted so, not as text: `[]` is 2 bytes of text and
+/// 32 of memory, and a 1.36 MB line of 340,000 of them held 13.7 MB (attack round 11, R11-1).
+/// An array's slots count twice (a parsed `Vec` grows by doubling), and an object's entries
+/// live in B-tree nodes of 11 slots of about 632 bytes, at least half full past the root: a
+/// one-key object `{"a":0}` holds a whole node (attack round 12, R12-7: counted at 113 bytes,
+/// such arguments held 6.6 times the bound).
+pub fn json_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const VALUE: usize = std::mem::size_of::<Value>();
+    VALUE
+        + match value {
+            Value::String(s) => s.len(),
+            Value::Array(items) => {
+                items.len() * VALUE + items.iter().map(json_bytes).sum::<usize>()
+            }
+            Value::Object(map) => json_entries_bytes(map.iter()),
+            _ => 0,
+        }
+}
+
+/// The memory of a JSON object's entries once parsed (a [`serde_json::Map`], or a map of
+/// values such as a request's `inputResponses`), as [`json_bytes`] counts an object's.
+pub fn json_entries_bytes<'a>(
+    entries: impl ExactSizeIterator<Item = (&'a String, &'a serde_json::Value)>,
+) -> usize {
+    const NODE: usize =
+        11 * (std::mem::size_of::<String>() + std::mem::size_of::<serde_json::Value>()) + 16;
+    NODE * (1 + entries.len() / 5) + entries.map(|(k, v)| k.len() + json_bytes(v)).sum::<usize>()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
 
     const MIB: u64 = 1 << 20;
+
+    /// R13-9: a map's entries (a request's `_meta`) count as the object that holds them does.
+    #[test]
+    fn r13_9_a_maps_entries_count_as_its_object() {
+        let object = serde_json::json!({"x": [[], [], []], "progressToken": "p"});
+        let serde_json::Value::Object(map) = &object else {
+            unreachable!()
+        };
+        assert_eq!(
+            json_entries_bytes(map.iter()) + std::mem::size_of::<serde_json::Value>(),
+            json_bytes(&object)
+        );
+        assert!(json_bytes(&serde_json::json!({"a": 0})) > 600);
+    }
 
     #[test]
     fn reservations_give_their_bytes_back_when_dropped() {

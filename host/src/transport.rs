@@ -48,6 +48,17 @@ use tokio::task::JoinHandle;
 /// The longest line accepted (rmcp's own limit).
 pub const MAX_LINE_BYTES: usize = 16 << 20;
 
+/// The most memory a request's `params._meta` may take once parsed: it carries a progress
+/// token and the protocol's own fields (client information, capabilities), a few KiB, never
+/// data. A tools/call's `_meta` is kept with the request while the call waits for a slot; 16
+/// waiting calls with 4.5 MB lines of `_meta` held 1.1 GB (attack round 13, R13-9).
+pub const MAX_META_BYTES: usize = 256 << 10;
+
+/// Lines longer than this hand the memory their parse freed back to the system at once
+/// (`malloc_trim`): a parsed line of millions of small values leaves the allocator's arenas
+/// holding hundreds of MB it would otherwise keep.
+const TRIM_AFTER_BYTES: usize = 1 << 20;
+
 /// The tasks that pump between the real stdio and rmcp's in-memory ends.
 pub struct Pumps {
     reading: JoinHandle<()>,
@@ -102,7 +113,12 @@ async fn read_requests<R>(
                 if line.is_empty() {
                     continue;
                 }
-                match check_line(line) {
+                let long = line.len() > TRIM_AFTER_BYTES;
+                let checked = check_line(line);
+                if long {
+                    release_freed_memory();
+                }
+                match checked {
                     Ok("") => continue,
                     Ok(text) => {
                         if to_rmcp.write_all(text.as_bytes()).await.is_err()
@@ -120,6 +136,17 @@ async fn read_requests<R>(
         }
     }
     let _ = to_rmcp.shutdown().await;
+}
+
+/// Give the memory the allocator holds free back to the system (glibc's `malloc_trim`, every
+/// arena); nothing elsewhere.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only returns free memory of the allocator's arenas to the system;
+    // it takes no pointer and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 enum Line {
@@ -342,6 +369,16 @@ fn check(text: &str) -> Result<(), String> {
     };
     if !matches!(params, None | Some(Value::Object(_) | Value::Null)) {
         return invalid_params("\"params\" must be an object");
+    }
+    if let Some(meta) = params.and_then(|p| p.get("_meta")) {
+        let bytes = crate::budget::json_bytes(meta);
+        if bytes > MAX_META_BYTES {
+            return invalid_params(&format!(
+                "\"_meta\" takes {bytes} bytes of memory once parsed, more than the \
+                 {MAX_META_BYTES} it may take: it carries a progress token and protocol fields; \
+                 pass data in a tool's arguments or in files"
+            ));
+        }
     }
     if method == CallToolRequestMethod::VALUE {
         let name_ok = params
@@ -656,6 +693,19 @@ mod tests {
     }
 
     /// Regression: rmcp 3.9 answered none of these, or `-32601` for bad `tools/call` params.
+    /// Attack round 13, R13-9: a request's `_meta` past [`MAX_META_BYTES`] once parsed is
+    /// answered `-32602` with its id and never reaches rmcp; a progress token passes.
+    #[test]
+    fn r13_9_a_large_meta_is_answered_not_held() {
+        let empties = vec!["[]"; 100_000].join(",");
+        let big = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tools/call\",\"params\":{{\"name\":\"x\",\"arguments\":{{}},\"_meta\":{{\"x\":[{empties}]}}}}}}"
+        );
+        assert_eq!(code(&big), Some((-32602, json!(11))));
+        let small = "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tools/call\",\"params\":{\"name\":\"x\",\"arguments\":{},\"_meta\":{\"progressToken\":\"p\"}}}";
+        assert_eq!(code(small), None);
+    }
+
     #[test]
     fn malformed_messages_get_the_right_error_and_id() {
         let cases: &[(&str, Option<(i64, Value)>)] = &[

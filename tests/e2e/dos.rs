@@ -1075,3 +1075,63 @@ async fn r11_1_arguments_are_counted_at_their_memory_once_parsed() {
         .unwrap();
     assert!(!text(&twin).contains("a call may take"), "{}", text(&twin));
 }
+
+/// Attack round 13, R13-9: R11-1's bound counted a call's `arguments` only, and a request's
+/// `_meta` (kept with the request while the call waits for a slot) was neither capped nor
+/// held: 16 waiting calls with 4.5 MB lines of `_meta` held 1.1 GB. A `_meta` past 256 KiB
+/// once parsed is answered at once with a JSON-RPC error naming it; one under it counts with
+/// the arguments against the call's 1 MiB; a small `_meta` (a progress token) runs.
+#[tokio::test]
+async fn r13_9_a_requests_meta_counts_against_the_call_bound() {
+    use rmcp::model::{CallToolRequestParams, CallToolResponse, MetaObject, RequestMetaObject};
+    let server = start_with_data(&[], &["dem.tif"]).await;
+    let call = |meta: serde_json::Map<String, Value>, arguments: Value| {
+        let mut params = CallToolRequestParams::new("raster_info")
+            .with_arguments(arguments.as_object().unwrap().clone());
+        params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        params
+    };
+    let input = json!({"input": "dem.tif"});
+    let mut big = serde_json::Map::new();
+    big.insert("x".to_string(), json!(vec![json!([]); 300_000]));
+    let refused = server
+        .client
+        .peer()
+        .call_tool_once(call(big, input.clone()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("\"_meta\" takes"), "{refused}");
+    // Under the transport's cap, but with the arguments past the call's 1 MiB.
+    let mut medium = serde_json::Map::new();
+    medium.insert("x".to_string(), json!(vec![json!([]); 3_000]));
+    let with_long = json!({"input": "dem.tif", "note": "n".repeat(1_000_000)});
+    let response = server
+        .client
+        .peer()
+        .call_tool_once(call(medium, with_long))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(result) = response else {
+        panic!("unexpected response: {response:?}");
+    };
+    assert!(is_error(&result));
+    let message = text(&result);
+    assert!(
+        message.contains("bytes of memory once parsed") && message.contains("`_meta`"),
+        "{}",
+        &message[..message.len().min(600)]
+    );
+    let mut small = serde_json::Map::new();
+    small.insert("progressToken".to_string(), json!("p-1"));
+    let response = server
+        .client
+        .peer()
+        .call_tool_once(call(small, input))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(twin) = response else {
+        panic!("unexpected response: {response:?}");
+    };
+    assert!(!is_error(&twin), "{}", text(&twin));
+}

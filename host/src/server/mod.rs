@@ -96,31 +96,9 @@ pub const MAX_ERROR_CHARS: usize = 16 << 10;
 /// calls held 1.0 GB), and all calls in progress share [`app::MAX_ARGUMENTS_HELD`].
 pub const MAX_ARGUMENT_BYTES: usize = 1 << 20;
 
-/// The memory `arguments` hold once parsed: every value is a [`Value`], a string or key adds
-/// its bytes, an object entry its node. Counted so, not as text: `[]` is 2 bytes of text and
-/// 32 of memory, and a 1.36 MB line of 340,000 of them held 13.7 MB (attack round 11, R11-1).
-/// An array's slots count twice (a parsed `Vec` grows by doubling), and an object's entries
-/// live in B-tree nodes of 11 slots of about 632 bytes, at least half full past the root: a
-/// one-key object `{"a":0}` holds a whole node (attack round 12, R12-7: counted at 113 bytes,
-/// such arguments held 6.6 times the bound).
+/// The memory `arguments` hold once parsed ([`crate::budget::json_bytes`]).
 pub fn argument_bytes(arguments: &Value) -> usize {
-    const VALUE: usize = std::mem::size_of::<Value>();
-    const NODE: usize = 11 * (std::mem::size_of::<String>() + VALUE) + 16;
-    VALUE
-        + match arguments {
-            Value::String(s) => s.len(),
-            Value::Array(items) => {
-                items.len() * VALUE + items.iter().map(argument_bytes).sum::<usize>()
-            }
-            Value::Object(map) => {
-                NODE * (1 + map.len() / 5)
-                    + map
-                        .iter()
-                        .map(|(k, v)| k.len() + argument_bytes(v))
-                        .sum::<usize>()
-            }
-            _ => 0,
-        }
+    crate::budget::json_bytes(arguments)
 }
 
 /// Every string value and object key of `arguments` longer than [`ECHO_MAX`] characters: the
@@ -378,16 +356,30 @@ impl ServerHandler for GdalMcp {
                 None,
             ));
         }
+        // What the call holds besides its arguments while it waits and runs: the request's
+        // `_meta`, and a retry's request state and input responses (attack round 13, R13-9:
+        // 16 waiting calls with 4.5 MB of `_meta` each held 1.1 GB, uncounted).
+        let beside = crate::budget::json_entries_bytes(context.meta.0 .0.iter())
+            + request
+                .meta
+                .as_ref()
+                .map_or(0, |m| crate::budget::json_entries_bytes(m.0 .0.iter()))
+            + request.request_state.as_ref().map_or(0, String::len)
+            + request
+                .input_responses
+                .as_ref()
+                .map_or(0, |r| crate::budget::json_entries_bytes(r.iter()));
         let resume = sign_off::Resume {
             state: request.request_state,
             responses: request.input_responses,
         };
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         let echoes = long_texts(&arguments);
-        let size = argument_bytes(&arguments);
+        let size = argument_bytes(&arguments).saturating_add(beside);
         if size > MAX_ARGUMENT_BYTES {
             let error = ToolError::Arguments(format!(
-                "the arguments take {size} bytes of memory once parsed; a call may take at most \
+                "the call takes {size} bytes of memory once parsed ({beside} of them in its \
+                 `_meta`, request state and input responses); a call may take at most \
                  {MAX_ARGUMENT_BYTES}. Pass data in files inside a workspace (a table for \
                  points_from_table, a vector file for many points) rather than inline"
             ));

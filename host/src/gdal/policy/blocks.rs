@@ -36,10 +36,78 @@ pub const MAX_VRT_DEPTH: usize = 8;
 /// Drivers that decode the whole image into one buffer at the first read of any cell,
 /// whatever blocks they report. Measured with GDAL 3.6.2: WEBP reports `width x 1` blocks
 /// and decodes `width x height x bands` bytes (`gdallocationinfo` on a 16383² WebP: 960 MB).
-/// PNG (line by line; interlaced in chunks: 139 MB for 20000²), JPEG (libjpeg's memory limit
-/// refuses a huge progressive image) and JPEG 2000 (per block) do not; GIF and BMP are not
-/// opened by this server.
+/// PNG (line by line; interlaced in chunks: 139 MB for 20000²), a baseline JPEG and JPEG 2000
+/// (per block) do not; a progressive JPEG is counted by [`jpeg_buffers_whole_image`] (libjpeg's
+/// own cap of about 500 MB bounds one image, not the sum); GIF and BMP are not opened by this
+/// server.
 pub const WHOLE_IMAGE_DRIVERS: &[&str] = &["WEBP"];
+
+/// Whether libjpeg decodes the JPEG file at `path` into a buffer of the whole image before its
+/// first line: a progressive or hierarchical frame (SOF2, SOF3's lossless and SOF5-7, SOF10,
+/// SOF11 and SOF13-15), or a sequential one whose first scan carries fewer components than the
+/// frame (more scans follow). libjpeg then holds every coefficient, about 2 bytes a sample,
+/// while GDAL reports one-line blocks: a 1.32 MB progressive 15000² JPEG took a read-only
+/// `raster_info` from 100 to 530 MB, and four at once to 1.8 GB, unreserved (attack round 13,
+/// R13-14; the baseline twin took 18 MB). A file whose markers cannot be read is taken as
+/// decoded whole (it reserves, it is not refused).
+pub fn jpeg_buffers_whole_image(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = crate::gdal::policy::open_regular(path) else {
+        return false;
+    };
+    let mut marker = [0u8; 4];
+    if file.read_exact(&mut marker[..2]).is_err() || marker[..2] != [0xFF, 0xD8] {
+        return false;
+    }
+    let mut frame_components: Option<u8> = None;
+    for _ in 0..4096 {
+        if file.read_exact(&mut marker).is_err() {
+            return true;
+        }
+        // Fill bytes (0xFF repeated) may precede a marker.
+        while marker[0] == 0xFF && marker[1] == 0xFF {
+            marker = [0xFF, marker[2], marker[3], 0];
+            if file.read_exact(&mut marker[3..4]).is_err() {
+                return true;
+            }
+        }
+        if marker[0] != 0xFF {
+            return true;
+        }
+        let length = u64::from(u16::from_be_bytes([marker[2], marker[3]]));
+        if length < 2 {
+            return true;
+        }
+        match marker[1] {
+            0xC0 | 0xC1 | 0xC9 => {
+                // Precision, height, width, then the frame's component count.
+                let mut frame = [0u8; 6];
+                if length < 8 || file.read_exact(&mut frame).is_err() {
+                    return true;
+                }
+                frame_components = Some(frame[5]);
+                if file.seek(SeekFrom::Current(length as i64 - 8)).is_err() {
+                    return true;
+                }
+            }
+            0xC2 | 0xC3 | 0xC5..=0xC7 | 0xCA | 0xCB | 0xCD..=0xCF => return true,
+            0xDA => {
+                let mut count = [0u8; 1];
+                if file.read_exact(&mut count).is_err() {
+                    return true;
+                }
+                return frame_components.is_none_or(|frame| count[0] < frame);
+            }
+            0xD9 => return false,
+            _ => {
+                if file.seek(SeekFrom::Current(length as i64 - 2)).is_err() {
+                    return true;
+                }
+            }
+        }
+    }
+    true
+}
 
 /// How a read reaches the cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,13 +217,16 @@ fn measure(
         }
     }
     let driver = dataset.driver().short_name();
-    if WHOLE_IMAGE_DRIVERS.contains(&driver.as_str()) {
+    // libjpeg's coefficients, 2 bytes a sample, for a JPEG it buffers whole (R13-14).
+    let coefficients = driver == "JPEG" && jpeg_buffers_whole_image(path);
+    if WHOLE_IMAGE_DRIVERS.contains(&driver.as_str()) || coefficients {
         // The whole image, every band, in one buffer (regression, attack round 9, R9-2).
         let per_cell = dataset
             .rasterband(1)
             .map(|b| u64::from(b.band_type().bytes()))
             .unwrap_or(1)
-            .saturating_mul(count as u64);
+            .saturating_mul(count as u64)
+            .saturating_mul(if coefficients { 2 } else { 1 });
         let whole = estimate.block(path, dataset.raster_size(), per_cell);
         estimate.whole_image = true;
         bytes = bytes.max(whole);
@@ -238,7 +309,7 @@ pub fn reserve(
         })
         .unwrap_or_default();
     let whole = if estimate.whole_image {
-        " (a WebP is decoded whole, every band, at the first cell read)"
+        " (a WebP, or a progressive JPEG's coefficients, is decoded whole, every band, at the first cell read)"
     } else {
         ""
     };
@@ -307,5 +378,57 @@ mod tests {
             .read_as::<u8>((0, 0), (64, 64), (64, 64), None)
             .unwrap();
         assert!(cells.data().iter().all(|v| *v == 0));
+    }
+
+    /// A `size`² grey JPEG at `path`, progressive or baseline.
+    fn jpeg(path: &Path, size: usize, progressive: bool) {
+        let tif = path.with_extension("tif");
+        let size = size.to_string();
+        let created = std::process::Command::new("gdal_create")
+            .args([
+                "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", "1",
+            ])
+            .args(["-ot", "Byte", "-burn", "7"])
+            .arg(&tif)
+            .status()
+            .unwrap();
+        assert!(created.success());
+        let progressive = if progressive {
+            "PROGRESSIVE=ON"
+        } else {
+            "PROGRESSIVE=OFF"
+        };
+        let encoded = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "JPEG", "-co", progressive])
+            .arg(&tif)
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(encoded.success());
+        std::fs::remove_file(tif).unwrap();
+    }
+
+    /// Regression (attack round 13, R13-14): a progressive JPEG reports one-line blocks, but
+    /// libjpeg buffers every coefficient of the image (2 bytes a sample) before the first
+    /// line; it reserves its whole image now. The baseline twin decodes by lines and reserves
+    /// a line.
+    #[test]
+    fn r13_14_a_progressive_jpeg_reserves_its_coefficients() {
+        let dir = tempfile::tempdir().unwrap();
+        let progressive = dir.path().join("p.jpg");
+        jpeg(&progressive, 2048, true);
+        assert!(jpeg_buffers_whole_image(&progressive));
+        let dataset = Dataset::open(&progressive).unwrap();
+        assert_eq!(dataset.rasterband(1).unwrap().block_size(), (2048, 1));
+        let estimate = block_bytes(&progressive, &dataset, &[1], Reach::Full).unwrap();
+        assert_eq!(estimate.bytes, 2048 * 2048 * 2);
+        assert!(estimate.whole_image);
+        let baseline = dir.path().join("b.jpg");
+        jpeg(&baseline, 2048, false);
+        assert!(!jpeg_buffers_whole_image(&baseline));
+        let dataset = Dataset::open(&baseline).unwrap();
+        let estimate = block_bytes(&baseline, &dataset, &[1], Reach::Full).unwrap();
+        assert_eq!(estimate.bytes, 2048);
+        assert!(!estimate.whole_image);
     }
 }

@@ -55,9 +55,10 @@ const MAX_LINE_BYTES: usize = 64 << 10;
 /// Bytes of a name or handle compared: GDAL reads them into 257-byte buffers.
 const KEY_BYTES: usize = 256;
 
-/// Whether GDAL would read `path` as DXF: its extension, or a text header with a `SECTION`
-/// and a DXF section name in its first KiB (GDAL's identification), or the binary DXF
-/// signature.
+/// Whether GDAL would read `path` as DXF: its extension, the binary DXF signature, GDAL's
+/// own identification of a text header ([`gdal_identifies_dxf`]), or a `SECTION` and a DXF
+/// section name anywhere in its first KiB (what this check asked before, kept: counting a
+/// file that is no drawing costs a scan, never a refusal).
 fn is_dxf(path: &Path, head: &[u8]) -> bool {
     let named = path
         .extension()
@@ -65,10 +66,41 @@ fn is_dxf(path: &Path, head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head).to_ascii_uppercase();
     named
         || head.starts_with(b"AutoCAD Binary DXF")
+        || gdal_identifies_dxf(head)
         || (text.contains("SECTION")
             && ["HEADER", "ENTITIES", "TABLES", "BLOCKS"]
                 .iter()
                 .any(|s| text.contains(s)))
+}
+
+/// GDAL 3.6's `OGRDXFDriverIdentify` on a file's first KiB, whatever its name: the first `0`
+/// that only spaces separate from the start of a line, then spaces, then line ends, then
+/// `SECTION` (any case) and a line end; the header is read as a C string, so it ends at a NUL.
+/// The section's name may come after any number of `999` comment groups, which is why the
+/// name is not asked for (attack round 13, R13-7: `0 / SECTION`, 40 comments, then `2 /
+/// HEADER` was a drawing to GDAL and not to this check, and a 5 KB block bomb named `.dat`
+/// expanded to 2 million entities in GDAL's open).
+fn gdal_identifies_dxf(head: &[u8]) -> bool {
+    let head = &head[..head.iter().position(|&b| b == 0).unwrap_or(head.len())];
+    let line_initial_zero = |at: usize| {
+        head[..at]
+            .iter()
+            .rev()
+            .find(|&&b| b != b' ')
+            .is_none_or(|&b| b == b'\n' || b == b'\r')
+    };
+    let Some(zero) = (0..head.len()).find(|&i| head[i] == b'0' && line_initial_zero(i)) else {
+        return false;
+    };
+    let mut at = zero + 1;
+    while head.get(at) == Some(&b' ') {
+        at += 1;
+    }
+    while matches!(head.get(at), Some(b'\n' | b'\r')) {
+        at += 1;
+    }
+    let rest = &head[at.min(head.len())..];
+    rest.len() > 7 && rest[..7].eq_ignore_ascii_case(b"SECTION") && matches!(rest[7], b'\n' | b'\r')
 }
 
 /// How a use names the block it inlines.
@@ -652,6 +684,26 @@ fn read_drawing(reader: &mut impl BufRead) -> Result<Drawing, Uncounted> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// R13-7: GDAL's identification of a DXF header, whatever the file's name: a section
+    /// opened before any section name (comments between) is a drawing; text that only
+    /// mentions SECTION, or has it not after a line-initial 0, is not.
+    #[test]
+    fn r13_7_a_header_is_a_drawing_as_gdal_identifies_one() {
+        let comments = "999\nnote\n".repeat(40);
+        let head = format!("  0\r\nSECTION\r\n{comments}  2\nHEADER\n");
+        assert!(gdal_identifies_dxf(
+            &head.as_bytes()[..1024.min(head.len())]
+        ));
+        assert!(is_dxf(Path::new("bomb.dat"), head.as_bytes()));
+        assert!(gdal_identifies_dxf(b"0\nsection\n"));
+        assert!(!gdal_identifies_dxf(b"x 0\nSECTION\n"));
+        assert!(!gdal_identifies_dxf(b"0\nSECTIONS\n"));
+        assert!(gdal_identifies_dxf(b"10\n0\nSECTION\n"));
+        assert!(!gdal_identifies_dxf(b"0\nfoo\n0\nSECTION\n"));
+        assert!(!gdal_identifies_dxf(b"\x00  0\nSECTION\n"));
+        assert!(!gdal_identifies_dxf(b"id,name\n1,a SECTION\n"));
+    }
 
     /// Group-code pairs as DXF text, one line each, ended by `end`.
     fn text(pairs: &[(i32, String)], end: &str) -> String {

@@ -601,19 +601,30 @@ fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
     })
 }
 
-/// Whether GDAL would open `path` as a zip it inflates whole (by its name): a spreadsheet
-/// (XLSX, XLSM, ODS) or a KMZ (LIBKML; attack round 7, measured: a 306 KB KMZ whose `doc.kml`
-/// inflates to 300 MiB took `ogrinfo` to 1.6 GB).
+/// Whether GDAL would open `path` as a zip it inflates whole: a spreadsheet (XLSX, XLSM,
+/// ODS) or a KMZ (LIBKML; attack round 7, measured: a 306 KB KMZ whose `doc.kml` inflates to
+/// 300 MiB took `ogrinfo` to 1.6 GB), by its name, or any file that starts as a zip: GDAL
+/// 3.6's XLSX and ODS drivers recognise a workbook by its content, so one named `.zip` (or
+/// anything) was inflated with no budget (attack round 13, R13-13: 10 KB took 621 MB).
 fn is_spreadsheet(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+    use std::io::Read;
+    let named = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["xlsx", "xlsm", "ods", "kmz"]
             .iter()
             .any(|s| e.eq_ignore_ascii_case(s))
-    })
+    });
+    let mut magic = Vec::with_capacity(4);
+    named
+        || (open_regular(path)
+            .and_then(|f| f.take(4).read_to_end(&mut magic))
+            .is_ok()
+            && magic == b"PK\x03\x04")
 }
 
 /// Whether GDAL would open `path` as a KML document (LIBKML and KML both parse it whole): by
-/// its name, or by a `<kml` in its first 4 KiB (the KML driver's own test, any name).
+/// its name, by a `<kml` in its first 4 KiB, or by a root element named `kml` after any
+/// prolog (GDAL's KML driver reads past XML comments to the root: `<kml` after a comment of
+/// 7,000 bytes, named `.dat`, opened as KML; attack round 13, R13-12).
 fn is_kml(path: &Path) -> bool {
     use std::io::Read;
     if path
@@ -624,10 +635,103 @@ fn is_kml(path: &Path) -> bool {
         return true;
     }
     let mut head = Vec::with_capacity(4096);
-    open_regular(path)
-        .and_then(|f| f.take(4096).read_to_end(&mut head))
-        .is_ok()
-        && head.windows(4).any(|w| w == b"<kml")
+    let Ok(file) = open_regular(path) else {
+        return false;
+    };
+    let mut reader = std::io::BufReader::new(file);
+    if (&mut reader).take(4096).read_to_end(&mut head).is_err() {
+        return false;
+    }
+    if head.windows(4).any(|w| w == b"<kml") {
+        return true;
+    }
+    root_element_is(head.as_slice().chain(reader), b"kml")
+}
+
+/// Bytes of prolog read before an XML document's root element is taken to be the one asked
+/// for (a prolog that long is read by GDAL's parsers too, so the estimate runs).
+const MAX_PROLOG_BYTES: u64 = 64 << 20;
+
+/// Whether the root element of the XML document `text` streams is `name` (its local part,
+/// any case), after a byte order mark, white space, processing instructions, comments and a
+/// document type declaration (its internal subset included); `false` for text that is not
+/// XML, `true` when the prolog runs past [`MAX_PROLOG_BYTES`].
+fn root_element_is(text: impl std::io::Read, name: &[u8]) -> bool {
+    use std::io::Read;
+    let mut stream = std::io::BufReader::new(text.take(MAX_PROLOG_BYTES))
+        .bytes()
+        .map_while(Result::ok)
+        .peekable();
+    let mut consumed = 0u64;
+    let root = root_element(&mut stream, &mut consumed);
+    match root {
+        Some(element) => {
+            let local = element.rsplit(|&c| c == b':').next().unwrap_or_default();
+            local.eq_ignore_ascii_case(name)
+        }
+        None => consumed >= MAX_PROLOG_BYTES,
+    }
+}
+
+/// The name of the root element `stream` reaches after its prolog (`None`: not XML, or the
+/// stream ended first), counting the bytes it takes in `consumed`.
+fn root_element(
+    stream: &mut std::iter::Peekable<impl Iterator<Item = u8>>,
+    consumed: &mut u64,
+) -> Option<Vec<u8>> {
+    let mut next = |stream: &mut std::iter::Peekable<_>| {
+        let b = Iterator::next(stream);
+        *consumed += u64::from(b.is_some());
+        b
+    };
+    if stream.peek() == Some(&0xEF) {
+        for expected in [0xEFu8, 0xBB, 0xBF] {
+            (next(stream) == Some(expected)).then_some(())?;
+        }
+    }
+    loop {
+        let b = next(stream)?;
+        if b.is_ascii_whitespace() {
+            continue;
+        }
+        (b == b'<').then_some(())?;
+        match stream.peek() {
+            Some(b'?' | b'!') => {
+                let bang = next(stream) == Some(b'!');
+                let comment = bang && stream.peek() == Some(&b'-');
+                // A processing instruction ends at `?>`, a comment at `-->`, a declaration
+                // (`<!DOCTYPE ...>`) at the `>` outside its `[...]` internal subset.
+                let mut window = [0u8; 3];
+                let mut depth = 0i64;
+                loop {
+                    let c = next(stream)?;
+                    window = [window[1], window[2], c];
+                    let closed = if comment {
+                        window == *b"-->"
+                    } else if bang {
+                        depth += i64::from(c == b'[') - i64::from(c == b']');
+                        c == b'>' && depth <= 0
+                    } else {
+                        window[1..] == *b"?>"
+                    };
+                    if closed {
+                        break;
+                    }
+                }
+            }
+            _ => {
+                let mut element = Vec::new();
+                while let Some(&c) = stream.peek() {
+                    if c.is_ascii_whitespace() || c == b'>' || c == b'/' || element.len() > 256 {
+                        break;
+                    }
+                    element.push(c);
+                    next(stream);
+                }
+                return Some(element);
+            }
+        }
+    }
 }
 
 /// Whether the shapefile driver would open `path` as a zip of a shapefile (`.shz`,
@@ -1622,6 +1726,35 @@ fn looks_like_a_location(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// R13-12: a document is KML by its root element, after any prolog, whatever its name;
+    /// R13-13: a file is inflated as a workbook by its zip signature, whatever its name.
+    #[test]
+    fn r13_12_r13_13_kml_and_workbooks_are_known_by_their_content() {
+        let comment = format!("<!--{}-->", "x".repeat(7000));
+        let kml = format!("\u{feff}<?xml version=\"1.0\"?>\n{comment}<!DOCTYPE k [<!ENTITY a \"b\">]>\n<kml xmlns=\"http://www.opengis.net/kml/2.2\"><Document/></kml>");
+        assert!(root_element_is(kml.as_bytes(), b"kml"));
+        assert!(root_element_is(&b"<k:kml xmlns:k='x'/>"[..], b"kml"));
+        assert!(!root_element_is(
+            &b"<?xml version='1.0'?><gml><kml/></gml>"[..],
+            b"kml"
+        ));
+        assert!(!root_element_is(&b"id,name\n1,<kml"[..], b"kml"));
+        assert!(!root_element_is(&b"<!-- never closed"[..], b"kml"));
+        let dir = tempfile::tempdir().unwrap();
+        let named_dat = dir.path().join("big.dat");
+        std::fs::write(&named_dat, &kml).unwrap();
+        assert!(is_kml(&named_dat));
+        let csv = dir.path().join("t.dat");
+        std::fs::write(&csv, format!("{comment}\nid\n")).unwrap();
+        assert!(!is_kml(&csv));
+        let zip = dir.path().join("book.zip");
+        std::fs::write(&zip, b"PK\x03\x04rest").unwrap();
+        assert!(is_spreadsheet(&zip));
+        let text = dir.path().join("notes.zip");
+        std::fs::write(&text, b"plain").unwrap();
+        assert!(!is_spreadsheet(&text));
+    }
 
     /// Regression (attack round 5, left open in Known limits): a binary file's CRS text past
     /// its first MiB (a GeoTIFF's GeoAsciiParams, a FlatGeobuf header padded past it) is read
