@@ -640,3 +640,67 @@ async fn r9_4_float32_nodata_is_compared_as_the_band_holds_it() {
         assert_eq!(server.path(&output).exists(), !refused, "{data_type}");
     }
 }
+
+/// `gdalinfo -checksum` of band 1 of `path`.
+fn checksum(path: &Path) -> String {
+    let out = std::process::Command::new("gdalinfo")
+        .arg("-checksum")
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .find(|l| l.contains("Checksum="))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+/// Attack round 13, R13-B9 (a false alarm): a clip of a DEM to an area on its own grid (its
+/// CRS, its cell size, bounds on its cell edges) computes no value whatever the method, yet
+/// the resampling domain asked to justify resampling continuous data. It runs ungated now,
+/// and its cells are the input's window exactly; the twin half a cell off its grid is asked.
+#[tokio::test]
+async fn r13_b9_a_clip_on_the_rasters_own_grid_is_not_resampling() {
+    let server = Server::start(Era::Legacy, options(&["dem.tif"]))
+        .await
+        .unwrap();
+    let info = std::process::Command::new("gdalinfo")
+        .arg("-json")
+        .arg(server.path("dem.tif"))
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let gt: Vec<f64> = serde_json::from_value(info["geoTransform"].clone()).unwrap();
+    let (x0, px, y0) = (gt[0], gt[1], gt[3]);
+    let clip = |shift: f64, output: &str| {
+        json!({"input": "dem.tif", "output": output, "dst_crs": "EPSG:31985",
+               "resampling": "bilinear", "resolution": [px, px],
+               "bounds": {"xmin": x0 + (10.0 + shift) * px, "ymin": y0 - (50.0 + shift) * px,
+                          "xmax": x0 + (60.0 + shift) * px, "ymax": y0 - (10.0 + shift) * px}})
+    };
+    let aligned = call_justified(&server, "raster_reproject", clip(0.0, "clip.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&aligned.result), "{}", text(&aligned.result));
+    assert!(aligned.refused_by().is_empty(), "{:?}", aligned.refusal);
+    let window = server.path("window.tif");
+    let cut = std::process::Command::new("gdal_translate")
+        .args(["-q", "-srcwin", "10", "10", "50", "40"])
+        .arg(server.path("dem.tif"))
+        .arg(&window)
+        .status()
+        .unwrap();
+    assert!(cut.success());
+    assert_eq!(checksum(&server.path("clip.tif")), checksum(&window));
+    let off_grid = call_justified(&server, "raster_reproject", clip(0.5, "shifted.tif"))
+        .await
+        .unwrap();
+    assert!(
+        off_grid
+            .refused_by()
+            .contains(&("resampling".to_string(), "required".to_string())),
+        "{:?}",
+        off_grid.refusal
+    );
+}

@@ -157,7 +157,9 @@ pub struct CallFacts {
     pub measurement: Option<MeasurementFacts>,
     /// What a writing call writes: driver, options, encoding loss.
     pub output: Option<OutputFacts>,
-    /// How a combining call's input grids relate.
+    /// How a combining call's input grids relate; for `raster_reproject` and
+    /// `raster_resample`, `aligned` when the output is the input's grid or a window of it (the
+    /// WIT's `grid-relation` read with the output as the second grid; R13-B9).
     pub grids: Option<GridRelation>,
 }
 

@@ -265,6 +265,10 @@ fn grid_change(call: &Call) -> Option<GridChange<'_>> {
     };
     let (mut changes, rasters, cells) = match call.tool() {
         tool @ ("raster_reproject" | "raster_resample") => {
+            // The output is the input's grid or a window of it: no value is computed.
+            if call.grids() == Some(GridRelation::Aligned) {
+                return None;
+            }
             let dataset = input()?;
             let (factor, cells) = output_scale(call, dataset);
             let operation = if tool == "raster_reproject" {
@@ -731,6 +735,31 @@ mod tests {
             .as_ref()
             .and_then(|t| serde_json::from_str(&t.key_fields).ok())
             .unwrap_or(Value::Null)
+    }
+
+    /// R13-B9: a warp whose output is the input's grid or a window of it (the host's `grids`
+    /// fact `aligned`) computes no value: nothing is asked, whatever the method or data; the
+    /// same call without the fact is asked.
+    #[test]
+    fn r13_b9_a_warp_onto_the_inputs_own_grid_is_not_gated() {
+        for tool in ["raster_reproject", "raster_resample"] {
+            for categorical in [false, true] {
+                let data_type = if categorical { "Byte" } else { "Float32" };
+                let make = || {
+                    call(
+                        tool,
+                        json!({"resampling": "bilinear", "resolution": [30, 30]}),
+                        vec![raster_dataset(
+                            "input",
+                            Some(utm33()),
+                            raster(data_type, 1, categorical),
+                        )],
+                    )
+                };
+                assert!(run(with_grids(make(), GridRelation::Aligned)).is_none());
+                assert!(run(make()).is_some(), "{tool} {categorical}");
+            }
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
 use crate::gdal::raster::calc::{CalcInput, CalcRequest};
+use crate::gdal::raster::composite::GridRelation;
 use crate::gdal::raster::dem::DemRequest;
 use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
@@ -469,9 +470,11 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 )),
                 ..StepSummary::default()
             };
+            let on_grid = on_input_grid(&request, &dataset, reprojects);
             let facts = CallFacts {
                 datasets: std::iter::once(input_facts).chain(bounds_facts).collect(),
                 target_crs: Some(facts::crs_facts(&target)),
+                grids: on_grid.then_some(GridRelation::Aligned),
                 // A window on the raster's own CRS moves only its bounds: that move is what
                 // crs_datum judges (attack round 9, R9-13).
                 transformation: bounds_move.or_else(|| transformation.clone()),
@@ -602,9 +605,11 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
             };
+            let on_grid = on_input_grid(&request, &dataset, false);
             Ok(Gathered::new(
                 CallFacts {
                     datasets: vec![input_facts],
+                    grids: on_grid.then_some(GridRelation::Aligned),
                     ..CallFacts::default()
                 },
                 (request, widened),
@@ -627,6 +632,44 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         },
     )
     .await
+}
+
+/// Whether a warp's output grid is the input's grid or a window of it, so that no cell value
+/// is computed whatever the method: the same CRS, a north-up input, the input's cell size
+/// (given as `resolution`, or kept by gdalwarp: square cells and a `bounds` a whole number of
+/// cells across), and `bounds` whose corner lies a whole number of cells from the input's
+/// origin (attack round 13, R13-B9: a clip of a DEM to an area on its own grid, nearest, was
+/// asked to justify resampling continuous data, with 0 cells changed).
+fn on_input_grid(request: &WarpRequest, dataset: &gdal::Dataset, reprojects: bool) -> bool {
+    if reprojects || request.size.is_some() {
+        return false;
+    }
+    let Ok(gt) = dataset.geo_transform() else {
+        return false;
+    };
+    if gt[2] != 0.0 || gt[4] != 0.0 || gt[1] <= 0.0 || gt[5] >= 0.0 {
+        return false;
+    }
+    let (px, py) = (gt[1], -gt[5]);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
+    let whole = |length: f64, cell: f64| {
+        let n = length / cell;
+        (n - n.round()).abs() <= 1e-6
+    };
+    match request.resolution {
+        Some((rx, ry)) if close(rx.abs(), px) && close(ry.abs(), py) => {}
+        None if close(px, py) => {}
+        _ => return false,
+    }
+    match &request.bounds {
+        None => true,
+        Some((_, Some(_))) => false,
+        Some(([xmin, ymin, xmax, ymax], None)) => {
+            let kept =
+                request.resolution.is_some() || (whole(xmax - xmin, px) && whole(ymax - ymin, py));
+            kept && whole(xmin - gt[0], px) && whole(gt[3] - ymax, py)
+        }
+    }
 }
 
 /// The most input cells one output cell of a reprojection adds: the ratio of its area to the
