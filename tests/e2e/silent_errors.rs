@@ -2602,3 +2602,92 @@ async fn r11_13_a_widened_alpha_band_is_refused() {
     assert_eq!(mask.data()[0], 0, "the transparent corner stays masked");
     assert_ne!(mask.data()[63], 0, "an opaque cell stays valid");
 }
+
+/// Attack round 12, R12-1: `raster_reproject` sized a `sum`'s output type from the ratio of
+/// the cells' areas at gdalwarp's suggested grid, times 1.1. A conformal target far from the
+/// equator changes scale across the raster: Byte 200s in EPSG:4326 over 10 x 80 one-degree
+/// cells from 0 to 80° N, reprojected to EPSG:3857 at the default grid, were written Byte with
+/// 282 cells clipped at 255 where gdalwarp's own Float64 sum reaches 602.3 (3.01 source cells
+/// in one output cell at the top). Now the count is taken where it is largest, so the output
+/// is in a type that holds 602 and agrees with gdalwarp's Float64 `-r sum` cell by cell within
+/// rounding. The clean twin, the same 200s over 0..2° N (nearly constant scale), stays Byte
+/// with a maximum of 200.
+#[tokio::test]
+async fn r12_1_a_reprojected_sum_is_widened_where_the_scale_is_largest() {
+    let server = server().await;
+    for (name, rows, top) in [("lat80.tif", 80, 80.0), ("eq.tif", 2, 2.0)] {
+        write_raster::<u8>(
+            &server.path(name),
+            (10, rows),
+            vec![200; 10 * rows],
+            Some([0.0, 1.0, 0.0, top, 0.0, -1.0]),
+            Some(4326),
+            |_| {},
+        );
+    }
+    // Web Mercator stretches areas 33 times at 80° N: the preview accepts it, and names a
+    // UTM zone it considered instead.
+    let adjust = |domain: &str, answer: &mut Value| {
+        if domain != "crs_datum" {
+            return;
+        }
+        if answer["evidence"].get("target_distortion").is_some() {
+            answer["evidence"]["target_distortion"] = json!(
+                "we accept up to 5000 % of scale error in the target CRS: the preview is \
+                 viewed, never measured (target_distortion)"
+            );
+        }
+        if let Some(alternatives) = answer["alternatives"].as_array_mut() {
+            alternatives.push(json!({"method": "EPSG:32631",
+                "why_not": "a UTM zone does not match the web basemap tiles"}));
+        }
+    };
+    let reference = |input: &str, output: &str| -> Vec<f64> {
+        let status = std::process::Command::new("gdalwarp")
+            .args(["-q", "-t_srs", "EPSG:3857", "-r", "sum", "-ot", "Float64"])
+            .arg(server.path(input))
+            .arg(server.path(output))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        read_all(&server.path(output)).0
+    };
+    for (input, output, expected_type, expected_max) in [
+        ("lat80.tif", "lat80_sum.tif", "UInt16", 602.3),
+        ("eq.tif", "eq_sum.tif", "Byte", 200.0),
+    ] {
+        let done = gdal_mcp_tests::call_justified_with(
+            &server,
+            "raster_reproject",
+            json!({"input": input, "output": output, "dst_crs": "EPSG:3857",
+                   "resampling": "sum"}),
+            &adjust,
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let dataset = gdal::Dataset::open(server.path(output)).unwrap();
+        let data_type = dataset.rasterband(1).unwrap().band_type().name();
+        assert_eq!(data_type, expected_type, "{input}: {}", text(&done.result));
+        let (values, _) = read_all(&server.path(output));
+        let truth = reference(input, &format!("ref_{output}"));
+        assert_eq!(values.len(), truth.len(), "{input}: the same grid");
+        let largest = truth.iter().cloned().fold(f64::MIN, f64::max);
+        assert!(
+            (largest - expected_max).abs() < 0.5,
+            "{input}: gdalwarp's own sum reaches {largest}"
+        );
+        for (i, (v, t)) in values.iter().zip(&truth).enumerate() {
+            assert!(
+                (v - t).abs() <= 0.5 + 1e-6,
+                "{input}: cell {i} is {v}, gdalwarp {t}"
+            );
+        }
+        let said = text(&done.result);
+        assert_eq!(
+            said.contains("cannot hold every sum"),
+            expected_type != "Byte",
+            "{input}: {said}"
+        );
+    }
+}

@@ -497,6 +497,65 @@ fn padding_mask_band(source: &gdal::Dataset) -> Option<usize> {
     (1..=source.raster_count()).find(|&index| flags(index).is_some_and(|f| f.is_all_valid()))
 }
 
+/// GDAL's transformer between the cells of a raster (in `source_wkt`) and georeferenced
+/// coordinates in `target_wkt`: the one gdalwarp builds (`GDALCreateGenImgProjTransformer`),
+/// destroyed when dropped.
+struct ImageTransformer<'a> {
+    handle: *mut std::ffi::c_void,
+    dataset: &'a gdal::Dataset,
+}
+
+impl<'a> ImageTransformer<'a> {
+    fn new(dataset: &'a gdal::Dataset, source_wkt: &str, target_wkt: &str) -> Option<Self> {
+        let source = crate::gdal::cstring(source_wkt).ok()?;
+        let target = crate::gdal::cstring(target_wkt).ok()?;
+        // SAFETY: the dataset handle and both strings outlive the call; GDAL copies the WKT.
+        let handle = unsafe {
+            gdal_sys::GDALCreateGenImgProjTransformer(
+                dataset.c_dataset(),
+                source.as_ptr(),
+                std::ptr::null_mut(),
+                target.as_ptr(),
+                0,
+                0.0,
+                0,
+            )
+        };
+        (!handle.is_null()).then_some(Self { handle, dataset })
+    }
+
+    /// Georeferenced target coordinates to the source's cell (pixel, line) coordinates, in
+    /// place; `false` where a point does not transform.
+    fn to_source(&self, x: &mut [f64], y: &mut [f64]) -> Vec<bool> {
+        let count = x.len().min(y.len());
+        let mut z = vec![0f64; count];
+        let mut success = vec![0 as std::ffi::c_int; count];
+        let Ok(n) = std::ffi::c_int::try_from(count) else {
+            return vec![false; count];
+        };
+        // SAFETY: the transformer is live; every buffer holds `count` values.
+        unsafe {
+            gdal_sys::GDALGenImgProjTransform(
+                self.handle,
+                1,
+                n,
+                x.as_mut_ptr(),
+                y.as_mut_ptr(),
+                z.as_mut_ptr(),
+                success.as_mut_ptr(),
+            );
+        }
+        success.into_iter().map(|s| s != 0).collect()
+    }
+}
+
+impl Drop for ImageTransformer<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created by GDALCreateGenImgProjTransformer and destroyed once.
+        unsafe { gdal_sys::GDALDestroyGenImgProjTransformer(self.handle) };
+    }
+}
+
 /// The output grid gdalwarp would choose by default for `dataset` (in `source_wkt`) warped to
 /// `target_wkt`: its geotransform and size. `None` when GDAL cannot suggest one.
 pub fn suggested_output(
@@ -505,40 +564,97 @@ pub fn suggested_output(
     target_wkt: &str,
 ) -> Option<([f64; 6], u64, u64)> {
     let _capture = crate::gdal::ErrorCapture::start();
-    let source = crate::gdal::cstring(source_wkt).ok()?;
-    let target = crate::gdal::cstring(target_wkt).ok()?;
-    // SAFETY: the dataset handle and both strings outlive the calls; the transformer is
-    // destroyed before returning; the output buffers have the sizes GDAL writes.
-    unsafe {
-        let transformer = gdal_sys::GDALCreateGenImgProjTransformer(
-            dataset.c_dataset(),
-            source.as_ptr(),
-            std::ptr::null_mut(),
-            target.as_ptr(),
-            0,
-            0.0,
-            0,
-        );
-        if transformer.is_null() {
-            return None;
-        }
-        let mut geotransform = [0f64; 6];
-        let (mut pixels, mut lines) = (0, 0);
-        let mut extent = [0f64; 4];
-        let err = gdal_sys::GDALSuggestedWarpOutput2(
-            dataset.c_dataset(),
+    let transformer = ImageTransformer::new(dataset, source_wkt, target_wkt)?;
+    let mut geotransform = [0f64; 6];
+    let (mut pixels, mut lines) = (0, 0);
+    let mut extent = [0f64; 4];
+    // SAFETY: the dataset handle and the transformer outlive the call; the output buffers
+    // have the sizes GDAL writes.
+    let err = unsafe {
+        gdal_sys::GDALSuggestedWarpOutput2(
+            transformer.dataset.c_dataset(),
             Some(gdal_sys::GDALGenImgProjTransform),
-            transformer,
+            transformer.handle,
             geotransform.as_mut_ptr(),
             &mut pixels,
             &mut lines,
             extent.as_mut_ptr(),
             0,
-        );
-        gdal_sys::GDALDestroyGenImgProjTransformer(transformer);
-        if err != gdal_sys::CPLErr::CE_None || pixels <= 0 || lines <= 0 {
-            return None;
-        }
-        Some((geotransform, pixels as u64, lines as u64))
+        )
+    };
+    if err != gdal_sys::CPLErr::CE_None || pixels <= 0 || lines <= 0 {
+        return None;
     }
+    Some((geotransform, pixels as u64, lines as u64))
+}
+
+/// Rows and columns of the output grid sampled by [`most_source_cells`] in each direction
+/// (the first and last included): every one below this many.
+const WEIGHT_LATTICE: u64 = 101;
+
+/// The margin [`most_source_cells`] adds to the largest count it measured, for the cells
+/// between its samples and gdalwarp's approximate transformer (`-et 0.125`): measured within
+/// 0.05 % of gdalwarp's own sums in the cases its test checks.
+const WEIGHT_MARGIN: f64 = 1.05;
+
+/// The most source cells one cell of the output grid (`geotransform`, `cols` x `rows`, in
+/// `target_wkt`) covers when `dataset` (in `source_wkt`) is warped onto it, as gdalwarp's
+/// `sum` counts them: the output cell's top-left and bottom-right corners are mapped back to
+/// the source through the transformer gdalwarp builds, and the rectangle between them counts
+/// its source cells by area (cells cut by its edge by the part covered). The scale of a
+/// reprojection changes across the raster (EPSG:4326 over 0..80° N to EPSG:3857 at the
+/// default grid: 1.0 source cell per output cell at the equator, 3.01 at the top), so the count
+/// is taken at every cell of a lattice over the whole grid (every cell of a grid up to
+/// [`WEIGHT_LATTICE`] across, the corners and the edges included) and the largest is kept,
+/// times [`WEIGHT_MARGIN`]. Cells clipped by the source's edge count whole (an upper bound).
+/// `None` when the transformer cannot be built or no sampled cell maps back.
+pub fn most_source_cells(
+    dataset: &gdal::Dataset,
+    source_wkt: &str,
+    target_wkt: &str,
+    geotransform: [f64; 6],
+    cols: u64,
+    rows: u64,
+) -> Option<f64> {
+    let _capture = crate::gdal::ErrorCapture::start();
+    let transformer = ImageTransformer::new(dataset, source_wkt, target_wkt)?;
+    let samples = |n: u64| -> Vec<f64> {
+        let n = n.max(1);
+        let k = n.min(WEIGHT_LATTICE);
+        if k <= 1 {
+            return vec![0.0];
+        }
+        let mut at: Vec<f64> = (0..k)
+            .map(|i| ((n - 1) as f64 * i as f64 / (k - 1) as f64).round())
+            .collect();
+        at.dedup();
+        at
+    };
+    let (columns, lines) = (samples(cols), samples(rows));
+    let gt = geotransform;
+    let georef = |col: f64, row: f64| {
+        (
+            gt[0] + col * gt[1] + row * gt[2],
+            gt[3] + col * gt[4] + row * gt[5],
+        )
+    };
+    let mut largest: Option<f64> = None;
+    for &row in &lines {
+        // Each sampled cell's top-left corner, then its bottom-right one.
+        let (mut x, mut y): (Vec<f64>, Vec<f64>) = columns
+            .iter()
+            .flat_map(|&col| [georef(col, row), georef(col + 1.0, row + 1.0)])
+            .unzip();
+        let transformed = transformer.to_source(&mut x, &mut y);
+        for (i, corners) in transformed.chunks(2).enumerate() {
+            if corners.iter().all(|&ok| ok) {
+                let (a, b) = (2 * i, 2 * i + 1);
+                let cells = (x[a] - x[b]).abs() * (y[a] - y[b]).abs();
+                if cells.is_finite() {
+                    largest = Some(largest.map_or(cells, |l| l.max(cells)));
+                }
+            }
+        }
+    }
+    largest.map(|cells| cells * WEIGHT_MARGIN)
 }
