@@ -2691,3 +2691,104 @@ async fn r12_1_a_reprojected_sum_is_widened_where_the_scale_is_largest() {
         );
     }
 }
+
+/// Overviews read by resampling warps: `raster_resample` and `raster_reproject` let gdalwarp
+/// read the overview closest to the target resolution when reducing (only `raster_aggregate`
+/// passed `-ovr NONE`), and an overview was computed by some other method, or is stale, or was
+/// planted beside the file: a `sum` over an averaged overview is short by the cell ratio. The
+/// fixture: an 8 x 8 Float32 raster of 0..63 whose external `.ovr` at factor 2 holds 999
+/// everywhere. Both tools, summing 2 x 2 onto 60 m cells, must give the blocks' sums of the
+/// full-resolution cells (and `max` their largest), never 999 (or the average), and say
+/// `-ovr NONE` in the command they return.
+#[tokio::test]
+async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
+    let server = server().await;
+    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
+    let cells: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    write_raster::<f32>(
+        &server.path("o.tif"),
+        (8, 8),
+        cells.clone(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    {
+        let mut dataset = gdal::Dataset::open(server.path("o.tif")).unwrap();
+        dataset.build_overviews("AVERAGE", &[2], &[]).unwrap();
+    }
+    {
+        let ovr = gdal::Dataset::open_ex(
+            server.path("o.tif.ovr"),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut band = ovr.rasterband(1).unwrap();
+        band.write((0, 0), (4, 4), &mut Buffer::new((4, 4), vec![999f32; 16]))
+            .unwrap();
+    }
+    let planted = gdal::Dataset::open(server.path("o.tif")).unwrap();
+    let overview = planted.rasterband(1).unwrap().overview(0).unwrap();
+    let read = overview
+        .read_as::<f32>((0, 0), (4, 4), (4, 4), None)
+        .unwrap();
+    assert!(
+        read.data().iter().all(|&v| v == 999.0),
+        "the overview is planted"
+    );
+    drop(planted);
+    let block = |reduce: fn(&[f64]) -> f64| -> Vec<f64> {
+        let mut out = Vec::new();
+        for br in 0..4 {
+            for bc in 0..4 {
+                let mut values = Vec::new();
+                for r in 2 * br..2 * br + 2 {
+                    for c in 2 * bc..2 * bc + 2 {
+                        values.push(f64::from(cells[r * 8 + c]));
+                    }
+                }
+                out.push(reduce(&values));
+            }
+        }
+        out
+    };
+    let sums = block(|v| v.iter().sum());
+    let maxima = block(|v| v.iter().cloned().fold(f64::MIN, f64::max));
+    for (tool, method, expected) in [
+        ("raster_resample", "sum", &sums),
+        ("raster_resample", "max", &maxima),
+        ("raster_reproject", "sum", &sums),
+        ("raster_reproject", "max", &maxima),
+    ] {
+        let output = format!("{tool}_{method}.tif");
+        let mut arguments = json!({"input": "o.tif", "output": output, "resolution": [60, 60],
+                                   "resampling": method});
+        if tool == "raster_reproject" {
+            arguments["dst_crs"] = json!("EPSG:32633");
+        }
+        let done = call_justified(&server, tool, arguments).await.unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{tool} {method}: {}",
+            text(&done.result)
+        );
+        let (values, _) = read_all(&server.path(&output));
+        assert_eq!(
+            &values, expected,
+            "{tool} {method}: the full-resolution cells"
+        );
+        let content = structured(&done.result);
+        let command = content
+            .get("commands")
+            .or(content.get("gdalwarp_command"))
+            .map(|c| c.to_string())
+            .unwrap_or_default();
+        assert!(
+            command.contains("\"-ovr\",\"NONE\""),
+            "{tool} {method}: {command}"
+        );
+    }
+}

@@ -35,7 +35,8 @@ pub struct WarpRequest {
 }
 
 impl WarpRequest {
-    /// The `gdalwarp` arguments (without the source and destination paths).
+    /// The `gdalwarp` arguments (without the source and destination paths), full resolution
+    /// (`-ovr NONE`) included.
     pub fn gdalwarp_args(&self) -> Vec<String> {
         let mut args = vec!["-of".to_string(), self.format.clone()];
         if let Some(src) = &self.src_crs {
@@ -72,6 +73,11 @@ impl WarpRequest {
         if let Some(nodata) = self.dst_nodata {
             args.extend(["-dstnodata".to_string(), number(nodata)]);
         }
+        // Full resolution, always: by default gdalwarp reads the overview closest to the
+        // target resolution when it reduces, and an overview was computed by some other method
+        // (often nearest or average), or is stale, or was planted beside the file: a `sum`
+        // over an averaged overview came out short by the cell ratio.
+        args.extend(["-ovr".to_string(), "NONE".to_string()]);
         let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
         for (key, value) in self.creation_options.iter().chain(&decided) {
             args.extend(["-co".to_string(), format!("{key}={value}")]);
@@ -114,9 +120,9 @@ impl WarpRequest {
     /// cells; `padded` is the input's size rounded up to whole blocks when the last ones pass
     /// its edge. Returns the outcome and the equivalent command lines.
     ///
-    /// * gdalwarp reads the full-resolution cells (`-ovr NONE`): by default it reads the
-    ///   overview closest to the target resolution, so a raster with overviews built by
-    ///   `nearest` was "averaged" into the overview's samples.
+    /// * gdalwarp reads the full-resolution cells (`-ovr NONE`, in every warp's arguments): by
+    ///   default it reads the overview closest to the target resolution, so a raster with
+    ///   overviews built by `nearest` was "averaged" into the overview's samples.
     /// * With `padded`, gdalwarp reads a copy of the input padded to whole blocks, the padding
     ///   masked out (`gdal_translate -of VRT -srcwin`, then `gdalwarp` from it). gdalwarp 3.6's
     ///   reducing methods weigh the last row or column of a block that passes the raster's edge
@@ -137,8 +143,7 @@ impl WarpRequest {
                 return self.run_small_blocks((cols, rows), (width, height));
             }
         }
-        let mut args = self.gdalwarp_args();
-        args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        let args = self.gdalwarp_args();
         let source = crate::gdal::facts::open(&self.input)?;
         let Some((width, height)) = padded else {
             let outcome = self.run_from(&source, &args)?;
@@ -400,8 +405,7 @@ impl WarpRequest {
             creation_options: Vec::new(),
             ..self.clone()
         };
-        let mut warp_args = wide.gdalwarp_args();
-        warp_args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        let warp_args = wide.gdalwarp_args();
         let source = crate::gdal::facts::open(&self.input)?;
         let pad = padding_args(&source, pad_w, pad_h);
         let mut crop = vec![
