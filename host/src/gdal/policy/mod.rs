@@ -24,7 +24,8 @@
 //! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`read_set`]
 //! (the files GDAL reads for an input, listed without the open's side effects), [`drivers`]
 //! (which drivers may open anything, and the references the allowed ones follow), [`dxf`] (the
-//! entity count of a drawing once its blocks are expanded), [`watch`] (folder watches on a VRT's
+//! entity count of a drawing once its blocks are expanded), [`sqlite_wal`] (SQLite inputs in
+//! write-ahead-log mode, read without a checkpoint), [`watch`] (folder watches on a VRT's
 //! sources), [`deadline`] (deadlines on opens) and [`blocks`] (the natural blocks GDAL allocates
 //! to give the host cells).
 
@@ -37,6 +38,7 @@ pub mod geojson;
 pub mod inflated;
 pub mod read_set;
 pub mod references;
+pub mod sqlite_wal;
 pub mod vrt_work;
 pub mod watch;
 
@@ -465,6 +467,9 @@ fn replace_fd_path(text: &str, via: &str, real: &str) -> String {
 /// of the job).
 pub fn release_pins() {
     watch::release();
+    // After the job's datasets are closed: GDAL's last close of a WAL database found these
+    // connections still open and checkpointed nothing (attack round 12, R12-5).
+    sqlite_wal::release();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
     OPENS.with(|o| o.borrow_mut().clear());
