@@ -2792,3 +2792,73 @@ async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
         );
     }
 }
+
+/// A `sum` widened to hold its values ignored the output driver: a Byte sum widened to UInt16
+/// and written as JPEG failed inside GDAL, after the work. Now the widened type is one the
+/// driver stores, and when it stores none (JPEG holds Byte only) the call is refused before any
+/// work, naming the type the sums need and the formats that store it. The clean twin: the same
+/// sums as PNG (which stores UInt16) are written UInt16, every block's sum exact.
+#[tokio::test]
+async fn a_widened_sum_is_refused_where_the_format_cannot_store_it() {
+    let server = server().await;
+    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
+    let cells: Vec<u8> = (0..64).map(|i| 100 + 2 * i as u8).collect();
+    write_raster::<u8>(
+        &server.path("b.tif"),
+        (8, 8),
+        cells.clone(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let mut sums = Vec::new();
+    for br in 0..4 {
+        for bc in 0..4 {
+            let mut sum = 0.0;
+            for r in 2 * br..2 * br + 2 {
+                for c in 2 * bc..2 * bc + 2 {
+                    sum += f64::from(cells[r * 8 + c]);
+                }
+            }
+            sums.push(sum);
+        }
+    }
+    for (tool, arguments) in [
+        (
+            "raster_aggregate",
+            json!({"input": "b.tif", "output": "a.jpg", "format": "JPEG", "factor": [2],
+                   "statistic": "sum"}),
+        ),
+        (
+            "raster_resample",
+            json!({"input": "b.tif", "output": "r.jpg", "format": "jpeg",
+                   "resolution": [60, 60], "resampling": "sum"}),
+        ),
+    ] {
+        let refused = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        let said = text(&refused);
+        assert!(
+            said.contains("JPEG cannot store these sums")
+                && said.contains("which needs UInt16")
+                && said.contains("GTiff")
+                && said.contains("PNG"),
+            "{tool}: {said}"
+        );
+        let output = arguments["output"].as_str().unwrap();
+        assert!(!server.path(output).exists(), "{tool}: nothing written");
+    }
+    // Clean twin: PNG stores UInt16.
+    let done = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "b.tif", "output": "a.png", "format": "PNG", "factor": [2],
+               "statistic": "sum"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let dataset = gdal::Dataset::open(server.path("a.png")).unwrap();
+    assert_eq!(dataset.rasterband(1).unwrap().band_type().name(), "UInt16");
+    assert_eq!(read_all(&server.path("a.png")).0, sums);
+}

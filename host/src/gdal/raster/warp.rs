@@ -279,13 +279,19 @@ fn fits(data_type: &str, (low, high): (f64, f64)) -> bool {
     integer_range(data_type).is_none_or(|(lo, hi)| lo <= low && high <= hi)
 }
 
-/// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells;
-/// `None` when the input's type holds every sum (floating-point bands always do), or when a
-/// band is of a type no wider output holds exactly (64-bit integers, complex).
+/// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells,
+/// written by `driver` with creation `options`; `None` when the input's type holds every sum
+/// (floating-point bands always do), or when a band is of a type no wider output holds exactly
+/// (64-bit integers, complex). The type is the narrowest that holds the sums and the input's
+/// values and that the driver stores ([`crate::gdal::facts::capacity`]); when the driver
+/// stores none of them (a Byte sum widened to UInt16 written as JPEG failed inside GDAL, after
+/// the work), the call is refused before any work, naming the type the sums need and the
+/// formats that store it.
 pub fn sum_output_type(
     path: &std::path::Path,
     dataset: &gdal::Dataset,
     weight: f64,
+    (driver, options): (&str, &[(String, String)]),
 ) -> Result<Option<SumType>, GdalError> {
     let Some((from, range)) = sum_range(path, dataset, weight)? else {
         return Ok(None);
@@ -298,10 +304,33 @@ pub fn sum_output_type(
         from.iter()
             .all(|f| integer_range(f).is_none_or(|input| fits(t, input)))
     };
-    let to = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
+    let candidates: Vec<&str> = ["UInt16", "Int16", "UInt32", "Int32", "Float64"]
         .into_iter()
-        .find(|t| fits(t, range) && holds_inputs(t))
-        .unwrap_or("Float64");
+        .filter(|t| fits(t, range) && holds_inputs(t))
+        .collect();
+    let stored = |t: &str| crate::gdal::facts::capacity::stores(driver, options, &[t], t);
+    let Some(to) = candidates.iter().copied().find(|t| stored(t)) else {
+        let needed = candidates.first().copied().unwrap_or("Float64");
+        let driver = crate::gdal::facts::encoding::canonical_driver(driver);
+        let compression = options
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("COMPRESS"))
+            .map(|(_, v)| format!(" with COMPRESS={v}"))
+            .unwrap_or_default();
+        return Err(GdalError::Arguments(format!(
+            "format: {driver}{compression} cannot store these sums: an output cell adds up to \
+             {} cells of {} (values read exactly, nodata left out), so a sum can reach {}..{}, \
+             which needs {needed} (the input's {} cannot hold it), and {driver}{compression} \
+             does not store {needed} values; write the sums with a format that does ({}), or \
+             use another statistic",
+            number(weight),
+            path.display(),
+            number(range.0),
+            number(range.1),
+            from.join(", "),
+            crate::gdal::facts::capacity::drivers_storing(needed).join(", ")
+        )));
+    };
     Ok(Some(SumType {
         from,
         to: to.to_string(),

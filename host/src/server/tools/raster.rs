@@ -450,7 +450,12 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             // Right by default: a sum is written in a type that holds it (R10-6).
             let widened = if request.resampling == "sum" {
                 let weight = reproject_weight(&request, &dataset, &source, &target);
-                warp::sum_output_type(&request.input, &dataset, weight)?
+                warp::sum_output_type(
+                    &request.input,
+                    &dataset,
+                    weight,
+                    (&request.format, &request.creation_options),
+                )?
             } else {
                 None
             };
@@ -593,7 +598,12 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             // Right by default: a sum is written in a type that holds it (R10-6).
             let widened = if request.resampling == "sum" {
                 let weight = resample_weight(&request, &dataset);
-                warp::sum_output_type(&request.input, &dataset, weight)?
+                warp::sum_output_type(
+                    &request.input,
+                    &dataset,
+                    weight,
+                    (&request.format, &request.creation_options),
+                )?
             } else {
                 None
             };
