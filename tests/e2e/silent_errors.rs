@@ -2862,3 +2862,45 @@ async fn a_widened_sum_is_refused_where_the_format_cannot_store_it() {
     assert_eq!(dataset.rasterband(1).unwrap().band_type().name(), "UInt16");
     assert_eq!(read_all(&server.path("a.png")).0, sums);
 }
+
+/// Attack round 12's notes: a conversion that failed after GDAL wrote its staged output named
+/// the staging path: "opening /proc/self/fd/23/.gdal-mcp-ZUxJ7e/Float64_XYZ.xyz failed" for a
+/// 2 x 2 Float64 raster holding 1e300 written as XYZ (which cannot read it back). Every error
+/// a job returns now names the output path the caller gave (the staging folders of the job are
+/// mapped back in one place), and never a descriptor path or a staging folder.
+#[tokio::test]
+async fn a_conversion_error_names_the_output_not_its_staging_path() {
+    let server = server().await;
+    write_raster::<f64>(
+        &server.path("f64.tif"),
+        (2, 2),
+        vec![123456789.123, 1e-300, -5.5, 1e300],
+        Some([500000.0, 30.0, 0.0, 4000000.0, 0.0, -30.0]),
+        Some(32633),
+        |_| {},
+    );
+    let failed = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "f64.tif", "output": "Float64_XYZ.xyz", "format": "XYZ"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(
+        is_error(&failed),
+        "XYZ cannot read 1e300 back: {}",
+        text(&failed)
+    );
+    let said = text(&failed);
+    let output = server.path("Float64_XYZ.xyz");
+    assert!(
+        said.contains(&output.display().to_string()),
+        "the caller's output path: {said}"
+    );
+    assert!(
+        !said.contains("/proc/self/fd") && !said.contains(".gdal-mcp-"),
+        "no staging path: {said}"
+    );
+    assert!(!output.exists(), "nothing is written");
+}

@@ -470,6 +470,7 @@ pub fn release_pins() {
     // After the job's datasets are closed: GDAL's last close of a WAL database found these
     // connections still open and checkpointed nothing (attack round 12, R12-5).
     sqlite_wal::release();
+    crate::gdal::output::forget_staged();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
     OPENS.with(|o| o.borrow_mut().clear());
