@@ -929,9 +929,40 @@ fn check_vrt_work(
             })
             .reduce(f64::max)
     };
+    // The window a warped VRT reads of its source (R12-2), through the transformer GDAL will
+    // deserialise from the document: only once the document's CRS texts are known to make
+    // PROJ read no file (the check below runs on it again; it is the same scan).
+    let crs_clean = matches!(crs_reads_files(file), Ok(None));
+    let warped = |name: &str, grid: &vrt_work::WarpedGrid| {
+        if !crs_clean {
+            return None;
+        }
+        candidates(name)
+            .iter()
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+            .filter_map(|p| {
+                let options = gdal::DatasetOptions {
+                    open_flags: gdal::GdalOpenFlags::GDAL_OF_READONLY
+                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                    ..Default::default()
+                };
+                let dataset = Dataset::open_ex(pinned(p).ok()?, options).ok()?;
+                let (x, y) = dataset.raster_size();
+                let (x0, y0, x1, y1) = crate::gdal::raster::warp::warped_source_window(
+                    grid.transformer,
+                    (grid.cols, grid.rows),
+                    (x as f64, y as f64),
+                    grid.pad,
+                )?;
+                let cells = (x1 - x0) * (y1 - y0) * dataset.raster_count().max(1) as f64;
+                Some(cells * per_cell(&p.display().to_string()))
+            })
+            .reduce(f64::max)
+    };
     let sources = vrt_work::Sources {
         per_cell: &per_cell,
         whole: &whole,
+        warped: &warped,
     };
     let Some(work) = vrt_work::estimate(document, &sources) else {
         return Ok(());
