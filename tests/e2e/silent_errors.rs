@@ -75,6 +75,39 @@ fn error_kind(result: &Value) -> &str {
     result["error"]["kind"].as_str().unwrap_or_default()
 }
 
+/// A one-band GeoTIFF `name` in the server's workspace on 30 m cells of EPSG:32633.
+fn write_utm<T: GdalType + Copy>(server: &Server, name: &str, size: (usize, usize), data: Vec<T>) {
+    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
+    write_raster::<T>(&server.path(name), size, data, gt, Some(32633), |_| {});
+}
+
+/// The commands a warping tool returns (`commands`, or `raster_reproject`'s
+/// `gdalwarp_command`), as JSON text.
+fn warp_command(result: &rmcp::model::CallToolResult) -> String {
+    let content = structured(result);
+    content
+        .get("commands")
+        .or(content.get("gdalwarp_command"))
+        .map(|c| c.to_string())
+        .unwrap_or_default()
+}
+
+/// `reduce` over every 2 x 2 block of a square grid of `cells` (row by row), block by block.
+fn two_by_two(cells: &[f64], reduce: fn(&[f64]) -> f64) -> Vec<f64> {
+    let width = (cells.len() as f64).sqrt() as usize;
+    let mut out = Vec::new();
+    for br in 0..width / 2 {
+        for bc in 0..width / 2 {
+            let block: Vec<f64> = (2 * br..2 * br + 2)
+                .flat_map(|r| (2 * bc..2 * bc + 2).map(move |c| (r, c)))
+                .map(|(r, c)| cells[r * width + c])
+                .collect();
+            out.push(reduce(&block));
+        }
+    }
+    out
+}
+
 async fn server() -> Server {
     Server::start(Era::Modern, Options::default())
         .await
@@ -2379,12 +2412,7 @@ async fn r10_6_sums_are_written_in_a_type_that_holds_them() {
             said.contains("output type UInt16") && said.contains("cannot hold every sum"),
             "{tool}: {said}"
         );
-        let content = structured(&done.result);
-        let command = content
-            .get("commands")
-            .or(content.get("gdalwarp_command"))
-            .map(|c| c.to_string())
-            .unwrap_or_default();
+        let command = warp_command(&done.result);
         assert!(command.contains("\"-ot\",\"UInt16\""), "{tool}: {command}");
     }
     // The caller's own narrow type is refused, naming one that holds the sums.
@@ -2703,16 +2731,8 @@ async fn r12_1_a_reprojected_sum_is_widened_where_the_scale_is_largest() {
 #[tokio::test]
 async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
     let server = server().await;
-    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
     let cells: Vec<f32> = (0..64).map(|i| i as f32).collect();
-    write_raster::<f32>(
-        &server.path("o.tif"),
-        (8, 8),
-        cells.clone(),
-        gt,
-        Some(32633),
-        |_| {},
-    );
+    write_utm::<f32>(&server, "o.tif", (8, 8), cells.clone());
     {
         let mut dataset = gdal::Dataset::open(server.path("o.tif")).unwrap();
         dataset.build_overviews("AVERAGE", &[2], &[]).unwrap();
@@ -2740,23 +2760,9 @@ async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
         "the overview is planted"
     );
     drop(planted);
-    let block = |reduce: fn(&[f64]) -> f64| -> Vec<f64> {
-        let mut out = Vec::new();
-        for br in 0..4 {
-            for bc in 0..4 {
-                let mut values = Vec::new();
-                for r in 2 * br..2 * br + 2 {
-                    for c in 2 * bc..2 * bc + 2 {
-                        values.push(f64::from(cells[r * 8 + c]));
-                    }
-                }
-                out.push(reduce(&values));
-            }
-        }
-        out
-    };
-    let sums = block(|v| v.iter().sum());
-    let maxima = block(|v| v.iter().cloned().fold(f64::MIN, f64::max));
+    let values: Vec<f64> = cells.iter().map(|&v| f64::from(v)).collect();
+    let sums = two_by_two(&values, |v| v.iter().sum());
+    let maxima = two_by_two(&values, |v| v.iter().cloned().fold(f64::MIN, f64::max));
     for (tool, method, expected) in [
         ("raster_resample", "sum", &sums),
         ("raster_resample", "max", &maxima),
@@ -2780,12 +2786,7 @@ async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
             &values, expected,
             "{tool} {method}: the full-resolution cells"
         );
-        let content = structured(&done.result);
-        let command = content
-            .get("commands")
-            .or(content.get("gdalwarp_command"))
-            .map(|c| c.to_string())
-            .unwrap_or_default();
+        let command = warp_command(&done.result);
         assert!(
             command.contains("\"-ovr\",\"NONE\""),
             "{tool} {method}: {command}"
@@ -2801,28 +2802,10 @@ async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
 #[tokio::test]
 async fn a_widened_sum_is_refused_where_the_format_cannot_store_it() {
     let server = server().await;
-    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
     let cells: Vec<u8> = (0..64).map(|i| 100 + 2 * i as u8).collect();
-    write_raster::<u8>(
-        &server.path("b.tif"),
-        (8, 8),
-        cells.clone(),
-        gt,
-        Some(32633),
-        |_| {},
-    );
-    let mut sums = Vec::new();
-    for br in 0..4 {
-        for bc in 0..4 {
-            let mut sum = 0.0;
-            for r in 2 * br..2 * br + 2 {
-                for c in 2 * bc..2 * bc + 2 {
-                    sum += f64::from(cells[r * 8 + c]);
-                }
-            }
-            sums.push(sum);
-        }
-    }
+    write_utm::<u8>(&server, "b.tif", (8, 8), cells.clone());
+    let values: Vec<f64> = cells.iter().map(|&v| f64::from(v)).collect();
+    let sums = two_by_two(&values, |v| v.iter().sum());
     for (tool, arguments) in [
         (
             "raster_aggregate",
@@ -2871,13 +2854,11 @@ async fn a_widened_sum_is_refused_where_the_format_cannot_store_it() {
 #[tokio::test]
 async fn a_conversion_error_names_the_output_not_its_staging_path() {
     let server = server().await;
-    write_raster::<f64>(
-        &server.path("f64.tif"),
+    write_utm::<f64>(
+        &server,
+        "f64.tif",
         (2, 2),
         vec![123456789.123, 1e-300, -5.5, 1e300],
-        Some([500000.0, 30.0, 0.0, 4000000.0, 0.0, -30.0]),
-        Some(32633),
-        |_| {},
     );
     let failed = call_justified(
         &server,

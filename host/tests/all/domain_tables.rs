@@ -2150,6 +2150,34 @@ fn written_and_read_back(
     Some(read.data().to_vec())
 }
 
+/// `format_selection`'s answer to a `raster_convert` (with `arguments`) of a one-band raster
+/// of `data_type`, with the host's encoding fact, and its evidence ids.
+fn classify_convert(
+    domain: &gdal_mcp::domains::Domain,
+    arguments: Value,
+    data_type: &str,
+) -> (Option<gdal_mcp::domains::Trigger>, Vec<String>) {
+    let facts = with_encoding_fact(call(
+        "raster_convert",
+        arguments,
+        vec![raster_dataset(
+            "input",
+            Some(utm33()),
+            raster_of(data_type, 1, false, None),
+        )],
+    ));
+    assert!(
+        facts.output.as_ref().is_some_and(|o| o.encoding.is_some()),
+        "the host's encoding fact is sent"
+    );
+    let trigger = domain.classify(&facts).expect("classify");
+    let ids = trigger
+        .as_ref()
+        .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
+        .unwrap_or_default();
+    (trigger, ids)
+}
+
 #[test]
 fn format_selection_capacity_is_gdal_3_6_measured() {
     let registry = registry();
@@ -2172,20 +2200,11 @@ fn format_selection_capacity_is_gdal_3_6_measured() {
         for (data_type, values) in types {
             let back = written_and_read_back(dir.path(), driver, data_type, values);
             let kept = back.as_deref() == Some(&values[..]);
-            let facts = with_encoding_fact(call(
-                "raster_convert",
+            let (trigger, ids) = classify_convert(
+                domain,
                 json!({"input": "in.tif", "output": "out.x", "format": driver}),
-                vec![raster_dataset(
-                    "input",
-                    Some(utm33()),
-                    raster_of(data_type, 1, false, None),
-                )],
-            ));
-            let trigger = domain.classify(&facts).expect("classify");
-            let ids: Vec<String> = trigger
-                .as_ref()
-                .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
-                .unwrap_or_default();
+                data_type,
+            );
             let asked = trigger
                 .as_ref()
                 .is_some_and(|t| t.severity != Severity::Advisory);
@@ -2270,20 +2289,7 @@ fn host_capacity_rows_agree_with_format_selection() {
                     arguments[k] = v.clone();
                 }
             }
-            let facts = with_encoding_fact(call(
-                "raster_convert",
-                arguments,
-                vec![raster_dataset(
-                    "input",
-                    Some(utm33()),
-                    raster_of(data_type, 1, false, None),
-                )],
-            ));
-            let trigger = domain.classify(&facts).expect("classify");
-            let ids: Vec<String> = trigger
-                .as_ref()
-                .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
-                .unwrap_or_default();
+            let (_, ids) = classify_convert(domain, arguments, data_type);
             let domain_stores = !ids
                 .iter()
                 .any(|id| id == "unsupported_data_type" || id == "codec_data_type");
@@ -2306,20 +2312,12 @@ fn aaigrid_float64_is_asked_once() {
     let registry = registry();
     let domain = registry.get("format_selection").expect("format_selection");
     let classify = |data_type: &str| {
-        let facts = with_encoding_fact(call(
-            "raster_convert",
+        classify_convert(
+            domain,
             json!({"input": "in.tif", "output": "out.asc", "format": "AAIGrid"}),
-            vec![raster_dataset(
-                "input",
-                Some(utm33()),
-                raster_of(data_type, 1, false, None),
-            )],
-        ));
-        assert!(
-            facts.output.as_ref().is_some_and(|o| o.encoding.is_some()),
-            "the host's encoding fact is sent"
-        );
-        domain.classify(&facts).expect("classify")
+            data_type,
+        )
+        .0
     };
     let wide = classify("Float64").expect("Float64 is asked");
     let ids: Vec<&str> = wide.evidence.iter().map(|e| e.id.as_str()).collect();

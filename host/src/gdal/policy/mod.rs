@@ -910,9 +910,10 @@ fn check_vrt_work(
             .find_map(|p| walk.per_cell.get(p).copied())
             .unwrap_or(1.0)
     };
-    // A warped or pansharpened VRT's source, already checked in this walk, opened for its size
-    // alone (GDAL's open of the VRT opens it too).
-    let whole = |name: &str| {
+    // A warped or pansharpened VRT's source, already checked in this walk, opened for what
+    // `measure` reads of it (its size; GDAL's open of the VRT opens it too), times its work per
+    // cell: the largest among the files the name may resolve to.
+    let measure_source = |name: &str, measure: &dyn Fn(&Dataset) -> Option<f64>| {
         candidates(name)
             .iter()
             .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
@@ -923,11 +924,16 @@ fn check_vrt_work(
                     ..Default::default()
                 };
                 let dataset = Dataset::open_ex(pinned(p).ok()?, options).ok()?;
-                let (x, y) = dataset.raster_size();
-                let cells = x as f64 * y as f64 * dataset.raster_count().max(1) as f64;
-                Some(cells * per_cell(&p.display().to_string()))
+                Some(measure(&dataset)? * per_cell(&p.display().to_string()))
             })
             .reduce(f64::max)
+    };
+    let bands = |dataset: &Dataset| dataset.raster_count().max(1) as f64;
+    let whole = |name: &str| {
+        measure_source(name, &|dataset| {
+            let (x, y) = dataset.raster_size();
+            Some(x as f64 * y as f64 * bands(dataset))
+        })
     };
     // The window a warped VRT reads of its source (R12-2), through the transformer GDAL will
     // deserialise from the document: only once the document's CRS texts are known to make
@@ -937,27 +943,16 @@ fn check_vrt_work(
         if !crs_clean {
             return None;
         }
-        candidates(name)
-            .iter()
-            .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
-            .filter_map(|p| {
-                let options = gdal::DatasetOptions {
-                    open_flags: gdal::GdalOpenFlags::GDAL_OF_READONLY
-                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
-                    ..Default::default()
-                };
-                let dataset = Dataset::open_ex(pinned(p).ok()?, options).ok()?;
-                let (x, y) = dataset.raster_size();
-                let (x0, y0, x1, y1) = crate::gdal::raster::warp::warped_source_window(
-                    grid.transformer,
-                    (grid.cols, grid.rows),
-                    (x as f64, y as f64),
-                    grid.pad,
-                )?;
-                let cells = (x1 - x0) * (y1 - y0) * dataset.raster_count().max(1) as f64;
-                Some(cells * per_cell(&p.display().to_string()))
-            })
-            .reduce(f64::max)
+        measure_source(name, &|dataset| {
+            let (x, y) = dataset.raster_size();
+            let (x0, y0, x1, y1) = crate::gdal::raster::warp::warped_source_window(
+                grid.transformer,
+                (grid.cols, grid.rows),
+                (x as f64, y as f64),
+                grid.pad,
+            )?;
+            Some((x1 - x0) * (y1 - y0) * bands(dataset))
+        })
     };
     let sources = vrt_work::Sources {
         per_cell: &per_cell,
