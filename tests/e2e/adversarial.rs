@@ -5358,3 +5358,157 @@ async fn r9_11_a_geojson_tree_is_budgeted_before_the_open() {
     }
     still_serves(&server).await;
 }
+
+/// The files of a SQLite database and its log/index beside it, name -> bytes.
+fn sqlite_files(dir: &Path, name: &str) -> BTreeMap<String, Vec<u8>> {
+    ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .filter_map(|suffix| {
+            let file = format!("{name}{suffix}");
+            std::fs::read(dir.join(&file))
+                .ok()
+                .map(|bytes| (file, bytes))
+        })
+        .collect()
+}
+
+/// Attack round 12, R12-5: GDAL 3.6 closes a SQLite database it read and, when `-wal` is there,
+/// reopens it read-write for a dummy query; that last close checkpointed the log into the
+/// input and deleted `-wal` and `-shm`, so a read-only `vector_info` rewrote its input (its
+/// SHA-256 changed) and then said the input changed while it was read. The fixture: a
+/// GeoPackage whose one row has `v = 1` in the file and `v = 2` committed in its log only
+/// (written with SQLite, `journal_mode=WAL`, `wal_autocheckpoint=0`, closed without a
+/// checkpoint). Read-only tools and a conversion answer from the log (`v = 2`), and the
+/// database, its `-wal` and its `-shm` keep every byte. A log whose `-shm` is missing is
+/// refused, naming the checkpoint, and nothing is created beside it. The clean twin: the same
+/// database without a log reads `v = 1` and stays as it was.
+#[tokio::test]
+async fn r12_5_a_read_of_a_wal_geopackage_writes_nothing_and_sees_the_log() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let geojson = server.path("x.geojson");
+    std::fs::write(
+        &geojson,
+        json!({"type": "FeatureCollection", "features": [
+            {"type": "Feature", "properties": {"v": 1},
+             "geometry": {"type": "Point", "coordinates": [16.0, 45.0]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    for name in ["x.gpkg", "plain.gpkg"] {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-f", "GPKG", "-nln", "p"])
+            .arg(server.path(name))
+            .arg(&geojson)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    std::fs::remove_file(&geojson).unwrap();
+    {
+        let connection = rusqlite::Connection::open(server.path("x.gpkg")).unwrap();
+        connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+                true,
+            )
+            .unwrap();
+        // GeoPackage's R-tree triggers call GDAL's SQL functions; `v` is no geometry.
+        connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+                false,
+            )
+            .unwrap();
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        connection
+            .execute_batch("PRAGMA wal_autocheckpoint=0; UPDATE p SET v = 2;")
+            .unwrap();
+    }
+    let dir = server.workspace.path().to_path_buf();
+    let before = sqlite_files(&dir, "x.gpkg");
+    assert!(
+        before.contains_key("x.gpkg-wal") && before.contains_key("x.gpkg-shm"),
+        "the log is left beside the database: {:?}",
+        before.keys()
+    );
+    assert!(before["x.gpkg-wal"].len() > 32, "the log holds frames");
+    // The log without its index: a copy of the database and its log only.
+    std::fs::copy(server.path("x.gpkg"), server.path("y.gpkg")).unwrap();
+    std::fs::copy(server.path("x.gpkg-wal"), server.path("y.gpkg-wal")).unwrap();
+    let plain_before = sqlite_files(&dir, "plain.gpkg");
+
+    let info = server
+        .call("vector_info", json!({"input": "x.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let query = |input: &'static str| {
+        let server = &server;
+        async move {
+            server
+                .call(
+                    "vector_query",
+                    json!({"input": input, "layer": "p", "where": "v >= 1", "fields": ["v"]}),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let queried = query("x.gpkg").await;
+    assert!(!is_error(&queried), "{}", text(&queried));
+    let content = structured(&queried);
+    assert_eq!(
+        content["features"][0]["attributes"],
+        json!({"v": 2}),
+        "the row the log holds: {content}"
+    );
+    let converted = gdal_mcp_tests::call_justified(
+        &server,
+        "vector_convert",
+        json!({"input": "x.gpkg", "output": "x_copy.geojson"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&converted.result), "{}", text(&converted.result));
+    let copy: Value =
+        serde_json::from_slice(&std::fs::read(server.path("x_copy.geojson")).unwrap()).unwrap();
+    assert_eq!(copy["features"][0]["properties"]["v"], json!(2), "{copy}");
+    let after = sqlite_files(&dir, "x.gpkg");
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "no file of the database went or came"
+    );
+    for (name, bytes) in &before {
+        assert!(after[name] == *bytes, "{name} changed on a read");
+    }
+
+    let refused = server
+        .call("vector_info", json!({"input": "y.gpkg"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused));
+    let said = text(&refused);
+    assert!(
+        said.contains("write-ahead-log")
+            && said.contains("wal_checkpoint")
+            && said.contains("-shm"),
+        "{said}"
+    );
+    assert!(!server.path("y.gpkg-shm").exists(), "no index is created");
+    assert!(server.path("y.gpkg-wal").exists(), "the log stays");
+
+    // Clean twin: no log; read as it is, unchanged.
+    let plain = query("plain.gpkg").await;
+    assert!(!is_error(&plain), "{}", text(&plain));
+    assert_eq!(
+        structured(&plain)["features"][0]["attributes"],
+        json!({"v": 1})
+    );
+    assert_eq!(sqlite_files(&dir, "plain.gpkg"), plain_before);
+}

@@ -448,3 +448,54 @@ async fn r11_3_a_warped_vrt_over_a_large_source_is_refused() {
     assert!(!is_error(&clean), "{}", text(&clean));
     assert_eq!(structured(&clean)["bands"][0]["max"].as_f64(), Some(1.0));
 }
+
+/// Attack round 12, R12-2 (the other side of R11-3): a warped VRT clipping a 1000² window out
+/// of a sparse 20000² GeoTIFF (`gdalwarp -of VRT -te ...`, the common way to cut a window) was
+/// refused, counted at its source's 400 M cells, while GDAL reads only the window. The window
+/// a warped VRT reads is now counted through its own transformer (its extent mapped back to
+/// the source, padded by the kernel's reach): the clip is read, in the source's CRS and
+/// reprojected to EPSG:4326. R11-3's 10 x 10 average of the whole source stays refused
+/// (`r11_3_a_warped_vrt_over_a_large_source_is_refused`).
+#[tokio::test]
+async fn r12_2_a_warped_vrt_clipping_a_window_is_counted_at_its_window() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    r10_13_tiff(&server.path("big.tif"), 20000, true);
+    let window = ["500250", "4999250", "500300", "4999300"];
+    for (vrt, extra) in [
+        ("clip.vrt", vec!["-tr", "0.05", "0.05"]),
+        (
+            "clip4326.vrt",
+            vec![
+                "-t_srs",
+                "EPSG:4326",
+                "-te_srs",
+                "EPSG:32633",
+                "-ts",
+                "1000",
+                "1000",
+            ],
+        ),
+    ] {
+        let built = std::process::Command::new("gdalwarp")
+            .args(["-q", "-of", "VRT", "-te"])
+            .args(window)
+            .args(extra)
+            .arg(server.path("big.tif"))
+            .arg(server.path(vrt))
+            .status()
+            .unwrap();
+        assert!(built.success());
+        let answered = server
+            .call("raster_stats", json!({"input": vrt}))
+            .await
+            .unwrap();
+        assert!(!is_error(&answered), "{vrt}: {}", text(&answered));
+        assert_eq!(
+            structured(&answered)["bands"][0]["cells"].as_f64(),
+            Some(1_000_000.0),
+            "{vrt}"
+        );
+    }
+}

@@ -75,6 +75,39 @@ fn error_kind(result: &Value) -> &str {
     result["error"]["kind"].as_str().unwrap_or_default()
 }
 
+/// A one-band GeoTIFF `name` in the server's workspace on 30 m cells of EPSG:32633.
+fn write_utm<T: GdalType + Copy>(server: &Server, name: &str, size: (usize, usize), data: Vec<T>) {
+    let gt = Some([500000.0, 30.0, 0.0, 5000000.0, 0.0, -30.0]);
+    write_raster::<T>(&server.path(name), size, data, gt, Some(32633), |_| {});
+}
+
+/// The commands a warping tool returns (`commands`, or `raster_reproject`'s
+/// `gdalwarp_command`), as JSON text.
+fn warp_command(result: &rmcp::model::CallToolResult) -> String {
+    let content = structured(result);
+    content
+        .get("commands")
+        .or(content.get("gdalwarp_command"))
+        .map(|c| c.to_string())
+        .unwrap_or_default()
+}
+
+/// `reduce` over every 2 x 2 block of a square grid of `cells` (row by row), block by block.
+fn two_by_two(cells: &[f64], reduce: fn(&[f64]) -> f64) -> Vec<f64> {
+    let width = (cells.len() as f64).sqrt() as usize;
+    let mut out = Vec::new();
+    for br in 0..width / 2 {
+        for bc in 0..width / 2 {
+            let block: Vec<f64> = (2 * br..2 * br + 2)
+                .flat_map(|r| (2 * bc..2 * bc + 2).map(move |c| (r, c)))
+                .map(|(r, c)| cells[r * width + c])
+                .collect();
+            out.push(reduce(&block));
+        }
+    }
+    out
+}
+
 async fn server() -> Server {
     Server::start(Era::Modern, Options::default())
         .await
@@ -2379,12 +2412,7 @@ async fn r10_6_sums_are_written_in_a_type_that_holds_them() {
             said.contains("output type UInt16") && said.contains("cannot hold every sum"),
             "{tool}: {said}"
         );
-        let content = structured(&done.result);
-        let command = content
-            .get("commands")
-            .or(content.get("gdalwarp_command"))
-            .map(|c| c.to_string())
-            .unwrap_or_default();
+        let command = warp_command(&done.result);
         assert!(command.contains("\"-ot\",\"UInt16\""), "{tool}: {command}");
     }
     // The caller's own narrow type is refused, naming one that holds the sums.
@@ -2601,4 +2629,259 @@ async fn r11_13_a_widened_alpha_band_is_refused() {
     let mask = band.open_mask_band().unwrap().read_band_as::<u8>().unwrap();
     assert_eq!(mask.data()[0], 0, "the transparent corner stays masked");
     assert_ne!(mask.data()[63], 0, "an opaque cell stays valid");
+}
+
+/// Attack round 12, R12-1: `raster_reproject` sized a `sum`'s output type from the ratio of
+/// the cells' areas at gdalwarp's suggested grid, times 1.1. A conformal target far from the
+/// equator changes scale across the raster: Byte 200s in EPSG:4326 over 10 x 80 one-degree
+/// cells from 0 to 80° N, reprojected to EPSG:3857 at the default grid, were written Byte with
+/// 282 cells clipped at 255 where gdalwarp's own Float64 sum reaches 602.3 (3.01 source cells
+/// in one output cell at the top). Now the count is taken where it is largest, so the output
+/// is in a type that holds 602 and agrees with gdalwarp's Float64 `-r sum` cell by cell within
+/// rounding. The clean twin, the same 200s over 0..2° N (nearly constant scale), stays Byte
+/// with a maximum of 200.
+#[tokio::test]
+async fn r12_1_a_reprojected_sum_is_widened_where_the_scale_is_largest() {
+    let server = server().await;
+    for (name, rows, top) in [("lat80.tif", 80, 80.0), ("eq.tif", 2, 2.0)] {
+        write_raster::<u8>(
+            &server.path(name),
+            (10, rows),
+            vec![200; 10 * rows],
+            Some([0.0, 1.0, 0.0, top, 0.0, -1.0]),
+            Some(4326),
+            |_| {},
+        );
+    }
+    // Web Mercator stretches areas 33 times at 80° N: the preview accepts it, and names a
+    // UTM zone it considered instead.
+    let adjust = |domain: &str, answer: &mut Value| {
+        if domain != "crs_datum" {
+            return;
+        }
+        if answer["evidence"].get("target_distortion").is_some() {
+            answer["evidence"]["target_distortion"] = json!(
+                "we accept up to 5000 % of scale error in the target CRS: the preview is \
+                 viewed, never measured (target_distortion)"
+            );
+        }
+        if let Some(alternatives) = answer["alternatives"].as_array_mut() {
+            alternatives.push(json!({"method": "EPSG:32631",
+                "why_not": "a UTM zone does not match the web basemap tiles"}));
+        }
+    };
+    let reference = |input: &str, output: &str| -> Vec<f64> {
+        let status = std::process::Command::new("gdalwarp")
+            .args(["-q", "-t_srs", "EPSG:3857", "-r", "sum", "-ot", "Float64"])
+            .arg(server.path(input))
+            .arg(server.path(output))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        read_all(&server.path(output)).0
+    };
+    for (input, output, expected_type, expected_max) in [
+        ("lat80.tif", "lat80_sum.tif", "UInt16", 602.3),
+        ("eq.tif", "eq_sum.tif", "Byte", 200.0),
+    ] {
+        let done = gdal_mcp_tests::call_justified_with(
+            &server,
+            "raster_reproject",
+            json!({"input": input, "output": output, "dst_crs": "EPSG:3857",
+                   "resampling": "sum"}),
+            &adjust,
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let dataset = gdal::Dataset::open(server.path(output)).unwrap();
+        let data_type = dataset.rasterband(1).unwrap().band_type().name();
+        assert_eq!(data_type, expected_type, "{input}: {}", text(&done.result));
+        let (values, _) = read_all(&server.path(output));
+        let truth = reference(input, &format!("ref_{output}"));
+        assert_eq!(values.len(), truth.len(), "{input}: the same grid");
+        let largest = truth.iter().cloned().fold(f64::MIN, f64::max);
+        assert!(
+            (largest - expected_max).abs() < 0.5,
+            "{input}: gdalwarp's own sum reaches {largest}"
+        );
+        for (i, (v, t)) in values.iter().zip(&truth).enumerate() {
+            assert!(
+                (v - t).abs() <= 0.5 + 1e-6,
+                "{input}: cell {i} is {v}, gdalwarp {t}"
+            );
+        }
+        let said = text(&done.result);
+        assert_eq!(
+            said.contains("cannot hold every sum"),
+            expected_type != "Byte",
+            "{input}: {said}"
+        );
+    }
+}
+
+/// Overviews read by resampling warps: `raster_resample` and `raster_reproject` let gdalwarp
+/// read the overview closest to the target resolution when reducing (only `raster_aggregate`
+/// passed `-ovr NONE`), and an overview was computed by some other method, or is stale, or was
+/// planted beside the file: a `sum` over an averaged overview is short by the cell ratio. The
+/// fixture: an 8 x 8 Float32 raster of 0..63 whose external `.ovr` at factor 2 holds 999
+/// everywhere. Both tools, summing 2 x 2 onto 60 m cells, must give the blocks' sums of the
+/// full-resolution cells (and `max` their largest), never 999 (or the average), and say
+/// `-ovr NONE` in the command they return.
+#[tokio::test]
+async fn resampling_warps_read_full_resolution_not_a_planted_overview() {
+    let server = server().await;
+    let cells: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    write_utm::<f32>(&server, "o.tif", (8, 8), cells.clone());
+    {
+        let mut dataset = gdal::Dataset::open(server.path("o.tif")).unwrap();
+        dataset.build_overviews("AVERAGE", &[2], &[]).unwrap();
+    }
+    {
+        let ovr = gdal::Dataset::open_ex(
+            server.path("o.tif.ovr"),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut band = ovr.rasterband(1).unwrap();
+        band.write((0, 0), (4, 4), &mut Buffer::new((4, 4), vec![999f32; 16]))
+            .unwrap();
+    }
+    let planted = gdal::Dataset::open(server.path("o.tif")).unwrap();
+    let overview = planted.rasterband(1).unwrap().overview(0).unwrap();
+    let read = overview
+        .read_as::<f32>((0, 0), (4, 4), (4, 4), None)
+        .unwrap();
+    assert!(
+        read.data().iter().all(|&v| v == 999.0),
+        "the overview is planted"
+    );
+    drop(planted);
+    let values: Vec<f64> = cells.iter().map(|&v| f64::from(v)).collect();
+    let sums = two_by_two(&values, |v| v.iter().sum());
+    let maxima = two_by_two(&values, |v| v.iter().cloned().fold(f64::MIN, f64::max));
+    for (tool, method, expected) in [
+        ("raster_resample", "sum", &sums),
+        ("raster_resample", "max", &maxima),
+        ("raster_reproject", "sum", &sums),
+        ("raster_reproject", "max", &maxima),
+    ] {
+        let output = format!("{tool}_{method}.tif");
+        let mut arguments = json!({"input": "o.tif", "output": output, "resolution": [60, 60],
+                                   "resampling": method});
+        if tool == "raster_reproject" {
+            arguments["dst_crs"] = json!("EPSG:32633");
+        }
+        let done = call_justified(&server, tool, arguments).await.unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{tool} {method}: {}",
+            text(&done.result)
+        );
+        let (values, _) = read_all(&server.path(&output));
+        assert_eq!(
+            &values, expected,
+            "{tool} {method}: the full-resolution cells"
+        );
+        let command = warp_command(&done.result);
+        assert!(
+            command.contains("\"-ovr\",\"NONE\""),
+            "{tool} {method}: {command}"
+        );
+    }
+}
+
+/// A `sum` widened to hold its values ignored the output driver: a Byte sum widened to UInt16
+/// and written as JPEG failed inside GDAL, after the work. Now the widened type is one the
+/// driver stores, and when it stores none (JPEG holds Byte only) the call is refused before any
+/// work, naming the type the sums need and the formats that store it. The clean twin: the same
+/// sums as PNG (which stores UInt16) are written UInt16, every block's sum exact.
+#[tokio::test]
+async fn a_widened_sum_is_refused_where_the_format_cannot_store_it() {
+    let server = server().await;
+    let cells: Vec<u8> = (0..64).map(|i| 100 + 2 * i as u8).collect();
+    write_utm::<u8>(&server, "b.tif", (8, 8), cells.clone());
+    let values: Vec<f64> = cells.iter().map(|&v| f64::from(v)).collect();
+    let sums = two_by_two(&values, |v| v.iter().sum());
+    for (tool, arguments) in [
+        (
+            "raster_aggregate",
+            json!({"input": "b.tif", "output": "a.jpg", "format": "JPEG", "factor": [2],
+                   "statistic": "sum"}),
+        ),
+        (
+            "raster_resample",
+            json!({"input": "b.tif", "output": "r.jpg", "format": "jpeg",
+                   "resolution": [60, 60], "resampling": "sum"}),
+        ),
+    ] {
+        let refused = server.call(tool, arguments.clone()).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        let said = text(&refused);
+        assert!(
+            said.contains("JPEG cannot store these sums")
+                && said.contains("which needs UInt16")
+                && said.contains("GTiff")
+                && said.contains("PNG"),
+            "{tool}: {said}"
+        );
+        let output = arguments["output"].as_str().unwrap();
+        assert!(!server.path(output).exists(), "{tool}: nothing written");
+    }
+    // Clean twin: PNG stores UInt16.
+    let done = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "b.tif", "output": "a.png", "format": "PNG", "factor": [2],
+               "statistic": "sum"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let dataset = gdal::Dataset::open(server.path("a.png")).unwrap();
+    assert_eq!(dataset.rasterband(1).unwrap().band_type().name(), "UInt16");
+    assert_eq!(read_all(&server.path("a.png")).0, sums);
+}
+
+/// Attack round 12's notes: a conversion that failed after GDAL wrote its staged output named
+/// the staging path: "opening /proc/self/fd/23/.gdal-mcp-ZUxJ7e/Float64_XYZ.xyz failed" for a
+/// 2 x 2 Float64 raster holding 1e300 written as XYZ (which cannot read it back). Every error
+/// a job returns now names the output path the caller gave (the staging folders of the job are
+/// mapped back in one place), and never a descriptor path or a staging folder.
+#[tokio::test]
+async fn a_conversion_error_names_the_output_not_its_staging_path() {
+    let server = server().await;
+    write_utm::<f64>(
+        &server,
+        "f64.tif",
+        (2, 2),
+        vec![123456789.123, 1e-300, -5.5, 1e300],
+    );
+    let failed = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "f64.tif", "output": "Float64_XYZ.xyz", "format": "XYZ"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(
+        is_error(&failed),
+        "XYZ cannot read 1e300 back: {}",
+        text(&failed)
+    );
+    let said = text(&failed);
+    let output = server.path("Float64_XYZ.xyz");
+    assert!(
+        said.contains(&output.display().to_string()),
+        "the caller's output path: {said}"
+    );
+    assert!(
+        !said.contains("/proc/self/fd") && !said.contains(".gdal-mcp-"),
+        "no staging path: {said}"
+    );
+    assert!(!output.exists(), "nothing is written");
 }

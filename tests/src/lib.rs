@@ -438,6 +438,17 @@ impl Justified {
 /// Call a gated tool; when refused, answer every domain with a justification whose
 /// `choice.method` names the refused decision (its key fields), and retry once.
 pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Result<Justified> {
+    call_justified_with(server, name, arguments, &|_, _| {}).await
+}
+
+/// [`call_justified`] with each domain's answer passed through `adjust(domain, answer)` before
+/// the retry (a tolerance or an alternative a particular fixture needs, for instance).
+pub async fn call_justified_with(
+    server: &Server,
+    name: &str,
+    arguments: Value,
+    adjust: &(dyn Fn(&str, &mut Value) + Sync),
+) -> Result<Justified> {
     let first = server.call(name, arguments.clone()).await?;
     let content = structured(&first);
     let Some(entries) = content["refusal"].as_array() else {
@@ -499,6 +510,7 @@ pub async fn call_justified(server: &Server, name: &str, arguments: Value) -> Re
         alternatives.extend(considered_instead(&domain));
         answer["alternatives"] = Value::Array(alternatives);
         answer["evidence"] = Value::Object(evidence);
+        adjust(&domain, &mut answer);
         answers.insert(domain, answer);
     }
     let mut retry = arguments;

@@ -77,6 +77,30 @@ fn sidecars_of(input: &Path) -> Vec<PathBuf> {
 
 thread_local! {
     static RULES: RefCell<Option<WriteRules>> = const { RefCell::new(None) };
+    /// The staging folders of the job on this thread, as I/O names them
+    /// (`/proc/self/fd/N/.gdal-mcp-XXXXXX`), with the folder of the output the caller named.
+    static STAGED: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `text` (an error message) with every staging folder of the job on this thread replaced by
+/// the folder of the output the caller named, and every pinned folder's `/proc/self/fd/N` by
+/// its real path: "opening /proc/self/fd/23/.gdal-mcp-ZUxJ7e/f.xyz failed" reads "opening
+/// /w/f.xyz failed" (attack round 12's notes). Applied once, to the error a job returns.
+pub fn agent_text(text: &str) -> String {
+    let staged = STAGED.with(|s| {
+        s.borrow()
+            .iter()
+            .rev()
+            .fold(text.to_string(), |out, (io, real)| {
+                out.replace(io.as_str(), real)
+            })
+    });
+    super::policy::unpin_text(&staged)
+}
+
+/// Forget the job's staging folders (at the end of the job).
+pub fn forget_staged() {
+    STAGED.with(|s| s.borrow_mut().clear());
 }
 
 /// Run `job` with `rules` in force for every commit on this thread (through the job guard,
@@ -181,6 +205,12 @@ impl Staging {
             .tempdir_in(&parent_io)
             .map_err(io)?;
         let staged = dir.path().join(name);
+        STAGED.with(|s| {
+            s.borrow_mut().push((
+                dir.path().to_string_lossy().into_owned(),
+                parent.to_string_lossy().into_owned(),
+            ))
+        });
         Ok(Self {
             dir,
             final_path: final_path.to_path_buf(),

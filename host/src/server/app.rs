@@ -361,7 +361,9 @@ async fn run_gdal<T: Send + 'static>(
             .releasing_pins()
             .enter();
         crate::gdal::init();
-        let mut out = job();
+        // Errors name the caller's output paths, not the job's staging folders (the one place
+        // they are mapped back, before the job forgets them).
+        let mut out = job().map_err(|e| e.map_text(crate::gdal::output::agent_text));
         // A read-only answer is withheld when a file it read changed under it (GDAL reads a
         // VRT's sources by name, after the open); writing jobs check before their commit.
         if pool == READ_POOL && out.is_ok() {

@@ -88,6 +88,42 @@ impl ToolError {
     }
 }
 
+impl ToolError {
+    /// The error with `rewrite` applied to every message text it carries that can name a file
+    /// (the job's staging paths are mapped back to the caller's: `gdal::output::agent_text`).
+    pub fn map_text(self, rewrite: impl Fn(&str) -> String) -> Self {
+        match self {
+            ToolError::Arguments(m) => ToolError::Arguments(rewrite(&m)),
+            ToolError::Algorithm(m) => ToolError::Algorithm(rewrite(&m)),
+            ToolError::Internal(m) => ToolError::Internal(rewrite(&m)),
+            ToolError::Gdal(e) => ToolError::Gdal(match e {
+                GdalError::Failed { operation, message } => GdalError::Failed {
+                    operation: rewrite(&operation),
+                    message: rewrite(&message),
+                },
+                GdalError::Arguments(m) => GdalError::Arguments(rewrite(&m)),
+                GdalError::Algorithm(m) => GdalError::Algorithm(rewrite(&m)),
+                GdalError::Worker(m) => GdalError::Worker(rewrite(&m)),
+                GdalError::Conflict {
+                    message,
+                    parameter,
+                    candidates,
+                } => GdalError::Conflict {
+                    message: rewrite(&message),
+                    parameter,
+                    candidates,
+                },
+                GdalError::Io { operation, source } => GdalError::Io {
+                    operation: rewrite(&operation),
+                    source,
+                },
+                other => other,
+            }),
+            other => other,
+        }
+    }
+}
+
 impl From<GateError> for ToolError {
     fn from(error: GateError) -> Self {
         match error {

@@ -2150,6 +2150,34 @@ fn written_and_read_back(
     Some(read.data().to_vec())
 }
 
+/// `format_selection`'s answer to a `raster_convert` (with `arguments`) of a one-band raster
+/// of `data_type`, with the host's encoding fact, and its evidence ids.
+fn classify_convert(
+    domain: &gdal_mcp::domains::Domain,
+    arguments: Value,
+    data_type: &str,
+) -> (Option<gdal_mcp::domains::Trigger>, Vec<String>) {
+    let facts = with_encoding_fact(call(
+        "raster_convert",
+        arguments,
+        vec![raster_dataset(
+            "input",
+            Some(utm33()),
+            raster_of(data_type, 1, false, None),
+        )],
+    ));
+    assert!(
+        facts.output.as_ref().is_some_and(|o| o.encoding.is_some()),
+        "the host's encoding fact is sent"
+    );
+    let trigger = domain.classify(&facts).expect("classify");
+    let ids = trigger
+        .as_ref()
+        .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
+        .unwrap_or_default();
+    (trigger, ids)
+}
+
 #[test]
 fn format_selection_capacity_is_gdal_3_6_measured() {
     let registry = registry();
@@ -2172,20 +2200,11 @@ fn format_selection_capacity_is_gdal_3_6_measured() {
         for (data_type, values) in types {
             let back = written_and_read_back(dir.path(), driver, data_type, values);
             let kept = back.as_deref() == Some(&values[..]);
-            let facts = with_encoding_fact(call(
-                "raster_convert",
+            let (trigger, ids) = classify_convert(
+                domain,
                 json!({"input": "in.tif", "output": "out.x", "format": driver}),
-                vec![raster_dataset(
-                    "input",
-                    Some(utm33()),
-                    raster_of(data_type, 1, false, None),
-                )],
-            ));
-            let trigger = domain.classify(&facts).expect("classify");
-            let ids: Vec<String> = trigger
-                .as_ref()
-                .map(|t| t.evidence.iter().map(|e| e.id.clone()).collect())
-                .unwrap_or_default();
+                data_type,
+            );
             let asked = trigger
                 .as_ref()
                 .is_some_and(|t| t.severity != Severity::Advisory);
@@ -2235,4 +2254,85 @@ fn format_selection_capacity_is_gdal_3_6_measured() {
             "{expected}: measured {measured:#?}"
         );
     }
+}
+
+/// The host's own type rows (`gdal::facts::capacity`, for the output type it chooses for a
+/// widened `sum`) give, for every allowed driver and type, the answer `format_selection` gives:
+/// the type is stored exactly when the domain raises neither `unsupported_data_type` nor
+/// `codec_data_type` for it (also GeoTIFF with JPEG or WebP compression, and GeoPackage's
+/// Byte tiles against its other types).
+#[test]
+fn host_capacity_rows_agree_with_format_selection() {
+    let registry = registry();
+    let domain = registry.get("format_selection").expect("format_selection");
+    let types = [
+        "Byte", "UInt16", "Int16", "UInt32", "Int32", "Float32", "Float64",
+    ];
+    // (driver, extra arguments, the creation options they pass)
+    type Case = (String, Value, Vec<(String, String)>);
+    let mut cases: Vec<Case> = gdal_mcp::gdal::policy::RASTER_OUTPUT_DRIVERS
+        .iter()
+        .map(|d| (d.to_string(), json!({}), Vec::new()))
+        .collect();
+    for (driver, codec) in [("GTiff", "JPEG"), ("COG", "WEBP")] {
+        cases.push((
+            driver.to_string(),
+            json!({"creation_options": {"COMPRESS": codec}}),
+            vec![("COMPRESS".to_string(), codec.to_string())],
+        ));
+    }
+    for (driver, extra, options) in &cases {
+        for data_type in types {
+            let mut arguments = json!({"input": "in.tif", "output": "out.x", "format": driver});
+            if let Some(o) = extra.as_object() {
+                for (k, v) in o {
+                    arguments[k] = v.clone();
+                }
+            }
+            let (_, ids) = classify_convert(domain, arguments, data_type);
+            let domain_stores = !ids
+                .iter()
+                .any(|id| id == "unsupported_data_type" || id == "codec_data_type");
+            let host_stores =
+                gdal_mcp::gdal::facts::capacity::stores(driver, options, &[data_type], data_type);
+            assert_eq!(
+                host_stores, domain_stores,
+                "{driver} {options:?} {data_type}: the host says {host_stores}, the domain {ids:?}"
+            );
+        }
+    }
+}
+
+/// Float64 to AAIGrid was asked twice for one fact: `unsupported_data_type` (AAIGrid converts
+/// it to Float32) and `lossy_encoding` (AAIGrid is read back as Float32). It is asked once, as
+/// `unsupported_data_type`; the clean twin, Float32 (which AAIGrid holds), raises nothing but
+/// the advisory that the write is lossless.
+#[test]
+fn aaigrid_float64_is_asked_once() {
+    let registry = registry();
+    let domain = registry.get("format_selection").expect("format_selection");
+    let classify = |data_type: &str| {
+        classify_convert(
+            domain,
+            json!({"input": "in.tif", "output": "out.asc", "format": "AAIGrid"}),
+            data_type,
+        )
+        .0
+    };
+    let wide = classify("Float64").expect("Float64 is asked");
+    let ids: Vec<&str> = wide.evidence.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["unsupported_data_type"], "one question for one fact");
+    assert_eq!(wide.severity, Severity::Critical);
+    let narrow = classify("Float32");
+    let asked: Vec<String> = narrow
+        .iter()
+        .filter(|t| t.severity != Severity::Advisory)
+        .flat_map(|t| t.evidence.iter().map(|e| e.id.clone()))
+        .collect();
+    assert!(asked.is_empty(), "Float32 fits AAIGrid: {asked:?}");
+    let notes: Vec<String> = narrow
+        .iter()
+        .flat_map(|t| t.evidence.iter().map(|e| e.id.clone()))
+        .collect();
+    assert_eq!(notes, ["lossless_write"]);
 }

@@ -853,11 +853,17 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
 
     // What the format holds.
     let cap = capacity(&format, &w);
+    // Whether `unsupported_data_type` says that a converting driver converts the written
+    // types: the loss the host's encoding fact names after that driver (AAIGrid read back as
+    // Float32) is then the same fact, asked once (no second question for one loss). A codec's
+    // own loss (JPEG's blocks) is another fact and is still asked.
+    let mut types_converted = false;
     if let Some(cap) = &cap {
         let unsupported: Vec<String> = distinct(&w.types)
             .into_iter()
             .filter(|t| !cap.stores(t))
             .collect();
+        types_converted = cap.converts && !unsupported.is_empty();
         if !unsupported.is_empty() {
             let what = if cap.converts {
                 format!(
@@ -971,8 +977,13 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         }
     }
 
-    // Lossy encodings.
-    let lossy_by = enc.losses.first().map(|(codec, _)| codec.clone());
+    // Lossy encodings (but a type conversion already asked as `unsupported_data_type`).
+    let losses: Vec<&(String, String)> = enc
+        .losses
+        .iter()
+        .filter(|(codec, _)| !(types_converted && *codec == format))
+        .collect();
+    let lossy_by = losses.first().map(|(codec, _)| codec.clone());
     let mut second_lossy = false;
     if let Some(codec) = &lossy_by {
         let blurs = matches!(codec.as_str(), "JPEG" | "WEBP" | "PNG_JPEG" | "JPEG2000");
@@ -1013,7 +1024,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
                 .or_use(lossless(call, &format, &w)),
             );
         }
-        let texts: Vec<&str> = enc.losses.iter().map(|(_, t)| t.as_str()).collect();
+        let texts: Vec<&str> = losses.iter().map(|(_, t)| t.as_str()).collect();
         findings.push(
             Finding::new(Severity::Required, "lossy_encoding", texts.join("; "))
                 .or_use(lossless(call, &format, &w)),
@@ -1041,7 +1052,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             );
             second_lossy = true;
         }
-    } else if cap.is_some() {
+    } else if cap.is_some() && enc.losses.is_empty() {
         notes.insert(
             0,
             note(

@@ -9,6 +9,7 @@
 //! output's driver and creation options lose values) and [`nodata`] (a band's nodata as its
 //! cells hold it, which every reader of cells compares with).
 
+pub mod capacity;
 pub mod encoding;
 pub mod georef;
 pub mod nodata;

@@ -24,7 +24,8 @@
 //! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`read_set`]
 //! (the files GDAL reads for an input, listed without the open's side effects), [`drivers`]
 //! (which drivers may open anything, and the references the allowed ones follow), [`dxf`] (the
-//! entity count of a drawing once its blocks are expanded), [`watch`] (folder watches on a VRT's
+//! entity count of a drawing once its blocks are expanded), [`sqlite_wal`] (SQLite inputs in
+//! write-ahead-log mode, read without a checkpoint), [`watch`] (folder watches on a VRT's
 //! sources), [`deadline`] (deadlines on opens) and [`blocks`] (the natural blocks GDAL allocates
 //! to give the host cells).
 
@@ -37,6 +38,7 @@ pub mod geojson;
 pub mod inflated;
 pub mod read_set;
 pub mod references;
+pub mod sqlite_wal;
 pub mod vrt_work;
 pub mod watch;
 
@@ -465,6 +467,10 @@ fn replace_fd_path(text: &str, via: &str, real: &str) -> String {
 /// of the job).
 pub fn release_pins() {
     watch::release();
+    // After the job's datasets are closed: GDAL's last close of a WAL database found these
+    // connections still open and checkpointed nothing (attack round 12, R12-5).
+    sqlite_wal::release();
+    crate::gdal::output::forget_staged();
     PINS.with(|p| p.borrow_mut().clear());
     CHECKED.with(|c| *c.borrow_mut() = Checked::default());
     OPENS.with(|o| o.borrow_mut().clear());
@@ -1008,9 +1014,10 @@ fn check_vrt_work(
             .find_map(|p| walk.per_cell.get(p).copied())
             .unwrap_or(1.0)
     };
-    // A warped or pansharpened VRT's source, already checked in this walk, opened for its size
-    // alone (GDAL's open of the VRT opens it too).
-    let whole = |name: &str| {
+    // A warped or pansharpened VRT's source, already checked in this walk, opened for what
+    // `measure` reads of it (its size; GDAL's open of the VRT opens it too), times its work per
+    // cell: the largest among the files the name may resolve to.
+    let measure_source = |name: &str, measure: &dyn Fn(&Dataset) -> Option<f64>| {
         candidates(name)
             .iter()
             .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
@@ -1021,15 +1028,40 @@ fn check_vrt_work(
                     ..Default::default()
                 };
                 let dataset = Dataset::open_ex(pinned(p).ok()?, options).ok()?;
-                let (x, y) = dataset.raster_size();
-                let cells = x as f64 * y as f64 * dataset.raster_count().max(1) as f64;
-                Some(cells * per_cell(&p.display().to_string()))
+                Some(measure(&dataset)? * per_cell(&p.display().to_string()))
             })
             .reduce(f64::max)
+    };
+    let bands = |dataset: &Dataset| dataset.raster_count().max(1) as f64;
+    let whole = |name: &str| {
+        measure_source(name, &|dataset| {
+            let (x, y) = dataset.raster_size();
+            Some(x as f64 * y as f64 * bands(dataset))
+        })
+    };
+    // The window a warped VRT reads of its source (R12-2), through the transformer GDAL will
+    // deserialise from the document: only once the document's CRS texts are known to make
+    // PROJ read no file (the check below runs on it again; it is the same scan).
+    let crs_clean = matches!(crs_reads_files(file), Ok(None));
+    let warped = |name: &str, grid: &vrt_work::WarpedGrid| {
+        if !crs_clean {
+            return None;
+        }
+        measure_source(name, &|dataset| {
+            let (x, y) = dataset.raster_size();
+            let (x0, y0, x1, y1) = crate::gdal::raster::warp::warped_source_window(
+                grid.transformer,
+                (grid.cols, grid.rows),
+                (x as f64, y as f64),
+                grid.pad,
+            )?;
+            Some((x1 - x0) * (y1 - y0) * bands(dataset))
+        })
     };
     let sources = vrt_work::Sources {
         per_cell: &per_cell,
         whole: &whole,
+        warped: &warped,
     };
     let Some(work) = vrt_work::estimate(document, &sources) else {
         return Ok(());

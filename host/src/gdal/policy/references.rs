@@ -97,6 +97,9 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
         return Ok(());
     }
     check_journal_files(path)?;
+    // Before any connection here or in GDAL attaches the log: held read-only with a read-only
+    // index until the job ends, so that nothing writes the database, its log or its index.
+    super::sqlite_wal::hold(path)?;
     let refuse = |why: String| {
         GdalError::Arguments(format!(
             "{}: {why}; GDAL would read outside the database. Export the data you need into a \

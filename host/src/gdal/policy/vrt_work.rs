@@ -212,13 +212,76 @@ pub struct Sources<'f> {
     /// the subclasses that read whole windows of a source GDAL chooses itself (`None`: it
     /// cannot be opened, and GDAL's open will fail on it too).
     pub whole: &'f dyn Fn(&str) -> Option<f64>,
+    /// The cells of the window a warped VRT reads from a source file (window cells x bands)
+    /// times its work per cell ([`WarpedGrid`]); `None`: not known (then [`Sources::whole`]).
+    pub warped: &'f dyn Fn(&str, &WarpedGrid) -> Option<f64>,
+}
+
+/// What a warped VRT's document says of the window it reads from its source.
+pub struct WarpedGrid<'d> {
+    /// The `<Transformer>` element as written (GDAL deserialises it to warp).
+    pub transformer: &'d str,
+    /// The VRT's size in cells.
+    pub cols: f64,
+    pub rows: f64,
+    /// Output cells' worth of padding around the window: the resampling kernel's reach, and
+    /// one more.
+    pub pad: f64,
+}
+
+/// The padding of a warped VRT's window for its `ResampleAlg`: the kernel's radius in output
+/// cells, plus one (the reducing methods cover their footprint, which the window is).
+fn warp_pad(resampling: &str) -> f64 {
+    match resampling.trim().to_ascii_lowercase().as_str() {
+        "nearestneighbour" | "near" => 1.0,
+        "bilinear" => 2.0,
+        "cubic" | "cubicspline" => 3.0,
+        "lanczos" => 4.0,
+        _ => 2.0,
+    }
+}
+
+/// The window a warped VRT (`root`, `width` x `height` cells) reads from its source, asked of
+/// `sources`; `None` when its transformer is one that reads more than geotransforms and CRSs
+/// (RPC, GCP, thin plate spline, geolocation arrays) or the window is not known.
+fn warped_window(
+    document: &roxmltree::Document,
+    options: &roxmltree::Node,
+    source: &str,
+    (width, height): (f64, f64),
+    sources: &Sources,
+) -> Option<f64> {
+    let transformer = child(options, "Transformer")?;
+    let other = transformer.descendants().any(|n| {
+        let tag = n.tag_name().name().to_ascii_lowercase();
+        n.is_element()
+            && ["rpc", "gcp", "tps", "geoloc"]
+                .iter()
+                .any(|kind| tag.contains(kind))
+    });
+    if other {
+        return None;
+    }
+    let text = document.input_text().get(transformer.range())?;
+    let resampling = xml_value(options, "ResampleAlg").unwrap_or_default();
+    (sources.warped)(
+        source,
+        &WarpedGrid {
+            transformer: text,
+            cols: width,
+            rows: height,
+            pad: warp_pad(resampling),
+        },
+    )
 }
 
 /// Estimate the work of a VRT `document` (parsed once by the confinement walk) whose
 /// references already passed the checks. Sizes are read as GDAL reads them ([`gdal_atoi`],
 /// [`gdal_atof`], [`xml_value`]). A warped VRT reads, for its blocks, the windows of its source
-/// that they cover, and a pansharpened VRT its spectral bands resampled to the panchromatic
-/// grid: both are counted at their sources' whole cells, an upper bound (a warped VRT over a
+/// that they cover: counted as the window its extent maps back to through its own transformer,
+/// padded by the kernel's reach ([`Sources::warped`]), or else at its source's whole cells; a
+/// pansharpened VRT reads its spectral bands resampled to the panchromatic grid: counted at
+/// their sources' whole cells, an upper bound (a warped VRT over a
 /// 40000² source made one 10 x 10 `raster_stats` take 1.66 GB: attack round 11, R11-3). A
 /// document without sizes is not estimated (`None`): GDAL does not open it.
 pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Work> {
@@ -290,9 +353,18 @@ pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Wor
         if bands.is_empty() {
             cells = width * height;
         }
-        let source = child(&root, "GDALWarpOptions")
-            .and_then(|options| xml_value(&options, "SourceDataset"));
-        work += cells.max(width * height) + whole(source);
+        let options = child(&root, "GDALWarpOptions");
+        let source = options
+            .as_ref()
+            .and_then(|options| xml_value(options, "SourceDataset"));
+        // The window the warp reads (R12-2: a 1000² window clipped from a 20000² source was
+        // counted at the source's 400 M cells and refused); the whole source when it is not
+        // known.
+        let window = options
+            .as_ref()
+            .zip(source.map(str::trim))
+            .and_then(|(o, name)| warped_window(document, o, name, (width, height), sources));
+        work += cells.max(width * height) + window.unwrap_or_else(|| whole(source));
     }
     Some(Work { cells, work })
 }
@@ -342,6 +414,7 @@ mod tests {
         let sources = Sources {
             per_cell: &|_| 1.0,
             whole: &|_| Some(1.6e9),
+            warped: &|_, _| None,
         };
         estimate(&document, &sources).unwrap()
     }
@@ -463,6 +536,40 @@ mod tests {
             kernel("<Kernel><Size>3</Size><Coefs>1</Coefs></Kernel>"),
             10.0
         );
+    }
+
+    /// R12-2: a warped VRT counts the window its transformer maps its extent to, when known;
+    /// a transformer that reads more than geotransforms (GCPs here) counts the whole source.
+    #[test]
+    fn r12_2_a_warped_vrt_counts_its_window() {
+        let vrt = |transformer: &str| {
+            format!(
+                "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\" subClass=\"VRTWarpedDataset\">\
+                 <VRTRasterBand dataType=\"Byte\" band=\"1\" subClass=\"VRTWarpedRasterBand\"/>\
+                 <GDALWarpOptions><ResampleAlg>Bilinear</ResampleAlg>\
+                 <SourceDataset relativeToVRT=\"1\">big.tif</SourceDataset>\
+                 <Transformer>{transformer}</Transformer></GDALWarpOptions></VRTDataset>"
+            )
+        };
+        let work = |text: &str| {
+            let document = roxmltree::Document::parse(text).unwrap();
+            let sources = Sources {
+                per_cell: &|_| 1.0,
+                whole: &|_| Some(1.6e9),
+                warped: &|name, grid| {
+                    assert_eq!(name, "big.tif");
+                    assert_eq!((grid.cols, grid.rows, grid.pad), (10.0, 10.0, 2.0));
+                    assert!(grid.transformer.starts_with("<Transformer>"));
+                    Some(144.0)
+                },
+            };
+            estimate(&document, &sources).unwrap().work
+        };
+        let plain = "<GenImgProjTransformer><SrcGeoTransform>0,1,0,0,0,-1</SrcGeoTransform>\
+                     <DstGeoTransform>0,1,0,0,0,-1</DstGeoTransform></GenImgProjTransformer>";
+        assert_eq!(work(&vrt(plain)), 100.0 + 144.0);
+        let gcps = "<GCPTransformer><Order>1</Order></GCPTransformer>";
+        assert_eq!(work(&vrt(gcps)), 100.0 + 1.6e9);
     }
 
     /// R11-3: a warped VRT and a pansharpened VRT read their sources' windows whatever their

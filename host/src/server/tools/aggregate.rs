@@ -187,7 +187,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             // saturated at 255).
             let block = f64::from(fx) * f64::from(fy);
             let widened = match (statistic, output_type) {
-                (BlockStatistic::Sum, None) => warp::sum_output_type(&input, &dataset, block)?,
+                (BlockStatistic::Sum, None) => {
+                    warp::sum_output_type(&input, &dataset, block, (&format, &options))?
+                }
                 (BlockStatistic::Sum, Some(chosen)) => {
                     warp::refuse_saturating_sum(
                         "output_type",

@@ -451,7 +451,12 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             // Right by default: a sum is written in a type that holds it (R10-6).
             let widened = if request.resampling == "sum" {
                 let weight = reproject_weight(&request, &dataset, &source, &target);
-                warp::sum_output_type(&request.input, &dataset, weight)?
+                warp::sum_output_type(
+                    &request.input,
+                    &dataset,
+                    weight,
+                    (&request.format, &request.creation_options),
+                )?
             } else {
                 None
             };
@@ -596,7 +601,12 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             // Right by default: a sum is written in a type that holds it (R10-6).
             let widened = if request.resampling == "sum" {
                 let weight = resample_weight(&request, &dataset);
-                warp::sum_output_type(&request.input, &dataset, weight)?
+                warp::sum_output_type(
+                    &request.input,
+                    &dataset,
+                    weight,
+                    (&request.format, &request.creation_options),
+                )?
             } else {
                 None
             };
@@ -672,48 +682,56 @@ fn on_input_grid(request: &WarpRequest, dataset: &gdal::Dataset, reprojects: boo
     }
 }
 
-/// The most input cells one output cell of a reprojection adds: the ratio of its area to the
-/// input cell's as gdalwarp's default grid keeps it ([`resample_weight`]), with 10 % for the
-/// change of scale across the raster (UTM to EPSG:4326 at the default grid: sums up to 1.06
-/// cells).
+/// The most input cells one output cell of a reprojection adds: counted where it is largest
+/// on the grid gdalwarp will write ([`warp::most_source_cells`]), since a reprojection changes
+/// scale across the raster (EPSG:4326 over 0..80° N to EPSG:3857 at the default grid: 3.01
+/// source cells per output cell at 80° N, where the ratio of the grids' cell areas said 1.0,
+/// and a Byte sum was clipped at 255: attack round 12, R12-1). The grid: the extent of
+/// `bounds` (moved into the target CRS) or of gdalwarp's suggested output, at `resolution`,
+/// at the extent over `size`, or at the suggested resolution. Unknown: infinite (the widest
+/// type is written).
 fn reproject_weight(
     request: &WarpRequest,
     dataset: &gdal::Dataset,
     source: &gdal::spatial_ref::SpatialRef,
     target: &gdal::spatial_ref::SpatialRef,
 ) -> f64 {
-    let suggested = source
-        .to_wkt()
-        .ok()
-        .zip(target.to_wkt().ok())
-        .and_then(|(s, t)| warp::suggested_output(dataset, &s, &t));
-    let Some((gt, cols, rows)) = suggested else {
+    let Some((source_wkt, target_wkt)) = source.to_wkt().ok().zip(target.to_wkt().ok()) else {
         return f64::INFINITY;
     };
-    let (gx, gy) = (gt[1].abs(), gt[5].abs());
+    let Some((gt, cols, rows)) = warp::suggested_output(dataset, &source_wkt, &target_wkt) else {
+        return f64::INFINITY;
+    };
+    let suggested = [
+        gt[0],
+        gt[3] + gt[5] * rows as f64,
+        gt[0] + gt[1] * cols as f64,
+        gt[3],
+    ];
+    let [xmin, ymin, xmax, ymax] = match &request.bounds {
+        Some((rect, None)) => *rect,
+        Some((rect, Some(definition))) => facts::parse_crs("bounds.crs", definition)
+            .ok()
+            .and_then(|from| transform::transform_bounds(&from, target, *rect))
+            .unwrap_or(*rect),
+        None => suggested,
+    };
+    let (width, height) = ((xmax - xmin).abs(), (ymax - ymin).abs());
     let (rx, ry) = match (request.resolution, request.size) {
         (Some((rx, ry)), _) => (rx.abs(), ry.abs()),
-        (None, Some((w, h))) if w > 0 && h > 0 => {
-            let extent = match &request.bounds {
-                Some((rect, None)) => *rect,
-                Some((rect, Some(definition))) => facts::parse_crs("bounds.crs", definition)
-                    .ok()
-                    .and_then(|from| transform::transform_bounds(&from, target, *rect))
-                    .unwrap_or(*rect),
-                None => [0.0, 0.0, gx * cols as f64, gy * rows as f64],
-            };
-            (
-                (extent[2] - extent[0]).abs() / f64::from(w),
-                (extent[3] - extent[1]).abs() / f64::from(h),
-            )
-        }
-        _ => (gx, gy),
+        (None, Some((w, h))) if w > 0 && h > 0 => (width / f64::from(w), height / f64::from(h)),
+        _ => (gt[1].abs(), gt[5].abs()),
     };
-    if gx > 0.0 && gy > 0.0 {
-        (rx / gx) * (ry / gy) * 1.1
-    } else {
-        f64::INFINITY
+    if !(rx > 0.0 && ry > 0.0 && width.is_finite() && height.is_finite()) {
+        return f64::INFINITY;
     }
+    let grid = [xmin.min(xmax), rx, 0.0, ymin.max(ymax), 0.0, -ry];
+    let (cols, rows) = (
+        (width / rx).ceil().max(1.0) as u64,
+        (height / ry).ceil().max(1.0) as u64,
+    );
+    warp::most_source_cells(dataset, &source_wkt, &target_wkt, grid, cols, rows)
+        .unwrap_or(f64::INFINITY)
 }
 
 /// The most input cells one output cell of a regridding adds: the ratio of the output cell's
