@@ -446,6 +446,8 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         .map(|radians| std::f64::consts::TAU / radians);
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
+    // Points on cells GDAL's mask marks invalid, per band (R13-B6).
+    let mut masked: Vec<(usize, u64)> = Vec::new();
     for (id, point) in given {
         let mut sampled = SampledPoint {
             id,
@@ -533,7 +535,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 })?;
             let capture = ErrorCapture::start();
             // As GDAL reads PIXELTYPE=SIGNEDBYTE: -128..127 (R7-3, R8-12).
-            let buffer = crate::gdal::facts::read_cells::<f64>(
+            let (buffer, masked_here) = crate::gdal::facts::read_cells_masked::<f64>(
                 &band,
                 (column as isize, row as isize),
                 (1, 1),
@@ -543,6 +545,16 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 operation: format!("reading band {} at row {row}, column {column}", info.band),
                 message: capture.failure_text(&e.to_string()),
             })?;
+            if masked_here > 0 {
+                match masked.iter_mut().find(|(b, _)| *b == info.band) {
+                    Some((_, n)) => *n += 1,
+                    None => masked.push((info.band, 1)),
+                }
+                sampled.note = Some(format!(
+                    "band {}: the cell is masked by the raster's mask (read as nodata)",
+                    info.band
+                ));
+            }
             let raw = buffer.data().first().copied().unwrap_or(f64::NAN);
             // The declared nodata as the band's type holds it (R9-4: a Float32 band's -999.9
             // is float32(-999.9) in its cells).
@@ -558,6 +570,19 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             });
         }
         points.push(sampled);
+    }
+    for (index, count) in masked {
+        let source = dataset
+            .rasterband(index)
+            .ok()
+            .and_then(|band| crate::gdal::facts::mask::mask_source(&band));
+        if let Some(source) = source {
+            warnings.push(format!(
+                "{count} point(s) fall on cells that band {index}'s mask ({}) marks invalid: \
+                 reported as nodata (value null), as GDAL's programs read them",
+                source.describe()
+            ));
+        }
     }
     Ok(SampleOutput {
         input: path.display().to_string(),
