@@ -2602,3 +2602,100 @@ async fn r11_13_a_widened_alpha_band_is_refused() {
     assert_eq!(mask.data()[0], 0, "the transparent corner stays masked");
     assert_ne!(mask.data()[63], 0, "an opaque cell stays valid");
 }
+
+/// Regression (attack round 13, R13-B3): `raster_reproject` of a raster that declares no
+/// nodata wrote 0 into every cell no source cell reaches (the wedges of the rotation to the
+/// new grid) and declared nothing, so a DEM of 500..897 m read min 0 and a class map 1..5 had
+/// a class 0. Now a float output gets NaN, an integer one a value no input cell holds, both
+/// declared and said in the warnings; a class map filling the whole Byte range is refused
+/// with `nodata` as the way out. Twin: a regridding in the raster's own CRS (inside the
+/// source) declares nothing new.
+#[tokio::test]
+async fn r13_b3_a_reprojection_without_nodata_fills_the_outside_with_a_declared_nodata() {
+    let server = server().await;
+    // UTM 33N at 12° E, 55° N, off the zone's meridian: the grid turns, wedges appear.
+    let gt = Some([320_000.0, 100.0, 0.0, 6_100_000.0, 0.0, -100.0]);
+    write_raster::<f32>(
+        &server.path("dem.tif"),
+        (40, 40),
+        (0..1600).map(|i| 500.0 + (i % 40) as f32).collect(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<u8>(
+        &server.path("classes.tif"),
+        (40, 40),
+        (0..1600).map(|i| 1 + (i % 5) as u8).collect(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<u8>(
+        &server.path("full.tif"),
+        (40, 40),
+        (0..1600).map(|i| (i % 256) as u8).collect(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let warp = |input: &'static str, output: &'static str, dst: &'static str| {
+        let server = &server;
+        async move {
+            call_justified(
+                server,
+                "raster_reproject",
+                json!({"input": input, "output": output, "dst_crs": dst,
+                       "resampling": "nearest"}),
+            )
+            .await
+            .unwrap()
+            .result
+        }
+    };
+    let nodata_of = |output: &str| {
+        gdal::Dataset::open(server.path(output))
+            .unwrap()
+            .rasterband(1)
+            .unwrap()
+            .no_data_value()
+    };
+    let done = warp("dem.tif", "dem4326.tif", "EPSG:4326").await;
+    assert!(!is_error(&done), "{}", text(&done));
+    let warnings = structured(&done)["warnings"].to_string();
+    assert!(warnings.contains("declares no nodata"), "{warnings}");
+    assert!(nodata_of("dem4326.tif").is_some_and(f64::is_nan));
+    let (values, _) = read_all(&server.path("dem4326.tif"));
+    assert!(values.iter().any(|v| v.is_nan()), "the wedges are nodata");
+    assert!(values.iter().filter(|v| !v.is_nan()).all(|v| *v >= 500.0));
+
+    let done = warp("classes.tif", "classes4326.tif", "EPSG:4326").await;
+    assert!(!is_error(&done), "{}", text(&done));
+    assert_eq!(nodata_of("classes4326.tif"), Some(255.0));
+    let (values, _) = read_all(&server.path("classes4326.tif"));
+    assert!(values
+        .iter()
+        .all(|v| (1.0..=5.0).contains(v) || *v == 255.0));
+    assert!(values.contains(&255.0));
+
+    let refused = warp("full.tif", "full4326.tif", "EPSG:4326").await;
+    assert!(is_error(&refused));
+    assert_eq!(error_kind(&structured(&refused)), "invalid_arguments");
+    assert!(text(&refused).contains("\"nodata\""), "{}", text(&refused));
+    assert!(!server.path("full4326.tif").exists());
+
+    // The twin: the raster's own CRS, its own extent: nothing outside, nothing declared.
+    let done = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "dem.tif", "output": "same.tif", "dst_crs": "EPSG:32633",
+               "resampling": "nearest", "resolution": [200, 200]}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&done), "{}", text(&done));
+    assert_eq!(nodata_of("same.tif"), None);
+    let warnings = structured(&done)["warnings"].to_string();
+    assert!(!warnings.contains("declares no nodata"), "{warnings}");
+}
