@@ -1475,6 +1475,28 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
     let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
     // (finding, facts on which it fires, the clean twin on which it is silent)
     let rows: Vec<(&str, CallFacts, CallFacts)> = vec![
+        // R13-B5 (attack round 13): GDAL 3.6 writes one Byte band to GeoPackage as PNG tiles,
+        // opaque or not, and keeps its nodata (0 of 262,144 cells changed); three bands are
+        // JPEG wherever a tile is opaque, and lose the nodata.
+        (
+            "lossy_encoding",
+            convert(json!({"format": "GPKG"}), rgb()),
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+        ),
+        (
+            "nodata_lost",
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+        ),
         (
             "lossy_encoding",
             convert(json!({"format": "JP2OpenJPEG"}), rgb()),

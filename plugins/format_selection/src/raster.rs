@@ -343,8 +343,10 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
         "PNG" => "DEFLATE".to_string(),
         "GIF" => "LZW".to_string(),
         "JP2OpenJPEG" => "JPEG2000".to_string(),
+        // One Byte band is PNG tiles under the default in GDAL 3.6, opaque or not (R13-B5).
         "GPKG" => match opt("TILE_FORMAT").map(|t| t.to_ascii_uppercase()) {
             Some(t) if t != "AUTO" => t,
+            _ if all_byte && written.types.len() == 1 => "PNG".to_string(),
             _ if all_byte => "PNG_JPEG".to_string(),
             _ if written.types.iter().any(|t| t == "Float32") => "TIFF".to_string(),
             _ => "PNG".to_string(),
@@ -533,6 +535,11 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
             NodataSupport::OneValue,
             true,
         ),
+        // One Byte band keeps its nodata (GDAL 3.6 writes and reads it back; R13-B5); two
+        // bands and more do not.
+        "GPKG" if written.types.len() == 1 && written.types.iter().all(|t| t == "Byte") => {
+            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::OneValue, true)
+        }
         "GPKG" if written.types.iter().all(|t| t == "Byte") => {
             cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::Unsupported, true)
         }
