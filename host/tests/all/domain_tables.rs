@@ -1472,6 +1472,16 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
     };
     let rgb = || raster_of("Byte", 3, false, None);
     let float = || raster_of("Float32", 1, false, None);
+    let packed = || {
+        let mut r = raster_of("Int16", 1, false, Some(-32768.0));
+        r.bands = vec![gdal_mcp::gdal::facts::BandFacts {
+            scale: Some(0.1),
+            offset: Some(-5.0),
+            nodata: Some(-32768.0),
+            ..Default::default()
+        }];
+        r
+    };
     let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
     // (finding, facts on which it fires, the clean twin on which it is silent)
     let rows: Vec<(&str, CallFacts, CallFacts)> = vec![
@@ -1485,6 +1495,18 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
                 json!({"format": "GPKG"}),
                 raster_of("Byte", 1, false, Some(0.0)),
             ),
+        ),
+        // R13-B2 (attack round 13): GPKG, RST, SAGA and XYZ drop a band's scale and offset;
+        // GTiff keeps them.
+        (
+            "scale_offset_lost",
+            convert(json!({"format": "GPKG"}), packed()),
+            convert(json!({"format": "GTiff"}), packed()),
+        ),
+        (
+            "scale_offset_lost",
+            convert(json!({"format": "RST"}), packed()),
+            convert(json!({"format": "RST"}), raster_of("Int16", 1, false, None)),
         ),
         (
             "nodata_lost",
