@@ -2623,22 +2623,24 @@ async fn r13_b3_a_reprojection_without_nodata_fills_the_outside_with_a_declared_
         Some(32633),
         |_| {},
     );
-    write_raster::<u8>(
-        &server.path("classes.tif"),
-        (40, 40),
-        (0..1600).map(|i| 1 + (i % 5) as u8).collect(),
-        gt,
-        Some(32633),
-        |_| {},
-    );
-    write_raster::<u8>(
-        &server.path("full.tif"),
-        (40, 40),
-        (0..1600).map(|i| (i % 256) as u8).collect(),
-        gt,
-        Some(32633),
-        |_| {},
-    );
+    // A class map 1..5, and bytes filling the whole Byte range.
+    for (name, classes) in [("classes.tif", true), ("full.tif", false)] {
+        let cells = (0..1600u32).map(|i| {
+            if classes {
+                1 + (i % 5) as u8
+            } else {
+                (i % 256) as u8
+            }
+        });
+        write_raster::<u8>(
+            &server.path(name),
+            (40, 40),
+            cells.collect(),
+            gt,
+            Some(32633),
+            |_| {},
+        );
+    }
     let warp = |input: &'static str, output: &'static str, dst: &'static str| {
         let server = &server;
         async move {
