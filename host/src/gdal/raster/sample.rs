@@ -571,6 +571,23 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         }
         points.push(sampled);
     }
+    // Points that look like longitudes and latitudes, outside a projected raster, given
+    // without `crs`: the usual slip (attack round 13, R13-B7 b).
+    let degrees = |p: &SampledPoint| {
+        p.given
+            .is_some_and(|[x, y]| (-180.0..=180.0).contains(&x) && (-90.0..=90.0).contains(&y))
+    };
+    if points_srs.is_none()
+        && outside > 0
+        && raster_srs.as_ref().is_some_and(|srs| srs.is_projected())
+        && points.iter().filter(|p| !p.inside).all(degrees)
+    {
+        warnings.push(format!(
+            "{outside} point(s) fall outside the raster, and every one lies within ±180 / ±90: \
+             they look like longitudes and latitudes, while `crs` defaults to the raster's own \
+             (projected) CRS; if they are degrees, pass \"crs\": \"EPSG:4326\""
+        ));
+    }
     for (index, count) in masked {
         let source = dataset
             .rasterband(index)
@@ -619,6 +636,44 @@ fn half_cell_metres(srs: &SpatialRef, gt: &[f64; 6], height: usize) -> Option<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (attack round 13, R13-B7 b): lon/lat points on a UTM raster without `crs`
+    /// answered only "outside". Now a warning names `crs`; twin: the raster's own coordinates
+    /// inside it, and degrees given with `crs`, are not warned about.
+    #[test]
+    fn r13_b7_lonlat_points_on_a_projected_raster_without_crs_name_crs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("utm.tif");
+        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut ds = driver
+            .create_with_band_type::<f32, _>(&path, 10, 10, 1)
+            .unwrap();
+        ds.set_geo_transform(&[500_000.0, 100.0, 0.0, 6_000_000.0, 0.0, -100.0])
+            .unwrap();
+        ds.set_spatial_ref(&SpatialRef::from_epsg(32633).unwrap())
+            .unwrap();
+        drop(ds);
+        let run = |coordinates: Vec<[f64; 2]>, crs: Option<&str>| {
+            sample(
+                &path,
+                &SampleRequest {
+                    points: Points::Coordinates {
+                        coordinates,
+                        crs: crs.map(str::to_string),
+                    },
+                    bands: vec![1],
+                },
+            )
+            .unwrap()
+            .warnings
+        };
+        let warned = run(vec![[15.0, 54.1]], None);
+        assert!(warned.iter().any(|w| w.contains("`crs`")), "{warned:?}");
+        let inside = run(vec![[500_050.0, 5_999_950.0]], None);
+        assert!(!inside.iter().any(|w| w.contains("`crs`")), "{inside:?}");
+        let given = run(vec![[15.0, 54.1]], Some("EPSG:4326"));
+        assert!(!given.iter().any(|w| w.contains("`crs`")), "{given:?}");
+    }
 
     #[test]
     fn edges_belong_to_the_next_cell_and_the_far_edge_is_outside() {
