@@ -206,6 +206,7 @@ pub const BUILTIN_EVIDENCE: &[(&str, &[&str])] = &[
             "codec_band_count",
             "nodata_lost",
             "per_band_nodata",
+            "scale_offset_lost",
             "nodata_with_alpha",
             "too_many_layers",
             "mixed_geometries",

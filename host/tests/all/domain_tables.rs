@@ -1472,9 +1472,53 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
     };
     let rgb = || raster_of("Byte", 3, false, None);
     let float = || raster_of("Float32", 1, false, None);
+    let packed = || {
+        let mut r = raster_of("Int16", 1, false, Some(-32768.0));
+        r.bands = vec![gdal_mcp::gdal::facts::BandFacts {
+            scale: Some(0.1),
+            offset: Some(-5.0),
+            nodata: Some(-32768.0),
+            ..Default::default()
+        }];
+        r
+    };
     let two = [("roads", "Line String"), ("parcels", "Multi Polygon")];
     // (finding, facts on which it fires, the clean twin on which it is silent)
     let rows: Vec<(&str, CallFacts, CallFacts)> = vec![
+        // R13-B5 (attack round 13): GDAL 3.6 writes one Byte band to GeoPackage as PNG tiles,
+        // opaque or not, and keeps its nodata (0 of 262,144 cells changed); three bands are
+        // JPEG wherever a tile is opaque, and lose the nodata.
+        (
+            "lossy_encoding",
+            convert(json!({"format": "GPKG"}), rgb()),
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+        ),
+        // R13-B2 (attack round 13): GPKG, RST, SAGA and XYZ drop a band's scale and offset;
+        // GTiff keeps them.
+        (
+            "scale_offset_lost",
+            convert(json!({"format": "GPKG"}), packed()),
+            convert(json!({"format": "GTiff"}), packed()),
+        ),
+        (
+            "scale_offset_lost",
+            convert(json!({"format": "RST"}), packed()),
+            convert(json!({"format": "RST"}), raster_of("Int16", 1, false, None)),
+        ),
+        (
+            "nodata_lost",
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+            convert(
+                json!({"format": "GPKG"}),
+                raster_of("Byte", 1, false, Some(0.0)),
+            ),
+        ),
         (
             "lossy_encoding",
             convert(json!({"format": "JP2OpenJPEG"}), rgb()),

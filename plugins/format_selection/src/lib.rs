@@ -99,6 +99,10 @@ pub(crate) fn why(id: &str) -> &'static str {
              or the write fails"
         }
         "unsupported_band_count" => "bands are dropped, or the write fails",
+        "scale_offset_lost" => {
+            "the raw integers are read back as the values: every reader takes a packed 64.3 for \
+             693, silently"
+        }
         "nodata_lost" => {
             "without a nodata value, empty cells read back as data and enter every statistic"
         }

@@ -119,6 +119,8 @@ struct Written {
     evidence: String,
     /// The categorical evidence with its numbers, for evidence items.
     fact: String,
+    /// Written bands declaring a scale or offset other than 1 and 0: (band, scale, offset).
+    scale_offset: Vec<(usize, f64, f64)>,
 }
 
 fn distinct(types: &[String]) -> Vec<String> {
@@ -165,6 +167,7 @@ fn written(call: &Call) -> Option<Written> {
             palette: false,
             evidence: String::new(),
             fact: String::new(),
+            scale_offset: Vec::new(),
         });
     }
     let input = call.dataset("input").and_then(|d| d.raster.as_ref())?;
@@ -185,6 +188,7 @@ fn written(call: &Call) -> Option<Written> {
             palette: false,
             evidence: String::new(),
             fact: String::new(),
+            scale_offset: Vec::new(),
         });
     }
     let count = usize::try_from(input.band_count).unwrap_or(0);
@@ -243,6 +247,14 @@ fn written(call: &Call) -> Option<Written> {
         band_nodata: selection
             .iter()
             .map(|b| input.nodata.get(b - 1).copied().flatten())
+            .collect(),
+        scale_offset: selection
+            .iter()
+            .filter_map(|&b| {
+                let band = input.bands.get(b - 1)?;
+                let (scale, offset) = (band.scale.unwrap_or(1.0), band.offset.unwrap_or(0.0));
+                (scale != 1.0 || offset != 0.0).then_some((b, scale, offset))
+            })
             .collect(),
         categorical: band1 && input.looks_categorical,
         palette: band1 && input.evidence.palette,
@@ -343,8 +355,10 @@ fn encoding(call: &Call, format: &str, written: &Written) -> Encoding {
         "PNG" => "DEFLATE".to_string(),
         "GIF" => "LZW".to_string(),
         "JP2OpenJPEG" => "JPEG2000".to_string(),
+        // One Byte band is PNG tiles under the default in GDAL 3.6, opaque or not (R13-B5).
         "GPKG" => match opt("TILE_FORMAT").map(|t| t.to_ascii_uppercase()) {
             Some(t) if t != "AUTO" => t,
+            _ if all_byte && written.types.len() == 1 => "PNG".to_string(),
             _ if all_byte => "PNG_JPEG".to_string(),
             _ if written.types.iter().any(|t| t == "Float32") => "TIFF".to_string(),
             _ => "PNG".to_string(),
@@ -533,6 +547,11 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
             NodataSupport::OneValue,
             true,
         ),
+        // One Byte band keeps its nodata (GDAL 3.6 writes and reads it back; R13-B5); two
+        // bands and more do not.
+        "GPKG" if written.types.len() == 1 && written.types.iter().all(|t| t == "Byte") => {
+            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::OneValue, true)
+        }
         "GPKG" if written.types.iter().all(|t| t == "Byte") => {
             cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::Unsupported, true)
         }
@@ -896,6 +915,30 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
                     list(cap.bands)
                 ),
             ));
+        }
+        // GDAL 3.6's GeoPackage, IDRISI, SAGA and XYZ writers drop a band's scale and
+        // offset: the raw integers are read back as the values (a packed 64.3 read as 693;
+        // attack round 13, R13-B2).
+        if ["GPKG", "RST", "SAGA", "XYZ"].contains(&format.as_str()) && !w.scale_offset.is_empty()
+        {
+            findings.push(
+                Finding::new(
+                    Severity::Critical,
+                    "scale_offset_lost",
+                    format!(
+                        "{format} does not keep a band's scale and offset: the raw values are \
+                         written and read back as the values ({}); write GTiff, netCDF, ENVI \
+                         or HFA, which keep them, or unpack first (`raster_calc` \"a\" to \
+                         Float32)",
+                        w.scale_offset
+                            .iter()
+                            .map(|(b, s, o)| format!("band {b}: raw x {s} + {o}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .or_use(Some(json!({"format": "GTiff"}))),
+            );
         }
         match cap.nodata {
             NodataSupport::Unsupported if w.nodata != Nodata::None => findings.push(Finding::new(

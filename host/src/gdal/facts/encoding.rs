@@ -327,8 +327,13 @@ pub fn assess(
             let tiles = opt("TILE_FORMAT")
                 .map(|t| t.to_ascii_uppercase())
                 .filter(|t| t != "AUTO");
+            // GDAL 3.6 writes one Byte band as PNG tiles under the default (`AUTO`), opaque
+            // or not (measured: 0 cells changed, the nodata kept; attack round 13, R13-B5);
+            // an explicit PNG_JPEG, or two bands and more, are JPEG wherever a tile is opaque.
             let tiles = tiles.unwrap_or_else(|| {
-                if written.all_byte() {
+                if written.all_byte() && written.types.len() == 1 {
+                    "PNG"
+                } else if written.all_byte() {
                     "PNG_JPEG"
                 } else if written.types.iter().any(|t| t == "Float32") {
                     "TIFF"
@@ -337,6 +342,7 @@ pub fn assess(
                 }
                 .to_string()
             });
+
             let q = num("QUALITY").unwrap_or(75.0);
             match tiles.as_str() {
                 "PNG_JPEG" | "JPEG" => {

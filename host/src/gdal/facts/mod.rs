@@ -12,6 +12,7 @@
 pub mod capacity;
 pub mod encoding;
 pub mod georef;
+pub mod mask;
 pub mod nodata;
 pub mod transform;
 
@@ -172,11 +173,16 @@ pub fn signed_byte_value(raw: f64) -> f64 {
 pub trait CellValue: gdal::raster::GdalType + Copy {
     /// A raw byte of a signed-byte band as GDAL reads it ([`signed_byte_value`]).
     fn signed_byte(self) -> Self;
+    /// NaN: what a cell the band's mask marks invalid reads as ([`mask`]).
+    fn masked() -> Self;
 }
 
 impl CellValue for f64 {
     fn signed_byte(self) -> Self {
         signed_byte_value(self)
+    }
+    fn masked() -> Self {
+        f64::NAN
     }
 }
 
@@ -188,6 +194,9 @@ impl CellValue for f32 {
             self
         }
     }
+    fn masked() -> Self {
+        f32::NAN
+    }
 }
 
 /// The one cell read of every host-side reader of raster values (`raster_stats`,
@@ -197,19 +206,42 @@ impl CellValue for f32 {
 /// is read -128..127 (attack round 7, R7-3; round 8, R8-12: `zonal_stats` and `raster_calc`
 /// read 200 where GDAL reads -56). Its cells are compared with [`nodata::band_nodata`] (the
 /// nodata as the band's type holds it, signed for such a band).
+///
+/// A cell GDAL's mask marks invalid (a per-dataset mask, an alpha band, a mask band:
+/// [`mask::mask_source`]) reads as NaN, which every reader counts as nodata (attack round 13,
+/// R13-B6 / R13-8: the masked cells' stored zeros were read as data).
 pub fn read_cells<T: CellValue>(
     band: &gdal::raster::RasterBand<'_>,
     offset: (isize, isize),
     window: (usize, usize),
     size: (usize, usize),
 ) -> gdal::errors::Result<gdal::raster::Buffer<T>> {
+    read_cells_masked(band, offset, window, size).map(|(buffer, _)| buffer)
+}
+
+/// [`read_cells`], and how many of the cells read GDAL's mask marks invalid.
+pub fn read_cells_masked<T: CellValue>(
+    band: &gdal::raster::RasterBand<'_>,
+    offset: (isize, isize),
+    window: (usize, usize),
+    size: (usize, usize),
+) -> gdal::errors::Result<(gdal::raster::Buffer<T>, u64)> {
     let mut buffer = band.read_as::<T>(offset, window, size, None)?;
     if signed_byte(band) {
         for v in buffer.data_mut() {
             *v = v.signed_byte();
         }
     }
-    Ok(buffer)
+    let mut masked = 0u64;
+    if let Some(mask) = mask::read_mask(band, offset, window, size)? {
+        for (v, m) in buffer.data_mut().iter_mut().zip(mask) {
+            if m == 0 {
+                *v = T::masked();
+                masked += 1;
+            }
+        }
+    }
+    Ok((buffer, masked))
 }
 
 /// The bands of `dataset` that declare `PIXELTYPE=SIGNEDBYTE` and hold a negative value (a

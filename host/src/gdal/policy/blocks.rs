@@ -152,7 +152,13 @@ fn band_block_bytes(
 ) -> u64 {
     let own = estimate.block(path, band.block_size(), u64::from(band.band_type().bytes()));
     if reach == Reach::Full {
-        return own;
+        // The host's readers read a mask of the band's own beside its cells (R13-B6).
+        return match crate::gdal::facts::mask::mask_source(band)
+            .and_then(|_| band.open_mask_band().ok())
+        {
+            Some(mask) => own.saturating_add(estimate.block(path, mask.block_size(), 1)),
+            None => own,
+        };
     }
     let mut largest = own;
     let overviews = band.overview_count().unwrap_or(0).max(0) as usize;

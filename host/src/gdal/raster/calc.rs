@@ -11,8 +11,9 @@
 //! unary minus before a power (`-a^2` is `(-a)^2` in exmex, `-(a^2)` in mathematics) and
 //! chained powers (`a^b^c`), and so is a chain of comparisons (`0 < a < 2`, a range in Python,
 //! `(0 < a) < 2` here). Declared scale and offset are applied before the expression sees a value, a
-//! nodata (or NaN) cell in any input makes the output cell nodata, and the output type is the
-//! caller's: a value that does not fit it is an error, never a silent clamp.
+//! nodata (or NaN, or masked by the band's GDAL mask) cell in any input makes the output cell
+//! nodata, and the output type is the caller's: a value that does not fit it is an error,
+//! never a silent clamp.
 
 use crate::gdal::output::Staging;
 use crate::gdal::{ErrorCapture, GdalError};
@@ -747,6 +748,8 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let mut out_of_range = 0u64;
     let mut first_out: Option<f64> = None;
     let mut sample: Option<Sample> = None;
+    // Per input: cells its GDAL mask marks invalid, read as nodata (R13-B6).
+    let mut masked = vec![0u64; sources.len()];
     {
         let mut dataset = create(
             &request.data_type,
@@ -786,7 +789,12 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 return Err(crate::gdal::cancelled("raster_calc"));
             }
             let mut blocks: Vec<Vec<f64>> = Vec::with_capacity(sources.len());
-            for ((source, input), used) in sources.iter().zip(&request.inputs).zip(&used) {
+            for (((source, input), used), masked) in sources
+                .iter()
+                .zip(&request.inputs)
+                .zip(&used)
+                .zip(masked.iter_mut())
+            {
                 if !used {
                     blocks.push(Vec::new());
                     continue;
@@ -797,7 +805,8 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     .map_err(|_| failed("cannot open an input band"))?;
                 // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12: `"a"` to
                 // Float32 wrote 200 where GDAL reads -56).
-                let block = crate::gdal::facts::read_cells::<f64>(
+                // A cell the band's mask marks invalid reads NaN: nodata in the output.
+                let (block, masked_here) = crate::gdal::facts::read_cells_masked::<f64>(
                     &band,
                     (column as isize, row as isize),
                     (columns, rows),
@@ -807,6 +816,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     operation: format!("reading `{}` ({})", input.name, input.path.display()),
                     message: e.to_string(),
                 })?;
+                *masked += masked_here;
                 blocks.push(block.into_shape_and_vec().1);
             }
             let mut out = vec![nodata; columns * rows];
@@ -906,6 +916,23 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     }
     let files = staging.commit()?;
     let mut notes = Vec::new();
+    // The inputs' masks are carried to the output as nodata (R13-B6).
+    for ((source, input), &count) in sources.iter().zip(&request.inputs).zip(&masked) {
+        let band = source.dataset.rasterband(source.band).ok();
+        if let Some(mask) = band
+            .as_ref()
+            .and_then(crate::gdal::facts::mask::mask_source)
+        {
+            notes.push(format!(
+                "{}; the output holds nodata there",
+                crate::gdal::facts::mask::note(
+                    &format!("`{}` band {}", input.name, source.band),
+                    mask,
+                    Some(count)
+                )
+            ));
+        }
+    }
     for (source, input) in sources.iter().zip(&request.inputs) {
         if source.scale != 1.0 || source.offset != 0.0 {
             notes.push(format!(

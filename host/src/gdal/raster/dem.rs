@@ -114,7 +114,9 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
                 &mut Buffer::new((width, height), data),
             )
             .map_err(failed)?;
-        if let Some(nodata) = band.no_data_value() {
+        // A band whose GDAL mask was read as NaN (R13-B6) gives the copy NaN as its nodata.
+        let masked = crate::gdal::facts::mask::mask_source(&band).map(|_| f64::NAN);
+        if let Some(nodata) = band.no_data_value().or(masked) {
             target.set_no_data_value(Some(nodata)).map_err(failed)?;
         }
         if let Some(scale) = band.scale() {

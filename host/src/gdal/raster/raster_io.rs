@@ -16,6 +16,9 @@ pub struct Georef {
     pub geotransform: [f64; 6],
     /// WKT of the CRS, if any.
     pub wkt: Option<String>,
+    /// The band's GDAL mask in words, when it has one of its own (a per-dataset mask, an
+    /// alpha band) and its masked cells were read as nodata (R13-B6).
+    pub mask: Option<String>,
 }
 
 /// Band 1 of `path` as an f32 grid (nodata kept), with its georeferencing; whole, within the
@@ -88,11 +91,18 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
         },
     )?;
     // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
-    let buffer = crate::gdal::facts::read_cells::<f32>(&band, (0, 0), (width, height), (w, h))
-        .map_err(|_| failed("cannot read band 1"))?;
+    // Cells GDAL's mask marks invalid read NaN (R13-B6).
+    let (buffer, masked) =
+        crate::gdal::facts::read_cells_masked::<f32>(&band, (0, 0), (width, height), (w, h))
+            .map_err(|_| failed("cannot read band 1"))?;
     drop(blocks);
-    // The nodata as a read into f32 holds it (R9-4).
-    let nodata = crate::gdal::facts::nodata::band_nodata_read_as_f32(&band).map(|v| v as f32);
+    let mask = crate::gdal::facts::mask::mask_source(&band)
+        .map(|source| crate::gdal::facts::mask::note("band 1", source, Some(masked)));
+    // The nodata as a read into f32 holds it (R9-4); a masked band without one is given NaN,
+    // so the outputs written from the grid declare its masked cells nodata.
+    let nodata = crate::gdal::facts::nodata::band_nodata_read_as_f32(&band)
+        .map(|v| v as f32)
+        .or(mask.as_ref().map(|_| f32::NAN));
     let mut values = buffer.into_shape_and_vec().1;
     if scale != 1.0 || offset != 0.0 {
         for v in values.iter_mut() {
@@ -104,7 +114,14 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
     let grid = Grid::new(w, h, values, nodata)
         .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
     let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
-    Ok((grid, Georef { geotransform, wkt }))
+    Ok((
+        grid,
+        Georef {
+            geotransform,
+            wkt,
+            mask,
+        },
+    ))
 }
 
 /// Write a single-band GeoTIFF (tiled, ZSTD level 1) atomically.

@@ -446,6 +446,8 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         .map(|radians| std::f64::consts::TAU / radians);
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
+    // Points on cells GDAL's mask marks invalid, per band (R13-B6).
+    let mut masked: Vec<(usize, u64)> = Vec::new();
     for (id, point) in given {
         let mut sampled = SampledPoint {
             id,
@@ -533,7 +535,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 })?;
             let capture = ErrorCapture::start();
             // As GDAL reads PIXELTYPE=SIGNEDBYTE: -128..127 (R7-3, R8-12).
-            let buffer = crate::gdal::facts::read_cells::<f64>(
+            let (buffer, masked_here) = crate::gdal::facts::read_cells_masked::<f64>(
                 &band,
                 (column as isize, row as isize),
                 (1, 1),
@@ -543,6 +545,16 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 operation: format!("reading band {} at row {row}, column {column}", info.band),
                 message: capture.failure_text(&e.to_string()),
             })?;
+            if masked_here > 0 {
+                match masked.iter_mut().find(|(b, _)| *b == info.band) {
+                    Some((_, n)) => *n += 1,
+                    None => masked.push((info.band, 1)),
+                }
+                sampled.note = Some(format!(
+                    "band {}: the cell is masked by the raster's mask (read as nodata)",
+                    info.band
+                ));
+            }
             let raw = buffer.data().first().copied().unwrap_or(f64::NAN);
             // The declared nodata as the band's type holds it (R9-4: a Float32 band's -999.9
             // is float32(-999.9) in its cells).
@@ -558,6 +570,36 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             });
         }
         points.push(sampled);
+    }
+    // Points that look like longitudes and latitudes, outside a projected raster, given
+    // without `crs`: the usual slip (attack round 13, R13-B7 b).
+    let degrees = |p: &SampledPoint| {
+        p.given
+            .is_some_and(|[x, y]| (-180.0..=180.0).contains(&x) && (-90.0..=90.0).contains(&y))
+    };
+    if points_srs.is_none()
+        && outside > 0
+        && raster_srs.as_ref().is_some_and(|srs| srs.is_projected())
+        && points.iter().filter(|p| !p.inside).all(degrees)
+    {
+        warnings.push(format!(
+            "{outside} point(s) fall outside the raster, and every one lies within ±180 / ±90: \
+             they look like longitudes and latitudes, while `crs` defaults to the raster's own \
+             (projected) CRS; if they are degrees, pass \"crs\": \"EPSG:4326\""
+        ));
+    }
+    for (index, count) in masked {
+        let source = dataset
+            .rasterband(index)
+            .ok()
+            .and_then(|band| crate::gdal::facts::mask::mask_source(&band));
+        if let Some(source) = source {
+            warnings.push(format!(
+                "{count} point(s) fall on cells that band {index}'s mask ({}) marks invalid: \
+                 reported as nodata (value null), as GDAL's programs read them",
+                source.describe()
+            ));
+        }
     }
     Ok(SampleOutput {
         input: path.display().to_string(),
@@ -594,6 +636,44 @@ fn half_cell_metres(srs: &SpatialRef, gt: &[f64; 6], height: usize) -> Option<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (attack round 13, R13-B7 b): lon/lat points on a UTM raster without `crs`
+    /// answered only "outside". Now a warning names `crs`; twin: the raster's own coordinates
+    /// inside it, and degrees given with `crs`, are not warned about.
+    #[test]
+    fn r13_b7_lonlat_points_on_a_projected_raster_without_crs_name_crs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("utm.tif");
+        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut ds = driver
+            .create_with_band_type::<f32, _>(&path, 10, 10, 1)
+            .unwrap();
+        ds.set_geo_transform(&[500_000.0, 100.0, 0.0, 6_000_000.0, 0.0, -100.0])
+            .unwrap();
+        ds.set_spatial_ref(&SpatialRef::from_epsg(32633).unwrap())
+            .unwrap();
+        drop(ds);
+        let run = |coordinates: Vec<[f64; 2]>, crs: Option<&str>| {
+            sample(
+                &path,
+                &SampleRequest {
+                    points: Points::Coordinates {
+                        coordinates,
+                        crs: crs.map(str::to_string),
+                    },
+                    bands: vec![1],
+                },
+            )
+            .unwrap()
+            .warnings
+        };
+        let warned = run(vec![[15.0, 54.1]], None);
+        assert!(warned.iter().any(|w| w.contains("`crs`")), "{warned:?}");
+        let inside = run(vec![[500_050.0, 5_999_950.0]], None);
+        assert!(!inside.iter().any(|w| w.contains("`crs`")), "{inside:?}");
+        let given = run(vec![[15.0, 54.1]], Some("EPSG:4326"));
+        assert!(!given.iter().any(|w| w.contains("`crs`")), "{given:?}");
+    }
 
     #[test]
     fn edges_belong_to_the_next_cell_and_the_far_edge_is_outside() {

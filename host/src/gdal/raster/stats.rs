@@ -5,7 +5,8 @@
 //! bins fixed in advance, so this room reads each band once in row strips and computes
 //! everything from the values. Exact by default; `sample` reads a decimated copy (nearest, at
 //! most [`SAMPLE_PIXELS`] cells, through overviews when the file has them), which is what
-//! `gdalinfo -approx_stats` does. Nodata cells and NaN are not values.
+//! `gdalinfo -approx_stats` does. Nodata cells, NaN and the cells GDAL's mask marks invalid
+//! (a per-dataset mask, an alpha band: [`crate::gdal::facts::mask`]) are not values.
 
 use crate::gdal::{ErrorCapture, GdalError};
 use gdal::Dataset;
@@ -65,8 +66,14 @@ pub struct BandStats {
     /// Cells read (all cells in exact mode, the sample in sampled mode).
     pub cells: u64,
     pub valid_count: u64,
-    /// Cells equal to nodata or NaN.
+    /// Cells equal to nodata or NaN, or marked invalid by the band's mask (`masked_count`).
     pub nodata_count: u64,
+    /// Cells GDAL's mask marks invalid (`mask`), counted in `nodata_count`.
+    pub masked_count: u64,
+    /// Where the band's validity comes from beside its nodata value, when GDAL gives it a
+    /// mask that is not "all valid" (a per-dataset mask, an alpha band, a mask band): its
+    /// masked cells are nodata here, as GDAL's programs read them.
+    pub mask: Option<String>,
     /// Cells holding +Inf or -Inf (an overflow, a division by zero upstream): left out of
     /// every figure, which they would otherwise turn into infinities and NaN.
     pub infinite_count: u64,
@@ -163,14 +170,17 @@ fn band_stats(
     )?;
     let mut values: Vec<f64> = Vec::new();
     let mut cells = 0u64;
+    let mut masked_count = 0u64;
     if sampled {
         let scale = ((width * height) as f64 / SAMPLE_PIXELS as f64).sqrt();
         let w = ((width as f64 / scale).floor() as usize).clamp(1, width);
         let h = ((height as f64 / scale).floor() as usize).clamp(1, height);
         // A Byte band declaring PIXELTYPE=SIGNEDBYTE holds -128..127, as GDAL reads it
         // (R7-3): read through the one cell read every host reader shares (R8-12).
-        let buffer = crate::gdal::facts::read_cells::<f64>(&band, (0, 0), (width, height), (w, h))
-            .map_err(|e| failed(e.to_string()))?;
+        let (buffer, masked) =
+            crate::gdal::facts::read_cells_masked::<f64>(&band, (0, 0), (width, height), (w, h))
+                .map_err(|e| failed(e.to_string()))?;
+        masked_count += masked;
         let data = buffer.data();
         cells = data.len() as u64;
         infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
@@ -179,13 +189,14 @@ fn band_stats(
         let mut row = 0;
         while row < height {
             let rows = STRIP_ROWS.min(height - row);
-            let buffer = crate::gdal::facts::read_cells::<f64>(
+            let (buffer, masked) = crate::gdal::facts::read_cells_masked::<f64>(
                 &band,
                 (0, row as isize),
                 (width, rows),
                 (width, rows),
             )
             .map_err(|e| failed(e.to_string()))?;
+            masked_count += masked;
             let data = buffer.data();
             cells += data.len() as u64;
             infinite_count += data.iter().filter(|v| v.is_infinite()).count() as u64;
@@ -237,6 +248,9 @@ fn band_stats(
         cells,
         valid_count: values.len() as u64,
         nodata_count: cells - values.len() as u64 - infinite_count,
+        masked_count,
+        mask: crate::gdal::facts::mask::mask_source(&band)
+            .map(|source| crate::gdal::facts::mask::note(&format!("band {index}"), source, None)),
         infinite_count,
         summary,
     })

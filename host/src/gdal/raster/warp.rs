@@ -71,7 +71,12 @@ impl WarpRequest {
             args.extend(["-ot".to_string(), t.clone()]);
         }
         if let Some(nodata) = self.dst_nodata {
-            args.extend(["-dstnodata".to_string(), number(nodata)]);
+            let text = if nodata.is_nan() {
+                "nan".to_string()
+            } else {
+                number(nodata)
+            };
+            args.extend(["-dstnodata".to_string(), text]);
         }
         // Full resolution, always: by default gdalwarp reads the overview closest to the
         // target resolution when it reduces, and an overview was computed by some other method
@@ -586,6 +591,81 @@ impl Drop for ImageTransformer<'_> {
     fn drop(&mut self) {
         // SAFETY: created by GDALCreateGenImgProjTransformer and destroyed once.
         unsafe { gdal_sys::GDALDestroyGenImgProjTransformer(self.handle) };
+    }
+}
+
+/// The nodata a warp's output gets when the input declares none and the output grid reaches
+/// outside the source (a reprojection's wedges, bounds past the raster): gdalwarp writes 0
+/// into every cell no source cell reaches and declares nothing, so the fill reads as data, a
+/// height of 0 m, a class 0 (attack round 13, R13-B3). A value the data cannot hold: NaN for
+/// a float output; for an integer output the type's extreme (its minimum when signed, else
+/// its maximum), or its other end, that no band holds (read exactly). `Ok(None)`: a band
+/// declares a nodata (gdalwarp fills with it), or the type is complex. An error, naming
+/// `nodata`, when the bands fill the type's whole range.
+pub fn fill_nodata(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    output_type: Option<&str>,
+) -> Result<Option<f64>, GdalError> {
+    let count = dataset.raster_count();
+    let _quiet = crate::gdal::ErrorCapture::start();
+    let declared = (1..=count).any(|index| {
+        dataset
+            .rasterband(index)
+            .is_ok_and(|band| band.no_data_value().is_some())
+    });
+    if declared || count == 0 {
+        return Ok(None);
+    }
+    let type_name = match output_type {
+        Some(name) => name.to_string(),
+        None => dataset
+            .rasterband(1)
+            .map(|band| band.band_type().name())
+            .unwrap_or_default(),
+    };
+    let (low, high) = match type_name.as_str() {
+        "Float32" | "Float64" => return Ok(Some(f64::NAN)),
+        "Byte" => (0.0, 255.0),
+        "Int8" => (-128.0, 127.0),
+        "UInt16" => (0.0, 65_535.0),
+        "Int16" => (-32_768.0, 32_767.0),
+        "UInt32" => (0.0, 4_294_967_295.0),
+        "Int32" => (-2_147_483_648.0, 2_147_483_647.0),
+        _ => return Ok(None),
+    };
+    let candidates = if low < 0.0 { [low, high] } else { [high, low] };
+    let bands: Vec<usize> = (1..=count).collect();
+    let _memory = crate::gdal::policy::blocks::reserve(
+        "raster_reproject: the input's range, for the nodata of the cells outside it",
+        path,
+        dataset,
+        &bands,
+        crate::gdal::policy::blocks::Reach::Full,
+    )?;
+    let mut ranges = Vec::with_capacity(count);
+    for index in bands {
+        let range = dataset
+            .rasterband(index)
+            .and_then(|band| band.compute_raster_min_max(false))
+            .map_err(|e| GdalError::Failed {
+                operation: format!("reading the range of band {index} of {}", path.display()),
+                message: e.to_string(),
+            })?;
+        ranges.push((range.min, range.max));
+    }
+    match candidates
+        .into_iter()
+        .find(|c| ranges.iter().all(|(min, max)| c < min || c > max))
+    {
+        Some(value) => Ok(Some(value)),
+        None => Err(GdalError::Arguments(format!(
+            "nodata: the input declares no nodata and its values fill {type_name}'s whole range \
+             ({low} to {high}), so the cells of the output no source cell reaches (outside the \
+             source's footprint on the new grid) would be written as 0, a value of the data; \
+             pass \"nodata\" with the value they should get (it must differ from every value \
+             of the data), or warp a copy in a wider type"
+        ))),
     }
 }
 

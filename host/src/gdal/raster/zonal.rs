@@ -62,6 +62,18 @@ pub struct ZoneStats {
 }
 
 impl ZonalRequest {
+    /// A note for the result when the band has a GDAL mask of its own (a per-dataset mask,
+    /// an alpha band): its masked cells count as nodata ([`crate::gdal::facts::read_cells`];
+    /// attack round 13, R13-B6).
+    pub fn mask_note(&self) -> Option<String> {
+        let _quiet = ErrorCapture::start();
+        let raster = crate::gdal::facts::open(&self.raster).ok()?;
+        let band = raster.rasterband(self.band).ok()?;
+        crate::gdal::facts::mask::mask_source(&band).map(|source| {
+            crate::gdal::facts::mask::note(&format!("band {}", self.band), source, None)
+        })
+    }
+
     /// Compute every zone's statistics.
     pub fn run(&self) -> Result<Vec<ZoneStats>, GdalError> {
         let capture = ErrorCapture::start();

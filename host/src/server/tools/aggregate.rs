@@ -434,7 +434,7 @@ pub struct ZonalOutput {
     pub output: Option<String>,
     pub files: Vec<String>,
     /// What the figures rest on beyond the arguments (zones wrapped onto a lon/lat raster's
-    /// longitudes).
+    /// longitudes, a GDAL mask whose masked cells count as nodata).
     pub notes: Vec<String>,
 }
 
@@ -549,7 +549,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                 .filter(|row| row.wrapped > 0)
                 .map(|row| row.fid.map_or_else(|| "?".to_string(), |f| f.to_string()))
                 .collect();
-            let mut notes = Vec::new();
+            let mut notes: Vec<String> = request.mask_note().into_iter().collect();
             if !wrapped.is_empty() {
                 notes.push(format!(
                     "{} zone(s) (fid {}) reach past the raster's longitudes: their polygons were \

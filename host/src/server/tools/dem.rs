@@ -335,7 +335,12 @@ where
             let loaded = load(&input, cell_size)?;
             let cell_size = [loaded.cell_size.dx, loaded.cell_size.dy];
             let main = output.display().to_string();
-            let (files, report) = job(loaded, output, work)?;
+            let mask = loaded.georef.mask.clone();
+            let (files, mut report) = job(loaded, output, work)?;
+            // A DEM whose GDAL mask was read as nodata says so (R13-B6).
+            if let (Some(mask), Some(object)) = (mask, report.as_object_mut()) {
+                object.insert("mask".to_string(), Value::String(mask));
+            }
             let output = DemOutput {
                 output: main,
                 files: strings(&files),

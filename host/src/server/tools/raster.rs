@@ -461,6 +461,18 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 None
             };
             request.output_type = widened.as_ref().map(|w| w.to.clone());
+            // Right by default: the cells outside the source get a nodata the data cannot
+            // hold, not gdalwarp's 0 (R13-B3); a regridding in the raster's own CRS without
+            // bounds stays inside it.
+            let filled = if request.dst_nodata.is_none() && (reprojects || request.bounds.is_some())
+            {
+                warp::fill_nodata(&request.input, &dataset, request.output_type.as_deref())?
+            } else {
+                None
+            };
+            if filled.is_some() {
+                request.dst_nodata = filled;
+            }
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
             // Converting heights over a ballpark vertical: that operation is what the gate
@@ -486,10 +498,26 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 measurement: crate::gdal::vector::measure::reprojection_facts(&target, area),
                 ..CallFacts::default()
             };
-            Ok(Gathered::new(facts, (request, transformation, widened)).summarising(summary))
+            Ok(
+                Gathered::new(facts, (request, transformation, widened, filled))
+                    .summarising(summary),
+            )
         },
-        |(request, transformation, widened), _work| {
+        |(request, transformation, widened, filled), _work| {
             let outcome = request.run()?;
+            let filled = filled.map(|value| {
+                format!(
+                    "the input declares no nodata: the output's cells no source cell reaches \
+                     (outside the source's footprint on the new grid) are nodata {}, declared, \
+                     a value no input cell holds, where gdalwarp would write 0; pass \
+                     \"nodata\" to choose another",
+                    if value.is_nan() {
+                        "NaN".to_string()
+                    } else {
+                        number(value)
+                    }
+                )
+            });
             Ok(ReprojectOutput {
                 written: facts::WrittenRaster::new(
                     &request.output,
@@ -502,6 +530,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 warnings: widened
                     .map(|w| w.note())
                     .into_iter()
+                    .chain(filled)
                     .chain(outcome.warnings)
                     .collect(),
             })

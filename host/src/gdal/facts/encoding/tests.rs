@@ -361,6 +361,25 @@ fn the_fact_says_lossy_exactly_where_gdal_changes_cells() {
         // GeoPackage tiles.
         // Fully opaque tiles (one 64 × 64 tile) are JPEG under the default PNG_JPEG.
         ("GPKG", "gpkg", "Byte", 3, false, &[("BLOCKSIZE", "64")]),
+        // R13-B5: one Byte band is written as PNG tiles under the default, opaque or not:
+        // lossless; an explicit PNG_JPEG makes its opaque tiles JPEG.
+        ("GPKG", "gpkg", "Byte", 1, false, &[("BLOCKSIZE", "64")]),
+        (
+            "GPKG",
+            "gpkg",
+            "Byte",
+            1,
+            false,
+            &[("BLOCKSIZE", "64"), ("TILE_FORMAT", "PNG_JPEG")],
+        ),
+        (
+            "GPKG",
+            "gpkg",
+            "Byte",
+            1,
+            false,
+            &[("BLOCKSIZE", "64"), ("TILE_FORMAT", "JPEG")],
+        ),
         (
             "GPKG",
             "gpkg",
