@@ -5358,3 +5358,117 @@ async fn r9_11_a_geojson_tree_is_budgeted_before_the_open() {
     }
     still_serves(&server).await;
 }
+
+/// Regression (attack round 13, R13-2, R13-3, R13-10): GDAL reads a VRT source's name with
+/// `CPLGetXMLValue`, which finds a `SourceFilename` *attribute* as well as an element. The
+/// walk matched elements only, so a mask band's `<SimpleSource SourceFilename="/outside">` (or
+/// a raw mask band's `SourceFilename` attribute) copied an outside file into the workspace's
+/// `.msk`, and a band source given so as a FIFO inside wedged read-only workers until the pool
+/// closed. Both are now refused before the open, the read-only pool keeps answering, and the
+/// clean twin (the element form, inside) still converts.
+#[tokio::test]
+async fn r13_2_vrt_source_names_given_as_attributes_are_checked() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    let band = r#"<VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#;
+    let document = |body: &str| {
+        format!(r#"<VRTDataset rasterXSize="111" rasterYSize="111">{body}</VRTDataset>"#)
+    };
+    let simple_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte"><SimpleSource SourceFilename="{source}"><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></MaskBand>"#
+        )
+    };
+    let raw_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte" subClass="VRTRawRasterBand" SourceFilename="{source}"><ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>111</LineOffset></VRTRasterBand></MaskBand>"#
+        )
+    };
+    std::fs::write(
+        ws.join("a.vrt"),
+        document(&format!(
+            "{band}{}",
+            simple_mask(&decoy.path("outside.tif"))
+        )),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("b.vrt"),
+        document(&format!("{band}{}", raw_mask(&decoy.path("secret.txt")))),
+    )
+    .unwrap();
+    for input in ["a.vrt", "b.vrt"] {
+        for (tool, arguments) in [
+            (
+                "raster_convert",
+                json!({"input": input, "output": format!("{input}_out.tif")}),
+            ),
+            ("raster_info", json!({"input": input})),
+            ("raster_stats", json!({"input": input})),
+        ] {
+            let result = server.call(tool, arguments).await.unwrap();
+            assert!(is_error(&result), "{tool} {input}: {}", text(&result));
+            assert!(
+                error_message(&result).contains("outside every workspace"),
+                "{tool} {input}: {}",
+                text(&result)
+            );
+        }
+        assert!(!ws.join(format!("{input}_out.tif")).exists());
+        assert!(!ws.join(format!("{input}_out.tif.msk")).exists());
+    }
+
+    // A FIFO inside named by a band's `SourceFilename` attribute: refused at once, by every
+    // call, and the read-only pool still answers afterwards.
+    run("mkfifo", &[&ws.join("fifo").display().to_string()]);
+    std::fs::write(
+        ws.join("fifo.vrt"),
+        document(&format!(
+            r#"<VRTRasterBand dataType="Byte" band="1"><SimpleSource SourceFilename="{}"><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#,
+            ws.join("fifo").display()
+        )),
+    )
+    .unwrap();
+    let calls = (0..12).map(|_| server.call("raster_info", json!({"input": "fifo.vrt"})));
+    let answers = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(calls))
+        .await
+        .expect("every call answered, none blocked on the FIFO");
+    for answer in answers {
+        let answer = answer.unwrap();
+        assert!(is_error(&answer), "{}", text(&answer));
+        assert!(
+            error_message(&answer).contains("not a regular file"),
+            "{}",
+            text(&answer)
+        );
+    }
+    let info = server
+        .call("raster_info", json!({"input": "dem.tif"}))
+        .await
+        .unwrap();
+    assert!(
+        !is_error(&info),
+        "the read-only pool answers: {}",
+        text(&info)
+    );
+
+    // The clean twin: the mask's source as an element, inside; converted with its mask.
+    std::fs::write(
+        ws.join("clean.vrt"),
+        document(&format!(
+            r#"{band}<MaskBand><VRTRasterBand dataType="Byte"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></MaskBand>"#
+        )),
+    )
+    .unwrap();
+    let clean = server
+        .call(
+            "raster_convert",
+            json!({"input": "clean.vrt", "output": "clean_out.tif"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert!(ws.join("clean_out.tif").exists());
+    decoy.assert_untouched();
+}

@@ -376,6 +376,35 @@ mod tests {
         );
     }
 
+    /// Regression (attack round 13, R13-4): a VRT band source written as a `SourceFilename`
+    /// attribute is a source of the read set (what a sign-off binds and what lineage follows),
+    /// as its element twin is.
+    #[test]
+    fn r13_4_an_attribute_form_source_is_in_the_read_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        write(&d.join("interp.tif"), "i");
+        let attribute = |source: &str| {
+            format!(
+                "<VRTDataset rasterXSize=\"2\" rasterYSize=\"2\"><VRTRasterBand \
+                 dataType=\"Byte\" band=\"1\"><SimpleSource SourceFilename=\"{source}\"/>\
+                 </VRTRasterBand></VRTDataset>"
+            )
+        };
+        write(
+            &d.join("attr.vrt"),
+            &attribute(&d.join("interp.tif").display().to_string()),
+        );
+        write(&d.join("elem.vrt"), &vrt(&["interp.tif"]));
+        for input in ["attr.vrt", "elem.vrt"] {
+            assert_eq!(
+                sources(&d.join(input)).unwrap(),
+                vec![d.join("interp.tif")],
+                "{input}"
+            );
+        }
+    }
+
     /// An `.aux.xml`'s `OVERVIEW_FILE` is read too; a folder dataset's files are its sources;
     /// a reference GDAL would read as a virtual path makes the set unlistable.
     #[test]
