@@ -5418,13 +5418,7 @@ async fn r13_2_vrt_source_names_given_as_attributes_are_checked() {
             ("raster_info", json!({"input": input})),
             ("raster_stats", json!({"input": input})),
         ] {
-            let result = server.call(tool, arguments).await.unwrap();
-            assert!(is_error(&result), "{tool} {input}: {}", text(&result));
-            assert!(
-                error_message(&result).contains("outside every workspace"),
-                "{tool} {input}: {}",
-                text(&result)
-            );
+            refused_with(&server, tool, arguments, "outside every workspace").await;
         }
         assert!(!ws.join(format!("{input}_out.tif")).exists());
         assert!(!ws.join(format!("{input}_out.tif.msk")).exists());
@@ -5443,28 +5437,11 @@ async fn r13_2_vrt_source_names_given_as_attributes_are_checked() {
         )),
     )
     .unwrap();
-    let calls = (0..12).map(|_| server.call("raster_info", json!({"input": "fifo.vrt"})));
-    let answers = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(calls))
-        .await
-        .expect("every call answered, none blocked on the FIFO");
-    for answer in answers {
-        let answer = answer.unwrap();
-        assert!(is_error(&answer), "{}", text(&answer));
-        assert!(
-            error_message(&answer).contains("not a regular file"),
-            "{}",
-            text(&answer)
-        );
-    }
-    let info = server
-        .call("raster_info", json!({"input": "dem.tif"}))
-        .await
-        .unwrap();
-    assert!(
-        !is_error(&info),
-        "the read-only pool answers: {}",
-        text(&info)
-    );
+    let calls = (0..12)
+        .map(|_| server.call("raster_info", json!({"input": "fifo.vrt"})))
+        .collect();
+    all_refused_at_once(calls, &["not a regular file"]).await;
+    answers(&server, "raster_info", json!({"input": "dem.tif"})).await;
 
     // The clean twin: the mask's source as an element, inside; converted with its mask.
     std::fs::write(
@@ -5474,14 +5451,12 @@ async fn r13_2_vrt_source_names_given_as_attributes_are_checked() {
         )),
     )
     .unwrap();
-    let clean = server
-        .call(
-            "raster_convert",
-            json!({"input": "clean.vrt", "output": "clean_out.tif"}),
-        )
-        .await
-        .unwrap();
-    assert!(!is_error(&clean), "{}", text(&clean));
+    answers(
+        &server,
+        "raster_convert",
+        json!({"input": "clean.vrt", "output": "clean_out.tif"}),
+    )
+    .await;
     assert!(ws.join("clean_out.tif").exists());
     decoy.assert_untouched();
 }
@@ -5517,23 +5492,44 @@ async fn r13_15_a_fifo_in_an_inputs_folder_is_refused_before_the_open() {
             calls.push(server.call("raster_info", json!({"input": input})));
         }
     }
+    all_refused_at_once(calls, &["METADATA.DIM", "not a regular file"]).await;
+    for input in ["b/x.tif", "b/y.tif", "dem.tif"] {
+        answers(&server, "raster_info", json!({"input": input})).await;
+    }
+}
+
+/// Call `tool` and assert that it is refused with a message holding `fragment`.
+async fn refused_with(server: &Server, tool: &str, arguments: Value, fragment: &str) {
+    let result = server.call(tool, arguments.clone()).await.unwrap();
+    let message = error_message(&result);
+    assert!(
+        is_error(&result) && message.contains(fragment),
+        "{tool} {arguments}: {}",
+        text(&result)
+    );
+}
+
+/// Call `tool` and assert that it answers without error.
+async fn answers(server: &Server, tool: &str, arguments: Value) {
+    let result = server.call(tool, arguments.clone()).await.unwrap();
+    assert!(!is_error(&result), "{tool} {arguments}: {}", text(&result));
+}
+
+/// Send `calls` at once; every one must be answered within 30 s, refused with `fragments`.
+async fn all_refused_at_once(
+    calls: Vec<impl std::future::Future<Output = anyhow::Result<rmcp::model::CallToolResult>>>,
+    fragments: &[&str],
+) {
     let answers = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(calls))
         .await
-        .expect("every call answered at once, none blocked on the FIFO");
+        .expect("every call answered at once, none blocked on a FIFO");
     for answer in answers {
         let answer = answer.unwrap();
-        assert!(is_error(&answer), "{}", text(&answer));
         let message = error_message(&answer);
         assert!(
-            message.contains("METADATA.DIM") && message.contains("not a regular file"),
-            "{message}"
+            is_error(&answer) && fragments.iter().all(|f| message.contains(f)),
+            "{}",
+            text(&answer)
         );
-    }
-    for input in ["b/x.tif", "b/y.tif", "dem.tif"] {
-        let info = server
-            .call("raster_info", json!({"input": input}))
-            .await
-            .unwrap();
-        assert!(!is_error(&info), "{input}: {}", text(&info));
     }
 }

@@ -294,6 +294,13 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// A new temporary folder and its canonical path.
+    fn temp_folder() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, d)
+    }
+
     fn vrt(sources: &[&str]) -> String {
         let mut text = String::from(
             "<VRTDataset rasterXSize=\"2\" rasterYSize=\"2\">\n<VRTRasterBand dataType=\"Byte\" \
@@ -404,8 +411,7 @@ mod tests {
     /// CRS in the `.ref` its `.rdc` names (R13-5's list), whatever that file is called.
     #[test]
     fn r13_1_a_mifs_mid_and_an_idrisi_ref_are_in_the_read_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let (_dir, d) = temp_folder();
         write(&d.join("x.mif"), "Version 300\n");
         write(&d.join("x.mid"), "1\n");
         write(&d.join("y.mid"), "1\n");
@@ -429,8 +435,7 @@ mod tests {
     /// as its element twin is.
     #[test]
     fn r13_4_an_attribute_form_source_is_in_the_read_set() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let (_dir, d) = temp_folder();
         write(&d.join("interp.tif"), "i");
         let attribute = |source: &str| {
             format!(
