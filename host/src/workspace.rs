@@ -264,6 +264,24 @@ impl Check<'_> {
             let sidecar = prefixes.iter().any(|p| entry_name.starts_with(p.as_str()));
             let near = loose.iter().any(|p| entry_name.starts_with(p.as_str()));
             if !(sidecar || near) {
+                // GDAL's imagery metadata readers probe fixed names in the folder, not the
+                // input's (SPOT's `METADATA.DIM`, ALOS's `summary.txt`, `DIM_*.XML`, ...): a
+                // FIFO there blocked every GeoTIFF of the folder, then the read-only pool
+                // (attack round 13, R13-15). No FIFO, socket or device may sit in an input's
+                // folder.
+                // (A link is not followed here: see Known limits.)
+                let blocked = entry
+                    .file_type()
+                    .is_ok_and(|t| !(t.is_file() || t.is_dir() || t.is_symlink()));
+                if blocked {
+                    return Err(self.special(
+                        "a file in its folder that is not a regular file (a FIFO, socket or \
+                         device: GDAL's metadata readers open fixed names such as METADATA.DIM \
+                         beside an input, and one would block); remove it from the folder or \
+                         move the input",
+                        &entry.path(),
+                    ));
+                }
                 continue;
             }
             let path = entry.path();

@@ -1010,6 +1010,9 @@ async fn second_round_attacks_are_refused() {
         assert!(is_error(&result), "{input}: {}", text(&result));
         assert!(started.elapsed() < Duration::from_secs(10));
     }
+    // A FIFO anywhere in an input's folder refuses the input (R13-15): these are done.
+    std::fs::remove_file(ws.join("f.tif.aux.xml")).unwrap();
+    std::fs::remove_file(ws.join("fifo.tif")).unwrap();
 
     let bound = |path: &str| {
         format!(
@@ -1839,6 +1842,8 @@ async fn a_fifo_inside_a_folder_dataset_is_refused_before_any_open() {
             text(&result)
         );
     }
+    // A FIFO anywhere in an input's folder refuses the input (R13-15): this one is done.
+    std::fs::remove_file(server.path("r_rpc.txt")).unwrap();
     let twin = tokio::time::timeout(
         Duration::from_secs(20),
         server.call("vector_info", json!({"input": "twin"})),
@@ -2639,6 +2644,12 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
         "raster_info",
         "pam.tif".into(),
     ));
+    // The clean files live in a folder of their own: a FIFO anywhere in an input's folder
+    // refuses the input (R13-15), and this one holds many.
+    std::fs::create_dir(server.path("clean")).unwrap();
+    for name in ["dem.tif", "clean-source.tif", "twin.vrt"] {
+        std::fs::copy(server.path(name), server.path(&format!("clean/{name}"))).unwrap();
+    }
 
     for (position, tool, input) in &cases {
         let started = Instant::now();
@@ -2662,7 +2673,7 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
         );
         let clean = tokio::time::timeout(
             Duration::from_secs(20),
-            server.call("raster_info", json!({"input": "dem.tif"})),
+            server.call("raster_info", json!({"input": "clean/dem.tif"})),
         )
         .await
         .unwrap_or_else(|_| panic!("after {position}: raster_info unanswered"))
@@ -2670,7 +2681,7 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
         assert!(!is_error(&clean), "after {position}: {}", text(&clean));
     }
     let twin = server
-        .call("raster_info", json!({"input": "twin.vrt"}))
+        .call("raster_info", json!({"input": "clean/twin.vrt"}))
         .await
         .unwrap();
     assert!(!is_error(&twin), "the clean VRT opens: {}", text(&twin));
@@ -5357,6 +5368,170 @@ async fn r9_11_a_geojson_tree_is_budgeted_before_the_open() {
         );
     }
     still_serves(&server).await;
+}
+
+/// Regression (attack round 13, R13-2, R13-3, R13-10): GDAL reads a VRT source's name with
+/// `CPLGetXMLValue`, which finds a `SourceFilename` *attribute* as well as an element. The
+/// walk matched elements only, so a mask band's `<SimpleSource SourceFilename="/outside">` (or
+/// a raw mask band's `SourceFilename` attribute) copied an outside file into the workspace's
+/// `.msk`, and a band source given so as a FIFO inside wedged read-only workers until the pool
+/// closed. Both are now refused before the open, the read-only pool keeps answering, and the
+/// clean twin (the element form, inside) still converts.
+#[tokio::test]
+async fn r13_2_vrt_source_names_given_as_attributes_are_checked() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    let band = r#"<VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#;
+    let document = |body: &str| {
+        format!(r#"<VRTDataset rasterXSize="111" rasterYSize="111">{body}</VRTDataset>"#)
+    };
+    let simple_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte"><SimpleSource SourceFilename="{source}"><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></MaskBand>"#
+        )
+    };
+    let raw_mask = |source: &str| {
+        format!(
+            r#"<MaskBand><VRTRasterBand dataType="Byte" subClass="VRTRawRasterBand" SourceFilename="{source}"><ImageOffset>0</ImageOffset><PixelOffset>1</PixelOffset><LineOffset>111</LineOffset></VRTRasterBand></MaskBand>"#
+        )
+    };
+    std::fs::write(
+        ws.join("a.vrt"),
+        document(&format!(
+            "{band}{}",
+            simple_mask(&decoy.path("outside.tif"))
+        )),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("b.vrt"),
+        document(&format!("{band}{}", raw_mask(&decoy.path("secret.txt")))),
+    )
+    .unwrap();
+    for input in ["a.vrt", "b.vrt"] {
+        for (tool, arguments) in [
+            (
+                "raster_convert",
+                json!({"input": input, "output": format!("{input}_out.tif")}),
+            ),
+            ("raster_info", json!({"input": input})),
+            ("raster_stats", json!({"input": input})),
+        ] {
+            refused_with(&server, tool, arguments, "outside every workspace").await;
+        }
+        assert!(!ws.join(format!("{input}_out.tif")).exists());
+        assert!(!ws.join(format!("{input}_out.tif.msk")).exists());
+    }
+
+    // A FIFO inside named by a band's `SourceFilename` attribute: refused at once, by every
+    // call, and the read-only pool still answers afterwards.
+    // (In a folder of its own: a FIFO in an input's folder refuses that input, R13-15.)
+    std::fs::create_dir(ws.join("pipes")).unwrap();
+    run("mkfifo", &[&ws.join("pipes/fifo").display().to_string()]);
+    std::fs::write(
+        ws.join("fifo.vrt"),
+        document(&format!(
+            r#"<VRTRasterBand dataType="Byte" band="1"><SimpleSource SourceFilename="{}"><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#,
+            ws.join("pipes/fifo").display()
+        )),
+    )
+    .unwrap();
+    let calls = (0..12)
+        .map(|_| server.call("raster_info", json!({"input": "fifo.vrt"})))
+        .collect();
+    all_refused_at_once(calls, &["not a regular file"]).await;
+    answers(&server, "raster_info", json!({"input": "dem.tif"})).await;
+
+    // The clean twin: the mask's source as an element, inside; converted with its mask.
+    std::fs::write(
+        ws.join("clean.vrt"),
+        document(&format!(
+            r#"{band}<MaskBand><VRTRasterBand dataType="Byte"><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></MaskBand>"#
+        )),
+    )
+    .unwrap();
+    answers(
+        &server,
+        "raster_convert",
+        json!({"input": "clean.vrt", "output": "clean_out.tif"}),
+    )
+    .await;
+    assert!(ws.join("clean_out.tif").exists());
+    decoy.assert_untouched();
+}
+
+/// Regression (attack round 13, R13-15): GDAL's imagery metadata readers open files beside a
+/// raster under fixed names (SPOT's `METADATA.DIM`), not the raster's, so one FIFO so named
+/// made every GeoTIFF of its folder block to the open deadline, and eleven such calls closed
+/// the read-only pool for every folder. A FIFO anywhere in an input's folder (or a VRT
+/// source's) is now refused before any worker opens anything, the pool keeps answering, and
+/// the clean twin (the same rasters in a folder without one) opens.
+#[tokio::test]
+async fn r13_15_a_fifo_in_an_inputs_folder_is_refused_before_the_open() {
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    for folder in ["a", "b"] {
+        std::fs::create_dir(ws.join(folder)).unwrap();
+        for name in ["x.tif", "y.tif"] {
+            std::fs::copy(ws.join("dem.tif"), ws.join(folder).join(name)).unwrap();
+        }
+    }
+    run(
+        "mkfifo",
+        &[&ws.join("a/METADATA.DIM").display().to_string()],
+    );
+    std::fs::write(
+        ws.join("b/over_a.vrt"),
+        r#"<VRTDataset rasterXSize="111" rasterYSize="111"><VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">../a/x.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#,
+    )
+    .unwrap();
+    let mut calls = Vec::new();
+    for _ in 0..6 {
+        for input in ["a/x.tif", "a/y.tif", "b/over_a.vrt"] {
+            calls.push(server.call("raster_info", json!({"input": input})));
+        }
+    }
+    all_refused_at_once(calls, &["METADATA.DIM", "not a regular file"]).await;
+    for input in ["b/x.tif", "b/y.tif", "dem.tif"] {
+        answers(&server, "raster_info", json!({"input": input})).await;
+    }
+}
+
+/// Call `tool` and assert that it is refused with a message holding `fragment`.
+async fn refused_with(server: &Server, tool: &str, arguments: Value, fragment: &str) {
+    let result = server.call(tool, arguments.clone()).await.unwrap();
+    let message = error_message(&result);
+    assert!(
+        is_error(&result) && message.contains(fragment),
+        "{tool} {arguments}: {}",
+        text(&result)
+    );
+}
+
+/// Call `tool` and assert that it answers without error.
+async fn answers(server: &Server, tool: &str, arguments: Value) {
+    let result = server.call(tool, arguments.clone()).await.unwrap();
+    assert!(!is_error(&result), "{tool} {arguments}: {}", text(&result));
+}
+
+/// Send `calls` at once; every one must be answered within 30 s, refused with `fragments`.
+async fn all_refused_at_once(
+    calls: Vec<impl std::future::Future<Output = anyhow::Result<rmcp::model::CallToolResult>>>,
+    fragments: &[&str],
+) {
+    let answers = tokio::time::timeout(Duration::from_secs(30), futures::future::join_all(calls))
+        .await
+        .expect("every call answered at once, none blocked on a FIFO");
+    for answer in answers {
+        let answer = answer.unwrap();
+        let message = error_message(&answer);
+        assert!(
+            is_error(&answer) && fragments.iter().all(|f| message.contains(f)),
+            "{}",
+            text(&answer)
+        );
+    }
 }
 
 /// The files of a SQLite database and its log/index beside it, name -> bytes.

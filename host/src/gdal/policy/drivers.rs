@@ -210,18 +210,48 @@ pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
 // ---------------------------------------------------------------------------------------------
 // Idrisi (RST)
 
+/// Largest IDRISI `.rdc` header read (a real one is a few KiB); a larger one is refused rather
+/// than read in part (GDAL's `CSLLoad` reads it whole: attack round 13, R13-5).
+pub const MAX_RDC_BYTES: u64 = 4 << 20;
+
 /// Refuse an Idrisi raster whose `.rdc` names a reference system file outside: GDAL 3.6 opens
 /// `<folder>/<ref. system>.ref` to read the CRS (`ref. system : ../outside/x` read
-/// `../outside/x.ref`, and GDAL's file list named only the `.rst` and `.rdc`).
+/// `../outside/x.ref`, and GDAL's file list named only the `.rst` and `.rdc`). The header is
+/// read whole and its lines as GDAL reads them ([`idrisi_ref_systems`]).
 pub fn check_idrisi(input: &Path, file: &Path) -> Result<(), GdalError> {
+    for (rdc, candidate, value) in idrisi_ref_files(input, file)? {
+        let shown = candidate.display().to_string();
+        let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
+        if !crate::gdal::policy::is_inside(&shown) || special {
+            return Err(refuse(
+                input,
+                &rdc,
+                &format!(
+                    "its reference system \"{value}\" makes GDAL read {shown}, outside every \
+                     workspace or not a regular file"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `.ref` files an Idrisi raster's `.rdc` makes GDAL read (unresolved, possibly absent),
+/// with the `.rdc` and the name as written; none for a file that is not an `.rst`. An `.rdc`
+/// over [`MAX_RDC_BYTES`] is refused.
+pub fn idrisi_ref_files(
+    input: &Path,
+    file: &Path,
+) -> Result<Vec<(std::path::PathBuf, std::path::PathBuf, String)>, GdalError> {
     use std::io::Read;
     let is_rst = file
         .extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("rst"));
     let (true, Some(folder), Some(stem)) = (is_rst, file.parent(), file.file_stem()) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut found = Vec::new();
     for extension in ["rdc", "RDC"] {
         let mut name = stem.to_os_string();
         name.push(".");
@@ -230,40 +260,75 @@ pub fn check_idrisi(input: &Path, file: &Path) -> Result<(), GdalError> {
         if !std::fs::metadata(&rdc).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        let mut head = Vec::new();
-        if std::fs::File::open(&rdc)
-            .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
+        let mut text = Vec::new();
+        if crate::gdal::policy::open_regular(&rdc)
+            .and_then(|f| f.take(MAX_RDC_BYTES + 1).read_to_end(&mut text))
             .is_err()
         {
             continue;
         }
-        for line in String::from_utf8_lossy(&head).lines() {
-            let Some((key, value)) = line.split_once(':') else {
-                continue;
-            };
-            if !key.trim().eq_ignore_ascii_case("ref. system") {
-                continue;
-            }
-            for value in [value.trim(), value.trim_start()] {
-                if value.is_empty() {
+        if text.len() as u64 > MAX_RDC_BYTES {
+            return Err(refuse(
+                input,
+                &rdc,
+                &format!(
+                    "its IDRISI header is over {} MiB, more than a header holds, and is not \
+                     read in part (GDAL reads it whole)",
+                    MAX_RDC_BYTES >> 20
+                ),
+            ));
+        }
+        for value in idrisi_ref_systems(&String::from_utf8_lossy(&text)) {
+            for name in [value.as_str(), value.trim(), value.trim_start()] {
+                if name.is_empty() {
                     continue;
                 }
-                let candidate = format!("{}/{value}.ref", folder.display());
-                let special = std::fs::metadata(&candidate).is_ok_and(|m| !m.is_file());
-                if !crate::gdal::policy::is_inside(&candidate) || special {
-                    return Err(refuse(
-                        input,
-                        &rdc,
-                        &format!(
-                            "its reference system \"{value}\" makes GDAL read {candidate}, \
-                             outside every workspace or not a regular file"
-                        ),
-                    ));
+                let candidate = folder.join(format!("{name}.ref"));
+                if !found.iter().any(|(_, c, _)| *c == candidate) {
+                    found.push((rdc.clone(), candidate, name.to_string()));
                 }
             }
         }
     }
-    Ok(())
+    Ok(found)
+}
+
+/// Every `ref. system` value of an `.rdc`'s text, as GDAL 3.6's IDRISI driver reads them:
+/// lines end at `\n` or `\r` and at a NUL byte (C strings); `myCSLSetNameValueSeparator`
+/// splits each line at its first `=`, or else its first `:`, skips white space after it and
+/// joins the two again; `myCSLFetchNameValue` then matches `ref. system` at the line's start
+/// without case, skips spaces, and takes what follows an `=` or `:`, blanks skipped. Attack round 13,
+/// R13-5: `ref. system=../../outside/crs` was split at `:` only and read an outside `.ref`.
+pub fn idrisi_ref_systems(text: &str) -> Vec<String> {
+    const KEY: &str = "ref. system";
+    let mut found = Vec::new();
+    for line in text.split(['\n', '\r']) {
+        let line = line.split('\0').next().unwrap_or_default();
+        let Some(at) = line.find('=').or_else(|| line.find(':')) else {
+            continue;
+        };
+        let value = line[at + 1..].trim_start_matches([' ', '\t', '\x0b', '\x0c']);
+        let joined = format!("{}: {value}", &line[..at]);
+        // The key as GDAL matches it, and (wider) with leading blanks skipped.
+        for candidate in [joined.as_str(), joined.trim_start()] {
+            let Some(head) = candidate.get(..KEY.len()) else {
+                continue;
+            };
+            if !head.eq_ignore_ascii_case(KEY) {
+                continue;
+            }
+            let rest = candidate[KEY.len()..].trim_start_matches(' ');
+            if let Some(v) = rest.strip_prefix([':', '=']) {
+                // The blanks after the separator are not part of the name (measured: GDAL
+                // opened `../outside/crs.ref` for `ref. system=../outside/crs`).
+                let v = v.trim_start_matches([' ', '\t', '\x0b', '\x0c']);
+                if !found.iter().any(|f| f == v) {
+                    found.push(v.to_string());
+                }
+            }
+        }
+    }
+    found
 }
 
 fn refuse(input: &Path, file: &Path, why: &str) -> GdalError {
@@ -289,47 +354,96 @@ fn is_tab(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("tab"))
 }
 
+/// Largest MapInfo `.tab` read (a `.tab` is a short text header; an index of thousands of
+/// tables is a few hundred KiB); a larger one is refused rather than read in part.
+pub const MAX_TAB_BYTES: u64 = 16 << 20;
+
 /// Refuse a MapInfo `.tab` that GDAL reads as a seamless table (`"\IsSeamless" = "TRUE"`: the
 /// index's features name other tables by path, `../` included, and GDAL lists only the index)
 /// or as a view (`create view` over tables opened by name). Lines are read as GDAL's
-/// `IMapInfoFile::SmartOpen` reads them: leading blanks skipped, matched without case.
+/// `IMapInfoFile::SmartOpen` reads them: **every line** to the end of the file (attack round
+/// 13, R13-6: the marker after 1.2 M blank lines, past the first MiB that was read, opened an
+/// outside table), leading blanks skipped, matched without case. The file is streamed line by
+/// line; one over [`MAX_TAB_BYTES`] is refused.
 pub fn check_mapinfo(input: &Path, file: &Path) -> Result<(), GdalError> {
-    use std::io::Read;
-    if !std::fs::metadata(file).is_ok_and(|m| m.is_file()) {
+    use std::io::{BufRead, Read};
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(());
+    };
+    if !meta.is_file() {
         return Ok(());
     }
-    let mut head = Vec::new();
-    if std::fs::File::open(file)
-        .and_then(|f| f.take(1 << 20).read_to_end(&mut head))
-        .is_err()
-    {
-        return Ok(());
+    if meta.len() > MAX_TAB_BYTES {
+        return Err(refuse(
+            input,
+            file,
+            &format!(
+                "it is a MapInfo .tab of {} bytes, more than the {} MiB a table header holds, \
+                 and is not read in part (GDAL reads every line of it)",
+                meta.len(),
+                MAX_TAB_BYTES >> 20
+            ),
+        ));
     }
-    let text = String::from_utf8_lossy(&head);
-    for line in text.split(['\n', '\r']) {
-        let squeezed: String = line
-            .chars()
-            .filter(|c| !c.is_whitespace())
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
-        let lower = line.trim_start().to_ascii_lowercase();
-        if squeezed.starts_with("\"\\isseamless\"=\"true\"") {
+    let Ok(opened) = crate::gdal::policy::open_regular(file) else {
+        return Ok(());
+    };
+    let mut reader = std::io::BufReader::new(opened.take(MAX_TAB_BYTES + 1));
+    let mut raw = Vec::new();
+    let mut read: u64 = 0;
+    loop {
+        raw.clear();
+        let n = match reader.read_until(b'\n', &mut raw) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => {
+                return Err(refuse(
+                    input,
+                    file,
+                    &format!("it cannot be read to check what it opens ({e})"),
+                ))
+            }
+        };
+        read += n as u64;
+        if read > MAX_TAB_BYTES {
             return Err(refuse(
                 input,
                 file,
-                "it is a MapInfo seamless table, whose index names other tables by path \
-                 (seamless tables are not opened)",
+                &format!(
+                    "it is a MapInfo .tab over {} MiB, and is not read in part",
+                    MAX_TAB_BYTES >> 20
+                ),
             ));
         }
-        if lower.starts_with("create") && squeezed.starts_with("createview") {
-            return Err(refuse(
-                input,
-                file,
-                "it is a MapInfo view, which opens other tables by name (views are not opened)",
-            ));
+        for line in String::from_utf8_lossy(&raw).split(['\n', '\r']) {
+            if let Some(why) = mapinfo_line(line) {
+                return Err(refuse(input, file, why));
+            }
         }
     }
     Ok(())
+}
+
+/// Why one `.tab` line makes GDAL open other tables, if it does.
+fn mapinfo_line(line: &str) -> Option<&'static str> {
+    let squeezed: String = line
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    let lower = line.trim_start().to_ascii_lowercase();
+    if squeezed.starts_with("\"\\isseamless\"=\"true\"") {
+        return Some(
+            "it is a MapInfo seamless table, whose index names other tables by path \
+             (seamless tables are not opened)",
+        );
+    }
+    if lower.starts_with("create") && squeezed.starts_with("createview") {
+        return Some(
+            "it is a MapInfo view, which opens other tables by name (views are not opened)",
+        );
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -825,5 +939,79 @@ mod tests {
         )
         .expect("write");
         assert!(check_mapinfo(&plain, &plain).is_ok());
+    }
+
+    /// Regression (attack round 13, R13-6): GDAL reads every line of a `.tab`, so the
+    /// seamless marker after 1.2 M blank lines (past the first MiB, where the check stopped)
+    /// opened an outside table. The whole file is scanned; an oversize one is refused; the
+    /// same padding without the marker still opens.
+    #[test]
+    fn r13_6_the_seamless_marker_is_found_past_the_first_mib() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let padding = "\n".repeat(1_200_000);
+        let padded = dir.path().join("padded.tab");
+        std::fs::write(
+            &padded,
+            format!("!table\n!version 300\n{padding}  \"\\IsSeamless\" = \"TRUE\"\n"),
+        )
+        .expect("write");
+        let why = check_mapinfo(&padded, &padded).unwrap_err().to_string();
+        assert!(why.contains("seamless"), "{why}");
+        let twin = dir.path().join("twin.tab");
+        std::fs::write(&twin, format!("!table\n!version 300\n{padding}")).expect("write");
+        assert!(check_mapinfo(&twin, &twin).is_ok());
+        let huge = dir.path().join("huge.tab");
+        std::fs::File::create(&huge)
+            .and_then(|f| f.set_len(MAX_TAB_BYTES + 1))
+            .expect("sparse");
+        let why = check_mapinfo(&huge, &huge).unwrap_err().to_string();
+        assert!(why.contains("not read in part"), "{why}");
+    }
+
+    /// Regression (attack round 13, R13-5): GDAL's IDRISI driver splits an `.rdc` line at its
+    /// first `=` (else `:`) and skips the blanks after it, and reads the whole header, so
+    /// `ref. system=../../outside/crs`, or the `:` form after 1.2 M blank lines, read an
+    /// outside `.ref`. Lines are now read as GDAL reads them, the whole header, bounded.
+    #[test]
+    fn r13_5_idrisi_ref_system_lines_are_read_as_gdal_reads_them() {
+        assert_eq!(
+            idrisi_ref_systems("ref. system=../../outside/crs\n"),
+            ["../../outside/crs"]
+        );
+        assert_eq!(
+            idrisi_ref_systems("REF. SYSTEM  :   utm-33n\r\n"),
+            ["utm-33n"]
+        );
+        assert_eq!(idrisi_ref_systems("ref. system : a=b"), ["a: b"]);
+        assert_eq!(
+            idrisi_ref_systems("ref. system\0: x\nfile title  : ref. system"),
+            Vec::<String>::new()
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("x.rst"), [0u8; 4]).expect("write");
+        let rst = dir.path().join("x.rst");
+        let fifo = dir.path().join("crs.ref");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let padding = "\n".repeat(1_200_000);
+        for header in [
+            "ref. system=crs\n".to_string(),
+            format!("file format : IDRISI Raster A.1\n{padding}ref. system : crs\n"),
+        ] {
+            std::fs::write(dir.path().join("x.rdc"), &header).expect("write");
+            let why = check_idrisi(&rst, &rst).unwrap_err().to_string();
+            assert!(why.contains("crs.ref"), "{why}");
+        }
+        // The clean twin: a reference system that names no file here.
+        std::fs::write(dir.path().join("x.rdc"), "ref. system : plane\n").expect("write");
+        assert!(check_idrisi(&rst, &rst).is_ok());
+        std::fs::File::create(dir.path().join("x.rdc"))
+            .and_then(|f| f.set_len(MAX_RDC_BYTES + 1))
+            .expect("sparse");
+        let why = check_idrisi(&rst, &rst).unwrap_err().to_string();
+        assert!(why.contains("not"), "{why}");
     }
 }

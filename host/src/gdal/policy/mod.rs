@@ -1570,6 +1570,15 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
                 path.display()
             )));
         }
+        // A listed FIFO, socket or device blocks the worker that reads it (attack round 13,
+        // R13-3: a band's source GDAL listed was a FIFO inside), whoever listed it.
+        if std::fs::metadata(&file).is_ok_and(|m| !(m.is_file() || m.is_dir())) {
+            return Err(GdalError::Arguments(format!(
+                "{}: opening it makes GDAL read \"{file}\", which is not a regular file or \
+                 folder (a FIFO, socket or device blocks the read); replace it with the file",
+                path.display()
+            )));
+        }
     }
     Ok(())
 }

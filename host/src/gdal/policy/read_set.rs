@@ -69,6 +69,28 @@ pub fn list(input: &Path) -> Result<ReadSet, Unlistable> {
             return Err(too_many(input));
         }
     }
+    // Files a header names by another name than the file's: an IDRISI `.rdc`'s `ref. system`
+    // names a `.ref` that IDRISI projects share between rasters (attack round 13, R13-5).
+    for file in &files {
+        let named =
+            super::drivers::idrisi_ref_files(input, file).map_err(|e| Unlistable(e.to_string()))?;
+        for (_, candidate, _) in named {
+            if !std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
+            if !super::inside(&real.display().to_string()) {
+                return Err(Unlistable(format!(
+                    "{}: it makes GDAL read {}, which is outside every workspace",
+                    input.display(),
+                    real.display()
+                )));
+            }
+            if !seen.contains(&real) {
+                sidecars.insert(real);
+            }
+        }
+    }
     Ok(ReadSet {
         sources,
         sidecars: sidecars.into_iter().collect(),
@@ -233,8 +255,9 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
             // and `.mgrd` (origin, cell size, Z factor, nodata, byte order: R11-5), IDRISI's
             // `.rdc` and `.ref`, Erdas's spill file `.ige`, a shapefile's `.dbf`, `.shx`, `.qix`.
             ".sgrd", ".mgrd", ".rdc", ".ref", ".ige", ".dbf", ".shx", ".qix",
-            // MapInfo TAB's geometry, attributes and index (R12-4: `x.map` swapped ran).
-            ".map", ".dat", ".id", ".ind",
+            // MapInfo TAB's geometry, attributes and index (R12-4: `x.map` swapped ran), and
+            // a MIF's attributes (R13-1: `x.mid` replaced while the form was open ran).
+            ".map", ".dat", ".id", ".ind", ".mid",
         ]
         .iter()
         .map(|s| format!("{stem}{s}")),
@@ -269,6 +292,13 @@ mod tests {
 
     fn write(path: &Path, text: &str) {
         std::fs::write(path, text).unwrap();
+    }
+
+    /// A new temporary folder and its canonical path.
+    fn temp_folder() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, d)
     }
 
     fn vrt(sources: &[&str]) -> String {
@@ -374,6 +404,58 @@ mod tests {
             list(&d.join("t.tab")).unwrap().sidecars,
             vec![d.join("t.dat"), d.join("t.id"), d.join("t.map")]
         );
+    }
+
+    /// Regression (attack round 13, R13-1): a MIF's attributes live in its `.mid`, replaced
+    /// while the form was open (v = 1 became 99) and run as approved; and an IDRISI raster's
+    /// CRS in the `.ref` its `.rdc` names (R13-5's list), whatever that file is called.
+    #[test]
+    fn r13_1_a_mifs_mid_and_an_idrisi_ref_are_in_the_read_set() {
+        let (_dir, d) = temp_folder();
+        write(&d.join("x.mif"), "Version 300\n");
+        write(&d.join("x.mid"), "1\n");
+        write(&d.join("y.mid"), "1\n");
+        assert_eq!(
+            list(&d.join("x.mif")).unwrap().sidecars,
+            vec![d.join("x.mid")]
+        );
+        write(&d.join("r.rst"), "r");
+        write(&d.join("r.rdc"), "ref. system=shared\n");
+        write(&d.join("shared.ref"), "ref. system : x\n");
+        let set = list(&d.join("r.rst")).unwrap();
+        assert_eq!(
+            set.sidecars,
+            vec![d.join("r.rdc"), d.join("shared.ref")],
+            "{set:?}"
+        );
+    }
+
+    /// Regression (attack round 13, R13-4): a VRT band source written as a `SourceFilename`
+    /// attribute is a source of the read set (what a sign-off binds and what lineage follows),
+    /// as its element twin is.
+    #[test]
+    fn r13_4_an_attribute_form_source_is_in_the_read_set() {
+        let (_dir, d) = temp_folder();
+        write(&d.join("interp.tif"), "i");
+        let attribute = |source: &str| {
+            format!(
+                "<VRTDataset rasterXSize=\"2\" rasterYSize=\"2\"><VRTRasterBand \
+                 dataType=\"Byte\" band=\"1\"><SimpleSource SourceFilename=\"{source}\"/>\
+                 </VRTRasterBand></VRTDataset>"
+            )
+        };
+        write(
+            &d.join("attr.vrt"),
+            &attribute(&d.join("interp.tif").display().to_string()),
+        );
+        write(&d.join("elem.vrt"), &vrt(&["interp.tif"]));
+        for input in ["attr.vrt", "elem.vrt"] {
+            assert_eq!(
+                sources(&d.join(input)).unwrap(),
+                vec![d.join("interp.tif")],
+                "{input}"
+            );
+        }
     }
 
     /// An `.aux.xml`'s `OVERVIEW_FILE` is read too; a folder dataset's files are its sources;

@@ -1585,16 +1585,30 @@ pub(super) fn references_in(
     let base = path.parent().unwrap_or(Path::new("/"));
     let mut found = Vec::new();
     for node in document.descendants().filter(|n| n.is_element()) {
+        // GDAL reads a file name with `CPLGetXMLValue(node, "SourceFilename")`, which finds an
+        // attribute of that name as well as a child element: `<SimpleSource
+        // SourceFilename="/x">` and `<VRTRasterBand subClass="VRTRawRasterBand"
+        // SourceFilename="/x">` are read (attack round 13, R13-2/3/4/10: the attribute form
+        // was not walked, and a mask band copied an outside file into the workspace). An
+        // attribute carries no `relativeToVRT` of its own (GDAL reads the default, which is
+        // "0" for a source and "1" for a raw band), so both resolutions are checked.
+        for a in node.attributes() {
+            if FILE_NAMES.contains(&a.name().to_ascii_lowercase().as_str()) {
+                push_reference(&mut found, base, a.value(), None);
+            }
+        }
         let tag = node.tag_name().name().to_ascii_lowercase();
         let (values, relative_flag) = match tag.as_str() {
-            "sourcefilename" | "sourcedataset" => (element_texts(&node), Some(relative(&node))),
+            "sourcefilename" | "sourcedataset" => (element_texts(&node), relative(&node)),
             // A warped VRT's RPC transformer opens its DEM by name (`<DEMPath>`, or the
             // `RPC_DEM` transformer option).
             "dempath" => (element_texts(&node), None),
             "option" => {
-                let key = attribute(&node, "name")
+                // GDAL reads an option's name with `CPLGetXMLValue(item, "Name")`.
+                let key = super::vrt_work::xml_value(&node, "name")
                     .or_else(|| attribute(&node, "key"))
                     .unwrap_or_default()
+                    .trim()
                     .to_ascii_uppercase();
                 if key != "RPC_DEM" {
                     continue;
@@ -1611,43 +1625,90 @@ pub(super) fn references_in(
                 )))
             }
             "mdi" => {
-                let key = attribute(&node, "key")
-                    .unwrap_or_default()
-                    .to_ascii_uppercase();
-                if !["OVERVIEW_FILE", "X_DATASET", "Y_DATASET"].contains(&key.as_str()) {
+                if !mdi_keys(&node)
+                    .iter()
+                    .any(|k| ["OVERVIEW_FILE", "X_DATASET", "Y_DATASET"].contains(&k.as_str()))
+                {
                     continue;
                 }
-                (element_texts(&node), None)
+                (mdi_values(&node), None)
             }
             _ => continue,
         };
         for value in values {
-            let written = value.trim().to_string();
-            if written.is_empty() {
-                continue;
-            }
-            let mut paths = Vec::new();
-            for name in [value.trim_start(), value.trim()] {
-                let absolute = name.starts_with('/') || name.starts_with('\\');
-                // relativeToVRT="1": against the document's folder; "0": as written (the
-                // working directory); a metadata item: both, since either may be used.
-                let joined = base.join(name);
-                let candidates: Vec<PathBuf> = match relative_flag {
-                    Some(true) if !absolute => vec![joined],
-                    Some(_) => vec![PathBuf::from(name)],
-                    None if absolute => vec![PathBuf::from(name)],
-                    None => vec![PathBuf::from(name), joined],
-                };
-                for candidate in candidates {
-                    if !paths.contains(&candidate) {
-                        paths.push(candidate);
-                    }
-                }
-            }
-            found.push(FileReference { written, paths });
+            push_reference(&mut found, base, &value, relative_flag);
         }
     }
     Ok(found)
+}
+
+/// Names GDAL reads as files to open, from an element or an attribute alike
+/// (`CPLGetXMLValue`): every kind of source's and a raw band's `SourceFilename`, a warped
+/// VRT's `SourceDataset`, an RPC transformer's `DEMPath`.
+const FILE_NAMES: &[&str] = &["sourcefilename", "sourcedataset", "dempath"];
+
+/// One name `value` a document makes GDAL open, with the paths it resolves to:
+/// `relativeToVRT` true against the document's folder `base`, false as written (the working
+/// directory), unknown (`None`: a metadata item, an attribute-form name) both.
+fn push_reference(
+    found: &mut Vec<FileReference>,
+    base: &Path,
+    value: &str,
+    relative_flag: Option<bool>,
+) {
+    let written = value.trim().to_string();
+    if written.is_empty() {
+        return;
+    }
+    let mut paths = Vec::new();
+    for name in [value.trim_start(), value.trim()] {
+        let absolute = name.starts_with('/') || name.starts_with('\\');
+        let joined = base.join(name);
+        let candidates: Vec<PathBuf> = match relative_flag {
+            Some(true) if !absolute => vec![joined],
+            Some(_) => vec![PathBuf::from(name)],
+            None if absolute => vec![PathBuf::from(name)],
+            None => vec![PathBuf::from(name), joined],
+        };
+        for candidate in candidates {
+            if !paths.contains(&candidate) {
+                paths.push(candidate);
+            }
+        }
+    }
+    found.push(FileReference { written, paths });
+}
+
+/// The keys GDAL's PAM and VRT metadata reader (`GDALMultiDomainMetadata::XMLInit`) may take
+/// for an `<MDI>`, upper-cased: the value of its **first attribute, whatever that attribute is
+/// called** (`<MDI name="OVERVIEW_FILE">` is read as the key `OVERVIEW_FILE`), and a `key`
+/// attribute's value wherever it stands. Attack round 13, R13-11: only `key=` was matched, and
+/// an `.aux.xml`'s `<MDI name="X_DATASET">` made gdalwarp read an outside raster.
+pub(super) fn mdi_keys(node: &roxmltree::Node) -> Vec<String> {
+    let mut keys: Vec<String> = node
+        .attributes()
+        .next()
+        .map(|a| a.value().trim().to_ascii_uppercase())
+        .into_iter()
+        .collect();
+    if let Some(key) = attribute(node, "key").map(|k| k.trim().to_ascii_uppercase()) {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// The values GDAL may take for an `<MDI>`: the node after its first attribute, which is its
+/// text (each text child, and all joined) or, when a second attribute follows, that
+/// attribute's *name* (GDAL reads the next node's value, and an attribute node's value is
+/// its name).
+fn mdi_values(node: &roxmltree::Node) -> Vec<String> {
+    let mut values = element_texts(node);
+    if let Some(second) = node.attributes().nth(1) {
+        values.push(second.name().to_string());
+    }
+    values
 }
 
 /// Every text and attribute value of an XML document, decoded (character references,
@@ -1747,15 +1808,17 @@ pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
     let mut found = Vec::new();
     for node in document.descendants().filter(|n| n.is_element()) {
         let tag = node.tag_name().name().to_ascii_lowercase();
-        let srs_item =
-            tag == "mdi" && attribute(&node, "key").is_some_and(|k| k.eq_ignore_ascii_case("srs"));
+        let srs_item = tag == "mdi" && mdi_keys(&node).iter().any(|k| k == "SRS");
         // A warped VRT's explicit coordinate operation is PROJ text like a CRS (a `tinshift`
         // or `defmodel` step opens the file it names).
         let operation = tag == "option"
-            && attribute(&node, "name")
+            && super::vrt_work::xml_value(&node, "name")
                 .or_else(|| attribute(&node, "key"))
+                .map(str::trim)
                 .is_some_and(|k| k.eq_ignore_ascii_case("coordinate_operation"));
-        if tag.ends_with("srs") || srs_item || operation {
+        if srs_item {
+            found.extend(mdi_values(&node));
+        } else if tag.ends_with("srs") || operation {
             found.extend(element_texts(&node));
         }
         if let Some(projection) = attribute(&node, "projection") {
@@ -1929,11 +1992,13 @@ fn attribute<'a>(node: &roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> 
 
 /// GDAL's `atoi(relativeToVRT)` ([`super::vrt_work::gdal_atoi`], one emulation of it for the
 /// walk and the work estimate): a non-zero number marks the name relative to the VRT.
-fn relative(node: &roxmltree::Node) -> bool {
-    let Some(value) = attribute(node, "relativetovrt") else {
-        return false;
-    };
-    super::vrt_work::gdal_atoi(value) != 0
+///
+/// `Some(flag)` from an attribute (or a child element: `CPLGetXMLValue` reads either); absent,
+/// `None` (both resolutions checked): a source's default is "0", but a raw band reads
+/// `SourceFilename.relativeToVRT` with a default of "1".
+fn relative(node: &roxmltree::Node) -> Option<bool> {
+    let value = super::vrt_work::xml_value(node, "relativetovrt")?;
+    Some(super::vrt_work::gdal_atoi(value) != 0)
 }
 
 #[cfg(test)]
@@ -1986,6 +2051,77 @@ mod vrt_tests {
     fn refs(xml: &str) -> Vec<FileReference> {
         let (_dir, path) = in_temp_dir("d.vrt", xml);
         vrt_references(&path).unwrap()
+    }
+
+    /// Regression (attack round 13, R13-2/3/4/10): GDAL reads a source's name with
+    /// `CPLGetXMLValue`, from an attribute as well as a child element, so
+    /// `<SimpleSource SourceFilename="/x">` in a mask band, a raw band's `SourceFilename`
+    /// attribute and a warped VRT's `SourceDataset` attribute are references, resolved both
+    /// ways (an attribute carries no `relativeToVRT`); the element form keeps its flag.
+    #[test]
+    fn r13_2_source_names_given_as_attributes_are_references() {
+        let (dir, path) = in_temp_dir(
+            "d.vrt",
+            r#"<VRTDataset rasterXSize="4" rasterYSize="4">
+              <VRTRasterBand dataType="Byte" band="1"><SimpleSource><SourceFilename relativeToVRT="1">clean.tif</SourceFilename></SimpleSource></VRTRasterBand>
+              <MaskBand><VRTRasterBand dataType="Byte"><SimpleSource SourceFilename="/outside/secret.tif"/></VRTRasterBand></MaskBand>
+              <VRTRasterBand subClass="VRTRawRasterBand" SOURCEFILENAME="raw.bin"/>
+              <GDALWarpOptions SourceDataset="/outside/warped.tif"/>
+              <Overview><SourceFilename relativeToVRT="0">/abs/ovr.tif</SourceFilename></Overview>
+            </VRTDataset>"#,
+        );
+        let found = vrt_references(&path).unwrap();
+        let paths: Vec<Vec<PathBuf>> = found.iter().map(|r| r.paths.clone()).collect();
+        assert!(
+            paths.contains(&vec![dir.path().join("clean.tif")]),
+            "{found:?}"
+        );
+        assert!(
+            paths.contains(&vec![PathBuf::from("/outside/secret.tif")]),
+            "{found:?}"
+        );
+        assert!(
+            paths.contains(&vec![PathBuf::from("raw.bin"), dir.path().join("raw.bin")]),
+            "{found:?}"
+        );
+        assert!(
+            paths.contains(&vec![PathBuf::from("/outside/warped.tif")]),
+            "{found:?}"
+        );
+        assert!(
+            paths.contains(&vec![PathBuf::from("/abs/ovr.tif")]),
+            "{found:?}"
+        );
+        assert_eq!(found.len(), 5, "{found:?}");
+        // The clean twin: nothing but elements, one reference each.
+        let clean = refs(
+            r#"<VRTDataset rasterXSize="4" rasterYSize="4"><VRTRasterBand dataType="Byte" band="1"><SimpleSource><SourceFilename relativeToVRT="1">a.tif</SourceFilename></SimpleSource></VRTRasterBand></VRTDataset>"#,
+        );
+        assert_eq!(clean.len(), 1, "{clean:?}");
+        assert_eq!(clean[0].written, "a.tif");
+    }
+
+    /// Regression (attack round 13, R13-11): GDAL's metadata reader takes an `<MDI>`'s key
+    /// from its first attribute whatever its name, so `<MDI name="X_DATASET">` names a
+    /// geolocation array and `<MDI name="OVERVIEW_FILE">` an overview; `<MDI foo="SRS">` is a
+    /// CRS. An item whose first attribute names another key is not a reference.
+    #[test]
+    fn r13_11_metadata_keys_are_read_from_the_first_attribute() {
+        let found = refs(
+            r#"<PAMDataset><Metadata domain="GEOLOCATION"><MDI name="X_DATASET">/outside/lon.tif</MDI><MDI whatever="y_dataset">/outside/lat.tif</MDI><MDI name="LINE_OFFSET">/not/a/file</MDI></Metadata><Metadata domain="OVERVIEWS"><MDI name="OVERVIEW_FILE">/ws/f.ovr</MDI></Metadata></PAMDataset>"#,
+        );
+        let written: Vec<&str> = found.iter().map(|r| r.written.as_str()).collect();
+        assert_eq!(
+            written,
+            ["/outside/lon.tif", "/outside/lat.tif", "/ws/f.ovr"],
+            "{found:?}"
+        );
+        let (_dir, pam) = in_temp_dir(
+            "x.tif.aux.xml",
+            r#"<PAMDataset><Metadata><MDI name="SRS">+proj=longlat +nadgrids=/outside/g.gsb</MDI></Metadata></PAMDataset>"#,
+        );
+        let srs = srs_texts(&pam).unwrap();
+        assert!(srs.iter().any(|t| t.contains("nadgrids")), "{srs:?}");
     }
 
     /// Regression (issue 21): a mask band's source written with character references
