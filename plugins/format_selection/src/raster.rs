@@ -919,8 +919,7 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         // GDAL 3.6's GeoPackage, IDRISI, SAGA and XYZ writers drop a band's scale and
         // offset: the raw integers are read back as the values (a packed 64.3 read as 693;
         // attack round 13, R13-B2).
-        if ["GPKG", "RST", "SAGA", "XYZ"].contains(&format.as_str()) && !w.scale_offset.is_empty()
-        {
+        if ["GPKG", "RST", "SAGA", "XYZ"].contains(&format.as_str()) && !w.scale_offset.is_empty() {
             findings.push(
                 Finding::new(
                     Severity::Critical,
