@@ -153,9 +153,10 @@ fn band_block_bytes(
     let own = estimate.block(path, band.block_size(), u64::from(band.band_type().bytes()));
     if reach == Reach::Full {
         // The host's readers read a mask of the band's own beside its cells (R13-B6).
-        return match crate::gdal::facts::mask::mask_source(band)
-            .and_then(|_| band.open_mask_band().ok())
-        {
+        let own_mask = band
+            .mask_flags()
+            .is_ok_and(|f| !f.is_all_valid() && !f.is_nodata());
+        return match own_mask.then(|| band.open_mask_band().ok()).flatten() {
             Some(mask) => own.saturating_add(estimate.block(path, mask.block_size(), 1)),
             None => own,
         };

@@ -1049,7 +1049,7 @@ fn check_vrt_work(
         }
         measure_source(name, &|dataset| {
             let (x, y) = dataset.raster_size();
-            let (x0, y0, x1, y1) = crate::gdal::raster::warp::warped_source_window(
+            let (x0, y0, x1, y1) = vrt_work::warped_source_window(
                 grid.transformer,
                 (grid.cols, grid.rows),
                 (x as f64, y as f64),

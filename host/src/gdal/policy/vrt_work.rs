@@ -405,6 +405,108 @@ fn pansharpened(root: &roxmltree::Node, whole: &dyn Fn(Option<&str>) -> f64) -> 
     }
 }
 
+/// The window of its source (pixel and line bounds, clamped to the source's `width` x
+/// `height`) that a warped VRT of `cols` x `rows` cells reads, through the transformer its
+/// document serialises (`transformer_xml`, the `<Transformer>` element, deserialised by GDAL as
+/// the VRT's own open does): the VRT's edges (64 points each) and a 16 x 16 lattice inside it
+/// mapped back to the source, their bounding box padded by `pad` output cells' worth of
+/// source cells on every side (the resampling kernel's reach, scaled when the warp reduces).
+/// `None` when the transformer cannot be deserialised or a point does not map back (the
+/// caller then counts the whole source).
+pub fn warped_source_window(
+    transformer_xml: &str,
+    (cols, rows): (f64, f64),
+    (width, height): (f64, f64),
+    pad: f64,
+) -> Option<(f64, f64, f64, f64)> {
+    if !(cols > 0.0 && rows > 0.0 && width > 0.0 && height > 0.0) {
+        return None;
+    }
+    let _capture = crate::gdal::ErrorCapture::start();
+    let text = crate::gdal::cstring(transformer_xml).ok()?;
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    for i in 0..=64 {
+        let t = f64::from(i) / 64.0;
+        points.extend([
+            (t * cols, 0.0),
+            (t * cols, rows),
+            (0.0, t * rows),
+            (cols, t * rows),
+        ]);
+    }
+    for i in 0..16 {
+        for j in 0..16 {
+            points.push((
+                (f64::from(i) + 0.5) / 16.0 * cols,
+                (f64::from(j) + 0.5) / 16.0 * rows,
+            ));
+        }
+    }
+    let (mut x, mut y): (Vec<f64>, Vec<f64>) = points.into_iter().unzip();
+    let mut z = vec![0f64; x.len()];
+    let mut success = vec![0 as std::ffi::c_int; x.len()];
+    let count = std::ffi::c_int::try_from(x.len()).ok()?;
+    // SAFETY: the XML tree is parsed from a NUL-terminated string and destroyed here; the
+    // transformer GDAL deserialises from it is used on buffers of `count` values each and
+    // destroyed before returning.
+    let mapped = unsafe {
+        let tree = gdal_sys::CPLParseXMLString(text.as_ptr());
+        if tree.is_null() {
+            return None;
+        }
+        // The transformer is the `<Transformer>` element's first element child, as GDAL's
+        // warp options read it.
+        let mut node = (*tree).psChild;
+        while !node.is_null() && (*node).eType != gdal_sys::CPLXMLNodeType::CXT_Element {
+            node = (*node).psNext;
+        }
+        let mut function: gdal_sys::GDALTransformerFunc = None;
+        let mut argument: *mut std::ffi::c_void = std::ptr::null_mut();
+        let err = if node.is_null() {
+            gdal_sys::CPLErr::CE_Failure
+        } else {
+            gdal_sys::GDALDeserializeTransformer(node, &mut function, &mut argument)
+        };
+        gdal_sys::CPLDestroyXMLNode(tree);
+        if err != gdal_sys::CPLErr::CE_None || argument.is_null() {
+            return None;
+        }
+        let ok = gdal_sys::GDALUseTransformer(
+            argument,
+            1,
+            count,
+            x.as_mut_ptr(),
+            y.as_mut_ptr(),
+            z.as_mut_ptr(),
+            success.as_mut_ptr(),
+        );
+        gdal_sys::GDALDestroyTransformer(argument);
+        ok != 0
+    };
+    if !mapped || success.contains(&0) {
+        return None;
+    }
+    let finite = x.iter().chain(&y).all(|v| v.is_finite());
+    if !finite {
+        return None;
+    }
+    let bound = |v: &[f64]| {
+        v.iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &a| {
+                (lo.min(a), hi.max(a))
+            })
+    };
+    let ((x0, x1), (y0, y1)) = (bound(&x), bound(&y));
+    let (sx, sy) = (((x1 - x0) / cols).max(1.0), ((y1 - y0) / rows).max(1.0));
+    let clamp = |v: f64, hi: f64| v.clamp(0.0, hi);
+    Some((
+        clamp((x0 - pad * sx).floor(), width),
+        clamp((y0 - pad * sy).floor(), height),
+        clamp((x1 + pad * sx).ceil(), width),
+        clamp((y1 + pad * sy).ceil(), height),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

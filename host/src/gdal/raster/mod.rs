@@ -20,3 +20,6 @@ pub mod stats;
 pub mod translate;
 pub mod warp;
 pub mod zonal;
+
+#[cfg(test)]
+mod mask_tests;
