@@ -2984,3 +2984,39 @@ async fn r13_b3_a_reprojection_without_nodata_fills_the_outside_with_a_declared_
     let warnings = structured(&done)["warnings"].to_string();
     assert!(!warnings.contains("declares no nodata"), "{warnings}");
 }
+
+/// Attack round 13, R13-B10 (a critical false alarm): an Int16 DEM of flat terrain has few
+/// distinct heights, and "few integers" alone made it a class map: bilinear resampling was
+/// refused as critical `categorical_input`. A band that declares a length unit measures; it
+/// is asked only the ordinary `continuous_input` (required). The twin without a unit, the
+/// same integers, is still taken for classes.
+#[tokio::test]
+async fn r13_b10_an_integer_dem_in_metres_is_not_a_class_map() {
+    let server = server().await;
+    let heights: Vec<i16> = (0..100 * 100).map(|i| 2 + ((i % 100) / 4) as i16).collect();
+    write_utm::<i16>(&server, "plain.tif", (100, 100), heights.clone());
+    write_utm::<i16>(&server, "dem.tif", (100, 100), heights);
+    update(&server.path("dem.tif"), |dataset| {
+        set_unit(&dataset.rasterband(1).unwrap(), "metre");
+    });
+    let ask = |input: &str, output: &str| json!({"input": input, "output": output, "resampling": "bilinear", "resolution": [90, 90]});
+    let dem = call_justified(&server, "raster_resample", ask("dem.tif", "dem90.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&dem.result), "{}", text(&dem.result));
+    assert_eq!(
+        dem.refused_by(),
+        vec![("resampling".to_string(), "required".to_string())],
+        "{}",
+        dem.refusal
+    );
+    let plain = call_justified(&server, "raster_resample", ask("plain.tif", "plain90.tif"))
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.refused_by(),
+        vec![("resampling".to_string(), "critical".to_string())],
+        "{}",
+        plain.refusal
+    );
+}

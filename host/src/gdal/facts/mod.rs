@@ -773,7 +773,11 @@ fn raster_facts(
                 // SAFETY: the band handle is valid while `band` lives; the RAT is owned by it.
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
-                evidence.integer_classes = sampled.integer_classes;
+                // Integer heights of flat terrain have few distinct values too: a band that
+                // declares a length unit measures, it does not classify (attack round 13,
+                // R13-B10: an Int16 DEM in metres with 25 heights was refused as a class map).
+                evidence.integer_classes =
+                    sampled.integer_classes && length_unit_metres(&band.unit()).is_none();
                 evidence.few_values = sampled.few_values;
                 signed = signed_byte(&band);
             }
@@ -1332,6 +1336,31 @@ pub fn describe_written(
         files,
         gather("output", describe)?,
     ))
+}
+
+/// A band's declared length unit in metres, from its unit text (`m`, `metre`, `cm`, `ft`,
+/// `US survey foot`, ...); `None` for a unit that is not a known length. Read by
+/// `raster_terrain` for heights and by the categorical evidence: a band measured in a length
+/// is not a class map.
+pub fn length_unit_metres(unit: &str) -> Option<f64> {
+    let key: String = unit
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphabetic())
+        .collect();
+    let metres = match key.as_str() {
+        "m" | "metre" | "metres" | "meter" | "meters" => 1.0,
+        "dm" | "decimetre" | "decimetres" | "decimeter" | "decimeters" => 0.1,
+        "cm" | "centimetre" | "centimetres" | "centimeter" | "centimeters" => 0.01,
+        "mm" | "millimetre" | "millimetres" | "millimeter" | "millimeters" => 0.001,
+        "km" | "kilometre" | "kilometres" | "kilometer" | "kilometers" => 1000.0,
+        "ft" | "foot" | "feet" | "internationalfoot" | "intlfoot" | "ftintl" => 0.3048,
+        "usft" | "ftus" | "ussurveyfoot" | "ussurveyfeet" | "surveyfoot" | "usfoot" => {
+            1200.0 / 3937.0
+        }
+        _ => return None,
+    };
+    Some(metres)
 }
 
 #[cfg(test)]

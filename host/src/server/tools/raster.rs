@@ -1289,29 +1289,6 @@ fn terrain_argv(
     Ok(argv)
 }
 
-/// An elevation unit's length in metres, from the band's unit text (`m`, `metre`, `cm`, `ft`,
-/// `US survey foot`, ...); `None` for a unit this tool does not know.
-fn vertical_unit_metres(unit: &str) -> Option<f64> {
-    let key: String = unit
-        .to_ascii_lowercase()
-        .chars()
-        .filter(|c| c.is_ascii_alphabetic())
-        .collect();
-    let metres = match key.as_str() {
-        "m" | "metre" | "metres" | "meter" | "meters" => 1.0,
-        "dm" | "decimetre" | "decimetres" | "decimeter" | "decimeters" => 0.1,
-        "cm" | "centimetre" | "centimetres" | "centimeter" | "centimeters" => 0.01,
-        "mm" | "millimetre" | "millimetres" | "millimeter" | "millimeters" => 0.001,
-        "km" | "kilometre" | "kilometres" | "kilometer" | "kilometers" => 1000.0,
-        "ft" | "foot" | "feet" | "internationalfoot" | "intlfoot" | "ftintl" => 0.3048,
-        "usft" | "ftus" | "ussurveyfoot" | "ussurveyfeet" | "surveyfoot" | "usfoot" => {
-            1200.0 / 3937.0
-        }
-        _ => return None,
-    };
-    Some(metres)
-}
-
 /// Units gdaldem cannot see, made right from the facts (and refusals where the data does not
 /// say): gdaldem takes cell sizes from `gt[1]`/`gt[5]` alone (no rotation, no geotransform
 /// means 1-unit cells), assumes horizontal and vertical units are the same, and reads raw
@@ -1409,7 +1386,7 @@ fn terrain_units(
     // than taken as metres (attack round 11, R11-4: `cm` gave a 45° slope as 89.43°).
     let vertical = match declared {
         None => None,
-        Some(unit) => Some(vertical_unit_metres(unit).ok_or_else(|| {
+        Some(unit) => Some(facts::length_unit_metres(unit).ok_or_else(|| {
             ToolError::Arguments(format!(
                 "input: band {band} declares its elevation unit as \"{unit}\", which this tool \
                  does not know (it knows m, dm, cm, mm, km, ft and US survey ft); pass scale: \
