@@ -2741,8 +2741,8 @@ async fn wait_checked(log_dir: &Path, names: &[String]) {
 
 /// Swap `name` in the workspace for a FIFO (kept also as `pipes/<name>`, to release it later).
 fn swap_for_fifo(server: &Server, name: &str) {
-    std::fs::create_dir_all(server.path("pipes")).unwrap();
     let kept = server.path(&format!("pipes/{name}"));
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
     run("mkfifo", &[&kept.display().to_string()]);
     let link = server.path(&format!("pipes/{name}.link"));
     std::fs::hard_link(&kept, &link).unwrap();
@@ -2783,10 +2783,14 @@ async fn a_worker_blocked_in_an_open_is_replaced_and_the_call_fails_at_the_deadl
     let (server, log_dir) = start_paused("6", "10").await;
     let deadline = Duration::from_secs(6);
     let slack = Duration::from_secs(20);
-    let heavy: Vec<String> = (0..10).map(|i| format!("h{i}.tif")).collect();
-    let light: Vec<String> = (0..5).map(|i| format!("g{i}.tif")).collect();
+    // Each input in a folder of its own: a FIFO swapped in refuses every other input of its
+    // folder before the open (R13-15), and this test is about the opens that got past that.
+    let heavy: Vec<String> = (0..10).map(|i| format!("h{i}/h{i}.tif")).collect();
+    let light: Vec<String> = (0..5).map(|i| format!("g{i}/g{i}.tif")).collect();
     for name in heavy.iter().chain(&light) {
-        std::fs::copy(server.path("dem.tif"), server.path(name)).unwrap();
+        let path = server.path(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(server.path("dem.tif"), path).unwrap();
     }
     let server = Arc::new(server);
     // More blocked heavy calls than the pool's 8 slots: 8 at once, then 2 more, which get a
@@ -2797,7 +2801,7 @@ async fn a_worker_blocked_in_an_open_is_replaced_and_the_call_fails_at_the_deadl
             .iter()
             .map(|name| {
                 let server = server.clone();
-                let args = json!({"input": name, "output": format!("out-{name}"),
+                let args = json!({"input": name, "output": format!("out-{}", name.replace('/', "-")),
                                   "format": "GTiff"});
                 tokio::spawn(async move { server.call("raster_convert", args).await })
             })

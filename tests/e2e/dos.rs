@@ -1085,36 +1085,35 @@ async fn r11_1_arguments_are_counted_at_their_memory_once_parsed() {
 async fn r13_9_a_requests_meta_counts_against_the_call_bound() {
     use rmcp::model::{CallToolRequestParams, CallToolResponse, MetaObject, RequestMetaObject};
     let server = start_with_data(&[], &["dem.tif"]).await;
-    let call = |meta: serde_json::Map<String, Value>, arguments: Value| {
+    let meta = |key: &str, value: Value| {
+        let mut map = serde_json::Map::new();
+        map.insert(key.to_string(), value);
+        RequestMetaObject(MetaObject(map))
+    };
+    // The call with `_meta`: a JSON-RPC error as text, or the tool's result.
+    let call = |meta: RequestMetaObject, arguments: Value| {
         let mut params = CallToolRequestParams::new("raster_info")
             .with_arguments(arguments.as_object().unwrap().clone());
-        params.meta = Some(RequestMetaObject(MetaObject(meta)));
-        params
+        params.meta = Some(meta);
+        let peer = server.client.peer().clone();
+        async move {
+            match peer.call_tool_once(params).await {
+                Err(e) => Err(e.to_string()),
+                Ok(CallToolResponse::Complete(result)) => Ok(result),
+                Ok(other) => panic!("unexpected response: {other:?}"),
+            }
+        }
     };
     let input = json!({"input": "dem.tif"});
-    let mut big = serde_json::Map::new();
-    big.insert("x".to_string(), json!(vec![json!([]); 300_000]));
-    let refused = server
-        .client
-        .peer()
-        .call_tool_once(call(big, input.clone()))
+    let refused = call(meta("x", json!(vec![json!([]); 300_000])), input.clone())
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
     assert!(refused.contains("\"_meta\" takes"), "{refused}");
     // Under the transport's cap, but with the arguments past the call's 1 MiB.
-    let mut medium = serde_json::Map::new();
-    medium.insert("x".to_string(), json!(vec![json!([]); 3_000]));
     let with_long = json!({"input": "dem.tif", "note": "n".repeat(1_000_000)});
-    let response = server
-        .client
-        .peer()
-        .call_tool_once(call(medium, with_long))
+    let result = call(meta("x", json!(vec![json!([]); 3_000])), with_long)
         .await
         .unwrap();
-    let CallToolResponse::Complete(result) = response else {
-        panic!("unexpected response: {response:?}");
-    };
     assert!(is_error(&result));
     let message = text(&result);
     assert!(
@@ -1122,16 +1121,8 @@ async fn r13_9_a_requests_meta_counts_against_the_call_bound() {
         "{}",
         &message[..message.len().min(600)]
     );
-    let mut small = serde_json::Map::new();
-    small.insert("progressToken".to_string(), json!("p-1"));
-    let response = server
-        .client
-        .peer()
-        .call_tool_once(call(small, input))
+    let twin = call(meta("progressToken", json!("p-1")), input)
         .await
         .unwrap();
-    let CallToolResponse::Complete(twin) = response else {
-        panic!("unexpected response: {response:?}");
-    };
     assert!(!is_error(&twin), "{}", text(&twin));
 }

@@ -69,9 +69,9 @@ pub fn assert_pixel_identical(actual: &Path, expected: &Path) -> Result<()> {
         let bb = b.rasterband(index)?;
         assert_eq!(ba.band_type(), bb.band_type(), "band {index} type");
         assert_eq!(
-            ba.no_data_value(),
-            bb.no_data_value(),
-            "band {index} nodata"
+            ba.no_data_value().map(f64::to_bits),
+            bb.no_data_value().map(f64::to_bits),
+            "band {index} nodata (NaN equals NaN here)"
         );
         assert_same_pixels(&ba, &bb, &format!("band {index}"))?;
         let count = ba.overview_count()?;

@@ -129,10 +129,20 @@ async fn refuse_then_justify_inline(era: Era) -> anyhow::Result<()> {
     assert_eq!(capsule_count(&server), 2);
     assert_eq!(out["crs"]["id"], json!("EPSG:4326"));
 
-    // 3. The output equals gdalwarp run independently with the same options.
+    // 3. The output equals gdalwarp run independently with the same options, and the nodata
+    // the host declares for the cells outside the source when the DEM declares none (R13-B3).
     let oracle_path = server.path("oracle.tif");
     oracle::gdalwarp(
-        &["-of", "GTiff", "-t_srs", "EPSG:4326", "-r", "bilinear"],
+        &[
+            "-of",
+            "GTiff",
+            "-t_srs",
+            "EPSG:4326",
+            "-r",
+            "bilinear",
+            "-dstnodata",
+            "nan",
+        ],
         &server.path("dem.tif"),
         &oracle_path,
     )?;

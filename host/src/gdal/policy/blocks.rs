@@ -333,27 +333,42 @@ pub fn reserve(
 mod tests {
     use super::*;
 
-    /// A lossless WebP of `size`² x 3 zeros at `path` (a few KB, whatever its size).
-    fn webp(path: &Path, size: usize) {
+    /// A `size`² image of `bands` bands of `value` at `path`, written by `gdal_translate` as
+    /// `format` with the creation `option` (a few KB, whatever its size).
+    fn encoded(path: &Path, size: usize, bands: &str, value: &str, format: &str, option: &str) {
         let tif = path.with_extension("tif");
         let size = size.to_string();
         let created = std::process::Command::new("gdal_create")
             .args([
-                "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", "3",
+                "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", bands,
             ])
-            .args(["-ot", "Byte", "-co", "TILED=YES", "-co", "SPARSE_OK=TRUE"])
+            .args([
+                "-ot",
+                "Byte",
+                "-burn",
+                value,
+                "-co",
+                "TILED=YES",
+                "-co",
+                "SPARSE_OK=TRUE",
+            ])
             .arg(&tif)
             .status()
             .unwrap();
         assert!(created.success());
         let encoded = std::process::Command::new("gdal_translate")
-            .args(["-q", "-of", "WEBP", "-co", "LOSSLESS=TRUE"])
+            .args(["-q", "-of", format, "-co", option])
             .arg(&tif)
             .arg(path)
             .status()
             .unwrap();
         assert!(encoded.success());
         std::fs::remove_file(tif).unwrap();
+    }
+
+    /// A lossless WebP of `size`² x 3 zeros at `path`.
+    fn webp(path: &Path, size: usize) {
+        encoded(path, size, "3", "0", "WEBP", "LOSSLESS=TRUE");
     }
 
     /// Regression (attack round 9, R9-2): a 10 KB lossless WebP of 16383² reports 16383 x 1
@@ -389,30 +404,12 @@ mod tests {
 
     /// A `size`² grey JPEG at `path`, progressive or baseline.
     fn jpeg(path: &Path, size: usize, progressive: bool) {
-        let tif = path.with_extension("tif");
-        let size = size.to_string();
-        let created = std::process::Command::new("gdal_create")
-            .args([
-                "-q", "-of", "GTiff", "-outsize", &size, &size, "-bands", "1",
-            ])
-            .args(["-ot", "Byte", "-burn", "7"])
-            .arg(&tif)
-            .status()
-            .unwrap();
-        assert!(created.success());
-        let progressive = if progressive {
+        let option = if progressive {
             "PROGRESSIVE=ON"
         } else {
             "PROGRESSIVE=OFF"
         };
-        let encoded = std::process::Command::new("gdal_translate")
-            .args(["-q", "-of", "JPEG", "-co", progressive])
-            .arg(&tif)
-            .arg(path)
-            .status()
-            .unwrap();
-        assert!(encoded.success());
-        std::fs::remove_file(tif).unwrap();
+        encoded(path, size, "1", "7", "JPEG", option);
     }
 
     /// Regression (attack round 13, R13-14): a progressive JPEG reports one-line blocks, but

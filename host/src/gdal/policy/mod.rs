@@ -614,6 +614,10 @@ fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
 /// anything) was inflated with no budget (attack round 13, R13-13: 10 KB took 621 MB).
 fn is_spreadsheet(path: &Path) -> bool {
     use std::io::Read;
+    // A zipped shapefile is refused by its own rule below, with its own reason.
+    if is_zipped_shapefile(path) {
+        return false;
+    }
     let named = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
         ["xlsx", "xlsm", "ods", "kmz"]
             .iter()
