@@ -39,21 +39,8 @@ fn valid(v: f32, nodata: Option<f64>) -> bool {
     !v.is_nan() && nodata.is_none_or(|n| f64::from(v) != n)
 }
 
-/// Composites `inputs` (each the same block of pixels of one input, all as long as `out`) into
-/// `out`. `nodata[i]` is input `i`'s nodata value (NaN is always nodata); pixels with no valid
-/// input get `out_nodata` (0 for [`Statistic::Count`]). Allocates scratch space on every call;
-/// a loop over row blocks should reuse a [`Compositor`] instead.
-pub fn composite(
-    inputs: &[&[f32]],
-    nodata: &[Option<f64>],
-    statistic: Statistic,
-    out_nodata: f32,
-    out: &mut [f32],
-) -> Result<(), AggregationError> {
-    Compositor::default().composite(inputs, nodata, statistic, out_nodata, out)
-}
-
-/// [`composite`] with scratch buffers kept between calls (one per thread).
+/// Composites blocks of pixels, with scratch buffers kept between calls (one per thread; a
+/// loop over row blocks reuses one).
 #[derive(Debug, Clone, Default)]
 pub struct Compositor {
     counts: Vec<u32>,
@@ -62,7 +49,9 @@ pub struct Compositor {
 }
 
 impl Compositor {
-    /// See [`composite`].
+    /// Composites `inputs` (each the same block of pixels of one input, all as long as `out`)
+    /// into `out`. `nodata[i]` is input `i`'s nodata value (NaN is always nodata); pixels with
+    /// no valid input get `out_nodata` (0 for [`Statistic::Count`]).
     pub fn composite(
         &mut self,
         inputs: &[&[f32]],
@@ -93,7 +82,7 @@ impl Compositor {
         match statistic {
             Statistic::Median => self.median(inputs, nodata, out_nodata, out),
             Statistic::Max | Statistic::Min => {
-                self.extreme(inputs, nodata, statistic == Statistic::Max, out_nodata, out);
+                self.extreme(statistic == Statistic::Max, inputs, nodata, out_nodata, out);
             }
             Statistic::Count => {
                 for (input, &nd) in inputs.iter().zip(nodata) {
@@ -137,11 +126,12 @@ impl Compositor {
         Ok(())
     }
 
+    /// The largest (`max`) or smallest valid value of every pixel.
     fn extreme(
         &mut self,
+        max: bool,
         inputs: &[&[f32]],
         nodata: &[Option<f64>],
-        max: bool,
         out_nodata: f32,
         out: &mut [f32],
     ) {
@@ -226,7 +216,9 @@ mod tests {
 
     fn run(inputs: &[&[f32]], nodata: &[Option<f64>], statistic: Statistic) -> Vec<f32> {
         let mut out = vec![0.0; inputs[0].len()];
-        composite(inputs, nodata, statistic, -1.0, &mut out).unwrap();
+        Compositor::default()
+            .composite(inputs, nodata, statistic, -1.0, &mut out)
+            .unwrap();
         out
     }
 
@@ -292,7 +284,9 @@ mod tests {
         let inputs: [&[f32]; 2] = [&[f32::NAN, 2.0], &[f32::NAN, f32::NAN]];
         for statistic in Statistic::ALL {
             let mut out = vec![0.0; 2];
-            composite(&inputs, &[None, None], statistic, f32::NAN, &mut out).unwrap();
+            Compositor::default()
+                .composite(&inputs, &[None, None], statistic, f32::NAN, &mut out)
+                .unwrap();
             if statistic == Statistic::Count {
                 assert_eq!(out, vec![0.0, 1.0]);
             } else {
@@ -326,17 +320,23 @@ mod tests {
     fn errors_and_names() {
         let mut out = vec![0.0; 2];
         assert_eq!(
-            composite(&[], &[], Statistic::Max, 0.0, &mut out),
+            Compositor::default().composite(&[], &[], Statistic::Max, 0.0, &mut out),
             Err(AggregationError::NoInputs)
         );
         let a = [1.0f32, 2.0];
         let short = [1.0f32];
         assert!(matches!(
-            composite(&[&a, &short], &[None, None], Statistic::Max, 0.0, &mut out),
+            Compositor::default().composite(
+                &[&a, &short],
+                &[None, None],
+                Statistic::Max,
+                0.0,
+                &mut out
+            ),
             Err(AggregationError::LengthMismatch { .. })
         ));
         assert!(matches!(
-            composite(&[&a], &[None, None], Statistic::Max, 0.0, &mut out),
+            Compositor::default().composite(&[&a], &[None, None], Statistic::Max, 0.0, &mut out),
             Err(AggregationError::LengthMismatch { .. })
         ));
         for s in Statistic::ALL {

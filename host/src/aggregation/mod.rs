@@ -74,7 +74,7 @@ pub mod composite;
 pub mod coverage;
 pub mod zonal;
 
-pub use composite::{composite, Compositor, Statistic};
+pub use composite::{Compositor, Statistic};
 pub use coverage::{
     wrap_longitudes, zone_weights, zone_weights_in, zone_window, CellWindow, GridWindow, Polygon,
     Ring, Semantics, ZoneWeights,

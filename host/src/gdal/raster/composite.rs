@@ -252,6 +252,7 @@ impl CompositeRequest {
                     .map_err(|_| failed("cannot set nodata"))?;
             }
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
+            let mut compositor = aggregation::Compositor::default();
             let mut row = 0;
             while row < height {
                 if !crate::gdal::keep_going(row as f64 / height.max(1) as f64) {
@@ -287,14 +288,15 @@ impl CompositeRequest {
                 }
                 let slices: Vec<&[f32]> = strips.iter().map(Vec::as_slice).collect();
                 let mut result = vec![0f32; width * rows];
-                aggregation::composite(
-                    &slices,
-                    &nodata,
-                    self.statistic,
-                    out_nodata as f32,
-                    &mut result,
-                )
-                .map_err(|e| GdalError::Algorithm(format!("composite: {e}")))?;
+                compositor
+                    .composite(
+                        &slices,
+                        &nodata,
+                        self.statistic,
+                        out_nodata as f32,
+                        &mut result,
+                    )
+                    .map_err(|e| GdalError::Algorithm(format!("composite: {e}")))?;
                 if count {
                     empty_cells += result.iter().filter(|v| **v == 0.0).count() as u64;
                     let data: Vec<u16> = result.iter().map(|v| *v as u16).collect();
