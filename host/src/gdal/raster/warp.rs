@@ -284,6 +284,32 @@ fn fits(data_type: &str, (low, high): (f64, f64)) -> bool {
     integer_range(data_type).is_none_or(|(lo, hi)| lo <= low && high <= hi)
 }
 
+impl WarpRequest {
+    /// Right by default: a `sum` is written in a type that holds it (R10-6), the narrowest
+    /// its driver stores ([`sum_output_type`]); `weight` (the most input cells one output
+    /// cell adds, for this request) is asked only for a sum. Sets `output_type` and returns
+    /// the widening, if any.
+    pub fn widen_sum(
+        &mut self,
+        dataset: &gdal::Dataset,
+        weight: impl FnOnce(&Self) -> f64,
+    ) -> Result<Option<SumType>, GdalError> {
+        let widened = if self.resampling == "sum" {
+            let weight = weight(self);
+            sum_output_type(
+                &self.input,
+                dataset,
+                weight,
+                (&self.format, &self.creation_options),
+            )?
+        } else {
+            None
+        };
+        self.output_type = widened.as_ref().map(|w| w.to.clone());
+        Ok(widened)
+    }
+}
+
 /// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells,
 /// written by `driver` with creation `options`; `None` when the input's type holds every sum
 /// (floating-point bands always do), or when a band is of a type no wider output holds exactly

@@ -448,19 +448,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 transformation.as_ref(),
             )?;
             check_warp_output(&request, &dataset, &source, &target)?;
-            // Right by default: a sum is written in a type that holds it (R10-6).
-            let widened = if request.resampling == "sum" {
-                let weight = reproject_weight(&request, &dataset, &source, &target);
-                warp::sum_output_type(
-                    &request.input,
-                    &dataset,
-                    weight,
-                    (&request.format, &request.creation_options),
-                )?
-            } else {
-                None
-            };
-            request.output_type = widened.as_ref().map(|w| w.to.clone());
+            let widened = request.widen_sum(&dataset, |r| {
+                reproject_weight(r, &dataset, &source, &target)
+            })?;
             // Right by default: the cells outside the source get a nodata the data cannot
             // hold, not gdalwarp's 0 (R13-B3); a regridding in the raster's own CRS without
             // bounds stays inside it.
@@ -627,19 +617,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
-            // Right by default: a sum is written in a type that holds it (R10-6).
-            let widened = if request.resampling == "sum" {
-                let weight = resample_weight(&request, &dataset);
-                warp::sum_output_type(
-                    &request.input,
-                    &dataset,
-                    weight,
-                    (&request.format, &request.creation_options),
-                )?
-            } else {
-                None
-            };
-            request.output_type = widened.as_ref().map(|w| w.to.clone());
+            let widened = request.widen_sum(&dataset, |r| resample_weight(r, &dataset))?;
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
