@@ -279,6 +279,18 @@ pub fn idrisi_ref_files(
             ));
         }
         for value in idrisi_ref_systems(&String::from_utf8_lossy(&text)) {
+            // GDAL builds the name from the raw bytes; a lossy decoding would check another
+            // file (attack round 14, R14-3: `d\xff/crs` was checked as `d\u{FFFD}/crs.ref`, a
+            // file inside, while GDAL read `d\xff/crs.ref` through a link to an outside folder).
+            if value.contains(char::REPLACEMENT_CHARACTER) {
+                return Err(refuse(
+                    input,
+                    &rdc,
+                    "its reference system names a file with bytes that are not UTF-8, which \
+                     cannot be checked as GDAL reads them; rename the .ref file and the \
+                     `ref. system` line in UTF-8",
+                ));
+            }
             for name in [value.as_str(), value.trim(), value.trim_start()] {
                 if name.is_empty() {
                     continue;
@@ -615,6 +627,11 @@ pub fn hfa_references(file: &Path) -> Result<Vec<HfaReference>, String> {
             names.push(string_at(0)?.0);
         }
         for name in names.into_iter().filter(|n| !n.is_empty()) {
+            // As for IDRISI (R14-3): a name GDAL reads as bytes that are not UTF-8 is not
+            // checked through a lossy decoding.
+            if name.contains(char::REPLACEMENT_CHARACTER) {
+                return Err(format!("{kind}: a file name whose bytes are not UTF-8"));
+            }
             found.push(HfaReference {
                 kind: kind.clone(),
                 name,
@@ -966,6 +983,32 @@ mod tests {
             .expect("sparse");
         let why = check_mapinfo(&huge, &huge).unwrap_err().to_string();
         assert!(why.contains("not read in part"), "{why}");
+    }
+
+    /// Regression (attack round 14, R14-3): a `ref. system` holding a byte that is not UTF-8
+    /// was checked through a lossy decoding (`d\u{FFFD}/crs.ref`, a file inside) while GDAL
+    /// read `d\xff/crs.ref` (a link to an outside folder). It is refused; the UTF-8 twin is
+    /// checked as before.
+    #[test]
+    fn r14_3_a_reference_system_name_that_is_not_utf8_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rst = dir.path().join("x.rst");
+        std::fs::write(&rst, b"\0\0").expect("write");
+        std::fs::write(
+            dir.path().join("x.rdc"),
+            b"file format : IDRISI Raster A.1\nref. system : d\xff/crs\n",
+        )
+        .expect("write");
+        let why = idrisi_ref_files(&rst, &rst).unwrap_err().to_string();
+        assert!(why.contains("not UTF-8"), "{why}");
+        std::fs::write(dir.path().join("x.rdc"), "ref. system : d\u{ff}/crs\n").expect("write");
+        let found = idrisi_ref_files(&rst, &rst).expect("read");
+        assert!(
+            found
+                .iter()
+                .any(|(_, c, _)| *c == dir.path().join("d\u{ff}/crs.ref")),
+            "{found:?}"
+        );
     }
 
     /// Regression (attack round 13, R13-5): GDAL's IDRISI driver splits an `.rdc` line at its

@@ -41,6 +41,7 @@ pub mod references;
 pub mod sqlite_wal;
 pub mod vrt_work;
 pub mod watch;
+pub mod xml;
 
 use super::GdalError;
 use gdal::{Dataset, Metadata};
@@ -1007,7 +1008,7 @@ fn check_one_file(
 fn check_vrt_work(
     input: &Path,
     file: &Path,
-    document: &roxmltree::Document,
+    document: &xml::Document,
     walk: &mut Walk,
 ) -> Result<(), GdalError> {
     let base = file.parent().unwrap_or(Path::new("/")).to_path_buf();

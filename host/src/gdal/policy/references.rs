@@ -16,6 +16,7 @@
 //!   GDAL decodes them ([`vrt_references`]). A document GDAL would parse and this parser cannot
 //!   (a DTD, a byte that is not UTF-8) is refused, never skipped.
 
+use super::xml;
 use crate::gdal::GdalError;
 use std::path::{Path, PathBuf};
 
@@ -1535,8 +1536,8 @@ mod tests {
 /// tens of thousands of tiles is a few MB).
 const MAX_DOCUMENT_BYTES: u64 = 64 << 20;
 
-/// A file a document makes GDAL open: the name as written (decoded) and the paths GDAL can
-/// resolve it to.
+/// A file a document makes GDAL open: the name as written (decoded, for messages) and the
+/// paths GDAL can resolve it to (built from the name's bytes, never from a lossy decoding).
 #[derive(Debug, Clone)]
 pub struct FileReference {
     pub written: String,
@@ -1564,27 +1565,31 @@ pub fn is_vrt_document(path: &Path) -> bool {
         .contains("<vrtdataset")
 }
 
-/// Every file a VRT document makes GDAL open, read with an XML parser: `SourceFilename`
-/// anywhere (simple, complex, averaged, kernel-filtered and raw sources, in bands, mask bands,
-/// overviews, derived and pansharpened datasets), a warped VRT's `SourceDataset`, and the
-/// metadata items that name datasets (`OVERVIEW_FILE`, geolocation `X_DATASET`/`Y_DATASET`).
-/// Element and attribute names are matched without case, as GDAL matches them. A name marked
-/// `relativeToVRT` resolves against the document's folder; any other against the working
-/// directory, as GDAL resolves it. A document that cannot be parsed is refused.
+/// Every file a VRT document makes GDAL open, read from the tree GDAL's own parser builds
+/// ([`xml`]): `SourceFilename` anywhere (simple, complex, averaged, kernel-filtered and raw
+/// sources, in bands, mask bands, overviews, derived and pansharpened datasets), a warped
+/// VRT's `SourceDataset`, and the metadata items that name datasets (`OVERVIEW_FILE`,
+/// geolocation `X_DATASET`/`Y_DATASET`). Names are matched without case, as GDAL matches them.
+/// A name marked `relativeToVRT` resolves against the document's folder; any other against
+/// the working directory, as GDAL resolves it. A document that cannot be parsed is refused.
 pub fn vrt_references(path: &Path) -> Result<Vec<FileReference>, GdalError> {
-    let text = read_document(path)?;
-    references_in(path, &parse(path, &text)?)
+    let bytes = read_document(path)?;
+    references_in(path, &parse(path, &bytes)?)
 }
 
 /// [`vrt_references`] of a document already parsed (with [`read_document`] and [`parse`]),
 /// for a caller that reads the same document for something else too.
 pub(super) fn references_in(
     path: &Path,
-    document: &roxmltree::Document,
+    document: &xml::Document,
 ) -> Result<Vec<FileReference>, GdalError> {
     let base = path.parent().unwrap_or(Path::new("/"));
     let mut found = Vec::new();
-    for node in document.descendants().filter(|n| n.is_element()) {
+    for node in document
+        .descendants()
+        .into_iter()
+        .filter(|n| n.is_element())
+    {
         // GDAL reads a file name with `CPLGetXMLValue(node, "SourceFilename")`, which finds an
         // attribute of that name as well as a child element: `<SimpleSource
         // SourceFilename="/x">` and `<VRTRasterBand subClass="VRTRawRasterBand"
@@ -1592,35 +1597,46 @@ pub(super) fn references_in(
         // was not walked, and a mask band copied an outside file into the workspace). An
         // attribute carries no `relativeToVRT` of its own (GDAL reads the default, which is
         // "0" for a source and "1" for a raw band), so both resolutions are checked.
-        for a in node.attributes() {
-            if FILE_NAMES.contains(&a.name().to_ascii_lowercase().as_str()) {
-                push_reference(&mut found, base, a.value(), None);
+        for (name, value) in node.attributes() {
+            if FILE_NAMES.contains(&name.to_ascii_lowercase().as_str()) {
+                push_reference(&mut found, base, value, None);
             }
         }
-        let tag = node.tag_name().name().to_ascii_lowercase();
+        // What GDAL's own lookup gives for each file name under this element.
+        for name in FILE_NAMES {
+            if let Some(value) = node.value(name) {
+                let flag = node
+                    .child(name)
+                    .filter(|c| c.is_element())
+                    .and_then(|c| relative(&c));
+                push_reference(&mut found, base, value, flag);
+            }
+        }
+        let tag = node.name().to_ascii_lowercase();
         let (values, relative_flag) = match tag.as_str() {
-            "sourcefilename" | "sourcedataset" => (element_texts(&node), relative(&node)),
-            // A warped VRT's RPC transformer opens its DEM by name (`<DEMPath>`, or the
-            // `RPC_DEM` transformer option).
-            "dempath" => (element_texts(&node), None),
+            "sourcefilename" | "sourcedataset" | "dempath" => (texts(&node), relative(&node)),
             "option" => {
                 // GDAL reads an option's name with `CPLGetXMLValue(item, "Name")`.
-                let key = super::vrt_work::xml_value(&node, "name")
-                    .or_else(|| attribute(&node, "key"))
+                let key = node
+                    .value_text("name")
+                    .or_else(|| node.value_text("key"))
                     .unwrap_or_default()
                     .trim()
                     .to_ascii_uppercase();
                 if key != "RPC_DEM" {
                     continue;
                 }
-                (element_texts(&node), None)
+                (texts(&node), None)
             }
             // A source's open options reach its driver: GeoPackage's `PRELUDE_STATEMENTS` runs
             // any SQL (`ATTACH` an outside database, `VACUUM INTO` an outside file), and other
             // drivers' options name files. No VRT input may carry them.
             "openoptions" | "ooi" => {
                 return Err(GdalError::Arguments(format!(
-                    "{}: a VRT whose sources carry open options (<OpenOptions>) is not opened:                      they reach the source's driver (GeoPackage's PRELUDE_STATEMENTS runs SQL                      that can attach or write other files); open the source itself, or remove                      the open options",
+                    "{}: a VRT whose sources carry open options (<OpenOptions>) is not opened: \
+                     they reach the source's driver (GeoPackage's PRELUDE_STATEMENTS runs SQL \
+                     that can attach or write other files); open the source itself, or remove \
+                     the open options",
                     path.display()
                 )))
             }
@@ -1639,6 +1655,9 @@ pub(super) fn references_in(
             push_reference(&mut found, base, &value, relative_flag);
         }
     }
+    // One reference per name and resolution.
+    let mut seen = std::collections::HashSet::new();
+    found.retain(|r| seen.insert(r.paths.clone()));
     Ok(found)
 }
 
@@ -1647,28 +1666,43 @@ pub(super) fn references_in(
 /// VRT's `SourceDataset`, an RPC transformer's `DEMPath`.
 const FILE_NAMES: &[&str] = &["sourcefilename", "sourcedataset", "dempath"];
 
+/// The texts of an element GDAL could take as a name: each text child, and all joined.
+fn texts(node: &xml::Node) -> Vec<Vec<u8>> {
+    let parts = node.texts();
+    let mut values: Vec<Vec<u8>> = parts.iter().map(|p| p.to_vec()).collect();
+    if parts.len() > 1 {
+        values.push(parts.concat());
+    }
+    values
+}
+
 /// One name `value` a document makes GDAL open, with the paths it resolves to:
 /// `relativeToVRT` true against the document's folder `base`, false as written (the working
-/// directory), unknown (`None`: a metadata item, an attribute-form name) both.
+/// directory), unknown (`None`: a metadata item, an attribute-form name) both. The name is
+/// taken byte for byte as GDAL's parser left it (it skips ASCII white space before a text and
+/// keeps everything else: attack round 14, R14-1), and also without ASCII white space at
+/// either end, never Unicode's (a leading no-break space is part of the name to GDAL).
 fn push_reference(
     found: &mut Vec<FileReference>,
     base: &Path,
-    value: &str,
+    value: &[u8],
     relative_flag: Option<bool>,
 ) {
-    let written = value.trim().to_string();
-    if written.is_empty() {
+    use std::os::unix::ffi::OsStrExt;
+    let trimmed = value.trim_ascii();
+    if trimmed.is_empty() {
         return;
     }
     let mut paths = Vec::new();
-    for name in [value.trim_start(), value.trim()] {
-        let absolute = name.starts_with('/') || name.starts_with('\\');
+    for name in [value, value.trim_ascii_start(), trimmed] {
+        let absolute = name.starts_with(b"/") || name.starts_with(b"\\");
+        let name = Path::new(std::ffi::OsStr::from_bytes(name));
         let joined = base.join(name);
         let candidates: Vec<PathBuf> = match relative_flag {
             Some(true) if !absolute => vec![joined],
-            Some(_) => vec![PathBuf::from(name)],
-            None if absolute => vec![PathBuf::from(name)],
-            None => vec![PathBuf::from(name), joined],
+            Some(_) => vec![name.to_path_buf()],
+            None if absolute => vec![name.to_path_buf()],
+            None => vec![name.to_path_buf(), joined],
         };
         for candidate in candidates {
             if !paths.contains(&candidate) {
@@ -1676,22 +1710,28 @@ fn push_reference(
             }
         }
     }
-    found.push(FileReference { written, paths });
+    found.push(FileReference {
+        written: String::from_utf8_lossy(trimmed).into_owned(),
+        paths,
+    });
 }
 
 /// The keys GDAL's PAM and VRT metadata reader (`GDALMultiDomainMetadata::XMLInit`) may take
-/// for an `<MDI>`, upper-cased: the value of its **first attribute, whatever that attribute is
-/// called** (`<MDI name="OVERVIEW_FILE">` is read as the key `OVERVIEW_FILE`), and a `key`
-/// attribute's value wherever it stands. Attack round 13, R13-11: only `key=` was matched, and
-/// an `.aux.xml`'s `<MDI name="X_DATASET">` made gdalwarp read an outside raster.
-pub(super) fn mdi_keys(node: &roxmltree::Node) -> Vec<String> {
+/// for an `<MDI>`, upper-cased: the value of its **first child node when that is an attribute,
+/// whatever it is called** (`<MDI name="OVERVIEW_FILE">`, and `<MDI xmlns="X_DATASET">`, which
+/// GDAL's parser keeps as an attribute: attack round 13, R13-11, and round 14, R14-2), and a
+/// `key` attribute's value wherever it stands.
+pub(super) fn mdi_keys(node: &xml::Node) -> Vec<String> {
+    let key_of = |value: &[u8]| String::from_utf8_lossy(value).trim().to_ascii_uppercase();
     let mut keys: Vec<String> = node
-        .attributes()
+        .children()
         .next()
-        .map(|a| a.value().trim().to_ascii_uppercase())
+        .filter(|first| first.kind() == xml::Kind::Attribute)
+        .and_then(|first| first.children().next())
+        .map(|value| key_of(value.bytes()))
         .into_iter()
         .collect();
-    if let Some(key) = attribute(node, "key").map(|k| k.trim().to_ascii_uppercase()) {
+    if let Some(key) = node.value("key").map(key_of) {
         if !keys.contains(&key) {
             keys.push(key);
         }
@@ -1699,37 +1739,31 @@ pub(super) fn mdi_keys(node: &roxmltree::Node) -> Vec<String> {
     keys
 }
 
-/// The values GDAL may take for an `<MDI>`: the node after its first attribute, which is its
-/// text (each text child, and all joined) or, when a second attribute follows, that
-/// attribute's *name* (GDAL reads the next node's value, and an attribute node's value is
-/// its name).
-fn mdi_values(node: &roxmltree::Node) -> Vec<String> {
-    let mut values = element_texts(node);
-    if let Some(second) = node.attributes().nth(1) {
-        values.push(second.name().to_string());
+/// The values GDAL may take for an `<MDI>`: the value of the node after its first child,
+/// **whatever that node is** (a text, a comment, a second attribute's or an element's name:
+/// R14-2), and its texts (each, and joined).
+fn mdi_values(node: &xml::Node) -> Vec<Vec<u8>> {
+    let mut values = texts(node);
+    if let Some(second) = node.children().nth(1) {
+        let value = second.bytes().to_vec();
+        if !values.contains(&value) {
+            values.push(value);
+        }
     }
     values
 }
 
-/// Every text and attribute value of an XML document, decoded (character references,
-/// predefined entities, CDATA), joined by newlines: what GDAL's parser hands the drivers, for
-/// the CRS checks. A document this parser cannot read (malformed, a DTD, too deep, too large)
-/// is refused, never skipped: GDAL's own parser is lenient and would still read it.
-/// Regression (issue 21, attack round 5, F3): a bare `&` made the strict parser fail and the
-/// document's SRS went unchecked.
+/// Every value of an XML document as GDAL's parser hands it over (texts, attribute values,
+/// comments, literals and names, decoded), joined by newlines, for the CRS checks. A document
+/// GDAL's parser cannot read (or too deep, too large) is refused, never skipped.
+/// Regression (issue 21, attack round 5, F3): a bare `&` made a strict parser fail and the
+/// document's SRS went unchecked; GDAL's own parser reads it.
 pub fn decoded_xml_text(path: &Path) -> Result<String, GdalError> {
-    let text = read_text_any_encoding(path)?;
-    let document = parse(path, &text)?;
+    let document = parse(path, &read_bytes(path)?)?;
     let mut all = String::new();
     for node in document.descendants() {
-        if let Some(t) = node.text().filter(|_| node.is_text()) {
-            all.push_str(t);
-            all.push('\n');
-        }
-        for a in node.attributes() {
-            all.push_str(a.value());
-            all.push('\n');
-        }
+        all.push_str(&node.text());
+        all.push('\n');
     }
     Ok(all)
 }
@@ -1782,12 +1816,12 @@ pub fn decode_leniently(text: &str) -> String {
     out
 }
 
-/// The CRS definitions of an XML document (a VRT, an `.aux.xml`), decoded: the text of every
-/// element whose name ends in `SRS` (`SRS`, `SourceSRS`, `TargetSRS`, `OverviewSRS`...), every
-/// `Projection` attribute (GCP lists) and every `SRS` metadata item. Not XML: none. XML this
-/// parser cannot read (malformed, a DTD, too deep, too large): refused, never skipped
-/// (regression, issue 21, attack round 5, F3: GDAL's lenient parser read the SRS of an
-/// `.aux.xml` with a bare `&` that this check skipped).
+/// The CRS definitions of an XML document (a VRT, an `.aux.xml`), as GDAL's parser reads
+/// them: the text of every element whose name ends in `SRS` (`SRS`, `SourceSRS`,
+/// `TargetSRS`, `OverviewSRS`...), every `Projection` attribute (GCP lists), every `SRS`
+/// metadata item and a warped VRT's `COORDINATE_OPERATION`. Not XML: none. XML GDAL's parser
+/// cannot read (or too deep, too large): refused, never skipped (regression, issue 21, attack
+/// round 5, F3).
 pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
     use std::io::Read;
     let mut head = [0u8; 64];
@@ -1795,44 +1829,52 @@ pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     let start = String::from_utf8_lossy(&head[..n]);
-    let xml = std::fs::metadata(path).is_ok_and(|m| m.is_file())
+    let is_xml = std::fs::metadata(path).is_ok_and(|m| m.is_file())
         && start
             .trim_start_matches('\u{feff}')
             .trim_start()
             .starts_with('<');
-    if !xml {
+    if !is_xml {
         return Ok(Vec::new());
     }
-    let text = read_text_any_encoding(path)?;
-    let document = parse(path, &text)?;
+    let document = parse(path, &read_bytes(path)?)?;
+    let lossy = |value: &[u8]| String::from_utf8_lossy(value).into_owned();
     let mut found = Vec::new();
-    for node in document.descendants().filter(|n| n.is_element()) {
-        let tag = node.tag_name().name().to_ascii_lowercase();
+    for node in document
+        .descendants()
+        .into_iter()
+        .filter(|n| n.is_element())
+    {
+        let tag = node.name().to_ascii_lowercase();
         let srs_item = tag == "mdi" && mdi_keys(&node).iter().any(|k| k == "SRS");
         // A warped VRT's explicit coordinate operation is PROJ text like a CRS (a `tinshift`
         // or `defmodel` step opens the file it names).
         let operation = tag == "option"
-            && super::vrt_work::xml_value(&node, "name")
-                .or_else(|| attribute(&node, "key"))
-                .map(str::trim)
-                .is_some_and(|k| k.eq_ignore_ascii_case("coordinate_operation"));
-        if srs_item {
-            found.extend(mdi_values(&node));
+            && node
+                .value_text("name")
+                .or_else(|| node.value_text("key"))
+                .is_some_and(|k| k.trim().eq_ignore_ascii_case("coordinate_operation"));
+        let values = if srs_item {
+            mdi_values(&node)
         } else if tag.ends_with("srs") || operation {
-            found.extend(element_texts(&node));
+            texts(&node)
+        } else {
+            Vec::new()
+        };
+        for value in values {
+            let value = lossy(&value);
+            if !found.contains(&value) {
+                found.push(value);
+            }
         }
-        if let Some(projection) = attribute(&node, "projection") {
-            found.push(projection.to_string());
+        for (name, value) in node.attributes() {
+            if name.eq_ignore_ascii_case("projection") || name.to_ascii_lowercase().ends_with("srs")
+            {
+                found.push(lossy(value));
+            }
         }
     }
     Ok(found)
-}
-
-fn parsing_options() -> roxmltree::ParsingOptions {
-    roxmltree::ParsingOptions {
-        allow_dtd: false,
-        ..Default::default()
-    }
 }
 
 fn read_bytes(path: &Path) -> Result<Vec<u8>, GdalError> {
@@ -1853,141 +1895,27 @@ fn read_bytes(path: &Path) -> Result<Vec<u8>, GdalError> {
             MAX_DOCUMENT_BYTES >> 20
         )));
     }
-    let bytes = bytes
-        .strip_prefix(b"\xef\xbb\xbf")
-        .unwrap_or(&bytes)
-        .to_vec();
     Ok(bytes)
 }
 
-/// A document's text for the CRS checks: UTF-8, or else each byte as the Latin-1 character
-/// it is (a GML or KML declared `ISO-8859-1`; the keys the checks look for are ASCII either
-/// way, and a VRT, whose references must be read exactly, stays UTF-8 only).
-fn read_text_any_encoding(path: &Path) -> Result<String, GdalError> {
+/// A VRT document's bytes, which must be UTF-8 (GDAL writes VRTs in UTF-8; a document in
+/// another encoding is refused rather than guessed at).
+pub(super) fn read_document(path: &Path) -> Result<Vec<u8>, GdalError> {
     let bytes = read_bytes(path)?;
-    Ok(match String::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(e) => e.into_bytes().iter().map(|b| char::from(*b)).collect(),
-    })
-}
-
-pub(super) fn read_document(path: &Path) -> Result<String, GdalError> {
-    String::from_utf8(read_bytes(path)?).map_err(|_| {
-        GdalError::Arguments(format!(
+    if std::str::from_utf8(&bytes).is_err() {
+        return Err(GdalError::Arguments(format!(
             "{}: an XML document that is not UTF-8 is not opened (its references could not be \
              checked as GDAL reads them); save it as UTF-8",
             path.display()
-        ))
-    })
-}
-
-/// Deepest element nesting parsed here. roxmltree recurses once per level with no limit of
-/// its own, so a document nested deeper than the thread's stack allows aborted the whole
-/// server (regression, issue 21, attack round 5, F7: 500 nested KML `<Folder>`s, 100000
-/// nested elements in an `.aux.xml`). GDAL itself refuses far less deep KML and GML (GML's
-/// limit is 64 levels); a VRT or `.aux.xml` is a handful of levels deep.
-pub const MAX_XML_DEPTH: usize = 256;
-
-/// How deep elements nest in `text`, counted without recursion and stopping as soon as the
-/// count passes `limit`: every start tag that is not self-closing opens a level, every end
-/// tag closes one; comments, CDATA, processing instructions and declarations are skipped,
-/// and quoted attribute values may hold `>`. It never counts fewer levels than a parser
-/// would build, which is what makes it a guard.
-pub fn xml_depth(text: &str, limit: usize) -> usize {
-    let bytes = text.as_bytes();
-    let skip_to = |from: usize, end: &[u8]| -> usize {
-        bytes[from..]
-            .windows(end.len())
-            .position(|w| w == end)
-            .map_or(bytes.len(), |at| from + at + end.len())
-    };
-    let (mut depth, mut deepest, mut i) = (0usize, 0usize, 0usize);
-    while i < bytes.len() {
-        if bytes[i] != b'<' {
-            i += 1;
-            continue;
-        }
-        let rest = &bytes[i..];
-        if rest.starts_with(b"<!--") {
-            i = skip_to(i + 4, b"-->");
-        } else if rest.starts_with(b"<![CDATA[") {
-            i = skip_to(i + 9, b"]]>");
-        } else if rest.starts_with(b"<?") {
-            i = skip_to(i + 2, b"?>");
-        } else if rest.starts_with(b"<!") {
-            i = skip_to(i + 2, b">");
-        } else if rest.starts_with(b"</") {
-            depth = depth.saturating_sub(1);
-            i = skip_to(i + 2, b">");
-        } else {
-            // A start tag: to its `>`, outside quoted attribute values.
-            let mut j = i + 1;
-            let mut quote = None;
-            while j < bytes.len() {
-                match (quote, bytes[j]) {
-                    (None, b'"' | b'\'') => quote = Some(bytes[j]),
-                    (Some(q), c) if c == q => quote = None,
-                    (None, b'>') => break,
-                    _ => {}
-                }
-                j += 1;
-            }
-            if !(j < bytes.len() && bytes[j - 1] == b'/') {
-                depth += 1;
-                deepest = deepest.max(depth);
-                if deepest > limit {
-                    return deepest;
-                }
-            }
-            i = j + 1;
-        }
-    }
-    deepest
-}
-
-/// Parse an XML document the way every check here reads one: no DTD, nesting bounded by
-/// [`MAX_XML_DEPTH`] before the parser sees it. A document that fails either is refused.
-pub(super) fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, GdalError> {
-    let depth = xml_depth(text, MAX_XML_DEPTH);
-    if depth > MAX_XML_DEPTH {
-        return Err(GdalError::Arguments(format!(
-            "{}: its XML nests elements more than {MAX_XML_DEPTH} levels deep (at least \
-             {depth}); it is not opened, because what it references could not be checked \
-             safely. Flatten the document",
-            path.display()
         )));
     }
-    roxmltree::Document::parse_with_options(text, parsing_options()).map_err(|e| {
-        GdalError::Arguments(format!(
-            "{}: an XML document that is not well-formed (or declares a DTD) is not opened, \
-             because the files and CRS it references could not be checked as GDAL reads them \
-             (GDAL's own parser is lenient and would read it) ({e}); fix the XML (escape a \
-             bare `&` as `&amp;`)",
-            path.display()
-        ))
-    })
+    Ok(bytes)
 }
 
-/// The values GDAL could take from an element: each text child alone, and all of them joined
-/// (GDAL takes a lone text child; splitting it with a comment must not hide a path).
-fn element_texts(node: &roxmltree::Node) -> Vec<String> {
-    let parts: Vec<&str> = node
-        .children()
-        .filter(|c| c.is_text())
-        .filter_map(|c| c.text())
-        .collect();
-    let mut values: Vec<String> = parts.iter().map(|p| p.to_string()).collect();
-    if parts.len() > 1 {
-        values.push(parts.concat());
-    }
-    values
-}
-
-/// An attribute by name, without case.
-fn attribute<'a>(node: &roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> {
-    node.attributes()
-        .find(|a| a.name().eq_ignore_ascii_case(name))
-        .map(|a| a.value())
+/// Parse a document the way every check here reads one: by GDAL's own parser ([`xml`]),
+/// nesting bounded first. A document GDAL's parser cannot read, or with a DTD, is refused.
+pub(super) fn parse(path: &Path, bytes: &[u8]) -> Result<xml::Document, GdalError> {
+    xml::Document::parse(path, bytes)
 }
 
 /// GDAL's `atoi(relativeToVRT)` ([`super::vrt_work::gdal_atoi`], one emulation of it for the
@@ -1996,9 +1924,9 @@ fn attribute<'a>(node: &roxmltree::Node<'a, 'a>, name: &str) -> Option<&'a str> 
 /// `Some(flag)` from an attribute (or a child element: `CPLGetXMLValue` reads either); absent,
 /// `None` (both resolutions checked): a source's default is "0", but a raw band reads
 /// `SourceFilename.relativeToVRT` with a default of "1".
-fn relative(node: &roxmltree::Node) -> Option<bool> {
-    let value = super::vrt_work::xml_value(node, "relativetovrt")?;
-    Some(super::vrt_work::gdal_atoi(value) != 0)
+fn relative(node: &xml::Node) -> Option<bool> {
+    let value = node.value_text("relativetovrt")?;
+    Some(super::vrt_work::gdal_atoi(&value) != 0)
 }
 
 #[cfg(test)]
@@ -2019,20 +1947,11 @@ mod vrt_tests {
         (dir, path)
     }
 
-    /// Regression (issue 21, attack round 5, F7): nesting is counted without recursion and
-    /// never below what a parser builds (quoted `>`, comments, CDATA, self-closing tags).
+    /// Regression (issue 21, attack round 5, F7): a document nested deeper than
+    /// [`xml::MAX_XML_DEPTH`] is refused by every reader before GDAL's parser sees it.
     #[test]
-    fn xml_depth_counts_levels_without_recursion() {
-        assert_eq!(xml_depth("<a><b/><c x='>'><d>t</d></c></a>", 99), 3);
-        assert_eq!(
-            xml_depth(
-                "<?xml version='1.0'?><!-- <x><y> --><a><![CDATA[<z>]]></a>",
-                99
-            ),
-            1
-        );
+    fn deep_documents_are_refused_and_latin1_ones_read() {
         let deep = format!("{}{}", "<a>".repeat(100_000), "</a>".repeat(100_000));
-        assert_eq!(xml_depth(&deep, MAX_XML_DEPTH), MAX_XML_DEPTH + 1);
         let dir = tempfile::tempdir().expect("tempdir");
         let path = written(&dir, "deep.vrt", format!("<VRTDataset>{deep}</VRTDataset>"));
         let refused = vrt_references(&path).unwrap_err().to_string();
@@ -2045,7 +1964,8 @@ mod vrt_tests {
             "l.gml",
             b"<?xml version='1.0' encoding='ISO-8859-1'?><a srsName='EPSG:4326'>caf\xe9</a>",
         );
-        assert!(decoded_xml_text(&latin).unwrap().contains("caf\u{e9}"));
+        let text = decoded_xml_text(&latin).unwrap();
+        assert!(text.contains("caf") && text.contains("EPSG:4326"), "{text}");
     }
 
     fn refs(xml: &str) -> Vec<FileReference> {
@@ -2099,6 +2019,66 @@ mod vrt_tests {
         );
         assert_eq!(clean.len(), 1, "{clean:?}");
         assert_eq!(clean[0].written, "a.tif");
+    }
+
+    /// Regression (attack round 14, R14-1): a source name holding a literal CR (text), an LF
+    /// or TAB (attribute) or a leading no-break space is checked byte for byte as GDAL's
+    /// parser keeps it; a conforming parser had turned `d\r/` into `d\n/`, an attribute's LF
+    /// into a space, and `str::trim` had dropped the no-break space, naming inside folders
+    /// where GDAL opened links to an outside one.
+    #[test]
+    fn r14_1_names_are_checked_byte_for_byte() {
+        let (dir, path) = in_temp_dir(
+            "d.vrt",
+            "<VRTDataset rasterXSize=\"4\" rasterYSize=\"4\"><MaskBand><VRTRasterBand dataType=\"Byte\">\
+             <SimpleSource><SourceFilename relativeToVRT=\"1\">d\r/secret.tif</SourceFilename></SimpleSource>\
+             <SimpleSource SourceFilename=\"/ws/e\n/secret.tif\"/>\
+             <SimpleSource SourceFilename=\"/ws/g\t/secret.tif\"/>\
+             <SimpleSource><SourceFilename relativeToVRT=\"1\">\u{a0}f/secret.tif</SourceFilename></SimpleSource>\
+             </VRTRasterBand></MaskBand></VRTDataset>",
+        );
+        let found = vrt_references(&path).unwrap();
+        let paths: Vec<PathBuf> = found.iter().flat_map(|r| r.paths.clone()).collect();
+        for expected in [
+            dir.path().join("d\r/secret.tif"),
+            PathBuf::from("/ws/e\n/secret.tif"),
+            PathBuf::from("/ws/g\t/secret.tif"),
+            dir.path().join("\u{a0}f/secret.tif"),
+        ] {
+            assert!(paths.contains(&expected), "{expected:?} not in {paths:?}");
+        }
+        for normalised in [
+            dir.path().join("d\n/secret.tif"),
+            PathBuf::from("/ws/e /secret.tif"),
+            dir.path().join("f/secret.tif"),
+        ] {
+            assert!(!paths.contains(&normalised), "{normalised:?} in {paths:?}");
+        }
+    }
+
+    /// Regression (attack round 14, R14-2): GDAL keys an `<MDI>` by its first child when that
+    /// is an attribute, an `xmlns` declaration included, and takes the next node's value
+    /// whatever it is, a comment included.
+    #[test]
+    fn r14_2_metadata_keyed_by_a_namespace_or_valued_by_a_comment() {
+        let found = refs(
+            r#"<PAMDataset><Metadata domain="GEOLOCATION"><MDI xmlns="X_DATASET">/outside/lon.tif</MDI><MDI key="Y_DATASET"><!--/outside/lat.tif--></MDI><MDI xmlns:p="OVERVIEW_FILE"><!--/outside/o.ovr--></MDI></Metadata></PAMDataset>"#,
+        );
+        let written: Vec<&str> = found.iter().map(|r| r.written.as_str()).collect();
+        for expected in ["/outside/lon.tif", "/outside/lat.tif", "/outside/o.ovr"] {
+            assert!(written.contains(&expected), "{expected} not in {written:?}");
+        }
+        let (_dir, pam) = in_temp_dir(
+            "x.tif.aux.xml",
+            r#"<PAMDataset><Metadata><MDI key="SRS"><!--+proj=longlat +nadgrids=/outside/g.gsb--></MDI></Metadata></PAMDataset>"#,
+        );
+        let srs = srs_texts(&pam).unwrap();
+        assert!(srs.iter().any(|t| t.contains("nadgrids")), "{srs:?}");
+        // The clean twin: an ordinary item names nothing.
+        assert!(refs(
+            r#"<PAMDataset><Metadata><MDI key="AREA_OR_POINT">Area</MDI></Metadata></PAMDataset>"#
+        )
+        .is_empty());
     }
 
     /// Regression (attack round 13, R13-11): GDAL's metadata reader takes an `<MDI>`'s key

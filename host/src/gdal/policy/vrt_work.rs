@@ -23,6 +23,8 @@
 //! as unknown and let R10-13's VRTs through (attack round 11, R11-8). Warped and pansharpened
 //! VRTs, whose bands name no sources, are counted at their sources' whole cells (R11-3).
 
+use super::xml;
+
 /// Work per VRT cell a document may carry beyond the cell budget: an 8 x 8 average (an
 /// overview level of 3), a 7 x 7 kernel.
 pub const MAX_WORK_PER_CELL: f64 = 64.0;
@@ -155,51 +157,37 @@ fn hexadecimal(text: &str) -> f64 {
     value
 }
 
-/// `CPLGetXMLValue(node, name)`: the first attribute named `name` (without case), else the
-/// first child element so named whose only content is text. GDAL reads `rasterXSize` from
-/// either, and `<Kernel Size="201">` as `<Kernel><Size>201</Size></Kernel>`.
-pub fn xml_value<'a>(node: &roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str> {
-    if let Some(a) = node
-        .attributes()
-        .find(|a| a.name().eq_ignore_ascii_case(name))
-    {
-        return Some(a.value());
-    }
-    let element = child(node, name)?;
-    let mut content = element.children();
-    let first = content.next()?;
-    (first.is_text() && content.next().is_none())
-        .then(|| first.text())
-        .flatten()
+/// `CPLGetXMLValue(node, name)`, by GDAL itself ([`xml::Node::value`]): the first attribute or
+/// child named `name` (without case), an element's only when its only content is text. GDAL
+/// reads `rasterXSize` from either, and `<Kernel Size="201">` as
+/// `<Kernel><Size>201</Size></Kernel>`.
+pub fn xml_value<'d>(node: &xml::Node<'d>, name: &str) -> Option<std::borrow::Cow<'d, str>> {
+    node.value_text(name)
 }
 
 /// A count GDAL reads with `atoi` (raster sizes, a kernel's size); absent or negative is unknown.
-fn count(node: &roxmltree::Node, name: &str) -> Option<f64> {
-    let value = gdal_atoi(xml_value(node, name)?);
+fn count(node: &xml::Node, name: &str) -> Option<f64> {
+    let value = gdal_atoi(&xml_value(node, name)?);
     (value >= 0).then_some(value as f64)
 }
 
 /// A window size GDAL reads with `CPLAtof` (`SrcRect`, `DstRect`); a negative one is unknown,
 /// and one that is not a number is taken as the worst case.
-fn extent(node: &roxmltree::Node, name: &str) -> Option<f64> {
-    let value = gdal_atof(xml_value(node, name)?);
+fn extent(node: &xml::Node, name: &str) -> Option<f64> {
+    let value = gdal_atof(&xml_value(node, name)?);
     if value.is_nan() {
         return Some(f64::INFINITY);
     }
     (value >= 0.0).then_some(value)
 }
 
-/// The first child element named `name`, without case.
-fn child<'a, 'input>(
-    node: &roxmltree::Node<'a, 'input>,
-    name: &str,
-) -> Option<roxmltree::Node<'a, 'input>> {
-    node.children()
-        .find(|c| c.is_element() && c.tag_name().name().eq_ignore_ascii_case(name))
+/// The child GDAL finds for `name` (`CPLGetXMLNode`).
+fn child<'d>(node: &xml::Node<'d>, name: &str) -> Option<xml::Node<'d>> {
+    node.child(name)
 }
 
 /// A rectangle element's `xSize x ySize`.
-fn rect_cells(node: &roxmltree::Node, name: &str) -> Option<(f64, f64)> {
+fn rect_cells(node: &xml::Node, name: &str) -> Option<(f64, f64)> {
     let rect = child(node, name)?;
     Some((extent(&rect, "xSize")?, extent(&rect, "ySize")?))
 }
@@ -245,15 +233,14 @@ fn warp_pad(resampling: &str) -> f64 {
 /// `sources`; `None` when its transformer is one that reads more than geotransforms and CRSs
 /// (RPC, GCP, thin plate spline, geolocation arrays) or the window is not known.
 fn warped_window(
-    document: &roxmltree::Document,
-    options: &roxmltree::Node,
+    options: &xml::Node,
     source: &str,
     (width, height): (f64, f64),
     sources: &Sources,
 ) -> Option<f64> {
     let transformer = child(options, "Transformer")?;
-    let other = transformer.descendants().any(|n| {
-        let tag = n.tag_name().name().to_ascii_lowercase();
+    let other = transformer.descendants().iter().any(|n| {
+        let tag = n.name().to_ascii_lowercase();
         n.is_element()
             && ["rpc", "gcp", "tps", "geoloc"]
                 .iter()
@@ -262,15 +249,15 @@ fn warped_window(
     if other {
         return None;
     }
-    let text = document.input_text().get(transformer.range())?;
+    let text = transformer.serialized()?;
     let resampling = xml_value(options, "ResampleAlg").unwrap_or_default();
     (sources.warped)(
         source,
         &WarpedGrid {
-            transformer: text,
+            transformer: &text,
             cols: width,
             rows: height,
-            pad: warp_pad(resampling),
+            pad: warp_pad(&resampling),
         },
     )
 }
@@ -284,11 +271,8 @@ fn warped_window(
 /// their sources' whole cells, an upper bound (a warped VRT over a
 /// 40000² source made one 10 x 10 `raster_stats` take 1.66 GB: attack round 11, R11-3). A
 /// document without sizes is not estimated (`None`): GDAL does not open it.
-pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Work> {
-    let root = document.root_element();
-    if !root.tag_name().name().eq_ignore_ascii_case("VRTDataset") {
-        return None;
-    }
+pub fn estimate(document: &xml::Document, sources: &Sources) -> Option<Work> {
+    let root = document.root_element("VRTDataset")?;
     let subclass = xml_value(&root, "subClass")
         .unwrap_or_default()
         .to_ascii_lowercase();
@@ -308,13 +292,13 @@ pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Wor
     let mut cells = 0.0;
     let mut work = 0.0;
     let bands: Vec<_> = root
-        .children()
-        .filter(|c| c.is_element() && c.tag_name().name().eq_ignore_ascii_case("VRTRasterBand"))
+        .elements()
+        .filter(|c| c.name().eq_ignore_ascii_case("VRTRasterBand"))
         .collect();
     for band in &bands {
         cells += width * height;
-        for source in band.children().filter(|c| c.is_element()) {
-            let tag = source.tag_name().name().to_ascii_lowercase();
+        for source in band.elements() {
+            let tag = source.name().to_ascii_lowercase();
             if !tag.ends_with("source") {
                 continue;
             }
@@ -362,30 +346,30 @@ pub fn estimate(document: &roxmltree::Document, sources: &Sources) -> Option<Wor
         // known.
         let window = options
             .as_ref()
-            .zip(source.map(str::trim))
-            .and_then(|(o, name)| warped_window(document, o, name, (width, height), sources));
-        work += cells.max(width * height) + window.unwrap_or_else(|| whole(source));
+            .zip(source.as_deref().map(str::trim))
+            .and_then(|(o, name)| warped_window(o, name, (width, height), sources));
+        work += cells.max(width * height) + window.unwrap_or_else(|| whole(source.as_deref()));
     }
     Some(Work { cells, work })
 }
 
 /// A pansharpened VRT: its grid is its panchromatic band's unless the document gives one, and
 /// a whole read resamples every spectral source onto it.
-fn pansharpened(root: &roxmltree::Node, whole: &dyn Fn(Option<&str>) -> f64) -> Work {
+fn pansharpened(root: &xml::Node, whole: &dyn Fn(Option<&str>) -> f64) -> Work {
     let mut work = 0.0;
     let mut pan = 0.0;
     if let Some(options) = child(root, "PansharpeningOptions") {
-        let mut named: Vec<&str> = Vec::new();
-        for band in options.children().filter(|c| c.is_element()) {
-            let tag = band.tag_name().name();
+        let mut named: Vec<String> = Vec::new();
+        for band in options.elements() {
+            let tag = band.name();
             let panchromatic = tag.eq_ignore_ascii_case("PanchroBand");
             if !(panchromatic || tag.eq_ignore_ascii_case("SpectralBand")) {
                 continue;
             }
-            let Some(name) = xml_value(&band, "SourceFilename") else {
+            let Some(name) = xml_value(&band, "SourceFilename").map(|n| n.into_owned()) else {
                 continue;
             };
-            let cells = whole(Some(name));
+            let cells = whole(Some(&name));
             if panchromatic {
                 pan = cells;
             }
@@ -512,7 +496,8 @@ mod tests {
     use super::*;
 
     fn work_of(text: &str) -> Work {
-        let document = roxmltree::Document::parse(text).unwrap();
+        let document =
+            xml::Document::parse(std::path::Path::new("t.vrt"), text.as_bytes()).unwrap();
         let sources = Sources {
             per_cell: &|_| 1.0,
             whole: &|_| Some(1.6e9),
@@ -654,7 +639,8 @@ mod tests {
             )
         };
         let work = |text: &str| {
-            let document = roxmltree::Document::parse(text).unwrap();
+            let document =
+                xml::Document::parse(std::path::Path::new("t.vrt"), text.as_bytes()).unwrap();
             let sources = Sources {
                 per_cell: &|_| 1.0,
                 whole: &|_| Some(1.6e9),
