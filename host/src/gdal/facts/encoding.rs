@@ -93,11 +93,11 @@ fn number(value: f64) -> String {
     }
 }
 
-/// YES, TRUE, ON or 1.
+/// GDAL's `CPLTestBool`: anything but NO, FALSE, OFF or 0 (without case) is true.
 fn truthy(value: &str) -> bool {
-    matches!(
+    !matches!(
         value.trim().to_ascii_uppercase().as_str(),
-        "YES" | "TRUE" | "ON" | "1"
+        "NO" | "FALSE" | "OFF" | "0"
     )
 }
 
@@ -172,7 +172,10 @@ pub fn assess(
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|(_, v)| v.trim().to_string())
     };
-    let num = |key: &str| opt(key).and_then(|v| v.parse::<f64>().ok());
+    // Numbers as GDAL's drivers read them (`CPLAtof`: a leading number, hexadecimal floats,
+    // `inf`, `nan`; attack round 14, R14-6: `MAX_Z_ERROR=0x10` had been taken as 0 here, and
+    // as 16 by GDAL, so a lossy LERC write went unasked).
+    let num = |key: &str| opt(key).map(|v| crate::gdal::policy::vrt_work::gdal_atof(&v));
     let mut losses: Vec<Loss> = Vec::new();
     let mut lose = |codec: &str, text: String| {
         losses.push(Loss {
@@ -225,7 +228,10 @@ pub fn assess(
                     }
                 }
                 c if c.starts_with("LERC") => {
-                    let e = num("MAX_Z_ERROR").unwrap_or(0.0);
+                    // A bound that is not a number moves values by an unknown amount.
+                    let e = num("MAX_Z_ERROR")
+                        .map(|e| if e.is_nan() { f64::INFINITY } else { e })
+                        .unwrap_or(0.0);
                     max_z_error = Some(e);
                     // Integer data: LERC rounds the bound down and keeps 0.5 below 1, which is
                     // exact; floating-point data moves by up to any positive bound.

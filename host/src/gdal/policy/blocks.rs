@@ -238,6 +238,21 @@ fn measure(
         estimate.whole_image = true;
         bytes = bytes.max(whole);
     }
+    // GDAL's JPEG driver inflates a mask appended to the file (its zlib bitmask) whole, one
+    // bit a cell, at the first read of any mask block, while it reports one-line mask blocks:
+    // an 8.5 MB JPEG took `raster_info` +267 MB, four at once 1,171 MB under a 300 MB budget
+    // (attack round 14, R14-4).
+    let jpeg_mask = driver == "JPEG"
+        && dataset.rasterband(1).is_ok_and(|b| {
+            b.mask_flags()
+                .is_ok_and(|f| f.is_per_dataset() && !f.is_all_valid())
+        });
+    if jpeg_mask {
+        let (x, y) = dataset.raster_size();
+        let bitmask = (x as u64).saturating_mul(y as u64).div_ceil(8);
+        estimate.whole_image = true;
+        bytes = bytes.saturating_add(bitmask);
+    }
     if driver == "VRT" && depth < MAX_VRT_DEPTH {
         bytes = bytes.max(vrt_sources(path, dataset, reach, depth, estimate)?);
     }
@@ -316,7 +331,8 @@ pub fn reserve(
         })
         .unwrap_or_default();
     let whole = if estimate.whole_image {
-        " (a WebP, or a progressive JPEG's coefficients, is decoded whole, every band, at the first cell read)"
+        " (a WebP, a progressive JPEG's coefficients or a JPEG's appended mask is decoded \
+         whole at the first cell read)"
     } else {
         ""
     };
@@ -434,5 +450,41 @@ mod tests {
         let estimate = block_bytes(&baseline, &dataset, &[1], Reach::Full).unwrap();
         assert_eq!(estimate.bytes, 2048);
         assert!(!estimate.whole_image);
+    }
+
+    /// Regression (attack round 14, R14-4): GDAL's JPEG driver inflates a mask appended to the
+    /// file whole (one bit a cell) at the first mask read, behind one-line mask blocks; the
+    /// bitmask is reserved now. The twin without a mask reserves its line (above).
+    #[test]
+    fn r14_4_a_jpeg_mask_reserves_its_bitmask() {
+        let dir = tempfile::tempdir().unwrap();
+        let tif = dir.path().join("m.tif");
+        let created = std::process::Command::new("gdal_create")
+            .args([
+                "-q", "-of", "GTiff", "-outsize", "2048", "2048", "-bands", "1",
+            ])
+            .args(["-ot", "Byte", "-burn", "7"])
+            .arg(&tif)
+            .status()
+            .unwrap();
+        assert!(created.success());
+        let jpg = dir.path().join("m.jpg");
+        let encoded = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "JPEG", "-mask", "1"])
+            .arg(&tif)
+            .arg(&jpg)
+            .status()
+            .unwrap();
+        assert!(encoded.success());
+        let dataset = Dataset::open(&jpg).unwrap();
+        assert!(dataset
+            .rasterband(1)
+            .unwrap()
+            .mask_flags()
+            .unwrap()
+            .is_per_dataset());
+        let estimate = block_bytes(&jpg, &dataset, &[1], Reach::Full).unwrap();
+        assert!(estimate.bytes >= 2048 * 2048 / 8, "{}", estimate.bytes);
+        assert!(estimate.whole_image);
     }
 }

@@ -26,7 +26,13 @@ pub fn crs_text_reads_files(text: &str) -> Option<String> {
     if compact.contains("init=") {
         return Some("it uses `init=`, which makes PROJ read an init file".to_string());
     }
-    if compact.contains("\"filename\"") || names_grid_or_parameter_file(&compact) {
+    // PROJJSON names a parameter's file as a string `"value"` (every other parameter value is
+    // a number; attack round 14, R14-5). Only in a CRS text: a data file's own JSON may hold
+    // string values of that name.
+    if compact.contains("\"filename\"")
+        || compact.contains("\"value\":\"")
+        || names_grid_or_parameter_file(&compact)
+    {
         return Some("it names a grid or parameter file, which PROJ would open".to_string());
     }
     // PROJ steps that open the file they name: `tinshift` (`file=`), `defmodel` (`model=`).
@@ -71,15 +77,29 @@ pub fn names_grid_or_parameter_file_before(text: &str, cutoff: usize) -> bool {
     if before("parameterfile") || before("parameter_file") {
         return true;
     }
+    // WKT1's `EXTENSION["PROJ4_GRIDS","<files>"]` on a datum is a grid shift PROJ opens
+    // (attack round 14, R14-5: it passed, and a FIFO named so wedged a worker).
+    let real_grid = |value: &str| {
+        value
+            .split(',')
+            .any(|g| g.trim_start_matches('@') != "null")
+    };
+    let wkt_grids = text.match_indices("proj4_grids\"").any(|(at, key)| {
+        at < cutoff && {
+            let rest = text[at + key.len()..].trim_start_matches([',', '"']);
+            real_grid(&rest.chars().take_while(|c| *c != '"').collect::<String>())
+        }
+    });
+    if wkt_grids {
+        return true;
+    }
     text.match_indices("grids=").any(|(at, key)| {
         at < cutoff && {
             let value: String = text[at + key.len()..]
                 .chars()
                 .take_while(|c| !"+\"']<;&)".contains(*c))
                 .collect();
-            value
-                .split(',')
-                .any(|grid| grid.trim_start_matches('@') != "null")
+            real_grid(&value)
         }
     })
 }

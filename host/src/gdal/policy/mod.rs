@@ -779,6 +779,9 @@ struct Walk {
     limit: u64,
     /// Work per cell of each VRT document estimated in this walk ([`vrt_work`]), by path.
     per_cell: std::collections::HashMap<PathBuf, f64>,
+    /// Folders whose metadata documents this walk counted ([`xml::check_metadata_documents`]):
+    /// once per folder, however many of a mosaic's sources it holds.
+    metadata_folders: std::collections::HashSet<PathBuf>,
 }
 
 /// A file's path and identity, as the walk remembers it.
@@ -856,6 +859,10 @@ fn check_one_file(
         crate::workspace::check_not_special_seen(&argument, file, roots, &mut seen)
             .map_err(|e| GdalError::Arguments(e.to_string()))?;
         record_checked(seen);
+    }
+    let folder = file.parent().map(Path::to_path_buf).unwrap_or_default();
+    if !scratch && walk.metadata_folders.insert(folder) {
+        xml::check_metadata_documents(input, file)?;
     }
     references::check_sqlite(file)?;
     dxf::check_dxf(input, file)?;
@@ -1960,5 +1967,19 @@ mod grid_mentions {
         assert!(names_grid_files("+nadgrids=@null,/etc/shadow"));
         assert!(names_grid_files("+geoidgrids=egm96_15.gtx"));
         assert!(names_grid_files("parameterfile[\"x\",\"/etc/passwd\"]"));
+        // Regression (attack round 14, R14-5): WKT1's datum extension and PROJJSON's string
+        // parameter value name grid files too; the null grid still opens nothing.
+        assert!(names_grid_files(
+            "datum[\"x\",spheroid[\"c\",6378206.4,294.97],extension[\"proj4_grids\",\"/outside/fifo.gsb\"]]"
+        ));
+        assert!(!names_grid_files("extension[\"proj4_grids\",\"@null\"]"));
+        let projjson = crate::gdal::policy::crs_text::crs_text_reads_files;
+        assert!(projjson(
+            r#"{"type": "BoundCRS", "transformation": {"parameters": [{"name": "Latitude and longitude difference file", "value": "/outside/fifo.gsb"}]}}"#
+        )
+        .is_some());
+        assert!(
+            projjson(r#"{"parameters": [{"name": "Scale factor", "value": 0.9996}]}"#).is_none()
+        );
     }
 }

@@ -1602,6 +1602,22 @@ pub(super) fn references_in(
                 push_reference(&mut found, base, value, None);
             }
         }
+        // A warped VRT's `DestinationDataset` is opened by GDAL for update while the VRT
+        // opens (`GDALDeserializeWarpOptions`): a read would write it (attack round 14, R14-8:
+        // `raster_info` checkpointed an outside GeoPackage). GDAL never writes the name into a
+        // VRT; a document that has one is refused, whatever it names.
+        let destination = node.name().eq_ignore_ascii_case("DestinationDataset")
+            || node
+                .attributes()
+                .any(|(name, _)| name.eq_ignore_ascii_case("DestinationDataset"));
+        if destination {
+            return Err(GdalError::Arguments(format!(
+                "{}: a warped VRT that names a <DestinationDataset> is not opened: GDAL opens \
+                 that file for writing while it opens the VRT; remove the element (gdalwarp \
+                 -of VRT never writes it)",
+                path.display()
+            )));
+        }
         // What GDAL's own lookup gives for each file name under this element.
         for name in FILE_NAMES {
             if let Some(value) = node.value(name) {
@@ -2158,6 +2174,23 @@ mod vrt_tests {
         );
         let written: Vec<&str> = found.iter().map(|r| r.written.as_str()).collect();
         assert_eq!(written, ["/outside/dem.tif", "/outside/dem2.tif"]);
+    }
+
+    /// Regression (attack round 14, R14-8): a warped VRT's `<DestinationDataset>` is opened for
+    /// update while the VRT opens; `raster_info` rewrote an outside GeoPackage. Refused in
+    /// either form; the clean warped VRT still reads its source.
+    #[test]
+    fn r14_8_a_destination_dataset_is_refused() {
+        for xml in [
+            "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions><SourceDataset>s.tif</SourceDataset><DestinationDataset>/outside/o.gpkg</DestinationDataset></GDALWarpOptions></VRTDataset>",
+            "<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions DestinationDataset=\"o.gpkg\"><SourceDataset>s.tif</SourceDataset></GDALWarpOptions></VRTDataset>",
+        ] {
+            let (_dir, path) = in_temp_dir("w.vrt", xml);
+            let why = vrt_references(&path).unwrap_err().to_string();
+            assert!(why.contains("DestinationDataset"), "{why}");
+        }
+        let clean = refs("<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions><SourceDataset relativeToVRT=\"1\">s.tif</SourceDataset></GDALWarpOptions></VRTDataset>");
+        assert_eq!(clean.len(), 1, "{clean:?}");
     }
 
     #[test]

@@ -292,6 +292,70 @@ impl<'d> Node<'d> {
     }
 }
 
+/// Largest imagery metadata document read beside an input to count its nesting; a larger one
+/// is refused (GDAL's readers parse them whole; a real one is a few hundred KiB).
+pub const MAX_METADATA_DOCUMENT_BYTES: u64 = 64 << 20;
+
+/// Refuse `file` when a metadata document beside it (`*.xml`, `*.dim` in its folder, what
+/// GDAL's imagery metadata readers parse: SPOT's `METADATA.DIM`, Pleiades' `DIM_*.XML`,
+/// DigitalGlobe's `<stem>.XML`, RapidEye's `*_metadata.xml`) nests deeper than
+/// [`MAX_XML_DEPTH`]: those readers walk the tree recursively while GDAL lists the dataset's
+/// files, and a 70 KB `METADATA.DIM` of 9,990 nested elements beside a clean GeoTIFF
+/// overflowed a worker's stack and aborted the server (attack round 14, R14-9).
+pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalError> {
+    use std::io::Read;
+    let Some(folder) = file.parent() else {
+        return Ok(());
+    };
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Ok(());
+    };
+    for entry in entries
+        .filter_map(Result::ok)
+        .take(crate::workspace::MAX_FOLDER_ENTRIES)
+    {
+        let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
+        let metadata =
+            (name.ends_with(".xml") || name.ends_with(".dim")) && !name.ends_with(".aux.xml");
+        if !metadata || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        let refuse = |why: String| {
+            GdalError::Arguments(format!(
+                "{}: the metadata document {} beside it {why}; GDAL's imagery metadata readers \
+                 walk it while they open the input. Move the input to a folder of its own or \
+                 remove the document",
+                input.display(),
+                path.display()
+            ))
+        };
+        let mut bytes = Vec::new();
+        if super::open_regular(&path)
+            .and_then(|f| {
+                f.take(MAX_METADATA_DOCUMENT_BYTES + 1)
+                    .read_to_end(&mut bytes)
+            })
+            .is_err()
+        {
+            continue;
+        }
+        if bytes.len() as u64 > MAX_METADATA_DOCUMENT_BYTES {
+            return Err(refuse(format!(
+                "is over {} MiB, more than a metadata document holds",
+                MAX_METADATA_DOCUMENT_BYTES >> 20
+            )));
+        }
+        let depth = xml_depth(&bytes, MAX_XML_DEPTH);
+        if depth > MAX_XML_DEPTH {
+            return Err(refuse(format!(
+                "nests elements more than {MAX_XML_DEPTH} levels deep (at least {depth})"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// How deep elements nest in `bytes`, counted without recursion and stopping as soon as the
 /// count passes `limit`: every start tag that is not self-closing opens a level, every end
 /// tag closes one; comments, CDATA, processing instructions and declarations are skipped,
@@ -433,6 +497,32 @@ mod tests {
             .and_then(|k| k.serialized())
             .expect("serialised");
         assert_eq!(serialized.trim(), "<K>\n  <Size>7</Size>\n</K>");
+    }
+
+    /// Regression (attack round 14, R14-9): a `METADATA.DIM` of 9,990 nested elements beside a
+    /// clean GeoTIFF aborted the server while GDAL's SPOT reader walked it; the twin of
+    /// ordinary depth (and a deep `.aux.xml`, which the references' own parse refuses) pass
+    /// this check.
+    #[test]
+    fn r14_9_a_deep_metadata_document_beside_an_input_refuses_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tif = dir.path().join("x.tif");
+        std::fs::write(&tif, b"II*\0").expect("write");
+        std::fs::write(
+            dir.path().join("METADATA.DIM"),
+            "<Dimap_Document><Dataset_Id><DATASET_NAME>x</DATASET_NAME></Dataset_Id></Dimap_Document>",
+        )
+        .expect("write");
+        assert!(check_metadata_documents(&tif, &tif).is_ok());
+        let deep = format!("{}{}", "<a>".repeat(9_990), "</a>".repeat(9_990));
+        std::fs::write(dir.path().join("METADATA.DIM"), &deep).expect("write");
+        let why = check_metadata_documents(&tif, &tif)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            why.contains("METADATA.DIM") && why.contains("levels deep"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -272,6 +272,15 @@ fn the_fact_says_lossy_exactly_where_gdal_changes_cells() {
             false,
             &[("COMPRESS", "LERC"), ("MAX_Z_ERROR", "0.001")],
         ),
+        // Regression (attack round 14, R14-6): GDAL reads `0x10` as 16 (`CPLAtof`).
+        (
+            "GTiff",
+            "tif",
+            "Float32",
+            1,
+            false,
+            &[("COMPRESS", "LERC"), ("MAX_Z_ERROR", "0x10")],
+        ),
         (
             "GTiff",
             "tif",
