@@ -864,6 +864,9 @@ fn check_one_file(
     if !scratch && walk.metadata_folders.insert(folder) {
         xml::check_metadata_documents(input, file)?;
     }
+    if !scratch {
+        check_embedded_references(input, file)?;
+    }
     references::check_sqlite(file)?;
     dxf::check_dxf(input, file)?;
     drivers::check_file(input, file)?;
@@ -1260,6 +1263,46 @@ fn crs_reads_files(path: &Path) -> Result<Option<String>, GdalError> {
         .find_map(|text| crs_text::crs_text_reads_files(text)))
 }
 
+/// Refuse a GeoTIFF whose own metadata tag names a file GDAL opens (geolocation arrays, an
+/// overview file: [`references::tiff_metadata_references`]; attack round 14, R14-13: outside
+/// arrays placed a warp's output, and a FIFO named as `OVERVIEW_FILE` blocked the open), and
+/// a GML whose schema includes another file ([`references::gml_schema_references`], R14-12),
+/// when what they name is outside every workspace or not a regular file.
+fn check_embedded_references(input: &Path, file: &Path) -> Result<(), GdalError> {
+    let refuse_outside = |references: Vec<references::FileReference>, carrier: &str| {
+        for reference in references {
+            for path in &reference.paths {
+                let shown = path.display().to_string();
+                let special = std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+                if crate::workspace::is_virtual(&reference.written) || !inside(&shown) || special {
+                    return Err(GdalError::Arguments(format!(
+                        "{}: {carrier} names \"{}\" for GDAL to read, which is outside every \
+                         workspace or not a regular file; remove the reference or copy the \
+                         file into a workspace",
+                        input.display(),
+                        reference.written
+                    )));
+                }
+            }
+        }
+        Ok(())
+    };
+    let Ok(size) = std::fs::metadata(file).map(|m| m.len()) else {
+        return Ok(());
+    };
+    let limit = crate::budget::setting(SCANNED_TEXT_VARIABLE, DEFAULT_MAX_SCANNED_TEXT_BYTES);
+    for region in binary_text_regions(file, size, limit)? {
+        refuse_outside(
+            references::tiff_metadata_references(file, &region)?,
+            "its GDAL metadata (a geolocation array or overview file)",
+        )?;
+    }
+    refuse_outside(
+        references::gml_schema_references(file)?,
+        "its GML schema (.xsd, with its includes)",
+    )
+}
+
 /// The byte ranges of a binary file past its head where GDAL reads CRS text: every ASCII tag
 /// value of every IFD of a TIFF or BigTIFF (GeoAsciiParams, GDAL's metadata, citations), and
 /// a FlatGeobuf's whole header (its CRS WKT). At most `limit` bytes in all (more is refused
@@ -1550,6 +1593,14 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     if let Some(overview) = dataset.metadata_item("OVERVIEW_FILE", "OVERVIEWS") {
         files.push(overview);
     }
+    // Geolocation arrays, whatever carried the items (an `.aux.xml`, a TIFF tag, a
+    // GeoPackage's metadata table): gdalwarp opens them, and GDAL's file list does not name
+    // them (attack round 14, R14-13).
+    for key in ["X_DATASET", "Y_DATASET"] {
+        if let Some(array) = dataset.metadata_item(key, "GEOLOCATION") {
+            files.push(array);
+        }
+    }
     let vrts: Vec<String> = files
         .iter()
         .filter(|f| references::is_vrt_document(Path::new(f.as_str())))
@@ -1779,6 +1830,45 @@ fn looks_like_a_location(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (attack round 14, R14-13): a GeoTIFF keeps a `GEOLOCATION` domain in its own
+    /// `GDAL_METADATA` tag, and gdalwarp opened the arrays it names; the tag is read before the
+    /// open now. The twin's ordinary metadata names nothing.
+    #[test]
+    fn r14_13_a_geotiff_s_own_metadata_names_its_geolocation_arrays() {
+        use gdal::Metadata;
+        let dir = tempfile::tempdir().unwrap();
+        let tif = dir.path().join("g.tif");
+        let twin = dir.path().join("t.tif");
+        for (path, geolocated) in [(&tif, true), (&twin, false)] {
+            let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+            let mut dataset = driver
+                .create_with_band_type::<u8, _>(path, 4, 4, 1)
+                .unwrap();
+            dataset.set_metadata_item("AREA", "x", "").unwrap();
+            if geolocated {
+                for (key, value) in [
+                    ("X_DATASET", "/outside/lon.tif"),
+                    ("Y_DATASET", "/outside/lat.tif"),
+                ] {
+                    dataset
+                        .set_metadata_item(key, value, "GEOLOCATION")
+                        .unwrap();
+                }
+            }
+        }
+        let found = |path: &Path| -> Vec<String> {
+            let size = std::fs::metadata(path).unwrap().len();
+            binary_text_regions(path, size, 1 << 20)
+                .unwrap()
+                .iter()
+                .flat_map(|r| references::tiff_metadata_references(path, r).unwrap())
+                .map(|r| r.written)
+                .collect()
+        };
+        assert_eq!(found(&tif), ["/outside/lon.tif", "/outside/lat.tif"]);
+        assert!(found(&twin).is_empty());
+    }
 
     /// R13-12: a document is KML by its root element, after any prolog, whatever its name;
     /// R13-13: a file is inflated as a workbook by its zip signature, whatever its name.

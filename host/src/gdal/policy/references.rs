@@ -1677,6 +1677,129 @@ pub(super) fn references_in(
     Ok(found)
 }
 
+/// The files a GeoTIFF's own metadata tag (`GDAL_METADATA`, the XML text `xml` GDAL parses
+/// into its metadata domains) makes GDAL open: the `X_DATASET` and `Y_DATASET` of a
+/// `GEOLOCATION` domain (gdalwarp opens them as geolocation arrays) and an `OVERVIEW_FILE`,
+/// whatever domain an item claims. GDAL's file list names none of them (attack round 14,
+/// R14-13: a plain GeoTIFF placed a warp's output by outside rasters). Text that is not
+/// GDAL's metadata document names nothing.
+pub(super) fn tiff_metadata_references(
+    file: &Path,
+    xml: &[u8],
+) -> Result<Vec<FileReference>, GdalError> {
+    let start = xml
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(0);
+    if !xml[start..]
+        .get(..13)
+        .is_some_and(|h| h.eq_ignore_ascii_case(b"<gdalmetadata"))
+    {
+        return Ok(Vec::new());
+    }
+    let document = parse(file, xml)?;
+    let base = file.parent().unwrap_or(Path::new("/"));
+    let mut found = Vec::new();
+    for item in document
+        .descendants()
+        .into_iter()
+        .filter(|n| n.is_element())
+    {
+        let named = item.value_text("name").is_some_and(|k| {
+            ["X_DATASET", "Y_DATASET", "OVERVIEW_FILE"]
+                .contains(&k.trim().to_ascii_uppercase().as_str())
+        });
+        if named {
+            for value in texts(&item) {
+                push_reference(&mut found, base, &value, None);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Most schema files followed from one GML input's `.xsd` through its includes.
+const MAX_GML_SCHEMAS: usize = 64;
+
+/// The files a GML input's schema makes GDAL read: its `<stem>.xsd` (when there is one) and,
+/// in turn, every file an `xs:include`, `xs:import` or `xs:redefine` of it names by
+/// `schemaLocation` (resolved against the including schema's folder; `http(s)://` names are
+/// left to the refused HTTP client). GDAL's GML driver resolves the includes itself and lists
+/// none of them (attack round 14, R14-12: an include of `../../outside/inc.xsd` put an outside
+/// schema's field names in `vector_info`'s answer, and one naming a FIFO blocked the open).
+/// A schema is followed only once it is a regular file; the caller refuses any reference
+/// outside a workspace.
+pub(super) fn gml_schema_references(file: &Path) -> Result<Vec<FileReference>, GdalError> {
+    let gml = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gml") || e.eq_ignore_ascii_case("xml"));
+    if !gml {
+        return Ok(Vec::new());
+    }
+    let mut pending: Vec<PathBuf> = ["xsd", "XSD"]
+        .iter()
+        .map(|e| file.with_extension(e))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .collect();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut found = Vec::new();
+    while let Some(schema) = pending.pop() {
+        if seen.contains(&schema) {
+            continue;
+        }
+        if seen.len() >= MAX_GML_SCHEMAS {
+            return Err(GdalError::Arguments(format!(
+                "{}: its GML schema includes more than {MAX_GML_SCHEMAS} schema files; merge \
+                 them into one .xsd",
+                file.display()
+            )));
+        }
+        seen.push(schema.clone());
+        let document = parse(&schema, &read_bytes(&schema)?)?;
+        let base = schema.parent().unwrap_or(Path::new("/"));
+        for node in document
+            .descendants()
+            .into_iter()
+            .filter(|n| n.is_element())
+        {
+            let name = node.name().to_ascii_lowercase();
+            let local = name.rsplit(':').next().unwrap_or_default();
+            if !["include", "import", "redefine"].contains(&local) {
+                continue;
+            }
+            let Some(location) = node.value("schemaLocation") else {
+                continue;
+            };
+            let lower = String::from_utf8_lossy(location)
+                .trim()
+                .to_ascii_lowercase();
+            if lower.starts_with("http://") || lower.starts_with("https://") {
+                continue;
+            }
+            let before = found.len();
+            push_reference(&mut found, base, location, Some(true));
+            for reference in &found[before..] {
+                for path in &reference.paths {
+                    // Followed only inside: an outside schema is the caller's refusal, and is
+                    // never read here.
+                    let inside = super::inside(&path.display().to_string());
+                    if inside && std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+                        pending.push(path.clone());
+                    }
+                }
+            }
+        }
+    }
+    // The schema itself is read too.
+    for schema in seen {
+        found.push(FileReference {
+            written: schema.display().to_string(),
+            paths: vec![schema],
+        });
+    }
+    Ok(found)
+}
+
 /// Names GDAL reads as files to open, from an element or an attribute alike
 /// (`CPLGetXMLValue`): every kind of source's and a raw band's `SourceFilename`, a warped
 /// VRT's `SourceDataset`, an RPC transformer's `DEMPath`.
@@ -2191,6 +2314,49 @@ mod vrt_tests {
         }
         let clean = refs("<VRTDataset subClass=\"VRTWarpedDataset\"><GDALWarpOptions><SourceDataset relativeToVRT=\"1\">s.tif</SourceDataset></GDALWarpOptions></VRTDataset>");
         assert_eq!(clean.len(), 1, "{clean:?}");
+    }
+
+    /// Regression (attack round 14, R14-12): GDAL's GML driver follows a `.xsd`'s
+    /// `xs:include` to any file; every include, import and redefine is a reference, followed
+    /// in turn; `http(s)://` names are not.
+    #[test]
+    fn r14_12_a_gml_schema_s_includes_are_references() {
+        let dir = tempfile::tempdir().unwrap();
+        let gml = written(&dir, "x.gml", "<gml:FeatureCollection/>");
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        written(
+            &dir,
+            "x.xsd",
+            r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"><xs:import namespace="http://www.opengis.net/gml" schemaLocation="http://schemas.opengis.net/gml/3.1.1/base/gml.xsd"/><xs:include schemaLocation="../../outside/inc.xsd"/><xs:include schemaLocation="sub/inner.xsd"/></xs:schema>"#,
+        );
+        written(
+            &dir,
+            "sub/inner.xsd",
+            r#"<schema><redefine schemaLocation="/outside/deeper.xsd"/></schema>"#,
+        );
+        let found: Vec<String> = gml_schema_references(&gml)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.written)
+            .collect();
+        for expected in [
+            "../../outside/inc.xsd",
+            "sub/inner.xsd",
+            "/outside/deeper.xsd",
+        ] {
+            assert!(
+                found.iter().any(|f| f == expected),
+                "{expected} not in {found:?}"
+            );
+        }
+        assert!(!found.iter().any(|f| f.starts_with("http")), "{found:?}");
+        // The twin: a GML whose schema includes nothing names only its schema.
+        written(
+            &dir,
+            "x.xsd",
+            r#"<xs:schema xmlns:xs="http://www.w3.org/2001/XMLSchema"/>"#,
+        );
+        assert_eq!(gml_schema_references(&gml).unwrap().len(), 1);
     }
 
     #[test]

@@ -294,19 +294,42 @@ impl<'d> Node<'d> {
 
 /// Largest imagery metadata document read beside an input to count its nesting; a larger one
 /// is refused (GDAL's readers parse them whole; a real one is a few hundred KiB).
-pub const MAX_METADATA_DOCUMENT_BYTES: u64 = 64 << 20;
+pub const MAX_METADATA_DOCUMENT_BYTES: u64 = 16 << 20;
 
-/// Refuse `file` when a metadata document beside it (`*.xml`, `*.dim` in its folder, what
-/// GDAL's imagery metadata readers parse: SPOT's `METADATA.DIM`, Pleiades' `DIM_*.XML`,
-/// DigitalGlobe's `<stem>.XML`, RapidEye's `*_metadata.xml`) nests deeper than
-/// [`MAX_XML_DEPTH`]: those readers walk the tree recursively while GDAL lists the dataset's
-/// files, and a 70 KB `METADATA.DIM` of 9,990 nested elements beside a clean GeoTIFF
-/// overflowed a worker's stack and aborted the server (attack round 14, R14-9).
+/// Most elements in an imagery metadata document beside an input. GDAL's SPOT reader adds
+/// them to a list one at a time, walking the list each time (quadratic: 120,000 elements took
+/// 4.7 s, 600,000 kept a worker busy for minutes past the open deadline: attack round 14,
+/// R14-11); a real `METADATA.DIM` holds a few thousand.
+pub const MAX_METADATA_ELEMENTS: usize = 50_000;
+
+/// Whether GDAL's imagery metadata readers parse the XML file `name` (lower case) in the
+/// folder of an input whose file name is `input_name` (lower case): SPOT's `METADATA.DIM` (and
+/// any `.dim`), Pleiades' `DIM_*.XML` and `RPC_*.XML`, DigitalGlobe's and Resurs-DK1's
+/// `<stem>.XML`, RapidEye's `<stem>_metadata.xml`.
+fn read_by_metadata_readers(name: &str, input_name: &str) -> bool {
+    let stem = input_name
+        .rsplit_once('.')
+        .map_or(input_name, |(stem, _)| stem);
+    name.ends_with(".dim")
+        || (name.ends_with(".xml")
+            && (name.starts_with("dim_")
+                || name.starts_with("rpc_")
+                || name == format!("{stem}.xml")
+                || name == format!("{stem}_metadata.xml")))
+}
+
+/// Refuse `file` when an imagery metadata document beside it ([`read_by_metadata_readers`])
+/// nests deeper than [`MAX_XML_DEPTH`], holds more than [`MAX_METADATA_ELEMENTS`] elements or
+/// is over [`MAX_METADATA_DOCUMENT_BYTES`]: GDAL's readers parse them while GDAL lists the
+/// dataset's files, recursively (a 70 KB `METADATA.DIM` of 9,990 nested elements beside a clean
+/// GeoTIFF overflowed a worker's stack and aborted the server: attack round 14, R14-9) and in
+/// quadratic time (R14-11).
 pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalError> {
     use std::io::Read;
-    let Some(folder) = file.parent() else {
+    let (Some(folder), Some(input_name)) = (file.parent(), file.file_name()) else {
         return Ok(());
     };
+    let input_name = input_name.to_string_lossy().to_ascii_lowercase();
     let Ok(entries) = std::fs::read_dir(folder) else {
         return Ok(());
     };
@@ -315,16 +338,16 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
         .take(crate::workspace::MAX_FOLDER_ENTRIES)
     {
         let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        let metadata =
-            (name.ends_with(".xml") || name.ends_with(".dim")) && !name.ends_with(".aux.xml");
-        if !metadata || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        if !read_by_metadata_readers(&name, &input_name)
+            || !entry.file_type().is_ok_and(|t| t.is_file())
+        {
             continue;
         }
         let path = entry.path();
         let refuse = |why: String| {
             GdalError::Arguments(format!(
                 "{}: the metadata document {} beside it {why}; GDAL's imagery metadata readers \
-                 walk it while they open the input. Move the input to a folder of its own or \
+                 parse it while they open the input. Move the input to a folder of its own or \
                  remove the document",
                 input.display(),
                 path.display()
@@ -350,6 +373,16 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
         if depth > MAX_XML_DEPTH {
             return Err(refuse(format!(
                 "nests elements more than {MAX_XML_DEPTH} levels deep (at least {depth})"
+            )));
+        }
+        let elements = bytes
+            .windows(2)
+            .filter(|w| w[0] == b'<' && w[1].is_ascii_alphabetic())
+            .count();
+        if elements > MAX_METADATA_ELEMENTS {
+            return Err(refuse(format!(
+                "holds {elements} elements, more than {MAX_METADATA_ELEMENTS} (GDAL's readers \
+                 take time quadratic in them)"
             )));
         }
     }
@@ -523,6 +556,22 @@ mod tests {
             why.contains("METADATA.DIM") && why.contains("levels deep"),
             "{why}"
         );
+        // R14-11: 60,000 sibling elements (quadratic in GDAL's SPOT reader) are refused.
+        let wide = format!(
+            "<Dimap_Document>{}</Dimap_Document>",
+            "<a>x</a>".repeat(60_000)
+        );
+        std::fs::write(dir.path().join("METADATA.DIM"), &wide).expect("write");
+        let why = check_metadata_documents(&tif, &tif)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("elements"), "{why}");
+        // An XML file the readers do not parse (another stem) is not read; `<stem>.XML` is.
+        std::fs::remove_file(dir.path().join("METADATA.DIM")).expect("remove");
+        std::fs::write(dir.path().join("other.xml"), &deep).expect("write");
+        assert!(check_metadata_documents(&tif, &tif).is_ok());
+        std::fs::rename(dir.path().join("other.xml"), dir.path().join("X.XML")).expect("rename");
+        assert!(check_metadata_documents(&tif, &tif).is_err());
     }
 
     #[test]
