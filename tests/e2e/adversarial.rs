@@ -5691,3 +5691,150 @@ async fn r12_5_a_read_of_a_wal_geopackage_writes_nothing_and_sees_the_log() {
     );
     assert_eq!(sqlite_files(&dir, "plain.gpkg"), plain_before);
 }
+
+/// Regression (attack round 14, R14-1): GDAL's XML parser keeps a literal CR inside a source
+/// name where a conforming parser turned it into LF, so a mask source `d\r/secret.tif` named
+/// an inside folder `d\n/` to the host and, to GDAL, a link `d\r` to an outside folder: the
+/// output's `.msk` held the outside cells. Names are now read by GDAL's own parser and checked
+/// byte for byte; the twin through the inside folder converts.
+#[tokio::test]
+async fn r14_1_a_source_name_is_checked_byte_for_byte() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    let outside = std::path::Path::new(&decoy.path("outside.tif"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    std::fs::create_dir(ws.join("d\n")).unwrap();
+    std::fs::copy(ws.join("dem.tif"), ws.join("d\n/outside.tif")).unwrap();
+    std::os::unix::fs::symlink(&outside, ws.join("d\r")).unwrap();
+    let vrt = |folder: &str| {
+        format!(
+            "<VRTDataset rasterXSize=\"111\" rasterYSize=\"111\"><VRTRasterBand dataType=\"Float32\" band=\"1\"><SimpleSource><SourceFilename relativeToVRT=\"1\">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand><MaskBand><VRTRasterBand dataType=\"Byte\"><SimpleSource><SourceFilename relativeToVRT=\"1\">{folder}/outside.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></MaskBand></VRTDataset>"
+        )
+    };
+    std::fs::write(ws.join("cr.vrt"), vrt("d\r")).unwrap();
+    refused_with(
+        &server,
+        "raster_convert",
+        json!({"input": "cr.vrt", "output": "cr_out.tif"}),
+        "outside every workspace",
+    )
+    .await;
+    assert!(!ws.join("cr_out.tif.msk").exists());
+    std::fs::write(ws.join("lf.vrt"), vrt("d\n")).unwrap();
+    answers(
+        &server,
+        "raster_convert",
+        json!({"input": "lf.vrt", "output": "lf_out.tif"}),
+    )
+    .await;
+    decoy.assert_untouched();
+}
+
+/// Regression (attack round 14, R14-8, R14-9, R14-12, R14-13): four carriers of what GDAL
+/// reads that the host had not read: a warped VRT's `<DestinationDataset>` (opened for
+/// update: `raster_info` rewrote an outside GeoPackage), a `METADATA.DIM` of 9,990 nested
+/// elements beside a clean GeoTIFF (a stack overflow aborted the server), a GML schema's
+/// `xs:include` of an outside schema (its field names were answered), and a GeoTIFF's own
+/// `GEOLOCATION` metadata naming outside arrays. Each is refused before the open, the server
+/// keeps answering, the outside files stay untouched, and each clean twin opens.
+#[tokio::test]
+async fn r14_carriers_of_references_gdal_reads_are_read_first() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+
+    // R14-8.
+    std::fs::write(
+        ws.join("dst.vrt"),
+        format!(
+            "<VRTDataset rasterXSize=\"10\" rasterYSize=\"10\" subClass=\"VRTWarpedDataset\"><GDALWarpOptions><SourceDataset relativeToVRT=\"1\">dem.tif</SourceDataset><DestinationDataset>{}</DestinationDataset></GDALWarpOptions></VRTDataset>",
+            decoy.path("outside.tif")
+        ),
+    )
+    .unwrap();
+    refused_with(
+        &server,
+        "raster_info",
+        json!({"input": "dst.vrt"}),
+        "DestinationDataset",
+    )
+    .await;
+
+    // R14-9: in a folder of its own; the twin of ordinary depth opens.
+    for (folder, depth) in [("deep", 9_990), ("shallow", 10)] {
+        std::fs::create_dir(ws.join(folder)).unwrap();
+        std::fs::copy(ws.join("dem.tif"), ws.join(folder).join("x.tif")).unwrap();
+        std::fs::write(
+            ws.join(folder).join("METADATA.DIM"),
+            format!(
+                "<Dimap_Document>{}x{}</Dimap_Document>",
+                "<a>".repeat(depth),
+                "</a>".repeat(depth)
+            ),
+        )
+        .unwrap();
+    }
+    refused_with(
+        &server,
+        "raster_info",
+        json!({"input": "deep/x.tif"}),
+        "levels deep",
+    )
+    .await;
+    answers(&server, "raster_info", json!({"input": "shallow/x.tif"})).await;
+
+    // R14-12.
+    std::fs::create_dir(ws.join("gml")).unwrap();
+    std::fs::write(
+        ws.join("gml/x.gml"),
+        "<?xml version=\"1.0\"?><ogr:FeatureCollection xmlns:ogr=\"http://ogr.maptools.org/\" xmlns:gml=\"http://www.opengis.net/gml\"><gml:featureMember><ogr:pts fid=\"pts.0\"><ogr:geometryProperty><gml:Point><gml:coordinates>1,2</gml:coordinates></gml:Point></ogr:geometryProperty></ogr:pts></gml:featureMember></ogr:FeatureCollection>",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("gml/x.xsd"),
+        format!(
+            "<xs:schema xmlns:xs=\"http://www.w3.org/2001/XMLSchema\"><xs:include schemaLocation=\"{}\"/></xs:schema>",
+            decoy.path("outside.tif")
+        ),
+    )
+    .unwrap();
+    refused_with(
+        &server,
+        "vector_info",
+        json!({"input": "gml/x.gml"}),
+        "GML schema",
+    )
+    .await;
+
+    // R14-13: a GeoTIFF whose own metadata tag names outside geolocation arrays.
+    {
+        use gdal::Metadata;
+        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut dataset = driver
+            .create_with_band_type::<u8, _>(ws.join("geo.tif"), 4, 4, 1)
+            .unwrap();
+        for (key, value) in [
+            ("X_DATASET", decoy.path("outside.tif")),
+            ("Y_DATASET", decoy.path("outside.tif")),
+            ("X_BAND", "1".to_string()),
+            ("Y_BAND", "1".to_string()),
+        ] {
+            dataset
+                .set_metadata_item(key, &value, "GEOLOCATION")
+                .unwrap();
+        }
+    }
+    refused_with(
+        &server,
+        "raster_info",
+        json!({"input": "geo.tif"}),
+        "geolocation array",
+    )
+    .await;
+
+    still_serves(&server).await;
+    decoy.assert_untouched();
+}

@@ -2238,3 +2238,64 @@ async fn r11_6_geodesic_figures_in_grads_from_paris() {
     assert!(is_error(&query));
     assert!(text(&query).contains("EPSG:4275"), "{}", text(&query));
 }
+
+/// Regression (attack round 14, R14-B10): a world box and 4-vertex latitude bands in
+/// EPSG:4326 measured 0 m² by default (their edges taken as geodesics, on which (-180, φ) to
+/// (180, φ) joins a point to itself), reported valid with no note. Long edges are now read both
+/// ways: the default refuses as `data_conflict` with both figures and the argument that
+/// chooses; `method: "geodesic"` keeps the geodesic reading; the 10° box twin agrees within
+/// 1 % and is answered.
+#[tokio::test]
+async fn r14_b10_long_edges_are_read_both_ways() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let world = server.path("world.geojson");
+    let band =
+        |w: f64, s: f64, e: f64, n: f64| polygon(&[vec![[w, s], [e, s], [e, n], [w, n], [w, s]]]);
+    layer(
+        &world,
+        4326,
+        &[(json!({"name": "world"}), band(-180.0, -90.0, 180.0, 90.0))],
+    );
+    let refused = server
+        .call(
+            "vector_measure",
+            json!({"input": world.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("data_conflict"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("5.100656e14"), "{message}");
+    assert!(message.contains("EPSG:6933"), "{message}");
+    let chosen = server
+        .call(
+            "vector_measure",
+            json!({"input": world.display().to_string(), "method": "geodesic"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&chosen), "{}", text(&chosen));
+    // The twin: a 10° box at 60° N, whose two readings differ by 0.3 %.
+    let small = server.path("small.geojson");
+    layer(
+        &small,
+        4326,
+        &[(json!({"name": "box"}), band(10.0, 60.0, 20.0, 70.0))],
+    );
+    let answered = server
+        .call(
+            "vector_measure",
+            json!({"input": small.display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&answered), "{}", text(&answered));
+}

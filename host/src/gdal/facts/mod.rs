@@ -774,10 +774,12 @@ fn raster_facts(
                 evidence.attribute_table =
                     !unsafe { gdal_sys::GDALGetDefaultRAT(band.c_rasterband()) }.is_null();
                 // Integer heights of flat terrain have few distinct values too: a band that
-                // declares a length unit measures, it does not classify (attack round 13,
-                // R13-B10: an Int16 DEM in metres with 25 heights was refused as a class map).
-                evidence.integer_classes =
-                    sampled.integer_classes && length_unit_metres(&band.unit()).is_none();
+                // declares a unit of measure or a scale and offset measures a quantity, it
+                // does not classify (attack round 13, R13-B10: an Int16 DEM in metres with 25
+                // heights was refused as a class map; round 14, R14-B9: a packed temperature,
+                // scale 0.1 in K, was refused as critical `categorical_input`).
+                evidence.integer_classes = sampled.integer_classes
+                    && !declares_a_quantity(&band.unit(), band.scale(), band.offset());
                 evidence.few_values = sampled.few_values;
                 signed = signed_byte(&band);
             }
@@ -1338,6 +1340,36 @@ pub fn describe_written(
     ))
 }
 
+/// Whether a band's declarations say it measures a quantity: a scale or offset other than 1
+/// and 0 (classes are never packed), or a unit of measure (any unit text but the words class
+/// maps use: `class`, `category`, `code`, `id`, `label`, `1`...).
+pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) -> bool {
+    let packed = scale.is_some_and(|s| s != 1.0) || offset.is_some_and(|o| o != 0.0);
+    let key: String = unit
+        .to_ascii_lowercase()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    let not_a_unit = [
+        "",
+        "class",
+        "classes",
+        "category",
+        "categories",
+        "code",
+        "codes",
+        "id",
+        "label",
+        "labels",
+        "none",
+        "unitless",
+        "dimensionless",
+        "1",
+        "count",
+    ];
+    packed || !not_a_unit.contains(&key.as_str())
+}
+
 /// A band's declared length unit in metres, from its unit text (`m`, `metre`, `cm`, `ft`,
 /// `US survey foot`, ...); `None` for a unit that is not a known length. Read by
 /// `raster_terrain` for heights and by the categorical evidence: a band measured in a length
@@ -1361,6 +1393,25 @@ pub fn length_unit_metres(unit: &str) -> Option<f64> {
         _ => return None,
     };
     Some(metres)
+}
+
+#[cfg(test)]
+mod quantity_tests {
+    use super::declares_a_quantity;
+
+    /// Regression (attack round 14, R14-B9): a packed quantity (scale 0.1, unit K or none) and
+    /// a Celsius band are quantities, not class maps; a band declaring nothing, or a class
+    /// word, stays open to the categorical evidence.
+    #[test]
+    fn r14_b9_units_and_scales_declare_quantities() {
+        assert!(declares_a_quantity("K", Some(0.1), None));
+        assert!(declares_a_quantity("", Some(0.1), Some(-273.15)));
+        assert!(declares_a_quantity("Celsius", None, None));
+        assert!(declares_a_quantity("metre", Some(1.0), Some(0.0)));
+        assert!(!declares_a_quantity("", None, None));
+        assert!(!declares_a_quantity("", Some(1.0), Some(0.0)));
+        assert!(!declares_a_quantity("class", None, None));
+    }
 }
 
 #[cfg(test)]

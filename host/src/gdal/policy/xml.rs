@@ -354,6 +354,9 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
             ))
         };
         let mut bytes = Vec::new();
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
         if super::open_regular(&path)
             .and_then(|f| {
                 f.take(MAX_METADATA_DOCUMENT_BYTES + 1)
@@ -363,6 +366,8 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
         {
             continue;
         }
+        // What was counted here is what GDAL may read: its identity is held to the open.
+        super::record_checked(vec![(path.clone(), meta)]);
         if bytes.len() as u64 > MAX_METADATA_DOCUMENT_BYTES {
             return Err(refuse(format!(
                 "is over {} MiB, more than a metadata document holds",

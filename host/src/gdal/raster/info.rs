@@ -72,6 +72,24 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
                 path.display()
             )));
         }
+        // GDAL 3.6's statistics honour a nodata value but not a per-dataset mask or an alpha
+        // band: a band masked everywhere reported mean 49.5 and 100 % valid where
+        // `raster_stats` counts 0 valid cells (attack round 14, R14-7 / R14-B22).
+        for index in 1..=dataset.raster_count() {
+            let masked = dataset
+                .rasterband(index)
+                .ok()
+                .and_then(|band| crate::gdal::facts::mask::mask_source(&band));
+            if let Some(mask) = masked {
+                return Err(GdalError::Arguments(format!(
+                    "stats: band {index} of {} has {}, which GDAL's statistics ignore (they \
+                     would count the cells it marks invalid); use raster_stats, which honours \
+                     it, or raster_info without stats",
+                    path.display(),
+                    mask.describe()
+                )));
+            }
+        }
         // GDAL reads every band through its whole blocks (issue 21 attack round 4, B3).
         let _blocks = crate::gdal::policy::blocks::reserve(
             "raster_info stats",
