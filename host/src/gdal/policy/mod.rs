@@ -21,7 +21,8 @@
 //!   output allocation ([`check_cells`]).
 //!
 //! The room's other modules are the rest of the boundary, each one way GDAL could reach too far:
-//! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`read_set`]
+//! [`references`] (what an input makes GDAL read besides itself, from its bytes), [`xml`]
+//! (XML documents parsed and looked up by GDAL's own parser, as its drivers read them), [`read_set`]
 //! (the files GDAL reads for an input, listed without the open's side effects), [`drivers`]
 //! (which drivers may open anything, and the references the allowed ones follow), [`dxf`] (the
 //! entity count of a drawing once its blocks are expanded), [`sqlite_wal`] (SQLite inputs in
