@@ -6,6 +6,7 @@
 //! nodata (attack round 13, R13-B6 / R13-8: `raster_stats` answered mean 70 where the cells
 //! the mask marks valid have mean 100, and `raster_aggregate`, through gdalwarp, 100).
 
+use crate::gdal::GdalError;
 use gdal::raster::RasterBand;
 
 /// Where a band's mask comes from, when the host must read it.
@@ -73,4 +74,39 @@ pub fn note(what: &str, source: MaskSource, masked: Option<u64>) -> String {
             None => "its masked cells are".to_string(),
         }
     )
+}
+
+/// Drivers whose `gdal_translate` output keeps no GDAL mask of its input: netCDF and SAGA
+/// declare their own fill as nodata, which the masked cells' stored values are not; RST and
+/// XYZ keep nothing; GeoPackage fails at `CreateMaskBand`. Measured with GDAL 3.6.2 (GTiff,
+/// COG, HFA, ENVI, AAIGrid, GS7BG, PNG and JPEG keep it, as an internal mask or a `.msk`).
+pub const DRIVERS_WITHOUT_MASKS: &[&str] = &["netCDF", "SAGA", "RST", "XYZ", "GPKG"];
+
+/// Refuse a copy of the raster at `path` to `driver` when one of its bands has a mask of its
+/// own ([`mask_source`]) that the driver cannot keep: the cells it marks invalid would be
+/// written as data (attack round 14, R14-B4: `raster_convert` to netCDF of a DEM whose 100
+/// masked cells held 0 answered `lossless_write`, and the output's mean fell from 119.83 to
+/// 112.34). Refused before the gate, naming the ways out.
+pub fn refuse_mask_lost(role: &str, path: &std::path::Path, driver: &str) -> Result<(), GdalError> {
+    if !DRIVERS_WITHOUT_MASKS
+        .iter()
+        .any(|d| d.eq_ignore_ascii_case(driver))
+    {
+        return Ok(());
+    }
+    let dataset = super::open(path)?;
+    for index in 1..=dataset.raster_count() {
+        let Some(mask) = dataset.rasterband(index).ok().and_then(|b| mask_source(&b)) else {
+            continue;
+        };
+        return Err(GdalError::Arguments(format!(
+            "{role}: band {index} of {} has {}, which {driver} cannot keep: the cells it marks \
+             invalid would be written as data. Write a format that keeps masks (GTiff, COG, \
+             HFA, ENVI), or first write the masked cells as nodata (raster_calc with the \
+             expression \"a\" does) and convert that",
+            path.display(),
+            mask.describe()
+        )));
+    }
+    Ok(())
 }

@@ -229,3 +229,25 @@ fn r13_b6_twin_no_mask_and_nodata_only_unchanged() {
     assert!(!noted);
     assert!(hydro);
 }
+
+/// Regression (attack round 14, R14-B4): a copy to netCDF, SAGA, RST, XYZ or GPKG of a raster
+/// with a mask wrote the masked cells as data under a `lossless_write` receipt; it is refused
+/// before the gate now. The twins: the same raster to GTiff, and a raster without a mask to
+/// netCDF, pass.
+#[test]
+fn r14_b4_a_mask_a_format_cannot_keep_is_refused() {
+    use crate::gdal::facts::mask::refuse_mask_lost;
+    let dir = tempfile::tempdir().unwrap();
+    let masked = dir.path().join("masked.tif");
+    raster(&masked, Marking::PerDataset);
+    let plain = dir.path().join("plain.tif");
+    raster(&plain, Marking::None);
+    for driver in ["netCDF", "SAGA", "RST", "XYZ", "GPKG"] {
+        let why = refuse_mask_lost("input", &masked, driver)
+            .unwrap_err()
+            .to_string();
+        assert!(why.contains("cannot keep"), "{driver}: {why}");
+    }
+    assert!(refuse_mask_lost("input", &masked, "GTiff").is_ok());
+    assert!(refuse_mask_lost("input", &plain, "netCDF").is_ok());
+}

@@ -473,6 +473,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 .map(|r| r.band_count)
                 .unwrap_or(0);
             let mut plan = plan_convert(&args, bands)?;
+            crate::gdal::facts::mask::refuse_mask_lost("input", &input, &plan.format)?;
             let (declared, note) = rescaled_declarations(&args, &input_facts)?;
             plan.args.extend(declared);
             plan.rescaled = note;
