@@ -1585,11 +1585,7 @@ pub(super) fn references_in(
 ) -> Result<Vec<FileReference>, GdalError> {
     let base = path.parent().unwrap_or(Path::new("/"));
     let mut found = Vec::new();
-    for node in document
-        .descendants()
-        .into_iter()
-        .filter(|n| n.is_element())
-    {
+    for node in document.elements() {
         // GDAL reads a file name with `CPLGetXMLValue(node, "SourceFilename")`, which finds an
         // attribute of that name as well as a child element: `<SimpleSource
         // SourceFilename="/x">` and `<VRTRasterBand subClass="VRTRawRasterBand"
@@ -1700,11 +1696,7 @@ pub(super) fn tiff_metadata_references(
     let document = parse(file, xml)?;
     let base = file.parent().unwrap_or(Path::new("/"));
     let mut found = Vec::new();
-    for item in document
-        .descendants()
-        .into_iter()
-        .filter(|n| n.is_element())
-    {
+    for item in document.elements() {
         let named = item.value_text("name").is_some_and(|k| {
             ["X_DATASET", "Y_DATASET", "OVERVIEW_FILE"]
                 .contains(&k.trim().to_ascii_uppercase().as_str())
@@ -1757,11 +1749,7 @@ pub(super) fn gml_schema_references(file: &Path) -> Result<Vec<FileReference>, G
         seen.push(schema.clone());
         let document = parse(&schema, &read_bytes(&schema)?)?;
         let base = schema.parent().unwrap_or(Path::new("/"));
-        for node in document
-            .descendants()
-            .into_iter()
-            .filter(|n| n.is_element())
-        {
+        for node in document.elements() {
             let name = node.name().to_ascii_lowercase();
             let local = name.rsplit(':').next().unwrap_or_default();
             if !["include", "import", "redefine"].contains(&local) {
@@ -1979,11 +1967,7 @@ pub fn srs_texts(path: &Path) -> Result<Vec<String>, GdalError> {
     let document = parse(path, &read_bytes(path)?)?;
     let lossy = |value: &[u8]| String::from_utf8_lossy(value).into_owned();
     let mut found = Vec::new();
-    for node in document
-        .descendants()
-        .into_iter()
-        .filter(|n| n.is_element())
-    {
+    for node in document.elements() {
         let tag = node.name().to_ascii_lowercase();
         let srs_item = tag == "mdi" && mdi_keys(&node).iter().any(|k| k == "SRS");
         // A warped VRT's explicit coordinate operation is PROJ text like a CRS (a `tinshift`

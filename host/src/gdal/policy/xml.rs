@@ -104,6 +104,14 @@ impl Document {
             .find(|n| n.kind() == Kind::Element && n.name().eq_ignore_ascii_case(name))
     }
 
+    /// Every element, top-level ones included, in document order.
+    pub fn elements(&self) -> Vec<Node<'_>> {
+        self.descendants()
+            .into_iter()
+            .filter(|n| n.is_element())
+            .collect()
+    }
+
     /// Every node, top-level ones included, in document order (attributes before the
     /// children they belong with). Iterative: depth never grows the stack.
     pub fn descendants(&self) -> Vec<Node<'_>> {
