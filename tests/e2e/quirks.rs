@@ -157,3 +157,61 @@ async fn gdal_3_6_gdalwarp_has_no_band_selection() {
     assert_eq!(out["report"]["warped_inputs"], json!([1]));
     assert_eq!(out["band_count"], json!(1));
 }
+
+/// Regression (attack round 14, R14-B13): the raster's own CRS spelled another way
+/// (`ESRI:102100` or `EPSG:900913` for EPSG:3857, a PROJ string for EPSG:32633) was judged a
+/// reprojection: a required `crs_change`, and for Web Mercator a critical
+/// `target_distortion`, on a call that changed no cell. The domains now see the raster's own
+/// CRS; a real change of CRS (the twin, to EPSG:4326) is still asked.
+#[tokio::test]
+async fn r14_b13_the_own_crs_spelled_another_way_is_no_reprojection() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let merc = server.path("merc.tif");
+    let made = cli(
+        "gdal_create",
+        &[
+            "-q",
+            "-of",
+            "GTiff",
+            "-outsize",
+            "50",
+            "50",
+            "-ot",
+            "Float32",
+            "-burn",
+            "7",
+            "-a_srs",
+            "EPSG:3857",
+            "-a_ullr",
+            "1000000",
+            "6000000",
+            "1050000",
+            "5950000",
+            &merc.display().to_string(),
+        ],
+    );
+    assert!(made.status.success());
+    for spelling in ["ESRI:102100", "EPSG:900913"] {
+        let result = server
+            .call(
+                "raster_reproject",
+                json!({"input": merc.display().to_string(), "output": format!("out_{}.tif", spelling.replace(':', "_")),
+                       "dst_crs": spelling, "resolution": [1000, 1000], "resampling": "nearest"}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{spelling}: {}", text(&result));
+    }
+    let changed = server
+        .call(
+            "raster_reproject",
+            json!({"input": merc.display().to_string(), "output": "out_4326.tif",
+                   "dst_crs": "EPSG:4326", "resampling": "nearest"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&changed), "{}", text(&changed));
+    assert!(text(&changed).contains("crs_datum"), "{}", text(&changed));
+}

@@ -480,12 +480,18 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let on_grid = on_input_grid(&request, &dataset, reprojects);
             let facts = CallFacts {
                 datasets: std::iter::once(input_facts).chain(bounds_facts).collect(),
-                target_crs: Some(facts::crs_facts(&target)),
+                // The raster's own CRS spelled another way (a PROJ string, ESRI:102100 for
+                // EPSG:3857) is no change of CRS: the domains see the raster's own (attack
+                // round 14, R14-B13: a required `crs_change`, and for Web Mercator a critical
+                // `target_distortion`, on a call that changed no cell).
+                target_crs: Some(facts::crs_facts(if reprojects { &target } else { &source })),
                 grids: on_grid.then_some(GridRelation::Aligned),
                 // A window on the raster's own CRS moves only its bounds: that move is what
                 // crs_datum judges (attack round 9, R9-13).
                 transformation: bounds_move.or_else(|| transformation.clone()),
-                measurement: crate::gdal::vector::measure::reprojection_facts(&target, area),
+                measurement: reprojects
+                    .then(|| crate::gdal::vector::measure::reprojection_facts(&target, area))
+                    .flatten(),
                 ..CallFacts::default()
             };
             Ok(

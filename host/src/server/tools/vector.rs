@@ -397,11 +397,18 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 written: OutputFacts::vector(&driver, &[]),
                 notes: Vec::new(),
             };
+            // The layer's own CRS spelled another way is no change of CRS, and brings no
+            // distortion the data has not (R14-B13).
+            let same = transform::same_crs(&source, &target);
             let mut gathered = plan
-                .gathered(vec![input_facts], Some(facts::crs_facts(&target)))
+                .gathered(
+                    vec![input_facts],
+                    Some(facts::crs_facts(if same { &source } else { &target })),
+                )
                 .summarising(summary);
-            gathered.facts.measurement =
-                crate::gdal::vector::measure::reprojection_facts(&target, area);
+            gathered.facts.measurement = (!same)
+                .then(|| crate::gdal::vector::measure::reprojection_facts(&target, area))
+                .flatten();
             Ok(gathered)
         },
         translate,
