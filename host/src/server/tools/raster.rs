@@ -1283,9 +1283,9 @@ fn terrain_units(
     operation: TerrainOperation,
     user_scale: Option<f64>,
     user_z: Option<f64>,
-) -> Result<Vec<String>, ToolError> {
+) -> Result<TerrainUnits, ToolError> {
     let Some(raster) = &input.raster else {
-        return Ok(Vec::new());
+        return Ok(TerrainUnits::default());
     };
     let g = &raster.georeferencing;
     if g.geotransform.is_none() {
@@ -1349,12 +1349,15 @@ fn terrain_units(
             }
         }
     }
-    if !operation.is_gradient() {
-        return Ok(extra);
-    }
-    if user_scale.is_some() {
-        extra.extend(slope_scale(user_scale));
-        return Ok(extra);
+    // Aspect reads directions only: no ratio of units changes it, so none is asked for or
+    // applied (attack round 13, R13-B7 c: a geographic DEM's aspect was first told to pass a
+    // `scale` the next answer said it does not use; the gate's `geographic_dem_aspect` says
+    // what a geographic DEM does to aspects).
+    if !operation.is_gradient() || operation == TerrainOperation::Aspect {
+        return Ok(TerrainUnits {
+            args: extra,
+            notes: Vec::new(),
+        });
     }
     let declared = band_facts
         .and_then(|b| b.unit.as_deref())
@@ -1373,6 +1376,32 @@ fn terrain_units(
             ))
         })?),
     };
+    let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
+    let unit_name = input
+        .crs
+        .as_ref()
+        .and_then(|c| c.linear_unit.clone())
+        .unwrap_or_else(|| "unknown".to_string());
+    // Both units declared: the ratio the data implies (attack round 13, R13-B1 and R13-B4).
+    let implied = match (unit, vertical, declared) {
+        (Some(u), Some(v), Some(name)) => Some(DeclaredRatio {
+            ratio: u / v,
+            horizontal: unit_name.clone(),
+            vertical: name.to_string(),
+        }),
+        _ => None,
+    };
+    let mut notes = Vec::new();
+    if let (Some(z), Some(implied)) = (user_z, &implied) {
+        notes.extend(z_factor_as_unit_ratio(z, implied));
+    }
+    if let Some(s) = user_scale {
+        if let Some(implied) = &implied {
+            implied.check_scale(s)?;
+        }
+        extra.extend(slope_scale(user_scale));
+        return Ok(TerrainUnits { args: extra, notes });
+    }
     if let Some((mx, my)) = g.cell_size_metres {
         let per_degree = raster
             .pixel_size
@@ -1391,24 +1420,33 @@ fn terrain_units(
             }
         )));
     }
-    let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
-    let horizontal = match (unit, vertical) {
+    let horizontal = match (unit, &implied) {
         (Some(u), None) if (u - 1.0).abs() < 1e-12 => None,
-        // Both units known: their ratio, exactly 1 when they are the same unit.
-        (Some(u), Some(v)) => {
-            let ratio = u / v;
-            ((ratio - 1.0).abs() > 1e-6).then_some(ratio)
+        // Both units known: their ratio, exactly 1 when they are the same unit; said in the
+        // result when it is not (R13-B4: the conversion was silent).
+        (Some(_), Some(implied)) => {
+            let ratio = implied.ratio;
+            let applies = (ratio - 1.0).abs() > 1e-6;
+            if applies {
+                notes.insert(
+                    0,
+                    format!(
+                        "band {band} declares its heights in {} and the CRS measures distances \
+                         in {}: heights converted with scale {} (gdaldem -s, the horizontal \
+                         unit over the vertical one)",
+                        implied.vertical,
+                        implied.horizontal,
+                        ratio_text(ratio)
+                    ),
+                );
+            }
+            applies.then_some(ratio)
         }
         (Some(u), None) => {
-            let name = input
-                .crs
-                .as_ref()
-                .and_then(|c| c.linear_unit.clone())
-                .unwrap_or_else(|| "unknown".to_string());
             return Err(ToolError::Arguments(format!(
-                "input: the DEM's horizontal unit is the {name} ({u} m) and band {band} does \
-                 not declare its elevation unit; pass scale: {u} if elevations are in metres, \
-                 or scale: 1 if they are in the same {name}"
+                "input: the DEM's horizontal unit is the {unit_name} ({u} m) and band {band} \
+                 does not declare its elevation unit; pass scale: {u} if elevations are in \
+                 metres, or scale: 1 if they are in the same {unit_name}"
             )));
         }
         (None, _) => None,
@@ -1418,7 +1456,98 @@ fn terrain_units(
     } else if let Some(u) = horizontal {
         extra.extend(["-s".to_string(), number(u)]);
     }
-    Ok(extra)
+    Ok(TerrainUnits { args: extra, notes })
+}
+
+/// What [`terrain_units`] adds to gdaldem's arguments, and what it says about it in the
+/// result (a conversion of the heights' unit, a `z_factor` that looks like one).
+#[derive(Debug, Default)]
+struct TerrainUnits {
+    args: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Two unit ratios closer than this (relative) are one: the international and the US survey
+/// foot (2 ppm apart) agree, and so do 3.28 and 3.2808 for feet over metres.
+const UNIT_RATIO_TOLERANCE: f64 = 1e-3;
+
+/// The ratio of the DEM's horizontal unit to the heights' unit its band declares.
+#[derive(Debug)]
+struct DeclaredRatio {
+    /// Horizontal over vertical, in metres each.
+    ratio: f64,
+    /// The CRS's linear unit, as PROJ names it.
+    horizontal: String,
+    /// The band's unit text.
+    vertical: String,
+}
+
+impl DeclaredRatio {
+    /// An explicit `scale` that contradicts the declared units is a data conflict (attack
+    /// round 13, R13-B4: `scale: 1` on heights declared in feet in a metre CRS gave 5.7106°
+    /// where 1.7458° is right, silently): the argument and the data disagree, and the caller
+    /// chooses.
+    fn check_scale(&self, scale: f64) -> Result<(), ToolError> {
+        if (scale / self.ratio - 1.0).abs() <= UNIT_RATIO_TOLERANCE {
+            return Ok(());
+        }
+        let ratio = ratio_text(self.ratio);
+        Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
+            message: format!(
+                "scale: {} contradicts the DEM's units: the CRS measures distances in {} and \
+                 the band declares its heights in {}, a ratio of {ratio} (horizontal over \
+                 vertical), so slopes would be off by a factor of about {}. Drop `scale` to \
+                 let the host apply {ratio}, or, if the band's unit is wrong, fix it first \
+                 (raster_convert with the right unit) and pass the scale that matches",
+                number(scale),
+                self.horizontal,
+                self.vertical,
+                number((self.ratio / scale * 1e4).round() / 1e4),
+            ),
+            parameter: "scale".to_string(),
+            candidates: json!([
+                {"source": "argument", "scale": scale},
+                {"source": "declared_units", "scale": self.ratio,
+                 "horizontal_unit": self.horizontal, "vertical_unit": self.vertical},
+            ]),
+        }))
+    }
+}
+
+/// A warning when `z_factor` equals the ratio of two length units (0.3048, 3.2808, 1200/3937,
+/// ...) on a DEM whose declared units the host already reconciles: the heights would be
+/// converted twice (attack round 13, R13-B4: `z_factor: 0.3048` on heights declared in feet
+/// in a metre CRS gave 0.5323° where 1.7458° is right). A `z_factor` is legitimate vertical
+/// exaggeration otherwise, so this warns and does not refuse.
+fn z_factor_as_unit_ratio(z: f64, implied: &DeclaredRatio) -> Option<String> {
+    const LENGTHS: [(&str, f64); 3] = [
+        ("metre", 1.0),
+        ("foot", 0.3048),
+        ("US survey foot", 1200.0 / 3937.0),
+    ];
+    let near = |a: f64, b: f64| (a / b - 1.0).abs() <= UNIT_RATIO_TOLERANCE;
+    let (from, to) = LENGTHS
+        .iter()
+        .flat_map(|a| LENGTHS.iter().map(move |b| (a, b)))
+        .find(|((_, a), (_, b))| !near(*a, *b) && near(z, a / b))?;
+    Some(format!(
+        "z_factor {} is the ratio of a {} to a {} ({}): the heights' unit is already taken \
+         from the data (band unit {}, CRS unit {}, ratio {}), so if z_factor was meant to \
+         convert units the heights were converted twice; drop it unless it is a vertical \
+         exaggeration",
+        number(z),
+        from.0,
+        to.0,
+        ratio_text(from.1 / to.1),
+        implied.vertical,
+        implied.horizontal,
+        ratio_text(implied.ratio)
+    ))
+}
+
+/// A unit ratio for a message, to 6 decimals (3.28084, 1.000002); the arguments get it whole.
+fn ratio_text(ratio: f64) -> String {
+    number((ratio * 1e6).round() / 1e6)
 }
 
 /// `raster_terrain`, as the tool table lists it.
@@ -1486,13 +1615,14 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 )));
             }
             let mut argv = argv;
-            argv.extend(terrain_units(
+            let units = terrain_units(
                 &input_facts,
                 band.unwrap_or(1),
                 operation,
                 user_scale,
                 user_z,
-            )?);
+            )?;
+            argv.extend(units.args);
             let request = DemRequest {
                 input,
                 output,
@@ -1504,10 +1634,10 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                request,
+                (request, units.notes),
             ))
         },
-        |request, _work| {
+        |(request, notes), _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
                 written: facts::WrittenRaster::new(
@@ -1516,7 +1646,8 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     outcome.written,
                 ),
                 commands: vec![outcome.command],
-                warnings: outcome.warnings,
+                // The host's notes on the units first, then GDAL's warnings.
+                warnings: notes.into_iter().chain(outcome.warnings).collect(),
                 report: Value::Null,
                 computation: None,
             })
