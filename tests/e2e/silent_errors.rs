@@ -1078,6 +1078,89 @@ async fn r13_b4_a_terrain_scale_is_checked_against_the_declared_units() {
     assert!((centre(&server, "s5.tif") - flat).abs() < 1e-4);
 }
 
+/// Regression (attack round 13, R13-B7 a): a `resolution` in the wrong unit (30, metres
+/// meant, for EPSG:4326 whose unit is the degree) or coarser than the raster (5000 m over a
+/// 1 km raster) ended after the gate in GDAL's "Attempt to create 0x0 dataset is illegal".
+/// Now it is `invalid_arguments` before the gate, naming the argument, the target's unit, the
+/// extent in it and a value that works, from gdalwarp's own grid: GDAL 3.6 makes
+/// (int)((extent + res / 2) / res) cells, so over 1000 m a resolution of 2000 gives one cell
+/// (and runs) and 2001 none.
+#[tokio::test]
+async fn r13_b7a_a_resolution_that_makes_no_cells_is_an_argument_error() {
+    let server = server().await;
+    let ramp: Vec<f32> = (0..10_000).map(|i| (i % 100) as f32).collect();
+    let gt = Some([500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0]);
+    write_raster::<f32>(
+        &server.path("dem.tif"),
+        (100, 100),
+        ramp,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let degrees = server
+        .call(
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "g.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "bilinear", "resolution": [30, 30]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&degrees));
+    assert_eq!(error_kind(&structured(&degrees)), "invalid_arguments");
+    let said = text(&degrees);
+    for part in [
+        "resolution: [30, 30]",
+        "EPSG:4326",
+        "the degree",
+        "0 x 0 cells",
+        "30 metre would be about 0.000",
+        "`size`",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    let coarse = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "r.tif", "resampling": "average",
+                   "resolution": [2001, 2001]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&coarse));
+    assert_eq!(error_kind(&structured(&coarse)), "invalid_arguments");
+    let said = text(&coarse);
+    for part in [
+        "resolution: [2001, 2001]",
+        "the metre",
+        "1000 x 1000 metre",
+        "at most 2000 x 2000",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    // Twins: the largest resolution that keeps a cell runs, as one cell; degrees run.
+    let one = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "one.tif", "resampling": "average",
+               "resolution": [2000, 2000]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&one.result), "{}", text(&one.result));
+    let dataset = gdal::Dataset::open(server.path("one.tif")).unwrap();
+    assert_eq!(dataset.raster_size(), (1, 1));
+    let fine = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "dem.tif", "output": "g.tif", "dst_crs": "EPSG:4326",
+               "resampling": "bilinear", "resolution": [0.0003, 0.0003]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&fine.result), "{}", text(&fine.result));
+}
+
 /// Regression (attack round 13, R13-B7 c): aspect on a geographic DEM without `scale` was an
 /// `invalid_arguments` error asking for `scale: 111412`, which the next answer
 /// (`geographic_dem_aspect`) said aspect does not use. Aspect now goes straight to the gate's

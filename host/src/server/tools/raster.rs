@@ -610,6 +610,16 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             if let (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) =
                 (request.resolution, facts::raster_extent(&dataset))
             {
+                // The warp keeps the raster's CRS and extent: its cells are the default.
+                if let (Ok(srs), Ok(gt)) = (dataset.spatial_ref(), dataset.geo_transform()) {
+                    check_resolution_cells(
+                        (rx, ry),
+                        [xmin, ymin, xmax, ymax],
+                        (gt[1].abs(), gt[5].abs()),
+                        &srs,
+                        None,
+                    )?;
+                }
                 let cols = ((xmax - xmin) / rx).ceil().max(1.0) as u64;
                 let rows = ((ymax - ymin) / ry).ceil().max(1.0) as u64;
                 policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
@@ -1057,6 +1067,19 @@ fn check_warp_output(
     if !(rx > 0.0 && ry > 0.0) {
         return Ok(());
     }
+    if let Some(resolution) = request.resolution {
+        let input_cell = dataset.geo_transform().ok().map(|g| {
+            let kept = transform::same_crs(source, target);
+            (g[1].abs(), unit_of(source), kept)
+        });
+        check_resolution_cells(
+            resolution,
+            extent,
+            (gt[1].abs(), gt[5].abs()),
+            target,
+            input_cell,
+        )?;
+    }
     let out_cols = ((extent[2] - extent[0]) / rx).abs().ceil().max(1.0);
     let out_rows = ((extent[3] - extent[1]) / ry).abs().ceil().max(1.0);
     let clamp = |v: f64| {
@@ -1068,6 +1091,117 @@ fn check_warp_output(
     };
     policy::check_cells("output", clamp(out_cols), clamp(out_rows), bands)?;
     Ok(())
+}
+
+/// The unit a CRS measures coordinates in: its angular unit when geographic (`degree`), its
+/// linear unit otherwise (`metre`, `US survey foot`).
+fn unit_of(srs: &gdal::spatial_ref::SpatialRef) -> String {
+    let name = if srs.is_geographic() {
+        srs.angular_units_name()
+    } else {
+        srs.linear_units_name()
+    };
+    name.unwrap_or_else(|| "unit".to_string())
+}
+
+/// How many output cells gdalwarp (GDAL 3.6, `-tr`) makes along an `extent` at `resolution`:
+/// `(int)((extent + resolution / 2) / resolution)`, so 0 below half a cell.
+fn warp_cells(extent: f64, resolution: f64) -> f64 {
+    ((extent.abs() + resolution / 2.0) / resolution).floor()
+}
+
+/// Coarser than gdalwarp's own resolution by this factor, in a geographic target reprojected
+/// from a CRS measured in another unit, a `resolution` of a degree or more was given in the
+/// source's unit (30 for 30 m): no deliberate grid is 10,000 times coarser than the data,
+/// and `size` asks for one anyway.
+const ABSURD_COARSENING: f64 = 10_000.0;
+
+/// Refuse a `resolution` that makes a grid of 0 cells in either direction over the output's
+/// `extent` (gdalwarp's "Attempt to create 0x0 dataset is illegal", after the gate), or, for a
+/// geographic target whose unit is not the input's, one [`ABSURD_COARSENING`] times coarser
+/// than gdalwarp's own `default` resolution (a resolution in the input's unit), before the
+/// gate: naming the argument, the target's unit, the extent in it and a value that works
+/// (attack round 13, R13-B7 a). `input_cell`: the input's cell width, its CRS's unit, and
+/// whether the target is that CRS. The extent and default are the grid the warp itself
+/// will use (gdalwarp's suggested output, or `bounds` moved into the target).
+fn check_resolution_cells(
+    (rx, ry): (f64, f64),
+    extent: [f64; 4],
+    (dx, dy): (f64, f64),
+    target: &gdal::spatial_ref::SpatialRef,
+    input_cell: Option<(f64, String, bool)>,
+) -> Result<(), ToolError> {
+    let (width, height) = ((extent[2] - extent[0]).abs(), (extent[3] - extent[1]).abs());
+    let (cols, rows) = (warp_cells(width, rx), warp_cells(height, ry));
+    let unit = unit_of(target);
+    let other_unit = input_cell
+        .as_ref()
+        .filter(|(_, input_unit, same)| !same && *input_unit != unit);
+    let absurd = target.is_geographic()
+        && other_unit.is_some()
+        && dx > 0.0
+        && dy > 0.0
+        && (rx >= 1.0 || ry >= 1.0)
+        && (rx / dx > ABSURD_COARSENING || ry / dy > ABSURD_COARSENING);
+    if cols >= 1.0 && rows >= 1.0 && !absurd {
+        return Ok(());
+    }
+    let label = {
+        let f = facts::crs_facts(target);
+        f.id.unwrap_or(f.name)
+    };
+    let shown = |v: f64| number(approx_sig(v, 4));
+    let hint = match other_unit {
+        Some((cell, input_unit, _)) if *cell > 0.0 && dx > 0.0 => format!(
+            "; the input's cells of {} {input_unit} are about {} {unit} here, so {} \
+             {input_unit} would be about {} {unit}",
+            shown(*cell),
+            shown(dx),
+            shown(rx),
+            shown(rx * dx / cell)
+        ),
+        _ => String::new(),
+    };
+    let what = if cols < 1.0 || rows < 1.0 {
+        format!("makes a grid of {cols} x {rows} cells")
+    } else {
+        format!(
+            "makes a grid of {cols} x {rows} cells, {} times coarser than the data",
+            shown((rx / dx).max(ry / dy))
+        )
+    };
+    Err(ToolError::Arguments(format!(
+        "resolution: [{}, {}] is read in the unit of {label}, the {unit}, and {what} over the \
+         output's extent of {} x {} {unit}. Give the resolution in {} (gdalwarp's own \
+         here: {} x {}; at most {} x {} for one cell){hint}, or pass `size` [width, height] \
+         instead",
+        number(rx),
+        number(ry),
+        shown(width),
+        shown(height),
+        plural(&unit),
+        shown(dx),
+        shown(dy),
+        shown(2.0 * width),
+        shown(2.0 * height),
+    )))
+}
+
+/// A unit's plural: feet for a foot, degrees for a degree.
+fn plural(unit: &str) -> String {
+    match unit.strip_suffix("foot") {
+        Some(stem) => format!("{stem}feet"),
+        None => format!("{unit}s"),
+    }
+}
+
+/// `v` to `digits` significant digits (0.000154512 -> 0.0001545).
+fn approx_sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
 }
 
 /// Refuse an output `size` above the server's cell budget before any work.
@@ -1659,6 +1793,38 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// R13-B7 a: the resolution check counts cells as gdalwarp does, and calls a degree
+    /// resolution 10,000 times gdalwarp's own absurd only when the input's unit differs.
+    #[test]
+    fn resolution_cells_follow_gdalwarp() {
+        use gdal::spatial_ref::SpatialRef;
+        assert_eq!(warp_cells(1000.0, 2000.0), 1.0);
+        assert_eq!(warp_cells(1000.0, 2001.0), 0.0);
+        assert_eq!(warp_cells(1000.0, 300.0), 3.0);
+        let wgs84 = SpatialRef::from_epsg(4326).unwrap();
+        let metres = || Some((30.0, "metre".to_string(), false));
+        // 20° across at 30 (metres meant): 1 cell each way, but 100,000 times gdalwarp's
+        // own 0.0003°: refused, naming 30 metre in degrees.
+        let extent = [0.0, 0.0, 20.0, 20.0];
+        let err = check_resolution_cells((30.0, 30.0), extent, (0.0003, 0.0003), &wgs84, metres())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("times coarser") && err.contains("30 metre would be about 0.0003 degree"),
+            "{err}"
+        );
+        // A coarse grid from degrees data (same unit), or 0.5° cells: allowed.
+        let same = Some((0.0003, "degree".to_string(), true));
+        assert!(
+            check_resolution_cells((30.0, 30.0), extent, (0.0003, 0.0003), &wgs84, same).is_ok()
+        );
+        assert!(
+            check_resolution_cells((0.5, 0.5), extent, (0.0003, 0.0003), &wgs84, metres()).is_ok()
+        );
+        assert_eq!(approx_sig(0.000_154_512, 4), 0.000_154_5);
+        assert_eq!(plural("US survey foot"), "US survey feet");
+    }
 
     fn terrain(arguments: Value) -> Result<Vec<String>, String> {
         let args: TerrainArgs = parse("raster_terrain", &arguments).map_err(|e| e.to_string())?;
