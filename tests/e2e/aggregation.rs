@@ -610,6 +610,58 @@ async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
     }
 }
 
+/// Attack round 13 (observation): `average` into an integer type is rounded by gdalwarp to
+/// the nearest whole number (blocks [1, 1, 1, 3] average 1.5 and are written 2 as Int16), and
+/// nothing said so. The report now names the rounding (`rounding`); Float32 keeps 1.5 and
+/// says nothing, and `max` (a cell's value) is not rounded.
+#[tokio::test]
+async fn r13_aggregate_average_into_an_integer_type_says_it_rounds() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let rows: Vec<Vec<f32>> = (0..8)
+        .map(|r| {
+            (0..8)
+                .map(|c| if r % 2 == 1 && c % 2 == 1 { 3.0 } else { 1.0 })
+                .collect()
+        })
+        .collect();
+    write_grid(&server.path("g.tif"), &rows);
+    for (statistic, output_type, value, rounded) in [
+        ("average", "Int16", 2.0, true),
+        ("average", "Float32", 1.5, false),
+        ("max", "Int16", 3.0, false),
+    ] {
+        let output = format!("{statistic}_{output_type}.tif");
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": "g.tif", "output": output, "factor": 2,
+                   "statistic": statistic, "output_type": output_type}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{}", text(&done.result));
+        let report = &structured(&done.result)["report"];
+        let said = report["rounding"].as_str().unwrap_or_default();
+        assert_eq!(
+            !said.is_empty(),
+            rounded,
+            "{statistic} {output_type}: {report}"
+        );
+        if rounded {
+            assert!(
+                said.contains("Int16") && said.contains("nearest whole number"),
+                "{said}"
+            );
+        }
+        assert!(
+            read(&server.path(&output)).iter().all(|v| *v == value),
+            "{statistic} {output_type}"
+        );
+    }
+}
+
 /// Block aggregation reads the raster's own cells, never its overviews: gdalwarp by default
 /// reads the overview closest to the target resolution, so a raster with overviews built by
 /// `nearest` was "averaged" into the overview's samples. Twin: the same raster without

@@ -7,6 +7,11 @@ use std::path::Path;
 
 /// Write an ESRI ASCII grid as a GeoTIFF in EPSG:32633 with 10 m cells.
 fn write_dem(path: &Path, rows: &[Vec<f32>]) -> anyhow::Result<()> {
+    write_dem_in(path, rows, "EPSG:32633")
+}
+
+/// [`write_dem`] in the CRS `srs`.
+fn write_dem_in(path: &Path, rows: &[Vec<f32>], srs: &str) -> anyhow::Result<()> {
     let asc = path.with_extension("asc");
     let mut body = format!(
         "ncols {}\nnrows {}\nxllcorner 500000\nyllcorner 4000000\ncellsize 10\nNODATA_value -9999\n",
@@ -24,7 +29,7 @@ fn write_dem(path: &Path, rows: &[Vec<f32>]) -> anyhow::Result<()> {
     }
     std::fs::write(&asc, body)?;
     let status = std::process::Command::new("gdal_translate")
-        .args(["-q", "-ot", "Float32", "-a_srs", "EPSG:32633"])
+        .args(["-q", "-ot", "Float32", "-a_srs", srs])
         .arg(&asc)
         .arg(path)
         .status()?;
@@ -44,6 +49,18 @@ fn read_band(path: &Path) -> anyhow::Result<(usize, Vec<f64>)> {
     ))
 }
 
+/// A 5 x 6 V valley: the sides fall 10 m per column towards column 2; the valley falls 1 m
+/// per row to the south.
+fn v_valley() -> Vec<Vec<f32>> {
+    (0..6)
+        .map(|r| {
+            (0..5)
+                .map(|c| 10.0 * (c as f32 - 2.0).abs() + (6 - r) as f32)
+                .collect()
+        })
+        .collect()
+}
+
 fn justified(method: &str) -> Value {
     json!({"hydrology": justification(method)})
 }
@@ -51,14 +68,7 @@ fn justified(method: &str) -> Value {
 #[tokio::test]
 async fn v_valley_accumulation_is_hand_checked() -> anyhow::Result<()> {
     let server = Server::start(Era::Modern, Options::default()).await?;
-    // Sides fall 10 m per column towards column 2; the valley falls 1 m per row to the south.
-    let rows: Vec<Vec<f32>> = (0..6)
-        .map(|r| {
-            (0..5)
-                .map(|c| 10.0 * (c as f32 - 2.0).abs() + (6 - r) as f32)
-                .collect()
-        })
-        .collect();
+    let rows = v_valley();
     write_dem(&server.path("valley.tif"), &rows)?;
     let arguments = json!({"input": "valley.tif", "output": "acc.tif", "algorithm": "d8"});
     let refused = server
@@ -85,6 +95,33 @@ async fn v_valley_accumulation_is_hand_checked() -> anyhow::Result<()> {
     let input = gdal::Dataset::open(server.path("valley.tif"))?;
     let output = gdal::Dataset::open(server.path("acc.tif"))?;
     assert_eq!(input.geo_transform()?, output.geo_transform()?);
+    Ok(())
+}
+
+/// Attack round 13 (observation, t_hydro_ft): `units: area` writes cells x dx·dy in map
+/// units², and on a US survey foot DEM nothing said so: 1,100,000 read as m² is 10.76 times
+/// too large. The report names the unit (`area_unit`), from the CRS: `US survey foot²`
+/// there, `metre²` in UTM; the thalweg's last cell drains 30 cells of 10 x 10 = 3000.
+#[tokio::test]
+async fn r13_flow_accumulation_in_area_names_its_unit() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    let rows = v_valley();
+    for (srs, unit) in [("EPSG:2263", "US survey foot²"), ("EPSG:32633", "metre²")] {
+        write_dem_in(&server.path("valley.tif"), &rows, srs)?;
+        let mut arguments = json!({"input": "valley.tif", "output": "acc.tif", "algorithm": "d8",
+                                   "units": "area", "overwrite": true});
+        arguments["justification"] = justified("d8");
+        let done = server.call("dem_flow_accumulation", arguments).await?;
+        assert!(!is_error(&done), "{}", text(&done));
+        let report = &structured(&done)["report"];
+        assert_eq!(report["area_unit"], json!(unit), "{srs}: {report}");
+        assert_eq!(report["outlet_total"], json!(3000.0), "{srs}");
+    }
+    // Counted in cells, there is no area unit.
+    let mut arguments = json!({"input": "valley.tif", "output": "cells.tif", "algorithm": "d8"});
+    arguments["justification"] = justified("d8");
+    let done = server.call("dem_flow_accumulation", arguments).await?;
+    assert!(structured(&done)["report"].get("area_unit").is_none());
     Ok(())
 }
 

@@ -894,6 +894,314 @@ async fn terrain_in_us_survey_feet_uses_the_unit_ratio_or_refuses() {
     assert!((values[12] - want).abs() < 1e-3, "{} vs {want}", values[12]);
 }
 
+/// A 20 x 20 DEM on 10-unit cells rising 1 height unit per cell eastwards, with `unit` (if
+/// any) declared on its band: its slope is atan(1 / 10) = 5.7106° when the heights are in
+/// the CRS's unit.
+fn write_ramp(server: &Server, name: &str, epsg: u32, unit: Option<&str>) {
+    let ramp: Vec<f32> = (0..400).map(|i| (i % 20) as f32).collect();
+    let gt = if epsg == 32633 {
+        [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0]
+    } else {
+        [1_000_000.0, 10.0, 0.0, 200_000.0, 0.0, -10.0]
+    };
+    write_raster::<f32>(
+        &server.path(name),
+        (20, 20),
+        ramp,
+        Some(gt),
+        Some(epsg),
+        |band| {
+            if let Some(unit) = unit {
+                set_unit(band, unit)
+            }
+        },
+    );
+}
+
+/// The slope (degrees) at the centre of a written 20 x 20 output.
+fn centre(server: &Server, name: &str) -> f64 {
+    read_all(&server.path(name)).0[10 * 20 + 10]
+}
+
+fn warnings(result: &Value) -> Vec<String> {
+    result["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|s| s.as_str().unwrap_or_default().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Run `raster_terrain` with `arguments`, which must succeed without a justification; the
+/// result's warnings, joined.
+async fn terrain_ran(server: &Server, arguments: Value) -> String {
+    let out = server.call("raster_terrain", arguments).await.unwrap();
+    assert!(!is_error(&out), "{}", text(&out));
+    warnings(&structured(&out)).join(" ")
+}
+
+/// Regression (attack round 13, R13-B1): every slope or hillshade of a DEM in a US survey
+/// foot State Plane CRS (EPSG:2263) whose band declares its heights in US survey feet was
+/// refused as `unit_mismatch` (required), while the right scale, 1, was known. Now a declared
+/// unit settles the ratio: the CRS's own unit runs ungated with no `-s` (5.7106°, atan(0.1));
+/// another known unit (the international foot in a ftUS CRS, 2 ppm off; feet in a metre
+/// CRS, 1.7458°) is converted by the host, which says so in the result's warnings. Clean
+/// twin: metre CRS with metre heights, silent.
+#[tokio::test]
+async fn r13_b1_declared_height_units_settle_the_terrain_ratio() {
+    let server = server().await;
+    let flat = (0.1f64).atan().to_degrees();
+    for unit in ["US survey foot", "ftUS"] {
+        write_ramp(&server, "ftus.tif", 2263, Some(unit));
+        for operation in ["slope", "hillshade"] {
+            let out = server
+                .call(
+                    "raster_terrain",
+                    json!({"input": "ftus.tif", "output": format!("{operation}.tif"),
+                           "operation": operation, "overwrite": true}),
+                )
+                .await
+                .unwrap();
+            assert!(!is_error(&out), "{unit} {operation}: {}", text(&out));
+            let result = structured(&out);
+            let command = result["commands"][0].to_string();
+            assert!(!command.contains("\"-s\""), "{unit}: {command}");
+            assert_eq!(warnings(&result), Vec::<String>::new(), "{unit}");
+        }
+        let slope = centre(&server, "slope.tif");
+        assert!((slope - flat).abs() < 1e-4, "{unit}: {slope} vs {flat}");
+    }
+    // The international foot in a US survey foot CRS: converted (ratio 1.000002), said.
+    write_ramp(&server, "ft_in_ftus.tif", 2263, Some("ft"));
+    let said = terrain_ran(
+        &server,
+        json!({"input": "ft_in_ftus.tif", "output": "s_ft.tif", "operation": "slope"}),
+    )
+    .await;
+    assert!(
+        said.contains("heights in ft") && said.contains("scale 1.000002"),
+        "{said}"
+    );
+    assert!((centre(&server, "s_ft.tif") - flat).abs() < 1e-4);
+    // Feet in a metre CRS: atan(0.3048 / 10) = 1.7458°, and the conversion is said.
+    write_ramp(&server, "ft_in_m.tif", 32633, Some("ft"));
+    let said = terrain_ran(
+        &server,
+        json!({"input": "ft_in_m.tif", "output": "s_m.tif", "operation": "slope"}),
+    )
+    .await;
+    assert!(
+        said.contains("heights in ft") && said.contains("scale 3.28084"),
+        "{said}"
+    );
+    let want = (0.3048f64 / 10.0).atan().to_degrees();
+    let got = centre(&server, "s_m.tif");
+    assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+    // Clean twin: metres in a metre CRS, no -s and nothing said.
+    write_ramp(&server, "m.tif", 32633, Some("metre"));
+    let said = terrain_ran(
+        &server,
+        json!({"input": "m.tif", "output": "s_mm.tif", "operation": "slope"}),
+    )
+    .await;
+    assert_eq!(said, "");
+    assert!((centre(&server, "s_mm.tif") - flat).abs() < 1e-4);
+}
+
+/// Regression (attack round 13, R13-B4): on a metre-CRS DEM whose band declares feet, an
+/// explicit `scale: 1` ran with no check (5.7106° where atan(0.3048 / 10) = 1.7458° is
+/// right), and `z_factor: 0.3048` was folded on top of the host's own conversion (0.5323°),
+/// both silently. Now a `scale` that contradicts the declared units is a `data_conflict`
+/// before the gate naming both figures and `scale`; one that agrees (3.2808, or 1 for feet in
+/// a US survey foot CRS, 2 ppm off) runs; a `z_factor` equal to a unit ratio is warned about
+/// as a double conversion, and a plain exaggeration (2) is not.
+#[tokio::test]
+async fn r13_b4_a_terrain_scale_is_checked_against_the_declared_units() {
+    let server = server().await;
+    write_ramp(&server, "ft_in_m.tif", 32633, Some("ft"));
+    let refused = server
+        .call(
+            "raster_terrain",
+            json!({"input": "ft_in_m.tif", "output": "s1.tif", "operation": "slope", "scale": 1}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let detail = structured(&refused);
+    assert_eq!(error_kind(&detail), "data_conflict", "{detail}");
+    assert_eq!(detail["error"]["parameter"], "scale");
+    let message = text(&refused);
+    assert!(
+        message.contains("scale: 1 ")
+            && message.contains("3.28084")
+            && message.contains("Drop `scale`"),
+        "{message}"
+    );
+    let figures: Vec<f64> = detail["error"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["scale"].as_f64().unwrap())
+        .collect();
+    assert_eq!(figures.len(), 2);
+    assert_eq!(figures[0], 1.0);
+    assert!((figures[1] - 1.0 / 0.3048).abs() < 1e-9, "{figures:?}");
+    assert!(!server.path("s1.tif").exists());
+    // The declared ratio, rounded as an agent would: agreement, 1.7458°.
+    let want = (0.3048f64 / 10.0).atan().to_degrees();
+    terrain_ran(
+        &server,
+        json!({"input": "ft_in_m.tif", "output": "s2.tif", "operation": "slope", "scale": 3.2808}),
+    )
+    .await;
+    assert!((centre(&server, "s2.tif") - want).abs() < 1e-3);
+    // z_factor 0.3048 on top of the host's conversion: runs (an exaggeration is legitimate)
+    // with a warning naming the double conversion.
+    let said = terrain_ran(&server, json!({"input": "ft_in_m.tif", "output": "s3.tif", "operation": "slope", "z_factor": 0.3048})).await;
+    assert!(
+        said.contains("z_factor 0.3048") && said.contains("converted twice"),
+        "{said}"
+    );
+    // A plain exaggeration is not warned about (only the conversion is said).
+    let said = terrain_ran(&server, json!({"input": "ft_in_m.tif", "output": "s4.tif", "operation": "hillshade", "z_factor": 2})).await;
+    assert!(!said.contains("z_factor"), "{said}");
+    // Feet in a US survey foot CRS with scale 1: 2 ppm apart, agreement.
+    write_ramp(&server, "ft_in_ftus.tif", 2263, Some("ft"));
+    terrain_ran(
+        &server,
+        json!({"input": "ft_in_ftus.tif", "output": "s5.tif", "operation": "slope", "scale": 1}),
+    )
+    .await;
+    let flat = (0.1f64).atan().to_degrees();
+    assert!((centre(&server, "s5.tif") - flat).abs() < 1e-4);
+}
+
+/// Regression (attack round 13, R13-B7 a): a `resolution` in the wrong unit (30, metres
+/// meant, for EPSG:4326 whose unit is the degree) or coarser than the raster (5000 m over a
+/// 1 km raster) ended after the gate in GDAL's "Attempt to create 0x0 dataset is illegal".
+/// Now it is `invalid_arguments` before the gate, naming the argument, the target's unit, the
+/// extent in it and a value that works, from gdalwarp's own grid: GDAL 3.6 makes
+/// (int)((extent + res / 2) / res) cells, so over 1000 m a resolution of 2000 gives one cell
+/// (and runs) and 2001 none.
+#[tokio::test]
+async fn r13_b7a_a_resolution_that_makes_no_cells_is_an_argument_error() {
+    let server = server().await;
+    let ramp: Vec<f32> = (0..10_000).map(|i| (i % 100) as f32).collect();
+    let gt = Some([500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0]);
+    write_raster::<f32>(
+        &server.path("dem.tif"),
+        (100, 100),
+        ramp,
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    let degrees = server
+        .call(
+            "raster_reproject",
+            json!({"input": "dem.tif", "output": "g.tif", "dst_crs": "EPSG:4326",
+                   "resampling": "bilinear", "resolution": [30, 30]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&degrees));
+    assert_eq!(error_kind(&structured(&degrees)), "invalid_arguments");
+    let said = text(&degrees);
+    for part in [
+        "resolution: [30, 30]",
+        "EPSG:4326",
+        "the degree",
+        "0 x 0 cells",
+        "30 metre would be about 0.000",
+        "`size`",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    let coarse = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "r.tif", "resampling": "average",
+                   "resolution": [2001, 2001]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&coarse));
+    assert_eq!(error_kind(&structured(&coarse)), "invalid_arguments");
+    let said = text(&coarse);
+    for part in [
+        "resolution: [2001, 2001]",
+        "the metre",
+        "1000 x 1000 metre",
+        "at most 2000 x 2000",
+    ] {
+        assert!(said.contains(part), "{part}: {said}");
+    }
+    // Twins: the largest resolution that keeps a cell runs, as one cell; degrees run.
+    let one = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "one.tif", "resampling": "average",
+               "resolution": [2000, 2000]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&one.result), "{}", text(&one.result));
+    let dataset = gdal::Dataset::open(server.path("one.tif")).unwrap();
+    assert_eq!(dataset.raster_size(), (1, 1));
+    let fine = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "dem.tif", "output": "g.tif", "dst_crs": "EPSG:4326",
+               "resampling": "bilinear", "resolution": [0.0003, 0.0003]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&fine.result), "{}", text(&fine.result));
+}
+
+/// Regression (attack round 13, R13-B7 c): aspect on a geographic DEM without `scale` was an
+/// `invalid_arguments` error asking for `scale: 111412`, which the next answer
+/// (`geographic_dem_aspect`) said aspect does not use. Aspect now goes straight to the gate's
+/// question, and runs once answered.
+#[tokio::test]
+async fn r13_b7c_geographic_aspect_goes_straight_to_its_question() {
+    let server = server().await;
+    let ramp: Vec<f32> = (0..400).map(|i| (i % 20) as f32).collect();
+    let gt = Some([15.0, 0.000_277_777_8, 0.0, 60.0, 0.0, -0.000_277_777_8]);
+    write_raster::<f32>(
+        &server.path("geo.tif"),
+        (20, 20),
+        ramp,
+        gt,
+        Some(4326),
+        |band| set_unit(band, "metre"),
+    );
+    let first = server
+        .call(
+            "raster_terrain",
+            json!({"input": "geo.tif", "output": "a.tif", "operation": "aspect"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&first));
+    let said = text(&first);
+    assert!(said.contains("geographic_dem_aspect"), "{said}");
+    assert!(!said.contains("pass scale"), "{said}");
+    let answered = call_justified(
+        &server,
+        "raster_terrain",
+        json!({"input": "geo.tif", "output": "a.tif", "operation": "aspect"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&answered.result), "{}", text(&answered.result));
+    // The ramp rises eastwards: it faces west (270°) whatever the cell sides.
+    let aspect = centre(&server, "a.tif");
+    assert!((aspect - 270.0).abs() < 1e-3, "{aspect}");
+}
+
 /// Regression (attack round 5, F2): gdaldem slope in GDAL 3.6 ignores `-z`, so a DEM stored as
 /// Int16 with scale 0.01 came out at atan(100/30) = 73.30° where the surface rises 1 m per 30 m
 /// cell (1.91°), and a slope's `z_factor` was ignored. The vertical factor is now folded into

@@ -1986,8 +1986,8 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
         &reproject(floats.clone(), nad27(), Some(ballpark())),
     );
     assert!(!relaxable("crs_datum", &t, "ballpark_operation") && !t.relaxable());
-    // ... and a projected DEM's heights: declared in another unit (certain), undeclared (a
-    // guess), declared in the CRS's own unit (unlikely).
+    // ... and a projected DEM's heights: undeclared (a guess); declared in any unit, nothing
+    // is raised (the host applies the ratio and says so; attack round 13, R13-B1).
     let feet = CrsFacts {
         linear_unit: Some("US survey foot".to_string()),
         linear_unit_metres: Some(0.3048006096),
@@ -2005,14 +2005,16 @@ fn builtin_domains_rate_their_confidence_and_mark_relaxable_findings() {
             vec![raster_dataset("input", Some(feet.clone()), dem)],
         )
     };
-    for (unit, confidence) in [
-        (Some("m"), 1.0),
-        (None, 0.5),
-        (Some("US survey foot"), 0.25),
-    ] {
-        let t = trigger("crs_datum", &slope(unit));
-        assert_eq!(t.confidence, Some(confidence), "heights in {unit:?}");
-        assert!(!relaxable("crs_datum", &t, "unit_mismatch"));
+    let t = trigger("crs_datum", &slope(None));
+    assert_eq!(t.confidence, Some(0.5), "undeclared heights");
+    assert!(!relaxable("crs_datum", &t, "unit_mismatch"));
+    for unit in ["m", "US survey foot", "ft"] {
+        let silent = registry
+            .get("crs_datum")
+            .expect("domain loaded")
+            .classify(&slope(Some(unit)))
+            .expect("classify succeeds");
+        assert!(silent.is_none(), "heights in {unit}: {silent:?}");
     }
 
     // aggregation: the statistic is a team's convention; averaging classes is not, and rests

@@ -36,7 +36,7 @@ use gdal_mcp_domain_sdk::{
     find_evidence, json, names, normalise, prompt_argument, prompt_value, render_template, shorten,
     trigger, weakest, Call, CrsFacts, CrsKind, DatasetFacts, Domain, DomainInfo, EvidenceItem,
     FieldError, Finding, Need, OperationFacts, PromptValue, Severity, Trigger, Unit, Value,
-    CERTAIN, GUESS, UNLIKELY,
+    CERTAIN, GUESS,
 };
 
 struct CrsDatum;
@@ -213,22 +213,13 @@ impl Domain for CrsDatum {
 
     /// Every finding is read from PROJ or the file (the operation and its accuracy, the
     /// CRSs, the data's extent, the declared units) and is certain, but for the heights' unit
-    /// of a projected DEM, which nothing may declare: `unit_mismatch` is certain when band 1
-    /// declares another unit than the CRS's, a guess when it declares none, and unlikely when
-    /// it declares the CRS's own unit; `dem_crs_missing` (no CRS: no unit at all) is a guess.
-    fn confidence(call: &Call, trigger: &Trigger) -> Option<f64> {
-        let dem = call.dataset("input");
-        let horizontal = dem
-            .and_then(|d| d.crs.as_ref())
-            .and_then(|c| c.linear_unit_metres);
+    /// of a projected DEM, which nothing may declare: `unit_mismatch` is raised only when
+    /// band 1 declares no unit (a declared one is applied by the host), and is a guess;
+    /// `dem_crs_missing` (no CRS: no unit at all) is a guess.
+    fn confidence(_call: &Call, trigger: &Trigger) -> Option<f64> {
         weakest(trigger, |item| {
             Some(match item.id.as_str() {
-                ids::UNIT_MISMATCH => match (vertical_unit_metres(dem), horizontal) {
-                    (Some(v), Some(h)) if (v - h).abs() > 1e-9 => CERTAIN,
-                    (Some(_), _) => UNLIKELY,
-                    (None, _) => GUESS,
-                },
-                ids::DEM_CRS_MISSING => GUESS,
+                ids::UNIT_MISMATCH | ids::DEM_CRS_MISSING => GUESS,
                 _ => CERTAIN,
             })
         })
@@ -1139,6 +1130,15 @@ fn vertical_unit_metres(dataset: Option<&DatasetFacts>) -> Option<f64> {
     }
 }
 
+/// True when band 1 declares a unit for its heights (any non-empty unit text).
+fn declares_height_unit(dataset: Option<&DatasetFacts>) -> bool {
+    dataset
+        .and_then(|d| d.raster.as_ref())
+        .and_then(|r| r.bands.first())
+        .and_then(|b| b.unit.as_deref())
+        .is_some_and(|u| !u.trim().is_empty())
+}
+
 /// `raster_terrain`: gradients need horizontal and vertical distances in one unit.
 fn terrain(call: &Call) -> Option<Trigger> {
     let operation = call.arg_str("operation")?.to_ascii_lowercase();
@@ -1296,7 +1296,12 @@ fn terrain(call: &Call) -> Option<Trigger> {
         Some(crs) => {
             let unit = crs.linear_unit.clone().unwrap_or_default();
             let metric = unit.is_empty() || unit == "metre" || unit == "meter";
-            if metric || scale.is_some() || aspect {
+            // A band that declares its heights' unit settles the ratio: the host applies it
+            // (1 when it is the CRS's own unit, as ftUS heights in a ftUS State Plane CRS)
+            // and says so in the result, and refuses a unit it does not know before the gate
+            // (attack round 13, R13-B1: ftUS heights in EPSG:2263 were refused as
+            // `unit_mismatch` while the right scale, 1, was known).
+            if metric || scale.is_some() || aspect || declares_height_unit(dataset) {
                 return None;
             }
             let label = crs_label(crs);
@@ -1304,17 +1309,7 @@ fn terrain(call: &Call) -> Option<Trigger> {
             let unit_metres = horizontal
                 .map(|m| format!(" ({} m)", approx(m, 10)))
                 .unwrap_or_default();
-            let (heights, alternative) = match (vertical, horizontal) {
-                (Some(v), Some(h)) if (v - h).abs() > 1e-9 => (
-                    format!(
-                        "band 1 declares heights in units of {} m: the units differ",
-                        approx(v, 10)
-                    ),
-                    Some(json!({ "scale": h / v })),
-                ),
-                (Some(_), _) => (format!("band 1 declares heights in {unit} too"), None),
-                (None, _) => ("band 1 declares no vertical unit".to_string(), None),
-            };
+            let (heights, alternative) = ("band 1 declares no vertical unit".to_string(), None);
             (
                 Severity::Required,
                 label.clone(),
@@ -2128,30 +2123,40 @@ mod tests {
             json!({"operation": "aspect"}),
         );
         assert_eq!(ids(&aspect), vec!["geographic_dem_aspect"]);
-        // A DEM in US survey feet whose heights are declared in metres.
+        // Attack round 13, R13-B1: a DEM in US survey feet whose band declares its heights'
+        // unit (the CRS's own, or metres) raises nothing: the host applies the ratio (1, or
+        // 0.3048006) and says so. Only an undeclared unit is asked about.
         let mut feet = utm33();
         feet.linear_unit = Some("US survey foot".to_string());
         feet.linear_unit_metres = Some(0.304_800_609_6);
-        let mut metres = band(None);
-        metres.unit = Some("m".to_string());
+        for declared in ["m", "ftUS", "US survey foot", "ft"] {
+            let mut heights = band(None);
+            heights.unit = Some(declared.to_string());
+            let dem = raster_dataset(
+                "input",
+                Some(feet.clone()),
+                with_bands(raster("Float32", 1, false), vec![heights]),
+            );
+            assert!(
+                terrain(dem, json!({"operation": "slope"})).is_none(),
+                "heights declared in {declared}"
+            );
+        }
         let dem_ft = raster_dataset(
             "input",
             Some(feet.clone()),
-            with_bands(raster("Float32", 1, false), vec![metres]),
+            with_bands(raster("Float32", 1, false), vec![band(None)]),
         );
         let got = terrain(dem_ft.clone(), json!({"operation": "slope"}));
         let mismatch = item(&got, "unit_mismatch");
         assert!(
-            mismatch.fact.contains("0.3048006096 m"),
+            mismatch.fact.contains("0.3048006096 m")
+                && mismatch.fact.contains("declares no vertical unit"),
             "{}",
             mismatch.fact
         );
-        let scale = alternative(&mismatch)
-            .and_then(|a| a["scale"].as_f64())
-            .unwrap_or_default();
-        assert!((scale - 0.304_800_609_6).abs() < 1e-9);
-        // The alternative, applied, is not gated.
-        assert!(terrain(dem_ft, json!({"operation": "slope", "scale": scale})).is_none());
+        // A `scale` settles it.
+        assert!(terrain(dem_ft, json!({"operation": "slope", "scale": 1.0})).is_none());
         let none = terrain(
             raster_dataset("input", None, raster("Float32", 1, false)),
             json!({"operation": "hillshade"}),

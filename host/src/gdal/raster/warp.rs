@@ -213,8 +213,9 @@ impl SumType {
     }
 }
 
-/// The range of values `data_type` holds, for the integer types a sum can saturate.
-fn integer_range(data_type: &str) -> Option<(f64, f64)> {
+/// The range of values `data_type` holds, for the integer types a sum can saturate (and a
+/// mean is rounded to).
+pub fn integer_range(data_type: &str) -> Option<(f64, f64)> {
     Some(match data_type {
         "Byte" => (0.0, 255.0),
         "UInt16" => (0.0, 65535.0),

@@ -220,6 +220,27 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
                 vertical_shift: None,
             };
+            // A mean (or rms) written in an integer type is rounded by gdalwarp to the nearest
+            // whole number (1.5 -> 2): said in the result, as raster_calc says its rounding.
+            let written_type = request.output_type.clone().or_else(|| {
+                dataset
+                    .rasterband(1)
+                    .ok()
+                    .map(|band| band.band_type().name())
+            });
+            let rounding = match (statistic, written_type) {
+                (BlockStatistic::Average | BlockStatistic::Rms, Some(t))
+                    if warp::integer_range(&t).is_some() =>
+                {
+                    Some(format!(
+                        "each block's {} is written as {t}, rounded by gdalwarp to the nearest \
+                         whole number (a mean of 1.5 is 2, of 1.25 is 1); pass output_type \
+                         Float32 to keep the fractions",
+                        statistic.gdal_name()
+                    ))
+                }
+                _ => None,
+            };
             // The grid padded to whole blocks, when the last ones pass the raster's edge; and
             // always onto fewer than 4 cells in a direction, which gdalwarp 3.6 computes
             // wrong (GDAL issue 10892; `WarpRequest::run_blocks` widens the grid).
@@ -241,11 +262,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                (request, partial, widened, edges, small),
+                (request, partial, widened, edges, small, rounding),
             )
             .summarising(summary))
         },
-        move |(request, partial, widened, edges, small), _work| {
+        move |(request, partial, widened, edges, small, rounding), _work| {
             // Full-resolution cells only; partial edge blocks from a copy padded to whole
             // blocks whose padding is masked out (R9-8), so that they are taken over their
             // own cells.
@@ -267,6 +288,9 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             }
             if let Some(widened) = &widened {
                 report["output_type"] = json!(widened.note());
+            }
+            if let Some(rounding) = &rounding {
+                report["rounding"] = json!(rounding);
             }
             if let (Some((width, height)), true) = (partial, edges) {
                 report["edge_blocks"] = json!(format!(

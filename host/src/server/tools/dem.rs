@@ -571,12 +571,28 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
                 hy::dinf_accumulation::<f32>(&flow, cell_size, &options, &hy::SubProgress::new(relay, 0.5, 0.5))?
             }
         };
-        let report = json!({"algorithm": algorithm, "units": units, "weighted": weights.is_some(), "outlets": r.outlets,
+        let mut report = json!({"algorithm": algorithm, "units": units, "weighted": weights.is_some(), "outlets": r.outlets,
                             "outlet_total": r.outlet_total, "total_weight": r.total_weight, "max": r.max});
+        if units == Units::Area {
+            report["area_unit"] = json!(area_unit(&georef));
+        }
         let files = raster_io::write_geotiff(&output, w, h, accumulation.into_data(), Some(f64::NAN), &georef)?;
         Ok((files, report))
     })
     .await
+}
+
+/// The unit of an accumulation in area units: the square of the DEM's CRS unit (`metre²`,
+/// `US survey foot²`), so that a reader does not take ftUS² for m², 10.76 times off (attack
+/// round 13, observation in t_hydro_ft). `map unit²` without a CRS.
+fn area_unit(georef: &Georef) -> String {
+    let unit = georef
+        .wkt
+        .as_deref()
+        .and_then(|wkt| facts::parse_crs("input", wkt).ok())
+        .and_then(|srs| facts::crs_facts(&srs).linear_unit)
+        .unwrap_or_else(|| "map unit".to_string());
+    format!("{unit}²")
 }
 
 /// `dem_streams`, as the tool table lists it.

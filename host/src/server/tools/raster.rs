@@ -616,6 +616,16 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             if let (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) =
                 (request.resolution, facts::raster_extent(&dataset))
             {
+                // The warp keeps the raster's CRS and extent: its cells are the default.
+                if let (Ok(srs), Ok(gt)) = (dataset.spatial_ref(), dataset.geo_transform()) {
+                    check_resolution_cells(
+                        (rx, ry),
+                        [xmin, ymin, xmax, ymax],
+                        (gt[1].abs(), gt[5].abs()),
+                        &srs,
+                        None,
+                    )?;
+                }
                 let cols = ((xmax - xmin) / rx).ceil().max(1.0) as u64;
                 let rows = ((ymax - ymin) / ry).ceil().max(1.0) as u64;
                 policy::check_cells("resolution", cols, rows, dataset.raster_count() as u64)?;
@@ -1063,6 +1073,19 @@ fn check_warp_output(
     if !(rx > 0.0 && ry > 0.0) {
         return Ok(());
     }
+    if let Some(resolution) = request.resolution {
+        let input_cell = dataset.geo_transform().ok().map(|g| {
+            let kept = transform::same_crs(source, target);
+            (g[1].abs(), unit_of(source), kept)
+        });
+        check_resolution_cells(
+            resolution,
+            extent,
+            (gt[1].abs(), gt[5].abs()),
+            target,
+            input_cell,
+        )?;
+    }
     let out_cols = ((extent[2] - extent[0]) / rx).abs().ceil().max(1.0);
     let out_rows = ((extent[3] - extent[1]) / ry).abs().ceil().max(1.0);
     let clamp = |v: f64| {
@@ -1074,6 +1097,117 @@ fn check_warp_output(
     };
     policy::check_cells("output", clamp(out_cols), clamp(out_rows), bands)?;
     Ok(())
+}
+
+/// The unit a CRS measures coordinates in: its angular unit when geographic (`degree`), its
+/// linear unit otherwise (`metre`, `US survey foot`).
+fn unit_of(srs: &gdal::spatial_ref::SpatialRef) -> String {
+    let name = if srs.is_geographic() {
+        srs.angular_units_name()
+    } else {
+        srs.linear_units_name()
+    };
+    name.unwrap_or_else(|| "unit".to_string())
+}
+
+/// How many output cells gdalwarp (GDAL 3.6, `-tr`) makes along an `extent` at `resolution`:
+/// `(int)((extent + resolution / 2) / resolution)`, so 0 below half a cell.
+fn warp_cells(extent: f64, resolution: f64) -> f64 {
+    ((extent.abs() + resolution / 2.0) / resolution).floor()
+}
+
+/// Coarser than gdalwarp's own resolution by this factor, in a geographic target reprojected
+/// from a CRS measured in another unit, a `resolution` of a degree or more was given in the
+/// source's unit (30 for 30 m): no deliberate grid is 10,000 times coarser than the data,
+/// and `size` asks for one anyway.
+const ABSURD_COARSENING: f64 = 10_000.0;
+
+/// Refuse a `resolution` that makes a grid of 0 cells in either direction over the output's
+/// `extent` (gdalwarp's "Attempt to create 0x0 dataset is illegal", after the gate), or, for a
+/// geographic target whose unit is not the input's, one [`ABSURD_COARSENING`] times coarser
+/// than gdalwarp's own `default` resolution (a resolution in the input's unit), before the
+/// gate: naming the argument, the target's unit, the extent in it and a value that works
+/// (attack round 13, R13-B7 a). `input_cell`: the input's cell width, its CRS's unit, and
+/// whether the target is that CRS. The extent and default are the grid the warp itself
+/// will use (gdalwarp's suggested output, or `bounds` moved into the target).
+fn check_resolution_cells(
+    (rx, ry): (f64, f64),
+    extent: [f64; 4],
+    (dx, dy): (f64, f64),
+    target: &gdal::spatial_ref::SpatialRef,
+    input_cell: Option<(f64, String, bool)>,
+) -> Result<(), ToolError> {
+    let (width, height) = ((extent[2] - extent[0]).abs(), (extent[3] - extent[1]).abs());
+    let (cols, rows) = (warp_cells(width, rx), warp_cells(height, ry));
+    let unit = unit_of(target);
+    let other_unit = input_cell
+        .as_ref()
+        .filter(|(_, input_unit, same)| !same && *input_unit != unit);
+    let absurd = target.is_geographic()
+        && other_unit.is_some()
+        && dx > 0.0
+        && dy > 0.0
+        && (rx >= 1.0 || ry >= 1.0)
+        && (rx / dx > ABSURD_COARSENING || ry / dy > ABSURD_COARSENING);
+    if cols >= 1.0 && rows >= 1.0 && !absurd {
+        return Ok(());
+    }
+    let label = {
+        let f = facts::crs_facts(target);
+        f.id.unwrap_or(f.name)
+    };
+    let shown = |v: f64| number(approx_sig(v, 4));
+    let hint = match other_unit {
+        Some((cell, input_unit, _)) if *cell > 0.0 && dx > 0.0 => format!(
+            "; the input's cells of {} {input_unit} are about {} {unit} here, so {} \
+             {input_unit} would be about {} {unit}",
+            shown(*cell),
+            shown(dx),
+            shown(rx),
+            shown(rx * dx / cell)
+        ),
+        _ => String::new(),
+    };
+    let what = if cols < 1.0 || rows < 1.0 {
+        format!("makes a grid of {cols} x {rows} cells")
+    } else {
+        format!(
+            "makes a grid of {cols} x {rows} cells, {} times coarser than the data",
+            shown((rx / dx).max(ry / dy))
+        )
+    };
+    Err(ToolError::Arguments(format!(
+        "resolution: [{}, {}] is read in the unit of {label}, the {unit}, and {what} over the \
+         output's extent of {} x {} {unit}. Give the resolution in {} (gdalwarp's own \
+         here: {} x {}; at most {} x {} for one cell){hint}, or pass `size` [width, height] \
+         instead",
+        number(rx),
+        number(ry),
+        shown(width),
+        shown(height),
+        plural(&unit),
+        shown(dx),
+        shown(dy),
+        shown(2.0 * width),
+        shown(2.0 * height),
+    )))
+}
+
+/// A unit's plural: feet for a foot, degrees for a degree.
+fn plural(unit: &str) -> String {
+    match unit.strip_suffix("foot") {
+        Some(stem) => format!("{stem}feet"),
+        None => format!("{unit}s"),
+    }
+}
+
+/// `v` to `digits` significant digits (0.000154512 -> 0.0001545).
+fn approx_sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let scale = 10f64.powi(digits - 1 - v.abs().log10().floor() as i32);
+    (v * scale).round() / scale
 }
 
 /// Refuse an output `size` above the server's cell budget before any work.
@@ -1289,9 +1423,9 @@ fn terrain_units(
     operation: TerrainOperation,
     user_scale: Option<f64>,
     user_z: Option<f64>,
-) -> Result<Vec<String>, ToolError> {
+) -> Result<TerrainUnits, ToolError> {
     let Some(raster) = &input.raster else {
-        return Ok(Vec::new());
+        return Ok(TerrainUnits::default());
     };
     let g = &raster.georeferencing;
     if g.geotransform.is_none() {
@@ -1355,12 +1489,15 @@ fn terrain_units(
             }
         }
     }
-    if !operation.is_gradient() {
-        return Ok(extra);
-    }
-    if user_scale.is_some() {
-        extra.extend(slope_scale(user_scale));
-        return Ok(extra);
+    // Aspect reads directions only: no ratio of units changes it, so none is asked for or
+    // applied (attack round 13, R13-B7 c: a geographic DEM's aspect was first told to pass a
+    // `scale` the next answer said it does not use; the gate's `geographic_dem_aspect` says
+    // what a geographic DEM does to aspects).
+    if !operation.is_gradient() || operation == TerrainOperation::Aspect {
+        return Ok(TerrainUnits {
+            args: extra,
+            notes: Vec::new(),
+        });
     }
     let declared = band_facts
         .and_then(|b| b.unit.as_deref())
@@ -1379,6 +1516,32 @@ fn terrain_units(
             ))
         })?),
     };
+    let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
+    let unit_name = input
+        .crs
+        .as_ref()
+        .and_then(|c| c.linear_unit.clone())
+        .unwrap_or_else(|| "unknown".to_string());
+    // Both units declared: the ratio the data implies (attack round 13, R13-B1 and R13-B4).
+    let implied = match (unit, vertical, declared) {
+        (Some(u), Some(v), Some(name)) => Some(DeclaredRatio {
+            ratio: u / v,
+            horizontal: unit_name.clone(),
+            vertical: name.to_string(),
+        }),
+        _ => None,
+    };
+    let mut notes = Vec::new();
+    if let (Some(z), Some(implied)) = (user_z, &implied) {
+        notes.extend(z_factor_as_unit_ratio(z, implied));
+    }
+    if let Some(s) = user_scale {
+        if let Some(implied) = &implied {
+            implied.check_scale(s)?;
+        }
+        extra.extend(slope_scale(user_scale));
+        return Ok(TerrainUnits { args: extra, notes });
+    }
     if let Some((mx, my)) = g.cell_size_metres {
         let per_degree = raster
             .pixel_size
@@ -1397,24 +1560,33 @@ fn terrain_units(
             }
         )));
     }
-    let unit = input.crs.as_ref().and_then(|c| c.linear_unit_metres);
-    let horizontal = match (unit, vertical) {
+    let horizontal = match (unit, &implied) {
         (Some(u), None) if (u - 1.0).abs() < 1e-12 => None,
-        // Both units known: their ratio, exactly 1 when they are the same unit.
-        (Some(u), Some(v)) => {
-            let ratio = u / v;
-            ((ratio - 1.0).abs() > 1e-6).then_some(ratio)
+        // Both units known: their ratio, exactly 1 when they are the same unit; said in the
+        // result when it is not (R13-B4: the conversion was silent).
+        (Some(_), Some(implied)) => {
+            let ratio = implied.ratio;
+            let applies = (ratio - 1.0).abs() > 1e-6;
+            if applies {
+                notes.insert(
+                    0,
+                    format!(
+                        "band {band} declares its heights in {} and the CRS measures distances \
+                         in {}: heights converted with scale {} (gdaldem -s, the horizontal \
+                         unit over the vertical one)",
+                        implied.vertical,
+                        implied.horizontal,
+                        ratio_text(ratio)
+                    ),
+                );
+            }
+            applies.then_some(ratio)
         }
         (Some(u), None) => {
-            let name = input
-                .crs
-                .as_ref()
-                .and_then(|c| c.linear_unit.clone())
-                .unwrap_or_else(|| "unknown".to_string());
             return Err(ToolError::Arguments(format!(
-                "input: the DEM's horizontal unit is the {name} ({u} m) and band {band} does \
-                 not declare its elevation unit; pass scale: {u} if elevations are in metres, \
-                 or scale: 1 if they are in the same {name}"
+                "input: the DEM's horizontal unit is the {unit_name} ({u} m) and band {band} \
+                 does not declare its elevation unit; pass scale: {u} if elevations are in \
+                 metres, or scale: 1 if they are in the same {unit_name}"
             )));
         }
         (None, _) => None,
@@ -1424,7 +1596,98 @@ fn terrain_units(
     } else if let Some(u) = horizontal {
         extra.extend(["-s".to_string(), number(u)]);
     }
-    Ok(extra)
+    Ok(TerrainUnits { args: extra, notes })
+}
+
+/// What [`terrain_units`] adds to gdaldem's arguments, and what it says about it in the
+/// result (a conversion of the heights' unit, a `z_factor` that looks like one).
+#[derive(Debug, Default)]
+struct TerrainUnits {
+    args: Vec<String>,
+    notes: Vec<String>,
+}
+
+/// Two unit ratios closer than this (relative) are one: the international and the US survey
+/// foot (2 ppm apart) agree, and so do 3.28 and 3.2808 for feet over metres.
+const UNIT_RATIO_TOLERANCE: f64 = 1e-3;
+
+/// The ratio of the DEM's horizontal unit to the heights' unit its band declares.
+#[derive(Debug)]
+struct DeclaredRatio {
+    /// Horizontal over vertical, in metres each.
+    ratio: f64,
+    /// The CRS's linear unit, as PROJ names it.
+    horizontal: String,
+    /// The band's unit text.
+    vertical: String,
+}
+
+impl DeclaredRatio {
+    /// An explicit `scale` that contradicts the declared units is a data conflict (attack
+    /// round 13, R13-B4: `scale: 1` on heights declared in feet in a metre CRS gave 5.7106°
+    /// where 1.7458° is right, silently): the argument and the data disagree, and the caller
+    /// chooses.
+    fn check_scale(&self, scale: f64) -> Result<(), ToolError> {
+        if (scale / self.ratio - 1.0).abs() <= UNIT_RATIO_TOLERANCE {
+            return Ok(());
+        }
+        let ratio = ratio_text(self.ratio);
+        Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
+            message: format!(
+                "scale: {} contradicts the DEM's units: the CRS measures distances in {} and \
+                 the band declares its heights in {}, a ratio of {ratio} (horizontal over \
+                 vertical), so slopes would be off by a factor of about {}. Drop `scale` to \
+                 let the host apply {ratio}, or, if the band's unit is wrong, fix it first \
+                 (raster_convert with the right unit) and pass the scale that matches",
+                number(scale),
+                self.horizontal,
+                self.vertical,
+                number((self.ratio / scale * 1e4).round() / 1e4),
+            ),
+            parameter: "scale".to_string(),
+            candidates: json!([
+                {"source": "argument", "scale": scale},
+                {"source": "declared_units", "scale": self.ratio,
+                 "horizontal_unit": self.horizontal, "vertical_unit": self.vertical},
+            ]),
+        }))
+    }
+}
+
+/// A warning when `z_factor` equals the ratio of two length units (0.3048, 3.2808, 1200/3937,
+/// ...) on a DEM whose declared units the host already reconciles: the heights would be
+/// converted twice (attack round 13, R13-B4: `z_factor: 0.3048` on heights declared in feet
+/// in a metre CRS gave 0.5323° where 1.7458° is right). A `z_factor` is legitimate vertical
+/// exaggeration otherwise, so this warns and does not refuse.
+fn z_factor_as_unit_ratio(z: f64, implied: &DeclaredRatio) -> Option<String> {
+    const LENGTHS: [(&str, f64); 3] = [
+        ("metre", 1.0),
+        ("foot", 0.3048),
+        ("US survey foot", 1200.0 / 3937.0),
+    ];
+    let near = |a: f64, b: f64| (a / b - 1.0).abs() <= UNIT_RATIO_TOLERANCE;
+    let (from, to) = LENGTHS
+        .iter()
+        .flat_map(|a| LENGTHS.iter().map(move |b| (a, b)))
+        .find(|((_, a), (_, b))| !near(*a, *b) && near(z, a / b))?;
+    Some(format!(
+        "z_factor {} is the ratio of a {} to a {} ({}): the heights' unit is already taken \
+         from the data (band unit {}, CRS unit {}, ratio {}), so if z_factor was meant to \
+         convert units the heights were converted twice; drop it unless it is a vertical \
+         exaggeration",
+        number(z),
+        from.0,
+        to.0,
+        ratio_text(from.1 / to.1),
+        implied.vertical,
+        implied.horizontal,
+        ratio_text(implied.ratio)
+    ))
+}
+
+/// A unit ratio for a message, to 6 decimals (3.28084, 1.000002); the arguments get it whole.
+fn ratio_text(ratio: f64) -> String {
+    number((ratio * 1e6).round() / 1e6)
 }
 
 /// `raster_terrain`, as the tool table lists it.
@@ -1492,13 +1755,14 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 )));
             }
             let mut argv = argv;
-            argv.extend(terrain_units(
+            let units = terrain_units(
                 &input_facts,
                 band.unwrap_or(1),
                 operation,
                 user_scale,
                 user_z,
-            )?);
+            )?;
+            argv.extend(units.args);
             let request = DemRequest {
                 input,
                 output,
@@ -1510,10 +1774,10 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     datasets: vec![input_facts],
                     ..CallFacts::default()
                 },
-                request,
+                (request, units.notes),
             ))
         },
-        |request, _work| {
+        |(request, notes), _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
                 written: facts::WrittenRaster::new(
@@ -1522,7 +1786,8 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                     outcome.written,
                 ),
                 commands: vec![outcome.command],
-                warnings: outcome.warnings,
+                // The host's notes on the units first, then GDAL's warnings.
+                warnings: notes.into_iter().chain(outcome.warnings).collect(),
                 report: Value::Null,
                 computation: None,
             })
@@ -1534,6 +1799,38 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// R13-B7 a: the resolution check counts cells as gdalwarp does, and calls a degree
+    /// resolution 10,000 times gdalwarp's own absurd only when the input's unit differs.
+    #[test]
+    fn resolution_cells_follow_gdalwarp() {
+        use gdal::spatial_ref::SpatialRef;
+        assert_eq!(warp_cells(1000.0, 2000.0), 1.0);
+        assert_eq!(warp_cells(1000.0, 2001.0), 0.0);
+        assert_eq!(warp_cells(1000.0, 300.0), 3.0);
+        let wgs84 = SpatialRef::from_epsg(4326).unwrap();
+        let metres = || Some((30.0, "metre".to_string(), false));
+        // 20° across at 30 (metres meant): 1 cell each way, but 100,000 times gdalwarp's
+        // own 0.0003°: refused, naming 30 metre in degrees.
+        let extent = [0.0, 0.0, 20.0, 20.0];
+        let err = check_resolution_cells((30.0, 30.0), extent, (0.0003, 0.0003), &wgs84, metres())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("times coarser") && err.contains("30 metre would be about 0.0003 degree"),
+            "{err}"
+        );
+        // A coarse grid from degrees data (same unit), or 0.5° cells: allowed.
+        let same = Some((0.0003, "degree".to_string(), true));
+        assert!(
+            check_resolution_cells((30.0, 30.0), extent, (0.0003, 0.0003), &wgs84, same).is_ok()
+        );
+        assert!(
+            check_resolution_cells((0.5, 0.5), extent, (0.0003, 0.0003), &wgs84, metres()).is_ok()
+        );
+        assert_eq!(approx_sig(0.000_154_512, 4), 0.000_154_5);
+        assert_eq!(plural("US survey foot"), "US survey feet");
+    }
 
     fn terrain(arguments: Value) -> Result<Vec<String>, String> {
         let args: TerrainArgs = parse("raster_terrain", &arguments).map_err(|e| e.to_string())?;

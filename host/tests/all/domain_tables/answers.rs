@@ -1031,6 +1031,25 @@ fn twins() -> Vec<Twin> {
             absent: &["geographic_dem_unscaled", "geographic_dem_aspect"],
             silent: true,
         },
+        // Attack round 13, R13-B1: heights declared in the CRS's own unit (ftUS in a ftUS
+        // State Plane CRS) need no scale; the host applies ratio 1.
+        Twin {
+            name: "a DEM in feet whose band declares US survey feet",
+            domain: "crs_datum",
+            facts: terrain_call(
+                raster_dataset("input", Some(feet_crs()), {
+                    let mut dem = raster(false);
+                    dem.bands = vec![gdal_mcp::gdal::facts::BandFacts {
+                        unit: Some("US survey foot".to_string()),
+                        ..Default::default()
+                    }];
+                    dem
+                }),
+                json!({"operation": "slope"}),
+            ),
+            absent: &["unit_mismatch"],
+            silent: true,
+        },
         Twin {
             name: "a DEM in feet with its scale",
             domain: "crs_datum",
