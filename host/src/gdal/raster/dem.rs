@@ -4,7 +4,9 @@
 //! gdaldem takes rows as running north to south. A south-up DEM (positive north-south pixel
 //! size) is flipped into a north-up in-memory copy first, so aspect and hillshade face the
 //! right way (slope, TRI, TPI and roughness do not depend on the row direction, and come out
-//! the same); the output is then north-up, georeferenced as the ground is.
+//! the same); the output is then north-up, georeferenced as the ground is. A DEM whose invalid
+//! cells a GDAL mask marks is copied too, those cells as nodata, since gdaldem reads only a
+//! band's nodata value.
 
 use crate::gdal::programs::{self, Program};
 use crate::gdal::GdalError;
@@ -40,8 +42,19 @@ impl DemRequest {
         let program = Program::Dem(self.processing.clone());
         // The flip reads the input through its whole blocks too.
         let (opened, _blocks) = programs::open_input("raster_terrain: the input", &self.input)?;
+        // gdaldem reads a band's nodata value, not its GDAL mask: a DEM whose invalid cells a
+        // mask marks is copied with those cells as nodata first (attack round 14, R14-B4: 80
+        // cells over 45° on a 5.7° plane, the masked cells 0.0).
+        let masked = (1..=opened.raster_count()).any(|index| {
+            opened
+                .rasterband(index)
+                .is_ok_and(|b| crate::gdal::facts::mask::mask_source(&b).is_some())
+        });
         let flipped = match opened.geo_transform() {
-            Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => Some(north_up(&opened, gt)?),
+            Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => {
+                Some(float_copy(&opened, gt, true)?)
+            }
+            Ok(gt) if masked => Some(float_copy(&opened, gt, false)?),
             _ => None,
         };
         let source = flipped.as_ref().unwrap_or(&opened);
@@ -66,9 +79,10 @@ impl DemRequest {
     }
 }
 
-/// A north-up in-memory Float32 copy of a south-up raster: rows reversed, the origin moved to
-/// the northern edge, the pixel height negated; CRS, nodata, scale, offset and unit kept.
-fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
+/// An in-memory Float32 copy of a raster, its masked cells written as nodata (the band's own,
+/// or NaN), and with `flip` a south-up raster made north-up: rows reversed, the origin moved
+/// to the northern edge, the pixel height negated; CRS, nodata, scale, offset and unit kept.
+fn float_copy(source: &Dataset, gt: [f64; 6], flip: bool) -> Result<Dataset, GdalError> {
     let failed = |e: gdal::errors::GdalError| GdalError::Failed {
         operation: "flipping a south-up DEM north-up".to_string(),
         message: e.to_string(),
@@ -79,15 +93,19 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
     let mut copy = driver
         .create_with_band_type::<f32, _>("", width, height, count)
         .map_err(failed)?;
-    copy.set_geo_transform(&[
-        gt[0],
-        gt[1],
-        0.0,
-        gt[3] + gt[5] * height as f64,
-        0.0,
-        -gt[5],
-    ])
-    .map_err(failed)?;
+    let placed = if flip {
+        [
+            gt[0],
+            gt[1],
+            0.0,
+            gt[3] + gt[5] * height as f64,
+            0.0,
+            -gt[5],
+        ]
+    } else {
+        gt
+    };
+    copy.set_geo_transform(&placed).map_err(failed)?;
     if let Ok(srs) = source.spatial_ref() {
         copy.set_spatial_ref(&srs).map_err(failed)?;
     }
@@ -101,10 +119,17 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
                 .into_shape_and_vec()
                 .1;
         // Rows in reverse order, in place: the last (northernmost) row first.
-        for top in 0..height / 2 {
+        for top in 0..if flip { height / 2 } else { 0 } {
             let bottom = height - 1 - top;
             let (upper, lower) = data.split_at_mut(bottom * width);
             upper[top * width..(top + 1) * width].swap_with_slice(&mut lower[..width]);
+        }
+        // Masked cells were read as NaN (R13-B6): the band's own nodata where it has one.
+        let masked = crate::gdal::facts::mask::mask_source(&band).is_some();
+        if let (true, Some(nodata)) = (masked, band.no_data_value()) {
+            for value in data.iter_mut().filter(|v| v.is_nan()) {
+                *value = nodata as f32;
+            }
         }
         let mut target = copy.rasterband(index).map_err(failed)?;
         target
@@ -115,7 +140,7 @@ fn north_up(source: &Dataset, gt: [f64; 6]) -> Result<Dataset, GdalError> {
             )
             .map_err(failed)?;
         // A band whose GDAL mask was read as NaN (R13-B6) gives the copy NaN as its nodata.
-        let masked = crate::gdal::facts::mask::mask_source(&band).map(|_| f64::NAN);
+        let masked = masked.then_some(f64::NAN);
         if let Some(nodata) = band.no_data_value().or(masked) {
             target.set_no_data_value(Some(nodata)).map_err(failed)?;
         }

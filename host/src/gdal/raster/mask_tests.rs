@@ -251,3 +251,42 @@ fn r14_b4_a_mask_a_format_cannot_keep_is_refused() {
     assert!(refuse_mask_lost("input", &masked, "GTiff").is_ok());
     assert!(refuse_mask_lost("input", &plain, "netCDF").is_ok());
 }
+
+/// Regression (attack round 14, R14-B4, its `raster_terrain` half): gdaldem reads a band's
+/// nodata value, not its GDAL mask, so the masked zeros beside a flat plateau of 100 were
+/// terrain (80 cells over 45° in the round's repro). The DEM is copied with its masked cells
+/// as nodata now: every slope computed is the plateau's 0°. The twin without a mask still
+/// sees the step.
+#[test]
+fn r14_b4_gdaldem_sees_the_mask() {
+    use crate::gdal::raster::dem::DemRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let slope_of = |marking: Marking, name: &str| -> Vec<f32> {
+        let input = dir.path().join(format!("{name}.tif"));
+        raster(&input, marking);
+        let output = dir.path().join(format!("{name}_slope.tif"));
+        DemRequest {
+            input,
+            output: output.clone(),
+            processing: "slope".to_string(),
+            args: vec!["-of".to_string(), "GTiff".to_string()],
+        }
+        .run()
+        .unwrap();
+        let dataset = gdal::Dataset::open(&output).unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let nodata = band.no_data_value().unwrap_or(f64::NAN) as f32;
+        band.read_as::<f32>((0, 0), (10, 10), (10, 10), None)
+            .unwrap()
+            .into_shape_and_vec()
+            .1
+            .into_iter()
+            .filter(|v| *v != nodata && !v.is_nan())
+            .collect()
+    };
+    let masked = slope_of(Marking::PerDataset, "masked");
+    assert!(!masked.is_empty());
+    assert!(masked.iter().all(|v| *v < 1.0), "{masked:?}");
+    let plain = slope_of(Marking::None, "plain");
+    assert!(plain.iter().any(|v| *v > 45.0), "{plain:?}");
+}
