@@ -77,17 +77,23 @@ pub fn names_grid_or_parameter_file_before(text: &str, cutoff: usize) -> bool {
     if before("parameterfile") || before("parameter_file") {
         return true;
     }
-    // WKT1's `EXTENSION["PROJ4_GRIDS","<files>"]` on a datum is a grid shift PROJ opens
-    // (attack round 14, R14-5: it passed, and a FIFO named so wedged a worker).
     let real_grid = |value: &str| {
         value
             .split(',')
             .any(|g| g.trim_start_matches('@') != "null")
     };
+    // WKT1's `EXTENSION["PROJ4_GRIDS","<files>"]` on a datum is a grid shift PROJ opens
+    // (attack round 14, R14-5: a path there passed, and a FIFO named so wedged a worker). A
+    // bare grid name (GDAL's NAD27 carries `@conus,@alaska,@ntv2_0.gsb,...`) resolves only in
+    // PROJ's own data folder, its one search path here; a name with a folder is a file.
     let wkt_grids = text.match_indices("proj4_grids\"").any(|(at, key)| {
         at < cutoff && {
             let rest = text[at + key.len()..].trim_start_matches([',', '"']);
-            real_grid(&rest.chars().take_while(|c| *c != '"').collect::<String>())
+            let value: String = rest.chars().take_while(|c| *c != '"').collect();
+            value.split(',').any(|grid| {
+                let grid = grid.trim_start_matches('@');
+                grid.contains(['/', '\\', ':']) || grid.starts_with('.')
+            })
         }
     });
     if wkt_grids {

@@ -2064,6 +2064,10 @@ mod grid_mentions {
             "datum[\"x\",spheroid[\"c\",6378206.4,294.97],extension[\"proj4_grids\",\"/outside/fifo.gsb\"]]"
         ));
         assert!(!names_grid_files("extension[\"proj4_grids\",\"@null\"]"));
+        // GDAL's own NAD27: bare grid names resolve in PROJ's data folder only.
+        assert!(!names_grid_files(
+            "extension[\"proj4_grids\",\"@conus,@alaska,@ntv2_0.gsb,@ntv1_can.dat\"]"
+        ));
         let projjson = crate::gdal::policy::crs_text::crs_text_reads_files;
         assert!(projjson(
             r#"{"type": "BoundCRS", "transformation": {"parameters": [{"name": "Latitude and longitude difference file", "value": "/outside/fifo.gsb"}]}}"#

@@ -728,7 +728,17 @@ fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
                     message: e.to_string(),
                 })?;
         let polygons = of_kinds(parts(&moved), &[Kind::Polygon]);
-        let long = polygons.iter().flat_map(|p| p.rings.iter()).any(|ring| {
+        // Drawn as the layer draws them: a ring that crosses the antimeridian (consecutive
+        // longitudes more than 180° apart, R7-4) continues past ±180°; an edge of exactly
+        // 360° (-180 to 180 at one latitude, R8-11) spans the globe.
+        let drawn: Vec<Part> = polygons
+            .iter()
+            .map(|p| Part {
+                kind: p.kind,
+                rings: p.rings.iter().map(|r| across_the_antimeridian(r)).collect(),
+            })
+            .collect();
+        let long = drawn.iter().flat_map(|p| p.rings.iter()).any(|ring| {
             ring.windows(2).any(|w| {
                 (w[1][0] - w[0][0]).abs() > STRAIGHT_EDGE_STEP_DEGREES
                     || (w[1][1] - w[0][1]).abs() > STRAIGHT_EDGE_STEP_DEGREES
@@ -741,7 +751,7 @@ fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
             return Ok(());
         };
         let geodesic = setup.measurer.figures(&polygons, false).area;
-        let drawn = drawn_area(&polygons, ellipsoid);
+        let drawn = drawn_area(&drawn, ellipsoid);
         let larger = geodesic.max(drawn);
         if larger > 0.0 && (geodesic - drawn).abs() > EDGE_READINGS_TOLERANCE * larger {
             let feature = read
@@ -766,6 +776,24 @@ fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
         }
     }
     Ok(())
+}
+
+/// A ring in longitude and latitude with each vertex's longitude moved by a multiple of 360°
+/// where the edge to it crosses the antimeridian (more than 180° and less than 360° from the
+/// previous vertex's), so that the ring continues past ±180° as the layer draws it.
+fn across_the_antimeridian(ring: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let mut out: Vec<[f64; 3]> = Vec::with_capacity(ring.len());
+    let mut shift = 0.0;
+    for (i, vertex) in ring.iter().enumerate() {
+        if i > 0 {
+            let step = vertex[0] - ring[i - 1][0];
+            if step.abs() > 180.0 && step.abs() < 360.0 {
+                shift -= 360.0 * step.signum();
+            }
+        }
+        out.push([vertex[0] + shift, vertex[1], vertex[2]]);
+    }
+    out
 }
 
 /// The area (m²) of polygons in longitude and latitude whose edges are straight in those
@@ -1416,6 +1444,16 @@ mod tests {
             .figures(&small, false)
             .area;
         assert!((drawn_area(&small, &wgs84) / geodesic - 1.0).abs() < EDGE_READINGS_TOLERANCE);
+        // A ring across the antimeridian (179° E to 179° W) is drawn the short way round.
+        let crossing = across_the_antimeridian(&[
+            [179.0, 0.0, 0.0],
+            [-179.0, 0.0, 0.0],
+            [-179.0, 1.0, 0.0],
+            [179.0, 1.0, 0.0],
+            [179.0, 0.0, 0.0],
+        ]);
+        assert_eq!(crossing[1][0], 181.0);
+        assert_eq!(crossing[3][0], 179.0);
     }
 
     #[test]
