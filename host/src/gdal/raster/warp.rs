@@ -752,6 +752,35 @@ pub fn band_type_name(band: &gdal::raster::RasterBand) -> String {
         .into_owned()
 }
 
+/// The smallest and largest value of `band`'s cells that its mask and nodata leave valid,
+/// read strip by strip; `None` when no cell is valid.
+fn masked_range(band: &gdal::raster::RasterBand) -> gdal::errors::Result<Option<(f64, f64)>> {
+    let (width, height) = band.size();
+    let nodata = band.no_data_value();
+    let mut range: Option<(f64, f64)> = None;
+    let strip = 256;
+    let mut row = 0;
+    while row < height {
+        let rows = strip.min(height - row);
+        let window = (width, rows);
+        let offset = (0, row as isize);
+        let values = band.read_as::<f64>(offset, window, window, None)?;
+        let mask = crate::gdal::facts::mask::read_mask(band, offset, window, window)?;
+        for (i, v) in values.data().iter().enumerate() {
+            let valid = mask
+                .as_ref()
+                .is_none_or(|m| m.get(i).is_some_and(|m| *m != 0))
+                && !v.is_nan()
+                && nodata.is_none_or(|n| *v != n);
+            if valid {
+                range = Some(range.map_or((*v, *v), |(lo, hi)| (lo.min(*v), hi.max(*v))));
+            }
+        }
+        row += rows;
+    }
+    Ok(range)
+}
+
 /// The range of values an output of `type_name` holds, for choosing a fill: `None` for a
 /// floating-point type (NaN is free). 64-bit integers: ±2^53, the widest integers a double
 /// holds exactly.
@@ -869,6 +898,17 @@ pub fn fill_nodata(
             operation: format!("reading band {index} of {}", path.display()),
             message: e.to_string(),
         })?;
+        // A band under a mask: only its valid cells hold values (gdalwarp reads the masked
+        // ones as invalid; R14-B3).
+        if crate::gdal::facts::mask::mask_source(&band).is_some() {
+            if let Some(range) = masked_range(&band).map_err(|e| GdalError::Failed {
+                operation: format!("reading band {index} of {} under its mask", path.display()),
+                message: e.to_string(),
+            })? {
+                ranges.push(range);
+            }
+            continue;
+        }
         match band.compute_raster_min_max(false) {
             Ok(r) => ranges.push((r.min, r.max)),
             // A band of nothing but nodata holds no value.
