@@ -50,16 +50,25 @@ fn write<T: GdalType + Copy>(
     }
 }
 
+/// A one-band 40 x 40 GeoTIFF of `value` at [`OFF_MERIDIAN`], declaring no nodata.
+fn constant<T: GdalType + Copy>(path: &Path, value: T) {
+    write::<T>(
+        path,
+        "GTiff",
+        (40, 40),
+        1,
+        OFF_MERIDIAN,
+        &[],
+        |_, _| value,
+        |_, _| {},
+    );
+}
+
 /// Band `b` of `path`: its values (as f64) and its nodata.
 fn band(path: &Path, b: usize) -> (Vec<f64>, Option<f64>) {
     let dataset = gdal::Dataset::open(path).unwrap();
     let band = dataset.rasterband(b).unwrap();
-    let (w, h) = band.size();
-    let data = band
-        .read_as::<f64>((0, 0), (w, h), (w, h), None)
-        .unwrap()
-        .data()
-        .to_vec();
+    let (_, data) = band.read_band_as::<f64>().unwrap().into_shape_and_vec();
     (data, band.no_data_value())
 }
 
@@ -68,6 +77,24 @@ async fn run(server: &Server, tool: &str, arguments: Value) -> rmcp::model::Call
         .await
         .unwrap()
         .result
+}
+
+/// `raster_reproject` of `input` to EPSG:4326, nearest (in `format`, if given), asserted to
+/// succeed.
+async fn to_4326(
+    server: &Server,
+    input: &str,
+    output: &str,
+    format: Option<&str>,
+) -> rmcp::model::CallToolResult {
+    let mut args = json!({"input": input, "output": output, "dst_crs": "EPSG:4326",
+                          "resampling": "nearest"});
+    if let Some(format) = format {
+        args["format"] = json!(format);
+    }
+    let done = run(server, "raster_reproject", args).await;
+    assert!(!is_error(&done), "{input} -> {output}: {}", text(&done));
+    done
 }
 
 fn warnings(result: &rmcp::model::CallToolResult) -> String {
@@ -165,36 +192,9 @@ async fn r14_b1_a_rotated_raster_regridded_declares_its_outside() {
 #[tokio::test]
 async fn r14_b1_b_64_bit_and_complex_reprojections_declare_their_outside() {
     let server = server().await;
-    write::<i64>(
-        &server.path("i64.tif"),
-        "GTiff",
-        (40, 40),
-        1,
-        OFF_MERIDIAN,
-        &[],
-        |_, _| 1000,
-        |_, _| {},
-    );
-    write::<u64>(
-        &server.path("u64.tif"),
-        "GTiff",
-        (40, 40),
-        1,
-        OFF_MERIDIAN,
-        &[],
-        |_, _| 1000,
-        |_, _| {},
-    );
-    write::<i32>(
-        &server.path("i32.tif"),
-        "GTiff",
-        (40, 40),
-        1,
-        OFF_MERIDIAN,
-        &[],
-        |_, _| 1000,
-        |_, _| {},
-    );
+    constant::<i64>(&server.path("i64.tif"), 1000);
+    constant::<u64>(&server.path("u64.tif"), 1000);
+    constant::<i32>(&server.path("i32.tif"), 1000);
     // A CFloat32 raster: the crate writes no complex type, GDAL converts the real values.
     {
         let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
@@ -235,14 +235,7 @@ async fn r14_b1_b_64_bit_and_complex_reprojections_declare_their_outside() {
         ("i32.tif", -2_147_483_648.0),
     ] {
         let output = format!("{}_4326.tif", input.trim_end_matches(".tif"));
-        let done = run(
-            &server,
-            "raster_reproject",
-            json!({"input": input, "output": output, "dst_crs": "EPSG:4326",
-                   "resampling": "nearest"}),
-        )
-        .await;
-        assert!(!is_error(&done), "{input}: {}", text(&done));
+        let done = to_4326(&server, input, &output, None).await;
         assert!(
             warnings(&done).contains("declares no nodata"),
             "{input}: {}",
@@ -354,14 +347,7 @@ async fn r14_b2_some_bands_without_nodata_get_one_declared_fill() {
     }
     for (input, said) in [("mixed.img", true), ("both.img", false)] {
         let output = format!("{}_4326.tif", input.trim_end_matches(".img"));
-        let done = run(
-            &server,
-            "raster_reproject",
-            json!({"input": input, "output": output, "dst_crs": "EPSG:4326",
-                   "resampling": "nearest"}),
-        )
-        .await;
-        assert!(!is_error(&done), "{input}: {}", text(&done));
+        let done = to_4326(&server, input, &output, None).await;
         assert_eq!(
             warnings(&done).contains("declare no nodata"),
             said,
@@ -424,14 +410,7 @@ async fn r14_b3_an_rgba_image_is_reprojected_with_its_alpha() {
         colour,
         |_, _| {},
     );
-    let done = run(
-        &server,
-        "raster_reproject",
-        json!({"input": "rgba.tif", "output": "rgba4326.tif", "dst_crs": "EPSG:4326",
-               "resampling": "nearest"}),
-    )
-    .await;
-    assert!(!is_error(&done), "{}", text(&done));
+    let done = to_4326(&server, "rgba.tif", "rgba4326.tif", None).await;
     assert!(
         warnings(&done).contains("transparent"),
         "{}",
@@ -508,14 +487,7 @@ async fn r14_b8_a_fill_the_format_cannot_declare_is_refused() {
         assert!(!server.path(output).exists(), "{format}");
     }
     for (format, output) in [("GTiff", "out.tif"), ("HFA", "out.img")] {
-        let done = run(
-            &server,
-            "raster_reproject",
-            json!({"input": "u16.tif", "output": output, "dst_crs": "EPSG:4326",
-                   "resampling": "nearest", "format": format}),
-        )
-        .await;
-        assert!(!is_error(&done), "{format}: {}", text(&done));
+        let done = to_4326(&server, "u16.tif", output, Some(format)).await;
         assert!(
             warnings(&done).contains("nodata 65535, declared"),
             "{format}: {}",
