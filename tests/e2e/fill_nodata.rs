@@ -370,7 +370,9 @@ async fn r14_b2_some_bands_without_nodata_get_one_declared_fill() {
 /// Attack round 14, R14-B3: every RGBA image was refused by `raster_reproject` ("values fill
 /// Byte's whole range") because the alpha band's 0 and 255 were counted. The alpha band is
 /// left out: gdalwarp carries it, the cells outside are transparent (alpha 0), and the warning
-/// says so. The twin without the alpha band, filling Byte's range, is still refused.
+/// says so. The twin without the alpha band, filling Byte's range, is still refused. A band
+/// under a per-dataset mask counts only its valid cells (0 and 255 masked, 1..254 valid: 255
+/// declared); its twin without the mask is refused.
 #[tokio::test]
 async fn r14_b3_an_rgba_image_is_reprojected_with_its_alpha() {
     let server = server().await;
@@ -443,6 +445,55 @@ async fn r14_b3_an_rgba_image_is_reprojected_with_its_alpha() {
     .await;
     assert!(is_error(&refused));
     assert!(text(&refused).contains("\"nodata\""), "{}", text(&refused));
+
+    // A band under a per-dataset mask: its masked cells (0 and 255 here) are no values, the
+    // valid ones 1..254 leave 255 free; the same cells without the mask fill Byte's range.
+    gdal::config::set_config_option("GDAL_TIFF_INTERNAL_MASK", "YES").unwrap();
+    let cells = |_: usize, i: usize| match i / 40 {
+        0..4 => 0u8,
+        4..8 => 255,
+        _ => 1 + (i % 254) as u8,
+    };
+    for (name, masked) in [("masked.tif", true), ("unmasked.tif", false)] {
+        write::<u8>(
+            &server.path(name),
+            "GTiff",
+            (40, 40),
+            1,
+            OFF_MERIDIAN,
+            &[],
+            cells,
+            |_, band| {
+                if masked {
+                    band.create_mask_band(true).unwrap();
+                    let mut mask = band.open_mask_band().unwrap();
+                    let valid: Vec<u8> = (0..1600).map(|i| if i < 320 { 0 } else { 255 }).collect();
+                    mask.write((0, 0), (40, 40), &mut Buffer::new((40, 40), valid))
+                        .unwrap();
+                }
+            },
+        );
+    }
+    let done = to_4326(&server, "masked.tif", "masked4326.tif", None).await;
+    assert!(
+        warnings(&done).contains("declares no nodata"),
+        "{}",
+        warnings(&done)
+    );
+    let (values, nodata) = band(&server.path("masked4326.tif"), 1);
+    assert_eq!(nodata, Some(255.0));
+    assert!(
+        values.iter().all(|v| (1.0..=255.0).contains(v)),
+        "a masked 0 came through"
+    );
+    let refused = run(
+        &server,
+        "raster_reproject",
+        json!({"input": "unmasked.tif", "output": "unmasked4326.tif",
+               "dst_crs": "EPSG:4326", "resampling": "nearest"}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
 }
 
 /// Attack round 14, R14-B8: the fill nodata was chosen after format_selection judged the call

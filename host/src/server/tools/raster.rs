@@ -683,10 +683,11 @@ fn choose_fill(
                     number(value),
                     request.format,
                     request.format,
-                    read.map_or("no nodata".to_string(), |v| format!(
-                        "only nodata {}",
-                        number(v)
-                    ))
+                    read.map_or("no nodata".to_string(), |v| if v.abs() >= 1e15 {
+                        format!("only nodata {v:e}")
+                    } else {
+                        format!("only nodata {}", number(v))
+                    })
                 )));
             }
         }
