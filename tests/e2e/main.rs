@@ -7,6 +7,7 @@ mod budgets;
 mod confinement;
 mod dos;
 mod encoding;
+mod fill_nodata;
 mod hydrology;
 mod ledger;
 mod lineage;

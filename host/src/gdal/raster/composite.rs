@@ -148,6 +148,21 @@ impl CompositeRequest {
                     .iter()
                     .map(|v| number(*v)),
             );
+            // The cells of the grid this input does not reach are not its values: gdalwarp
+            // would write 0 there and declare nothing when the band declares no nodata, and
+            // the composite counted them (a mean of 5 where the other input holds 10: attack
+            // round 14, R14-B1). They are NaN, left out like every NaN cell.
+            let declares = dataset
+                .rasterband(self.band)
+                .is_ok_and(|b| b.no_data_value().is_some());
+            if !declares {
+                args.extend([
+                    "-ot".to_string(),
+                    "Float32".to_string(),
+                    "-dstnodata".to_string(),
+                    "nan".to_string(),
+                ]);
+            }
             // gdalwarp 3.6 has no band selection: pick the band through a VRT first.
             let band_vrt = PathBuf::from(format!(
                 "/vsimem/gdal-mcp-composite-{}-{index}-band.vrt",

@@ -194,15 +194,33 @@ pub struct SumType {
     pub range: (f64, f64),
     /// The most source cells an output cell adds.
     pub weight: f64,
+    /// The input's nodata and the output's, when the input's lies within the sums: gdalwarp
+    /// 3.6 writes a valid cell equal to the nodata one less (a sum of 255 over a nodata of 255
+    /// was written 254: attack round 14, R14-B5), so the output's nodata moves out of the
+    /// sums' range, to the written type's maximum (or minimum; NaN for Float64).
+    pub nodata: Option<(f64, f64)>,
 }
 
 impl SumType {
     /// The sentence the tools report.
     pub fn note(&self) -> String {
+        let moved = self.nodata.map_or(String::new(), |(old, new)| {
+            format!(
+                "; the output's nodata is {} instead of the input's {}, which lies within the \
+                 sums (a sum equal to it would be taken for nodata, and gdalwarp writes it one \
+                 less)",
+                if new.is_nan() {
+                    "NaN".to_string()
+                } else {
+                    number(new)
+                },
+                number(old)
+            )
+        });
         format!(
             "output type {} (the input's {} cannot hold every sum): an output cell adds up to \
              {} input cells, so its sum can reach {}..{} (the input's values read exactly, \
-             nodata left out); written as {} so that no sum saturates",
+             nodata left out); written as {} so that no sum saturates{moved}",
             self.to,
             self.from.join(", "),
             number(self.weight),
@@ -307,6 +325,16 @@ impl WarpRequest {
             None
         };
         self.output_type = widened.as_ref().map(|w| w.to.clone());
+        // The call's own nodata stands; otherwise the nodata moves out of the sums (R14-B5).
+        let widened = widened.map(|mut w| {
+            if self.dst_nodata.is_some() {
+                w.nodata = None;
+            }
+            w
+        });
+        if let Some((_, new)) = widened.as_ref().and_then(|w| w.nodata) {
+            self.dst_nodata = Some(new);
+        }
         Ok(widened)
     }
 }
@@ -363,11 +391,22 @@ pub fn sum_output_type(
             crate::gdal::facts::capacity::drivers_storing(needed).join(", ")
         )));
     };
+    // A nodata within the sums' range moves to an end of the written type outside it.
+    let inside = (1..=dataset.raster_count())
+        .filter_map(|index| dataset.rasterband(index).ok()?.no_data_value())
+        .find(|v| range.0 <= *v && *v <= range.1);
+    let nodata = inside.map(|old| {
+        let new = integer_range(to)
+            .and_then(|(lo, hi)| [hi, lo].into_iter().find(|v| *v < range.0 || *v > range.1))
+            .unwrap_or(f64::NAN);
+        (old, new)
+    });
     Ok(Some(SumType {
         from,
         to: to.to_string(),
         range,
         weight,
+        nodata,
     }))
 }
 
@@ -621,78 +660,292 @@ impl Drop for ImageTransformer<'_> {
     }
 }
 
-/// The nodata a warp's output gets when the input declares none and the output grid reaches
-/// outside the source (a reprojection's wedges, bounds past the raster): gdalwarp writes 0
-/// into every cell no source cell reaches and declares nothing, so the fill reads as data, a
-/// height of 0 m, a class 0 (attack round 13, R13-B3). A value the data cannot hold: NaN for
-/// a float output; for an integer output the type's extreme (its minimum when signed, else
-/// its maximum), or its other end, that no band holds (read exactly). `Ok(None)`: a band
-/// declares a nodata (gdalwarp fills with it), or the type is complex. An error, naming
+/// What fills the cells of a warp's output that no source cell reaches.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutsideFill {
+    /// Every band declares a nodata: gdalwarp fills each band with its own.
+    Declared,
+    /// The raster's last band is an alpha band: gdalwarp carries it into the output, where the
+    /// cells outside are transparent (alpha 0).
+    Alpha,
+    /// The value passed as `-dstnodata` (declared on every band of the output).
+    Value {
+        value: f64,
+        /// The bands (1-based) that declare no nodata of their own.
+        undeclared: Vec<usize>,
+        /// Whether some other band declares one (the value then replaces it when they
+        /// differ).
+        mixed: bool,
+    },
+}
+
+impl OutsideFill {
+    /// The `-dstnodata` to pass, if any.
+    pub fn value(&self) -> Option<f64> {
+        match self {
+            OutsideFill::Value { value, .. } => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// The sentence the tools report, `None` when nothing was decided.
+    pub fn note(&self) -> Option<String> {
+        let shown = |value: f64| {
+            if value.is_nan() {
+                "NaN".to_string()
+            } else {
+                number(value)
+            }
+        };
+        match self {
+            OutsideFill::Declared => None,
+            OutsideFill::Alpha => Some(
+                "the input's last band is an alpha band: the output carries it, and the cells \
+                 no source cell reaches (outside the source's footprint on the new grid) are \
+                 transparent (alpha 0; their colour bands hold 0)"
+                    .to_string(),
+            ),
+            OutsideFill::Value {
+                value,
+                mixed: false,
+                ..
+            } => Some(format!(
+                "the input declares no nodata: the output's cells no source cell reaches \
+                 (outside the source's footprint on the new grid) are nodata {}, declared, a \
+                 value no input cell holds, where gdalwarp would write 0; pass \"nodata\" to \
+                 choose another",
+                shown(*value)
+            )),
+            OutsideFill::Value {
+                value,
+                undeclared,
+                mixed: true,
+            } => Some(format!(
+                "band(s) {} of the input declare no nodata while others do: the output's cells no source \
+                 cell reaches (outside the source's footprint on the new grid), and the \
+                 input's nodata cells, are nodata {} on every band, declared, a value no \
+                 input cell holds, where gdalwarp would write 0 (or its internal -123456.789); \
+                 pass \"nodata\" to choose another",
+                undeclared
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                shown(*value)
+            )),
+        }
+    }
+}
+
+/// GDAL's name of `band`'s data type, complex types included (the crate's names stop at the
+/// real types).
+pub fn band_type_name(band: &gdal::raster::RasterBand) -> String {
+    // SAFETY: a live band handle; GDAL returns a static string or NULL.
+    let name = unsafe {
+        gdal_sys::GDALGetDataTypeName(gdal_sys::GDALGetRasterDataType(band.c_rasterband()))
+    };
+    if name.is_null() {
+        return String::new();
+    }
+    // SAFETY: a NUL-terminated static string from GDAL.
+    unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The smallest and largest value of `band`'s cells that its mask and nodata leave valid,
+/// read strip by strip; `None` when no cell is valid.
+fn masked_range(band: &gdal::raster::RasterBand) -> gdal::errors::Result<Option<(f64, f64)>> {
+    let (width, height) = band.size();
+    let nodata = band.no_data_value();
+    let mut range: Option<(f64, f64)> = None;
+    let strip = 256;
+    let mut row = 0;
+    while row < height {
+        let rows = strip.min(height - row);
+        let window = (width, rows);
+        let offset = (0, row as isize);
+        let values = band.read_as::<f64>(offset, window, window, None)?;
+        let mask = crate::gdal::facts::mask::read_mask(band, offset, window, window)?;
+        for (i, v) in values.data().iter().enumerate() {
+            let valid = mask
+                .as_ref()
+                .is_none_or(|m| m.get(i).is_some_and(|m| *m != 0))
+                && !v.is_nan()
+                && nodata.is_none_or(|n| *v != n);
+            if valid {
+                range = Some(range.map_or((*v, *v), |(lo, hi)| (lo.min(*v), hi.max(*v))));
+            }
+        }
+        row += rows;
+    }
+    Ok(range)
+}
+
+/// The range of values an output of `type_name` holds, for choosing a fill: `None` for a
+/// floating-point type (NaN is free). 64-bit integers: ±2^53, the widest integers a double
+/// holds exactly.
+fn fill_range(type_name: &str) -> Result<Option<(f64, f64)>, ()> {
+    Ok(Some(match type_name {
+        "Float32" | "Float64" | "CFloat32" | "CFloat64" => return Ok(None),
+        "Byte" => (0.0, 255.0),
+        "Int8" => (-128.0, 127.0),
+        "UInt16" => (0.0, 65_535.0),
+        "Int16" | "CInt16" => (-32_768.0, 32_767.0),
+        "UInt32" => (0.0, 4_294_967_295.0),
+        "Int32" | "CInt32" => (-2_147_483_648.0, 2_147_483_647.0),
+        // GDAL 3.6's gdalwarp declares -2^63 on an Int64 GTiff as "-9" (and 2^64 - 2048 on
+        // UInt64 as "1"): the ends of the integers a double holds exactly, ±2^53, are declared
+        // right.
+        "Int64" => (-9_007_199_254_740_992.0, 9_007_199_254_740_992.0),
+        "UInt64" => (0.0, 9_007_199_254_740_992.0),
+        _ => return Err(()),
+    }))
+}
+
+/// The fill of a warp's output when the output grid reaches outside the source (a
+/// reprojection's wedges, bounds past the raster, a rotated raster regridded north-up): gdalwarp
+/// writes 0 into every cell no source cell reaches and declares nothing, so the fill reads as
+/// data, a height of 0 m, a class 0 (attack round 13, R13-B3). When no band declares a nodata,
+/// or only some do (gdalwarp 3.6 then declares its internal -123456.789 on every band of a
+/// GTiff and writes the wedges clamped to the type, 255 and 0 in Byte: attack round 14,
+/// R14-B2), one value the data cannot hold is passed for every band: a nodata some bands
+/// already declare when no other band's values reach it, else NaN for a floating-point or
+/// complex output, for an integer output the type's extreme (its minimum when signed, else its
+/// maximum) or its other end, that no band holds (read exactly, nodata left out; 64-bit
+/// integers too, with ±2^53: R14-B1). A last band that is an alpha band is left out: gdalwarp carries it
+/// and the cells outside are transparent ([`OutsideFill::Alpha`], R14-B3). An error, naming
 /// `nodata`, when the bands fill the type's whole range.
 pub fn fill_nodata(
     path: &std::path::Path,
     dataset: &gdal::Dataset,
     output_type: Option<&str>,
-) -> Result<Option<f64>, GdalError> {
+) -> Result<OutsideFill, GdalError> {
     let count = dataset.raster_count();
     let _quiet = crate::gdal::ErrorCapture::start();
-    let declared = (1..=count).any(|index| {
-        dataset
-            .rasterband(index)
-            .is_ok_and(|band| band.no_data_value().is_some())
-    });
-    if declared || count == 0 {
-        return Ok(None);
+    let alpha = count > 1
+        && dataset.rasterband(count).is_ok_and(|band| {
+            band.color_interpretation() == gdal::raster::ColorInterpretation::AlphaBand
+        });
+    let bands: Vec<usize> = (1..if alpha { count } else { count + 1 }).collect();
+    let declared: Vec<Option<f64>> = bands
+        .iter()
+        .map(|&index| {
+            dataset
+                .rasterband(index)
+                .ok()
+                .and_then(|band| band.no_data_value())
+        })
+        .collect();
+    let undeclared: Vec<usize> = bands
+        .iter()
+        .zip(&declared)
+        .filter(|(_, d)| d.is_none())
+        .map(|(b, _)| *b)
+        .collect();
+    if undeclared.is_empty() {
+        return Ok(OutsideFill::Declared);
     }
+    if alpha && undeclared.len() == bands.len() {
+        return Ok(OutsideFill::Alpha);
+    }
+    let mixed = undeclared.len() < bands.len();
     let type_name = match output_type {
         Some(name) => name.to_string(),
         None => dataset
             .rasterband(1)
-            .map(|band| band.band_type().name())
+            .map(|band| band_type_name(&band))
             .unwrap_or_default(),
     };
-    let (low, high) = match type_name.as_str() {
-        "Float32" | "Float64" => return Ok(Some(f64::NAN)),
-        "Byte" => (0.0, 255.0),
-        "Int8" => (-128.0, 127.0),
-        "UInt16" => (0.0, 65_535.0),
-        "Int16" => (-32_768.0, 32_767.0),
-        "UInt32" => (0.0, 4_294_967_295.0),
-        "Int32" => (-2_147_483_648.0, 2_147_483_647.0),
-        _ => return Ok(None),
+    let Ok(range) = fill_range(&type_name) else {
+        return Err(GdalError::Arguments(format!(
+            "nodata: the input declares no nodata and its type {type_name} has no value this \
+             server can reserve for the cells of the output no source cell reaches; pass \
+             \"nodata\" with the value they should get"
+        )));
     };
-    let candidates = if low < 0.0 { [low, high] } else { [high, low] };
-    let bands: Vec<usize> = (1..=count).collect();
+    let mut candidates: Vec<f64> = Vec::new();
+    for value in declared.iter().flatten() {
+        if !candidates
+            .iter()
+            .any(|c| c == value || (c.is_nan() && value.is_nan()))
+        {
+            candidates.push(*value);
+        }
+    }
+    match range {
+        None => candidates.push(f64::NAN),
+        Some((low, high)) if low < 0.0 => candidates.extend([low, high]),
+        Some((low, high)) => candidates.extend([high, low]),
+    }
+    // A NaN first (a float band declaring NaN, or a float output): no value is NaN.
+    if candidates.first().is_some_and(|c| c.is_nan()) {
+        return Ok(OutsideFill::Value {
+            value: f64::NAN,
+            undeclared,
+            mixed,
+        });
+    }
     let _memory = crate::gdal::policy::blocks::reserve(
-        "raster_reproject: the input's range, for the nodata of the cells outside it",
+        "the input's range, for the nodata of the output's cells outside it",
         path,
         dataset,
         &bands,
         crate::gdal::policy::blocks::Reach::Full,
     )?;
-    let mut ranges = Vec::with_capacity(count);
-    for index in bands {
-        let range = dataset
-            .rasterband(index)
-            .and_then(|band| band.compute_raster_min_max(false))
-            .map_err(|e| GdalError::Failed {
-                operation: format!("reading the range of band {index} of {}", path.display()),
+    let mut ranges = Vec::with_capacity(bands.len());
+    for &index in &bands {
+        let band = dataset.rasterband(index).map_err(|e| GdalError::Failed {
+            operation: format!("reading band {index} of {}", path.display()),
+            message: e.to_string(),
+        })?;
+        // A band under a mask: only its valid cells hold values (gdalwarp reads the masked
+        // ones as invalid; R14-B3).
+        if crate::gdal::facts::mask::mask_source(&band).is_some() {
+            if let Some(range) = masked_range(&band).map_err(|e| GdalError::Failed {
+                operation: format!("reading band {index} of {} under its mask", path.display()),
                 message: e.to_string(),
-            })?;
-        ranges.push((range.min, range.max));
+            })? {
+                ranges.push(range);
+            }
+            continue;
+        }
+        match band.compute_raster_min_max(false) {
+            Ok(r) => ranges.push((r.min, r.max)),
+            // A band of nothing but nodata holds no value.
+            Err(_) if band.no_data_value().is_some() => {}
+            Err(e) => {
+                return Err(GdalError::Failed {
+                    operation: format!("reading the range of band {index} of {}", path.display()),
+                    message: e.to_string(),
+                })
+            }
+        }
     }
+    let fits = |c: f64| range.is_none_or(|(low, high)| (low..=high).contains(&c));
     match candidates
         .into_iter()
-        .find(|c| ranges.iter().all(|(min, max)| c < min || c > max))
+        .filter(|c| c.is_nan() || fits(*c))
+        .find(|c| c.is_nan() || ranges.iter().all(|(min, max)| c < min || c > max))
     {
-        Some(value) => Ok(Some(value)),
-        None => Err(GdalError::Arguments(format!(
-            "nodata: the input declares no nodata and its values fill {type_name}'s whole range \
-             ({low} to {high}), so the cells of the output no source cell reaches (outside the \
-             source's footprint on the new grid) would be written as 0, a value of the data; \
-             pass \"nodata\" with the value they should get (it must differ from every value \
-             of the data), or warp a copy in a wider type"
-        ))),
+        Some(value) => Ok(OutsideFill::Value {
+            value,
+            undeclared,
+            mixed,
+        }),
+        None => {
+            let (low, high) = range.unwrap_or((f64::NAN, f64::NAN));
+            Err(GdalError::Arguments(format!(
+                "nodata: the input declares no nodata{} and its values fill {type_name}'s whole \
+                 range ({} to {}), so the cells of the output no source cell reaches (outside \
+                 the source's footprint on the new grid) would be written as 0, a value of the \
+                 data; pass \"nodata\" with the value they should get (it must differ from \
+                 every value of the data), or warp a copy in a wider type",
+                if mixed { " on some bands" } else { "" },
+                number(low),
+                number(high)
+            )))
+        }
     }
 }
 
@@ -797,4 +1050,70 @@ pub fn most_source_cells(
         }
     }
     largest.map(|cells| cells * WEIGHT_MARGIN)
+}
+
+/// The nodata a file written by `driver` in `data_type` with the nodata `value` declares when
+/// read back: a 2 x 2 in-memory raster copied by the driver into an in-memory file and
+/// reopened (`Some(None)`: it declares none). `None` when the probe cannot be made (a driver
+/// that cannot write an in-memory file): then nothing is known. GDAL 3.6's GS7BG writes its
+/// own fixed nodata (1.70141e38) and XYZ none, whatever the source declares (attack round
+/// 14, R14-B8).
+pub fn nodata_read_back(driver: &str, data_type: &str, value: f64) -> Option<Option<f64>> {
+    use gdal::Metadata;
+    let _quiet = crate::gdal::ErrorCapture::start();
+    let target = gdal::DriverManager::get_driver_by_name(driver).ok()?;
+    let memory = gdal::DriverManager::get_driver_by_name("MEM").ok()?;
+    let type_name = crate::gdal::cstring(data_type).ok()?;
+    // SAFETY: a NUL-terminated type name; GDAL returns GDT_Unknown for an unknown one.
+    let gdal_type = unsafe { gdal_sys::GDALGetDataTypeByName(type_name.as_ptr()) };
+    if gdal_type == gdal_sys::GDALDataType::GDT_Unknown {
+        return None;
+    }
+    let empty = crate::gdal::cstring("").ok()?;
+    // SAFETY: a live driver handle, a NUL-terminated name; the handle is owned below.
+    let handle = unsafe {
+        gdal_sys::GDALCreate(
+            memory.c_driver(),
+            empty.as_ptr(),
+            2,
+            2,
+            1,
+            gdal_type,
+            std::ptr::null_mut(),
+        )
+    };
+    if handle.is_null() {
+        return None;
+    }
+    // SAFETY: a dataset handle GDALCreate just returned, owned by the wrapper from here.
+    let mut source = unsafe { gdal::Dataset::from_c_dataset(handle) };
+    source
+        .set_geo_transform(&[0.0, 1.0, 0.0, 2.0, 0.0, -1.0])
+        .ok()?;
+    source
+        .rasterband(1)
+        .ok()?
+        .set_no_data_value(Some(value))
+        .ok()?;
+    let extension = target
+        .metadata_item("DMD_EXTENSION", "")
+        .filter(|e| !e.is_empty())
+        .unwrap_or_else(|| "dat".to_string());
+    let path = scratch_path("nodata-probe", &extension);
+    let declared = source
+        .create_copy(&target, &path, &gdal::raster::RasterCreationOptions::new())
+        .ok()
+        .and_then(|copy| {
+            drop(copy);
+            let reopened = gdal::Dataset::open(&path).ok()?;
+            let band = reopened.rasterband(1).ok()?;
+            Some(band.no_data_value())
+        });
+    // The driver may have written sidecars: remove every file of the probe.
+    if let Ok(name) = crate::gdal::cstring(&path.to_string_lossy()) {
+        // SAFETY: deletes the in-memory files of this probe; the path is NUL-terminated.
+        unsafe { gdal_sys::GDALDeleteDataset(target.c_driver(), name.as_ptr()) };
+    }
+    unlink_scratch(&path);
+    declared
 }

@@ -211,7 +211,8 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 resolution: None,
                 size: Some((cols as u32, rows as u32)),
                 bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
-                dst_nodata: None,
+                // A widened sum's nodata leaves the sums' range (R14-B5).
+                dst_nodata: widened.as_ref().and_then(|w| w.nodata).map(|(_, new)| new),
                 output_type: output_type
                     .map(|t| t.gdal_name().to_string())
                     .or_else(|| widened.as_ref().map(|w| w.to.clone())),

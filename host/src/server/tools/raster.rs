@@ -452,17 +452,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 reproject_weight(r, &dataset, &source, &target)
             })?;
             // Right by default: the cells outside the source get a nodata the data cannot
-            // hold, not gdalwarp's 0 (R13-B3); a regridding in the raster's own CRS without
-            // bounds stays inside it.
-            let filled = if request.dst_nodata.is_none() && (reprojects || request.bounds.is_some())
-            {
-                warp::fill_nodata(&request.input, &dataset, request.output_type.as_deref())?
-            } else {
-                None
-            };
-            if filled.is_some() {
-                request.dst_nodata = filled;
-            }
+            // hold, not gdalwarp's 0 (R13-B3, R14-B1, R14-B2).
+            let reaches = reprojects || request.bounds.is_some() || rotated(&dataset);
+            let filled = choose_fill(&mut request, &dataset, reaches)?;
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
             // Converting heights over a ballpark vertical: that operation is what the gate
@@ -501,19 +493,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         },
         |(request, transformation, widened, filled), _work| {
             let outcome = request.run()?;
-            let filled = filled.map(|value| {
-                format!(
-                    "the input declares no nodata: the output's cells no source cell reaches \
-                     (outside the source's footprint on the new grid) are nodata {}, declared, \
-                     a value no input cell holds, where gdalwarp would write 0; pass \
-                     \"nodata\" to choose another",
-                    if value.is_nan() {
-                        "NaN".to_string()
-                    } else {
-                        number(value)
-                    }
-                )
-            });
+            let filled = filled.and_then(|fill| fill_note(&fill, &request.output));
             Ok(ReprojectOutput {
                 written: facts::WrittenRaster::new(
                     &request.output,
@@ -634,6 +614,9 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             let widened = request.widen_sum(&dataset, |r| resample_weight(r, &dataset))?;
+            // A rotated raster is regridded north-up round its footprint: the corners reach
+            // outside it (R14-B1).
+            let filled = choose_fill(&mut request, &dataset, rotated(&dataset))?;
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
@@ -645,11 +628,11 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                     grids: on_grid.then_some(GridRelation::Aligned),
                     ..CallFacts::default()
                 },
-                (request, widened),
+                (request, widened, filled),
             )
             .summarising(summary))
         },
-        |(request, widened), _work| {
+        |(request, widened, filled), _work| {
             let outcome = request.run()?;
             Ok(RasterOutput {
                 written: facts::WrittenRaster::new(
@@ -658,13 +641,97 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
                     outcome.written,
                 ),
                 commands: vec![request.command_line()],
-                warnings: outcome.warnings,
+                warnings: filled
+                    .and_then(|fill| fill_note(&fill, &request.output))
+                    .into_iter()
+                    .chain(outcome.warnings)
+                    .collect(),
                 report: widened.map_or(Value::Null, |w| json!({ "output_type": w.note() })),
                 computation: None,
             })
         },
     )
     .await
+}
+
+/// Whether `dataset`'s geotransform has rotation terms: gdalwarp writes a north-up grid round
+/// its footprint, whose corners lie outside the source (attack round 14, R14-B1).
+fn rotated(dataset: &gdal::Dataset) -> bool {
+    dataset
+        .geo_transform()
+        .is_ok_and(|gt| gt[2] != 0.0 || gt[4] != 0.0)
+}
+
+/// The fill of the output's cells outside the source when the grid `reaches` outside it and the
+/// call passed no `nodata` ([`warp::fill_nodata`]), set as the request's `-dstnodata`.
+fn choose_fill(
+    request: &mut WarpRequest,
+    dataset: &gdal::Dataset,
+    reaches: bool,
+) -> Result<Option<warp::OutsideFill>, ToolError> {
+    if request.dst_nodata.is_some() || !reaches {
+        return Ok(None);
+    }
+    let fill = warp::fill_nodata(&request.input, dataset, request.output_type.as_deref())?;
+    request.dst_nodata = fill.value();
+    // The format must declare it, or the fill is data (GS7BG writes its own fixed nodata,
+    // XYZ none: attack round 14, R14-B8). NaN is no value whatever is declared.
+    if let Some(value) = fill.value().filter(|v| !v.is_nan()) {
+        let data_type = match &request.output_type {
+            Some(t) => t.clone(),
+            None => dataset
+                .rasterband(1)
+                .map(|band| warp::band_type_name(&band))
+                .unwrap_or_default(),
+        };
+        // GDAL 3.6 copies a 64-bit integer nodata only through its own API: the probe cannot
+        // tell, and gdalwarp declares ±2^53 on GTiff.
+        let probed = (!matches!(data_type.as_str(), "Int64" | "UInt64"))
+            .then(|| warp::nodata_read_back(&request.format, &data_type, value))
+            .flatten();
+        if let Some(read) = probed {
+            if read != Some(value) {
+                return Err(ToolError::Arguments(format!(
+                    "format: the input declares no nodata, so the output's cells no source cell \
+                     reaches (outside the source's footprint on the new grid) need one: {} \
+                     written by {} in {data_type} would be data, since {} declares {} (read \
+                     back from a file it wrote); write GTiff (or HFA), which declares it",
+                    number(value),
+                    request.format,
+                    request.format,
+                    read.map_or("no nodata".to_string(), |v| if v.abs() >= 1e15 {
+                        format!("only nodata {v:e}")
+                    } else {
+                        format!("only nodata {}", number(v))
+                    })
+                )));
+            }
+        }
+    }
+    Ok(Some(fill))
+}
+
+/// The sentence of `fill` for the warnings, once the output's nodata is read back: a fill the
+/// output does not declare is said as data (R14-B8: "declared" was said of a GS7BG output that
+/// declares its own fixed nodata).
+fn fill_note(fill: &warp::OutsideFill, output: &std::path::Path) -> Option<String> {
+    let Some(value) = fill.value() else {
+        return fill.note();
+    };
+    let declared = facts::open(output)
+        .ok()
+        .and_then(|d| d.rasterband(1).ok()?.no_data_value());
+    match declared {
+        Some(v) if v == value || (v.is_nan() && value.is_nan()) => fill.note(),
+        // NaN cells are no value whatever the output declares.
+        _ if value.is_nan() => fill.note(),
+        other => Some(format!(
+            "the input declares no nodata: the output's cells no source cell reaches hold {}, \
+             but the output declares {}, so they read as data; write GTiff, which declares it",
+            number(value),
+            other.map_or("no nodata".to_string(), |v| format!("nodata {}", number(v)))
+        )),
+    }
 }
 
 /// Whether a warp's output grid is the input's grid or a window of it, so that no cell value
@@ -680,10 +747,17 @@ fn on_input_grid(request: &WarpRequest, dataset: &gdal::Dataset, reprojects: boo
     let Ok(gt) = dataset.geo_transform() else {
         return false;
     };
-    if gt[2] != 0.0 || gt[4] != 0.0 || gt[1] <= 0.0 || gt[5] >= 0.0 {
+    if gt[2] != 0.0 || gt[4] != 0.0 || gt[1] <= 0.0 || gt[5] == 0.0 {
         return false;
     }
-    let (px, py) = (gt[1], -gt[5]);
+    let (px, py) = (gt[1], gt[5].abs());
+    // A south-up raster (gt[5] > 0) is written north-up: its rows count from its top edge
+    // (attack round 14, R14-B6).
+    let top = if gt[5] < 0.0 {
+        gt[3]
+    } else {
+        gt[3] + gt[5] * dataset.raster_size().1 as f64
+    };
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b;
     let whole = |length: f64, cell: f64| {
         let n = length / cell;
@@ -694,13 +768,21 @@ fn on_input_grid(request: &WarpRequest, dataset: &gdal::Dataset, reprojects: boo
         None if close(px, py) => {}
         _ => return false,
     }
+    // Bounds in the raster's own CRS are bounds without one (R14-B6), by the test that
+    // decides whether the call reprojects.
+    let own_crs = |definition: &str| {
+        facts::parse_crs("bounds.crs", definition)
+            .ok()
+            .zip(dataset.spatial_ref().ok())
+            .is_some_and(|(from, own)| transform::same_crs(&from, &own))
+    };
     match &request.bounds {
         None => true,
-        Some((_, Some(_))) => false,
-        Some(([xmin, ymin, xmax, ymax], None)) => {
+        Some((_, Some(definition))) if !own_crs(definition) => false,
+        Some(([xmin, ymin, xmax, ymax], _)) => {
             let kept =
                 request.resolution.is_some() || (whole(xmax - xmin, px) && whole(ymax - ymin, py));
-            kept && whole(xmin - gt[0], px) && whole(gt[3] - ymax, py)
+            kept && whole(xmin - gt[0], px) && whole(top - ymax, py)
         }
     }
 }
