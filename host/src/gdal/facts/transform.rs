@@ -283,9 +283,22 @@ pub fn coord_transform(
     }
 }
 
-/// Whether two CRSs are the same for transformation purposes (OSRIsSame, ignoring axis order).
+/// Whether two CRSs are the same for transformation purposes: GDAL's `OSRIsSameEx`, ignoring
+/// the data-axis mapping and a geographic CRS's axis order (the host reads and writes every
+/// coordinate in GIS order). A GeoTIFF's EPSG:4326 carries GIS order and a parsed `EPSG:4326`
+/// does not, so a plain `OSRIsSame` had taken a raster's own CRS, or `OGC:CRS84`, for another
+/// (attack round 14, R14-B6 and R14-B13: aligned clips asked `continuous_input`).
 pub fn same_crs(a: &SpatialRef, b: &SpatialRef) -> bool {
-    a == b
+    let options = [
+        "IGNORE_DATA_AXIS_TO_SRS_AXIS_MAPPING=YES".to_string(),
+        "CRITERION=EQUIVALENT_EXCEPT_AXIS_ORDER_GEOGCRS".to_string(),
+    ];
+    let Ok(mut argv) = crate::gdal::CArgv::new(&options) else {
+        return a == b;
+    };
+    // SAFETY: both handles are valid for the call; the option list is NULL-terminated and
+    // outlives it; OSRIsSameEx only reads them.
+    unsafe { gdal_sys::OSRIsSameEx(a.to_c_hsrs(), b.to_c_hsrs(), argv.as_mut_ptr() as _) != 0 }
 }
 
 /// The vertical part of a CRS: the VERT_CS of a compound CRS, or the CRS itself when it is
@@ -630,5 +643,25 @@ unsafe fn describe(proj: &mut Proj, op: *mut PJ, area: Option<[f64; 4]>) -> Oper
         via,
         covers_data,
         pipeline,
+    }
+}
+
+#[cfg(test)]
+mod same_crs_tests {
+    use super::*;
+
+    /// Regression (attack round 14, R14-B6, R14-B13): a CRS in GIS order and the same CRS
+    /// parsed, `OGC:CRS84` and `EPSG:4326`, ESRI:102100 and EPSG:3857 are one CRS; another
+    /// zone or another datum is not.
+    #[test]
+    fn r14_b13_one_crs_in_any_spelling_or_axis_order() {
+        let parsed = |text: &str| SpatialRef::from_definition(text).unwrap();
+        let mut gis = parsed("EPSG:4326");
+        gis.set_axis_mapping_strategy(AxisMappingStrategy::TraditionalGisOrder);
+        assert!(same_crs(&gis, &parsed("EPSG:4326")));
+        assert!(same_crs(&parsed("OGC:CRS84"), &parsed("EPSG:4326")));
+        assert!(same_crs(&parsed("ESRI:102100"), &parsed("EPSG:3857")));
+        assert!(!same_crs(&parsed("EPSG:32633"), &parsed("EPSG:32634")));
+        assert!(!same_crs(&parsed("EPSG:4326"), &parsed("EPSG:4269")));
     }
 }
