@@ -453,7 +453,23 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             })?;
             // Right by default: the cells outside the source get a nodata the data cannot
             // hold, not gdalwarp's 0 (R13-B3, R14-B1, R14-B2).
-            let reaches = reprojects || request.bounds.is_some() || rotated(&dataset);
+            // Bounds inside the raster's own extent reach no cell outside it (attack round
+            // 14, R14-B23: a crop of an RGB image inside its extent was refused as "values fill
+            // Byte's whole range ... pass nodata").
+            let bounds_outside = match (&request.bounds, facts::raster_extent(&dataset)) {
+                (None, _) => false,
+                (Some((b, crs)), Some(e))
+                    if !reprojects
+                        && crs.as_deref().is_none_or(|c| {
+                            facts::parse_crs("bounds.crs", c)
+                                .is_ok_and(|f| transform::same_crs(&f, &source))
+                        }) =>
+                {
+                    b[0] < e[0] || b[1] < e[1] || b[2] > e[2] || b[3] > e[3]
+                }
+                _ => true,
+            };
+            let reaches = reprojects || bounds_outside || rotated(&dataset);
             let filled = choose_fill(&mut request, &dataset, reaches)?;
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
