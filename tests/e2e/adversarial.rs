@@ -5772,3 +5772,125 @@ async fn r12_5_a_read_of_a_wal_geopackage_writes_nothing_and_sees_the_log() {
     );
     assert_eq!(sqlite_files(&dir, "plain.gpkg"), plain_before);
 }
+
+/// Known limit of rounds 12 and 13 (R12-5's twin, a crash's leftover): a GeoPackage beside a
+/// **hot rollback journal** (`x.gpkg-journal` of a write that never committed: its writer
+/// died). Measured with GDAL 3.6.2 and SQLite 3.40.1: a read-only open fails with
+/// `SQLITE_READONLY_ROLLBACK` ("attempt to write a readonly database") and writes nothing; an
+/// update open rolls the journal back (the database rewritten, the journal deleted). The
+/// server answered with SQLite's bare words; it now refuses naming the journal and the fix,
+/// for a read and for a conversion, and the database, its journal and an outside decoy keep
+/// every byte. The fixture is a real hot journal: 2,000 rows updated in a transaction with a
+/// two-page cache (so pages spill into the database before the commit), both files copied
+/// while the transaction is open. The clean twin: the same copy rolled back by SQLite itself
+/// (opened for writing once, as the message says) reads `v = 1` everywhere.
+#[tokio::test]
+async fn r12_5_a_hot_rollback_journal_is_refused_naming_the_fix_and_nothing_is_written() {
+    let decoy = Decoy::new();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let csv = scratch.path().join("p.csv");
+    let mut rows = String::from("id,v,WKT\n");
+    for i in 0..2000 {
+        rows.push_str(&format!(
+            "{i},1,\"POINT ({} 45)\"\n",
+            16.0 + f64::from(i) * 1e-4
+        ));
+    }
+    std::fs::write(&csv, rows).unwrap();
+    let source = scratch.path().join("x.gpkg");
+    run(
+        "ogr2ogr",
+        &[
+            "-q",
+            "-f",
+            "GPKG",
+            "-nln",
+            "p",
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            "-a_srs",
+            "EPSG:4326",
+            &source.display().to_string(),
+            &csv.display().to_string(),
+        ],
+    );
+    {
+        let connection = rusqlite::Connection::open(&source).unwrap();
+        // GeoPackage's R-tree triggers call GDAL's SQL functions; `v` is no geometry.
+        connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+                false,
+            )
+            .unwrap();
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE p SET v = 99;",
+            )
+            .unwrap();
+        for suffix in ["", "-journal"] {
+            std::fs::copy(
+                scratch.path().join(format!("x.gpkg{suffix}")),
+                server.path(&format!("x.gpkg{suffix}")),
+            )
+            .unwrap();
+        }
+        // The writer goes away without committing: its own copy is rolled back.
+    }
+    let dir = server.workspace.path().to_path_buf();
+    let before = sqlite_files(&dir, "x.gpkg");
+    assert!(before["x.gpkg-journal"].len() > 512, "{:?}", before.keys());
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "x.gpkg"})),
+        (
+            "vector_convert",
+            json!({"input": "x.gpkg", "output": "o.geojson"}),
+        ),
+    ] {
+        let result = server.call(tool, arguments).await.unwrap();
+        let message = error_message(&result);
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert!(
+            message.contains("rollback journal")
+                && message.contains("x.gpkg-journal")
+                && message.contains("PRAGMA integrity_check"),
+            "{tool}: {message}"
+        );
+        assert_eq!(
+            sqlite_files(&dir, "x.gpkg"),
+            before,
+            "{tool} wrote the input"
+        );
+    }
+    assert!(!server.path("o.geojson").exists());
+    decoy.assert_untouched();
+    // The clean twin: rolled back by SQLite (the fix the message names), it reads as it was
+    // committed, v = 1 in every row.
+    {
+        let connection = rusqlite::Connection::open(server.path("x.gpkg")).unwrap();
+        let n: i64 = connection
+            .query_row("PRAGMA integrity_check", [], |_| Ok(0))
+            .and_then(|_| {
+                connection.query_row("SELECT count(*) FROM p WHERE v = 1", [], |r| r.get(0))
+            })
+            .unwrap();
+        assert_eq!(n, 2000);
+    }
+    assert!(
+        !server.path("x.gpkg-journal").exists(),
+        "the journal was rolled back"
+    );
+    let rolled = sqlite_files(&dir, "x.gpkg");
+    let info = server
+        .call("vector_info", json!({"input": "x.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    assert!(text(&info).contains("2000"), "{}", text(&info));
+    assert_eq!(sqlite_files(&dir, "x.gpkg"), rolled);
+}
