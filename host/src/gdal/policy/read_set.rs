@@ -162,41 +162,29 @@ pub fn list(input: &Path) -> Result<ReadSet, Unlistable> {
     }
     // Files a header names by another name than the file's: an IDRISI `.rdc`'s `ref. system`
     // names a `.ref` that IDRISI projects share between rasters (attack round 13, R13-5).
+    let mut named: Vec<PathBuf> = Vec::new();
     for file in &files {
-        let named =
+        let found =
             super::drivers::idrisi_ref_files(input, file).map_err(|e| Unlistable(e.to_string()))?;
-        for (_, candidate, _) in named {
-            if !std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
-                continue;
-            }
-            let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
-            if !super::inside(&real.display().to_string()) {
-                return Err(Unlistable(format!(
-                    "{}: it makes GDAL read {}, which is outside every workspace",
-                    input.display(),
-                    real.display()
-                )));
-            }
-            if !seen.contains(&real) {
-                sidecars.insert(real);
-            }
-        }
+        named.extend(found.into_iter().map(|(_, candidate, _)| candidate));
     }
-    // What GDAL itself listed for the input (R13-1's second half): companions no suffix
+    // And what GDAL itself listed for the input (R13-1's second half): companions no suffix
     // above names, each inside a workspace (the after-open check refused any other).
-    for file in listed(input)? {
-        if !std::fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+    named.extend(listed(input)?);
+    for candidate in named {
+        if !std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        if !super::inside(&file.display().to_string()) {
+        let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
+        if !super::inside(&real.display().to_string()) {
             return Err(Unlistable(format!(
                 "{}: it makes GDAL read {}, which is outside every workspace",
                 input.display(),
-                file.display()
+                real.display()
             )));
         }
-        if !seen.contains(&file) {
-            sidecars.insert(file);
+        if !seen.contains(&real) {
+            sidecars.insert(real);
         }
     }
     if seen.len() + sidecars.len() > MAX_READ_SET_FILES {
@@ -548,27 +536,24 @@ mod tests {
     /// list stays out. A listing longer than a sign-off could bind makes the set unlistable.
     #[test]
     fn r13_1_what_gdal_lists_for_an_input_is_in_the_read_set() {
-        use gdal::raster::{ColorEntry, ColorTable, RgbaEntry};
         let (_dir, d) = temp_folder();
-        let mem = gdal::DriverManager::get_driver_by_name("MEM")
-            .unwrap()
-            .create_with_band_type::<u8, _>("", 4, 4, 1)
-            .unwrap();
-        let entry = |r| {
-            ColorEntry::Rgba(RgbaEntry {
-                r,
-                g: 0,
-                b: 0,
-                a: 255,
-            })
-        };
-        let table = ColorTable::color_ramp(0, &entry(0), 255, &entry(255)).unwrap();
-        mem.rasterband(1).unwrap().set_color_table(&table);
+        // A 4 x 4 palette raster described as a VRT, copied to IDRISI (which writes `r.smp`).
+        write(
+            &d.join("pal.vrt"),
+            "<VRTDataset rasterXSize=\"4\" rasterYSize=\"4\"><VRTRasterBand dataType=\"Byte\" \
+             band=\"1\"><ColorInterp>Palette</ColorInterp><ColorTable><Entry c1=\"0\" c2=\"0\" \
+             c3=\"0\" c4=\"255\"/><Entry c1=\"255\" c2=\"0\" c3=\"0\" c4=\"255\"/></ColorTable>\
+             </VRTRasterBand></VRTDataset>",
+        );
+        let palette = gdal::Dataset::open(d.join("pal.vrt")).unwrap();
         let rst = gdal::DriverManager::get_driver_by_name("RST").unwrap();
         drop(
-            mem.create_copy(&rst, d.join("r.rst"), &gdal::cpl::CslStringList::new())
+            palette
+                .create_copy(&rst, d.join("r.rst"), &gdal::cpl::CslStringList::new())
                 .unwrap(),
         );
+        drop(palette);
+        std::fs::remove_file(d.join("pal.vrt")).unwrap();
         write(&d.join("r.txt"), "not read");
         let input = d.join("r.rst");
         assert!(!sidecar_names(&input).contains(&"r.smp".to_string()));
