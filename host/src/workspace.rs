@@ -268,15 +268,12 @@ impl Check<'_> {
                 // input's (SPOT's `METADATA.DIM`, ALOS's `summary.txt`, `DIM_*.XML`, ...): a
                 // FIFO there blocked every GeoTIFF of the folder, then the read-only pool
                 // (attack round 13, R13-15). No FIFO, socket or device may sit in an input's
-                // folder.
-                // (A link is not followed here: see Known limits.)
-                let blocked = entry
-                    .file_type()
-                    .is_ok_and(|t| !(t.is_file() || t.is_dir() || t.is_symlink()));
-                if blocked {
+                // folder. A link is judged by what it points to (stat, never open): one to a
+                // FIFO, socket or device, inside the folder or out, blocks as surely.
+                if blocks_when_opened(&entry) {
                     return Err(self.special(
                         "a file in its folder that is not a regular file (a FIFO, socket or \
-                         device: GDAL's metadata readers open fixed names such as METADATA.DIM \
+                         device, or a link to one: GDAL's metadata readers open fixed names such as METADATA.DIM \
                          beside an input, and one would block); remove it from the folder or \
                          move the input",
                         &entry.path(),
@@ -289,8 +286,9 @@ impl Check<'_> {
                 continue;
             };
             if !sidecar {
-                // Only a FIFO or device blocks here; links are judged by the after-open check.
-                if !(kind.is_file() || kind.is_dir() || kind.is_symlink()) {
+                // Only a FIFO or device (or a link to one) blocks here; where a link to a
+                // regular file leads is judged by the after-open check.
+                if blocks_when_opened(&entry) {
                     return Err(self.special("a file beside it that is not a regular file", &path));
                 }
                 if let Ok(m) = std::fs::metadata(&path) {
@@ -388,6 +386,20 @@ impl Check<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether opening the folder entry would block or reach a device: a FIFO, socket or device,
+/// or a link to one (followed with `stat`, which opens nothing; a dangling link opens nothing
+/// either). Regression, attack round 13, R13-15's links: the folder rule skipped every link,
+/// so `METADATA.DIM -> /elsewhere/fifo` beside a GeoTIFF blocked GDAL's metadata reader.
+fn blocks_when_opened(entry: &std::fs::DirEntry) -> bool {
+    let Ok(kind) = entry.file_type() else {
+        return false;
+    };
+    if kind.is_symlink() {
+        return std::fs::metadata(entry.path()).is_ok_and(|m| !(m.is_file() || m.is_dir()));
+    }
+    !(kind.is_file() || kind.is_dir())
 }
 
 /// GDAL virtual file systems, URLs, `DRIVER:` connection or subdataset strings, and inline

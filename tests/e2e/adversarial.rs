@@ -2525,6 +2525,11 @@ async fn every_allowed_driver_refuses_references_to_outside_files() {
 /// dataset, an `.aux.xml`'s overview file) is now checked on the worker right before the open.
 /// Each position answers with a clear error within seconds, and `raster_info` on a clean file
 /// answers right after; the clean twin VRT opens.
+///
+/// Each case has folders of its own (its input's, and its source's where it has one), holding
+/// its one FIFO: a FIFO anywhere in an input's folder refuses the input (R13-15's folder
+/// rule), so in a shared folder every case passed through that rule alone. Each refusal is
+/// asserted to name its FIFO and not to come from the folder rule ("a file in its folder").
 #[tokio::test]
 async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
     let decoy = Decoy::new();
@@ -2532,10 +2537,21 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
     let data = gdal_mcp_tests::testdata().unwrap();
     let ws = |name: &str| server.path(name).display().to_string();
     let fifo = |name: &str| run("mkfifo", &[&ws(name)]);
-    let mut cases: Vec<(String, &str, String)> = Vec::new();
+    let folder = |name: &str| std::fs::create_dir_all(server.path(name)).unwrap();
+    let dem = |to: &str| {
+        std::fs::copy(server.path("dem.tif"), server.path(to)).unwrap();
+    };
+    // (position, tool, input, the FIFO's name)
+    let mut cases: Vec<(String, &str, String, String)> = Vec::new();
     // The input itself, and the sidecars GDAL probes beside a raster and a shapefile.
-    fifo("input.tif");
-    cases.push(("input itself".into(), "raster_info", "input.tif".into()));
+    folder("in");
+    fifo("in/input.tif");
+    cases.push((
+        "input itself".into(),
+        "raster_info",
+        "in/input.tif".into(),
+        "input.tif".into(),
+    ));
     for (i, sidecar) in [
         "{n}.tif.aux.xml",
         "{n}.tif.ovr",
@@ -2547,33 +2563,32 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
     .iter()
     .enumerate()
     {
-        let stem = format!("r{i}");
-        std::fs::copy(server.path("dem.tif"), server.path(&format!("{stem}.tif"))).unwrap();
-        let name = sidecar.replace("{n}", &stem);
-        fifo(&name);
-        cases.push((name, "raster_info", format!("{stem}.tif")));
+        let dir = format!("r{i}");
+        folder(&dir);
+        dem(&format!("{dir}/r.tif"));
+        let name = sidecar.replace("{n}", "r");
+        fifo(&format!("{dir}/{name}"));
+        cases.push((name.clone(), "raster_info", format!("{dir}/r.tif"), name));
     }
     for (i, sidecar) in ["dbf", "shx", "prj", "cpg", "qix"].iter().enumerate() {
-        let stem = format!("s{i}");
+        let dir = format!("s{i}");
+        folder(&dir);
         for ext in ["shp", "shx", "dbf", "prj"] {
             if ext != *sidecar {
                 std::fs::copy(
                     data.join(format!("nc.{ext}")),
-                    server.path(&format!("{stem}.{ext}")),
+                    server.path(&format!("{dir}/s.{ext}")),
                 )
                 .unwrap();
             }
         }
-        fifo(&format!("{stem}.{sidecar}"));
-        cases.push((
-            format!("{stem}.{sidecar}"),
-            "vector_info",
-            format!("{stem}.shp"),
-        ));
+        let name = format!("s.{sidecar}");
+        fifo(&format!("{dir}/{name}"));
+        cases.push((name.clone(), "vector_info", format!("{dir}/s.shp"), name));
     }
-    // A VRT's source, and the sidecars GDAL probes beside a clean source.
-    fifo("fifo-source.tif");
-    std::fs::copy(server.path("dem.tif"), server.path("clean-source.tif")).unwrap();
+    // A VRT's source, and the sidecars GDAL probes beside a clean source: the VRT in one
+    // folder, its source (and the FIFO) in another.
+    dem("clean-source.tif");
     run(
         "gdal_translate",
         &["-q", "-of", "VRT", &ws("clean-source.tif"), &ws("twin.vrt")],
@@ -2587,8 +2602,16 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
         )
         .unwrap();
     };
-    vrt_over("uses-fifo.vrt", "fifo-source.tif");
-    cases.push(("a VRT source".into(), "raster_info", "uses-fifo.vrt".into()));
+    folder("fifo-src");
+    fifo("fifo-src/source.tif");
+    folder("uses-fifo");
+    vrt_over("uses-fifo/v.vrt", "../fifo-src/source.tif");
+    cases.push((
+        "a VRT source".into(),
+        "raster_info",
+        "uses-fifo/v.vrt".into(),
+        "source.tif".into(),
+    ));
     for (i, sidecar) in [
         "{n}.tif.ovr",
         "{n}.tif.aux.xml",
@@ -2600,58 +2623,68 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
     .iter()
     .enumerate()
     {
-        let stem = format!("src{i}");
-        std::fs::copy(server.path("dem.tif"), server.path(&format!("{stem}.tif"))).unwrap();
-        let name = sidecar.replace("{n}", &stem);
-        fifo(&name);
-        vrt_over(&format!("v{i}.vrt"), &format!("{stem}.tif"));
+        let (src, vrt) = (format!("src{i}"), format!("v{i}"));
+        folder(&src);
+        folder(&vrt);
+        dem(&format!("{src}/s.tif"));
+        let name = sidecar.replace("{n}", "s");
+        fifo(&format!("{src}/{name}"));
+        vrt_over(&format!("{vrt}/v.vrt"), &format!("../{src}/s.tif"));
         cases.push((
             format!("VRT source's {name}"),
             "raster_info",
-            format!("v{i}.vrt"),
+            format!("{vrt}/v.vrt"),
+            name,
         ));
     }
-    // Two levels down: a VRT over a VRT whose source has a FIFO `.ovr`.
-    std::fs::write(
-        server.path("outer.vrt"),
-        std::fs::read_to_string(server.path("twin.vrt"))
-            .unwrap()
-            .replace(">clean-source.tif<", ">v0.vrt<"),
-    )
-    .unwrap();
-    cases.push(("nested VRT".into(), "raster_info", "outer.vrt".into()));
-    // An entry of a folder dataset, and an `.aux.xml`'s overview file.
-    std::fs::create_dir_all(server.path("folder")).unwrap();
+    // Two levels down, each in a folder of its own: a VRT over a VRT whose source has a FIFO
+    // `.ovr`.
+    folder("outer");
+    vrt_over("outer/outer.vrt", "../v0/v.vrt");
+    cases.push((
+        "nested VRT".into(),
+        "raster_info",
+        "outer/outer.vrt".into(),
+        "s.tif.ovr".into(),
+    ));
+    // An entry of a folder dataset, and an `.aux.xml`'s overview file (in another folder).
+    folder("fd/folder");
     for ext in ["shp", "shx", "dbf", "prj"] {
         std::fs::copy(
             data.join(format!("nc.{ext}")),
-            server.path(&format!("folder/nc.{ext}")),
+            server.path(&format!("fd/folder/nc.{ext}")),
         )
         .unwrap();
     }
-    fifo("folder/other.dbf");
-    cases.push(("folder entry".into(), "vector_info", "folder".into()));
-    std::fs::copy(server.path("dem.tif"), server.path("pam.tif")).unwrap();
-    fifo("overviews.bin");
+    fifo("fd/folder/other.dbf");
+    cases.push((
+        "folder entry".into(),
+        "vector_info",
+        "fd/folder".into(),
+        "other.dbf".into(),
+    ));
+    folder("pam");
+    folder("ovr");
+    dem("pam/pam.tif");
+    fifo("ovr/overviews.bin");
     std::fs::write(
-        server.path("pam.tif.aux.xml"),
-        "<PAMDataset><Metadata domain=\"OVERVIEWS\"><MDI key=\"OVERVIEW_FILE\">overviews.bin\
-         </MDI></Metadata></PAMDataset>",
+        server.path("pam/pam.tif.aux.xml"),
+        "<PAMDataset><Metadata domain=\"OVERVIEWS\"><MDI key=\"OVERVIEW_FILE\">\
+         ../ovr/overviews.bin</MDI></Metadata></PAMDataset>",
     )
     .unwrap();
     cases.push((
         ".aux.xml overview file".into(),
         "raster_info",
-        "pam.tif".into(),
+        "pam/pam.tif".into(),
+        "overviews.bin".into(),
     ));
-    // The clean files live in a folder of their own: a FIFO anywhere in an input's folder
-    // refuses the input (R13-15), and this one holds many.
     std::fs::create_dir(server.path("clean")).unwrap();
     for name in ["dem.tif", "clean-source.tif", "twin.vrt"] {
         std::fs::copy(server.path(name), server.path(&format!("clean/{name}"))).unwrap();
     }
 
-    for (position, tool, input) in &cases {
+    for (position, tool, input, fifo_name) in &cases {
         let started = Instant::now();
         let result = tokio::time::timeout(
             Duration::from_secs(20),
@@ -2663,8 +2696,12 @@ async fn a_fifo_in_any_position_gdal_may_open_is_refused_before_the_open() {
         assert!(is_error(&result), "{position}: {}", text(&result));
         let message = error_message(&result);
         assert!(
-            message.contains("not a regular file"),
+            message.contains("not a regular file") && message.contains(fifo_name.as_str()),
             "{position}: {message}"
+        );
+        assert!(
+            !message.contains("in its folder"),
+            "{position}: refused by the folder rule, not its own check: {message}"
         );
         assert!(
             started.elapsed() < Duration::from_secs(10),
@@ -5503,6 +5540,50 @@ async fn r13_15_a_fifo_in_an_inputs_folder_is_refused_before_the_open() {
     }
 }
 
+/// Regression (attack round 13, R13-15's links): the folder rule skipped every link in an
+/// input's folder, so `METADATA.DIM` as a link to a FIFO (inside the workspace or outside it)
+/// still reached GDAL's imagery metadata reader, which opens that name beside a GeoTIFF and
+/// blocks to the open deadline; so did a link named like `<stem>_rpc.txt`. A link is judged
+/// by what it points to (stat, which opens nothing): each such input is refused at once,
+/// naming the link, the pool keeps answering and nothing outside is touched. The clean twin:
+/// `METADATA.DIM` as a link to a regular file inside, and the raster opens.
+#[tokio::test]
+async fn r13_15_a_link_to_a_fifo_in_an_inputs_folder_is_refused_before_the_open() {
+    let decoy = Decoy::new();
+    let outside = tempfile::tempdir().unwrap();
+    let outside_fifo = outside.path().join("fifo");
+    run("mkfifo", &[&outside_fifo.display().to_string()]);
+    let server = start(&["dem.tif"]).await;
+    let ws = server.workspace.path().to_path_buf();
+    std::fs::create_dir(ws.join("pipes")).unwrap();
+    run("mkfifo", &[&ws.join("pipes/fifo").display().to_string()]);
+    std::fs::create_dir(ws.join("meta")).unwrap();
+    std::fs::write(ws.join("meta/notes.txt"), "plain text\n").unwrap();
+    let cases = [
+        ("inside", "METADATA.DIM", ws.join("pipes/fifo")),
+        ("outside", "METADATA.DIM", outside_fifo.clone()),
+        ("near", "x_rpc.txt", ws.join("pipes/fifo")),
+        ("clean", "METADATA.DIM", ws.join("meta/notes.txt")),
+    ];
+    for (folder, link, target) in &cases {
+        std::fs::create_dir(ws.join(folder)).unwrap();
+        std::fs::copy(ws.join("dem.tif"), ws.join(folder).join("x.tif")).unwrap();
+        std::os::unix::fs::symlink(target, ws.join(folder).join(link)).unwrap();
+    }
+    // A file GDAL lists that no check saw counts as changed during the open when its change
+    // time is within 50 ms of the checks (the clean twin's link target is one).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for (folder, link, _) in &cases[..3] {
+        let calls = (0..3)
+            .map(|_| server.call("raster_info", json!({"input": format!("{folder}/x.tif")})))
+            .collect();
+        all_refused_at_once(calls, &[link, "not a regular file"]).await;
+    }
+    answers(&server, "raster_info", json!({"input": "clean/x.tif"})).await;
+    answers(&server, "raster_info", json!({"input": "dem.tif"})).await;
+    decoy.assert_untouched();
+}
+
 /// Call `tool` and assert that it is refused with a message holding `fragment`.
 async fn refused_with(server: &Server, tool: &str, arguments: Value, fragment: &str) {
     let result = server.call(tool, arguments.clone()).await.unwrap();
@@ -5838,4 +5919,126 @@ async fn r14_carriers_of_references_gdal_reads_are_read_first() {
 
     still_serves(&server).await;
     decoy.assert_untouched();
+}
+
+/// Known limit of rounds 12 and 13 (R12-5's twin, a crash's leftover): a GeoPackage beside a
+/// **hot rollback journal** (`x.gpkg-journal` of a write that never committed: its writer
+/// died). Measured with GDAL 3.6.2 and SQLite 3.40.1: a read-only open fails with
+/// `SQLITE_READONLY_ROLLBACK` ("attempt to write a readonly database") and writes nothing; an
+/// update open rolls the journal back (the database rewritten, the journal deleted). The
+/// server answered with SQLite's bare words; it now refuses naming the journal and the fix,
+/// for a read and for a conversion, and the database, its journal and an outside decoy keep
+/// every byte. The fixture is a real hot journal: 2,000 rows updated in a transaction with a
+/// two-page cache (so pages spill into the database before the commit), both files copied
+/// while the transaction is open. The clean twin: the same copy rolled back by SQLite itself
+/// (opened for writing once, as the message says) reads `v = 1` everywhere.
+#[tokio::test]
+async fn r12_5_a_hot_rollback_journal_is_refused_naming_the_fix_and_nothing_is_written() {
+    let decoy = Decoy::new();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let csv = scratch.path().join("p.csv");
+    let mut rows = String::from("id,v,WKT\n");
+    for i in 0..2000 {
+        rows.push_str(&format!(
+            "{i},1,\"POINT ({} 45)\"\n",
+            16.0 + f64::from(i) * 1e-4
+        ));
+    }
+    std::fs::write(&csv, rows).unwrap();
+    let source = scratch.path().join("x.gpkg");
+    run(
+        "ogr2ogr",
+        &[
+            "-q",
+            "-f",
+            "GPKG",
+            "-nln",
+            "p",
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            "-a_srs",
+            "EPSG:4326",
+            &source.display().to_string(),
+            &csv.display().to_string(),
+        ],
+    );
+    {
+        let connection = rusqlite::Connection::open(&source).unwrap();
+        // GeoPackage's R-tree triggers call GDAL's SQL functions; `v` is no geometry.
+        connection
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+                false,
+            )
+            .unwrap();
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE p SET v = 99;",
+            )
+            .unwrap();
+        for suffix in ["", "-journal"] {
+            std::fs::copy(
+                scratch.path().join(format!("x.gpkg{suffix}")),
+                server.path(&format!("x.gpkg{suffix}")),
+            )
+            .unwrap();
+        }
+        // The writer goes away without committing: its own copy is rolled back.
+    }
+    let dir = server.workspace.path().to_path_buf();
+    let before = sqlite_files(&dir, "x.gpkg");
+    assert!(before["x.gpkg-journal"].len() > 512, "{:?}", before.keys());
+    for (tool, arguments) in [
+        ("vector_info", json!({"input": "x.gpkg"})),
+        (
+            "vector_convert",
+            json!({"input": "x.gpkg", "output": "o.geojson"}),
+        ),
+    ] {
+        let result = server.call(tool, arguments).await.unwrap();
+        let message = error_message(&result);
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert!(
+            message.contains("rollback journal")
+                && message.contains("x.gpkg-journal")
+                && message.contains("PRAGMA integrity_check"),
+            "{tool}: {message}"
+        );
+        assert_eq!(
+            sqlite_files(&dir, "x.gpkg"),
+            before,
+            "{tool} wrote the input"
+        );
+    }
+    assert!(!server.path("o.geojson").exists());
+    decoy.assert_untouched();
+    // The clean twin: rolled back by SQLite (the fix the message names), it reads as it was
+    // committed, v = 1 in every row.
+    {
+        let connection = rusqlite::Connection::open(server.path("x.gpkg")).unwrap();
+        let n: i64 = connection
+            .query_row("PRAGMA integrity_check", [], |_| Ok(0))
+            .and_then(|_| {
+                connection.query_row("SELECT count(*) FROM p WHERE v = 1", [], |r| r.get(0))
+            })
+            .unwrap();
+        assert_eq!(n, 2000);
+    }
+    assert!(
+        !server.path("x.gpkg-journal").exists(),
+        "the journal was rolled back"
+    );
+    let rolled = sqlite_files(&dir, "x.gpkg");
+    let info = server
+        .call("vector_info", json!({"input": "x.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    assert!(text(&info).contains("2000"), "{}", text(&info));
+    assert_eq!(sqlite_files(&dir, "x.gpkg"), rolled);
 }

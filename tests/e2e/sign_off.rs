@@ -507,3 +507,200 @@ async fn r10_11_a_long_justification_does_not_enter_the_sign_off_journal() {
     let written = std::fs::read_to_string(&journal).unwrap();
     assert!(written.contains("short"), "{written}");
 }
+
+/// A 2025-11-25 client speaking raw JSON-RPC lines that declares form elicitation and answers
+/// every `elicitation/create` with an approval, after running the call's `during` (a file
+/// changed while the person reads the form).
+struct FormClient {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl FormClient {
+    fn start(setup: &Setup) -> Self {
+        use std::io::BufRead;
+        let key = setup.outside.path().join("user.key");
+        let policy = setup.outside.path().join("policy.toml");
+        let extra: Vec<&std::ffi::OsStr> = vec![
+            "--key-file".as_ref(),
+            key.as_os_str(),
+            "--policy".as_ref(),
+            policy.as_os_str(),
+        ];
+        let mut child = gdal_mcp_tests::spawn_raw_with(setup.workspace.path(), false, &extra)
+            .expect("the server starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Self {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        client.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": CLIENT, "version": "1"}}}),
+        );
+        let reply = client.next();
+        assert_eq!(reply["id"], 0, "{reply}");
+        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        client
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(gdal_mcp_tests::REQUEST_TIMEOUT)
+            .expect("the server answers");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Call `tool`; every form is approved after `during` ran. The call's result and the
+    /// messages of the forms shown.
+    fn call(&mut self, tool: &str, arguments: Value, during: &dyn Fn()) -> (Value, Vec<String>) {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool, "arguments": arguments}}));
+        let mut forms = Vec::new();
+        loop {
+            let message = self.next();
+            if message["method"] == "elicitation/create" {
+                forms.push(
+                    message["params"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                );
+                during();
+                self.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+                    "action": "accept", "content": {"decision": "approve", "note": "e2e"}}}));
+            } else if message["id"] == id {
+                return (message["result"].clone(), forms);
+            }
+        }
+    }
+}
+
+impl Drop for FormClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A 4 × 4 IDRISI raster (`.rst`, `.rdc`) in EPSG:32633 with a palette whose entry 1 is
+/// `red`: GDAL 3.6.2 writes the palette to `<stem>.smp`, reads it for the colour table and
+/// lists it in `GDALGetFileList`.
+fn idrisi_with_palette(path: &Path, red: i16) {
+    use gdal::raster::{ColorEntry, ColorTable, RgbaEntry};
+    let mem = gdal::DriverManager::get_driver_by_name("MEM")
+        .unwrap()
+        .create_with_band_type::<u8, _>("", 4, 4, 1)
+        .unwrap();
+    let mut mem = mem;
+    mem.set_geo_transform(&[500_000.0, 10.0, 0.0, 5_000_040.0, 0.0, -10.0])
+        .unwrap();
+    mem.set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    let mut band = mem.rasterband(1).unwrap();
+    band.write(
+        (0, 0),
+        (4, 4),
+        &mut gdal::raster::Buffer::new((4, 4), vec![1u8; 16]),
+    )
+    .unwrap();
+    let entry = |r| {
+        ColorEntry::Rgba(RgbaEntry {
+            r,
+            g: 0,
+            b: 0,
+            a: 255,
+        })
+    };
+    band.set_color_table(&ColorTable::color_ramp(0, &entry(0), 1, &entry(red)).unwrap());
+    let rst = gdal::DriverManager::get_driver_by_name("RST").unwrap();
+    drop(
+        mem.create_copy(&rst, path, &gdal::cpl::CslStringList::new())
+            .unwrap(),
+    );
+}
+
+/// Regression, attack round 13, R13-1 (its second half): a sign-off bound the input, the
+/// sidecar names and the files headers name, not what GDAL reads. An IDRISI raster's palette
+/// lives in `r.smp`, which GDAL 3.6.2 lists for the dataset and no sidecar name covers: its
+/// colour table replaced while the form was open ran as approved. The read set holds what
+/// GDAL listed for the input now: the form binds `r.smp` by its digest, and the approved call
+/// is refused once it changed, or once it appeared while the form was open (the input is
+/// listed again after the answer), with nothing written. The clean twin: nothing changes
+/// during the form and the same call runs.
+#[test]
+fn r13_1_a_companion_gdal_lists_changed_during_the_form_voids_the_approval() {
+    let other = tempfile::tempdir().unwrap();
+    idrisi_with_palette(&other.path().join("r.rst"), 200);
+    let swapped = std::fs::read(other.path().join("r.smp")).unwrap();
+    let arguments = json!({"input": "r.rst", "output": "o.tif", "dst_crs": "EPSG:4326",
+                           "resampling": "nearest", "overwrite": true,
+                           "justification": {"resampling": gdal_mcp_tests::justification("nearest")}});
+    for case in ["changed", "appeared", "clean"] {
+        // A store of its own each: the first run's approval (of the palette as it was) would
+        // still hold for the twin's identical files.
+        let setup = Setup::new();
+        idrisi_with_palette(&setup.path("r.rst"), 255);
+        let smp = setup.path("r.smp");
+        assert_ne!(std::fs::read(&smp).unwrap(), swapped);
+        if case == "appeared" {
+            std::fs::remove_file(&smp).unwrap();
+        }
+        let mut client = FormClient::start(&setup);
+        let (result, forms) = client.call("raster_reproject", arguments.clone(), &|| {
+            if case != "clean" {
+                std::fs::write(&smp, &swapped).unwrap();
+            }
+        });
+        assert_eq!(forms.len(), 1, "{case}: {result}");
+        assert_eq!(
+            forms[0].contains("r.smp"),
+            case != "appeared",
+            "{case}: the form binds the palette GDAL lists: {}",
+            forms[0]
+        );
+        let out = setup.path("o.tif");
+        if case == "clean" {
+            assert_ne!(result["isError"], true, "{result}");
+            assert!(out.exists());
+        } else {
+            assert_eq!(
+                result["isError"], true,
+                "{case}: ran on the swapped palette: {result}"
+            );
+            assert!(
+                result
+                    .to_string()
+                    .contains("does not hold for the call as it is now"),
+                "{case}: {result}"
+            );
+            assert!(!out.exists(), "{case}: written under the approval");
+        }
+    }
+}

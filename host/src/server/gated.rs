@@ -244,6 +244,18 @@ where
             let watching = progress.clone();
             let fresh = app
                 .gdal(move || {
+                    // Opened again, so the files GDAL lists for each input are the ones of
+                    // now (a companion that appeared while the form was open is bound too:
+                    // attack round 13, R13-1); one that no longer opens is refused by the
+                    // work's own open.
+                    for f in &named {
+                        let path = std::path::Path::new(&f.path);
+                        if let Err(e) =
+                            georef::with_choice(georef, || crate::gdal::facts::open(path).map(drop))
+                        {
+                            tracing::debug!(path = %f.path, "not listed again: {e}");
+                        }
+                    }
                     named
                         .iter()
                         .map(|f| {

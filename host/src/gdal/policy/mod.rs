@@ -1626,8 +1626,8 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
             path.display()
         )));
     }
-    for file in files {
-        if !inside(&file) {
+    for file in &files {
+        if !inside(file) {
             return Err(GdalError::Arguments(format!(
                 "{}: opening it makes GDAL read \"{file}\", which is outside every workspace \
                  (a VRT source, sidecar or overview file); copy the data into a workspace",
@@ -1636,7 +1636,7 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
         }
         // A listed FIFO, socket or device blocks the worker that reads it (attack round 13,
         // R13-3: a band's source GDAL listed was a FIFO inside), whoever listed it.
-        if std::fs::metadata(&file).is_ok_and(|m| !(m.is_file() || m.is_dir())) {
+        if std::fs::metadata(file).is_ok_and(|m| !(m.is_file() || m.is_dir())) {
             return Err(GdalError::Arguments(format!(
                 "{}: opening it makes GDAL read \"{file}\", which is not a regular file or \
                  folder (a FIFO, socket or device blocks the read); replace it with the file",
@@ -1644,6 +1644,9 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
             )));
         }
     }
+    // What GDAL listed, every file checked: what a sign-off on this input binds besides the
+    // sidecar names (attack round 13, R13-1).
+    read_set::record_listing(path, &files);
     Ok(())
 }
 

@@ -15,13 +15,103 @@
 //! (a sign-off) refuses rather than binding less than GDAL reads. Regression, issue 21,
 //! attack round 10, R10-1 (a VRT's source rewritten while the sign-off form was open ran as
 //! approved) and R10-2 (a VRT around an interpolated output hid its lineage).
+//!
+//! A list of sidecar names cannot know every companion a driver reads (attack round 13,
+//! R13-1: a MIF's `.mid` was missing, the third time this class came back), so the set also
+//! holds what GDAL itself listed for the input (`GDALGetFileList`) when it last opened it
+//! through the confined open ([`record_listing`], called by `super::confine_opened` after
+//! every listed file passed its checks): an IDRISI raster's `.smp` palette, say, which no
+//! suffix names. The gated step opens every input right before the gate binds a sign-off and
+//! again after the person answered, so the listing is the one of the call being approved.
 
 use super::references;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Most distinct files (sources and sidecars) a read set lists; a larger one is unlistable.
 pub const MAX_READ_SET_FILES: usize = 100_000;
+
+/// Most inputs whose last listing is kept (the oldest is forgotten first).
+const MAX_LISTED_INPUTS: usize = 256;
+/// Most files kept of one listing; a longer one is kept as "too many", which makes the read
+/// set unlistable (a sign-off binds far fewer files, `approval::MAX_BOUND_FILES`).
+const MAX_LISTED_FILES: usize = 1_000;
+
+/// What GDAL listed for an input at its last confined open: its canonical files, or `None`
+/// when it listed more than [`MAX_LISTED_FILES`].
+type Listing = Option<Vec<PathBuf>>;
+
+/// The last listing of each input, with the order it was recorded in (for forgetting), and
+/// the next order.
+type Listings = (u64, HashMap<PathBuf, (u64, Listing)>);
+
+/// Every input's last listing ([`record_listing`]).
+static LISTINGS: Mutex<Option<Listings>> = Mutex::new(None);
+
+/// Record what GDAL listed (`GDALGetFileList`, as GDAL names the files) for the dataset
+/// opened from `input`: the regular files among them, canonical. Called once every listed
+/// file passed the after-open checks (inside a workspace, not special). The server's own
+/// staged outputs are not recorded.
+pub fn record_listing(input: &Path, listed: &[String]) {
+    let Ok(key) = std::fs::canonicalize(input) else {
+        return;
+    };
+    if key
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with(".gdal-mcp-"))
+    {
+        return;
+    }
+    let mut files: Vec<PathBuf> = Vec::new();
+    for name in listed {
+        if !std::fs::metadata(name).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Ok(real) = std::fs::canonicalize(name) else {
+            continue;
+        };
+        if real != key && !files.contains(&real) {
+            files.push(real);
+        }
+    }
+    let listing = (files.len() <= MAX_LISTED_FILES).then_some(files);
+    let Ok(mut guard) = LISTINGS.lock() else {
+        return;
+    };
+    let (counter, map) = guard.get_or_insert_with(|| (0, HashMap::new()));
+    *counter += 1;
+    map.insert(key, (*counter, listing));
+    if map.len() > MAX_LISTED_INPUTS {
+        if let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, (order, _))| *order)
+            .map(|(path, _)| path.clone())
+        {
+            map.remove(&oldest);
+        }
+    }
+}
+
+/// What GDAL listed for `input` at its last confined open (`Ok(empty)` when it was not opened
+/// since the server started, or its listing was forgotten).
+fn listed(input: &Path) -> Result<Vec<PathBuf>, Unlistable> {
+    let key = std::fs::canonicalize(input).unwrap_or_else(|_| input.to_path_buf());
+    let Ok(guard) = LISTINGS.lock() else {
+        return Err(Unlistable(format!(
+            "{}: the files GDAL listed for it cannot be read back",
+            input.display()
+        )));
+    };
+    match guard.as_ref().and_then(|(_, map)| map.get(&key)) {
+        None => Ok(Vec::new()),
+        Some((_, Some(files))) => Ok(files.clone()),
+        Some((_, None)) => Err(Unlistable(format!(
+            "{}: GDAL lists more than {MAX_LISTED_FILES} files for it",
+            input.display()
+        ))),
+    }
+}
 
 /// The files GDAL reads for one input besides the input itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,8 +119,9 @@ pub struct ReadSet {
     /// Every file GDAL opens through the input (a VRT's sources at any depth, the datasets
     /// its `.aux.xml` names, a folder's files), canonical, each once, in the order found.
     pub sources: Vec<PathBuf>,
-    /// The sidecars GDAL reads by name beside the input and beside each source, canonical,
-    /// sorted, each once, none of them a source.
+    /// The sidecars GDAL reads by name beside the input and beside each source, the files
+    /// a header names (an IDRISI `.rdc`'s `.ref`) and the files GDAL listed for the input at
+    /// its last open ([`record_listing`]), canonical, sorted, each once, none of them a source.
     pub sidecars: Vec<PathBuf>,
 }
 
@@ -71,25 +162,33 @@ pub fn list(input: &Path) -> Result<ReadSet, Unlistable> {
     }
     // Files a header names by another name than the file's: an IDRISI `.rdc`'s `ref. system`
     // names a `.ref` that IDRISI projects share between rasters (attack round 13, R13-5).
+    let mut named: Vec<PathBuf> = Vec::new();
     for file in &files {
-        let named =
+        let found =
             super::drivers::idrisi_ref_files(input, file).map_err(|e| Unlistable(e.to_string()))?;
-        for (_, candidate, _) in named {
-            if !std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
-                continue;
-            }
-            let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
-            if !super::inside(&real.display().to_string()) {
-                return Err(Unlistable(format!(
-                    "{}: it makes GDAL read {}, which is outside every workspace",
-                    input.display(),
-                    real.display()
-                )));
-            }
-            if !seen.contains(&real) {
-                sidecars.insert(real);
-            }
+        named.extend(found.into_iter().map(|(_, candidate, _)| candidate));
+    }
+    // And what GDAL itself listed for the input (R13-1's second half): companions no suffix
+    // above names, each inside a workspace (the after-open check refused any other).
+    named.extend(listed(input)?);
+    for candidate in named {
+        if !std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
+            continue;
         }
+        let real = std::fs::canonicalize(&candidate).unwrap_or(candidate);
+        if !super::inside(&real.display().to_string()) {
+            return Err(Unlistable(format!(
+                "{}: it makes GDAL read {}, which is outside every workspace",
+                input.display(),
+                real.display()
+            )));
+        }
+        if !seen.contains(&real) {
+            sidecars.insert(real);
+        }
+    }
+    if seen.len() + sidecars.len() > MAX_READ_SET_FILES {
+        return Err(too_many(input));
     }
     Ok(ReadSet {
         sources,
@@ -428,6 +527,60 @@ mod tests {
             vec![d.join("r.rdc"), d.join("shared.ref")],
             "{set:?}"
         );
+    }
+
+    /// Regression (attack round 13, R13-1, its second half): the read set was the sidecar
+    /// names and the files headers name, not what GDAL reads. GDAL 3.6.2 lists an IDRISI
+    /// raster's `.smp` (its palette, read for the colour table), which no sidecar name covers;
+    /// once an open recorded GDAL's listing, the read set holds it, and a file GDAL does not
+    /// list stays out. A listing longer than a sign-off could bind makes the set unlistable.
+    #[test]
+    fn r13_1_what_gdal_lists_for_an_input_is_in_the_read_set() {
+        let (_dir, d) = temp_folder();
+        // A 4 x 4 palette raster described as a VRT, copied to IDRISI (which writes `r.smp`).
+        write(
+            &d.join("pal.vrt"),
+            "<VRTDataset rasterXSize=\"4\" rasterYSize=\"4\"><VRTRasterBand dataType=\"Byte\" \
+             band=\"1\"><ColorInterp>Palette</ColorInterp><ColorTable><Entry c1=\"0\" c2=\"0\" \
+             c3=\"0\" c4=\"255\"/><Entry c1=\"255\" c2=\"0\" c3=\"0\" c4=\"255\"/></ColorTable>\
+             </VRTRasterBand></VRTDataset>",
+        );
+        let palette = gdal::Dataset::open(d.join("pal.vrt")).unwrap();
+        let rst = gdal::DriverManager::get_driver_by_name("RST").unwrap();
+        drop(
+            palette
+                .create_copy(&rst, d.join("r.rst"), &gdal::cpl::CslStringList::new())
+                .unwrap(),
+        );
+        drop(palette);
+        std::fs::remove_file(d.join("pal.vrt")).unwrap();
+        write(&d.join("r.txt"), "not read");
+        let input = d.join("r.rst");
+        assert!(!sidecar_names(&input).contains(&"r.smp".to_string()));
+        let before = list(&input).unwrap();
+        assert!(!before.sidecars.contains(&d.join("r.smp")), "{before:?}");
+        let opened = gdal::Dataset::open(&input).unwrap();
+        let listed = super::super::file_list(&opened);
+        assert!(
+            listed.iter().any(|f| f.ends_with("r.smp")),
+            "GDAL lists the palette: {listed:?}"
+        );
+        record_listing(&input, &listed);
+        let set = list(&input).unwrap();
+        assert!(set.sidecars.contains(&d.join("r.smp")), "{set:?}");
+        assert!(!set.sidecars.contains(&d.join("r.txt")), "{set:?}");
+        assert_eq!(set.sidecars.len(), before.sidecars.len() + 1, "{set:?}");
+        // Too many to bind: unlistable, never bound by less.
+        let many: Vec<String> = (0..=MAX_LISTED_FILES)
+            .map(|i| {
+                let f = d.join(format!("m{i}"));
+                write(&f, "m");
+                f.display().to_string()
+            })
+            .collect();
+        record_listing(&input, &many);
+        let why = list(&input).unwrap_err();
+        assert!(why.0.contains("GDAL lists more than"), "{why}");
     }
 
     /// Regression (attack round 13, R13-4): a VRT band source written as a `SourceFilename`

@@ -110,10 +110,12 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
     };
     // A table GDAL would read that cannot be read here first.
     let unreadable = |what: &str, e: rusqlite::Error| {
-        GdalError::Arguments(format!(
-            "{}: its {what} cannot be read safely ({e}); it is refused before GDAL opens it",
-            path.display()
-        ))
+        hot_journal(path, &e).unwrap_or_else(|| {
+            GdalError::Arguments(format!(
+                "{}: its {what} cannot be read safely ({e}); it is refused before GDAL opens it",
+                path.display()
+            ))
+        })
     };
     let schema = read_schema(path).map_err(|e| unreadable("SQLite schema", e))?;
     for sql in &schema {
@@ -267,6 +269,38 @@ fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
         }
     }
     Ok(schema)
+}
+
+/// The refusal of a database SQLite found a **hot rollback journal** beside (a write that did
+/// not finish: its writer crashed or was killed): SQLite rolls such a journal back into the
+/// database at the next open that can write, and a read-only open fails with
+/// `SQLITE_READONLY_ROLLBACK` ("attempt to write a readonly database"). Measured with GDAL 3.6.2
+/// and SQLite 3.40.1: GDAL's read-only open fails the same way and writes nothing, and an
+/// update open rolls the journal back (the database rewritten, the journal deleted). The
+/// server opens inputs read-only and never rolls one back, so the input is refused naming the
+/// fix. `None` for any other error.
+fn hot_journal(path: &Path, e: &rusqlite::Error) -> Option<GdalError> {
+    let rusqlite::Error::SqliteFailure(failure, _) = e else {
+        return None;
+    };
+    if failure.extended_code != rusqlite::ffi::SQLITE_READONLY_ROLLBACK {
+        return None;
+    }
+    let mut journal = path.as_os_str().to_os_string();
+    journal.push("-journal");
+    let journal = PathBuf::from(journal);
+    let size = std::fs::metadata(&journal).map_or(0, |m| m.len());
+    Some(GdalError::Arguments(format!(
+        "{}: a rollback journal is beside it ({}, {size} bytes) from a write that did not \
+         finish (the program writing the database crashed or was killed); SQLite rolls it back \
+         into the database at the next open that may write, and the server opens its inputs \
+         read-only and does not write them. Open the database once with the program that \
+         wrote it, or run `sqlite3 {} \"PRAGMA integrity_check\"` (which rolls the journal \
+         back), then try again",
+        path.display(),
+        journal.display(),
+        path.display()
+    )))
 }
 
 /// A database's journal and WAL files, which SQLite opens beside it, must be regular files
