@@ -746,3 +746,86 @@ async fn r14_b6_aligned_clips_in_the_own_crs_and_south_up_are_not_resampling() {
         call.refusal
     );
 }
+
+/// Attack round 14, R14-B12 and R14-B14: `raster_resample` of an 11 x 11 raster without
+/// nodata to twice its cell size rounds the grid up past the raster's edge, and gdalwarp wrote
+/// the last row and column 0, undeclared (mean 354 m for a 500..520 m DEM); and a raster whose
+/// western columns lie under a GDAL mask was aggregated with those blocks 0 (mean 70 where
+/// the data is 100). Both declare the fill now; the twins (a resolution that divides the
+/// extent, no mask) declare nothing new.
+#[tokio::test]
+async fn r14_b12_b14_cells_no_valid_source_cell_reaches_are_nodata() {
+    let server = server().await;
+    let grid = [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0];
+    let odd = server.path("odd.tif");
+    write::<f32>(
+        &odd,
+        "GTiff",
+        (11, 11),
+        1,
+        grid,
+        &[],
+        |_, _| 500.0,
+        |_, _| {},
+    );
+    let done = run(
+        &server,
+        "raster_resample",
+        json!({"input": "odd.tif", "output": "odd_20.tif", "resolution": [20, 20],
+               "resampling": "nearest"}),
+    )
+    .await;
+    assert!(!is_error(&done), "{}", text(&done));
+    let (values, nodata) = band(&server.path("odd_20.tif"), 1);
+    assert!(nodata.is_some_and(f64::is_nan), "{nodata:?}");
+    assert!(
+        values.iter().all(|v| v.is_nan() || *v == 500.0),
+        "{values:?}"
+    );
+    let twin = run(
+        &server,
+        "raster_resample",
+        json!({"input": "odd.tif", "output": "odd_11.tif", "size": [11, 11],
+               "resampling": "nearest"}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+    assert_eq!(band(&server.path("odd_11.tif"), 1).1, None);
+
+    let masked = server.path("masked.tif");
+    write::<f32>(
+        &masked,
+        "GTiff",
+        (20, 20),
+        1,
+        grid,
+        &[],
+        |_, i| if i % 20 < 6 { 0.0 } else { 100.0 },
+        |_, band| {
+            gdal::config::set_thread_local_config_option("GDAL_TIFF_INTERNAL_MASK", "YES").unwrap();
+            band.create_mask_band(true).unwrap();
+            gdal::config::clear_thread_local_config_option("GDAL_TIFF_INTERNAL_MASK").unwrap();
+            let valid: Vec<u8> = (0..400).map(|i| if i % 20 < 6 { 0 } else { 255 }).collect();
+            band.open_mask_band()
+                .unwrap()
+                .write((0, 0), (20, 20), &mut Buffer::new((20, 20), valid))
+                .unwrap();
+        },
+    );
+    let done = run(
+        &server,
+        "raster_aggregate",
+        json!({"input": "masked.tif", "output": "masked_2.tif", "factor": [2, 2],
+               "statistic": "average"}),
+    )
+    .await;
+    assert!(!is_error(&done), "{}", text(&done));
+    let (values, nodata) = band(&server.path("masked_2.tif"), 1);
+    let nodata = nodata.expect("a declared nodata");
+    let valid: Vec<f64> = values
+        .into_iter()
+        .filter(|v| !(v.is_nan() || *v == nodata))
+        .collect();
+    assert_eq!(valid.len(), 70, "{valid:?}");
+    assert!(valid.iter().all(|v| *v == 100.0), "{valid:?}");
+}

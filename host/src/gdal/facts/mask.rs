@@ -46,6 +46,15 @@ pub fn mask_source(band: &RasterBand<'_>) -> Option<MaskSource> {
     })
 }
 
+/// Whether any band of `dataset` has a mask of its own ([`mask_source`]).
+pub fn any_band_masked(dataset: &gdal::Dataset) -> bool {
+    (1..=dataset.raster_count()).any(|index| {
+        dataset
+            .rasterband(index)
+            .is_ok_and(|band| mask_source(&band).is_some())
+    })
+}
+
 /// The mask's values over a window (0 is invalid), read as the cells are (same window, same
 /// output size, nearest); `None` when the band has no mask of its own ([`mask_source`]).
 pub fn read_mask(

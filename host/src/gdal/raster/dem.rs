@@ -45,11 +45,7 @@ impl DemRequest {
         // gdaldem reads a band's nodata value, not its GDAL mask: a DEM whose invalid cells a
         // mask marks is copied with those cells as nodata first (attack round 14, R14-B4: 80
         // cells over 45° on a 5.7° plane, the masked cells 0.0).
-        let masked = (1..=opened.raster_count()).any(|index| {
-            opened
-                .rasterband(index)
-                .is_ok_and(|b| crate::gdal::facts::mask::mask_source(&b).is_some())
-        });
+        let masked = crate::gdal::facts::mask::any_band_masked(&opened);
         let flipped = match opened.geo_transform() {
             Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => {
                 Some(float_copy(&opened, gt, true)?)

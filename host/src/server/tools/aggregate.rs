@@ -202,7 +202,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 }
                 _ => None,
             };
-            let request = WarpRequest {
+            let mut request = WarpRequest {
                 input: input.clone(),
                 output,
                 dst_crs: None,
@@ -221,6 +221,13 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
                 vertical_shift: None,
             };
+            // A block wholly under the input's GDAL mask gets no value from gdalwarp, which
+            // writes 0 undeclared: the fill nodata the data cannot hold is declared instead
+            // (attack round 14, R14-B14: mean 70 where the data is 100).
+            if request.dst_nodata.is_none() && crate::gdal::facts::mask::any_band_masked(&dataset) {
+                request.dst_nodata =
+                    warp::fill_nodata(&input, &dataset, request.output_type.as_deref())?.value();
+            }
             // A mean (or rms) written in an integer type is rounded by gdalwarp to the nearest
             // whole number (1.5 -> 2): said in the result, as raster_calc says its rounding.
             let written_type = request.output_type.clone().or_else(|| {

@@ -631,8 +631,27 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             let widened = request.widen_sum(&dataset, |r| resample_weight(r, &dataset))?;
             // A rotated raster is regridded north-up round its footprint: the corners reach
-            // outside it (R14-B1).
-            let filled = choose_fill(&mut request, &dataset, rotated(&dataset))?;
+            // outside it (R14-B1). A resolution that does not divide the extent makes gdalwarp
+            // round the grid up past the raster's edge, `(int)((extent + res / 2) / res)`
+            // cells (R14-B12: an 11 x 11 raster to twice its cell size had its last row and
+            // column written 0). A masked raster leaves the cells wholly under its mask
+            // without a value (R14-B14: written 0, mean 70 where the data is 100).
+            let beyond = match (request.resolution, facts::raster_extent(&dataset)) {
+                (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) => {
+                    let past = |extent: f64, res: f64| {
+                        let cells = ((extent + res / 2.0) / res).floor().max(1.0);
+                        cells * res > extent * (1.0 + 1e-9)
+                    };
+                    past(xmax - xmin, rx) || past(ymax - ymin, ry)
+                }
+                _ => false,
+            };
+            let masked = crate::gdal::facts::mask::any_band_masked(&dataset);
+            let filled = choose_fill(
+                &mut request,
+                &dataset,
+                rotated(&dataset) || beyond || masked,
+            )?;
             let summary = StepSummary {
                 resampling: Some(request.resampling.clone()),
                 ..StepSummary::default()
