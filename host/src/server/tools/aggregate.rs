@@ -800,6 +800,20 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                 )?;
                 datasets.push(input_facts);
             }
+            // The other inputs are warped onto a north-up grid, read as the first input's: a
+            // rotated or south-up first grid misplaced them (attack round 14, R14-B18: up to
+            // 1.8 km rotated, rows reversed south-up).
+            let first_not_north_up = reference
+                .geo_transform()
+                .is_ok_and(|gt| gt[2] != 0.0 || gt[4] != 0.0 || gt[5] > 0.0);
+            if differ && first_not_north_up {
+                return Err(ToolError::Arguments(format!(
+                    "inputs[0]: {} is rotated or south-up, and the other inputs, on other grids, \
+                     are warped onto its grid north-up; make it north-up first (raster_resample \
+                     at its own resolution writes it so), or put a north-up input first",
+                    inputs[0].display()
+                )));
+            }
             let grids = if differ {
                 composite::GridRelation::Differ
             } else {
