@@ -1644,6 +1644,22 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             vector("o.geojson", &two, Some(wgs84()), json!({})),
             vector("o.gpkg", &two, Some(wgs84()), json!({})),
         ),
+        // R13-B8 (attack round 13): the fields a Shapefile cannot hold, measured by the host
+        // (`gdal::facts::schema`), are asked; the same layer whose fields fit is not.
+        (
+            "schema_lost",
+            {
+                let mut facts = vector("o.shp", &two[1..], Some(utm33()), json!({}));
+                facts.output = facts.output.map(|o| {
+                    o.with_schema(vec![gdal_mcp::gdal::facts::encoding::Loss {
+                        codec: "field_name".to_string(),
+                        text: "`population_2021` as `populati_1`".to_string(),
+                    }])
+                });
+                facts
+            },
+            vector("o.shp", &two[1..], Some(utm33()), json!({})),
+        ),
         (
             "csv_geometry_dropped",
             vector("o.csv", &two[1..], Some(utm33()), json!({})),
