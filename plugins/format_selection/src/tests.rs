@@ -1406,3 +1406,40 @@ fn r13_b8_schema_lost_names_the_fields_and_the_clean_twin_stays_advisory() {
     assert_eq!(ids(&fgb), vec!["lossless_write"]);
     assert!(vector_with_losses("vector_reproject", "o.shp", "ESRI Shapefile", &[]).is_none());
 }
+
+/// Round 14, item 2 (measured with GDAL 3.6.2): GeoPackage Byte tiles of 2, 3 and 4 bands keep
+/// one nodata value for the whole file, read back on every band, as GeoTIFF does; `nodata_lost`
+/// for them was a false alarm. PNG tiles with a uniform nodata are lossless; the default
+/// `PNG_JPEG` of 3 bands blurs the cells next to nodata (`lossy_near_nodata`); bands with
+/// different nodata values share the last one (`per_band_nodata`); JPEG still loses it.
+#[test]
+fn gpkg_multi_band_keeps_one_nodata_value() {
+    let png = json!({"format": "GPKG", "creation_options": {"TILE_FORMAT": "PNG"}});
+    let uniform = || with_nodata(raster("Byte", 3, false), &[Some(0.0); 3]);
+    let tiles = classify("raster_convert", png.clone(), uniform());
+    assert_eq!(
+        severity(&tiles),
+        Some(Severity::Advisory),
+        "{}",
+        reason(&tiles)
+    );
+    assert_eq!(ids(&tiles), vec!["lossless_write"]);
+    let two = classify(
+        "raster_convert",
+        png.clone(),
+        with_nodata(raster("Byte", 2, false), &[Some(7.0); 2]),
+    );
+    assert_eq!(severity(&two), Some(Severity::Advisory), "{}", reason(&two));
+    let jpeg_tiles = classify("raster_convert", json!({"format": "GPKG"}), uniform());
+    let found = ids(&jpeg_tiles);
+    assert!(found.iter().any(|i| i == "lossy_near_nodata"), "{found:?}");
+    assert!(!found.iter().any(|i| i == "nodata_lost"), "{found:?}");
+    let per_band = classify(
+        "raster_convert",
+        png,
+        with_nodata(raster("Byte", 3, false), &[Some(0.0), Some(1.0), Some(2.0)]),
+    );
+    assert_eq!(ids(&per_band), vec!["per_band_nodata"]);
+    let jpeg = classify("raster_convert", json!({"format": "JPEG"}), uniform());
+    assert!(ids(&jpeg).iter().any(|i| i == "nodata_lost"));
+}
