@@ -499,29 +499,40 @@ async fn r9_9_bounds_in_another_crs_clip_by_the_rectangle_not_its_envelope() {
     );
 }
 
-/// The crs_datum entries of a call's refusal: `(severity, operation, evidence ids)`.
-fn crs_datum_entries(result: &Value) -> Vec<(String, String, Vec<String>)> {
-    result["refusal"]
+/// The entries of `domain` in a result's `list` (`refusal` or `reflection`):
+/// `(severity, detail(entry), evidence ids)`.
+fn domain_entries(
+    result: &Value,
+    list: &str,
+    domain: &str,
+    detail: fn(&Value) -> &Value,
+) -> Vec<(String, String, Vec<String>)> {
+    result[list]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["domain"] == json!("crs_datum"))
+        .filter(|e| e["domain"] == json!(domain))
         .map(|e| {
             (
                 e["severity"].as_str().unwrap_or_default().to_string(),
-                e["decision"]["operation"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                detail(e).as_str().unwrap_or_default().to_string(),
                 e["evidence"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|i| i["id"].as_str().map(str::to_string))
+                    .filter_map(|i| i.as_str().or_else(|| i["id"].as_str()))
+                    .map(str::to_string)
                     .collect(),
             )
         })
         .collect()
+}
+
+/// The crs_datum entries of a call's refusal: `(severity, operation, evidence ids)`.
+fn crs_datum_entries(result: &Value) -> Vec<(String, String, Vec<String>)> {
+    domain_entries(result, "refusal", "crs_datum", |e| {
+        &e["decision"]["operation"]
+    })
 }
 
 /// Regression (attack round 9, R9-13): `bounds` given in a CRS on another datum than the
@@ -735,28 +746,9 @@ fn parcel_layer(server: &Server, name: &str, properties: &str) {
     assert!(status.success());
 }
 
-/// The `format_selection` receipts of a result, as `(severity, evidence ids, reason)`.
-fn format_receipts(result: &Value) -> Vec<(String, Vec<String>, String)> {
-    result["reflection"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|r| r["domain"] == "format_selection")
-        .map(|r| {
-            let ids = r["evidence"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|e| e.as_str().or_else(|| e["id"].as_str()))
-                .map(str::to_string)
-                .collect();
-            (
-                r["severity"].as_str().unwrap_or("").to_string(),
-                ids,
-                r["reason"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect()
+/// The `format_selection` receipts of a result, as `(severity, reason, evidence ids)`.
+fn format_receipts(result: &Value) -> Vec<(String, String, Vec<String>)> {
+    domain_entries(result, "reflection", "format_selection", |r| &r["reason"])
 }
 
 /// Regression (attack round 13, R13-B8): `vector_convert` to ESRI Shapefile of a layer whose
@@ -843,7 +835,7 @@ async fn r13_b8_shapefile_schema_loss_is_asked_not_called_lossless() {
     assert!(
         receipts
             .iter()
-            .all(|(_, ids, _)| !ids.iter().any(|i| i == "lossless_write")),
+            .all(|(_, _, ids)| !ids.iter().any(|i| i == "lossless_write")),
         "{receipts:?}"
     );
     let fields = out["written"].to_string();
@@ -861,7 +853,7 @@ async fn r13_b8_shapefile_schema_loss_is_asked_not_called_lossless() {
     let receipts = format_receipts(&structured(&clean));
     assert_eq!(receipts.len(), 1, "{receipts:?}");
     assert_eq!(receipts[0].0, "advisory");
-    assert_eq!(receipts[0].1, ["lossless_write", "shapefile_limits"]);
+    assert_eq!(receipts[0].2, ["lossless_write", "shapefile_limits"]);
     let fgb = server
         .call(
             "vector_convert",
@@ -872,5 +864,55 @@ async fn r13_b8_shapefile_schema_loss_is_asked_not_called_lossless() {
     assert!(!is_error(&fgb), "{}", text(&fgb));
     let receipts = format_receipts(&structured(&fgb));
     assert_eq!(receipts.len(), 1, "{receipts:?}");
-    assert_eq!(receipts[0].1, ["lossless_write"]);
+    assert_eq!(receipts[0].2, ["lossless_write"]);
+}
+
+/// Round 14 (R13-B8's fact, other drivers): DXF writes none of a layer's attribute fields
+/// (GDAL 3.6.2: its layers have a fixed schema), and was an advisory `unknown_driver`; now
+/// `schema_lost` names them. Twin: a layer without attribute fields to DXF loses nothing and
+/// stays advisory.
+#[tokio::test]
+async fn dxf_drops_every_field_and_says_so() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    parcel_layer(&server, "fields", r#"{"pop_2020":1000,"note":"short"}"#);
+    parcel_layer(&server, "bare", "{}");
+    let refused = server
+        .call(
+            "vector_convert",
+            json!({"input": "fields.gpkg", "output": "o.dxf", "format": "DXF"}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    let entry = content["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == "format_selection"))
+        .cloned()
+        .unwrap_or_else(|| panic!("format_selection did not gate: {content}"));
+    let fact = entry["evidence"]
+        .as_array()
+        .and_then(|items| items.iter().find(|e| e["id"] == "schema_lost"))
+        .map(|e| e["fact"].to_string())
+        .unwrap_or_else(|| panic!("no schema_lost: {entry}"));
+    assert!(
+        fact.contains("`pop_2020`") && fact.contains("`note`"),
+        "{fact}"
+    );
+    let bare = server
+        .call(
+            "vector_convert",
+            json!({"input": "bare.gpkg", "output": "b.dxf", "format": "DXF"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&bare), "{}", text(&bare));
+    let receipts = format_receipts(&structured(&bare));
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0].0, "advisory", "{receipts:?}");
+    assert!(
+        !receipts[0].2.iter().any(|i| i == "schema_lost"),
+        "{receipts:?}"
+    );
 }

@@ -18,6 +18,9 @@
 //! * **MapInfo File** (TAB): a name longer than 31 characters is cut to 31; a string longer
 //!   than 254 bytes is cut to 254 bytes; Integer64 is written as Real, so values beyond 2^53
 //!   lose their last digits; a Binary field is not written.
+//! * **LIBKML** leaves out Date and DateTime fields, **GML** Binary fields, and **DXF** every
+//!   attribute field (its layers have a fixed schema). GeoJSON, FlatGeobuf, GeoPackage, SQLite
+//!   and CSV keep every field's value (CSV as text; KML writes dates as text).
 //!
 //! The losses are handed to the domains in the `output` fact's `losses` (WIT 0.6's
 //! `encoding-loss` record: `codec` names the kind of loss, `text` the fields and numbers), so
@@ -72,7 +75,22 @@ struct FieldValues {
 
 /// Whether `driver` is one whose field limits this module knows.
 pub fn knows(driver: &str) -> bool {
-    matches!(driver, "ESRI Shapefile" | "MapInfo File")
+    matches!(
+        driver,
+        "ESRI Shapefile" | "MapInfo File" | "LIBKML" | "GML" | "DXF"
+    )
+}
+
+/// Whether `driver` leaves a field of `kind` out of the output altogether (GDAL 3.6.2,
+/// measured): Binary in Shapefile, MapInfo and GML; Date and DateTime in LIBKML; every
+/// attribute field in DXF, whose layers have a fixed schema.
+fn dropped(driver: &str, kind: OGRFieldType::Type) -> bool {
+    match driver {
+        "DXF" => true,
+        "LIBKML" => matches!(kind, OGRFieldType::OFTDate | OGRFieldType::OFTDateTime),
+        "ESRI Shapefile" | "MapInfo File" | "GML" => kind == OGRFieldType::OFTBinary,
+        _ => false,
+    }
 }
 
 /// What writing the layers of `dataset` (only `layer` when the call names one) with `driver`
@@ -246,6 +264,22 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
         })
     };
     let checked = values.features;
+    for field in fields.iter().filter(|f| dropped(driver, f.kind)) {
+        let what = match driver {
+            "DXF" => "DXF layers have a fixed schema".to_string(),
+            _ => format!(
+                "{driver} has no {} type",
+                gdal::vector::field_type_to_name(field.kind)
+            ),
+        };
+        lose(
+            FIELD_DROPPED,
+            format!("the field `{}` is not written: {what}", field.name),
+        );
+    }
+    if !matches!(driver, "ESRI Shapefile" | "MapInfo File") {
+        return losses;
+    }
     // Field names.
     let names: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
     let written = match driver {
@@ -279,10 +313,6 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
     for (field, seen) in fields.iter().zip(&values.per_field) {
         let name = &field.name;
         match field.kind {
-            OGRFieldType::OFTBinary => lose(
-                FIELD_DROPPED,
-                format!("the Binary field `{name}` is not written: {driver} has no binary type"),
-            ),
             OGRFieldType::OFTDateTime if driver == "ESRI Shapefile" && seen.losing > 0 => lose(
                 DATE_TIME,
                 format!(

@@ -187,19 +187,20 @@ fn r13_b8_shapefile_losses_are_what_gdal_writes() {
     assert_eq!(
         codecs,
         [
+            FIELD_DROPPED,
             FIELD_NAME,
             STRING_LENGTH,
             DATE_TIME,
-            INTEGER64,
-            FIELD_DROPPED
+            INTEGER64
         ],
         "{found:?}"
     );
     for (index, needle) in [
-        (0, "`population_2021` as `populati_1`"),
-        (0, "`Population` as `Populati_2`"),
-        (1, "the longest 300"),
-        (2, "2024/03/01 12:34:56"),
+        (0, "`bin`"),
+        (1, "`population_2021` as `populati_1`"),
+        (1, "`Population` as `Populati_2`"),
+        (2, "the longest 300"),
+        (3, "2024/03/01 12:34:56"),
     ] {
         assert!(found[index].text.contains(needle), "{}", found[index].text);
     }
@@ -301,4 +302,50 @@ fn r13_b8_mapinfo_losses_are_what_gdal_writes() {
     let mut l = ds.layer(0).unwrap();
     let f = l.features().next().unwrap();
     assert_eq!(f.field_as_double(1).unwrap(), Some(9007199254740992.0));
+}
+
+/// Round 14, item 3: the fields LIBKML (Date, DateTime), GML (Binary) and DXF (every field)
+/// leave out are the ones GDAL 3.6.2 leaves out; GeoJSON, FlatGeobuf and CSV keep them all.
+#[test]
+fn fields_dropped_by_libkml_gml_and_dxf_are_what_gdal_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.gpkg");
+    let fields = [
+        ("d", OGRFieldType::OFTDate),
+        ("dt", OGRFieldType::OFTDateTime),
+        ("b", OGRFieldType::OFTBinary),
+        ("i", OGRFieldType::OFTInteger),
+    ];
+    layer(
+        &src,
+        "p",
+        &fields,
+        &[vec![
+            Some("2024/03/01"),
+            Some("2024/03/01 12:00:00"),
+            None,
+            Some("3"),
+        ]],
+    );
+    let ds = Dataset::open(&src).unwrap();
+    for (driver, out) in [("LIBKML", "o.kml"), ("GML", "o.gml"), ("DXF", "o.dxf")] {
+        let predicted: Vec<String> = losses(driver, &ds, Some("p"))
+            .iter()
+            .inspect(|l| assert_eq!(l.codec, FIELD_DROPPED))
+            .filter_map(|l| l.text.split('`').nth(1).map(str::to_string))
+            .collect();
+        let path = dir.path().join(out);
+        translate(&src, &path, driver, "p");
+        let kept: Vec<String> = read_back(&path).into_iter().map(|(n, _)| n).collect();
+        let gone: Vec<String> = fields
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .filter(|n| !kept.contains(n))
+            .collect();
+        assert_eq!(predicted, gone, "{driver}");
+        assert!(!gone.is_empty(), "{driver}");
+    }
+    for driver in ["GeoJSON", "FlatGeobuf", "CSV", "GPKG"] {
+        assert!(losses(driver, &ds, Some("p")).is_empty(), "{driver}");
+    }
 }
