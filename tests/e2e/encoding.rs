@@ -566,3 +566,89 @@ async fn r8_3_signed_bytes_are_lossy_where_the_method_leaves_the_input_range() {
     // Columns 30 and 31 of two rows: 2 x (30 + 31), within the bound 4 x 31.
     assert_eq!(max_of("sum_small.tif"), 122.0);
 }
+
+/// Round 14 (follow-up of attack round 13, R13-B5): `nodata_lost` (critical) was raised for
+/// every GeoPackage of two Byte bands and more, while GDAL 3.6.2 keeps one nodata value and
+/// reads it back on every band. A 3-band Byte raster declaring nodata 0 (a 4 × 4 block of it)
+/// written with PNG tiles now runs as an advisory `lossless_write`: every band reads back
+/// nodata 0 and no cell changes. Under the default `PNG_JPEG` tiles the cells next to nodata
+/// are blurred, and that is what is asked (`lossy_near_nodata`), not `nodata_lost`.
+#[tokio::test]
+async fn gpkg_multi_band_nodata_is_kept_and_not_called_lost() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let source = server.path("rgb.tif");
+    write_raster::<u8>(&source, 3, |b, x, y| {
+        if x < 4 && y < 4 {
+            0
+        } else {
+            (1 + (x * 3 + y * 5 + noise(b, x, y)) % 250) as u8
+        }
+    });
+    {
+        let ds = gdal::Dataset::open_ex(
+            &source,
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        for b in 1..=3 {
+            ds.rasterband(b)
+                .unwrap()
+                .set_no_data_value(Some(0.0))
+                .unwrap();
+        }
+    }
+    let png = server
+        .call(
+            "raster_convert",
+            json!({"input": "rgb.tif", "output": "png.gpkg", "format": "GPKG",
+                   "creation_options": {"TILE_FORMAT": "PNG"}}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&png), "{}", text(&png));
+    let receipts: Vec<Value> = structured(&png)["reflection"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["domain"] == "format_selection")
+        .cloned()
+        .collect();
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0]["decision"], "warn", "{receipts:?}");
+    assert!(
+        !receipts[0].to_string().contains("nodata_lost"),
+        "{receipts:?}"
+    );
+    let written = gdal::Dataset::open(server.path("png.gpkg")).unwrap();
+    let original = gdal::Dataset::open(&source).unwrap();
+    for b in 1..=3 {
+        let band = written.rasterband(b).unwrap();
+        assert_eq!(band.no_data_value(), Some(0.0), "band {b}");
+        let got = band
+            .read_as::<u8>((0, 0), (64, 64), (64, 64), None)
+            .unwrap();
+        let want = original
+            .rasterband(b)
+            .unwrap()
+            .read_as::<u8>((0, 0), (64, 64), (64, 64), None)
+            .unwrap();
+        assert_eq!(got.data(), want.data(), "band {b}");
+    }
+
+    let default = server
+        .call(
+            "raster_convert",
+            json!({"input": "rgb.tif", "output": "jpeg.gpkg", "format": "GPKG"}),
+        )
+        .await
+        .unwrap();
+    let refusal = structured(&default);
+    let entry = entry_of(&refusal, "format_selection");
+    evidence(&entry, "lossy_near_nodata");
+    assert!(!entry.to_string().contains("nodata_lost"), "{entry}");
+}

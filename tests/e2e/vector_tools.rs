@@ -499,29 +499,40 @@ async fn r9_9_bounds_in_another_crs_clip_by_the_rectangle_not_its_envelope() {
     );
 }
 
-/// The crs_datum entries of a call's refusal: `(severity, operation, evidence ids)`.
-fn crs_datum_entries(result: &Value) -> Vec<(String, String, Vec<String>)> {
-    result["refusal"]
+/// The entries of `domain` in a result's `list` (`refusal` or `reflection`):
+/// `(severity, detail(entry), evidence ids)`.
+fn domain_entries(
+    result: &Value,
+    list: &str,
+    domain: &str,
+    detail: fn(&Value) -> &Value,
+) -> Vec<(String, String, Vec<String>)> {
+    result[list]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["domain"] == json!("crs_datum"))
+        .filter(|e| e["domain"] == json!(domain))
         .map(|e| {
             (
                 e["severity"].as_str().unwrap_or_default().to_string(),
-                e["decision"]["operation"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
+                detail(e).as_str().unwrap_or_default().to_string(),
                 e["evidence"]
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter_map(|i| i["id"].as_str().map(str::to_string))
+                    .filter_map(|i| i.as_str().or_else(|| i["id"].as_str()))
+                    .map(str::to_string)
                     .collect(),
             )
         })
         .collect()
+}
+
+/// The crs_datum entries of a call's refusal: `(severity, operation, evidence ids)`.
+fn crs_datum_entries(result: &Value) -> Vec<(String, String, Vec<String>)> {
+    domain_entries(result, "refusal", "crs_datum", |e| {
+        &e["decision"]["operation"]
+    })
 }
 
 /// Regression (attack round 9, R9-13): `bounds` given in a CRS on another datum than the
@@ -711,5 +722,197 @@ async fn r9_13_bounds_on_another_datum_are_asked_like_a_mask() {
         !is_error(&on_source_datum.result),
         "{}",
         text(&on_source_datum.result)
+    );
+}
+
+/// One polygon layer `name`.gpkg made with ogr2ogr from GeoJSON `properties`.
+fn parcel_layer(server: &Server, name: &str, properties: &str) {
+    let json_path = server.path(&format!("{name}.geojson"));
+    std::fs::write(
+        &json_path,
+        format!(
+            r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{properties},
+               "geometry":{{"type":"Polygon","coordinates":[[[500000,6000000],[500100,6000000],
+               [500100,6000100],[500000,6000100],[500000,6000000]]]}}}}]}}"#
+        ),
+    )
+    .unwrap();
+    let status = std::process::Command::new("ogr2ogr")
+        .args(["-q", "-a_srs", "EPSG:32633", "-nln", "parcels"])
+        .arg(server.path(&format!("{name}.gpkg")))
+        .arg(&json_path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// The `format_selection` receipts of a result, as `(severity, reason, evidence ids)`.
+fn format_receipts(result: &Value) -> Vec<(String, String, Vec<String>)> {
+    domain_entries(result, "reflection", "format_selection", |r| &r["reason"])
+}
+
+/// Regression (attack round 13, R13-B8): `vector_convert` to ESRI Shapefile of a layer whose
+/// fields cannot survive was an advisory `lossless_write` ("holds these layers without loss")
+/// while GDAL 3.6.2 wrote `population_2021` as `populati_1`, cut a 300-character string to
+/// 254 and dropped a DateTime's time. The host now measures the fields against the driver's
+/// limits before the write and format_selection asks `schema_lost`, naming each field and
+/// offering GeoPackage; the answered write says no "without loss". Twins: a layer whose fields
+/// fit (short names, a Date, short strings) to Shapefile, and the lossy layer to FlatGeobuf,
+/// are advisory `lossless_write`.
+#[tokio::test]
+async fn r13_b8_shapefile_schema_loss_is_asked_not_called_lossless() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let note = "x".repeat(300);
+    parcel_layer(
+        &server,
+        "lossy",
+        &format!(
+            r#"{{"population_2020":1000,"population_2021":2000,"note":"{note}",
+                 "surveyed":"2024-03-01T12:34:56"}}"#
+        ),
+    );
+    parcel_layer(
+        &server,
+        "clean",
+        r#"{"pop_2020":1000,"pop_2021":2000,"note":"short","surveyed":"2024-03-01"}"#,
+    );
+
+    let refused = server
+        .call(
+            "vector_convert",
+            json!({"input": "lossy.gpkg", "output": "o.shp"}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    let entry = content["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == "format_selection"))
+        .cloned()
+        .unwrap_or_else(|| panic!("format_selection did not gate: {content}"));
+    assert_eq!(entry["severity"], "required", "{entry}");
+    let item = entry["evidence"]
+        .as_array()
+        .and_then(|items| items.iter().find(|e| e["id"] == "schema_lost"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no schema_lost: {entry}"));
+    let fact = item["fact"].as_str().unwrap_or("");
+    for needle in [
+        "`population_2020` as `population`",
+        "`population_2021` as `populati_1`",
+        "`surveyed`",
+        "2024/03/01 12:34:56",
+        "`note`",
+        "the longest 300",
+    ] {
+        assert!(fact.contains(needle), "{needle} not in {fact}");
+    }
+    assert_eq!(
+        item["alternative"],
+        json!({"format": "GPKG", "output": "o.gpkg"}),
+        "{item}"
+    );
+    assert!(
+        !text(&refused).contains("without loss"),
+        "{}",
+        text(&refused)
+    );
+
+    // Answered: the write runs, and nothing in the result calls it lossless.
+    let answered = call_justified(
+        &server,
+        "vector_convert",
+        json!({"input": "lossy.gpkg", "output": "o.shp"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&answered.result), "{}", text(&answered.result));
+    let out = structured(&answered.result);
+    assert!(!text(&answered.result).contains("without loss"), "{out}");
+    let receipts = format_receipts(&out);
+    assert!(
+        receipts
+            .iter()
+            .all(|(_, _, ids)| !ids.iter().any(|i| i == "lossless_write")),
+        "{receipts:?}"
+    );
+    let fields = out["written"].to_string();
+    assert!(fields.contains("populati_1"), "{fields}");
+
+    // Twins.
+    let clean = server
+        .call(
+            "vector_convert",
+            json!({"input": "clean.gpkg", "output": "c.shp"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    let receipts = format_receipts(&structured(&clean));
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0].0, "advisory");
+    assert_eq!(receipts[0].2, ["lossless_write", "shapefile_limits"]);
+    let fgb = server
+        .call(
+            "vector_convert",
+            json!({"input": "lossy.gpkg", "output": "o.fgb"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&fgb), "{}", text(&fgb));
+    let receipts = format_receipts(&structured(&fgb));
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0].2, ["lossless_write"]);
+}
+
+/// Round 14 (R13-B8's fact, other drivers): DXF writes none of a layer's attribute fields
+/// (GDAL 3.6.2: its layers have a fixed schema), and was an advisory `unknown_driver`; now
+/// `schema_lost` names them. Twin: a layer without attribute fields to DXF loses nothing and
+/// stays advisory.
+#[tokio::test]
+async fn dxf_drops_every_field_and_says_so() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    parcel_layer(&server, "fields", r#"{"pop_2020":1000,"note":"short"}"#);
+    parcel_layer(&server, "bare", "{}");
+    let refused = server
+        .call(
+            "vector_convert",
+            json!({"input": "fields.gpkg", "output": "o.dxf", "format": "DXF"}),
+        )
+        .await
+        .unwrap();
+    let content = structured(&refused);
+    let entry = content["refusal"]
+        .as_array()
+        .and_then(|entries| entries.iter().find(|e| e["domain"] == "format_selection"))
+        .cloned()
+        .unwrap_or_else(|| panic!("format_selection did not gate: {content}"));
+    let fact = entry["evidence"]
+        .as_array()
+        .and_then(|items| items.iter().find(|e| e["id"] == "schema_lost"))
+        .map(|e| e["fact"].to_string())
+        .unwrap_or_else(|| panic!("no schema_lost: {entry}"));
+    assert!(
+        fact.contains("`pop_2020`") && fact.contains("`note`"),
+        "{fact}"
+    );
+    let bare = server
+        .call(
+            "vector_convert",
+            json!({"input": "bare.gpkg", "output": "b.dxf", "format": "DXF"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&bare), "{}", text(&bare));
+    let receipts = format_receipts(&structured(&bare));
+    assert_eq!(receipts.len(), 1, "{receipts:?}");
+    assert_eq!(receipts[0].0, "advisory", "{receipts:?}");
+    assert!(
+        !receipts[0].2.iter().any(|i| i == "schema_lost"),
+        "{receipts:?}"
     );
 }

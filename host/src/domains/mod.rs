@@ -887,18 +887,19 @@ fn to_wit_call(call: &CallFacts) -> wit::ToolCall {
                 driver: o.driver.clone(),
                 options: o.options.clone(),
                 compression: encoding.map(|e| e.compression.clone()),
-                lossy: encoding.is_some_and(|e| e.lossy),
+                lossy: encoding.is_some_and(|e| e.lossy) || !o.schema.is_empty(),
+                // The encoding's losses, then what a vector driver cannot hold of the
+                // attribute fields (R13-B8).
                 losses: encoding
-                    .map(|e| {
-                        e.losses
-                            .iter()
-                            .map(|l| wit::EncodingLoss {
-                                codec: l.codec.clone(),
-                                text: l.text.clone(),
-                            })
-                            .collect()
+                    .map(|e| e.losses.as_slice())
+                    .unwrap_or_default()
+                    .iter()
+                    .chain(&o.schema)
+                    .map(|l| wit::EncodingLoss {
+                        codec: l.codec.clone(),
+                        text: l.text.clone(),
                     })
-                    .unwrap_or_default(),
+                    .collect(),
                 quality: encoding.and_then(|e| e.quality),
                 max_z_error: encoding.and_then(|e| e.max_z_error),
             }

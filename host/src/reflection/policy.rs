@@ -213,6 +213,7 @@ pub const BUILTIN_EVIDENCE: &[(&str, &[&str])] = &[
             "curves_linearised",
             "csv_geometry_dropped",
             "csv_points_only",
+            "schema_lost",
             "driver_reprojects",
             "crs_missing",
             "crs_not_kept",

@@ -1508,15 +1508,29 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             convert(json!({"format": "RST"}), packed()),
             convert(json!({"format": "RST"}), raster_of("Int16", 1, false, None)),
         ),
+        // Round 14 (measured with GDAL 3.6.2): GeoPackage Byte tiles of 2 to 4 bands keep one
+        // nodata value, read back on every band; JPEG tiles blur the cells next to it, PNG
+        // tiles keep them. `nodata_lost` stays for formats without nodata (JPEG, below).
         (
-            "nodata_lost",
+            "lossy_near_nodata",
             convert(
                 json!({"format": "GPKG"}),
                 raster_of("Byte", 3, false, Some(0.0)),
             ),
             convert(
-                json!({"format": "GPKG"}),
-                raster_of("Byte", 1, false, Some(0.0)),
+                json!({"format": "GPKG", "creation_options": {"TILE_FORMAT": "PNG"}}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+        ),
+        (
+            "nodata_lost",
+            convert(
+                json!({"format": "JPEG"}),
+                raster_of("Byte", 3, false, Some(0.0)),
+            ),
+            convert(
+                json!({"format": "GPKG", "creation_options": {"TILE_FORMAT": "PNG"}}),
+                raster_of("Byte", 3, false, Some(0.0)),
             ),
         ),
         (
@@ -1643,6 +1657,22 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             "too_many_layers",
             vector("o.geojson", &two, Some(wgs84()), json!({})),
             vector("o.gpkg", &two, Some(wgs84()), json!({})),
+        ),
+        // R13-B8 (attack round 13): the fields a Shapefile cannot hold, measured by the host
+        // (`gdal::facts::schema`), are asked; the same layer whose fields fit is not.
+        (
+            "schema_lost",
+            {
+                let mut facts = vector("o.shp", &two[1..], Some(utm33()), json!({}));
+                facts.output = facts.output.map(|o| {
+                    o.with_schema(vec![gdal_mcp::gdal::facts::encoding::Loss {
+                        codec: "field_name".to_string(),
+                        text: "`population_2021` as `populati_1`".to_string(),
+                    }])
+                });
+                facts
+            },
+            vector("o.shp", &two[1..], Some(utm33()), json!({})),
         ),
         (
             "csv_geometry_dropped",

@@ -142,6 +142,10 @@ pub(crate) fn why(id: &str) -> &'static str {
             "the geometry (or all but point coordinates) is not written: the file holds \
              attributes only"
         }
+        "schema_lost" => {
+            "fields are renamed, cut or dropped without a question: a reader looks for a field \
+             that is not there, or reads a value that is not the one written"
+        }
         "crs_missing" => {
             "coordinates without a CRS are read as WGS 84 longitude and latitude, which they \
              are probably not"
@@ -160,7 +164,8 @@ pub(crate) fn why(id: &str) -> &'static str {
         }
         "predictor" => "the predictor changes only the size of the file, never the values",
         "shapefile_limits" => {
-            "attribute names, long strings and date-times may be cut without a warning"
+            "a Shapefile cuts names, long strings and date-times; here they fit, as far as the \
+             features checked show"
         }
         "lossless_write" => "nothing is lost; the format is still a decision worth recording",
         _ => "the format or encoding changes what is written",

@@ -547,13 +547,13 @@ fn capacity(format: &str, written: &Written) -> Option<Capacity> {
             NodataSupport::OneValue,
             true,
         ),
-        // One Byte band keeps its nodata (GDAL 3.6 writes and reads it back; R13-B5); two
-        // bands and more do not.
-        "GPKG" if written.types.len() == 1 && written.types.iter().all(|t| t == "Byte") => {
-            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::OneValue, true)
-        }
+        // Byte tiles of 1 to 4 bands keep one nodata value for the whole file: GDAL 3.6.2
+        // reads it back on every band (R13-B5 for one band; measured for 2, 3 and 4 bands,
+        // round 14: bands declaring 0, 1 and 2 all read back 2, as GeoTIFF's one value).
+        // JPEG tiles (the default `PNG_JPEG` for opaque tiles of 3 bands) blur the cells next
+        // to the nodata cells instead: `lossy_near_nodata`.
         "GPKG" if written.types.iter().all(|t| t == "Byte") => {
-            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::Unsupported, true)
+            cap(&["Byte"], &[1, 2, 3, 4], NodataSupport::OneValue, true)
         }
         "GPKG" => cap(
             &["Int16", "UInt16", "Float32"],

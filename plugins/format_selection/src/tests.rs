@@ -1307,3 +1307,139 @@ fn validate_checks_content_not_acknowledgement() {
         "{errors:?}"
     );
 }
+
+/// `vector_convert` of one polygon layer to `output` with the host's output fact for `driver`
+/// carrying `losses` (codec, text).
+fn vector_with_losses(
+    tool: &str,
+    output: &str,
+    driver: &str,
+    losses: &[(&str, &str)],
+) -> Option<Trigger> {
+    let input = vector_dataset("input", "GPKG", Some(utm33()), &[("parcels", "Polygon")]);
+    let raw = call(
+        tool,
+        json!({"input": "in.gpkg", "output": output}),
+        vec![input],
+    );
+    let mut fact = output_fact(driver);
+    fact.losses = losses
+        .iter()
+        .map(|(codec, text)| EncodingLoss {
+            codec: (*codec).to_string(),
+            text: (*text).to_string(),
+        })
+        .collect();
+    fact.lossy = !fact.losses.is_empty();
+    checked(FormatSelection::classify(&Call::new(with_output(
+        raw, fact,
+    ))))
+}
+
+fn output_fact(driver: &str) -> OutputFacts {
+    output(driver, &[])
+}
+
+/// R13-B8 (attack round 13): a Shapefile write whose fields the host measured as not fitting
+/// (names cut and renumbered, a DateTime's time, a 300-character string) is a required
+/// `schema_lost` naming each field, offering GeoPackage, and never `lossless_write`; the
+/// clean twin (every field fits) stays an advisory `lossless_write` with the Shapefile note,
+/// and a loss of the encoding (none for vectors) is not taken for a schema loss.
+#[test]
+fn r13_b8_schema_lost_names_the_fields_and_the_clean_twin_stays_advisory() {
+    let names = "field names longer than 10 characters are cut, and names that collide once \
+                 cut are renumbered: `population_2020` as `population`, `population_2021` as \
+                 `populati_1`";
+    let lossy = vector_with_losses(
+        "vector_convert",
+        "work/o.shp",
+        "ESRI Shapefile",
+        &[
+            ("field_name", names),
+            (
+                "date_time",
+                "the DateTime field `surveyed` is written as Date",
+            ),
+            (
+                "string_length",
+                "the string field `note` holds 1 value longer than 254",
+            ),
+        ],
+    );
+    assert_eq!(severity(&lossy), Some(Severity::Required));
+    assert_eq!(ids(&lossy), vec!["schema_lost"]);
+    let text = reason(&lossy);
+    for needle in [
+        "`populati_1`",
+        "`surveyed`",
+        "`note`",
+        "GeoPackage or FlatGeobuf",
+    ] {
+        assert!(text.contains(needle), "{text}");
+    }
+    assert!(!text.contains("without loss"), "{text}");
+    assert_eq!(
+        offered(&lossy, "schema_lost"),
+        Some(json!({"format": "GPKG", "output": "work/o.gpkg"}))
+    );
+    assert!(key(&lossy)["schema_lost"].is_array());
+    // vector_reproject and vector_clip are gated only when something is lost: here it is.
+    for tool in ["vector_reproject", "vector_clip"] {
+        let got = vector_with_losses(tool, "o.shp", "ESRI Shapefile", &[("field_name", names)]);
+        assert_eq!(ids(&got), vec!["schema_lost"], "{tool}");
+    }
+    // MapInfo: the host measures its limits too, though the domain has no table for it.
+    let tab = vector_with_losses(
+        "vector_convert",
+        "o.tab",
+        "MapInfo File",
+        &[("string_length", "the string field `note` ...")],
+    );
+    assert_eq!(ids(&tab), vec!["schema_lost"]);
+
+    // Clean twins: the same layer whose fields fit, to Shapefile and to FlatGeobuf.
+    let clean = vector_with_losses("vector_convert", "o.shp", "ESRI Shapefile", &[]);
+    assert_eq!(severity(&clean), Some(Severity::Advisory));
+    assert_eq!(ids(&clean), vec!["lossless_write", "shapefile_limits"]);
+    assert!(reason(&clean).contains("they fit"), "{}", reason(&clean));
+    let fgb = vector_with_losses("vector_convert", "o.fgb", "FlatGeobuf", &[]);
+    assert_eq!(ids(&fgb), vec!["lossless_write"]);
+    assert!(vector_with_losses("vector_reproject", "o.shp", "ESRI Shapefile", &[]).is_none());
+}
+
+/// Round 14, item 2 (measured with GDAL 3.6.2): GeoPackage Byte tiles of 2, 3 and 4 bands keep
+/// one nodata value for the whole file, read back on every band, as GeoTIFF does; `nodata_lost`
+/// for them was a false alarm. PNG tiles with a uniform nodata are lossless; the default
+/// `PNG_JPEG` of 3 bands blurs the cells next to nodata (`lossy_near_nodata`); bands with
+/// different nodata values share the last one (`per_band_nodata`); JPEG still loses it.
+#[test]
+fn gpkg_multi_band_keeps_one_nodata_value() {
+    let png = json!({"format": "GPKG", "creation_options": {"TILE_FORMAT": "PNG"}});
+    let uniform = || with_nodata(raster("Byte", 3, false), &[Some(0.0); 3]);
+    let tiles = classify("raster_convert", png.clone(), uniform());
+    assert_eq!(
+        severity(&tiles),
+        Some(Severity::Advisory),
+        "{}",
+        reason(&tiles)
+    );
+    assert_eq!(ids(&tiles), vec!["lossless_write"]);
+    let two = classify(
+        "raster_convert",
+        png.clone(),
+        with_nodata(raster("Byte", 2, false), &[Some(7.0); 2]),
+    );
+    assert_eq!(severity(&two), Some(Severity::Advisory), "{}", reason(&two));
+    let jpeg_tiles = classify("raster_convert", json!({"format": "GPKG"}), uniform());
+    let found = ids(&jpeg_tiles);
+    assert!(found.iter().any(|i| i == "lossy_near_nodata"), "{found:?}");
+    assert!(!found.iter().any(|i| i == "nodata_lost"), "{found:?}");
+    let per_band = classify(
+        "raster_convert",
+        png,
+        with_nodata(raster("Byte", 3, false), &[Some(0.0), Some(1.0), Some(2.0)]),
+    );
+    assert_eq!(ids(&per_band), vec!["per_band_nodata"]);
+    let jpeg = classify("raster_convert", json!({"format": "JPEG"}), uniform());
+    assert!(ids(&jpeg).iter().any(|i| i == "nodata_lost"));
+}

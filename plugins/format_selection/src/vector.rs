@@ -48,6 +48,28 @@ const KNOWN: &[&str] = &[
 /// Formats that always store WGS 84 longitude/latitude (the driver reprojects).
 const ALWAYS_WGS84: &[&str] = &["KML", "LIBKML", "GeoJSONSeq"];
 
+/// The kinds of attribute-field loss the host measures for a vector output (its
+/// `output.losses` codecs): renamed fields, date-times cut to dates, strings cut, fields not
+/// written, 64-bit integers turned into reals.
+const SCHEMA_LOSSES: &[&str] = &[
+    "field_name",
+    "date_time",
+    "string_length",
+    "field_dropped",
+    "integer64",
+];
+
+/// Ready-to-use arguments that write the output with `driver` instead, the output's extension
+/// changed to `extension`.
+fn elsewhere(call: &Call, driver: &str, extension: &str) -> Value {
+    let output = call.arg_str("output").unwrap_or("");
+    let stem = match output.rfind('.') {
+        Some(dot) if !output[dot..].contains('/') => &output[..dot],
+        _ => output,
+    };
+    json!({"format": driver, "output": format!("{stem}.{extension}")})
+}
+
 /// The canonical spelling of a vector driver name.
 fn canonical(format: &str) -> String {
     match format.to_ascii_uppercase().as_str() {
@@ -194,11 +216,65 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
                 )),
             );
         }
+        let unread: Vec<String> = written_layers
+            .iter()
+            .filter(|l| l.feature_count.is_some_and(|n| n > l.features_checked))
+            .map(|l| {
+                format!(
+                    "{} ({} of {} features)",
+                    l.name,
+                    l.features_checked,
+                    l.feature_count.unwrap_or(0)
+                )
+            })
+            .collect();
+        let unread = if unread.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; strings and date-times were read only in the features checked of {}",
+                unread.join(", ")
+            )
+        };
         notes.push(note(
             "shapefile_limits",
-            "Shapefile limits the facts cannot show: field names are cut to 10 characters, \
-             strings to 254, date-times lose their time, and a file stops at 2 GB",
+            format!(
+                "the host checked the fields against Shapefile's limits (names of 10 \
+                 characters, strings of 254, dates without time, no binary fields) and they \
+                 fit{unread}; a Shapefile stops at 2 GB"
+            ),
         ));
+    }
+    // What the driver cannot hold of the attribute fields, measured by the host from the
+    // layers' schema and values before the write (attack round 13, R13-B8).
+    let schema: Vec<&str> = call
+        .output()
+        .map(|o| {
+            o.losses
+                .iter()
+                .filter(|l| SCHEMA_LOSSES.contains(&l.codec.as_str()))
+                .map(|l| l.text.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    if !schema.is_empty() {
+        let keeps = if written.len() == 1 {
+            "GeoPackage or FlatGeobuf keep"
+        } else {
+            "GeoPackage keeps"
+        };
+        findings.push(
+            Finding::new(
+                Severity::Required,
+                "schema_lost",
+                format!(
+                    "{format} cannot hold these fields as they are: {}; {keeps} every field",
+                    schema.join("; ")
+                ),
+            )
+            .with_fact(format!("{format}: {}", schema.join("; ")))
+            .or_use(Some(elsewhere(call, "GPKG", "gpkg"))),
+        );
     }
     if NO_CURVES.contains(&format.as_str()) && bases.iter().any(|b| CURVES.contains(b)) {
         let curved: Vec<String> = written_layers
@@ -358,6 +434,11 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         "rfc7946": rfc7946,
         "csv_geometry": csv_geometry,
     });
+    // Only when something is lost, so that every other decision keeps its key.
+    let mut key_fields = key_fields;
+    if let (false, Some(fields)) = (schema.is_empty(), key_fields.as_object_mut()) {
+        fields.insert("schema_lost".to_string(), json!(schema));
+    }
     Some(Assessment {
         findings,
         notes,

@@ -636,6 +636,11 @@ pub struct OutputFacts {
     pub options: Vec<(String, String)>,
     /// Whether and how a raster output's encoding loses values; `None` for a vector output.
     pub encoding: Option<EncodingFact>,
+    /// What a vector output's driver cannot hold of the layers' attribute fields, measured
+    /// before the write ([`super::schema::losses`]); empty for a raster output. The domains
+    /// see it in `output.losses`, after the encoding's (attack round 13, R13-B8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schema: Vec<Loss>,
 }
 
 impl OutputFacts {
@@ -648,7 +653,14 @@ impl OutputFacts {
                 .map(|(k, v)| (k.to_ascii_uppercase(), v.clone()))
                 .collect(),
             encoding: None,
+            schema: Vec::new(),
         }
+    }
+
+    /// This vector output with the schema losses its driver makes.
+    pub fn with_schema(mut self, schema: Vec<Loss>) -> Self {
+        self.schema = schema;
+        self
     }
 }
 
@@ -811,6 +823,7 @@ pub fn output_of_call(
         driver,
         options,
         encoding: Some(encoding),
+        schema: Vec::new(),
     })
 }
 

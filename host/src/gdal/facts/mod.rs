@@ -14,6 +14,7 @@ pub mod encoding;
 pub mod georef;
 pub mod mask;
 pub mod nodata;
+pub mod schema;
 pub mod transform;
 
 use super::{cstring, ErrorCapture, GdalError};

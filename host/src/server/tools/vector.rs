@@ -7,6 +7,7 @@
 
 use crate::domains::CallFacts;
 use crate::gdal::facts::encoding::OutputFacts;
+use crate::gdal::facts::schema;
 use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, DatasetFacts};
 use crate::gdal::programs::{self, number, Program};
@@ -394,7 +395,11 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 output,
                 argv,
                 transformation,
-                written: OutputFacts::vector(&driver, &[]),
+                written: OutputFacts::vector(&driver, &[]).with_schema(schema::losses(
+                    &driver,
+                    &dataset,
+                    args.layer.as_deref(),
+                )),
                 notes: Vec::new(),
             };
             // The layer's own CRS spelled another way is no change of CRS, and brings no
@@ -549,14 +554,16 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
             if let Some(layer) = &args.layer {
                 argv.push(layer.clone());
             }
-            let plan = VectorPlan {
-                input,
-                output,
-                argv,
-                transformation: None,
-                written: OutputFacts::vector(&driver, &layer_options),
-                notes: Vec::new(),
-            };
+            let plan =
+                VectorPlan {
+                    input,
+                    output,
+                    argv,
+                    transformation: None,
+                    written: OutputFacts::vector(&driver, &layer_options)
+                        .with_schema(schema::losses(&driver, &dataset, args.layer.as_deref())),
+                    notes: Vec::new(),
+                };
             Ok(plan.gathered(vec![input_facts], None))
         },
         translate,
@@ -727,7 +734,11 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 output,
                 argv,
                 transformation,
-                written: OutputFacts::vector(&driver, &[]),
+                written: OutputFacts::vector(&driver, &[]).with_schema(schema::losses(
+                    &driver,
+                    &dataset,
+                    args.layer.as_deref(),
+                )),
                 notes,
             };
             Ok(plan.gathered(datasets, target_crs))
