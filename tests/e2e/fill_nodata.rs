@@ -829,3 +829,41 @@ async fn r14_b12_b14_cells_no_valid_source_cell_reaches_are_nodata() {
     assert_eq!(valid.len(), 70, "{valid:?}");
     assert!(valid.iter().all(|v| *v == 100.0), "{valid:?}");
 }
+
+/// Attack round 14, R14-B11: a raster whose nodata is NaN (the host's own reprojection fill)
+/// converted to Int16: gdal_translate declared 0 and wrote 960 of 1,000 nodata cells as
+/// -32768 values. The conversion is an argument error now, naming Float32 and `raster_calc`;
+/// the twin with a numeric nodata converts.
+#[tokio::test]
+async fn r14_b11_a_nan_nodata_is_not_narrowed_to_an_integer_by_a_copy() {
+    let server = server().await;
+    let grid = [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0];
+    for (name, nodata) in [("nan.tif", f64::NAN), ("num.tif", -9999.0)] {
+        write::<f32>(
+            &server.path(name),
+            "GTiff",
+            (10, 10),
+            1,
+            grid,
+            &[],
+            move |_, i| if i < 10 { nodata as f32 } else { 500.0 },
+            move |_, band| band.set_no_data_value(Some(nodata)).unwrap(),
+        );
+    }
+    let refused = run(
+        &server,
+        "raster_convert",
+        json!({"input": "nan.tif", "output": "nan16.tif", "output_type": "Int16"}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(text(&refused).contains("raster_calc"), "{}", text(&refused));
+    assert!(!server.path("nan16.tif").exists());
+    let twin = run(
+        &server,
+        "raster_convert",
+        json!({"input": "num.tif", "output": "num16.tif", "output_type": "Int16"}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}

@@ -472,6 +472,26 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 .as_ref()
                 .map(|r| r.band_count)
                 .unwrap_or(0);
+            // A NaN nodata has no integer to go to: gdal_translate declares 0 and writes the
+            // NaN cells as -32768 or 0 (attack round 14, R14-B11: 960 of 1,000 nodata cells
+            // became -32768 values beside a declared 0).
+            if let Some(t) = args.output_type {
+                let nan_nodata = input_facts
+                    .raster
+                    .as_ref()
+                    .is_some_and(|r| r.nodata.iter().any(|n| n.is_some_and(f64::is_nan)));
+                if nan_nodata && crate::gdal::raster::warp::integer_range(t.gdal_name()).is_some() {
+                    return Err(ToolError::Arguments(format!(
+                        "output_type: the input declares NaN as nodata, which {} cannot hold, \
+                         and gdal_translate would write its nodata cells as values; write \
+                         Float32, or use raster_calc (inputs {{\"a\": this raster}}, expression \"a\", \
+                         data_type {}), which \
+                         writes nodata cells as the output's nodata",
+                        t.gdal_name(),
+                        t.gdal_name()
+                    )));
+                }
+            }
             let mut plan = plan_convert(&args, bands)?;
             crate::gdal::facts::mask::refuse_mask_lost("input", &input, &plan.format)?;
             let (declared, note) = rescaled_declarations(&args, &input_facts)?;
