@@ -867,3 +867,43 @@ async fn r14_b11_a_nan_nodata_is_not_narrowed_to_an_integer_by_a_copy() {
     .await;
     assert!(!is_error(&twin), "{}", text(&twin));
 }
+
+/// Attack round 14, R14-B19: the `nodata` a call gives for the cells outside the source was
+/// not checked against the data: `nodata: 0` on a Byte image holding 0s made its valid 0-cells
+/// nodata, silently. A value the data holds is an argument error now; a value it does not hold
+/// runs.
+#[tokio::test]
+async fn r14_b19_a_nodata_the_data_holds_is_refused() {
+    let server = server().await;
+    write::<u8>(
+        &server.path("bytes.tif"),
+        "GTiff",
+        (40, 40),
+        1,
+        OFF_MERIDIAN,
+        &[],
+        |_, i| if i % 7 == 0 { 0 } else { 100 },
+        |_, _| {},
+    );
+    let refused = run(
+        &server,
+        "raster_reproject",
+        json!({"input": "bytes.tif", "output": "b0.tif", "dst_crs": "EPSG:4326",
+               "resampling": "nearest", "nodata": 0}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("is a value of band 1"),
+        "{}",
+        text(&refused)
+    );
+    let twin = run(
+        &server,
+        "raster_reproject",
+        json!({"input": "bytes.tif", "output": "b255.tif", "dst_crs": "EPSG:4326",
+               "resampling": "nearest", "nodata": 255}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
