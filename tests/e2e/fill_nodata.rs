@@ -907,3 +907,50 @@ async fn r14_b19_a_nodata_the_data_holds_is_refused() {
     .await;
     assert!(!is_error(&twin), "{}", text(&twin));
 }
+
+/// Attack round 14, R14-B17: `raster_convert` with `scale: [min, max, 0, 255]` to Byte of a
+/// raster whose nodata (-9999) Byte cannot hold: GDAL clamps the nodata to 0, where the
+/// rescale puts the data's minimum, and those valid cells became nodata. The nodata is judged
+/// as the output type holds it now; the twin rescaled onto 1..255 runs.
+#[tokio::test]
+async fn r14_b17_a_rescale_onto_the_clamped_nodata_is_refused() {
+    let server = server().await;
+    let grid = [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0];
+    write::<f32>(
+        &server.path("dem.tif"),
+        "GTiff",
+        (50, 50),
+        1,
+        grid,
+        &[],
+        |_, i| {
+            if i < 250 {
+                -9999.0
+            } else {
+                100.0 + (i % 50) as f32 * 10.0
+            }
+        },
+        |_, band| band.set_no_data_value(Some(-9999.0)).unwrap(),
+    );
+    let refused = run(
+        &server,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "d0.tif", "output_type": "Byte",
+               "scale": [100, 590, 0, 255]}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("kept in the output as 0"),
+        "{}",
+        text(&refused)
+    );
+    let twin = run(
+        &server,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "d1.tif", "output_type": "Byte",
+               "scale": [100, 590, 1, 255]}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
