@@ -829,3 +829,128 @@ async fn r14_b12_b14_cells_no_valid_source_cell_reaches_are_nodata() {
     assert_eq!(valid.len(), 70, "{valid:?}");
     assert!(valid.iter().all(|v| *v == 100.0), "{valid:?}");
 }
+
+/// Attack round 14, R14-B11: a raster whose nodata is NaN (the host's own reprojection fill)
+/// converted to Int16: gdal_translate declared 0 and wrote 960 of 1,000 nodata cells as
+/// -32768 values. The conversion is an argument error now, naming Float32 and `raster_calc`;
+/// the twin with a numeric nodata converts.
+#[tokio::test]
+async fn r14_b11_a_nan_nodata_is_not_narrowed_to_an_integer_by_a_copy() {
+    let server = server().await;
+    let grid = [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0];
+    for (name, nodata) in [("nan.tif", f64::NAN), ("num.tif", -9999.0)] {
+        write::<f32>(
+            &server.path(name),
+            "GTiff",
+            (10, 10),
+            1,
+            grid,
+            &[],
+            move |_, i| if i < 10 { nodata as f32 } else { 500.0 },
+            move |_, band| band.set_no_data_value(Some(nodata)).unwrap(),
+        );
+    }
+    let refused = run(
+        &server,
+        "raster_convert",
+        json!({"input": "nan.tif", "output": "nan16.tif", "output_type": "Int16"}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(text(&refused).contains("raster_calc"), "{}", text(&refused));
+    assert!(!server.path("nan16.tif").exists());
+    let twin = run(
+        &server,
+        "raster_convert",
+        json!({"input": "num.tif", "output": "num16.tif", "output_type": "Int16"}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
+
+/// Attack round 14, R14-B19: the `nodata` a call gives for the cells outside the source was
+/// not checked against the data: `nodata: 0` on a Byte image holding 0s made its valid 0-cells
+/// nodata, silently. A value the data holds is an argument error now; a value it does not hold
+/// runs.
+#[tokio::test]
+async fn r14_b19_a_nodata_the_data_holds_is_refused() {
+    let server = server().await;
+    write::<u8>(
+        &server.path("bytes.tif"),
+        "GTiff",
+        (40, 40),
+        1,
+        OFF_MERIDIAN,
+        &[],
+        |_, i| if i % 7 == 0 { 0 } else { 100 },
+        |_, _| {},
+    );
+    let refused = run(
+        &server,
+        "raster_reproject",
+        json!({"input": "bytes.tif", "output": "b0.tif", "dst_crs": "EPSG:4326",
+               "resampling": "nearest", "nodata": 0}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("is a value of band 1"),
+        "{}",
+        text(&refused)
+    );
+    let twin = run(
+        &server,
+        "raster_reproject",
+        json!({"input": "bytes.tif", "output": "b255.tif", "dst_crs": "EPSG:4326",
+               "resampling": "nearest", "nodata": 255}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}
+
+/// Attack round 14, R14-B17: `raster_convert` with `scale: [min, max, 0, 255]` to Byte of a
+/// raster whose nodata (-9999) Byte cannot hold: GDAL clamps the nodata to 0, where the
+/// rescale puts the data's minimum, and those valid cells became nodata. The nodata is judged
+/// as the output type holds it now; the twin rescaled onto 1..255 runs.
+#[tokio::test]
+async fn r14_b17_a_rescale_onto_the_clamped_nodata_is_refused() {
+    let server = server().await;
+    let grid = [500_000.0, 10.0, 0.0, 6_000_000.0, 0.0, -10.0];
+    write::<f32>(
+        &server.path("dem.tif"),
+        "GTiff",
+        (50, 50),
+        1,
+        grid,
+        &[],
+        |_, i| {
+            if i < 250 {
+                -9999.0
+            } else {
+                100.0 + (i % 50) as f32 * 10.0
+            }
+        },
+        |_, band| band.set_no_data_value(Some(-9999.0)).unwrap(),
+    );
+    let refused = run(
+        &server,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "d0.tif", "output_type": "Byte",
+               "scale": [100, 590, 0, 255]}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("kept in the output as 0"),
+        "{}",
+        text(&refused)
+    );
+    let twin = run(
+        &server,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "d1.tif", "output_type": "Byte",
+               "scale": [100, 590, 1, 255]}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+}

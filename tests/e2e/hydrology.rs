@@ -306,3 +306,45 @@ async fn streams_and_watershed_on_the_real_dem() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// Regression (attack round 14, R14-B24): pour points outside the DEM (or given in longitude
+/// and latitude on a UTM DEM) got the gate's `pour_points` question first, and the "outside the
+/// grid" error only after a justification. They are an argument error before the gate now,
+/// naming the DEM's extent (and the degrees); a point inside is asked as before.
+#[tokio::test]
+async fn r14_b24_pour_points_outside_the_dem_are_an_error_before_the_gate() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    write_dem(&server.path("valley.tif"), &v_valley())?;
+    for (point, words) in [
+        (json!([600000.0, 4000030.0]), "outside the DEM"),
+        (json!([15.0, 36.1]), "longitude and latitude"),
+    ] {
+        let result = server
+            .call(
+                "dem_watershed",
+                json!({"input": "valley.tif", "output": "ws.tif", "pour_points": [point]}),
+            )
+            .await?;
+        assert!(is_error(&result), "{}", text(&result));
+        let content = structured(&result);
+        assert_eq!(
+            content["error"]["kind"],
+            json!("invalid_arguments"),
+            "{content}"
+        );
+        assert!(text(&result).contains(words), "{}", text(&result));
+    }
+    let inside = server
+        .call(
+            "dem_watershed",
+            json!({"input": "valley.tif", "output": "ws.tif", "pour_points": [[500025.0, 4000005.0]]}),
+        )
+        .await?;
+    assert!(is_error(&inside), "{}", text(&inside));
+    assert!(
+        structured(&inside)["refusal"].is_array(),
+        "{}",
+        text(&inside)
+    );
+    Ok(())
+}

@@ -1508,6 +1508,17 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             convert(json!({"format": "RST"}), packed()),
             convert(json!({"format": "RST"}), raster_of("Int16", 1, false, None)),
         ),
+        // R14-B7 (attack round 14): gdalwarp sets the scale and offset on the RST or SAGA
+        // file it creates, and they read back; only gdal_translate's copy drops them.
+        (
+            "scale_offset_lost",
+            convert(json!({"format": "SAGA"}), packed()),
+            with_encoding_fact(call(
+                "raster_resample",
+                json!({"format": "SAGA", "resolution": [60, 60], "resampling": "nearest"}),
+                vec![raster_dataset("input", Some(utm33()), packed())],
+            )),
+        ),
         // Round 14 (measured with GDAL 3.6.2): GeoPackage Byte tiles of 2 to 4 bands keep one
         // nodata value, read back on every band; JPEG tiles blur the cells next to it, PNG
         // tiles keep them. `nodata_lost` stays for formats without nodata (JPEG, below).

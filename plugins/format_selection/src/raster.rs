@@ -918,8 +918,19 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         }
         // GDAL 3.6's GeoPackage, IDRISI, SAGA and XYZ writers drop a band's scale and
         // offset: the raw integers are read back as the values (a packed 64.3 read as 693;
-        // attack round 13, R13-B2).
-        if ["GPKG", "RST", "SAGA", "XYZ"].contains(&format.as_str()) && !w.scale_offset.is_empty() {
+        // attack round 13, R13-B2). IDRISI and SAGA drop them only through gdal_translate's
+        // copy: gdalwarp creates the file and sets them, and they read back (64.3 read as
+        // 64.3; attack round 14, R14-B7, a critical false alarm on the warping tools).
+        let warped = matches!(
+            call.tool(),
+            "raster_reproject" | "raster_resample" | "raster_aggregate"
+        );
+        let drops = match format.as_str() {
+            "GPKG" | "XYZ" => true,
+            "RST" | "SAGA" => !warped,
+            _ => false,
+        };
+        if drops && !w.scale_offset.is_empty() {
             findings.push(
                 Finding::new(
                     Severity::Critical,

@@ -372,18 +372,39 @@ fn rescaled_declarations(
     };
     if args.nodata.is_none() {
         let (low, high) = (dst_min.min(dst_max), dst_min.max(dst_max));
+        // The nodata as the output type holds it: GDAL clamps one the type cannot hold to the
+        // type's range (attack round 14, R14-B17: -9999 became 0 in Byte, the rescaled
+        // minimum, and 45 valid cells became nodata).
+        let output_type = args
+            .output_type
+            .map(|t| t.gdal_name().to_string())
+            .or_else(|| {
+                input
+                    .raster
+                    .as_ref()
+                    .and_then(|r| r.data_types.first().cloned())
+            });
+        let held = |n: f64| match output_type
+            .as_deref()
+            .and_then(crate::gdal::raster::warp::integer_range)
+        {
+            Some((type_low, type_high)) => n.round().clamp(type_low, type_high),
+            None => n,
+        };
         if let Some(nodata) = chosen
             .iter()
             .filter_map(|b| b.nodata)
+            .map(held)
             .find(|n| *n >= low && *n <= high)
         {
             return Err(ToolError::Arguments(format!(
-                "scale: the input's nodata {nodata} is kept in the output, and it lies within \
-                 the rescaled range {dst_min}..{dst_max}, so valid cells rescaled onto it would \
-                 read as nodata; pass `nodata` outside that range, or rescale into a range \
-                 without it (e.g. [{src_min}, {src_max}, {}, {dst_max}] with nodata {nodata}; \
-                 values below src_min still fall below dst_min, and the output type's clamp can \
-                 put them on the nodata: choose src_min at or below the data's minimum)",
+                "scale: the input's nodata is kept in the output as {nodata} (as the output \
+                 type holds it), and it lies within the rescaled range {dst_min}..{dst_max}, \
+                 so valid cells rescaled onto it would read as nodata; pass `nodata` outside \
+                 that range, or rescale into a range without it (e.g. [{src_min}, {src_max}, \
+                 {}, {dst_max}] with nodata {nodata}; values below src_min still fall below \
+                 dst_min, and the output type's clamp can put them on the nodata: choose \
+                 src_min at or below the data's minimum)",
                 if nodata == dst_min {
                     number(dst_min + (dst_max - dst_min).signum())
                 } else {
@@ -472,6 +493,26 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 .as_ref()
                 .map(|r| r.band_count)
                 .unwrap_or(0);
+            // A NaN nodata has no integer to go to: gdal_translate declares 0 and writes the
+            // NaN cells as -32768 or 0 (attack round 14, R14-B11: 960 of 1,000 nodata cells
+            // became -32768 values beside a declared 0).
+            if let Some(t) = args.output_type {
+                let nan_nodata = input_facts
+                    .raster
+                    .as_ref()
+                    .is_some_and(|r| r.nodata.iter().any(|n| n.is_some_and(f64::is_nan)));
+                if nan_nodata && crate::gdal::raster::warp::integer_range(t.gdal_name()).is_some() {
+                    return Err(ToolError::Arguments(format!(
+                        "output_type: the input declares NaN as nodata, which {} cannot hold, \
+                         and gdal_translate would write its nodata cells as values; write \
+                         Float32, or use raster_calc (inputs {{\"a\": this raster}}, expression \"a\", \
+                         data_type {}), which \
+                         writes nodata cells as the output's nodata",
+                        t.gdal_name(),
+                        t.gdal_name()
+                    )));
+                }
+            }
             let mut plan = plan_convert(&args, bands)?;
             crate::gdal::facts::mask::refuse_mask_lost("input", &input, &plan.format)?;
             let (declared, note) = rescaled_declarations(&args, &input_facts)?;

@@ -310,6 +310,23 @@ async fn gated_dem<F>(
 where
     F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
 {
+    gated_dem_checked(call, paths, justifications, step, |_| Ok(()), job).await
+}
+
+/// [`gated_dem`], with `check` run on the DEM's facts before the gate: arguments the data
+/// alone shows wrong are an error before any question is asked.
+async fn gated_dem_checked<F, C>(
+    call: Call,
+    paths: (&str, &str, bool),
+    justifications: Option<Justifications>,
+    step: DemStep,
+    check: C,
+    job: F,
+) -> Result<Value, ToolError>
+where
+    F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
+    C: FnOnce(&CallFacts) -> Result<(), ToolError> + Send + 'static,
+{
     let (input, output, overwrite) = paths;
     let (input, output) = call.input_and_output(input, output, overwrite)?;
     gated::run(
@@ -317,6 +334,7 @@ where
         justifications,
         move || {
             let (facts, cell_size) = inspect(&input)?;
+            check(&facts)?;
             let cells = facts
                 .datasets
                 .first()
@@ -726,6 +744,54 @@ pub const DEM_WATERSHED: ToolSpec = ToolSpec {
     handler: handler!(watershed),
 };
 
+/// Refuse pour points outside the DEM's extent (widened by the snap distance) before the
+/// gate: the error came only after the `pour_points` question had been answered (attack round
+/// 14, R14-B24). Points that look like longitude and latitude on a projected DEM are said to.
+fn pour_points_on_the_dem(
+    facts: &CallFacts,
+    points: &[[f64; 2]],
+    snap: f64,
+) -> Result<(), ToolError> {
+    let Some(dataset) = facts.datasets.first() else {
+        return Ok(());
+    };
+    let Some(raster) = &dataset.raster else {
+        return Ok(());
+    };
+    let Some(gt) = raster.georeferencing.geotransform else {
+        return Ok(());
+    };
+    if gt[2] != 0.0 || gt[4] != 0.0 {
+        return Ok(());
+    }
+    let (w, h) = (f64::from(raster.width), f64::from(raster.height));
+    let (x0, x1) = (gt[0], gt[0] + gt[1] * w);
+    let (y0, y1) = (gt[3], gt[3] + gt[5] * h);
+    let (xmin, xmax, ymin, ymax) = (x0.min(x1), x0.max(x1), y0.min(y1), y0.max(y1));
+    let projected = dataset
+        .crs
+        .as_ref()
+        .is_some_and(|c| matches!(c.kind, facts::CrsKind::Projected));
+    for (index, [x, y]) in points.iter().enumerate() {
+        let inside =
+            *x >= xmin - snap && *x <= xmax + snap && *y >= ymin - snap && *y <= ymax + snap;
+        if inside {
+            continue;
+        }
+        let degrees = projected && x.abs() <= 180.0 && y.abs() <= 90.0;
+        return Err(ToolError::Arguments(format!(
+            "pour_points[{index}]: ({x}, {y}) lies outside the DEM, which covers x {xmin} to \
+             {xmax} and y {ymin} to {ymax} in its own CRS{}; give the points in the DEM's CRS",
+            if degrees {
+                " (these look like longitude and latitude; the DEM's CRS is projected)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
 /// `dem_watershed`.
 pub async fn watershed(call: Call) -> Result<Value, ToolError> {
     let args: WatershedArgs = parse(call.tool, &call.arguments)?;
@@ -756,11 +822,13 @@ pub async fn watershed(call: Call) -> Result<Value, ToolError> {
             "; pour points first moved to the highest D8 accumulation within {d} map units"
         ))
     ));
-    gated_dem(
+    let checked = points.clone();
+    gated_dem_checked(
         call,
         (&args.input, &args.output, args.overwrite),
         args.justification,
         step,
+        move |facts| pour_points_on_the_dem(facts, &checked, snap.unwrap_or(0.0)),
         move |loaded, output, relay: &Work| {
             let Loaded {
                 dem,

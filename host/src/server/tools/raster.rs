@@ -697,6 +697,40 @@ fn rotated(dataset: &gdal::Dataset) -> bool {
         .is_ok_and(|gt| gt[2] != 0.0 || gt[4] != 0.0)
 }
 
+/// Refuse a `nodata` the call gives for the cells outside the source when an integer band that
+/// declares none holds that value: those cells and the fill would be one (attack round 14,
+/// R14-B19: `nodata: 0` on a 0..255 Byte image made 119 valid 0-cells nodata, silently). Counted
+/// exactly with GDAL's histogram of the one value.
+fn refuse_nodata_in_the_data(dataset: &gdal::Dataset, value: f64) -> Result<(), ToolError> {
+    if !value.is_finite() || value.fract() != 0.0 {
+        return Ok(());
+    }
+    for index in 1..=dataset.raster_count() {
+        let Ok(band) = dataset.rasterband(index) else {
+            continue;
+        };
+        let integer = warp::integer_range(&warp::band_type_name(&band))
+            .is_some_and(|(low, high)| (low..=high).contains(&value));
+        if band.no_data_value().is_some() || !integer {
+            continue;
+        }
+        let count = band
+            .histogram(value - 0.5, value + 0.5, 1, false, false)
+            .map(|h| h.counts().first().copied().unwrap_or(0))
+            .unwrap_or(0);
+        if count > 0 {
+            return Err(ToolError::Arguments(format!(
+                "nodata: {} is a value of band {index} ({count} cells hold it), so the cells \
+                 outside the source and those cells would read alike; choose a value the data \
+                 does not hold (a band whose values fill its type has none: convert it to a \
+                 wider type first, raster_convert with output_type Int16, and pass nodata -1)",
+                number(value)
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The fill of the output's cells outside the source when the grid `reaches` outside it and the
 /// call passed no `nodata` ([`warp::fill_nodata`]), set as the request's `-dstnodata`.
 fn choose_fill(
@@ -704,6 +738,9 @@ fn choose_fill(
     dataset: &gdal::Dataset,
     reaches: bool,
 ) -> Result<Option<warp::OutsideFill>, ToolError> {
+    if let (Some(value), true) = (request.dst_nodata, reaches) {
+        refuse_nodata_in_the_data(dataset, value)?;
+    }
     if request.dst_nodata.is_some() || !reaches {
         return Ok(None);
     }
