@@ -720,6 +720,14 @@ const EDGE_READINGS_TOLERANCE: f64 = 0.01;
 /// argument that chooses.
 fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
     for read in reads.iter().filter(|r| r.kinds.contains(&Kind::Polygon)) {
+        // No edge is longer than the polygon's extent: a small polygon (nearly every one) is
+        // not transformed a second time.
+        let extent = read.geometry.envelope();
+        if extent.MaxX - extent.MinX <= STRAIGHT_EDGE_STEP_DEGREES
+            && extent.MaxY - extent.MinY <= STRAIGHT_EDGE_STEP_DEGREES
+        {
+            continue;
+        }
         let moved =
             read.geometry
                 .transform(&setup.to_measuring)
