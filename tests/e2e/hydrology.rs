@@ -348,3 +348,71 @@ async fn r14_b24_pour_points_outside_the_dem_are_an_error_before_the_gate() -> a
     );
     Ok(())
 }
+
+/// Attack round 14, R14-B20: `dem_streams` took an `accumulation` computed from another DEM on
+/// the same grid (same shape and geotransform, whole cell counts from 1): the streams were
+/// placed by the other surface and ordered along this one, and nothing said so. Now the given
+/// accumulation is compared with this DEM's own; a valley that drains north, given the
+/// accumulation of its mirror that drains south, is a data conflict with both figures and the
+/// argument that chooses, and nothing is written. The twin, the south valley's own
+/// accumulation, gives the same streams as leaving it out.
+#[tokio::test]
+async fn r14_b20_streams_refuse_another_dems_accumulation_on_the_same_grid() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    let south = v_valley();
+    let north: Vec<Vec<f32>> = south.iter().rev().cloned().collect();
+    write_dem(&server.path("south.tif"), &south)?;
+    write_dem(&server.path("north.tif"), &north)?;
+    let done = server
+        .call(
+            "dem_flow_accumulation",
+            json!({"input": "south.tif", "output": "acc_south.tif", "algorithm": "d8",
+                   "justification": justified("d8")}),
+        )
+        .await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let streams = |input: &str, output: &str, accumulation: Option<&str>| {
+        let mut arguments = json!({"input": input, "output": output, "threshold": 3,
+                                   "justification": justified("threshold 3")});
+        if let Some(accumulation) = accumulation {
+            arguments["accumulation"] = json!(accumulation);
+        }
+        arguments
+    };
+    let refused = server
+        .call(
+            "dem_streams",
+            streams("north.tif", "north_streams.tif", Some("acc_south.tif")),
+        )
+        .await?;
+    assert!(is_error(&refused), "{}", text(&refused));
+    let error = &structured(&refused)["error"];
+    assert_eq!(error["kind"], json!("data_conflict"), "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not this DEM's D8 accumulation") && message.contains("Leave"),
+        "{message}"
+    );
+    assert!(!server.path("north_streams.tif").exists());
+    // The twin: the south valley's own accumulation, and the same call without it.
+    let given = server
+        .call(
+            "dem_streams",
+            streams("south.tif", "given.tif", Some("acc_south.tif")),
+        )
+        .await?;
+    assert!(!is_error(&given), "{}", text(&given));
+    let own = server
+        .call("dem_streams", streams("south.tif", "own.tif", None))
+        .await?;
+    assert!(!is_error(&own), "{}", text(&own));
+    assert_eq!(
+        structured(&given)["report"]["stream_cells"],
+        structured(&own)["report"]["stream_cells"]
+    );
+    assert_eq!(
+        read_band(&server.path("given.tif"))?,
+        read_band(&server.path("own.tif"))?
+    );
+    Ok(())
+}

@@ -2299,3 +2299,52 @@ async fn r14_b10_long_edges_are_read_both_ways() {
         .unwrap();
     assert!(!is_error(&answered), "{}", text(&answered));
 }
+
+/// Attack round 14, R14-B10 (second half): `nearest` and `dwithin` projected a lon/lat join
+/// feature into each target's local frame vertex by vertex, so a long edge became a straight
+/// line there, close to a geodesic: a box whose north edge runs 60° along the 40th parallel
+/// bulged to about 43° N at 30° E, and a point at (30, 40.5), outside the box as the layer
+/// draws it and as `intersects` reads it, was 0 m from it (a point inside a 4-vertex latitude
+/// band was 6,308 km away). Edges longer than 1° are now followed straight in longitude and
+/// latitude: the point is the meridian arc from 40.5° to 40° N away, 55,519.721 m (PROJ's
+/// `geod`), `dwithin` 10 km no longer matches it, and a point inside stays at 0 m.
+#[tokio::test]
+async fn r14_b10_long_edges_of_a_lon_lat_layer_are_followed_as_drawn_by_nearest_and_dwithin() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let towns = server.path("band_towns.geojson");
+    layer(
+        &towns,
+        4326,
+        &[point("inside", [30.0, 39.5]), point("north", [30.0, 40.5])],
+    );
+    let boxes = server.path("boxes.geojson");
+    layer(
+        &boxes,
+        4326,
+        &[(
+            json!({"name": "box"}),
+            json!({"type": "Polygon", "coordinates": [[[0.0, 10.0], [60.0, 10.0], [60.0, 40.0],
+                                                       [0.0, 40.0], [0.0, 10.0]]]}),
+        )],
+    );
+    let out = nearest(&server, &towns, &boxes, "band_near.gpkg", json!({})).await;
+    assert_eq!(out["_count"], json!([1, 1]), "{out}");
+    assert!(close(&out["_distance"][0], 0.0, 0.0), "{out}");
+    assert!(close(&out["_distance"][1], 55_519.721, 1e-3), "{out}");
+    let within = server
+        .call(
+            "vector_join",
+            json!({"input": towns.display().to_string(), "join": boxes.display().to_string(),
+                   "predicate": "dwithin", "distance": 10, "unit": "km",
+                   "output": server.path("band_within.gpkg").display().to_string()}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&within), "{}", text(&within));
+    assert_eq!(
+        read_field(&server.path("band_within.gpkg"), "join_count"),
+        vec![json!(1), json!(0)]
+    );
+}

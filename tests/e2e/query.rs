@@ -703,3 +703,74 @@ async fn r10_10_centroids_of_features_split_at_the_antimeridian() {
         "{apart}"
     );
 }
+
+/// Attack round 14, R14-B21: points given as `[latitude, longitude]` with `crs: EPSG:4326`
+/// (whose own axis order is latitude first) fell outside and were reported as outside, with
+/// no hint that the swapped pairs lie inside. Now each such point's note names the swapped
+/// pair, and a warning counts them; the twins stay silent: pairs given the right way round,
+/// and a point outside whose swap is outside too.
+#[tokio::test]
+async fn r14_b21_swapped_latitude_longitude_pairs_get_a_hint_and_right_ones_do_not() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // 0.1° cells from 10 E to 10.4 E, 45.3 N down to 45 N; projected twin in UTM 32N.
+    write_grid(
+        &server.path("geo.tif"),
+        4,
+        3,
+        "EPSG:4326",
+        [10.0, 45.3, 10.4, 45.0],
+        &[],
+    );
+    write_grid(
+        &server.path("utm.tif"),
+        4,
+        3,
+        "EPSG:32632",
+        [580_000.0, 5_020_000.0, 600_000.0, 4_990_000.0],
+        &[],
+    );
+    let swapped_hint = |out: &Value| {
+        out["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("swapped"))
+    };
+    for input in ["geo.tif", "utm.tif"] {
+        let swapped = ok(
+            &server,
+            "raster_sample",
+            json!({"input": input, "coordinates": [[45.15, 10.15]], "crs": "EPSG:4326"}),
+        )
+        .await;
+        assert_eq!(swapped["outside"], json!(1), "{input}: {swapped}");
+        assert!(swapped_hint(&swapped), "{input}: {swapped}");
+        assert!(
+            point(&swapped, 0)["note"]
+                .as_str()
+                .unwrap()
+                .contains("[10.15, 45.15]"),
+            "{input}: {swapped}"
+        );
+        // The twins: the right order samples; a point outside both ways gets no hint.
+        let right = ok(
+            &server,
+            "raster_sample",
+            json!({"input": input, "coordinates": [[10.15, 45.15], [12.0, 45.15]],
+                   "crs": "EPSG:4326"}),
+        )
+        .await;
+        assert_eq!(right["outside"], json!(1), "{input}: {right}");
+        assert_eq!(point(&right, 0)["inside"], json!(true), "{input}: {right}");
+        assert!(!swapped_hint(&right), "{input}: {right}");
+        assert!(
+            !point(&right, 1)["note"]
+                .as_str()
+                .unwrap()
+                .contains("swapped"),
+            "{input}: {right}"
+        );
+    }
+}

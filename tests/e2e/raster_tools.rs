@@ -704,3 +704,142 @@ async fn r13_b9_a_clip_on_the_rasters_own_grid_is_not_resampling() {
         off_grid.refusal
     );
 }
+
+/// A 2×1 CFloat32 GeoTIFF holding 3+4i and 6+8i (magnitudes 5 and 10), or, for the twin, a
+/// Float32 one holding 3 and 6; UTM 33N, 10 m cells.
+fn complex_or_real(path: &Path, complex: bool) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let data_type = if complex {
+        gdal_sys::GDALDataType::GDT_CFloat32
+    } else {
+        gdal_sys::GDALDataType::GDT_Float32
+    };
+    // SAFETY: a live driver handle and a NUL-terminated path; the handle is owned below.
+    let handle = unsafe {
+        gdal_sys::GDALCreate(
+            driver.c_driver(),
+            c_path.as_ptr(),
+            2,
+            1,
+            1,
+            data_type,
+            std::ptr::null_mut(),
+        )
+    };
+    assert!(!handle.is_null());
+    // SAFETY: the handle GDALCreate just returned, owned by the wrapper from here.
+    let mut dataset = unsafe { gdal::Dataset::from_c_dataset(handle) };
+    dataset
+        .set_geo_transform(&[500_000.0, 10.0, 0.0, 4_000_000.0, 0.0, -10.0])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let mut cells: Vec<f32> = if complex {
+        vec![3.0, 4.0, 6.0, 8.0]
+    } else {
+        vec![3.0, 6.0]
+    };
+    // SAFETY: a live band handle; `cells` holds 2 cells of the buffer type given.
+    let written = unsafe {
+        gdal_sys::GDALRasterIO(
+            band.c_rasterband(),
+            gdal_sys::GDALRWFlag::GF_Write,
+            0,
+            0,
+            2,
+            1,
+            cells.as_mut_ptr().cast(),
+            2,
+            1,
+            data_type,
+            0,
+            0,
+        )
+    };
+    assert_eq!(written, gdal_sys::CPLErr::CE_None);
+}
+
+/// Attack round 14, R14-B15: GDAL 3.6 reads a complex cell into a real buffer as its real
+/// part, so `raster_stats` summarised 3 and 6 (mean 4.5) for cells of magnitude 5 and 10, and
+/// called the type "Unknown". Every host reader of cells now refuses a complex band as an
+/// argument error naming its type and the ways to a real quantity; `raster_info` names the
+/// type; the Float32 twin holding the same real parts is read as ever.
+#[tokio::test]
+async fn r14_b15_complex_bands_are_refused_by_every_reader_of_cells_not_read_as_real_parts() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    complex_or_real(&server.path("complex.tif"), true);
+    complex_or_real(&server.path("real.tif"), false);
+    let info = server
+        .call("raster_info", json!({"input": "complex.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let report = structured(&info).to_string();
+    assert!(report.contains("CFloat32"), "{report}");
+    assert!(!report.contains("\"Unknown\""), "{report}");
+    let refusals = [
+        ("raster_stats", json!({"input": "complex.tif"})),
+        (
+            "raster_info",
+            json!({"input": "complex.tif", "stats": true}),
+        ),
+        (
+            "raster_sample",
+            json!({"input": "complex.tif", "coordinates": [[500_005.0, 3_999_995.0]]}),
+        ),
+        (
+            "raster_calc",
+            json!({"inputs": {"a": "complex.tif"}, "expression": "a * 1", "output": "calc.tif",
+                   "data_type": "Float32"}),
+        ),
+        (
+            "raster_terrain",
+            json!({"input": "complex.tif", "output": "tri.tif", "operation": "tri"}),
+        ),
+    ];
+    for (tool, arguments) in refusals {
+        let result = call_justified(&server, tool, arguments)
+            .await
+            .unwrap()
+            .result;
+        assert!(is_error(&result), "{tool}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "invalid_arguments",
+            "{tool}: {}",
+            text(&result)
+        );
+        let message = text(&result);
+        assert!(
+            message.contains("complex (CFloat32)") && message.contains("pixel function"),
+            "{tool}: {message}"
+        );
+    }
+    assert!(!server.path("calc.tif").exists(), "nothing written");
+    assert!(!server.path("tri.tif").exists(), "nothing written");
+    // The twin: the same real parts as Float32 are ordinary data.
+    let stats = server
+        .call("raster_stats", json!({"input": "real.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    assert_eq!(structured(&stats)["bands"][0]["mean"], json!(4.5));
+    let sample = server
+        .call(
+            "raster_sample",
+            json!({"input": "real.tif", "coordinates": [[500_015.0, 3_999_995.0]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&sample), "{}", text(&sample));
+    assert!(
+        structured(&sample).to_string().contains("6.0"),
+        "{}",
+        text(&sample)
+    );
+}

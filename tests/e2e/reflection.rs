@@ -523,3 +523,78 @@ async fn a_reprojection_is_graded_by_its_targets_scale_error_over_the_data() -> 
     );
     Ok(())
 }
+
+/// Attack round 15, R15-C3: the prompt carries the measured figures, so the same decision on
+/// other data has another key, and under `--stale warn` the newest capsule of that decision was
+/// honoured if it passed `validate` against *its own* evidence: a justification accepting "up
+/// to 5 %" for a 3.9 % scale error let a 303.5 % (critical) call of the same CRS pair run on a
+/// `warn` receipt. A stale capsule now answers only a finding no more severe than its own, and
+/// only if it passes against this call's evidence: the raster at 60° N is refused with nothing
+/// written; its twin at 9° N (a smaller error than the one accepted) runs on the stale capsule
+/// with a `warn` receipt naming it.
+#[tokio::test]
+async fn r15_c3_a_stale_capsule_answers_only_the_question_it_still_answers() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    geographic_raster(&server.path("lat10.tif"), [10.0, 10.0, 10.2, 10.2]);
+    geographic_raster(&server.path("lat60.tif"), [10.0, 60.0, 10.2, 60.2]);
+    geographic_raster(&server.path("lat9.tif"), [10.0, 8.8, 10.2, 9.0]);
+    let call = |input: &str, output: &str, justified: bool| {
+        let mut arguments = json!({"input": input, "output": output, "dst_crs": "EPSG:3857",
+                                   "resampling": "bilinear"});
+        if justified {
+            arguments["justification"] = json!({
+                "resampling": justification("bilinear"),
+                "crs_datum": {
+                    "intent": "Hillshade tiles for a web map; no areas or distances are measured on the output.",
+                    "alternatives": [{"method": "EPSG:32632", "why_not": "UTM tiles would not line up with the web map's tile grid."}],
+                    "choice": {"method": "EPSG:3857", "rationale": "The web map's tiles are in Web Mercator.",
+                               "tradeoffs": "We accept area errors up to 5 % in display."},
+                    "confidence": "high",
+                    "assumptions": ["The map is for display only."],
+                    "evidence": {
+                        "crs_change": "Only display overlay alignment must survive; no area or distance is read from the tiles.",
+                        "target_distortion": "We accept up to 5 % scale error: at this latitude the display stretch is invisible."
+                    }
+                }
+            });
+        } else {
+            arguments["justification"] = json!({"resampling": justification("bilinear")});
+        }
+        arguments
+    };
+    let first = server
+        .call("raster_reproject", call("lat10.tif", "a.tif", true))
+        .await?;
+    assert!(!is_error(&first), "{}", text(&first));
+    let crs_receipt = |result: &rmcp::model::CallToolResult| {
+        structured(result)["reflection"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["domain"] == "crs_datum").cloned())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(crs_receipt(&first)["stored_now"], json!(true));
+    let north = server
+        .call("raster_reproject", call("lat60.tif", "b.tif", false))
+        .await?;
+    assert!(is_error(&north), "{}", text(&north));
+    assert_eq!(
+        domains(&structured(&north)),
+        BTreeSet::from(["crs_datum".to_string()]),
+        "{}",
+        text(&north)
+    );
+    assert!(!server.path("b.tif").exists());
+    let twin = server
+        .call("raster_reproject", call("lat9.tif", "c.tif", false))
+        .await?;
+    assert!(!is_error(&twin), "{}", text(&twin));
+    let receipt = crs_receipt(&twin);
+    assert_eq!(receipt["decision"], json!("warn"), "{receipt}");
+    assert!(
+        receipt["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("stale")),
+        "{receipt}"
+    );
+    Ok(())
+}

@@ -704,3 +704,81 @@ fn r13_1_a_companion_gdal_lists_changed_during_the_form_voids_the_approval() {
         }
     }
 }
+
+/// Attack round 15, R15-C6: `georef_source` was taken out of the arguments before the gate
+/// saw them, so the digest a sign-off binds did not cover it: a call approved with
+/// `internal` ran when retried with `world_file`, its output 0.05° east. The georeferencing
+/// chosen is now part of the arguments the gate sees, binds and records: the retry with the
+/// other source is refused naming the changed arguments, with nothing written; the retry
+/// with the source that was shown runs.
+#[tokio::test]
+async fn r15_c6_a_sign_off_binds_the_georeferencing_chosen() {
+    let setup = Setup::new();
+    // A GeoTIFF whose internal geotransform is at 10.00° E, and a world file at 10.05° E.
+    let tif = setup.path("dem.tif");
+    {
+        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut dataset = driver
+            .create_with_band_type::<f32, _>(&tif, 20, 20, 1)
+            .unwrap();
+        dataset
+            .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
+            .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        let mut buffer =
+            gdal::raster::Buffer::new((20, 20), (0..400).map(|v| v as f32).collect::<Vec<_>>());
+        band.write((0, 0), (20, 20), &mut buffer).unwrap();
+    }
+    std::fs::write(
+        setup.path("dem.tfw"),
+        "0.01\n0.0\n0.0\n-0.01\n10.055\n45.195\n",
+    )
+    .unwrap();
+    let client = setup.connect(Era::Modern, true, "policy.toml").await;
+    let call = |source: &str, state: Option<String>, responses: Option<InputResponses>| {
+        let mut params = CallToolRequestParams::new("raster_reproject").with_arguments(
+            json!({"input": "dem.tif", "output": "out.tif", "dst_crs": "EPSG:3857",
+                   "resampling": "bilinear", "georef_source": source,
+                   "justification": {"resampling": gdal_mcp_tests::justification("bilinear")}})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        );
+        if let Some(state) = state {
+            params = params.with_request_state(state);
+        }
+        if let Some(responses) = responses {
+            params = params.with_input_responses(responses);
+        }
+        let peer = client.peer().clone();
+        async move {
+            tokio::time::timeout(REQUEST_TIMEOUT, peer.call_tool_once(params))
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let out = setup.path("out.tif");
+    let first = asked(call("internal", None, None).await);
+    let state = first.request_state.clone().expect("a request state");
+    let moved = complete(
+        call(
+            "world_file",
+            Some(state.clone()),
+            Some(answers(&first, "approve")),
+        )
+        .await,
+    );
+    refused(&moved, "arguments changed", &out);
+    let shown = complete(call("internal", Some(state), Some(answers(&first, "approve"))).await);
+    assert!(!is_error(&shown), "{}", text(&shown));
+    let origin = gdal::Dataset::open(&out).unwrap().geo_transform().unwrap()[0];
+    assert!(
+        (origin - 1_113_194.9).abs() < 1.0,
+        "the output's origin {origin} is not 10.00° E"
+    );
+    client.cancel().await.unwrap();
+}

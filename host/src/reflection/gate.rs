@@ -547,9 +547,7 @@ impl Gate {
                 }
             }
             if self.stale == StalePolicy::Warn {
-                if let Some((capsule, changed)) =
-                    self.stale_capsule(domain, &trigger.key_fields, &trigger.evidence, &rendered)?
-                {
+                if let Some((capsule, changed)) = self.stale_capsule(domain, &trigger, &rendered)? {
                     receipt.decision = Decision::Warn;
                     receipt.capsule = Some(capsule.uri());
                     receipt.reason = format!(
@@ -835,15 +833,22 @@ impl Gate {
     }
 
     /// A capsule of `domain` for the same decision (key fields and evidence ids) whose prompt
-    /// text or domain version differs from today's, if the domain still accepts it; with what
+    /// text or domain version differs from today's, if it answers today's question: the
+    /// finding is no more severe than it was, and its justification passes the checks against
+    /// today's evidence (the measured figures of this call), as a new one would; with what
     /// changed, in words.
+    ///
+    /// The prompt text carries the measured figures, so new data under the same decision
+    /// changes it too: a justification accepting "up to 5 %" for a 3.9 % scale error let a
+    /// 303.5 % (critical) call of the same CRS pair run on a `warn` receipt when it was checked
+    /// against the capsule's own evidence (attack round 15, R15-C3).
     fn stale_capsule(
         &self,
         domain: &Domain,
-        key_fields: &Value,
-        evidence: &[EvidenceItem],
+        trigger: &Trigger,
         rendered: &Rendered,
     ) -> Result<Option<(Capsule, String)>, GateError> {
+        let (key_fields, evidence) = (&trigger.key_fields, trigger.evidence.as_slice());
         let id = &domain.info.id;
         let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
         let decision = sha256_hex(&format!(
@@ -890,7 +895,7 @@ impl Gate {
                 capsule.domain_version, domain.info.version
             ));
         }
-        if changed.is_empty() || !self.still_valid(domain, &capsule)? {
+        if changed.is_empty() || !self.answers_today(domain, &capsule, trigger)? {
             return Ok(None);
         }
         Ok(Some((
@@ -936,6 +941,44 @@ impl Gate {
     /// Whether a stored capsule still passes its domain's own checks. A capsule written into
     /// the store by anything but this server (a planted file, an older domain's checks) is
     /// honoured only if the domain that would receive it today accepts it.
+    /// Whether a stale `capsule` answers today's question ([`Self::stale_capsule`]): its
+    /// severity is today's or stricter, and its justification passes the generic and the
+    /// domain's checks against today's key fields and evidence.
+    fn answers_today(
+        &self,
+        domain: &Domain,
+        capsule: &Capsule,
+        trigger: &Trigger,
+    ) -> Result<bool, GateError> {
+        let rank = |name: &str| match name {
+            "critical" => 2,
+            "required" => 1,
+            _ => 0,
+        };
+        if rank(&capsule.severity) < rank(severity_name(trigger.severity)) {
+            return Ok(false);
+        }
+        let justification = serde_json::to_value(&capsule.justification).unwrap_or(Value::Null);
+        let critical = trigger.severity == Severity::Critical;
+        if justification::validate(&justification, critical, &trigger.evidence).is_err() {
+            return Ok(false);
+        }
+        let errors = domain.validate(&trigger.key_fields, &trigger.evidence, &justification)?;
+        if !errors.is_empty() {
+            tracing::info!(
+                "stale capsule {} does not answer today's {} question: {}",
+                capsule.uri(),
+                domain.info.id,
+                errors
+                    .iter()
+                    .map(|e| format!("{} {}", e.path, e.message))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        Ok(errors.is_empty())
+    }
+
     fn still_valid(&self, domain: &Domain, capsule: &Capsule) -> Result<bool, GateError> {
         let memo = (capsule.key.clone(), capsule.integrity.clone());
         if self.validated.get(&memo).is_some() {

@@ -202,6 +202,14 @@ impl Call {
         let mut copy = self.arguments.clone();
         if let Some(object) = copy.as_object_mut() {
             object.remove("justification");
+            // The georeferencing chosen decides where every output cell lands: it is part of
+            // the call a person's sign-off binds and lineage records (attack round 15, R15-C6:
+            // a call approved with `internal` ran with `world_file`, 5.6 km east).
+            if let Ok(Some(source)) = &self.georef_source {
+                if let Ok(value) = serde_json::to_value(source) {
+                    object.insert("georef_source".to_string(), value);
+                }
+            }
         }
         copy
     }

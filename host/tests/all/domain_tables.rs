@@ -49,6 +49,27 @@ fn wgs84() -> CrsFacts {
     crs(Some("EPSG:4326"), "WGS 84", CrsKind::Geographic, "WGS_1984")
 }
 
+/// WGS 84 longitude and latitude as a GeoPackage in OGC:CRS84 reports it: no EPSG id, the
+/// datum ensemble's name.
+fn crs84() -> CrsFacts {
+    crs(
+        None,
+        "WGS 84 (CRS84)",
+        CrsKind::Geographic,
+        "World Geodetic System 1984 ensemble",
+    )
+}
+
+/// `facts` with the geometry types met in its input's first layer.
+fn with_types(mut facts: CallFacts, types: &[&str]) -> CallFacts {
+    for dataset in &mut facts.datasets {
+        if let Some(layer) = dataset.vector.as_mut().and_then(|v| v.layers.first_mut()) {
+            layer.geometry_types = types.iter().map(|t| (*t).to_string()).collect();
+        }
+    }
+    facts
+}
+
 fn nad27() -> CrsFacts {
     crs(
         Some("EPSG:4267"),
@@ -1704,6 +1725,54 @@ fn format_selection_findings_have_clean_twins_and_refuse_boilerplate() {
             "non_standard_crs",
             vector("o.geojson", &two[..1], Some(utm33()), json!({})),
             vector("o.geojson", &two[..1], Some(wgs84()), json!({})),
+        ),
+        // R15-B11 (attack round 15): a GeoPackage layer in OGC:CRS84 (WGS 84 longitude and
+        // latitude under another id, or none) is written to GeoJSON and KML as EPSG:4326 is;
+        // NAD27 is still asked.
+        (
+            "non_standard_crs",
+            vector("o.geojson", &two[..1], Some(nad27()), json!({})),
+            vector("o.geojson", &two[..1], Some(crs84()), json!({})),
+        ),
+        (
+            "driver_reprojects",
+            vector("o.kml", &two[..1], Some(nad27()), json!({})),
+            vector("o.kml", &two[..1], Some(crs84()), json!({})),
+        ),
+        // R15-B10 (attack round 15): a layer of any declared type whose features, all checked,
+        // are polygons and multipolygons is written whole to a Shapefile; points and polygons
+        // are not.
+        (
+            "mixed_geometries",
+            with_types(
+                vector(
+                    "o.shp",
+                    &[("all", "Unknown (any)")],
+                    Some(utm33()),
+                    json!({}),
+                ),
+                &["Point", "Polygon"],
+            ),
+            with_types(
+                vector(
+                    "o.shp",
+                    &[("all", "Unknown (any)")],
+                    Some(utm33()),
+                    json!({}),
+                ),
+                &["Polygon", "Multi Polygon"],
+            ),
+        ),
+        (
+            "mixed_geometries",
+            with_types(
+                vector("o.shp", &[("all", "Geometry")], Some(utm33()), json!({})),
+                &["Point", "Multi Point"],
+            ),
+            with_types(
+                vector("o.shp", &[("all", "Geometry")], Some(utm33()), json!({})),
+                &["Line String", "Multi Line String"],
+            ),
         ),
     ];
     for (finding, fires, twin) in rows {

@@ -2,7 +2,7 @@
 //! what CSV does with geometries.
 
 use super::{note, option, truthy, Assessment, Finding};
-use gdal_mcp_domain_sdk::{crs_label, json, Call, CrsFacts, LayerFacts, Severity, Value};
+use gdal_mcp_domain_sdk::{crs_label, json, Call, CrsFacts, CrsKind, LayerFacts, Severity, Value};
 
 /// Tools that write a vector dataset in a format of the caller's choosing.
 pub(crate) const TOOLS: &[&str] = &["vector_convert", "vector_reproject", "vector_clip"];
@@ -102,15 +102,55 @@ fn single_layer(format: &str, output: &str) -> bool {
 }
 
 /// The OGR geometry type without its `3D` and `Measured` prefixes.
+/// The Shapefile type a layer's checked features all fit, when they were all checked and are
+/// polygons and multipolygons only, or lines and multilines only, in one dimension.
+fn one_family(layer: &LayerFacts) -> Option<String> {
+    let all_checked = layer
+        .feature_count
+        .is_some_and(|n| n > 0 && n <= layer.features_checked);
+    if !all_checked || layer.geometry_types.is_empty() {
+        return None;
+    }
+    let mut family: Option<String> = None;
+    for name in &layer.geometry_types {
+        let dimension = name.len() - base_geometry(name).len();
+        let kind = match base_geometry(name) {
+            "Polygon" | "Multi Polygon" => "polygon",
+            "Line String" | "Multi Line String" => "line",
+            _ => return None,
+        };
+        let this = format!("{}{kind}", &name[..dimension]);
+        match &family {
+            Some(seen) if *seen != this => return None,
+            _ => family = Some(this),
+        }
+    }
+    family
+}
+
 fn base_geometry(name: &str) -> &str {
     let name = name.strip_prefix("3D ").unwrap_or(name);
     name.strip_prefix("Measured ").unwrap_or(name)
 }
 
+/// WGS 84 longitude and latitude, as GeoJSON and KML store them: EPSG:4326 or OGC:CRS84 by
+/// id, or a geographic CRS on the WGS 84 datum (its ensemble included) with no vertical part,
+/// whatever its id or axis order: a GeoPackage layer in OGC:CRS84 (RFC 7946's own CRS, the
+/// default of OGC API Features) was refused for GeoJSON and KML while ogr2ogr wrote it
+/// byte-identical to the EPSG:4326 twin (attack round 15, R15-B11).
 fn is_wgs84(crs: &CrsFacts) -> bool {
-    crs.id.as_deref().is_some_and(|id| {
+    let by_id = crs.id.as_deref().is_some_and(|id| {
         id.eq_ignore_ascii_case("EPSG:4326") || id.eq_ignore_ascii_case("OGC:CRS84")
-    })
+    });
+    let by_datum = crs.kind == CrsKind::Geographic
+        && crs.vertical.is_none()
+        && crs.datum.as_deref().is_some_and(|d| {
+            let d = d.to_ascii_lowercase().replace([' ', '_'], "");
+            d == "wgs1984"
+                || d == "worldgeodeticsystem1984"
+                || d == "worldgeodeticsystem1984ensemble"
+        });
+    by_id || by_datum
 }
 
 /// A layer in numbers: `roads (Line String, 120 features; types met in 100 checked: Line
@@ -202,7 +242,15 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
         );
     }
     if format == "ESRI Shapefile" {
-        if bases.iter().any(|b| MIXED.contains(b)) {
+        // A layer declared of any type whose every feature, all checked, is a polygon or a
+        // multipolygon (or a line and a multiline), in one dimension, is written whole: a
+        // Shapefile's polygon and arc types are multi-part (attack round 15, R15-B10: the
+        // usual boundary layer, islands making some features multi-part, was refused as
+        // critical). Points and multipoints are two Shapefile types, so they stay a finding.
+        let mixed = written_layers
+            .iter()
+            .any(|l| MIXED.contains(&base_geometry(&l.geometry_type)) && one_family(l).is_none());
+        if mixed {
             findings.push(
                 Finding::new(
                     Severity::Critical,

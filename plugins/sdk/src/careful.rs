@@ -303,6 +303,61 @@ const EMPTY_WORDS: &[&str] = &[
     "relevant",
     "requirements",
     "them",
+    // acknowledging in other words (attack round 15, R15-C2: "Seen, read, lgtm." and
+    // "Roger, noticed, yep." passed as two content words each)
+    "seen",
+    "see",
+    "saw",
+    "roger",
+    "lgtm",
+    "ack",
+    "acked",
+    "acknowledgement",
+    "acknowledgment",
+    "noticed",
+    "notice",
+    "yep",
+    "yeah",
+    "yup",
+    "sure",
+    "cool",
+    "alright",
+    "great",
+    "nice",
+    "perfect",
+    "thanks",
+    "thank",
+    "please",
+    "checked",
+    "check",
+    "looked",
+    "look",
+    "looks",
+    "approve",
+    "approved",
+    "approving",
+    "ready",
+    "done",
+    "happy",
+    "comfortable",
+    "satisfied",
+    "allowed",
+    "allow",
+    "permitted",
+    "permit",
+    "intentional",
+    "intentionally",
+    "deliberately",
+    "knowingly",
+    "ignore",
+    "ignored",
+    "ignoring",
+    "waive",
+    "waived",
+    "override",
+    "overridden",
+    "dismiss",
+    "dismissed",
 ];
 
 /// The unit a tolerance is stated in.
@@ -452,6 +507,10 @@ pub fn check_answers(
 ) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let answers = given_answers(evidence, justification);
+    let restated: Vec<&str> = evidence
+        .iter()
+        .flat_map(|item| [item.fact.as_str(), item.why.as_str()])
+        .collect();
     // The same text for several findings: the hurried agent's one sentence for every id.
     for (index, (id, answer)) in answers.iter().enumerate() {
         let twins: Vec<&str> = answers
@@ -476,7 +535,10 @@ pub fn check_answers(
             continue;
         }
         if let Some(item) = find_evidence(evidence, id) {
-            if !says_more_than(answer, &[&item.fact, &item.why]) {
+            // Restating is measured against every finding of the refusal, not only this
+            // one: the facts of a sibling finding copied under this id say nothing new either
+            // (attack round 15, R15-C1).
+            if !says_more_than(answer, &restated) {
                 errors.push(field_error(
                     &format!("/evidence/{id}"),
                     format!(
@@ -504,7 +566,7 @@ pub fn check_answers(
             &fallback,
         ) {
             (Some(_), _) => {}
-            (None, Some(text)) if says_more_than(text, &[&item.fact, &item.why]) => {}
+            (None, Some(text)) if says_more_than(text, &restated) => {}
             (None, _) => errors.push(field_error(
                 &path,
                 format!(
@@ -516,7 +578,7 @@ pub fn check_answers(
             )),
         }
         for need in &finding.needs {
-            if let Some(message) = unmet(need, item, answer, justification) {
+            if let Some(message) = unmet(need, item, &restated, answer, justification) {
                 let at = match need {
                     Need::AlternativeNamed { .. }
                     | Need::AlternativeCrs { .. }
@@ -667,6 +729,7 @@ fn describe(need: &Need) -> String {
 fn unmet(
     need: &Need,
     item: &EvidenceItem,
+    restated: &[&str],
     answer: Option<&str>,
     justification: &Value,
 ) -> Option<String> {
@@ -773,7 +836,7 @@ fn unmet(
             if candidates.is_empty() {
                 return None;
             }
-            let found = considered(justification, item, |method| {
+            let found = considered(justification, restated, |method| {
                 candidates.iter().any(|c| crate::names(method, c))
             });
             match found {
@@ -793,7 +856,7 @@ fn unmet(
             }
         }
         Need::AlternativeCrs { except } => {
-            let found = considered(justification, item, |method| {
+            let found = considered(justification, restated, |method| {
                 crs_ids(method)
                     .iter()
                     .any(|id| !except.iter().any(|e| crate::normalise(e) == *id))
@@ -818,7 +881,7 @@ fn unmet(
         Need::RejectsOffered => {
             let offered = alternative(item)?;
             let names_of = offered_names(&offered);
-            let found = considered(justification, item, |method| {
+            let found = considered(justification, restated, |method| {
                 names_of.iter().any(|n| crate::names(method, n))
             });
             match found {
@@ -862,7 +925,7 @@ enum Considered {
 /// more than an acknowledgement.
 fn considered(
     justification: &Value,
-    item: &EvidenceItem,
+    restated: &[&str],
     matches: impl Fn(&str) -> bool,
 ) -> Considered {
     let entries = justification
@@ -877,7 +940,9 @@ fn considered(
             continue;
         }
         let why_not = entry.get("why_not").and_then(Value::as_str).unwrap_or("");
-        if says_more_than(why_not, &[&item.fact, &item.why, method]) {
+        // Every finding's words are restating, a sibling's too (R15-C1).
+        let known: Vec<&str> = restated.iter().copied().chain([method]).collect();
+        if says_more_than(why_not, &known) {
             return Considered::Yes;
         }
         unexplained.get_or_insert_with(|| method.to_string());

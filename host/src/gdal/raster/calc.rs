@@ -812,9 +812,12 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     (columns, rows),
                     (columns, rows),
                 )
-                .map_err(|e| GdalError::Failed {
-                    operation: format!("reading `{}` ({})", input.name, input.path.display()),
-                    message: e.to_string(),
+                .map_err(|e| {
+                    let what = || format!("reading `{}` ({})", input.name, input.path.display());
+                    crate::gdal::facts::cell_read_error(e, what, |e| GdalError::Failed {
+                        operation: what(),
+                        message: e.to_string(),
+                    })
                 })?;
                 *masked += masked_here;
                 blocks.push(block.into_shape_and_vec().1);

@@ -285,7 +285,13 @@ impl CompositeRequest {
                         (width, rows),
                         (width, rows),
                     )
-                    .map_err(|_| failed("cannot read an input strip"))?;
+                    .map_err(|e| {
+                        crate::gdal::facts::cell_read_error(
+                            e,
+                            || format!("band {band} of an input"),
+                            |_| failed("cannot read an input strip"),
+                        )
+                    })?;
                     *strip = buffer.into_shape_and_vec().1;
                 }
                 for ((strip, (scale, offset)), nd) in strips.iter_mut().zip(&physical).zip(&nodata)

@@ -42,6 +42,24 @@ impl DemRequest {
         let program = Program::Dem(self.processing.clone());
         // The flip reads the input through its whole blocks too.
         let (opened, _blocks) = programs::open_input("raster_terrain: the input", &self.input)?;
+        // gdaldem reads a complex band's real parts, as every reader of cells would (R14-B15).
+        let band_index = self
+            .args
+            .iter()
+            .position(|a| a == "-b")
+            .and_then(|i| self.args.get(i + 1))
+            .and_then(|b| b.parse::<usize>().ok())
+            .unwrap_or(1);
+        if let Some(refusal) = opened
+            .rasterband(band_index)
+            .ok()
+            .and_then(|band| crate::gdal::facts::complex_band_refusal(&band))
+        {
+            return Err(GdalError::Arguments(format!(
+                "input: band {band_index} of {}: {refusal}",
+                self.input.display()
+            )));
+        }
         // gdaldem reads a band's nodata value, not its GDAL mask: a DEM whose invalid cells a
         // mask marks is copied with those cells as nodata first (attack round 14, R14-B4: 80
         // cells over 45° on a 5.7° plane, the masked cells 0.0).
@@ -111,7 +129,9 @@ fn float_copy(source: &Dataset, gt: [f64; 6], flip: bool) -> Result<Dataset, Gda
         // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
         let mut data =
             crate::gdal::facts::read_cells::<f32>(&band, (0, 0), (width, height), (width, height))
-                .map_err(failed)?
+                .map_err(|e| {
+                    crate::gdal::facts::cell_read_error(e, || format!("band {index}"), failed)
+                })?
                 .into_shape_and_vec()
                 .1;
         // Rows in reverse order, in place: the last (northernmost) row first.

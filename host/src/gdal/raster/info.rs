@@ -76,6 +76,19 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
         // band: a band masked everywhere reported mean 49.5 and 100 % valid where
         // `raster_stats` counts 0 valid cells (attack round 14, R14-7 / R14-B22).
         for index in 1..=dataset.raster_count() {
+            // GDAL 3.6's statistics of a complex band are those of its real parts (measured:
+            // cells 3+4i and 6+8i gave minimum 3, maximum 6, mean 4.5; R14-B15).
+            let complex = dataset
+                .rasterband(index)
+                .ok()
+                .and_then(|band| crate::gdal::facts::complex_band_refusal(&band));
+            if let Some(refusal) = complex {
+                return Err(GdalError::Arguments(format!(
+                    "stats: band {index} of {}: {refusal}; GDAL's statistics would be those of \
+                     the real parts. raster_info without stats reports the band",
+                    path.display()
+                )));
+            }
             let masked = dataset
                 .rasterband(index)
                 .ok()

@@ -94,7 +94,13 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
     // Cells GDAL's mask marks invalid read NaN (R13-B6).
     let (buffer, masked) =
         crate::gdal::facts::read_cells_masked::<f32>(&band, (0, 0), (width, height), (w, h))
-            .map_err(|_| failed("cannot read band 1"))?;
+            .map_err(|e| {
+                crate::gdal::facts::cell_read_error(
+                    e,
+                    || format!("band 1 of {}", path.display()),
+                    |_| failed("cannot read band 1"),
+                )
+            })?;
     drop(blocks);
     let mask = crate::gdal::facts::mask::mask_source(&band)
         .map(|source| crate::gdal::facts::mask::note("band 1", source, Some(masked)));

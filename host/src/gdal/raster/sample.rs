@@ -423,7 +423,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         let unit = band.unit();
         band_info.push(SampledBand {
             band: b,
-            data_type: band.band_type().name(),
+            data_type: crate::gdal::facts::band_type_name(&band),
             scale: band.scale(),
             offset: band.offset(),
             unit: (!unit.is_empty()).then_some(unit),
@@ -444,6 +444,31 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         .map(|srs| srs.angular_units())
         .filter(|radians| *radians > 0.0)
         .map(|radians| std::f64::consts::TAU / radians);
+    // Whether the points' coordinates are longitudes and latitudes (their own CRS, or the
+    // raster's when they name none): a pair given as [latitude, longitude] lands elsewhere or
+    // nowhere, silently (attack round 14, R14-B21).
+    let geographic_points = points_srs
+        .as_ref()
+        .or(raster_srs.as_ref())
+        .is_some_and(|srs| srs.is_geographic());
+    let lands_inside = |x: f64, y: f64| {
+        let at = match &transformer {
+            None => Some((x, y)),
+            Some(t) => {
+                let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
+                let _quiet = ErrorCapture::start();
+                t.transform_coords(&mut xs, &mut ys, &mut zs)
+                    .ok()
+                    .filter(|_| xs[0].is_finite() && ys[0].is_finite())
+                    .map(|_| (xs[0], ys[0]))
+            }
+        };
+        at.is_some_and(|(rx, ry)| {
+            let (pixel, line) = apply(&inv, rx, ry);
+            cell_of(pixel, line, width, height).is_some()
+        })
+    };
+    let mut swapped_inside = 0usize;
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
     // Points on cells GDAL's mask marks invalid, per band (R13-B6).
@@ -511,10 +536,20 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             }
         }
         let Some((row, column)) = cell_of(pixel, line, width, height) else {
+            let swapped = geographic_points && x.abs() <= 90.0 && lands_inside(y, x);
             sampled.note = Some(format!(
                 "outside the raster ({width} x {height} cells): pixel {pixel:.3}, line \
-                 {line:.3}"
+                 {line:.3}{}",
+                if swapped {
+                    format!(
+                        "; [{y}, {x}] (the pair swapped) would fall inside: coordinates are \
+                         [longitude, latitude]"
+                    )
+                } else {
+                    String::new()
+                }
             ));
+            swapped_inside += usize::from(swapped);
             outside += 1;
             points.push(sampled);
             continue;
@@ -541,9 +576,18 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 (1, 1),
                 (1, 1),
             )
-            .map_err(|e| GdalError::Failed {
-                operation: format!("reading band {} at row {row}, column {column}", info.band),
-                message: capture.failure_text(&e.to_string()),
+            .map_err(|e| {
+                crate::gdal::facts::cell_read_error(
+                    e,
+                    || format!("band {}", info.band),
+                    |e| GdalError::Failed {
+                        operation: format!(
+                            "reading band {} at row {row}, column {column}",
+                            info.band
+                        ),
+                        message: capture.failure_text(&e.to_string()),
+                    },
+                )
             })?;
             if masked_here > 0 {
                 match masked.iter_mut().find(|(b, _)| *b == info.band) {
@@ -586,6 +630,15 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             "{outside} point(s) fall outside the raster, and every one lies within ±180 / ±90: \
              they look like longitudes and latitudes, while `crs` defaults to the raster's own \
              (projected) CRS; if they are degrees, pass \"crs\": \"EPSG:4326\""
+        ));
+    }
+    if swapped_inside > 0 {
+        warnings.push(format!(
+            "{swapped_inside} of the {outside} point(s) outside the raster would fall inside \
+             with their two numbers swapped: coordinates are [x, y], which for longitudes and \
+             latitudes is [longitude, latitude] whatever the CRS's own axis order (EPSG:4326 \
+             lists latitude first); if the points were given as [latitude, longitude], swap \
+             them"
         ));
     }
     for (index, count) in masked {

@@ -179,7 +179,13 @@ fn band_stats(
         // (R7-3): read through the one cell read every host reader shares (R8-12).
         let (buffer, masked) =
             crate::gdal::facts::read_cells_masked::<f64>(&band, (0, 0), (width, height), (w, h))
-                .map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| {
+                    crate::gdal::facts::cell_read_error(
+                        e,
+                        || format!("band {index} of {}", path.display()),
+                        |e| failed(e.to_string()),
+                    )
+                })?;
         masked_count += masked;
         let data = buffer.data();
         cells = data.len() as u64;
@@ -195,7 +201,13 @@ fn band_stats(
                 (width, rows),
                 (width, rows),
             )
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| {
+                crate::gdal::facts::cell_read_error(
+                    e,
+                    || format!("band {index} of {}", path.display()),
+                    |e| failed(e.to_string()),
+                )
+            })?;
             masked_count += masked;
             let data = buffer.data();
             cells += data.len() as u64;
@@ -240,7 +252,7 @@ fn band_stats(
     let summary = summarise(&mut values, &request.percentiles, request.histogram_bins);
     Ok(BandStats {
         band: index,
-        data_type: band.band_type().name(),
+        data_type: crate::gdal::facts::band_type_name(&band),
         nodata,
         scale,
         offset,

@@ -263,7 +263,7 @@ fn sum_range(
             operation: format!("reading band {index} of {}", path.display()),
             message: e.to_string(),
         })?;
-        let name = band.band_type().name();
+        let name = crate::gdal::facts::band_type_name(&band);
         if integer_range(&name).is_none() {
             return Ok(None);
         }
@@ -737,22 +737,6 @@ impl OutsideFill {
     }
 }
 
-/// GDAL's name of `band`'s data type, complex types included (the crate's names stop at the
-/// real types).
-pub fn band_type_name(band: &gdal::raster::RasterBand) -> String {
-    // SAFETY: a live band handle; GDAL returns a static string or NULL.
-    let name = unsafe {
-        gdal_sys::GDALGetDataTypeName(gdal_sys::GDALGetRasterDataType(band.c_rasterband()))
-    };
-    if name.is_null() {
-        return String::new();
-    }
-    // SAFETY: a NUL-terminated static string from GDAL.
-    unsafe { std::ffi::CStr::from_ptr(name) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// The smallest and largest value of `band`'s cells that its mask and nodata leave valid,
 /// read strip by strip; `None` when no cell is valid.
 fn masked_range(band: &gdal::raster::RasterBand) -> gdal::errors::Result<Option<(f64, f64)>> {
@@ -854,7 +838,7 @@ pub fn fill_nodata(
         Some(name) => name.to_string(),
         None => dataset
             .rasterband(1)
-            .map(|band| band_type_name(&band))
+            .map(|band| crate::gdal::facts::band_type_name(&band))
             .unwrap_or_default(),
     };
     let Ok(range) = fill_range(&type_name) else {

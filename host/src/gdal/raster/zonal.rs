@@ -187,7 +187,13 @@ impl ZonalRequest {
                     (block.cols, block.rows),
                     (block.cols, block.rows),
                 )
-                .map_err(|_| failed("cannot read a window of the band"))?;
+                .map_err(|e| {
+                    crate::gdal::facts::cell_read_error(
+                        e,
+                        || format!("raster {}", self.raster.display()),
+                        |_| failed("cannot read a window of the band"),
+                    )
+                })?;
                 let data: std::borrow::Cow<[f32]> = if physical {
                     values
                         .data()

@@ -234,7 +234,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 dataset
                     .rasterband(1)
                     .ok()
-                    .map(|band| band.band_type().name())
+                    .map(|band| crate::gdal::facts::band_type_name(&band))
             });
             let rounding = match (statistic, written_type) {
                 (BlockStatistic::Average | BlockStatistic::Rms, Some(t))

@@ -675,7 +675,9 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
                     return Err(ToolError::Arguments(format!("accumulation: {}x{} cells at {:?}, but the DEM is {w}x{h} at {:?}; compute it with dem_flow_accumulation (d8, cells) from this DEM", grid.width(), grid.height(), given.geotransform, georef.geotransform)));
                 }
                 check_cell_counts(&grid)?;
-                grid
+                let own = hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3))?.0;
+                check_same_accumulation(&grid, &own, path)?;
+                own
             }
             None => hy::d8_accumulation::<f32>(&directions, cell_size, &hy::AccumulationOptions::default(), &hy::SubProgress::new(relay, 0.4, 0.3))?.0,
         };
@@ -727,6 +729,70 @@ fn check_cell_counts(grid: &hy::Grid<f32>) -> Result<(), ToolError> {
             ""
         }
     )))
+}
+
+/// A given `accumulation` must be this DEM's: one from another DEM on the same grid (a
+/// version before conditioning, a neighbouring tile's reprojection, another flat resolution)
+/// passes the shape and cell-count checks, and its streams would be plausible and wrong,
+/// ordered along this DEM's directions but placed by the other's (attack round 14, R14-B20).
+/// It is compared with the D8 accumulation of this DEM's directions; any cell that differs
+/// by more than rounding refuses the call with both figures and the argument that chooses.
+fn check_same_accumulation(
+    given: &hy::Grid<f32>,
+    own: &hy::Grid<f32>,
+    path: &std::path::Path,
+) -> Result<(), ToolError> {
+    let valid = |grid: &hy::Grid<f32>, v: f32| v.is_finite() && Some(v) != grid.nodata();
+    let (width, _) = own.shape();
+    let (mut differing, mut compared) = (0u64, 0u64);
+    let mut first: Option<(usize, f32, f32)> = None;
+    for (index, (&g, &o)) in given.data().iter().zip(own.data()).enumerate() {
+        let (g_valid, o_valid) = (valid(given, g), valid(own, o));
+        if !g_valid && !o_valid {
+            continue;
+        }
+        compared += 1;
+        // f32 sums of whole cells are exact below 2^24; above, allow the rounding of a sum.
+        let same = g_valid && o_valid && (g - o).abs() <= 0.5f32.max(o.abs() * 1e-6);
+        if !same {
+            differing += 1;
+            first.get_or_insert((index, g, o));
+        }
+    }
+    let Some((index, g, o)) = first else {
+        return Ok(());
+    };
+    let figure = |v: f32| if v.is_finite() { json!(v) } else { json!(null) };
+    let (row, column) = (index / width.max(1), index % width.max(1));
+    Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
+        message: format!(
+            "accumulation: {} is not this DEM's D8 accumulation: {differing} of {compared} cells \
+             differ from the accumulation of this DEM's own D8 directions (first at row {row}, \
+             column {column}: {} given, {} from this DEM). Streams would be placed by the other \
+             surface and ordered along this one. Leave `accumulation` out to use this DEM's, or \
+             compute it with dem_flow_accumulation (d8, cells, the same resolve_flats) from this \
+             DEM",
+            path.display(),
+            if g.is_finite() {
+                g.to_string()
+            } else {
+                "no value".to_string()
+            },
+            if o.is_finite() {
+                o.to_string()
+            } else {
+                "no value".to_string()
+            },
+        ),
+        parameter: "accumulation".to_string(),
+        candidates: json!({
+            "given": {"path": path.display().to_string(), "cells_differing": differing,
+                      "cells_compared": compared, "first": {"row": row, "column": column,
+                      "value": figure(g)}},
+            "from_this_dem": {"first": {"row": row, "column": column, "value": figure(o)},
+                              "how": "leave `accumulation` out"},
+        }),
+    }))
 }
 
 /// `dem_watershed`, as the tool table lists it.

@@ -709,7 +709,7 @@ fn refuse_nodata_in_the_data(dataset: &gdal::Dataset, value: f64) -> Result<(), 
         let Ok(band) = dataset.rasterband(index) else {
             continue;
         };
-        let integer = warp::integer_range(&warp::band_type_name(&band))
+        let integer = warp::integer_range(&crate::gdal::facts::band_type_name(&band))
             .is_some_and(|(low, high)| (low..=high).contains(&value));
         if band.no_data_value().is_some() || !integer {
             continue;
@@ -753,7 +753,7 @@ fn choose_fill(
             Some(t) => t.clone(),
             None => dataset
                 .rasterband(1)
-                .map(|band| warp::band_type_name(&band))
+                .map(|band| crate::gdal::facts::band_type_name(&band))
                 .unwrap_or_default(),
         };
         // GDAL 3.6 copies a 64-bit integer nodata only through its own API: the probe cannot
