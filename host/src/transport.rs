@@ -309,6 +309,25 @@ fn check(text: &str) -> Result<(), String> {
         }
     };
     let Value::Object(message) = &value else {
+        // A batch: JSON-RPC answers it with an array holding a response per request in it, so
+        // each request gets an error with its own id (attack round 15, R15-C7: a client on
+        // 2025-03-26, whose base protocol lets clients batch, waited for ids 11 and 12 until
+        // its timeout); notifications in it get nothing, as ever.
+        const BATCH: &str = "invalid request: batches are not supported; send each JSON-RPC \
+                             message as one object on its own line";
+        if let Value::Array(members) = &value {
+            let replies: Vec<Value> = members
+                .iter()
+                .filter_map(|member| member.get("id"))
+                .map(|id| {
+                    json!({"jsonrpc": "2.0", "id": reply_id(Some(id)),
+                           "error": {"code": -32600, "message": BATCH}})
+                })
+                .collect();
+            if !replies.is_empty() {
+                return Err(Value::Array(replies).to_string());
+            }
+        }
         return Err(error_line(
             &Value::Null,
             -32600,
@@ -735,6 +754,33 @@ mod tests {
             if want.is_none() {
                 assert!(rmcp_reads(text.trim_start_matches('\u{feff}')), "{text}");
             }
+        }
+    }
+
+    /// Attack round 15, R15-C7: a batch's requests each get an error with their own id, in
+    /// one array (JSON-RPC's answer to a batch); its notifications get none; a batch of
+    /// notifications alone, and an array of non-messages, get the one `null`-id error.
+    #[test]
+    fn r15_c7_each_request_of_a_batch_gets_an_error_with_its_id() {
+        let batch = r#"[{"jsonrpc":"2.0","id":11,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]"#;
+        let reply: Value =
+            serde_json::from_str(&check_line(batch.as_bytes()).unwrap_err()).unwrap();
+        let replies = reply.as_array().expect("an array for a batch");
+        let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+        assert_eq!(ids, [&json!(11), &json!("b")]);
+        for r in replies {
+            assert_eq!(r["error"]["code"], json!(-32600), "{r}");
+            assert!(
+                r["error"]["message"].as_str().unwrap().contains("own line"),
+                "{r}"
+            );
+        }
+        for lone in [
+            r#"[{"jsonrpc":"2.0","method":"notifications/initialized"}]"#,
+            "[1,2]",
+            "[]",
+        ] {
+            assert_eq!(code(lone), Some((-32600, Value::Null)), "{lone}");
         }
     }
 

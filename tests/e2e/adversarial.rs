@@ -6047,3 +6047,140 @@ async fn r12_5_a_hot_rollback_journal_is_refused_naming_the_fix_and_nothing_is_w
     assert!(text(&info).contains("2000"), "{}", text(&info));
     assert_eq!(sqlite_files(&dir, "x.gpkg"), rolled);
 }
+
+/// A netCDF-4 file holding one Float32 array `v` over `dims` (name, length), chunked
+/// `chunk` and deflated, with one value written (the rest never written: the file stays
+/// small whatever the lengths).
+fn netcdf4(path: &std::path::Path, dims: &[(&str, u64)], chunk: &[u64]) {
+    use std::ffi::CString;
+    let name = CString::new(path.to_str().unwrap()).unwrap();
+    let driver = gdal::DriverManager::get_driver_by_name("netCDF").unwrap();
+    let blocksize = CString::new(format!(
+        "BLOCKSIZE={}",
+        chunk
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    ))
+    .unwrap();
+    let compress = CString::new("COMPRESS=DEFLATE").unwrap();
+    let mut options = [blocksize.as_ptr(), compress.as_ptr(), std::ptr::null()];
+    // SAFETY: the multidimensional C API with live handles, each released below; the option
+    // list is NULL-terminated and outlives the calls.
+    unsafe {
+        let dataset = gdal_sys::GDALCreateMultiDimensional(
+            driver.c_driver(),
+            name.as_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        );
+        assert!(!dataset.is_null());
+        let root = gdal_sys::GDALDatasetGetRootGroup(dataset);
+        let mut handles: Vec<gdal_sys::GDALDimensionH> = dims
+            .iter()
+            .map(|(dim, size)| {
+                let dim = CString::new(*dim).unwrap();
+                gdal_sys::GDALGroupCreateDimension(
+                    root,
+                    dim.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    *size,
+                    std::ptr::null_mut(),
+                )
+            })
+            .collect();
+        let float = gdal_sys::GDALExtendedDataTypeCreate(gdal_sys::GDALDataType::GDT_Float32);
+        let v = CString::new("v").unwrap();
+        let array = gdal_sys::GDALGroupCreateMDArray(
+            root,
+            v.as_ptr(),
+            handles.len(),
+            handles.as_mut_ptr(),
+            float,
+            options.as_mut_ptr() as gdal_sys::CSLConstList,
+        );
+        assert!(!array.is_null());
+        let start = vec![0u64; dims.len()];
+        let count = vec![1usize; dims.len()];
+        let value = 1.0f32;
+        let value_ptr = &value as *const f32 as *const std::ffi::c_void;
+        assert_ne!(
+            gdal_sys::GDALMDArrayWrite(
+                array,
+                start.as_ptr(),
+                count.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                float,
+                value_ptr,
+                value_ptr,
+                4,
+            ),
+            0
+        );
+        gdal_sys::GDALMDArrayRelease(array);
+        gdal_sys::GDALExtendedDataTypeRelease(float);
+        for handle in handles {
+            gdal_sys::GDALDimensionRelease(handle);
+        }
+        gdal_sys::GDALGroupRelease(root);
+        gdal_sys::GDALClose(dataset);
+    }
+}
+
+/// Attack round 15, R15-A1 to R15-A4: small netCDF-4 files whose HDF5 layout makes GDAL hold
+/// or walk far more than the budgets: a 1 GiB deflate chunk (libhdf5 inflates a whole chunk
+/// for any cell: `raster_info` peaked at 2,219 MB, and four calls held the read-only workers
+/// for two minutes), and a one-dimensional variable of 200 M values (GDAL's open reads it
+/// whole: 6.4 GB at 800 M and the process aborted under `RLIMIT_AS`; a CF geometry container
+/// kept the open looping). Each is refused before GDAL opens it, naming the budget; the
+/// twins, the same array chunked one band at a time and a short one-dimensional variable,
+/// are read.
+#[tokio::test]
+async fn r15_a_netcdf4_chunks_and_variables_beyond_the_budgets_are_refused_before_the_open() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    netcdf4(
+        &server.path("big_chunk.nc"),
+        &[("time", 256), ("y", 1024), ("x", 1024)],
+        &[256, 1024, 1024],
+    );
+    netcdf4(
+        &server.path("band_chunk.nc"),
+        &[("time", 256), ("y", 1024), ("x", 1024)],
+        &[1, 1024, 1024],
+    );
+    netcdf4(&server.path("long.nc"), &[("n", 200_000_000)], &[4_000_000]);
+    netcdf4(&server.path("short.nc"), &[("n", 1000)], &[1000]);
+    for (input, tool, needle) in [
+        ("big_chunk.nc", "raster_info", "a chunk of 1024 MB"),
+        ("long.nc", "vector_info", "200000000 values"),
+    ] {
+        let started = std::time::Instant::now();
+        let result = server.call(tool, json!({"input": input})).await.unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert!(
+            text(&result).contains(needle) && text(&result).contains("budget"),
+            "{input}: {}",
+            text(&result)
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{input}"
+        );
+    }
+    let twin = server
+        .call("raster_info", json!({"input": "band_chunk.nc"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    assert!(!text(&twin).contains("budget"), "{}", text(&twin));
+    let short = server
+        .call("vector_info", json!({"input": "short.nc"}))
+        .await
+        .unwrap();
+    assert!(!text(&short).contains("budget"), "{}", text(&short));
+}

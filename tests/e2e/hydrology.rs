@@ -416,3 +416,72 @@ async fn r14_b20_streams_refuse_another_dems_accumulation_on_the_same_grid() -> 
     );
     Ok(())
 }
+
+/// `path`'s band 1 declared in `unit`.
+fn declare_unit(path: &Path, unit: &str) -> anyhow::Result<()> {
+    let dataset = gdal::Dataset::open_ex(
+        path,
+        gdal::DatasetOptions {
+            open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+            ..Default::default()
+        },
+    )?;
+    let band = dataset.rasterband(1)?;
+    let unit = std::ffi::CString::new(unit)?;
+    // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+    unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+    Ok(())
+}
+
+/// Attack round 15, R15-B9: `dem_condition` and `raster_composite` wrote a DEM whose band
+/// declares `ft` without its unit, so `raster_terrain` on the result took the feet for
+/// metres (45.14° for 17.03°). The conditioned copy and the composite keep the unit; inputs
+/// in different units are refused; a DEM without a unit gives outputs without one (the twin).
+#[tokio::test]
+async fn r15_b9_conditioned_and_composited_dems_keep_their_heights_unit() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    let rows = v_valley();
+    write_dem(&server.path("feet.tif"), &rows)?;
+    declare_unit(&server.path("feet.tif"), "ft")?;
+    write_dem(&server.path("metres.tif"), &rows)?;
+    declare_unit(&server.path("metres.tif"), "m")?;
+    write_dem(&server.path("plain.tif"), &rows)?;
+    let unit_of = |name: &str| -> anyhow::Result<String> {
+        Ok(gdal::Dataset::open(server.path(name))?
+            .rasterband(1)?
+            .unit())
+    };
+    for (input, want) in [("feet.tif", "ft"), ("plain.tif", "")] {
+        let output = format!("filled_{input}");
+        let done = gdal_mcp_tests::call_justified(
+            &server,
+            "dem_condition",
+            json!({"input": input, "output": output, "method": "fill"}),
+        )
+        .await?
+        .result;
+        assert!(!is_error(&done), "{}", text(&done));
+        assert_eq!(unit_of(&output)?, want, "dem_condition {input}");
+        let output = format!("max_{input}");
+        let done = gdal_mcp_tests::call_justified(
+            &server,
+            "raster_composite",
+            json!({"inputs": [input, input], "output": output, "statistic": "max"}),
+        )
+        .await?
+        .result;
+        assert!(!is_error(&done), "{}", text(&done));
+        assert_eq!(unit_of(&output)?, want, "raster_composite {input}");
+    }
+    let unlike = gdal_mcp_tests::call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["feet.tif", "metres.tif"], "output": "unlike.tif", "statistic": "max"}),
+    )
+    .await?
+    .result;
+    assert!(is_error(&unlike), "{}", text(&unlike));
+    assert!(text(&unlike).contains("unlike units"), "{}", text(&unlike));
+    assert!(!server.path("unlike.tif").exists());
+    Ok(())
+}

@@ -207,3 +207,78 @@ fn b5_unparseable_lines_get_one_reply_with_their_readable_id() {
         "nothing more on stdout"
     );
 }
+
+/// Attack round 15, R15-C8: an unknown tool name, resource URI or prompt name of 300,000
+/// characters came back whole in its "not found" error. Each echo is now capped (its first
+/// 120 characters and its length); a short unknown name is still echoed whole.
+#[test]
+fn r15_c8_protocol_errors_cap_a_long_name_they_echo() {
+    let mut raw = Raw::start();
+    let long = "A".repeat(300_000);
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": "tool", "method": "tools/call",
+               "params": {"name": long, "arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": "resource", "method": "resources/read",
+               "params": {"uri": format!("methodology://{long}")}}),
+        json!({"jsonrpc": "2.0", "id": "prompt", "method": "prompts/get",
+               "params": {"name": long}}),
+    ];
+    for line in lines {
+        let id = line["id"].clone();
+        let replies = raw.replies_to(&line.to_string(), "sentinel");
+        let reply = replies
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("{id}: no reply"));
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.len() < 4_000 && message.contains("characters)"),
+            "{id}: {} characters: {}",
+            message.len(),
+            &message[..message.len().min(300)]
+        );
+    }
+    let short = json!({"jsonrpc": "2.0", "id": "short", "method": "tools/call",
+                       "params": {"name": "no_such_tool", "arguments": {}}});
+    let replies = raw.replies_to(&short.to_string(), "sentinel2");
+    let message = replies[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("\"no_such_tool\""), "{message}");
+}
+
+/// Attack round 15, R15-C5: every plugin instance reserved wasmtime's default 4 GiB of
+/// address space plus guard, so one gated call took the server to 5.23 GB of virtual memory
+/// and two at once under `RLIMIT_AS` 6 GB failed closed ("mmap failed to reserve"). Each
+/// instance now reserves what a plugin may grow to: two gated calls at once keep the peak
+/// address space under 3 GB.
+#[test]
+fn r15_c5_plugin_instances_reserve_only_what_they_may_use() {
+    let mut raw = Raw::start();
+    let dem = raw._workspace.path().join("dem.asc");
+    std::fs::write(
+        &dem,
+        "ncols 4\nnrows 4\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2 3 4\n5 6 7 8\n9 10 11 12\n13 14 15 16\n",
+    )
+    .unwrap();
+    for (id, output) in [("a", "a.tif"), ("b", "b.tif")] {
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": "raster_convert",
+                               "arguments": {"input": "dem.asc", "output": output}}})
+            .to_string(),
+        );
+    }
+    for _ in 0..2 {
+        let reply = raw.next().expect("both calls answered");
+        assert!(
+            !reply["result"]["isError"].as_bool().unwrap_or(true),
+            "{reply}"
+        );
+    }
+    let status = std::fs::read_to_string(format!("/proc/{}/status", raw.child.id())).unwrap();
+    let peak_kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmPeak:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kb < 3_000_000, "VmPeak {peak_kb} kB");
+}

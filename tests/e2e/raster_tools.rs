@@ -843,3 +843,103 @@ async fn r14_b15_complex_bands_are_refused_by_every_reader_of_cells_not_read_as_
         text(&sample)
     );
 }
+
+/// A 4 x 4 GeoTIFF of `T` holding `cells`, UTM 33N, with `scale` and `offset` when given.
+fn small<T: gdal::raster::GdalType + Copy>(path: &Path, cells: Vec<T>, packed: Option<(f64, f64)>) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver.create_with_band_type::<T, _>(path, 4, 4, 1).unwrap();
+    dataset
+        .set_geo_transform(&[500_000.0, 10.0, 0.0, 4_000_000.0, 0.0, -10.0])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    let mut band = dataset.rasterband(1).unwrap();
+    if let Some((scale, offset)) = packed {
+        band.set_scale(scale).unwrap();
+        band.set_offset(offset).unwrap();
+    }
+    band.write(
+        (0, 0),
+        (4, 4),
+        &mut gdal::raster::Buffer::new((4, 4), cells),
+    )
+    .unwrap();
+}
+
+/// Attack round 15, R15-B7 and R15-B12. `raster_info stats: true` gave GDAL's statistics of
+/// the stored values (minimum 1, mean 8.5 for a band of raw x 0.5 + 100, whose values are
+/// 100.5 and 104.25) and counted undeclared -9999 cells as data (minimum -9999): both are now
+/// refused naming `raster_stats`, and the plain twin still gets its statistics. The
+/// undeclared-code check (`raster_stats`) knows Float64's extremes and netCDF's default fill
+/// too (mean -4.49e307 and 2.49e36 were answered for 105.5).
+#[tokio::test]
+async fn r15_b7_b12_statistics_of_stored_values_and_unknown_fills_are_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let raw: Vec<i16> = (1..=16).collect();
+    small(&server.path("packed.tif"), raw.clone(), Some((0.5, 100.0)));
+    small(&server.path("plain.tif"), raw.clone(), None);
+    let mut sentinel: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+    sentinel[0] = -9999.0;
+    sentinel[5] = -9999.0;
+    small(&server.path("sentinel.tif"), sentinel, None);
+    for (input, kind, needle) in [
+        ("packed.tif", "invalid_arguments", "x 0.5"),
+        ("sentinel.tif", "data_conflict", "-9999"),
+    ] {
+        let result = server
+            .call("raster_info", json!({"input": input, "stats": true}))
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert_eq!(structured(&result)["error"]["kind"], kind, "{input}");
+        let message = text(&result);
+        assert!(
+            message.contains(needle) && message.contains("raster_stats"),
+            "{input}: {message}"
+        );
+    }
+    let plain = server
+        .call("raster_info", json!({"input": "plain.tif", "stats": true}))
+        .await
+        .unwrap();
+    assert!(!is_error(&plain), "{}", text(&plain));
+    assert!(
+        structured(&plain).to_string().contains("8.5"),
+        "{}",
+        text(&plain)
+    );
+
+    for (name, fill) in [
+        ("f64min.tif", f64::MIN),
+        ("ncfill.tif", 9.969_209_968_386_869e36),
+    ] {
+        let mut cells: Vec<f64> = (100..116).map(f64::from).collect();
+        for c in &mut cells[..4] {
+            *c = fill;
+        }
+        small(&server.path(name), cells, None);
+        let result = server
+            .call("raster_stats", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{name}: {}", text(&result));
+        assert_eq!(
+            structured(&result)["error"]["kind"],
+            "data_conflict",
+            "{name}"
+        );
+        let declared = server
+            .call("raster_stats", json!({"input": name, "nodata": fill}))
+            .await
+            .unwrap();
+        assert!(!is_error(&declared), "{name}: {}", text(&declared));
+        assert_eq!(
+            structured(&declared)["bands"][0]["mean"],
+            json!(109.5),
+            "{name}"
+        );
+    }
+}

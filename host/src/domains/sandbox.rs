@@ -308,6 +308,16 @@ impl Sandbox {
         let mut config = Config::new();
         config.consume_fuel(true);
         config.epoch_interruption(true);
+        // Each instance reserves address space for the memory a call may grow to, not
+        // wasmtime's default 4 GiB plus guard: with four plugin workers a gated call took
+        // the process from 974 MB to 5.23 GB of address space, and two calls at once under
+        // `RLIMIT_AS` 6 GB failed closed as "plugin ... mmap failed to reserve 0x104000000
+        // bytes" (attack round 15, R15-C5). Memory beyond the reservation is bounds-checked
+        // (the limit still traps a plugin at `memory_bytes`).
+        let reservation = u64::try_from(limits.memory_bytes).unwrap_or(u64::MAX);
+        config.memory_reservation(reservation);
+        config.memory_guard_size(64 << 10);
+        config.memory_reservation_for_growth(0);
         let engine = Engine::new(&config).map_err(|e| load(format!("engine: {e}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)

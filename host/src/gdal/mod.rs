@@ -65,6 +65,17 @@ pub enum GdalError {
     Memory(#[from] crate::budget::BudgetError),
 }
 
+/// Declare `band`'s unit (`ft`, `m`): the crate has no setter. `false` when GDAL refused it
+/// or the text holds a NUL byte.
+pub fn set_band_unit(band: &gdal::raster::RasterBand<'_>, unit: &str) -> bool {
+    let Ok(unit) = std::ffi::CString::new(unit) else {
+        return false;
+    };
+    // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+    let set = unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+    set == gdal_sys::CPLErr::CE_None
+}
+
 /// GDAL's raster block cache, in MB. GDAL's default (5 % of RAM) would keep a whole DEM in
 /// cache on top of the copy the hydrology runners hold; whole-band reads and writes stream
 /// through blocks, so a small cache costs nothing. `GDAL_CACHEMAX` in the environment wins.

@@ -270,6 +270,17 @@ fn short(hash: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
 }
 
+/// A decision apart from its prompt text: the key fields and the evidence ids, hashed (what
+/// a stale capsule must share with the call it answers).
+fn decision_of(key_fields: &Value, evidence: &[EvidenceItem]) -> String {
+    let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
+    sha256_hex(&format!(
+        "{}\n{}",
+        canonical_json(key_fields),
+        ids.join(",")
+    ))
+}
+
 fn severity_name(severity: Severity) -> &'static str {
     match severity {
         Severity::Advisory => "advisory",
@@ -851,12 +862,7 @@ impl Gate {
         let (key_fields, evidence) = (&trigger.key_fields, trigger.evidence.as_slice());
         let id = &domain.info.id;
         let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
-        let decision = sha256_hex(&format!(
-            "{}\n{}",
-            canonical_json(key_fields),
-            ids.join(",")
-        ));
-        let memo_key = (id.clone(), decision);
+        let memo_key = (id.clone(), decision_of(key_fields, evidence));
         let remembered = self.decisions.get(&memo_key);
         let key = match remembered {
             Some(key) => key,
@@ -874,7 +880,13 @@ impl Gate {
                     })
                     .max_by(|a, b| a.created_at.cmp(&b.created_at))
                     .map(|c| c.key);
-                self.decisions.insert(memo_key.clone(), newest.clone());
+                // Only a capsule found is remembered: "none yet" would hide the capsule the
+                // same process stores next for this decision (the call after a justified one
+                // was asked again; found with R15-C3's twin). A capsule stored later replaces
+                // the remembered one in `accept`.
+                if newest.is_some() {
+                    self.decisions.insert(memo_key.clone(), newest.clone());
+                }
                 newest
             }
         };
@@ -1063,6 +1075,14 @@ impl Gate {
             }
             return Err(StoreError::from(e).into());
         }
+        // The newest capsule of its decision, for the stale path.
+        self.decisions.insert(
+            (
+                capsule.domain.clone(),
+                decision_of(&capsule.key_fields, &capsule.evidence),
+            ),
+            Some(capsule.key.clone()),
+        );
         Ok(Ok(capsule))
     }
 

@@ -61,7 +61,7 @@ pub async fn get_prompt(
         return Err(McpError::invalid_params(
             format!(
                 "prompt not found: \"{}\"; available: {}",
-                request.name,
+                super::echo(&request.name),
                 names.join(", ")
             ),
             None,
@@ -170,7 +170,14 @@ pub async fn resources(app: &App) -> Result<ListResourcesResult, McpError> {
 }
 
 fn not_found(uri: &str, why: &str) -> McpError {
-    McpError::resource_not_found(format!("resource not found: {uri} ({why})"), None)
+    McpError::resource_not_found(
+        format!(
+            "resource not found: {} ({})",
+            super::echo(uri),
+            super::echo(why)
+        ),
+        None,
+    )
 }
 
 /// Read one resource.

@@ -134,6 +134,18 @@ fn capped(form: &str, length: usize) -> String {
     format!("{kept}… ({length} characters)")
 }
 
+/// A caller's text as a protocol-level error may echo it: whole up to [`ECHO_MAX`]
+/// characters, else capped as [`cap_echoes`] caps it (attack round 15, R15-C8: a 4 MiB tool
+/// name, resource URI or prompt name came back whole in its "not found" error).
+pub fn echo(text: &str) -> String {
+    let length = text.chars().count();
+    if length > ECHO_MAX {
+        capped(text, length)
+    } else {
+        text.to_string()
+    }
+}
+
 /// `message` with every echo of the caller's long `texts` capped (as written, and as Rust's
 /// and JSON's quoting escape it), then, when `cut`, cut at [`MAX_ERROR_CHARS`] characters.
 pub fn cap_echoes(message: &str, texts: &[String], cut: bool) -> String {
@@ -331,7 +343,7 @@ impl ServerHandler for GdalMcp {
             return Err(McpError::invalid_params(
                 format!(
                     "tool not found: \"{}\"; available: {}",
-                    request.name,
+                    echo(&request.name),
                     known.join(", ")
                 ),
                 None,

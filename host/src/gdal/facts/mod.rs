@@ -907,6 +907,13 @@ pub const KNOWN_SENTINELS: &[f64] = &[
     -32767.0,
     -3.402_823_466_385_288_6e38,
     3.402_823_466_385_288_6e38,
+    // Float64's extremes (numpy's `finfo(float64).min`, a common Float64 fill) and netCDF's
+    // default fill (`NC_FILL_DOUBLE`, equal to `NC_FILL_FLOAT` as a Float32 holds it): a band
+    // holding them undeclared answered mean -4.49e307 or 2.49e36 for 105.5 (attack round 15,
+    // R15-B12).
+    f64::MIN,
+    f64::MAX,
+    9.969_209_968_386_869e36,
 ];
 
 /// Facts that cost a read of the data, memoised per file version (path, size, mtime, inode)

@@ -696,6 +696,14 @@ struct Hdf5 {
     pget_layout: unsafe extern "C" fn(Hid) -> c_int,
     pget_external_count: unsafe extern "C" fn(Hid) -> c_int,
     pclose: unsafe extern "C" fn(Hid) -> Herr,
+    pget_chunk: unsafe extern "C" fn(Hid, c_int, *mut u64) -> c_int,
+    dget_space: unsafe extern "C" fn(Hid) -> Hid,
+    sget_ndims: unsafe extern "C" fn(Hid) -> c_int,
+    sget_dims: unsafe extern "C" fn(Hid, *mut u64, *mut u64) -> c_int,
+    sclose: unsafe extern "C" fn(Hid) -> Herr,
+    dget_type: unsafe extern "C" fn(Hid) -> Hid,
+    tget_size: unsafe extern "C" fn(Hid) -> usize,
+    tclose: unsafe extern "C" fn(Hid) -> Herr,
 }
 
 /// A symbol as the function pointer type `F`.
@@ -738,6 +746,14 @@ fn hdf5() -> Option<&'static Hdf5> {
                 pget_layout: function(symbol(c"H5Pget_layout")?)?,
                 pget_external_count: function(symbol(c"H5Pget_external_count")?)?,
                 pclose: function(symbol(c"H5Pclose")?)?,
+                pget_chunk: function(symbol(c"H5Pget_chunk")?)?,
+                dget_space: function(symbol(c"H5Dget_space")?)?,
+                sget_ndims: function(symbol(c"H5Sget_simple_extent_ndims")?)?,
+                sget_dims: function(symbol(c"H5Sget_simple_extent_dims")?)?,
+                sclose: function(symbol(c"H5Sclose")?)?,
+                dget_type: function(symbol(c"H5Dget_type")?)?,
+                tget_size: function(symbol(c"H5Tget_size")?)?,
+                tclose: function(symbol(c"H5Tclose")?)?,
             })
         }
     })
@@ -749,7 +765,119 @@ fn hdf5() -> Option<&'static Hdf5> {
 struct Hdf5Findings {
     lib: Option<&'static Hdf5>,
     found: Vec<String>,
+    /// What reading the file would cost beyond `limit` bytes at once (a chunk libhdf5
+    /// inflates whole, a one-dimensional variable GDAL reads whole).
+    costly: Vec<String>,
+    /// What a dataset may hold at once, in bytes ([`Hdf5Limits`]).
+    limit: Hdf5Limits,
     visited: usize,
+}
+
+/// What one HDF5 dataset may make GDAL hold or walk at once.
+#[derive(Debug, Clone, Copy)]
+struct Hdf5Limits {
+    /// Bytes of one chunk uncompressed: the smaller of [`MAX_HDF5_CHUNK_BYTES`] and the
+    /// memory budget. A chunk larger than libhdf5's chunk cache is inflated again for every
+    /// read of it: four `raster_info` calls on a 1 GiB chunk held the read-only workers for
+    /// 112-124 s each (attack round 15, R15-A2).
+    chunk_bytes: u64,
+    /// Bytes of a one-dimensional variable: the memory budget.
+    vector_bytes: u64,
+    /// Values of a one-dimensional variable: the cell budget (`GDAL_MCP_MAX_CELLS`). A CF-1.8
+    /// geometry container over 200 M features (800 MB of `node_count`, under a 1.5 GB
+    /// budget) kept GDAL's open looping for minutes (R15-A3).
+    vector_values: u64,
+}
+
+impl Default for Hdf5Limits {
+    fn default() -> Self {
+        Self {
+            chunk_bytes: u64::MAX,
+            vector_bytes: u64::MAX,
+            vector_values: u64::MAX,
+        }
+    }
+}
+
+/// The largest HDF5 chunk, uncompressed, GDAL may be let read (`GDAL_MCP_MAX_HDF5_CHUNK_BYTES`
+/// overrides it): 64 MiB, far above the chunks netCDF-4 writers choose (a few MB at most).
+const MAX_HDF5_CHUNK_BYTES: u64 = 64 << 20;
+
+const H5D_CHUNKED: c_int = 2;
+/// Dimensions read at most per dataset (HDF5's own limit is 32).
+const MAX_HDF5_RANK: usize = 32;
+
+/// What reading dataset `object` would hold in memory at once, when more than `limit`
+/// bytes: a chunk (libhdf5 inflates a whole chunk to give any of its cells: a 1 MB
+/// netCDF-4 file holding one 1 GiB deflate chunk took `raster_info` to 2,219 MB against a
+/// 300 MiB budget, attack round 15, R15-A1), or a one-dimensional variable (GDAL's netCDF
+/// driver reads coordinate and CF geometry variables whole at the open: an 800 M-long `x`
+/// never written made the open allocate 6.4 GB and the process abort, R15-A4; a geometry
+/// container over 200 M features kept the open looping for minutes, R15-A3).
+///
+/// # Safety
+/// `object` is an open dataset of `lib`, and `plist` its creation property list.
+unsafe fn dataset_cost(lib: &Hdf5, object: Hid, plist: Hid, limit: Hdf5Limits) -> Option<String> {
+    // SAFETY: as the caller vouches; every handle opened here is closed here.
+    unsafe {
+        let datatype = (lib.dget_type)(object);
+        if datatype < 0 {
+            return Some("a dataset whose type cannot be read".to_string());
+        }
+        let size = (lib.tget_size)(datatype) as u64;
+        (lib.tclose)(datatype);
+        let space = (lib.dget_space)(object);
+        if space < 0 {
+            return Some("a dataset whose shape cannot be read".to_string());
+        }
+        let rank = (lib.sget_ndims)(space);
+        let mut dims = [0u64; MAX_HDF5_RANK];
+        let read = if (0..=MAX_HDF5_RANK as c_int).contains(&rank) {
+            (lib.sget_dims)(space, dims.as_mut_ptr(), std::ptr::null_mut())
+        } else {
+            -1
+        };
+        (lib.sclose)(space);
+        if read < 0 {
+            return Some("a dataset whose shape cannot be read".to_string());
+        }
+        let rank = rank.max(0) as usize;
+        let bytes = |extent: &[u64]| {
+            extent
+                .iter()
+                .try_fold(size.max(1), |acc, d| acc.checked_mul(*d))
+                .unwrap_or(u64::MAX)
+        };
+        if (lib.pget_layout)(plist) == H5D_CHUNKED {
+            let mut chunk = [0u64; MAX_HDF5_RANK];
+            let chunk_rank = (lib.pget_chunk)(plist, MAX_HDF5_RANK as c_int, chunk.as_mut_ptr());
+            if chunk_rank > 0 {
+                let chunk_bytes = bytes(&chunk[..chunk_rank as usize]);
+                if chunk_bytes > limit.chunk_bytes {
+                    return Some(format!(
+                        "a chunk of {} MB uncompressed, which libhdf5 inflates whole to read any \
+                         of its cells (at most {} MB, GDAL_MCP_MAX_HDF5_CHUNK_BYTES)",
+                        chunk_bytes >> 20,
+                        limit.chunk_bytes >> 20
+                    ));
+                }
+            }
+        }
+        if rank == 1 {
+            let total = bytes(&dims[..1]);
+            if total > limit.vector_bytes || dims[0] > limit.vector_values {
+                return Some(format!(
+                    "a one-dimensional variable of {} values ({} MB), which GDAL reads whole \
+                     (at most {} values, GDAL_MCP_MAX_CELLS, and {} MB, the memory budget)",
+                    dims[0],
+                    total >> 20,
+                    limit.vector_values,
+                    limit.vector_bytes >> 20
+                ));
+            }
+        }
+        None
+    }
 }
 
 const H5L_TYPE_HARD: c_int = 0;
@@ -817,6 +945,9 @@ unsafe extern "C" fn visit_link(
                         .found
                         .push(format!("a dataset stored in external files: /{shown}"));
                 }
+                if let Some(cost) = dataset_cost(lib, object, plist, findings.limit) {
+                    findings.costly.push(format!("/{shown}: {cost}"));
+                }
                 (lib.pclose)(plist);
             } else {
                 findings
@@ -833,6 +964,12 @@ unsafe extern "C" fn visit_link(
 /// virtual datasets and externally stored datasets, found by visiting every link from the
 /// root without traversing any (only hard links are descended).
 pub fn hdf5_findings(file: &Path) -> Result<Vec<String>, String> {
+    hdf5_walk(file, Hdf5Limits::default()).map(|findings| findings.found)
+}
+
+/// Every link of an HDF5 file from the root ([`hdf5_findings`]), with what reading its
+/// datasets would hold at once beyond `limit` bytes.
+fn hdf5_walk(file: &Path, limit: Hdf5Limits) -> Result<Hdf5Findings, String> {
     let lib = hdf5().ok_or("libhdf5 is not available in this process")?;
     let name = std::ffi::CString::new(file.as_os_str().as_encoded_bytes())
         .map_err(|_| "a NUL in the path".to_string())?;
@@ -844,6 +981,7 @@ pub fn hdf5_findings(file: &Path) -> Result<Vec<String>, String> {
     }
     let mut findings = Hdf5Findings {
         lib: Some(lib),
+        limit,
         ..Default::default()
     };
     // SAFETY: visits the links of an open file by name order (0), native order (2); the
@@ -862,7 +1000,7 @@ pub fn hdf5_findings(file: &Path) -> Result<Vec<String>, String> {
     if status < 0 {
         return Err("its links cannot be visited".to_string());
     }
-    Ok(findings.found)
+    Ok(findings)
 }
 
 /// Refuse an HDF5-based file (netCDF-4) whose links or datasets make libhdf5 open other
@@ -873,16 +1011,45 @@ pub fn check_hdf5(input: &Path, file: &Path) -> Result<(), GdalError> {
     if !is_hdf5(file) {
         return Ok(());
     }
-    match hdf5_findings(file) {
-        Ok(found) if found.is_empty() => Ok(()),
-        Ok(found) => Err(refuse(
+    let budget = crate::budget::global().total();
+    let limit = Hdf5Limits {
+        chunk_bytes: crate::budget::setting("GDAL_MCP_MAX_HDF5_CHUNK_BYTES", MAX_HDF5_CHUNK_BYTES)
+            .min(budget),
+        vector_bytes: budget,
+        vector_values: super::max_cells(),
+    };
+    match hdf5_walk(file, limit) {
+        Ok(findings) if !findings.found.is_empty() => Err(refuse(
             input,
             file,
             &format!(
                 "this HDF5/netCDF-4 file makes libhdf5 open other files ({})",
-                found.iter().take(3).cloned().collect::<Vec<_>>().join("; ")
+                findings
+                    .found
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
             ),
         )),
+        Ok(findings) if !findings.costly.is_empty() => Err(refuse(
+            input,
+            file,
+            &format!(
+                "reading this HDF5/netCDF-4 file would make GDAL hold or walk more at once \
+                 than the server's budgets allow: {}. Rechunk it (nccopy -c) or cut the \
+                 variable first",
+                findings
+                    .costly
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        )),
+        Ok(_) => Ok(()),
         Err(e) => Err(refuse(
             input,
             file,

@@ -211,6 +211,10 @@ impl CompositeRequest {
         // themselves: a warped copy need not carry them): a composite of two scenes with
         // different scales would otherwise mix unlike numbers.
         let mut physical = Vec::with_capacity(self.inputs.len());
+        // The bands' declared units: a composite of heights in feet keeps `ft`, which the next
+        // tool's unit rule reads (attack round 15, R15-B9: `raster_terrain` on a composite of
+        // a `ft` DEM took the feet for metres); inputs in different units are unlike numbers.
+        let mut units: Vec<(String, &std::path::Path)> = Vec::new();
         for path in &self.inputs {
             let dataset = crate::gdal::facts::open(path)?;
             let b = dataset.rasterband(self.band).map_err(|_| {
@@ -220,7 +224,24 @@ impl CompositeRequest {
                 ))
             })?;
             physical.push((b.scale().unwrap_or(1.0), b.offset().unwrap_or(0.0)));
+            units.push((b.unit().trim().to_string(), path.as_path()));
         }
+        let declared: Vec<&(String, &std::path::Path)> =
+            units.iter().filter(|(u, _)| !u.is_empty()).collect();
+        if let Some((first, first_path)) = declared.first() {
+            if let Some((other, other_path)) = declared.iter().find(|(u, _)| u != first) {
+                return Err(GdalError::Arguments(format!(
+                    "inputs: {} declares its values in {first:?} and {} in {other:?}: a \
+                     composite of unlike units is a wrong number; convert one first \
+                     (raster_calc, e.g. \"a * 0.3048\" for feet to metres)",
+                    first_path.display(),
+                    other_path.display()
+                )));
+            }
+        }
+        let unit = (declared.len() == units.len())
+            .then(|| declared.first().map(|(u, _)| u.clone()))
+            .flatten();
 
         let staging = Staging::new(&self.output)?;
         let failed = capture.failing(format!("writing {}", self.output.display()));
@@ -265,6 +286,12 @@ impl CompositeRequest {
                 out_band
                     .set_no_data_value(Some(out_nodata))
                     .map_err(|_| failed("cannot set nodata"))?;
+                if unit
+                    .as_deref()
+                    .is_some_and(|unit| !crate::gdal::set_band_unit(&out_band, unit))
+                {
+                    return Err(failed("cannot set the band's unit"));
+                }
             }
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
             let mut compositor = aggregation::Compositor::default();

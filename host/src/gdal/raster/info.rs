@@ -89,6 +89,21 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
                     path.display()
                 )));
             }
+            // GDAL's statistics are of the stored values: a band declaring raw x 0.5 + 100
+            // reported minimum 1, mean 8.5 where its values are 100.5 and 104.25 (attack
+            // round 15, R15-B7).
+            let packed = dataset.rasterband(index).ok().and_then(|band| {
+                let (scale, offset) = (band.scale().unwrap_or(1.0), band.offset().unwrap_or(0.0));
+                (scale != 1.0 || offset != 0.0).then_some((scale, offset))
+            });
+            if let Some((scale, offset)) = packed {
+                return Err(GdalError::Arguments(format!(
+                    "stats: band {index} of {} declares its values as the stored ones x {scale} \
+                     + {offset}, and GDAL's statistics are of the stored values; use \
+                     raster_stats, which reports the values, or raster_info without stats",
+                    path.display()
+                )));
+            }
             let masked = dataset
                 .rasterband(index)
                 .ok()
@@ -111,8 +126,54 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
             &[],
             crate::gdal::policy::blocks::Reach::Full,
         )?;
-        gdalinfo_json(&dataset, true)
+        let report = gdalinfo_json(&dataset, true)?;
+        refuse_sentinel_extremes(path, &dataset, &report)?;
+        Ok(report)
     });
     let _ = gdal::config::clear_thread_local_config_option("GDAL_PAM_ENABLED");
     report
+}
+
+/// A band whose minimum or maximum is a conventional no-data code it does not declare
+/// ([`crate::gdal::facts::KNOWN_SENTINELS`]): GDAL's statistics counted those cells as data
+/// (minimum -9999, mean -1243.312 where the data's is 7.5; attack round 15, R15-B7), which
+/// `raster_stats` refuses as a data conflict. Refused the same way here, naming the way out.
+fn refuse_sentinel_extremes(
+    path: &std::path::Path,
+    dataset: &Dataset,
+    report: &Value,
+) -> Result<(), GdalError> {
+    let bands = report["bands"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (index, band) in bands.iter().enumerate() {
+        let declared = dataset
+            .rasterband(index + 1)
+            .ok()
+            .and_then(|b| crate::gdal::facts::nodata::band_nodata(&b));
+        for extreme in ["minimum", "maximum"] {
+            let Some(value) = band[extreme].as_f64() else {
+                continue;
+            };
+            if crate::gdal::facts::KNOWN_SENTINELS.contains(&value) && declared != Some(value) {
+                return Err(GdalError::Conflict {
+                    message: format!(
+                        "stats: band {} of {} has {extreme} {value}, a conventional no-data \
+                         code it does not declare, so GDAL's statistics count those cells as \
+                         data; use raster_stats with \"nodata\": {value} to leave them out \
+                         (or declare it with raster_convert `nodata`)",
+                        index + 1,
+                        path.display()
+                    ),
+                    parameter: "nodata".to_string(),
+                    candidates: serde_json::json!([
+                        {"nodata": value, "tool": "raster_stats"},
+                        {"nodata": null, "tool": "raster_stats"}
+                    ]),
+                });
+            }
+        }
+    }
+    Ok(())
 }

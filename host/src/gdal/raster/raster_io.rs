@@ -19,6 +19,9 @@ pub struct Georef {
     /// The band's GDAL mask in words, when it has one of its own (a per-dataset mask, an
     /// alpha band) and its masked cells were read as nodata (R13-B6).
     pub mask: Option<String>,
+    /// Band 1's unit (`ft`, `m`), when it declares one: what a DEM's heights are in, kept on
+    /// a conditioned copy ([`write_geotiff_heights`]).
+    pub unit: Option<String>,
 }
 
 /// Band 1 of `path` as an f32 grid (nodata kept), with its georeferencing; whole, within the
@@ -120,12 +123,14 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
     let grid = Grid::new(w, h, values, nodata)
         .map_err(|e| GdalError::Arguments(format!("{}: {e}", path.display())))?;
     let wkt = dataset.spatial_ref().ok().and_then(|s| s.to_wkt().ok());
+    let unit = Some(band.unit()).filter(|u| !u.trim().is_empty());
     Ok((
         grid,
         Georef {
             geotransform,
             wkt,
             mask,
+            unit,
         },
     ))
 }
@@ -142,6 +147,39 @@ pub fn write_geotiff<T: GdalType + Copy>(
     data: Vec<T>,
     nodata: Option<f64>,
     georef: &Georef,
+) -> Result<Vec<PathBuf>, GdalError> {
+    write_band(path, (width, height), data, nodata, georef, None)
+}
+
+/// [`write_geotiff`] for heights in the input's own unit (a conditioned DEM): the band keeps
+/// the input's declared unit, which the next tool's unit rule reads (attack round 15,
+/// R15-B9: `dem_condition` wrote a `ft` DEM without its unit, and `raster_terrain` on it took
+/// the feet for metres, 45.14° for 17.03°).
+pub fn write_geotiff_heights(
+    path: &Path,
+    width: usize,
+    height: usize,
+    data: Vec<f32>,
+    nodata: Option<f64>,
+    georef: &Georef,
+) -> Result<Vec<PathBuf>, GdalError> {
+    write_band(
+        path,
+        (width, height),
+        data,
+        nodata,
+        georef,
+        georef.unit.as_deref(),
+    )
+}
+
+fn write_band<T: GdalType + Copy>(
+    path: &Path,
+    (width, height): (usize, usize),
+    data: Vec<T>,
+    nodata: Option<f64>,
+    georef: &Georef,
+    unit: Option<&str>,
 ) -> Result<Vec<PathBuf>, GdalError> {
     let capture = ErrorCapture::start();
     let failed = capture.failing(format!("writing {}", path.display()));
@@ -174,6 +212,9 @@ pub fn write_geotiff<T: GdalType + Copy>(
         let mut band = dataset.rasterband(1).map_err(|_| failed("no band"))?;
         band.set_no_data_value(nodata)
             .map_err(|_| failed("cannot set nodata"))?;
+        if unit.is_some_and(|unit| !crate::gdal::set_band_unit(&band, unit)) {
+            return Err(failed("cannot set the band's unit"));
+        }
         let mut buffer = Buffer::new((width, height), data);
         band.write((0, 0), (width, height), &mut buffer)
             .map_err(|_| failed("cannot write pixels"))?;

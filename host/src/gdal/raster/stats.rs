@@ -287,22 +287,36 @@ pub fn summarise(values: &mut [f64], percentiles: &[f64], bins: usize) -> Summar
     }
     let n = values.len() as f64;
     let (mut min, mut max) = (f64::INFINITY, f64::NEG_INFINITY);
-    // Welford's update: stable for large counts and large offsets.
-    let (mut mean, mut m2, mut k) = (0.0f64, 0.0f64, 0.0f64);
     for &v in values.iter() {
         min = min.min(v);
         max = max.max(v);
+    }
+    // Values near f64's limits are summed scaled down by a power of two (exact), so that no
+    // difference overflows: 1e308, 1e308, -1e308, 1 gave a null mean, and a mean that
+    // depended on the cells' order (attack round 15, R15-B13).
+    let scale = if min.abs().max(max.abs()) > 1e300 {
+        2f64.powi(-64)
+    } else {
+        1.0
+    };
+    // Welford's update: stable for large counts and large offsets.
+    let (mut mean, mut m2, mut k) = (0.0f64, 0.0f64, 0.0f64);
+    for &v in values.iter() {
+        let v = v * scale;
         k += 1.0;
         let delta = v - mean;
         mean += delta / k;
         m2 += delta * (v - mean);
     }
+    let (mean, m2) = (mean / scale, m2 / scale / scale);
     let histogram = (bins > 0).then(|| {
         let mut counts = vec![0u64; bins];
-        let span = max - min;
+        // Halves: max - min overflows to infinity over f64's whole range (R15-B13: counts
+        // [4, 0] for [1, 3]).
+        let span = max / 2.0 - min / 2.0;
         for &v in values.iter() {
             let bin = if span > 0.0 {
-                (((v - min) / span) * bins as f64) as usize
+                (((v / 2.0 - min / 2.0) / span) * bins as f64) as usize
             } else {
                 0
             };
@@ -356,6 +370,22 @@ mod tests {
         let want = [1.0, 2.0, 3.0, 7.6, 10.0];
         for (g, w) in got.iter().zip(want) {
             assert!((g - w).abs() < 1e-12, "{got:?}");
+        }
+    }
+
+    /// Attack round 15, R15-B13: cells near f64's limits. Histogram [1, 3] (numpy), a mean
+    /// whatever the cells' order.
+    #[test]
+    fn r15_b13_values_near_the_limits_of_a_double() {
+        for cells in [[1e308, 1e308, -1e308, 1.0], [-1e308, 1.0, 1e308, 1e308]] {
+            let mut values = cells.to_vec();
+            let s = summarise(&mut values, &[], 2);
+            assert_eq!(s.histogram.expect("histogram").counts, [1, 3], "{cells:?}");
+            let mean = s.mean.expect("a mean");
+            assert!(
+                (mean - 2.5e307).abs() <= 2.5e307 * 1e-12,
+                "{cells:?}: {mean}"
+            );
         }
     }
 

@@ -453,7 +453,7 @@ pub async fn condition(call: Call) -> Result<Value, ToolError> {
         };
         let (w, h) = dem.shape();
         let nodata = dem.nodata().map(f64::from);
-        let files = raster_io::write_geotiff(&output, w, h, dem.into_data(), nodata, &georef)?;
+        let files = raster_io::write_geotiff_heights(&output, w, h, dem.into_data(), nodata, &georef)?;
         Ok((files, report))
     })
     .await
