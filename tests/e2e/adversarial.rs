@@ -6184,3 +6184,116 @@ async fn r15_a_netcdf4_chunks_and_variables_beyond_the_budgets_are_refused_befor
         .unwrap();
     assert!(!text(&short).contains("budget"), "{}", text(&short));
 }
+
+/// A 4 x 4 Byte GeoTIFF of class codes, georeferenced in WGS 84 at 10° E 45.2° N when
+/// `georeferenced`, else with no georeferencing at all.
+fn classes(path: &Path, georeferenced: bool) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<u8, _>(path, 4, 4, 1)
+        .unwrap();
+    if georeferenced {
+        dataset
+            .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
+            .unwrap();
+    }
+    let mut band = dataset.rasterband(1).unwrap();
+    band.write(
+        (0, 0),
+        (4, 4),
+        &mut gdal::raster::Buffer::new((4, 4), (0..16u8).map(|v| v % 3 + 1).collect()),
+    )
+    .unwrap();
+}
+
+/// Attack round 15, R15-C14: an overwrite moved in the new file and left the old output's
+/// `o.png.aux.xml` beside it, so a PNG with no georeferencing read as WGS 84 at 10° E 45.2° N
+/// (this server's `raster_info` included) while its result said `crs: null`. The replaced
+/// output's own sidecars are removed with `overwrite`, and without it a stale one refuses the
+/// call naming it; a shapefile's `.prj` beside another dataset's stem (`o.prj` beside
+/// `o.tif`) is not touched.
+#[tokio::test]
+async fn r15_c14_an_overwrite_leaves_no_sidecar_of_the_output_it_replaces() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    classes(&server.path("geo.tif"), true);
+    classes(&server.path("nogeo.tif"), false);
+    std::fs::write(server.path("o.prj"), "not ours").unwrap();
+    let convert = |input: &str, overwrite: bool| json!({"input": input, "output": "o.png", "format": "PNG", "overwrite": overwrite});
+    let first =
+        gdal_mcp_tests::call_justified(&server, "raster_convert", convert("geo.tif", false))
+            .await
+            .unwrap()
+            .result;
+    assert!(!is_error(&first), "{}", text(&first));
+    assert!(
+        server.path("o.png.aux.xml").exists(),
+        "PNG keeps its CRS in PAM"
+    );
+    let second =
+        gdal_mcp_tests::call_justified(&server, "raster_convert", convert("nogeo.tif", true))
+            .await
+            .unwrap()
+            .result;
+    assert!(!is_error(&second), "{}", text(&second));
+    assert!(
+        !server.path("o.png.aux.xml").exists(),
+        "the old PAM file stayed"
+    );
+    assert!(
+        server.path("o.prj").exists(),
+        "another dataset's file was removed"
+    );
+    let info = server
+        .call("raster_info", json!({"input": "o.png"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        structured(&info)["facts"]["crs"],
+        Value::Null,
+        "{}",
+        text(&info)
+    );
+    // A stale sidecar with nothing to replace: refused without `overwrite`.
+    std::fs::remove_file(server.path("o.png")).unwrap();
+    std::fs::write(server.path("o.png.aux.xml"), "<PAMDataset/>").unwrap();
+    let stale =
+        gdal_mcp_tests::call_justified(&server, "raster_convert", convert("geo.tif", false))
+            .await
+            .unwrap()
+            .result;
+    assert!(is_error(&stale), "{}", text(&stale));
+    assert!(text(&stale).contains("o.png.aux.xml"), "{}", text(&stale));
+    assert!(!server.path("o.png").exists());
+}
+
+/// Attack round 15, R15-C11: four calls writing the same new output at once without
+/// `overwrite` each checked it did not exist, then renamed, so two or three succeeded and
+/// the file held the last. Commits are serialised (and a no-overwrite rename never
+/// replaces): exactly one succeeds and the others are refused naming the output.
+#[tokio::test]
+async fn r15_c11_concurrent_writes_of_one_new_output_succeed_once() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    classes(&server.path("geo.tif"), true);
+    for round in 0..3 {
+        let output = format!("same{round}.tif");
+        let calls = (0..4).map(|_| {
+            server.call(
+                "raster_convert",
+                json!({"input": "geo.tif", "output": output}),
+            )
+        });
+        let results = futures::future::join_all(calls).await;
+        let succeeded = results
+            .iter()
+            .filter(|r| r.as_ref().is_ok_and(|r| !is_error(r)))
+            .count();
+        assert_eq!(succeeded, 1, "round {round}");
+    }
+}

@@ -943,3 +943,60 @@ async fn r15_b7_b12_statistics_of_stored_values_and_unknown_fills_are_refused() 
         );
     }
 }
+
+/// Attack round 15, R15-C13: a call that chose `georef_source: world_file` recorded and
+/// returned `gdalwarp ... dem.tif o.tif`, which GDAL replays onto the internal geotransform,
+/// 0.05° (about 4 km) from the output the call wrote. The command lines now carry the choice
+/// (`--config GDAL_GEOREF_SOURCES WORLDFILE,INTERNAL`): replayed, they give the call's output
+/// pixel for pixel, at the world file's origin.
+#[tokio::test]
+async fn r15_c13_the_recorded_commands_replay_the_georeferencing_chosen() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    {
+        let mut dataset = driver
+            .create_with_band_type::<f32, _>(server.path("dem.tif"), 20, 20, 1)
+            .unwrap();
+        dataset
+            .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
+            .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        let mut buffer =
+            gdal::raster::Buffer::new((20, 20), (0..400).map(|v| v as f32).collect::<Vec<_>>());
+        band.write((0, 0), (20, 20), &mut buffer).unwrap();
+    }
+    std::fs::write(
+        server.path("dem.tfw"),
+        "0.01\n0.0\n0.0\n-0.01\n10.055\n45.195\n",
+    )
+    .unwrap();
+    let done = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "dem.tif", "output": "o.tif", "size": [10, 10], "resampling": "nearest",
+               "georef_source": "world_file"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&done), "{}", text(&done));
+    let result = structured(&done);
+    assert!(
+        result["commands"]
+            .to_string()
+            .contains("GDAL_GEOREF_SOURCES"),
+        "{}",
+        result["commands"]
+    );
+    let origin = gdal::Dataset::open(server.path("o.tif"))
+        .unwrap()
+        .geo_transform()
+        .unwrap()[0];
+    assert!((origin - 10.05).abs() < 1e-9, "origin {origin}");
+    assert_matches_cli(&server, &result, "o.tif");
+}

@@ -272,23 +272,181 @@ impl Staging {
             )));
         }
         entries.sort_by_key(|p| p == &self.staged);
-        // Check every destination before moving anything: all or nothing.
-        for entry in &entries {
-            let name = entry.file_name().map(PathBuf::from).unwrap_or_default();
-            check_destination(&parent.join(&name), &self.parent_io.join(&name))?;
+        // Every staged file reaches the disk before any is moved (outside the commit lock).
+        for entry in entries.iter().filter(|e| e.is_file()) {
+            File::open(entry).and_then(|f| f.sync_all()).map_err(io)?;
         }
+        let names: Vec<PathBuf> = entries
+            .iter()
+            .map(|e| e.file_name().map(PathBuf::from).unwrap_or_default())
+            .collect();
+        // One commit at a time: two calls writing the same output at once checked it, then
+        // renamed, each past the other's check, so both succeeded and the file held the last
+        // (attack round 15, R15-C11), and a shapefile held one call's `.shp` and the other's
+        // `.dbf` (R15-C12). The lock covers the checks and the renames only.
+        let _one_at_a_time = COMMITS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Check every destination before moving anything: all or nothing.
+        for name in &names {
+            check_destination(&parent.join(name), &self.parent_io.join(name))?;
+        }
+        let overwrite = RULES.with(|r| r.borrow().as_ref().is_some_and(|r| r.overwrite));
+        self.remove_stale_sidecars(&parent, &names, overwrite)?;
         let mut moved = Vec::with_capacity(entries.len());
-        for entry in entries {
-            if entry.is_file() {
-                File::open(&entry).and_then(|f| f.sync_all()).map_err(io)?;
-            }
-            let name = entry.file_name().map(PathBuf::from).unwrap_or_default();
-            fs::rename(&entry, self.parent_io.join(&name)).map_err(io)?;
+        for (entry, name) in entries.iter().zip(&names) {
+            rename(entry, &self.parent_io.join(name), !overwrite).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    GdalError::Arguments(format!(
+                        "output: {} was created by someone else while this call was \
+                         committing; pass \"overwrite\": true to replace it, or choose \
+                         another output name",
+                        parent.join(name).display()
+                    ))
+                } else {
+                    io(e)
+                }
+            })?;
             moved.push(parent.join(name));
         }
         File::open(&self.parent_io)
             .and_then(|d| d.sync_all())
             .map_err(io)?;
         Ok(moved)
+    }
+
+    /// The files GDAL would read by name beside the new output as its own (its PAM
+    /// `.aux.xml`, overviews, masks, world files, `.prj`, an index...) that this write did not
+    /// produce: left by an output this one replaces, or by anything before it, they would be
+    /// read as the new file's (attack round 15, R15-C14: an overwritten PNG without
+    /// georeferencing read as WGS 84 at 10° E through the old `o.png.aux.xml`, while its
+    /// result said `crs: null`). With `overwrite` they are removed (before the new files are
+    /// moved in); without it the call is refused naming them. An input's file, or a file an
+    /// input owns by name, is never removed: the call is refused instead.
+    fn remove_stale_sidecars(
+        &self,
+        parent: &Path,
+        written: &[PathBuf],
+        overwrite: bool,
+    ) -> Result<(), GdalError> {
+        let wanted = own_sidecar_names(&self.final_path);
+        let written: Vec<String> = written
+            .iter()
+            .map(|n| n.to_string_lossy().to_lowercase())
+            .collect();
+        let Ok(listing) = fs::read_dir(&self.parent_io) else {
+            return Ok(());
+        };
+        let stale: Vec<(String, fs::Metadata)> = listing
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let lower = name.to_lowercase();
+                (wanted.contains(&lower) && !written.contains(&lower))
+                    .then(|| entry.metadata().ok().map(|m| (name, m)))
+                    .flatten()
+            })
+            .collect();
+        for (name, meta) in stale {
+            let shown = parent.join(&name);
+            let id = (meta.dev(), meta.ino());
+            let owned = RULES.with(|r| {
+                r.borrow()
+                    .as_ref()
+                    .is_some_and(|r| r.inputs.contains(&id) || r.sidecars.contains(&id))
+            });
+            if owned || !overwrite || !meta.is_file() {
+                return Err(GdalError::Arguments(format!(
+                    "output: {} lies beside it, and GDAL would read it as the new file's own \
+                     ({}); {}",
+                    shown.display(),
+                    if owned {
+                        "it belongs to an input of this call"
+                    } else {
+                        "georeferencing, nodata, statistics, overviews or a mask of another file"
+                    },
+                    if owned || !meta.is_file() {
+                        "choose another output name"
+                    } else {
+                        "pass \"overwrite\": true to replace it with the new file (it is \
+                         removed), or choose another output name"
+                    }
+                )));
+            }
+            fs::remove_file(self.parent_io.join(&name)).map_err(|source| GdalError::Io {
+                operation: format!(
+                    "removing {}, left by the output this one replaces",
+                    shown.display()
+                ),
+                source,
+            })?;
+            tracing::info!(
+                "removed {}, a sidecar of the replaced output",
+                shown.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The names (lower-cased) of the files GDAL reads beside `file` as its own and that can
+/// belong to no other dataset: `<name>.aux.xml` (PAM: CRS, geotransform, nodata, statistics),
+/// `<name>.ovr`, `<name>.msk`, `<name>.aux`, the extension's world files (`o.pgw`, `o.pngw`),
+/// and for a shapefile its `.prj`, `.cpg`, `.qix`, `.sbn`, `.sbx` and `.shp.xml`. Names shared
+/// with other datasets (`o.wld`, `o.prj` beside a raster) are left alone.
+fn own_sidecar_names(file: &Path) -> Vec<String> {
+    let Some((name, stem)) = super::name_and_stem(file) else {
+        return Vec::new();
+    };
+    let (name, stem) = (name.to_lowercase(), stem.to_lowercase());
+    let extension = file
+        .extension()
+        .map(|e| e.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let mut names: Vec<String> = [".aux.xml", ".ovr", ".msk", ".aux"]
+        .iter()
+        .map(|s| format!("{name}{s}"))
+        .collect();
+    if let (Some(first), Some(last)) = (extension.chars().next(), extension.chars().last()) {
+        names.push(format!("{stem}.{first}{last}w"));
+        names.push(format!("{stem}.{extension}w"));
+    }
+    if extension == "shp" {
+        names.extend([".prj", ".cpg", ".qix", ".sbn", ".sbx"].map(|s| format!("{stem}{s}")));
+    }
+    names
+}
+
+/// Commits run one at a time in the process ([`Staging::commit`]).
+static COMMITS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Rename `from` to `to`; with `no_replace`, failing with `AlreadyExists` rather than
+/// replacing a file created since the checks (by another process: commits in this one are
+/// serialised).
+fn rename(from: &Path, to: &Path, no_replace: bool) -> std::io::Result<()> {
+    if !no_replace {
+        return fs::rename(from, to);
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths, resolved from the working directory (both absolute or
+    // under /proc/self/fd).
+    let done = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }

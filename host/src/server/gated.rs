@@ -303,9 +303,34 @@ where
                 return Err(ToolError::Cancelled);
             }
             let out = out?;
-            let commands = out.commands();
+            let commands = georef::replayable(out.commands(), georef);
             let computation = out.computation();
-            let result = to_value(tool, &out)?;
+            let mut result = to_value(tool, &out)?;
+            // The result's command lines replay the call as the record's do (R15-C13).
+            if georef.is_some() {
+                if let Some(object) = result.as_object_mut() {
+                    for (key, value) in object.iter_mut() {
+                        if key == "commands" || key.ends_with("_command") {
+                            let single = key.ends_with("_command");
+                            let lines: Vec<Vec<String>> = if single {
+                                serde_json::from_value(value.clone())
+                                    .map(|c| vec![c])
+                                    .unwrap_or_default()
+                            } else {
+                                serde_json::from_value(value.clone()).unwrap_or_default()
+                            };
+                            let mut lines = georef::replayable(lines, georef);
+                            if !lines.is_empty() {
+                                *value = if single {
+                                    serde_json::json!(lines.remove(0))
+                                } else {
+                                    serde_json::json!(lines)
+                                };
+                            }
+                        }
+                    }
+                }
+            }
             let record = Record {
                 format: lineage::FORMAT.to_string(),
                 tool: tool.to_string(),

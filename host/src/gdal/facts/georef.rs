@@ -225,6 +225,32 @@ fn open_internal(path: &Path) -> Option<Dataset> {
     open_with(path, Some(GeorefSource::Internal)).ok()
 }
 
+/// GDAL's command lines as they replay a call run with the georeferencing `choice`: each
+/// program gets `--config GDAL_GEOREF_SOURCES ...`, the order the choice opened the inputs
+/// with. A recorded `gdalwarp` of a call that chose the world file replayed onto the internal
+/// geotransform, 0.05° away (attack round 15, R15-C13). Unchanged without a choice.
+pub fn replayable(commands: Vec<Vec<String>>, choice: Option<GeorefSource>) -> Vec<Vec<String>> {
+    let Some(sources) = choice.map(|c| match c {
+        GeorefSource::Internal => "INTERNAL",
+        GeorefSource::AuxXml => "PAM,INTERNAL",
+        GeorefSource::WorldFile => "WORLDFILE,INTERNAL",
+    }) else {
+        return commands;
+    };
+    commands
+        .into_iter()
+        .map(|mut command| {
+            if !command.is_empty() {
+                command.splice(
+                    1..1,
+                    ["--config", "GDAL_GEOREF_SOURCES", sources].map(str::to_string),
+                );
+            }
+            command
+        })
+        .collect()
+}
+
 /// Open `path` read-only with GDAL told which georeferencing source to use. `None` is GDAL's
 /// default order.
 pub(in crate::gdal) fn open_with(
