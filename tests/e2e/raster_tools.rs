@@ -1000,3 +1000,93 @@ async fn r15_c13_the_recorded_commands_replay_the_georeferencing_chosen() {
     assert!((origin - 10.05).abs() < 1e-9, "origin {origin}");
     assert_matches_cli(&server, &result, "o.tif");
 }
+
+/// A 10 x 10 plane rising 10 m per cell to the west (so facing east), Float32 in metres, in
+/// `crs` from the corner (`x`, `y`) with `cell` map units.
+fn east_facing_plane(path: &Path, crs: u32, (x, y): (f64, f64), cell: f64) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver.create_with_band_type::<f32, _>(path, 10, 10, 1).unwrap();
+    dataset
+        .set_geo_transform(&[x, cell, 0.0, y, 0.0, -cell])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(crs).unwrap())
+        .unwrap();
+    let mut band = dataset.rasterband(1).unwrap();
+    let cells: Vec<f32> = (0..100).map(|i| 1000.0 - 10.0 * (i % 10) as f32).collect();
+    band.write((0, 0), (10, 10), &mut gdal::raster::Buffer::new((10, 10), cells))
+        .unwrap();
+    let unit = std::ffi::CString::new("m").unwrap();
+    // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+    unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+}
+
+/// Attack round 15, R15-B5 and R15-B18: gdaldem reads a projected DEM's cells as ground
+/// distances and its rows as north. In Web Mercator at 60° N the cells are twice the ground's
+/// (slope 5.71° for 11.28°), and in polar stereographic (EPSG:3413) at 0° E, 70° N grid north
+/// is 45° from true north (aspect 90 for a slope facing 135°). Both are refused with the
+/// figure and the way out; the twins, the same plane in UTM 32N near its central meridian,
+/// run (slope and aspect).
+#[tokio::test]
+async fn r15_b5_b18_terrain_refuses_a_grid_far_from_the_ground() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    east_facing_plane(&server.path("merc.tif"), 3857, (1_113_194.9, 8_399_737.9), 100.0);
+    east_facing_plane(&server.path("polar.tif"), 3413, (1_547_098.5, -1_547_098.5), 100.0);
+    east_facing_plane(&server.path("utm.tif"), 32632, (560_000.0, 6_660_000.0), 50.0);
+    for (input, operation, needle) in [
+        ("merc.tif", "slope", "longer or shorter than the ground"),
+        ("polar.tif", "aspect", "from true north"),
+    ] {
+        let result = call_justified(
+            &server,
+            "raster_terrain",
+            json!({"input": input, "output": format!("{operation}_{input}"),
+                   "operation": operation}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert_eq!(structured(&result)["error"]["kind"], "invalid_arguments");
+        assert!(
+            text(&result).contains(needle) && text(&result).contains("UTM"),
+            "{input}: {}",
+            text(&result)
+        );
+    }
+    for operation in ["slope", "aspect"] {
+        let result = call_justified(
+            &server,
+            "raster_terrain",
+            json!({"input": "utm.tif", "output": format!("{operation}_utm.tif"),
+                   "operation": operation}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&result), "{operation}: {}", text(&result));
+    }
+    let aspect = read_all(&server.path("aspect_utm.tif"), 1);
+    assert!((aspect[45] - 90.0).abs() < 1.0, "aspect {}", aspect[45]);
+    // R15-B15: a geographic DEM's slope is refused; one scale is offered only near the
+    // equator, where east-west distances read at it are within 1 %.
+    for (input, north, offered) in [("equator.tif", 1.0, true), ("sixty.tif", 60.0, false)] {
+        east_facing_plane(&server.path(input), 4326, (10.0, north), 0.001);
+        let result = server
+            .call(
+                "raster_terrain",
+                json!({"input": input, "output": "geo_slope.tif", "operation": "slope"}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{input}: {}", text(&result));
+        assert_eq!(
+            text(&result).contains("pass scale"),
+            offered,
+            "{input}: {}",
+            text(&result)
+        );
+    }
+}

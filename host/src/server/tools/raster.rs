@@ -1701,17 +1701,36 @@ fn terrain_units(
             .pixel_size
             .map(|(_, dy)| my / dy.abs())
             .unwrap_or(111_120.0);
+        // With one scale, east-west distances are read at the north-south one: offered only
+        // where that is within 1 % (near the equator). At 60° N the offered scale was one the
+        // next call's gate called 99.7 % wrong (attack round 15, R15-B15).
+        let east_west = raster
+            .pixel_size
+            .map(|(dx, _)| dx.abs() * per_degree / mx - 1.0)
+            .unwrap_or(f64::INFINITY);
+        let offered = if east_west.abs() <= 0.01 {
+            format!(
+                ", or pass scale: {per_degree:.0} (metres per degree of latitude here{}; \
+                 east-west distances {:.2} % off)",
+                match (vertical, declared) {
+                    (Some(v), Some(unit)) if v != 1.0 =>
+                        format!(", divided by {v} for elevations in {unit}"),
+                    _ => String::new(),
+                },
+                east_west * 100.0
+            )
+        } else {
+            format!(
+                " (one scale cannot serve here: with the north-south one, east-west \
+                 distances would be {:.1} % off)",
+                east_west * 100.0
+            )
+        };
         return Err(ToolError::Arguments(format!(
             "input: the DEM is in a geographic CRS (cells of {mx:.1} m x {my:.1} m here); \
              gdaldem needs one ratio of horizontal to vertical units and the east-west one \
              shrinks with latitude. Reproject it to a projected CRS in metres first \
-             (raster_reproject), or pass scale: {per_degree:.0} (metres per degree of latitude \
-             here{})",
-            match (vertical, declared) {
-                (Some(v), Some(unit)) if v != 1.0 =>
-                    format!(", divided by {v} for elevations in {unit}"),
-                _ => String::new(),
-            }
+             (raster_reproject){offered}"
         )));
     }
     let horizontal = match (unit, &implied) {
@@ -1751,6 +1770,116 @@ fn terrain_units(
         extra.extend(["-s".to_string(), number(u)]);
     }
     Ok(TerrainUnits { args: extra, notes })
+}
+
+/// Scale error of a projected DEM's grid over the ground, as a share of lengths, above which
+/// its slopes and hillshades are refused; from [`GRID_NOTE_SCALE_ERROR`] to here, said.
+const GRID_MAX_SCALE_ERROR: f64 = 0.05;
+/// Scale error said in the result.
+const GRID_NOTE_SCALE_ERROR: f64 = 0.005;
+/// Angle, in degrees, between grid north and true north above which aspects and hillshades
+/// are refused; from [`GRID_NOTE_CONVERGENCE`] to here, said.
+const GRID_MAX_CONVERGENCE: f64 = 5.0;
+/// Convergence said in the result.
+const GRID_NOTE_CONVERGENCE: f64 = 0.5;
+
+/// gdaldem reads a projected DEM's cells as ground distances and its rows as north: a
+/// Web Mercator DEM at 60° N has cells twice as long as the ground's, so slopes came out
+/// 5.71° for 11.28° (attack round 15, R15-B5), and in polar stereographic (EPSG:3413) grid
+/// north is 45° from true north at 0° E, so a slope facing 135° true was answered 90
+/// (R15-B18). Over the DEM's extent, the grid's largest scale error (for slopes and
+/// hillshades) and its convergence at the centre (for aspects and hillshades) are measured:
+/// above [`GRID_MAX_SCALE_ERROR`] or [`GRID_MAX_CONVERGENCE`] the call is refused with the
+/// figure and the way out (a CRS local to the data), from the note thresholds they are said
+/// in the result; a UTM DEM in its zone is neither.
+fn grid_on_the_ground(
+    input: &std::path::Path,
+    operation: TerrainOperation,
+) -> Result<Vec<String>, ToolError> {
+    let (scale_matters, north_matters) = match operation {
+        TerrainOperation::Slope => (true, false),
+        TerrainOperation::Aspect => (false, true),
+        TerrainOperation::Hillshade => (true, true),
+        _ => (false, false),
+    };
+    if !(scale_matters || north_matters) {
+        return Ok(Vec::new());
+    }
+    let dataset = crate::gdal::facts::open(input)?;
+    let Ok(srs) = dataset.spatial_ref() else {
+        return Ok(Vec::new());
+    };
+    if !srs.is_projected() {
+        return Ok(Vec::new());
+    }
+    let Some(lonlat) = crate::gdal::facts::raster_extent(&dataset)
+        .and_then(|extent| crate::gdal::facts::transform::lonlat_bounds(&srs, extent))
+    else {
+        return Ok(Vec::new());
+    };
+    let name = srs.name().unwrap_or_else(|| "its CRS".to_string());
+    let way_out = "reproject it to a CRS local to the data first (raster_reproject to its UTM \
+                   zone, or a transverse Mercator centred on it), where cells are ground \
+                   distances and rows run north";
+    let mut notes = Vec::new();
+    if scale_matters {
+        if let Some(error) = crate::gdal::vector::geometry::scale_error(&srs, lonlat) {
+            let percent = error.length * 100.0;
+            if error.length > GRID_MAX_SCALE_ERROR {
+                return Err(ToolError::Arguments(format!(
+                    "input: in {name} the DEM's cells are up to {percent:.1} % longer or \
+                     shorter than the ground they cover (worst at {:.2}° E, {:.2}° N), and \
+                     gdaldem takes them as ground distances: slopes would be off by as much \
+                     in their tangent; {way_out}",
+                    error.worst_at.0, error.worst_at.1
+                )));
+            }
+            if error.length > GRID_NOTE_SCALE_ERROR {
+                notes.push(format!(
+                    "in {name} the DEM's cells differ from the ground's lengths by up to \
+                     {percent:.2} %: slopes are off by as much in their tangent"
+                ));
+            }
+        }
+    }
+    if north_matters {
+        if let Some(convergence) = convergence_degrees(&srs, lonlat) {
+            if convergence.abs() > GRID_MAX_CONVERGENCE {
+                return Err(ToolError::Arguments(format!(
+                    "input: in {name} grid north is {:.1}° from true north at the DEM's centre, \
+                     and gdaldem measures aspects (and lights hillshades) from grid north: a \
+                     slope facing due east would be answered {:.1}°; {way_out}",
+                    convergence,
+                    (90.0 - convergence).rem_euclid(360.0)
+                )));
+            }
+            if convergence.abs() > GRID_NOTE_CONVERGENCE {
+                notes.push(format!(
+                    "in {name} grid north is {convergence:.2}° from true north at the DEM's \
+                     centre: aspects are measured from grid north"
+                ));
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// The angle, in degrees clockwise, from true north to grid north at the centre of a lon/lat
+/// extent in the projected `srs`.
+fn convergence_degrees(
+    srs: &gdal::spatial_ref::SpatialRef,
+    [west, south, east, north]: [f64; 4],
+) -> Option<f64> {
+    let geographic = crate::gdal::vector::geometry::geographic_of(srs).ok()?;
+    let to_plane = crate::gdal::vector::geometry::transformer(&geographic, srs).ok()?;
+    let (lon, lat) = ((west + east) / 2.0, (south + north) / 2.0);
+    let step = 1e-4;
+    let (mut xs, mut ys, mut zs) = ([lon, lon], [lat, lat + step], [0.0, 0.0]);
+    let _quiet = crate::gdal::ErrorCapture::start();
+    to_plane.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    let (dx, dy) = (xs[1] - xs[0], ys[1] - ys[0]);
+    let angle = dx.atan2(dy).to_degrees();
+    angle.is_finite().then_some(-angle)
 }
 
 /// What [`terrain_units`] adds to gdaldem's arguments, and what it says about it in the
@@ -1909,13 +2038,14 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
                 )));
             }
             let mut argv = argv;
-            let units = terrain_units(
+            let mut units = terrain_units(
                 &input_facts,
                 band.unwrap_or(1),
                 operation,
                 user_scale,
                 user_z,
             )?;
+            units.notes.extend(grid_on_the_ground(&input, operation)?);
             argv.extend(units.args);
             let request = DemRequest {
                 input,
