@@ -774,3 +774,96 @@ async fn r14_b21_swapped_latitude_longitude_pairs_get_a_hint_and_right_ones_do_n
         );
     }
 }
+
+/// Attack round 15, R15-B3: `vector_query` measured a projected layer in its own plane
+/// whatever its distortion: a 1° cell at 60-61° N, 10-11° E in Web Mercator was answered
+/// 25,167,701,628 "m²" (x4.11) with no note. A plane that distorts the data by more than 1 %
+/// is now measured on the ellipsoid (6,123,140,859 m², pyproj's `Geod` on the densified ring)
+/// and the result says why; the same cell in UTM 32N stays planar (6,119,299,653 m²).
+#[tokio::test]
+async fn r15_b3_query_areas_in_a_distorting_plane_are_measured_on_the_ellipsoid() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let cell = json!({"type": "FeatureCollection", "features": [{"type": "Feature",
+        "properties": {"name": "cell"}, "geometry": {"type": "Polygon", "coordinates":
+        [[[10.0, 60.0], [11.0, 60.0], [11.0, 61.0], [10.0, 61.0], [10.0, 60.0]]]}}]});
+    std::fs::write(server.path("cell.geojson"), cell.to_string()).unwrap();
+    for (crs, name) in [("EPSG:3857", "merc.gpkg"), ("EPSG:32632", "utm.gpkg")] {
+        let to = server.path(name);
+        let from = server.path("cell.geojson");
+        run(
+            "ogr2ogr",
+            &[
+                "-t_srs",
+                crs,
+                "-segmentize",
+                "0.01",
+                to.to_str().unwrap(),
+                from.to_str().unwrap(),
+            ],
+        );
+    }
+    let area = |out: &Value| out["features"][0]["area"].as_f64().unwrap();
+    let merc = ok(
+        &server,
+        "vector_query",
+        json!({"input": "merc.gpkg", "measures": ["area"]}),
+    )
+    .await;
+    assert_eq!(merc["measures"]["method"], "geodesic", "{merc}");
+    assert!(
+        merc["measures"]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("distorts")),
+        "{merc}"
+    );
+    assert!((area(&merc) / 6_123_140_859.0 - 1.0).abs() < 2e-3, "{merc}");
+    let utm = ok(
+        &server,
+        "vector_query",
+        json!({"input": "utm.gpkg", "measures": ["area"]}),
+    )
+    .await;
+    assert_eq!(utm["measures"]["method"], "planar", "{utm}");
+    assert!((area(&utm) / 6_119_299_653.0 - 1.0).abs() < 2e-3, "{utm}");
+}
+
+/// Attack round 15, R15-C9: Integer64 values beyond ±2^53 went out as JSON numbers, which
+/// JavaScript hosts (the TypeScript SDK's `JSON.parse`) read as the nearest double:
+/// 9007199254740993 as ...992, another plausible id, and a `where` built from it matched
+/// nothing. They now go out as their digits in a string, which a `where` takes back; a small
+/// Integer64 stays a number.
+#[tokio::test]
+async fn r15_c9_integers_beyond_two_to_the_53_reach_hosts_exactly() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("ids.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+          {"type":"Feature","properties":{"id64":9007199254740993},"geometry":{"type":"Point","coordinates":[10,45]}},
+          {"type":"Feature","properties":{"id64":42},"geometry":{"type":"Point","coordinates":[11,45]}}]}"#,
+    )
+    .unwrap();
+    let (to, from) = (server.path("ids.gpkg"), server.path("ids.geojson"));
+    run(
+        "ogr2ogr",
+        &["-f", "GPKG", to.to_str().unwrap(), from.to_str().unwrap()],
+    );
+    let all = ok(&server, "vector_query", json!({"input": "ids.gpkg"})).await;
+    let values: Vec<&Value> = all["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["attributes"]["id64"])
+        .collect();
+    assert_eq!(values, [&json!("9007199254740993"), &json!(42)], "{all}");
+    let back = ok(
+        &server,
+        "vector_query",
+        json!({"input": "ids.gpkg", "where": "id64 = 9007199254740993"}),
+    )
+    .await;
+    assert_eq!(back["matched"], json!(1), "{back}");
+}

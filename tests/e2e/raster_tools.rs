@@ -1005,7 +1005,9 @@ async fn r15_c13_the_recorded_commands_replay_the_georeferencing_chosen() {
 /// `crs` from the corner (`x`, `y`) with `cell` map units.
 fn east_facing_plane(path: &Path, crs: u32, (x, y): (f64, f64), cell: f64) {
     let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
-    let mut dataset = driver.create_with_band_type::<f32, _>(path, 10, 10, 1).unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<f32, _>(path, 10, 10, 1)
+        .unwrap();
     dataset
         .set_geo_transform(&[x, cell, 0.0, y, 0.0, -cell])
         .unwrap();
@@ -1014,8 +1016,12 @@ fn east_facing_plane(path: &Path, crs: u32, (x, y): (f64, f64), cell: f64) {
         .unwrap();
     let mut band = dataset.rasterband(1).unwrap();
     let cells: Vec<f32> = (0..100).map(|i| 1000.0 - 10.0 * (i % 10) as f32).collect();
-    band.write((0, 0), (10, 10), &mut gdal::raster::Buffer::new((10, 10), cells))
-        .unwrap();
+    band.write(
+        (0, 0),
+        (10, 10),
+        &mut gdal::raster::Buffer::new((10, 10), cells),
+    )
+    .unwrap();
     let unit = std::ffi::CString::new("m").unwrap();
     // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
     unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
@@ -1032,9 +1038,24 @@ async fn r15_b5_b18_terrain_refuses_a_grid_far_from_the_ground() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    east_facing_plane(&server.path("merc.tif"), 3857, (1_113_194.9, 8_399_737.9), 100.0);
-    east_facing_plane(&server.path("polar.tif"), 3413, (1_547_098.5, -1_547_098.5), 100.0);
-    east_facing_plane(&server.path("utm.tif"), 32632, (560_000.0, 6_660_000.0), 50.0);
+    east_facing_plane(
+        &server.path("merc.tif"),
+        3857,
+        (1_113_194.9, 8_399_737.9),
+        100.0,
+    );
+    east_facing_plane(
+        &server.path("polar.tif"),
+        3413,
+        (1_547_098.5, -1_547_098.5),
+        100.0,
+    );
+    east_facing_plane(
+        &server.path("utm.tif"),
+        32632,
+        (560_000.0, 6_660_000.0),
+        50.0,
+    );
     for (input, operation, needle) in [
         ("merc.tif", "slope", "longer or shorter than the ground"),
         ("polar.tif", "aspect", "from true north"),

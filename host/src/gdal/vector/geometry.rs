@@ -649,6 +649,12 @@ pub fn transformer(from: &SpatialRef, to: &SpatialRef) -> Result<CoordTransform,
     })
 }
 
+/// A projected layer is measured in its own plane by default (`vector_measure`,
+/// `vector_query`'s measures) when its scale error over the data (areas for polygons, else
+/// lengths) is at most this share: the `measurement` domain's threshold, so a default never
+/// needs a justification.
+pub const OWN_PLANE_TOLERANCE: f64 = 0.01;
+
 /// How wrong planar figures in `planar` are over a lon/lat extent, sampled on a 9 × 9 grid:
 /// at each sample, small steps east, north and diagonally are measured in the plane and on
 /// the ellipsoid.

@@ -225,10 +225,7 @@ pub struct MeasureRequest {
 pub const MAX_LISTED_FEATURES: usize = 1000;
 /// At most this many invalid features are named.
 pub const MAX_NAMED_INVALID: usize = 50;
-/// A projected layer is measured in its own plane by default when its scale error over the
-/// data (areas for polygons, else lengths) is at most this share: the `measurement` domain's
-/// threshold, so a default never needs a justification.
-pub const OWN_PLANE_TOLERANCE: f64 = 0.01;
+pub use super::geometry::OWN_PLANE_TOLERANCE;
 /// At most this many invalid polygons are quoted with GEOS's reason in a refusal.
 pub const MAX_REASONS: usize = 5;
 /// Overlaps are looked for among at most this many polygons.

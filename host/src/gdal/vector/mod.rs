@@ -387,11 +387,26 @@ pub fn read_zones(
     Ok(zones)
 }
 
+/// The largest integer every JSON reader holds exactly (a double's 53-bit significand).
+const EXACT_IN_JSON: i64 = 1 << 53;
+
+/// A 64-bit integer as JSON every host reads exactly: a number within ±2^53, else its digits
+/// as a string. JavaScript hosts parse numbers as doubles, so 9007199254740993 reached them as
+/// 9007199254740992, another plausible id, and a `where` built from it matched nothing
+/// (attack round 15, R15-C9).
+pub fn integer_json(value: i64) -> serde_json::Value {
+    if (-EXACT_IN_JSON..=EXACT_IN_JSON).contains(&value) {
+        value.into()
+    } else {
+        value.to_string().into()
+    }
+}
+
 fn field_json(value: gdal::vector::FieldValue) -> serde_json::Value {
     use gdal::vector::FieldValue as F;
     match value {
         F::IntegerValue(v) => v.into(),
-        F::Integer64Value(v) => v.into(),
+        F::Integer64Value(v) => integer_json(v),
         F::RealValue(v) => v.into(),
         F::StringValue(v) => v.into(),
         other => format!("{other:?}").into(),
