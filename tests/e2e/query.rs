@@ -867,3 +867,83 @@ async fn r15_c9_integers_beyond_two_to_the_53_reach_hosts_exactly() {
     .await;
     assert_eq!(back["matched"], json!(1), "{back}");
 }
+
+/// Attack round 15, R15-B2: DateTime values were compared as the text
+/// `%Y-%m-%dT%H:%M:%S%.f%:z`, in which a zone-less value got `+00:00` and milliseconds were
+/// dropped: `t = '2020-01-01T12:00:00'` matched nothing, `t = '...Z'` nothing, and times in
+/// other zones were ordered by their wall clocks. Values now keep their zone (or none), a
+/// zone-less literal against zoned values is read both as UTC and in each value's zone (and
+/// the call refused when the readings disagree), zoned values order as instants.
+#[tokio::test]
+async fn r15_b2_date_times_compare_as_instants_or_wall_clocks_never_as_invented_zones() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("t.csv"),
+        "id,t\n1,2020-01-01T23:00:00-05:00\n2,2020-01-02T03:00:00Z\n3,2020-01-02T01:00:00+02:00\n5,2020-01-01T12:00:00\n6,2020-06-01T12:00:00.900Z\n",
+    )
+    .unwrap();
+    let (to, from) = (server.path("t.gpkg"), server.path("t.csv"));
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            to.to_str().unwrap(),
+            from.to_str().unwrap(),
+        ],
+    );
+    let ids = |out: &Value| -> Vec<i64> {
+        out["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["attributes"]["id"].as_i64().unwrap())
+            .collect()
+    };
+    for (filter, want) in [
+        ("t = '2020-01-01T12:00:00'", vec![5]),
+        ("t = '2020-01-02T03:00:00Z'", vec![2]),
+        ("t = '2020-01-02T05:00:00+02:00'", vec![2]),
+        ("t > '2020-01-02T00:00:00Z'", vec![1, 2, 6]),
+    ] {
+        let out = ok(
+            &server,
+            "vector_query",
+            json!({"input": "t.gpkg", "where": filter}),
+        )
+        .await;
+        assert_eq!(ids(&out), want, "{filter}: {out}");
+    }
+    let all = ok(
+        &server,
+        "vector_query",
+        json!({"input": "t.gpkg", "where": "id = 5 OR id = 6"}),
+    )
+    .await;
+    let times: Vec<&Value> = all["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| &f["attributes"]["t"])
+        .collect();
+    assert_eq!(
+        times,
+        [
+            &json!("2020-01-01T12:00:00.000"),
+            &json!("2020-06-01T12:00:00.900Z")
+        ],
+        "{all}"
+    );
+    // A zone-less literal within a day of a zoned value: the two readings disagree.
+    let (_, message) = refused(
+        &server,
+        "vector_query",
+        json!({"input": "t.gpkg", "where": "t < '2020-01-02T02:00:00'"}),
+    )
+    .await;
+    assert!(message.contains("time zone"), "{message}");
+}

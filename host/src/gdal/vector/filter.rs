@@ -55,6 +55,9 @@ pub fn max_like_steps() -> u64 {
 pub struct Steps {
     used: u64,
     limit: u64,
+    /// Comparisons of a date-time with a time zone against one without (an instant against a
+    /// wall-clock time): neither order is right, so the query is refused after the scan.
+    pub mixed_zones: u64,
 }
 
 /// The LIKE budget of a query ran out.
@@ -64,7 +67,11 @@ pub struct Exhausted;
 impl Steps {
     /// A budget of `limit` comparisons.
     pub fn new(limit: u64) -> Self {
-        Self { used: 0, limit }
+        Self {
+            used: 0,
+            limit,
+            mixed_zones: 0,
+        }
     }
 
     /// The comparisons made so far.
@@ -263,7 +270,11 @@ impl Datum {
     pub fn order(&self, other: &Datum) -> Option<std::cmp::Ordering> {
         match (self, other) {
             (Datum::Int(a), Datum::Int(b)) => Some(a.cmp(b)),
-            (Datum::Text(a), Datum::Text(b)) => Some(a.as_bytes().cmp(b.as_bytes())),
+            // Date-times in their own zones order as instants (R15-B2).
+            (Datum::Text(a), Datum::Text(b)) => match (canonical_time(a), canonical_time(b)) {
+                (Some(x), Some(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+                _ => Some(a.as_bytes().cmp(b.as_bytes())),
+            },
             (a, b) => a.number()?.partial_cmp(&b.number()?),
         }
     }
@@ -842,12 +853,86 @@ fn value_of<'a>(operand: &'a Operand, row: &'a [Datum]) -> &'a Datum {
     }
 }
 
-/// Dates written with slashes (OGR's `2024/05/01`) compare as ISO text.
+/// Dates written with slashes (OGR's `2024/05/01`) compare as ISO text; a date-time as its
+/// [`canonical_time`].
 fn text_of(datum: &Datum) -> Option<String> {
     match datum {
-        Datum::Text(t) => Some(t.replace('/', "-")),
+        Datum::Text(t) => {
+            let t = t.replace('/', "-");
+            Some(canonical_time(&t).unwrap_or(t))
+        }
         _ => None,
     }
+}
+
+/// A date-time written `YYYY-MM-DD[T ]HH:MM[:SS[.fff]]`, with an optional zone (`Z`,
+/// `+02:00`, `+0200`, `+02`): its wall-clock time, and its offset from UTC in minutes when it
+/// has one. `None` for other text (a date alone compares as text).
+pub fn parse_time(text: &str) -> Option<(chrono::NaiveDateTime, Option<i32>)> {
+    use chrono::{DateTime, NaiveDateTime};
+    let text = text.trim();
+    if text.len() < 16 || !matches!(text.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
+        return None;
+    }
+    let normalised = format!("{}T{}", &text[..10], &text[11..]).replace('z', "Z");
+    let zoned = |at: DateTime<chrono::FixedOffset>| {
+        Some((at.naive_local(), Some(at.offset().local_minus_utc() / 60)))
+    };
+    if let Ok(at) = DateTime::parse_from_rfc3339(&normalised) {
+        return zoned(at);
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M%#z"] {
+        if let Ok(at) = DateTime::parse_from_str(&normalised, format) {
+            return zoned(at);
+        }
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
+        if let Ok(at) = NaiveDateTime::parse_from_str(&normalised, format) {
+            return Some((at, None));
+        }
+    }
+    None
+}
+
+/// A date-time as it orders against one of its own kind: the instant in UTC with `Z` when it
+/// has a zone, the wall clock without (`YYYY-MM-DDTHH:MM:SS.fff`).
+///
+/// Compared as written, `2020-01-01T12:00:00` matched nothing (OGR's value is
+/// `2020-01-01T12:00:00.000`, and a zone-less one was written `+00:00`), and times in other
+/// zones were ordered by their wall clocks (attack round 15, R15-B2).
+pub fn canonical_time(text: &str) -> Option<String> {
+    let (wall, offset) = parse_time(text)?;
+    Some(match offset {
+        None => wall.format("%Y-%m-%dT%H:%M:%S%.3f").to_string(),
+        Some(minutes) => (wall - chrono::Duration::minutes(i64::from(minutes)))
+            .format("%Y-%m-%dT%H:%M:%S%.3fZ")
+            .to_string(),
+    })
+}
+
+/// How two date-times order when one has a zone and the other not (an instant against a
+/// wall-clock time): the zone-less one is read both ways, as UTC and in the other's zone.
+/// `Some(Ok(order))` when both readings agree, `Some(Err(()))` when they do not, `None` when
+/// `a` and `b` are not such a pair.
+fn mixed_zone_order(a: &Datum, b: &Datum) -> Option<Result<std::cmp::Ordering, ()>> {
+    let (Datum::Text(x), Datum::Text(y)) = (a, b) else {
+        return None;
+    };
+    let (x, y) = (
+        parse_time(&x.replace('/', "-"))?,
+        parse_time(&y.replace('/', "-"))?,
+    );
+    let minutes = |m: i32| chrono::Duration::minutes(i64::from(m));
+    let (as_utc, in_its_zone) = match (x, y) {
+        ((xw, Some(xo)), (yw, None)) => ((xw - minutes(xo)).cmp(&yw), xw.cmp(&yw)),
+        ((xw, None), (yw, Some(yo))) => (xw.cmp(&(yw - minutes(yo))), xw.cmp(&yw)),
+        _ => return None,
+    };
+    Some(if as_utc == in_its_zone {
+        Ok(as_utc)
+    } else {
+        Err(())
+    })
 }
 
 fn compare(a: &Datum, b: &Datum) -> Option<std::cmp::Ordering> {
@@ -878,8 +963,17 @@ impl Expr {
             },
             Expr::Not(a) => a.eval(row, steps)?.map(|v| !v),
             Expr::Compare(a, cmp, b) => {
-                let Some(ordering) = compare(value_of(a, row), value_of(b, row)) else {
-                    return Ok(None);
+                let (x, y) = (value_of(a, row), value_of(b, row));
+                let ordering = match mixed_zone_order(x, y) {
+                    Some(Ok(ordering)) => ordering,
+                    Some(Err(())) => {
+                        steps.mixed_zones += 1;
+                        return Ok(None);
+                    }
+                    None => match compare(x, y) {
+                        Some(ordering) => ordering,
+                        None => return Ok(None),
+                    },
                 };
                 use std::cmp::Ordering::*;
                 Some(match cmp {

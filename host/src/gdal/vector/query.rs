@@ -156,6 +156,86 @@ fn datum_of(value: Option<FieldValue>) -> Datum {
     }
 }
 
+/// A date-time field's value as OGR holds it: the wall-clock time and its offset from UTC in
+/// minutes, `None` when it has no zone (OGR's TZ flag 0, unknown, or 1, local time). The
+/// crate's value gives a zone-less time `+00:00`, an instant it is not (R15-B2).
+fn time_at(
+    feature: &gdal::vector::Feature,
+    index: usize,
+) -> Option<(chrono::NaiveDateTime, Option<i32>)> {
+    let i = std::ffi::c_int::try_from(index).ok()?;
+    let (mut y, mut mo, mut d, mut h, mut mi, mut sec, mut tz) = (0, 0, 0, 0, 0, 0f32, 0);
+    // SAFETY: a live feature handle; OGR checks the index and writes the parts.
+    let read = unsafe {
+        gdal_sys::OGR_F_GetFieldAsDateTimeEx(
+            feature.c_feature(),
+            i,
+            &mut y,
+            &mut mo,
+            &mut d,
+            &mut h,
+            &mut mi,
+            &mut sec,
+            &mut tz,
+        )
+    };
+    if read == 0 {
+        return None;
+    }
+    let whole = sec.floor();
+    let millis = ((sec - whole) * 1000.0).round() as u32;
+    let at = chrono::NaiveDate::from_ymd_opt(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?)?
+        .and_hms_milli_opt(
+        u32::try_from(h).ok()?,
+        u32::try_from(mi).ok()?,
+        whole as u32,
+        millis.min(999),
+    )?;
+    let offset = (tz > 1).then(|| (tz - 100) * 15);
+    Some((at, offset))
+}
+
+/// A date-time as written in results and compared by the filter: its wall clock with
+/// milliseconds, then its own offset (`Z`, `+02:00`) when it has a zone.
+fn time_text(at: chrono::NaiveDateTime, offset: Option<i32>) -> String {
+    let wall = at.format("%Y-%m-%dT%H:%M:%S%.3f").to_string();
+    match offset {
+        None => wall,
+        Some(0) => format!("{wall}Z"),
+        Some(m) => format!(
+            "{wall}{}{:02}:{:02}",
+            if m < 0 { '-' } else { '+' },
+            m.abs() / 60,
+            m.abs() % 60
+        ),
+    }
+}
+
+/// Field `index` of `feature` as the filter compares it: a date-time with its zone as OGR
+/// holds it ([`time_text`]), which the filter orders as instants or wall-clock times
+/// ([`filter::canonical_time`]).
+fn datum_at(feature: &gdal::vector::Feature, index: usize) -> Datum {
+    let value = ogr::field_value(feature, index);
+    if matches!(value, Some(FieldValue::DateTimeValue(_))) {
+        if let Some((at, offset)) = time_at(feature, index) {
+            return Datum::Text(time_text(at, offset));
+        }
+    }
+    datum_of(value)
+}
+
+/// Field `index` of `feature` as the result shows it: a date-time with its own offset, or
+/// none when it has no zone.
+fn json_at(feature: &gdal::vector::Feature, index: usize) -> Value {
+    let value = ogr::field_value(feature, index);
+    if matches!(value, Some(FieldValue::DateTimeValue(_))) {
+        if let Some((at, offset)) = time_at(feature, index) {
+            return Value::String(time_text(at, offset));
+        }
+    }
+    json_of(value)
+}
+
 fn json_of(value: Option<FieldValue>) -> Value {
     match value {
         None => Value::Null,
@@ -638,9 +718,7 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             )));
         }
         if let Some(expr) = &expr {
-            let row: Vec<Datum> = (0..defs.len())
-                .map(|i| datum_of(ogr::field_value(&feature, i)))
-                .collect();
+            let row: Vec<Datum> = (0..defs.len()).map(|i| datum_at(&feature, i)).collect();
             let selected = expr
                 .eval(&row, &mut steps)
                 .map_err(|_| like_budget_spent(&steps, scanned))?;
@@ -652,12 +730,10 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
         if order.is_none() && kept.len() >= limit {
             continue;
         }
-        let key = order.map_or(Datum::Null, |(i, _)| {
-            datum_of(ogr::field_value(&feature, i))
-        });
+        let key = order.map_or(Datum::Null, |(i, _)| datum_at(&feature, i));
         let mut attributes = Map::new();
         for &i in &selected {
-            attributes.insert(defs[i].name.clone(), json_of(ogr::field_value(&feature, i)));
+            attributes.insert(defs[i].name.clone(), json_at(&feature, i));
         }
         let mut row = QueryFeature {
             fid: feature.fid().map(|f| f as i64),
@@ -682,6 +758,15 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
         sort(&mut kept, descending);
     }
     kept.truncate(limit);
+    if steps.mixed_zones > 0 {
+        return Err(GdalError::Arguments(format!(
+            "where: {} comparison(s) set a date-time with a time zone against one without (an \
+             instant against a wall-clock time), so neither order is right; write the \
+             literal with the zone the values carry (\"2020-01-02T00:00:00Z\", \
+             \"...+02:00\") or without one to match zone-less values",
+            steps.mixed_zones
+        )));
+    }
     let failures: Vec<String> = capture
         .messages()
         .into_iter()
