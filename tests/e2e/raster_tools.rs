@@ -1111,3 +1111,85 @@ async fn r15_b5_b18_terrain_refuses_a_grid_far_from_the_ground() {
         );
     }
 }
+
+/// Attack round 15, R15-B20: with a `resolution` that does not divide the extent, gdalwarp
+/// rounds the number of cells to the nearest, so rounding down cut the far strip off: a sum
+/// of 100,000 over 1000 m resampled to 300 m kept 81,000, and a 4326 -> 3035 reprojection at
+/// 2000 m lost 3.1 %. The grid now covers the whole raster (its origin kept, whole cells past
+/// its far edges; `-tap` for a new CRS): the totals are kept, and the twin at 250 m is the
+/// same 4 x 4 grid as before.
+#[tokio::test]
+async fn r15_b20_a_resolution_that_does_not_divide_the_extent_cuts_nothing_off() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    for (name, epsg, gt) in [
+        (
+            "tens.tif",
+            32632,
+            [500_000.0, 10.0, 0.0, 5_000_000.0, 0.0, -10.0],
+        ),
+        ("counts.tif", 4326, [10.0, 0.004, 0.0, 50.0, 0.0, -0.004]),
+    ] {
+        let mut dataset = driver
+            .create_with_band_type::<f32, _>(server.path(name), 100, 100, 1)
+            .unwrap();
+        dataset.set_geo_transform(&gt).unwrap();
+        dataset
+            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(epsg).unwrap())
+            .unwrap();
+        let mut band = dataset.rasterband(1).unwrap();
+        band.set_no_data_value(Some(-1.0)).unwrap();
+        band.write(
+            (0, 0),
+            (100, 100),
+            &mut gdal::raster::Buffer::new((100, 100), vec![10f32; 10_000]),
+        )
+        .unwrap();
+    }
+    let total = |name: &str| -> f64 {
+        read_all(&server.path(name), 1)
+            .into_iter()
+            .filter(|v| v.is_finite() && *v != -1.0)
+            .sum()
+    };
+    for (resolution, cells) in [(300.0, 16), (250.0, 16)] {
+        let output = format!("sum_{resolution}.tif");
+        let done = call_justified(
+            &server,
+            "raster_resample",
+            json!({"input": "tens.tif", "output": output, "resolution": [resolution, resolution],
+                   "resampling": "sum"}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&done), "{}", text(&done));
+        assert_eq!(
+            read_all(&server.path(&output), 1).len(),
+            cells,
+            "{resolution}"
+        );
+        assert!(
+            (total(&output) - 100_000.0).abs() < 1e-6,
+            "{resolution}: {}",
+            total(&output)
+        );
+    }
+    let done = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "counts.tif", "output": "laea.tif", "dst_crs": "EPSG:3035",
+               "resolution": [2000, 2000], "resampling": "sum"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&done), "{}", text(&done));
+    assert!(
+        (total("laea.tif") / 100_000.0 - 1.0).abs() < 0.01,
+        "{}",
+        total("laea.tif")
+    );
+}

@@ -32,6 +32,11 @@ pub struct WarpRequest {
     /// `Some(false)` passes `-novshift` (values kept); `None` leaves it to gdalwarp, which
     /// shifts a single band when the CRSs disagree on heights (`transform::vertical_shift`).
     pub vertical_shift: Option<bool>,
+    /// `-tap`: the output's extent in multiples of `resolution`, grown to cover the whole
+    /// source. Without it gdalwarp rounds the number of cells to the nearest, so a resolution
+    /// that does not divide the footprint cut its edge off (a `sum` over 81,000 of 100,000;
+    /// attack round 15, R15-B20).
+    pub target_aligned: bool,
 }
 
 impl WarpRequest {
@@ -56,6 +61,9 @@ impl WarpRequest {
         args.extend(["-r".to_string(), self.resampling.clone()]);
         if let Some((x, y)) = self.resolution {
             args.extend(["-tr".to_string(), number(x), number(y)]);
+            if self.target_aligned {
+                args.push("-tap".to_string());
+            }
         }
         if let Some((w, h)) = self.size {
             args.extend(["-ts".to_string(), w.to_string(), h.to_string()]);

@@ -400,6 +400,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         creation_options: options,
         coordinate_operation: None,
         vertical_shift: None,
+        target_aligned: false,
     };
     let dst_crs = args.dst_crs;
     let heights = args.heights;
@@ -470,6 +471,10 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 _ => true,
             };
             let reaches = reprojects || bounds_outside || rotated(&dataset);
+            // A resolution alone for a new CRS: the grid grows to cover the whole footprint
+            // in multiples of it (R15-B20: 3.1 % of a count raster was cut off).
+            request.target_aligned =
+                reprojects && request.resolution.is_some() && request.bounds.is_none();
             let filled = choose_fill(&mut request, &dataset, reaches)?;
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
@@ -601,6 +606,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         creation_options: options,
         coordinate_operation: None,
         vertical_shift: None,
+        target_aligned: false,
     };
     gated::run(
         &call,
@@ -630,6 +636,23 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             let widened = request.widen_sum(&dataset, |r| resample_weight(r, &dataset))?;
+            // A resolution that does not divide the extent: gdalwarp rounds the number of
+            // cells to the nearest, so rounding down cut the last strip off (R15-B20: a sum
+            // of 100,000 over 1000 m resampled to 300 m kept 81,000). The grid is given the
+            // raster's origin and whole cells past its far edges instead.
+            if !rotated(&dataset) {
+                if let (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) =
+                    (request.resolution, facts::raster_extent(&dataset))
+                {
+                    let cells = |extent: f64, res: f64| (extent / res - 1e-9).ceil().max(1.0);
+                    let (cols, rows) = (cells(xmax - xmin, rx), cells(ymax - ymin, ry));
+                    let whole = |n: f64, extent: f64, res: f64| n * res <= extent * (1.0 + 1e-9);
+                    if !(whole(cols, xmax - xmin, rx) && whole(rows, ymax - ymin, ry)) {
+                        request.bounds =
+                            Some(([xmin, ymax - rows * ry, xmin + cols * rx, ymax], None));
+                    }
+                }
+            }
             // A rotated raster is regridded north-up round its footprint: the corners reach
             // outside it (R14-B1). A resolution that does not divide the extent makes gdalwarp
             // round the grid up past the raster's edge, `(int)((extent + res / 2) / res)`
@@ -639,7 +662,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             let beyond = match (request.resolution, facts::raster_extent(&dataset)) {
                 (Some((rx, ry)), Some([xmin, ymin, xmax, ymax])) => {
                     let past = |extent: f64, res: f64| {
-                        let cells = ((extent + res / 2.0) / res).floor().max(1.0);
+                        let cells = (extent / res - 1e-9).ceil().max(1.0);
                         cells * res > extent * (1.0 + 1e-9)
                     };
                     past(xmax - xmin, rx) || past(ymax - ymin, ry)
