@@ -6050,84 +6050,30 @@ async fn r12_5_a_hot_rollback_journal_is_refused_naming_the_fix_and_nothing_is_w
 
 /// A netCDF-4 file holding one Float32 array `v` over `dims` (name, length), chunked
 /// `chunk` and deflated, with one value written (the rest never written: the file stays
-/// small whatever the lengths).
+/// small whatever the lengths). Written by GDAL's Python bindings in a process of its own
+/// (`python3-gdal` comes with Debian's `gdal-bin`): the file is closed, and its HDF5 lock
+/// released, before the server looks at it.
 fn netcdf4(path: &std::path::Path, dims: &[(&str, u64)], chunk: &[u64]) {
-    use std::ffi::CString;
-    let name = CString::new(path.to_str().unwrap()).unwrap();
-    let driver = gdal::DriverManager::get_driver_by_name("netCDF").unwrap();
-    let blocksize = CString::new(format!(
-        "BLOCKSIZE={}",
-        chunk
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    ))
-    .unwrap();
-    let compress = CString::new("COMPRESS=DEFLATE").unwrap();
-    let mut options = [blocksize.as_ptr(), compress.as_ptr(), std::ptr::null()];
-    // SAFETY: the multidimensional C API with live handles, each released below; the option
-    // list is NULL-terminated and outlives the calls.
-    unsafe {
-        let dataset = gdal_sys::GDALCreateMultiDimensional(
-            driver.c_driver(),
-            name.as_ptr(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-        );
-        assert!(!dataset.is_null());
-        let root = gdal_sys::GDALDatasetGetRootGroup(dataset);
-        let mut handles: Vec<gdal_sys::GDALDimensionH> = dims
-            .iter()
-            .map(|(dim, size)| {
-                let dim = CString::new(*dim).unwrap();
-                gdal_sys::GDALGroupCreateDimension(
-                    root,
-                    dim.as_ptr(),
-                    std::ptr::null(),
-                    std::ptr::null(),
-                    *size,
-                    std::ptr::null_mut(),
-                )
-            })
-            .collect();
-        let float = gdal_sys::GDALExtendedDataTypeCreate(gdal_sys::GDALDataType::GDT_Float32);
-        let v = CString::new("v").unwrap();
-        let array = gdal_sys::GDALGroupCreateMDArray(
-            root,
-            v.as_ptr(),
-            handles.len(),
-            handles.as_mut_ptr(),
-            float,
-            options.as_mut_ptr() as gdal_sys::CSLConstList,
-        );
-        assert!(!array.is_null());
-        let start = vec![0u64; dims.len()];
-        let count = vec![1usize; dims.len()];
-        let value = 1.0f32;
-        let value_ptr = &value as *const f32 as *const std::ffi::c_void;
-        assert_ne!(
-            gdal_sys::GDALMDArrayWrite(
-                array,
-                start.as_ptr(),
-                count.as_ptr(),
-                std::ptr::null(),
-                std::ptr::null(),
-                float,
-                value_ptr,
-                value_ptr,
-                4,
-            ),
-            0
-        );
-        gdal_sys::GDALMDArrayRelease(array);
-        gdal_sys::GDALExtendedDataTypeRelease(float);
-        for handle in handles {
-            gdal_sys::GDALDimensionRelease(handle);
-        }
-        gdal_sys::GDALGroupRelease(root);
-        gdal_sys::GDALClose(dataset);
-    }
+    let script = r#"
+import sys, struct, json
+from osgeo import gdal
+gdal.UseExceptions()
+path, dims, chunk = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+ds = gdal.GetDriverByName('netCDF').CreateMultiDimensional(path)
+root = ds.GetRootGroup()
+handles = [root.CreateDimension(name, None, None, size) for name, size in dims]
+array = root.CreateMDArray('v', handles, gdal.ExtendedDataType.Create(gdal.GDT_Float32),
+                           ['BLOCKSIZE=' + ','.join(str(c) for c in chunk), 'COMPRESS=DEFLATE'])
+array.Write(struct.pack('f', 1.0), [0] * len(dims), [1] * len(dims))
+del array, handles, root, ds
+"#;
+    let dims = serde_json::to_string(dims).unwrap();
+    let chunk = serde_json::to_string(chunk).unwrap();
+    let status = std::process::Command::new("/usr/bin/python3")
+        .args(["-c", script, path.to_str().unwrap(), &dims, &chunk])
+        .status()
+        .unwrap();
+    assert!(status.success(), "writing {}", path.display());
 }
 
 /// Attack round 15, R15-A1 to R15-A4: small netCDF-4 files whose HDF5 layout makes GDAL hold

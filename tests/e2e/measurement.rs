@@ -2348,3 +2348,39 @@ async fn r14_b10_long_edges_of_a_lon_lat_layer_are_followed_as_drawn_by_nearest_
         vec![json!(1), json!(0)]
     );
 }
+
+/// Attack round 15, R15-B17: `vector_buffer` left out features without geometry (null or
+/// empty), rows and attributes, with no word: 3 rows in, 1 out. The result now says how many
+/// and which, so a count or join on the output is not short unawares.
+#[tokio::test]
+async fn r15_b17_a_buffer_says_which_features_had_no_geometry() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let input = server.path("three.geojson");
+    std::fs::write(
+        &input,
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"EPSG:32632"}},"features":[
+          {"type":"Feature","properties":{"n":1},"geometry":{"type":"Point","coordinates":[500000,5000000]}},
+          {"type":"Feature","properties":{"n":2},"geometry":null}]}"#,
+    )
+    .unwrap();
+    let result = server
+        .call(
+            "vector_buffer",
+            json!({"input": input.display().to_string(),
+                   "output": server.path("b.gpkg").display().to_string(),
+                   "distance": 10, "unit": "m", "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&result), "{}", text(&result));
+    let out = structured(&result);
+    assert_eq!(out["features"], json!(1), "{out}");
+    assert!(
+        out["notes"].as_array().is_some_and(|n| n
+            .iter()
+            .any(|n| n.as_str().is_some_and(|t| t.contains("no geometry")))),
+        "{out}"
+    );
+}

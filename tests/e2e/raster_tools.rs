@@ -1193,3 +1193,53 @@ async fn r15_b20_a_resolution_that_does_not_divide_the_extent_cuts_nothing_off()
         total("laea.tif")
     );
 }
+
+/// Attack round 15, R15-B14: without `format`, `raster_convert` wrote a GeoTIFF under
+/// `out.png`, `out.jpg` or `out.gpkg`, said only by `driver: "GTiff"`. An output named for
+/// another format is now an argument error naming the `format` to pass; `.tif` and a given
+/// `format` are written as before.
+#[tokio::test]
+async fn r15_b14_an_output_named_for_another_format_needs_format() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    small(&server.path("in.tif"), (0u8..16).collect::<Vec<_>>(), None);
+    for (output, driver) in [
+        ("out.png", "PNG"),
+        ("out.jpg", "JPEG"),
+        ("out.gpkg", "GPKG"),
+    ] {
+        let result = server
+            .call(
+                "raster_convert",
+                json!({"input": "in.tif", "output": output}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&result), "{output}: {}", text(&result));
+        assert!(
+            text(&result).contains(&format!("\"format\": \"{driver}\"")),
+            "{output}: {}",
+            text(&result)
+        );
+        assert!(!server.path(output).exists());
+    }
+    let tif = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "in.tif", "output": "out.tif"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&tif), "{}", text(&tif));
+    let png = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "in.tif", "output": "out.png", "format": "PNG"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&png), "{}", text(&png));
+}

@@ -558,7 +558,9 @@ impl Gate {
                 }
             }
             if self.stale == StalePolicy::Warn {
-                if let Some((capsule, changed)) = self.stale_capsule(domain, &trigger, &rendered)? {
+                if let Some((capsule, changed)) =
+                    self.stale_capsule(domain, &call.tool, &trigger, &rendered)?
+                {
                     receipt.decision = Decision::Warn;
                     receipt.capsule = Some(capsule.uri());
                     receipt.reason = format!(
@@ -853,16 +855,19 @@ impl Gate {
     /// changes it too: a justification accepting "up to 5 %" for a 3.9 % scale error let a
     /// 303.5 % (critical) call of the same CRS pair run on a `warn` receipt when it was checked
     /// against the capsule's own evidence (attack round 15, R15-C3).
+    ///
+    /// Only a capsule of the same tool answers: the question is put per tool.
     fn stale_capsule(
         &self,
         domain: &Domain,
+        tool: &str,
         trigger: &Trigger,
         rendered: &Rendered,
     ) -> Result<Option<(Capsule, String)>, GateError> {
         let (key_fields, evidence) = (&trigger.key_fields, trigger.evidence.as_slice());
         let id = &domain.info.id;
         let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
-        let memo_key = (id.clone(), decision_of(key_fields, evidence));
+        let memo_key = (format!("{id}\n{tool}"), decision_of(key_fields, evidence));
         let remembered = self.decisions.get(&memo_key);
         let key = match remembered {
             Some(key) => key,
@@ -872,7 +877,8 @@ impl Gate {
                     .list(&[id.as_str()])
                     .into_iter()
                     .filter(|c| {
-                        &c.key_fields == key_fields
+                        c.tool == tool
+                            && &c.key_fields == key_fields
                             && c.evidence
                                 .iter()
                                 .map(|e| e.id.as_str())
@@ -1078,7 +1084,7 @@ impl Gate {
         // The newest capsule of its decision, for the stale path.
         self.decisions.insert(
             (
-                capsule.domain.clone(),
+                format!("{}\n{}", capsule.domain, capsule.tool),
                 decision_of(&capsule.key_fields, &capsule.evidence),
             ),
             Some(capsule.key.clone()),

@@ -255,6 +255,41 @@ pub fn check_grid(
 }
 
 /// A nodata value must be finite or NaN.
+/// The raster driver a writing tool uses: `format` when given, else GeoTIFF, refused when
+/// the output's name says another format (`out.png`, `out.jpg`, `out.gpkg`): a GeoTIFF under
+/// such a name was written with no word but `driver: "GTiff"` (attack round 15, R15-B14).
+pub fn raster_format(format: Option<&str>, output: &str) -> Result<String, ToolError> {
+    if let Some(format) = format {
+        return Ok(format.to_string());
+    }
+    let extension = std::path::Path::new(output)
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let named = match extension.as_str() {
+        "png" => Some("PNG"),
+        "jpg" | "jpeg" => Some("JPEG"),
+        "gpkg" => Some("GPKG"),
+        "webp" => Some("WEBP"),
+        "jp2" | "j2k" => Some("JP2OpenJPEG"),
+        "gif" => Some("GIF"),
+        "bmp" => Some("BMP"),
+        "nc" => Some("netCDF"),
+        "img" => Some("HFA"),
+        "asc" => Some("AAIGrid"),
+        "vrt" => Some("VRT"),
+        "mbtiles" => Some("MBTiles"),
+        _ => None,
+    };
+    match named {
+        Some(driver) => Err(ToolError::Arguments(format!(
+            "output: \"{output}\" names a {driver} file, but without `format` this tool writes \
+             GeoTIFF; pass \"format\": \"{driver}\" to write {driver}, or name the output .tif"
+        ))),
+        None => Ok("GTiff".to_string()),
+    }
+}
+
 pub fn check_nodata(nodata: Option<f64>) -> Result<(), ToolError> {
     if nodata.is_some_and(f64::is_infinite) {
         return Err(ToolError::Arguments(

@@ -749,6 +749,32 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
         }
     }
     drop(capture);
+    // Features without geometry (null or empty) have no buffer and are not written: said,
+    // with their ids, so a count or join on the output is not short unawares (attack round
+    // 15, R15-B17: 3 rows in, 1 out, no word).
+    let without: Vec<String> = data
+        .rows
+        .iter()
+        .filter(|r| r.geometry.is_none())
+        .map(|r| {
+            r.fid
+                .map_or_else(|| "without id".to_string(), |f| f.to_string())
+        })
+        .collect();
+    if !without.is_empty() {
+        notes.push(format!(
+            "{} feature(s) have no geometry (null or empty) and so no buffer: they are not in \
+             the output (fids {}{})",
+            without.len(),
+            without
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", "),
+            if without.len() > 10 { ", ..." } else { "" }
+        ));
+    }
     let layer_name = data.name.clone();
     let (files, count) = if request.dissolve {
         let geometries: Vec<Geometry> = buffered.into_iter().map(|(g, _)| g).collect();

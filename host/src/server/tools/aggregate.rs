@@ -15,8 +15,8 @@ use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{facts, facts::transform, raster::composite, raster::zonal, vector as ogr};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    self, check_band, check_nodata, driver_options, name_of, parse, DataType, Justifications,
-    WarpResampling,
+    self, check_band, check_nodata, driver_options, name_of, parse, raster_format, DataType,
+    Justifications, WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -155,7 +155,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
     }
     let options = driver_options("creation_options", &args.creation_options)?;
     let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
-    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let format = raster_format(args.format.as_deref(), &args.output)?;
     let statistic = args.statistic;
     let output_type = args.output_type;
     gated::run(

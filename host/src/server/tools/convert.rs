@@ -13,7 +13,9 @@ use crate::gdal::facts::encoding::{RasterWrite, WriteDriver, WrittenTypes};
 use crate::gdal::programs::number;
 use crate::gdal::raster::overviews;
 use crate::gdal::raster::translate::TranslateRequest;
-use crate::server::args::{driver_options, parse, DataType, Justifications, OverviewResampling};
+use crate::server::args::{
+    driver_options, parse, raster_format, DataType, Justifications, OverviewResampling,
+};
 use crate::server::call::Call;
 use crate::server::error::ToolError;
 use crate::server::gated::{self, Gathered};
@@ -127,7 +129,7 @@ struct ConvertPlan {
 }
 
 fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
-    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let format = raster_format(args.format.as_deref(), &args.output)?;
     let driver = gdal::DriverManager::get_driver_by_name(&format).map_err(|_| {
         if let Some(refused) = crate::gdal::policy::drivers::refusal("format", &format, true) {
             return ToolError::Arguments(refused.to_string());

@@ -19,8 +19,8 @@ use crate::gdal::raster::warp::{self, WarpRequest};
 use crate::gdal::{policy, raster::info, raster::overviews, raster::stats};
 use crate::reflection::lineage::StepSummary;
 use crate::server::args::{
-    self, band_numbers, check_band, check_grid, check_nodata, driver_options, parse, Bounds,
-    DataType, Justifications, OverviewResampling, WarpResampling,
+    self, band_numbers, check_band, check_grid, check_nodata, driver_options, parse, raster_format,
+    Bounds, DataType, Justifications, OverviewResampling, WarpResampling,
 };
 use crate::server::call::Call;
 use crate::server::error::ToolError;
@@ -396,7 +396,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             .map(|b| ([b.xmin, b.ymin, b.xmax, b.ymax], b.crs.clone())),
         dst_nodata: args.nodata,
         output_type: None,
-        format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
+        format: raster_format(args.format.as_deref(), &args.output)?,
         creation_options: options,
         coordinate_operation: None,
         vertical_shift: None,
@@ -602,7 +602,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         bounds: None,
         dst_nodata: args.nodata,
         output_type: None,
-        format: args.format.clone().unwrap_or_else(|| "GTiff".to_string()),
+        format: raster_format(args.format.as_deref(), &args.output)?,
         creation_options: options,
         coordinate_operation: None,
         vertical_shift: None,
@@ -1499,7 +1499,7 @@ fn terrain_argv(
 ) -> Result<Vec<String>, ToolError> {
     let op = args.operation;
     let bad = |m: &str| Err(ToolError::Arguments(m.to_string()));
-    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let format = raster_format(args.format.as_deref(), &args.output)?;
     let mut argv = vec!["-of".to_string(), format];
     if let Some(b) = args.band {
         argv.extend(["-b".to_string(), b.to_string()]);
@@ -2030,7 +2030,7 @@ pub async fn terrain(call: Call) -> Result<Value, ToolError> {
     let options = driver_options("creation_options", &args.creation_options)?;
     let argv = terrain_argv(&args, &options)?;
     let (input, output) = call.input_and_output(&args.input, &args.output, args.overwrite)?;
-    let format = args.format.clone().unwrap_or_else(|| "GTiff".to_string());
+    let format = raster_format(args.format.as_deref(), &args.output)?;
     let band = args.band;
     let processing = args.operation.gdal_name().to_string();
     let operation = args.operation;
