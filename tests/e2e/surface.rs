@@ -369,3 +369,36 @@ async fn toolsets_trim_the_list_and_what_can_be_called() {
         "{stderr}"
     );
 }
+
+/// Attack round 15, R15-C10: `vector_measure` was announced `readOnlyHint: true` while every
+/// call appends to the ledger and a justified one stores a capsule, so hosts that run
+/// read-only tools without asking let an agent write the store unasked. No tool gated by a
+/// domain is announced read-only; the ungated readers still are.
+#[tokio::test]
+async fn r15_c10_no_gated_tool_is_announced_read_only() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let tools = server.client.list_all_tools().await.unwrap();
+    for tool in &tools {
+        let read_only = tool
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        let gated = tool
+            .description
+            .as_deref()
+            .is_some_and(|d| d.contains("Gated by"));
+        assert!(
+            !(gated && read_only),
+            "{} is gated and announced read-only",
+            tool.name
+        );
+    }
+    let info = tools.iter().find(|t| t.name == "raster_info").unwrap();
+    assert_eq!(
+        info.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+}

@@ -66,7 +66,9 @@ pub const VECTOR_MEASURE: ToolSpec = ToolSpec {
     description: "Areas, perimeters, lengths and counts per feature, per group and in \
         total: geodesic on the ellipsoid, or planar in a projected CRS. Reports invalid \
         geometries and overlaps. Gated by measurement.",
-    effect: Effect::ReadOnly,
+    // Not read-only: a gated call appends to the ledger and stores the capsule of a
+    // justification it is given (attack round 15, R15-C10: announced `readOnlyHint`).
+    effect: Effect::Stores,
     opens_rasters: false,
     raster_output: None,
     schemas: Schemas::gated::<MeasureArgs, crate::gdal::vector::measure::MeasureOutput>(),
