@@ -2350,8 +2350,9 @@ async fn r14_b10_long_edges_of_a_lon_lat_layer_are_followed_as_drawn_by_nearest_
 }
 
 /// Attack round 15, R15-B17: `vector_buffer` left out features without geometry (null or
-/// empty), rows and attributes, with no word: 3 rows in, 1 out. The result now says how many
-/// and which, so a count or join on the output is not short unawares.
+/// empty), rows and attributes, with no word: 3 rows in, 1 out. They are now written with
+/// their attributes and an empty geometry, and the result says which, so a count or join on
+/// the output is not short.
 #[tokio::test]
 async fn r15_b17_a_buffer_says_which_features_had_no_geometry() {
     let server = Server::start(Era::Modern, Options::default())
@@ -2376,11 +2377,15 @@ async fn r15_b17_a_buffer_says_which_features_had_no_geometry() {
         .unwrap();
     assert!(!is_error(&result), "{}", text(&result));
     let out = structured(&result);
-    assert_eq!(out["features"], json!(1), "{out}");
+    assert_eq!(out["features"], json!(2), "{out}");
     assert!(
         out["notes"].as_array().is_some_and(|n| n
             .iter()
-            .any(|n| n.as_str().is_some_and(|t| t.contains("no geometry")))),
+            .any(|n| n.as_str().is_some_and(|t| t.contains("empty geometry")))),
         "{out}"
+    );
+    assert_eq!(
+        read_field(&server.path("b.gpkg"), "n"),
+        vec![json!(1), json!(2)]
     );
 }

@@ -686,7 +686,11 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 {
                     return Err(crate::gdal::cancelled("vector_buffer"));
                 }
-                let Some(g) = &row.geometry else { continue };
+                let Some(g) = &row.geometry else {
+                    // Kept, with an empty geometry: a buffer of nothing (R15-B17).
+                    buffered.push((empty_multipolygon()?, row.values.clone()));
+                    continue;
+                };
                 let b = g
                     .buffer(d, request.segments)
                     .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
@@ -727,7 +731,11 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 {
                     return Err(crate::gdal::cancelled("vector_buffer"));
                 }
-                let Some(g) = &row.geometry else { continue };
+                let Some(g) = &row.geometry else {
+                    // Kept, with an empty geometry: a buffer of nothing (R15-B17).
+                    buffered.push((empty_multipolygon()?, row.values.clone()));
+                    continue;
+                };
                 let at = i as f64 / data.rows.len().max(1) as f64;
                 let (b, was_split) = drawer
                     .feature(g, at)
@@ -763,8 +771,8 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
         .collect();
     if !without.is_empty() {
         notes.push(format!(
-            "{} feature(s) have no geometry (null or empty) and so no buffer: they are not in \
-             the output (fids {}{})",
+            "{} feature(s) have no geometry (null or empty) and so no buffer: they are written \
+             with their attributes and an empty geometry (fids {}{})",
             without.len(),
             without
                 .iter()
@@ -813,6 +821,14 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
         distance: distance_note(request.distance, request.unit, request.distance_m),
         distance_in_crs_units,
         notes,
+    })
+}
+
+/// An empty multipolygon: the buffer of a feature without geometry.
+fn empty_multipolygon() -> Result<Geometry, GdalError> {
+    Geometry::empty(Wkb::wkbMultiPolygon).map_err(|e| GdalError::Failed {
+        operation: "making an empty geometry".to_string(),
+        message: e.to_string(),
     })
 }
 
