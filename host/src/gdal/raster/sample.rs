@@ -451,19 +451,20 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
         .as_ref()
         .or(raster_srs.as_ref())
         .is_some_and(|srs| srs.is_geographic());
+    // A point in the raster's CRS, `None` when it cannot be transformed there.
+    let to_raster = |x: f64, y: f64| match &transformer {
+        None => Some((x, y)),
+        Some(t) => {
+            let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
+            let _quiet = ErrorCapture::start();
+            t.transform_coords(&mut xs, &mut ys, &mut zs)
+                .ok()
+                .filter(|_| xs[0].is_finite() && ys[0].is_finite())
+                .map(|_| (xs[0], ys[0]))
+        }
+    };
     let lands_inside = |x: f64, y: f64| {
-        let at = match &transformer {
-            None => Some((x, y)),
-            Some(t) => {
-                let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
-                let _quiet = ErrorCapture::start();
-                t.transform_coords(&mut xs, &mut ys, &mut zs)
-                    .ok()
-                    .filter(|_| xs[0].is_finite() && ys[0].is_finite())
-                    .map(|_| (xs[0], ys[0]))
-            }
-        };
-        at.is_some_and(|(rx, ry)| {
+        to_raster(x, y).is_some_and(|(rx, ry)| {
             let (pixel, line) = apply(&inv, rx, ry);
             cell_of(pixel, line, width, height).is_some()
         })
@@ -497,18 +498,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 "coordinates: point {id} is not finite"
             )));
         }
-        let at = match &transformer {
-            None => Some((x, y)),
-            Some(t) => {
-                let (mut xs, mut ys, mut zs) = ([x], [y], [0.0]);
-                let _quiet = ErrorCapture::start();
-                t.transform_coords(&mut xs, &mut ys, &mut zs)
-                    .ok()
-                    .filter(|_| xs[0].is_finite() && ys[0].is_finite())
-                    .map(|_| (xs[0], ys[0]))
-            }
-        };
-        let Some((rx, ry)) = at else {
+        let Some((rx, ry)) = to_raster(x, y) else {
             sampled.note = Some("the point cannot be transformed to the raster's CRS".to_string());
             outside += 1;
             points.push(sampled);
