@@ -1243,3 +1243,55 @@ async fn r15_b14_an_output_named_for_another_format_needs_format() {
     .result;
     assert!(!is_error(&png), "{}", text(&png));
 }
+
+/// Attack round 15, R15-B19: `raster_calc` refused a value Int32 cannot hold advising
+/// "Float32 holds any such value", and on that route wrote 16777217 as 16777216 with
+/// `rounded: 0`. Whole numbers Float32 cannot hold are now counted as rounded and said, and
+/// the advice names Float64; the Float64 twin keeps them and rounds nothing.
+#[tokio::test]
+async fn r15_b19_float32_rounding_of_large_whole_numbers_is_counted() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let mut cells: Vec<f64> = (0..16).map(f64::from).collect();
+    cells[0] = 16_777_217.0;
+    cells[1] = 4_503_599_627_370_497.0;
+    small(&server.path("ids.tif"), cells, None);
+    let refused = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": "ids.tif"}, "expression": "a", "output": "i32.tif",
+               "data_type": "Int32"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("Float64 holds"),
+        "{}",
+        text(&refused)
+    );
+    for (data_type, rounded) in [("Float32", 2), ("Float64", 0)] {
+        let output = format!("{data_type}.tif");
+        let done = call_justified(
+            &server,
+            "raster_calc",
+            json!({"inputs": {"a": "ids.tif"}, "expression": "a", "output": output,
+                   "data_type": data_type}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&done), "{data_type}: {}", text(&done));
+        let out = structured(&done);
+        assert_eq!(
+            out["cells"]["rounded"],
+            json!(rounded),
+            "{data_type}: {out}"
+        );
+        if rounded > 0 {
+            assert!(out.to_string().contains("Float64 keeps"), "{out}");
+        }
+    }
+}

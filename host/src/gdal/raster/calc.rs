@@ -198,7 +198,8 @@ pub struct CellCounts {
     pub nodata_input: u64,
     /// Nodata because the expression has no value there (division by zero, log of zero, ...).
     pub undefined: u64,
-    /// Valid cells rounded to the output's integer type.
+    /// Valid cells rounded: to the output's integer type, or whole numbers Float32 cannot
+    /// hold (above 2^24).
     pub rounded: u64,
 }
 
@@ -660,6 +661,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     let (names, order, window_cells) = checked_expression(request)?;
     let expression = Expression::parse(&request.expression)
         .map_err(|e| GdalError::Arguments(format!("expression: {e}")))?;
+    let float32 = request.data_type == "Float32";
     let (low, high, integer) = type_range(&request.data_type).ok_or_else(|| {
         GdalError::Arguments(format!(
             "data_type: {} is not one of Byte, UInt16, Int16, UInt32, Int32, Float32, Float64",
@@ -842,6 +844,10 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 if integer && value.fract() != 0.0 {
                     value = value.round();
                     cells.rounded += 1;
+                } else if float32 && value.fract() == 0.0 && f64::from(value as f32) != value {
+                    // A whole number Float32 cannot hold: 16777217 is written 16777216
+                    // (attack round 15, R15-B19: uncounted, on the route the refusal advised).
+                    cells.rounded += 1;
                 }
                 if value < low || value > high {
                     out_of_range += 1;
@@ -866,7 +872,9 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 return Err(GdalError::Algorithm(format!(
                     "the expression gives values outside {} ({low} to {high}), e.g. {}, in \
                      at least {out_of_range} cells of rows {row} to {}; choose a wider \
-                     data_type (Float32 holds any such value) or scale the expression",
+                     data_type (Float64 holds every whole number up to 2^53 exactly; Float32 \
+                     holds the magnitude, whole numbers exactly only up to 2^24) or scale the \
+                     expression",
                     request.data_type,
                     first_out.unwrap_or_default(),
                     row + rows - 1
@@ -966,10 +974,19 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         ));
     }
     if cells.rounded > 0 {
-        notes.push(format!(
-            "{} cells rounded to the nearest whole number for {}",
-            cells.rounded, request.data_type
-        ));
+        notes.push(if request.data_type == "Float32" {
+            format!(
+                "{} whole-number cells rounded by Float32, which holds whole numbers exactly \
+                 only up to 2^24 = 16,777,216 (16777217 is written 16777216); Float64 keeps \
+                 them",
+                cells.rounded
+            )
+        } else {
+            format!(
+                "{} cells rounded to the nearest whole number for {}",
+                cells.rounded, request.data_type
+            )
+        });
     }
     let valid = cells.valid;
     Ok(CalcOutput {
