@@ -954,27 +954,7 @@ async fn r15_c13_the_recorded_commands_replay_the_georeferencing_chosen() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
-    {
-        let mut dataset = driver
-            .create_with_band_type::<f32, _>(server.path("dem.tif"), 20, 20, 1)
-            .unwrap();
-        dataset
-            .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
-            .unwrap();
-        dataset
-            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
-            .unwrap();
-        let mut band = dataset.rasterband(1).unwrap();
-        let mut buffer =
-            gdal::raster::Buffer::new((20, 20), (0..400).map(|v| v as f32).collect::<Vec<_>>());
-        band.write((0, 0), (20, 20), &mut buffer).unwrap();
-    }
-    std::fs::write(
-        server.path("dem.tfw"),
-        "0.01\n0.0\n0.0\n-0.01\n10.055\n45.195\n",
-    )
-    .unwrap();
+    gdal_mcp_tests::dem_with_a_world_file_0_05_degrees_east(server.workspace.path());
     let done = call_justified(
         &server,
         "raster_resample",

@@ -715,28 +715,7 @@ fn r13_1_a_companion_gdal_lists_changed_during_the_form_voids_the_approval() {
 async fn r15_c6_a_sign_off_binds_the_georeferencing_chosen() {
     let setup = Setup::new();
     // A GeoTIFF whose internal geotransform is at 10.00° E, and a world file at 10.05° E.
-    let tif = setup.path("dem.tif");
-    {
-        let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
-        let mut dataset = driver
-            .create_with_band_type::<f32, _>(&tif, 20, 20, 1)
-            .unwrap();
-        dataset
-            .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
-            .unwrap();
-        dataset
-            .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).unwrap())
-            .unwrap();
-        let mut band = dataset.rasterband(1).unwrap();
-        let mut buffer =
-            gdal::raster::Buffer::new((20, 20), (0..400).map(|v| v as f32).collect::<Vec<_>>());
-        band.write((0, 0), (20, 20), &mut buffer).unwrap();
-    }
-    std::fs::write(
-        setup.path("dem.tfw"),
-        "0.01\n0.0\n0.0\n-0.01\n10.055\n45.195\n",
-    )
-    .unwrap();
+    gdal_mcp_tests::dem_with_a_world_file_0_05_degrees_east(setup.workspace.path());
     let client = setup.connect(Era::Modern, true, "policy.toml").await;
     let call = |source: &str, state: Option<String>, responses: Option<InputResponses>| {
         let mut params = CallToolRequestParams::new("raster_reproject").with_arguments(

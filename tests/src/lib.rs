@@ -64,6 +64,32 @@ pub fn plugin_component(name: &str) -> PathBuf {
         .join(format!("{name}.wasm"))
 }
 
+/// A 20 x 20 Float32 `dem.tif` in `folder`, in EPSG:4326, whose internal geotransform puts it
+/// at 10.00° E 45.2° N, and a world file `dem.tfw` that puts it 0.05° east: a georeferencing
+/// conflict that every call opening it settles with `georef_source` (attack round 15, R15-C6,
+/// R15-C13).
+pub fn dem_with_a_world_file_0_05_degrees_east(folder: &Path) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").expect("GTiff");
+    let mut dataset = driver
+        .create_with_band_type::<f32, _>(folder.join("dem.tif"), 20, 20, 1)
+        .expect("dem.tif");
+    dataset
+        .set_geo_transform(&[10.0, 0.01, 0.0, 45.2, 0.0, -0.01])
+        .expect("geotransform");
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(4326).expect("EPSG:4326"))
+        .expect("CRS");
+    let mut band = dataset.rasterband(1).expect("band 1");
+    let mut buffer =
+        gdal::raster::Buffer::new((20, 20), (0..400).map(|v| v as f32).collect::<Vec<_>>());
+    band.write((0, 0), (20, 20), &mut buffer).expect("cells");
+    std::fs::write(
+        folder.join("dem.tfw"),
+        "0.01\n0.0\n0.0\n-0.01\n10.055\n45.195\n",
+    )
+    .expect("dem.tfw");
+}
+
 /// The folder of real test data, fetched on first use.
 pub fn testdata() -> Result<PathBuf> {
     let dir = std::env::var_os("GDAL_MCP_TESTDATA")

@@ -678,9 +678,15 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
         Some(text) => Some(order_of(text, &defs)?),
         None => None,
     };
-    let extent = layer
-        .get_extent()
-        .ok()
+    // The extent (a scan of every feature for formats that keep none) only where a projected
+    // layer's areas or lengths are asked for: it decides their method.
+    let wants_figures = request
+        .measures
+        .iter()
+        .any(|m| matches!(m, Measure::Area | Measure::Length));
+    let extent = wants_figures
+        .then(|| layer.get_extent().ok())
+        .flatten()
         .map(|e| [e.MinX, e.MinY, e.MaxX, e.MaxY]);
     let how = measuring(layer.spatial_ref(), &request.measures, extent)?;
     let limit = request.limit;
