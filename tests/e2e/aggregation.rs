@@ -253,6 +253,70 @@ async fn r10_9_zones_past_longitude_180_are_counted_whole() {
                 noted,
                 "{name}: {notes}"
             );
+            // The raster holds every part of a wrapped zone: nothing lies outside it.
+            assert!(zone.get("outside_share").is_none(), "{name}: {zone}");
+            assert!(!notes.contains("partly outside"), "{name}: {notes}");
+        }
+    }
+}
+
+/// Regression (attack round 15, R15-B21): a zone half outside the raster was answered as if
+/// the raster held all of it: `sum` over the half inside, and values even under
+/// `nodata_policy: "propagate"`, which nulls a zone touching any nodata cell. On the 4x4 grid
+/// of 1..16 (x 0..40, y 0..40), the zone [20, 60] x [10, 30] is half outside: under `ignore`
+/// its four cells inside (7, 8, 11, 12) sum 38 with `outside_share` 0.5 and a note; under
+/// `propagate` its statistics are null. Its clean twins, a zone inside and a zone whose edge
+/// is the raster's, get neither.
+#[tokio::test]
+async fn r15_b21_a_zone_partly_outside_the_raster_says_so_and_propagates() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let values: Vec<Vec<f32>> = (0..4)
+        .map(|r| (0..4).map(|c| (r * 4 + c + 1) as f32).collect())
+        .collect();
+    write_grid(&server.path("grid.tif"), &values);
+    let cases = [
+        ("half_out", [20.0, 60.0, 10.0, 30.0], 38.0, Some(0.5)),
+        ("inside", [10.0, 30.0, 10.0, 30.0], 34.0, None),
+        ("on_edge", [20.0, 40.0, 10.0, 30.0], 38.0, None),
+    ];
+    for (name, [x0, x1, y0, y1], sum, share) in cases {
+        let zone = format!("{name}.geojson");
+        write_zone(
+            &server.path(&zone),
+            &[[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]],
+        );
+        for policy in ["ignore", "propagate"] {
+            let result = call_justified(
+                &server,
+                "zonal_stats",
+                json!({"input": "grid.tif", "zones": zone, "stats": ["count", "sum"],
+                       "semantics": "cell_centre", "nodata_policy": policy}),
+            )
+            .await
+            .unwrap();
+            assert!(!is_error(&result.result), "{}", text(&result.result));
+            let out = structured(&result.result);
+            let row = &out["features"][0];
+            let notes = out["notes"].to_string();
+            assert!(close(&row["count"], 4.0), "{name} {policy}: {row}");
+            match (share, policy) {
+                (Some(share), _) => {
+                    assert!(close(&row["outside_share"], share), "{name}: {row}");
+                    assert!(notes.contains("partly outside the raster"), "{notes}");
+                    if policy == "propagate" {
+                        assert!(row["sum"].is_null(), "{name} {policy}: {row}");
+                    } else {
+                        assert!(close(&row["sum"], sum), "{name} {policy}: {row}");
+                    }
+                }
+                (None, _) => {
+                    assert!(close(&row["sum"], sum), "{name} {policy}: {row}");
+                    assert!(row.get("outside_share").is_none(), "{name}: {row}");
+                    assert!(!notes.contains("outside"), "{name}: {notes}");
+                }
+            }
         }
     }
 }

@@ -2389,3 +2389,88 @@ async fn r15_b17_a_buffer_says_which_features_had_no_geometry() {
         vec![json!(1), json!(2)]
     );
 }
+
+/// Attack round 15, R15-B8: with heights in US feet, (a) the second method's figures in
+/// `other` took Z in metres: a line 1000 ftUS across rising 100 ftUS in EPSG:2263+6360
+/// (306.32 m in 3D) got `other.length` 320.79 m, a 4.5 % disagreement between methods that is
+/// not there; and (b) in EPSG:2263 alone (a plane in ftUS, no unit for heights) Z was taken in
+/// metres with a note, where Z in the layer's unit gives 306.32 m. Now `other` converts Z as
+/// the main figure does, and two readings 4.5 % apart are a data conflict naming both figures
+/// and how to declare the unit. Twins: EPSG:2263+5703 (heights in metres) measures 320.79 m
+/// both ways; a flat line in EPSG:2263 has one reading and is measured without a word.
+#[tokio::test]
+async fn r15_b8_heights_in_feet_are_read_one_way_by_both_methods_or_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let ft_us: f64 = 1200.0 / 3937.0;
+    let rise = server.path("rise.geojson");
+    std::fs::write(
+        &rise,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},
+           "geometry":{"type":"LineString","coordinates":[[980000,200000,0],[981000,200000,100]]}}]}"#,
+    )
+    .unwrap();
+    let flat = server.path("flat.geojson");
+    std::fs::write(
+        &flat,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{},
+           "geometry":{"type":"LineString","coordinates":[[980000,200000,5],[981000,200000,5]]}}]}"#,
+    )
+    .unwrap();
+    let in_feet = (1000.0_f64.powi(2) + 100.0_f64.powi(2)).sqrt() * ft_us;
+    let in_metres = ((1000.0 * ft_us).powi(2) + 100.0_f64.powi(2)).sqrt();
+    for (crs, source, name, want) in [
+        ("EPSG:2263+6360", &rise, "ft.gpkg", Some(in_feet)),
+        ("EPSG:2263+5703", &rise, "m.gpkg", Some(in_metres)),
+        ("EPSG:2263", &rise, "none.gpkg", None),
+        ("EPSG:2263", &flat, "flat.gpkg", Some(1000.0 * ft_us)),
+    ] {
+        let status = std::process::Command::new("ogr2ogr")
+            .args(["-q", "-a_srs", crs])
+            .arg(server.path(name))
+            .arg(source)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        for method in ["planar", "geodesic"] {
+            let measured = call_justified(
+                &server,
+                "vector_measure",
+                json!({"input": name, "z": true, "method": method}),
+            )
+            .await
+            .unwrap();
+            let Some(want) = want else {
+                assert!(is_error(&measured.result), "{crs} {method}");
+                let detail = structured(&measured.result);
+                assert_eq!(detail["error"]["kind"], "data_conflict", "{detail}");
+                let message = text(&measured.result);
+                assert!(
+                    message.contains("320.78") && message.contains("306.32"),
+                    "{crs} {method}: {message}"
+                );
+                continue;
+            };
+            assert!(!is_error(&measured.result), "{}", text(&measured.result));
+            let out = structured(&measured.result);
+            // Planar and geodesic figures differ by the plane's scale here (about 2e-6).
+            assert!(
+                close(&out["lines"]["length"], want, 1e-5),
+                "{crs} {method}: {out}"
+            );
+            assert!(
+                close(&out["other"]["length"], want, 1e-5),
+                "{crs} {method}: other {}",
+                out["other"]
+            );
+            if name == "flat.gpkg" {
+                assert!(
+                    !out["notes"].to_string().contains("no unit for heights"),
+                    "{}",
+                    out["notes"]
+                );
+            }
+        }
+    }
+}

@@ -282,3 +282,45 @@ fn r15_c5_plugin_instances_reserve_only_what_they_may_use() {
         .unwrap();
     assert!(peak_kb < 3_000_000, "VmPeak {peak_kb} kB");
 }
+
+/// Attack round 15, R15-C4: after a 2025-11-25 handshake, a second `initialize` asking for
+/// 2026-07-28 was answered "2025-11-25" and then flipped the session to 2026-07-28 (`ping`
+/// became "method not found", `tools/list` came back in the 2026 shape). A second
+/// `initialize` is now an invalid request that changes nothing: `ping` and `tools/list`
+/// answer as before, in both directions of the flip.
+#[test]
+fn r15_c4_a_second_initialize_is_refused_and_changes_nothing() {
+    let mut raw = Raw::start();
+    for asked in ["2026-07-28", "2025-11-25", "2025-06-18"] {
+        let again = json!({"jsonrpc": "2.0", "id": "again", "method": "initialize",
+                           "params": {"protocolVersion": asked, "capabilities": {},
+                                      "clientInfo": {"name": "t", "version": "1"}}});
+        let replies = raw.replies_to(&again.to_string(), "s1");
+        let reply = replies
+            .iter()
+            .find(|r| r["id"] == "again")
+            .expect("the second initialize is answered");
+        assert_eq!(reply["error"]["code"], -32600, "{asked}: {reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("already initialized") && message.contains("2025-11-25"),
+            "{asked}: {message}"
+        );
+        let ping = json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"});
+        let replies = raw.replies_to(&ping.to_string(), "s2");
+        let reply = replies.iter().find(|r| r["id"] == "ping").expect("ping");
+        assert!(reply.get("result").is_some(), "{asked}: ping: {reply}");
+        let list = json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"});
+        let replies = raw.replies_to(&list.to_string(), "s3");
+        let reply = replies
+            .iter()
+            .find(|r| r["id"] == "list")
+            .expect("tools/list");
+        assert!(reply["result"]["tools"].is_array(), "{asked}: {reply}");
+        assert!(
+            reply["result"].get("resultType").is_none(),
+            "{asked}: still the 2025-11-25 shape: {}",
+            &reply.to_string()[..300]
+        );
+    }
+}

@@ -1,6 +1,7 @@
 //! `raster_sample` and `vector_query` over stdio, on data built here whose answers are known by
 //! construction: each raster cell holds 100 x row + column, so the value names the cell.
 
+use gdal::vector::LayerAccess;
 use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -946,4 +947,113 @@ async fn r15_b2_date_times_compare_as_instants_or_wall_clocks_never_as_invented_
     )
     .await;
     assert!(message.contains("time zone"), "{message}");
+}
+
+/// Attack round 15, R15-B1: a GeoPackage made from GeoJSON with an integer `id` keeps it as
+/// its primary key column `id`, which OGR lists as no field: `vector_info` did not name it,
+/// `vector_query where "id = 2"` was refused "no field named", and `vector_join key "id"`
+/// "must be a field of both layers". `vector_info` now names the id column, a query filters,
+/// orders and shows it, and a join on it matches; the GeoPackage's usual `fid` column is not
+/// shown twice.
+#[tokio::test]
+async fn r15_b1_a_geopackage_id_column_is_a_key_like_any_field() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let features: Vec<Value> = (1..=3)
+        .map(|i| {
+            json!({"type": "Feature", "properties": {"id": i, "name": format!("n{i}")},
+                   "geometry": {"type": "Point", "coordinates": [i, i]}})
+        })
+        .collect();
+    let geojson = server.path("tid.geojson");
+    std::fs::write(
+        &geojson,
+        json!({"type": "FeatureCollection", "features": features}).to_string(),
+    )
+    .unwrap();
+    let keyed = server.path("tid.gpkg");
+    let plain = server.path("plain.gpkg");
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            keyed.to_str().unwrap(),
+            geojson.to_str().unwrap(),
+        ],
+    );
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            "-lco",
+            "FID=fid",
+            plain.to_str().unwrap(),
+            geojson.to_str().unwrap(),
+            "-sql",
+            "SELECT name FROM tid",
+        ],
+    );
+    std::fs::write(server.path("values.csv"), "id,v\n1,10\n2,20\n2,5\n").unwrap();
+
+    let info = server
+        .call("vector_info", json!({"input": "tid.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    let layer = &structured(&info)["layers"][0];
+    assert_eq!(layer["fid_column"], "id", "{layer}");
+
+    let query = server
+        .call(
+            "vector_query",
+            json!({"input": "tid.gpkg", "where": "id >= 2", "order_by": "id DESC"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&query), "{}", text(&query));
+    let out = structured(&query);
+    let ids: Vec<Value> = out["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["attributes"]["id"].clone())
+        .collect();
+    assert_eq!(ids, vec![json!(3), json!(2)], "{out}");
+
+    let join = gdal_mcp_tests::call_justified(
+        &server,
+        "vector_join",
+        json!({"input": "tid.gpkg", "join": "values.csv", "key": "id", "fields": ["v"],
+               "stats": ["sum"], "output": "joined.gpkg"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&join.result), "{}", text(&join.result));
+    let joined = gdal::Dataset::open(server.path("joined.gpkg")).unwrap();
+    let mut layer = joined.layer(0).unwrap();
+    let mut sums: Vec<Option<f64>> = layer
+        .features()
+        .map(|f| f.field_as_double(f.field_index("v_sum").unwrap()).unwrap())
+        .collect();
+    sums.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(sums, vec![None, Some(10.0), Some(25.0)]);
+
+    // The twin whose id column is the usual `fid`: named, queryable, not shown as an attribute.
+    let query = server
+        .call(
+            "vector_query",
+            json!({"input": "plain.gpkg", "where": "fid = 2"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&query), "{}", text(&query));
+    let out = structured(&query);
+    assert_eq!(out["matched"], 1, "{out}");
+    assert!(
+        out["features"][0]["attributes"].get("fid").is_none(),
+        "{out}"
+    );
 }

@@ -1275,3 +1275,68 @@ async fn r15_b19_float32_rounding_of_large_whole_numbers_is_counted() {
         }
     }
 }
+
+/// Attack round 15, R15-B6: a band whose nodata is NaN was answered `"nodata": null` by
+/// `raster_stats` and `raster_sample`, as a band with no nodata is. JSON has no NaN, so both
+/// now say `nodata_text: "nan"` beside it, as `raster_info` does; the twin with nodata -9999
+/// keeps its number and no text, and a band with no nodata has neither.
+#[tokio::test]
+async fn r15_b6_a_nan_nodata_is_named_not_taken_for_none() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let mut cells: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+    cells[15] = f32::NAN;
+    for (name, nodata) in [
+        ("nan.tif", Some(f64::NAN)),
+        ("coded.tif", Some(-9999.0)),
+        ("none.tif", None),
+    ] {
+        small(&server.path(name), cells.clone(), None);
+        if let Some(value) = nodata {
+            let dataset = gdal::Dataset::open_ex(
+                server.path(name),
+                gdal::DatasetOptions {
+                    open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            dataset
+                .rasterband(1)
+                .unwrap()
+                .set_no_data_value(Some(value))
+                .unwrap();
+        }
+    }
+    for (name, number, label) in [
+        ("nan.tif", None, Some("nan")),
+        ("coded.tif", Some(-9999.0), None),
+        ("none.tif", None, None),
+    ] {
+        let stats = server
+            .call("raster_stats", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&stats), "{name}: {}", text(&stats));
+        let sample = server
+            .call(
+                "raster_sample",
+                json!({"input": name, "coordinates": [[500_005.0, 3_999_995.0]]}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&sample), "{name}: {}", text(&sample));
+        for band in [
+            &structured(&stats)["bands"][0],
+            &structured(&sample)["bands"][0],
+        ] {
+            assert_eq!(band["nodata"].as_f64(), number, "{name}: {band}");
+            assert_eq!(
+                band.get("nodata_text").and_then(Value::as_str),
+                label,
+                "{name}: {band}"
+            );
+        }
+    }
+}

@@ -2299,6 +2299,8 @@ async fn degrees_minutes_seconds_are_read_part_by_part() {
 /// negative scale swapped `min` and `max`; `raster_aggregate` already refused these. Each is
 /// refused before gdalwarp runs, naming the band's scale and offset; methods that commute with
 /// the scale (average, an interpolation, `max` under a positive scale) are not (the twins).
+/// Since R15-B16, `med` under a negative scale is refused too, and the advice names no
+/// method the scale also reverses.
 #[tokio::test]
 async fn r10_6_warps_refuse_statistics_the_band_scale_would_falsify() {
     let server = server().await;
@@ -2325,6 +2327,14 @@ async fn r10_6_warps_refuse_statistics_the_band_scale_would_falsify() {
         ("raster_resample", resample("offset.tif", "sum")),
         ("raster_resample", resample("offset.tif", "rms")),
         ("raster_resample", resample("negative.tif", "max")),
+        // Attack round 15, R15-B16: gdalwarp's `med` is the lower middle of the raw values,
+        // the physical upper middle under a negative scale.
+        ("raster_resample", resample("negative.tif", "med")),
+        (
+            "raster_aggregate",
+            json!({"input": "negative.tif", "output": "agg-med.tif", "factor": 2,
+                   "statistic": "med"}),
+        ),
         (
             "raster_reproject",
             json!({"input": "offset.tif", "output": "r.tif", "dst_crs": "EPSG:32634",
@@ -2335,14 +2345,21 @@ async fn r10_6_warps_refuse_statistics_the_band_scale_would_falsify() {
         assert!(is_error(&result), "{tool} {arguments}");
         let message = text(&result);
         assert!(
-            message.contains("resampling: band 1 declares scale") && message.contains("raw"),
+            message.contains(": band 1 declares scale") && message.contains("raw"),
             "{tool} {arguments}: {message}"
         );
+        if arguments.to_string().contains("negative") {
+            assert!(
+                message.contains("reverses the order") && !message.contains("med or"),
+                "{tool} {arguments}: {message}"
+            );
+        }
     }
     for arguments in [
         resample("offset.tif", "average"),
         resample("negative.tif", "average"),
         resample("offset.tif", "max"),
+        resample("offset.tif", "med"),
     ] {
         let result = server
             .call("raster_resample", arguments.clone())

@@ -293,6 +293,95 @@ pub fn wrap_longitudes(
     Ok((out, added))
 }
 
+/// The share of a zone's area that no cell of the raster holds: 1 − (the area of `placed`,
+/// the zone as counted over the raster with any turn-shifted copies of
+/// [`wrap_longitudes`], clipped to the raster's extent) / (the area of `zone`, as drawn). A
+/// zone half off the raster answered its half as the whole, even under `propagate` (attack
+/// round 15, R15-B21). Areas are in the raster CRS's plane, holes subtracted; 0 for a zone
+/// with no area.
+pub fn outside_fraction(zone: &[Polygon], placed: &[Polygon], grid: &GridWindow) -> f64 {
+    let area = |polygons: &[Polygon], clip: Option<[f64; 4]>| -> f64 {
+        polygons
+            .iter()
+            .map(|polygon| {
+                let mut rings = polygon.iter().map(|ring| match clip {
+                    Some(rect) => ring_area(&clip_ring(ring, rect)),
+                    None => ring_area(ring),
+                });
+                let outer = rings.next().unwrap_or(0.0);
+                (outer - rings.sum::<f64>()).max(0.0)
+            })
+            .sum()
+    };
+    let drawn = area(zone, None);
+    if !(drawn.is_finite() && drawn > 0.0) {
+        return 0.0;
+    }
+    let extent = [
+        grid.x0,
+        grid.y0 - grid.rows as f64 * grid.dy,
+        grid.x0 + grid.cols as f64 * grid.dx,
+        grid.y0,
+    ];
+    let inside = area(placed, Some(extent));
+    (1.0 - inside / drawn).clamp(0.0, 1.0)
+}
+
+/// The unsigned area of a ring (shoelace).
+fn ring_area(ring: &[[f64; 2]]) -> f64 {
+    if ring.len() < 3 {
+        return 0.0;
+    }
+    let mut twice = 0.0;
+    for (i, a) in ring.iter().enumerate() {
+        let b = ring[(i + 1) % ring.len()];
+        twice += a[0] * b[1] - b[0] * a[1];
+    }
+    (twice / 2.0).abs()
+}
+
+/// A ring clipped to the rectangle `[xmin, ymin, xmax, ymax]` (Sutherland–Hodgman: the
+/// result may hold degenerate edges along the rectangle, but its area is the area of the
+/// ring inside it, concave rings included).
+fn clip_ring(ring: &[[f64; 2]], rect: [f64; 4]) -> Vec<[f64; 2]> {
+    let [xmin, ymin, xmax, ymax] = rect;
+    let mut points: Vec<[f64; 2]> = ring.to_vec();
+    // Each side: the axis, where it lies, and whether the inside is above it.
+    let sides = [
+        (0, xmin, true),
+        (0, xmax, false),
+        (1, ymin, true),
+        (1, ymax, false),
+    ];
+    for (axis, at, above) in sides {
+        if points.is_empty() {
+            break;
+        }
+        let inside = |p: [f64; 2]| if above { p[axis] >= at } else { p[axis] <= at };
+        let cross = |a: [f64; 2], b: [f64; 2]| -> [f64; 2] {
+            let t = (at - a[axis]) / (b[axis] - a[axis]);
+            let mut p = [a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])];
+            p[axis] = at;
+            p
+        };
+        let mut kept = Vec::with_capacity(points.len() + 4);
+        for (i, &b) in points.iter().enumerate() {
+            let a = points[(i + points.len() - 1) % points.len()];
+            match (inside(a), inside(b)) {
+                (true, true) => kept.push(b),
+                (true, false) => kept.push(cross(a, b)),
+                (false, true) => {
+                    kept.push(cross(a, b));
+                    kept.push(b);
+                }
+                (false, false) => {}
+            }
+        }
+        points = kept;
+    }
+    points
+}
+
 /// [`zone_window`] and the zone's weights over it.
 pub fn zone_weights(
     zone: &[Polygon],
@@ -787,6 +876,37 @@ fn spread(acc: &mut [f64], cols: usize, x0: f64, x1: f64, d: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// R15-B21: the share of a zone outside the raster, holes and concave rings included.
+    #[test]
+    fn outside_fraction_measures_the_part_no_cell_holds() {
+        let grid = grid4();
+        let square = |x0: f64, x1: f64, y0: f64, y1: f64| -> Ring {
+            vec![[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0]]
+        };
+        let half = vec![vec![square(2.0, 6.0, 1.0, 3.0)]];
+        assert!((outside_fraction(&half, &half, &grid) - 0.5).abs() < 1e-12);
+        let inside = vec![vec![square(1.0, 3.0, 1.0, 3.0)]];
+        assert_eq!(outside_fraction(&inside, &inside, &grid), 0.0);
+        let edge = vec![vec![square(0.0, 4.0, 0.0, 4.0)]];
+        assert!(outside_fraction(&edge, &edge, &grid) < 1e-12);
+        let away = vec![vec![square(10.0, 12.0, 1.0, 3.0)]];
+        assert_eq!(outside_fraction(&away, &away, &grid), 1.0);
+        // An L whose arm reaches out: 3 of its 7 unit squares lie at x > 4.
+        let l_shape = vec![vec![vec![
+            [1.0, 1.0],
+            [7.0, 1.0],
+            [7.0, 2.0],
+            [2.0, 2.0],
+            [2.0, 3.0],
+            [1.0, 3.0],
+            [1.0, 1.0],
+        ]]];
+        assert!((outside_fraction(&l_shape, &l_shape, &grid) - 3.0 / 7.0).abs() < 1e-12);
+        // A hole outside the raster: the zone's area is 8 - 1, of which 4 - 0 lie outside.
+        let holed = vec![vec![square(2.0, 6.0, 1.0, 3.0), square(4.5, 5.5, 1.5, 2.5)]];
+        assert!((outside_fraction(&holed, &holed, &grid) - 3.0 / 7.0).abs() < 1e-12);
+    }
 
     /// 4x4 grid of unit cells, x in [0, 4], y in [0, 4] (row 0 at the top, y 3..4).
     fn grid4() -> GridWindow {

@@ -76,8 +76,8 @@ pub mod zonal;
 
 pub use composite::{Compositor, Statistic};
 pub use coverage::{
-    wrap_longitudes, zone_weights, zone_weights_in, zone_window, CellWindow, GridWindow, Polygon,
-    Ring, Semantics, ZoneWeights,
+    outside_fraction, wrap_longitudes, zone_weights, zone_weights_in, zone_window, CellWindow,
+    GridWindow, Polygon, Ring, Semantics, ZoneWeights,
 };
 pub use zonal::{
     nodata_predicate, weighted_quantile, NodataPolicy, Stat, ZonalAccumulator, ZonalResult,

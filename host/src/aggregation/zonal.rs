@@ -20,7 +20,8 @@
 //! Nodata cells (NaN, or the band's nodata value) never enter a statistic. Under
 //! [`NodataPolicy::Ignore`] they are skipped; under [`NodataPolicy::Propagate`] a zone touching
 //! any nodata cell (with `w > 0`) gets `None` for every statistic except `count`, which stays
-//! the weight of the valid cells. A zone with no valid cell has `count = 0` and `None`
+//! the weight of the valid cells; so does a zone part of which lies outside the raster
+//! ([`ZonalAccumulator::add_uncovered`]). A zone with no valid cell has `count = 0` and `None`
 //! elsewhere.
 //!
 //! Only what is requested is computed: the running sums are cheap; `std` adds Welford-style
@@ -136,6 +137,9 @@ pub struct ZonalAccumulator {
     m2: f64,
     nodata_weight: f64,
     infinite_cells: u64,
+    /// Part of the zone lies where no cell is (outside the raster): under `propagate` its
+    /// statistics are as unknown as a nodata cell's (attack round 15, R15-B21).
+    uncovered: bool,
     /// All weights seen so far are exactly 1 (enables selection instead of sorting).
     unit_weights: bool,
     values: Vec<(f32, f32)>,
@@ -174,6 +178,7 @@ impl ZonalAccumulator {
             m2: 0.0,
             nodata_weight: 0.0,
             infinite_cells: 0,
+            uncovered: false,
             unit_weights: true,
             values: Vec::new(),
             freq: HashMap::new(),
@@ -230,6 +235,12 @@ impl ZonalAccumulator {
         Ok(())
     }
 
+    /// Records that part of the zone lies where the raster has no cell: under `propagate`
+    /// every statistic but `count` is then null, as for a zone touching nodata.
+    pub fn add_uncovered(&mut self) {
+        self.uncovered = true;
+    }
+
     /// The optional parts of a valid cell: `count` already includes its weight.
     #[inline]
     fn add_more(&mut self, v: f32, w: f32, count: f64) {
@@ -265,6 +276,7 @@ impl ZonalAccumulator {
         self.max = self.max.max(other.max);
         self.nodata_weight += other.nodata_weight;
         self.infinite_cells += other.infinite_cells;
+        self.uncovered |= other.uncovered;
         self.unit_weights &= other.unit_weights;
         self.values.extend(other.values);
         for (k, w) in other.freq {
@@ -276,7 +288,7 @@ impl ZonalAccumulator {
     pub fn finish(mut self) -> ZonalResult {
         let empty = self.cells == 0 || self.count.is_nan() || self.count <= 0.0;
         let blocked = self.policy == NodataPolicy::Propagate
-            && (self.nodata_weight > 0.0 || self.infinite_cells > 0);
+            && (self.nodata_weight > 0.0 || self.infinite_cells > 0 || self.uncovered);
         let mut stats = BTreeMap::new();
         let requested = std::mem::take(&mut self.requested);
         for stat in requested {

@@ -321,7 +321,7 @@ pub fn name_of<T: serde::Serialize>(value: &T) -> String {
 
 /// gdalwarp computes on raw values and copies each band's scale and offset to the output,
 /// which is right for methods that commute with `raw * scale + offset` (interpolations, mean,
-/// median, mode, nearest; min, max and quartiles when the scale is positive) and wrong for the
+/// mode, nearest; min, max, quartiles and the median when the scale is positive) and wrong for the
 /// others: a sum keeps one offset instead of n, an rms is not linear, a negative scale swaps
 /// min and max. Those are refused with the reason, for `raster_aggregate`'s `statistic` and
 /// for `raster_resample`'s and `raster_reproject`'s `resampling` alike (attack round 10,
@@ -341,16 +341,28 @@ pub fn refuse_scaled_statistic(
         let offset = band.offset.unwrap_or(0.0);
         let wrong = match method {
             "sum" | "rms" => offset != 0.0 || scale < 0.0,
-            "min" | "max" | "q1" | "q3" => scale < 0.0,
+            // A negative scale reverses the raw order: `med`'s lower middle of an even count
+            // is the physical upper middle (attack round 15, R15-B16).
+            "min" | "max" | "q1" | "q3" | "med" => scale < 0.0,
             _ => false,
         };
         if wrong {
             return Err(ToolError::Arguments(format!(
                 "{argument}: band {} declares scale {scale} and offset {offset} (physical = raw \
                  x scale + offset); GDAL computes {method} on raw values and keeps the scale \
-                 and offset, which gives a wrong physical value for it. Convert the band \
-                 to physical values first (raster_calc), or use average, med or mode",
-                index + 1
+                 and offset, which gives a wrong physical value for it{}. Convert the band \
+                 to physical values first (raster_calc), or use {}",
+                index + 1,
+                if scale < 0.0 {
+                    " (a negative scale reverses the order of the raw values)"
+                } else {
+                    ""
+                },
+                if scale < 0.0 {
+                    "average or mode"
+                } else {
+                    "average, med or mode"
+                }
             )));
         }
     }

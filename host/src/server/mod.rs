@@ -32,25 +32,35 @@ use crate::reflection::gate::{Receipt, RefusalEntry};
 use call::Call;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig as McpServerConfig,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig as McpServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// The rmcp server handler.
+/// The rmcp server handler, one per connection.
 #[derive(Clone)]
 pub struct GdalMcp {
     app: Arc<App>,
+    /// Whether this connection's `initialize` handshake has been answered. A second
+    /// `initialize` is refused rather than renegotiated: rmcp's default handler stores the
+    /// new request's version as the peer's, so the session would then speak an era other than
+    /// the one its answer named (attack round 15, R15-C4).
+    initialized: Arc<AtomicBool>,
 }
 
 impl GdalMcp {
     pub fn new(app: Arc<App>) -> Self {
-        Self { app }
+        Self {
+            app,
+            initialized: Arc::new(AtomicBool::new(false)),
+        }
     }
 }
 
@@ -321,6 +331,35 @@ impl ServerHandler for GdalMcp {
                     .with_title("gdal-mcp: GDAL with methodological reflection"),
             )
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        if self.initialized.swap(true, Ordering::SeqCst) {
+            let speaking = context
+                .peer
+                .peer_info()
+                .map(|info| info.protocol_version.to_string())
+                .unwrap_or_else(|| "the one first negotiated".to_string());
+            return Err(McpError::invalid_request(
+                format!(
+                    "this connection is already initialized and speaks protocol {speaking}; a \
+                     second `initialize` cannot renegotiate it. Open a new connection to use \
+                     another protocol version"
+                ),
+                None,
+            ));
+        }
+        // The peer speaks the version negotiated, never the one asked for unanswered (after a
+        // `server/discover`, rmcp leaves the recording to this handler).
+        let answer = self.negotiate_initialize(&request)?;
+        let mut peer = request;
+        peer.protocol_version = answer.protocol_version.clone();
+        context.peer.set_peer_info(peer);
+        Ok(answer)
     }
 
     async fn list_tools(

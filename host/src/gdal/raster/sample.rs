@@ -62,7 +62,13 @@ pub struct SampledBand {
     pub scale: Option<f64>,
     pub offset: Option<f64>,
     pub unit: Option<String>,
+    /// The declared nodata value (null when none, or when it is not a finite number: see
+    /// `nodata_text`).
     pub nodata: Option<f64>,
+    /// A declared nodata value JSON cannot hold as a number: "nan", "inf" or "-inf" (attack
+    /// round 15, R15-B6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodata_text: Option<String>,
 }
 
 /// One band's value at a point.
@@ -428,6 +434,9 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             offset: band.offset(),
             unit: (!unit.is_empty()).then_some(unit),
             nodata: band.no_data_value(),
+            nodata_text: band
+                .no_data_value()
+                .and_then(crate::gdal::facts::nodata_text),
         });
     }
     let _memory = crate::gdal::policy::blocks::reserve(

@@ -56,7 +56,12 @@ pub struct BandStats {
     pub band: usize,
     pub data_type: String,
     /// The nodata value used (raw units): the band's declared one, or the `nodata` argument.
+    /// Null when there is none, or when it is not a finite number: see `nodata_text`.
     pub nodata: Option<f64>,
+    /// A nodata value JSON cannot hold as a number: "nan", "inf" or "-inf" (attack round 15,
+    /// R15-B6: a NaN nodata was answered `null`, as no nodata is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodata_text: Option<String>,
     /// The band's declared scale and offset. When either is set, every figure below is in
     /// physical units (raw * scale + offset), as GDAL's own statistics are not.
     pub scale: Option<f64>,
@@ -254,6 +259,7 @@ fn band_stats(
         band: index,
         data_type: crate::gdal::facts::band_type_name(&band),
         nodata,
+        nodata_text: nodata.and_then(crate::gdal::facts::nodata_text),
         scale,
         offset,
         unit: Some(band.unit()).filter(|u| !u.is_empty()),

@@ -9,8 +9,8 @@
 //! ([`crate::aggregation::wrap_longitudes`]), and the result says so.
 
 use crate::aggregation::{
-    nodata_predicate, wrap_longitudes, zone_weights_in, zone_window, GridWindow, NodataPolicy,
-    Semantics, Stat, ZonalAccumulator,
+    nodata_predicate, outside_fraction, wrap_longitudes, zone_weights_in, zone_window, GridWindow,
+    NodataPolicy, Semantics, Stat, ZonalAccumulator,
 };
 use crate::gdal::output::Staging;
 use crate::gdal::vector::{self as ogr, Zone};
@@ -59,7 +59,14 @@ pub struct ZoneStats {
     /// Copies of the zone's polygons moved a turn east or west onto a lon/lat raster's
     /// longitudes (the zone reached past them; attack round 10, R10-9).
     pub wrapped: usize,
+    /// The share of the zone's area outside the raster, when above [`UNCOVERED_SHARE`]
+    /// (attack round 15, R15-B21).
+    pub outside: Option<f64>,
 }
+
+/// The share of a zone's area outside the raster from which it is reported: above what
+/// rounding in the clipped areas makes of a zone drawn along the raster's edge.
+pub const UNCOVERED_SHARE: f64 = 1e-9;
 
 impl ZonalRequest {
     /// A note for the result when the band has a GDAL mask of its own (a per-dataset mask,
@@ -144,12 +151,24 @@ impl ZonalRequest {
                 return Err(crate::gdal::cancelled("zonal statistics"));
             }
             let mut accumulator = ZonalAccumulator::new(&self.stats, self.policy);
-            let (polygons, wrapped) = match turn {
-                Some(turn) => wrap_longitudes(&zone.polygons, &grid, turn).map_err(|e| {
-                    GdalError::Arguments(format!("zones: zone {:?}: {e}", zone.fid))
-                })?,
-                None => (zone.polygons, 0),
+            let (polygons, wrapped, outside) = match turn {
+                Some(turn) => {
+                    let (placed, wrapped) =
+                        wrap_longitudes(&zone.polygons, &grid, turn).map_err(|e| {
+                            GdalError::Arguments(format!("zones: zone {:?}: {e}", zone.fid))
+                        })?;
+                    let outside = outside_fraction(&zone.polygons, &placed, &grid);
+                    (placed, wrapped, outside)
+                }
+                None => {
+                    let outside = outside_fraction(&zone.polygons, &zone.polygons, &grid);
+                    (zone.polygons, 0, outside)
+                }
             };
+            let outside = Some(outside).filter(|share| *share > UNCOVERED_SHARE);
+            if outside.is_some() {
+                accumulator.add_uncovered();
+            }
             let window = zone_window(&polygons, &grid)
                 .map_err(|e| GdalError::Algorithm(format!("zone {:?}: {e}", zone.fid)))?;
             // Medians and majorities keep every value of a zone: bound the window.
@@ -223,6 +242,7 @@ impl ZonalRequest {
                 nodata: result.nodata_weight,
                 infinite_cells: result.infinite_cells,
                 wrapped,
+                outside,
             });
         }
         Ok(out)

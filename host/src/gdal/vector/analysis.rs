@@ -50,6 +50,9 @@ pub struct LayerData {
     pub srs: Option<SpatialRef>,
     pub geometry_type: Wkb::Type,
     pub fields: Vec<FieldDef>,
+    /// The column the format keeps the feature ids in, when it names one that is no field
+    /// (a GeoPackage's primary key `id`): a join key may name it.
+    pub fid_column: Option<String>,
     pub rows: Vec<Row>,
     pub extent: Option<[f64; 4]>,
     /// The rows' share of the memory budget all calls share, held as long as they are.
@@ -81,6 +84,7 @@ pub fn read_layer(
     let extent = crate::gdal::vector::layer_extent(&layer);
     let srs = layer.spatial_ref();
     let layer_name = layer.name();
+    let fid_column = crate::gdal::vector::fid_column(&layer);
     let mut budget = crate::gdal::vector::geometry::ReadBudget::new(argument);
     let mut rows: Vec<Row> = Vec::new();
     for f in layer.features() {
@@ -118,6 +122,7 @@ pub fn read_layer(
         srs,
         geometry_type,
         fields,
+        fid_column,
         rows,
         extent,
         memory: budget.into_memory(),
@@ -2516,6 +2521,31 @@ fn nearest_of(measured: &[(usize, f64)], limit: Option<f64>) -> Option<(Vec<usiz
     Some((found, best))
 }
 
+/// Where a join key's values are: a field, or the id column a format names (attack round 15,
+/// R15-B1: a GeoPackage's primary key `id` could not be joined on).
+#[derive(Debug, Clone, Copy)]
+enum KeyColumn {
+    Field(usize),
+    Fid,
+}
+
+impl KeyColumn {
+    fn of(layer: &LayerData, key: &str) -> Option<Self> {
+        match layer.fields.iter().position(|f| f.name == key) {
+            Some(i) => Some(Self::Field(i)),
+            None => (layer.fid_column.as_deref() == Some(key)).then_some(Self::Fid),
+        }
+    }
+
+    /// The row's key as the join compares it (text), or `None` when it has none.
+    fn text(self, row: &Row) -> Option<String> {
+        match self {
+            Self::Field(i) => row.values[i].as_ref().map(text),
+            Self::Fid => row.fid.map(|f| f.to_string()),
+        }
+    }
+}
+
 /// Matches per target feature, as source row indices in source order (the source already in
 /// the target's CRS).
 fn find_matches(
@@ -2528,11 +2558,10 @@ fn find_matches(
     let mut matches: Vec<Vec<usize>> = vec![Vec::new(); target.rows.len()];
     match (&request.key, request.predicate) {
         (Some(key), _) => {
-            let ti = target.fields.iter().position(|f| &f.name == key);
-            let si = source.fields.iter().position(|f| &f.name == key);
-            let (Some(ti), Some(si)) = (ti, si) else {
+            let (Some(ti), Some(si)) = (KeyColumn::of(target, key), KeyColumn::of(source, key))
+            else {
                 return Err(GdalError::Arguments(format!(
-                    "key: \"{key}\" must be a field of both layers"
+                    "key: \"{key}\" must be a field (or the id column) of both layers"
                 )));
             };
             // The index of join keys, its memory reserved as it grows (keys are caller text).
@@ -2540,8 +2569,7 @@ fn find_matches(
             let mut bytes = 0u64;
             let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
             for (j, row) in source.rows.iter().enumerate() {
-                if let Some(v) = &row.values[si] {
-                    let k = text(v);
+                if let Some(k) = si.text(row) {
                     bytes = bytes
                         .saturating_add(k.len() as u64)
                         .saturating_add(BYTES_PER_KEY);
@@ -2561,8 +2589,7 @@ fn find_matches(
                 {
                     return Err(crate::gdal::cancelled("vector_join"));
                 }
-                if let Some(v) = &row.values[ti] {
-                    let k = text(v);
+                if let Some(k) = ti.text(row) {
                     match index.get(&k) {
                         Some(found) => {
                             work.hold(found.len(), i)?;

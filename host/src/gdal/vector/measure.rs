@@ -1049,6 +1049,7 @@ fn other_figures(
     reads: &[Read],
     polygons: &[&Read],
     three_d: bool,
+    heights: Option<(f64, String)>,
     chosen_area: f64,
     chosen_length: f64,
 ) -> Result<Option<OtherFigures>, GdalError> {
@@ -1057,11 +1058,14 @@ fn other_figures(
         Method::Geodesic if layer_srs.is_projected() => Some(Method::Planar),
         Method::Geodesic => None,
     };
-    let Some((m, other_setup)) =
+    let Some((m, mut other_setup)) =
         other_method.and_then(|m| make_setup(m, None, layer_srs).ok().map(|s| (m, s)))
     else {
         return Ok(None);
     };
+    // The heights are in the same unit whichever way the plane is measured (attack round 15,
+    // R15-B8: the other method took US feet as metres, a 4.5 % difference that was not there).
+    other_setup.heights = heights;
     let once = request.overlaps == Some(Overlaps::CountOnce);
     let (area_unit, length_unit) = (
         request.area_unit.square_metres(),
@@ -1208,6 +1212,11 @@ pub fn measure(
     if sloping_candidates {
         check_z(request, &setup, &reads, &measured)?;
     }
+    let heights_note = if three_d {
+        check_undeclared_heights(&mut setup, &layer_srs, &reads)?
+    } else {
+        None
+    };
     if request.method.is_none() && method == Method::Geodesic && layer_srs.is_geographic() {
         check_long_edges(&setup, &reads)?;
     }
@@ -1257,6 +1266,7 @@ pub fn measure(
         three_d && reads.iter().any(|r| r.has_z),
         &invalid,
     );
+    notes.extend(heights_note);
     let chosen_area = if once {
         dissolved.unwrap_or(sum_area)
     } else {
@@ -1269,6 +1279,7 @@ pub fn measure(
         &reads,
         &polygons,
         three_d,
+        setup.heights.clone(),
         chosen_area,
         measured.total.length,
     )?;
@@ -1355,6 +1366,91 @@ fn figures_of(
         }
     }
     Ok(setup.measurer.figures(&parts, three_d))
+}
+
+/// The share by which the two readings of undeclared heights may differ before a 3D length
+/// is refused: below it they are noted.
+const HEIGHT_READINGS_TOLERANCE: f64 = 0.005;
+
+/// 3D line lengths in a projected CRS whose unit is not the metre, and which declares no unit
+/// for heights, have two readings: Z in metres, or Z in the plane's unit (a US State Plane
+/// layer in feet usually has its heights in feet). They are computed both ways; when they
+/// differ by more than [`HEIGHT_READINGS_TOLERANCE`] the call is refused with both figures and
+/// how to declare the unit, and below it the note gives both (attack round 15, R15-B8: a line
+/// 1000 ftUS across rising 100 ftUS measured 320.79 m, Z in metres, where Z in feet gives
+/// 306.32 m, with only a note). Metre planes, geographic CRSs and declared heights have one
+/// reading.
+fn check_undeclared_heights(
+    setup: &mut Setup,
+    layer_srs: &SpatialRef,
+    reads: &[Read],
+) -> Result<Option<String>, GdalError> {
+    let unit = layer_srs.linear_units();
+    if setup.heights.is_some()
+        || !layer_srs.is_projected()
+        || transform::three_axes(layer_srs)
+        || !(unit.is_finite() && unit > 0.0)
+        || (unit - 1.0).abs() < 1e-9
+    {
+        return Ok(None);
+    }
+    let sloping: Vec<&Read> = reads
+        .iter()
+        .filter(|r| r.has_z && r.kinds.contains(&Kind::Line))
+        .collect();
+    if sloping.is_empty() {
+        return Ok(None);
+    }
+    let name = layer_srs
+        .linear_units_name()
+        .unwrap_or_else(|| "the plane's unit".to_string());
+    let length = |setup: &Setup| -> Result<f64, GdalError> {
+        let mut total = 0.0;
+        for read in &sloping {
+            total += figures_of(setup, &read.geometry, &[Kind::Line], true)?.length;
+        }
+        Ok(total)
+    };
+    let in_metres = length(setup)?;
+    setup.heights = Some((unit, format!("{name} ({unit} m a unit)")));
+    let in_unit = length(setup);
+    setup.heights = None;
+    let in_unit = in_unit?;
+    let apart = (in_metres - in_unit).abs() / in_metres.max(in_unit).max(f64::MIN_POSITIVE);
+    if apart <= 1e-9 {
+        return Ok(None);
+    }
+    let crs = layer_srs
+        .auth_code()
+        .ok()
+        .zip(layer_srs.auth_name())
+        .map_or_else(
+            || "the layer's CRS".to_string(),
+            |(code, auth)| format!("{auth}:{code}"),
+        );
+    if apart > HEIGHT_READINGS_TOLERANCE {
+        return Err(GdalError::Conflict {
+            message: format!(
+                "z: the layer's CRS is in {name} and declares no unit for heights, so its \
+                 sloping lines have two 3D lengths: {in_metres:.4} m with Z in metres and \
+                 {in_unit:.4} m with Z in {name} ({:.2} % apart). Declare the heights' unit \
+                 first with vector_reproject, giving src_crs and dst_crs a compound CRS ({crs} \
+                 plus a vertical CRS in the heights' unit, e.g. {crs}+6360 for NAVD88 height \
+                 in US feet or {crs}+5703 in metres), or measure in 2D (z: false)",
+                apart * 100.0
+            ),
+            parameter: "z".to_string(),
+            candidates: serde_json::json!([
+                {"heights_in": "metre", "length_m": in_metres},
+                {"heights_in": name, "length_m": in_unit},
+            ]),
+        });
+    }
+    Ok(Some(format!(
+        "the layer's CRS declares no unit for heights: the 3D lengths take Z in metres \
+         ({in_metres:.4} m); with Z in {name} they would be {in_unit:.4} m ({:.3} % apart)",
+        apart * 100.0
+    )))
 }
 
 /// The area (m²) of the union of polygons in the layer's CRS.

@@ -47,6 +47,11 @@ pub struct LayerInfo {
     /// [xmin, ymin, xmax, ymax] in the layer's CRS, when the driver knows it.
     pub extent: Option<[f64; 4]>,
     pub crs: Option<CrsFacts>,
+    /// The column that holds the feature id, when the format names one (a GeoPackage's
+    /// primary key, `fid` or a column such as `id`): not among `fields`, yet `vector_query`
+    /// filters, selects and orders by it, and `vector_join` joins on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fid_column: Option<String>,
     pub fields: Vec<FieldInfo>,
 }
 
@@ -91,8 +96,28 @@ fn layer_info(layer: &Layer) -> LayerInfo {
         feature_count: layer.try_feature_count(),
         extent,
         crs: layer.spatial_ref().map(|s| facts::crs_facts(&s)),
+        fid_column: fid_column(layer),
         fields,
     }
+}
+
+/// The name of the column a layer keeps its feature ids in, when the format names one and
+/// no attribute field has that name (a GeoPackage made from GeoJSON with an integer `id`
+/// keeps it as its primary key `id`, which OGR lists as no field: attack round 15, R15-B1).
+pub fn fid_column(layer: &Layer) -> Option<String> {
+    // SAFETY: the layer handle is valid while `layer` lives; OGR returns a string it owns
+    // (empty when there is none), copied before the borrow ends.
+    let name = unsafe {
+        let text = gdal_sys::OGR_L_GetFIDColumn(layer.c_layer());
+        if text.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(text)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let taken = layer.defn().fields().any(|f| f.name() == name);
+    (!name.is_empty() && !taken).then_some(name)
 }
 
 /// A feature's field value, or `None` when it is null **or unset**: gdal 0.19's

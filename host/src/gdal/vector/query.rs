@@ -649,7 +649,7 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             )));
         }
     }
-    let defs: Vec<FieldDef> = layer
+    let mut defs: Vec<FieldDef> = layer
         .defn()
         .fields()
         .map(|f| FieldDef {
@@ -657,12 +657,46 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             kind: kind_of(f.field_type()),
         })
         .collect();
+    // A named id column (a GeoPackage's primary key `id`) is queried as a field holding the
+    // feature's id (attack round 15, R15-B1), after the layer's own fields.
+    let fid_column = ogr::fid_column(&layer);
+    let fid_index = fid_column.as_ref().map(|name| {
+        defs.push(FieldDef {
+            name: name.clone(),
+            kind: Kind::Number,
+        });
+        defs.len() - 1
+    });
+    let datum_at = |feature: &gdal::vector::Feature, i: usize| -> Datum {
+        if Some(i) == fid_index {
+            feature.fid().map_or(Datum::Null, |f| Datum::Int(f as i64))
+        } else {
+            datum_at(feature, i)
+        }
+    };
+    let json_at = |feature: &gdal::vector::Feature, i: usize| -> Value {
+        if Some(i) == fid_index {
+            feature
+                .fid()
+                .map_or(Value::Null, |f| super::integer_json(f as i64))
+        } else {
+            json_at(feature, i)
+        }
+    };
     let expr = match &request.filter {
         Some(text) => Some(filter::parse(text, &defs).map_err(GdalError::Arguments)?),
         None => None,
     };
     let selected: Vec<usize> = match &request.fields {
-        None => (0..defs.len()).collect(),
+        // The id column is shown unless it is named as the `fid` every feature carries.
+        None => (0..defs.len())
+            .filter(|&i| {
+                Some(i) != fid_index
+                    || fid_column
+                        .as_ref()
+                        .is_some_and(|name| !name.eq_ignore_ascii_case("fid"))
+            })
+            .collect(),
         Some(names) => {
             let mut out = Vec::new();
             for name in names {

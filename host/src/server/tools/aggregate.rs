@@ -443,8 +443,13 @@ pub struct ZoneRow {
     /// Cells holding +Inf or -Inf: never part of a statistic (counted here, not in `cells`;
     /// under `propagate` they make the statistics null, as nodata does).
     pub infinite_cells: u64,
+    /// The share (0..1) of the zone's area that lies outside the raster, where no cell holds
+    /// a value; absent when the raster covers the whole zone. Its statistics describe only
+    /// the part inside (under `propagate` they are null, as for nodata).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_share: Option<f64>,
     /// The requested statistics; null when the zone has no valid cell (or, under
-    /// `propagate`, touches nodata or infinities).
+    /// `propagate`, touches nodata or infinities, or lies partly outside the raster).
     #[serde(flatten)]
     pub stats: BTreeMap<String, Option<f64>>,
 }
@@ -583,6 +588,44 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                 .map(|row| row.fid.map_or_else(|| "?".to_string(), |f| f.to_string()))
                 .collect();
             let mut notes: Vec<String> = request.mask_note().into_iter().collect();
+            let outside: Vec<String> = rows
+                .iter()
+                .filter_map(|row| {
+                    row.outside.map(|share| {
+                        format!(
+                            "{} ({:.1} %)",
+                            row.fid.map_or_else(|| "?".to_string(), |f| f.to_string()),
+                            share * 100.0
+                        )
+                    })
+                })
+                .collect();
+            if !outside.is_empty() {
+                notes.push(format!(
+                    "{} zone(s) lie partly outside the raster (fid and share of area outside: \
+                     {}): no cell holds that part, so {}",
+                    outside.len(),
+                    outside
+                        .iter()
+                        .take(10)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                        + if outside.len() > 10 { ", ..." } else { "" },
+                    match policy {
+                        ZoneNodataPolicy::Ignore => {
+                            "their statistics describe only the part inside (a sum or count \
+                             is not the zone's total); `outside_share` gives each zone's share \
+                             outside. Use a raster that covers the zones, or nodata_policy \
+                             \"propagate\" to get null for them"
+                        }
+                        ZoneNodataPolicy::Propagate => {
+                            "under \"propagate\" their statistics are null, as for a zone \
+                             touching nodata (count is the weight of the cells inside)"
+                        }
+                    }
+                ));
+            }
             if !wrapped.is_empty() {
                 notes.push(format!(
                     "{} zone(s) (fid {}) reach past the raster's longitudes: their polygons were \
@@ -609,6 +652,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                     id: row.id,
                     cells: row.cells,
                     infinite_cells: row.infinite_cells,
+                    outside_share: row.outside,
                     stats: row
                         .stats
                         .into_iter()
