@@ -1057,3 +1057,95 @@ async fn r15_b1_a_geopackage_id_column_is_a_key_like_any_field() {
         "{out}"
     );
 }
+
+/// Attack round 15, R15-B2's join half: `vector_join` compared date-time keys as the crate's
+/// debug text, so a table holding the GeoPackage's own values (`2020-01-01T12:00:00`,
+/// `2020-01-02T03:00:00Z`) matched none. Keys are now date-times: zoned ones as instants
+/// (`2020-01-02T01:00:00+02:00` joins `2020-01-01T23:00:00Z`), zone-less ones as wall clocks,
+/// and a zone-less key against zoned ones joins only where reading it as UTC and in the
+/// other's zone agree; where they do not, the join is a data conflict naming both readings.
+#[tokio::test]
+async fn r15_b2_join_keys_of_date_times_compare_as_instants_or_wall_clocks() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let times = [
+        "2020-01-01T12:00:00",
+        "2020-01-02T03:00:00Z",
+        "2020-01-02T01:00:00+02:00",
+    ];
+    let features: Vec<Value> = times
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            json!({"type": "Feature", "properties": {"t": t},
+                   "geometry": {"type": "Point", "coordinates": [i, i]}})
+        })
+        .collect();
+    let geojson = server.path("times.geojson");
+    std::fs::write(
+        &geojson,
+        json!({"type": "FeatureCollection", "features": features}).to_string(),
+    )
+    .unwrap();
+    let gpkg = server.path("times.gpkg");
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            gpkg.to_str().unwrap(),
+            geojson.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        server.path("events.csv"),
+        "t,v\n2020-01-01T12:00:00,1\n2020-01-02T03:00:00Z,2\n2020-01-01T23:00:00Z,3\n",
+    )
+    .unwrap();
+    let join = gdal_mcp_tests::call_justified(
+        &server,
+        "vector_join",
+        json!({"input": "times.gpkg", "join": "events.csv", "key": "t", "fields": ["v"],
+               "stats": ["sum"], "output": "joined.gpkg"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&join.result), "{}", text(&join.result));
+    let joined = gdal::Dataset::open(server.path("joined.gpkg")).unwrap();
+    let mut layer = joined.layer(0).unwrap();
+    let sums: Vec<Option<f64>> = layer
+        .features()
+        .map(|f| f.field_as_double(f.field_index("v_sum").unwrap()).unwrap())
+        .collect();
+    assert_eq!(sums, vec![Some(1.0), Some(2.0), Some(3.0)]);
+
+    // 14:00+02:00 is 12:00 UTC but 14:00 on its own clock: the zone-less 12:00 matches it
+    // read as UTC and not read in its zone.
+    std::fs::write(
+        server.path("zoned.csv"),
+        "t,v\n2020-01-01T14:00:00+02:00,7\n",
+    )
+    .unwrap();
+    let conflict = gdal_mcp_tests::call_justified(
+        &server,
+        "vector_join",
+        json!({"input": "times.gpkg", "join": "zoned.csv", "key": "t", "fields": ["v"],
+               "stats": ["sum"], "output": "conflict.gpkg"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&conflict.result), "{}", text(&conflict.result));
+    assert_eq!(
+        structured(&conflict.result)["error"]["kind"],
+        "data_conflict",
+        "{}",
+        text(&conflict.result)
+    );
+    assert!(
+        text(&conflict.result).contains("read as UTC"),
+        "{}",
+        text(&conflict.result)
+    );
+    assert!(!server.path("conflict.gpkg").exists());
+}

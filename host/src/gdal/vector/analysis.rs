@@ -42,6 +42,9 @@ pub struct Row {
     pub fid: Option<u64>,
     pub geometry: Option<Geometry>,
     pub values: Vec<Option<FieldValue>>,
+    /// The date-time fields whose value has no time zone: the crate reads them as `+00:00`,
+    /// an instant they are not (attack round 15, R15-B2).
+    pub zone_less: Vec<usize>,
 }
 
 /// A layer read into memory.
@@ -90,12 +93,23 @@ pub fn read_layer(
     for f in layer.features() {
         let geometry = f.geometry().filter(|g| !g.is_empty());
         budget.take(geometry)?;
+        let values: Vec<Option<FieldValue>> = (0..fields.len())
+            .map(|i| crate::gdal::vector::field_value(&f, i))
+            .collect();
+        let zone_less = values
+            .iter()
+            .enumerate()
+            .filter(|(i, v)| {
+                matches!(v, Some(FieldValue::DateTimeValue(_)))
+                    && crate::gdal::vector::time_at(&f, *i).is_some_and(|(_, zone)| zone.is_none())
+            })
+            .map(|(i, _)| i)
+            .collect();
         rows.push(Row {
             fid: f.fid(),
             geometry: geometry.cloned(),
-            values: (0..fields.len())
-                .map(|i| crate::gdal::vector::field_value(&f, i))
-                .collect(),
+            values,
+            zone_less,
         });
     }
     // The overlays, joins and buffers work in the layer's own coordinates: in lon/lat a ring
@@ -1688,6 +1702,8 @@ fn text(value: &FieldValue) -> String {
         FieldValue::IntegerValue(v) => v.to_string(),
         FieldValue::Integer64Value(v) => v.to_string(),
         FieldValue::RealValue(v) => v.to_string(),
+        // As a table writes a date, so `2020-01-01` in a CSV joins a Date field.
+        FieldValue::DateValue(d) => d.format("%Y-%m-%d").to_string(),
         other => format!("{other:?}"),
     }
 }
@@ -2537,12 +2553,66 @@ impl KeyColumn {
         }
     }
 
-    /// The row's key as the join compares it (text), or `None` when it has none.
-    fn text(self, row: &Row) -> Option<String> {
+    /// The row's key as the join compares it, or `None` when it has none.
+    fn key(self, row: &Row) -> Option<JoinKey> {
         match self {
-            Self::Field(i) => row.values[i].as_ref().map(text),
-            Self::Fid => row.fid.map(|f| f.to_string()),
+            Self::Field(i) => row.values[i].as_ref().map(|value| match value {
+                FieldValue::DateTimeValue(at) if row.zone_less.contains(&i) => {
+                    JoinKey::Wall(at.naive_local())
+                }
+                FieldValue::DateTimeValue(at) => JoinKey::Instant {
+                    utc: at.naive_utc(),
+                    local: at.naive_local(),
+                },
+                FieldValue::StringValue(t) => match crate::gdal::vector::filter::parse_time(t) {
+                    Some((wall, None)) => JoinKey::Wall(wall),
+                    Some((wall, Some(minutes))) => JoinKey::Instant {
+                        utc: wall - chrono::Duration::minutes(i64::from(minutes)),
+                        local: wall,
+                    },
+                    None => JoinKey::Text(text(value)),
+                },
+                other => JoinKey::Text(text(other)),
+            }),
+            Self::Fid => row.fid.map(|f| JoinKey::Text(f.to_string())),
         }
+    }
+}
+
+/// A join key as compared: text, or a date-time (a GeoPackage's, or ISO text in a table) as
+/// an instant when it has a zone and as a wall-clock time when it has none (attack round 15,
+/// R15-B2: `2020-01-01T12:00:00` in a table matched no GeoPackage value, written
+/// `...+00:00`).
+enum JoinKey {
+    Text(String),
+    Instant {
+        utc: chrono::NaiveDateTime,
+        local: chrono::NaiveDateTime,
+    },
+    Wall(chrono::NaiveDateTime),
+}
+
+fn wall_text(at: chrono::NaiveDateTime) -> String {
+    at.format("%Y-%m-%dT%H:%M:%S%.3f").to_string()
+}
+
+fn instant_text(utc: chrono::NaiveDateTime) -> String {
+    format!("{}Z", wall_text(utc))
+}
+
+impl JoinKey {
+    /// The text the index is keyed by: a zoned date-time as its UTC instant (`...Z`), a
+    /// zone-less one as its wall clock; neither can be mistaken for the other.
+    fn indexed(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::Instant { utc, .. } => instant_text(*utc),
+            Self::Wall(at) => wall_text(*at),
+        }
+    }
+
+    fn is_time(&self) -> bool {
+        !matches!(self, Self::Text(_))
     }
 }
 
@@ -2568,12 +2638,25 @@ fn find_matches(
             let mut memory = crate::budget::start("vector_join: the index of join keys");
             let mut bytes = 0u64;
             let mut index: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            // Zoned source date-times by their own wall clock, for zone-less target keys.
+            let mut zoned_walls: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+            let (mut zoned_source, mut wall_source, mut times) = (false, false, false);
             for (j, row) in source.rows.iter().enumerate() {
-                if let Some(k) = si.text(row) {
+                if let Some(key) = si.key(row) {
+                    let k = key.indexed();
                     bytes = bytes
-                        .saturating_add(k.len() as u64)
-                        .saturating_add(BYTES_PER_KEY);
+                        .saturating_add(2 * k.len() as u64)
+                        .saturating_add(2 * BYTES_PER_KEY);
                     memory.cover(bytes)?;
+                    times |= key.is_time();
+                    match &key {
+                        JoinKey::Instant { local, .. } => {
+                            zoned_source = true;
+                            zoned_walls.entry(wall_text(*local)).or_default().push(j);
+                        }
+                        JoinKey::Wall(_) => wall_source = true,
+                        JoinKey::Text(_) => {}
+                    }
                     index.entry(k).or_default().push(j);
                 }
             }
@@ -2583,28 +2666,94 @@ fn find_matches(
             let stripped: std::collections::BTreeSet<&str> =
                 index.keys().map(|k| k.trim_start_matches('0')).collect();
             let mut zero_mismatch = 0;
+            // Zone-less date-times against zoned ones match when both readings of the
+            // zone-less one (as UTC, and in the other's zone) find the same features; the
+            // first where they differ, with both.
+            let mut mixed: Option<(String, Vec<usize>, Vec<usize>)> = None;
+            let mut mixed_count = 0u64;
+            let none: Vec<usize> = Vec::new();
             for (i, row) in target.rows.iter().enumerate() {
                 if i % 256 == 0
                     && !crate::gdal::keep_going(i as f64 / target.rows.len().max(1) as f64)
                 {
                     return Err(crate::gdal::cancelled("vector_join"));
                 }
-                if let Some(k) = ti.text(row) {
-                    match index.get(&k) {
-                        Some(found) => {
-                            work.hold(found.len(), i)?;
-                            matches[i] = found.clone();
+                let Some(key) = ti.key(row) else {
+                    continue;
+                };
+                let k = key.indexed();
+                times |= key.is_time();
+                let mut found: Vec<usize> = index.get(&k).cloned().unwrap_or_default();
+                let readings = match &key {
+                    JoinKey::Wall(at) if zoned_source => Some((
+                        index.get(&instant_text(*at)).unwrap_or(&none),
+                        zoned_walls.get(&wall_text(*at)).unwrap_or(&none),
+                    )),
+                    JoinKey::Instant { utc, local } if wall_source => Some((
+                        index.get(&wall_text(*utc)).unwrap_or(&none),
+                        index.get(&wall_text(*local)).unwrap_or(&none),
+                    )),
+                    _ => None,
+                };
+                if let Some((as_utc, in_zone)) = readings {
+                    if as_utc == in_zone {
+                        found.extend(as_utc);
+                        found.sort_unstable();
+                        found.dedup();
+                    } else {
+                        mixed_count += 1;
+                        if mixed.is_none() {
+                            mixed = Some((k.clone(), as_utc.clone(), in_zone.clone()));
                         }
-                        None => {
-                            if stripped.contains(k.trim_start_matches('0')) {
-                                zero_mismatch += 1;
-                            }
-                        }
+                        continue;
                     }
                 }
+                if found.is_empty() {
+                    if stripped.contains(k.trim_start_matches('0')) {
+                        zero_mismatch += 1;
+                    }
+                } else {
+                    work.hold(found.len(), i)?;
+                    matches[i] = found;
+                }
+            }
+            if let Some((example, as_utc, in_zone)) = mixed {
+                let fids = |rows: &[usize]| -> serde_json::Value {
+                    rows.iter()
+                        .take(10)
+                        .map(|&j| {
+                            source.rows[j]
+                                .fid
+                                .map_or(serde_json::Value::Null, Into::into)
+                        })
+                        .collect()
+                };
+                return Err(GdalError::Conflict {
+                    message: format!(
+                        "key: {mixed_count} target key(s) set a date-time with a time zone \
+                         against one without (an instant against a wall-clock time), and the \
+                         two readings of the zone-less one disagree: the target key {example} \
+                         matches join feature(s) {} read as UTC and {} read in the other \
+                         value's own zone. Write the keys of both layers with their zones, or \
+                         both without, and join again",
+                        fids(&as_utc),
+                        fids(&in_zone),
+                    ),
+                    parameter: "key".to_string(),
+                    candidates: serde_json::json!([
+                        {"reading": "UTC", "key": example, "join_fids": fids(&as_utc)},
+                        {"reading": "the zoned value's own zone", "key": example,
+                         "join_fids": fids(&in_zone)},
+                    ]),
+                });
             }
             notes.push(format!(
-                "attribute join on \"{key}\", keys compared as text"
+                "attribute join on \"{key}\", keys compared as text{}",
+                if times {
+                    "; date-times as instants, or as wall-clock times when they have no zone"
+                } else {
+                    ""
+                }
             ));
             if zero_mismatch > 0 {
                 notes.push(format!(
@@ -3115,6 +3264,7 @@ mod tests {
                 fid: Some(i as u64),
                 geometry: Some(geometry(wkt)),
                 values: Vec::new(),
+                zone_less: Vec::new(),
             })
             .collect()
     }

@@ -139,6 +139,45 @@ pub fn field_value(
     }
 }
 
+/// A date-time field's value as OGR holds it: the wall-clock time and its offset from UTC in
+/// minutes, `None` when it has no zone (OGR's TZ flag 0, unknown, or 1, local time). The
+/// crate's value gives a zone-less time `+00:00`, an instant it is not (R15-B2).
+pub fn time_at(
+    feature: &gdal::vector::Feature,
+    index: usize,
+) -> Option<(chrono::NaiveDateTime, Option<i32>)> {
+    let i = std::ffi::c_int::try_from(index).ok()?;
+    let (mut y, mut mo, mut d, mut h, mut mi, mut sec, mut tz) = (0, 0, 0, 0, 0, 0f32, 0);
+    // SAFETY: a live feature handle; OGR checks the index and writes the parts.
+    let read = unsafe {
+        gdal_sys::OGR_F_GetFieldAsDateTimeEx(
+            feature.c_feature(),
+            i,
+            &mut y,
+            &mut mo,
+            &mut d,
+            &mut h,
+            &mut mi,
+            &mut sec,
+            &mut tz,
+        )
+    };
+    if read == 0 {
+        return None;
+    }
+    let whole = sec.floor();
+    let millis = ((sec - whole) * 1000.0).round() as u32;
+    let at = chrono::NaiveDate::from_ymd_opt(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?)?
+        .and_hms_milli_opt(
+        u32::try_from(h).ok()?,
+        u32::try_from(mi).ok()?,
+        whole as u32,
+        millis.min(999),
+    )?;
+    let offset = (tz > 1).then(|| (tz - 100) * 15);
+    Some((at, offset))
+}
+
 /// Open `path` as a vector dataset.
 pub fn open(argument: &str, path: &Path) -> Result<Dataset, GdalError> {
     let dataset = facts::open(path)?;

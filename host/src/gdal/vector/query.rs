@@ -156,45 +156,6 @@ fn datum_of(value: Option<FieldValue>) -> Datum {
     }
 }
 
-/// A date-time field's value as OGR holds it: the wall-clock time and its offset from UTC in
-/// minutes, `None` when it has no zone (OGR's TZ flag 0, unknown, or 1, local time). The
-/// crate's value gives a zone-less time `+00:00`, an instant it is not (R15-B2).
-fn time_at(
-    feature: &gdal::vector::Feature,
-    index: usize,
-) -> Option<(chrono::NaiveDateTime, Option<i32>)> {
-    let i = std::ffi::c_int::try_from(index).ok()?;
-    let (mut y, mut mo, mut d, mut h, mut mi, mut sec, mut tz) = (0, 0, 0, 0, 0, 0f32, 0);
-    // SAFETY: a live feature handle; OGR checks the index and writes the parts.
-    let read = unsafe {
-        gdal_sys::OGR_F_GetFieldAsDateTimeEx(
-            feature.c_feature(),
-            i,
-            &mut y,
-            &mut mo,
-            &mut d,
-            &mut h,
-            &mut mi,
-            &mut sec,
-            &mut tz,
-        )
-    };
-    if read == 0 {
-        return None;
-    }
-    let whole = sec.floor();
-    let millis = ((sec - whole) * 1000.0).round() as u32;
-    let at = chrono::NaiveDate::from_ymd_opt(y, u32::try_from(mo).ok()?, u32::try_from(d).ok()?)?
-        .and_hms_milli_opt(
-        u32::try_from(h).ok()?,
-        u32::try_from(mi).ok()?,
-        whole as u32,
-        millis.min(999),
-    )?;
-    let offset = (tz > 1).then(|| (tz - 100) * 15);
-    Some((at, offset))
-}
-
 /// A date-time as written in results and compared by the filter: its wall clock with
 /// milliseconds, then its own offset (`Z`, `+02:00`) when it has a zone.
 fn time_text(at: chrono::NaiveDateTime, offset: Option<i32>) -> String {
@@ -217,7 +178,7 @@ fn time_text(at: chrono::NaiveDateTime, offset: Option<i32>) -> String {
 fn datum_at(feature: &gdal::vector::Feature, index: usize) -> Datum {
     let value = ogr::field_value(feature, index);
     if matches!(value, Some(FieldValue::DateTimeValue(_))) {
-        if let Some((at, offset)) = time_at(feature, index) {
+        if let Some((at, offset)) = ogr::time_at(feature, index) {
             return Datum::Text(time_text(at, offset));
         }
     }
@@ -229,7 +190,7 @@ fn datum_at(feature: &gdal::vector::Feature, index: usize) -> Datum {
 fn json_at(feature: &gdal::vector::Feature, index: usize) -> Value {
     let value = ogr::field_value(feature, index);
     if matches!(value, Some(FieldValue::DateTimeValue(_))) {
-        if let Some((at, offset)) = time_at(feature, index) {
+        if let Some((at, offset)) = ogr::time_at(feature, index) {
             return Value::String(time_text(at, offset));
         }
     }
