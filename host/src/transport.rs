@@ -59,6 +59,9 @@ pub const MAX_META_BYTES: usize = 256 << 10;
 /// holding hundreds of MB it would otherwise keep.
 const TRIM_AFTER_BYTES: usize = 1 << 20;
 
+/// How much of a line over [`MAX_LINE_BYTES`] is kept to read its id from.
+const TOO_LONG_HEAD_BYTES: usize = 64 << 10;
+
 /// The tasks that pump between the real stdio and rmcp's in-memory ends.
 pub struct Pumps {
     reading: JoinHandle<()>,
@@ -103,7 +106,7 @@ async fn read_requests<R>(
             Ok(Line::Eof) => break,
             Ok(Line::TooLong) => {
                 let _ = errors.send(error_line(
-                    &Value::Null,
+                    &scanned_id(&line),
                     -32600,
                     &format!("request line longer than {MAX_LINE_BYTES} bytes; it was discarded"),
                 ));
@@ -178,8 +181,13 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
         };
         if !too_long {
             if line.len() + chunk.len() > MAX_LINE_BYTES {
+                // The line's head is kept to read its id from (attack round 16, R16-C7: a
+                // request over the bound was answered `id: null`, and the TypeScript SDK's
+                // call waited for its answer until it timed out).
                 too_long = true;
-                line.clear();
+                let room = TOO_LONG_HEAD_BYTES.saturating_sub(line.len());
+                line.extend_from_slice(&chunk[..room.min(chunk.len())]);
+                line.truncate(TOO_LONG_HEAD_BYTES);
             } else {
                 line.extend_from_slice(chunk);
             }
@@ -935,5 +943,35 @@ mod tests {
             read_bounded_line(&mut input, &mut line).await,
             Ok(Line::Eof)
         ));
+    }
+
+    /// Attack round 16, R16-C7: a request over the bound was answered `id: null` though its
+    /// id stood in its first bytes; its head is kept, and the id read from it. An id after
+    /// the head (the arguments first) is not guessed.
+    #[tokio::test]
+    async fn a_line_too_long_keeps_the_id_of_its_head() {
+        let huge = "x".repeat(MAX_LINE_BYTES + 10);
+        for (text, id) in [
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":"big-7","method":"tools/call","params":{{"name":"a","arguments":{{"s":"{huge}"}}}}}}"#
+                ),
+                json!("big-7"),
+            ),
+            (
+                format!(r#"{{"jsonrpc":"2.0","params":{{"s":"{huge}"}},"id":8,"method":"ping"}}"#),
+                Value::Null,
+            ),
+        ] {
+            let input_text = format!("{text}\n");
+            let mut input = BufReader::new(input_text.as_bytes());
+            let mut line = Vec::new();
+            assert!(matches!(
+                read_bounded_line(&mut input, &mut line).await,
+                Ok(Line::TooLong)
+            ));
+            assert!(line.len() <= TOO_LONG_HEAD_BYTES);
+            assert_eq!(scanned_id(&line), id);
+        }
     }
 }

@@ -598,3 +598,35 @@ async fn r15_c3_a_stale_capsule_answers_only_the_question_it_still_answers() -> 
     );
     Ok(())
 }
+
+/// Attack round 16, R16-C3: a justification keyed by a name that is no loaded domain
+/// ("Resampling", capital R) was dropped without a word: the refusal was the one a call without
+/// a justification gets. It is now an argument error naming the loaded domains, before any
+/// work; the same justification under `resampling` runs (the twin).
+#[tokio::test]
+async fn r16_c3_a_justification_under_no_domain_is_named_not_dropped() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, dem_server_options()).await?;
+    let resample = |key: &str| {
+        json!({"input": "dem.tif", "output": format!("{key}.tif"), "resolution": [60, 60],
+               "resampling": "bilinear",
+               "justification": {key: justification("bilinear")}})
+    };
+    let wrong = server
+        .call("raster_resample", resample("Resampling"))
+        .await?;
+    assert!(is_error(&wrong), "{}", text(&wrong));
+    assert_eq!(structured(&wrong)["error"]["kind"], "invalid_arguments");
+    let message = text(&wrong);
+    assert!(
+        message.contains("\"Resampling\"")
+            && message.contains("no loaded domain")
+            && message.contains("resampling"),
+        "{message}"
+    );
+    assert_eq!(capsule_count(&server), 0);
+    let right = server
+        .call("raster_resample", resample("resampling"))
+        .await?;
+    assert!(!is_error(&right), "{}", text(&right));
+    Ok(())
+}

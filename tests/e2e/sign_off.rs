@@ -477,6 +477,34 @@ async fn a_client_without_forms_gets_the_terminal_route_in_both_eras() {
             "{}",
             text(&result)
         );
+        // Attack round 16, R16-C5: a justification persisted under the refusal's own key was
+        // told the key "was not issued by this server"; it is told the decision waits for a
+        // person.
+        let entry = structured(&result)["refusal"]
+            .as_array()
+            .and_then(|entries| entries.iter().find(|e| e["domain"] == "crs_datum"))
+            .cloned()
+            .expect("a crs_datum entry");
+        let Value::Object(persist) = json!({"domain": "crs_datum", "key": entry["key"],
+                                            "justification": {"intent": "x"}})
+        else {
+            unreachable!()
+        };
+        let answer = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            client.peer().call_tool(
+                CallToolRequestParams::new("persist_justification").with_arguments(persist),
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(is_error(&answer), "{}", text(&answer));
+        assert!(
+            text(&answer).contains("sign-off") && !text(&answer).contains("not issued"),
+            "{}",
+            text(&answer)
+        );
     }
 }
 

@@ -177,6 +177,12 @@ pub enum PersistError {
          first and copy the key from its refusal"
     )]
     UnknownKey { domain: String, key: String },
+    #[error(
+        "the operator's policy has domain \"{domain}\"'s decision {key} wait for a person's \
+         sign-off; no justification replaces it. Retry the call through a host that shows \
+         forms, or have a person run `gdal-mcp approve` as the refusal says"
+    )]
+    AwaitsSignOff { domain: String, key: String },
     #[error("the justification is invalid")]
     Invalid(Vec<FieldError>),
     #[error(transparent)]
@@ -222,6 +228,9 @@ pub struct Gate {
     /// Decisions refused and awaiting a justification, by key (the most recent
     /// [`ISSUED_ENTRIES`]; an older key is asked for again).
     issued: Memo<String, Pending>,
+    /// Decisions refused until a person signs them off, by key and domain: a justification
+    /// persisted for one is told so, not that its key is unknown (attack round 16, R16-C5).
+    awaiting_sign_off: Memo<String, String>,
     /// Rendered prompts, by domain and arguments (a prompt's arguments carry caller input, a
     /// CRS say: bounded, issue 21).
     prompts: Memo<(String, String), Rendered>,
@@ -295,6 +304,7 @@ impl Gate {
             ledger: Ledger::new(store.root()),
             store,
             issued: Memo::new(ISSUED_ENTRIES),
+            awaiting_sign_off: Memo::new(ISSUED_ENTRIES),
             prompts: Memo::new(PROMPT_ENTRIES),
             validated: Memo::new(DECISION_ENTRIES),
             stale: StalePolicy::default(),
@@ -393,6 +403,15 @@ impl Gate {
     pub fn with_stale(mut self, stale: StalePolicy) -> Self {
         self.stale = stale;
         self
+    }
+
+    /// The ids of the loaded domains, in the registry's order.
+    pub fn domain_ids(&self) -> Vec<String> {
+        self.registry
+            .all()
+            .iter()
+            .map(|d| d.info.id.clone())
+            .collect()
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -521,6 +540,7 @@ impl Gate {
                             receipts.push(receipt);
                         }
                         Err((how, asked)) => {
+                            self.awaiting_sign_off.insert(key.clone(), id.clone());
                             receipt.decision = Decision::Blocked;
                             receipts.push(receipt);
                             sign_offs.extend(asked.map(|b| *b));
@@ -1118,11 +1138,23 @@ impl Gate {
         if key_hex(key).is_none() {
             return Err(unknown());
         }
-        let pending = self
+        let Some(pending) = self
             .issued
             .get(&key.to_string())
             .filter(|p| p.domain == domain_id)
-            .ok_or_else(unknown)?;
+        else {
+            if self
+                .awaiting_sign_off
+                .get(&key.to_string())
+                .is_some_and(|d| d == domain_id)
+            {
+                return Err(PersistError::AwaitsSignOff {
+                    domain: domain_id.to_string(),
+                    key: key.to_string(),
+                });
+            }
+            return Err(unknown());
+        };
         match self.accept(domain, key, &pending, justification) {
             Ok(Ok(capsule)) => Ok(Stored {
                 domain: capsule.domain.clone(),

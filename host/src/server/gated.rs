@@ -133,6 +133,26 @@ where
     W: FnOnce(P, &Work) -> Result<O, ToolError> + Send + 'static,
 {
     let app = call.app.clone();
+    // A justification under a name that is no loaded domain would be read by none: said at
+    // once (attack round 16, R16-C3: "Resampling" was dropped and the refusal was the one a
+    // call without a justification gets).
+    if let Some(given) = &justifications {
+        let known = app.gate.domain_ids();
+        let unknown: Vec<&String> = given.0.keys().filter(|k| !known.contains(k)).collect();
+        if !unknown.is_empty() {
+            return Err(ToolError::Arguments(format!(
+                "justification: {} name(s) no loaded domain, so nothing would read them; key \
+                 each justification by its domain's id, as the refusal does ({})",
+                unknown
+                    .iter()
+                    .take(5)
+                    .map(|k| format!("\"{}\"", super::echo(k)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                known.join(", ")
+            )));
+        }
+    }
     let georef = call.georef_source()?;
     let started_at = now();
     let lineage_store = app.lineage.clone();
