@@ -1149,3 +1149,54 @@ async fn r15_b2_join_keys_of_date_times_compare_as_instants_or_wall_clocks() {
     );
     assert!(!server.path("conflict.gpkg").exists());
 }
+
+/// Attack round 16, R16-B16: a Date field set against a date-time literal was compared as
+/// text, so `d >= '2021-06-30T00:00:00'` dropped the feature dated 2021-06-30, `<` kept it,
+/// and `=` matched nothing. A date against a date-time now reads as its midnight, as SQL does;
+/// a date literal against the Date field is unchanged (the twin).
+#[tokio::test]
+async fn r16_b16_a_date_against_a_date_time_is_its_midnight() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let csv = server.path("days.csv");
+    std::fs::write(&csv, "name,d\na,2020-01-01\nb,2021-06-30\nc,2021-07-02\n").unwrap();
+    let gpkg = server.path("days.gpkg");
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            gpkg.to_str().unwrap(),
+            csv.to_str().unwrap(),
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            "-nln",
+            "days",
+        ],
+    );
+    for (filter, want) in [
+        ("d >= '2021-06-30T00:00:00'", vec!["b", "c"]),
+        ("d >= '2021-06-30 00:00:00'", vec!["b", "c"]),
+        ("d < '2021-06-30T00:00:00'", vec!["a"]),
+        ("d = '2021-06-30T00:00:00'", vec!["b"]),
+        ("d > '2021-06-30T12:00:00'", vec!["c"]),
+        ("d >= '2021-06-30'", vec!["b", "c"]),
+    ] {
+        let result = server
+            .call(
+                "vector_query",
+                json!({"input": "days.gpkg", "where": filter}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&result), "{filter}: {}", text(&result));
+        let names: Vec<String> = structured(&result)["features"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["attributes"]["name"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(names, want, "{filter}");
+    }
+}

@@ -56,7 +56,7 @@ CONSIDERED = {
     "resampling": [("nearest", "nearest makes steps in a smooth surface"),
                    ("cubic", "cubic overshoots next to sharp edges")],
     "hydrology": [("fill", "filling floods real pits into flat lakes"),
-                  ("breach", "breaching cuts through real embankments"),
+                  ("breach", "breaching would notch the culvert crossings this map keeps"),
                   ("d8", "single-neighbour routing makes parallel paths"),
                   ("dinf", "dispersion spreads channels over hillslopes")],
     "aggregation": [("cell_centre", "centre membership drops the cells a zone only grazes"),

@@ -316,7 +316,7 @@ pub fn justification(method: &str) -> Value {
             {"method": "nearest", "why_not": "nearest makes steps in a smooth surface"},
             {"method": "cubic", "why_not": "cubic overshoots next to sharp edges"},
             {"method": "fill", "why_not": "filling floods real pits into flat lakes"},
-            {"method": "breach", "why_not": "breaching cuts through real embankments"},
+            {"method": "breach", "why_not": "breaching would notch the culvert crossings this map keeps"},
             {"method": "d8", "why_not": "single-neighbour routing makes parallel paths"},
             {"method": "dinf", "why_not": "dispersion spreads channels over hillslopes"},
             {"method": "median", "why_not": "the median hides the extremes the preview shows"},
@@ -413,7 +413,10 @@ fn considered_instead(domain: &str) -> Vec<Value> {
         ],
         "hydrology" => &[
             ("fill", "filling floods real pits into flat lakes"),
-            ("breach", "breaching cuts through real embankments"),
+            (
+                "breach",
+                "breaching would notch the culvert crossings this map keeps",
+            ),
             ("d8", "single-neighbour routing makes parallel paths"),
             ("dinf", "dispersion spreads channels over hillslopes"),
         ],

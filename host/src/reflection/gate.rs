@@ -212,6 +212,8 @@ struct Pending {
     upstream_capsules: Vec<String>,
     /// The digest of the policy whose rule decided, if one did.
     policy: Option<String>,
+    /// The prompt as the refusal showed it: its words are not an answer's own.
+    asked: String,
 }
 
 #[derive(Clone)]
@@ -606,6 +608,7 @@ impl Gate {
                 evidence: trigger.evidence.clone(),
                 upstream_capsules: call.upstream_capsules(),
                 policy: note.as_ref().map(|n| n.digest.clone()),
+                asked: rendered.text.clone(),
             };
             self.issued.insert(key.clone(), pending.clone());
             let errors = match inline.get(id) {
@@ -1061,6 +1064,25 @@ impl Gate {
             domain.validate(&pending.key_fields, &pending.evidence, justification)?;
         if !domain_errors.is_empty() {
             return Ok(Err(domain_errors));
+        }
+        // Words of its own, beyond the refusal's: the prompt, the findings, and the hints
+        // the domain gives for an empty answer (what an agent copies from a refusal).
+        let hints = domain.validate(
+            &pending.key_fields,
+            &pending.evidence,
+            &serde_json::json!({}),
+        )?;
+        let findings: Vec<&str> = pending
+            .evidence
+            .iter()
+            .flat_map(|item| [item.fact.as_str(), item.why.as_str()])
+            .collect();
+        let mut asked: Vec<&str> = vec![pending.asked.as_str()];
+        asked.extend(findings.iter().copied());
+        asked.extend(hints.iter().map(|h| h.message.as_str()));
+        let copied = justification::own_words(justification, &asked, &findings);
+        if !copied.is_empty() {
+            return Ok(Err(copied));
         }
         let mut capsule = Capsule {
             format: store::FORMAT.to_string(),

@@ -357,6 +357,528 @@ pub fn validate(
     })
 }
 
+/// A justification must say this many distinct words of its own: words that are neither in
+/// the findings it answers nor grammar or acknowledgement in a language agents write in.
+/// Numbers are not words.
+pub const MIN_OWN_WORDS: usize = 8;
+
+/// An answer (one text field of three words or more) copies the refusal when this share of
+/// its runs of three words, or more, stands in the refusal's text, and it adds no word of its
+/// own.
+const COPIED_SHARE: f64 = 0.6;
+
+/// Grammar and acknowledgement, in the languages an agent is likely to write when it only
+/// acknowledges: English, radio and chat shorthand, Spanish, French, German, Portuguese and
+/// Italian (attack round 16, R16-C1: "Affirmative, copy that.", "Entendido, visto bueno.",
+/// "Verstanden, passt schon." passed a domain's list of English words).
+const ACKNOWLEDGING: &[&str] = &[
+    // English grammar and acknowledgement
+    "a",
+    "an",
+    "i",
+    "we",
+    "us",
+    "me",
+    "my",
+    "is",
+    "be",
+    "am",
+    "in",
+    "on",
+    "at",
+    "to",
+    "of",
+    "as",
+    "by",
+    "or",
+    "if",
+    "so",
+    "no",
+    "do",
+    "up",
+    "the",
+    "and",
+    "for",
+    "with",
+    "that",
+    "this",
+    "these",
+    "those",
+    "are",
+    "was",
+    "were",
+    "been",
+    "being",
+    "have",
+    "has",
+    "had",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "may",
+    "might",
+    "must",
+    "shall",
+    "not",
+    "all",
+    "any",
+    "each",
+    "every",
+    "some",
+    "such",
+    "which",
+    "what",
+    "who",
+    "its",
+    "our",
+    "ours",
+    "you",
+    "your",
+    "they",
+    "their",
+    "them",
+    "then",
+    "than",
+    "also",
+    "very",
+    "just",
+    "only",
+    "into",
+    "onto",
+    "about",
+    "per",
+    "because",
+    "since",
+    "yes",
+    "now",
+    "here",
+    "there",
+    "from",
+    "but",
+    "nor",
+    "yet",
+    "did",
+    "does",
+    "done",
+    "doing",
+    "fine",
+    "okay",
+    "ok",
+    "reviewed",
+    "review",
+    "accept",
+    "accepted",
+    "acceptable",
+    "risk",
+    "risks",
+    "aware",
+    "acknowledge",
+    "acknowledged",
+    "understand",
+    "understood",
+    "noted",
+    "seen",
+    "see",
+    "saw",
+    "read",
+    "roger",
+    "lgtm",
+    "ack",
+    "yep",
+    "yeah",
+    "yup",
+    "sure",
+    "cool",
+    "alright",
+    "great",
+    "nice",
+    "perfect",
+    "thanks",
+    "thank",
+    "please",
+    "checked",
+    "check",
+    "looked",
+    "looks",
+    "approve",
+    "approved",
+    "ready",
+    "happy",
+    "agree",
+    "agreed",
+    "proceed",
+    "proceeding",
+    "continue",
+    "ahead",
+    "go",
+    "good",
+    "got",
+    "get",
+    "it",
+    "all",
+    "right",
+    "correct",
+    "confirmed",
+    "confirm",
+    "affirmative",
+    "affirm",
+    "copy",
+    "copied",
+    "wilco",
+    "over",
+    "out",
+    "negative",
+    "received",
+    "receipt",
+    "acknowledgement",
+    "acknowledgment",
+    "noticed",
+    "clear",
+    "clearly",
+    "indeed",
+    "certainly",
+    "absolutely",
+    "definitely",
+    "exactly",
+    "totally",
+    "completely",
+    "fully",
+    "carefully",
+    "thoroughly",
+    "finding",
+    "findings",
+    "evidence",
+    "noted",
+    "considered",
+    "consider",
+    "taken",
+    "account",
+    "into",
+    "matter",
+    "matters",
+    "issue",
+    "issues",
+    "concern",
+    "concerns",
+    "point",
+    "points",
+    "well",
+    "too",
+    "again",
+    "still",
+    "anyway",
+    "whatever",
+    "everything",
+    "nothing",
+    "thing",
+    "things",
+    "same",
+    "above",
+    "below",
+    "mentioned",
+    "stated",
+    "listed",
+    "given",
+    "known",
+    "makes",
+    "make",
+    "sense",
+    "works",
+    "work",
+    "way",
+    "ways",
+    "one",
+    "ones",
+    // Spanish
+    "entendido",
+    "entiendo",
+    "visto",
+    "bueno",
+    "buena",
+    "vale",
+    "adelante",
+    "acuerdo",
+    "claro",
+    "perfecto",
+    "listo",
+    "sí",
+    "si",
+    "de",
+    "del",
+    "la",
+    "el",
+    "los",
+    "las",
+    "lo",
+    "que",
+    "con",
+    "por",
+    "para",
+    "una",
+    "uno",
+    "un",
+    "es",
+    "está",
+    "esta",
+    "todo",
+    "bien",
+    "revisado",
+    "aceptado",
+    "acepto",
+    "recibido",
+    "correcto",
+    "gracias",
+    "hecho",
+    "seguir",
+    "sigue",
+    // French
+    "vu",
+    "compris",
+    "entendu",
+    "accord",
+    "oui",
+    "bien",
+    "parfait",
+    "ça",
+    "ca",
+    "marche",
+    "bon",
+    "le",
+    "les",
+    "des",
+    "du",
+    "et",
+    "est",
+    "une",
+    "pour",
+    "avec",
+    "tout",
+    "très",
+    "tres",
+    "noté",
+    "note",
+    "reçu",
+    "recu",
+    "validé",
+    "valide",
+    "accepté",
+    "accepte",
+    "merci",
+    "vas",
+    "allez",
+    "continuer",
+    // German
+    "verstanden",
+    "passt",
+    "schon",
+    "alles",
+    "klar",
+    "gut",
+    "ja",
+    "einverstanden",
+    "gesehen",
+    "geprüft",
+    "geprueft",
+    "gelesen",
+    "der",
+    "die",
+    "das",
+    "und",
+    "ist",
+    "ein",
+    "eine",
+    "mit",
+    "für",
+    "fur",
+    "von",
+    "zu",
+    "danke",
+    "weiter",
+    "los",
+    "okay",
+    "akzeptiert",
+    "erledigt",
+    "stimmt",
+    "genau",
+    "prima",
+    "super",
+    "jawohl",
+    "zur",
+    "kenntnis",
+    "genommen",
+    // Portuguese and Italian
+    "certo",
+    "beleza",
+    "sim",
+    "tudo",
+    "bem",
+    "obrigado",
+    "capito",
+    "va",
+    "bene",
+    "perfetto",
+    "grazie",
+    "visto",
+    "ricevuto",
+    "d",
+    "accordo",
+    "daccordo",
+    "il",
+    "lo",
+    "gli",
+    "che",
+    "per",
+    "con",
+    "della",
+    "di",
+];
+
+/// The lower-case words of `text`: runs of letters (any script), without digits.
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .map(|w| w.trim_matches('\'').to_lowercase())
+        .filter(|w| !w.is_empty() && w.chars().any(char::is_alphabetic))
+        .filter(|w| !w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .collect()
+}
+
+/// The strings of a justification agents write, by path (the `method` names and
+/// `confidence` are choices, not answers).
+fn answer_texts(value: &Value) -> Vec<(String, &str)> {
+    fn push<'a>(out: &mut Vec<(String, &'a str)>, path: String, v: Option<&'a Value>) {
+        if let Some(text) = v.and_then(Value::as_str) {
+            out.push((path, text));
+        }
+    }
+    let mut out: Vec<(String, &str)> = Vec::new();
+    push(&mut out, "/intent".to_string(), value.get("intent"));
+    if let Some(choice) = value.get("choice") {
+        push(
+            &mut out,
+            "/choice/rationale".to_string(),
+            choice.get("rationale"),
+        );
+        push(
+            &mut out,
+            "/choice/tradeoffs".to_string(),
+            choice.get("tradeoffs"),
+        );
+    }
+    for (i, item) in value
+        .get("alternatives")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        push(
+            &mut out,
+            format!("/alternatives/{i}/why_not"),
+            item.get("why_not"),
+        );
+    }
+    for list in ["assumptions", "conditions_for_revisit"] {
+        for (i, item) in value
+            .get(list)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            push(&mut out, format!("/{list}/{i}"), Some(item));
+        }
+    }
+    if let Some(map) = value.get("evidence").and_then(Value::as_object) {
+        for (id, answer) in map {
+            push(&mut out, format!("/evidence/{id}"), Some(answer));
+        }
+    }
+    out
+}
+
+/// The runs of three consecutive words of `words`.
+fn trigrams(words: &[String]) -> Vec<String> {
+    words.windows(3).map(|w| w.join(" ")).collect()
+}
+
+/// The host's rule that a justification says something of its own, in every domain and in
+/// every language. An answer whose runs of words come from the refusal (`asked`: the prompt's
+/// questions, the findings, the domain's hints) is named at its path as a copy (attack round
+/// 16, R16-C4: the prompt's own questions, question marks and all, passed a critical
+/// decision). And the justification as a whole must hold [`MIN_OWN_WORDS`] distinct words
+/// that are not the findings' (`findings`: their facts and whys), nor grammar and
+/// acknowledgement in the languages of [`ACKNOWLEDGING`], nor numbers (R16-C1:
+/// acknowledgements in words no list held, and bare digits, passed).
+pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldError> {
+    let asked_runs: std::collections::HashSet<String> =
+        asked.iter().flat_map(|t| trigrams(&words(t))).collect();
+    let asked_words: std::collections::HashSet<String> =
+        asked.iter().flat_map(|t| words(t)).collect();
+    let known: std::collections::HashSet<String> = findings.iter().flat_map(|t| words(t)).collect();
+    let mut errors = Vec::new();
+    let mut own_total: Vec<String> = Vec::new();
+    for (path, text) in answer_texts(value) {
+        let all = words(text);
+        let runs = trigrams(&all);
+        let copied = runs.iter().filter(|r| asked_runs.contains(*r)).count();
+        // A paraphrase that adds a word of its own ("breaching cuts through real
+        // embankments", after the prompt's "... real barriers") is an answer.
+        let adds = all.iter().any(|w| {
+            w.chars().count() >= 2
+                && !asked_words.contains(w)
+                && !ACKNOWLEDGING.contains(&w.as_str())
+        });
+        if !runs.is_empty() && copied as f64 >= COPIED_SHARE * runs.len() as f64 && !adds {
+            err(
+                &mut errors,
+                &path,
+                "copies the refusal's own words (its questions, findings or hints) instead of \
+                 answering them; say in your words what this analysis does and why",
+            );
+            continue;
+        }
+        for w in all {
+            if w.chars().count() >= 2
+                && !known.contains(&w)
+                && !ACKNOWLEDGING.contains(&w.as_str())
+                && !own_total.contains(&w)
+            {
+                own_total.push(w);
+            }
+        }
+    }
+    if errors.is_empty() && own_total.len() < MIN_OWN_WORDS {
+        err(
+            &mut errors,
+            "",
+            format!(
+                "the justification says almost nothing of its own: {} word(s){} beyond the \
+                 findings' words, acknowledgements and numbers, where at least {MIN_OWN_WORDS} \
+                 are needed. Acknowledging the findings is not a justification: say what the \
+                 analysis is for, why this method fits it better than the alternatives, and \
+                 what each finding changes in it",
+                own_total.len(),
+                if own_total.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        own_total
+                            .iter()
+                            .take(8)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
+        );
+    }
+    errors
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,5 +1003,69 @@ mod tests {
             assert!(required.contains(&json!(field)), "{field}");
         }
         assert_eq!(schema["properties"]["alternatives"]["minItems"], json!(1));
+    }
+
+    /// Attack round 16, R16-C1 and R16-C4: acknowledgements in other words and languages,
+    /// bare digits, and answers copied from the refusal's questions say nothing of their own;
+    /// a short genuine justification that reuses the prompt's vocabulary does.
+    #[test]
+    fn own_words_refuse_acknowledgements_digits_and_copies() {
+        let prompt = "1. **Intent** — what analysis needs the data in `EPSG:3857`? Which \
+                      quantities (areas, distances, overlays with other layers) must survive \
+                      the change?\n2. **Alternatives** — name at least one other CRS or \
+                      approach you considered and say why not.";
+        let findings = [
+            "planar figures in EPSG:3857 are off by up to 101.4 % for areas",
+            "areas and distances measured in the output will be wrong",
+        ];
+        let asked: Vec<&str> = std::iter::once(prompt).chain(findings).collect();
+        let shaped = |intent: &str, why_not: &str, rationale: &str, tradeoffs: &str| {
+            json!({"intent": intent,
+                   "alternatives": [{"method": "EPSG:3035", "why_not": why_not}],
+                   "choice": {"method": "EPSG:3857", "rationale": rationale,
+                              "tradeoffs": tradeoffs},
+                   "confidence": "high"})
+        };
+        let refused = [
+            shaped(
+                "Affirmative, copy that.",
+                "Negative, over and out.",
+                "Affirmative, copy that, over.",
+                "Wilco: 101.4 % for areas, over.",
+            ),
+            shaped(
+                "Entendido, visto bueno.",
+                "Vale, entendido, adelante.",
+                "Vu et compris.",
+                "Verstanden, passt schon.",
+            ),
+            shaped("7 9", "3 8", "4 6", "5 2"),
+        ];
+        for justification in &refused {
+            let errors = own_words(justification, &asked, &findings);
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| e.path.is_empty() && e.message.contains("of its own")),
+                "{justification}: {errors:?}"
+            );
+        }
+        let copied = shaped(
+            "what analysis needs the data in EPSG:3857? Which quantities (areas, distances, \
+             overlays with other layers) must survive the change?",
+            "name at least one other CRS or approach you considered and say why not.",
+            "tiles for a slippy web map whose basemap is already in Web Mercator",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        let errors = own_words(&copied, &asked, &findings);
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["/intent", "/alternatives/0/why_not"], "{errors:?}");
+        let genuine = shaped(
+            "tiles for a slippy web map over the other layers",
+            "the other layers are geographic",
+            "the basemap tiles are already in Web Mercator",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        assert!(own_words(&genuine, &asked, &findings).is_empty());
     }
 }

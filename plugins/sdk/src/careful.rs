@@ -747,6 +747,34 @@ fn unmet(
                 .collect();
             let largest = stated.iter().copied().fold(f64::NAN, f64::max);
             let minimum = at_least.filter(|m| m.is_finite());
+            // A limit the justification sets below the measured error rules the call out by
+            // its own words, whatever larger figure it also quotes (attack round 16, R16-C10:
+            // "we tolerate at most 5 %; EPSG:3857 is off by 101.4 %" passed on the 101.4). A
+            // figure of the findings quoted back is not a limit the analysis sets.
+            // The answer by id speaks for its finding; the tradeoffs only when it has none.
+            let quoted: Vec<f64> = restated.iter().flat_map(|t| numbers(t)).collect();
+            let lowest_limit = answer
+                .or(crate::chosen_tradeoffs(justification))
+                .into_iter()
+                .flat_map(|text| stated_limits(text, units))
+                .filter(|v| {
+                    !quoted
+                        .iter()
+                        .any(|q| (q - v).abs() <= 1e-9 * q.abs().max(1.0))
+                })
+                .fold(f64::NAN, f64::min);
+            if let Some(min) = minimum.filter(|m| lowest_limit * (1.0 + 1e-9) + 1e-12 < *m) {
+                return Some(format!(
+                    "the justification sets a limit of {} for the {of_what}, and the finding \
+                     measures {} ({}): by its own words this call exceeds what the analysis \
+                     tolerates. Avoid the error{}, or, if the analysis tolerates more, say so \
+                     and why",
+                    unit.example(lowest_limit),
+                    unit.example(min),
+                    shorten(&item.fact, QUOTE),
+                    offered_text(item)
+                ));
+            }
             if stated.is_empty() {
                 Some(format!(
                     "state the {of_what} this analysis accepts as a number in {}{}, e.g. \"we \
@@ -1060,6 +1088,54 @@ fn contains_word(text: &str, word: &str) -> bool {
 /// (`1.5 km` → 1500 metres, `2 ha` → 20000 square metres); units of different kinds (cells
 /// next to square metres) are not converted into each other.
 pub fn quantities(text: &str, units: &[Unit]) -> Vec<f64> {
+    quantities_at(text, units)
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect()
+}
+
+/// Words before a quantity that make it a limit the analysis sets ("at most 5 %", "we
+/// tolerate 2 m", "within 10 %", "up to 150 %").
+const LIMIT_WORDS: &[&str] = &[
+    "at most",
+    "no more than",
+    "not more than",
+    "tolerate",
+    "tolerates",
+    "tolerated",
+    "tolerance",
+    "maximum",
+    "max",
+    "up to",
+    "within",
+    "limit",
+    "≤",
+    "<=",
+];
+
+/// The quantities of `text` stated as a limit: preceded, within a few words, by one of
+/// [`LIMIT_WORDS`].
+pub fn stated_limits(text: &str, units: &[Unit]) -> Vec<f64> {
+    let chars: Vec<char> = text.chars().collect();
+    quantities_at(text, units)
+        .into_iter()
+        .filter(|(_, start)| {
+            // The words since the previous number or the sentence's start, at most 40
+            // characters: "at most 5 % error; EPSG:3857 is off by 101.4 %" sets 5, not 101.4.
+            let window = &chars[start.saturating_sub(40)..*start];
+            let from = window
+                .iter()
+                .rposition(|c| c.is_ascii_digit() || matches!(c, ';' | '.' | ':' | '!' | '?'))
+                .map_or(0, |i| i + 1);
+            let before: String = window[from..].iter().collect::<String>().to_lowercase();
+            LIMIT_WORDS.iter().any(|w| before.contains(w))
+        })
+        .map(|(v, _)| v)
+        .collect()
+}
+
+/// [`quantities`] with the character index each number starts at.
+fn quantities_at(text: &str, units: &[Unit]) -> Vec<(f64, usize)> {
     let chars: Vec<char> = text.chars().collect();
     let mut found = Vec::new();
     let mut i = 0;
@@ -1085,7 +1161,7 @@ pub fn quantities(text: &str, units: &[Unit]) -> Vec<f64> {
         let rest = rest.trim_start();
         for unit in units {
             if let Some(factor) = unit_factor(*unit, rest) {
-                found.push(value * factor);
+                found.push((value * factor, start));
                 break;
             }
         }
@@ -1197,6 +1273,20 @@ mod tests {
         );
     }
 
+    /// R16-C10: limits are the figures a justification sets ("at most", "within", "up to"),
+    /// not every figure it quotes.
+    #[test]
+    fn stated_limits_are_the_figures_set_as_limits() {
+        let text = "Our statistics tolerate at most 5 % error; EPSG:3857 is off by 101.4 %";
+        assert_eq!(quantities(text, &[Unit::Percent]), [5.0, 101.4]);
+        assert_eq!(stated_limits(text, &[Unit::Percent]), [5.0]);
+        assert_eq!(
+            stated_limits("we accept up to 150 % for areas", &[Unit::Percent]),
+            [150.0]
+        );
+        assert!(stated_limits("areas are off by 101.4 %", &[Unit::Percent]).is_empty());
+    }
+
     #[test]
     fn crs_ids_are_read_in_every_spelling() {
         assert_eq!(crs_ids("EPSG:3035 (LAEA Europe)"), ["epsg3035"]);
@@ -1254,7 +1344,8 @@ mod tests {
         );
         assert_eq!(low.len(), 1, "{low:?}");
         assert!(
-            low[0].message.contains("at most 5 %") && low[0].message.contains("12 %"),
+            (low[0].message.contains("at most 5 %") || low[0].message.contains("a limit of 5 %"))
+                && low[0].message.contains("12 %"),
             "{low:?}"
         );
         assert!(check_answers(

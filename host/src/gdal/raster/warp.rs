@@ -37,6 +37,10 @@ pub struct WarpRequest {
     /// that does not divide the footprint cut its edge off (a `sum` over 81,000 of 100,000;
     /// attack round 15, R15-B20).
     pub target_aligned: bool,
+    /// The unit band 1's heights are in after a `-vshift` (gdalwarp converts the values to
+    /// the target's height unit and keeps the source band's unit: a band in `ft` held metres
+    /// still called `ft`; attack round 16, R16-B9).
+    pub heights_unit: Option<String>,
 }
 
 impl WarpRequest {
@@ -120,7 +124,37 @@ impl WarpRequest {
             &self.input,
             source,
         )?;
-        programs::run(&Program::Warp, source, args, &self.output, |_| Ok(())).map_err(|e| match e {
+        let heights_unit = self.heights_unit.clone();
+        let relabel = move |written: &std::path::Path| -> Result<(), GdalError> {
+            let Some(unit) = heights_unit else {
+                return Ok(());
+            };
+            let dataset = gdal::Dataset::open_ex(
+                written,
+                gdal::DatasetOptions {
+                    open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE
+                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| GdalError::Failed {
+                operation: "declaring the heights' unit of the output".to_string(),
+                message: e.to_string(),
+            })?;
+            let band = dataset.rasterband(1).map_err(|e| GdalError::Failed {
+                operation: "declaring the heights' unit of the output".to_string(),
+                message: e.to_string(),
+            })?;
+            if crate::gdal::set_band_unit(&band, &unit) {
+                Ok(())
+            } else {
+                Err(GdalError::Failed {
+                    operation: "declaring the heights' unit of the output".to_string(),
+                    message: format!("the format does not keep a band unit ({unit})"),
+                })
+            }
+        };
+        programs::run(&Program::Warp, source, args, &self.output, relabel).map_err(|e| match e {
             GdalError::Failed { message, .. } => GdalError::Failed {
                 operation: format!("warping {}", self.input.display()),
                 message,

@@ -935,6 +935,24 @@ fn mixed_zone_order(a: &Datum, b: &Datum) -> Option<Result<std::cmp::Ordering, (
     })
 }
 
+/// A date (`2021-06-30`) set against a date-time reads as its midnight, a wall-clock time
+/// (`2021-06-30T00:00:00`), as SQL and OGR's own SQL read it; as text it sorted before every
+/// instant of its own day (attack round 16, R16-B16: `d >= '2021-06-30T00:00:00'` dropped the
+/// feature dated that day, and `=` never matched).
+fn at_midnight_against<'a>(value: &'a Datum, other: &Datum) -> std::borrow::Cow<'a, Datum> {
+    if let (Datum::Text(date), Datum::Text(time)) = (value, other) {
+        let is_date = date.len() == 10
+            && chrono::NaiveDate::parse_from_str(&date.replace('/', "-"), "%Y-%m-%d").is_ok();
+        if is_date && parse_time(&time.replace('/', "-")).is_some() {
+            return std::borrow::Cow::Owned(Datum::Text(format!(
+                "{}T00:00:00",
+                date.replace('/', "-")
+            )));
+        }
+    }
+    std::borrow::Cow::Borrowed(value)
+}
+
 fn compare(a: &Datum, b: &Datum) -> Option<std::cmp::Ordering> {
     if matches!(a, Datum::Null) || matches!(b, Datum::Null) {
         return None;
@@ -964,6 +982,8 @@ impl Expr {
             Expr::Not(a) => a.eval(row, steps)?.map(|v| !v),
             Expr::Compare(a, cmp, b) => {
                 let (x, y) = (value_of(a, row), value_of(b, row));
+                let (x, y) = (at_midnight_against(x, y), at_midnight_against(y, x));
+                let (x, y) = (&*x, &*y);
                 let ordering = match mixed_zone_order(x, y) {
                     Some(Ok(ordering)) => ordering,
                     Some(Err(())) => {

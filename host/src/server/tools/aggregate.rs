@@ -221,6 +221,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 coordinate_operation: None,
                 vertical_shift: None,
                 target_aligned: false,
+                heights_unit: None,
             };
             // A block wholly under the input's GDAL mask gets no value from gdalwarp, which
             // writes 0 undeclared: the fill nodata the data cannot hold is declared instead

@@ -284,6 +284,7 @@ fn heights_of_warp(
     match heights {
         Some(Heights::Keep) => return Ok((Some(false), None)),
         Some(Heights::Convert) => {
+            refuse_shift_of_stored_values(dataset)?;
             let ballpark = change().filter(|c| c.ballpark).and_then(|c| c.operation);
             return Ok((Some(true), ballpark));
         }
@@ -336,6 +337,54 @@ fn heights_of_warp(
              "value_100_becomes": change.apply(100.0), "ballpark": change.ballpark},
         ]),
     }))
+}
+
+/// gdalwarp's `-vshift` adds the separation between height systems to the stored values,
+/// not to the heights a scale and offset make of them: an Int16 DEM of decimetres (scale 0.1)
+/// at 100.0 m became 104.7 m where 147.248 is right (attack round 16, R16-B10). Refused,
+/// naming the way out, as for the statistics gdalwarp computes on raw values.
+fn refuse_shift_of_stored_values(dataset: &gdal::Dataset) -> Result<(), ToolError> {
+    let Ok(band) = dataset.rasterband(1) else {
+        return Ok(());
+    };
+    let (scale, offset) = (band.scale().unwrap_or(1.0), band.offset().unwrap_or(0.0));
+    if scale == 1.0 && offset == 0.0 {
+        return Ok(());
+    }
+    Err(ToolError::Arguments(format!(
+        "heights: band 1 declares scale {scale} and offset {offset} (height = stored x scale + \
+         offset); gdalwarp adds the separation between the height systems to the stored values, \
+         not to the heights, so every converted height would be wrong. Convert the band to \
+         heights first (raster_calc with data_type Float32), then reproject that with heights: \
+         \"convert\""
+    )))
+}
+
+/// The unit to declare on band 1 after gdalwarp converted its heights to the target's height
+/// system, when the input's band declares one (gdalwarp keeps the input's: R16-B9); `None`
+/// when the band declares none (heights in metres on both sides).
+fn converted_heights_unit(
+    dataset: &gdal::Dataset,
+    target: &gdal::spatial_ref::SpatialRef,
+) -> Option<String> {
+    let declared = dataset.rasterband(1).ok()?.unit();
+    if declared.trim().is_empty() {
+        return None;
+    }
+    let mut name: *mut std::ffi::c_char = std::ptr::null_mut();
+    let key = c"VERT_CS";
+    // SAFETY: a live SRS handle; OGR points `name` at a string it owns, copied at once.
+    let metres =
+        unsafe { gdal_sys::OSRGetTargetLinearUnits(target.to_c_hsrs(), key.as_ptr(), &mut name) };
+    let named = (!name.is_null()).then(|| {
+        unsafe { std::ffi::CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    });
+    Some(match named {
+        Some(unit) if target.is_compound() && (metres - 1.0).abs() > 1e-9 => unit,
+        _ => "m".to_string(),
+    })
 }
 
 /// Every method but nearest computes new cells from neighbours (or picks an extreme), so an
@@ -401,6 +450,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
         coordinate_operation: None,
         vertical_shift: None,
         target_aligned: false,
+        heights_unit: None,
     };
     let dst_crs = args.dst_crs;
     let heights = args.heights;
@@ -478,6 +528,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let filled = choose_fill(&mut request, &dataset, reaches)?;
             let (shift, vertical) = heights_of_warp(heights, &dataset, &source, &target, area)?;
             request.vertical_shift = shift;
+            if shift == Some(true) {
+                request.heights_unit = converted_heights_unit(&dataset, &target);
+            }
             // Converting heights over a ballpark vertical: that operation is what the gate
             // and the result must see (attack round 6, R6-C).
             let transformation = vertical.or(transformation);
@@ -607,6 +660,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         coordinate_operation: None,
         vertical_shift: None,
         target_aligned: false,
+        heights_unit: None,
     };
     gated::run(
         &call,

@@ -811,9 +811,9 @@ fn answers_without_the_content_their_finding_asks_for_are_refused_precisely() {
         r.alternatives.clone(),
     );
     assert!(
-        errors
-            .iter()
-            .any(|e| e.message.contains("at most 5 %") && e.message.contains("30 %")),
+        errors.iter().any(|e| (e.message.contains("at most 5 %")
+            || e.message.contains("a limit of 5 %"))
+            && e.message.contains("30 %")),
         "{errors:?}"
     );
     // A datum transformation's published 10 m is more than the 5 m accepted.
