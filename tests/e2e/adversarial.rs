@@ -6245,3 +6245,266 @@ async fn r15_c11_concurrent_writes_of_one_new_output_succeed_once() {
         assert_eq!(succeeded, 1, "round {round}");
     }
 }
+
+fn cli(program: &str, args: &[&str]) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A SQLite database at `path` built by the system's Python from `statements`.
+fn sqlite_database(path: &Path, statements: &[&str]) {
+    let script = format!(
+        "import sqlite3,sys\nc=sqlite3.connect(sys.argv[1])\nfor s in {statements:?}:\n    c.execute(s)\nc.commit()\n"
+    );
+    cli("/usr/bin/python3", &["-c", &script, path.to_str().unwrap()]);
+}
+
+/// Attack round 16, R16-A1 to R16-A9: what GDAL reads inside an open that no check saw.
+/// * A JPEG 2000 whose GMLJP2 box carries features (and a schema including an outside one):
+///   GDAL's GML reader ran on every open and answered the outside schema's field names (A1),
+///   blocked on a FIFO there (A2), or took 8 GB (A5). Refused before the open; a plain JP2
+///   (GDAL's own GMLJP2 georeferencing) is read.
+/// * A JP2 whose GDAL metadata box names an outside `OVERVIEW_FILE` (A3): refused before the
+///   open, as for a GeoTIFF's metadata tag.
+/// * A GML named `.dat` beside a `.xsd` including an outside schema (A4): refused as the
+///   `.gml` twin always was.
+/// * A SQLite view calling `st_transform`, which takes PROJ strings (A6, A8): refused.
+/// * A JSONP-wrapped GeoJSON (A7): estimated as the bare JSON is.
+/// * A view joining a 1,000-row table with itself four times (A9): refused, measured; a
+///   two-table view of a few rows is read.
+///
+/// The outside decoys are never named in an answer.
+#[tokio::test]
+async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path();
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            env: vec![(
+                "GDAL_MCP_GEOJSON_MAX_MEMORY_BYTES".to_string(),
+                "1000000".to_string(),
+            )],
+            ..Options::default()
+        },
+    )
+    .await
+    .unwrap();
+    let secret = "SECRET_OUTSIDE_FIELD_7351";
+    let schema_head = r#"<?xml version="1.0" encoding="UTF-8"?>
+<xs:schema targetNamespace="http://ogr.maptools.org/" xmlns:ogr="http://ogr.maptools.org/" xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:gml="http://www.opengis.net/gml" elementFormDefault="qualified" version="1.0">"#;
+    std::fs::write(
+        out.join("evil.xsd"),
+        format!(
+            r#"{schema_head}
+<xs:element name="pts" type="ogr:pts_Type" substitutionGroup="gml:_Feature"/>
+<xs:complexType name="pts_Type"><xs:complexContent><xs:extension base="gml:AbstractFeatureType"><xs:sequence>
+<xs:element name="geometryProperty" type="gml:PointPropertyType" nillable="true" minOccurs="0" maxOccurs="1"/>
+<xs:element name="{secret}" nillable="true" minOccurs="0" maxOccurs="1"><xs:simpleType><xs:restriction base="xs:string"></xs:restriction></xs:simpleType></xs:element>
+</xs:sequence></xs:extension></xs:complexContent></xs:complexType>
+</xs:schema>"#
+        ),
+    )
+    .unwrap();
+    let including = format!(
+        r#"{schema_head}
+<xs:import namespace="http://www.opengis.net/gml" schemaLocation="http://schemas.opengis.net/gml/3.1.1/base/gml.xsd"/>
+<xs:element name="FeatureCollection" type="ogr:FeatureCollectionType" substitutionGroup="gml:_FeatureCollection"/>
+<xs:complexType name="FeatureCollectionType"><xs:complexContent><xs:extension base="gml:AbstractFeatureCollectionType"><xs:attribute name="lockId" type="xs:string" use="optional"/></xs:extension></xs:complexContent></xs:complexType>
+<xs:include schemaLocation="{}/evil.xsd"/>
+</xs:schema>"#,
+        out.display()
+    );
+    let gml = |schema: &str| {
+        format!(
+            r#"<?xml version="1.0" encoding="utf-8" ?>
+<ogr:FeatureCollection xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xsi:schemaLocation="http://ogr.maptools.org/ {schema}" xmlns:ogr="http://ogr.maptools.org/" xmlns:gml="http://www.opengis.net/gml">
+<gml:featureMember><ogr:pts gml:id="pts.0"><ogr:geometryProperty><gml:Point srsName="urn:ogc:def:crs:EPSG::4326"><gml:pos>1 2</gml:pos></gml:Point></ogr:geometryProperty></ogr:pts></gml:featureMember>
+</ogr:FeatureCollection>"#
+        )
+    };
+    // Fixtures built outside the workspace, then the carriers written into it.
+    let fx = tempfile::tempdir().unwrap();
+    let fx = fx.path();
+    std::fs::write(fx.join("my.xsd"), &including).unwrap();
+    std::fs::write(fx.join("my.gml"), gml("my.xsd")).unwrap();
+    std::fs::write(
+        fx.join("def.json"),
+        format!(
+            r#"{{"root_instance": {{"gml_filelist": [{{"file": "{}/my.gml", "inline": true, "parent_node": "GridCoverage"}}]}}}}"#,
+            fx.display()
+        ),
+    )
+    .unwrap();
+    let base = fx.join("base.tif");
+    let base_text = base.to_str().unwrap();
+    cli(
+        "gdal_create",
+        &[
+            "-of",
+            "GTiff",
+            "-outsize",
+            "8",
+            "8",
+            "-bands",
+            "1",
+            "-burn",
+            "5",
+            "-a_srs",
+            "EPSG:4326",
+            "-a_ullr",
+            "0",
+            "8",
+            "8",
+            "0",
+            base_text,
+        ],
+    );
+    let def = format!("GMLJP2V2_DEF={}/def.json", fx.display());
+    let featured = server.path("g.jp2");
+    cli(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "JP2OpenJPEG",
+            "-co",
+            &def,
+            base_text,
+            featured.to_str().unwrap(),
+        ],
+    );
+    let plain = server.path("plain.jp2");
+    cli(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "JP2OpenJPEG",
+            base_text,
+            plain.to_str().unwrap(),
+        ],
+    );
+    cli(
+        "gdal_create",
+        &[
+            "-of",
+            "GTiff",
+            "-outsize",
+            "4",
+            "4",
+            "-bands",
+            "1",
+            "-burn",
+            "77",
+            out.join("ovr.tif").to_str().unwrap(),
+        ],
+    );
+    std::fs::write(
+        fx.join("md.vrt"),
+        format!(
+            r#"<VRTDataset rasterXSize="8" rasterYSize="8"><SRS>EPSG:4326</SRS><GeoTransform>0,1,0,8,0,-1</GeoTransform>
+<Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">{}/ovr.tif</MDI></Metadata>
+<VRTRasterBand dataType="Byte" band="1"><SimpleSource><SourceFilename relativeToVRT="0">{base_text}</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#,
+            out.display()
+        ),
+    )
+    .unwrap();
+    cli(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "JP2OpenJPEG",
+            "-co",
+            "WRITE_METADATA=YES",
+            fx.join("md.vrt").to_str().unwrap(),
+            server.path("md.jp2").to_str().unwrap(),
+        ],
+    );
+    std::fs::write(server.path("d.dat"), gml("d.xsd")).unwrap();
+    std::fs::write(server.path("d.xsd"), &including).unwrap();
+    // A JSONP-wrapped FeatureCollection of 3 MB of coordinates, over the lowered budget.
+    let coordinates: Vec<String> = (0..100_000).map(|i| format!("[{i}.5,{i}.25]")).collect();
+    let line = format!(
+        r#"{{"type":"FeatureCollection","features":[{{"type":"Feature","properties":{{}},"geometry":{{"type":"LineString","coordinates":[{}]}}}}]}}"#,
+        coordinates.join(",")
+    );
+    std::fs::write(server.path("p.dat"), format!("jsonp({line})")).unwrap();
+    let grid = format!("{}/grid.gsb", out.display());
+    sqlite_database(
+        &server.path("transform.sqlite"),
+        &[
+            "create table pts(id integer primary key, name text)",
+            "insert into pts values (1, 'a')",
+            &format!(
+                "create view v as select id, st_x(st_transform(geomfromwkb(x'0101000000000000000000f03f0000000000000040', 4326), 4326, NULL, '+proj=longlat +datum=WGS84', '+proj=longlat +ellps=WGS84 +nadgri' || 'ds={grid}')) as w from pts"
+            ),
+        ],
+    );
+    let rows: Vec<String> = (1..=1000).map(|i| format!("({i}, 'n{i}')")).collect();
+    let insert = format!("insert into t values {}", rows.join(","));
+    sqlite_database(
+        &server.path("join.sqlite"),
+        &[
+            "create table t(id integer primary key, name text)",
+            &insert,
+            "create view v as select a.id as id, b.id as id2 from t a, t b, t c, t d",
+        ],
+    );
+    sqlite_database(
+        &server.path("pair.sqlite"),
+        &[
+            "create table a(id integer primary key, name text)",
+            "create table b(id integer primary key, value real)",
+            "insert into a values (1, 'x'), (2, 'y')",
+            "insert into b values (1, 10.0), (2, 20.0)",
+            "create view v as select a.id as id, a.name, b.value from a join b on a.id = b.id",
+        ],
+    );
+    for (tool, input, needle) in [
+        (
+            "raster_info",
+            "g.jp2",
+            "GMLJP2 metadata carries vector features",
+        ),
+        (
+            "vector_info",
+            "g.jp2",
+            "GMLJP2 metadata carries vector features",
+        ),
+        ("raster_info", "md.jp2", "JPEG 2000 metadata box"),
+        ("vector_info", "d.dat", "GML schema"),
+        ("vector_info", "p.dat", "JSON tree"),
+        ("vector_info", "transform.sqlite", "st_transform"),
+        ("vector_info", "join.sqlite", "its view \"v\""),
+    ] {
+        let started = std::time::Instant::now();
+        let result = server.call(tool, json!({"input": input})).await.unwrap();
+        let message = text(&result);
+        assert!(is_error(&result), "{tool} {input}: {message}");
+        assert!(message.contains(needle), "{tool} {input}: {message}");
+        assert!(!message.contains(secret), "{tool} {input}: {message}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{tool} {input}"
+        );
+    }
+    let plain = server
+        .call("raster_info", json!({"input": "plain.jp2"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&plain), "{}", text(&plain));
+    let pair = server
+        .call("vector_info", json!({"input": "pair.sqlite"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&pair), "{}", text(&pair));
+}

@@ -101,10 +101,34 @@ pub fn is_json(path: &Path) -> bool {
     {
         return false;
     }
-    let start = head.iter().position(|b| {
-        !b.is_ascii_whitespace() && *b != 0x1e && *b != 0xef && *b != 0xbb && *b != 0xbf
-    });
-    start.is_some_and(|s| head[s] == b'{')
+    json_start(&head).is_some()
+}
+
+/// Wrappers GDAL's GeoJSON driver skips before the object (`IsJSONObject` in GDAL 3.6): a
+/// JSONP callback. A file `jsonp({...})` named `.dat` was parsed whole and escaped the tree
+/// estimate (attack round 16, R16-A7: 678 MB in one `vector_info`).
+const JSONP_PREFIXES: &[&[u8]] = &[b"jsonp(", b"loadGeoJSON("];
+
+/// Where the JSON object GDAL parses starts in `head` (past white space, a byte order mark
+/// or record separators, and a JSONP wrapper), if `head` holds one.
+fn json_start(head: &[u8]) -> Option<usize> {
+    let skip = |from: usize| {
+        head[from..]
+            .iter()
+            .position(|b| {
+                !b.is_ascii_whitespace() && *b != 0x1e && *b != 0xef && *b != 0xbb && *b != 0xbf
+            })
+            .map(|p| from + p)
+    };
+    let start = skip(0)?;
+    if head[start] == b'{' {
+        return Some(start);
+    }
+    let prefix = JSONP_PREFIXES
+        .iter()
+        .find(|p| head[start..].starts_with(p))?;
+    let inner = skip(start + prefix.len())?;
+    (head[inner] == b'{').then_some(inner)
 }
 
 /// A container being read: its cost so far in both trees, its slots, and what it is.
@@ -379,6 +403,8 @@ pub fn check(input: &Path, file: &Path) -> Result<u64, GdalError> {
         message: e.to_string(),
     })?;
     let mut buffer = vec![0u8; 1 << 16];
+    // A JSONP wrapper's callback name is no JSON: the estimate starts at the object.
+    let mut first = true;
     loop {
         let n = reader.read(&mut buffer).map_err(|e| GdalError::Failed {
             operation: format!("reading {}", input.display()),
@@ -387,7 +413,13 @@ pub fn check(input: &Path, file: &Path) -> Result<u64, GdalError> {
         if n == 0 {
             break;
         }
-        estimate.feed(&buffer[..n]);
+        let from = if first {
+            first = false;
+            json_start(&buffer[..n]).unwrap_or(0)
+        } else {
+            0
+        };
+        estimate.feed(&buffer[from..n]);
     }
     estimate.feed(b" ");
     let bytes = estimate.bytes();
@@ -555,5 +587,11 @@ mod tests {
         let binary = dir.path().join("cells.dat");
         std::fs::write(&binary, [0u8, 1, 2, 3, b'{']).unwrap();
         assert!(!is_json(&binary));
+        // R16-A7: GDAL's GeoJSON driver skips a JSONP wrapper, whatever the name.
+        let wrapped = dir.path().join("p.dat");
+        std::fs::write(&wrapped, b"  jsonp( {\"type\": \"FeatureCollection\"})").unwrap();
+        assert!(is_json(&wrapped));
+        assert_eq!(json_start(b"loadGeoJSON({}"), Some(12));
+        assert_eq!(json_start(b"jsonpx({}"), None);
     }
 }

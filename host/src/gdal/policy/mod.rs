@@ -1298,6 +1298,12 @@ fn check_embedded_references(input: &Path, file: &Path) -> Result<(), GdalError>
             "its GDAL metadata (a geolocation array or overview file)",
         )?;
     }
+    for xml in references::jp2_xml_boxes(file, limit)? {
+        refuse_outside(
+            references::jp2_box_references(file, &xml)?,
+            "its JPEG 2000 metadata box (an overview file or a geolocation array)",
+        )?;
+    }
     refuse_outside(
         references::gml_schema_references(file)?,
         "its GML schema (.xsd, with its includes)",

@@ -165,6 +165,8 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
             path.display()
         )));
     }
+    // How many rows each view yields, and how long it takes, measured (R16-A9).
+    check_view_rows(path)?;
     // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
     let definitions = read_srs_definitions(path).map_err(|e| unreadable("SRS table", e))?;
     for definition in definitions {
@@ -269,6 +271,99 @@ fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
         }
     }
     Ok(schema)
+}
+
+/// Operator override of [`DEFAULT_MAX_VIEW_ROWS`].
+pub const MAX_VIEW_ROWS_VARIABLE: &str = "GDAL_MCP_MAX_VIEW_ROWS";
+/// Most rows a view of an input database may yield.
+pub const DEFAULT_MAX_VIEW_ROWS: u64 = 10_000_000;
+/// Operator override of [`DEFAULT_MAX_VIEW_MILLIS`].
+pub const MAX_VIEW_MILLIS_VARIABLE: &str = "GDAL_MCP_MAX_VIEW_MILLIS";
+/// Longest a view of an input database may take to yield its rows, measured before GDAL
+/// opens it.
+pub const DEFAULT_MAX_VIEW_MILLIS: u64 = 3_000;
+
+/// A view is read by GDAL (its layer listed, its features counted and read) inside SQLite,
+/// where nothing can cancel or bound it: a 20 KB file whose view joins a 1,000-row table with
+/// itself four times (10^12 rows) kept `vector_info` from ever answering, and four such calls
+/// starved every read-only tool (attack round 16, R16-A9). Each view's rows are counted here
+/// with the system SQLite, read-only, up to [`DEFAULT_MAX_VIEW_ROWS`] and for at most
+/// [`DEFAULT_MAX_VIEW_MILLIS`]; a view past either is refused. A view this SQLite cannot
+/// evaluate (a SpatiaLite function) is left to the other schema rules.
+fn check_view_rows(path: &Path) -> Result<(), GdalError> {
+    use rusqlite::OpenFlags;
+    let rows_limit = crate::budget::setting(MAX_VIEW_ROWS_VARIABLE, DEFAULT_MAX_VIEW_ROWS);
+    let millis = crate::budget::setting(MAX_VIEW_MILLIS_VARIABLE, DEFAULT_MAX_VIEW_MILLIS);
+    let failed = |e: rusqlite::Error| {
+        GdalError::Arguments(format!(
+            "{}: its views cannot be measured safely ({e}); it is refused before GDAL opens it",
+            path.display()
+        ))
+    };
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
+    let connection = rusqlite::Connection::open_with_flags(path, flags).map_err(failed)?;
+    connection
+        .busy_timeout(std::time::Duration::from_millis(0))
+        .map_err(failed)?;
+    connection
+        .set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
+            false,
+        )
+        .map_err(failed)?;
+    connection
+        .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
+        .map_err(failed)?;
+    let views: Vec<String> = {
+        let mut statement = connection
+            .prepare("SELECT name FROM main.sqlite_master WHERE type = 'view' LIMIT 10000")
+            .map_err(failed)?;
+        let names = statement
+            .query_map([], |row| row.get::<_, String>(0))
+            .map_err(failed)?;
+        names.collect::<Result<_, _>>().map_err(failed)?
+    };
+    for view in views {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(millis);
+        connection.progress_handler(10_000, Some(move || std::time::Instant::now() > deadline));
+        let sql = format!(
+            "SELECT count(*) FROM (SELECT 1 FROM main.\"{}\" LIMIT {})",
+            view.replace('"', "\"\""),
+            rows_limit.saturating_add(1)
+        );
+        let counted = connection.query_row(&sql, [], |row| row.get::<_, i64>(0));
+        connection.progress_handler(0, None::<fn() -> bool>);
+        let shown = excerpt(&view);
+        match counted {
+            Ok(rows) if u64::try_from(rows).unwrap_or(u64::MAX) > rows_limit => {
+                return Err(GdalError::Arguments(format!(
+                    "{}: its view \"{shown}\" yields more than {rows_limit} rows \
+                     ({MAX_VIEW_ROWS_VARIABLE}); GDAL reads a view inside SQLite, where the read \
+                     cannot be cancelled. Materialise what you need as a table (CREATE TABLE t \
+                     AS SELECT ... with the join's conditions) or drop the view",
+                    path.display()
+                )));
+            }
+            Ok(_) => {}
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::OperationInterrupted =>
+            {
+                return Err(GdalError::Arguments(format!(
+                    "{}: its view \"{shown}\" takes more than {millis} ms to read \
+                     ({MAX_VIEW_MILLIS_VARIABLE}); GDAL reads a view inside SQLite, where the \
+                     read cannot be cancelled. Materialise what you need as a table (CREATE \
+                     TABLE t AS SELECT ... with the join's conditions) or drop the view",
+                    path.display()
+                )));
+            }
+            Err(e) => {
+                tracing::debug!(view = %shown, "view not measured here: {e}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The refusal of a database SQLite found a **hot rollback journal** beside (a write that did
@@ -684,7 +779,9 @@ const BOUNDED_FUNCTIONS: &[&str] = &[
     "st_isempty",
     "st_geometrytype",
     "st_srid",
-    "st_transform",
+    // Not `st_transform`: SpatiaLite's takes PROJ strings as arguments, which a view can
+    // assemble from pieces no scan sees (`'+nadgri' || 'ds=/outside/grid'`), and PROJ then
+    // opens any file as a grid, a FIFO included (attack round 16, R16-A6, R16-A8).
     "st_envintersects",
     "st_envelopesintersects",
     "st_area",
@@ -1744,6 +1841,131 @@ pub(super) fn tiff_metadata_references(
     Ok(found)
 }
 
+/// The signature box every JP2 file starts with.
+const JP2_SIGNATURE: &[u8; 12] = b"\x00\x00\x00\x0cjP  \r\n\x87\n";
+
+/// Most boxes walked in one JP2 file, and the deepest nesting of superboxes followed.
+const MAX_JP2_BOXES: usize = 4096;
+const MAX_JP2_DEPTH: usize = 8;
+
+/// The XML boxes (`xml `, top level or inside `asoc` superboxes) of a JPEG 2000 file, which
+/// GDAL's JP2 readers parse on every open: GDAL's own metadata box (`GDALMultiDomainMetadata`,
+/// written by `WRITE_METADATA=YES`) and the GMLJP2 boxes. At most `limit` bytes in all (more is
+/// refused, never read in part). A file that is not JP2 has none.
+pub(super) fn jp2_xml_boxes(path: &Path, limit: u64) -> Result<Vec<Vec<u8>>, GdalError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = crate::gdal::policy::open_regular(path) else {
+        return Ok(Vec::new());
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut head = [0u8; 12];
+    if file.read_exact(&mut head).is_err() || &head != JP2_SIGNATURE {
+        return Ok(Vec::new());
+    }
+    let too_much = || {
+        GdalError::Arguments(format!(
+            "{}: its JPEG 2000 boxes hold more XML (or more boxes) than the {limit} bytes the \
+             server reads before an open (GDAL_MCP_MAX_SCANNED_TEXT_BYTES); rewrite it without \
+             metadata boxes (gdal_translate -co WRITE_METADATA=NO -co GMLJP2=NO)",
+            path.display()
+        ))
+    };
+    let mut found = Vec::new();
+    let mut total = 0u64;
+    let mut boxes = 0usize;
+    // (start, end, depth) of the spans still to walk: the file past its signature.
+    let mut spans = vec![(12u64, size, 0usize)];
+    while let Some((mut at, end, depth)) = spans.pop() {
+        while at + 8 <= end {
+            boxes += 1;
+            if boxes > MAX_JP2_BOXES {
+                return Err(too_much());
+            }
+            let mut header = [0u8; 8];
+            file.seek(SeekFrom::Start(at))
+                .and_then(|_| file.read_exact(&mut header))
+                .map_err(|_| too_much())?;
+            let length = u64::from(u32::from_be_bytes([
+                header[0], header[1], header[2], header[3],
+            ]));
+            let kind = [header[4], header[5], header[6], header[7]];
+            let (content, next) = match length {
+                0 => (at + 8, end),
+                1 => {
+                    let mut wide = [0u8; 8];
+                    if file.read_exact(&mut wide).is_err() {
+                        break;
+                    }
+                    let length = u64::from_be_bytes(wide);
+                    (at + 16, at.saturating_add(length))
+                }
+                _ => (at + 8, at.saturating_add(length)),
+            };
+            if next <= at || next > end || content > next {
+                // A box past its parent's end: GDAL stops reading there too.
+                break;
+            }
+            match &kind {
+                b"xml " => {
+                    let len = next - content;
+                    total = total.saturating_add(len);
+                    if total > limit {
+                        return Err(too_much());
+                    }
+                    let mut bytes = vec![0u8; len as usize];
+                    file.seek(SeekFrom::Start(content))
+                        .and_then(|_| file.read_exact(&mut bytes))
+                        .map_err(|_| too_much())?;
+                    found.push(bytes);
+                }
+                b"asoc" | b"jp2h" | b"res " | b"uinf" if depth < MAX_JP2_DEPTH => {
+                    spans.push((content, next, depth + 1));
+                }
+                _ => {}
+            }
+            at = next;
+        }
+    }
+    Ok(found)
+}
+
+/// What an XML box of a JPEG 2000 file makes GDAL read besides the file: the `OVERVIEW_FILE`
+/// and geolocation arrays (`X_DATASET`, `Y_DATASET`) named in GDAL's own metadata box, which
+/// the JP2 reader puts back on the dataset (attack round 16, R16-A3: R14-13's overview file
+/// through a JP2, and a FIFO there blocked every open). A GMLJP2 box carrying vector
+/// features or annotations is refused whole: GDAL copies them into memory and parses the
+/// schemas they name on every open, whatever the box says (R16-A1, A2, A5: an outside schema's
+/// field names answered, a FIFO blocked the open, 14 MB aborted the server).
+pub(super) fn jp2_box_references(file: &Path, xml: &[u8]) -> Result<Vec<FileReference>, GdalError> {
+    let document = parse(file, xml)?;
+    let base = file.parent().unwrap_or(Path::new("/"));
+    let mut found = Vec::new();
+    for node in document.elements() {
+        let name = node.name().to_ascii_lowercase();
+        let local = name.rsplit(':').next().unwrap_or_default();
+        if local == "feature" || local == "annotation" {
+            return Err(GdalError::Arguments(format!(
+                "{}: its GMLJP2 metadata carries vector {}s, which GDAL parses into memory (with \
+                 any schema they name) whenever the file opens; rewrite the raster without \
+                 them (gdal_translate -co GMLJP2=NO, or a GMLJP2V2_DEF without features or \
+                 annotations) and pass the vector data as its own file",
+                file.display(),
+                local
+            )));
+        }
+        if local == "mdi"
+            && mdi_keys(&node)
+                .iter()
+                .any(|k| ["OVERVIEW_FILE", "X_DATASET", "Y_DATASET"].contains(&k.as_str()))
+        {
+            for value in mdi_values(&node) {
+                push_reference(&mut found, base, &value, None);
+            }
+        }
+    }
+    Ok(found)
+}
+
 /// Most schema files followed from one GML input's `.xsd` through its includes.
 const MAX_GML_SCHEMAS: usize = 64;
 
@@ -1756,12 +1978,10 @@ const MAX_GML_SCHEMAS: usize = 64;
 /// A schema is followed only once it is a regular file; the caller refuses any reference
 /// outside a workspace.
 pub(super) fn gml_schema_references(file: &Path) -> Result<Vec<FileReference>, GdalError> {
-    let gml = file
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("gml") || e.eq_ignore_ascii_case("xml"));
-    if !gml {
-        return Ok(Vec::new());
-    }
+    // Whatever the input's name: GDAL's GML driver knows a GML by its content and reads the
+    // `<stem>.xsd` beside any such file (attack round 16, R16-A4: `d.dat` beside `d.xsd` read
+    // an outside schema that `d.gml` was refused for). A schema beside a file that is no GML
+    // is walked too, at the cost of a few reads.
     let mut pending: Vec<PathBuf> = ["xsd", "XSD"]
         .iter()
         .map(|e| file.with_extension(e))
