@@ -125,6 +125,46 @@ async fn r13_flow_accumulation_in_area_names_its_unit() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Attack round 16, R16-B11: an accumulation in area units counts each cell at its area in
+/// the CRS's plane, so a DEM in Web Mercator answered areas up to 4 times the ground's. A
+/// plane whose cell areas depart from the ground's by more than 5 % over the DEM is refused
+/// naming a local CRS or cells; the same grid in its UTM zone is counted (the twin), and so is
+/// the Web Mercator one in cells.
+#[tokio::test]
+async fn r16_b11_accumulated_areas_in_a_distorting_plane_are_refused() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    let rows = v_valley();
+    write_dem_in(&server.path("mercator.tif"), &rows, "EPSG:3857")?;
+    write_dem_in(&server.path("utm.tif"), &rows, "EPSG:32633")?;
+    let run = |input: &str, units: &str| {
+        let mut arguments = json!({"input": input, "output": format!("{units}-{input}"),
+                                   "algorithm": "d8", "units": units});
+        arguments["justification"] = justified("d8");
+        arguments
+    };
+    let refused = server
+        .call("dem_flow_accumulation", run("mercator.tif", "area"))
+        .await?;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("units:") && text(&refused).contains("more or less area"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("area-mercator.tif").exists());
+    for (input, units) in [("utm.tif", "area"), ("mercator.tif", "cells")] {
+        let done = server
+            .call("dem_flow_accumulation", run(input, units))
+            .await?;
+        assert!(!is_error(&done), "{input} {units}: {}", text(&done));
+        assert!(
+            structured(&done)["report"].get("notes").is_none(),
+            "{input}"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test]
 async fn geographic_dems_are_refused_with_a_clear_error() -> anyhow::Result<()> {
     let server = Server::start(
