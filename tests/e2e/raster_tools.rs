@@ -1340,3 +1340,113 @@ async fn r15_b6_a_nan_nodata_is_named_not_taken_for_none() {
         }
     }
 }
+
+/// Attack round 16, R16-B1 and R16-B2: `raster_calc` mixed unlike units (`a - b` of 100 ft and
+/// 100 m answered 0) and dropped the unit its inputs shared (`"a"` of a DEM in feet wrote no
+/// unit, and `raster_terrain` then took feet for metres). Unlike units are refused before the
+/// work; a copy or a mean of inputs in one unit keeps it; a conversion or a product declares
+/// none unless `unit` is given, and says so.
+#[tokio::test]
+async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let cells: Vec<f32> = vec![100.0; 16];
+    for (name, unit) in [("feet.tif", "ft"), ("feet2.tif", "ft"), ("metres.tif", "m")] {
+        small(&server.path(name), cells.clone(), None);
+        let dataset = gdal::Dataset::open_ex(
+            server.path(name),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let band = dataset.rasterband(1).unwrap();
+        let unit = std::ffi::CString::new(unit).unwrap();
+        // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+        unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+    }
+    let calc = |inputs: Value, expression: &str, output: &str, unit: Option<&str>| {
+        let mut arguments = json!({"inputs": inputs, "expression": expression,
+                                   "output": output, "data_type": "Float32"});
+        if let Some(unit) = unit {
+            arguments["unit"] = json!(unit);
+        }
+        arguments
+    };
+    let mixed = server
+        .call(
+            "raster_calc",
+            calc(
+                json!({"a": "feet.tif", "b": "metres.tif"}),
+                "a - b",
+                "mixed.tif",
+                None,
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&mixed), "{}", text(&mixed));
+    assert!(text(&mixed).contains("unlike units"), "{}", text(&mixed));
+    assert!(!server.path("mixed.tif").exists());
+    let unit_of = |name: &str| {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        dataset.rasterband(1).unwrap().unit()
+    };
+    for (inputs, expression, output, unit, want, noted) in [
+        (json!({"a": "feet.tif"}), "a", "copy.tif", None, "ft", false),
+        (
+            json!({"a": "feet.tif", "b": "feet2.tif"}),
+            "(a + b) / 2",
+            "mean.tif",
+            None,
+            "ft",
+            false,
+        ),
+        (
+            json!({"a": "feet.tif"}),
+            "a * 0.3048",
+            "converted.tif",
+            None,
+            "",
+            true,
+        ),
+        (
+            json!({"a": "feet.tif"}),
+            "a * 0.3048",
+            "declared.tif",
+            Some("m"),
+            "m",
+            false,
+        ),
+        (
+            json!({"a": "feet.tif", "b": "feet2.tif"}),
+            "a * b",
+            "product.tif",
+            None,
+            "",
+            true,
+        ),
+    ] {
+        let result = call_justified(
+            &server,
+            "raster_calc",
+            calc(inputs, expression, output, unit),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&result.result),
+            "{expression}: {}",
+            text(&result.result)
+        );
+        assert_eq!(unit_of(output), want, "{expression}");
+        let notes = structured(&result.result)["notes"].to_string();
+        assert_eq!(
+            notes.contains("declares no unit"),
+            noted,
+            "{expression}: {notes}"
+        );
+    }
+}

@@ -150,6 +150,8 @@ pub struct CalcRequest {
     pub creation_options: Vec<(String, String)>,
     /// How much the work may hold at once.
     pub budget: BlockBudget,
+    /// The output band's unit, as the caller declares it; `None` infers it ([`output_unit`]).
+    pub unit: Option<String>,
 }
 
 /// Whether the written encoding changed values: the fact from the driver and options, and a
@@ -639,10 +641,127 @@ fn checked_expression(
     Ok((names, order, window_cells))
 }
 
+/// One spelling per unit a band declares, for comparing them (`m`, `metre`, `meters` are one).
+fn unit_key(unit: &str) -> String {
+    let lower = unit.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "m" | "metre" | "metres" | "meter" | "meters" => "m".to_string(),
+        "ft" | "foot" | "feet" | "international foot" => "ft".to_string(),
+        "us survey foot" | "us-ft" | "ftus" | "us_survey_foot" => "ftUS".to_string(),
+        _ => lower,
+    }
+}
+
+/// Constants that rescale a unit into another (feet to metres and back, US survey feet): an
+/// expression multiplying by one converts, so the inputs' unit is not the output's.
+const CONVERSION_FACTORS: &[f64] = &[
+    0.3048,
+    3.28084,
+    3.280_839_895,
+    0.304_800_609_6,
+    3.280_833_333,
+];
+
+/// The unit of the output band, and a note when it is not the inputs'. The caller's `unit`
+/// wins. Otherwise the used inputs' declared units decide: two different ones are refused
+/// (attack round 16, R16-B1: `a - b` of 100 ft and 100 m answered 0, unitless); one unit
+/// shared by every used input is the output's when the expression is of degree one in its
+/// inputs (a copy, a sum, a difference, a mean: `f(k x) = k f(x)`, measured on two samples)
+/// and multiplies by no conversion factor (R16-B2: `"a"` of a DEM in feet wrote no unit, and
+/// `raster_terrain` then took feet for metres); else the output declares none, and says so.
+pub fn output_unit(
+    request: &CalcRequest,
+    order: &[usize],
+) -> Result<(Option<String>, Option<String>), GdalError> {
+    if let Some(unit) = request
+        .unit
+        .as_ref()
+        .map(|u| u.trim())
+        .filter(|u| !u.is_empty())
+    {
+        return Ok((Some(unit.to_string()), None));
+    }
+    let mut declared: Vec<(String, String)> = Vec::new();
+    let mut undeclared: Vec<String> = Vec::new();
+    for &index in order {
+        let Some(input) = request.inputs.get(index) else {
+            continue;
+        };
+        let dataset = crate::gdal::facts::open(&input.path)?;
+        let unit = dataset
+            .rasterband(input.band)
+            .map(|b| b.unit())
+            .unwrap_or_default();
+        if unit.trim().is_empty() {
+            undeclared.push(input.name.clone());
+        } else {
+            declared.push((input.name.clone(), unit.trim().to_string()));
+        }
+    }
+    let Some((first_name, first_unit)) = declared.first().cloned() else {
+        return Ok((None, None));
+    };
+    if let Some((name, unit)) = declared
+        .iter()
+        .find(|(_, u)| unit_key(u) != unit_key(&first_unit))
+    {
+        return Err(GdalError::Arguments(format!(
+            "inputs: `{first_name}` declares its values in \"{first_unit}\" and `{name}` in \
+             \"{unit}\": band math over unlike units gives a wrong number (100 ft - 100 m is \
+             -69.52 m, not 0). Convert one first (e.g. expression \"{first_name} * 0.3048\" \
+             with unit \"m\" for feet to metres) or compute the conversion in this expression \
+             and pass `unit` for the result"
+        )));
+    }
+    if !undeclared.is_empty() {
+        return Ok((
+            None,
+            Some(format!(
+                "the output declares no unit: `{first_name}` is in \"{first_unit}\" but {} \
+                 declare(s) none; pass `unit` to declare the result's",
+                undeclared
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ));
+    }
+    let expression = Expression::parse(&request.expression)
+        .map_err(|e| GdalError::Arguments(format!("expression: {e}")))?;
+    let converts = CONVERSION_FACTORS
+        .iter()
+        .any(|f| request.expression.contains(&format!("{f}")));
+    let degree_one = [(1.37, 0.91), (7.3, 2.2)].iter().all(|(start, step)| {
+        let values: Vec<f64> = (0..order.len()).map(|i| start + step * i as f64).collect();
+        let scaled: Vec<f64> = values.iter().map(|v| v * 2.5).collect();
+        match (expression.eval(&values), expression.eval(&scaled)) {
+            (Ok(a), Ok(b)) if a.is_finite() && b.is_finite() => {
+                (b - 2.5 * a).abs() <= 1e-9 * b.abs().max(1e-12)
+            }
+            _ => false,
+        }
+    });
+    if degree_one && !converts {
+        Ok((Some(first_unit), None))
+    } else {
+        Ok((
+            None,
+            Some(format!(
+                "the output declares no unit: its inputs are in \"{first_unit}\" and the \
+                 expression {} its unit; pass `unit` to declare the result's",
+                if converts { "converts" } else { "changes" }
+            )),
+        ))
+    }
+}
+
 /// Refuse, before the gate, a request whose inputs GDAL would read in blocks above the byte
-/// budget, or whose inputs need more bytes per cell than the budget allows.
+/// budget, or whose inputs need more bytes per cell than the budget allows, or whose inputs
+/// declare unlike units.
 pub fn check_budget(request: &CalcRequest) -> Result<(), GdalError> {
-    checked_expression(request)?;
+    let (_, order, _) = checked_expression(request)?;
+    output_unit(request, &order)?;
     for input in &request.inputs {
         let dataset = crate::gdal::facts::open(&input.path)?;
         if let Ok(band) = dataset.rasterband(input.band) {
@@ -741,6 +860,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     )?;
     let geotransform = sources[0].dataset.geo_transform().ok();
     let projection = sources[0].dataset.projection();
+    let (unit, unit_note) = output_unit(request, &order)?;
 
     let capture = ErrorCapture::start();
     let failed = capture.failing(format!("writing {}", request.output.display()));
@@ -784,6 +904,11 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         out_band
             .set_no_data_value(Some(nodata))
             .map_err(|_| failed("cannot set nodata"))?;
+        if let Some(unit) = &unit {
+            if !crate::gdal::set_band_unit(&out_band, unit) {
+                return Err(failed("cannot set the band's unit"));
+            }
+        }
         let mut values: Vec<f64> = vec![0.0; order.len()];
         let used: Vec<bool> = (0..sources.len()).map(|i| order.contains(&i)).collect();
         for (column, row, columns, rows) in windows(width, height, window_cells) {
@@ -926,7 +1051,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
         });
     }
     let files = staging.commit()?;
-    let mut notes = Vec::new();
+    let mut notes: Vec<String> = unit_note.into_iter().collect();
     // The inputs' masks are carried to the output as nodata (R13-B6).
     for ((source, input), &count) in sources.iter().zip(&request.inputs).zip(&masked) {
         let band = source.dataset.rasterband(source.band).ok();
@@ -1336,6 +1461,7 @@ mod budget {
             nodata: None,
             creation_options: Vec::new(),
             budget,
+            unit: None,
         }
     }
 

@@ -155,6 +155,7 @@ fn readers(
         nodata: None,
         creation_options: Vec::new(),
         budget: calc::BlockBudget::default(),
+        unit: None,
     })
     .unwrap();
     let written = gdal::Dataset::open(&output).unwrap();

@@ -2279,6 +2279,8 @@ pub struct CalcArgs {
     pub data_type: DataType,
     /// Output nodata (default NaN for floats, the type's extreme for integers).
     pub nodata: Option<f64>,
+    /// Output band unit, e.g. "m" (default: the inputs' own when the expression keeps it).
+    pub unit: Option<String>,
     #[serde(default)]
     pub creation_options: BTreeMap<String, String>,
     #[serde(default)]
@@ -2361,6 +2363,7 @@ pub async fn calc(call: Call) -> Result<Value, ToolError> {
         nodata: args.nodata,
         creation_options: options,
         budget: crate::gdal::raster::calc::BlockBudget::from_env(),
+        unit: args.unit.clone(),
     };
     gated::run(
         &call,
