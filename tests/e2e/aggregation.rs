@@ -818,3 +818,139 @@ async fn gdal_10892_small_output_grids_are_aggregated_right() {
         assert_eq!(small, k < 4, "{n}");
     }
 }
+
+/// Attack round 16, R16-B3: `zonal_stats` read every band as Float32, so a Float64 band's
+/// 123456789.123 came back 123456792, 16777217 as 16777216, 1e-50 as 0 and 1e300 as an
+/// "infinite" cell, with no note, while `raster_sample` read them exactly. Cells are now read
+/// as Float64: one zone per cell gives each value back exactly.
+#[tokio::test]
+async fn r16_b3_zonal_statistics_keep_float64_values() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let values = [123456789.123_f64, 16777217.0, 1e-50, 1e300];
+    let asc = server.path("wide.asc");
+    let row: Vec<String> = values.iter().map(|v| format!("{v:e}")).collect();
+    std::fs::write(
+        &asc,
+        format!(
+            "ncols 4\nnrows 1\nxllcorner 0\nyllcorner 30\ncellsize 10\n{}\n",
+            row.join(" ")
+        ),
+    )
+    .unwrap();
+    let status = std::process::Command::new("gdal_translate")
+        .args([
+            "-q",
+            "-oo",
+            "DATATYPE=Float64",
+            "-ot",
+            "Float64",
+            "-a_srs",
+            "EPSG:32633",
+        ])
+        .arg(&asc)
+        .arg(server.path("wide.tif"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let features: Vec<Value> = (0..4)
+        .map(|i| {
+            let x0 = 10.0 * i as f64 + 2.0;
+            json!({"type": "Feature", "properties": {"cell": i},
+                   "geometry": {"type": "Polygon", "coordinates": [[[x0, 32.0], [x0 + 6.0, 32.0],
+                                [x0 + 6.0, 38.0], [x0, 38.0], [x0, 32.0]]]}})
+        })
+        .collect();
+    std::fs::write(
+        server.path("cells.geojson"),
+        json!({"type": "FeatureCollection",
+               "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+               "features": features})
+        .to_string(),
+    )
+    .unwrap();
+    let result = call_justified(
+        &server,
+        "zonal_stats",
+        json!({"input": "wide.tif", "zones": "cells.geojson", "id_field": "cell",
+               "stats": ["count", "sum", "max", "median"], "semantics": "all_touched"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&result.result), "{}", text(&result.result));
+    let out = structured(&result.result);
+    for (i, want) in values.iter().enumerate() {
+        let row = &out["features"][i];
+        assert_eq!(row["infinite_cells"], 0, "{row}");
+        for stat in ["sum", "max", "median"] {
+            assert_eq!(row[stat].as_f64(), Some(*want), "cell {i} {stat}: {row}");
+        }
+    }
+}
+
+/// Attack round 16, R16-B4: `raster_composite` writes Float32 and wrote 16777216 for a Float64
+/// input's 16777217 and `inf` for 1e300, with no word. Input values Float32 does not hold are
+/// now refused, nothing written, naming raster_calc with Float64; Float64 inputs whose values
+/// Float32 holds (the twin) are composited.
+#[tokio::test]
+async fn r16_b4_a_composite_refuses_values_its_float32_output_would_change() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let float64 = |name: &str, values: &[f64]| {
+        let asc = server.path(&format!("{name}.asc"));
+        let row: Vec<String> = values.iter().map(|v| format!("{v:e}")).collect();
+        std::fs::write(
+            &asc,
+            format!(
+                "ncols {}\nnrows 1\nxllcorner 0\nyllcorner 30\ncellsize 10\n{}\n",
+                values.len(),
+                row.join(" ")
+            ),
+        )
+        .unwrap();
+        let status = std::process::Command::new("gdal_translate")
+            .args([
+                "-q",
+                "-oo",
+                "DATATYPE=Float64",
+                "-ot",
+                "Float64",
+                "-a_srs",
+                "EPSG:32633",
+            ])
+            .arg(&asc)
+            .arg(server.path(&format!("{name}.tif")))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    float64("wide_a", &[16777217.0, 1.0]);
+    float64("wide_b", &[16777217.0, 2.0]);
+    float64("held_a", &[16777216.0, 1.5]);
+    float64("held_b", &[3.0, 2.5]);
+    let refused = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["wide_a.tif", "wide_b.tif"], "output": "wide.tif", "statistic": "max"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result), "{}", text(&refused.result));
+    assert!(
+        text(&refused.result).contains("16777217") && text(&refused.result).contains("Float64"),
+        "{}",
+        text(&refused.result)
+    );
+    assert!(!server.path("wide.tif").exists());
+    let held = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["held_a.tif", "held_b.tif"], "output": "held.tif", "statistic": "max"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&held.result), "{}", text(&held.result));
+    assert_eq!(read(&server.path("held.tif")), vec![16777216.0, 2.5]);
+}

@@ -91,8 +91,8 @@ impl std::str::FromStr for NodataPolicy {
 }
 
 /// The usual nodata test: NaN, or equal to the band's nodata value (compared as `f64`).
-pub fn nodata_predicate(nodata: Option<f64>) -> impl Fn(f32) -> bool + Copy {
-    move |v: f32| v.is_nan() || nodata.is_some_and(|n| f64::from(v) == n)
+pub fn nodata_predicate(nodata: Option<f64>) -> impl Fn(f64) -> bool + Copy {
+    move |v: f64| v.is_nan() || nodata.is_some_and(|n| v == n)
 }
 
 /// The statistics of one zone.
@@ -130,8 +130,8 @@ pub struct ZonalAccumulator {
     count: f64,
     sum: f64,
     cells: u64,
-    min: f32,
-    max: f32,
+    min: f64,
+    max: f64,
     /// Weighted running mean and sum of squared deviations (West 1979).
     running_mean: f64,
     m2: f64,
@@ -142,12 +142,12 @@ pub struct ZonalAccumulator {
     uncovered: bool,
     /// All weights seen so far are exactly 1 (enables selection instead of sorting).
     unit_weights: bool,
-    values: Vec<(f32, f32)>,
-    freq: HashMap<u32, f64>,
+    values: Vec<(f64, f32)>,
+    freq: HashMap<u64, f64>,
 }
 
 /// The map key of a value: its bits, with -0 folded onto +0.
-fn key(v: f32) -> u32 {
+fn key(v: f64) -> u64 {
     if v == 0.0 {
         0
     } else {
@@ -172,8 +172,8 @@ impl ZonalAccumulator {
             count: 0.0,
             sum: 0.0,
             cells: 0,
-            min: f32::INFINITY,
-            max: f32::NEG_INFINITY,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
             running_mean: 0.0,
             m2: 0.0,
             nodata_weight: 0.0,
@@ -187,9 +187,9 @@ impl ZonalAccumulator {
 
     /// Feeds a window: `values[i]` weighs `weights[i]`; cells with a weight that is not `> 0`
     /// are outside the zone, cells where `is_nodata(value)` are nodata.
-    pub fn add<F: Fn(f32) -> bool>(
+    pub fn add<F: Fn(f64) -> bool>(
         &mut self,
-        values: &[f32],
+        values: &[f64],
         weights: &[f32],
         is_nodata: F,
     ) -> Result<(), AggregationError> {
@@ -220,7 +220,7 @@ impl ZonalAccumulator {
             }
             let wf = f64::from(w);
             count += wf;
-            sum += f64::from(v) * wf;
+            sum += v * wf;
             cells += 1;
             if want_minmax {
                 min = min.min(v);
@@ -243,7 +243,7 @@ impl ZonalAccumulator {
 
     /// The optional parts of a valid cell: `count` already includes its weight.
     #[inline]
-    fn add_more(&mut self, v: f32, w: f32, count: f64) {
+    fn add_more(&mut self, v: f64, w: f32, count: f64) {
         let wf = f64::from(w);
         if self.want_std {
             let vf = f64::from(v);
@@ -297,8 +297,8 @@ impl ZonalAccumulator {
                 _ if empty || blocked => None,
                 Stat::Sum => Some(self.sum),
                 Stat::Mean => Some(self.sum / self.count),
-                Stat::Min => Some(f64::from(self.min)),
-                Stat::Max => Some(f64::from(self.max)),
+                Stat::Min => Some(self.min),
+                Stat::Max => Some(self.max),
                 Stat::Std => Some((self.m2 / self.count).max(0.0).sqrt()),
                 Stat::Median => self.median(),
                 Stat::Majority => self.mode(true),
@@ -325,9 +325,9 @@ impl ZonalAccumulator {
     /// The value with the largest (`majority`) or smallest total weight; ties to the smallest
     /// value.
     fn mode(&self, majority: bool) -> Option<f64> {
-        let mut best: Option<(f32, f64)> = None;
+        let mut best: Option<(f64, f64)> = None;
         for (&k, &w) in &self.freq {
-            let v = f32::from_bits(k);
+            let v = f64::from_bits(k);
             let better = match best {
                 None => true,
                 Some((bv, bw)) => {
@@ -339,30 +339,25 @@ impl ZonalAccumulator {
                 best = Some((v, w));
             }
         }
-        best.map(|(v, _)| f64::from(v))
+        best.map(|(v, _)| v)
     }
 }
 
 /// The median of unit-weight pairs, numpy's definition (mean of the two middle values for an
 /// even count), by selection in O(n). Identical to [`weighted_quantile`] at 0.5 with unit
 /// weights.
-fn unit_median(values: &mut [(f32, f32)]) -> Option<f64> {
+fn unit_median(values: &mut [(f64, f32)]) -> Option<f64> {
     let n = values.len();
     if n == 0 {
         return None;
     }
-    let cmp = |a: &(f32, f32), b: &(f32, f32)| a.0.total_cmp(&b.0);
+    let cmp = |a: &(f64, f32), b: &(f64, f32)| a.0.total_cmp(&b.0);
     let k = (n - 1) / 2;
     let (_, &mut (lower, _), upper) = values.select_nth_unstable_by(k, cmp);
-    let lower = f64::from(lower);
     if n % 2 == 1 {
         return Some(lower);
     }
-    let higher = upper
-        .iter()
-        .map(|p| p.0)
-        .min_by(f32::total_cmp)
-        .map(f64::from)?;
+    let higher = upper.iter().map(|p| p.0).min_by(f64::total_cmp)?;
     Some(lower + 0.5 * (higher - lower))
 }
 
@@ -378,7 +373,7 @@ fn unit_median(values: &mut [(f32, f32)]) -> Option<f64> {
 /// the unit-weight case equal to numpy's median. Pairs with equal values are ordered by weight.
 /// Pairs with a weight that is not `> 0` are expected to be filtered out by the caller; `None`
 /// for an empty slice or `q` outside `[0, 1]`. Sorts `pairs`.
-pub fn weighted_quantile(pairs: &mut [(f32, f32)], q: f64) -> Option<f64> {
+pub fn weighted_quantile(pairs: &mut [(f64, f32)], q: f64) -> Option<f64> {
     if pairs.is_empty() || !(0.0..=1.0).contains(&q) {
         return None;
     }
@@ -392,7 +387,6 @@ pub fn weighted_quantile(pairs: &mut [(f32, f32)], q: f64) -> Option<f64> {
     for (i, &(v, w)) in pairs.iter().enumerate() {
         let s = i as f64 * f64::from(w) + (n - 1) as f64 * cumulative;
         cumulative += f64::from(w);
-        let v = f64::from(v);
         if s > target {
             return Some(match previous {
                 None => v,
@@ -416,7 +410,8 @@ mod tests {
         nodata: Option<f64>,
     ) -> ZonalResult {
         let mut acc = ZonalAccumulator::new(stats, policy);
-        acc.add(values, weights, nodata_predicate(nodata)).unwrap();
+        let values: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        acc.add(&values, weights, nodata_predicate(nodata)).unwrap();
         acc.finish()
     }
 
@@ -544,9 +539,9 @@ mod tests {
         assert_eq!(weighted_quantile(&mut p, 1.5), None);
         assert_eq!(weighted_quantile(&mut [], 0.5), None);
         // Unit weights: numpy linear quantile (q = 0.25 of 1..=5 → 2; of 1..=4 → 1.75).
-        let mut p: Vec<(f32, f32)> = (1..=5).map(|v| (v as f32, 1.0)).collect();
+        let mut p: Vec<(f64, f32)> = (1..=5).map(|v| (f64::from(v), 1.0)).collect();
         assert_eq!(weighted_quantile(&mut p, 0.25), Some(2.0));
-        let mut p: Vec<(f32, f32)> = (1..=4).map(|v| (v as f32, 1.0)).collect();
+        let mut p: Vec<(f64, f32)> = (1..=4).map(|v| (f64::from(v), 1.0)).collect();
         assert!(close(weighted_quantile(&mut p, 0.25), 1.75));
         assert_eq!(weighted_quantile(&mut p, 0.5), Some(2.5));
     }
@@ -687,7 +682,8 @@ mod tests {
         let mut merged = ZonalAccumulator::new(&Stat::ALL, NodataPolicy::Ignore);
         for (v, w) in values.chunks(333).zip(weights.chunks(333)) {
             let mut part = ZonalAccumulator::new(&Stat::ALL, NodataPolicy::Ignore);
-            part.add(v, w, nodata_predicate(None)).unwrap();
+            let v: Vec<f64> = v.iter().map(|&x| f64::from(x)).collect();
+            part.add(&v, w, nodata_predicate(None)).unwrap();
             merged.merge(part);
         }
         let merged = merged.finish();
@@ -715,12 +711,12 @@ mod tests {
     fn unit_median_agrees_with_weighted_quantile() {
         let mut state = 12345u64;
         for n in 1..60 {
-            let mut pairs: Vec<(f32, f32)> = (0..n)
+            let mut pairs: Vec<(f64, f32)> = (0..n)
                 .map(|_| {
                     state = state
                         .wrapping_mul(6364136223846793005)
                         .wrapping_add(1442695040888963407);
-                    (((state >> 40) % 17) as f32, 1.0)
+                    (((state >> 40) % 17) as f64, 1.0)
                 })
                 .collect();
             let mut copy = pairs.clone();

@@ -199,12 +199,14 @@ impl CompositeRequest {
             })
             .collect();
         let mut nodata = Vec::with_capacity(datasets.len());
+        let mut exact_nodata: Vec<Option<f64>> = Vec::with_capacity(datasets.len());
         for (dataset, band) in datasets.iter().zip(&bands) {
             let b = dataset.rasterband(*band).map_err(|_| {
                 GdalError::Arguments(format!("band: band {band} does not exist in every input"))
             })?;
             // Strips are read as f32: the nodata as such a read holds it (R9-4).
             nodata.push(crate::gdal::facts::nodata::band_nodata_read_as_f32(&b));
+            exact_nodata.push(crate::gdal::facts::nodata::band_nodata(&b));
         }
 
         // Physical values where an input band declares a scale or offset (read from the inputs
@@ -294,6 +296,10 @@ impl CompositeRequest {
                 }
             }
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
+            // Input values Float32 (the output's type) does not hold exactly (attack round 16,
+            // R16-B4: a Float64 max wrote 16777216 for 16777217 and inf for 1e300, unsaid).
+            let mut narrowed = 0u64;
+            let mut first_narrowed: Option<f64> = None;
             let mut compositor = aggregation::Compositor::default();
             let mut row = 0;
             while row < height {
@@ -301,12 +307,18 @@ impl CompositeRequest {
                     return Err(crate::gdal::cancelled("composite"));
                 }
                 let rows = STRIP_ROWS.min(height - row);
-                for ((dataset, band), strip) in datasets.iter().zip(&bands).zip(&mut strips) {
+                for (((dataset, band), strip), exact) in datasets
+                    .iter()
+                    .zip(&bands)
+                    .zip(&mut strips)
+                    .zip(&exact_nodata)
+                {
                     let b = dataset
                         .rasterband(*band)
                         .map_err(|_| failed("cannot read an input band"))?;
                     // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
-                    let buffer = crate::gdal::facts::read_cells::<f32>(
+                    // Read as f64 to see what Float32 would change (R16-B4).
+                    let buffer = crate::gdal::facts::read_cells::<f64>(
                         &b,
                         (0, row as isize),
                         (width, rows),
@@ -319,7 +331,14 @@ impl CompositeRequest {
                             |_| failed("cannot read an input strip"),
                         )
                     })?;
-                    *strip = buffer.into_shape_and_vec().1;
+                    let wide = buffer.into_shape_and_vec().1;
+                    for &v in &wide {
+                        if v.is_finite() && f64::from(v as f32) != v && *exact != Some(v) {
+                            narrowed += 1;
+                            first_narrowed.get_or_insert(v);
+                        }
+                    }
+                    *strip = wide.iter().map(|&v| v as f32).collect();
                 }
                 for ((strip, (scale, offset)), nd) in strips.iter_mut().zip(&physical).zip(&nodata)
                 {
@@ -366,6 +385,15 @@ impl CompositeRequest {
                 row += rows;
             }
             out.flush_cache().map_err(|_| failed("cannot flush"))?;
+            if let Some(example) = first_narrowed {
+                return Err(GdalError::Arguments(format!(
+                    "inputs: {narrowed} input cell(s) hold values Float32 (the composite's output \
+                     type) does not hold exactly, e.g. {example} becomes {}; nothing was \
+                     written. Compose them with raster_calc and data_type Float64 (e.g. \
+                     expression \"max(a, b)\")",
+                    f64::from(example as f32)
+                )));
+            }
         }
         drop(datasets);
         for memory in &scratch {

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 const BLOCK_ROWS: usize = 1024;
 /// Bytes a zone keeps per cell for medians (a value and its weight) or majorities (a
 /// frequency-map entry), for the memory budget.
-const KEPT_BYTES_PER_CELL: u64 = 24;
+const KEPT_BYTES_PER_CELL: u64 = 32;
 
 /// One zonal-statistics job.
 #[derive(Debug, Clone)]
@@ -109,9 +109,10 @@ impl ZonalRequest {
             &[self.band],
             crate::gdal::policy::blocks::Reach::Full,
         )?;
-        // Cells are read as f32: the nodata as such a read holds it (R9-4).
-        let is_nodata =
-            nodata_predicate(crate::gdal::facts::nodata::band_nodata_read_as_f32(&band));
+        // Cells are read as f64, which holds every value of every band type GDAL reads here
+        // (Float64, Int32, UInt32; a Float32 read rounded 16777217 to 16777216, 1e-50 to 0
+        // and 1e300 to infinity: attack round 16, R16-B3); the nodata as the band holds it.
+        let is_nodata = nodata_predicate(crate::gdal::facts::nodata::band_nodata(&band));
         // Physical values where the band declares a scale or offset; nodata cells become NaN
         // (never a value) before the transform, so no physical value can pass for nodata.
         let scale = band.scale().unwrap_or(1.0);
@@ -184,7 +185,7 @@ impl ZonalRequest {
             let block = window.cols as u64 * window.rows.min(BLOCK_ROWS) as u64;
             let _memory = crate::budget::reserve(
                 &format!("zone {:?}", zone.fid),
-                crate::budget::grid_bytes(block, 8, 1).saturating_add(if keeps_values {
+                crate::budget::grid_bytes(block, 12, 1).saturating_add(if keeps_values {
                     crate::budget::grid_bytes(cells, KEPT_BYTES_PER_CELL, 1)
                 } else {
                     0
@@ -200,7 +201,7 @@ impl ZonalRequest {
                     continue;
                 }
                 // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
-                let values = crate::gdal::facts::read_cells::<f32>(
+                let values = crate::gdal::facts::read_cells::<f64>(
                     &band,
                     (block.col_off as isize, block.row_off as isize),
                     (block.cols, block.rows),
@@ -213,18 +214,18 @@ impl ZonalRequest {
                         |_| failed("cannot read a window of the band"),
                     )
                 })?;
-                let data: std::borrow::Cow<[f32]> = if physical {
+                let data: std::borrow::Cow<[f64]> = if physical {
                     values
                         .data()
                         .iter()
                         .map(|&v| {
                             if is_nodata(v) {
-                                f32::NAN
+                                f64::NAN
                             } else {
-                                (f64::from(v) * scale + offset) as f32
+                                v * scale + offset
                             }
                         })
-                        .collect::<Vec<f32>>()
+                        .collect::<Vec<f64>>()
                         .into()
                 } else {
                     values.data().into()
