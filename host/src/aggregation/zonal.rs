@@ -246,7 +246,7 @@ impl ZonalAccumulator {
     fn add_more(&mut self, v: f64, w: f32, count: f64) {
         let wf = f64::from(w);
         if self.want_std {
-            let vf = f64::from(v);
+            let vf = v;
             let delta = vf - self.running_mean;
             self.running_mean += delta * wf / count;
             self.m2 += wf * delta * (vf - self.running_mean);
