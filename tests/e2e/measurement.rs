@@ -2474,3 +2474,52 @@ async fn r15_b8_heights_in_feet_are_read_one_way_by_both_methods_or_refused() {
         }
     }
 }
+
+/// Attack round 16, R16-B14: `nearest` left 8 of 40 towns beside a line along 49° N
+/// unmatched: the line's envelope is flat and touched the search window only at its edge,
+/// where rounding decided. Every town now gets the line, at its distance from the line as
+/// the layer draws it.
+#[tokio::test]
+async fn r16_b14_nearest_finds_a_line_along_a_parallel() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let border = server.path("border.geojson");
+    layer(
+        &border,
+        4326,
+        &[(
+            json!({"name": "border"}),
+            json!({"type": "LineString", "coordinates": [[-123.0, 49.0], [-95.0, 49.0]]}),
+        )],
+    );
+    let towns: Vec<(Value, Value)> = (0..40)
+        .map(|k| {
+            let lon = -122.5 + 0.67 * k as f64;
+            let offset = 0.01 + 0.0123 * k as f64;
+            let lat = if k % 2 == 0 {
+                49.0 + offset
+            } else {
+                49.0 - offset
+            };
+            point(&format!("t{k}"), [lon, lat])
+        })
+        .collect();
+    let targets = server.path("towns.geojson");
+    layer(&targets, 4326, &towns);
+    let content = nearest(&server, &targets, &border, "joined.gpkg", json!({})).await;
+    let counts = content["_count"].as_array().unwrap().clone();
+    assert!(counts.iter().all(|c| c == &json!(1)), "{counts:?}");
+    // A degree of latitude near 49° is about 111.2 km: each town's distance is its offset,
+    // less up to ~125 m where the line's 1° steps sag poleward between their vertices (the
+    // shape the layer draws, R14-B10).
+    for (k, d) in content["_distance"].as_array().unwrap().iter().enumerate() {
+        let offset = 0.01 + 0.0123 * k as f64;
+        let along_parallel = offset * 111_200.0;
+        let d = d.as_f64().unwrap();
+        assert!(
+            d <= along_parallel + 400.0 && d >= along_parallel - 540.0,
+            "t{k}: {d} m for {offset}°"
+        );
+    }
+}

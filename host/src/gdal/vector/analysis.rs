@@ -2471,8 +2471,13 @@ fn find_nearest(
         };
         let bound = frame.distance(first_geometry)?;
         let reach = request.distance_m.map_or(bound, |m| m.min(bound));
+        // A margin past the reach: a join feature whose envelope is flat (a line along a
+        // parallel) touches a window drawn at exactly its distance only at the window's edge,
+        // where rounding in the move to lon/lat decided whether it was seen (attack round 16,
+        // R16-B14: 8 of 40 towns beside a border line were left unmatched).
+        let margin = reach * 1e-6 + 0.01;
         let windows = frame
-            .windows(reach + tie_tolerance(reach), turned)
+            .windows(reach + tie_tolerance(reach) + margin, turned)
             .map(|mut w| {
                 w.push([te.MinX, te.MinY, te.MaxX, te.MaxY]);
                 w
@@ -2481,9 +2486,11 @@ fn find_nearest(
             .as_ref()
             .map_or(order.len(), |w| west_of(&order, east_of(w)));
         work.compare(scanned, i)?;
-        let mut candidates: Vec<usize> = Vec::new();
+        // The feature that set the bound is a candidate whatever the windows say: its
+        // distance is known, and without it a target could be left with none.
+        let mut candidates: Vec<usize> = vec![*first];
         for (j, s_env) in &order[..scanned] {
-            if windows.as_ref().is_none_or(|w| in_windows(s_env, w)) {
+            if j != first && windows.as_ref().is_none_or(|w| in_windows(s_env, w)) {
                 candidates.push(*j);
             }
         }
