@@ -630,3 +630,49 @@ async fn r16_c3_a_justification_under_no_domain_is_named_not_dropped() -> anyhow
     assert!(!is_error(&right), "{}", text(&right));
     Ok(())
 }
+
+/// Attack round 16, R16-C6: a gated call that failed after the gate (GDAL refused a creation
+/// option) returned no receipt, though its inline justification had been stored and answered
+/// the next call of the decision. The error now carries the receipts in its JSON and says in
+/// its text that the justification was stored; R16-C8: a justification given for a decision
+/// that already has a capsule is said not to be read.
+#[tokio::test]
+async fn r16_c6_c8_a_failure_after_the_gate_carries_its_receipts() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, dem_server_options()).await?;
+    let failing = json!({"input": "dem.tif", "output": "o.tif", "resolution": [60, 60],
+                         "resampling": "bilinear",
+                         "creation_options": {"TILED": "YES", "BLOCKXSIZE": "7", "BLOCKYSIZE": "7"},
+                         "justification": {"resampling": justification("bilinear")}});
+    let failed = server.call("raster_resample", failing).await?;
+    assert!(is_error(&failed), "{}", text(&failed));
+    let detail = structured(&failed);
+    let receipts = detail["reflection"].as_array().cloned().unwrap_or_default();
+    assert!(
+        receipts
+            .iter()
+            .any(|r| r["domain"] == "resampling" && r["stored_now"] == true),
+        "{detail}"
+    );
+    assert!(text(&failed).contains("stored as"), "{}", text(&failed));
+    assert!(!server.path("o.tif").exists());
+    // The capsule answers the next call; a justification given with it is said unread.
+    let again = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "o2.tif", "resolution": [60, 60],
+                   "resampling": "bilinear",
+                   "justification": {"resampling": justification("bilinear")}}),
+        )
+        .await?;
+    assert!(!is_error(&again), "{}", text(&again));
+    let receipt = &structured(&again)["reflection"][0];
+    assert_eq!(receipt["stored_now"], false, "{receipt}");
+    assert!(
+        receipt["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("was not read"),
+        "{receipt}"
+    );
+    Ok(())
+}

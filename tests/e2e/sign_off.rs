@@ -789,3 +789,37 @@ async fn r15_c6_a_sign_off_binds_the_georeferencing_chosen() {
     );
     client.cancel().await.unwrap();
 }
+
+/// Attack round 16, R16-C9: to a host that declared forms, a refusal that also lacked another
+/// domain's justification said "This host cannot show forms" and sent the person to a
+/// terminal. It now says the form comes once the other justifications are given.
+#[tokio::test]
+async fn r16_c9_a_host_with_forms_is_not_sent_to_a_terminal() {
+    for era in [Era::Legacy, Era::Modern] {
+        let setup = Setup::new();
+        let client = setup.connect(era, true, "policy.toml").await;
+        // KML is written in WGS 84: format_selection asks too, so no form is shown yet.
+        let arguments =
+            json!({"input": "cell.geojson", "output": "utm.kml", "dst_crs": "EPSG:32631"});
+        let result = complete(round(&client, arguments, None, None).await);
+        assert!(is_error(&result), "{}", text(&result));
+        let entries = structured(&result)["refusal"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            entries.iter().any(|e| e["domain"] == "format_selection"),
+            "{}",
+            text(&result)
+        );
+        let human = entries
+            .iter()
+            .find(|e| e["domain"] == "crs_datum")
+            .expect("the crs_datum entry");
+        let how = human["how_to_supply"].as_str().unwrap_or_default();
+        assert!(
+            !how.contains("cannot show forms") && how.contains("this host's form"),
+            "{how}"
+        );
+    }
+}

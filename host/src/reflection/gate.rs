@@ -575,6 +575,16 @@ impl Gate {
             if let Some(capsule) = self.store.get(id, &key) {
                 if self.still_valid(domain, &capsule)? {
                     receipt.capsule = Some(capsule.uri());
+                    if inline.contains_key(id) {
+                        // Said, not dropped without a word (attack round 16, R16-C8: the
+                        // output's provenance then gave the old capsule's purpose unsaid).
+                        receipt.reason = format!(
+                            "{} (the justification given with this call was not read: this \
+                             decision is already justified by {}, which the record names)",
+                            receipt.reason,
+                            capsule.uri()
+                        );
+                    }
                     receipts.push(receipt);
                     continue;
                 }

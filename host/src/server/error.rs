@@ -61,6 +61,14 @@ pub enum ToolError {
     /// A bug or a dead worker: not the caller's fault.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A gated call that failed after the gate decided: the failure, with the gate's receipts
+    /// (a capsule the call stored stays stored; attack round 16, R16-C6: the error said
+    /// nothing of it, though later calls ran on it).
+    #[error("{error}")]
+    AfterGate {
+        error: Box<ToolError>,
+        receipts: Vec<Receipt>,
+    },
 }
 
 impl ToolError {
@@ -84,6 +92,7 @@ impl ToolError {
             ToolError::InputRequired(_) => "input_required",
             ToolError::Busy(_) => "busy",
             ToolError::Internal(_) | ToolError::Explained(_) => "internal",
+            ToolError::AfterGate { error, .. } => error.kind(),
         }
     }
 }
@@ -92,7 +101,15 @@ impl ToolError {
     /// The error with `rewrite` applied to every message text it carries that can name a file
     /// (the job's staging paths are mapped back to the caller's: `gdal::output::agent_text`).
     pub fn map_text(self, rewrite: impl Fn(&str) -> String) -> Self {
+        self.map_text_with(&rewrite)
+    }
+
+    fn map_text_with(self, rewrite: &dyn Fn(&str) -> String) -> Self {
         match self {
+            ToolError::AfterGate { error, receipts } => ToolError::AfterGate {
+                error: Box::new(error.map_text_with(rewrite)),
+                receipts,
+            },
             ToolError::Arguments(m) => ToolError::Arguments(rewrite(&m)),
             ToolError::Algorithm(m) => ToolError::Algorithm(rewrite(&m)),
             ToolError::Internal(m) => ToolError::Internal(rewrite(&m)),

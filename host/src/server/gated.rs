@@ -405,7 +405,16 @@ where
             );
             Ok((result, uris))
         })
-        .await?;
+        .await
+        .map_err(|error| match error {
+            // Nothing of a cancelled call is answered.
+            ToolError::Cancelled => ToolError::Cancelled,
+            error if !receipts.is_empty() => ToolError::AfterGate {
+                error: Box::new(error),
+                receipts: receipts.clone(),
+            },
+            error => error,
+        })?;
     drop(progress);
     to_value(
         call.tool,

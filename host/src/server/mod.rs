@@ -191,7 +191,11 @@ pub fn error_result_echoing(error: ToolError, texts: &[String]) -> CallToolResul
     // A refusal carries the domains' prompts (up to 64 KiB each, plugin-capped): never cut,
     // only its echoes capped.
     let cut = !matches!(error, ToolError::Refused { .. });
-    let (text, mut detail) = match error {
+    let (error, after_gate) = match error {
+        ToolError::AfterGate { error, receipts } => (*error, Some(receipts)),
+        other => (other, None),
+    };
+    let (mut text, mut detail) = match error {
         ToolError::Refused { entries, receipts } => refusal_text(entries, receipts),
         other => {
             let mut text = other.to_string();
@@ -214,6 +218,35 @@ pub fn error_result_echoing(error: ToolError, texts: &[String]) -> CallToolResul
             (text, json!({ "error": detail }))
         }
     };
+    // A gated call that failed after the gate: what the gate decided, as on success.
+    if let Some(receipts) = after_gate {
+        let _ = write!(
+            text,
+            "\nThe gate had decided before the failure: {}.",
+            receipts
+                .iter()
+                .map(|r| format!(
+                    "{} {}{}",
+                    r.domain,
+                    serde_json::to_value(r.decision)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    if r.stored_now {
+                        format!(
+                            " (its justification was stored as {} and answers later calls of \
+                             this decision)",
+                            r.capsule.as_deref().unwrap_or("a capsule")
+                        )
+                    } else {
+                        String::new()
+                    }
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        detail["reflection"] = serde_json::to_value(&receipts).unwrap_or(Value::Null);
+    }
     let text = cap_echoes(&text, texts, cut);
     cap_strings(&mut detail, texts, cut);
     CallToolResult::error(vec![

@@ -129,7 +129,25 @@ pub async fn settle(
     let Some(approvals) = call.app.gate.approvals().cloned() else {
         return Err(refused(entries, receipts));
     };
-    if !only_sign_offs || route == Route::Terminal {
+    if !only_sign_offs && route != Route::Terminal {
+        // The host shows forms, but other domains refuse too: the form comes once they are
+        // answered, so the person is not sent to a terminal (attack round 16, R16-C9).
+        let mut entries = entries;
+        for entry in &mut entries {
+            if sign_offs.iter().any(|s| s.domain == entry.domain) {
+                entry.how_to_supply = format!(
+                    "A person signs this decision off through this host's form, which is shown \
+                     once the other domains' justifications are given: retry this exact call \
+                     with them. {}",
+                    entry
+                        .how_to_supply
+                        .replace("This host cannot show forms: a", "Otherwise, a")
+                );
+            }
+        }
+        return Err(refused(entries, receipts));
+    }
+    if route == Route::Terminal {
         return Err(refused(entries, receipts));
     }
     let by = answered_by(call, route);
