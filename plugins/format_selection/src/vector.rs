@@ -50,13 +50,14 @@ const ALWAYS_WGS84: &[&str] = &["KML", "LIBKML", "GeoJSONSeq"];
 
 /// The kinds of attribute-field loss the host measures for a vector output (its
 /// `output.losses` codecs): renamed fields, date-times cut to dates, strings cut, fields not
-/// written, 64-bit integers turned into reals.
+/// written, 64-bit integers turned into reals, reals cut to a Shapefile's width (since 0.6.6).
 const SCHEMA_LOSSES: &[&str] = &[
     "field_name",
     "date_time",
     "string_length",
     "field_dropped",
     "integer64",
+    "real_precision",
 ];
 
 /// Ready-to-use arguments that write the output with `driver` instead, the output's extension
@@ -288,8 +289,9 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             "shapefile_limits",
             format!(
                 "the host checked the fields against Shapefile's limits (names of 10 \
-                 characters, strings of 254, dates without time, no binary fields) and they \
-                 fit{unread}; a Shapefile stops at 2 GB"
+                 characters, strings of 254, dates without time, no binary fields, numbers of \
+                 24 characters with 15 decimals) and they fit{unread}; a Shapefile stops at \
+                 2 GB"
             ),
         ));
     }

@@ -19,7 +19,9 @@
 //!   than 254 bytes is cut to 254 bytes; Integer64 is written as Real, so values beyond 2^53
 //!   lose their last digits; a Binary field is not written.
 //! * **LIBKML** leaves out Date and DateTime fields, **GML** Binary fields, and **DXF** every
-//!   attribute field (its layers have a fixed schema). GeoJSON, FlatGeobuf, GeoPackage, SQLite
+//!   attribute field (its layers have a fixed schema). KML writes Integer64 as Real with 15
+//!   significant digits (R16-B6), and a Shapefile writes Reals 24 characters wide with 15
+//!   decimals (R16-B7): both measured on the values. GeoJSON, FlatGeobuf, GeoPackage, SQLite
 //!   and CSV keep every field's value (CSV as text; KML writes dates as text).
 //!
 //! The losses are handed to the domains in the `output` fact's `losses` (WIT 0.6's
@@ -49,6 +51,14 @@ pub const DATE_TIME: &str = "date_time";
 pub const STRING_LENGTH: &str = "string_length";
 pub const FIELD_DROPPED: &str = "field_dropped";
 pub const INTEGER64: &str = "integer64";
+pub const REAL: &str = "real_precision";
+/// The width and decimals GDAL 3.6.2 gives a Shapefile Real field from a source without
+/// its own (`N(24,15)` in the DBF).
+const SHAPEFILE_REAL_WIDTH: usize = 24;
+const SHAPEFILE_REAL_DECIMALS: usize = 15;
+/// The significant digits KML writes a number with (`%.15g`): Integer64 values are written
+/// as Real.
+const KML_DIGITS: usize = 15;
 
 /// One attribute field of a layer, as the schema declares it.
 #[derive(Debug, Clone)]
@@ -77,7 +87,7 @@ struct FieldValues {
 pub fn knows(driver: &str) -> bool {
     matches!(
         driver,
-        "ESRI Shapefile" | "MapInfo File" | "LIBKML" | "GML" | "DXF"
+        "ESRI Shapefile" | "MapInfo File" | "LIBKML" | "KML" | "GML" | "DXF"
     )
 }
 
@@ -139,9 +149,13 @@ fn value_rule(driver: &str, kind: OGRFieldType::Type) -> bool {
     match driver {
         "ESRI Shapefile" => matches!(
             kind,
-            OGRFieldType::OFTString | OGRFieldType::OFTDateTime | OGRFieldType::OFTInteger64
+            OGRFieldType::OFTString
+                | OGRFieldType::OFTDateTime
+                | OGRFieldType::OFTInteger64
+                | OGRFieldType::OFTReal
         ),
         "MapInfo File" => matches!(kind, OGRFieldType::OFTString | OGRFieldType::OFTInteger64),
+        "LIBKML" | "KML" => kind == OGRFieldType::OFTInteger64,
         _ => false,
     }
 }
@@ -193,16 +207,45 @@ fn read_values(driver: &str, layer: &mut gdal::vector::Layer<'_>, fields: &[Fiel
                     let Ok(Some(value)) = feature.field_as_integer64(index) else {
                         continue;
                     };
-                    let loses = if driver == "MapInfo File" {
+                    let loses = match driver {
                         // Written as Real: exact only where the double holds the integer.
-                        (value as f64) as i64 != value || value == i64::MAX
-                    } else {
-                        value.to_string().len() > SHAPEFILE_INTEGER64_CHARS
+                        "MapInfo File" => (value as f64) as i64 != value || value == i64::MAX,
+                        // Written as Real with 15 significant digits (attack round 16,
+                        // R16-B6: 9007199254740993 read back 9007199254740990).
+                        "LIBKML" | "KML" => format!("{:.*e}", KML_DIGITS - 1, value as f64)
+                            .parse::<f64>()
+                            .map_or(true, |back| {
+                                back != value as f64 || (value as f64) as i64 != value
+                            }),
+                        _ => value.to_string().len() > SHAPEFILE_INTEGER64_CHARS,
                     };
                     if loses {
                         seen.losing += 1;
                         if seen.example.is_none() {
                             seen.example = Some(value.to_string());
+                        }
+                    }
+                }
+                // A DBF number of 24 characters with 15 decimals: values below 1e-15 become 0,
+                // small ones lose their digits, and huge ones overflow the width (attack round
+                // 16, R16-B7: 2.5e-20 written 0, 3.217e-13 as 3.22e-13, 1e300 as 1e23). A
+                // change below a billionth of the value (1/3's sixteenth digit) is no loss.
+                OGRFieldType::OFTReal => {
+                    let Ok(Some(value)) = feature.field_as_double(index) else {
+                        continue;
+                    };
+                    if !value.is_finite() || value == 0.0 {
+                        continue;
+                    }
+                    let text = format!("{value:.SHAPEFILE_REAL_DECIMALS$}");
+                    let back = text.parse::<f64>().unwrap_or(f64::NAN);
+                    let loses = text.len() > SHAPEFILE_REAL_WIDTH
+                        || back.is_nan()
+                        || (back - value).abs() > 1e-9 * value.abs();
+                    if loses {
+                        seen.losing += 1;
+                        if seen.example.is_none() {
+                            seen.example = Some(format!("{value:e} written {back:e}"));
                         }
                     }
                 }
@@ -277,6 +320,24 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
             format!("the field `{}` is not written: {what}", field.name),
         );
     }
+    if matches!(driver, "LIBKML" | "KML") {
+        for (field, seen) in fields.iter().zip(&values.per_field) {
+            if field.kind == OGRFieldType::OFTInteger64 && seen.losing > 0 {
+                lose(
+                    INTEGER64,
+                    format!(
+                        "the Integer64 field `{}`: KML writes it as Real with {KML_DIGITS} \
+                         significant digits, so longer integers lose their last digits; {} of \
+                         {checked} feature{} checked (e.g. {})",
+                        field.name,
+                        seen.losing,
+                        s(checked),
+                        seen.example.as_deref().unwrap_or("?")
+                    ),
+                );
+            }
+        }
+    }
     if !matches!(driver, "ESRI Shapefile" | "MapInfo File") {
         return losses;
     }
@@ -342,6 +403,18 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
                     ),
                 )
             }
+            OGRFieldType::OFTReal if seen.losing > 0 => lose(
+                REAL,
+                format!(
+                    "the Real field `{name}`: a Shapefile writes numbers {SHAPEFILE_REAL_WIDTH} \
+                     characters wide with {SHAPEFILE_REAL_DECIMALS} decimals, so very small \
+                     values become 0 or lose digits and very large ones overflow; {} of \
+                     {checked} feature{} checked (e.g. {})",
+                    seen.losing,
+                    s(checked),
+                    seen.example.as_deref().unwrap_or("?")
+                ),
+            ),
             OGRFieldType::OFTInteger64 if seen.losing > 0 => {
                 let what = if driver == "MapInfo File" {
                     "MapInfo writes Integer64 as Real, and values beyond 2^53 lose their last \

@@ -349,3 +349,58 @@ fn fields_dropped_by_libkml_gml_and_dxf_are_what_gdal_drops() {
         assert!(losses(driver, &ds, Some("p")).is_empty(), "{driver}");
     }
 }
+
+/// Attack round 16, R16-B6 and R16-B7: KML writes Integer64 as Real with 15 significant
+/// digits, and a Shapefile writes Reals 24 characters wide with 15 decimals; both are losses,
+/// measured on the values, and what GDAL 3.6.2 writes agrees. Values that survive (12345 in
+/// KML; 12.5 and 1/3, whose sixteenth digit only changes, in a Shapefile) are the twins.
+#[test]
+fn r16_b6_b7_kml_integers_and_shapefile_reals_are_what_gdal_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.gpkg");
+    let fields = [
+        ("big", OGRFieldType::OFTInteger64),
+        ("tiny", OGRFieldType::OFTReal),
+    ];
+    layer(
+        &src,
+        "lossy",
+        &fields,
+        &[vec![Some("9007199254740993"), Some("2.5e-20")]],
+    );
+    layer(
+        &src,
+        "clean",
+        &fields,
+        &[
+            vec![Some("12345"), Some("12.5")],
+            vec![Some("7"), Some("0.3333333333333333")],
+        ],
+    );
+    let ds = Dataset::open(&src).unwrap();
+    let kml: Vec<String> = losses("LIBKML", &ds, Some("lossy"))
+        .into_iter()
+        .map(|l| l.codec)
+        .collect();
+    assert!(kml.contains(&INTEGER64.to_string()), "{kml:?}");
+    let shp: Vec<String> = losses("ESRI Shapefile", &ds, Some("lossy"))
+        .into_iter()
+        .map(|l| l.codec)
+        .collect();
+    assert_eq!(shp, [REAL.to_string()], "{shp:?}");
+    assert!(losses("LIBKML", &ds, Some("clean"))
+        .iter()
+        .all(|l| l.codec != INTEGER64));
+    assert!(losses("ESRI Shapefile", &ds, Some("clean")).is_empty());
+    // What GDAL writes.
+    let shapefile = dir.path().join("o.shp");
+    translate(&src, &shapefile, "ESRI Shapefile", "lossy");
+    let out = Dataset::open(&shapefile).unwrap();
+    let mut l = out.layer(0).unwrap();
+    let f = l.features().next().unwrap();
+    assert_eq!(f.field_as_double(1).unwrap(), Some(0.0));
+    let kml_path = dir.path().join("o.kml");
+    translate(&src, &kml_path, "LIBKML", "lossy");
+    let text = std::fs::read_to_string(&kml_path).unwrap();
+    assert!(!text.contains("9007199254740993"), "{text}");
+}
