@@ -1450,3 +1450,71 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
         );
     }
 }
+
+/// Attack round 16, R16-B15: a DEM whose band declares its heights in metres while its
+/// compound CRS says feet (NAVD88 height (ft), EPSG:8228) gave a slope of 45.00° with no
+/// word, where the CRS's reading gives 16.95°. Two declarations that disagree are a data
+/// conflict naming both units, and `scale` chooses; the twin without a band unit follows the
+/// CRS.
+#[tokio::test]
+async fn r16_b15_a_band_unit_against_the_crs_heights_is_a_conflict() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    for (name, unit) in [("conflict.tif", Some("m")), ("crs_only.tif", None)] {
+        let path = server.path(name);
+        {
+            let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+            let mut dataset = driver
+                .create_with_band_type::<f32, _>(&path, 8, 8, 1)
+                .unwrap();
+            dataset
+                .set_geo_transform(&[500_000.0, 10.0, 0.0, 4_000_000.0, 0.0, -10.0])
+                .unwrap();
+            dataset
+                .set_spatial_ref(
+                    &gdal::spatial_ref::SpatialRef::from_definition("EPSG:32633+8228").unwrap(),
+                )
+                .unwrap();
+            let mut band = dataset.rasterband(1).unwrap();
+            let rows: Vec<f32> = (0..64).map(|i| (i % 8) as f32 * 10.0).collect();
+            band.write((0, 0), (8, 8), &mut gdal::raster::Buffer::new((8, 8), rows))
+                .unwrap();
+            if let Some(unit) = unit {
+                let unit = std::ffi::CString::new(unit).unwrap();
+                // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+                unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+            }
+        }
+    }
+    let slope = |input: &str, output: &str, scale: Option<f64>| {
+        let mut arguments = json!({"input": input, "output": output, "operation": "slope"});
+        if let Some(scale) = scale {
+            arguments["scale"] = json!(scale);
+        }
+        arguments
+    };
+    let refused = server
+        .call("raster_terrain", slope("conflict.tif", "a.tif", None))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert_eq!(structured(&refused)["error"]["kind"], "data_conflict");
+    assert!(text(&refused).contains("\"m\""), "{}", text(&refused));
+    let chosen = call_justified(
+        &server,
+        "raster_terrain",
+        slope("conflict.tif", "b.tif", Some(3.280_833_333)),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&chosen.result), "{}", text(&chosen.result));
+    let twin = call_justified(
+        &server,
+        "raster_terrain",
+        slope("crs_only.tif", "c.tif", None),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&twin.result), "{}", text(&twin.result));
+}

@@ -916,3 +916,45 @@ async fn dxf_drops_every_field_and_says_so() {
         "{receipts:?}"
     );
 }
+
+/// Attack round 16, R16-B8: a table of numbers named `.csv` (`lon,lat,depth`) was claimed by
+/// GDAL's XYZ raster driver, which failed on it ("Ungridded dataset"), so `vector_info` and
+/// `vector_convert` refused a plain table, and a conversion to CSV with `GEOMETRY=AS_XY`
+/// failed on its own output. Such a file now opens as the table it is.
+#[tokio::test]
+async fn r16_b8_a_table_of_numbers_opens_as_a_table() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("wells.csv"),
+        "lon,lat,depth\n10.5,45.2,120\n10.7,45.1,80\n10.6,45.4,95\n",
+    )
+    .unwrap();
+    let info = server
+        .call("vector_info", json!({"input": "wells.csv"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    assert_eq!(structured(&info)["layers"][0]["feature_count"], 3);
+    std::fs::write(
+        server.path("points.geojson"),
+        json!({"type": "FeatureCollection", "features": [
+            {"type": "Feature", "properties": {"depth": 1.5, "temp": 10.0},
+             "geometry": {"type": "Point", "coordinates": [10.0, 45.0]}},
+            {"type": "Feature", "properties": {"depth": 2.5, "temp": 11.0},
+             "geometry": {"type": "Point", "coordinates": [10.1, 45.3]}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let converted = call_justified(
+        &server,
+        "vector_convert",
+        json!({"input": "points.geojson", "output": "points.csv",
+               "layer_options": {"GEOMETRY": "AS_XY"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&converted.result), "{}", text(&converted.result));
+    assert!(server.path("points.csv").exists());
+}

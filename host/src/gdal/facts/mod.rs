@@ -55,6 +55,11 @@ pub struct CrsFacts {
     pub linear_unit_metres: Option<f64>,
     /// The CRS's own axis order, e.g. `north,east` (data reaches the tools as x,y).
     pub axis_order: Option<String>,
+    /// The unit of a compound CRS's heights and its metres (NAVD88 height (ft): `foot`,
+    /// 0.3048): for the host, to set against a band's own unit.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub vertical_unit: Option<(String, f64)>,
 }
 
 /// Evidence that a raster holds classes.
@@ -411,11 +416,33 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         ..Default::default()
     };
     let choice = georef::choice();
+    // A table of numbers named `.csv` (lon, lat, depth) is claimed by GDAL's XYZ raster
+    // driver, which fails on an ungridded one ("Ungridded dataset") and leaves the CSV driver
+    // no turn: such a file is opened again as the table it is (attack round 16, R16-B8). A
+    // gridded XYZ file keeps opening as the raster it is.
+    let table = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+        ["csv", "tsv", "txt"]
+            .iter()
+            .any(|t| e.eq_ignore_ascii_case(t))
+    });
+    let as_table = DatasetOptions {
+        open_flags: GdalOpenFlags::GDAL_OF_READONLY
+            | GdalOpenFlags::GDAL_OF_VECTOR
+            | GdalOpenFlags::GDAL_OF_VERBOSE_ERROR,
+        allowed_drivers: Some(&["CSV"]),
+        ..Default::default()
+    };
     open_confined(
         path,
         "is it a format GDAL can read?",
         |gdal_path| match choice {
-            None => Dataset::open_ex(gdal_path, options),
+            None => Dataset::open_ex(gdal_path, options).or_else(|error| {
+                if table {
+                    Dataset::open_ex(gdal_path, as_table)
+                } else {
+                    Err(error)
+                }
+            }),
             Some(_) => georef::open_with(gdal_path, choice),
         },
         |dataset| {
@@ -704,7 +731,28 @@ pub fn crs_facts(srs: &SpatialRef) -> CrsFacts {
         vertical,
         linear_unit_metres: projected.then(|| srs.linear_units()),
         axis_order: axis_order(srs, kind),
+        vertical_unit: vertical_unit(srs),
     }
+}
+
+/// The unit of a compound or vertical CRS's heights, with its metres.
+fn vertical_unit(srs: &SpatialRef) -> Option<(String, f64)> {
+    if !(srs.is_compound() || srs.is_vertical()) {
+        return None;
+    }
+    let mut name: *mut std::ffi::c_char = std::ptr::null_mut();
+    let key = c"VERT_CS";
+    // SAFETY: a live SRS handle; OGR points `name` at a string it owns, copied at once.
+    let metres =
+        unsafe { gdal_sys::OSRGetTargetLinearUnits(srs.to_c_hsrs(), key.as_ptr(), &mut name) };
+    if name.is_null() || !(metres.is_finite() && metres > 0.0) {
+        return None;
+    }
+    // SAFETY: non-null, NUL-terminated, owned by the SRS, which outlives this copy.
+    let unit = unsafe { std::ffi::CStr::from_ptr(name) }
+        .to_string_lossy()
+        .into_owned();
+    Some((unit, metres))
 }
 
 /// The CRS's own axis order, e.g. `north,east`.

@@ -1766,12 +1766,39 @@ fn terrain_units(
     if let (Some(z), Some(implied)) = (user_z, &implied) {
         notes.extend(z_factor_as_unit_ratio(z, implied));
     }
+    // The CRS's heights in another unit than the band's own (R16-B15): `scale` chooses.
+    let crs_heights = input
+        .crs
+        .as_ref()
+        .and_then(|c| c.vertical_unit.clone())
+        .filter(|(_, metres)| vertical.is_some_and(|v| (v - metres).abs() > 1e-6 * metres));
     if let Some(s) = user_scale {
-        if let Some(implied) = &implied {
+        if let (Some(implied), None) = (&implied, &crs_heights) {
             implied.check_scale(s)?;
         }
         extra.extend(slope_scale(user_scale));
         return Ok(TerrainUnits { args: extra, notes });
+    }
+    // The band's unit against the CRS's heights: two declarations of one quantity that
+    // disagree are a data conflict (attack round 16, R16-B15: a band in `m` over NAVD88 height
+    // in feet gave 45.00° with no word, where the CRS's reading gives 16.95°).
+    if let (Some(v), Some(name), Some((crs_unit, crs_metres))) = (vertical, declared, crs_heights) {
+        {
+            return Err(ToolError::Gdal(crate::gdal::GdalError::Conflict {
+                message: format!(
+                    "input: band {band} declares its heights in \"{name}\" ({v} m a unit) and \
+                     the DEM's CRS declares them in {crs_unit} ({crs_metres} m a unit); slopes \
+                     differ by that ratio. Pass scale (the horizontal unit over the heights' \
+                     unit, both in metres) to say which holds, or fix the band's unit or the \
+                     CRS first (raster_convert)"
+                ),
+                parameter: "scale".to_string(),
+                candidates: serde_json::json!([
+                    {"heights_in": name, "metres_per_unit": v},
+                    {"heights_in": crs_unit, "metres_per_unit": crs_metres},
+                ]),
+            }));
+        }
     }
     if let Some((mx, my)) = g.cell_size_metres {
         let per_degree = raster
