@@ -33,6 +33,7 @@ fn crs(id: Option<&str>, name: &str, kind: CrsKind, datum: &str) -> CrsFacts {
         vertical: None,
         linear_unit_metres: (kind == CrsKind::Projected).then_some(1.0),
         axis_order: None,
+        vertical_unit: None,
     }
 }
 

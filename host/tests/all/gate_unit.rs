@@ -33,6 +33,7 @@ fn sirgas_to_wgs84() -> CallFacts {
         vertical: None,
         linear_unit_metres: Some(1.0),
         axis_order: Some("east,north".to_string()),
+        vertical_unit: None,
     };
     let target = CrsFacts {
         id: Some("EPSG:4326".to_string()),
@@ -43,6 +44,7 @@ fn sirgas_to_wgs84() -> CallFacts {
         vertical: None,
         linear_unit_metres: None,
         axis_order: Some("north,east".to_string()),
+        vertical_unit: None,
     };
     CallFacts {
         tool: "raster_reproject".to_string(),

@@ -48,6 +48,7 @@ fn call(output: &str) -> CallFacts {
         vertical: None,
         linear_unit_metres: None,
         axis_order: Some("north,east".to_string()),
+        vertical_unit: None,
     };
     CallFacts {
         tool: "raster_info".to_string(),
