@@ -1518,3 +1518,47 @@ async fn r16_b15_a_band_unit_against_the_crs_heights_is_a_conflict() {
     .unwrap();
     assert!(!is_error(&twin.result), "{}", text(&twin.result));
 }
+
+/// Attack round 16, R16-B13: a bathymetry whose depths run from -10500 to -126 with one
+/// trench at -9999, declaring nodata 32767, was refused as holding a conventional no-data
+/// code, and every way out deleted the depth. A code inside the range of the band's other
+/// values is one of them; the twin, a -9999 below every other value, is still refused.
+#[tokio::test]
+async fn r16_b13_a_code_inside_the_values_range_is_a_value() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let mut depths: Vec<i16> = (0..16).map(|i| -10500 + 650 * i as i16).collect();
+    depths[5] = -9999;
+    small(&server.path("bathy.tif"), depths, None);
+    let mut heights: Vec<i16> = (0..16).map(|i| 100 * i as i16).collect();
+    heights[5] = -9999;
+    small(&server.path("dem.tif"), heights, None);
+    for path in ["bathy.tif", "dem.tif"] {
+        let dataset = gdal::Dataset::open_ex(
+            server.path(path),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        dataset
+            .rasterband(1)
+            .unwrap()
+            .set_no_data_value(Some(32767.0))
+            .unwrap();
+    }
+    let bathy = server
+        .call("raster_stats", json!({"input": "bathy.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&bathy), "{}", text(&bathy));
+    assert_eq!(structured(&bathy)["bands"][0]["valid_count"], 16);
+    let dem = server
+        .call("raster_stats", json!({"input": "dem.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&dem), "{}", text(&dem));
+    assert!(text(&dem).contains("-9999"), "{}", text(&dem));
+}

@@ -1102,6 +1102,19 @@ fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
             }
         }
     }
+    // A conventional code lying inside the range of the band's other values is one of them:
+    // a fill code stands apart, at an extreme (attack round 16, R16-B13: a trench at -9999 m
+    // among depths from -10500 to -126 was refused as a no-data code, and every way out
+    // deleted it).
+    let (mut low, mut high) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &value in data {
+        if is_nodata(value) || !value.is_finite() || KNOWN_SENTINELS.contains(&value) {
+            continue;
+        }
+        low = low.min(value);
+        high = high.max(value);
+    }
+    sentinels.retain(|s| !(s.value > low && s.value < high));
     if let Some(edge) = edge_constant(data, side, &is_nodata) {
         if !sentinels.iter().any(|s| s.value == edge.value) {
             sentinels.push(edge);

@@ -221,9 +221,17 @@ fn band_stats(
             row += rows;
         }
     }
+    // A conventional code inside the range of the other values is one of them (R16-B13).
+    let (mut low, mut high) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &v in &values {
+        if v.is_finite() && !crate::gdal::facts::KNOWN_SENTINELS.contains(&v) {
+            low = low.min(v);
+            high = high.max(v);
+        }
+    }
     let mut found: Vec<(f64, u64)> = Vec::new();
     for v in &values {
-        if crate::gdal::facts::KNOWN_SENTINELS.contains(v) {
+        if crate::gdal::facts::KNOWN_SENTINELS.contains(v) && !(*v > low && *v < high) {
             match found.iter_mut().find(|(s, _)| s == v) {
                 Some((_, n)) => *n += 1,
                 None => found.push((*v, 1)),
