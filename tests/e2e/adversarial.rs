@@ -666,7 +666,8 @@ fn every_request_gets_an_answer() {
 }
 
 /// Regression: `notifications/cancelled` was ignored by the GDAL tools (a cancelled warp was
-/// committed 40 s later). GDAL now stops through its progress callback and nothing is written.
+/// committed 40 s later). GDAL now stops through its progress callback and nothing is written,
+/// not even the justification the call carried (R16-C2).
 #[test]
 fn a_cancelled_warp_writes_nothing() {
     let workspace = tempfile::tempdir().unwrap();
@@ -728,6 +729,19 @@ fn a_cancelled_warp_writes_nothing() {
         .filter(|n| n.starts_with(".gdal-mcp-"))
         .collect();
     assert!(leftovers.is_empty(), "staging folders left: {leftovers:?}");
+    // Attack round 16, R16-C2: the justification the cancelled call carried was stored as the
+    // decision's capsule and answered later calls; it is withdrawn, and the ledger says so.
+    let capsules: Vec<std::path::PathBuf> = std::fs::read_dir(
+        workspace
+            .path()
+            .join(".preflight/justifications/resampling"),
+    )
+    .map(|entries| entries.filter_map(Result::ok).map(|e| e.path()).collect())
+    .unwrap_or_default();
+    assert!(capsules.is_empty(), "capsules kept: {capsules:?}");
+    let ledger = std::fs::read_to_string(workspace.path().join(".preflight/ledger.jsonl"))
+        .unwrap_or_default();
+    assert!(ledger.contains("\"withdrawal\""), "{ledger}");
     drop(stdin);
     let _ = child.wait();
 }

@@ -431,6 +431,28 @@ impl Gate {
         Ok(self.ledger.append(kind, entry)?)
     }
 
+    /// Withdraw the capsules a call stored (`stored_now`) when the call did not go on: the
+    /// client cancelled it, so nobody saw the justification accepted, and it must not answer
+    /// later calls of the decision (attack round 16, R16-C2: a person who pressed stop had in
+    /// fact approved the agent's reasoning for every later call). The capsule's file is
+    /// removed and the ledger records the withdrawal after the capsule's own line.
+    pub fn withdraw(&self, receipts: &[Receipt], why: &str) {
+        for receipt in receipts.iter().filter(|r| r.stored_now) {
+            if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!("capsule {} not withdrawn: {e}", path.display());
+                    continue;
+                }
+            }
+            if let Err(e) = self.record(
+                "withdrawal",
+                &serde_json::json!({"domain": receipt.domain, "key": receipt.key, "why": why}),
+            ) {
+                tracing::warn!("withdrawal of {} not recorded: {e}", receipt.key);
+            }
+        }
+    }
+
     /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
     fn render(
         &self,

@@ -299,6 +299,12 @@ where
             }
         }
     };
+    // A call cancelled while the gate decided stores nothing for later calls (R16-C2).
+    if progress.is_cancelled() {
+        app.gate
+            .withdraw(&receipts, "the call was cancelled by the client");
+        return Err(ToolError::Cancelled);
+    }
     let relay = progress.clone();
     let paths = call.paths();
     let overwrite = call.overwrite();
@@ -407,8 +413,12 @@ where
         })
         .await
         .map_err(|error| match error {
-            // Nothing of a cancelled call is answered.
-            ToolError::Cancelled => ToolError::Cancelled,
+            // Nothing of a cancelled call is answered, and nothing it stored stays.
+            ToolError::Cancelled => {
+                app.gate
+                    .withdraw(&receipts, "the call was cancelled by the client");
+                ToolError::Cancelled
+            }
             error if !receipts.is_empty() => ToolError::AfterGate {
                 error: Box::new(error),
                 receipts: receipts.clone(),
