@@ -6260,17 +6260,7 @@ async fn r15_c11_concurrent_writes_of_one_new_output_succeed_once() {
     }
 }
 
-fn cli(program: &str, args: &[&str]) {
-    let output = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use gdal_mcp_tests::run_program as cli;
 
 /// A SQLite database at `path` built by the system's Python from `statements`.
 fn sqlite_database(path: &Path, statements: &[&str]) {

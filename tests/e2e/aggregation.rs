@@ -47,6 +47,37 @@ fn write_zone(path: &Path, ring: &[[f64; 2]]) {
     .unwrap();
 }
 
+/// A one-row Float64 GeoTIFF of `values` on 10 m cells in EPSG:32633 (read from an ASCII
+/// grid as Float64: the AAIGrid driver reads Float32 by default).
+fn write_float64_row(path: &Path, values: &[f64]) {
+    let asc = path.with_extension("asc");
+    let row: Vec<String> = values.iter().map(|v| format!("{v:e}")).collect();
+    std::fs::write(
+        &asc,
+        format!(
+            "ncols {}\nnrows 1\nxllcorner 0\nyllcorner 30\ncellsize 10\n{}\n",
+            values.len(),
+            row.join(" ")
+        ),
+    )
+    .unwrap();
+    let status = std::process::Command::new("gdal_translate")
+        .args([
+            "-q",
+            "-oo",
+            "DATATYPE=Float64",
+            "-ot",
+            "Float64",
+            "-a_srs",
+            "EPSG:32633",
+        ])
+        .arg(&asc)
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 fn read(path: &Path) -> Vec<f64> {
     let dataset = gdal::Dataset::open(path).unwrap();
     let band = dataset.rasterband(1).unwrap();
@@ -829,31 +860,7 @@ async fn r16_b3_zonal_statistics_keep_float64_values() {
         .await
         .unwrap();
     let values = [123456789.123_f64, 16777217.0, 1e-50, 1e300];
-    let asc = server.path("wide.asc");
-    let row: Vec<String> = values.iter().map(|v| format!("{v:e}")).collect();
-    std::fs::write(
-        &asc,
-        format!(
-            "ncols 4\nnrows 1\nxllcorner 0\nyllcorner 30\ncellsize 10\n{}\n",
-            row.join(" ")
-        ),
-    )
-    .unwrap();
-    let status = std::process::Command::new("gdal_translate")
-        .args([
-            "-q",
-            "-oo",
-            "DATATYPE=Float64",
-            "-ot",
-            "Float64",
-            "-a_srs",
-            "EPSG:32633",
-        ])
-        .arg(&asc)
-        .arg(server.path("wide.tif"))
-        .status()
-        .unwrap();
-    assert!(status.success());
+    write_float64_row(&server.path("wide.tif"), &values);
     let features: Vec<Value> = (0..4)
         .map(|i| {
             let x0 = 10.0 * i as f64 + 2.0;
@@ -899,32 +906,7 @@ async fn r16_b4_a_composite_refuses_values_its_float32_output_would_change() {
         .await
         .unwrap();
     let float64 = |name: &str, values: &[f64]| {
-        let asc = server.path(&format!("{name}.asc"));
-        let row: Vec<String> = values.iter().map(|v| format!("{v:e}")).collect();
-        std::fs::write(
-            &asc,
-            format!(
-                "ncols {}\nnrows 1\nxllcorner 0\nyllcorner 30\ncellsize 10\n{}\n",
-                values.len(),
-                row.join(" ")
-            ),
-        )
-        .unwrap();
-        let status = std::process::Command::new("gdal_translate")
-            .args([
-                "-q",
-                "-oo",
-                "DATATYPE=Float64",
-                "-ot",
-                "Float64",
-                "-a_srs",
-                "EPSG:32633",
-            ])
-            .arg(&asc)
-            .arg(server.path(&format!("{name}.tif")))
-            .status()
-            .unwrap();
-        assert!(status.success());
+        write_float64_row(&server.path(&format!("{name}.tif")), values)
     };
     float64("wide_a", &[16777217.0, 1.0]);
     float64("wide_b", &[16777217.0, 2.0]);

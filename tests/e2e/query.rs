@@ -6,17 +6,7 @@ use gdal_mcp_tests::{is_error, structured, text, Era, Options, Server};
 use serde_json::{json, Value};
 use std::path::Path;
 
-fn run(program: &str, args: &[&str]) {
-    let output = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{program} {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use gdal_mcp_tests::run_program as run;
 
 /// A `width` x `height` Int16 GeoTIFF whose cell (row, column) holds 100 x row + column, with
 /// scale 2, offset 1 and nodata -9999 in its last cell; georeferenced by `-a_ullr`, and with

@@ -867,6 +867,22 @@ fn small<T: gdal::raster::GdalType + Copy>(path: &Path, cells: Vec<T>, packed: O
     .unwrap();
 }
 
+/// Declare band 1's unit on the raster at `path` (the crate has no setter).
+fn declare_unit(path: &Path, unit: &str) {
+    let dataset = gdal::Dataset::open_ex(
+        path,
+        gdal::DatasetOptions {
+            open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let unit = std::ffi::CString::new(unit).unwrap();
+    // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+    unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+}
+
 /// Attack round 15, R15-B7 and R15-B12. `raster_info stats: true` gave GDAL's statistics of
 /// the stored values (minimum 1, mean 8.5 for a band of raw x 0.5 + 100, whose values are
 /// 100.5 and 104.25) and counted undeclared -9999 cells as data (minimum -9999): both are now
@@ -1354,18 +1370,7 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
     let cells: Vec<f32> = vec![100.0; 16];
     for (name, unit) in [("feet.tif", "ft"), ("feet2.tif", "ft"), ("metres.tif", "m")] {
         small(&server.path(name), cells.clone(), None);
-        let dataset = gdal::Dataset::open_ex(
-            server.path(name),
-            gdal::DatasetOptions {
-                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let band = dataset.rasterband(1).unwrap();
-        let unit = std::ffi::CString::new(unit).unwrap();
-        // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
-        unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+        declare_unit(&server.path(name), unit);
     }
     let calc = |inputs: Value, expression: &str, output: &str, unit: Option<&str>| {
         let mut arguments = json!({"inputs": inputs, "expression": expression,
@@ -1480,11 +1485,9 @@ async fn r16_b15_a_band_unit_against_the_crs_heights_is_a_conflict() {
             let rows: Vec<f32> = (0..64).map(|i| (i % 8) as f32 * 10.0).collect();
             band.write((0, 0), (8, 8), &mut gdal::raster::Buffer::new((8, 8), rows))
                 .unwrap();
-            if let Some(unit) = unit {
-                let unit = std::ffi::CString::new(unit).unwrap();
-                // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
-                unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
-            }
+        }
+        if let Some(unit) = unit {
+            declare_unit(&path, unit);
         }
     }
     let slope = |input: &str, output: &str, scale: Option<f64>| {

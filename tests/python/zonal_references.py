@@ -819,6 +819,28 @@ class Run:
                     return
                 touching = set(self.refs[f"nodata.touching.{semantics}"])
                 ours_i, ours_p = by_fid(ignore), by_fid(propagate)
+                # A tract partly outside the raster has no value for that part: its share
+                # outside is measured against shapely, and under propagate it is null as for
+                # nodata (attack round 15, R15-B21).
+                with rasterio.open(self.ws / nd) as src:
+                    extent = shapely.geometry.box(*src.bounds)
+                outside = {}
+                for fid, g in zip(self.tracts.fids, self.tracts.geoms, strict=True):
+                    share = 1.0 - g.intersection(extent).area / g.area if g.area > 0 else 0.0
+                    if share > 1e-9:
+                        outside[fid] = share
+                for fid in self.tracts.fids:
+                    got = (ours_i.get(fid) or {}).get("outside_share")
+                    want = outside.get(fid)
+                    if (got is None) != (want is None) or (
+                            want is not None and abs(got - want) > 1e-6 * max(want, 1e-3)):
+                        self.report.check(False, f"{name}.outside_share",
+                                          f"fid {fid}: outside_share {got!r}, shapely {want!r}")
+                        return
+                self.report.check(True, f"{name}.outside_share",
+                                  f"{len(outside)} tracts lie partly outside the raster; their share "
+                                  "outside equals shapely's within 1e-6")
+                touching = touching | set(outside)
                 shared = [s for s in NODATA_STATS_PROPAGATE if s in NODATA_STATS_IGNORE and s != "count"]
                 problems: list[str] = []
                 nulled = 0
@@ -839,7 +861,7 @@ class Run:
                         if bad:
                             problems.append(f"fid {fid} touches no nodata but propagate != ignore: {bad}")
                 self.report.check(not problems and 0 < nulled < len(self.tracts.fids), f"{name}.propagate",
-                                  f"{nulled} tracts touching nodata/NaN (per the {'exactextract' if semantics == 'coverage' else 'rasterstats'} "
+                                  f"{nulled} tracts touching nodata/NaN or partly outside the raster (per the {'exactextract' if semantics == 'coverage' else 'rasterstats'} "
                                   f"footprint) have null stats and their valid-cell count; the other "
                                   f"{len(self.tracts.fids) - nulled} equal the ignore run exactly"
                                   + (f"; {len(problems)} problem(s): " + "; ".join(problems[:6]) if problems else ""))

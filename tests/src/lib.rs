@@ -246,6 +246,19 @@ impl Server {
     }
 }
 
+/// Run `program` with `args`, asserting it succeeded (a fixture built with GDAL's CLI).
+pub fn run_program(program: &str, args: &[&str]) {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        output.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 /// Call a tool on any client.
 pub async fn call(
     client: &RunningService<RoleClient, ()>,
