@@ -1565,3 +1565,68 @@ async fn r16_b13_a_code_inside_the_values_range_is_a_value() {
     assert!(is_error(&dem), "{}", text(&dem));
     assert!(text(&dem).contains("-9999"), "{}", text(&dem));
 }
+
+/// Attack round 16, R16-B9 and R16-B10: a height conversion (`heights: "convert"`) wrote
+/// metres under a band that still said `ft`, and added the geoid separation to the stored
+/// values of a scaled band (Int16 decimetres at 100.0 m became 104.7 m). The converted band
+/// declares the target's unit; a scaled band is refused, naming raster_calc.
+#[tokio::test]
+async fn r16_b9_b10_converted_heights_keep_their_unit_and_scaled_bands_are_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    for (name, cells, scale, unit) in [
+        ("feet.tif", 100.0_f64, None, Some("ft")),
+        ("decimetres.tif", 1000.0, Some(0.1), None),
+    ] {
+        let path = server.path(name);
+        {
+            let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+            let mut dataset = driver
+                .create_with_band_type::<f32, _>(&path, 10, 10, 1)
+                .unwrap();
+            dataset
+                .set_geo_transform(&[10.5, 0.01, 0.0, 50.6, 0.0, -0.01])
+                .unwrap();
+            dataset
+                .set_spatial_ref(
+                    &gdal::spatial_ref::SpatialRef::from_definition("EPSG:4326+5773").unwrap(),
+                )
+                .unwrap();
+            let mut band = dataset.rasterband(1).unwrap();
+            band.write(
+                (0, 0),
+                (10, 10),
+                &mut gdal::raster::Buffer::new((10, 10), vec![cells as f32; 100]),
+            )
+            .unwrap();
+            if let Some(scale) = scale {
+                band.set_scale(scale).unwrap();
+            }
+        }
+        if let Some(unit) = unit {
+            declare_unit(&path, unit);
+        }
+    }
+    let reproject = |input: &str, output: &str| {
+        json!({"input": input, "output": output, "dst_crs": "EPSG:4979",
+               "resampling": "bilinear", "heights": "convert"})
+    };
+    let scaled = server
+        .call("raster_reproject", reproject("decimetres.tif", "d.tif"))
+        .await
+        .unwrap();
+    assert!(is_error(&scaled), "{}", text(&scaled));
+    assert!(
+        text(&scaled).contains("heights: band 1 declares scale 0.1")
+            && text(&scaled).contains("raster_calc"),
+        "{}",
+        text(&scaled)
+    );
+    let converted = call_justified(&server, "raster_reproject", reproject("feet.tif", "f.tif"))
+        .await
+        .unwrap();
+    assert!(!is_error(&converted.result), "{}", text(&converted.result));
+    let dataset = gdal::Dataset::open(server.path("f.tif")).unwrap();
+    assert_eq!(dataset.rasterband(1).unwrap().unit(), "m");
+}

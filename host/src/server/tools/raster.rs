@@ -371,18 +371,8 @@ fn converted_heights_unit(
     if declared.trim().is_empty() {
         return None;
     }
-    let mut name: *mut std::ffi::c_char = std::ptr::null_mut();
-    let key = c"VERT_CS";
-    // SAFETY: a live SRS handle; OGR points `name` at a string it owns, copied at once.
-    let metres =
-        unsafe { gdal_sys::OSRGetTargetLinearUnits(target.to_c_hsrs(), key.as_ptr(), &mut name) };
-    let named = (!name.is_null()).then(|| {
-        unsafe { std::ffi::CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned()
-    });
-    Some(match named {
-        Some(unit) if target.is_compound() && (metres - 1.0).abs() > 1e-9 => unit,
+    Some(match facts::crs_facts(target).vertical_unit {
+        Some((unit, metres)) if (metres - 1.0).abs() > 1e-9 => unit,
         _ => "m".to_string(),
     })
 }
