@@ -939,6 +939,46 @@ async fn r15_b2_date_times_compare_as_instants_or_wall_clocks_never_as_invented_
     assert!(message.contains("time zone"), "{message}");
 }
 
+/// A GeoPackage `<stem>.gpkg` of one point per entry of `properties` (at (i, i)), written by
+/// ogr2ogr from GeoJSON as a user would make it.
+fn points_geopackage(server: &Server, stem: &str, properties: Vec<Value>) -> std::path::PathBuf {
+    let features: Vec<Value> = properties
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            json!({"type": "Feature", "properties": p,
+                   "geometry": {"type": "Point", "coordinates": [i + 1, i + 1]}})
+        })
+        .collect();
+    let geojson = server.path(&format!("{stem}.geojson"));
+    std::fs::write(
+        &geojson,
+        json!({"type": "FeatureCollection", "features": features}).to_string(),
+    )
+    .unwrap();
+    let gpkg = server.path(&format!("{stem}.gpkg"));
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            gpkg.to_str().unwrap(),
+            geojson.to_str().unwrap(),
+        ],
+    );
+    gpkg
+}
+
+/// The `v_sum` column of a joined output, in feature order.
+fn joined_sums(path: &Path) -> Vec<Option<f64>> {
+    let joined = gdal::Dataset::open(path).unwrap();
+    let mut layer = joined.layer(0).unwrap();
+    layer
+        .features()
+        .map(|f| f.field_as_double(f.field_index("v_sum").unwrap()).unwrap())
+        .collect()
+}
+
 /// Attack round 15, R15-B1: a GeoPackage made from GeoJSON with an integer `id` keeps it as
 /// its primary key column `id`, which OGR lists as no field: `vector_info` did not name it,
 /// `vector_query where "id = 2"` was refused "no field named", and `vector_join key "id"`
@@ -950,29 +990,15 @@ async fn r15_b1_a_geopackage_id_column_is_a_key_like_any_field() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    let features: Vec<Value> = (1..=3)
-        .map(|i| {
-            json!({"type": "Feature", "properties": {"id": i, "name": format!("n{i}")},
-                   "geometry": {"type": "Point", "coordinates": [i, i]}})
-        })
-        .collect();
-    let geojson = server.path("tid.geojson");
-    std::fs::write(
-        &geojson,
-        json!({"type": "FeatureCollection", "features": features}).to_string(),
-    )
-    .unwrap();
-    let keyed = server.path("tid.gpkg");
-    let plain = server.path("plain.gpkg");
-    run(
-        "ogr2ogr",
-        &[
-            "-f",
-            "GPKG",
-            keyed.to_str().unwrap(),
-            geojson.to_str().unwrap(),
-        ],
+    points_geopackage(
+        &server,
+        "tid",
+        (1..=3)
+            .map(|i| json!({"id": i, "name": format!("n{i}")}))
+            .collect(),
     );
+    let geojson = server.path("tid.geojson");
+    let plain = server.path("plain.gpkg");
     run(
         "ogr2ogr",
         &[
@@ -1022,12 +1048,7 @@ async fn r15_b1_a_geopackage_id_column_is_a_key_like_any_field() {
     .await
     .unwrap();
     assert!(!is_error(&join.result), "{}", text(&join.result));
-    let joined = gdal::Dataset::open(server.path("joined.gpkg")).unwrap();
-    let mut layer = joined.layer(0).unwrap();
-    let mut sums: Vec<Option<f64>> = layer
-        .features()
-        .map(|f| f.field_as_double(f.field_index("v_sum").unwrap()).unwrap())
-        .collect();
+    let mut sums = joined_sums(&server.path("joined.gpkg"));
     sums.sort_by(|a, b| a.partial_cmp(b).unwrap());
     assert_eq!(sums, vec![None, Some(10.0), Some(25.0)]);
 
@@ -1064,29 +1085,10 @@ async fn r15_b2_join_keys_of_date_times_compare_as_instants_or_wall_clocks() {
         "2020-01-02T03:00:00Z",
         "2020-01-02T01:00:00+02:00",
     ];
-    let features: Vec<Value> = times
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            json!({"type": "Feature", "properties": {"t": t},
-                   "geometry": {"type": "Point", "coordinates": [i, i]}})
-        })
-        .collect();
-    let geojson = server.path("times.geojson");
-    std::fs::write(
-        &geojson,
-        json!({"type": "FeatureCollection", "features": features}).to_string(),
-    )
-    .unwrap();
-    let gpkg = server.path("times.gpkg");
-    run(
-        "ogr2ogr",
-        &[
-            "-f",
-            "GPKG",
-            gpkg.to_str().unwrap(),
-            geojson.to_str().unwrap(),
-        ],
+    points_geopackage(
+        &server,
+        "times",
+        times.iter().map(|t| json!({"t": t})).collect(),
     );
     std::fs::write(
         server.path("events.csv"),
@@ -1102,12 +1104,7 @@ async fn r15_b2_join_keys_of_date_times_compare_as_instants_or_wall_clocks() {
     .await
     .unwrap();
     assert!(!is_error(&join.result), "{}", text(&join.result));
-    let joined = gdal::Dataset::open(server.path("joined.gpkg")).unwrap();
-    let mut layer = joined.layer(0).unwrap();
-    let sums: Vec<Option<f64>> = layer
-        .features()
-        .map(|f| f.field_as_double(f.field_index("v_sum").unwrap()).unwrap())
-        .collect();
+    let sums = joined_sums(&server.path("joined.gpkg"));
     assert_eq!(sums, vec![Some(1.0), Some(2.0), Some(3.0)]);
 
     // 14:00+02:00 is 12:00 UTC but 14:00 on its own clock: the zone-less 12:00 matches it

@@ -187,16 +187,7 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
 /// `spatial_ref_sys` (`srtext`, `proj4text`). Read only after [`check_sqlite`] found the
 /// schema plain (no virtual table over files, no file function).
 fn read_srs_definitions(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
-    use rusqlite::OpenFlags;
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
-    let connection = rusqlite::Connection::open_with_flags(path, flags)?;
-    connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
-    connection.set_db_config(
-        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
-        false,
-    )?;
+    let connection = inspection_connection(path)?;
     let exists = |name: &str| -> Result<bool, rusqlite::Error> {
         let count: i64 = connection.query_row(
             "SELECT count(*) FROM main.sqlite_master WHERE type IN ('table', 'view') \
@@ -248,9 +239,9 @@ fn read_srs_definitions(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
     Ok(found)
 }
 
-/// The SQL of every schema entry, read-only, with extension loading off. Only `sqlite_master`
-/// is read (which parses the schema, as SQLite must, but connects no virtual table).
-fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+/// The connection the host inspects a database through before GDAL opens it: read-only,
+/// private, never waiting for a lock, with triggers off and SQLite's defensive mode on.
+fn inspection_connection(path: &Path) -> Result<rusqlite::Connection, rusqlite::Error> {
     use rusqlite::OpenFlags;
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -262,6 +253,13 @@ fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
         false,
     )?;
     connection.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)?;
+    Ok(connection)
+}
+
+/// The SQL of every schema entry, read-only, with extension loading off. Only `sqlite_master`
+/// is read (which parses the schema, as SQLite must, but connects no virtual table).
+fn read_schema(path: &Path) -> Result<Vec<String>, rusqlite::Error> {
+    let connection = inspection_connection(path)?;
     let mut statement = connection.prepare("SELECT sql FROM main.sqlite_master LIMIT 1000000")?;
     let rows = statement.query_map([], |row| row.get::<_, Option<String>>(0))?;
     let mut schema = Vec::new();
@@ -291,7 +289,6 @@ pub const DEFAULT_MAX_VIEW_MILLIS: u64 = 3_000;
 /// [`DEFAULT_MAX_VIEW_MILLIS`]; a view past either is refused. A view this SQLite cannot
 /// evaluate (a SpatiaLite function) is left to the other schema rules.
 fn check_view_rows(path: &Path) -> Result<(), GdalError> {
-    use rusqlite::OpenFlags;
     let rows_limit = crate::budget::setting(MAX_VIEW_ROWS_VARIABLE, DEFAULT_MAX_VIEW_ROWS);
     let millis = crate::budget::setting(MAX_VIEW_MILLIS_VARIABLE, DEFAULT_MAX_VIEW_MILLIS);
     let failed = |e: rusqlite::Error| {
@@ -300,22 +297,7 @@ fn check_view_rows(path: &Path) -> Result<(), GdalError> {
             path.display()
         ))
     };
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        | OpenFlags::SQLITE_OPEN_PRIVATE_CACHE;
-    let connection = rusqlite::Connection::open_with_flags(path, flags).map_err(failed)?;
-    connection
-        .busy_timeout(std::time::Duration::from_millis(0))
-        .map_err(failed)?;
-    connection
-        .set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER,
-            false,
-        )
-        .map_err(failed)?;
-    connection
-        .set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_DEFENSIVE, true)
-        .map_err(failed)?;
+    let connection = inspection_connection(path).map_err(failed)?;
     let views: Vec<String> = {
         let mut statement = connection
             .prepare("SELECT name FROM main.sqlite_master WHERE type = 'view' LIMIT 10000")

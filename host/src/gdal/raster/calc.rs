@@ -641,14 +641,14 @@ fn checked_expression(
     Ok((names, order, window_cells))
 }
 
-/// One spelling per unit a band declares, for comparing them (`m`, `metre`, `meters` are one).
-fn unit_key(unit: &str) -> String {
-    let lower = unit.trim().to_ascii_lowercase();
-    match lower.as_str() {
-        "m" | "metre" | "metres" | "meter" | "meters" => "m".to_string(),
-        "ft" | "foot" | "feet" | "international foot" => "ft".to_string(),
-        "us survey foot" | "us-ft" | "ftus" | "us_survey_foot" => "ftUS".to_string(),
-        _ => lower,
+/// Whether two declared units are one: the same length (`m`, `metre` and `meters` are;
+/// `ft` and `US survey foot` are not, by [`crate::gdal::facts::length_unit_metres`]), or the
+/// same text for units that are no length (`K`, `mm/day`).
+fn same_unit(a: &str, b: &str) -> bool {
+    use crate::gdal::facts::length_unit_metres;
+    match (length_unit_metres(a), length_unit_metres(b)) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x,
+        _ => a.trim().eq_ignore_ascii_case(b.trim()),
     }
 }
 
@@ -701,10 +701,7 @@ pub fn output_unit(
     let Some((first_name, first_unit)) = declared.first().cloned() else {
         return Ok((None, None));
     };
-    if let Some((name, unit)) = declared
-        .iter()
-        .find(|(_, u)| unit_key(u) != unit_key(&first_unit))
-    {
+    if let Some((name, unit)) = declared.iter().find(|(_, u)| !same_unit(u, &first_unit)) {
         return Err(GdalError::Arguments(format!(
             "inputs: `{first_name}` declares its values in \"{first_unit}\" and `{name}` in \
              \"{unit}\": band math over unlike units gives a wrong number (100 ft - 100 m is \
