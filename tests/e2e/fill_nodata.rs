@@ -954,3 +954,83 @@ async fn r14_b17_a_rescale_onto_the_clamped_nodata_is_refused() {
     .await;
     assert!(!is_error(&twin), "{}", text(&twin));
 }
+
+/// Attack round 16, R16-B19: `raster_convert nodata: 0` on a coastal DEM whose sea-level cells
+/// hold 0 wrote them as nodata under "lossless: GTiff keeps every value", and 24 of 64 cells
+/// vanished from every later statistic with no word. The count is a warning now; the twin, a
+/// nodata no cell holds, warns of nothing. Found beside it: relabelling a band that declares
+/// -9999, with two voids, to `nodata: 0` read the voids as -9999 m (gdal_translate -a_nodata
+/// rewrites no cell). That is refused, naming `raster_calc`, and writes nothing; relabelling a
+/// band whose declared nodata no cell holds runs.
+#[tokio::test]
+async fn r16_b19_a_new_nodata_counts_the_cells_it_takes_and_never_revives_voids() {
+    let server = server().await;
+    // Columns 0..2 at sea level (0 m), the rest 5 m a column higher: 24 cells of 64 hold 0.
+    write::<i16>(
+        &server.path("coast.tif"),
+        "GTiff",
+        (8, 8),
+        1,
+        OFF_MERIDIAN,
+        &[],
+        |_, i| (((i % 8) as i16) - 2).max(0) * 5,
+        |_, _| {},
+    );
+    let answered = run(
+        &server,
+        "raster_convert",
+        json!({"input": "coast.tif", "output": "coast0.tif", "nodata": 0}),
+    )
+    .await;
+    assert!(!is_error(&answered), "{}", text(&answered));
+    let warnings = structured(&answered)["warnings"].to_string();
+    assert!(
+        warnings.contains("24 of 64 cells of band 1 held 0"),
+        "{warnings}"
+    );
+    let twin = run(
+        &server,
+        "raster_convert",
+        json!({"input": "coast.tif", "output": "coast_low.tif", "nodata": -32768}),
+    )
+    .await;
+    assert!(!is_error(&twin), "{}", text(&twin));
+    let warnings = structured(&twin)["warnings"].to_string();
+    assert!(!warnings.contains("held"), "{warnings}");
+
+    // Two voids at -9999 among 1..62.
+    for (name, voids) in [("voids.tif", 2usize), ("no_voids.tif", 0)] {
+        write::<i16>(
+            &server.path(name),
+            "GTiff",
+            (8, 8),
+            1,
+            OFF_MERIDIAN,
+            &[],
+            move |_, i| if i < voids { -9999 } else { 1 + i as i16 },
+            |_, band| band.set_no_data_value(Some(-9999.0)).unwrap(),
+        );
+    }
+    let refused = run(
+        &server,
+        "raster_convert",
+        json!({"input": "voids.tif", "output": "voids0.tif", "nodata": 0}),
+    )
+    .await;
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = text(&refused);
+    assert!(
+        message.contains("2 cells hold it") && message.contains("raster_calc"),
+        "{message}"
+    );
+    assert!(!server.path("voids0.tif").exists());
+    let relabelled = run(
+        &server,
+        "raster_convert",
+        json!({"input": "no_voids.tif", "output": "no_voids0.tif", "nodata": 0}),
+    )
+    .await;
+    assert!(!is_error(&relabelled), "{}", text(&relabelled));
+    let (_, nodata) = band(&server.path("no_voids0.tif"), 1);
+    assert_eq!(nodata, Some(0.0));
+}

@@ -2523,3 +2523,122 @@ async fn r16_b14_nearest_finds_a_line_along_a_parallel() {
         );
     }
 }
+
+/// Attack round 16, R16-B21: `vector_measure planar` projected a lon/lat box's five vertices
+/// and joined them straight in the named plane, so each CRS measured a different polygon: the
+/// box 80° W–40° E, 50–89° N measured 8.268e12 m² in EPSG:3571 and 1.9996e13 m² in EPSG:6933,
+/// two equal-area CRSs, each noted as exact. The layer's long edges are now followed as it
+/// draws them before projecting: both CRSs measure the area between the parallels, a²/2 ·
+/// Δλ · (q(89°) - q(50°)) on WGS 84 (authalic latitude formula, known by construction), and
+/// a note says so. The twin, a box within 1°, is projected as it is, with no such note.
+#[tokio::test]
+async fn r16_b21_planar_areas_follow_the_lon_lat_layers_drawn_edges() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let box_of = |w: f64, s: f64, e: f64, n: f64| json!({"type": "Polygon", "coordinates": [[[w, s], [e, s], [e, n], [w, n], [w, s]]]});
+    let big = server.path("big_box.geojson");
+    layer(
+        &big,
+        4326,
+        &[(json!({"name": "big"}), box_of(-80.0, 50.0, 40.0, 89.0))],
+    );
+    let a: f64 = 6_378_137.0;
+    let f: f64 = 1.0 / 298.257_223_563;
+    let e2 = f * (2.0 - f);
+    let e = e2.sqrt();
+    let q = |degrees: f64| {
+        let s = degrees.to_radians().sin();
+        (1.0 - e2)
+            * (s / (1.0 - e2 * s * s) - (1.0 / (2.0 * e)) * ((1.0 - e * s) / (1.0 + e * s)).ln())
+    };
+    let expected = a * a / 2.0 * 120f64.to_radians() * (q(89.0) - q(50.0));
+    let drawn_note = "followed as the lon/lat layer draws them";
+    for crs in ["EPSG:3571", "EPSG:6933"] {
+        let answered = server
+            .call(
+                "vector_measure",
+                json!({"input": big.display().to_string(), "method": "planar", "crs": crs}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&answered), "{crs}: {}", text(&answered));
+        let content = structured(&answered);
+        let area = content["polygons"]["area"].as_f64().unwrap();
+        assert!(
+            (area - expected).abs() < 2e-4 * expected,
+            "{crs}: {area} m² against {expected} m² between the parallels"
+        );
+        let notes = content["notes"].to_string();
+        assert!(notes.contains(drawn_note), "{crs}: {notes}");
+    }
+    let small = server.path("small_box.geojson");
+    layer(
+        &small,
+        4326,
+        &[(json!({"name": "small"}), box_of(10.0, 60.0, 10.5, 60.5))],
+    );
+    let answered = server
+        .call(
+            "vector_measure",
+            json!({"input": small.display().to_string(), "method": "planar", "crs": "EPSG:3035"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&answered), "{}", text(&answered));
+    let notes = structured(&answered)["notes"].to_string();
+    assert!(!notes.contains(drawn_note), "{notes}");
+}
+
+/// Attack round 16, R16-B20: the usual European export, `name;lon;lat` / `A;10,5;50,25`, was
+/// refused as "a decimal comma or a thousands separator", though "10,5" cannot be a thousands
+/// group and the fields are split by `;`. A column that settles its commas is read with them
+/// as decimal points, and says so; "1,234" and "5,678" in a projected column stay refused, as
+/// either reading is possible there.
+#[tokio::test]
+async fn r16_b20_decimal_commas_a_column_settles_are_read() {
+    use gdal::vector::LayerAccess;
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    std::fs::write(
+        server.path("europe.csv"),
+        "name;lon;lat;h\nA;10,5;50,25;12,5\nB;11,75;51,5;7\n",
+    )
+    .unwrap();
+    let answered = server
+        .call(
+            "points_from_table",
+            json!({"input": path("europe.csv"), "output": path("europe.gpkg"), "x": "lon",
+                   "y": "lat", "z": "h", "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&answered), "{}", text(&answered));
+    let content = structured(&answered);
+    assert_eq!(content["coordinate_format"], json!("decimal_comma"));
+    let dataset = gdal::Dataset::open(server.path("europe.gpkg")).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    let points: Vec<(f64, f64, f64)> = layer
+        .features()
+        .map(|f| f.geometry().unwrap().get_point(0))
+        .collect();
+    assert_eq!(points, vec![(10.5, 50.25, 12.5), (11.75, 51.5, 7.0)]);
+    std::fs::write(
+        server.path("grouped.csv"),
+        "name;x;y\nA;1,234;5,678\nB;2,345;6,789\n",
+    )
+    .unwrap();
+    let refused = server
+        .call(
+            "points_from_table",
+            json!({"input": path("grouped.csv"), "output": path("grouped.gpkg"), "x": "x",
+                   "y": "y", "crs": "EPSG:32633"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(text(&refused).contains("comma"), "{}", text(&refused));
+    assert!(!server.path("grouped.gpkg").exists());
+}

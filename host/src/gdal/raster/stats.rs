@@ -294,6 +294,43 @@ pub struct Summary {
     pub histogram: Option<Histogram>,
 }
 
+/// The cells of `band` its declared nodata marks, counted as the zeros of its nodata mask
+/// (a full pass). `None` when the band declares no nodata, or its mask is not the nodata's
+/// alone (a per-dataset mask, an alpha band).
+pub fn nodata_cells(band: &gdal::raster::RasterBand) -> Option<u64> {
+    band.no_data_value()?;
+    let flags = band.mask_flags().ok()?;
+    if !flags.is_nodata() || flags.is_per_dataset() || flags.is_alpha() {
+        return None;
+    }
+    let mask = band.open_mask_band().ok()?;
+    let _capture = ErrorCapture::start();
+    mask.histogram(-0.5, 0.5, 1, false, false)
+        .ok()
+        .map(|h| h.counts().first().copied().unwrap_or(0))
+}
+
+/// The cells of `band` that hold `value` exactly as stored (no scale or offset), counted with
+/// GDAL's one-bucket histogram (a full pass; the band's declared nodata cells are not
+/// counted). An integer band's bucket is `value ± 0.5`; a floating-point band's is `value`
+/// widened by a part in 10^12, GDAL's own nodata tolerance. `None` when GDAL cannot count.
+pub fn cells_holding(band: &gdal::raster::RasterBand, value: f64) -> Option<u64> {
+    if !value.is_finite() {
+        return None;
+    }
+    let integer =
+        crate::gdal::raster::warp::integer_range(&crate::gdal::facts::band_type_name(band));
+    let half = match integer {
+        Some((low, high)) if value.fract() == 0.0 && (low..=high).contains(&value) => 0.5,
+        Some(_) => return Some(0),
+        None => (value.abs() * 1e-12).max(f64::MIN_POSITIVE),
+    };
+    let _capture = ErrorCapture::start();
+    band.histogram(value - half, value + half, 1, false, false)
+        .ok()
+        .map(|h| h.counts().first().copied().unwrap_or(0))
+}
+
 /// Summarise `values` (reordered in place when percentiles are asked for).
 pub fn summarise(values: &mut [f64], percentiles: &[f64], bins: usize) -> Summary {
     if values.is_empty() {

@@ -15,9 +15,9 @@ use crate::gdal::facts::transform::{self, TransformationFacts};
 use crate::gdal::facts::{self, CrsFacts};
 use crate::gdal::output::Staging;
 use crate::gdal::vector::geometry::{
-    antimeridian_refusal, centre, crosses_antimeridian, ellipsoid_of, geographic_of, local_aeqd,
-    overlapping_pairs, part_centre, part_geometry, parts, polygon_pieces, repair, scale_error,
-    split_at_antimeridian, transformer, union_all, Kind, Measurer,
+    antimeridian_refusal, centre, crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of,
+    local_aeqd, overlapping_pairs, part_centre, part_geometry, parts, polygon_pieces, repair,
+    scale_error, split_at_antimeridian, transformer, union_all, Kind, Measurer,
 };
 use crate::gdal::vector::measure::{CrsName, MeasurementFacts, Method};
 use crate::gdal::{ErrorCapture, GdalError};
@@ -1920,7 +1920,7 @@ impl LocalFrame {
             let aeqd = local_aeqd(geographic, lon, lat)?;
             let there = transformer(layer_srs, &aeqd)?;
             let back = transformer(&aeqd, layer_srs)?;
-            let drawn = drawn_edges(part, layer_srs.is_geographic());
+            let drawn = drawn_edges("input", part, layer_srs.is_geographic())?;
             let target = drawn
                 .as_ref()
                 .unwrap_or(part)
@@ -1995,7 +1995,7 @@ impl LocalFrame {
     /// least from any of its parts.
     fn distance(&self, s: &Geometry) -> Result<f64, GdalError> {
         let mut least = f64::INFINITY;
-        let drawn = drawn_edges(s, self.geographic_layer);
+        let drawn = drawn_edges("join", s, self.geographic_layer)?;
         let s = drawn.as_ref().unwrap_or(s);
         for part in &self.parts {
             let local = s
@@ -2005,30 +2005,6 @@ impl LocalFrame {
         }
         Ok(least)
     }
-}
-
-/// Longest step, in degrees, of an edge of a lon/lat layer's feature followed straight in
-/// longitude and latitude by `dwithin` and `nearest`.
-const DRAWN_EDGE_STEP_DEGREES: f64 = 1.0;
-
-/// In a lon/lat layer, `geometry` with every edge longer than [`DRAWN_EDGE_STEP_DEGREES`]
-/// cut into steps straight in longitude and latitude: the shape the layer draws and the
-/// spatial predicates (GEOS, in the layer's plane) read. Projected vertex by vertex into a
-/// target's local frame, a long edge became a straight line there instead, so a point inside
-/// a 4-vertex latitude band was 6,308 km from it (attack round 14, R14-B10). `None` when
-/// nothing needs cutting (a projected layer, or a feature within 1° each way).
-fn drawn_edges(geometry: &Geometry, geographic_layer: bool) -> Option<Geometry> {
-    if !geographic_layer {
-        return None;
-    }
-    let e = geometry.envelope();
-    if e.MaxX - e.MinX <= DRAWN_EDGE_STEP_DEGREES && e.MaxY - e.MinY <= DRAWN_EDGE_STEP_DEGREES {
-        return None;
-    }
-    let cut = geometry.clone();
-    // SAFETY: `cut` is an owned geometry; Segmentize only adds vertices to it in place.
-    unsafe { gdal_sys::OGR_G_Segmentize(cut.c_geometry(), DRAWN_EDGE_STEP_DEGREES) };
-    Some(cut)
 }
 
 /// Whether an envelope meets any of `windows`.

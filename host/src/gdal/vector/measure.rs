@@ -9,9 +9,9 @@
 
 use crate::gdal::facts::CrsFacts;
 use crate::gdal::vector::geometry::{
-    crosses_antimeridian, ellipsoid_of, geographic_of, invalidity_reason, of_kinds,
+    crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, invalidity_reason, of_kinds,
     overlapping_pairs, parts, repair, scale_error, transformer, union_all, Ellipsoid, Figures,
-    Kind, Measurer, Part, ReadBudget, RingsByContainment,
+    Kind, Measurer, Part, ReadBudget, RingsByContainment, DRAWN_EDGE_STEP_DEGREES,
 };
 use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -379,6 +379,9 @@ struct Setup {
     /// Metres per unit of the layer's heights, and the unit's words, when its CRS declares
     /// one other than the metre ([`height_unit`]); `None`: Z is taken in metres.
     heights: Option<(f64, String)>,
+    /// Planar figures of a lon/lat layer: its long edges are followed as it draws them
+    /// (straight in longitude and latitude, [`drawn_edges`]) before they are projected.
+    follow_drawn_edges: bool,
 }
 
 /// The unit of a layer's heights when its CRS declares one that is not the metre (a compound
@@ -412,6 +415,7 @@ fn make_setup(
                 planar: None,
                 ellipsoid: Some(ellipsoid),
                 heights: None,
+                follow_drawn_edges: false,
             })
         }
         Method::Planar => {
@@ -447,6 +451,7 @@ fn make_setup(
                 planar: Some(planar),
                 ellipsoid: None,
                 heights: None,
+                follow_drawn_edges: layer_srs.is_geographic(),
             })
         }
     }
@@ -1267,6 +1272,19 @@ pub fn measure(
         &invalid,
     );
     notes.extend(heights_note);
+    if setup.follow_drawn_edges
+        && reads.iter().any(|r| {
+            let e = r.geometry.envelope();
+            e.MaxX - e.MinX > DRAWN_EDGE_STEP_DEGREES || e.MaxY - e.MinY > DRAWN_EDGE_STEP_DEGREES
+        })
+    {
+        notes.push(format!(
+            "edges longer than {DRAWN_EDGE_STEP_DEGREES}° were followed as the lon/lat layer \
+             draws them (straight in longitude and latitude) before projecting, so any CRS \
+             measures the same shape; `other` holds the figures with geodesic edges, which \
+             differ where edges run far along parallels"
+        ));
+    }
     let chosen_area = if once {
         dissolved.unwrap_or(sum_area)
     } else {
@@ -1353,7 +1371,10 @@ fn figures_of(
     kinds: &[Kind],
     three_d: bool,
 ) -> Result<Figures, GdalError> {
-    let moved = geometry
+    let drawn = drawn_edges("input", geometry, setup.follow_drawn_edges)?;
+    let moved = drawn
+        .as_ref()
+        .unwrap_or(geometry)
         .transform(&setup.to_measuring)
         .map_err(|e| GdalError::Failed {
             operation: "transforming a geometry to the measuring CRS".to_string(),

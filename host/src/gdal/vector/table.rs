@@ -478,7 +478,8 @@ pub struct TableOutput {
     pub crs: String,
     /// x and y (and z) as read: which column holds which axis, and how it was written.
     pub axes: Vec<String>,
-    /// `decimal`, `dms` (text) or `dms_columns`; "x: ..., y: ..." when the axes differ.
+    /// `decimal`, `decimal_comma`, `dms` (text) or `dms_columns`; "x: ..., y: ..." when the
+    /// axes differ.
     pub coordinate_format: String,
     pub columns: Vec<Column>,
     /// What was done to the data (rings closed, reoriented; columns dropped).
@@ -652,12 +653,15 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     };
     let (xs, x_format) = axis_reader.read("x", xi, x_parts, dms::Axis::X)?;
     let (ys, y_format) = axis_reader.read("y", yi, y_parts, dms::Axis::Y)?;
+    let z_commas = zi.is_some_and(|zi| decimal_commas(&rows, zi, false));
     let mut points = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter().enumerate() {
         let (x, y) = (xs[index], ys[index]);
         let z = match zi {
             Some(zi) => {
-                let text = row[zi].as_deref().unwrap_or("");
+                let written = row[zi].as_deref().unwrap_or("");
+                let pointed = z_commas.then(|| written.replace(',', "."));
+                let text = pointed.as_deref().unwrap_or(written);
                 if let Some(problem) = number_problem(text) {
                     return Err(GdalError::Arguments(format!(
                         "z: row {} (data row, header not counted), column \"{}\": \"{text}\" \
@@ -906,6 +910,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     let files = staging.commit()?;
     let described = |format: Format| match format {
         Format::Decimal => "",
+        Format::DecimalComma => ", decimals written with a comma (\"10,5\" read as 10.5)",
         Format::Dms => ", degrees-minutes-seconds text",
         Format::DmsColumns => ", degrees with minute/second columns",
     };
@@ -1000,6 +1005,9 @@ fn ring_invalidity(vertices: &[shapes::Vertex]) -> Option<String> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Format {
     Decimal,
+    /// Decimals written with a comma ("10,5"), in a column where no value can be read
+    /// otherwise ([`decimal_commas`]).
+    DecimalComma,
     Dms,
     DmsColumns,
 }
@@ -1008,10 +1016,41 @@ impl Format {
     fn name(self) -> &'static str {
         match self {
             Format::Decimal => "decimal",
+            Format::DecimalComma => "decimal_comma",
             Format::Dms => "dms",
             Format::DmsColumns => "dms_columns",
         }
     }
+}
+
+/// Whether `column` writes its decimals with a comma: a value such as "10,5" is a decimal
+/// comma or a thousands separator, and the column settles which. It does when no value has a
+/// point, every value with a comma is `digits,digits`, and at least one cannot be a
+/// thousands group: a fraction that is not three digits ("10,5", "11,75"), a whole part of
+/// more than three digits or with a leading zero ("0,500"). In a geographic CRS every value
+/// settles it, since "1,234" read as thousands is beyond any degree (attack round 16, R16-B20:
+/// the usual European export, `name;lon;lat` / `A;10,5;50,25`, was refused as ambiguous).
+/// "1,234" alone in a projected column stays refused.
+fn decimal_commas(rows: &[Vec<Option<String>>], column: usize, geographic: bool) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let mut commas = false;
+    let mut settled = geographic;
+    for row in rows {
+        let text = cell(row, column).trim();
+        if text.contains('.') {
+            return false;
+        }
+        let Some((whole, fraction)) = text.split_once(',') else {
+            continue;
+        };
+        let whole = whole.strip_prefix(['-', '+']).unwrap_or(whole);
+        if !digits(whole) || !digits(fraction) {
+            return false;
+        }
+        commas = true;
+        settled |= fraction.len() != 3 || whole.len() > 3 || whole.starts_with('0');
+    }
+    commas && settled
 }
 
 /// A cell's text ("" when empty).
@@ -1092,9 +1131,12 @@ impl AxisReader<'_> {
             .rows
             .iter()
             .position(|row| dms::looks_like_dms(cell(row, column)));
+        let comma = first_dms.is_none() && decimal_commas(self.rows, column, self.geographic);
         let mut values = Vec::with_capacity(self.rows.len());
         for (index, row) in self.rows.iter().enumerate() {
             let text = cell(row, column);
+            let pointed = comma.then(|| text.replace(',', "."));
+            let decimal = pointed.as_deref().unwrap_or(text);
             let value = match first_dms {
                 Some(_) if !self.geographic => Err(
                     "is degrees-minutes-seconds text, which needs a geographic crs (the crs \
@@ -1110,9 +1152,9 @@ impl AxisReader<'_> {
                     ))
                 }
                 Some(_) => dms::parse_text(text, axis),
-                None => match number_problem(text) {
+                None => match number_problem(decimal) {
                     Some(problem) => Err(problem.to_string()),
-                    None => Ok(text.trim().parse::<f64>().unwrap_or(f64::NAN)),
+                    None => Ok(decimal.trim().parse::<f64>().unwrap_or(f64::NAN)),
                 },
             };
             match value {
@@ -1130,6 +1172,8 @@ impl AxisReader<'_> {
             values,
             if first_dms.is_some() {
                 Format::Dms
+            } else if comma {
+                Format::DecimalComma
             } else {
                 Format::Decimal
             },
@@ -1140,6 +1184,27 @@ impl AxisReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 16, R16-B20: a column settles whether its commas are decimal commas.
+    #[test]
+    fn r16_b20_a_column_settles_its_decimal_commas() {
+        let column = |values: &[&str]| -> Vec<Vec<Option<String>>> {
+            values.iter().map(|v| vec![Some(v.to_string())]).collect()
+        };
+        // A fraction that is not three digits, a long or zero whole part: decimal commas.
+        assert!(decimal_commas(&column(&["10,5", "11,75"]), 0, false));
+        assert!(decimal_commas(&column(&["1,234", "2,5"]), 0, false));
+        assert!(decimal_commas(&column(&["0,500"]), 0, false));
+        assert!(decimal_commas(&column(&["4321,125", "-12"]), 0, false));
+        // In degrees, "1,234" cannot be a thousand and more.
+        assert!(decimal_commas(&column(&["10,123", "11,456"]), 0, true));
+        // Ambiguous in a projected column, or not of the form at all: left to the refusal.
+        assert!(!decimal_commas(&column(&["1,234", "5,678"]), 0, false));
+        assert!(!decimal_commas(&column(&["1,234,567"]), 0, false));
+        assert!(!decimal_commas(&column(&["10,5", "12.25"]), 0, true));
+        assert!(!decimal_commas(&column(&["1.234,5"]), 0, true));
+        assert!(!decimal_commas(&column(&["12", "13"]), 0, true));
+    }
 
     #[test]
     fn numbers_are_plain_decimals_or_refused_with_the_reason() {

@@ -126,6 +126,8 @@ struct ConvertPlan {
     overviews: Option<(String, Option<Vec<u32>>)>,
     /// What `scale` did to the bands' declared scale and offset, in words.
     rescaled: Option<String>,
+    /// The cells a new `nodata` turns from values into nodata, in words ([`relabelled_nodata`]).
+    nodata_notes: Vec<String>,
 }
 
 fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, ToolError> {
@@ -344,7 +346,67 @@ fn plan_convert(args: &ConvertArgs, input_bands: u32) -> Result<ConvertPlan, Too
         args: argv,
         overviews,
         rescaled: None,
+        nodata_notes: Vec::new(),
     })
+}
+
+/// What a `nodata` does to the input's cells: gdal_translate `-a_nodata` relabels, it never
+/// rewrites a cell. Cells that hold the new value as data become nodata, and are counted into
+/// the warnings (attack round 16, R16-B19: 24 of 64 cells of a coastal DEM at sea level
+/// vanished from every later statistic under "lossless" with no word). Cells of a band's old
+/// nodata, when it was another value, would become data: a DEM declaring -9999 relabelled to
+/// 0 read its two voids as -9999 m, a mean of -1,663 m (found with R16-B19). That is refused
+/// before the gate, with `raster_calc`, which writes nodata cells as its `nodata`, as the fix.
+fn relabelled_nodata(
+    input: &std::path::Path,
+    bands: Option<&[u32]>,
+    value: f64,
+) -> Result<Vec<String>, ToolError> {
+    let dataset = facts::open(input)?;
+    let chosen: Vec<usize> = match bands {
+        Some(list) => list.iter().map(|b| *b as usize).collect(),
+        None => (1..=dataset.raster_count()).collect(),
+    };
+    let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+    let mut notes = Vec::new();
+    for index in chosen {
+        let Ok(band) = dataset.rasterband(index) else {
+            continue;
+        };
+        let declared = band.no_data_value();
+        if let Some(old) = declared.filter(|old| !old.is_nan() && !same(*old, value)) {
+            let voids = crate::gdal::raster::stats::nodata_cells(&band).unwrap_or(0);
+            if voids > 0 {
+                return Err(ToolError::Arguments(format!(
+                    "nodata: band {index} declares {} as nodata and {voids} cells hold it; \
+                     raster_convert only relabels the nodata, so with nodata {} those cells \
+                     would be read as values {}. To change the nodata value, use raster_calc \
+                     (inputs {{\"a\": this raster}}, expression \"a\", nodata {}), which \
+                     writes nodata cells as the new value; or leave nodata out to keep {}",
+                    number(old),
+                    number(value),
+                    number(old),
+                    number(value),
+                    number(old)
+                )));
+            }
+        }
+        if declared.is_some_and(|old| same(old, value)) {
+            continue;
+        }
+        let held = crate::gdal::raster::stats::cells_holding(&band, value).unwrap_or(0);
+        if held > 0 {
+            let (width, height) = band.size();
+            notes.push(format!(
+                "nodata: {held} of {} cells of band {index} held {} as a value; the output \
+                 reads them as nodata, and every later statistic leaves them out (choose a \
+                 value the data does not hold to keep them)",
+                width as u64 * height as u64,
+                number(value)
+            ));
+        }
+    }
+    Ok(notes)
 }
 
 /// What `scale` means for the bands' own declarations. `gdal_translate -scale` maps raw values
@@ -516,6 +578,9 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 }
             }
             let mut plan = plan_convert(&args, bands)?;
+            if let (Some(value), None) = (args.nodata, args.scale) {
+                plan.nodata_notes = relabelled_nodata(&input, args.bands.as_deref(), value)?;
+            }
             crate::gdal::facts::mask::refuse_mask_lost("input", &input, &plan.format)?;
             let (declared, note) = rescaled_declarations(&args, &input_facts)?;
             plan.args.extend(declared);
@@ -550,7 +615,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                     outcome.written,
                 ),
                 commands: outcome.commands,
-                warnings: outcome.warnings,
+                warnings: plan.nodata_notes.into_iter().chain(outcome.warnings).collect(),
                 report,
                 computation: None,
             })

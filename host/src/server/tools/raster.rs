@@ -767,7 +767,7 @@ fn rotated(dataset: &gdal::Dataset) -> bool {
 /// Refuse a `nodata` the call gives for the cells outside the source when an integer band that
 /// declares none holds that value: those cells and the fill would be one (attack round 14,
 /// R14-B19: `nodata: 0` on a 0..255 Byte image made 119 valid 0-cells nodata, silently). Counted
-/// exactly with GDAL's histogram of the one value.
+/// exactly ([`crate::gdal::raster::stats::cells_holding`]).
 fn refuse_nodata_in_the_data(dataset: &gdal::Dataset, value: f64) -> Result<(), ToolError> {
     if !value.is_finite() || value.fract() != 0.0 {
         return Ok(());
@@ -781,10 +781,7 @@ fn refuse_nodata_in_the_data(dataset: &gdal::Dataset, value: f64) -> Result<(), 
         if band.no_data_value().is_some() || !integer {
             continue;
         }
-        let count = band
-            .histogram(value - 0.5, value + 0.5, 1, false, false)
-            .map(|h| h.counts().first().copied().unwrap_or(0))
-            .unwrap_or(0);
+        let count = crate::gdal::raster::stats::cells_holding(&band, value).unwrap_or(0);
         if count > 0 {
             return Err(ToolError::Arguments(format!(
                 "nodata: {} is a value of band {index} ({count} cells hold it), so the cells \
