@@ -635,7 +635,10 @@ async fn r16_c3_a_justification_under_no_domain_is_named_not_dropped() -> anyhow
 /// option) returned no receipt, though its inline justification had been stored and answered
 /// the next call of the decision. The error now carries the receipts in its JSON and says in
 /// its text that the justification was stored; R16-C8: a justification given for a decision
-/// that already has a capsule is said not to be read.
+/// that already has a capsule was dropped, and the output's record gave the earlier purpose.
+/// It is read now, replaces the capsule once valid (the receipt says so, and the stored
+/// capsule holds the new purpose), and an invalid one is refused with its errors, naming the
+/// capsule to rest on.
 #[tokio::test]
 async fn r16_c6_c8_a_failure_after_the_gate_carries_its_receipts() -> anyhow::Result<()> {
     let server = Server::start(Era::Modern, dem_server_options()).await?;
@@ -655,24 +658,57 @@ async fn r16_c6_c8_a_failure_after_the_gate_carries_its_receipts() -> anyhow::Re
     );
     assert!(text(&failed).contains("stored as"), "{}", text(&failed));
     assert!(!server.path("o.tif").exists());
-    // The capsule answers the next call; a justification given with it is said unread.
+    // The capsule answers the next call without a justification.
+    let plain = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "o1.tif", "resolution": [60, 60],
+                   "resampling": "bilinear"}),
+        )
+        .await?;
+    assert!(!is_error(&plain), "{}", text(&plain));
+    assert_eq!(structured(&plain)["reflection"][0]["stored_now"], false);
+    // A new purpose given with the next call replaces it.
+    let mut quick_look = justification("bilinear");
+    quick_look["intent"] = json!("a quick-look display of the valley floor for a field briefing");
     let again = server
         .call(
             "raster_resample",
             json!({"input": "dem.tif", "output": "o2.tif", "resolution": [60, 60],
                    "resampling": "bilinear",
-                   "justification": {"resampling": justification("bilinear")}}),
+                   "justification": {"resampling": quick_look}}),
         )
         .await?;
     assert!(!is_error(&again), "{}", text(&again));
     let receipt = &structured(&again)["reflection"][0];
-    assert_eq!(receipt["stored_now"], false, "{receipt}");
+    assert_eq!(receipt["stored_now"], true, "{receipt}");
     assert!(
         receipt["reason"]
             .as_str()
             .unwrap_or_default()
-            .contains("was not read"),
+            .contains("replaces the one stored"),
         "{receipt}"
     );
+    let stored: Vec<String> = std::fs::read_dir(server.justifications().join("resampling"))?
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert!(stored[0].contains("field briefing"), "{}", stored[0]);
+    // An invalid one is refused with its errors, naming the capsule to rest on.
+    let refused = server
+        .call(
+            "raster_resample",
+            json!({"input": "dem.tif", "output": "o3.tif", "resolution": [60, 60],
+                   "resampling": "bilinear",
+                   "justification": {"resampling": {"intent": "ok"}}}),
+        )
+        .await?;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("already justified by"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("o3.tif").exists());
     Ok(())
 }

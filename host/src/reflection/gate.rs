@@ -435,7 +435,8 @@ impl Gate {
     /// client cancelled it, so nobody saw the justification accepted, and it must not answer
     /// later calls of the decision (attack round 16, R16-C2: a person who pressed stop had in
     /// fact approved the agent's reasoning for every later call). The capsule's file is
-    /// removed and the ledger records the withdrawal after the capsule's own line.
+    /// removed and the ledger records the withdrawal after the capsule's own line. A capsule
+    /// that replaced an earlier one (R16-C8) takes it along: the decision is asked again.
     pub fn withdraw(&self, receipts: &[Receipt], why: &str) {
         for receipt in receipts.iter().filter(|r| r.stored_now) {
             if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
@@ -594,21 +595,19 @@ impl Gate {
                 }
                 Outcome::Justify => {}
             }
+            // A justification given with the call is read even when the decision already has
+            // a capsule, and replaces it once valid: the output's record then states the
+            // purpose given for it (attack round 16, R16-C8: it was dropped, and the record
+            // gave the earlier capsule's purpose for the new output).
+            let mut replacing = None;
             if let Some(capsule) = self.store.get(id, &key) {
                 if self.still_valid(domain, &capsule)? {
-                    receipt.capsule = Some(capsule.uri());
-                    if inline.contains_key(id) {
-                        // Said, not dropped without a word (attack round 16, R16-C8: the
-                        // output's provenance then gave the old capsule's purpose unsaid).
-                        receipt.reason = format!(
-                            "{} (the justification given with this call was not read: this \
-                             decision is already justified by {}, which the record names)",
-                            receipt.reason,
-                            capsule.uri()
-                        );
+                    if !inline.contains_key(id) {
+                        receipt.capsule = Some(capsule.uri());
+                        receipts.push(receipt);
+                        continue;
                     }
-                    receipts.push(receipt);
-                    continue;
+                    replacing = Some(capsule.uri());
                 }
             }
             if self.stale == StalePolicy::Warn {
@@ -646,6 +645,13 @@ impl Gate {
             let errors = match inline.get(id) {
                 Some(justification) => match self.accept(domain, &key, &pending, justification)? {
                     Ok(capsule) => {
+                        if let Some(earlier) = &replacing {
+                            receipt.reason = format!(
+                                "{} (the justification given with this call replaces the one \
+                                 stored for this decision, {earlier})",
+                                receipt.reason
+                            );
+                        }
                         receipt.capsule = Some(capsule.uri());
                         receipt.stored_now = true;
                         receipts.push(receipt);
@@ -658,11 +664,16 @@ impl Gate {
             receipt.decision = Decision::Blocked;
             receipts.push(receipt);
             let how = format!(
-                "{}Answer the prompt as a justification object (schema above, at most \
+                "{}{}Answer the prompt as a justification object (schema above, at most \
                  {MAX_BYTES} bytes){} and either retry this exact call with \
                  \"justification\": {{\"{id}\": {{...}}}}, or call persist_justification \
                  with domain \"{id}\", key \"{key}\" and the justification, then retry.",
                 alternatives_line(&trigger.evidence),
+                replacing.as_ref().map_or(String::new(), |earlier| format!(
+                    "This decision is already justified by {earlier}: retry without a \
+                     \"{id}\" justification to rest on it, or correct the one given to \
+                     replace it. "
+                )),
                 if trigger.severity == Severity::Critical {
                     format!(
                         ", with `assumptions` and an `evidence` object answering {}",
