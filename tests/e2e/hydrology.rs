@@ -128,8 +128,9 @@ async fn r13_flow_accumulation_in_area_names_its_unit() -> anyhow::Result<()> {
 /// Attack round 16, R16-B11: an accumulation in area units counts each cell at its area in
 /// the CRS's plane, so a DEM in Web Mercator answered areas up to 4 times the ground's. A
 /// plane whose cell areas depart from the ground's by more than 5 % over the DEM is refused
-/// naming a local CRS or cells; the same grid in its UTM zone is counted (the twin), and so is
-/// the Web Mercator one in cells.
+/// naming a local CRS or cells, before the gate (no justification is asked for a call the
+/// data refuses); the same grid in its UTM zone is counted (the twin), and so is the Web
+/// Mercator one in cells.
 #[tokio::test]
 async fn r16_b11_accumulated_areas_in_a_distorting_plane_are_refused() -> anyhow::Result<()> {
     let server = Server::start(Era::Modern, Options::default()).await?;
@@ -142,10 +143,18 @@ async fn r16_b11_accumulated_areas_in_a_distorting_plane_are_refused() -> anyhow
         arguments["justification"] = justified("d8");
         arguments
     };
-    let refused = server
-        .call("dem_flow_accumulation", run("mercator.tif", "area"))
-        .await?;
+    let mut unjustified = run("mercator.tif", "area");
+    if let Some(arguments) = unjustified.as_object_mut() {
+        arguments.remove("justification");
+    }
+    let refused = server.call("dem_flow_accumulation", unjustified).await?;
     assert!(is_error(&refused), "{}", text(&refused));
+    assert_eq!(
+        structured(&refused)["error"]["kind"],
+        json!("invalid_arguments"),
+        "{}",
+        text(&refused)
+    );
     assert!(
         text(&refused).contains("units:") && text(&refused).contains("more or less area"),
         "{}",

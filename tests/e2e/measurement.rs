@@ -2642,3 +2642,112 @@ async fn r16_b20_decimal_commas_a_column_settles_are_read() {
     assert!(text(&refused).contains("comma"), "{}", text(&refused));
     assert!(!server.path("grouped.gpkg").exists());
 }
+
+/// Attack round 16, R16-B5 and R16-B17: the host moved the other layer into the input's CRS
+/// vertex by vertex. A Pacific box in EPSG:3832 (179° E to 179° W, 0-1° N) became, in lon/lat,
+/// a band round the rest of the globe: points at 179.5° E and W inside it joined nothing, and
+/// one at 0° joined it. A lon/lat box (80° W-40° E, 50-89° N) moved into a polar plane drew its
+/// 120° edge along 50° N as a chord, and a point inside it (64.15° N, 14.38° W) was outside.
+/// Features are now followed as their layer draws them before the move, and split at ±180° in
+/// lon/lat; the answers are known by construction.
+#[tokio::test]
+async fn r16_b5_b17_the_other_layer_is_moved_as_it_is_drawn() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    // The Pacific box, drawn in lon/lat past 180° and stored in EPSG:3832, where x runs on.
+    layer(
+        &server.path("pacific_lonlat.geojson"),
+        4326,
+        &[(
+            json!({"name": "box"}),
+            polygon(&[vec![
+                [179.0, 0.0],
+                [181.0, 0.0],
+                [181.0, 1.0],
+                [179.0, 1.0],
+                [179.0, 0.0],
+            ]]),
+        )],
+    );
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-t_srs",
+            "EPSG:3832",
+            &path("pacific.gpkg"),
+            &path("pacific_lonlat.geojson"),
+        ],
+    );
+    layer(
+        &server.path("islands.geojson"),
+        4326,
+        &[
+            point("east", [179.5, 0.5]),
+            point("west", [-179.5, 0.5]),
+            point("greenwich", [0.0, 0.5]),
+        ],
+    );
+    let joined = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": path("islands.geojson"), "join": path("pacific.gpkg"),
+               "predicate": "intersects", "output": path("islands_joined.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&joined), "{}", text(&joined));
+    assert_eq!(
+        read_field(&server.path("islands_joined.gpkg"), "join_count"),
+        vec![json!(1), json!(1), json!(0)]
+    );
+
+    // The polar case: the lon/lat box as the join layer, a point inside it in EPSG:3413.
+    layer(
+        &server.path("arctic_box.geojson"),
+        4326,
+        &[(
+            json!({"name": "box"}),
+            polygon(&[vec![
+                [-80.0, 50.0],
+                [40.0, 50.0],
+                [40.0, 89.0],
+                [-80.0, 89.0],
+                [-80.0, 50.0],
+            ]]),
+        )],
+    );
+    layer(
+        &server.path("iceland_lonlat.geojson"),
+        4326,
+        &[
+            point("inside", [-14.38, 64.15]),
+            point("outside", [100.0, 60.0]),
+        ],
+    );
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-t_srs",
+            "EPSG:3413",
+            &path("iceland.gpkg"),
+            &path("iceland_lonlat.geojson"),
+        ],
+    );
+    let within = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": path("iceland.gpkg"), "join": path("arctic_box.geojson"),
+               "predicate": "within", "output": path("iceland_joined.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&within), "{}", text(&within));
+    assert_eq!(
+        read_field(&server.path("iceland_joined.gpkg"), "join_count"),
+        vec![json!(1), json!(0)]
+    );
+}

@@ -16,8 +16,9 @@ use crate::gdal::facts::{self, CrsFacts};
 use crate::gdal::output::Staging;
 use crate::gdal::vector::geometry::{
     antimeridian_refusal, centre, crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of,
-    local_aeqd, overlapping_pairs, part_centre, part_geometry, parts, polygon_pieces, repair,
-    scale_error, split_at_antimeridian, transformer, union_all, Kind, Measurer,
+    local_aeqd, moved_as_drawn, overlapping_pairs, part_centre, part_geometry, parts,
+    polygon_pieces, repair, scale_error, split_at_antimeridian, transformer, union_all, Kind,
+    Measurer,
 };
 use crate::gdal::vector::measure::{CrsName, MeasurementFacts, Method};
 use crate::gdal::{ErrorCapture, GdalError};
@@ -221,8 +222,11 @@ fn kinds_of(rows: &[Row]) -> Vec<String> {
     kinds.iter().map(|k| k.name().to_string()).collect()
 }
 
-/// Reproject rows from `from` to `to` (through the explicit operation when there is one).
+/// Reproject the rows of the layer named by `argument` from `from` to `to` (through the
+/// explicit operation when there is one), each feature as its layer draws it
+/// ([`moved_as_drawn`]).
 fn reproject(
+    argument: &str,
     rows: &mut [Row],
     from: &SpatialRef,
     to: &SpatialRef,
@@ -234,10 +238,7 @@ fn reproject(
     })?;
     for row in rows.iter_mut() {
         if let Some(g) = &row.geometry {
-            row.geometry = Some(g.transform(&ct).map_err(|e| GdalError::Failed {
-                operation: format!("reprojecting feature {:?}", row.fid),
-                message: e.to_string(),
-            })?);
+            row.geometry = Some(moved_as_drawn(argument, g, from, &ct, to)?.0);
         }
     }
     Ok(())
@@ -1248,7 +1249,13 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
     let reprojected = second_layer_crs("overlay", a.srs.as_ref(), b.srs.as_ref(), b.extent)?;
     let mut notes = Vec::new();
     if let (Some(r), Some(from), Some(to)) = (&reprojected, b.srs.clone(), a.srs.clone()) {
-        reproject(&mut b.rows, &from, &to, request.pipeline.as_deref())?;
+        reproject(
+            "overlay",
+            &mut b.rows,
+            &from,
+            &to,
+            request.pipeline.as_deref(),
+        )?;
         notes.push(format!(
             "the overlay was reprojected from {} to {} by the host{}",
             r.from.name,
@@ -1829,7 +1836,7 @@ pub fn join_facts(
                     .as_ref()
                     .and_then(|t| t.explicit_pipeline())
                     .map(str::to_string);
-                reproject(&mut source_rows, from, to, pipeline.as_deref())?;
+                reproject("join", &mut source_rows, from, to, pipeline.as_deref())?;
             }
             data.rows = source_rows;
             validate(&mut first.rows, request.make_valid)?;
@@ -2936,7 +2943,13 @@ fn read_join_layers(
     };
     if let (Some(r), Some(from), Some(to)) = (&reprojected, source.srs.clone(), target.srs.clone())
     {
-        reproject(&mut source.rows, &from, &to, request.pipeline.as_deref())?;
+        reproject(
+            "join",
+            &mut source.rows,
+            &from,
+            &to,
+            request.pipeline.as_deref(),
+        )?;
         notes.push(format!(
             "the join layer was reprojected from {} to {} by the host",
             r.from.name, r.to.name

@@ -184,13 +184,29 @@ pub fn drawn_edges(
     geometry: &Geometry,
     geographic_layer: bool,
 ) -> Result<Option<Geometry>, GdalError> {
-    if !geographic_layer {
+    if !geographic_layer || crosses_antimeridian(geometry) {
+        return Ok(None);
+    }
+    segmentized(argument, geometry, DRAWN_EDGE_STEP_DEGREES)
+}
+
+/// Longest step, in metres, of an edge of a projected layer's feature followed straight in its
+/// plane before the feature is moved into another CRS ([`moved_as_drawn`]).
+pub const PROJECTED_EDGE_STEP_METRES: f64 = 50_000.0;
+
+/// `geometry` with every edge longer than `step` (in its own units) cut into steps of at most
+/// `step`, or `None` when it is within `step` each way. The vertices the cut adds count
+/// against the vertex budget ([`max_vertices`]).
+fn segmentized(
+    argument: &str,
+    geometry: &Geometry,
+    step: f64,
+) -> Result<Option<Geometry>, GdalError> {
+    if !(step.is_finite() && step > 0.0) {
         return Ok(None);
     }
     let e = geometry.envelope();
-    if (e.MaxX - e.MinX <= DRAWN_EDGE_STEP_DEGREES && e.MaxY - e.MinY <= DRAWN_EDGE_STEP_DEGREES)
-        || crosses_antimeridian(geometry)
-    {
+    if e.MaxX - e.MinX <= step && e.MaxY - e.MinY <= step {
         return Ok(None);
     }
     let added: f64 = parts(geometry)
@@ -199,22 +215,66 @@ pub fn drawn_edges(
         .flat_map(|ring| ring.windows(2))
         .map(|w| {
             let span = (w[1][0] - w[0][0]).abs().max((w[1][1] - w[0][1]).abs());
-            (span / DRAWN_EDGE_STEP_DEGREES).ceil().max(1.0) - 1.0
+            (span / step).ceil().max(1.0) - 1.0
         })
         .sum();
     let total = added + vertex_count(geometry) as f64;
     if total > max_vertices() as f64 {
         return Err(GdalError::Arguments(format!(
-            "{argument}: a feature's long edges, followed as the lon/lat layer draws them in \
-             {DRAWN_EDGE_STEP_DEGREES}° steps, would hold {total:.0} vertices, more than the \
-             server's budget of {} (GDAL_MCP_MAX_VERTICES); simplify or clip the layer first",
+            "{argument}: a feature's long edges, followed as its layer draws them in steps of \
+             {step} of its units, would hold {total:.0} vertices, more than the server's \
+             budget of {} (GDAL_MCP_MAX_VERTICES); simplify or clip the layer first",
             max_vertices()
         )));
     }
     let cut = geometry.clone();
     // SAFETY: `cut` is an owned geometry; Segmentize only adds vertices to it in place.
-    unsafe { gdal_sys::OGR_G_Segmentize(cut.c_geometry(), DRAWN_EDGE_STEP_DEGREES) };
+    unsafe { gdal_sys::OGR_G_Segmentize(cut.c_geometry(), step) };
     Ok(Some(cut))
+}
+
+/// A feature of a layer in `from` moved into `to` through `transform` as the layer draws it:
+/// its long edges are first followed in `from`'s own plane ([`DRAWN_EDGE_STEP_DEGREES`] in
+/// lon/lat, [`PROJECTED_EDGE_STEP_METRES`] in a projected CRS), and a polygon that lands
+/// across ±180° in a lon/lat `to` is split there ([`split_at_antimeridian`]). Moved vertex by
+/// vertex, a lon/lat box's 120° edge along 50° N became a chord 2,200 km from the pole in a
+/// polar plane, so one intersection answered 23.4 % less one way round than the other
+/// (attack round 16, R16-B17); and a Pacific box in EPSG:3832 became, in lon/lat, a band round
+/// the rest of the globe, meeting nothing it covers (R16-B5). The second value says whether
+/// the feature was split at ±180°.
+pub fn moved_as_drawn(
+    argument: &str,
+    geometry: &Geometry,
+    from: &SpatialRef,
+    transform: &CoordTransform,
+    to: &SpatialRef,
+) -> Result<(Geometry, bool), GdalError> {
+    let dense = if from.is_geographic() {
+        drawn_edges(argument, geometry, true)?
+    } else if from.is_projected() {
+        let metres = from.linear_units();
+        if metres.is_finite() && metres > 0.0 {
+            segmentized(argument, geometry, PROJECTED_EDGE_STEP_METRES / metres)?
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    let moved = dense
+        .as_ref()
+        .unwrap_or(geometry)
+        .transform(transform)
+        .map_err(|e| GdalError::Failed {
+            operation: format!("{argument}: moving a feature into the other layer's CRS"),
+            message: e.to_string(),
+        })?;
+    if to.is_geographic() {
+        if let Some(split) = split_at_antimeridian(&moved)? {
+            return Ok((split, true));
+        }
+    }
+    Ok((moved, false))
 }
 
 /// The error of a tool that works in a layer's lon/lat and met a feature crossing the

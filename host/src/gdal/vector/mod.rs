@@ -400,14 +400,16 @@ pub fn read_zones(
 ) -> Result<Vec<Zone>, GdalError> {
     let capture = ErrorCapture::start();
     let transform = match (target, layer.spatial_ref()) {
-        (Some(target), Some(source)) => Some(
+        (Some(target), Some(source)) => Some((
             super::facts::transform::coord_transform(&source, target, operation).map_err(|e| {
                 GdalError::Failed {
                     operation: "preparing the zones' reprojection".to_string(),
                     message: capture.failure_text(&e.to_string()),
                 }
             })?,
-        ),
+            source,
+            target,
+        )),
         _ => None,
     };
     let id_index = match id_field {
@@ -432,11 +434,9 @@ pub fn read_zones(
         let mut polygons = Vec::new();
         if let Some(geometry) = feature.geometry() {
             match &transform {
-                Some(t) => {
-                    let moved = geometry.transform(t).map_err(|e| GdalError::Failed {
-                        operation: format!("reprojecting zone {:?}", feature.fid()),
-                        message: capture.failure_text(&e.to_string()),
-                    })?;
+                Some((t, source, target)) => {
+                    let (moved, _) =
+                        geometry::moved_as_drawn("zones", geometry, source, t, target)?;
                     collect_polygons(&moved, &mut polygons);
                 }
                 None => collect_polygons(geometry, &mut polygons),
@@ -507,15 +507,9 @@ pub fn mask_wkt(
         let Some(geometry) = feature.geometry() else {
             continue;
         };
-        let mut moved = geometry
-            .transform(&transform)
-            .map_err(|_| failed("cannot reproject a mask feature"))?;
-        if target.is_geographic() {
-            if let Some(whole) = geometry::split_at_antimeridian(&moved)? {
-                moved = whole;
-                split += 1;
-            }
-        }
+        let (moved, was_split) =
+            geometry::moved_as_drawn("mask", geometry, &source, &transform, target)?;
+        split += usize::from(was_split);
         let mut parts = Vec::new();
         collect_polygons(&moved, &mut parts);
         for polygon in parts {

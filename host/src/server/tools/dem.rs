@@ -202,7 +202,7 @@ const FACTS_SIDE: usize = 2048;
 
 /// Check the DEM and gather the gate's facts from its header and a bounded, decimated read.
 /// Nothing is read whole before the gate.
-fn inspect(input: &Path) -> Result<(CallFacts, CellSize), ToolError> {
+fn inspect(input: &Path) -> Result<(CallFacts, CellSize, Georef), ToolError> {
     let mut input_facts = facts::gather("input", input)?;
     facts::refuse_undeclared_sentinels(&input_facts, Some(1), "the DEM algorithms")?;
     if let Some(crs) = &input_facts.crs {
@@ -231,7 +231,7 @@ fn inspect(input: &Path) -> Result<(CallFacts, CellSize), ToolError> {
         datasets: vec![input_facts],
         ..CallFacts::default()
     };
-    Ok((facts, cell_size))
+    Ok((facts, cell_size, georef))
 }
 
 /// Read the whole DEM (after the gate; within the server's cell budget).
@@ -310,11 +310,11 @@ async fn gated_dem<F>(
 where
     F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
 {
-    gated_dem_checked(call, paths, justifications, step, |_| Ok(()), job).await
+    gated_dem_checked(call, paths, justifications, step, |_, _| Ok(()), job).await
 }
 
-/// [`gated_dem`], with `check` run on the DEM's facts before the gate: arguments the data
-/// alone shows wrong are an error before any question is asked.
+/// [`gated_dem`], with `check` run on the DEM's facts and georeferencing before the gate:
+/// arguments the data alone shows wrong are an error before any question is asked.
 async fn gated_dem_checked<F, C>(
     call: Call,
     paths: (&str, &str, bool),
@@ -325,7 +325,7 @@ async fn gated_dem_checked<F, C>(
 ) -> Result<Value, ToolError>
 where
     F: FnOnce(Loaded, PathBuf, &Work) -> Result<(Vec<PathBuf>, Value), ToolError> + Send + 'static,
-    C: FnOnce(&CallFacts) -> Result<(), ToolError> + Send + 'static,
+    C: FnOnce(&CallFacts, &Georef) -> Result<(), ToolError> + Send + 'static,
 {
     let (input, output, overwrite) = paths;
     let (input, output) = call.input_and_output(input, output, overwrite)?;
@@ -333,8 +333,8 @@ where
         &call,
         justifications,
         move || {
-            let (facts, cell_size) = inspect(&input)?;
-            check(&facts)?;
+            let (facts, cell_size, georef) = inspect(&input)?;
+            check(&facts, &georef)?;
             let cells = facts
                 .datasets
                 .first()
@@ -560,10 +560,24 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
             .map_or(String::new(), |w| format!(", weighted by {}", w.display())),
         flats_in_words(resolve_flats)
     ));
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
+    // Areas in a distorting plane are refused before the gate, on the DEM's georeferencing
+    // alone (R16-B11's refusal came after the gate, once the DEM was read).
+    let in_area = units == Units::Area;
+    let check = move |facts: &CallFacts, georef: &Georef| {
+        let size = facts
+            .datasets
+            .first()
+            .and_then(|d| d.raster.as_ref())
+            .map(|r| (r.width as usize, r.height as usize));
+        match size {
+            Some((w, h)) if in_area => areas_on_the_ground(georef, w, h).map(|_| ()),
+            _ => Ok(()),
+        }
+    };
+    gated_dem_checked(call, (&args.input, &args.output, args.overwrite), args.justification, step, check, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
-        let area_note = if units == Units::Area { areas_on_the_ground(&georef, w, h)? } else { None };
+        let area_note = if in_area { areas_on_the_ground(&georef, w, h)? } else { None };
         let weight_grid = match &weights {
             Some(path) => {
                 let (grid, _) = raster_io::read_band_f32(path)?;
@@ -945,7 +959,7 @@ pub async fn watershed(call: Call) -> Result<Value, ToolError> {
         (&args.input, &args.output, args.overwrite),
         args.justification,
         step,
-        move |facts| pour_points_on_the_dem(facts, &checked, snap.unwrap_or(0.0)),
+        move |facts, _| pour_points_on_the_dem(facts, &checked, snap.unwrap_or(0.0)),
         move |loaded, output, relay: &Work| {
             let Loaded {
                 dem,
