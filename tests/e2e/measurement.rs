@@ -2751,3 +2751,72 @@ async fn r16_b5_b17_the_other_layer_is_moved_as_it_is_drawn() {
         vec![json!(1), json!(0)]
     );
 }
+
+/// Attack round 16, R16-B18: a geodesic 10 km buffer of a 2,040 km line along 49° N was drawn
+/// in one frame centred on it and came back with single straight lon/lat edges 9,787 m from
+/// the line: points 9.9 km from it were outside. Long lines are buffered run by run, each in a
+/// frame of its own, and the buffer's edges follow the ground back into lon/lat: points 9.9 km
+/// north and south (the meridian arc, from WGS 84's meridian radius at 49°) are inside at
+/// 120°, 110° and 100° W, and points 10.1 km away are outside (the twin).
+#[tokio::test]
+async fn r16_b18_a_long_lines_geodesic_buffer_keeps_its_width() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    layer(
+        &server.path("border.geojson"),
+        4326,
+        &[(
+            json!({"name": "border"}),
+            json!({"type": "LineString", "coordinates": [[-123.0, 49.0], [-95.0, 49.0]]}),
+        )],
+    );
+    let buffered = call_justified(
+        &server,
+        "vector_buffer",
+        json!({"input": path("border.geojson"), "output": path("border_10km.gpkg"),
+               "distance": 10, "unit": "km", "method": "geodesic"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&buffered), "{}", text(&buffered));
+    // Degrees of latitude for `metres` along the meridian at 49° N on WGS 84.
+    let a: f64 = 6_378_137.0;
+    let f: f64 = 1.0 / 298.257_223_563;
+    let e2 = f * (2.0 - f);
+    let s = 49f64.to_radians().sin();
+    let meridian_radius = a * (1.0 - e2) / (1.0 - e2 * s * s).powf(1.5);
+    let degrees = |metres: f64| (metres / meridian_radius).to_degrees();
+    let mut towns = Vec::new();
+    for lon in [-120.0, -110.0, -100.0] {
+        for (name, metres) in [("in", 9_900.0), ("out", 10_100.0)] {
+            towns.push(point(
+                &format!("{name}_n_{lon}"),
+                [lon, 49.0 + degrees(metres)],
+            ));
+            towns.push(point(
+                &format!("{name}_s_{lon}"),
+                [lon, 49.0 - degrees(metres)],
+            ));
+        }
+    }
+    layer(&server.path("towns.geojson"), 4326, &towns);
+    let joined = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": path("towns.geojson"), "join": path("border_10km.gpkg"),
+               "predicate": "within", "output": path("towns_in.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&joined), "{}", text(&joined));
+    let names = read_field(&server.path("towns_in.gpkg"), "name");
+    let counts = read_field(&server.path("towns_in.gpkg"), "join_count");
+    for (name, count) in names.iter().zip(&counts) {
+        let inside = name.as_str().is_some_and(|n| n.starts_with("in_"));
+        assert_eq!(count, &json!(usize::from(inside)), "{name}");
+    }
+}

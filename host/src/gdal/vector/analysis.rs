@@ -464,7 +464,19 @@ struct GeodesicBuffer<'a> {
     distance: f64,
     segments: u32,
     layer_is_geographic: bool,
+    /// Vertices added so far by following the ground ([`GeodesicBuffer::follow_the_ground`]),
+    /// held to the vertex budget over the whole call.
+    added: std::cell::Cell<u64>,
 }
+
+/// Longest ground length, in metres, of a line or ring buffered in one azimuthal frame: a
+/// longer one is cut into runs of at most [`FRAME_RUN_METRES`], each buffered in a frame
+/// centred on it, and the buffers united. In one frame centred 1,000 km away a 10 km buffer of
+/// a 2,040 km line along 49° N was 9,787 m wide (attack round 16, R16-B18).
+const ONE_FRAME_METRES: f64 = 400_000.0;
+/// Ground length of each run of a long line or ring ([`ONE_FRAME_METRES`]): 100 km from its
+/// frame's centre, the frame's scale departs from the ground's by 0.002 %.
+const FRAME_RUN_METRES: f64 = 200_000.0;
 
 impl GeodesicBuffer<'_> {
     /// The buffer of a feature in the layer's CRS, and whether it was split at ±180°: part by
@@ -525,20 +537,191 @@ impl GeodesicBuffer<'_> {
             let circle = split_where_it_wraps(circle, self.layer_is_geographic, &mut split)?;
             return Ok((Some(circle), split > 0));
         }
-        let (lon, lat) = parts(&on_ground)
+        if self.distance > 0.0 && ground_span(self.geodesic, &on_ground) > ONE_FRAME_METRES {
+            return self.draw_in_runs(g);
+        }
+        self.draw_in_one_frame(g, &on_ground)
+    }
+
+    /// The buffer of `g` (not a point) in one azimuthal equidistant frame centred on it.
+    fn draw_in_one_frame(
+        &self,
+        g: &Geometry,
+        on_ground: &Geometry,
+    ) -> Result<(Option<Geometry>, bool), GdalError> {
+        let failed = |e: gdal::errors::GdalError| GdalError::Failed {
+            operation: "buffering".to_string(),
+            message: e.to_string(),
+        };
+        let mut split = 0usize;
+        let (lon, lat) = parts(on_ground)
             .first()
-            .map_or_else(|| centre(&on_ground), part_centre);
+            .map_or_else(|| centre(on_ground), part_centre);
         let local = local_aeqd(self.geographic, lon, lat)?;
         let there = transformer(self.srs, &local)?;
         let back = transformer(&local, self.srs)?;
-        let b = g
+        // The feature as a lon/lat layer draws it: a 3° line along 49° N joined straight in
+        // the frame is 1.1 km off the parallel in its middle.
+        let drawn = drawn_edges("input", g, self.layer_is_geographic)?;
+        let b = drawn
+            .as_ref()
+            .unwrap_or(g)
             .transform(&there)
             .and_then(|l| l.buffer(self.distance, self.segments))
-            .and_then(|b| b.transform(&back))
+            .map_err(failed)?;
+        let b = self
+            .follow_the_ground(&b)?
+            .unwrap_or(b)
+            .transform(&back)
             .map_err(failed)?;
         let b = split_where_it_wraps(b, self.layer_is_geographic, &mut split)?;
         Ok((Some(b), split > 0))
     }
+
+    /// A buffer drawn in a local frame, with its edges cut short enough that, brought back
+    /// into a lon/lat layer vertex by vertex, they stay on the buffer's edge: a 100 km edge
+    /// along 49° N drawn straight in longitude and latitude strays 226 m from the straight
+    /// line of the frame, 2.3 % of a 10 km buffer. The step keeps that below 0.1 % of the
+    /// distance (from 113 m to 50 km). `None` in a projected layer, or when no edge is long.
+    fn follow_the_ground(&self, local: &Geometry) -> Result<Option<Geometry>, GdalError> {
+        if !self.layer_is_geographic {
+            return Ok(None);
+        }
+        let step = (0.002 * 6_371_000.0 * self.distance)
+            .sqrt()
+            .clamp(100.0, 50_000.0);
+        let Some(cut) = crate::gdal::vector::geometry::segmentized("input", local, step)? else {
+            return Ok(None);
+        };
+        let added = self.added.get() + crate::gdal::vector::geometry::vertex_count(&cut);
+        self.added.set(added);
+        let budget = crate::gdal::vector::geometry::max_vertices();
+        if added > budget {
+            return Err(GdalError::Arguments(format!(
+                "distance: the buffers, with their edges following the ground, would hold more \
+                 than {budget} vertices, the server's budget (GDAL_MCP_MAX_VERTICES); buffer \
+                 fewer or shorter features, or clip the layer first"
+            )));
+        }
+        Ok(Some(cut))
+    }
+
+    /// The buffer of a long line or polygon part (more than [`ONE_FRAME_METRES`] of lines or
+    /// rings on the ground): its runs ([`ground_runs`]) buffered each in a frame of its own and
+    /// united, with the polygon itself for a polygon (a positive buffer of a polygon is the
+    /// polygon and the buffer of its boundary).
+    fn draw_in_runs(&self, g: &Geometry) -> Result<(Option<Geometry>, bool), GdalError> {
+        let failed = |e: gdal::errors::GdalError| GdalError::Failed {
+            operation: "buffering".to_string(),
+            message: e.to_string(),
+        };
+        let runs = ground_runs(g, self.srs, self.to_geographic, self.geodesic)?;
+        let mut pieces = Vec::with_capacity(runs.lines.len() + 1);
+        let mut split = false;
+        for (k, line) in runs.lines.iter().enumerate() {
+            if k % 256 == 255 && !crate::gdal::keep_going(0.0) {
+                return Err(crate::gdal::cancelled("vector_buffer"));
+            }
+            let on_ground = line.transform(self.to_geographic).map_err(failed)?;
+            let (b, was_split) = self.draw_in_one_frame(line, &on_ground)?;
+            split |= was_split;
+            pieces.extend(b);
+        }
+        if let Some(polygon) = runs.polygon {
+            pieces.push(polygon);
+        }
+        let united = match union_all(&pieces) {
+            Some(u) => u,
+            None => Geometry::empty(Wkb::wkbMultiPolygon).map_err(failed)?,
+        };
+        Ok((Some(united), split))
+    }
+}
+
+/// A long part cut into runs a local frame measures right ([`ground_runs`]).
+struct GroundRuns {
+    /// Its lines and rings as line strings in the layer's CRS, each about
+    /// [`FRAME_RUN_METRES`] on the ground, consecutive runs sharing a vertex.
+    lines: Vec<Geometry>,
+    /// The part itself when it is a polygon, as the layer draws it: what is inside.
+    polygon: Option<Geometry>,
+}
+
+/// How far `on_ground` (lon/lat) reaches: the geodesic between its envelope's corners, in
+/// metres (across ±180° its envelope spans the globe, and so does this).
+fn ground_span(geodesic: &geographiclib_rs::Geodesic, on_ground: &Geometry) -> f64 {
+    use geographiclib_rs::InverseGeodesic;
+    let e = on_ground.envelope();
+    if e.MaxX - e.MinX > 180.0 {
+        return f64::INFINITY;
+    }
+    geodesic.inverse(e.MinY, e.MinX, e.MaxY, e.MaxX)
+}
+
+/// The lines and rings of `g` (a part in the layer's CRS), followed as the layer draws them
+/// (1° steps in lon/lat, 50 km in a projected plane), cut into runs of about
+/// [`FRAME_RUN_METRES`] on the ground, so that each run is measured or buffered in a frame
+/// centred on it (attack round 16, R16-B18).
+fn ground_runs(
+    g: &Geometry,
+    layer_srs: &SpatialRef,
+    to_geographic: &gdal::spatial_ref::CoordTransform,
+    geodesic: &geographiclib_rs::Geodesic,
+) -> Result<GroundRuns, GdalError> {
+    use geographiclib_rs::InverseGeodesic;
+    let failed = |e: gdal::errors::GdalError| GdalError::Failed {
+        operation: "cutting a long feature into runs".to_string(),
+        message: e.to_string(),
+    };
+    let drawn = if layer_srs.is_geographic() {
+        drawn_edges("input", g, true)?
+    } else {
+        let metres = layer_srs.linear_units();
+        if metres.is_finite() && metres > 0.0 {
+            crate::gdal::vector::geometry::segmentized(
+                "input",
+                g,
+                crate::gdal::vector::geometry::PROJECTED_EDGE_STEP_METRES / metres,
+            )?
+        } else {
+            None
+        }
+    };
+    let drawn = drawn.unwrap_or_else(|| g.clone());
+    let on_ground = drawn.transform(to_geographic).map_err(failed)?;
+    let (layer_parts, ground_parts) = (parts(&drawn), parts(&on_ground));
+    let mut lines = Vec::new();
+    let mut polygon = false;
+    for (layer_part, ground_part) in layer_parts.iter().zip(&ground_parts) {
+        polygon |= layer_part.kind == Kind::Polygon;
+        for (ring, ground) in layer_part.rings.iter().zip(&ground_part.rings) {
+            let end = ring.len().min(ground.len());
+            let mut start = 0;
+            let mut run = 0.0;
+            for i in 1..end {
+                let step: f64 = geodesic.inverse(
+                    ground[i - 1][1],
+                    ground[i - 1][0],
+                    ground[i][1],
+                    ground[i][0],
+                );
+                run += step;
+                if run >= FRAME_RUN_METRES || i + 1 == end {
+                    let mut line = Geometry::empty(Wkb::wkbLineString).map_err(failed)?;
+                    for vertex in &ring[start..=i] {
+                        line.add_point_2d((vertex[0], vertex[1]));
+                    }
+                    lines.push(line);
+                    start = i;
+                    run = 0.0;
+                }
+            }
+        }
+    }
+    Ok(GroundRuns {
+        lines,
+        polygon: polygon.then_some(drawn),
+    })
 }
 
 fn distance_note(value: f64, unit: &str, metres: f64) -> String {
@@ -724,8 +907,8 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 "geodesic buffer of {}: each point's is its geodesic circle; every other \
                  feature is buffered in an azimuthal equidistant projection centred on it (same \
                  datum), then brought back to {}; a feature of several parts is buffered part \
-                 by part, each in a projection centred on that part, and the parts' buffers \
-                 united",
+                 by part, each in a projection centred on that part, a part reaching over 400 km \
+                 run by run of about 200 km, and the buffers united",
                 distance_note(request.distance, request.unit, request.distance_m),
                 srs.name().unwrap_or_default()
             ));
@@ -743,6 +926,7 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 distance: request.distance_m,
                 segments: request.segments,
                 layer_is_geographic: srs.is_geographic(),
+                added: std::cell::Cell::new(0),
             };
             let mut split = 0usize;
             for (i, row) in data.rows.iter().enumerate() {
@@ -1894,6 +2078,9 @@ fn distance(a: &Geometry, b: &Geometry) -> f64 {
 /// round 10, R10-8). A feature of one part has one frame, centred on it as before.
 struct LocalFrame {
     parts: Vec<PartFrame>,
+    /// Long polygon parts, whole in the layer's CRS as it draws them: a feature meeting one
+    /// is 0 m away.
+    inside: Vec<Geometry>,
     /// The layer is in lon/lat: search windows wrap at ±180°.
     geographic_layer: bool,
 }
@@ -1905,39 +2092,75 @@ struct PartFrame {
     target: Geometry,
 }
 
+impl PartFrame {
+    /// `part` (in the layer's CRS; `on_ground` is it in lon/lat) in an azimuthal equidistant
+    /// frame centred on it, its long edges followed as a lon/lat layer draws them.
+    fn centred(
+        part: &Geometry,
+        on_ground: &Geometry,
+        layer_srs: &SpatialRef,
+        geographic: &SpatialRef,
+    ) -> Result<Self, GdalError> {
+        let (lon, lat) = parts(on_ground)
+            .first()
+            .map_or_else(|| centre(on_ground), part_centre);
+        let aeqd = local_aeqd(geographic, lon, lat)?;
+        let there = transformer(layer_srs, &aeqd)?;
+        let back = transformer(&aeqd, layer_srs)?;
+        let drawn = drawn_edges("input", part, layer_srs.is_geographic())?;
+        let target = drawn
+            .as_ref()
+            .unwrap_or(part)
+            .transform(&there)
+            .map_err(|e| frame_failed("projecting a target feature", e))?;
+        Ok(Self {
+            there,
+            back,
+            target,
+        })
+    }
+}
+
 impl LocalFrame {
     ///
     /// `at` is the call's progress at this target: cancellation is looked at every 256 parts.
+    /// A part reaching more than [`ONE_FRAME_METRES`] across on the ground is measured run by
+    /// run ([`ground_runs`]), each run in a frame of its own, and a long polygon part is kept
+    /// whole too, for what lies inside it (attack round 16, R16-B18: a point 9,940.6 m from a
+    /// 4,450 km line along the equator, near its end, was measured in a frame centred 2,200 km
+    /// away and missed by `dwithin 10 km`).
     fn new(
         t: &Geometry,
         layer_srs: &SpatialRef,
         geographic: &SpatialRef,
         to_geographic: &gdal::spatial_ref::CoordTransform,
+        geodesic: &geographiclib_rs::Geodesic,
         at: f64,
     ) -> Result<Self, GdalError> {
         let pieces = parts(t);
         let mut frames = Vec::with_capacity(pieces.len().max(1));
+        let mut inside = Vec::new();
         let mut frame = |part: &Geometry| -> Result<(), GdalError> {
             let on_ground = part
                 .transform(to_geographic)
                 .map_err(|e| frame_failed("locating a target feature", e))?;
-            let (lon, lat) = parts(&on_ground)
-                .first()
-                .map_or_else(|| centre(&on_ground), part_centre);
-            let aeqd = local_aeqd(geographic, lon, lat)?;
-            let there = transformer(layer_srs, &aeqd)?;
-            let back = transformer(&aeqd, layer_srs)?;
-            let drawn = drawn_edges("input", part, layer_srs.is_geographic())?;
-            let target = drawn
-                .as_ref()
-                .unwrap_or(part)
-                .transform(&there)
-                .map_err(|e| frame_failed("projecting a target feature", e))?;
-            frames.push(PartFrame {
-                there,
-                back,
-                target,
-            });
+            if ground_span(geodesic, &on_ground) > ONE_FRAME_METRES {
+                let runs = ground_runs(part, layer_srs, to_geographic, geodesic)?;
+                for line in &runs.lines {
+                    let line_on_ground = line
+                        .transform(to_geographic)
+                        .map_err(|e| frame_failed("locating a target feature", e))?;
+                    frames.push(PartFrame::centred(
+                        line,
+                        &line_on_ground,
+                        layer_srs,
+                        geographic,
+                    )?);
+                }
+                inside.extend(runs.polygon);
+                return Ok(());
+            }
+            frames.push(PartFrame::centred(part, &on_ground, layer_srs, geographic)?);
             Ok(())
         };
         if pieces.len() <= 1 {
@@ -1952,6 +2175,7 @@ impl LocalFrame {
         }
         Ok(Self {
             parts: frames,
+            inside,
             geographic_layer: layer_srs.is_geographic(),
         })
     }
@@ -2001,6 +2225,9 @@ impl LocalFrame {
     /// The distance in metres from the target to `s` (a geometry in the layer's CRS): the
     /// least from any of its parts.
     fn distance(&self, s: &Geometry) -> Result<f64, GdalError> {
+        if self.inside.iter().any(|polygon| polygon.intersects(s)) {
+            return Ok(0.0);
+        }
         let mut least = f64::INFINITY;
         let drawn = drawn_edges("join", s, self.geographic_layer)?;
         let s = drawn.as_ref().unwrap_or(s);
@@ -2442,7 +2669,7 @@ fn find_nearest(
             continue;
         }
         let at = i as f64 / target.rows.len().max(1) as f64;
-        let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic, at)?;
+        let frame = LocalFrame::new(t, layer_srs, &geographic, &to_geographic, &geodesic, at)?;
         // The upper bound: the join feature whose envelope is nearest in the layer's plane
         // (any feature would do; this one is usually the nearest or close to it).
         work.compare(order.len(), i)?;
@@ -2765,7 +2992,8 @@ fn find_matches(
                     (Some(s), Predicate::Dwithin) => {
                         let g = geographic_of(s)?;
                         let to_g = transformer(s, &g)?;
-                        Some((s.clone(), g, to_g))
+                        let (_, geodesic) = ellipsoid_of(s)?;
+                        Some((s.clone(), g, to_g, geodesic))
                     }
                     (None, Predicate::Dwithin) => return Err(GdalError::Arguments(
                         "predicate: dwithin needs layers with a CRS; a distance in metres means \
@@ -2796,9 +3024,9 @@ fn find_matches(
                 // The windows to search: the target's envelope, and for dwithin its frames'
                 // windows grown by the distance (everything when one cannot be drawn).
                 let (local, windows) = match &geodesic {
-                    Some((layer_srs, g, to_g)) => {
+                    Some((layer_srs, g, to_g, geodesic)) => {
                         let at = i as f64 / target.rows.len().max(1) as f64;
-                        let frame = LocalFrame::new(t, layer_srs, g, to_g, at)?;
+                        let frame = LocalFrame::new(t, layer_srs, g, to_g, geodesic, at)?;
                         let windows = frame.windows(reach, turned).map(|mut w| {
                             w.push(own);
                             w
@@ -3313,6 +3541,7 @@ mod tests {
             distance: 100_000.0,
             segments: 16,
             layer_is_geographic: true,
+            added: std::cell::Cell::new(0),
         };
         let north = |lat: f64, lon: f64| -> f64 {
             let (lat2, _): (f64, f64) = wgs.direct(lat, lon, 0.0, 100_000.0);
@@ -3394,11 +3623,39 @@ mod tests {
         let source = geometry("POINT (100 0.7036)");
         for (wkt, (lon, lat), tolerance) in cases {
             let frame =
-                LocalFrame::new(&geometry(wkt), &srs, &geographic, &to_geographic, 0.0).unwrap();
+                LocalFrame::new(&geometry(wkt), &srs, &geographic, &to_geographic, &wgs, 0.0)
+                    .unwrap();
             let got = frame.distance(&source).unwrap();
             let want = from(lat, lon);
             assert!((got - want).abs() <= tolerance, "{wkt}: {got} vs {want}");
         }
+    }
+
+    /// Attack round 16, R16-B18: a 4,450 km line along the equator was measured in one frame
+    /// centred on it, so a point 9,940.6 m north of it at 39.9° E, 2,200 km from the centre,
+    /// was more than 10 km away and `dwithin 10 km` missed it. Long parts are measured run by
+    /// run: the distance is the meridian arc, to a metre, at 39.9° E as at 20° E; a point
+    /// inside a long polygon is 0 m from it.
+    #[test]
+    fn r16_b18_long_targets_are_measured_run_by_run() {
+        use geographiclib_rs::DirectGeodesic;
+        crate::gdal::init();
+        let (srs, geographic) = wgs84();
+        let to_geographic = transformer(&srs, &geographic).unwrap();
+        let wgs = Geodesic::wgs84();
+        let line = geometry("LINESTRING (0 0, 40 0)");
+        let frame = LocalFrame::new(&line, &srs, &geographic, &to_geographic, &wgs, 0.0).unwrap();
+        for lon in [20.0, 39.9] {
+            let (lat, _): (f64, f64) = wgs.direct(0.0, lon, 0.0, 9_940.6);
+            let got = frame
+                .distance(&geometry(&format!("POINT ({lon} {lat})")))
+                .unwrap();
+            assert!((got - 9_940.6).abs() < 1.0, "{lon}: {got}");
+        }
+        let band = geometry("POLYGON ((0 0, 40 0, 40 1, 0 1, 0 0))");
+        let frame = LocalFrame::new(&band, &srs, &geographic, &to_geographic, &wgs, 0.0).unwrap();
+        let got = frame.distance(&geometry("POINT (39.5 0.5)")).unwrap();
+        assert_eq!(got, 0.0);
     }
 
     /// Regression, attack round 10, R10-3: a `dwithin` window that reached across ±180° came
@@ -3411,6 +3668,7 @@ mod tests {
         crate::gdal::init();
         let (srs, geographic) = wgs84();
         let to_geographic = transformer(&srs, &geographic).unwrap();
+        let wgs = Geodesic::wgs84();
         // (target, join feature, turned, inside 50 km's windows)
         let cases = [
             ("POINT (179.9 0)", "POINT (-179.9 0)", false, true),
@@ -3423,8 +3681,15 @@ mod tests {
             ("POINT (10.1 0)", "POINT (20 0)", false, false),
         ];
         for (target, source, turned, inside) in cases {
-            let frame =
-                LocalFrame::new(&geometry(target), &srs, &geographic, &to_geographic, 0.0).unwrap();
+            let frame = LocalFrame::new(
+                &geometry(target),
+                &srs,
+                &geographic,
+                &to_geographic,
+                &wgs,
+                0.0,
+            )
+            .unwrap();
             let windows = frame.windows(50_000.0, turned).expect("windows");
             let envelope = geometry(source).envelope();
             assert_eq!(

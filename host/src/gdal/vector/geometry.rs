@@ -197,7 +197,7 @@ pub const PROJECTED_EDGE_STEP_METRES: f64 = 50_000.0;
 /// `geometry` with every edge longer than `step` (in its own units) cut into steps of at most
 /// `step`, or `None` when it is within `step` each way. The vertices the cut adds count
 /// against the vertex budget ([`max_vertices`]).
-fn segmentized(
+pub fn segmentized(
     argument: &str,
     geometry: &Geometry,
     step: f64,
