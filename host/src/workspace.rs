@@ -176,6 +176,29 @@ impl Workspaces {
     }
 }
 
+/// A file's stem as GDAL's `CPLGetBasename` makes it: its name up to the last `.`, so the
+/// stem of `.gml` is empty, where Rust's `file_stem` keeps `.gml`. Sidecars built from Rust's
+/// stem were looked for beside another file than GDAL opened: `.gml` read `.xsd` and wrote
+/// `.gfs`, unchecked (attack round 17, R17-A9, R17-A10, R17-A11).
+pub fn stem_of(path: &std::path::Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = path.file_name()?.as_bytes();
+    let stem = match name.iter().rposition(|b| *b == b'.') {
+        Some(dot) => &name[..dot],
+        None => name,
+    };
+    Some(std::ffi::OsStr::from_bytes(stem))
+}
+
+/// A file's extension as GDAL's `CPLGetExtension` makes it: what follows the last `.` of its
+/// name, so `.gml` has the extension `gml`, where Rust's `extension` has none (R17-A9).
+pub fn extension_of(path: &std::path::Path) -> Option<&std::ffi::OsStr> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = path.file_name()?.as_bytes();
+    let dot = name.iter().rposition(|b| *b == b'.')?;
+    Some(std::ffi::OsStr::from_bytes(&name[dot + 1..]))
+}
+
 /// Refuse an input that is not a regular file or folder (a FIFO or a device blocks GDAL,
 /// and a blocked worker never answers), and an input whose sidecars (`<name>.*`, `<stem>.*`
 /// beside it) include such a file or a link that dangles or leaves `roots` (GDAL would read or
@@ -245,8 +268,7 @@ impl Check<'_> {
             return Ok(());
         };
         let name = name.to_string_lossy().to_string();
-        let stem = resolved
-            .file_stem()
+        let stem = stem_of(resolved)
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         // `<name>.*` and `<stem>.*` (sidecars, `.aux.xml`, `.ovr`), and `<stem>_*` / `<stem>-*`

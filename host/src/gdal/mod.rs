@@ -427,12 +427,13 @@ impl CArgv {
 }
 
 /// A `CString`, refusing interior NUL bytes with a clear message.
+pub use crate::workspace::{extension_of, stem_of};
+
 /// A file's name and its stem (the name without its last extension), as text: what drivers
 /// build their sidecars' names from.
 pub fn name_and_stem(path: &std::path::Path) -> Option<(String, String)> {
     let name = path.file_name()?.to_string_lossy().to_string();
-    let stem = path
-        .file_stem()
+    let stem = stem_of(path)
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
     Some((name, stem))

@@ -517,7 +517,6 @@ const ACKNOWLEDGING: &[&str] = &[
     "got",
     "get",
     "it",
-    "all",
     "right",
     "correct",
     "confirmed",
@@ -550,12 +549,10 @@ const ACKNOWLEDGING: &[&str] = &[
     "finding",
     "findings",
     "evidence",
-    "noted",
     "considered",
     "consider",
     "taken",
     "account",
-    "into",
     "matter",
     "matters",
     "issue",
@@ -639,7 +636,6 @@ const ACKNOWLEDGING: &[&str] = &[
     "entendu",
     "accord",
     "oui",
-    "bien",
     "parfait",
     "ça",
     "ca",
@@ -696,8 +692,6 @@ const ACKNOWLEDGING: &[&str] = &[
     "zu",
     "danke",
     "weiter",
-    "los",
-    "okay",
     "akzeptiert",
     "erledigt",
     "stimmt",
@@ -720,20 +714,94 @@ const ACKNOWLEDGING: &[&str] = &[
     "bene",
     "perfetto",
     "grazie",
-    "visto",
     "ricevuto",
     "d",
     "accordo",
     "daccordo",
     "il",
-    "lo",
     "gli",
     "che",
-    "per",
-    "con",
     "della",
     "di",
+    // Dutch, Polish and Swedish acknowledgement (attack round 17, R17-C1)
+    "gezien",
+    "begrepen",
+    "akkoord",
+    "hoor",
+    "helemaal",
+    "goed",
+    "ga",
+    "je",
+    "gang",
+    "oké",
+    "doe",
+    "maar",
+    "klinkt",
+    "logisch",
+    "dank",
+    "wel",
+    "afgesproken",
+    "top",
+    "en",
+    "dobrze",
+    "rozumiem",
+    "zgoda",
+    "jasne",
+    "dzięki",
+    "dziękuję",
+    "tak",
+    "świetnie",
+    "uppfattat",
+    "toppen",
+    "kör",
+    "på",
+    "tack",
+    "bra",
+    "förstått",
+    "absolut",
+    // English approval filler that names nothing (R17-C1)
+    "look",
+    "reasonable",
+    "sounds",
+    "seems",
+    "appropriate",
+    "standard",
+    "practice",
+    "whatsoever",
+    "further",
+    "add",
+    // Placeholder Latin (R17-C1)
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "eiusmod",
+    "tempor",
+    "incididunt",
+    "ut",
+    "labore",
+    "dolore",
+    "magna",
+    "aliqua",
 ];
+
+/// A justification must use this many distinct words of the refusal's own vocabulary (its
+/// prompt, findings and hints: the method, the data, the measured effect), grammar and
+/// acknowledgement aside: an answer about this decision names what it decides on. Filler in any
+/// language ("Looks reasonable to me, makes sense.", Dutch or Polish acknowledgements, lorem
+/// ipsum) names none (attack round 17, R17-C1).
+pub const MIN_SHARED_WORDS: usize = 2;
+
+/// An answer that copies the refusal ([`COPIED_SHARE`] of its runs) must add at least this many
+/// distinct words of its own, and at least half as many as it copies: one word appended to a
+/// finding's fact ("... exact: no datum shift galoshes.") is no answer (attack round 17,
+/// R17-C4).
+const MIN_ADDED_TO_A_COPY: usize = 3;
 
 /// The lower-case words of `text`: runs of letters (any script), without digits.
 fn words(text: &str) -> Vec<String> {
@@ -823,13 +891,21 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
         let all = words(text);
         let runs = trigrams(&all);
         let copied = runs.iter().filter(|r| asked_runs.contains(*r)).count();
-        // A paraphrase that adds a word of its own ("breaching cuts through real
-        // embankments", after the prompt's "... real barriers") is an answer.
-        let adds = all.iter().any(|w| {
-            w.chars().count() >= 2
-                && !asked_words.contains(w)
-                && !ACKNOWLEDGING.contains(&w.as_str())
-        });
+        // A paraphrase that adds words of its own ("breaching cuts through real
+        // embankments", after the prompt's "... real barriers") is an answer; a copy with a
+        // token tail is not (R17-C4).
+        let mut added: Vec<&String> = all
+            .iter()
+            .filter(|w| {
+                w.chars().count() >= 2
+                    && !asked_words.contains(*w)
+                    && !ACKNOWLEDGING.contains(&w.as_str())
+            })
+            .collect();
+        added.sort();
+        added.dedup();
+        let copied_words = all.iter().filter(|w| asked_words.contains(*w)).count();
+        let adds = added.len() >= MIN_ADDED_TO_A_COPY.max(copied_words / 2);
         if !runs.is_empty() && copied as f64 >= COPIED_SHARE * runs.len() as f64 && !adds {
             err(
                 &mut errors,
@@ -848,6 +924,27 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
                 own_total.push(w);
             }
         }
+    }
+    let mut shared: Vec<String> = answer_texts(value)
+        .iter()
+        .flat_map(|(_, text)| words(text))
+        .filter(|w| {
+            w.chars().count() >= 3
+                && asked_words.contains(w)
+                && !ACKNOWLEDGING.contains(&w.as_str())
+        })
+        .collect();
+    shared.sort();
+    shared.dedup();
+    if errors.is_empty() && !asked.is_empty() && shared.len() < MIN_SHARED_WORDS {
+        err(
+            &mut errors,
+            "",
+            "the justification names nothing this decision is about: none of the method, data \
+             or effect the refusal speaks of appears in it. Acknowledging or approving in \
+             general words is not a justification: say what the analysis is for, why the \
+             chosen method fits it, and what each finding changes in it",
+        );
     }
     if errors.is_empty() && own_total.len() < MIN_OWN_WORDS {
         err(
@@ -1040,16 +1137,47 @@ mod tests {
                 "Verstanden, passt schon.",
             ),
             shaped("7 9", "3 8", "4 6", "5 2"),
+            // Attack round 17, R17-C1: other languages, filler and placeholder text.
+            shaped(
+                "Gezien en begrepen, akkoord hoor.",
+                "Prima, helemaal goed, ga je gang. 12",
+                "Oké, doe maar, klinkt logisch.",
+                "Dank je wel, afgesproken, top. 40",
+            ),
+            shaped(
+                "Looks reasonable to me, makes sense.",
+                "Sounds fine, seems appropriate here.",
+                "Standard practice, nothing further to add.",
+                "Works for me, no concerns whatsoever.",
+            ),
+            shaped(
+                "Lorem ipsum dolor sit amet.",
+                "Consectetur adipiscing elit.",
+                "Sed do eiusmod tempor incididunt.",
+                "Ut labore et dolore magna aliqua.",
+            ),
         ];
         for justification in &refused {
             let errors = own_words(justification, &asked, &findings);
             assert!(
-                errors
-                    .iter()
-                    .any(|e| e.path.is_empty() && e.message.contains("of its own")),
+                errors.iter().any(|e| e.path.is_empty()),
                 "{justification}: {errors:?}"
             );
         }
+        // R17-C4: a finding's fact with a token word appended is still a copy.
+        let tailed = shaped(
+            "tiles for a slippy web map over the other layers",
+            "planar figures in EPSG:3857 are off by up to 101.4 % for areas galoshes.",
+            "areas and distances measured in the output will be wrong pistachio.",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        let errors = own_words(&tailed, &asked, &findings);
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/choice/rationale", "/alternatives/0/why_not"],
+            "{errors:?}"
+        );
         let copied = shaped(
             "what analysis needs the data in EPSG:3857? Which quantities (areas, distances, \
              overlays with other layers) must survive the change?",

@@ -753,9 +753,12 @@ fn unmet(
             // figure of the findings quoted back is not a limit the analysis sets.
             // The answer by id speaks for its finding; the tradeoffs only when it has none.
             let quoted: Vec<f64> = restated.iter().flat_map(|t| numbers(t)).collect();
-            let lowest_limit = answer
-                .or(crate::chosen_tradeoffs(justification))
+            // Both the answer and the tradeoffs: a limit set in either rules (attack round 17,
+            // R17-C6: "at most 5 %" in the tradeoffs passed beside an answer that quoted a
+            // larger figure).
+            let lowest_limit = [answer, crate::chosen_tradeoffs(justification)]
                 .into_iter()
+                .flatten()
                 .flat_map(|text| stated_limits(text, units))
                 .filter(|v| {
                     !quoted
@@ -1113,10 +1116,33 @@ const LIMIT_WORDS: &[&str] = &[
     "<=",
 ];
 
+/// Words before a figure that make it a bound the rest of its sentence rejects ("an error
+/// above 5 % is unacceptable"): with one of [`REJECTING_WORDS`] after it, the figure is a
+/// limit.
+const BOUND_WORDS: &[&str] = &[
+    "above", "over", "beyond", "more than", "exceeding", "exceeds", "greater than", ">",
+];
+
+/// Words that reject what a bound names ([`BOUND_WORDS`]).
+const REJECTING_WORDS: &[&str] = &[
+    "unacceptable",
+    "not acceptable",
+    "rules it out",
+    "rule it out",
+    "cannot be used",
+    "can't be used",
+    "too much",
+    "too large",
+    "not tolerable",
+    "intolerable",
+];
+
 /// The quantities of `text` stated as a limit: preceded, within a few words, by one of
-/// [`LIMIT_WORDS`].
+/// [`LIMIT_WORDS`], or by one of [`BOUND_WORDS`] in a sentence that goes on to reject it
+/// ([`REJECTING_WORDS`]: "area error above 5 % is unacceptable", attack round 17, R17-C6).
 pub fn stated_limits(text: &str, units: &[Unit]) -> Vec<f64> {
     let chars: Vec<char> = text.chars().collect();
+    let is_break = |c: &char| matches!(c, ';' | '.' | '!' | '?');
     quantities_at(text, units)
         .into_iter()
         .filter(|(_, start)| {
@@ -1128,7 +1154,25 @@ pub fn stated_limits(text: &str, units: &[Unit]) -> Vec<f64> {
                 .rposition(|c| c.is_ascii_digit() || matches!(c, ';' | '.' | ':' | '!' | '?'))
                 .map_or(0, |i| i + 1);
             let before: String = window[from..].iter().collect::<String>().to_lowercase();
-            LIMIT_WORDS.iter().any(|w| before.contains(w))
+            if LIMIT_WORDS.iter().any(|w| before.contains(w)) {
+                return true;
+            }
+            // The rest of the figure's sentence (a decimal point is no end of sentence).
+            let mut end = *start;
+            while end < chars.len() {
+                let c = &chars[end];
+                let decimal = *c == '.'
+                    && chars.get(end + 1).is_some_and(char::is_ascii_digit)
+                    && end > 0
+                    && chars[end - 1].is_ascii_digit();
+                if is_break(c) && !decimal {
+                    break;
+                }
+                end += 1;
+            }
+            let after: String = chars[*start..end].iter().collect::<String>().to_lowercase();
+            BOUND_WORDS.iter().any(|w| before.contains(w))
+                && REJECTING_WORDS.iter().any(|w| after.contains(w))
         })
         .map(|(v, _)| v)
         .collect()
@@ -1285,6 +1329,16 @@ mod tests {
             [150.0]
         );
         assert!(stated_limits("areas are off by 101.4 %", &[Unit::Percent]).is_empty());
+        // R17-C6: a bound the sentence rejects is a limit; a figure merely above is not.
+        assert_eq!(
+            stated_limits(
+                "Area error above 5 % is unacceptable for our hectare totals; Mercator's 100 to \
+                 200 % inflation rules it out.",
+                &[Unit::Percent]
+            ),
+            [5.0]
+        );
+        assert!(stated_limits("errors above 5 % appear near the poles", &[Unit::Percent]).is_empty());
     }
 
     #[test]

@@ -114,13 +114,12 @@ fn sidecars(path: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
         return (Vec::new(), Vec::new());
     };
     let name = name.to_string_lossy();
-    let stem = path
-        .file_stem()
+    let stem = crate::gdal::stem_of(path)
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
     let aux = vec![parent.join(format!("{name}.aux.xml"))];
     let mut world = vec![parent.join(format!("{stem}.wld"))];
-    if let Some(ext) = path.extension().map(|e| e.to_string_lossy().to_string()) {
+    if let Some(ext) = crate::gdal::extension_of(path).map(|e| e.to_string_lossy().to_string()) {
         let chars: Vec<char> = ext.chars().collect();
         if chars.len() >= 2 {
             let short = format!("{}{}w", chars[0], chars[chars.len() - 1]);

@@ -420,11 +420,13 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
     // driver, which fails on an ungridded one ("Ungridded dataset") and leaves the CSV driver
     // no turn: such a file is opened again as the table it is (attack round 16, R16-B8). A
     // gridded XYZ file keeps opening as the raster it is.
-    let table = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["csv", "tsv", "txt"]
-            .iter()
-            .any(|t| e.eq_ignore_ascii_case(t))
-    });
+    let table = crate::gdal::extension_of(path)
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| {
+            ["csv", "tsv", "txt"]
+                .iter()
+                .any(|t| e.eq_ignore_ascii_case(t))
+        });
     let as_table = DatasetOptions {
         open_flags: GdalOpenFlags::GDAL_OF_READONLY
             | GdalOpenFlags::GDAL_OF_VECTOR

@@ -190,9 +190,10 @@ pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
         return Ok(());
     }
     check_hdf5(input, file)?;
+    check_classic_netcdf(input, file)?;
     check_hfa(input, file)?;
     if let (Some(parent), Some(name), Some(stem)) =
-        (file.parent(), file.file_name(), file.file_stem())
+        (file.parent(), file.file_name(), crate::gdal::stem_of(file))
     {
         for base in [name, stem] {
             let mut aux = base.to_os_string();
@@ -244,11 +245,11 @@ pub fn idrisi_ref_files(
     file: &Path,
 ) -> Result<Vec<(std::path::PathBuf, std::path::PathBuf, String)>, GdalError> {
     use std::io::Read;
-    let is_rst = file
-        .extension()
+    let is_rst = crate::gdal::extension_of(file)
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("rst"));
-    let (true, Some(folder), Some(stem)) = (is_rst, file.parent(), file.file_stem()) else {
+    let (true, Some(folder), Some(stem)) = (is_rst, file.parent(), crate::gdal::stem_of(file))
+    else {
         return Ok(Vec::new());
     };
     let mut found = Vec::new();
@@ -361,7 +362,7 @@ fn refuse(input: &Path, file: &Path, why: &str) -> GdalError {
 // MapInfo
 
 fn is_tab(path: &Path) -> bool {
-    path.extension()
+    crate::gdal::extension_of(path)
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("tab"))
 }
@@ -642,6 +643,163 @@ pub fn hfa_references(file: &Path) -> Result<Vec<HfaReference>, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Classic netCDF (CDF-1, CDF-2, CDF-5)
+
+/// Most attributes (global and of every variable) and variables a classic netCDF header may
+/// declare: GDAL's netCDF driver copies each into the dataset's metadata with a linear
+/// search, so a 1.9 MB file of 80,000 global attributes held `raster_info` past its 30 s open
+/// deadline (attack round 17, R17-A8). Real files hold hundreds.
+const MAX_NETCDF_ATTRIBUTES: u64 = 20_000;
+/// See [`MAX_NETCDF_ATTRIBUTES`].
+const MAX_NETCDF_VARIABLES: u64 = 10_000;
+
+/// Refuse a classic netCDF file whose header declares more than [`MAX_NETCDF_ATTRIBUTES`]
+/// attributes or [`MAX_NETCDF_VARIABLES`] variables, counted by walking the header (its
+/// layout is fixed: dimensions, global attributes, variables with their own attributes)
+/// before GDAL opens it. A header that cannot be walked is left to GDAL (which refuses it).
+fn check_classic_netcdf(input: &Path, file: &Path) -> Result<(), GdalError> {
+    use std::io::Read;
+    let Ok(f) = crate::gdal::policy::open_regular(file) else {
+        return Ok(());
+    };
+    let mut head = Vec::new();
+    // A header of these counts fits well within 16 MiB; a longer walk stops there.
+    if f.take(16 << 20).read_to_end(&mut head).is_err() {
+        return Ok(());
+    }
+    let Some(counts) = netcdf_header_counts(&head) else {
+        return Ok(());
+    };
+    if counts.attributes > MAX_NETCDF_ATTRIBUTES || counts.variables > MAX_NETCDF_VARIABLES {
+        return Err(GdalError::Arguments(format!(
+            "{}: its netCDF header declares {} attributes and {} variables, more than the \
+             {MAX_NETCDF_ATTRIBUTES} attributes and {MAX_NETCDF_VARIABLES} variables the server \
+             opens (GDAL builds its metadata from them in time quadratic in their number); \
+             extract the variables you need first (ncks, or gdal_translate NETCDF:file:var)",
+            input.display(),
+            counts.attributes,
+            counts.variables
+        )));
+    }
+    Ok(())
+}
+
+/// What a classic netCDF header declares.
+#[derive(Debug, PartialEq, Eq)]
+struct NetcdfCounts {
+    attributes: u64,
+    variables: u64,
+}
+
+/// The attributes and variables a classic netCDF header (`head`, the file's first bytes)
+/// declares, or `None` when `head` is no classic netCDF or its header runs past `head`. Past
+/// the limits the walk stops early with what it counted.
+fn netcdf_header_counts(head: &[u8]) -> Option<NetcdfCounts> {
+    let version = match head.get(..4)? {
+        [b'C', b'D', b'F', v @ (1 | 2 | 5)] => *v,
+        _ => return None,
+    };
+    let wide = version == 5;
+    let mut at = 4usize;
+    let word = |at: &mut usize| -> Option<u64> {
+        let bytes = head.get(*at..*at + 4)?;
+        *at += 4;
+        Some(u64::from(u32::from_be_bytes([
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ])))
+    };
+    let count = |at: &mut usize| -> Option<u64> {
+        if wide {
+            let bytes = head.get(*at..*at + 8)?;
+            *at += 8;
+            Some(u64::from_be_bytes(bytes.try_into().ok()?))
+        } else {
+            word(at)
+        }
+    };
+    let name = |at: &mut usize| -> Option<()> {
+        let length = count(at)?;
+        let padded = usize::try_from(length.checked_add(3)? / 4 * 4).ok()?;
+        *at = at.checked_add(padded)?;
+        (*at <= head.len()).then_some(())
+    };
+    let type_size = |t: u64| -> Option<u64> {
+        Some(match t {
+            1 | 2 | 7 => 1,
+            3 | 8 => 2,
+            4 | 5 | 9 => 4,
+            6 | 10 | 11 => 8,
+            _ => return None,
+        })
+    };
+    let limit = MAX_NETCDF_ATTRIBUTES.max(MAX_NETCDF_VARIABLES);
+    let mut counts = NetcdfCounts {
+        attributes: 0,
+        variables: 0,
+    };
+    // numrecs
+    count(&mut at)?;
+    // Dimensions: tag (0x0A or ABSENT 0), then that many (name, length).
+    let _tag = word(&mut at)?;
+    let dimensions = count(&mut at)?;
+    for _ in 0..dimensions.min(limit) {
+        name(&mut at)?;
+        count(&mut at)?;
+    }
+    // Attributes: tag (0x0C or 0), count, then (name, type, n, values padded to 4 bytes).
+    let attributes = |at: &mut usize, counts: &mut NetcdfCounts| -> Option<()> {
+        let _tag = word(at)?;
+        let n = count(at)?;
+        counts.attributes = counts.attributes.saturating_add(n);
+        if counts.attributes > MAX_NETCDF_ATTRIBUTES {
+            return Some(());
+        }
+        for _ in 0..n {
+            name(at)?;
+            let t = word(at)?;
+            let values = count(at)?;
+            let bytes = values.checked_mul(type_size(t)?)?.checked_add(3)? / 4 * 4;
+            *at = at.checked_add(usize::try_from(bytes).ok()?)?;
+            if *at > head.len() {
+                return None;
+            }
+        }
+        Some(())
+    };
+    attributes(&mut at, &mut counts)?;
+    if counts.attributes > MAX_NETCDF_ATTRIBUTES {
+        return Some(counts);
+    }
+    // Variables: tag (0x0B or 0), count, then (name, dimension ids, attributes, type, size,
+    // begin).
+    let _tag = word(&mut at)?;
+    let variables = count(&mut at)?;
+    counts.variables = variables;
+    if variables > MAX_NETCDF_VARIABLES {
+        return Some(counts);
+    }
+    for _ in 0..variables {
+        name(&mut at)?;
+        let rank = count(&mut at)?;
+        for _ in 0..rank.min(limit) {
+            count(&mut at)?;
+        }
+        attributes(&mut at, &mut counts)?;
+        if counts.attributes > MAX_NETCDF_ATTRIBUTES {
+            return Some(counts);
+        }
+        word(&mut at)?;
+        count(&mut at)?;
+        if version == 1 {
+            word(&mut at)?;
+        } else {
+            head.get(at..at + 8)?;
+            at += 8;
+        }
+    }
+    Some(counts)
+}
+
 // HDF5 (netCDF-4)
 
 const HDF5_MAGIC: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -1080,6 +1238,58 @@ pub fn declared_options(driver: &gdal::Driver, list: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 17, R17-A8: a classic netCDF header is walked for its attribute and
+    /// variable counts (built by hand, and written by GDAL's own netCDF driver).
+    #[test]
+    fn r17_a8_classic_netcdf_headers_are_counted() {
+        fn header(attributes: u32) -> Vec<u8> {
+            let mut h = b"CDF\x01".to_vec();
+            h.extend(0u32.to_be_bytes()); // numrecs
+            h.extend([0u8; 8]); // no dimensions
+            h.extend(0x0Cu32.to_be_bytes());
+            h.extend(attributes.to_be_bytes());
+            for _ in 0..attributes {
+                h.extend(1u32.to_be_bytes());
+                h.extend(b"a\0\0\0");
+                h.extend(2u32.to_be_bytes()); // char
+                h.extend(1u32.to_be_bytes());
+                h.extend(b"x\0\0\0");
+            }
+            h.extend([0u8; 8]); // no variables
+            h
+        }
+        assert_eq!(
+            netcdf_header_counts(&header(3)),
+            Some(NetcdfCounts {
+                attributes: 3,
+                variables: 0
+            })
+        );
+        let many = netcdf_header_counts(&header(30_000)).unwrap();
+        assert!(many.attributes > MAX_NETCDF_ATTRIBUTES, "{many:?}");
+        assert_eq!(netcdf_header_counts(b"GIF89a"), None);
+        let folder = tempfile::tempdir().unwrap();
+        let asc = folder.path().join("g.asc");
+        std::fs::write(
+            &asc,
+            "ncols 2\nnrows 2\nxllcorner 0\nyllcorner 0\ncellsize 1\n1 2\n3 4\n",
+        )
+        .unwrap();
+        let nc = folder.path().join("g.nc");
+        let status = std::process::Command::new("gdal_translate")
+            .args(["-q", "-of", "netCDF"])
+            .arg(&asc)
+            .arg(&nc)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let counts = netcdf_header_counts(&std::fs::read(&nc).unwrap()).unwrap();
+        assert!(
+            counts.variables >= 1 && counts.attributes >= 1 && counts.attributes < 100,
+            "{counts:?}"
+        );
+    }
 
     #[test]
     fn hfa_names_resolve_as_gdal_forms_them() {

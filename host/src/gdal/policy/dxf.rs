@@ -60,9 +60,7 @@ const KEY_BYTES: usize = 256;
 /// section name anywhere in its first KiB (what this check asked before, kept: counting a
 /// file that is no drawing costs a scan, never a refusal).
 fn is_dxf(path: &Path, head: &[u8]) -> bool {
-    let named = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("dxf"));
+    let named = crate::gdal::extension_of(path).is_some_and(|e| e.eq_ignore_ascii_case("dxf"));
     let text = String::from_utf8_lossy(head).to_ascii_uppercase();
     named
         || head.starts_with(b"AutoCAD Binary DXF")

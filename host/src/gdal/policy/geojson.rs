@@ -86,11 +86,13 @@ const MAX_DEPTH: usize = 1024;
 /// named `big.dat` after 5,000 blank bytes was read whole, 88 -> 640 MB (attack round 12,
 /// R12-6). Every JSON driver (GeoJSON, ESRIJSON, TopoJSON, STAC) parses such a file.
 pub fn is_json(path: &Path) -> bool {
-    let by_name = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["geojson", "geojsons", "geojsonl", "json", "topojson"]
-            .iter()
-            .any(|s| e.eq_ignore_ascii_case(s))
-    });
+    let by_name = crate::gdal::extension_of(path)
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| {
+            ["geojson", "geojsons", "geojsonl", "json", "topojson"]
+                .iter()
+                .any(|s| e.eq_ignore_ascii_case(s))
+        });
     if by_name {
         return true;
     }
@@ -116,7 +118,11 @@ fn json_start(head: &[u8]) -> Option<usize> {
         head[from..]
             .iter()
             .position(|b| {
-                !b.is_ascii_whitespace() && *b != 0x1e && *b != 0xef && *b != 0xbb && *b != 0xbf
+                !crate::gdal::policy::c_space(*b)
+                    && *b != 0x1e
+                    && *b != 0xef
+                    && *b != 0xbb
+                    && *b != 0xbf
             })
             .map(|p| from + p)
     };
@@ -226,7 +232,7 @@ impl Estimate {
                     }
                 }
                 0x1e => self.sequence = true,
-                b if b.is_ascii_whitespace() => {}
+                b if crate::gdal::policy::c_space(b) => {}
                 b => {
                     if self.token == 0 {
                         self.token = if b.is_ascii_digit() || b == b'-' || b == b'+' {
@@ -393,9 +399,11 @@ impl Estimate {
 pub fn check(input: &Path, file: &Path) -> Result<u64, GdalError> {
     let budget = crate::budget::setting(MEMORY_VARIABLE, DEFAULT_MAX_MEMORY_BYTES);
     let mut estimate = Estimate {
-        sequence: file.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-            e.eq_ignore_ascii_case("geojsons") || e.eq_ignore_ascii_case("geojsonl")
-        }),
+        sequence: crate::gdal::extension_of(file)
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| {
+                e.eq_ignore_ascii_case("geojsons") || e.eq_ignore_ascii_case("geojsonl")
+            }),
         ..Estimate::default()
     };
     let mut reader = super::open_regular(file).map_err(|e| GdalError::Failed {

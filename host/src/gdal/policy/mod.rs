@@ -620,11 +620,13 @@ fn is_spreadsheet(path: &Path) -> bool {
     if is_zipped_shapefile(path) {
         return false;
     }
-    let named = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
-        ["xlsx", "xlsm", "ods", "kmz"]
-            .iter()
-            .any(|s| e.eq_ignore_ascii_case(s))
-    });
+    let named = crate::gdal::extension_of(path)
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| {
+            ["xlsx", "xlsm", "ods", "kmz"]
+                .iter()
+                .any(|s| e.eq_ignore_ascii_case(s))
+        });
     let mut magic = Vec::with_capacity(4);
     named
         || (open_regular(path)
@@ -639,8 +641,7 @@ fn is_spreadsheet(path: &Path) -> bool {
 /// 7,000 bytes, named `.dat`, opened as KML; attack round 13, R13-12).
 fn is_kml(path: &Path) -> bool {
     use std::io::Read;
-    if path
-        .extension()
+    if crate::gdal::extension_of(path)
         .and_then(|e| e.to_str())
         .is_some_and(|e| e.eq_ignore_ascii_case("kml"))
     {
@@ -703,7 +704,7 @@ fn root_element(
     }
     loop {
         let b = next(stream)?;
-        if b.is_ascii_whitespace() {
+        if c_space(b) {
             continue;
         }
         (b == b'<').then_some(())?;
@@ -867,6 +868,20 @@ fn check_one_file(
     }
     if !scratch {
         check_embedded_references(input, file)?;
+        // The TIFFs GDAL opens beside a raster, an external mask and overviews, carry their
+        // own `GDAL_METADATA` and `.aux.xml`, which GDAL applies: an `OVERVIEW_FILE` in
+        // `y.tif.msk` (or `y.tif.msk.aux.xml`) naming an outside FIFO blocked every open of
+        // `y.tif` (attack round 17, R17-A15).
+        if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
+            let name = name.to_string_lossy();
+            for suffix in [".msk", ".MSK", ".ovr", ".OVR", ".msk.ovr", ".ovr.msk"] {
+                let sibling = parent.join(format!("{name}{suffix}"));
+                if std::fs::metadata(&sibling).is_ok_and(|m| m.is_file()) {
+                    check_embedded_references(input, &sibling)?;
+                    check_pam_references(input, &sibling)?;
+                }
+            }
+        }
     }
     references::check_sqlite(file)?;
     dxf::check_dxf(input, file)?;
@@ -963,8 +978,7 @@ fn check_one_file(
     }
     if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
         let name = name.to_string_lossy();
-        let stem = file
-            .file_stem()
+        let stem = crate::gdal::stem_of(file)
             .map(|s| s.to_string_lossy().to_string())
             .unwrap_or_default();
         let sidecars = [
@@ -1111,7 +1125,7 @@ fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
     let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
         return Ok(());
     };
-    let stem = file.file_stem().unwrap_or(name);
+    let stem = crate::gdal::stem_of(file).unwrap_or(name);
     for sidecar in [name, stem] {
         let mut pam = sidecar.to_os_string();
         pam.push(".aux.xml");
@@ -1310,6 +1324,14 @@ fn check_embedded_references(input: &Path, file: &Path) -> Result<(), GdalError>
     )
 }
 
+/// White space as GDAL's parsers skip it: C's `isspace` in the "C" locale, which Rust's
+/// `is_ascii_whitespace` is not (it leaves out the vertical tab, 0x0B). A GeoJSON and a TIFF's
+/// `GDAL_METADATA` starting with a vertical tab escaped the host's checks while GDAL read them
+/// (attack round 17, R17-A3, R17-A4).
+pub fn c_space(b: u8) -> bool {
+    b.is_ascii_whitespace() || b == 0x0b
+}
+
 /// The byte ranges of a binary file past its head where GDAL reads CRS text: every ASCII tag
 /// value of every IFD of a TIFF or BigTIFF (GeoAsciiParams, GDAL's metadata, citations), and
 /// a FlatGeobuf's whole header (its CRS WKT). At most `limit` bytes in all (more is refused
@@ -1403,8 +1425,10 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         };
         for i in 0..count as usize {
             let e = i * entry_len as usize;
-            // Type 2: ASCII.
-            if uint_at(&entries, e + 2, 2) != Some(2) {
+            // Type 2 (ASCII), and the byte types libtiff also reads text tags from: 1 (BYTE),
+            // 6 (SBYTE), 7 (UNDEFINED). A `GDAL_METADATA` typed UNDEFINED was read by GDAL and
+            // never scanned here (attack round 17, R17-A2).
+            if !matches!(uint_at(&entries, e + 2, 2), Some(1 | 2 | 6 | 7)) {
                 continue;
             }
             let n = if big {

@@ -309,7 +309,7 @@ fn pam_documents(file: &Path) -> Vec<PathBuf> {
     let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else {
         return Vec::new();
     };
-    let stem = file.file_stem().unwrap_or(name);
+    let stem = crate::gdal::stem_of(file).unwrap_or(name);
     let mut found = Vec::new();
     for base in [name, stem] {
         let mut pam = base.to_os_string();
@@ -330,8 +330,7 @@ pub fn sidecar_names(file: &Path) -> Vec<String> {
         return Vec::new();
     };
     let (name, stem) = (name.to_lowercase(), stem.to_lowercase());
-    let extension = file
-        .extension()
+    let extension = crate::gdal::extension_of(file)
         .map(|e| e.to_string_lossy().to_lowercase())
         .unwrap_or_default();
     // `<name>.hdr`: ENVI's header appended to the full name (`d.bin.hdr`), which holds the

@@ -310,12 +310,16 @@ fn check_view_rows(path: &Path) -> Result<(), GdalError> {
     for view in views {
         let deadline = std::time::Instant::now() + std::time::Duration::from_millis(millis);
         connection.progress_handler(10_000, Some(move || std::time::Instant::now() > deadline));
+        // Every row read with every column, as GDAL reads a feature: `count(*)` over
+        // `SELECT 1` let SQLite skip the columns, so a view whose one column is a scalar
+        // cross-join subquery measured in no time and then held GDAL for good (attack round
+        // 17, R17-A14).
         let sql = format!(
-            "SELECT count(*) FROM (SELECT 1 FROM main.\"{}\" LIMIT {})",
+            "SELECT * FROM main.\"{}\" LIMIT {}",
             view.replace('"', "\"\""),
             rows_limit.saturating_add(1)
         );
-        let counted = connection.query_row(&sql, [], |row| row.get::<_, i64>(0));
+        let counted = read_every_column(&connection, &sql);
         connection.progress_handler(0, None::<fn() -> bool>);
         let shown = excerpt(&view);
         match counted {
@@ -346,6 +350,21 @@ fn check_view_rows(path: &Path) -> Result<(), GdalError> {
         }
     }
     Ok(())
+}
+
+/// The rows of `sql`, each of its columns read (its value computed), or SQLite's error.
+fn read_every_column(connection: &rusqlite::Connection, sql: &str) -> Result<i64, rusqlite::Error> {
+    let mut statement = connection.prepare(sql)?;
+    let columns = statement.column_count();
+    let mut rows = statement.query([])?;
+    let mut count = 0i64;
+    while let Some(row) = rows.next()? {
+        for i in 0..columns {
+            row.get_ref(i)?;
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// The refusal of a database SQLite found a **hot rollback journal** beside (a write that did
@@ -1798,7 +1817,7 @@ pub(super) fn tiff_metadata_references(
 ) -> Result<Vec<FileReference>, GdalError> {
     let start = xml
         .iter()
-        .position(|b| !b.is_ascii_whitespace())
+        .position(|b| !crate::gdal::policy::c_space(*b))
         .unwrap_or(0);
     if !xml[start..]
         .get(..13)
@@ -1841,7 +1860,10 @@ pub(super) fn jp2_xml_boxes(path: &Path, limit: u64) -> Result<Vec<Vec<u8>>, Gda
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut head = [0u8; 12];
-    if file.read_exact(&mut head).is_err() || &head != JP2_SIGNATURE {
+    // GDAL 3.6's JP2 drivers know a JP2 by the box type `jP  ` at offset 4 alone, whatever the
+    // signature box holds: a file whose signature read `ABCD` skipped this walk and was
+    // opened, its GMLJP2 features and all (attack round 17, R17-A1, R17-A6).
+    if file.read_exact(&mut head).is_err() || head[4..8] != JP2_SIGNATURE[4..8] {
         return Ok(Vec::new());
     }
     let too_much = || {
@@ -1855,8 +1877,9 @@ pub(super) fn jp2_xml_boxes(path: &Path, limit: u64) -> Result<Vec<Vec<u8>>, Gda
     let mut found = Vec::new();
     let mut total = 0u64;
     let mut boxes = 0usize;
-    // (start, end, depth) of the spans still to walk: the file past its signature.
-    let mut spans = vec![(12u64, size, 0usize)];
+    // (start, end, depth) of the spans still to walk: the whole file, its signature box read
+    // by its own length as GDAL reads it.
+    let mut spans = vec![(0u64, size, 0usize)];
     while let Some((mut at, end, depth)) = spans.pop() {
         while at + 8 <= end {
             boxes += 1;
@@ -1964,9 +1987,13 @@ pub(super) fn gml_schema_references(file: &Path) -> Result<Vec<FileReference>, G
     // `<stem>.xsd` beside any such file (attack round 16, R16-A4: `d.dat` beside `d.xsd` read
     // an outside schema that `d.gml` was refused for). A schema beside a file that is no GML
     // is walked too, at the cost of a few reads.
+    let stem = crate::gdal::stem_of(file)
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let parent = file.parent().unwrap_or_else(|| Path::new("."));
     let mut pending: Vec<PathBuf> = ["xsd", "XSD"]
         .iter()
-        .map(|e| file.with_extension(e))
+        .map(|e| parent.join(format!("{stem}.{e}")))
         .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
         .collect();
     let mut seen: Vec<PathBuf> = Vec::new();

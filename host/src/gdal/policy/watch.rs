@@ -64,7 +64,7 @@ pub fn watch_reference(path: &Path, roots: &[PathBuf]) -> std::io::Result<()> {
                     let mut prefixes = Vec::new();
                     if last {
                         prefixes.push(format!("{name}."));
-                        if let Some(stem) = Path::new(&name).file_stem() {
+                        if let Some(stem) = crate::gdal::stem_of(Path::new(&name)) {
                             prefixes.push(format!("{}.", stem.to_string_lossy()));
                         }
                     }

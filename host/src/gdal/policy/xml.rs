@@ -326,6 +326,21 @@ fn read_by_metadata_readers(name: &str, input_name: &str) -> bool {
                 || name == format!("{stem}_metadata.xml")))
 }
 
+/// Most `key = value` entries a keyword document beside an input may hold
+/// ([`keyword_document`]): GDAL's keyword parser inserts each with a linear search, so a 1.8 MB
+/// DigitalGlobe `.IMD` of 150,000 keys held an open past its 30 s deadline, and an ENVI `.hdr`
+/// of 80,000 did the same (attack round 17, R17-A7). Real ones hold a few hundred.
+const MAX_METADATA_KEYWORDS: usize = 10_000;
+
+/// Whether GDAL parses a file of this (lower-case) name beside an input as keywords: the
+/// imagery readers' DigitalGlobe `.imd` and `.rpb`, Landsat `_mtl.txt`, OrbView `.pvl`, RPC
+/// `_rpc.txt`, and ENVI's `.hdr`.
+fn keyword_document(name: &str) -> bool {
+    [".imd", ".rpb", "_mtl.txt", ".pvl", "_rpc.txt", ".hdr"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+}
+
 /// Refuse `file` when an imagery metadata document beside it ([`read_by_metadata_readers`])
 /// nests deeper than [`MAX_XML_DEPTH`], holds more than [`MAX_METADATA_ELEMENTS`] elements or
 /// is over [`MAX_METADATA_DOCUMENT_BYTES`]: GDAL's readers parse them while GDAL lists the
@@ -346,7 +361,8 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
         .take(crate::workspace::MAX_FOLDER_ENTRIES)
     {
         let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        if !read_by_metadata_readers(&name, &input_name)
+        let keywords = keyword_document(&name);
+        if !(keywords || read_by_metadata_readers(&name, &input_name))
             || !entry.file_type().is_ok_and(|t| t.is_file())
         {
             continue;
@@ -381,6 +397,16 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
                 "is over {} MiB, more than a metadata document holds",
                 MAX_METADATA_DOCUMENT_BYTES >> 20
             )));
+        }
+        if keywords {
+            let keys = bytes.iter().filter(|b| **b == b'=').count();
+            if keys > MAX_METADATA_KEYWORDS {
+                return Err(refuse(format!(
+                    "holds {keys} keywords, more than {MAX_METADATA_KEYWORDS} (GDAL's keyword \
+                     parser takes time quadratic in them)"
+                )));
+            }
+            continue;
         }
         let depth = xml_depth(&bytes, MAX_XML_DEPTH);
         if depth > MAX_XML_DEPTH {
