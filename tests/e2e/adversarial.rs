@@ -6262,6 +6262,29 @@ async fn r15_c11_concurrent_writes_of_one_new_output_succeed_once() {
 
 use gdal_mcp_tests::run_program as cli;
 
+/// Rewrite TIFF tag `tag` in the first IFD of the little-endian classic TIFF at `path`: its
+/// value becomes `text` (padded with spaces to the value's length, which must hold it) and
+/// its type `kind`.
+fn rewrite_tiff_text_tag(path: &Path, tag: u16, text: &str, kind: u16) {
+    let mut bytes = std::fs::read(path).unwrap();
+    assert_eq!(&bytes[..4], b"II*\0", "a little-endian classic TIFF");
+    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let ifd = word(&bytes, 4);
+    let count = u16::from_le_bytes(bytes[ifd..ifd + 2].try_into().unwrap()) as usize;
+    let entry = (0..count)
+        .map(|i| ifd + 2 + 12 * i)
+        .find(|e| u16::from_le_bytes(bytes[*e..*e + 2].try_into().unwrap()) == tag)
+        .expect("the tag");
+    let (length, offset) = (word(&bytes, entry + 4), word(&bytes, entry + 8));
+    assert!(length > text.len() + 1, "the tag holds {length} bytes");
+    let mut value = text.as_bytes().to_vec();
+    value.resize(length - 1, b' ');
+    value.push(0);
+    bytes[offset..offset + length].copy_from_slice(&value);
+    bytes[entry + 2..entry + 4].copy_from_slice(&kind.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// A SQLite database at `path` built by the system's Python from `statements`.
 fn sqlite_database(path: &Path, statements: &[&str]) {
     let script = format!(
@@ -6285,6 +6308,13 @@ fn sqlite_database(path: &Path, statements: &[&str]) {
 ///   two-table view of a few rows is read.
 ///
 /// The outside decoys are never named in an answer.
+///
+/// Attack round 17 reached the same mechanisms through GDAL's own way of reading a file: a
+/// JP2 known by its box type alone (A1, A6), a TIFF text tag typed UNDEFINED (A2), a vertical
+/// tab GDAL skips as white space (A3), a GML named `.gml` whose schema is `.xsd` (A9), a
+/// view's scalar subquery a row count never computed (A14), a UTF-16 KML (A12), a keyword
+/// sidecar and a netCDF header parsed in quadratic time (A7, A8), and the external mask's own
+/// PAM file (A15). Each is refused before the open.
 #[tokio::test]
 async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
     let outside = tempfile::tempdir().unwrap();
@@ -6473,7 +6503,101 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
             "create view v as select a.id as id, a.name, b.value from a join b on a.id = b.id",
         ],
     );
+    // Attack round 17: the same mechanisms through GDAL's own readings of a file.
+    // R17-A1, A6: a JP2 whose signature box holds other bytes (GDAL checks its type alone).
+    for (from, to) in [("g.jp2", "g_sig.jp2"), ("md.jp2", "md_sig.jp2")] {
+        let mut bytes = std::fs::read(server.path(from)).unwrap();
+        bytes[8..12].copy_from_slice(b"ABCD");
+        std::fs::write(server.path(to), bytes).unwrap();
+    }
+    // R17-A2: a GeoTIFF's GDAL_METADATA tag typed UNDEFINED (7), not ASCII.
+    let typed = server.path("typed.tif");
+    let filler = format!("X={}", "x".repeat(400));
+    cli(
+        "gdal_translate",
+        &["-q", "-mo", &filler, base_text, typed.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(server.path("typed.tif.aux.xml"));
+    rewrite_tiff_text_tag(
+        &typed,
+        42112,
+        &format!(
+            r#"<GDALMetadata><Item name="OVERVIEW_FILE" domain="OVERVIEWS">{}/ovr.tif</Item></GDALMetadata>"#,
+            out.display()
+        ),
+        7,
+    );
+    // R17-A3: a GeoJSON behind a vertical tab, which GDAL skips as white space.
+    std::fs::write(server.path("vt.dat"), format!("\x0b{line}")).unwrap();
+    // R17-A9: a GML named `.gml`, whose schema GDAL reads as `.xsd`.
+    std::fs::create_dir(server.path("dot")).unwrap();
+    std::fs::write(server.path("dot/.gml"), gml(".xsd")).unwrap();
+    std::fs::write(server.path("dot/.xsd"), &including).unwrap();
+    // R17-A14: a view of 1,000 rows whose column is a scalar cross-join subquery.
+    sqlite_database(
+        &server.path("scalar.sqlite"),
+        &[
+            "create table t(id integer primary key, name text)",
+            &insert,
+            "create view v as select t.id as id, (select count(*) from t a, t b, t c \
+             where a.id + b.id + c.id > t.id) as n from t",
+        ],
+    );
+    // R17-A12: a KML in UTF-16.
+    let kml = "<?xml version=\"1.0\" encoding=\"UTF-16\"?><kml xmlns=\"http://www.opengis.net/kml/2.2\"><Document><Placemark><Point><coordinates>1,2</coordinates></Point></Placemark></Document></kml>";
+    let mut wide = vec![0xFFu8, 0xFE];
+    for unit in kml.encode_utf16() {
+        wide.extend(unit.to_le_bytes());
+    }
+    std::fs::write(server.path("wide.kml"), wide).unwrap();
+    // R17-A7: a DigitalGlobe `.IMD` of 20,000 keywords beside a GeoTIFF.
+    std::fs::create_dir(server.path("imd")).unwrap();
+    std::fs::copy(&base, server.path("imd/x.tif")).unwrap();
+    let keys: String = (0..20_000).map(|i| format!("K{i} = 1;\n")).collect();
+    std::fs::write(server.path("imd/x.IMD"), keys).unwrap();
+    // R17-A8: a classic netCDF header of 30,000 global attributes.
+    let mut nc = b"CDF\x01".to_vec();
+    nc.extend(0u32.to_be_bytes());
+    nc.extend([0u8; 8]);
+    nc.extend(0x0Cu32.to_be_bytes());
+    nc.extend(30_000u32.to_be_bytes());
+    for i in 0..30_000u32 {
+        let name = format!("a{i:05}\0\0");
+        nc.extend(6u32.to_be_bytes());
+        nc.extend(&name.as_bytes()[..8]);
+        nc.extend(2u32.to_be_bytes());
+        nc.extend(1u32.to_be_bytes());
+        nc.extend(b"x\0\0\0");
+    }
+    nc.extend([0u8; 8]);
+    std::fs::write(server.path("many.nc"), nc).unwrap();
+    // R17-A15: the external mask's own PAM file naming an outside overview file.
+    std::fs::create_dir(server.path("msk")).unwrap();
+    std::fs::copy(&base, server.path("msk/y.tif")).unwrap();
+    std::fs::copy(&base, server.path("msk/y.tif.msk")).unwrap();
+    std::fs::write(
+        server.path("msk/y.tif.msk.aux.xml"),
+        format!(
+            r#"<PAMDataset><Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">{}/ovr.tif</MDI></Metadata></PAMDataset>"#,
+            out.display()
+        ),
+    )
+    .unwrap();
     for (tool, input, needle) in [
+        (
+            "vector_info",
+            "g_sig.jp2",
+            "GMLJP2 metadata carries vector features",
+        ),
+        ("raster_info", "md_sig.jp2", "JPEG 2000 metadata box"),
+        ("raster_info", "typed.tif", "its GDAL metadata"),
+        ("vector_info", "vt.dat", "JSON tree"),
+        ("vector_info", "dot/.gml", "GML schema"),
+        ("vector_info", "scalar.sqlite", "its view \"v\""),
+        ("vector_info", "wide.kml", "UTF-16"),
+        ("raster_info", "imd/x.tif", "keywords"),
+        ("raster_info", "many.nc", "netCDF header"),
+        ("raster_info", "msk/y.tif", "msk.aux.xml"),
         (
             "raster_info",
             "g.jp2",
