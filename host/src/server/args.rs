@@ -219,6 +219,13 @@ pub fn driver_options(
                      raster_overviews"
                 )));
             }
+            if let Some(why) = crate::gdal::policy::rounding_option(key, value) {
+                return Err(ToolError::Arguments(format!(
+                    "{argument}.{key}: this option {why}, and no check of the server measures \
+                     it, so a changed value would be written as if kept; leave it out (the \
+                     server writes every value at the format's full precision)"
+                )));
+            }
             if value.contains('\0') {
                 return Err(ToolError::Arguments(format!(
                     "{argument}.{key}: the value contains a NUL byte"
@@ -422,6 +429,29 @@ mod tests {
                 matches!(&error, Some(ToolError::Arguments(m)) if m.starts_with("layer_options")),
                 "{bad:?}: {error:?}"
             );
+        }
+    }
+
+    /// Attack round 17, R17-C8: options that round or recode the written values unmeasured
+    /// are refused; `ID_TYPE=String` and other options pass.
+    #[test]
+    fn r17_c8_rounding_options_are_refused() {
+        for (key, value) in [
+            ("COORDINATE_PRECISION", "0"),
+            ("significant_figures", "2"),
+            ("BOUNDS", "-1e9,-1e9,1e9,1e9"),
+            ("ID_TYPE", "Integer"),
+        ] {
+            let options = BTreeMap::from([(key.to_string(), value.to_string())]);
+            let error = driver_options("layer_options", &options).err();
+            assert!(
+                matches!(&error, Some(ToolError::Arguments(m)) if m.contains("leave it out")),
+                "{key}: {error:?}"
+            );
+        }
+        for (key, value) in [("ID_TYPE", "String"), ("RFC7946", "YES")] {
+            let options = BTreeMap::from([(key.to_string(), value.to_string())]);
+            assert!(driver_options("layer_options", &options).is_ok(), "{key}");
         }
     }
 

@@ -58,6 +58,7 @@ const SCHEMA_LOSSES: &[&str] = &[
     "field_dropped",
     "integer64",
     "real_precision",
+    "text_encoding",
 ];
 
 /// Ready-to-use arguments that write the output with `driver` instead, the output's extension
@@ -289,9 +290,9 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
             "shapefile_limits",
             format!(
                 "the host checked the fields against Shapefile's limits (names of 10 \
-                 characters, strings of 254, dates without time, no binary fields, numbers of \
-                 24 characters with 15 decimals) and they fit{unread}; a Shapefile stops at \
-                 2 GB"
+                 characters, strings of 254 in the DBF's encoding, dates without time, no binary \
+                 fields, numbers of 24 characters with 15 decimals) and they fit{unread}; a \
+                 Shapefile stops at 2 GB"
             ),
         ));
     }

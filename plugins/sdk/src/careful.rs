@@ -1120,7 +1120,14 @@ const LIMIT_WORDS: &[&str] = &[
 /// above 5 % is unacceptable"): with one of [`REJECTING_WORDS`] after it, the figure is a
 /// limit.
 const BOUND_WORDS: &[&str] = &[
-    "above", "over", "beyond", "more than", "exceeding", "exceeds", "greater than", ">",
+    "above",
+    "over",
+    "beyond",
+    "more than",
+    "exceeding",
+    "exceeds",
+    "greater than",
+    ">",
 ];
 
 /// Words that reject what a bound names ([`BOUND_WORDS`]).
@@ -1338,7 +1345,9 @@ mod tests {
             ),
             [5.0]
         );
-        assert!(stated_limits("errors above 5 % appear near the poles", &[Unit::Percent]).is_empty());
+        assert!(
+            stated_limits("errors above 5 % appear near the poles", &[Unit::Percent]).is_empty()
+        );
     }
 
     #[test]

@@ -256,6 +256,50 @@ pub fn assess(
                 }
                 _ => {}
             }
+            // A COG's overviews have a codec of their own: `OVERVIEW_COMPRESS=JPEG` wrote a
+            // class map's overviews with codes of no class under "lossless: COG (DEFLATE)"
+            // (attack round 17, R17-C7). Overviews are what viewers and coarse reads see.
+            if driver == "COG" {
+                let overview = opt("OVERVIEW_COMPRESS").map(|c| c.to_ascii_uppercase());
+                let oq = num("OVERVIEW_QUALITY")
+                    .or_else(|| num("QUALITY"))
+                    .unwrap_or(75.0);
+                match overview.as_deref() {
+                    Some("JPEG") => lose(
+                        "JPEG",
+                        format!(
+                            "the overviews are written as JPEG at quality {} (OVERVIEW_COMPRESS): \
+                             every overview level is approximated in 8×8 blocks",
+                            number(oq)
+                        ),
+                    ),
+                    Some("WEBP") if oq < 100.0 => lose(
+                        "WEBP",
+                        format!(
+                            "the overviews are written as lossy WebP at quality {} \
+                             (OVERVIEW_COMPRESS)",
+                            number(oq)
+                        ),
+                    ),
+                    Some(c) if c.starts_with("LERC") => {
+                        let e = num("OVERVIEW_MAX_Z_ERROR")
+                            .or_else(|| num("MAX_Z_ERROR"))
+                            .map(|e| if e.is_nan() { f64::INFINITY } else { e })
+                            .unwrap_or(0.0);
+                        if e > 0.0 {
+                            lose(
+                                c,
+                                format!(
+                                    "the overviews are written as {c} with max_z_error {} \
+                                     (OVERVIEW_COMPRESS)",
+                                    number(e)
+                                ),
+                            );
+                        }
+                    }
+                    _ => {}
+                }
+            }
             compression
         }
         "JPEG" => {

@@ -52,6 +52,7 @@ pub const STRING_LENGTH: &str = "string_length";
 pub const FIELD_DROPPED: &str = "field_dropped";
 pub const INTEGER64: &str = "integer64";
 pub const REAL: &str = "real_precision";
+pub const TEXT_ENCODING: &str = "text_encoding";
 /// The width and decimals GDAL 3.6.2 gives a Shapefile Real field from a source without
 /// its own (`N(24,15)` in the DBF).
 const SHAPEFILE_REAL_WIDTH: usize = 24;
@@ -78,6 +79,8 @@ struct Values {
 #[derive(Debug, Default, Clone)]
 struct FieldValues {
     losing: u64,
+    /// Strings holding characters the DBF's encoding cannot (written as `?`).
+    unencodable: u64,
     /// The longest string (characters or bytes, by the rule), or the example value.
     longest: usize,
     example: Option<String>,
@@ -106,7 +109,12 @@ fn dropped(driver: &str, kind: OGRFieldType::Type) -> bool {
 /// What writing the layers of `dataset` (only `layer` when the call names one) with `driver`
 /// loses of their attribute fields; empty when everything fits or the driver's limits are not
 /// known here.
-pub fn losses(driver: &str, dataset: &Dataset, layer: Option<&str>) -> Vec<Loss> {
+pub fn losses(
+    driver: &str,
+    dataset: &Dataset,
+    layer: Option<&str>,
+    layer_options: &[(String, String)],
+) -> Vec<Loss> {
     if !knows(driver) {
         return Vec::new();
     }
@@ -128,7 +136,7 @@ pub fn losses(driver: &str, dataset: &Dataset, layer: Option<&str>) -> Vec<Loss>
         if fields.is_empty() {
             continue;
         }
-        let values = read_values(driver, &mut l, &fields);
+        let values = read_values(driver, &mut l, &fields, dbf_text_limit(layer_options));
         let prefix = if layer.is_none() && dataset.layer_count() > 1 {
             format!("layer {name}: ")
         } else {
@@ -160,8 +168,30 @@ fn value_rule(driver: &str, kind: OGRFieldType::Type) -> bool {
     }
 }
 
+/// The highest character a Shapefile's DBF holds under the layer's `ENCODING` option: Latin-1
+/// by default (GDAL 3.6 writes `LDID/87`), none for UTF-8, ASCII for any other (GDAL recodes
+/// what it can and writes `?` for the rest: "東京 Zürich Ελλάδα" read back "?? Zürich ??????",
+/// attack round 17, R17-C9).
+fn dbf_text_limit(layer_options: &[(String, String)]) -> Option<u32> {
+    let encoding = layer_options
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("ENCODING"))
+        .map(|(_, v)| v.trim().to_ascii_uppercase());
+    match encoding.as_deref() {
+        None => Some(0xFF),
+        Some("UTF-8" | "UTF8") => None,
+        Some("ISO-8859-1" | "LATIN1" | "LDID/87") => Some(0xFF),
+        Some(_) => Some(0x7F),
+    }
+}
+
 /// Reads up to the feature budget and measures, per field, the values `driver` changes.
-fn read_values(driver: &str, layer: &mut gdal::vector::Layer<'_>, fields: &[Field]) -> Values {
+fn read_values(
+    driver: &str,
+    layer: &mut gdal::vector::Layer<'_>,
+    fields: &[Field],
+    text_limit: Option<u32>,
+) -> Values {
     let mut values = Values {
         per_field: vec![FieldValues::default(); fields.len()],
         features: 0,
@@ -191,6 +221,13 @@ fn read_values(driver: &str, layer: &mut gdal::vector::Layer<'_>, fields: &[Fiel
                         seen.losing += 1;
                     }
                     seen.longest = seen.longest.max(length);
+                    let beyond = |c: char| text_limit.is_some_and(|most| c as u32 > most);
+                    if driver == "ESRI Shapefile" && text.chars().any(beyond) {
+                        seen.unencodable += 1;
+                        if seen.example.is_none() {
+                            seen.example = Some(text.chars().take(40).collect());
+                        }
+                    }
                 }
                 OGRFieldType::OFTDateTime => {
                     let Ok(Some(when)) = feature.field_as_datetime(index) else {
@@ -384,6 +421,19 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
                     seen.example.as_deref().unwrap_or("?")
                 ),
             ),
+            OGRFieldType::OFTString if seen.unencodable > 0 && seen.losing == 0 => lose(
+                TEXT_ENCODING,
+                format!(
+                    "the string field `{name}` holds {} value{} with characters the DBF's \
+                     encoding cannot hold (Latin-1 unless `ENCODING` says otherwise; layer \
+                     option ENCODING=UTF-8 keeps them) among {checked} feature{} checked: they \
+                     are written as `?` (e.g. \"{}\")",
+                    seen.unencodable,
+                    s(seen.unencodable),
+                    s(checked),
+                    seen.example.as_deref().unwrap_or("?")
+                ),
+            ),
             OGRFieldType::OFTString if seen.losing > 0 => {
                 let (limit, unit) = if driver == "MapInfo File" {
                     (MAPINFO_STRING, "bytes")
@@ -395,11 +445,20 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
                     format!(
                         "the string field `{name}` holds {} value{} longer than {limit} {unit} \
                          (the longest {}) among {checked} feature{} checked: they are cut to \
-                         {limit}",
+                         {limit}{}",
                         seen.losing,
                         s(seen.losing),
                         seen.longest,
-                        s(checked)
+                        s(checked),
+                        if seen.unencodable > 0 {
+                            format!(
+                                "; and {} hold characters the DBF's encoding cannot hold, \
+                                 written as `?` (layer option ENCODING=UTF-8 keeps them)",
+                                seen.unencodable
+                            )
+                        } else {
+                            String::new()
+                        }
                     ),
                 )
             }

@@ -1822,6 +1822,34 @@ pub const DECISION_OPTIONS: &[&str] = &[
     "ALIGNED_LEVELS",
 ];
 
+/// Vector driver options that round or recode what is written, which no fact measures: GeoJSON's
+/// `COORDINATE_PRECISION` and `SIGNIFICANT_FIGURES` (`COORDINATE_PRECISION=0` wrote 10.05°,
+/// 45.05° as `[10, 45]` and collapsed a polygon to a point under "GeoJSON holds these layers
+/// without loss"), MapInfo's `BOUNDS` (int32 coordinates over the bounds given: a 2e9° range
+/// left half-degree steps), and GeoJSON's `ID_TYPE` (a text id forced to Integer became 0)
+/// (attack round 17, R17-C8). Refused by [`rounding_option`].
+pub const ROUNDING_OPTIONS: &[&str] = &[
+    "COORDINATE_PRECISION",
+    "SIGNIFICANT_FIGURES",
+    "BOUNDS",
+    "ID_TYPE",
+];
+
+/// Why a driver option `key` with `value` would round or recode the written values unmeasured
+/// ([`ROUNDING_OPTIONS`]), or `None` when it does not (`ID_TYPE=String` keeps every id).
+pub fn rounding_option(key: &str, value: &str) -> Option<&'static str> {
+    let key = key.to_ascii_uppercase();
+    if !ROUNDING_OPTIONS.contains(&key.as_str()) {
+        return None;
+    }
+    match key.as_str() {
+        "ID_TYPE" if value.trim().eq_ignore_ascii_case("string") => None,
+        "ID_TYPE" => Some("forces every feature id to a type its values may not have (a text id becomes 0)"),
+        "BOUNDS" => Some("makes MapInfo store coordinates as integers over the bounds given, so wide bounds round every coordinate"),
+        _ => Some("rounds every coordinate (and with SIGNIFICANT_FIGURES every real field) as it writes"),
+    }
+}
+
 /// The creation options that decide a driver's own overviews, given the resampling the call
 /// chose (and the domains saw), if any. COG builds overviews by default with CUBIC (NEAREST
 /// only for paletted bands), which invents values in a class map: it gets the call's method,

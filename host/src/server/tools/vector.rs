@@ -399,6 +399,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                     &driver,
                     &dataset,
                     args.layer.as_deref(),
+                    &[],
                 )),
                 notes: Vec::new(),
             };
@@ -560,8 +561,9 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                     output,
                     argv,
                     transformation: None,
-                    written: OutputFacts::vector(&driver, &layer_options)
-                        .with_schema(schema::losses(&driver, &dataset, args.layer.as_deref())),
+                    written: OutputFacts::vector(&driver, &layer_options).with_schema(
+                        schema::losses(&driver, &dataset, args.layer.as_deref(), &layer_options),
+                    ),
                     notes: Vec::new(),
                 };
             Ok(plan.gathered(vec![input_facts], None))
@@ -738,6 +740,7 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                     &driver,
                     &dataset,
                     args.layer.as_deref(),
+                    &[],
                 )),
                 notes,
             };

@@ -569,3 +569,41 @@ fn r8_3_the_output_range_follows_the_method() {
     );
     assert!(!nearest.lossy);
 }
+
+/// Attack round 17, R17-C7: a COG's `OVERVIEW_COMPRESS=JPEG` wrote a class map's overviews
+/// with codes of no class under "lossless: COG (DEFLATE)". The overviews' codec is a loss of
+/// its own; lossless overview codecs, and the same option on a GeoTIFF (which has none), are
+/// not.
+#[test]
+fn r17_c7_a_cogs_overview_codec_is_judged() {
+    let jpeg = fact(
+        "COG",
+        "Byte",
+        1,
+        false,
+        &[("COMPRESS", "DEFLATE"), ("OVERVIEW_COMPRESS", "JPEG")],
+    );
+    assert!(jpeg.lossy, "{jpeg:?}");
+    assert!(jpeg.losses[0].text.contains("overviews"), "{jpeg:?}");
+    let webp = fact(
+        "COG",
+        "Byte",
+        1,
+        false,
+        &[("OVERVIEW_COMPRESS", "WEBP"), ("OVERVIEW_QUALITY", "90")],
+    );
+    assert!(webp.lossy, "{webp:?}");
+    for (driver, options) in [
+        (
+            "COG",
+            &[("COMPRESS", "DEFLATE"), ("OVERVIEW_COMPRESS", "ZSTD")][..],
+        ),
+        (
+            "COG",
+            &[("OVERVIEW_COMPRESS", "LERC"), ("MAX_Z_ERROR", "0")][..],
+        ),
+    ] {
+        let clean = fact(driver, "Byte", 1, false, options);
+        assert!(!clean.lossy, "{options:?}: {clean:?}");
+    }
+}

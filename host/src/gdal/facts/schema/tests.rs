@@ -182,7 +182,7 @@ fn r13_b8_shapefile_losses_are_what_gdal_writes() {
         ]],
     );
     let ds = Dataset::open(&src).unwrap();
-    let found = losses("ESRI Shapefile", &ds, Some("parcels"));
+    let found = losses("ESRI Shapefile", &ds, Some("parcels"), &[]);
     let codecs: Vec<&str> = found.iter().map(|l| l.codec.as_str()).collect();
     assert_eq!(
         codecs,
@@ -204,8 +204,8 @@ fn r13_b8_shapefile_losses_are_what_gdal_writes() {
     ] {
         assert!(found[index].text.contains(needle), "{}", found[index].text);
     }
-    assert!(losses("ESRI Shapefile", &ds, Some("clean")).is_empty());
-    assert!(losses("FlatGeobuf", &ds, Some("parcels")).is_empty());
+    assert!(losses("ESRI Shapefile", &ds, Some("clean"), &[]).is_empty());
+    assert!(losses("FlatGeobuf", &ds, Some("parcels"), &[]).is_empty());
 
     let out = dir.path().join("o.shp");
     translate(&src, &out, "ESRI Shapefile", "parcels");
@@ -275,7 +275,7 @@ fn r13_b8_mapinfo_losses_are_what_gdal_writes() {
         ]],
     );
     let ds = Dataset::open(&src).unwrap();
-    let found = losses("MapInfo File", &ds, Some("lossy"));
+    let found = losses("MapInfo File", &ds, Some("lossy"), &[]);
     let codecs: Vec<&str> = found.iter().map(|l| l.codec.as_str()).collect();
     assert_eq!(codecs, [STRING_LENGTH, INTEGER64], "{found:?}");
     assert!(
@@ -283,7 +283,7 @@ fn r13_b8_mapinfo_losses_are_what_gdal_writes() {
         "{}",
         found[0].text
     );
-    assert!(losses("MapInfo File", &ds, Some("clean")).is_empty());
+    assert!(losses("MapInfo File", &ds, Some("clean"), &[]).is_empty());
 
     let out = dir.path().join("o.tab");
     translate(&src, &out, "MapInfo File", "lossy");
@@ -329,7 +329,7 @@ fn fields_dropped_by_libkml_gml_and_dxf_are_what_gdal_drops() {
     );
     let ds = Dataset::open(&src).unwrap();
     for (driver, out) in [("LIBKML", "o.kml"), ("GML", "o.gml"), ("DXF", "o.dxf")] {
-        let predicted: Vec<String> = losses(driver, &ds, Some("p"))
+        let predicted: Vec<String> = losses(driver, &ds, Some("p"), &[])
             .iter()
             .inspect(|l| assert_eq!(l.codec, FIELD_DROPPED))
             .filter_map(|l| l.text.split('`').nth(1).map(str::to_string))
@@ -346,7 +346,7 @@ fn fields_dropped_by_libkml_gml_and_dxf_are_what_gdal_drops() {
         assert!(!gone.is_empty(), "{driver}");
     }
     for driver in ["GeoJSON", "FlatGeobuf", "CSV", "GPKG"] {
-        assert!(losses(driver, &ds, Some("p")).is_empty(), "{driver}");
+        assert!(losses(driver, &ds, Some("p"), &[]).is_empty(), "{driver}");
     }
 }
 
@@ -378,20 +378,20 @@ fn r16_b6_b7_kml_integers_and_shapefile_reals_are_what_gdal_writes() {
         ],
     );
     let ds = Dataset::open(&src).unwrap();
-    let kml: Vec<String> = losses("LIBKML", &ds, Some("lossy"))
+    let kml: Vec<String> = losses("LIBKML", &ds, Some("lossy"), &[])
         .into_iter()
         .map(|l| l.codec)
         .collect();
     assert!(kml.contains(&INTEGER64.to_string()), "{kml:?}");
-    let shp: Vec<String> = losses("ESRI Shapefile", &ds, Some("lossy"))
+    let shp: Vec<String> = losses("ESRI Shapefile", &ds, Some("lossy"), &[])
         .into_iter()
         .map(|l| l.codec)
         .collect();
     assert_eq!(shp, [REAL.to_string()], "{shp:?}");
-    assert!(losses("LIBKML", &ds, Some("clean"))
+    assert!(losses("LIBKML", &ds, Some("clean"), &[])
         .iter()
         .all(|l| l.codec != INTEGER64));
-    assert!(losses("ESRI Shapefile", &ds, Some("clean")).is_empty());
+    assert!(losses("ESRI Shapefile", &ds, Some("clean"), &[]).is_empty());
     // What GDAL writes.
     let shapefile = dir.path().join("o.shp");
     translate(&src, &shapefile, "ESRI Shapefile", "lossy");
@@ -403,4 +403,45 @@ fn r16_b6_b7_kml_integers_and_shapefile_reals_are_what_gdal_writes() {
     translate(&src, &kml_path, "LIBKML", "lossy");
     let text = std::fs::read_to_string(&kml_path).unwrap();
     assert!(!text.contains("9007199254740993"), "{text}");
+}
+
+/// Attack round 17, R17-C9: a Shapefile's DBF is Latin-1 unless `ENCODING` says otherwise, so
+/// "東京 Zürich Ελλάδα" read back "?? Zürich ??????" under "holds these layers without loss".
+/// Measured: a `text_encoding` loss, and none with ENCODING=UTF-8 or for Latin-1 text; the
+/// write itself is checked with GDAL.
+#[test]
+fn r17_c9_text_a_dbf_cannot_hold_is_a_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("names.gpkg");
+    let fields = [("name", OGRFieldType::OFTString)];
+    layer(&src, "wide", &fields, &[vec![Some("東京 Zürich Ελλάδα")]]);
+    layer(&src, "latin", &fields, &[vec![Some("Zürich São Paulo")]]);
+    let ds = Dataset::open(&src).unwrap();
+    let found = losses("ESRI Shapefile", &ds, Some("wide"), &[]);
+    assert_eq!(
+        found.iter().map(|l| l.codec.as_str()).collect::<Vec<_>>(),
+        [TEXT_ENCODING],
+        "{found:?}"
+    );
+    assert!(found[0].text.contains("ENCODING=UTF-8"), "{found:?}");
+    let utf8 = [("ENCODING".to_string(), "UTF-8".to_string())];
+    assert!(losses("ESRI Shapefile", &ds, Some("wide"), &utf8).is_empty());
+    assert!(losses("ESRI Shapefile", &ds, Some("latin"), &[]).is_empty());
+    // What GDAL 3.6 writes without the option.
+    let out = dir.path().join("o.shp");
+    let status = std::process::Command::new("ogr2ogr")
+        .arg(&out)
+        .arg(&src)
+        .arg("wide")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let back = Dataset::open(&out).unwrap();
+    let mut layer = back.layer(0).unwrap();
+    let text = layer
+        .features()
+        .next()
+        .and_then(|f| f.field_as_string(0).ok().flatten())
+        .unwrap();
+    assert_ne!(text, "東京 Zürich Ελλάδα");
 }
