@@ -104,9 +104,15 @@ async fn read_requests<R>(
         line.clear();
         match read_bounded_line(&mut input, &mut line).await {
             Ok(Line::Eof) => break,
-            Ok(Line::TooLong) => {
+            Ok(Line::TooLong(tail)) => {
+                let head = scanned_id(&line);
+                let id = if head.is_null() {
+                    last_member_id(&tail)
+                } else {
+                    head
+                };
                 let _ = errors.send(error_line(
-                    &scanned_id(&line),
+                    &id,
                     -32600,
                     &format!("request line longer than {MAX_LINE_BYTES} bytes; it was discarded"),
                 ));
@@ -154,9 +160,15 @@ fn release_freed_memory() {
 
 enum Line {
     Complete,
-    TooLong,
+    /// Over the bound: `line` holds its head, and this its last [`TOO_LONG_TAIL_BYTES`].
+    TooLong(Vec<u8>),
     Eof,
 }
+
+/// The end of a line over the bound kept to read its id from when the id is its root object's
+/// last member, as the TypeScript SDK writes every request (`{...request, jsonrpc, id}`):
+/// keeping the head alone answered its 17 MiB call `id: null` (attack round 17, R17-C10).
+const TOO_LONG_TAIL_BYTES: usize = 4 << 10;
 
 /// Read one line into `line`, or discard it up to its end if it exceeds the bound.
 async fn read_bounded_line<R: AsyncRead + Unpin>(
@@ -164,11 +176,12 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
     line: &mut Vec<u8>,
 ) -> std::io::Result<Line> {
     let mut too_long = false;
+    let mut tail: Vec<u8> = Vec::new();
     loop {
         let buffer = input.fill_buf().await?;
         if buffer.is_empty() {
             return Ok(if too_long {
-                Line::TooLong
+                Line::TooLong(tail)
             } else if line.is_empty() {
                 Line::Eof
             } else {
@@ -186,17 +199,23 @@ async fn read_bounded_line<R: AsyncRead + Unpin>(
                 // call waited for its answer until it timed out).
                 too_long = true;
                 let room = TOO_LONG_HEAD_BYTES.saturating_sub(line.len());
+                tail.extend_from_slice(&line[line.len().saturating_sub(TOO_LONG_TAIL_BYTES)..]);
                 line.extend_from_slice(&chunk[..room.min(chunk.len())]);
                 line.truncate(TOO_LONG_HEAD_BYTES);
             } else {
                 line.extend_from_slice(chunk);
             }
         }
+        if too_long {
+            tail.extend_from_slice(&chunk[chunk.len().saturating_sub(TOO_LONG_TAIL_BYTES)..]);
+            let excess = tail.len().saturating_sub(TOO_LONG_TAIL_BYTES);
+            tail.drain(..excess);
+        }
         let used = done.unwrap_or(buffer.len());
         input.consume(used);
         if done.is_some() {
             return Ok(if too_long {
-                Line::TooLong
+                Line::TooLong(tail)
             } else {
                 Line::Complete
             });
@@ -547,6 +566,60 @@ fn scanned_id(line: &[u8]) -> Value {
         Some((first, rest)) if rest.iter().all(|id| id == first) => first.clone(),
         _ => Value::Null,
     }
+}
+
+/// The id of a line's root object when it is the object's last member, read from the line's
+/// end (`..., "id": 7}`): in valid JSON the member before the final `}` belongs to the root.
+/// `null` when the last member is not a scalar `id`.
+fn last_member_id(tail: &[u8]) -> Value {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let trim_end = |t: &[u8]| -> usize { t.iter().rposition(|b| !space(b)).map_or(0, |i| i + 1) };
+    let mut end = trim_end(tail);
+    if end == 0 || tail[end - 1] != b'}' {
+        return Value::Null;
+    }
+    end = trim_end(&tail[..end - 1]);
+    if end == 0 {
+        return Value::Null;
+    }
+    let value_start = if tail[end - 1] == b'"' {
+        // Back to the opening quote: one not escaped by an odd run of backslashes.
+        let mut at = end - 1;
+        loop {
+            let Some(quote) = tail[..at].iter().rposition(|b| *b == b'"') else {
+                return Value::Null;
+            };
+            let slashes = tail[..quote]
+                .iter()
+                .rev()
+                .take_while(|b| **b == b'\\')
+                .count();
+            if slashes % 2 == 0 {
+                break quote;
+            }
+            at = quote;
+        }
+    } else {
+        tail[..end]
+            .iter()
+            .rposition(|b| space(b) || matches!(b, b':' | b',' | b'{' | b'[' | b'}' | b']'))
+            .map_or(0, |i| i + 1)
+    };
+    let value = &tail[value_start..end];
+    let before = trim_end(&tail[..value_start]);
+    if before == 0 || tail[before - 1] != b':' {
+        return Value::Null;
+    }
+    let key_end = trim_end(&tail[..before - 1]);
+    if !tail[..key_end].ends_with(b"\"id\"") {
+        return Value::Null;
+    }
+    let key_start = key_end - 4;
+    let preceding = trim_end(&tail[..key_start]);
+    if preceding == 0 || !matches!(tail[preceding - 1], b',' | b'{') {
+        return Value::Null;
+    }
+    serde_json::from_slice::<Value>(value).map_or(Value::Null, |id| reply_id(Some(&id)))
 }
 
 /// The first top-level member name written more than once (serde keeps the last silently, rmcp
@@ -930,7 +1003,7 @@ mod tests {
         let mut line = Vec::new();
         assert!(matches!(
             read_bounded_line(&mut input, &mut line).await,
-            Ok(Line::TooLong)
+            Ok(Line::TooLong(_))
         ));
         line.clear();
         assert!(matches!(
@@ -962,16 +1035,40 @@ mod tests {
                 format!(r#"{{"jsonrpc":"2.0","params":{{"s":"{huge}"}},"id":8,"method":"ping"}}"#),
                 Value::Null,
             ),
+            // Attack round 17, R17-C10: the TypeScript SDK writes the id last.
+            (
+                format!(
+                    r#"{{"method":"tools/call","params":{{"s":"{huge}"}},"jsonrpc":"2.0","id":9}}"#
+                ),
+                json!(9),
+            ),
+            (
+                format!(
+                    r#"{{"method":"tools/call","params":{{"s":"{huge}"}},"jsonrpc":"2.0","id" : "a\"b" }}"#
+                ),
+                json!("a\"b"),
+            ),
+            // An `id` last in a nested object is not the request's.
+            (
+                format!(r#"{{"method":"ping","params":{{"s":"{huge}","id":10}}}}"#),
+                Value::Null,
+            ),
         ] {
             let input_text = format!("{text}\n");
             let mut input = BufReader::new(input_text.as_bytes());
             let mut line = Vec::new();
-            assert!(matches!(
-                read_bounded_line(&mut input, &mut line).await,
-                Ok(Line::TooLong)
-            ));
+            let Ok(Line::TooLong(tail)) = read_bounded_line(&mut input, &mut line).await else {
+                panic!("too long");
+            };
             assert!(line.len() <= TOO_LONG_HEAD_BYTES);
-            assert_eq!(scanned_id(&line), id);
+            assert!(tail.len() <= TOO_LONG_TAIL_BYTES);
+            let head = scanned_id(&line);
+            let found = if head.is_null() {
+                last_member_id(&tail)
+            } else {
+                head
+            };
+            assert_eq!(found, id, "{}", &text[text.len() - 60..]);
         }
     }
 }
