@@ -1360,15 +1360,26 @@ async fn r15_b6_a_nan_nodata_is_named_not_taken_for_none() {
 /// Attack round 16, R16-B1 and R16-B2: `raster_calc` mixed unlike units (`a - b` of 100 ft and
 /// 100 m answered 0) and dropped the unit its inputs shared (`"a"` of a DEM in feet wrote no
 /// unit, and `raster_terrain` then took feet for metres). Unlike units are refused before the
-/// work; a copy or a mean of inputs in one unit keeps it; a conversion or a product declares
-/// none unless `unit` is given, and says so.
+/// work; a copy or a mean of inputs in one unit keeps it; a product declares none unless
+/// `unit` is given, and says so.
+///
+/// Attack round 17, R17-B2 and R17-B18: a conversion by any factor but five listed kept the
+/// old label (`a / 100` of centimetres stayed `cm`, `a * 3.2808` of metres stayed `m`), and
+/// heights raised by a constant lost theirs (`a + 100` of feet declared none, and the slope
+/// read feet as metres). A factor that turns the inputs' length unit into another declares
+/// that unit, and a length plus a constant keeps its unit.
 #[tokio::test]
 async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
     let cells: Vec<f32> = vec![100.0; 16];
-    for (name, unit) in [("feet.tif", "ft"), ("feet2.tif", "ft"), ("metres.tif", "m")] {
+    for (name, unit) in [
+        ("feet.tif", "ft"),
+        ("feet2.tif", "ft"),
+        ("metres.tif", "m"),
+        ("centimetres.tif", "cm"),
+    ] {
         small(&server.path(name), cells.clone(), None);
         declare_unit(&server.path(name), unit);
     }
@@ -1414,8 +1425,40 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
             "a * 0.3048",
             "converted.tif",
             None,
-            "",
-            true,
+            "m",
+            false,
+        ),
+        (
+            json!({"a": "centimetres.tif"}),
+            "a / 100",
+            "cm_to_m.tif",
+            None,
+            "m",
+            false,
+        ),
+        (
+            json!({"a": "metres.tif"}),
+            "a * 3.2808",
+            "m_to_ft.tif",
+            None,
+            "ft",
+            false,
+        ),
+        (
+            json!({"a": "feet.tif"}),
+            "a + 100",
+            "raised.tif",
+            None,
+            "ft",
+            false,
+        ),
+        (
+            json!({"a": "feet.tif"}),
+            "a * 2",
+            "doubled.tif",
+            None,
+            "ft",
+            false,
         ),
         (
             json!({"a": "feet.tif"}),

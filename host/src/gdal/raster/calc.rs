@@ -652,15 +652,30 @@ fn same_unit(a: &str, b: &str) -> bool {
     }
 }
 
-/// Constants that rescale a unit into another (feet to metres and back, US survey feet): an
-/// expression multiplying by one converts, so the inputs' unit is not the output's.
-const CONVERSION_FACTORS: &[f64] = &[
-    0.3048,
-    3.28084,
-    3.280_839_895,
-    0.304_800_609_6,
-    3.280_833_333,
+/// Length units an expression's factor may convert into, with their metres: a factor that
+/// turns the inputs' unit into one of these is a conversion, and the output declares it.
+const LENGTH_UNITS: &[(&str, f64)] = &[
+    ("m", 1.0),
+    ("dm", 0.1),
+    ("cm", 0.01),
+    ("mm", 0.001),
+    ("km", 1000.0),
+    ("ft", 0.3048),
+    ("US survey foot", 1200.0 / 3937.0),
 ];
+
+/// The length unit `factor` converts `metres_per_unit` into (`v * factor` in the new unit),
+/// within a part in 10^4 (`a * 3.2808` is metres to feet).
+fn converted_unit(metres_per_unit: f64, factor: f64) -> Option<&'static str> {
+    if !(factor.is_finite() && factor > 0.0) || (factor - 1.0).abs() <= 1e-9 {
+        return None;
+    }
+    let target = metres_per_unit / factor;
+    LENGTH_UNITS
+        .iter()
+        .find(|(_, metres)| (metres - target).abs() <= 1e-4 * metres)
+        .map(|(name, _)| *name)
+}
 
 /// The unit of the output band, and a note when it is not the inputs'. The caller's `unit`
 /// wins. Otherwise the used inputs' declared units decide: two different ones are refused
@@ -726,30 +741,58 @@ pub fn output_unit(
     }
     let expression = Expression::parse(&request.expression)
         .map_err(|e| GdalError::Arguments(format!("expression: {e}")))?;
-    let converts = CONVERSION_FACTORS
-        .iter()
-        .any(|f| request.expression.contains(&format!("{f}")));
-    let degree_one = [(1.37, 0.91), (7.3, 2.2)].iter().all(|(start, step)| {
-        let values: Vec<f64> = (0..order.len()).map(|i| start + step * i as f64).collect();
-        let scaled: Vec<f64> = values.iter().map(|v| v * 2.5).collect();
-        match (expression.eval(&values), expression.eval(&scaled)) {
-            (Ok(a), Ok(b)) if a.is_finite() && b.is_finite() => {
-                (b - 2.5 * a).abs() <= 1e-9 * b.abs().max(1e-12)
+    // The expression as an affine map of its inputs, f(x) = f(0) + g(x) with g of degree
+    // one (`g(k x) = k g(x)`, measured on two samples), and its factor on equal inputs,
+    // c = g(t, ..., t) / t.
+    let at = |values: &[f64]| expression.eval(values).ok().filter(|v| v.is_finite());
+    let zero = vec![0.0; order.len()];
+    let origin = at(&zero);
+    let affine = origin.is_some_and(|o| {
+        [(1.37, 0.91), (7.3, 2.2)].iter().all(|(start, step)| {
+            let values: Vec<f64> = (0..order.len()).map(|i| start + step * i as f64).collect();
+            let scaled: Vec<f64> = values.iter().map(|v| v * 2.5).collect();
+            match (at(&values), at(&scaled)) {
+                (Some(a), Some(b)) => {
+                    let (a, b) = (a - o, b - o);
+                    (b - 2.5 * a).abs() <= 1e-9 * b.abs().max(1e-12)
+                }
+                _ => false,
             }
-            _ => false,
-        }
+        })
     });
-    if degree_one && !converts {
-        Ok((Some(first_unit), None))
-    } else {
-        Ok((
+    let offset = origin.unwrap_or(0.0);
+    let factor = at(&vec![1.37; order.len()]).map(|v| (v - offset) / 1.37);
+    let length = crate::gdal::facts::length_unit_metres(&first_unit);
+    let note = |what: String| Some(format!("the output declares {what}"));
+    match (affine, length, factor) {
+        // A conversion between length units: `a / 100` of centimetres is metres, `a * 3.2808`
+        // of metres is feet (attack round 17, R17-B2: both kept the old label, and the next
+        // slope was off by a factor of 100 or 3.28).
+        (true, Some(metres), Some(c)) if converted_unit(metres, c).is_some() => {
+            let to = converted_unit(metres, c).unwrap_or_default();
+            Ok((
+                Some(to.to_string()),
+                note(format!(
+                    "\"{to}\": the expression multiplies its inputs in \"{first_unit}\" by {}, \
+                     a conversion to {to}",
+                    crate::gdal::programs::number(c)
+                )),
+            ))
+        }
+        // Heights raised or scaled in their own unit: a length plus a constant (R17-B18:
+        // `a + 100` of a DEM in feet wrote no unit, and the slope read feet as metres), or a
+        // copy, sum, difference, mean or multiple.
+        (true, Some(_), _) => Ok((Some(first_unit), None)),
+        // Another quantity keeps its unit through a linear map only: an offset may be a
+        // change of unit (`K - 273.15` is Celsius).
+        (true, None, _) if offset.abs() <= 1e-12 => Ok((Some(first_unit), None)),
+        _ => Ok((
             None,
-            Some(format!(
-                "the output declares no unit: its inputs are in \"{first_unit}\" and the \
-                 expression {} its unit; pass `unit` to declare the result's",
-                if converts { "converts" } else { "changes" }
+            note(format!(
+                "no unit: its inputs are in \"{first_unit}\" and the expression changes its \
+                 unit; pass `unit` to declare the result's"
             )),
-        ))
+        )),
     }
 }
 
