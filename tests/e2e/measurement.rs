@@ -2820,3 +2820,44 @@ async fn r16_b18_a_long_lines_geodesic_buffer_keeps_its_width() {
         assert_eq!(count, &json!(usize::from(inside)), "{name}");
     }
 }
+
+/// Attack round 17, R17-B4: `vector_clip` by lon/lat bounds across the antimeridian
+/// (`170..190`, the only way to write them) dropped the point at 175° W (= 185° E). The
+/// rectangle is clipped as the polygons it covers within ±180°: both points at 175° E and W
+/// are kept, and the one at 0° is not, whichever side the bounds are written on.
+#[tokio::test]
+async fn r17_b4_clip_bounds_across_the_antimeridian_wrap() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    layer(
+        &server.path("dateline.geojson"),
+        4326,
+        &[
+            point("east", [175.0, 0.0]),
+            point("west", [-175.0, 0.0]),
+            point("greenwich", [0.0, 0.0]),
+        ],
+    );
+    for (k, bounds) in [[170.0, -10.0, 190.0, 10.0], [-190.0, -10.0, -170.0, 10.0]]
+        .iter()
+        .enumerate()
+    {
+        let output = format!("clipped_{k}.gpkg");
+        let clipped = call_justified(
+            &server,
+            "vector_clip",
+            json!({"input": path("dateline.geojson"), "output": path(&output),
+                   "bounds": {"xmin": bounds[0], "ymin": bounds[1], "xmax": bounds[2],
+                              "ymax": bounds[3]}}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&clipped), "{bounds:?}: {}", text(&clipped));
+        let mut names = read_field(&server.path(&output), "name");
+        names.sort_by_key(|v| v.to_string());
+        assert_eq!(names, vec![json!("east"), json!("west")], "{bounds:?}");
+    }
+}

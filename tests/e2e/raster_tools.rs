@@ -1445,6 +1445,14 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
             false,
         ),
         (
+            json!({"a": "metres.tif"}),
+            "a * 1200 / 3937",
+            "no_known_unit.tif",
+            None,
+            "",
+            true,
+        ),
+        (
             json!({"a": "feet.tif"}),
             "a + 100",
             "raised.tif",

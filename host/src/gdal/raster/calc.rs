@@ -664,6 +664,15 @@ const LENGTH_UNITS: &[(&str, f64)] = &[
     ("US survey foot", 1200.0 / 3937.0),
 ];
 
+/// Whether `factor` is the ratio of two of [`LENGTH_UNITS`] (within a part in 10^4).
+fn is_unit_ratio(factor: f64) -> bool {
+    LENGTH_UNITS.iter().any(|(_, x)| {
+        LENGTH_UNITS
+            .iter()
+            .any(|(_, y)| x != y && ((x / y) - factor).abs() <= 1e-4 * factor.abs())
+    })
+}
+
 /// The length unit `factor` converts `metres_per_unit` into (`v * factor` in the new unit),
 /// within a part in 10^4 (`a * 3.2808` is metres to feet).
 fn converted_unit(metres_per_unit: f64, factor: f64) -> Option<&'static str> {
@@ -779,6 +788,17 @@ pub fn output_unit(
                 )),
             ))
         }
+        // The ratio of two length units that converts this one into none: `a * 1200 / 3937`
+        // of metres (US survey feet to metres, on metres) is no unit a reader knows.
+        (true, Some(_), Some(c)) if is_unit_ratio(c) => Ok((
+            None,
+            note(format!(
+                "no unit: the expression multiplies its inputs in \"{first_unit}\" by {}, the \
+                 ratio of two length units, which converts \"{first_unit}\" into none; pass \
+                 `unit` to declare the result's",
+                crate::gdal::programs::number(c)
+            )),
+        )),
         // Heights raised or scaled in their own unit: a length plus a constant (R17-B18:
         // `a + 100` of a DEM in feet wrote no unit, and the slope read feet as metres), or a
         // copy, sum, difference, mean or multiple.

@@ -573,6 +573,36 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
     .await
 }
 
+/// A lon/lat rectangle reaching past ±180° (`170..190`, the only way to write one across the
+/// antimeridian) as the polygons it covers within [-180°, 180°], in WKT: ogr2ogr clipped by
+/// the rectangle as written and dropped a point at 175° W (= 185° E) (attack round 17,
+/// R17-B4). `None` when the rectangle lies within ±180°.
+fn wrapped_rectangle(rect: [f64; 4]) -> Option<String> {
+    let [west, south, east, north] = rect;
+    if west >= -180.0 && east <= 180.0 {
+        return None;
+    }
+    let pieces: Vec<(f64, f64)> = if east - west >= 360.0 {
+        vec![(-180.0, 180.0)]
+    } else {
+        (-2..=2)
+            .filter_map(|turn: i32| {
+                let shift = 360.0 * f64::from(turn);
+                let (a, b) = ((west + shift).max(-180.0), (east + shift).min(180.0));
+                (a < b).then_some((a, b))
+            })
+            .collect()
+    };
+    let polygons: Vec<String> = pieces
+        .iter()
+        .map(|(a, b)| {
+            let (a, b, s, n) = (number(*a), number(*b), number(south), number(north));
+            format!("(({a} {s},{b} {s},{b} {n},{a} {n},{a} {s}))")
+        })
+        .collect();
+    Some(format!("MULTIPOLYGON({})", polygons.join(",")))
+}
+
 /// `vector_clip`, as the tool table lists it.
 pub const VECTOR_CLIP: ToolSpec = ToolSpec {
     name: "vector_clip",
@@ -679,9 +709,10 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                     datasets.push(Bounds::dataset(from));
                 }
                 argv.push("-clipsrc".to_string());
-                match moved {
-                    Some(polygon) => argv.push(polygon),
-                    None => argv.extend(rect.iter().map(|v| number(*v))),
+                match (moved, geographic.then(|| wrapped_rectangle(rect)).flatten()) {
+                    (Some(polygon), _) => argv.push(polygon),
+                    (None, Some(pieces)) => argv.push(pieces),
+                    (None, None) => argv.extend(rect.iter().map(|v| number(*v))),
                 }
             }
             if let Some(mask) = &mask {
