@@ -666,11 +666,14 @@ const LENGTH_UNITS: &[(&str, f64)] = &[
 
 /// Whether `factor` is the ratio of two of [`LENGTH_UNITS`] (within a part in 10^4).
 fn is_unit_ratio(factor: f64) -> bool {
-    LENGTH_UNITS.iter().any(|(_, x)| {
-        LENGTH_UNITS
-            .iter()
-            .any(|(_, y)| x != y && ((x / y) - factor).abs() <= 1e-4 * factor.abs())
-    })
+    // Feet and US survey feet are two parts in a million apart: no factor near 1 is a
+    // conversion here.
+    (factor - 1.0).abs() > 1e-3
+        && LENGTH_UNITS.iter().any(|(_, x)| {
+            LENGTH_UNITS
+                .iter()
+                .any(|(_, y)| x != y && ((x / y) - factor).abs() <= 1e-4 * factor.abs())
+        })
 }
 
 /// The length unit `factor` converts `metres_per_unit` into (`v * factor` in the new unit),
