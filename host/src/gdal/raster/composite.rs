@@ -155,10 +155,12 @@ impl CompositeRequest {
             let declares = dataset
                 .rasterband(self.band)
                 .is_ok_and(|b| b.no_data_value().is_some());
+            // Float64, so that the exactness check below sees the input's own values: Float32
+            // here wrote 123456789.123 as 123456792 past that check (attack round 17, R17-B8).
             if !declares {
                 args.extend([
                     "-ot".to_string(),
-                    "Float32".to_string(),
+                    "Float64".to_string(),
                     "-dstnodata".to_string(),
                     "nan".to_string(),
                 ]);

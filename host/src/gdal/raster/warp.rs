@@ -547,9 +547,33 @@ impl WarpRequest {
             creation_options: Vec::new(),
             ..self.clone()
         };
-        let warp_args = wide.gdalwarp_args();
+        let mut warp_args = wide.gdalwarp_args();
         let source = crate::gdal::facts::open(&self.input)?;
         let pad = padding_args(&source, pad_w, pad_h);
+        // A nodata the band's type cannot hold marks no cell (GDAL's own reading, and every
+        // other tool's), but the padded copy's clamp made it one: a Byte band declaring -1
+        // lost its 0s from every block (attack round 17, R17-B6). The warp ignores it; the
+        // padding is masked.
+        if nodata_outside_the_type(&source) {
+            let held = (1..=source.raster_count()).any(|index| {
+                source.rasterband(index).is_ok_and(|band| {
+                    band.no_data_value().is_some_and(|v| {
+                        integer_range(&crate::gdal::facts::band_type_name(&band)).is_none_or(
+                            |(low, high)| v.is_nan() || (v >= low && v <= high && v.fract() == 0.0),
+                        )
+                    })
+                })
+            });
+            if held {
+                return Err(GdalError::Arguments(format!(
+                    "input: {} has bands whose declared nodata their type cannot hold beside \
+                     bands whose nodata it can; one warp cannot read both as declared. \
+                     Aggregate the bands one by one (raster_convert with `bands` first)",
+                    self.input.display()
+                )));
+            }
+            warp_args.extend(["-srcnodata".to_string(), "None".to_string()]);
+        }
         let mut crop = vec![
             "-of".to_string(),
             self.format.clone(),
@@ -610,6 +634,21 @@ impl WarpRequest {
         ];
         Ok((outcome, commands))
     }
+}
+
+/// Whether a band of `source` declares a nodata its type cannot hold (out of an integer
+/// type's range or between its whole numbers): such a value marks no cell.
+fn nodata_outside_the_type(source: &gdal::Dataset) -> bool {
+    (1..=source.raster_count()).any(|index| {
+        let Ok(band) = source.rasterband(index) else {
+            return false;
+        };
+        let Some(nodata) = band.no_data_value().filter(|v| v.is_finite()) else {
+            return false;
+        };
+        integer_range(&crate::gdal::facts::band_type_name(&band))
+            .is_some_and(|(low, high)| nodata < low || nodata > high || nodata.fract() != 0.0)
+    })
 }
 
 /// The `gdal_translate` arguments of a VRT copy of `source` padded to `width` x `height`
