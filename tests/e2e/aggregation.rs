@@ -936,3 +936,190 @@ async fn r16_b4_a_composite_refuses_values_its_float32_output_would_change() {
     assert!(!is_error(&held.result), "{}", text(&held.result));
     assert_eq!(read(&server.path("held.tif")), vec![16777216.0, 2.5]);
 }
+
+/// A GeoTIFF of `bands` bands of `width` x `height` cells of type `T` (band `b` holding
+/// `values[b - 1]`) on a 10 m grid in EPSG:32633, band `b` declaring `nodata[b - 1]`.
+fn write_bands<T: gdal::raster::GdalType + Copy>(
+    path: &Path,
+    (width, height): (usize, usize),
+    values: &[Vec<T>],
+    nodata: &[Option<f64>],
+) {
+    let driver = gdal::DriverManager::get_driver_by_name("GTiff").unwrap();
+    let mut dataset = driver
+        .create_with_band_type::<T, _>(path, width, height, values.len())
+        .unwrap();
+    dataset
+        .set_geo_transform(&[0.0, 10.0, 0.0, 40.0, 0.0, -10.0])
+        .unwrap();
+    dataset
+        .set_spatial_ref(&gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap())
+        .unwrap();
+    for (index, cells) in values.iter().enumerate() {
+        let mut band = dataset.rasterband(index + 1).unwrap();
+        band.write(
+            (0, 0),
+            (width, height),
+            &mut gdal::raster::Buffer::new((width, height), cells.clone()),
+        )
+        .unwrap();
+        if let Some(value) = nodata[index] {
+            band.set_no_data_value(Some(value)).unwrap();
+        }
+    }
+}
+
+/// The valid values of band `b` of `path`, in order (nodata and NaN left out).
+fn valid(path: &Path, b: usize) -> Vec<f64> {
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let band = dataset.rasterband(b).unwrap();
+    let nodata = band.no_data_value();
+    let (w, h) = band.size();
+    band.read_as::<f64>((0, 0), (w, h), (w, h), None)
+        .unwrap()
+        .data()
+        .iter()
+        .copied()
+        .filter(|v| !v.is_nan() && Some(*v) != nodata)
+        .collect()
+}
+
+/// Attack round 17, on the gdalwarp-based block tools:
+/// * R17-B12: a Float32 raster with NaN cells and no nodata (as numpy writes missing values):
+///   one NaN made a whole block's average nodata. NaN is no value: the blocks (1.5, NaN, 3.5,
+///   5.5) and (2.5, 3.5, NaN, NaN) average 3.5 and 3.0, and `raster_resample average` agrees.
+/// * R17-B6: a Byte band declaring -1, which marks no cell: the padded copy clamped it to 0,
+///   and `min` of (0, 44) came out 44. Now 0, as every other tool reads it.
+/// * R17-B14: band 2 declaring 7, band 1 none and holding 7s: one nodata of 7 written for
+///   both, band 1's 7 read back as nodata. One value no band holds is declared instead.
+#[tokio::test]
+async fn r17_b6_b12_b14_block_tools_read_nodata_as_the_other_tools_do() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let nan = f32::NAN;
+    write_bands::<f32>(
+        &server.path("nan.tif"),
+        (4, 2),
+        &[vec![1.5, nan, 2.5, 3.5, 3.5, 5.5, nan, nan]],
+        &[None],
+    );
+    for (tool, arguments) in [
+        (
+            "raster_aggregate",
+            json!({"input": "nan.tif", "output": "nan_avg.tif", "factor": [2],
+                   "statistic": "average"}),
+        ),
+        (
+            "raster_resample",
+            json!({"input": "nan.tif", "output": "nan_res.tif", "resolution": [20, 20],
+                   "resampling": "average"}),
+        ),
+    ] {
+        let done = call_justified(&server, tool, arguments.clone())
+            .await
+            .unwrap();
+        assert!(!is_error(&done.result), "{tool}: {}", text(&done.result));
+        let output = arguments["output"].as_str().unwrap();
+        assert_eq!(valid(&server.path(output), 1), vec![3.5, 3.0], "{tool}");
+    }
+    write_bands::<u8>(
+        &server.path("byte.tif"),
+        (2, 1),
+        &[vec![0, 44]],
+        &[Some(-1.0)],
+    );
+    let done = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "byte.tif", "output": "byte_min.tif", "factor": [2, 1],
+               "statistic": "min"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    assert_eq!(read(&server.path("byte_min.tif")), vec![0.0]);
+    // Per-band nodata, as a VRT holds it (a GeoTIFF has one nodata for all bands).
+    write_bands::<f32>(&server.path("b1.tif"), (2, 1), &[vec![7.0, 7.0]], &[None]);
+    write_bands::<f32>(
+        &server.path("b2.tif"),
+        (2, 1),
+        &[vec![5.0, 7.0]],
+        &[Some(7.0)],
+    );
+    let band = |n: usize, file: &str, nodata: &str| {
+        format!(
+            r#"<VRTRasterBand dataType="Float32" band="{n}">{nodata}<SimpleSource><SourceFilename relativeToVRT="1">{file}</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand>"#
+        )
+    };
+    std::fs::write(
+        server.path("bands.vrt"),
+        format!(
+            r#"<VRTDataset rasterXSize="2" rasterYSize="1"><SRS>EPSG:32633</SRS><GeoTransform>0,10,0,40,0,-10</GeoTransform>{}{}</VRTDataset>"#,
+            band(1, "b1.tif", ""),
+            band(2, "b2.tif", "<NoDataValue>7</NoDataValue>")
+        ),
+    )
+    .unwrap();
+    let done = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "bands.vrt", "output": "bands_avg.tif", "factor": [2, 1],
+               "statistic": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    assert_eq!(valid(&server.path("bands_avg.tif"), 1), vec![7.0]);
+    assert_eq!(valid(&server.path("bands_avg.tif"), 2), vec![5.0]);
+}
+
+/// Attack round 17, R17-B8: an input on another grid that declares no nodata was warped to
+/// Float32 before R16-B4's exactness check, so 123456789.123 was written 123456792 past it.
+/// The warp keeps Float64: the composite is refused as for an input on the same grid.
+#[tokio::test]
+async fn r17_b8_a_warped_input_is_checked_at_its_own_precision() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_bands::<f64>(
+        &server.path("fine.tif"),
+        (2, 2),
+        &[vec![1.0, 2.0, 3.0, 4.0]],
+        &[None],
+    );
+    write_bands::<f64>(
+        &server.path("coarse.tif"),
+        (1, 1),
+        &[vec![123_456_789.123]],
+        &[None],
+    );
+    {
+        let mut dataset = gdal::Dataset::open_ex(
+            server.path("coarse.tif"),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        dataset
+            .set_geo_transform(&[0.0, 20.0, 0.0, 40.0, 0.0, -20.0])
+            .unwrap();
+    }
+    let refused = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["fine.tif", "coarse.tif"], "output": "max.tif", "statistic": "max",
+               "resampling": "nearest"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result), "{}", text(&refused.result));
+    assert!(
+        text(&refused.result).contains("123456789.123"),
+        "{}",
+        text(&refused.result)
+    );
+    assert!(!server.path("max.tif").exists());
+}

@@ -1,7 +1,9 @@
 //! The DEM hydrology tools over stdio: gating, hand-checked accumulation, the geographic and
 //! flat-dominated cases, and streams with lines on the real Olinda DEM.
 
-use gdal_mcp_tests::{is_error, justification, structured, text, Era, Options, Server};
+use gdal_mcp_tests::{
+    call_justified, is_error, justification, structured, text, Era, Options, Server,
+};
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -532,5 +534,63 @@ async fn r15_b9_conditioned_and_composited_dems_keep_their_heights_unit() -> any
     assert!(is_error(&unlike), "{}", text(&unlike));
     assert!(text(&unlike).contains("unlike units"), "{}", text(&unlike));
     assert!(!server.path("unlike.tif").exists());
+    Ok(())
+}
+
+/// Attack round 17, R17-B13: `dem_condition`'s fill volume was raises times cell areas in map
+/// units, unlabelled: 1000 for a 10 m pit in a 10 m grid whose heights are in feet (304.8 m³),
+/// and in Web Mercator cells far larger than the ground's. The volume is in m³ (`volume_unit`),
+/// heights converted by their declared unit; in a plane whose areas are more than 5 % off the
+/// ground, none is given, and a note says why (the conditioned DEM is written either way).
+#[tokio::test]
+async fn r17_b13_fill_volumes_are_cubic_metres_on_the_ground() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    let mut rows = vec![vec![100.0f32; 5]; 5];
+    rows[2][2] = 90.0;
+    write_dem_in(&server.path("pit_m.tif"), &rows, "EPSG:32633")?;
+    write_dem_in(&server.path("pit_ft.tif"), &rows, "EPSG:32633")?;
+    write_dem_in(&server.path("pit_merc.tif"), &rows, "EPSG:3857")?;
+    {
+        let dataset = gdal::Dataset::open_ex(
+            server.path("pit_ft.tif"),
+            gdal::DatasetOptions {
+                open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE,
+                ..Default::default()
+            },
+        )?;
+        let band = dataset.rasterband(1)?;
+        let unit = std::ffi::CString::new("ft")?;
+        // SAFETY: a live band handle and a NUL-terminated string GDAL copies.
+        unsafe { gdal_sys::GDALSetRasterUnitType(band.c_rasterband(), unit.as_ptr()) };
+    }
+    for (input, volume) in [
+        ("pit_m.tif", Some(1000.0)),
+        ("pit_ft.tif", Some(304.8)),
+        ("pit_merc.tif", None),
+    ] {
+        let done = call_justified(
+            &server,
+            "dem_condition",
+            json!({"input": input, "output": format!("filled_{input}"), "method": "fill"}),
+        )
+        .await?;
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        let report = &structured(&done.result)["report"];
+        match volume {
+            Some(v) => {
+                let got = report["volume"].as_f64().unwrap_or(f64::NAN);
+                assert!((got - v).abs() < 1e-6 * v, "{input}: {report}");
+                assert_eq!(report["volume_unit"], json!("m³"), "{input}");
+            }
+            None => {
+                assert!(report["volume"].is_null(), "{input}: {report}");
+                assert!(
+                    report["notes"].to_string().contains("no volume"),
+                    "{report}"
+                );
+            }
+        }
+        assert!(server.path(&format!("filled_{input}")).exists(), "{input}");
+    }
     Ok(())
 }

@@ -21,6 +21,9 @@ pub struct WarpRequest {
     /// (xmin, ymin, xmax, ymax) and the CRS they are in (default: the target CRS).
     pub bounds: Option<([f64; 4], Option<String>)>,
     pub dst_nodata: Option<f64>,
+    /// `-srcnodata nan`: NaN cells are no values, in a floating-point input that declares no
+    /// nodata ([`nan_marks_nodata`]).
+    pub src_nodata_nan: bool,
     /// Output data type (`-ot`); `None` keeps the input's.
     pub output_type: Option<String>,
     pub format: String,
@@ -81,6 +84,9 @@ impl WarpRequest {
         }
         if let Some(t) = &self.output_type {
             args.extend(["-ot".to_string(), t.clone()]);
+        }
+        if self.src_nodata_nan {
+            args.extend(["-srcnodata".to_string(), "nan".to_string()]);
         }
         if let Some(nodata) = self.dst_nodata {
             let text = if nodata.is_nan() {
@@ -634,6 +640,49 @@ impl WarpRequest {
         ];
         Ok((outcome, commands))
     }
+}
+
+/// Whether gdalwarp should read NaN cells as nodata: every band is floating-point and none
+/// declares a nodata. The host's readers leave NaN out; gdalwarp without `-srcnodata nan`
+/// let one NaN turn a whole block's average or sum into NaN (attack round 17, R17-B12: the
+/// blocks 1.5, NaN, 3.5, 5.5 and 2.5, 3.5, NaN, NaN aggregated to two nodata cells for 3.5
+/// and 3.0).
+pub fn nan_marks_nodata(dataset: &gdal::Dataset) -> bool {
+    let count = dataset.raster_count();
+    count > 0
+        && (1..=count).all(|index| {
+            dataset.rasterband(index).is_ok_and(|band| {
+                band.no_data_value().is_none()
+                    && matches!(
+                        crate::gdal::facts::band_type_name(&band).as_str(),
+                        "Float32" | "Float64"
+                    )
+            })
+        })
+}
+
+/// Whether the bands of `dataset` (an alpha band aside) declare different nodata values, or
+/// some one and some none: one output file declares one for every band, and gdalwarp took
+/// band 2's 7 for band 1 too, whose 7s were values (attack round 17, R17-B14).
+pub fn bands_disagree_on_nodata(dataset: &gdal::Dataset) -> bool {
+    let mut seen: Vec<Option<f64>> = Vec::new();
+    for index in 1..=dataset.raster_count() {
+        let Ok(band) = dataset.rasterband(index) else {
+            continue;
+        };
+        if band.color_interpretation() == gdal::raster::ColorInterpretation::AlphaBand {
+            continue;
+        }
+        let nodata = band.no_data_value();
+        if !seen.iter().any(|s| match (s, nodata) {
+            (Some(a), Some(b)) => a == &b || (a.is_nan() && b.is_nan()),
+            (None, None) => true,
+            _ => false,
+        }) {
+            seen.push(nodata);
+        }
+    }
+    seen.len() > 1
 }
 
 /// Whether a band of `source` declares a nodata its type cannot hold (out of an integer

@@ -213,6 +213,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 bounds: Some(([x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)], None)),
                 // A widened sum's nodata leaves the sums' range (R14-B5).
                 dst_nodata: widened.as_ref().and_then(|w| w.nodata).map(|(_, new)| new),
+                src_nodata_nan: false,
                 output_type: output_type
                     .map(|t| t.gdal_name().to_string())
                     .or_else(|| widened.as_ref().map(|w| w.to.clone())),
@@ -223,6 +224,15 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 target_aligned: false,
                 heights_unit: None,
             };
+            request.src_nodata_nan = warp::nan_marks_nodata(&dataset)
+                && request
+                    .output_type
+                    .as_deref()
+                    .is_none_or(|t| t.starts_with("Float"));
+            if request.dst_nodata.is_none() && warp::bands_disagree_on_nodata(&dataset) {
+                request.dst_nodata =
+                    warp::fill_nodata(&input, &dataset, request.output_type.as_deref())?.value();
+            }
             // A block wholly under the input's GDAL mask gets no value from gdalwarp, which
             // writes 0 undeclared: the fill nodata the data cannot hold is declared instead
             // (attack round 14, R14-B14: mean 70 where the data is 100).

@@ -436,7 +436,23 @@ pub async fn condition(call: Call) -> Result<Value, ToolError> {
             ConditionMethod::Fill | ConditionMethod::FillEpsilon => {
                 let mode = if method == ConditionMethod::Fill { hy::FillMode::Plain } else { hy::FillMode::Epsilon };
                 let r = hy::fill_depressions(&mut dem, cell_size, mode, relay)?;
-                json!({"method": method, "cells_raised": r.cells_raised, "max_raise": r.max_raise, "volume": r.volume})
+                let (w, h) = dem.shape();
+                // A fill volume is cell areas times raises: in a plane far off the ground it is
+                // off as far (attack round 17, R17-B13: 4000 for a 1000 m³ pit in Web Mercator
+                // at 60° N). The conditioned DEM is right whatever the plane; the volume is
+                // given only where the plane's areas are the ground's within 5 %.
+                let (volume, unit, notes) = match areas_on_the_ground(&georef, (w, h), "fill volumes", "") {
+                    Ok(note) => {
+                        let (v, u, n) = fill_volume(&georef, r.volume, note);
+                        (Some(v), u, n)
+                    }
+                    Err(e) => (None, String::new(), vec![format!("no volume is given: {}", e.to_string().trim_start_matches("units: "))]),
+                };
+                let mut report = json!({"method": method, "cells_raised": r.cells_raised, "max_raise": r.max_raise, "volume": volume, "volume_unit": unit});
+                if !notes.is_empty() {
+                    report["notes"] = json!(notes);
+                }
+                report
             }
             ConditionMethod::Breach => {
                 let options = hy::BreachOptions {
@@ -570,14 +586,16 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
             .and_then(|d| d.raster.as_ref())
             .map(|r| (r.width as usize, r.height as usize));
         match size {
-            Some((w, h)) if in_area => areas_on_the_ground(georef, w, h).map(|_| ()),
+            Some(size) if in_area => {
+                areas_on_the_ground(georef, size, "contributing areas", CELLS_INSTEAD).map(|_| ())
+            }
             _ => Ok(()),
         }
     };
     gated_dem_checked(call, (&args.input, &args.output, args.overwrite), args.justification, step, check, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
-        let area_note = if in_area { areas_on_the_ground(&georef, w, h)? } else { None };
+        let area_note = if in_area { areas_on_the_ground(&georef, (w, h), "contributing areas", CELLS_INSTEAD)? } else { None };
         let weight_grid = match &weights {
             Some(path) => {
                 let (grid, _) = raster_io::read_band_f32(path)?;
@@ -618,12 +636,22 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
     .await
 }
 
+/// The way out of [`areas_on_the_ground`]'s refusal for an accumulation: counting cells.
+const CELLS_INSTEAD: &str = ", or count cells (units: \"cells\")";
+
 /// An accumulation in area units counts each cell as its area in the CRS's plane. Where the
 /// plane's scale departs from the ground's by more than 5 % over the DEM, the areas would be
 /// that far off, and the call is refused naming a local CRS; from 0.5 % a note says so
 /// (attack round 16, R16-B11: a DEM in Web Mercator at 60° N answered 1,000,000 m² for
 /// 249,966 on the ground, where `raster_terrain` refused the same grid).
-fn areas_on_the_ground(georef: &Georef, w: usize, h: usize) -> Result<Option<String>, ToolError> {
+/// `figure` names what the areas make ("contributing areas"), `otherwise` the way out the
+/// refusal offers besides a local CRS.
+fn areas_on_the_ground(
+    georef: &Georef,
+    (w, h): (usize, usize),
+    figure: &str,
+    otherwise: &str,
+) -> Result<Option<String>, ToolError> {
     let Some(srs) = georef
         .wkt
         .as_deref()
@@ -654,15 +682,65 @@ fn areas_on_the_ground(georef: &Georef, w: usize, h: usize) -> Result<Option<Str
     if error.area > 0.05 {
         return Err(ToolError::Arguments(format!(
             "units: in {name} the DEM's cells cover up to {percent:.1} % more or less area than \
-             the ground they stand for (worst at {:.2}° E, {:.2}° N), so contributing areas would \
-             be off by as much; reproject the DEM to an equal-area or local CRS first \
-             (raster_reproject to its UTM zone), or count cells (units: \"cells\")",
+             the ground they stand for (worst at {:.2}° E, {:.2}° N), so {figure} would be off \
+             by as much; reproject the DEM to an equal-area or local CRS first \
+             (raster_reproject to its UTM zone){otherwise}",
             error.worst_at.0, error.worst_at.1
         )));
     }
     Ok((error.area > 0.005).then(|| {
-        format!("in {name} the DEM's cell areas differ from the ground's by up to {percent:.2} %: contributing areas are off by as much")
+        format!("in {name} the DEM's cell areas differ from the ground's by up to {percent:.2} %: {figure} are off by as much")
     }))
+}
+
+/// A fill volume (raises × cell areas, in the band's height unit × the CRS unit²) in m³ when
+/// both units are lengths the host knows: a DEM in feet over a metre CRS answered 1000 for
+/// 304.8 m³ (attack round 17, R17-B13). Heights that declare no unit are taken in the CRS's
+/// unit, as the hydrology tools take them. Otherwise the volume stays in those units, named.
+fn fill_volume(
+    georef: &Georef,
+    volume: f64,
+    area_note: Option<String>,
+) -> (f64, String, Vec<String>) {
+    let crs_unit = georef
+        .wkt
+        .as_deref()
+        .and_then(|wkt| facts::parse_crs("input", wkt).ok())
+        .map(|srs| facts::crs_facts(&srs));
+    let plane = crs_unit.as_ref().and_then(|f| f.linear_unit_metres);
+    let heights = match georef
+        .unit
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        Some(unit) => facts::length_unit_metres(unit),
+        None => plane,
+    };
+    let mut notes: Vec<String> = area_note.into_iter().collect();
+    match (plane, heights) {
+        (Some(p), Some(z)) => {
+            if (p - 1.0).abs() > 1e-12 || (z - 1.0).abs() > 1e-12 {
+                notes.push(format!(
+                    "the volume is converted to m³: heights at {z} m a unit, cells at {p} m a unit"
+                ));
+            }
+            (volume * p * p * z, "m³".to_string(), notes)
+        }
+        _ => {
+            let unit = format!(
+                "{} × {}²",
+                georef
+                    .unit
+                    .clone()
+                    .unwrap_or_else(|| "height unit".to_string()),
+                crs_unit
+                    .and_then(|f| f.linear_unit)
+                    .unwrap_or_else(|| "map unit".to_string())
+            );
+            (volume, unit, notes)
+        }
+    }
 }
 
 /// The unit of an accumulation in area units: the square of the DEM's CRS unit (`metre²`,

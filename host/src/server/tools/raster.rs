@@ -434,6 +434,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             .as_ref()
             .map(|b| ([b.xmin, b.ymin, b.xmax, b.ymax], b.crs.clone())),
         dst_nodata: args.nodata,
+        src_nodata_nan: false,
         output_type: None,
         format: raster_format(args.format.as_deref(), &args.output)?,
         creation_options: options,
@@ -644,6 +645,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
         size: args.size.map(|[w, h]| (w, h)),
         bounds: None,
         dst_nodata: args.nodata,
+        src_nodata_nan: false,
         output_type: None,
         format: raster_format(args.format.as_deref(), &args.output)?,
         creation_options: options,
@@ -679,6 +681,12 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
+            // NaN cells are no values, and bands that declare different nodata values get one
+            // the data cannot hold (attack round 17, R17-B12, R17-B14).
+            request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
+            if request.dst_nodata.is_none() && warp::bands_disagree_on_nodata(&dataset) {
+                request.dst_nodata = warp::fill_nodata(&request.input, &dataset, None)?.value();
+            }
             let widened = request.widen_sum(&dataset, |r| resample_weight(r, &dataset))?;
             // A resolution that does not divide the extent: gdalwarp rounds the number of
             // cells to the nearest, so rounding down cut the last strip off (R15-B20: a sum
