@@ -428,6 +428,183 @@ pub fn conflict_error(
     }
 }
 
+/// Refuse a raster whose `.aux.xml` declares a band's scale, offset, nodata or unit unlike the
+/// file's own declaration: GDAL settles each silently, and not the same way (a GeoTIFF's own
+/// scale wins over the sidecar's, the sidecar's nodata over the file's), so every physical
+/// value follows a choice nobody made (attack round 17, R17-B17: scale 0.1 in the file, 0.01
+/// beside it, a mean of 15 or 1.5). A sidecar that adds a declaration the file lacks is no
+/// conflict.
+pub fn check_band_declarations(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    use std::io::Read;
+    let (Some(parent), Some((name, stem))) = (path.parent(), crate::gdal::name_and_stem(path))
+    else {
+        return Ok(());
+    };
+    let Some(pam) = [format!("{name}.aux.xml"), format!("{stem}.aux.xml")]
+        .iter()
+        .map(|n| parent.join(n))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+    else {
+        return Ok(());
+    };
+    let mut bytes = Vec::new();
+    if crate::gdal::policy::open_regular(&pam)
+        .and_then(|f| f.take(4 << 20).read_to_end(&mut bytes))
+        .is_err()
+    {
+        return Ok(());
+    }
+    let Ok(document) = crate::gdal::policy::xml::Document::parse(&pam, &bytes) else {
+        return Ok(());
+    };
+    let Some(root) = document.root_element("PAMDataset") else {
+        return Ok(());
+    };
+    // The file's own declarations: the same file opened with GDAL's PAM off.
+    let Some(description) = dataset_description(dataset) else {
+        return Ok(());
+    };
+    let _pam_off = PamOff::start();
+    let Ok(own) = Dataset::open_ex(
+        &description,
+        gdal::DatasetOptions {
+            open_flags: gdal::GdalOpenFlags::GDAL_OF_READONLY | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+            ..Default::default()
+        },
+    ) else {
+        return Ok(());
+    };
+    let number = |text: &str| text.trim().parse::<f64>().ok();
+    let same = |a: f64, b: f64| {
+        a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+    };
+    let mut lines = Vec::new();
+    for band_node in root.elements().filter(|e| e.name() == "PAMRasterBand") {
+        let index = band_node
+            .value_text("band")
+            .and_then(|b| b.trim().parse::<usize>().ok())
+            .unwrap_or(1);
+        let (Ok(file_band), Ok(used)) = (own.rasterband(index), dataset.rasterband(index)) else {
+            continue;
+        };
+        let declared = |key: &str| band_node.value_text(key).map(|v| v.to_string());
+        let mut disagree = |what: &str,
+                            file: Option<String>,
+                            beside: Option<String>,
+                            in_use: String| {
+            if let (Some(file), Some(beside)) = (file, beside) {
+                lines.push(format!(
+                    "band {index}: the file declares {what} {file}, its .aux.xml {beside} (GDAL reads {in_use})"
+                ));
+            }
+        };
+        if let (Some(f), Some(b)) = (
+            file_band.scale(),
+            declared("Scale").as_deref().and_then(number),
+        ) {
+            if !same(f, b) {
+                disagree(
+                    "scale",
+                    Some(f.to_string()),
+                    Some(b.to_string()),
+                    used.scale().map_or("none".into(), |v| v.to_string()),
+                );
+            }
+        }
+        if let (Some(f), Some(b)) = (
+            file_band.offset(),
+            declared("Offset").as_deref().and_then(number),
+        ) {
+            if !same(f, b) {
+                disagree(
+                    "offset",
+                    Some(f.to_string()),
+                    Some(b.to_string()),
+                    used.offset().map_or("none".into(), |v| v.to_string()),
+                );
+            }
+        }
+        let beside_nodata = declared("NoDataValue").and_then(|v| {
+            let t = v.trim().to_ascii_lowercase();
+            if t == "nan" {
+                Some(f64::NAN)
+            } else {
+                number(&t)
+            }
+        });
+        if let (Some(f), Some(b)) = (file_band.no_data_value(), beside_nodata) {
+            if !same(f, b) {
+                disagree(
+                    "nodata",
+                    Some(f.to_string()),
+                    Some(b.to_string()),
+                    used.no_data_value()
+                        .map_or("none".into(), |v| v.to_string()),
+                );
+            }
+        }
+        let file_unit = file_band.unit();
+        if let Some(b) = declared("UnitType").filter(|u| !u.trim().is_empty()) {
+            if !file_unit.trim().is_empty() && !file_unit.trim().eq_ignore_ascii_case(b.trim()) {
+                disagree(
+                    "unit",
+                    Some(format!("\"{}\"", file_unit.trim())),
+                    Some(format!("\"{}\"", b.trim())),
+                    format!("\"{}\"", used.unit()),
+                );
+            }
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    Err(GdalError::Conflict {
+        message: format!(
+            "{}: the file and its sidecar {} declare its bands differently ({}); GDAL settles \
+             each silently, and every value read follows the declaration it picks. Check which \
+             is right, then correct or remove the sidecar (or rewrite the file with the right \
+             declarations: raster_convert with `nodata`, or raster_calc with `unit`)",
+            path.display(),
+            pam.display(),
+            lines.join("; ")
+        ),
+        parameter: "input".to_string(),
+        candidates: json!(lines),
+    })
+}
+
+/// While alive, GDAL reads no `.aux.xml` on this thread (`GDAL_PAM_ENABLED=NO`); cleared on
+/// drop.
+struct PamOff(());
+
+impl PamOff {
+    fn start() -> Self {
+        let _ = gdal::config::set_thread_local_config_option("GDAL_PAM_ENABLED", "NO");
+        Self(())
+    }
+}
+
+impl Drop for PamOff {
+    fn drop(&mut self) {
+        let _ = gdal::config::clear_thread_local_config_option("GDAL_PAM_ENABLED");
+    }
+}
+
+/// The name a dataset was opened by (`GDALGetDescription`).
+fn dataset_description(dataset: &Dataset) -> Option<String> {
+    // SAFETY: a live dataset handle; GDAL returns a string it owns, copied at once.
+    let text = unsafe { gdal_sys::GDALGetDescription(dataset.c_dataset().cast()) };
+    if text.is_null() {
+        return None;
+    }
+    // SAFETY: GDAL's description is a NUL-terminated string valid while the dataset lives.
+    let text = unsafe { std::ffi::CStr::from_ptr(text) };
+    text.to_str()
+        .ok()
+        .map(str::to_string)
+        .filter(|t| !t.is_empty())
+}
+
 /// Which candidate the opened dataset's geotransform came from.
 pub fn source_of(
     geotransform: Option<[f64; 6]>,

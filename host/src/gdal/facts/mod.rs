@@ -450,6 +450,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         |dataset| {
             if dataset.raster_count() > 0 {
                 check_georef_choice(path, dataset, choice)?;
+                georef::check_band_declarations(path, dataset)?;
             }
             Ok(())
         },
