@@ -379,13 +379,41 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
     found
 }
 
-/// The disagreements between candidates, one line each.
-pub fn conflicts(candidates: &[GeorefCandidate]) -> Vec<String> {
+/// Largest move, in cells, of a corner of the raster between two geotransforms below which
+/// they place it alike: a six-decimal world file (pixel 0.333333 m) beside a GeoTIFF's own
+/// 1/3 m moved no corner of a 300 x 300 raster by more than 0.0003 of a cell, and was refused
+/// as a conflict (attack round 17, R17-B3).
+const SAME_PLACE_CELLS: f64 = 0.01;
+
+/// Whether two geotransforms place a raster of `size` cells alike: every corner within
+/// [`SAME_PLACE_CELLS`] of a cell of the other's.
+pub fn same_place(a: &[f64; 6], b: &[f64; 6], (width, height): (usize, usize)) -> bool {
+    if same_geotransform(a, b) {
+        return true;
+    }
+    let cell_x = a[1].hypot(a[4]);
+    let cell_y = a[2].hypot(a[5]);
+    if !(cell_x > 0.0 && cell_y > 0.0) {
+        return false;
+    }
+    let (w, h) = (width as f64, height as f64);
+    [(0.0, 0.0), (w, 0.0), (0.0, h), (w, h)]
+        .iter()
+        .all(|(p, l)| {
+            let at = |g: &[f64; 6]| (g[0] + p * g[1] + l * g[2], g[3] + p * g[4] + l * g[5]);
+            let ((xa, ya), (xb, yb)) = (at(a), at(b));
+            (xa - xb).abs() <= SAME_PLACE_CELLS * cell_x
+                && (ya - yb).abs() <= SAME_PLACE_CELLS * cell_y
+        })
+}
+
+/// The disagreements between candidates for a raster of `size` cells, one line each.
+pub fn conflicts(candidates: &[GeorefCandidate], size: (usize, usize)) -> Vec<String> {
     let mut lines = Vec::new();
     for (i, a) in candidates.iter().enumerate() {
         for b in &candidates[i + 1..] {
             if let (Some(ga), Some(gb)) = (&a.geotransform, &b.geotransform) {
-                if !same_geotransform(ga, gb) {
+                if !same_place(ga, gb, size) {
                     lines.push(format!(
                         "{} and {} disagree on the geotransform: pixel size {} x {} at \
                          ({}, {}) vs {} x {} at ({}, {})",
@@ -701,13 +729,40 @@ mod tests {
             geotransform: Some([0.0, 20.0, 0.0, 0.0, 0.0, -20.0]),
             crs: None,
         };
-        let lines = conflicts(&[a.clone(), b]);
+        let lines = conflicts(&[a.clone(), b], (100, 100));
         assert_eq!(lines.len(), 1);
         assert!(
             lines[0].contains("10 x -10") && lines[0].contains("20 x -20"),
             "{lines:?}"
         );
-        assert!(conflicts(&[a.clone(), a]).is_empty());
+        assert!(conflicts(&[a.clone(), a], (100, 100)).is_empty());
+    }
+
+    /// Attack round 17, R17-B3: a six-decimal world file beside a GeoTIFF of 1/3 m cells
+    /// places a 300 x 300 raster within 0.0003 of a cell of the file's own geotransform: the
+    /// same place, no conflict. Half a cell off is one.
+    #[test]
+    fn r17_b3_geotransforms_that_place_the_raster_alike_agree() {
+        let third = 1.0 / 3.0;
+        let own = [500_000.0, third, 0.0, 5_000_100.0, 0.0, -third];
+        let written = [
+            499_999.999_999_5,
+            0.333_333,
+            0.0,
+            5_000_100.000_000_5,
+            0.0,
+            -0.333_333,
+        ];
+        assert!(same_place(&own, &written, (300, 300)));
+        let half = [
+            500_000.0 + third / 2.0,
+            third,
+            0.0,
+            5_000_100.0,
+            0.0,
+            -third,
+        ];
+        assert!(!same_place(&own, &half, (300, 300)));
     }
 
     #[test]

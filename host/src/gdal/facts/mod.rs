@@ -465,7 +465,7 @@ fn check_georef_choice(
     choice: Option<georef::GeorefSource>,
 ) -> Result<(), GdalError> {
     let candidates = georef::candidates(path, dataset);
-    let conflicts = georef::conflicts(&candidates);
+    let conflicts = georef::conflicts(&candidates, dataset.raster_size());
     if conflicts.is_empty() {
         return Ok(());
     }
@@ -904,7 +904,7 @@ fn raster_facts(
     }
     let geotransform = dataset.geo_transform().ok();
     let candidates = georef::candidates(path, dataset);
-    let conflicts = georef::conflicts(&candidates);
+    let conflicts = georef::conflicts(&candidates, dataset.raster_size());
     let cell_size_metres = match (srs, geotransform) {
         (Some(srs), Some(gt)) if srs.is_geographic() => {
             let centre_lat = gt[3] + gt[5] * height as f64 / 2.0 + gt[4] * width as f64 / 2.0;
@@ -1496,6 +1496,17 @@ pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) 
         "count",
     ];
     packed || !not_a_unit.contains(&key.as_str())
+}
+
+/// Whether two declared units are one: the same length (`m`, `metre` and `meters` are;
+/// `ft` and `US survey foot` are not, by [`length_unit_metres`]), or the same text for units
+/// that are no length (`K`, `mm/day`). The one comparison of declared units (`raster_calc`,
+/// `raster_composite`).
+pub fn same_unit(a: &str, b: &str) -> bool {
+    match (length_unit_metres(a), length_unit_metres(b)) {
+        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x,
+        _ => a.trim().eq_ignore_ascii_case(b.trim()),
+    }
 }
 
 /// A band's declared length unit in metres, from its unit text (`m`, `metre`, `cm`, `ft`,

@@ -163,7 +163,8 @@ fn value_rule(driver: &str, kind: OGRFieldType::Type) -> bool {
                 | OGRFieldType::OFTReal
         ),
         "MapInfo File" => matches!(kind, OGRFieldType::OFTString | OGRFieldType::OFTInteger64),
-        "LIBKML" | "KML" => kind == OGRFieldType::OFTInteger64,
+        "LIBKML" | "KML" => matches!(kind, OGRFieldType::OFTInteger64 | OGRFieldType::OFTReal),
+        "GML" => kind == OGRFieldType::OFTReal,
         _ => false,
     }
 }
@@ -267,6 +268,33 @@ fn read_values(
                 // small ones lose their digits, and huge ones overflow the width (attack round
                 // 16, R16-B7: 2.5e-20 written 0, 3.217e-13 as 3.22e-13, 1e300 as 1e23). A
                 // change below a billionth of the value (1/3's sixteenth digit) is no loss.
+                // KML and GML write a Real with 15 significant digits (`%.15g`): a whole
+                // number past 10^15 (an id or a time in microseconds kept as Real) loses units,
+                // 1700000000123456 read back 1700000000123460 (attack round 17, R17-B9). A
+                // change below a billionth of a fraction's value is no loss, as for Shapefile.
+                OGRFieldType::OFTReal if driver != "ESRI Shapefile" => {
+                    let Ok(Some(value)) = feature.field_as_double(index) else {
+                        continue;
+                    };
+                    if !value.is_finite() || value == 0.0 {
+                        continue;
+                    }
+                    let back = format!("{:.*e}", KML_DIGITS - 1, value)
+                        .parse::<f64>()
+                        .unwrap_or(f64::NAN);
+                    let whole = value.fract() == 0.0 && value.abs() >= 1e15;
+                    let loses = if whole {
+                        back != value
+                    } else {
+                        (back - value).abs() > 1e-9 * value.abs()
+                    };
+                    if loses {
+                        seen.losing += 1;
+                        if seen.example.is_none() {
+                            seen.example = Some(format!("{value} written {back}"));
+                        }
+                    }
+                }
                 OGRFieldType::OFTReal => {
                     let Ok(Some(value)) = feature.field_as_double(index) else {
                         continue;
@@ -366,6 +394,25 @@ fn layer_losses(driver: &str, fields: &[Field], values: &Values) -> Vec<Loss> {
                         "the Integer64 field `{}`: KML writes it as Real with {KML_DIGITS} \
                          significant digits, so longer integers lose their last digits; {} of \
                          {checked} feature{} checked (e.g. {})",
+                        field.name,
+                        seen.losing,
+                        s(checked),
+                        seen.example.as_deref().unwrap_or("?")
+                    ),
+                );
+            }
+        }
+    }
+    if matches!(driver, "LIBKML" | "KML" | "GML") {
+        for (field, seen) in fields.iter().zip(&values.per_field) {
+            if field.kind == OGRFieldType::OFTReal && seen.losing > 0 {
+                lose(
+                    REAL,
+                    format!(
+                        "the Real field `{}`: {driver} writes numbers with {KML_DIGITS} \
+                         significant digits, so whole numbers past 10^15 (ids, times in \
+                         microseconds) lose their last units; {} of {checked} feature{} checked \
+                         (e.g. {})",
                         field.name,
                         seen.losing,
                         s(checked),

@@ -641,17 +641,6 @@ fn checked_expression(
     Ok((names, order, window_cells))
 }
 
-/// Whether two declared units are one: the same length (`m`, `metre` and `meters` are;
-/// `ft` and `US survey foot` are not, by [`crate::gdal::facts::length_unit_metres`]), or the
-/// same text for units that are no length (`K`, `mm/day`).
-fn same_unit(a: &str, b: &str) -> bool {
-    use crate::gdal::facts::length_unit_metres;
-    match (length_unit_metres(a), length_unit_metres(b)) {
-        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x,
-        _ => a.trim().eq_ignore_ascii_case(b.trim()),
-    }
-}
-
 /// Length units an expression's factor may convert into, with their metres: a factor that
 /// turns the inputs' unit into one of these is a conversion, and the output declares it.
 const LENGTH_UNITS: &[(&str, f64)] = &[
@@ -728,7 +717,10 @@ pub fn output_unit(
     let Some((first_name, first_unit)) = declared.first().cloned() else {
         return Ok((None, None));
     };
-    if let Some((name, unit)) = declared.iter().find(|(_, u)| !same_unit(u, &first_unit)) {
+    if let Some((name, unit)) = declared
+        .iter()
+        .find(|(_, u)| !crate::gdal::facts::same_unit(u, &first_unit))
+    {
         return Err(GdalError::Arguments(format!(
             "inputs: `{first_name}` declares its values in \"{first_unit}\" and `{name}` in \
              \"{unit}\": band math over unlike units gives a wrong number (100 ft - 100 m is \

@@ -106,6 +106,12 @@ impl CompositeRequest {
         let mut datasets = Vec::with_capacity(self.inputs.len());
         let mut warps = Vec::new();
         let mut scratch = Vec::new();
+        // Inputs warped by a method that makes new values (bilinear, average, ...): what the
+        // composite reads of them are no input values, so their own cells are checked for
+        // Float32 instead (R17-B8's Float64 warp made every interpolated value "changed").
+        let mut interpolated: Vec<bool> = Vec::with_capacity(self.inputs.len());
+        let mut narrowed = 0u64;
+        let mut first_narrowed: Option<f64> = None;
         // Every input is read (or warped) through its whole blocks, strip after strip, all
         // inputs in turn (issue 21 attack round 4, B3).
         let mut blocks = Vec::with_capacity(self.inputs.len());
@@ -120,6 +126,7 @@ impl CompositeRequest {
             )?);
             if index == 0 || same_grid(&reference, &dataset) {
                 datasets.push(dataset);
+                interpolated.push(false);
                 continue;
             }
             let Some(method) = &self.resampling else {
@@ -187,6 +194,18 @@ impl CompositeRequest {
             warps.push((index, Program::Warp.command_line(&args, &band_vrt, &memory)));
             scratch.push(band_vrt);
             scratch.push(memory);
+            let keeps_values = matches!(
+                method.as_str(),
+                "near" | "nearest" | "mode" | "min" | "max" | "med" | "q1" | "q3"
+            );
+            if !keeps_values {
+                let (count, example) = float32_changes(&dataset, self.band)?;
+                narrowed += count;
+                if first_narrowed.is_none() {
+                    first_narrowed = example;
+                }
+            }
+            interpolated.push(!keeps_values);
             datasets.push(warped);
         }
         let bands: Vec<usize> = datasets
@@ -233,7 +252,12 @@ impl CompositeRequest {
         let declared: Vec<&(String, &std::path::Path)> =
             units.iter().filter(|(u, _)| !u.is_empty()).collect();
         if let Some((first, first_path)) = declared.first() {
-            if let Some((other, other_path)) = declared.iter().find(|(u, _)| u != first) {
+            // One unit in two spellings (`m` and `metre`) is one unit (attack round 17,
+            // R17-B16: refused, with advice to multiply by 0.3048).
+            if let Some((other, other_path)) = declared
+                .iter()
+                .find(|(u, _)| !crate::gdal::facts::same_unit(u, first))
+            {
                 return Err(GdalError::Arguments(format!(
                     "inputs: {} declares its values in {first:?} and {} in {other:?}: a \
                      composite of unlike units is a wrong number; convert one first \
@@ -300,8 +324,6 @@ impl CompositeRequest {
             let mut strips: Vec<Vec<f32>> = vec![Vec::new(); datasets.len()];
             // Input values Float32 (the output's type) does not hold exactly (attack round 16,
             // R16-B4: a Float64 max wrote 16777216 for 16777217 and inf for 1e300, unsaid).
-            let mut narrowed = 0u64;
-            let mut first_narrowed: Option<f64> = None;
             let mut compositor = aggregation::Compositor::default();
             let mut row = 0;
             while row < height {
@@ -309,11 +331,12 @@ impl CompositeRequest {
                     return Err(crate::gdal::cancelled("composite"));
                 }
                 let rows = STRIP_ROWS.min(height - row);
-                for (((dataset, band), strip), exact) in datasets
+                for ((((dataset, band), strip), exact), new_values) in datasets
                     .iter()
                     .zip(&bands)
                     .zip(&mut strips)
                     .zip(&exact_nodata)
+                    .zip(&interpolated)
                 {
                     let b = dataset
                         .rasterband(*band)
@@ -334,7 +357,7 @@ impl CompositeRequest {
                         )
                     })?;
                     let wide = buffer.into_shape_and_vec().1;
-                    for &v in &wide {
+                    for &v in wide.iter().filter(|_| !*new_values) {
                         if v.is_finite() && f64::from(v as f32) != v && *exact != Some(v) {
                             narrowed += 1;
                             first_narrowed.get_or_insert(v);
@@ -417,6 +440,46 @@ impl CompositeRequest {
             warnings,
         })
     }
+}
+
+/// The cells of band `band` of `dataset` whose value Float32 does not hold exactly (its
+/// nodata aside), and the first of them, read in strips.
+fn float32_changes(dataset: &Dataset, band: usize) -> Result<(u64, Option<f64>), GdalError> {
+    let failed = || GdalError::Failed {
+        operation: "reading an input for the composite".to_string(),
+        message: "cannot read an input strip".to_string(),
+    };
+    let b = dataset.rasterband(band).map_err(|_| {
+        GdalError::Arguments(format!("band: band {band} does not exist in every input"))
+    })?;
+    let exact = crate::gdal::facts::nodata::band_nodata(&b);
+    let (width, height) = b.size();
+    let (mut count, mut first) = (0u64, None);
+    let mut row = 0;
+    while row < height {
+        let rows = STRIP_ROWS.min(height - row);
+        let buffer = crate::gdal::facts::read_cells::<f64>(
+            &b,
+            (0, row as isize),
+            (width, rows),
+            (width, rows),
+        )
+        .map_err(|e| {
+            crate::gdal::facts::cell_read_error(
+                e,
+                || format!("band {band} of an input"),
+                |_| failed(),
+            )
+        })?;
+        for v in buffer.into_shape_and_vec().1 {
+            if v.is_finite() && f64::from(v as f32) != v && exact != Some(v) {
+                count += 1;
+                first.get_or_insert(v);
+            }
+        }
+        row += rows;
+    }
+    Ok((count, first))
 }
 
 fn warp_to_memory(source: &Dataset, args: &[String], memory: &Path) -> Result<Dataset, GdalError> {

@@ -647,9 +647,12 @@ impl WarpRequest {
 /// let one NaN turn a whole block's average or sum into NaN (attack round 17, R17-B12: the
 /// blocks 1.5, NaN, 3.5, 5.5 and 2.5, 3.5, NaN, NaN aggregated to two nodata cells for 3.5
 /// and 3.0).
+///
+/// Only when a band holds a NaN cell (read strip by strip, stopping at the first): an output
+/// of a raster without any is not given a nodata it does not need.
 pub fn nan_marks_nodata(dataset: &gdal::Dataset) -> bool {
     let count = dataset.raster_count();
-    count > 0
+    let floats = count > 0
         && (1..=count).all(|index| {
             dataset.rasterband(index).is_ok_and(|band| {
                 band.no_data_value().is_none()
@@ -658,6 +661,27 @@ pub fn nan_marks_nodata(dataset: &gdal::Dataset) -> bool {
                         "Float32" | "Float64"
                     )
             })
+        });
+    floats
+        && (1..=count).any(|index| {
+            let Ok(band) = dataset.rasterband(index) else {
+                return false;
+            };
+            let (width, height) = band.size();
+            let mut row = 0;
+            while row < height {
+                let rows = 256.min(height - row);
+                let Ok(buffer) =
+                    band.read_as::<f32>((0, row as isize), (width, rows), (width, rows), None)
+                else {
+                    return false;
+                };
+                if buffer.data().iter().any(|v| v.is_nan()) {
+                    return true;
+                }
+                row += rows;
+            }
+            false
         })
 }
 

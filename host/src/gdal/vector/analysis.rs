@@ -1130,10 +1130,20 @@ fn facts_of_layers(
     };
     let (checked_a, invalid_a) = count_invalid(&a.rows);
     let (checked_b, invalid_b) = count_invalid(&b.rows);
-    let mut kinds = kinds_of(&a.rows);
-    kinds.extend(kinds_of(&b.rows));
-    kinds.sort();
-    kinds.dedup();
+    // The kinds a layer mixes within itself: a points layer joined to a polygons layer mixes
+    // nothing, and was told "mixed geometries (point, polygon)" on every such join (attack
+    // round 17, R17-B11).
+    let (own, other) = (kinds_of(&a.rows), kinds_of(&b.rows));
+    let kinds = match (own.len() > 1, other.len() > 1) {
+        (true, true) => {
+            let mut both: Vec<String> = own.into_iter().chain(other).collect();
+            both.sort();
+            both.dedup();
+            both
+        }
+        (false, true) => other,
+        _ => own,
+    };
     let method = match &a.srs {
         Some(s) if s.is_geographic() => Method::Geodesic,
         _ => Method::Planar,
@@ -1613,11 +1623,52 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
             }
         }
     }
+    // Features of the overlay layer of another kind than the input's are no part of the
+    // result: said by kind and id, not folded into the boundary pieces (attack round 17,
+    // R17-B15: a crossing line and a point inside were "pieces where boundaries only touch").
+    let mut other_kinds: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
+    for row in &b.rows {
+        let Some(g) = &row.geometry else { continue };
+        for part in parts(g) {
+            if part.kind != kind {
+                let ids = other_kinds.entry(part.kind.name()).or_default();
+                let id = row.fid.map_or_else(|| "?".to_string(), |f| f.to_string());
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+        }
+    }
+    if !other_kinds.is_empty() {
+        let listed: Vec<String> = other_kinds
+            .iter()
+            .map(|(name, ids)| {
+                let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+                format!(
+                    "{} {name} feature(s) (fids {}{})",
+                    ids.len(),
+                    shown.join(", "),
+                    if ids.len() > 10 { ", ..." } else { "" }
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "the overlay layer mixes kinds: its {} were not overlaid, since the result keeps \
+             the input's {}s; overlay them with an input of their kind",
+            listed.join(" and "),
+            kind.name()
+        ));
+    }
     if dropped > 0 {
         notes.push(format!(
             "{dropped} pieces of a lower dimension than the input's {}s (where boundaries only \
-             touch) were dropped",
-            kind.name()
+             touch{}) were dropped",
+            kind.name(),
+            if other_kinds.is_empty() {
+                ""
+            } else {
+                ", or from the overlay layer's features of another kind"
+            }
         ));
     }
     let empty_reason = rows

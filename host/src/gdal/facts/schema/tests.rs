@@ -445,3 +445,29 @@ fn r17_c9_text_a_dbf_cannot_hold_is_a_loss() {
         .unwrap();
     assert_ne!(text, "東京 Zürich Ελλάδα");
 }
+
+/// Attack round 17, R17-B9: KML and GML write a Real with 15 significant digits, so a whole
+/// number past 10^15 kept as Real (an id, a time in microseconds) lost its last units under
+/// "holds these layers without loss". Measured: 1700000000123456 is a loss; a fraction whose
+/// 16th digit changes (0.1 + 0.2) is none, as for Shapefile.
+#[test]
+fn r17_b9_text_formats_lose_the_units_of_large_whole_reals() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("reals.gpkg");
+    let fields = [("v", OGRFieldType::OFTReal)];
+    layer(&src, "big", &fields, &[vec![Some("1700000000123456")]]);
+    layer(&src, "small", &fields, &[vec![Some("0.30000000000000004")]]);
+    let ds = Dataset::open(&src).unwrap();
+    for driver in ["KML", "LIBKML", "GML"] {
+        let found = losses(driver, &ds, Some("big"), &[]);
+        assert_eq!(
+            found.iter().map(|l| l.codec.as_str()).collect::<Vec<_>>(),
+            [REAL],
+            "{driver}: {found:?}"
+        );
+        assert!(
+            losses(driver, &ds, Some("small"), &[]).is_empty(),
+            "{driver}"
+        );
+    }
+}
