@@ -2861,3 +2861,76 @@ async fn r17_b4_clip_bounds_across_the_antimeridian_wrap() {
         assert_eq!(names, vec![json!("east"), json!("west")], "{bounds:?}");
     }
 }
+
+/// Attack round 17, R17-B11 and R17-B15: every points-in-polygons join carried the advisory
+/// "mixed geometries (point, polygon)", though neither layer mixes kinds; and an overlay whose
+/// overlay layer holds a line and a point besides a polygon dropped them as "pieces where
+/// boundaries only touch". The join says nothing of mixed kinds; the overlay names the line
+/// and point features it leaves.
+#[tokio::test]
+async fn r17_b11_b15_kinds_are_judged_per_layer_and_named_when_left() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    layer(
+        &server.path("square.geojson"),
+        32633,
+        &[(
+            json!({"name": "square"}),
+            polygon(&[square(500_000.0, 4_000_000.0, 100.0)]),
+        )],
+    );
+    layer(
+        &server.path("wells.geojson"),
+        32633,
+        &[
+            point("a", [500_010.0, 4_000_010.0]),
+            point("b", [500_050.0, 4_000_050.0]),
+            point("c", [501_000.0, 4_000_000.0]),
+        ],
+    );
+    let joined = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": path("square.geojson"), "join": path("wells.geojson"),
+               "predicate": "contains", "output": path("square_wells.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&joined), "{}", text(&joined));
+    let receipts = structured(&joined)["reflection"].to_string();
+    assert!(!receipts.contains("mixed geometries"), "{receipts}");
+    layer(
+        &server.path("mixed.geojson"),
+        32633,
+        &[
+            (
+                json!({"name": "half"}),
+                polygon(&[square(500_050.0, 4_000_000.0, 100.0)]),
+            ),
+            (
+                json!({"name": "crossing"}),
+                json!({"type": "LineString", "coordinates": [[499_990.0, 4_000_050.0],
+                                                             [500_110.0, 4_000_050.0]]}),
+            ),
+            point("inside", [500_020.0, 4_000_020.0]),
+        ],
+    );
+    let overlaid = call_justified(
+        &server,
+        "vector_overlay",
+        json!({"input": path("square.geojson"), "overlay": path("mixed.geojson"),
+               "operation": "intersection", "output": path("overlaid.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&overlaid), "{}", text(&overlaid));
+    let notes = structured(&overlaid)["notes"].to_string();
+    assert!(
+        notes.contains("1 line feature(s)") && notes.contains("1 point feature(s)"),
+        "{notes}"
+    );
+}

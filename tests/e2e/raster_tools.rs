@@ -1681,3 +1681,102 @@ async fn r16_b9_b10_converted_heights_keep_their_unit_and_scaled_bands_are_refus
     let dataset = gdal::Dataset::open(server.path("f.tif")).unwrap();
     assert_eq!(dataset.rasterband(1).unwrap().unit(), "m");
 }
+
+/// Attack round 17, R17-B17: a GeoTIFF declaring scale 0.1 beside an `.aux.xml` declaring
+/// 0.01 was read with the file's 0.1 (GDAL's silent choice), a mean of 15 or 1.5 by which is
+/// right, and a sidecar nodata unlike the file's won silently the other way. Both are a
+/// `data_conflict` naming each declaration; a sidecar that only adds statistics, or declares
+/// what the file lacks, is read (the twins).
+#[tokio::test]
+async fn r17_b17_a_sidecar_declaring_a_band_unlike_the_file_is_a_conflict() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let cells: Vec<i16> = vec![
+        100, 200, 100, 200, 100, 200, 100, 200, 100, 200, 100, 200, 100, 200, 100, 200,
+    ];
+    for name in ["scaled.tif", "twin.tif", "adds.tif"] {
+        small(&server.path(name), cells.clone(), None);
+    }
+    small(&server.path("scaled.tif"), cells.clone(), Some((0.1, 0.0)));
+    small(&server.path("twin.tif"), cells.clone(), Some((0.1, 0.0)));
+    let pam = |body: &str| {
+        format!("<PAMDataset><PAMRasterBand band=\"1\">{body}</PAMRasterBand></PAMDataset>")
+    };
+    std::fs::write(
+        server.path("scaled.tif.aux.xml"),
+        pam("<Scale>0.01</Scale>"),
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("twin.tif.aux.xml"),
+        pam("<Metadata><MDI key=\"STATISTICS_MEAN\">15</MDI></Metadata>"),
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("adds.tif.aux.xml"),
+        pam("<UnitType>m</UnitType>"),
+    )
+    .unwrap();
+    let refused = server
+        .call("raster_stats", json!({"input": "scaled.tif"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let content = structured(&refused);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("data_conflict"),
+        "{content}"
+    );
+    let message = content["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("scale 0.1") && message.contains("0.01"),
+        "{message}"
+    );
+    for name in ["twin.tif", "adds.tif"] {
+        let read = server
+            .call("raster_stats", json!({"input": name}))
+            .await
+            .unwrap();
+        assert!(!is_error(&read), "{name}: {}", text(&read));
+    }
+}
+
+/// Attack round 17, R17-B16: `raster_composite` compared units as text and refused `m` with
+/// `metre` as unlike units, advising a conversion by 0.3048. One unit in two spellings
+/// composes, and the output declares it; `m` with `ft` is still refused.
+#[tokio::test]
+async fn r17_b16_one_unit_in_two_spellings_composes() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let cells: Vec<f32> = vec![10.0; 16];
+    for (name, unit) in [("m.tif", "m"), ("metre.tif", "metre"), ("ft.tif", "ft")] {
+        small(&server.path(name), cells.clone(), None);
+        declare_unit(&server.path(name), unit);
+    }
+    let composed = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["m.tif", "metre.tif"], "output": "mean.tif", "statistic": "mean"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&composed), "{}", text(&composed));
+    let refused = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["m.tif", "ft.tif"], "output": "mixed.tif", "statistic": "mean"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("unlike units"),
+        "{}",
+        text(&refused)
+    );
+}
