@@ -72,6 +72,13 @@ pub struct Receipt {
     /// rule that decided, the outcome and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyNote>,
+    /// The integrity of the capsule the decision rested on when the gate decided: a later
+    /// justification for the same decision may replace the capsule (R16-C8), so the call's
+    /// lineage record keeps which one it was (attack round 17, R17-C5). Not in the tool's
+    /// result.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub capsule_integrity: Option<String>,
 }
 
 /// A decision taken upstream: a capsule an input's making rested on.
@@ -531,6 +538,7 @@ impl Gate {
                 evidence: trigger.evidence.iter().map(|e| e.id.clone()).collect(),
                 stale: None,
                 policy: note.clone(),
+                capsule_integrity: None,
             };
             match outcome {
                 Outcome::Proceed => {
@@ -604,6 +612,7 @@ impl Gate {
                 if self.still_valid(domain, &capsule)? {
                     if !inline.contains_key(id) {
                         receipt.capsule = Some(capsule.uri());
+                        receipt.capsule_integrity = Some(capsule.integrity.clone());
                         receipts.push(receipt);
                         continue;
                     }
@@ -616,6 +625,7 @@ impl Gate {
                 {
                     receipt.decision = Decision::Warn;
                     receipt.capsule = Some(capsule.uri());
+                    receipt.capsule_integrity = Some(capsule.integrity.clone());
                     receipt.reason = format!(
                         "{} (proceeding on a stale justification: {changed}; answer the \
                          current prompt to refresh it)",
@@ -653,6 +663,7 @@ impl Gate {
                             );
                         }
                         receipt.capsule = Some(capsule.uri());
+                        receipt.capsule_integrity = Some(capsule.integrity.clone());
                         receipt.stored_now = true;
                         receipts.push(receipt);
                         continue;

@@ -309,7 +309,17 @@ fn markdown(
             let domain = receipt["domain"].as_str().unwrap_or("?");
             let decision = receipt["decision"].as_str().unwrap_or("?");
             let severity = receipt["severity"].as_str().unwrap_or("?");
-            let capsule = receipt["capsule"].as_str().and_then(|u| decisions.get(u));
+            // A capsule replaced after this call by another justification of the decision
+            // (R16-C8, concurrent calls: attack round 17, R17-C5) is not this output's: its
+            // text is not given for it.
+            let capsule = receipt["capsule"]
+                .as_str()
+                .and_then(|u| decisions.get(u))
+                .filter(|c| {
+                    receipt["capsule_integrity"]
+                        .as_str()
+                        .is_none_or(|integrity| integrity == c.integrity)
+                });
             // Who signed the decision off (the policy's `human` outcome), beside it.
             let signed = receipt["policy"]["approval"]
                 .as_str()
@@ -345,9 +355,19 @@ fn markdown(
                 }
                 None => {
                     let reason = escape(receipt["reason"].as_str().unwrap_or(""));
+                    let replaced = receipt["capsule"]
+                        .as_str()
+                        .and_then(|u| decisions.get(u))
+                        .is_some();
                     let _ = writeln!(
                         md,
-                        "   - Decision ({domain}, {severity}, {decision}): {reason}{signed}"
+                        "   - Decision ({domain}, {severity}, {decision}): {reason}{}{signed}",
+                        if replaced {
+                            " (the justification this output rested on was replaced later by \
+                             another for the same decision; its text is not kept)"
+                        } else {
+                            ""
+                        }
                     );
                 }
             }
@@ -595,7 +615,12 @@ fn prov_json(records: &[(u32, Record)], decisions: &BTreeMap<String, Capsule>) -
                 "gdalmcp:uri": uri,
                 "gdalmcp:decision": receipt["decision"].as_str().unwrap_or("unknown"),
             });
-            if let Some(capsule) = decisions.get(uri) {
+            let own = |c: &&Capsule| {
+                receipt["capsule_integrity"]
+                    .as_str()
+                    .is_none_or(|integrity| integrity == c.integrity)
+            };
+            if let Some(capsule) = decisions.get(uri).filter(own) {
                 attributes["gdalmcp:choice"] = json!(capsule.justification.choice.method.0);
                 attributes["gdalmcp:rationale"] = json!(capsule.justification.choice.rationale.0);
             }

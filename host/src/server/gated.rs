@@ -31,7 +31,7 @@ use crate::reflection::gate::{Receipt, Verdict};
 use crate::reflection::lineage::{self, FileRef, LineageStore, Record, StepSummary};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// A gated tool's result: the tool's own fields plus the receipts.
@@ -382,9 +382,19 @@ where
                 carried: lineage::Carry::default(),
                 versions: provenance.0.clone(),
                 plugins: provenance.1.clone(),
+                // With the integrity of the capsule each decision rested on, which the
+                // tool's result leaves out (R17-C5: a capsule replaced later is told apart).
                 receipts: record_receipts
                     .iter()
-                    .filter_map(|r| serde_json::to_value(r).ok())
+                    .filter_map(|r| {
+                        let mut value = serde_json::to_value(r).ok()?;
+                        if let (Some(integrity), Some(object)) =
+                            (&r.capsule_integrity, value.as_object_mut())
+                        {
+                            object.insert("capsule_integrity".to_string(), json!(integrity));
+                        }
+                        Some(value)
+                    })
                     .collect(),
                 capsules: record_receipts
                     .iter()
