@@ -2934,3 +2934,59 @@ async fn r17_b11_b15_kinds_are_judged_per_layer_and_named_when_left() {
         "{notes}"
     );
 }
+
+/// Attack round 17, R17-B19: a negative buffer of points and lines wrote empty geometries and
+/// dropped a point, with no note. It is refused, naming the features; a negative buffer of a
+/// polygon layer shrinks it (the twin).
+#[tokio::test]
+async fn r17_b19_a_negative_buffer_of_points_and_lines_is_refused() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    layer(
+        &server.path("thin.geojson"),
+        32633,
+        &[
+            point("well", [500_000.0, 4_000_000.0]),
+            (
+                json!({"name": "road"}),
+                json!({"type": "LineString", "coordinates": [[500_000.0, 4_000_000.0],
+                                                             [500_100.0, 4_000_000.0]]}),
+            ),
+        ],
+    );
+    layer(
+        &server.path("fields.geojson"),
+        32633,
+        &[(
+            json!({"name": "field"}),
+            polygon(&[square(500_000.0, 4_000_000.0, 100.0)]),
+        )],
+    );
+    let refused = server
+        .call(
+            "vector_buffer",
+            json!({"input": path("thin.geojson"), "output": path("thin_in.gpkg"),
+                   "distance": -10, "unit": "m"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("points or lines"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!server.path("thin_in.gpkg").exists());
+    let shrunk = call_justified(
+        &server,
+        "vector_buffer",
+        json!({"input": path("fields.geojson"), "output": path("fields_in.gpkg"),
+               "distance": -10, "unit": "m"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&shrunk), "{}", text(&shrunk));
+}

@@ -777,6 +777,30 @@ pub fn buffer_facts(
             data.name, request.unit
         ))
     })?;
+    // A negative distance shrinks polygons; a point or a line has nothing to shrink, and its
+    // buffer was written empty, or not at all, with no word (attack round 17, R17-B19).
+    if request.distance_m < 0.0 {
+        let thin: Vec<String> = data
+            .rows
+            .iter()
+            .filter(|r| {
+                r.geometry
+                    .as_ref()
+                    .is_some_and(|g| parts(g).iter().any(|p| p.kind != Kind::Polygon))
+            })
+            .map(|r| r.fid.map_or_else(|| "?".to_string(), |f| f.to_string()))
+            .collect();
+        if !thin.is_empty() {
+            return Err(GdalError::Arguments(format!(
+                "distance: a negative distance shrinks polygons, and {} feature(s) hold points \
+                 or lines, which it would leave empty (fids {}{}); buffer a layer of polygons \
+                 alone, or give a positive distance",
+                thin.len(),
+                thin.iter().take(10).cloned().collect::<Vec<_>>().join(", "),
+                if thin.len() > 10 { ", ..." } else { "" }
+            )));
+        }
+    }
     // The output's size, before any buffer is drawn: a point's buffer has 4 × segments + 1
     // vertices, a line's or polygon's about twice its vertices plus a round cap or corner of
     // 4 × segments per part.
