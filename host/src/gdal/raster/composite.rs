@@ -343,22 +343,9 @@ impl CompositeRequest {
                         .map_err(|_| failed("cannot read an input band"))?;
                     // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
                     // Read as f64 to see what Float32 would change (R16-B4).
-                    let buffer = crate::gdal::facts::read_cells::<f64>(
-                        &b,
-                        (0, row as isize),
-                        (width, rows),
-                        (width, rows),
-                    )
-                    .map_err(|e| {
-                        crate::gdal::facts::cell_read_error(
-                            e,
-                            || format!("band {band} of an input"),
-                            |_| failed("cannot read an input strip"),
-                        )
-                    })?;
-                    let wide = buffer.into_shape_and_vec().1;
+                    let wide = read_strip(&b, *band, (row, rows), width)?;
                     for &v in wide.iter().filter(|_| !*new_values) {
-                        if v.is_finite() && f64::from(v as f32) != v && *exact != Some(v) {
+                        if float32_changes_value(v, *exact) {
                             narrowed += 1;
                             first_narrowed.get_or_insert(v);
                         }
@@ -445,10 +432,6 @@ impl CompositeRequest {
 /// The cells of band `band` of `dataset` whose value Float32 does not hold exactly (its
 /// nodata aside), and the first of them, read in strips.
 fn float32_changes(dataset: &Dataset, band: usize) -> Result<(u64, Option<f64>), GdalError> {
-    let failed = || GdalError::Failed {
-        operation: "reading an input for the composite".to_string(),
-        message: "cannot read an input strip".to_string(),
-    };
     let b = dataset.rasterband(band).map_err(|_| {
         GdalError::Arguments(format!("band: band {band} does not exist in every input"))
     })?;
@@ -458,21 +441,8 @@ fn float32_changes(dataset: &Dataset, band: usize) -> Result<(u64, Option<f64>),
     let mut row = 0;
     while row < height {
         let rows = STRIP_ROWS.min(height - row);
-        let buffer = crate::gdal::facts::read_cells::<f64>(
-            &b,
-            (0, row as isize),
-            (width, rows),
-            (width, rows),
-        )
-        .map_err(|e| {
-            crate::gdal::facts::cell_read_error(
-                e,
-                || format!("band {band} of an input"),
-                |_| failed(),
-            )
-        })?;
-        for v in buffer.into_shape_and_vec().1 {
-            if v.is_finite() && f64::from(v as f32) != v && exact != Some(v) {
+        for v in read_strip(&b, band, (row, rows), width)? {
+            if float32_changes_value(v, exact) {
                 count += 1;
                 first.get_or_insert(v);
             }
@@ -480,6 +450,33 @@ fn float32_changes(dataset: &Dataset, band: usize) -> Result<(u64, Option<f64>),
         row += rows;
     }
     Ok((count, first))
+}
+
+/// Whether Float32 writes `v` as another value (the band's exact nodata aside).
+fn float32_changes_value(v: f64, exact_nodata: Option<f64>) -> bool {
+    v.is_finite() && f64::from(v as f32) != v && exact_nodata != Some(v)
+}
+
+/// `rows` rows of `b` (band number `band`) from row `row`, as f64, as GDAL reads them.
+fn read_strip(
+    b: &gdal::raster::RasterBand,
+    band: usize,
+    (row, rows): (usize, usize),
+    width: usize,
+) -> Result<Vec<f64>, GdalError> {
+    let buffer =
+        crate::gdal::facts::read_cells::<f64>(b, (0, row as isize), (width, rows), (width, rows))
+            .map_err(|e| {
+            crate::gdal::facts::cell_read_error(
+                e,
+                || format!("band {band} of an input"),
+                |_| GdalError::Failed {
+                    operation: "reading an input for the composite".to_string(),
+                    message: "cannot read an input strip".to_string(),
+                },
+            )
+        })?;
+    Ok(buffer.into_shape_and_vec().1)
 }
 
 fn warp_to_memory(source: &Dataset, args: &[String], memory: &Path) -> Result<Dataset, GdalError> {
