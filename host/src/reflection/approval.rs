@@ -289,6 +289,9 @@ struct Memory {
     /// A single-use sign-off's id and when it was used (ms): an answer given at or before
     /// that time is used up.
     used: HashMap<String, i64>,
+    /// An answered sign-off's id, the request that carried the answer ([`Approvals::hold`])
+    /// and when (ms): until that request has asked the gate again, no other takes it.
+    held: HashMap<String, (u64, i64)>,
 }
 
 impl Memory {
@@ -298,7 +301,27 @@ impl Memory {
         self.spent.retain(|_, expires| *expires >= now);
         let ttl = ttl_ms();
         self.used.retain(|_, at| at.saturating_add(ttl) >= now);
+        self.held.retain(|_, (_, at)| at.saturating_add(ttl) >= now);
     }
+}
+
+thread_local! {
+    static HOLDER: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Run `job` (the gate's decision for one request) as request `holder`: a sign-off answered
+/// through that request's form is its own ([`Approvals::hold`]).
+pub fn as_holder<T>(holder: u64, job: impl FnOnce() -> T) -> T {
+    let before = HOLDER.with(|h| h.replace(Some(holder)));
+    let out = job();
+    HOLDER.with(|h| h.set(before));
+    out
+}
+
+/// A token for one request's part in the sign-off: unique in this process.
+pub fn new_holder() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// What an intact journal holds ([`verify`]).
@@ -418,6 +441,32 @@ impl Approvals {
             line,
             message: message.into(),
         }
+    }
+
+    /// Keep the answer to sign-off `id` for the request `holder` that carried it: an
+    /// identical request that reaches the gate first took it, and the request the person
+    /// answered was told its answer was used (attack round 17, R17-C2).
+    pub fn hold(&self, id: &str, holder: u64) {
+        let mut memory = self.memory();
+        memory.prune(now_ms());
+        memory.held.insert(id.to_string(), (holder, now_ms()));
+    }
+
+    /// Let every request use the answer to sign-off `id` ([`Approvals::hold`]).
+    pub fn release(&self, id: &str) {
+        self.memory().held.remove(id);
+    }
+
+    /// Whether the answer to sign-off `id` is kept for another request than the one this
+    /// thread decides for ([`as_holder`]).
+    pub fn held_by_another(&self, id: &str) -> bool {
+        let current = HOLDER.with(std::cell::Cell::get);
+        let mut memory = self.memory();
+        memory.prune(now_ms());
+        memory
+            .held
+            .get(id)
+            .is_some_and(|(holder, _)| Some(*holder) != current)
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
@@ -855,6 +904,7 @@ impl Approvals {
             let mut memory = self.memory();
             memory.prune(at_ms);
             memory.used.insert(id.to_string(), at_ms);
+            memory.held.remove(id);
         }
         self.append(&Line::Used {
             id: id.to_string(),
@@ -1242,6 +1292,27 @@ mod tests {
         let e = foreign.standing(&id, &b).unwrap_err().to_string();
         assert!(e.contains("MAC") && e.contains("move it aside"), "{e}");
         assert!(foreign.answer(&id, true, "x", "y").is_err());
+    }
+
+    /// Attack round 17, R17-C2: an answer given through one request's form is held for that
+    /// request: another deciding meanwhile does not see it, the holder does, and once used
+    /// (or released, for a sign-off of the decision) it is no longer held.
+    #[test]
+    fn r17_c2_an_answer_is_held_for_the_request_that_carried_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let approvals = Approvals::new(dir.path(), Arc::new(Seal::from_bytes([7; 32])));
+        let id = approvals.request(binding(), Value::Null, false).unwrap();
+        approvals.answer(&id, true, "ok once", "form").unwrap();
+        let (carrier, other) = (new_holder(), new_holder());
+        approvals.hold(&id, carrier);
+        assert!(as_holder(other, || approvals.held_by_another(&id)));
+        assert!(!as_holder(carrier, || approvals.held_by_another(&id)));
+        approvals.consume(&id).unwrap();
+        assert!(!as_holder(other, || approvals.held_by_another(&id)));
+        let covering = approvals.request(binding(), Value::Null, true).unwrap();
+        approvals.hold(&covering, carrier);
+        approvals.release(&covering);
+        assert!(!as_holder(other, || approvals.held_by_another(&covering)));
     }
 
     #[test]

@@ -823,8 +823,15 @@ impl Gate {
             )
         };
         let before = match approvals.standing(&id, &binding).map_err(failed)? {
+            // An answer another request carried is that request's (R17-C2): this one asks
+            // for its own.
+            Standing::Approved { .. } if approvals.held_by_another(&id) => String::new(),
             Standing::Approved { note, by } => {
-                if !covers {
+                if covers {
+                    // A sign-off of the decision holds for every later call once its own
+                    // request has used it.
+                    approvals.release(&id);
+                } else {
                     approvals.consume(&id).map_err(failed)?;
                 }
                 return Ok(format!(

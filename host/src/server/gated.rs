@@ -244,7 +244,9 @@ where
         .map(|f| (f.path.clone(), f.sha256.clone()))
         .collect();
     let inline = justifications.unwrap_or_default().0;
-    let receipts = match decide(call, facts.clone(), inline.clone(), bound).await? {
+    // This request's part in a sign-off: an answer its form carried is its own (R17-C2).
+    let holder = crate::reflection::approval::new_holder();
+    let receipts = match decide(call, facts.clone(), inline.clone(), bound, holder).await? {
         Verdict::Proceed(receipts) => receipts,
         Verdict::Refuse {
             entries,
@@ -254,7 +256,7 @@ where
             // Only a person's answer, through a host that shows forms, lifts a refusal here;
             // then the gate is asked again, with every input hashed again right before the
             // work, so the answer approves this call only as it is now.
-            super::sign_off::settle(call, entries, receipts, sign_offs).await?;
+            super::sign_off::settle(call, entries, receipts, sign_offs, holder).await?;
             let lineage_store = app.lineage.clone();
             let named: Vec<FileRef> = input_files
                 .iter()
@@ -289,7 +291,7 @@ where
                         .map_err(|_| ToolError::Cancelled)
                 })
                 .await?;
-            match decide(call, facts, inline, fresh).await? {
+            match decide(call, facts, inline, fresh, holder).await? {
                 Verdict::Proceed(receipts) => receipts,
                 Verdict::Refuse {
                     entries,
@@ -661,16 +663,21 @@ where
     to_value(call.tool, &output)
 }
 
-/// Ask the gate (on a plugin worker).
+/// Ask the gate (on a plugin worker), as the request `holder`.
 async fn decide(
     call: &Call,
     facts: CallFacts,
     inline: BTreeMap<String, Value>,
     inputs: Vec<(String, Option<String>)>,
+    holder: u64,
 ) -> Result<Verdict, ToolError> {
     let gate = call.app.gate.clone();
     call.app
-        .plugins(move || Ok(gate.decide_call(&facts, &inline, &inputs)?))
+        .plugins(move || {
+            crate::reflection::approval::as_holder(holder, || {
+                Ok(gate.decide_call(&facts, &inline, &inputs)?)
+            })
+        })
         .await
 }
 

@@ -118,6 +118,7 @@ pub async fn settle(
     entries: Vec<RefusalEntry>,
     receipts: Vec<Receipt>,
     sign_offs: Vec<SignOff>,
+    holder: u64,
 ) -> Result<(), ToolError> {
     let refused = |entries, receipts| ToolError::Refused { entries, receipts };
     // Only when a person's answer is all that stops the call can a form let it through.
@@ -218,6 +219,10 @@ pub async fn settle(
             let why = format!("The approval could not be recorded: {e}. ");
             return Err(refusal(entries, receipts, &sign_offs, &why));
         }
+        // Kept for this request until it asks the gate again (attack round 17, R17-C2: an
+        // identical request reaching the gate first ran on it, and this one was told its
+        // answer was used).
+        approvals.hold(&sign_off.id, holder);
         record(
             call,
             "approval",
