@@ -1123,3 +1123,46 @@ async fn r17_b8_a_warped_input_is_checked_at_its_own_precision() {
     );
     assert!(!server.path("max.tif").exists());
 }
+
+/// Attack round 17, R17-B10: a `sum` of Float32 cells was written in Float32, whose sums past
+/// 2^24 lose units: 16777216 + 1 + 1 + 1 was written 16777220. Such sums are written in
+/// Float64, exactly; a Float32 sum within 2^24 stays Float32 (the twin).
+#[tokio::test]
+async fn r17_b10_float32_sums_past_two_to_the_24_are_widened() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_bands::<f32>(
+        &server.path("big.tif"),
+        (2, 2),
+        &[vec![16_777_216.0, 1.0, 1.0, 1.0]],
+        &[None],
+    );
+    write_bands::<f32>(
+        &server.path("small.tif"),
+        (2, 2),
+        &[vec![1.5, 2.5, 3.5, 4.5]],
+        &[None],
+    );
+    for (input, output, sum, widened) in [
+        ("big.tif", "big_sum.tif", 16_777_219.0, true),
+        ("small.tif", "small_sum.tif", 12.0, false),
+    ] {
+        let done = call_justified(
+            &server,
+            "raster_aggregate",
+            json!({"input": input, "output": output, "factor": [2], "statistic": "sum"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        assert_eq!(read(&server.path(output)), vec![sum], "{input}");
+        let dataset = gdal::Dataset::open(server.path(output)).unwrap();
+        let written = dataset.rasterband(1).unwrap().band_type();
+        assert_eq!(
+            written == gdal::raster::GdalDataType::Float64,
+            widened,
+            "{input}: {written:?}"
+        );
+    }
+}

@@ -389,8 +389,8 @@ impl WarpRequest {
 
 /// [`SumType`] for `dataset` (at `path`) when one output cell adds up to `weight` input cells,
 /// written by `driver` with creation `options`; `None` when the input's type holds every sum
-/// (floating-point bands always do), or when a band is of a type no wider output holds exactly
-/// (64-bit integers, complex). The type is the narrowest that holds the sums and the input's
+/// (Float64 bands, and Float32 ones whose sums stay within 2^24: [`float32_sums`]), or when a
+/// band is of a type no wider output holds exactly (64-bit integers, complex). The type is the narrowest that holds the sums and the input's
 /// values and that the driver stores ([`crate::gdal::facts::capacity`]); when the driver
 /// stores none of them (a Byte sum widened to UInt16 written as JPEG failed inside GDAL, after
 /// the work), the call is refused before any work, naming the type the sums need and the
@@ -401,6 +401,9 @@ pub fn sum_output_type(
     weight: f64,
     (driver, options): (&str, &[(String, String)]),
 ) -> Result<Option<SumType>, GdalError> {
+    if let Some(widened) = float32_sums(path, dataset, weight, (driver, options))? {
+        return Ok(Some(widened));
+    }
     let Some((from, range)) = sum_range(path, dataset, weight)? else {
         return Ok(None);
     };
@@ -455,6 +458,64 @@ pub fn sum_output_type(
         range,
         weight,
         nodata,
+    }))
+}
+
+/// Largest whole number below which Float32 holds every whole number (2^24).
+const FLOAT32_WHOLE: f64 = 16_777_216.0;
+
+/// The widening of a sum of Float32 bands to Float64 when a sum can pass 2^24, where Float32
+/// stops holding whole numbers: a sum of 16777216 + 1 + 1 + 1 was written 16777220 (attack
+/// round 17, R17-B10). `None` for other types, or sums within 2^24 (a sum of fractions keeps
+/// Float32's relative precision, 6e-8).
+fn float32_sums(
+    path: &std::path::Path,
+    dataset: &gdal::Dataset,
+    weight: f64,
+    (driver, options): (&str, &[(String, String)]),
+) -> Result<Option<SumType>, GdalError> {
+    let count = dataset.raster_count();
+    let mut from = Vec::new();
+    let (mut low, mut high) = (0.0_f64, 0.0_f64);
+    let _quiet = crate::gdal::ErrorCapture::start();
+    for index in 1..=count {
+        let Ok(band) = dataset.rasterband(index) else {
+            return Ok(None);
+        };
+        let name = crate::gdal::facts::band_type_name(&band);
+        if name != "Float32" {
+            return Ok(None);
+        }
+        if let Ok(r) = band.compute_raster_min_max(false) {
+            if r.min.is_finite() && r.max.is_finite() {
+                low = low.min(r.min * weight);
+                high = high.max(r.max * weight);
+            }
+        }
+        from.push(name);
+    }
+    if from.is_empty() || low.abs().max(high.abs()) <= FLOAT32_WHOLE {
+        return Ok(None);
+    }
+    if !crate::gdal::facts::capacity::stores(driver, options, &["Float64"], "Float64") {
+        let driver = crate::gdal::facts::encoding::canonical_driver(driver);
+        return Err(GdalError::Arguments(format!(
+            "format: an output cell adds up to {} cells of {}, so a sum can reach {}..{}, past \
+             2^24, where Float32 stops holding whole numbers; {driver} does not store Float64: \
+             write the sums with a format that does ({}), or use another statistic",
+            number(weight),
+            path.display(),
+            number(low),
+            number(high),
+            crate::gdal::facts::capacity::drivers_storing("Float64").join(", ")
+        )));
+    }
+    Ok(Some(SumType {
+        from,
+        to: "Float64".to_string(),
+        range: (low, high),
+        weight,
+        nodata: None,
     }))
 }
 
