@@ -200,8 +200,8 @@ pub struct CellCounts {
     pub nodata_input: u64,
     /// Nodata because the expression has no value there (division by zero, log of zero, ...).
     pub undefined: u64,
-    /// Valid cells rounded: to the output's integer type, or whole numbers Float32 cannot
-    /// hold (above 2^24).
+    /// Valid cells rounded: to the output's integer type, or values whose whole part or
+    /// magnitude Float32 changes (above 2^24, below its smallest value).
     pub rounded: u64,
 }
 
@@ -641,6 +641,19 @@ fn checked_expression(
     Ok((names, order, window_cells))
 }
 
+/// Whether writing `value` as Float32 changes its whole part or its magnitude: a whole number
+/// above 2^24, a value whose integer part moves (123456789.123 written 123456792), one that
+/// underflows to 0 or overflows to infinity. A fraction's last digits are Float32's precision,
+/// which the caller chose.
+fn float32_changes_whole_part(value: f64) -> bool {
+    let narrow = f64::from(value as f32);
+    narrow != value
+        && (value.fract() == 0.0
+            || narrow.trunc() != value.trunc()
+            || narrow == 0.0
+            || narrow.is_infinite())
+}
+
 /// Length units an expression's factor may convert into, with their metres: a factor that
 /// turns the inputs' unit into one of these is a conversion, and the output declares it.
 const LENGTH_UNITS: &[(&str, f64)] = &[
@@ -1024,9 +1037,11 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 if integer && value.fract() != 0.0 {
                     value = value.round();
                     cells.rounded += 1;
-                } else if float32 && value.fract() == 0.0 && f64::from(value as f32) != value {
+                } else if float32 && float32_changes_whole_part(value) {
                     // A whole number Float32 cannot hold: 16777217 is written 16777216
-                    // (attack round 15, R15-B19: uncounted, on the route the refusal advised).
+                    // (attack round 15, R15-B19: uncounted, on the route the refusal advised);
+                    // and a value whose whole part or magnitude it changes: 123456789.123 is
+                    // written 123456792, 1e-50 written 0 (attack round 17, R17-B5).
                     cells.rounded += 1;
                 }
                 if value < low || value > high {
@@ -1156,9 +1171,10 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
     if cells.rounded > 0 {
         notes.push(if request.data_type == "Float32" {
             format!(
-                "{} whole-number cells rounded by Float32, which holds whole numbers exactly \
-                 only up to 2^24 = 16,777,216 (16777217 is written 16777216); Float64 keeps \
-                 them",
+                "{} cells whose whole part or magnitude Float32 changes: it holds whole numbers \
+                 exactly only up to 2^24 = 16,777,216 (16777217 is written 16777216, \
+                 123456789.123 is written 123456792) and nothing below 1.4e-45 (1e-50 is \
+                 written 0); Float64 keeps them",
                 cells.rounded
             )
         } else {
