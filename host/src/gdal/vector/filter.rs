@@ -275,8 +275,35 @@ impl Datum {
                 (Some(x), Some(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
                 _ => Some(a.as_bytes().cmp(b.as_bytes())),
             },
+            // A 64-bit integer against a Real, exactly: in doubles, 9007199254740993 read as
+            // 9007199254740992 and `id > 9007199254740992.5` dropped it (R17-B7).
+            (Datum::Int(a), Datum::Real(b)) => int_real_order(*a, *b),
+            (Datum::Real(a), Datum::Int(b)) => {
+                int_real_order(*b, *a).map(std::cmp::Ordering::reverse)
+            }
             (a, b) => a.number()?.partial_cmp(&b.number()?),
         }
+    }
+}
+
+/// The order of a 64-bit integer against a double, exactly (no rounding of either).
+fn int_real_order(a: i64, b: f64) -> Option<std::cmp::Ordering> {
+    use std::cmp::Ordering;
+    if b.is_nan() {
+        return None;
+    }
+    // 2^63: past it every i64 is below; from -2^63 down every i64 is above or equal.
+    if b >= 9_223_372_036_854_775_808.0 {
+        return Some(Ordering::Less);
+    }
+    if b < -9_223_372_036_854_775_808.0 {
+        return Some(Ordering::Greater);
+    }
+    let whole = b.floor();
+    // `whole` is within i64's range here, and a whole double converts exactly.
+    match a.cmp(&(whole as i64)) {
+        Ordering::Equal if b > whole => Some(Ordering::Less),
+        other => Some(other),
     }
 }
 
@@ -417,14 +444,30 @@ fn tokens(text: &str) -> Result<Vec<Token>, String> {
                     i + 1
                 )));
             }
-            let number = if literal.contains(['.', 'e', 'E']) {
+            // A whole number written with a zero fraction (`9007199254740993.0`) is that
+            // integer: read as a double it was 9007199254740992 (R17-B7).
+            let whole = literal
+                .split_once('.')
+                .filter(|(_, fraction)| !fraction.is_empty() && fraction.chars().all(|c| c == '0'))
+                .and_then(|(integer, _)| integer.parse::<i64>().ok());
+            let number = if let Some(integer) = whole {
+                Some(Datum::Int(integer))
+            } else if literal.contains(['.', 'e', 'E']) {
                 literal
                     .parse::<f64>()
                     .ok()
                     .filter(|v| v.is_finite())
                     .map(Datum::Real)
             } else {
-                literal.parse::<i64>().ok().map(Datum::Int)
+                // An integer beyond 64 bits is a Real, as SQL reads it (attack round 17,
+                // R17-B7: `r = 100000000000000000000` was "not a number").
+                literal.parse::<i64>().ok().map(Datum::Int).or_else(|| {
+                    literal
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite())
+                        .map(Datum::Real)
+                })
             };
             let Some(number) = number else {
                 return Err(err(format!("\"{literal}\" is not a number")));
@@ -1119,6 +1162,35 @@ impl fmt::Display for Shown<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 17, R17-B7: an integer literal beyond 64 bits is a Real, and a 64-bit
+    /// integer compares with a Real exactly.
+    #[test]
+    fn r17_b7_big_literals_and_integers_against_reals() {
+        use std::cmp::Ordering;
+        let big: i64 = 9_007_199_254_740_993;
+        assert_eq!(
+            Datum::Int(big).order(&Datum::Real(9_007_199_254_740_992.5)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            Datum::Int(big - 1).order(&Datum::Real(9_007_199_254_740_992.0)),
+            Some(Ordering::Equal)
+        );
+        assert_eq!(
+            Datum::Int(big).order(&Datum::Real(9_007_199_254_740_992.0)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            Datum::Real(1e20).order(&Datum::Int(i64::MAX)),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(
+            Datum::Int(-3).order(&Datum::Real(-2.5)),
+            Some(Ordering::Less)
+        );
+        assert_eq!(Datum::Int(2).order(&Datum::Real(2.5)), Some(Ordering::Less));
+    }
 
     fn fields() -> Vec<FieldDef> {
         vec![
