@@ -1166,3 +1166,65 @@ async fn r17_b10_float32_sums_past_two_to_the_24_are_widened() {
         );
     }
 }
+
+/// Attack round 17, R17-B12's other tools: `raster_reproject` with an interpolating method
+/// spread an undeclared NaN over its neighbours, and `raster_overviews average` turned every
+/// overview cell a NaN touched into NaN. The reprojection reads NaN as no value (valid cells
+/// stay valid); the overviews are refused, naming how to declare NaN, and `nearest` ones run.
+#[tokio::test]
+async fn r17_b12_nan_cells_in_reprojections_and_overviews() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let nan = f32::NAN;
+    let mut cells: Vec<f32> = (0..64).map(|i| 100.0 + i as f32).collect();
+    cells[9] = nan;
+    write_bands::<f32>(&server.path("nan8.tif"), (8, 8), &[cells.clone()], &[None]);
+    // The twin declares NaN as its nodata: the same cells must come out valid.
+    write_bands::<f32>(
+        &server.path("nan8d.tif"),
+        (8, 8),
+        &[cells],
+        &[Some(f64::NAN)],
+    );
+    let mut counts = Vec::new();
+    for input in ["nan8.tif", "nan8d.tif"] {
+        let output = format!("r_{input}");
+        let done = call_justified(
+            &server,
+            "raster_reproject",
+            json!({"input": input, "output": output, "dst_crs": "EPSG:32634",
+                   "resampling": "bilinear"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&done.result), "{input}: {}", text(&done.result));
+        counts.push(valid(&server.path(&output), 1).len());
+    }
+    assert_eq!(
+        counts[0], counts[1],
+        "valid cells, undeclared NaN against declared"
+    );
+    let refused = call_justified(
+        &server,
+        "raster_overviews",
+        json!({"input": "nan8.tif", "output": "ovr.tif", "resampling": "average", "levels": [2]}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&refused.result), "{}", text(&refused.result));
+    assert!(
+        text(&refused.result).contains("NaN"),
+        "{}",
+        text(&refused.result)
+    );
+    let nearest = call_justified(
+        &server,
+        "raster_overviews",
+        json!({"input": "nan8.tif", "output": "ovr_nearest.tif", "resampling": "nearest",
+               "levels": [2]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&nearest.result), "{}", text(&nearest.result));
+}

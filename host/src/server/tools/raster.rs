@@ -464,6 +464,9 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             let input_facts = facts::from_dataset("input", &request.input, &dataset)?;
             refuse_sentinels_for_warp(&request, &input_facts)?;
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
+            // NaN cells are no values: an interpolating method spread them over their
+            // neighbours (attack round 17, R17-B12).
+            request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
                     "input: the raster has no CRS, so it cannot be reprojected; if you know its \
@@ -1091,6 +1094,19 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
             let input_facts = facts::gather_raster("input", &input)?;
             facts::check_raster_cells("input", &input_facts)?;
             args::refuse_scaled_statistic("resampling", &checked_method, &input_facts)?;
+            // gdaladdo takes no source nodata: NaN cells of a raster that declares none turned
+            // every overview cell they touch into NaN under `average` (attack round 17,
+            // R17-B12). Refused, naming the declaration that lets GDAL leave them out.
+            let reduces = !matches!(checked_method.as_str(), "nearest" | "near" | "mode");
+            if reduces && warp::nan_marks_nodata(&facts::open(&input)?) {
+                return Err(ToolError::Arguments(format!(
+                    "input: it holds NaN cells and declares no nodata, so {checked_method} \
+                     overviews would turn every overview cell a NaN touches into NaN; declare \
+                     NaN as its nodata first (raster_calc with inputs {{\"a\": this raster}}, \
+                     expression \"a\" and data_type Float32 writes a copy that declares it), \
+                     or build `nearest` overviews"
+                )));
+            }
             if output.is_none() {
                 let source = facts::open(&input)?;
                 let internal = source
