@@ -694,15 +694,15 @@ async fn r16_c6_c8_a_failure_after_the_gate_carries_its_receipts() -> anyhow::Re
         .collect();
     assert_eq!(stored.len(), 1, "{stored:?}");
     assert!(stored[0].contains("field briefing"), "{}", stored[0]);
-    // Attack round 17, R17-C5: the earlier output's record does not give the new purpose as
-    // its own; it says its justification was replaced.
+    // Attack round 17, R17-C5: the earlier output's record gives its own justification, kept
+    // when the new one replaced it, never the new purpose.
     let earlier = server
         .call("provenance_report", json!({"input": "o1.tif"}))
         .await?;
     assert!(!is_error(&earlier), "{}", text(&earlier));
     let report = text(&earlier);
     assert!(!report.contains("field briefing"), "{report}");
-    assert!(report.contains("replaced later"), "{report}");
+    assert!(report.contains("matches the analysis layers"), "{report}");
     // An invalid one is refused with its errors, naming the capsule to rest on.
     let refused = server
         .call(

@@ -1171,6 +1171,19 @@ impl Gate {
             .store
             .file_of(&capsule.domain, &capsule.key)
             .is_ok_and(|path| std::fs::symlink_metadata(path).is_ok());
+        // The capsule this one replaces is kept, so that an output that rested on it still
+        // gives its own purpose (attack round 17, R17-C5).
+        if existed {
+            if let Some(earlier) = self
+                .store
+                .get(&capsule.domain, &capsule.key)
+                .filter(|earlier| earlier.integrity != capsule.integrity)
+            {
+                if let Err(e) = self.store.keep_replaced(&earlier) {
+                    tracing::warn!("the replaced capsule {} was not kept: {e}", earlier.uri());
+                }
+            }
+        }
         let path = self.store.put(&capsule)?;
         if let Err(e) = self.ledger.append_to(
             &mut ledger_file,

@@ -122,22 +122,54 @@ pub fn report_for_digest(
     }
 }
 
-/// The capsules the records name, by URI (those still in the store).
+/// The capsules the records name, by URI (those still in the store); and, under
+/// `URI#integrity`, the capsule a receipt rested on where another has replaced it since
+/// ([`CapsuleStore::replaced`], R17-C5).
 fn capsules_of(store: &CapsuleStore, records: &[(u32, Record)]) -> BTreeMap<String, Capsule> {
     let mut out = BTreeMap::new();
+    let parse = |uri: &str| -> Option<(String, String)> {
+        let (domain, hex) = uri.strip_prefix("justification://")?.split_once('/')?;
+        Some((domain.to_string(), format!("sha256:{hex}")))
+    };
     for (_, record) in records {
         for uri in &record.capsules {
-            let parsed = uri
-                .strip_prefix("justification://")
-                .and_then(|rest| rest.split_once('/'));
-            if let Some((domain, hex)) = parsed {
-                if let Some(capsule) = store.get(domain, &format!("sha256:{hex}")) {
+            if let Some((domain, key)) = parse(uri) {
+                if let Some(capsule) = store.get(&domain, &key) {
                     out.insert(uri.clone(), capsule);
+                }
+            }
+        }
+        for receipt in &record.receipts {
+            let (Some(uri), Some(integrity)) = (
+                receipt["capsule"].as_str(),
+                receipt["capsule_integrity"].as_str(),
+            ) else {
+                continue;
+            };
+            if out.get(uri).is_some_and(|c| c.integrity == integrity) {
+                continue;
+            }
+            if let Some((domain, key)) = parse(uri) {
+                if let Some(capsule) = store.replaced(&domain, &key, integrity) {
+                    out.insert(format!("{uri}#{integrity}"), capsule);
                 }
             }
         }
     }
     out
+}
+
+/// The capsule a receipt rested on: the one in the store when it is still that one, else the
+/// one kept when it was replaced.
+fn rested_on<'a>(decisions: &'a BTreeMap<String, Capsule>, receipt: &Value) -> Option<&'a Capsule> {
+    let uri = receipt["capsule"].as_str()?;
+    match receipt["capsule_integrity"].as_str() {
+        Some(integrity) => decisions
+            .get(uri)
+            .filter(|c| c.integrity == integrity)
+            .or_else(|| decisions.get(&format!("{uri}#{integrity}"))),
+        None => decisions.get(uri),
+    }
 }
 
 fn file_name(path: &str) -> &str {
@@ -312,14 +344,7 @@ fn markdown(
             // A capsule replaced after this call by another justification of the decision
             // (R16-C8, concurrent calls: attack round 17, R17-C5) is not this output's: its
             // text is not given for it.
-            let capsule = receipt["capsule"]
-                .as_str()
-                .and_then(|u| decisions.get(u))
-                .filter(|c| {
-                    receipt["capsule_integrity"]
-                        .as_str()
-                        .is_none_or(|integrity| integrity == c.integrity)
-                });
+            let capsule = rested_on(&decisions, receipt);
             // Who signed the decision off (the policy's `human` outcome), beside it.
             let signed = receipt["policy"]["approval"]
                 .as_str()
@@ -615,12 +640,7 @@ fn prov_json(records: &[(u32, Record)], decisions: &BTreeMap<String, Capsule>) -
                 "gdalmcp:uri": uri,
                 "gdalmcp:decision": receipt["decision"].as_str().unwrap_or("unknown"),
             });
-            let own = |c: &&Capsule| {
-                receipt["capsule_integrity"]
-                    .as_str()
-                    .is_none_or(|integrity| integrity == c.integrity)
-            };
-            if let Some(capsule) = decisions.get(uri).filter(own) {
+            if let Some(capsule) = rested_on(decisions, receipt) {
                 attributes["gdalmcp:choice"] = json!(capsule.justification.choice.method.0);
                 attributes["gdalmcp:rationale"] = json!(capsule.justification.choice.rationale.0);
             }

@@ -260,6 +260,60 @@ impl CapsuleStore {
     /// Write a capsule atomically (temporary file, fsync, rename, fsync of the folder).
     pub fn put(&self, capsule: &Capsule) -> Result<PathBuf, StoreError> {
         let path = self.path(&capsule.domain, &capsule.key)?;
+        self.write_capsule(capsule, path)
+    }
+
+    /// Keep a capsule another justification replaces for its decision (R16-C8), under
+    /// `replaced/`: an output that rested on it still gives its own purpose (attack round 17,
+    /// R17-C5). Kept as written, integrity and all.
+    pub fn keep_replaced(&self, capsule: &Capsule) -> Result<PathBuf, StoreError> {
+        let path = self.replaced_path(&capsule.domain, &capsule.key, &capsule.integrity)?;
+        self.write_capsule(capsule, path)
+    }
+
+    /// A capsule kept by [`Self::keep_replaced`] for `domain`, `key` and `integrity`, if it is
+    /// there and verifies.
+    pub fn replaced(&self, domain: &str, key: &str, integrity: &str) -> Option<Capsule> {
+        let path = self.replaced_path(domain, key, integrity).ok()?;
+        let name = path.file_name()?.to_str()?.to_string();
+        let file = super::journal::open_beneath(
+            &self.root,
+            &["justifications", domain, "replaced", &name],
+            false,
+        )
+        .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() || meta.len() > MAX_CAPSULE_BYTES {
+            return None;
+        }
+        read_verified(file, &path, domain, key)
+            .ok()
+            .filter(|c| c.integrity == integrity)
+    }
+
+    fn replaced_path(
+        &self,
+        domain: &str,
+        key: &str,
+        integrity: &str,
+    ) -> Result<PathBuf, StoreError> {
+        let hex = key_hex(key).ok_or_else(|| StoreError::BadKey(key.to_string()))?;
+        let version: String = integrity
+            .trim_start_matches("sha256:")
+            .chars()
+            .filter(char::is_ascii_hexdigit)
+            .take(16)
+            .collect();
+        Ok(self
+            .root
+            .join("justifications")
+            .join(domain)
+            .join("replaced")
+            .join(format!("{hex}-{version}.json")))
+    }
+
+    /// Write `capsule` at `path` atomically.
+    fn write_capsule(&self, capsule: &Capsule, path: PathBuf) -> Result<PathBuf, StoreError> {
         let io = |source| StoreError::Io {
             path: path.display().to_string(),
             source,
@@ -274,7 +328,10 @@ impl CapsuleStore {
             });
         }
         std::fs::create_dir_all(&dir).map_err(io)?;
-        if !self.folders_are_real(&capsule.domain) {
+        // The capsule's own folder too (`replaced/` below a domain's): never a link.
+        let real_dir = std::fs::symlink_metadata(&dir)
+            .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink());
+        if !self.folders_are_real(&capsule.domain) || !real_dir {
             return Err(StoreError::Invalid {
                 path: dir.display().to_string(),
                 message: "a folder of the store became a link while it was created".to_string(),

@@ -198,3 +198,35 @@ fn a_capsule_filed_under_another_key_is_treated_as_missing() {
     std::fs::rename(&moved, &path).unwrap();
     assert_eq!(store.get(DOMAIN, &original.key), Some(original));
 }
+
+/// Attack round 17, R17-C5: a capsule another justification replaces for its decision is
+/// kept under `replaced/`, found again by its integrity; a `replaced/` folder planted as a link
+/// out of the store is never written through.
+#[test]
+fn r17_c5_a_replaced_capsule_is_kept_and_a_linked_folder_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = CapsuleStore::new(dir.path().to_path_buf());
+    let original = capsule("EPSG:4326");
+    store.put(&original).expect("put");
+    store.keep_replaced(&original).expect("kept");
+    let kept = store
+        .replaced(DOMAIN, &original.key, &original.integrity)
+        .expect("found by its integrity");
+    assert_eq!(kept.integrity, original.integrity);
+    assert!(store
+        .replaced(DOMAIN, &original.key, "sha256:0000000000000000")
+        .is_none());
+
+    let planted = tempfile::tempdir().expect("temp dir");
+    let outside = tempfile::tempdir().expect("outside");
+    let store = CapsuleStore::new(planted.path().to_path_buf());
+    store.put(&original).expect("put");
+    let replaced = planted
+        .path()
+        .join("justifications")
+        .join(DOMAIN)
+        .join("replaced");
+    std::os::unix::fs::symlink(outside.path(), &replaced).expect("link");
+    assert!(store.keep_replaced(&original).is_err());
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
