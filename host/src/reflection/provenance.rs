@@ -344,7 +344,7 @@ fn markdown(
             // A capsule replaced after this call by another justification of the decision
             // (R16-C8, concurrent calls: attack round 17, R17-C5) is not this output's: its
             // text is not given for it.
-            let capsule = rested_on(&decisions, receipt);
+            let capsule = rested_on(decisions, receipt);
             // Who signed the decision off (the policy's `human` outcome), beside it.
             let signed = receipt["policy"]["approval"]
                 .as_str()
