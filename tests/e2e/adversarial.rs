@@ -667,7 +667,9 @@ fn every_request_gets_an_answer() {
 
 /// Regression: `notifications/cancelled` was ignored by the GDAL tools (a cancelled warp was
 /// committed 40 s later). GDAL now stops through its progress callback and nothing is written,
-/// not even the justification the call carried (R16-C2).
+/// not even the justification the call carried (R16-C2). And while the call works, another
+/// call of the decision without a justification does not run on it (attack round 17, R17-C3:
+/// it did, and its record then named a capsule that was withdrawn).
 #[test]
 fn a_cancelled_warp_writes_nothing() {
     let workspace = tempfile::tempdir().unwrap();
@@ -696,24 +698,36 @@ fn a_cancelled_warp_writes_nothing() {
         "arguments":{"input":"dem.tif","output":"big.tif","resampling":"lanczos","size":[9000, 9000],
         "justification":{"resampling": gdal_mcp_tests::justification("lanczos")}}}}),
     );
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(350));
+    send(
+        json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"small.tif","resampling":"lanczos","size":[10, 10]}}}),
+    );
+    std::thread::sleep(Duration::from_millis(350));
     send(
         json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"test"}}),
     );
     std::thread::sleep(Duration::from_secs(8));
     send(json!({"jsonrpc":"2.0","id":6,"method":"ping"}));
     let mut answered_ping = false;
+    let mut during: Option<Value> = None;
     for _ in 0..20 {
         line.clear();
         if stdout.read_line(&mut line).unwrap_or(0) == 0 {
             break;
         }
         let reply: Value = serde_json::from_str(&line).unwrap();
+        if reply["id"] == json!(7) {
+            during = Some(reply.clone());
+        }
         if reply["id"] == json!(6) {
             answered_ping = true;
             break;
         }
     }
+    let during = during.expect("the call made meanwhile is answered");
+    assert_eq!(during["result"]["isError"], json!(true), "{during}");
+    assert!(!workspace.path().join("small.tif").exists(), "{during}");
     assert!(
         answered_ping,
         "the server still answers after the cancellation"

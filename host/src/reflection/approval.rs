@@ -318,6 +318,11 @@ pub fn as_holder<T>(holder: u64, job: impl FnOnce() -> T) -> T {
     out
 }
 
+/// The request the gate decides for on this thread ([`as_holder`]), if any.
+pub fn current_holder() -> Option<u64> {
+    HOLDER.with(std::cell::Cell::get)
+}
+
 /// A token for one request's part in the sign-off: unique in this process.
 pub fn new_holder() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -460,7 +465,7 @@ impl Approvals {
     /// Whether the answer to sign-off `id` is kept for another request than the one this
     /// thread decides for ([`as_holder`]).
     pub fn held_by_another(&self, id: &str) -> bool {
-        let current = HOLDER.with(std::cell::Cell::get);
+        let current = current_holder();
         let mut memory = self.memory();
         memory.prune(now_ms());
         memory

@@ -32,7 +32,7 @@ use crate::memo::Memo;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -257,6 +257,11 @@ pub struct Gate {
     /// `sha256:` over the loaded domains' ids, versions and component digests (what a sign-off
     /// is bound to).
     components: String,
+    /// Capsules stored by calls still running, by key, with the request that stored each
+    /// ([`approval::as_holder`]): another call of the decision does not rest on one until its
+    /// call has ended, so a cancelled call's justification answers none (attack round 17,
+    /// R17-C3). Entries leave when their call ends ([`Gate::end_call`]).
+    in_flight: std::sync::Mutex<HashMap<String, u64>>,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -320,6 +325,7 @@ impl Gate {
             decisions: Memo::new(DECISION_ENTRIES),
             policy: None,
             approvals: None,
+            in_flight: std::sync::Mutex::new(HashMap::new()),
             components: format!(
                 "sha256:{}",
                 sha256_hex(
@@ -446,6 +452,7 @@ impl Gate {
     /// that replaced an earlier one (R16-C8) takes it along: the decision is asked again.
     pub fn withdraw(&self, receipts: &[Receipt], why: &str) {
         for receipt in receipts.iter().filter(|r| r.stored_now) {
+            self.in_flight_mut().remove(&receipt.key);
             if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
                 if let Err(e) = std::fs::remove_file(&path) {
                     tracing::warn!("capsule {} not withdrawn: {e}", path.display());
@@ -459,6 +466,26 @@ impl Gate {
                 tracing::warn!("withdrawal of {} not recorded: {e}", receipt.key);
             }
         }
+    }
+
+    /// The call of request `holder` has ended (its work committed, failed or was cancelled and
+    /// withdrawn): the capsules it stored answer every call from now on.
+    pub fn end_call(&self, holder: u64) {
+        self.in_flight_mut().retain(|_, h| *h != holder);
+    }
+
+    /// Whether the capsule of `key` was stored by another call still running.
+    fn stored_by_another_call(&self, key: &str) -> bool {
+        let current = approval::current_holder();
+        self.in_flight_mut()
+            .get(key)
+            .is_some_and(|holder| Some(*holder) != current)
+    }
+
+    fn in_flight_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
@@ -608,7 +635,11 @@ impl Gate {
             // purpose given for it (attack round 16, R16-C8: it was dropped, and the record
             // gave the earlier capsule's purpose for the new output).
             let mut replacing = None;
-            if let Some(capsule) = self.store.get(id, &key) {
+            if let Some(capsule) = self
+                .store
+                .get(id, &key)
+                .filter(|_| !self.stored_by_another_call(&key))
+            {
                 if self.still_valid(domain, &capsule)? {
                     if !inline.contains_key(id) {
                         receipt.capsule = Some(capsule.uri());
@@ -980,7 +1011,10 @@ impl Gate {
                 newest
             }
         };
-        let Some(capsule) = key.and_then(|k| self.store.get(id, &k)) else {
+        let Some(capsule) = key
+            .filter(|k| !self.stored_by_another_call(k))
+            .and_then(|k| self.store.get(id, &k))
+        else {
             return Ok(None);
         };
         let mut changed = Vec::new();
@@ -1185,6 +1219,9 @@ impl Gate {
             }
         }
         let path = self.store.put(&capsule)?;
+        if let Some(holder) = approval::current_holder() {
+            self.in_flight_mut().insert(capsule.key.clone(), holder);
+        }
         if let Err(e) = self.ledger.append_to(
             &mut ledger_file,
             "capsule",

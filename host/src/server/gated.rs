@@ -246,6 +246,11 @@ where
     let inline = justifications.unwrap_or_default().0;
     // This request's part in a sign-off: an answer its form carried is its own (R17-C2).
     let holder = crate::reflection::approval::new_holder();
+    // However the call ends, the capsules it stored answer other calls from then on (R17-C3).
+    let _end = EndOfCall {
+        gate: call.app.gate.clone(),
+        holder,
+    };
     let receipts = match decide(call, facts.clone(), inline.clone(), bound, holder).await? {
         Verdict::Proceed(receipts) => receipts,
         Verdict::Refuse {
@@ -661,6 +666,18 @@ where
         .gdal_read(move || georef::with_choice(georef, job))
         .await?;
     to_value(call.tool, &output)
+}
+
+/// Ends a call's part in the gate when dropped ([`crate::reflection::gate::Gate::end_call`]).
+struct EndOfCall {
+    gate: std::sync::Arc<crate::reflection::gate::Gate>,
+    holder: u64,
+}
+
+impl Drop for EndOfCall {
+    fn drop(&mut self) {
+        self.gate.end_call(self.holder);
+    }
 }
 
 /// Ask the gate (on a plugin worker), as the request `holder`.
