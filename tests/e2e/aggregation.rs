@@ -1228,3 +1228,53 @@ async fn r17_b12_nan_cells_in_reprojections_and_overviews() {
     .unwrap();
     assert!(!is_error(&nearest.result), "{}", text(&nearest.result));
 }
+
+/// Attack round 18, R18-B6: a zone stored as a CURVEPOLYGON counted 0 cells, silently. Its
+/// arcs are linearised: a circle of radius 100 m over a 10 m grid holds about π·100²/100 =
+/// 314 cells by their centres (316 by construction).
+#[tokio::test]
+async fn r18_b6_a_curved_zone_counts_its_cells() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_bands::<f32>(
+        &server.path("grid.tif"),
+        (40, 40),
+        &[vec![1.0; 1600]],
+        &[None],
+    );
+    std::fs::write(
+        server.path("circle.csv"),
+        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(105 -155,305 -155,105 -155))\"\n",
+    )
+    .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-a_srs",
+            "EPSG:32633",
+            "-nlt",
+            "GEOMETRY",
+            &path("circle.gpkg"),
+            &path("circle.csv"),
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "KEEP_GEOM_COLUMNS=NO",
+        ],
+    );
+    let done = call_justified(
+        &server,
+        "zonal_stats",
+        json!({"input": "grid.tif", "zones": "circle.gpkg", "stats": ["count"],
+               "semantics": "cell_centre"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let count = structured(&done.result)["features"][0]["count"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!((300.0..330.0).contains(&count), "{count}");
+}

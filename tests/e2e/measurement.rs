@@ -2990,3 +2990,108 @@ async fn r17_b19_a_negative_buffer_of_points_and_lines_is_refused() {
     .result;
     assert!(!is_error(&shrunk), "{}", text(&shrunk));
 }
+
+/// Attack round 18, R18-B3 to R18-B6: a circle of radius 100 m stored as a CURVEPOLYGON (one
+/// full CIRCULARSTRING) was measured after its arcs were drawn in degrees (44,400 m² for
+/// 31,416), buffered into a speck, aborted the server as a clip mask, and counted 0 cells as a
+/// zone. Arcs are now linearised in the layer's own plane first: its area is π·100² and its
+/// 10 m buffer's π·110², both to 0.5 %; a clip by it answers and keeps the points within it.
+#[tokio::test]
+async fn r18_b3_b6_curved_geometries_are_linearised_in_their_own_plane() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    std::fs::write(
+        server.path("circle.csv"),
+        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(500000 5000000,500200 5000000,500000 5000000))\"\n",
+    )
+    .unwrap();
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-a_srs",
+            "EPSG:32633",
+            "-nlt",
+            "GEOMETRY",
+            &path("circle.gpkg"),
+            &path("circle.csv"),
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "KEEP_GEOM_COLUMNS=NO",
+        ],
+    );
+    let area = |content: &Value| content["polygons"]["area"].as_f64().unwrap_or(f64::NAN);
+    let disc = std::f64::consts::PI * 100.0 * 100.0;
+    for method in ["planar", "geodesic"] {
+        let measured = call_justified(
+            &server,
+            "vector_measure",
+            json!({"input": path("circle.gpkg"), "method": method}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&measured), "{method}: {}", text(&measured));
+        let got = area(&structured(&measured));
+        assert!(
+            (got - disc).abs() < 0.005 * disc,
+            "{method}: {got} m² for {disc}"
+        );
+    }
+    let buffered = call_justified(
+        &server,
+        "vector_buffer",
+        json!({"input": path("circle.gpkg"), "output": path("ring.gpkg"), "distance": 10,
+               "unit": "m", "method": "planar"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&buffered), "{}", text(&buffered));
+    let measured = call_justified(
+        &server,
+        "vector_measure",
+        json!({"input": path("ring.gpkg"), "method": "planar"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    let wide = std::f64::consts::PI * 110.0 * 110.0;
+    let got = area(&structured(&measured));
+    assert!((got - wide).abs() < 0.005 * wide, "{got} m² for {wide}");
+    // Points every 20 m round the circle's centre: those within 100 m are kept.
+    let mut points = Vec::new();
+    let mut inside = 0;
+    for i in -6..=6 {
+        for j in -6..=6 {
+            let (x, y) = (
+                500_100.0 + 20.0 * f64::from(i),
+                5_000_000.0 + 20.0 * f64::from(j),
+            );
+            let d = (x - 500_100.0f64).hypot(y - 5_000_000.0);
+            if d < 99.0 {
+                inside += 1;
+            }
+            if (d - 100.0).abs() > 1.0 {
+                points.push(point(&format!("p{i}_{j}"), [x, y]));
+            }
+        }
+    }
+    layer(&server.path("grid.geojson"), 32633, &points);
+    let clipped = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": path("grid.geojson"), "mask": path("circle.gpkg"),
+               "output": path("grid_in.gpkg")}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&clipped), "{}", text(&clipped));
+    assert_eq!(
+        read_field(&server.path("grid_in.gpkg"), "name").len(),
+        inside
+    );
+}

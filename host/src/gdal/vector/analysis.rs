@@ -488,6 +488,12 @@ impl GeodesicBuffer<'_> {
     /// `at` is the call's progress at this feature: a feature of many parts is as much work as
     /// as many features, so cancellation is looked at every 256 parts too.
     fn feature(&self, g: &Geometry, at: f64) -> Result<(Option<Geometry>, bool), GdalError> {
+        // Arcs as line segments in the layer's plane: a CURVEPOLYGON's 10 m buffer was a
+        // speck of 180.8 m² (attack round 18, R18-B4).
+        let linear = crate::gdal::vector::geometry::has_curves(g)
+            .then(|| crate::gdal::vector::geometry::linearised(g))
+            .flatten();
+        let g = linear.as_ref().unwrap_or(g);
         let pieces = parts(g);
         if pieces.len() <= 1 {
             return self.draw(g);
@@ -918,7 +924,14 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                     buffered.push((empty_multipolygon()?, row.values.clone()));
                     continue;
                 };
-                let b = g
+                // Arcs as line segments first: GEOS buffered a full-circle CURVEPOLYGON
+                // into a speck of 180.8 m² (attack round 18, R18-B4).
+                let linear = crate::gdal::vector::geometry::has_curves(g)
+                    .then(|| crate::gdal::vector::geometry::linearised(g))
+                    .flatten();
+                let b = linear
+                    .as_ref()
+                    .unwrap_or(g)
                     .buffer(d, request.segments)
                     .map_err(|e| failed(format!("feature {:?}: {e}", row.fid)))?;
                 buffered.push((as_multipolygon(&b)?, row.values.clone()));

@@ -249,6 +249,10 @@ pub fn moved_as_drawn(
     transform: &CoordTransform,
     to: &SpatialRef,
 ) -> Result<(Geometry, bool), GdalError> {
+    // Arcs as line segments first: GDAL's transform and the host's splitting read rings of
+    // points (attack round 18, R18-B5, R18-B6).
+    let linear = has_curves(geometry).then(|| linearised(geometry)).flatten();
+    let geometry = linear.as_ref().unwrap_or(geometry);
     let dense = if from.is_geographic() {
         drawn_edges(argument, geometry, true)?
     } else if from.is_projected() {

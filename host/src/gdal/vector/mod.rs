@@ -372,6 +372,14 @@ pub struct Zone {
 fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
     use gdal::vector::geometry_type_flatten;
     use gdal_sys::OGRwkbGeometryType as T;
+    // Arcs as line segments: a CURVEPOLYGON zone was no polygon here, and counted 0 cells
+    // (attack round 18, R18-B6).
+    if geometry::has_curves(geometry) {
+        if let Some(linear) = geometry::linearised(geometry) {
+            collect_polygons(&linear, out);
+        }
+        return;
+    }
     let ty = geometry_type_flatten(geometry.geometry_type());
     if ty == T::wkbPolygon {
         let mut polygon = Vec::with_capacity(geometry.geometry_count());
@@ -389,6 +397,21 @@ fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
             collect_polygons(&geometry.get_geometry(i), out);
         }
     }
+}
+
+/// Whether a feature of `layer` (among the first [`geometry::max_features`]) holds arcs
+/// (circular strings, curve polygons): ogr2ogr 3.6 cannot clip by such a mask ("Geometry not
+/// of polygon type"), and aborted the server with heap corruption on it (attack round 18,
+/// R18-B5), so the host linearises it ([`mask_wkt`]).
+pub fn layer_has_curves(layer: &mut Layer) -> bool {
+    layer.reset_feature_reading();
+    let limit = usize::try_from(geometry::max_features()).unwrap_or(usize::MAX);
+    let curved = layer
+        .features()
+        .take(limit)
+        .any(|f| f.geometry().is_some_and(geometry::has_curves));
+    layer.reset_feature_reading();
+    curved
 }
 
 /// Read every feature of `layer` as a zone, transformed into `target` when given.

@@ -724,8 +724,10 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 if let (Some(m), Some(s)) = (mask_layer.spatial_ref(), &source_crs) {
                     let same = transform::same_crs(&m, s);
                     // A lon/lat layer's mask always goes through the host, which splits a
-                    // mask polygon reaching across ±180° there.
-                    if !same || geographic {
+                    // mask polygon reaching across ±180° there; so does a mask with arcs,
+                    // which the host linearises (R18-B5).
+                    let curved = ogr::layer_has_curves(&mut mask_layer);
+                    if !same || geographic || curved {
                         let mut operation = None;
                         if !same {
                             let area = ogr::layer_extent(&mask_layer)
