@@ -6299,6 +6299,32 @@ fn rewrite_tiff_text_tag(path: &Path, tag: u16, text: &str, kind: u16) {
     std::fs::write(path, bytes).unwrap();
 }
 
+/// [`rewrite_tiff_text_tag`] with the tag typed SHORT (3): `text` one character a 16-bit
+/// value, in the bytes the ASCII value held (half as many characters).
+fn rewrite_tiff_short_tag(path: &Path, tag: u16, text: &str) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let ifd = word(&bytes, 4);
+    let count = u16::from_le_bytes(bytes[ifd..ifd + 2].try_into().unwrap()) as usize;
+    let entry = (0..count)
+        .map(|i| ifd + 2 + 12 * i)
+        .find(|e| u16::from_le_bytes(bytes[*e..*e + 2].try_into().unwrap()) == tag)
+        .expect("the tag");
+    let (length, offset) = (word(&bytes, entry + 4), word(&bytes, entry + 8));
+    let elements = length / 2;
+    assert!(elements > text.len() + 1, "the tag holds {elements} shorts");
+    let mut value: Vec<u8> = text.bytes().flat_map(|b| [b, 0]).collect();
+    value.resize((elements - 1) * 2, 0);
+    for pair in value.chunks_mut(2).skip(text.len()) {
+        pair[0] = b' ';
+    }
+    value.extend([0, 0]);
+    bytes[offset..offset + elements * 2].copy_from_slice(&value);
+    bytes[entry + 2..entry + 4].copy_from_slice(&3u16.to_le_bytes());
+    bytes[entry + 4..entry + 8].copy_from_slice(&(elements as u32).to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
 /// A SQLite database at `path` built by the system's Python from `statements`.
 fn sqlite_database(path: &Path, statements: &[&str]) {
     let script = format!(
@@ -6541,6 +6567,21 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
         ),
         7,
     );
+    // R18-A1: the same tag typed SHORT, one character a 16-bit value.
+    let short = server.path("short.tif");
+    cli(
+        "gdal_translate",
+        &["-q", "-mo", &filler, base_text, short.to_str().unwrap()],
+    );
+    let _ = std::fs::remove_file(server.path("short.tif.aux.xml"));
+    rewrite_tiff_short_tag(
+        &short,
+        42112,
+        &format!(
+            r#"<GDALMetadata><Item name="OVERVIEW_FILE" domain="OVERVIEWS">{}/ovr.tif</Item></GDALMetadata>"#,
+            out.display()
+        ),
+    );
     // R17-A3: a GeoJSON behind a vertical tab, which GDAL skips as white space.
     std::fs::write(server.path("vt.dat"), format!("\x0b{line}")).unwrap();
     // R17-A9: a GML named `.gml`, whose schema GDAL reads as `.xsd`.
@@ -6568,7 +6609,7 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
     std::fs::create_dir(server.path("imd")).unwrap();
     std::fs::copy(&base, server.path("imd/x.tif")).unwrap();
     let keys: String = (0..20_000).map(|i| format!("K{i} = 1;\n")).collect();
-    std::fs::write(server.path("imd/x.IMD"), keys).unwrap();
+    std::fs::write(server.path("imd/x.IMD"), &keys).unwrap();
     // R17-A8: a classic netCDF header of 30,000 global attributes.
     let mut nc = b"CDF\x01".to_vec();
     nc.extend(0u32.to_be_bytes());
@@ -6585,6 +6626,27 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
     }
     nc.extend([0u8; 8]);
     std::fs::write(server.path("many.nc"), nc).unwrap();
+    // R18-A3: the keywords behind a link inside the workspace; R18-A5: GeoEye's
+    // `_metadata.txt`, read by the same parser.
+    std::fs::create_dir(server.path("imd2")).unwrap();
+    std::fs::copy(&base, server.path("imd2/x.tif")).unwrap();
+    std::fs::write(server.path("notes.txt"), &keys).unwrap();
+    std::os::unix::fs::symlink("../notes.txt", server.path("imd2/x.IMD")).unwrap();
+    std::fs::create_dir(server.path("geoeye")).unwrap();
+    std::fs::copy(&base, server.path("geoeye/x.tif")).unwrap();
+    std::fs::write(server.path("geoeye/x_metadata.txt"), &keys).unwrap();
+    // R18-A2: the external mask spelt `.Msk`.
+    std::fs::create_dir(server.path("msk2")).unwrap();
+    std::fs::copy(&base, server.path("msk2/y.tif")).unwrap();
+    std::fs::copy(&base, server.path("msk2/y.tif.Msk")).unwrap();
+    std::fs::write(
+        server.path("msk2/y.tif.Msk.aux.xml"),
+        format!(
+            r#"<PAMDataset><Metadata domain="OVERVIEWS"><MDI key="OVERVIEW_FILE">{}/ovr.tif</MDI></Metadata></PAMDataset>"#,
+            out.display()
+        ),
+    )
+    .unwrap();
     // R17-A15: the external mask's own PAM file naming an outside overview file.
     std::fs::create_dir(server.path("msk")).unwrap();
     std::fs::copy(&base, server.path("msk/y.tif")).unwrap();
@@ -6612,6 +6674,10 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
         ("raster_info", "imd/x.tif", "keywords"),
         ("raster_info", "many.nc", "netCDF header"),
         ("raster_info", "msk/y.tif", "msk.aux.xml"),
+        ("raster_info", "short.tif", "its GDAL metadata"),
+        ("raster_info", "imd2/x.tif", "keywords"),
+        ("raster_info", "geoeye/x.tif", "keywords"),
+        ("raster_info", "msk2/y.tif", "Msk.aux.xml"),
         (
             "raster_info",
             "g.jp2",

@@ -195,10 +195,21 @@ pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
     if let (Some(parent), Some(name), Some(stem)) =
         (file.parent(), file.file_name(), crate::gdal::stem_of(file))
     {
-        for base in [name, stem] {
-            let mut aux = base.to_os_string();
-            aux.push(".aux");
-            check_hfa(input, &parent.join(aux))?;
+        // `<name>.aux` and `<stem>.aux` in any case, as GDAL finds them among the folder's
+        // names (attack round 18, R18-A4: `P.tif.AUX` was never checked).
+        let wanted: Vec<String> = [name, stem]
+            .iter()
+            .map(|base| format!("{}.aux", base.to_string_lossy().to_lowercase()))
+            .collect();
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for entry in entries
+                .filter_map(Result::ok)
+                .take(crate::workspace::MAX_FOLDER_ENTRIES)
+            {
+                if wanted.contains(&entry.file_name().to_string_lossy().to_lowercase()) {
+                    check_hfa(input, &entry.path())?;
+                }
+            }
         }
     }
     if is_tab(file) {

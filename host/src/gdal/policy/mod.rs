@@ -872,13 +872,27 @@ fn check_one_file(
         // own `GDAL_METADATA` and `.aux.xml`, which GDAL applies: an `OVERVIEW_FILE` in
         // `y.tif.msk` (or `y.tif.msk.aux.xml`) naming an outside FIFO blocked every open of
         // `y.tif` (attack round 17, R17-A15).
+        // Found among the folder's names without case, as GDAL's `CPLCheckForFile` finds them
+        // (R18-A2: `y.tif.Msk` was opened, and not checked).
         if let (Some(parent), Some(name)) = (file.parent(), file.file_name()) {
-            let name = name.to_string_lossy();
-            for suffix in [".msk", ".MSK", ".ovr", ".OVR", ".msk.ovr", ".ovr.msk"] {
-                let sibling = parent.join(format!("{name}{suffix}"));
-                if std::fs::metadata(&sibling).is_ok_and(|m| m.is_file()) {
-                    check_embedded_references(input, &sibling)?;
-                    check_pam_references(input, &sibling)?;
+            let name = name.to_string_lossy().to_lowercase();
+            let wanted: Vec<String> = [".msk", ".ovr", ".msk.ovr", ".ovr.msk"]
+                .iter()
+                .map(|suffix| format!("{name}{suffix}"))
+                .collect();
+            if let Ok(entries) = std::fs::read_dir(parent) {
+                for entry in entries
+                    .filter_map(Result::ok)
+                    .take(crate::workspace::MAX_FOLDER_ENTRIES)
+                {
+                    let sibling_name = entry.file_name().to_string_lossy().to_lowercase();
+                    let sibling = entry.path();
+                    if wanted.contains(&sibling_name)
+                        && std::fs::metadata(&sibling).is_ok_and(|m| m.is_file())
+                    {
+                        check_embedded_references(input, &sibling)?;
+                        check_pam_references(input, &sibling)?;
+                    }
                 }
             }
         }
@@ -1425,18 +1439,26 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         };
         for i in 0..count as usize {
             let e = i * entry_len as usize;
-            // Type 2 (ASCII), and the byte types libtiff also reads text tags from: 1 (BYTE),
-            // 6 (SBYTE), 7 (UNDEFINED). A `GDAL_METADATA` typed UNDEFINED was read by GDAL and
-            // never scanned here (attack round 17, R17-A2).
-            if !matches!(uint_at(&entries, e + 2, 2), Some(1 | 2 | 6 | 7)) {
-                continue;
-            }
-            let n = if big {
+            // Type 2 (ASCII), and every integer type libtiff reads a text tag from
+            // (`TIFFReadDirEntryByteArray` narrows each element to a byte): 1 (BYTE), 6
+            // (SBYTE), 7 (UNDEFINED), 3 and 8 (SHORT), 4 and 9 (LONG), 16 and 17 (LONG8). A
+            // `GDAL_METADATA` typed UNDEFINED (attack round 17, R17-A2), then SHORT (round 18,
+            // R18-A1), was read by GDAL and never scanned here.
+            let width: u64 = match uint_at(&entries, e + 2, 2) {
+                Some(1 | 2 | 6 | 7) => 1,
+                Some(3 | 8) => 2,
+                Some(4 | 9) => 4,
+                Some(16 | 17) => 8,
+                _ => continue,
+            };
+            let count_of = if big {
                 uint_at(&entries, e + 4, 8)
             } else {
                 uint_at(&entries, e + 4, 4)
             };
-            let Some(n) = n else { continue };
+            let Some(n) = count_of.and_then(|c| c.checked_mul(width)) else {
+                continue;
+            };
             let value = if n <= inline {
                 entries
                     .get(e + 4 + if big { 8 } else { 4 }..)
@@ -1454,7 +1476,16 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
                 offset.and_then(|o| at(&mut file, o, n))
             };
             if let Some(value) = value {
-                regions.push(value);
+                // Each element narrowed to its byte, as libtiff reads it.
+                let narrowed: Vec<u8> = if width == 1 {
+                    value
+                } else {
+                    (0..value.len() / width as usize)
+                        .filter_map(|k| uint_at(&value, k * width as usize, width as usize))
+                        .map(|v| (v & 0xFF) as u8)
+                        .collect()
+                };
+                regions.push(narrowed);
             }
         }
         let link = next + count_len + count * entry_len;

@@ -332,13 +332,26 @@ fn read_by_metadata_readers(name: &str, input_name: &str) -> bool {
 /// of 80,000 did the same (attack round 17, R17-A7). Real ones hold a few hundred.
 const MAX_METADATA_KEYWORDS: usize = 10_000;
 
-/// Whether GDAL parses a file of this (lower-case) name beside an input as keywords: the
-/// imagery readers' DigitalGlobe `.imd` and `.rpb`, Landsat `_mtl.txt`, OrbView `.pvl`, RPC
-/// `_rpc.txt`, and ENVI's `.hdr`.
-fn keyword_document(name: &str) -> bool {
-    [".imd", ".rpb", "_mtl.txt", ".pvl", "_rpc.txt", ".hdr"]
-        .iter()
-        .any(|suffix| name.ends_with(suffix))
+/// Whether GDAL parses a file of this (lower-case) name beside the input `input_name` as
+/// keywords: the imagery readers' DigitalGlobe `.imd` and `.rpb`, Landsat `_mtl.txt`, OrbView
+/// `.pvl`, RPC `_rpc.txt`, GeoEye `_metadata.txt`, Kompsat's `<stem>.txt` (R18-A5), and ENVI's
+/// `.hdr`.
+fn keyword_document(name: &str, input_name: &str) -> bool {
+    let stem = input_name
+        .rsplit_once('.')
+        .map_or(input_name, |(stem, _)| stem);
+    [
+        ".imd",
+        ".rpb",
+        "_mtl.txt",
+        ".pvl",
+        "_rpc.txt",
+        "_metadata.txt",
+        ".hdr",
+    ]
+    .iter()
+    .any(|suffix| name.ends_with(suffix))
+        || name == format!("{stem}.txt")
 }
 
 /// Refuse `file` when an imagery metadata document beside it ([`read_by_metadata_readers`])
@@ -361,9 +374,11 @@ pub fn check_metadata_documents(input: &Path, file: &Path) -> Result<(), GdalErr
         .take(crate::workspace::MAX_FOLDER_ENTRIES)
     {
         let name = entry.file_name().to_string_lossy().to_ascii_lowercase();
-        let keywords = keyword_document(&name);
+        let keywords = keyword_document(&name, &input_name);
+        // A link is judged by what it points to: GDAL's readers open it through the link
+        // (attack round 18, R18-A3: `x.IMD -> ../blobs/notes.txt` was never measured).
         if !(keywords || read_by_metadata_readers(&name, &input_name))
-            || !entry.file_type().is_ok_and(|t| t.is_file())
+            || !std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file())
         {
             continue;
         }

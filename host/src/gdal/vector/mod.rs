@@ -381,7 +381,8 @@ fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
         return;
     }
     let ty = geometry_type_flatten(geometry.geometry_type());
-    if ty == T::wkbPolygon {
+    // A TRIANGLE is a polygon of one ring (R18-B6: a triangle zone counted 0 cells).
+    if ty == T::wkbPolygon || ty == T::wkbTriangle {
         let mut polygon = Vec::with_capacity(geometry.geometry_count());
         for r in 0..geometry.geometry_count() {
             let ring = geometry.get_geometry(r);
@@ -392,7 +393,11 @@ fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
         if !polygon.is_empty() {
             out.push(polygon);
         }
-    } else if ty == T::wkbMultiPolygon || ty == T::wkbGeometryCollection {
+    } else if ty == T::wkbMultiPolygon
+        || ty == T::wkbGeometryCollection
+        || ty == T::wkbTIN
+        || ty == T::wkbPolyhedralSurface
+    {
         for i in 0..geometry.geometry_count() {
             collect_polygons(&geometry.get_geometry(i), out);
         }
