@@ -1338,6 +1338,10 @@ fn check_embedded_references(input: &Path, file: &Path) -> Result<(), GdalError>
     )
 }
 
+/// Most TIFF directory entries [`binary_text_regions`] reads in all (a few hundred per
+/// image; a pyramid of 30 levels of 50 tags is 1,500).
+const MAX_TIFF_ENTRIES: u64 = 100_000;
+
 /// White space as GDAL's parsers skip it: C's `isspace` in the "C" locale, which Rust's
 /// `is_ascii_whitespace` is not (it leaves out the vertical tab, 0x0B). A GeoJSON and a TIFF's
 /// `GDAL_METADATA` starting with a vertical tab escaped the host's checks while GDAL read them
@@ -1417,6 +1421,10 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
     .unwrap_or(0);
     let mut seen = std::collections::HashSet::new();
     let (count_len, entry_len, inline) = if big { (8u64, 20u64, 8u64) } else { (2, 12, 4) };
+    // Directory entries read in all: 65,535 overlapping directories of 65,535 entries each
+    // made this scan read 51 GB where GDAL refuses the file at once (attack round 18,
+    // R18-A7). Past the bound the file is refused, never scanned in part.
+    let mut entries_read = 0u64;
     while next != 0 && seen.len() < 65536 && seen.insert(next) {
         let Some(count_bytes) = at(&mut file, next, count_len) else {
             break;
@@ -1430,6 +1438,15 @@ fn binary_text_regions(path: &Path, size: u64, limit: u64) -> Result<Vec<Vec<u8>
         };
         if count > 65536 {
             break;
+        }
+        entries_read = entries_read.saturating_add(count);
+        if entries_read > MAX_TIFF_ENTRIES {
+            return Err(GdalError::Arguments(format!(
+                "{}: its TIFF directories hold more than {MAX_TIFF_ENTRIES} entries in all, \
+                 more than any image needs (GDAL refuses overlapping directories); it is not \
+                 opened. Rewrite it with gdal_translate",
+                path.display()
+            )));
         }
         let Some(entries) = count
             .checked_mul(entry_len)
@@ -1923,6 +1940,32 @@ fn looks_like_a_location(value: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 18, R18-A7: overlapping TIFF directories of many entries each made the
+    /// host's own tag scan read tens of gigabytes. Past the entries bound the file is refused.
+    #[test]
+    fn r18_a7_overlapping_tiff_directories_are_bounded() {
+        const COUNT: u16 = 40_000;
+        let span = 2 + usize::from(COUNT) * 12;
+        let mut bytes = vec![0u8; 8 + span + 64];
+        for pair in bytes.chunks_mut(2) {
+            pair.copy_from_slice(&COUNT.to_le_bytes()[..pair.len()]);
+        }
+        bytes[..4].copy_from_slice(b"II*\0");
+        bytes[4..8].copy_from_slice(&8u32.to_le_bytes());
+        // Directories at 8, 12 and 16, each naming the next.
+        for (at, next) in [(8usize, 12u32), (12, 16), (16, 0)] {
+            bytes[at + span..at + span + 4].copy_from_slice(&next.to_le_bytes());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bomb.tif");
+        std::fs::write(&path, &bytes).unwrap();
+        let refused = binary_text_regions(&path, bytes.len() as u64, 1 << 20)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(refused.contains("TIFF directories"), "{refused}");
+    }
 
     /// Regression (attack round 14, R14-13): a GeoTIFF keeps a `GEOLOCATION` domain in its own
     /// `GDAL_METADATA` tag, and gdalwarp opened the arrays it names; the tag is read before the
