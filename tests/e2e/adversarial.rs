@@ -6276,20 +6276,26 @@ async fn r15_c11_concurrent_writes_of_one_new_output_succeed_once() {
 
 use gdal_mcp_tests::run_program as cli;
 
-/// Rewrite TIFF tag `tag` in the first IFD of the little-endian classic TIFF at `path`: its
-/// value becomes `text` (padded with spaces to the value's length, which must hold it) and
-/// its type `kind`.
-fn rewrite_tiff_text_tag(path: &Path, tag: u16, text: &str, kind: u16) {
-    let mut bytes = std::fs::read(path).unwrap();
+/// The first-IFD entry of TIFF tag `tag` in the little-endian classic TIFF `bytes`: where the
+/// entry is, and its value's length and offset.
+fn tiff_tag_entry(bytes: &[u8], tag: u16) -> (usize, usize, usize) {
     assert_eq!(&bytes[..4], b"II*\0", "a little-endian classic TIFF");
-    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
-    let ifd = word(&bytes, 4);
+    let word = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    let ifd = word(4);
     let count = u16::from_le_bytes(bytes[ifd..ifd + 2].try_into().unwrap()) as usize;
     let entry = (0..count)
         .map(|i| ifd + 2 + 12 * i)
         .find(|e| u16::from_le_bytes(bytes[*e..*e + 2].try_into().unwrap()) == tag)
         .expect("the tag");
-    let (length, offset) = (word(&bytes, entry + 4), word(&bytes, entry + 8));
+    (entry, word(entry + 4), word(entry + 8))
+}
+
+/// Rewrite TIFF tag `tag` in the first IFD of the little-endian classic TIFF at `path`: its
+/// value becomes `text` (padded with spaces to the value's length, which must hold it) and
+/// its type `kind`.
+fn rewrite_tiff_text_tag(path: &Path, tag: u16, text: &str, kind: u16) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let (entry, length, offset) = tiff_tag_entry(&bytes, tag);
     assert!(length > text.len() + 1, "the tag holds {length} bytes");
     let mut value = text.as_bytes().to_vec();
     value.resize(length - 1, b' ');
@@ -6303,14 +6309,7 @@ fn rewrite_tiff_text_tag(path: &Path, tag: u16, text: &str, kind: u16) {
 /// value, in the bytes the ASCII value held (half as many characters).
 fn rewrite_tiff_short_tag(path: &Path, tag: u16, text: &str) {
     let mut bytes = std::fs::read(path).unwrap();
-    let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
-    let ifd = word(&bytes, 4);
-    let count = u16::from_le_bytes(bytes[ifd..ifd + 2].try_into().unwrap()) as usize;
-    let entry = (0..count)
-        .map(|i| ifd + 2 + 12 * i)
-        .find(|e| u16::from_le_bytes(bytes[*e..*e + 2].try_into().unwrap()) == tag)
-        .expect("the tag");
-    let (length, offset) = (word(&bytes, entry + 4), word(&bytes, entry + 8));
+    let (entry, length, offset) = tiff_tag_entry(&bytes, tag);
     let elements = length / 2;
     assert!(elements > text.len() + 1, "the tag holds {elements} shorts");
     let mut value: Vec<u8> = text.bytes().flat_map(|b| [b, 0]).collect();

@@ -490,9 +490,7 @@ impl GeodesicBuffer<'_> {
     fn feature(&self, g: &Geometry, at: f64) -> Result<(Option<Geometry>, bool), GdalError> {
         // Arcs as line segments in the layer's plane: a CURVEPOLYGON's 10 m buffer was a
         // speck of 180.8 m² (attack round 18, R18-B4).
-        let linear = crate::gdal::vector::geometry::has_curves(g)
-            .then(|| crate::gdal::vector::geometry::linearised(g))
-            .flatten();
+        let linear = crate::gdal::vector::geometry::without_arcs(g);
         let g = linear.as_ref().unwrap_or(g);
         let pieces = parts(g);
         if pieces.len() <= 1 {
@@ -926,9 +924,7 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
                 };
                 // Arcs as line segments first: GEOS buffered a full-circle CURVEPOLYGON
                 // into a speck of 180.8 m² (attack round 18, R18-B4).
-                let linear = crate::gdal::vector::geometry::has_curves(g)
-                    .then(|| crate::gdal::vector::geometry::linearised(g))
-                    .flatten();
+                let linear = crate::gdal::vector::geometry::without_arcs(g);
                 let b = linear
                     .as_ref()
                     .unwrap_or(g)

@@ -90,6 +90,12 @@ pub fn has_curves(geometry: &Geometry) -> bool {
     unsafe { gdal_sys::OGR_G_HasCurveGeometry(geometry.c_geometry(), 0) != 0 }
 }
 
+/// `geometry` with its arcs as line segments in its own plane, or `None` when it has none:
+/// what every reader of a curved geometry starts from (attack round 18, R18-B3 to B6).
+pub fn without_arcs(geometry: &Geometry) -> Option<Geometry> {
+    has_curves(geometry).then(|| linearised(geometry)).flatten()
+}
+
 /// The geometry with arcs replaced by line segments (OGR's default step).
 pub fn linearised(geometry: &Geometry) -> Option<Geometry> {
     // SAFETY: the input handle is valid for the borrow; the result is a new geometry that
@@ -251,7 +257,7 @@ pub fn moved_as_drawn(
 ) -> Result<(Geometry, bool), GdalError> {
     // Arcs as line segments first: GDAL's transform and the host's splitting read rings of
     // points (attack round 18, R18-B5, R18-B6).
-    let linear = has_curves(geometry).then(|| linearised(geometry)).flatten();
+    let linear = without_arcs(geometry);
     let geometry = linear.as_ref().unwrap_or(geometry);
     let dense = if from.is_geographic() {
         drawn_edges(argument, geometry, true)?

@@ -9,10 +9,9 @@
 
 use crate::gdal::facts::CrsFacts;
 use crate::gdal::vector::geometry::{
-    crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, has_curves, invalidity_reason,
-    linearised, of_kinds, overlapping_pairs, parts, repair, scale_error, transformer, union_all,
-    Ellipsoid, Figures, Kind, Measurer, Part, ReadBudget, RingsByContainment,
-    DRAWN_EDGE_STEP_DEGREES,
+    crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, invalidity_reason, of_kinds,
+    overlapping_pairs, parts, repair, scale_error, transformer, union_all, without_arcs, Ellipsoid,
+    Figures, Kind, Measurer, Part, ReadBudget, RingsByContainment, DRAWN_EDGE_STEP_DEGREES,
 };
 use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -1375,7 +1374,7 @@ fn figures_of(
     // Arcs as line segments in the layer's own plane, before any move: linearised after the
     // move into lon/lat, a 100 m circle was drawn in degrees and measured 44,400 m² for
     // 31,441 (attack round 18, R18-B3).
-    let linear = has_curves(geometry).then(|| linearised(geometry)).flatten();
+    let linear = without_arcs(geometry);
     let geometry = linear.as_ref().unwrap_or(geometry);
     let drawn = drawn_edges("input", geometry, setup.follow_drawn_edges)?;
     let moved = drawn

@@ -374,10 +374,8 @@ fn collect_polygons(geometry: &Geometry, out: &mut Vec<Polygon>) {
     use gdal_sys::OGRwkbGeometryType as T;
     // Arcs as line segments: a CURVEPOLYGON zone was no polygon here, and counted 0 cells
     // (attack round 18, R18-B6).
-    if geometry::has_curves(geometry) {
-        if let Some(linear) = geometry::linearised(geometry) {
-            collect_polygons(&linear, out);
-        }
+    if let Some(linear) = geometry::without_arcs(geometry) {
+        collect_polygons(&linear, out);
         return;
     }
     let ty = geometry_type_flatten(geometry.geometry_type());
