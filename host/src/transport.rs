@@ -86,15 +86,76 @@ where
     let (rmcp_reader, to_rmcp) = tokio::io::duplex(1 << 20);
     let (rmcp_writer, from_rmcp) = tokio::io::duplex(1 << 20);
     let (errors, error_lines) = mpsc::unbounded_channel::<String>();
-    let reading = tokio::spawn(read_requests(input, to_rmcp, errors));
-    let writing = tokio::spawn(write_replies(from_rmcp, error_lines, output));
+    let in_flight = InFlight::default();
+    let reading = tokio::spawn(read_requests(input, to_rmcp, errors, in_flight.clone()));
+    let writing = tokio::spawn(write_replies(from_rmcp, error_lines, output, in_flight));
     (rmcp_reader, rmcp_writer, Pumps { reading, writing })
+}
+
+/// The ids of the client's requests that reached rmcp and have not been answered (nor
+/// cancelled), as JSON text: a request reusing one of them is answered `-32600` here. Two
+/// calls in flight under one id both ran and wrote, and one answer came back (attack round
+/// 19, R19-C4).
+#[derive(Clone, Default)]
+struct InFlight(std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl InFlight {
+    fn with<T>(&self, f: impl FnOnce(&mut std::collections::HashSet<String>) -> T) -> T {
+        let mut ids = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut ids)
+    }
+}
+
+/// What a line is to [`InFlight`]: a request and its id, a response and its id, a
+/// cancellation and the id it cancels, or something else.
+enum Exchange {
+    Request(String),
+    Response(String),
+    Cancelled(String),
+    Other,
+}
+
+/// A line's [`Exchange`], read from its top-level members.
+fn exchange(line: &[u8]) -> Exchange {
+    let members = top_level_members(line);
+    let member = |name: &str| {
+        members
+            .iter()
+            .find(|(key, _)| serde_json::from_slice::<String>(key).is_ok_and(|k| k == name))
+            .map(|(_, value)| *value)
+    };
+    // One text per id whatever its spelling: `1e3` is the 1000 rmcp answers with.
+    let text = |value: &[u8]| {
+        serde_json::from_slice::<Value>(value)
+            .ok()
+            .map(|v| match v.as_f64() {
+                Some(n) if v.is_number() && n.fract() == 0.0 && n.abs() < 9.0e15 => {
+                    format!("{}", n as i64)
+                }
+                _ => v.to_string(),
+            })
+    };
+    match (member("method"), member("id").and_then(text)) {
+        (Some(_), Some(id)) => Exchange::Request(id),
+        (None, Some(id)) => Exchange::Response(id),
+        (Some(method), None)
+            if serde_json::from_slice::<String>(method)
+                .is_ok_and(|m| m == "notifications/cancelled") =>
+        {
+            member("params")
+                .and_then(|p| serde_json::from_slice::<Value>(p).ok())
+                .and_then(|p| p.get("requestId").map(Value::to_string))
+                .map_or(Exchange::Other, Exchange::Cancelled)
+        }
+        _ => Exchange::Other,
+    }
 }
 
 async fn read_requests<R>(
     input: R,
     mut to_rmcp: DuplexStream,
     errors: mpsc::UnboundedSender<String>,
+    in_flight: InFlight,
 ) where
     R: AsyncRead + Unpin,
 {
@@ -130,6 +191,25 @@ async fn read_requests<R>(
                 match checked {
                     Ok("") => continue,
                     Ok(text) => {
+                        match exchange(text.as_bytes()) {
+                            Exchange::Request(id) => {
+                                if !in_flight.with(|ids| ids.insert(id.clone())) {
+                                    let id: Value =
+                                        serde_json::from_str(&id).unwrap_or(Value::Null);
+                                    let _ = errors.send(error_line(
+                                        &id,
+                                        -32600,
+                                        "a request with this id is still in flight; a request \
+                                         id may not be reused before its answer",
+                                    ));
+                                    continue;
+                                }
+                            }
+                            Exchange::Cancelled(id) => {
+                                in_flight.with(|ids| ids.remove(&id));
+                            }
+                            Exchange::Response(_) | Exchange::Other => {}
+                        }
                         if to_rmcp.write_all(text.as_bytes()).await.is_err()
                             || to_rmcp.write_all(b"\n").await.is_err()
                         {
@@ -640,6 +720,7 @@ async fn write_replies<W>(
     from_rmcp: DuplexStream,
     mut error_lines: mpsc::UnboundedReceiver<String>,
     mut output: W,
+    in_flight: InFlight,
 ) where
     W: AsyncWrite + Unpin,
 {
@@ -658,7 +739,12 @@ async fn write_replies<W>(
                 }
             },
             reply = replies.next_line() => match reply {
-                Ok(Some(line)) => line,
+                Ok(Some(line)) => {
+                    if let Exchange::Response(id) = exchange(line.as_bytes()) {
+                        in_flight.with(|ids| ids.remove(&id));
+                    }
+                    line
+                }
                 _ => break,
             },
         };

@@ -6625,6 +6625,34 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
     }
     nc.extend([0u8; 8]);
     std::fs::write(server.path("many.nc"), nc).unwrap();
+    // R18-A6: the same 25,000 global attributes in a netCDF-4 (HDF5) file, written by
+    // GDAL's own netCDF driver.
+    let vrt = server.path("attributes.vrt");
+    let items: String = (0..25_000)
+        .map(|i| format!(r#"<MDI key="NC_GLOBAL#a{i}">{i}</MDI>"#))
+        .collect();
+    std::fs::write(
+        &vrt,
+        format!(
+            r#"<VRTDataset rasterXSize="4" rasterYSize="4"><Metadata>{items}</Metadata><VRTRasterBand dataType="Byte" band="1"><SimpleSource><SourceFilename>{base_text}</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#
+        ),
+    )
+    .unwrap();
+    let many4 = server.path("many4.nc");
+    cli(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "netCDF",
+            "-co",
+            "FORMAT=NC4",
+            vrt.to_str().unwrap(),
+            many4.to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_file(&vrt).unwrap();
+    let _ = std::fs::remove_file(server.path("many4.nc.aux.xml"));
     // R18-A3: the keywords behind a link inside the workspace; R18-A5: GeoEye's
     // `_metadata.txt`, read by the same parser.
     std::fs::create_dir(server.path("imd2")).unwrap();
@@ -6672,6 +6700,11 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
         ("vector_info", "wide.kml", "UTF-16"),
         ("raster_info", "imd/x.tif", "keywords"),
         ("raster_info", "many.nc", "netCDF header"),
+        (
+            "raster_info",
+            "many4.nc",
+            "variables, more than the 20000 attributes",
+        ),
         ("raster_info", "msk/y.tif", "msk.aux.xml"),
         ("raster_info", "short.tif", "its GDAL metadata"),
         ("raster_info", "imd2/x.tif", "keywords"),
@@ -6714,4 +6747,228 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
         .await
         .unwrap();
     assert!(!is_error(&pair), "{}", text(&pair));
+}
+
+/// A GML of one point feature, its `.gfs` as GDAL writes it, and the same `.gfs` naming its
+/// field `SECRET_FIELD` (written into `dir`).
+fn gml_with_schema(dir: &Path) -> (Vec<u8>, String, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let geojson = scratch.path().join("d.geojson");
+    std::fs::write(
+        &geojson,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"a"},"geometry":{"type":"Point","coordinates":[10.0,45.0]}}]}"#,
+    )
+    .unwrap();
+    let gml = scratch.path().join("d.gml");
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GML",
+            "-dsco",
+            "XSISCHEMA=OFF",
+            &gml.display().to_string(),
+            &geojson.display().to_string(),
+        ],
+    );
+    // GDAL writes the `.gfs` at the first read.
+    run("ogrinfo", &["-ro", "-so", &gml.display().to_string()]);
+    let gfs = std::fs::read_to_string(scratch.path().join("d.gfs")).unwrap();
+    let secret = gfs.replace("<Name>name</Name>", "<Name>SECRET_FIELD</Name>");
+    assert_ne!(gfs, secret, "{gfs}");
+    std::fs::create_dir_all(dir).unwrap();
+    (std::fs::read(&gml).unwrap(), gfs, secret)
+}
+
+/// Attack round 19, R19-A1 and R19-A2: GDAL's GML driver wrote `<stem>.gfs` beside a GML it
+/// read, through a link swapped in after the checks (a read-only call created a file outside),
+/// and read a `.gfs` swapped after the checks for a link to an outside schema (its field name
+/// was answered): neither is listed by GDAL, and only VRTs' folders were watched. GML is now
+/// read without writing a `.gfs`, and every input's folder is watched from the checks to the
+/// answer; the swap is forced with the debug builds' pause between checks and open.
+#[tokio::test]
+async fn r19_a1_a2_a_gml_schema_swapped_after_the_checks_is_caught() {
+    let mut decoy = Decoy::new();
+    let (server, log_dir) = start_paused("30", "8").await;
+    let (gml, gfs, secret) = gml_with_schema(&server.path("read"));
+    decoy.add("secret.gfs", secret.as_bytes());
+    std::fs::write(server.path("read/d.gml"), &gml).unwrap();
+    std::fs::write(server.path("read/d.gfs"), &gfs).unwrap();
+    std::fs::create_dir_all(server.path("write")).unwrap();
+    std::fs::write(server.path("write/d.gml"), &gml).unwrap();
+    std::fs::create_dir_all(server.path("clean")).unwrap();
+    std::fs::write(server.path("clean/d.gml"), &gml).unwrap();
+    let server = Arc::new(server);
+    // R19-A2: the schema swapped for a link to the outside one.
+    let call = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .call("vector_info", json!({"input": "read/d.gml"}))
+                .await
+        })
+    };
+    wait_checked(log_dir.path(), &["read/d.gml".to_string()]).await;
+    std::fs::remove_file(server.path("read/d.gfs")).unwrap();
+    std::os::unix::fs::symlink(decoy.path("secret.gfs"), server.path("read/d.gfs")).unwrap();
+    let read = call.await.unwrap().unwrap();
+    assert!(is_error(&read), "{}", text(&read));
+    assert!(!text(&read).contains("SECRET_FIELD"), "{}", text(&read));
+    assert!(text(&read).contains("changed"), "{}", text(&read));
+    // R19-A1: a dangling link to the outside planted where GDAL would write the `.gfs`.
+    let call = {
+        let server = server.clone();
+        tokio::spawn(async move {
+            server
+                .call("vector_info", json!({"input": "write/d.gml"}))
+                .await
+        })
+    };
+    wait_checked(log_dir.path(), &["write/d.gml".to_string()]).await;
+    std::os::unix::fs::symlink(decoy.path("planted.gfs"), server.path("write/d.gfs")).unwrap();
+    let written = call.await.unwrap().unwrap();
+    assert!(is_error(&written), "{}", text(&written));
+    decoy.assert_untouched();
+    // The clean twin: read, and no `.gfs` written beside it.
+    let clean = server
+        .call("vector_info", json!({"input": "clean/d.gml"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&clean), "{}", text(&clean));
+    assert!(text(&clean).contains("\"name\""), "{}", text(&clean));
+    assert!(!server.path("clean/d.gfs").exists());
+}
+
+/// Attack round 19, R19-A3, R19-A6 and R19-A7: a shapefile whose index points every record at
+/// one large polygon, read 10,000 times by the facts' geometry check (minutes on a worker); a
+/// GeoTIFF whose sample touched tens of thousands of huge tiles (111 s), with `raster_info
+/// stats` reading 1.7e11 cells; `provenance_report` hashing through a folder swapped for a
+/// link. The index is refused before the open, the sample stays within its decoding budget,
+/// `stats` within the cell budget, and the hash opens no link on the way.
+#[tokio::test]
+async fn r19_a3_a6_a7_aliased_records_and_tiles_and_hashes_through_links() {
+    let decoy = Decoy::new();
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    // A shapefile of two records, its index pointing both at the first.
+    let geojson = server.path("two.geojson");
+    std::fs::write(
+        &geojson,
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":1},"geometry":{"type":"Point","coordinates":[1,1]}},{"type":"Feature","properties":{"id":2},"geometry":{"type":"Point","coordinates":[2,2]}}]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(server.path("shp")).unwrap();
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "ESRI Shapefile",
+            &server.path("shp/a.shp").display().to_string(),
+            &geojson.display().to_string(),
+        ],
+    );
+    std::fs::create_dir_all(server.path("twin")).unwrap();
+    for ext in ["shp", "shx", "dbf", "prj"] {
+        let _ = std::fs::copy(
+            server.path(&format!("shp/a.{ext}")),
+            server.path(&format!("twin/a.{ext}")),
+        );
+    }
+    let mut shx = std::fs::read(server.path("shp/a.shx")).unwrap();
+    let first: Vec<u8> = shx[100..108].to_vec();
+    shx[108..116].copy_from_slice(&first);
+    std::fs::write(server.path("shp/a.shx"), shx).unwrap();
+    let aliased = server
+        .call("vector_info", json!({"input": "shp/a.shp"}))
+        .await
+        .unwrap();
+    assert!(is_error(&aliased), "{}", text(&aliased));
+    assert!(
+        text(&aliased).contains("already holds"),
+        "{}",
+        text(&aliased)
+    );
+    let twin = server
+        .call("vector_info", json!({"input": "twin/a.shp"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    // A 1,048,576² Byte GeoTIFF of 4096² tiles: `raster_info` answers from a bounded sample,
+    // and its `stats` are refused by the cell budget.
+    let big = server.path("big.tif");
+    run(
+        "gdal_create",
+        &[
+            "-q",
+            "-of",
+            "GTiff",
+            "-outsize",
+            "1048576",
+            "1048576",
+            "-ot",
+            "Byte",
+            "-co",
+            "TILED=YES",
+            "-co",
+            "BLOCKXSIZE=4096",
+            "-co",
+            "BLOCKYSIZE=4096",
+            "-co",
+            "SPARSE_OK=YES",
+            "-a_srs",
+            "EPSG:32633",
+            "-a_ullr",
+            "500000",
+            "5000000",
+            "510000",
+            "4990000",
+            &big.display().to_string(),
+        ],
+    );
+    let started = Instant::now();
+    let info = server
+        .call("raster_info", json!({"input": "big.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&info), "{}", text(&info));
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    let stats = server
+        .call("raster_info", json!({"input": "big.tif", "stats": true}))
+        .await
+        .unwrap();
+    assert!(is_error(&stats), "{}", text(&stats));
+    assert!(text(&stats).contains("cells exceeds"), "{}", text(&stats));
+    // R19-A7: the folder of a hashed input is a link by the time it is hashed.
+    std::fs::create_dir_all(server.path("sub")).unwrap();
+    std::fs::write(server.path("sub/x.txt"), b"inside").unwrap();
+    let inside = server
+        .call("provenance_report", json!({"input": "sub/x.txt"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&inside), "{}", text(&inside));
+    assert!(!text(&inside).contains(&sha256_hex(b"do not read me\n")));
+    decoy.assert_untouched();
+}
+
+/// The SHA-256 of `bytes`, in hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().unwrap().write_all(bytes)?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }

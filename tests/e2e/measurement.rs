@@ -3095,3 +3095,201 @@ async fn r18_b3_b6_curved_geometries_are_linearised_in_their_own_plane() {
         inside
     );
 }
+
+/// Attack round 18, R18-B7: `vector_reproject` of a CURVEPOLYGON moved only the arc's three
+/// points (ogr2ogr linearises after `-t_srs`, verified with GDAL 3.6.2), so a circle of
+/// radius 100 m in UTM became an ellipse in lon/lat: 44,400 m² for 31,416, with no word. The
+/// arcs are now drawn in the layer's own plane before the move, and the result says so; its
+/// geodesic area is π·100² to 0.5 %.
+#[tokio::test]
+async fn r18_b7_reprojected_curves_are_drawn_before_they_move() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let path = |n: &str| server.path(n).display().to_string();
+    std::fs::write(
+        server.path("circle.csv"),
+        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(500000 5000000,500200 5000000,500000 5000000))\"\n",
+    )
+    .unwrap();
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-a_srs",
+            "EPSG:32633",
+            "-nlt",
+            "CURVEPOLYGON",
+            &path("circle.gpkg"),
+            &path("circle.csv"),
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "KEEP_GEOM_COLUMNS=NO",
+        ],
+    );
+    let moved = call_justified(
+        &server,
+        "vector_reproject",
+        json!({"input": path("circle.gpkg"), "output": path("lonlat.gpkg"),
+               "dst_crs": "EPSG:4326"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&moved), "{}", text(&moved));
+    let said = structured(&moved)["warnings"].to_string();
+    assert!(said.contains("circular arcs"), "{said}");
+    let measured = call_justified(
+        &server,
+        "vector_measure",
+        json!({"input": path("lonlat.gpkg"), "method": "geodesic"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&measured), "{}", text(&measured));
+    let got = structured(&measured)["polygons"]["area"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    let disc = std::f64::consts::PI * 100.0 * 100.0;
+    assert!((got - disc).abs() < 0.005 * disc, "{got} m² for {disc}");
+}
+
+/// Attack round 19, R19-B3: a lon/lat line's long edges were measured as geodesics only: a
+/// line 60° along 60° N measured 3,231 km where it runs 3,348 km as drawn (and as
+/// `vector_buffer` and `vector_join` read it), and a line from 170° to -170° measured the
+/// 2,218 km hop that `vector_join` refuses as wrapping round the globe. By default both are now
+/// refused as `data_conflict` with both figures; `method: "geodesic"` chooses; a short line
+/// (the twin) is measured as before; `vector_query` says both readings.
+#[tokio::test]
+async fn r19_b3_long_lon_lat_lines_have_two_lengths() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let line = |coordinates: Value| {
+        (
+            json!({"id": 1}),
+            json!({"type": "LineString", "coordinates": coordinates}),
+        )
+    };
+    layer(
+        &server.path("parallel.geojson"),
+        4326,
+        &[line(json!([[0.0, 60.0], [60.0, 60.0]]))],
+    );
+    layer(
+        &server.path("hop.geojson"),
+        4326,
+        &[line(json!([[170.0, 5.0], [-170.0, 5.0]]))],
+    );
+    layer(
+        &server.path("short.geojson"),
+        4326,
+        &[line(json!([[10.0, 60.0], [10.5, 60.2]]))],
+    );
+    for (input, geodesic, drawn) in [
+        ("parallel.geojson", 3_231_376.0, 3_348_000.0),
+        ("hop.geojson", 2_217_888.0, 37_705_560.0),
+    ] {
+        let conflict = server
+            .call("vector_measure", json!({"input": input}))
+            .await
+            .unwrap();
+        let content = structured(&conflict);
+        assert_eq!(
+            content["error"]["kind"],
+            json!("data_conflict"),
+            "{content}"
+        );
+        assert_eq!(content["error"]["parameter"], json!("method"));
+        let candidates = &content["error"]["candidates"];
+        assert!(
+            close(&candidates[0]["length_m"], geodesic, 2e-3),
+            "{content}"
+        );
+        assert!(close(&candidates[1]["length_m"], drawn, 5e-3), "{content}");
+        let chosen = server
+            .call(
+                "vector_measure",
+                json!({"input": input, "method": "geodesic"}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&chosen), "{}", text(&chosen));
+        assert!(close(
+            &structured(&chosen)["lines"]["length"],
+            geodesic,
+            2e-3
+        ));
+        let queried = server
+            .call(
+                "vector_query",
+                json!({"input": input, "measures": ["length"]}),
+            )
+            .await
+            .unwrap();
+        assert!(!is_error(&queried), "{}", text(&queried));
+        assert!(
+            structured(&queried)
+                .to_string()
+                .contains("straight in longitude and latitude"),
+            "{}",
+            text(&queried)
+        );
+    }
+    let short = server
+        .call("vector_measure", json!({"input": "short.geojson"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&short), "{}", text(&short));
+}
+
+/// Attack round 19, R19-B4: on a layer in US survey feet that declares no unit for its
+/// heights, the 2D/3D refusal offered the 3D length with Z in metres as the only one, and the
+/// `z: true` it named was refused again with Z in feet. The first refusal now gives both 3D
+/// readings.
+#[tokio::test]
+async fn r19_b4_the_z_refusal_gives_both_readings_of_undeclared_heights() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    layer(
+        &server.path("ftus.geojson"),
+        2263,
+        &[(
+            json!({"id": 1}),
+            json!({"type": "LineString", "coordinates": [[1_000_000.0, 200_000.0, 0.0], [1_003_000.0, 200_000.0, 4_000.0]]}),
+        )],
+    );
+    let conflict = server
+        .call("vector_measure", json!({"input": "ftus.geojson"}))
+        .await
+        .unwrap();
+    let content = structured(&conflict);
+    assert_eq!(
+        content["error"]["kind"],
+        json!("data_conflict"),
+        "{content}"
+    );
+    let candidates = content["error"]["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let three_d: Vec<f64> = candidates
+        .iter()
+        .filter(|c| c["z"] == json!(true))
+        .filter_map(|c| c["length_m"].as_f64())
+        .collect();
+    let foot = 1200.0 / 3937.0;
+    let in_feet = (3000.0f64.hypot(4000.0)) * foot;
+    let in_metres = (3000.0 * foot).hypot(4000.0);
+    assert_eq!(three_d.len(), 2, "{content}");
+    assert!(
+        three_d.iter().any(|v| (v - in_feet).abs() < 0.01),
+        "{three_d:?}"
+    );
+    assert!(
+        three_d.iter().any(|v| (v - in_metres).abs() < 0.01),
+        "{three_d:?}"
+    );
+}

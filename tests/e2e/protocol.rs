@@ -324,3 +324,71 @@ fn r15_c4_a_second_initialize_is_refused_and_changes_nothing() {
         );
     }
 }
+
+/// Attack round 19, R19-C4: two requests in flight under one id both ran, and one answer came
+/// back. The second is now answered `-32600` with the id, at once, and nothing of it runs; the
+/// first is answered; the id is free again once answered (the twin). The first call is held
+/// in flight by the debug builds' pause between checks and open.
+#[test]
+fn r19_c4_an_id_in_flight_is_not_taken_twice() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("--cache-dir")
+        .arg(gdal_mcp_tests::shared_cache())
+        .env("GDAL_MCP_TEST_PAUSE_AFTER_CHECKS_MS", "1500")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let next = || -> Value {
+        serde_json::from_str(&lines.recv_timeout(Duration::from_secs(30)).unwrap()).unwrap()
+    };
+    send(
+        r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    assert_eq!(next()["id"], "init");
+    send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    send(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raster_info","arguments":{"input":"dem.tif"}}}"#,
+    );
+    send(
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"raster_convert","arguments":{"input":"dem.tif","output":"b.tif"}}}"#,
+    );
+    let refused = next();
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    let answered = next();
+    assert_eq!(answered["id"], 7, "{answered}");
+    assert!(answered["result"].is_object(), "{answered}");
+    send(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#);
+    let again = next();
+    assert_eq!(again["id"], 7, "{again}");
+    assert!(again["result"].is_object(), "{again}");
+    assert!(!workspace.path().join("b.tif").exists());
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -1510,6 +1510,85 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
     }
 }
 
+/// Attack round 18, R18-B1 and R18-B2: a unit with a factor was read by its letters (10 in
+/// "m" minus 100 in "0.1 m", both 10 m, answered -90), and a unit that is no length kept its
+/// label through any factor (`a * 86400` of a flux in "kg m-2 s-1" stayed "kg m-2 s-1").
+/// Unlike scaled units are refused, a conversion of "0.1 m" by 0.1 declares "m", and a factor
+/// on another quantity declares no unit and says so; a mean of fluxes keeps theirs.
+#[tokio::test]
+async fn r18_b1_b2_units_with_factors_are_read_whole() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    for (name, value, unit) in [
+        ("metres.tif", 10.0_f32, "m"),
+        ("decimetres.tif", 100.0, "0.1 m"),
+        ("flux.tif", 0.0001, "kg m-2 s-1"),
+        ("flux2.tif", 0.0003, "kg m-2 s-1"),
+    ] {
+        small(&server.path(name), vec![value; 16], None);
+        declare_unit(&server.path(name), unit);
+    }
+    let calc = |inputs: Value, expression: &str, output: &str| {
+        json!({"inputs": inputs, "expression": expression, "output": output,
+               "data_type": "Float32"})
+    };
+    let mixed = server
+        .call(
+            "raster_calc",
+            calc(
+                json!({"a": "metres.tif", "b": "decimetres.tif"}),
+                "a - b",
+                "mixed.tif",
+            ),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&mixed), "{}", text(&mixed));
+    assert!(text(&mixed).contains("unlike units"), "{}", text(&mixed));
+    assert!(!server.path("mixed.tif").exists());
+    let unit_of = |name: &str| {
+        let dataset = gdal::Dataset::open(server.path(name)).unwrap();
+        dataset.rasterband(1).unwrap().unit()
+    };
+    for (inputs, expression, output, want, noted) in [
+        (
+            json!({"a": "decimetres.tif"}),
+            "a * 0.1",
+            "dm_to_m.tif",
+            "m",
+            false,
+        ),
+        (json!({"a": "flux.tif"}), "a * 86400", "daily.tif", "", true),
+        (
+            json!({"a": "flux.tif", "b": "flux2.tif"}),
+            "(a + b) / 2",
+            "mean_flux.tif",
+            "kg m-2 s-1",
+            false,
+        ),
+        (
+            json!({"a": "flux.tif", "b": "flux2.tif"}),
+            "b - a",
+            "flux_change.tif",
+            "kg m-2 s-1",
+            false,
+        ),
+    ] {
+        let result = call_justified(&server, "raster_calc", calc(inputs, expression, output))
+            .await
+            .unwrap();
+        assert!(
+            !is_error(&result.result),
+            "{expression}: {}",
+            text(&result.result)
+        );
+        assert_eq!(unit_of(output), want, "{expression}");
+        let notes = structured(&result.result)["notes"].to_string();
+        assert_eq!(notes.contains("no unit"), noted, "{expression}: {notes}");
+    }
+}
+
 /// Attack round 16, R16-B15: a DEM whose band declares its heights in metres while its
 /// compound CRS says feet (NAVD88 height (ft), EPSG:8228) gave a slope of 45.00° with no
 /// word, where the CRS's reading gives 16.95°. Two declarations that disagree are a data

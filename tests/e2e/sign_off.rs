@@ -630,6 +630,40 @@ impl FormClient {
     }
 }
 
+/// Attack round 18, R18-C5: a call cancelled while its sign-off form was open left the form
+/// open in the host for its TTL (an answer to it approved nothing and was told nothing). The
+/// server now cancels its own `elicitation/create`, as it does when the form expires, and
+/// writes nothing.
+#[test]
+fn r18_c5_a_cancelled_call_closes_its_sign_off_form() {
+    let setup = Setup::new();
+    let mut client = FormClient::start(&setup);
+    client.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                        "params": {"name": "vector_reproject", "arguments": arguments("o.gpkg")}}));
+    let form = loop {
+        let message = client.next();
+        if message["method"] == "elicitation/create" {
+            break message["id"].clone();
+        }
+        assert_ne!(
+            message["id"], 7,
+            "the call ended before its form: {message}"
+        );
+    };
+    client.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 7, "reason": "the user pressed Esc"}}),
+    );
+    let closed = loop {
+        let message = client.next();
+        if message["method"] == "notifications/cancelled" {
+            break message;
+        }
+    };
+    assert_eq!(closed["params"]["requestId"], form, "{closed}");
+    assert!(!setup.path("o.gpkg").exists());
+}
+
 impl Drop for FormClient {
     fn drop(&mut self) {
         let _ = self.child.kill();

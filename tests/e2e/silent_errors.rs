@@ -999,6 +999,29 @@ async fn r13_b1_declared_height_units_settle_the_terrain_ratio() {
     let want = (0.3048f64 / 10.0).atan().to_degrees();
     let got = centre(&server, "s_m.tif");
     assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+    // Attack round 18, R18-B1: UDUNITS' "0.1 m" is a decimetre, not a metre (its letters
+    // alone gave 0.5729° here, ten times too steep a ratio), and "m2" is no height unit.
+    write_ramp(&server, "dm.tif", 32633, Some("0.1 m"));
+    let said = terrain_ran(
+        &server,
+        json!({"input": "dm.tif", "output": "s_dm.tif", "operation": "slope"}),
+    )
+    .await;
+    assert!(said.contains("heights in 0.1 m"), "{said}");
+    let want = (0.1f64 / 10.0).atan().to_degrees();
+    let got = centre(&server, "s_dm.tif");
+    assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+    write_ramp(&server, "m2.tif", 32633, Some("m2"));
+    let area = server
+        .call(
+            "raster_terrain",
+            json!({"input": "m2.tif", "output": "s_m2.tif", "operation": "slope"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&area), "{}", text(&area));
+    assert!(text(&area).contains("scale"), "{}", text(&area));
+    assert!(!server.path("s_m2.tif").exists());
     // Clean twin: metres in a metre CRS, no -s and nothing said.
     write_ramp(&server, "m.tif", 32633, Some("metre"));
     let said = terrain_ran(
@@ -3346,5 +3369,423 @@ async fn r13_b10_an_integer_dem_in_metres_is_not_a_class_map() {
         vec![("resampling".to_string(), "critical".to_string())],
         "{}",
         plain.refusal
+    );
+}
+
+/// NaN-aware equality of two rasters' cells.
+fn same_cells(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x == y || (x.is_nan() && y.is_nan()))
+}
+
+/// Attack round 19, R19-B2, R19-B5 and R19-B7: a Byte band declaring nodata -1 (which no cell
+/// can hold: GDAL and every reader count all its cells valid) was reprojected with its outside
+/// cells written 0 (the clamped -1) and read as data, and composited with its unreached cells
+/// as 0s; a `nodata` argument the output type cannot hold was clamped onto the data's own
+/// values. Such a declared nodata now declares none, so the outputs equal the twin's without
+/// any; such an argument is refused before the gate, with nothing written.
+#[tokio::test]
+async fn r19_b2_b5_b7_a_nodata_the_type_cannot_hold_marks_no_cell() {
+    let server = server().await;
+    let values: Vec<u8> = (0..1600).map(|i| (i % 200) as u8).collect();
+    let gt = [800_000.0, 30.0, 0.0, 5_000_000.0, 0.0, -30.0];
+    for (name, nodata) in [("nd.tif", Some(-1.0)), ("twin.tif", None)] {
+        write_raster::<u8>(
+            &server.path(name),
+            (40, 40),
+            values.clone(),
+            Some(gt),
+            Some(32633),
+            |band| {
+                band.set_no_data_value(nodata).unwrap();
+            },
+        );
+    }
+    let mut outputs = Vec::new();
+    for name in ["nd.tif", "twin.tif"] {
+        let output = format!("utm34_{name}");
+        let moved = call_justified(
+            &server,
+            "raster_reproject",
+            json!({"input": name, "output": output, "dst_crs": "EPSG:32634",
+                   "resampling": "nearest"}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&moved), "{name}: {}", text(&moved));
+        let dataset = gdal::Dataset::open(server.path(&output)).unwrap();
+        let declared = dataset.rasterband(1).unwrap().no_data_value();
+        let (cells, _) = read_all(&server.path(&output));
+        let outside = cells.iter().filter(|v| Some(**v) == declared).count();
+        outputs.push((cells, outside));
+    }
+    assert!(
+        outputs[1].1 > 0,
+        "the twin's grid reaches outside its source"
+    );
+    assert_eq!(outputs[0].1, outputs[1].1, "fill cells declared as nodata");
+    assert!(same_cells(&outputs[0].0, &outputs[1].0));
+    // R19-B5: composited with an input half a cell off that covers the middle only.
+    let inner: Vec<u8> = (0..400).map(|i| 60 + (i % 150) as u8).collect();
+    let inner_gt = [
+        800_000.0 + 10.0 * 30.0 + 15.0,
+        30.0,
+        0.0,
+        5_000_000.0 - 10.0 * 30.0 - 15.0,
+        0.0,
+        -30.0,
+    ];
+    for (name, nodata) in [("inner_nd.tif", Some(-1.0)), ("inner_twin.tif", None)] {
+        write_raster::<u8>(
+            &server.path(name),
+            (20, 20),
+            inner.clone(),
+            Some(inner_gt),
+            Some(32633),
+            |band| {
+                band.set_no_data_value(nodata).unwrap();
+            },
+        );
+    }
+    let mut composites = Vec::new();
+    for (inner, statistic) in [
+        ("inner_nd.tif", "min"),
+        ("inner_twin.tif", "min"),
+        ("inner_nd.tif", "count"),
+        ("inner_twin.tif", "count"),
+    ] {
+        let output = format!("{statistic}_{inner}");
+        let composite = call_justified(
+            &server,
+            "raster_composite",
+            json!({"inputs": ["twin.tif", inner], "statistic": statistic,
+                   "resampling": "nearest", "output": output}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(!is_error(&composite), "{inner}: {}", text(&composite));
+        composites.push(read_all(&server.path(&output)).0);
+    }
+    assert!(same_cells(&composites[0], &composites[1]), "min");
+    assert!(same_cells(&composites[2], &composites[3]), "count");
+    assert_eq!(
+        composites[3].iter().filter(|v| **v == 1.0).count(),
+        1600 - 400
+    );
+    // R19-B7: a nodata argument the output type cannot hold.
+    write_raster::<u16>(
+        &server.path("u16.tif"),
+        (4, 4),
+        (0..16).collect(),
+        Some(gt),
+        Some(32633),
+        |_| {},
+    );
+    for (tool, arguments) in [
+        (
+            "raster_convert",
+            json!({"input": "u16.tif", "output": "u16_nd.tif", "nodata": -5}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "twin.tif", "output": "byte_nd.tif", "dst_crs": "EPSG:32634",
+                   "resampling": "nearest", "nodata": -1}),
+        ),
+    ] {
+        let output = arguments["output"].as_str().unwrap().to_string();
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert!(
+            text(&refused).contains("holds whole numbers from 0 to"),
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(!server.path(&output).exists());
+    }
+}
+
+/// Attack round 19, R19-B1 and R19-B8: `raster_composite` cast physical values (UInt16 plus
+/// an offset of 1.7e9) and sums to Float32 unchecked (1,000 distinct seconds written as 9,
+/// 20,000,001 written 20,000,000), and `raster_calc` reported figures of the values before
+/// Float32 rounded them. Both composites are refused with nothing written; the calc's figures
+/// are the file's. The twin without the offset composites.
+#[tokio::test]
+async fn r19_b1_b8_float32_is_checked_on_what_is_written() {
+    let server = server().await;
+    let gt = Some([500_000.0, 10.0, 0.0, 4_000_000.0, 0.0, -10.0]);
+    for (name, first, offset) in [
+        ("t1.tif", 1u16, Some(1.7e9)),
+        ("t2.tif", 3, Some(1.7e9)),
+        ("plain1.tif", 1, None),
+        ("plain2.tif", 3, None),
+    ] {
+        write_raster::<u16>(
+            &server.path(name),
+            (8, 8),
+            (0..64).map(|i| first + i * 13).collect(),
+            gt,
+            Some(32633),
+            |band| {
+                if let Some(offset) = offset {
+                    band.set_offset(offset).unwrap();
+                    band.set_scale(1.0).unwrap();
+                }
+            },
+        );
+    }
+    for (name, first) in [("i1.tif", 10_000_000i32), ("i2.tif", 10_000_001)] {
+        write_raster::<i32>(
+            &server.path(name),
+            (8, 8),
+            (0..64).map(|i| first + 2 * i).collect(),
+            gt,
+            Some(32633),
+            |_| {},
+        );
+    }
+    for (inputs, statistic, output) in [
+        (["t1.tif", "t2.tif"], "max", "tmax.tif"),
+        (["i1.tif", "i2.tif"], "sum", "isum.tif"),
+    ] {
+        let refused = call_justified(
+            &server,
+            "raster_composite",
+            json!({"inputs": inputs, "statistic": statistic, "output": output}),
+        )
+        .await
+        .unwrap()
+        .result;
+        assert!(is_error(&refused), "{output}: {}", text(&refused));
+        assert!(text(&refused).contains("Float32"), "{}", text(&refused));
+        assert!(!server.path(output).exists());
+    }
+    let plain = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["plain1.tif", "plain2.tif"], "statistic": "max", "output": "pmax.tif"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&plain), "{}", text(&plain));
+    let calc = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": "t1.tif"}, "expression": "a", "data_type": "Float32",
+               "output": "calc.tif"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&calc), "{}", text(&calc));
+    let (cells, _) = read_all(&server.path("calc.tif"));
+    let written_max = cells.iter().copied().fold(f64::MIN, f64::max);
+    assert_eq!(structured(&calc)["max"].as_f64(), Some(written_max));
+}
+
+/// Attack round 19, R19-B6: argument errors no justification changes came after the gate had
+/// asked for one and stored it: `zonal_stats` of a south-up raster, of a band it lacks, by an
+/// `id_field` the zones lack; `dem_streams` with an `accumulation` and `dem_flow_accumulation`
+/// with `weights` on another grid. Each is now refused at once, unjustified, and no capsule is
+/// stored.
+#[tokio::test]
+async fn r19_b6_argument_errors_come_before_the_gate() {
+    let server = server().await;
+    let ramp: Vec<f32> = (0..400)
+        .map(|i| (i % 20) as f32 + (i / 20) as f32)
+        .collect();
+    let north_up = [500_000.0, 10.0, 0.0, 5_000_200.0, 0.0, -10.0];
+    let south_up = [500_000.0, 10.0, 0.0, 5_000_000.0, 0.0, 10.0];
+    write_raster::<f32>(
+        &server.path("dem.tif"),
+        (20, 20),
+        ramp.clone(),
+        Some(north_up),
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("south.tif"),
+        (20, 20),
+        ramp,
+        Some(south_up),
+        Some(32633),
+        |_| {},
+    );
+    write_raster::<f32>(
+        &server.path("small.tif"),
+        (10, 10),
+        vec![1.0; 100],
+        Some(north_up),
+        Some(32633),
+        |_| {},
+    );
+    let zone = json!({"type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+        "features": [{"type": "Feature", "properties": {"name": "a"},
+            "geometry": {"type": "Polygon", "coordinates": [[[500_020.0, 5_000_020.0],
+                [500_080.0, 5_000_020.0], [500_080.0, 5_000_080.0], [500_020.0, 5_000_080.0],
+                [500_020.0, 5_000_020.0]]]}}]});
+    std::fs::write(server.path("zones.geojson"), zone.to_string()).unwrap();
+    for (tool, arguments, said) in [
+        (
+            "zonal_stats",
+            json!({"input": "south.tif", "zones": "zones.geojson", "stats": ["mean"], "semantics": "cell_centre"}),
+            "not north-up",
+        ),
+        (
+            "zonal_stats",
+            json!({"input": "dem.tif", "zones": "zones.geojson", "stats": ["mean"], "semantics": "cell_centre", "band": 3}),
+            "band: the raster has 1 band(s)",
+        ),
+        (
+            "zonal_stats",
+            json!({"input": "dem.tif", "zones": "zones.geojson", "stats": ["mean"], "semantics": "cell_centre",
+                   "id_field": "nope"}),
+            "id_field: the zones have no field",
+        ),
+        (
+            "dem_streams",
+            json!({"input": "dem.tif", "output": "streams.tif", "threshold": 5,
+                   "accumulation": "small.tif"}),
+            "accumulation: 10x10 cells",
+        ),
+        (
+            "dem_flow_accumulation",
+            json!({"input": "dem.tif", "output": "acc.tif", "weights": "small.tif", "algorithm": "d8"}),
+            "weights: 10x10 cells",
+        ),
+    ] {
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert_eq!(
+            error_kind(&structured(&refused)),
+            "invalid_arguments",
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(text(&refused).contains(said), "{tool}: {}", text(&refused));
+    }
+    assert!(
+        !server.path(".preflight/justifications").exists()
+            || std::fs::read_dir(server.path(".preflight/justifications"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+/// Attack round 19, R19-C1, R19-C2, R19-C5 and R19-C6: a raster declaring a NaN
+/// geotransform or scale was answered with `null` where the output schema promises numbers
+/// (the TypeScript SDK's `callTool` threw), or refused as "GDALInfo returned invalid JSON";
+/// a Web Mercator coordinate of 3.4e38 (in an argument, or in a layer) held a worker for good;
+/// an infinite cell was sampled as a bare `null`. The declarations are refused naming what is
+/// wrong, the coordinates at once, and the infinite cell is said.
+#[tokio::test]
+async fn r19_c1_c2_c5_c6_numbers_no_data_has_are_named() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (w, h) = gdal::Dataset::open(server.path("dem.tif"))
+        .unwrap()
+        .raster_size();
+    let vrt = |geotransform: &str, scale: &str| {
+        format!(
+            r#"<VRTDataset rasterXSize="{w}" rasterYSize="{h}"><SRS>EPSG:4326</SRS><GeoTransform>{geotransform}</GeoTransform><VRTRasterBand dataType="Float32" band="1"><Scale>{scale}</Scale><SimpleSource><SourceFilename relativeToVRT="1">dem.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#
+        )
+    };
+    std::fs::write(
+        server.path("gt_nan.vrt"),
+        vrt("nan, 0.01, 0, 45.2, 0, -0.01", "1"),
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("scale_nan.vrt"),
+        vrt("10, 0.01, 0, 45.2, 0, -0.01", "nan"),
+    )
+    .unwrap();
+    for (input, said) in [
+        ("gt_nan.vrt", "places the raster nowhere"),
+        ("scale_nan.vrt", "declares scale NaN"),
+    ] {
+        for (tool, arguments) in [
+            ("raster_info", json!({"input": input})),
+            ("raster_stats", json!({"input": input})),
+            (
+                "raster_sample",
+                json!({"input": input, "coordinates": [[10.05, 45.15]]}),
+            ),
+        ] {
+            let refused = server.call(tool, arguments).await.unwrap();
+            assert!(is_error(&refused), "{tool} {input}: {}", text(&refused));
+            assert!(
+                text(&refused).contains(said),
+                "{tool} {input}: {}",
+                text(&refused)
+            );
+        }
+    }
+    // R19-C2: a place no CRS has, in an argument and in a layer.
+    let started = std::time::Instant::now();
+    let far = server
+        .call(
+            "raster_sample",
+            json!({"input": "dem.tif", "coordinates": [[3.4e38, 0.0]], "crs": "EPSG:3857"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&far), "{}", text(&far));
+    assert!(text(&far).contains("no place"), "{}", text(&far));
+    std::fs::write(
+        server.path("far.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::3857"}},"features":[{"type":"Feature","properties":{"id":1},"geometry":{"type":"Point","coordinates":[3.4028234663852886e38,0]}}]}"#,
+    )
+    .unwrap();
+    let layer = server
+        .call("vector_measure", json!({"input": "far.geojson"}))
+        .await
+        .unwrap();
+    assert!(is_error(&layer), "{}", text(&layer));
+    assert!(text(&layer).contains("no place"), "{}", text(&layer));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    // R19-C6: an infinite cell.
+    let mut cells = vec![1.0f32; 16];
+    cells[0] = f32::NEG_INFINITY;
+    write_raster::<f32>(
+        &server.path("inf.tif"),
+        (4, 4),
+        cells,
+        Some([500_000.0, 10.0, 0.0, 4_000_040.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let sampled = server
+        .call(
+            "raster_sample",
+            json!({"input": "inf.tif", "coordinates": [[500_005.0, 4_000_035.0]]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&sampled), "{}", text(&sampled));
+    assert!(
+        structured(&sampled)["points"][0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("-inf")),
+        "{}",
+        text(&sampled)
     );
 }

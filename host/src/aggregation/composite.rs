@@ -126,6 +126,28 @@ impl Compositor {
         Ok(())
     }
 
+    /// The exact (`f64`) values of the last [`Statistic::Sum`] or [`Statistic::Mean`]
+    /// composite before their cast to `f32` (`None` where no input was valid), so that the
+    /// caller can tell the values Float32 changes; empty after any other statistic.
+    pub fn wide_results(&self, statistic: Statistic) -> Vec<Option<f64>> {
+        if !matches!(statistic, Statistic::Sum | Statistic::Mean) {
+            return Vec::new();
+        }
+        self.counts
+            .iter()
+            .zip(&self.sums)
+            .map(|(&c, &s)| {
+                (c > 0).then(|| {
+                    if statistic == Statistic::Mean {
+                        s / f64::from(c)
+                    } else {
+                        s
+                    }
+                })
+            })
+            .collect()
+    }
+
     /// The largest (`max`) or smallest valid value of every pixel.
     fn extreme(
         &mut self,

@@ -480,6 +480,21 @@ pub unsafe fn string_list(list: *const *mut c_char) -> Vec<String> {
     }
 }
 
+/// The vertices of a geometry (every ring and part; curves as stored): what the geometry
+/// budgets count, in the facts' checks and in the vector tools.
+pub fn vertex_count(geometry: &gdal::vector::Geometry) -> u64 {
+    fn count(geometry: &gdal::vector::Geometry, depth: usize) -> u64 {
+        let parts = geometry.geometry_count();
+        if parts == 0 || depth > 32 {
+            return geometry.point_count() as u64;
+        }
+        (0..parts)
+            .map(|i| count(&geometry.get_geometry(i), depth + 1))
+            .sum()
+    }
+    count(geometry, 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::facts::georef::{choice, GeorefSource};

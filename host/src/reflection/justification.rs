@@ -770,6 +770,160 @@ const ACKNOWLEDGING: &[&str] = &[
     "whatsoever",
     "further",
     "add",
+    // English praise and interjections, and the like in other languages: words that grade
+    // the call and name nothing in it (attack round 18, R18-C1: "Excellent, splendid",
+    // "Terrific, superb" passed a critical decision, and R18-C2: a praise tail counted as
+    // the words a copied answer adds)
+    "excellent",
+    "splendid",
+    "awesome",
+    "wonderful",
+    "terrific",
+    "superb",
+    "brilliant",
+    "lovely",
+    "kudos",
+    "bravo",
+    "neat",
+    "hooray",
+    "yay",
+    "sweet",
+    "marvellous",
+    "marvelous",
+    "fantastic",
+    "cheers",
+    "amazing",
+    "outstanding",
+    "fabulous",
+    "magnificent",
+    "stellar",
+    "phenomenal",
+    "incredible",
+    "remarkable",
+    "impressive",
+    "exceptional",
+    "glorious",
+    "delightful",
+    "beautiful",
+    "gorgeous",
+    "spectacular",
+    "tremendous",
+    "extraordinary",
+    "sublime",
+    "divine",
+    "dandy",
+    "peachy",
+    "wicked",
+    "epic",
+    "legendary",
+    "nifty",
+    "spiffy",
+    "groovy",
+    "ace",
+    "champion",
+    "stupendous",
+    "astounding",
+    "astonishing",
+    "wondrous",
+    "exquisite",
+    "bravissimo",
+    "bingo",
+    "woohoo",
+    "woo",
+    "wow",
+    "whoa",
+    "hurrah",
+    "hurray",
+    "huzzah",
+    "yippee",
+    "hallelujah",
+    "congratulations",
+    "congrats",
+    "applause",
+    "praise",
+    "admirable",
+    "commendable",
+    "praiseworthy",
+    "laudable",
+    "exemplary",
+    "classy",
+    "elegant",
+    "pleasant",
+    "pleased",
+    "glad",
+    "delighted",
+    "thrilled",
+    "satisfied",
+    "satisfying",
+    "satisfactory",
+    "decent",
+    "favourable",
+    "favorable",
+    "superlative",
+    "unbeatable",
+    "flawless",
+    "impeccable",
+    "faultless",
+    "immaculate",
+    "pristine",
+    "heavenly",
+    "dreamy",
+    "charming",
+    "cute",
+    "enjoy",
+    "enjoyed",
+    "love",
+    "loved",
+    "lovin",
+    "marvel",
+    "magnifique",
+    "genial",
+    "genius",
+    "smashing",
+    "corking",
+    "ripping",
+    "jolly",
+    "brill",
+    "fab",
+    "gr8",
+    "wunderbar",
+    "klasse",
+    "excelente",
+    "estupendo",
+    "magnifico",
+    "formidable",
+    "superbe",
+    "génial",
+    "bellissimo",
+    "ottimo",
+    "bravi",
+    "brava",
+    "encore",
+    "voila",
+    "voilà",
+    "tada",
+    "olé",
+    "ole",
+    "yahoo",
+    "yeehaw",
+    "woot",
+    "w00t",
+    "aces",
+    "dope",
+    "blessed",
+    "yummy",
+    "tasty",
+    "stunning",
+    "breathtaking",
+    "dazzling",
+    "plush",
+    "posh",
+    "swanky",
+    "snazzy",
+    "jazzy",
+    "zippy",
+    "peppy",
+    "perky",
     // Placeholder Latin (R17-C1)
     "lorem",
     "ipsum",
@@ -790,6 +944,25 @@ const ACKNOWLEDGING: &[&str] = &[
     "aliqua",
 ];
 
+/// Whether `word` (lower case) is grammar, acknowledgement or praise ([`ACKNOWLEDGING`]),
+/// or an adverb made of one (`excellently`, `splendidly`, `happily`).
+fn acknowledging(word: &str) -> bool {
+    // The list as a reader sees it too: `geprüft` is read `gepruft`.
+    static READ: std::sync::OnceLock<std::collections::HashSet<String>> =
+        std::sync::OnceLock::new();
+    let read = READ.get_or_init(|| ACKNOWLEDGING.iter().map(|w| as_read(w)).collect());
+    let listed = |w: &str| read.contains(w);
+    listed(word)
+        || word.strip_suffix("ly").is_some_and(|stem| {
+            listed(stem)
+                || stem
+                    .strip_suffix('i')
+                    .is_some_and(|s| listed(&format!("{s}y")))
+                || listed(&format!("{stem}e"))
+                || stem.strip_suffix("al").is_some_and(listed)
+        })
+}
+
 /// A justification must use this many distinct words of the refusal's own vocabulary (its
 /// prompt, findings and hints: the method, the data, the measured effect), grammar and
 /// acknowledgement aside: an answer about this decision names what it decides on. Filler in any
@@ -803,9 +976,84 @@ pub const MIN_SHARED_WORDS: usize = 2;
 /// R17-C4).
 const MIN_ADDED_TO_A_COPY: usize = 3;
 
-/// The lower-case words of `text`: runs of letters (any script), without digits.
+/// Latin letters that Cyrillic and Greek letters are drawn like: a word written with them
+/// reads as the English word to a person, so it is read as one here.
+const LOOK_ALIKES: &[(char, char)] = &[
+    ('а', 'a'),
+    ('в', 'b'),
+    ('е', 'e'),
+    ('ё', 'e'),
+    ('к', 'k'),
+    ('м', 'm'),
+    ('н', 'h'),
+    ('о', 'o'),
+    ('р', 'p'),
+    ('с', 'c'),
+    ('т', 't'),
+    ('у', 'y'),
+    ('х', 'x'),
+    ('ѕ', 's'),
+    ('і', 'i'),
+    ('ї', 'i'),
+    ('ј', 'j'),
+    ('ԁ', 'd'),
+    ('ԛ', 'q'),
+    ('ԝ', 'w'),
+    ('ɡ', 'g'),
+    ('ʏ', 'y'),
+    ('ɪ', 'i'),
+    ('ᴏ', 'o'),
+    ('α', 'a'),
+    ('β', 'b'),
+    ('ε', 'e'),
+    ('η', 'n'),
+    ('ι', 'i'),
+    ('κ', 'k'),
+    ('ν', 'v'),
+    ('ο', 'o'),
+    ('ρ', 'p'),
+    ('τ', 't'),
+    ('υ', 'u'),
+    ('χ', 'x'),
+    ('γ', 'y'),
+    ('ω', 'w'),
+    ('ı', 'i'),
+    ('ℓ', 'l'),
+];
+
+/// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
+/// invisible format characters (a zero-width space, a soft hyphen, a direction mark) and
+/// combining marks dropped, lower-cased, and Cyrillic and Greek look-alikes read as the Latin
+/// letters they are drawn like. The acknowledgement the gate refuses passed a critical
+/// decision written with Cyrillic vowels, or with a zero-width space inside each word (attack
+/// round 19, R19-C3).
+fn as_read(text: &str) -> String {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    use unicode_normalization::UnicodeNormalization;
+    text.nfkd()
+        .filter(|c| {
+            !matches!(
+                get_general_category(*c),
+                G::Format | G::NonspacingMark | G::EnclosingMark | G::SpacingMark
+            )
+        })
+        .flat_map(char::to_lowercase)
+        .map(|c| {
+            LOOK_ALIKES
+                .iter()
+                .find(|(from, _)| *from == c)
+                .map_or(c, |(_, to)| *to)
+        })
+        .collect::<String>()
+        .nfkc()
+        .collect()
+}
+
+/// The lower-case words of `text` as a reader sees it ([`as_read`]): runs of letters (any
+/// script), without digits.
 fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+    as_read(text)
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_matches('\'').to_lowercase())
         .filter(|w| !w.is_empty() && w.chars().any(char::is_alphabetic))
         .filter(|w| !w.chars().all(|c| c.is_ascii_digit() || c == '.'))
@@ -896,11 +1144,7 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
         // token tail is not (R17-C4).
         let mut added: Vec<&String> = all
             .iter()
-            .filter(|w| {
-                w.chars().count() >= 2
-                    && !asked_words.contains(*w)
-                    && !ACKNOWLEDGING.contains(&w.as_str())
-            })
+            .filter(|w| w.chars().count() >= 2 && !asked_words.contains(*w) && !acknowledging(w))
             .collect();
         added.sort();
         added.dedup();
@@ -918,7 +1162,7 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
         for w in all {
             if w.chars().count() >= 2
                 && !known.contains(&w)
-                && !ACKNOWLEDGING.contains(&w.as_str())
+                && !acknowledging(&w)
                 && !own_total.contains(&w)
             {
                 own_total.push(w);
@@ -928,11 +1172,7 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
     let mut shared: Vec<String> = answer_texts(value)
         .iter()
         .flat_map(|(_, text)| words(text))
-        .filter(|w| {
-            w.chars().count() >= 3
-                && asked_words.contains(w)
-                && !ACKNOWLEDGING.contains(&w.as_str())
-        })
+        .filter(|w| w.chars().count() >= 3 && asked_words.contains(w) && !acknowledging(w))
         .collect();
     shared.sort();
     shared.dedup();
@@ -1157,7 +1397,39 @@ mod tests {
                 "Ut labore et dolore magna aliqua.",
             ),
         ];
-        for justification in &refused {
+        // Attack round 18, R18-C1: praise, interjections and their adverbs, with two words of
+        // the refusal ("areas", "distances").
+        let praised = [
+            shaped(
+                "Excellent areas, splendid.",
+                "Awesome, wonderful.",
+                "Terrific, superb distances.",
+                "Brilliant, lovely, 150 %.",
+            ),
+            shaped(
+                "Marvellous areas, fantastic, cheers.",
+                "Kudos, bravo, neat.",
+                "Hooray, yay, sweet distances.",
+                "Splendidly, excellently, wonderfully done.",
+            ),
+        ];
+        // Attack round 19, R19-C3: R17-C1's filler in Cyrillic look-alike vowels, and with a
+        // zero-width space inside each word.
+        let disguised = [
+            shaped(
+                "Lооks rеаsоnаblе tо mе, mаkеs sеnsе.",
+                "Sоunds finе, sееms аpprоpriаtе hеrе.",
+                "Stаndаrd prаcticе, nоthing furthеr tо аdd.",
+                "Wоrks fоr mе, nо cоncеrns whаtsоеvеr.",
+            ),
+            shaped(
+                "L\u{200B}ooks r\u{200B}easonable to me, m\u{200B}akes s\u{200B}ense.",
+                "S\u{200B}ounds f\u{200B}ine, s\u{200B}eems a\u{200B}ppropriate h\u{200B}ere.",
+                "S\u{200B}tandard p\u{200B}ractice, n\u{200B}othing f\u{200B}urther to a\u{200B}dd.",
+                "W\u{200B}orks for me, no c\u{200B}oncerns w\u{200B}hatsoever.",
+            ),
+        ];
+        for justification in refused.iter().chain(&praised).chain(&disguised) {
             let errors = own_words(justification, &asked, &findings);
             assert!(
                 errors.iter().any(|e| e.path.is_empty()),
@@ -1172,6 +1444,22 @@ mod tests {
             "shapes stay conformal; nobody measures areas on a display map",
         );
         let errors = own_words(&tailed, &asked, &findings);
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["/choice/rationale", "/alternatives/0/why_not"],
+            "{errors:?}"
+        );
+        // R18-C2: a copy with a tail of praise half its length adds nothing of its own.
+        let praise_tailed = shaped(
+            "tiles for a slippy web map over the other layers",
+            "planar figures in EPSG:3857 are off by up to 101.4 % for areas: excellent, \
+             splendid, awesome, superb, bravo, wonderful.",
+            "areas and distances measured in the output will be wrong; terrific, marvellous, \
+             kudos, fantastic.",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        let errors = own_words(&praise_tailed, &asked, &findings);
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,

@@ -416,20 +416,11 @@ pub fn uri(sha256: &str) -> String {
     format!("lineage://{sha256}")
 }
 
-/// Open without following a link or blocking, regular files only.
+/// Open without following a link anywhere on the path or blocking, regular files only
+/// ([`crate::workspace::open_regular_no_links`]).
 fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
+    let file = crate::workspace::open_regular_no_links(path)?;
     let meta = file.metadata()?;
-    if !meta.file_type().is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
     Ok((file, meta))
 }
 

@@ -122,14 +122,21 @@ impl Bounds {
         }
     }
 
-    /// Refuse an empty or inverted rectangle.
+    /// Refuse an empty or inverted rectangle, and one with a coordinate no CRS has (beyond
+    /// `MAX_BOUNDS_COORDINATE`: GDAL 3.6 looped for good transforming x = 3.4e38 out of Web
+    /// Mercator, attack round 19, R19-C2).
     pub fn check(&self, argument: &str) -> Result<[f64; 4], ToolError> {
         let values = [self.xmin, self.ymin, self.xmax, self.ymax];
-        if values.iter().all(|v| v.is_finite()) && self.xmin < self.xmax && self.ymin < self.ymax {
+        let limit = crate::gdal::facts::transform::MAX_BOUNDS_COORDINATE;
+        if values.iter().all(|v| v.is_finite() && v.abs() <= limit)
+            && self.xmin < self.xmax
+            && self.ymin < self.ymax
+        {
             Ok(values)
         } else {
             Err(ToolError::Arguments(format!(
-                "{argument}: finite numbers with xmin below xmax and ymin below ymax"
+                "{argument}: finite numbers of magnitude at most {limit:e}, with xmin below xmax \
+                 and ymin below ymax"
             )))
         }
     }

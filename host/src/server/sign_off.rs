@@ -243,12 +243,44 @@ async fn elicit(call: &Call, sign_off: &SignOff) -> Result<FormAnswer, (bool, St
     let params = form_params(sign_off).map_err(|e| (false, format!("{e}. ")))?;
     let ttl = std::time::Duration::from_millis(approval::ttl_ms().max(1) as u64);
     let started = approval::now_ms();
+    let request =
+        rmcp::model::ServerRequest::ElicitRequest(rmcp::model::ElicitRequest::new(params));
     let asked = context
         .peer
-        .create_elicitation_with_timeout(params, Some(ttl));
+        .send_request_with_option(
+            request,
+            rmcp::service::PeerRequestOptions::with_timeout(ttl),
+        )
+        .await;
+    let handle = match asked {
+        Ok(handle) => handle,
+        Err(e) => {
+            return Err((
+                false,
+                format!("The host could not show the sign-off form ({e}): the call is refused. "),
+            ))
+        }
+    };
+    let form = handle.id.clone();
     let result = tokio::select! {
-        result = asked => result,
+        result = handle.await_response() => result.and_then(|answer| match answer {
+            rmcp::model::ClientResult::ElicitResult(result) => Ok(result),
+            _ => Err(rmcp::service::ServiceError::UnexpectedResponse),
+        }),
         () = context.ct.cancelled() => {
+            // The form belongs to the cancelled call: the host is told to close it, as it is
+            // when the form expires (attack round 18, R18-C5: it stayed open for its TTL,
+            // and an answer to it approved nothing).
+            let closed = context
+                .peer
+                .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                    Some(form),
+                    Some("the tool call that asked for this sign-off was cancelled".to_string()),
+                ))
+                .await;
+            if let Err(e) = closed {
+                tracing::warn!("the cancelled call's sign-off form could not be closed: {e}");
+            }
             return Err((false, "The client cancelled the call while the form was open. ".into()))
         }
     };

@@ -433,7 +433,11 @@ fn change_findings(
         Finding::new(ids::CRS_MISSING, provenance()),
         Finding::new(
             ids::BALLPARK_OPERATION,
-            vec![tolerance(Unit::Metres, None, "positional error")],
+            vec![tolerance(
+                Unit::Metres,
+                Some(BALLPARK_ERROR_FLOOR_METRES),
+                "positional error",
+            )],
         ),
         Finding::new(
             ids::UNKNOWN_ACCURACY,
@@ -446,6 +450,13 @@ fn change_findings(
     ]);
     findings
 }
+
+/// The least positional error a ballpark operation is taken to have: it ignores the shift
+/// between two datums, which is tens to hundreds of metres between the datums PROJ cannot
+/// relate otherwise (NAD27 to WGS 84 is 10 m to 100 m across the United States). A
+/// justification that tolerates less rules the call out by its own words (attack round 18,
+/// R18-C4: "we tolerate at most 1 m" passed, as no figure was held against it).
+const BALLPARK_ERROR_FLOOR_METRES: f64 = 10.0;
 
 /// What a careful answer to each finding of `raster_terrain` contains.
 fn terrain_findings(evidence: &[EvidenceItem]) -> Vec<Finding> {
@@ -1435,9 +1446,9 @@ fn transformation_findings(
             evidence(
                 ids::BALLPARK_OPERATION,
                 format!(
-                    "ballpark operation {}: datum shift ignored, error unknown, typically up to \
-                     ~100 m or more",
-                    used.name
+                    "ballpark operation {}: datum shift ignored, error unknown: between two \
+                     datums it is typically {} m to ~100 m or more",
+                    used.name, BALLPARK_ERROR_FLOOR_METRES
                 ),
                 "every coordinate may be off by the ignored datum shift, and nothing in the \
                  output shows it: overlays with data on the target datum will not line up",
@@ -2228,6 +2239,21 @@ mod tests {
         );
         // Without the ballpark item there is nothing to state.
         assert!(CrsDatum::validate(&key, &[], &just("acceptable", "t")).is_empty());
+        // Attack round 18, R18-C4: a tolerance below the least error a ballpark offset has
+        // rules the call out by its own words.
+        for strict in [
+            "stakes must land within 1 m; we tolerate at most 1 m",
+            "we tolerate at most 0.05 m at the stake-out",
+            "we accept 5 m for the stake-out",
+        ] {
+            let errors = CrsDatum::validate(&key, &evidence, &just(strict, "t"));
+            assert_eq!(errors.len(), 1, "{strict}: {errors:?}");
+            assert!(
+                errors[0].message.contains("10 m"),
+                "{strict}: {}",
+                errors[0].message
+            );
+        }
     }
 
     /// Issue 18: a DEM in EPSG:4326 reprojected to the UTM zone next to it was critical, with

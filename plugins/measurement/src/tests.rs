@@ -582,7 +582,7 @@ fn the_key_names_the_decision_not_the_numbers() {
 fn describes_itself_and_renders_its_questions() {
     let info = Measurement::describe();
     assert_eq!(info.id, "measurement");
-    assert_eq!(info.version, "0.3.3");
+    assert_eq!(info.version, "0.3.4");
     assert_eq!(info.prompt_name, "justify_measurement");
     let required: Vec<&str> = info
         .prompt_arguments

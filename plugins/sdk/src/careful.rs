@@ -769,7 +769,7 @@ fn unmet(
             if let Some(min) = minimum.filter(|m| lowest_limit * (1.0 + 1e-9) + 1e-12 < *m) {
                 return Some(format!(
                     "the justification sets a limit of {} for the {of_what}, and the finding \
-                     measures {} ({}): by its own words this call exceeds what the analysis \
+                     puts it at {} ({}): by its own words this call exceeds what the analysis \
                      tolerates. Avoid the error{}, or, if the analysis tolerates more, say so \
                      and why",
                     unit.example(lowest_limit),
@@ -785,7 +785,7 @@ fn unmet(
                     unit.name(),
                     minimum
                         .map(|m| format!(
-                            " of at least {} (the finding measures {})",
+                            " of at least {} (the finding puts it at {})",
                             unit.example(m),
                             unit.example(m)
                         ))
@@ -798,7 +798,7 @@ fn unmet(
                     .filter(|m| largest * (1.0 + 1e-9) + 1e-12 < *m)
                     .map(|min| {
                         format!(
-                            "the justification accepts at most {}, but the finding measures {} \
+                            "the justification accepts at most {}, but the finding puts it at {} \
                              ({}); accept at least {} and say why that is fit for the purpose, \
                              or avoid the error{}",
                             unit.example(largest),
@@ -1112,8 +1112,60 @@ const LIMIT_WORDS: &[&str] = &[
     "up to",
     "within",
     "limit",
+    "budget",
+    "at the most",
     "≤",
     "<=",
+];
+
+/// Words before a figure that make it a limit when its sentence says the analysis needs it
+/// ([`NEED_WORDS`]: "parcel areas must stay below 5 %", "area error < 5 % is required",
+/// attack round 18, R18-C3); without a need they may describe an alternative ("EPSG:3035
+/// keeps it below 0.1 %").
+const UNDER_WORDS: &[&str] = &[
+    "below",
+    "under",
+    "less than",
+    "lower than",
+    "smaller than",
+    "fewer than",
+    "beneath",
+    "<",
+];
+
+/// Words that make a sentence a need of the analysis ([`UNDER_WORDS`]).
+const NEED_WORDS: &[&str] = &[
+    "must",
+    "need",
+    "needs",
+    "needed",
+    "require",
+    "requires",
+    "required",
+    "requirement",
+    "has to",
+    "have to",
+    "only accept",
+    "only tolerate",
+    "mandatory",
+    "specification",
+];
+
+/// Words right after a figure that make it a limit ("5 % at the most", "2 m or less").
+const LIMIT_AFTER_WORDS: &[&str] = &[
+    "at most",
+    "at the most",
+    "or less",
+    "or lower",
+    "or below",
+    "or under",
+    "or fewer",
+    "maximum",
+    "max",
+    "tops",
+    "is the limit",
+    "is our limit",
+    "is the most",
 ];
 
 /// Words before a figure that make it a bound the rest of its sentence rejects ("an error
@@ -1142,6 +1194,25 @@ const REJECTING_WORDS: &[&str] = &[
     "too large",
     "not tolerable",
     "intolerable",
+    "not allowed",
+    "not permitted",
+    "forbidden",
+    "prohibited",
+    "unusable",
+    "not usable",
+    "useless",
+    "would fail",
+    "fails",
+    "rejected",
+    "rejects",
+    "cannot accept",
+    "can't accept",
+    "do not accept",
+    "don't accept",
+    "does not meet",
+    "doesn't meet",
+    "must not",
+    "may not",
 ];
 
 /// The quantities of `text` stated as a limit: preceded, within a few words, by one of
@@ -1178,11 +1249,54 @@ pub fn stated_limits(text: &str, units: &[Unit]) -> Vec<f64> {
                 end += 1;
             }
             let after: String = chars[*start..end].iter().collect::<String>().to_lowercase();
+            // The figure's own words right after it ("5 % at the most"): past its number
+            // and unit, at most 24 characters.
+            let tail: String = after
+                .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ',')
+                .trim_start()
+                .chars()
+                .skip_while(|c| !c.is_whitespace())
+                .take(24)
+                .collect::<String>();
+            if LIMIT_AFTER_WORDS
+                .iter()
+                .any(|w| tail.trim_start().starts_with(w))
+            {
+                return true;
+            }
+            // The whole sentence, for a need ("... must stay below 5 %").
+            let opened = (0..*start)
+                .rev()
+                .find(|&i| {
+                    let decimal = chars[i] == '.'
+                        && i > 0
+                        && chars[i - 1].is_ascii_digit()
+                        && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+                    is_break(&chars[i]) && !decimal
+                })
+                .map_or(0, |i| i + 1);
+            let sentence: String = chars[opened..end].iter().collect::<String>().to_lowercase();
+            let needed = NEED_WORDS.iter().any(|w| holds_phrase(&sentence, w));
+            if needed && UNDER_WORDS.iter().any(|w| holds_phrase(&before, w)) {
+                return true;
+            }
             BOUND_WORDS.iter().any(|w| before.contains(w))
                 && REJECTING_WORDS.iter().any(|w| after.contains(w))
         })
         .map(|(v, _)| v)
         .collect()
+}
+
+/// Whether `text` holds `phrase` as whole words (`under` is not in `understood`; `<` is a
+/// word of its own).
+fn holds_phrase(text: &str, phrase: &str) -> bool {
+    let edge = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric());
+    text.match_indices(phrase).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + phrase.len()..].chars().next();
+        let symbol = !phrase.starts_with(char::is_alphanumeric);
+        symbol || (edge(before) && edge(after))
+    })
 }
 
 /// [`quantities`] with the character index each number starts at.
@@ -1348,6 +1462,41 @@ mod tests {
         assert!(
             stated_limits("errors above 5 % appear near the poles", &[Unit::Percent]).is_empty()
         );
+    }
+
+    /// Attack round 18, R18-C3: a limit written "below", "under", "less than", "<", as a
+    /// budget, "at the most" after the figure, or a bound that is "not allowed"; the twins
+    /// describe an alternative or the data, and set no limit.
+    #[test]
+    fn r18_c3_limits_in_other_words_are_limits() {
+        for text in [
+            "Parcel areas must stay below 5 %; Mercator inflates them by 150 % here.",
+            "Parcel areas must be under 5 % off for the tax roll.",
+            "The tax roll needs area error less than 5 % per parcel.",
+            "Area error < 5 % is required by the assessor.",
+            "Our error budget for parcel areas is 5 %.",
+            "Parcel areas may be off by 5 % at the most.",
+            "Area error above 5 % is not allowed for the roll.",
+            "We need errors of 0.5 % or less in the 1.5 m band; that is 5 % at most.",
+        ] {
+            let limits = stated_limits(text, &[Unit::Percent]);
+            assert!(
+                limits.contains(&5.0) || limits.contains(&0.5),
+                "{text}: {limits:?}"
+            );
+        }
+        for text in [
+            "EPSG:3035 keeps area error below 0.1 % across the country.",
+            "Under 150 % of the parcels are affected.",
+            "The error is less than 0.1 % near the equator, we understood 4 %.",
+            "Mercator inflates parcel areas by 150 % here.",
+        ] {
+            assert!(
+                stated_limits(text, &[Unit::Percent]).is_empty(),
+                "{text}: {:?}",
+                stated_limits(text, &[Unit::Percent])
+            );
+        }
     }
 
     #[test]

@@ -462,6 +462,68 @@ pub fn conflict_error(
 /// value follows a choice nobody made (attack round 17, R17-B17: scale 0.1 in the file, 0.01
 /// beside it, a mean of 15 or 1.5). A sidecar that adds a declaration the file lacks is no
 /// conflict.
+/// Refuse a raster whose declared numbers describe no data: a geotransform with a NaN or an
+/// infinity, or an extent beyond any place (a corner past 1e12 in magnitude), and a band whose
+/// scale or offset is not finite, or whose scale carries the type's values past what a number
+/// holds (a Byte band at scale 1e308). Every tool read such a raster into figures JSON cannot
+/// carry: `raster_stats` answered `null` where its schema promises numbers (the TypeScript
+/// SDK's `callTool` then threw), `raster_info` failed with "GDALInfo returned invalid JSON"
+/// (attack round 19, R19-C1 and R19-C5), and a Web Mercator corner at 1e17 held GDAL's
+/// transformation for good (R19-C2).
+pub fn check_declared_numbers(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
+    let limit = super::transform::MAX_BOUNDS_COORDINATE;
+    if let Ok(gt) = dataset.geo_transform() {
+        let (w, h) = dataset.raster_size();
+        let corners = [
+            (0.0, 0.0),
+            (w as f64, 0.0),
+            (0.0, h as f64),
+            (w as f64, h as f64),
+        ];
+        let far = gt.iter().any(|v| !v.is_finite())
+            || corners.iter().any(|(c, r)| {
+                let x = gt[0] + c * gt[1] + r * gt[2];
+                let y = gt[3] + c * gt[4] + r * gt[5];
+                !(x.is_finite() && y.is_finite() && x.abs() <= limit && y.abs() <= limit)
+            });
+        if far {
+            return Err(GdalError::Arguments(format!(
+                "{}: its geotransform {gt:?} places the raster nowhere (a NaN or infinite \
+                 number, or a corner past {limit:e}); fix its georeferencing first",
+                path.display()
+            )));
+        }
+    }
+    for index in 1..=dataset.raster_count() {
+        let Ok(band) = dataset.rasterband(index) else {
+            continue;
+        };
+        let scale = band.scale().unwrap_or(1.0);
+        let offset = band.offset().unwrap_or(0.0);
+        let largest = match crate::gdal::facts::band_type_name(&band).as_str() {
+            "Byte" => 255.0,
+            "UInt16" => 65_535.0,
+            "Int16" => 32_768.0,
+            "UInt32" => 4_294_967_295.0,
+            "Int32" => 2_147_483_648.0,
+            "Float32" => f64::from(f32::MAX),
+            _ => 1.0,
+        };
+        if !(scale.is_finite()
+            && offset.is_finite()
+            && (largest * scale.abs() + offset.abs()).is_finite())
+        {
+            return Err(GdalError::Arguments(format!(
+                "{}: band {index} declares scale {scale} and offset {offset}, which carry its \
+                 values past any number; fix the declaration (gdal_edit -scale/-offset, \
+                 outside this server) or convert the raw values with raster_convert",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn check_band_declarations(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     use std::io::Read;
     let (Some(parent), Some((name, stem))) = (path.parent(), crate::gdal::name_and_stem(path))

@@ -438,6 +438,16 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         path,
         "is it a format GDAL can read?",
         |gdal_path| match choice {
+            // GML read without writing a `.gfs` beside it (attack round 19, R19-A1: the write
+            // followed a link swapped in after the checks and created a file outside).
+            None if identified_as(gdal_path, "GML") => Dataset::open_ex(
+                gdal_path,
+                DatasetOptions {
+                    allowed_drivers: Some(&["GML"]),
+                    open_options: Some(&["WRITE_GFS=NO"]),
+                    ..options
+                },
+            ),
             None => Dataset::open_ex(gdal_path, options).or_else(|error| {
                 if table {
                     Dataset::open_ex(gdal_path, as_table)
@@ -450,6 +460,7 @@ pub fn open(path: &Path) -> Result<Dataset, GdalError> {
         |dataset| {
             if dataset.raster_count() > 0 {
                 check_georef_choice(path, dataset, choice)?;
+                georef::check_declared_numbers(path, dataset)?;
                 georef::check_band_declarations(path, dataset)?;
             }
             Ok(())
@@ -499,6 +510,29 @@ fn check_georef_choice(
         )));
     }
     Ok(())
+}
+
+/// Whether GDAL identifies the file at `path` as a dataset of `driver` (a vector driver's
+/// short name), by its own identification: the header only, nothing opened or written.
+fn identified_as(path: &Path, driver: &str) -> bool {
+    let Ok(name) = crate::gdal::cstring(&path.to_string_lossy()) else {
+        return false;
+    };
+    // SAFETY: a NUL-terminated path; no allowed-driver or sibling list; the returned driver
+    // handle is owned by GDAL's driver manager and only read here.
+    unsafe {
+        let handle = gdal_sys::GDALIdentifyDriverEx(
+            name.as_ptr(),
+            GdalOpenFlags::GDAL_OF_VECTOR.bits(),
+            std::ptr::null(),
+            std::ptr::null(),
+        );
+        if handle.is_null() {
+            return false;
+        }
+        let short = gdal_sys::GDALGetDriverShortName(handle);
+        !short.is_null() && std::ffi::CStr::from_ptr(short).to_bytes() == driver.as_bytes()
+    }
 }
 
 /// Open a table (CSV, XLSX, ODS) with the same confinement as [`open`]. Read it inside
@@ -585,7 +619,11 @@ pub fn from_dataset(role: &str, path: &Path, dataset: &Dataset) -> Result<Datase
     } else {
         None
     };
-    let vector = (dataset.layer_count() > 0).then(|| vector_facts(path, dataset));
+    let vector = if dataset.layer_count() > 0 {
+        Some(vector_facts(path, dataset)?)
+    } else {
+        None
+    };
     let crs = srs.map(|srs| crs_facts(&srs));
     Ok(DatasetFacts {
         role: role.to_string(),
@@ -1058,13 +1096,36 @@ fn band_values(path: &Path, dataset: &Dataset) -> Result<Vec<SampledValues>, Gda
     })
 }
 
+/// Bytes of blocks the decimated sample of one band may make GDAL decode: it decodes every
+/// block a sampled cell falls in, so a 533 KB GeoTIFF of 62,500 tiles of 16 MiB (all pointing
+/// at two compressed tiles) held `raster_info` for 111 s (attack round 19, R19-A6).
+const SAMPLE_DECODE_BYTES: u64 = 1 << 30;
+
+/// The sample's side each way: at most [`SAMPLE_SIDE`], fewer where the blocks it would touch
+/// come to more than [`SAMPLE_DECODE_BYTES`].
+fn sample_side(band: &gdal::raster::RasterBand<'_>, (w, h): (usize, usize)) -> (usize, usize) {
+    let mut side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
+    let (bx, by) = band.block_size();
+    let (bx, by) = (bx.max(1), by.max(1));
+    let block = (bx as u64)
+        .saturating_mul(by as u64)
+        .saturating_mul(u64::from(band.band_type().bytes()).max(1));
+    let blocks = |(sx, sy): (usize, usize)| {
+        (sx.min(w.div_ceil(bx)) as u64).saturating_mul(sy.min(h.div_ceil(by)) as u64)
+    };
+    while side.0.max(side.1) > 1 && blocks(side).saturating_mul(block) > SAMPLE_DECODE_BYTES {
+        side = ((side.0 / 2).max(1), (side.1 / 2).max(1));
+    }
+    side
+}
+
 fn sample_values(band: &gdal::raster::RasterBand<'_>) -> SampledValues {
     use gdal::raster::GdalDataType as T;
     let (w, h) = band.size();
     if w == 0 || h == 0 {
         return SampledValues::default();
     }
-    let side = (w.min(SAMPLE_SIDE), h.min(SAMPLE_SIDE));
+    let side = sample_side(band, (w, h));
     let _quiet = ErrorCapture::start();
     let Ok(sample) = read_cells::<f64>(band, (0, 0), (w, h), side) else {
         return SampledValues::default();
@@ -1189,14 +1250,42 @@ fn edge_constant(
     })
 }
 
-fn vector_facts(path: &Path, dataset: &Dataset) -> VectorFacts {
+/// The extent of a layer, `[xmin, ymin, xmax, ymax]`: the driver's when it knows it cheaply,
+/// else computed from the features (GeoJSON and CSV know none; a `null` extent left the
+/// transformation search without an area).
+pub fn layer_extent(layer: &gdal::vector::Layer) -> Option<[f64; 4]> {
+    let _quiet = ErrorCapture::start();
+    let envelope = match layer.try_get_extent() {
+        Ok(Some(e)) => Some(e),
+        _ => layer.get_extent().ok(),
+    }?;
+    let e = [envelope.MinX, envelope.MinY, envelope.MaxX, envelope.MaxY];
+    e.iter().all(|v| v.is_finite()).then_some(e)
+}
+
+fn vector_facts(path: &Path, dataset: &Dataset) -> Result<VectorFacts, GdalError> {
     let layers = dataset
         .layers()
         .map(|mut layer| {
             // SAFETY: the layer handle is valid while `layer` lives; the type name is static.
             let declared = unsafe { gdal_sys::OGR_L_GetGeomType(layer.c_layer()) };
             let checked = geometry_check(path, &mut layer);
-            LayerFacts {
+            // A coordinate far beyond any place (a float fill value such as 3.4e38): GDAL
+            // 3.6's Web Mercator to lon/lat shortcut wraps its longitude by 360° at a time and
+            // never returns (attack round 19, R19-C2), and no unit makes it a place.
+            let extent =
+                layer_extent(&layer).map_or(0.0, |e| e.iter().fold(0.0f64, |m, v| m.max(v.abs())));
+            let farthest = checked.farthest.max(extent);
+            if farthest > self::transform::MAX_BOUNDS_COORDINATE {
+                return Err(GdalError::Arguments(format!(
+                    "{}: layer \"{}\" holds a coordinate of magnitude {farthest:e}, which is no \
+                     place in any CRS (a fill value written as a coordinate?); remove or fix \
+                     those features first (vector_query can find them with a bounds filter)",
+                    path.display(),
+                    layer.name()
+                )));
+            }
+            Ok(LayerFacts {
                 name: layer.name(),
                 geometry_type: gdal::vector::geometry_type_to_name(declared),
                 feature_count: layer.try_feature_count(),
@@ -1205,13 +1294,13 @@ fn vector_facts(path: &Path, dataset: &Dataset) -> VectorFacts {
                 geometry_types: checked.types,
                 invalid_geometries: Some(checked.invalid),
                 features_checked: checked.features,
-            }
+            })
         })
-        .collect();
-    VectorFacts {
+        .collect::<Result<Vec<_>, GdalError>>()?;
+    Ok(VectorFacts {
         layers,
         selected_layer: None,
-    }
+    })
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1221,6 +1310,9 @@ struct GeometryCheck {
     features: u64,
     any_z: bool,
     any_m: bool,
+    /// The largest coordinate magnitude among the features read (NaN-free: infinite when one
+    /// is not finite).
+    farthest: f64,
 }
 
 /// Geometry types, Z/M and GEOS validity of up to [`FEATURE_BUDGET`] features, cached per
@@ -1231,15 +1323,38 @@ fn geometry_check(path: &Path, layer: &mut gdal::vector::Layer<'_>) -> GeometryC
     CACHE.get_or_compute(path, &name, || read_geometries(layer))
 }
 
+/// Most vertices the geometry check reads (its features stop there, and `features_checked`
+/// says how many were read): ten thousand features of one 400,000-vertex polygon held a read
+/// worker for minutes (attack round 19, R19-A3). GEOS validates two million vertices in about
+/// a second.
+const VERTEX_BUDGET: u64 = 2_000_000;
+
 fn read_geometries(layer: &mut gdal::vector::Layer<'_>) -> GeometryCheck {
     let _quiet = ErrorCapture::start();
     let mut check = GeometryCheck::default();
+    let mut vertices = 0u64;
     layer.reset_feature_reading();
     for feature in layer.features().take(FEATURE_BUDGET as usize) {
+        if vertices > VERTEX_BUDGET
+            || !crate::gdal::keep_going(check.features as f64 / FEATURE_BUDGET as f64)
+        {
+            break;
+        }
         check.features += 1;
         let Some(geometry) = feature.geometry() else {
             continue;
         };
+        vertices += crate::gdal::vertex_count(geometry);
+        if !geometry.is_empty() {
+            let e = geometry.envelope();
+            for v in [e.MinX, e.MinY, e.MaxX, e.MaxY] {
+                check.farthest = check.farthest.max(if v.is_finite() {
+                    v.abs()
+                } else {
+                    f64::INFINITY
+                });
+            }
+        }
         let ty = geometry.geometry_type();
         check.any_z |= gdal::vector::geometry_type_has_z(ty);
         check.any_m |= gdal::vector::geometry_type_has_m(ty);
@@ -1510,11 +1625,21 @@ pub fn same_unit(a: &str, b: &str) -> bool {
 }
 
 /// A band's declared length unit in metres, from its unit text (`m`, `metre`, `cm`, `ft`,
-/// `US survey foot`, ...); `None` for a unit that is not a known length. Read by
+/// `US survey foot`, ...), with a leading factor as UDUNITS writes one (`0.1 m` is a
+/// decimetre, `10 cm` too); `None` for a unit that is not a known length. A power or a
+/// ratio (`m2`, `m^2`, `m-1`, `m/s`) is no length: its letters alone had read `0.1 m` as
+/// metres, and a slope of 45 degrees came out 84.29 (attack round 18, R18-B1). Read by
 /// `raster_terrain` for heights and by the categorical evidence: a band measured in a length
 /// is not a class map.
 pub fn length_unit_metres(unit: &str) -> Option<f64> {
-    let key: String = unit
+    let (factor, name) = leading_factor(unit.trim())?;
+    if name
+        .chars()
+        .any(|c| c.is_ascii_digit() || matches!(c, '^' | '/' | '*' | '·'))
+    {
+        return None;
+    }
+    let key: String = name
         .to_ascii_lowercase()
         .chars()
         .filter(|c| c.is_ascii_alphabetic())
@@ -1531,7 +1656,101 @@ pub fn length_unit_metres(unit: &str) -> Option<f64> {
         }
         _ => return None,
     };
-    Some(metres)
+    Some(metres * factor)
+}
+
+/// A unit text's leading number and the rest (`"0.1 m"` is 0.1 and `"m"`; `"m"` is 1 and
+/// `"m"`); `None` when the number is not a positive finite factor. The number ends where a
+/// letter that cannot continue it begins, and is followed by a space, a `*` or the name.
+fn leading_factor(unit: &str) -> Option<(f64, &str)> {
+    let bytes = unit.as_bytes();
+    let mut end = 0;
+    while end < bytes.len() && (bytes[end].is_ascii_digit() || bytes[end] == b'.') {
+        end += 1;
+    }
+    // An exponent, only when digits follow it (`1e-3 km`, not the `e` of a name).
+    if end > 0 && end < bytes.len() && matches!(bytes[end], b'e' | b'E') {
+        let mut next = end + 1;
+        if next < bytes.len() && matches!(bytes[next], b'+' | b'-') {
+            next += 1;
+        }
+        if next < bytes.len() && bytes[next].is_ascii_digit() {
+            end = next;
+            while end < bytes.len() && bytes[end].is_ascii_digit() {
+                end += 1;
+            }
+        }
+    }
+    if end == 0 {
+        return Some((1.0, unit));
+    }
+    let factor: f64 = unit[..end].parse().ok()?;
+    let rest = unit[end..].trim_start_matches([' ', '*', '\t']);
+    (factor.is_finite() && factor > 0.0 && !rest.is_empty()).then_some((factor, rest))
+}
+
+#[cfg(test)]
+mod sample_tests {
+    /// Attack round 19, R19-A6: the decimated sample of a raster of huge tiles touches at most
+    /// its decoding budget of them; a raster of ordinary tiles keeps the full sample.
+    #[test]
+    fn r19_a6_the_sample_decodes_a_bounded_number_of_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let make = |name: &str, size: &str, block: &str| {
+            let path = dir.path().join(name);
+            let status = std::process::Command::new("gdal_create")
+                .args(["-q", "-of", "GTiff", "-outsize", size, size, "-ot", "Byte"])
+                .args(["-co", "TILED=YES", "-co", &format!("BLOCKXSIZE={block}")])
+                .args([
+                    "-co",
+                    &format!("BLOCKYSIZE={block}"),
+                    "-co",
+                    "SPARSE_OK=YES",
+                ])
+                .arg(&path)
+                .status()
+                .unwrap();
+            assert!(status.success());
+            gdal::Dataset::open(&path).unwrap()
+        };
+        let huge = make("huge.tif", "1048576", "4096");
+        let band = huge.rasterband(1).unwrap();
+        let (sx, sy) = super::sample_side(&band, band.size());
+        assert!(
+            (sx * sy) as u64 * 4096 * 4096 <= super::SAMPLE_DECODE_BYTES,
+            "{sx} x {sy}"
+        );
+        assert!(sx >= 1 && sy >= 1);
+        let ordinary = make("ordinary.tif", "4096", "256");
+        let band = ordinary.rasterband(1).unwrap();
+        assert_eq!(super::sample_side(&band, band.size()), (256, 256));
+    }
+}
+
+#[cfg(test)]
+mod length_unit_tests {
+    use super::{length_unit_metres, same_unit};
+
+    /// Attack round 18, R18-B1: a unit with a factor is that many of the unit, and a power
+    /// or a ratio of a length is no length.
+    #[test]
+    fn r18_b1_scaled_units_are_read_with_their_factor() {
+        let metres = |u: &str| length_unit_metres(u);
+        assert_eq!(metres("m"), Some(1.0));
+        assert_eq!(metres("US survey foot"), Some(1200.0 / 3937.0));
+        assert_eq!(metres("0.1 m"), Some(0.1));
+        assert!((metres("10 cm").unwrap_or(0.0) - 0.1).abs() < 1e-15);
+        assert!((metres("1e-3 km").unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        assert_eq!(metres("100*m"), Some(100.0));
+        for none in [
+            "m2", "m^2", "m3", "m-1", "m/s", "m s-1", "0 m", "-1 m", "1e400 m", "10", "m a.s.l.",
+        ] {
+            assert_eq!(metres(none), None, "{none}");
+        }
+        assert!(!same_unit("m", "0.1 m"));
+        assert!(same_unit("dm", "0.1 m"));
+        assert!(!same_unit("m", "m2"));
+    }
 }
 
 #[cfg(test)]

@@ -213,12 +213,29 @@ fn text(ptr: *const c_char) -> Option<String> {
     })
 }
 
+/// The largest coordinate magnitude a rectangle may hold to be transformed: far beyond any
+/// place on Earth in any unit (the equator is 4e7 m), and far below where GDAL 3.6's
+/// `OCTTransformBounds` stops returning: a Web Mercator x of 1e17 (a float fill value of
+/// 3.4e38, or a mis-scaled coordinate in an argument) looped for good, and four such calls
+/// left every read-only tool unanswered (attack round 19, R19-C2).
+pub const MAX_BOUNDS_COORDINATE: f64 = 1e12;
+
+/// `transform`'s image of the rectangle `bounds` (densified edges), or `None` when GDAL cannot
+/// give it or a coordinate is not finite or beyond [`MAX_BOUNDS_COORDINATE`]. The one place
+/// rectangles are transformed.
+pub fn bounds_through(transform: &CoordTransform, bounds: &[f64; 4]) -> Option<[f64; 4]> {
+    if !bounds
+        .iter()
+        .all(|v| v.is_finite() && v.abs() <= MAX_BOUNDS_COORDINATE)
+    {
+        return None;
+    }
+    transform.transform_bounds(bounds, 21).ok()
+}
+
 /// Transform a rectangle between two CRSs (densified edges, traditional x/y order).
 pub fn transform_bounds(from: &SpatialRef, to: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
-    coord_transform(from, to, None)
-        .ok()?
-        .transform_bounds(&bounds, 21)
-        .ok()
+    bounds_through(&coord_transform(from, to, None).ok()?, &bounds)
 }
 
 /// The rectangle `bounds` (xmin, ymin, xmax, ymax in `from`) as a polygon in `to`, each edge
@@ -444,7 +461,7 @@ pub fn lonlat_bounds(srs: &SpatialRef, bounds: [f64; 4]) -> Option<[f64; 4]> {
     let open = crate::gdal::policy::deadline::opening("a coordinate transformation");
     let transform = CoordTransform::new(&source, &wgs84).ok()?;
     drop(open);
-    transform.transform_bounds(&bounds, 21).ok()
+    bounds_through(&transform, &bounds)
 }
 
 /// Transformation facts memoised, by the two CRSs (PROJJSON) and the area (bounded: issue 21).

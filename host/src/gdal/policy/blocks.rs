@@ -36,7 +36,7 @@ pub const MAX_VRT_DEPTH: usize = 8;
 /// Drivers that decode the whole image into one buffer at the first read of any cell,
 /// whatever blocks they report. Measured with GDAL 3.6.2: WEBP reports `width x 1` blocks
 /// and decodes `width x height x bands` bytes (`gdallocationinfo` on a 16383² WebP: 960 MB).
-/// PNG (line by line; interlaced in chunks: 139 MB for 20000²), a baseline JPEG and JPEG 2000
+/// PNG (line by line; interlaced in chunks, counted apart), a baseline JPEG and JPEG 2000
 /// (per block) do not; a progressive JPEG is counted by [`jpeg_buffers_whole_image`] (libjpeg's
 /// own cap of about 500 MB bounds one image, not the sum); GIF and BMP are not opened by this
 /// server.
@@ -107,6 +107,23 @@ pub fn jpeg_buffers_whole_image(path: &Path) -> bool {
         }
     }
     true
+}
+
+/// The most GDAL's PNG driver decodes at once of an interlaced image (GDAL 3.6.2).
+const PNG_INTERLACED_CHUNK_BYTES: u64 = 100_000_000;
+
+/// Whether the PNG at `path` is interlaced (Adam7): its IHDR's interlace byte, at offset 28.
+/// A file whose header cannot be read is taken as interlaced (it reserves, it is not refused).
+fn png_is_interlaced(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(mut file) = crate::gdal::policy::open_regular(path) else {
+        return false;
+    };
+    let mut head = [0u8; 29];
+    if file.read_exact(&mut head).is_err() {
+        return true;
+    }
+    &head[12..16] != b"IHDR" || head[28] != 0
 }
 
 /// How a read reaches the cells.
@@ -247,6 +264,21 @@ fn measure(
             b.mask_flags()
                 .is_ok_and(|f| f.is_per_dataset() && !f.is_all_valid())
         });
+    // GDAL's PNG driver decodes an interlaced image in chunks of up to 100,000,000 bytes (all
+    // of it when smaller), whatever one-line blocks it reports: twelve 97 KB interlaced
+    // 9999² PNGs took the server from 91 to 1,094 MB under a 256 MiB budget (attack round 19,
+    // R19-A4; GDAL 3.6.2's `LoadInterlacedChunk`).
+    if driver == "PNG" && png_is_interlaced(path) {
+        let (x, y) = dataset.raster_size();
+        let per_cell = dataset
+            .rasterband(1)
+            .map(|b| u64::from(b.band_type().bytes()))
+            .unwrap_or(1)
+            .saturating_mul(count as u64);
+        let image = (x as u64).saturating_mul(y as u64).saturating_mul(per_cell);
+        estimate.whole_image = true;
+        bytes = bytes.max(image.min(PNG_INTERLACED_CHUNK_BYTES));
+    }
     if jpeg_mask {
         let (x, y) = dataset.raster_size();
         let bitmask = (x as u64).saturating_mul(y as u64).div_ceil(8);
@@ -348,6 +380,24 @@ pub fn reserve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 19, R19-A4: an interlaced PNG is known by its IHDR's interlace byte.
+    #[test]
+    fn r19_a4_an_interlaced_png_is_known_by_its_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = |interlace: u8| {
+            let mut h = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+            h.extend(9999u32.to_be_bytes());
+            h.extend(9999u32.to_be_bytes());
+            h.extend([8, 0, 0, 0, interlace]);
+            h
+        };
+        let (plain, adam7) = (dir.path().join("p.png"), dir.path().join("i.png"));
+        std::fs::write(&plain, header(0)).unwrap();
+        std::fs::write(&adam7, header(1)).unwrap();
+        assert!(!png_is_interlaced(&plain));
+        assert!(png_is_interlaced(&adam7));
+    }
 
     /// A `size`² image of `bands` bands of `value` at `path`, written by `gdal_translate` as
     /// `format` with the creation `option` (a few KB, whatever its size).

@@ -191,6 +191,7 @@ pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
     }
     check_hdf5(input, file)?;
     check_classic_netcdf(input, file)?;
+    check_shapefile_index(input, file)?;
     check_hfa(input, file)?;
     if let (Some(parent), Some(name), Some(stem)) =
         (file.parent(), file.file_name(), crate::gdal::stem_of(file))
@@ -654,6 +655,65 @@ pub fn hfa_references(file: &Path) -> Result<Vec<HfaReference>, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Shapefile index
+
+/// Refuse a shapefile whose index (`.shx`) points two records at overlapping bytes of the
+/// `.shp`. GDAL reads each record where the index says, so one 400,000-vertex polygon pointed
+/// at 10,000 times read as 10,000 features: 6.5 MB of files held a read worker for minutes and
+/// would have converted to 64 GB (attack round 19, R19-A3). Every shapefile writer lays its
+/// records one after another; an index that cannot be read is left to GDAL.
+fn check_shapefile_index(input: &Path, file: &Path) -> Result<(), GdalError> {
+    use std::io::Read;
+    let is_shp = crate::gdal::extension_of(file)
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("shp"));
+    let (Some(parent), Some(stem)) = (file.parent(), crate::gdal::stem_of(file)) else {
+        return Ok(());
+    };
+    if !is_shp {
+        return Ok(());
+    }
+    let stem = stem.to_string_lossy();
+    let Some(index) = ["shx", "SHX"]
+        .iter()
+        .map(|e| parent.join(format!("{stem}.{e}")))
+        .find(|p| p.is_file())
+    else {
+        return Ok(());
+    };
+    let Ok(f) = crate::gdal::policy::open_regular(&index) else {
+        return Ok(());
+    };
+    let mut reader = std::io::BufReader::new(f);
+    let mut header = [0u8; 100];
+    if reader.read_exact(&mut header).is_err() {
+        return Ok(());
+    }
+    let mut end_of_last: u64 = 100;
+    let mut entry = [0u8; 8];
+    let mut record = 0u64;
+    while reader.read_exact(&mut entry).is_ok() {
+        record += 1;
+        let words = |b: &[u8]| u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let (offset, length) = (words(&entry[..4]) * 2, words(&entry[4..]) * 2);
+        if offset < end_of_last {
+            return Err(GdalError::Arguments(format!(
+                "{}: its index {} points record {record} at bytes {offset} of the .shp, which \
+                 record {} already holds (up to byte {end_of_last}): GDAL would read the same \
+                 geometry again for each such record. Every shapefile writer lays records one \
+                 after another; rebuild the index from the .shp (GDAL's SHAPE_RESTORE_SHX, \
+                 outside this server) or convert the data from its source",
+                input.display(),
+                index.display(),
+                record - 1
+            )));
+        }
+        end_of_last = offset + 8 + length;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // Classic netCDF (CDF-1, CDF-2, CDF-5)
 
 /// Most attributes (global and of every variable) and variables a classic netCDF header may
@@ -873,6 +933,7 @@ struct Hdf5 {
     dget_type: unsafe extern "C" fn(Hid) -> Hid,
     tget_size: unsafe extern "C" fn(Hid) -> usize,
     tclose: unsafe extern "C" fn(Hid) -> Herr,
+    aget_num_attrs: unsafe extern "C" fn(Hid) -> c_int,
 }
 
 /// A symbol as the function pointer type `F`.
@@ -923,6 +984,7 @@ fn hdf5() -> Option<&'static Hdf5> {
                 dget_type: function(symbol(c"H5Dget_type")?)?,
                 tget_size: function(symbol(c"H5Tget_size")?)?,
                 tclose: function(symbol(c"H5Tclose")?)?,
+                aget_num_attrs: function(symbol(c"H5Aget_num_attrs")?)?,
             })
         }
     })
@@ -940,6 +1002,26 @@ struct Hdf5Findings {
     /// What a dataset may hold at once, in bytes ([`Hdf5Limits`]).
     limit: Hdf5Limits,
     visited: usize,
+    /// Attributes of the root group and of every object reached by a hard link.
+    attributes: u64,
+    /// Datasets (netCDF variables) reached by a hard link.
+    datasets: u64,
+}
+
+impl Hdf5Findings {
+    /// Count the attributes of `object`, an open object of `lib`.
+    ///
+    /// # Safety
+    /// `object` is an open object identifier of `lib`.
+    unsafe fn count_attributes(&mut self, lib: &Hdf5, object: Hid) {
+        // SAFETY: as the caller vouches.
+        let count = unsafe { (lib.aget_num_attrs)(object) };
+        // An object whose attributes cannot be counted counts as the whole bound: it is
+        // refused rather than opened unmeasured.
+        self.attributes = self
+            .attributes
+            .saturating_add(u64::try_from(count).unwrap_or(MAX_NETCDF_ATTRIBUTES + 1));
+    }
 }
 
 /// What one HDF5 dataset may make GDAL hold or walk at once.
@@ -1101,7 +1183,9 @@ unsafe extern "C" fn visit_link(
                 .push(format!("an object that cannot be opened: /{shown}"));
             return 0;
         }
+        findings.count_attributes(lib, object);
         if (lib.iget_type)(object) == H5I_DATASET {
+            findings.datasets += 1;
             let plist = (lib.dget_create_plist)(object);
             if plist >= 0 {
                 if (lib.pget_layout)(plist) == H5D_VIRTUAL {
@@ -1153,6 +1237,19 @@ fn hdf5_walk(file: &Path, limit: Hdf5Limits) -> Result<Hdf5Findings, String> {
         limit,
         ..Default::default()
     };
+    // SAFETY: opens the root group of the open file (closed here) to count its attributes,
+    // the netCDF-4 global attributes.
+    unsafe {
+        let root = (lib.oopen)(handle, c"/".as_ptr(), 0);
+        if root >= 0 {
+            findings.count_attributes(lib, root);
+            (lib.oclose)(root);
+        } else {
+            findings
+                .found
+                .push("a root group that cannot be opened".to_string());
+        }
+    }
     // SAFETY: visits the links of an open file by name order (0), native order (2); the
     // callback gets `findings`, which outlives the call.
     let status = unsafe {
@@ -1168,6 +1265,14 @@ fn hdf5_walk(file: &Path, limit: Hdf5Limits) -> Result<Hdf5Findings, String> {
     unsafe { (lib.fclose)(handle) };
     if status < 0 {
         return Err("its links cannot be visited".to_string());
+    }
+    if findings.attributes > MAX_NETCDF_ATTRIBUTES || findings.datasets > MAX_NETCDF_VARIABLES {
+        findings.costly.push(format!(
+            "{} attributes and {} variables, more than the {MAX_NETCDF_ATTRIBUTES} attributes \
+             and {MAX_NETCDF_VARIABLES} variables the server opens (GDAL builds its metadata \
+             from them in time quadratic in their number; attack round 18, R18-A6)",
+            findings.attributes, findings.datasets
+        ));
     }
     Ok(findings)
 }

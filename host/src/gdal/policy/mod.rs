@@ -581,7 +581,14 @@ pub fn check_before_open(path: &Path) -> Result<(), GdalError> {
         return Ok(());
     }
     CHECKED.with(|c| c.borrow_mut().since = Some(std::time::SystemTime::now()));
-    if references::is_vrt_document(path) {
+    // Every input's folder is watched, not a VRT's only: GDAL reads sidecars it does not list
+    // (a GML's `.gfs` and `.xsd`) by name after the checks, and one swapped for a link to an
+    // outside file was read (attack round 19, R19-A2). The server's own staged outputs
+    // (`.gdal-mcp-*` folders) change as they are written, and are no input.
+    let staged = path
+        .components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with(".gdal-mcp-"));
+    if !staged || references::is_vrt_document(path) {
         watch(path, path)?;
     }
     let mut walk = Walk {

@@ -641,19 +641,6 @@ fn checked_expression(
     Ok((names, order, window_cells))
 }
 
-/// Whether writing `value` as Float32 changes its whole part or its magnitude: a whole number
-/// above 2^24, a value whose integer part moves (123456789.123 written 123456792), one that
-/// underflows to 0 or overflows to infinity. A fraction's last digits are Float32's precision,
-/// which the caller chose.
-fn float32_changes_whole_part(value: f64) -> bool {
-    let narrow = f64::from(value as f32);
-    narrow != value
-        && (value.fract() == 0.0
-            || narrow.trunc() != value.trunc()
-            || narrow == 0.0
-            || narrow.is_infinite())
-}
-
 /// Length units an expression's factor may convert into, with their metres: a factor that
 /// turns the inputs' unit into one of these is a conversion, and the output declares it.
 const LENGTH_UNITS: &[(&str, f64)] = &[
@@ -689,6 +676,19 @@ fn converted_unit(metres_per_unit: f64, factor: f64) -> Option<&'static str> {
         .iter()
         .find(|(_, metres)| (metres - target).abs() <= 1e-4 * metres)
         .map(|(name, _)| *name)
+}
+
+/// Whether an affine map with these input weights keeps a quantity in its unit whatever the
+/// unit is: a sum or difference of inputs (every weight 1, -1 or 0) or a weighted mean or
+/// extrapolation (weights summing to 1). Any other factor may be a change of unit.
+fn keeps_its_unit(coefficients: &[f64]) -> bool {
+    let near = |x: f64, y: f64| (x - y).abs() <= 1e-9;
+    let sum_or_difference = coefficients
+        .iter()
+        .all(|c| near(c.abs(), 1.0) || near(*c, 0.0))
+        && coefficients.iter().any(|c| near(c.abs(), 1.0));
+    let mean = near(coefficients.iter().sum::<f64>(), 1.0);
+    !coefficients.is_empty() && (sum_or_difference || mean)
 }
 
 /// The unit of the output band, and a note when it is not the inputs'. The caller's `unit`
@@ -779,6 +779,16 @@ pub fn output_unit(
     });
     let offset = origin.unwrap_or(0.0);
     let factor = at(&vec![1.37; order.len()]).map(|v| (v - offset) / 1.37);
+    // The weight of each input in the affine map: f(e_i) - f(0).
+    let coefficients = || -> Vec<f64> {
+        (0..order.len())
+            .map(|i| {
+                let mut unit = zero.clone();
+                unit[i] = 1.0;
+                at(&unit).map_or(f64::NAN, |v| v - offset)
+            })
+            .collect()
+    };
     let length = crate::gdal::facts::length_unit_metres(&first_unit);
     let note = |what: String| Some(format!("the output declares {what}"));
     match (affine, length, factor) {
@@ -811,9 +821,13 @@ pub fn output_unit(
         // `a + 100` of a DEM in feet wrote no unit, and the slope read feet as metres), or a
         // copy, sum, difference, mean or multiple.
         (true, Some(_), _) => Ok((Some(first_unit), None)),
-        // Another quantity keeps its unit through a linear map only: an offset may be a
-        // change of unit (`K - 273.15` is Celsius).
-        (true, None, _) if offset.abs() <= 1e-12 => Ok((Some(first_unit), None)),
+        // Another quantity keeps its unit through a sum, a difference or a weighted mean of
+        // its inputs only: an offset may be a change of unit (`K - 273.15` is Celsius), and
+        // so may a factor (`a * 86400` of "kg m-2 s-1" is a daily total, attack round 18,
+        // R18-B2: it kept the label, and a composite then mixed the two).
+        (true, None, _) if offset.abs() <= 1e-12 && keeps_its_unit(&coefficients()) => {
+            Ok((Some(first_unit), None))
+        }
         _ => Ok((
             None,
             note(format!(
@@ -1037,7 +1051,7 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                 if integer && value.fract() != 0.0 {
                     value = value.round();
                     cells.rounded += 1;
-                } else if float32 && float32_changes_whole_part(value) {
+                } else if float32 && super::float32_changes_whole_part(value) {
                     // A whole number Float32 cannot hold: 16777217 is written 16777216
                     // (attack round 15, R15-B19: uncounted, on the route the refusal advised);
                     // and a value whose whole part or magnitude it changes: 123456789.123 is
@@ -1058,9 +1072,16 @@ pub fn run(request: &CalcRequest) -> Result<CalcOutput, GdalError> {
                     )));
                 }
                 cells.valid += 1;
-                min = min.min(value);
-                max = max.max(value);
-                sum += value;
+                // The figures reported are of the values as written (attack round 19,
+                // R19-B8: a Float32 output reported max 1,700,001,000 and held 1,700,001,024).
+                let written = if float32 {
+                    f64::from(value as f32)
+                } else {
+                    value
+                };
+                min = min.min(written);
+                max = max.max(written);
+                sum += written;
                 *slot = value;
             }
             if out_of_range > 0 {
@@ -1347,6 +1368,23 @@ fn create(
 
 #[cfg(test)]
 mod tests {
+    /// Attack round 18, R18-B2: a factor on a unit the host cannot convert may change it.
+    #[test]
+    fn r18_b2_only_sums_and_means_keep_a_quantitys_unit() {
+        use super::keeps_its_unit;
+        assert!(keeps_its_unit(&[1.0]));
+        assert!(keeps_its_unit(&[1.0, -1.0]));
+        assert!(keeps_its_unit(&[1.0, 1.0, 0.0]));
+        assert!(keeps_its_unit(&[0.5, 0.5]));
+        assert!(keeps_its_unit(&[0.25, 0.75]));
+        assert!(!keeps_its_unit(&[86400.0]));
+        assert!(!keeps_its_unit(&[2.0]));
+        assert!(!keeps_its_unit(&[0.0]));
+        assert!(keeps_its_unit(&[1.5, -0.5]));
+        assert!(!keeps_its_unit(&[3.6, 3.6]));
+        assert!(!keeps_its_unit(&[f64::NAN]));
+    }
+
     use super::*;
 
     fn names() -> Vec<String> {

@@ -148,6 +148,10 @@ impl CompositeRequest {
                 args.extend(["-t_srs".to_string(), wkt.clone()]);
             }
             args.extend(["-r".to_string(), method.clone()]);
+            args.extend([
+                "-wm".to_string(),
+                crate::gdal::raster::warp::warp_memory_megabytes().to_string(),
+            ]);
             args.extend(["-ts".to_string(), width.to_string(), height.to_string()]);
             args.push("-te".to_string());
             args.extend(
@@ -159,9 +163,12 @@ impl CompositeRequest {
             // would write 0 there and declare nothing when the band declares no nodata, and
             // the composite counted them (a mean of 5 where the other input holds 10: attack
             // round 14, R14-B1). They are NaN, left out like every NaN cell.
+            // A nodata the band's type cannot hold declares none (attack round 19, R19-B5: a
+            // Byte input declaring -1 had its unreached cells filled with 0, the clamped -1,
+            // and composited as values).
             let declares = dataset
                 .rasterband(self.band)
-                .is_ok_and(|b| b.no_data_value().is_some());
+                .is_ok_and(|b| crate::gdal::facts::nodata::band_nodata(&b).is_some());
             // Float64, so that the exactness check below sees the input's own values: Float32
             // here wrote 123456789.123 as 123456792 past that check (attack round 17, R17-B8).
             if !declares {
@@ -185,7 +192,10 @@ impl CompositeRequest {
             ];
             programs::run_in_memory(&Program::Translate, &dataset, &select, &band_vrt)?;
             let selected = crate::gdal::facts::open(&band_vrt)?;
-            let warped = warp_to_memory(&selected, &args, &memory)?;
+            let warped = {
+                let _working = crate::gdal::raster::warp::reserve_warp_memory()?;
+                warp_to_memory(&selected, &args, &memory)?
+            };
             drop(selected);
             warps.push((
                 index,
@@ -267,6 +277,20 @@ impl CompositeRequest {
                 )));
             }
         }
+        // The nodata the compositor compares each input's strip with: none where the strip
+        // holds physical values (its nodata cells are NaN by then, and a physical value equal
+        // to the raw nodata is a value).
+        let strip_nodata: Vec<Option<f64>> = nodata
+            .iter()
+            .zip(&physical)
+            .map(|(nd, (scale, offset))| {
+                if *scale == 1.0 && *offset == 0.0 {
+                    *nd
+                } else {
+                    None
+                }
+            })
+            .collect();
         let unit = (declared.len() == units.len())
             .then(|| declared.first().map(|(u, _)| u.clone()))
             .flatten();
@@ -331,51 +355,70 @@ impl CompositeRequest {
                     return Err(crate::gdal::cancelled("composite"));
                 }
                 let rows = STRIP_ROWS.min(height - row);
-                for ((((dataset, band), strip), exact), new_values) in datasets
+                for (((((dataset, band), strip), exact), new_values), (scale, offset)) in datasets
                     .iter()
                     .zip(&bands)
                     .zip(&mut strips)
                     .zip(&exact_nodata)
                     .zip(&interpolated)
+                    .zip(&physical)
                 {
                     let b = dataset
                         .rasterband(*band)
                         .map_err(|_| failed("cannot read an input band"))?;
                     // As GDAL reads the band: PIXELTYPE=SIGNEDBYTE is -128..127 (R8-12).
                     // Read as f64 to see what Float32 would change (R16-B4).
-                    let wide = read_strip(&b, *band, (row, rows), width)?;
-                    for &v in wide.iter().filter(|_| !*new_values) {
-                        if float32_changes_value(v, *exact) {
-                            narrowed += 1;
-                            first_narrowed.get_or_insert(v);
+                    let mut wide = read_strip(&b, *band, (row, rows), width)?;
+                    if *scale == 1.0 && *offset == 0.0 {
+                        for &v in wide.iter().filter(|_| !*new_values) {
+                            if float32_changes_value(v, *exact) {
+                                narrowed += 1;
+                                first_narrowed.get_or_insert(v);
+                            }
+                        }
+                    } else {
+                        // Physical values, computed and checked in f64: packed timestamps
+                        // (UInt16 plus an offset of 1.7e9) were cast to Float32 unchecked, 1,000
+                        // distinct seconds written as 9 (attack round 19, R19-B1). Their last
+                        // fractional digits are Float32's precision; a whole part it moves is
+                        // a changed value.
+                        for v in wide.iter_mut() {
+                            *v = if v.is_nan() || exact.is_some_and(|n| *v == n) {
+                                f64::NAN
+                            } else {
+                                *v * scale + offset
+                            };
+                            if !*new_values && crate::gdal::raster::float32_changes_whole_part(*v) {
+                                narrowed += 1;
+                                first_narrowed.get_or_insert(*v);
+                            }
                         }
                     }
                     *strip = wide.iter().map(|&v| v as f32).collect();
-                }
-                for ((strip, (scale, offset)), nd) in strips.iter_mut().zip(&physical).zip(&nodata)
-                {
-                    if *scale == 1.0 && *offset == 0.0 {
-                        continue;
-                    }
-                    for v in strip.iter_mut() {
-                        *v = if v.is_nan() || nd.is_some_and(|n| f64::from(*v) == n) {
-                            f32::NAN
-                        } else {
-                            (f64::from(*v) * scale + offset) as f32
-                        };
-                    }
                 }
                 let slices: Vec<&[f32]> = strips.iter().map(Vec::as_slice).collect();
                 let mut result = vec![0f32; width * rows];
                 compositor
                     .composite(
                         &slices,
-                        &nodata,
+                        &strip_nodata,
                         self.statistic,
                         out_nodata as f32,
                         &mut result,
                     )
                     .map_err(|e| GdalError::Algorithm(format!("composite: {e}")))?;
+                // A sum or mean Float32 cannot hold: 10,000,000 + 10,000,001 was written
+                // 20,000,000 (R19-B1).
+                for value in compositor
+                    .wide_results(self.statistic)
+                    .into_iter()
+                    .flatten()
+                {
+                    if crate::gdal::raster::float32_changes_whole_part(value) {
+                        narrowed += 1;
+                        first_narrowed.get_or_insert(value);
+                    }
+                }
                 if count {
                     empty_cells += result.iter().filter(|v| **v == 0.0).count() as u64;
                     let data: Vec<u16> = result.iter().map(|v| *v as u16).collect();
@@ -399,7 +442,7 @@ impl CompositeRequest {
             out.flush_cache().map_err(|_| failed("cannot flush"))?;
             if let Some(example) = first_narrowed {
                 return Err(GdalError::Arguments(format!(
-                    "inputs: {narrowed} input cell(s) hold values Float32 (the composite's output \
+                    "inputs: {narrowed} cell(s) hold values Float32 (the composite's output \
                      type) does not hold exactly, e.g. {example} becomes {}; nothing was \
                      written. Compose them with raster_calc and data_type Float64 (e.g. \
                      expression \"max(a, b)\")",

@@ -48,9 +48,26 @@ pub fn gdalinfo_json(dataset: &Dataset, stats: bool) -> Result<Value, GdalError>
         operation: "gdalinfo".to_string(),
         message: capture.failure_text("GDALInfo returned nothing"),
     })?;
-    serde_json::from_str(&report).map_err(|e| GdalError::Failed {
-        operation: "gdalinfo".to_string(),
-        message: format!("GDALInfo returned invalid JSON: {e}"),
+    serde_json::from_str(&report).map_err(|e| {
+        // GDAL 3.6 writes a NaN or an infinity as a bare `nan` or `inf`, which JSON has no
+        // word for: name the line it is on (attack round 19, R19-C5).
+        let line = report
+            .lines()
+            .nth(e.line().saturating_sub(1))
+            .map(str::trim)
+            .unwrap_or_default()
+            .chars()
+            .take(120)
+            .collect::<String>();
+        GdalError::Failed {
+            operation: "gdalinfo".to_string(),
+            message: format!(
+                "GDAL's report of this raster holds a value JSON cannot carry (a NaN or an \
+                 infinity among its declared numbers or statistics?), at line {}: `{line}` \
+                 ({e})",
+                e.line()
+            ),
+        }
     })
 }
 
@@ -118,6 +135,15 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
                 )));
             }
         }
+        // Exact statistics read every cell: the cell budget `raster_stats` holds to (attack
+        // round 19, R19-A6: 1.68e11 cells were read for a 96 KB file whose tiles repeat).
+        let (width, height) = dataset.raster_size();
+        crate::gdal::policy::check_cells(
+            "stats",
+            width as u64,
+            height as u64,
+            dataset.raster_count() as u64,
+        )?;
         // GDAL reads every band through its whole blocks (issue 21 attack round 4, B3).
         let _blocks = crate::gdal::policy::blocks::reserve(
             "raster_info stats",

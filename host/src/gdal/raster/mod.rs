@@ -7,7 +7,8 @@
 //! [`crate::gdal::policy`] run before and after every open), runs GDAL or the host's own numeric
 //! core on a blocking worker, and writes through [`crate::gdal::output::Staging`]. Runners depend
 //! on the infrastructure rooms, never on each other's internals except where one tool is another
-//! plus a step (`translate` and `dem` reuse `warp`'s request, `translate` builds overviews).
+//! plus a step (`translate` and `dem` reuse `warp`'s request, `composite` its working-memory
+//! reservation, `translate` builds overviews).
 
 pub mod calc;
 pub mod composite;
@@ -20,6 +21,19 @@ pub mod stats;
 pub mod translate;
 pub mod warp;
 pub mod zonal;
+
+/// Whether writing `value` as Float32 changes its whole part or its magnitude: a whole number
+/// above 2^24, a value whose integer part moves (123456789.123 written 123456792), one that
+/// underflows to 0 or overflows to infinity. A fraction's last digits are Float32's precision,
+/// which the caller chose.
+pub fn float32_changes_whole_part(value: f64) -> bool {
+    let narrow = f64::from(value as f32);
+    narrow != value
+        && (value.fract() == 0.0
+            || narrow.trunc() != value.trunc()
+            || narrow == 0.0
+            || narrow.is_infinite())
+}
 
 #[cfg(test)]
 mod mask_tests;

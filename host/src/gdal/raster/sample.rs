@@ -75,7 +75,8 @@ pub struct SampledBand {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct BandValue {
     pub band: usize,
-    /// Physical value (scale and offset applied); null for nodata.
+    /// Physical value (scale and offset applied); null for nodata, and for an infinite cell
+    /// (the point's note says so).
     pub value: Option<f64>,
     /// The stored value.
     pub raw: Option<f64>,
@@ -605,6 +606,17 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
                 || crate::gdal::facts::nodata::band_nodata(&band).is_some_and(|n| n == raw);
             let value =
                 (!is_nodata).then(|| raw * info.scale.unwrap_or(1.0) + info.offset.unwrap_or(0.0));
+            // An infinite cell is a value JSON cannot carry: said, not left as a bare null
+            // beside `nodata: false` (attack round 19, R19-C6).
+            if raw.is_infinite() {
+                sampled.note = Some(format!(
+                    "band {}: the cell holds {} (an infinite value, no number: value and raw are \
+                     null)",
+                    info.band,
+                    if raw > 0.0 { "+inf" } else { "-inf" }
+                ));
+            }
+            let value = value.filter(|v| v.is_finite());
             sampled.values.push(BandValue {
                 band: info.band,
                 value,

@@ -101,6 +101,7 @@ impl WarpRequest {
         // (often nearest or average), or is stale, or was planted beside the file: a `sum`
         // over an averaged overview came out short by the cell ratio.
         args.extend(["-ovr".to_string(), "NONE".to_string()]);
+        args.extend(["-wm".to_string(), warp_memory_megabytes().to_string()]);
         let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
         for (key, value) in self.creation_options.iter().chain(&decided) {
             args.extend(["-co".to_string(), format!("{key}={value}")]);
@@ -130,6 +131,7 @@ impl WarpRequest {
             &self.input,
             source,
         )?;
+        let _working = reserve_warp_memory()?;
         let heights_unit = self.heights_unit.clone();
         let relabel = move |written: &std::path::Path| -> Result<(), GdalError> {
             let Some(unit) = heights_unit else {
@@ -290,6 +292,85 @@ pub fn integer_range(data_type: &str) -> Option<(f64, f64)> {
         "Int32" => (-2_147_483_648.0, 2_147_483_647.0),
         _ => return None,
     })
+}
+
+/// The working memory each gdalwarp may use (`-wm`), in MiB: `GDAL_MCP_WARP_MEMORY_BYTES`
+/// (default 16 MiB, at least 1 MiB). GDAL 3.6 otherwise takes 64 MB a call, which nothing
+/// reserved: eight warps of a 149 KB GeoTIFF took the server from 91 to 539 MB under a
+/// 256 MiB budget (attack round 19, R19-A5).
+pub fn warp_memory_megabytes() -> u64 {
+    (crate::budget::setting("GDAL_MCP_WARP_MEMORY_BYTES", 16 << 20) >> 20).max(1)
+}
+
+/// Reserve one gdalwarp's working memory ([`warp_memory_megabytes`]) from the budget all calls
+/// share, for as long as the warp runs.
+pub fn reserve_warp_memory() -> Result<crate::budget::Reservation<'static>, GdalError> {
+    Ok(crate::budget::reserve(
+        "gdalwarp's working memory (GDAL_MCP_WARP_MEMORY_BYTES)",
+        warp_memory_megabytes() << 20,
+    )?)
+}
+
+/// Why a cell of `data_type` cannot hold `value` as its nodata, in words; `None` when it can.
+/// GDAL clamps such a value onto the type (a Byte nodata of 300 becomes 255, a UInt16 one of
+/// -5 becomes 0) and then marks the data's own 255s or 0s as nodata, saying only that it
+/// clamped (attack round 19, R19-B7: 10 of 400 valid cells vanished after a rescale to Byte).
+pub fn nodata_the_type_cannot_hold(value: f64, data_type: &str) -> Option<String> {
+    if let Some((low, high)) = integer_range(data_type) {
+        if value.is_nan() || value < low || value > high || value.fract() != 0.0 {
+            let clamped = if value.is_nan() {
+                "0".to_string()
+            } else {
+                number(value.clamp(low, high).round())
+            };
+            return Some(format!(
+                "{data_type} holds whole numbers from {} to {} only, so GDAL would write nodata \
+                 {} as {clamped} and read every cell holding {clamped} as nodata",
+                number(low),
+                number(high),
+                number(value)
+            ));
+        }
+        return None;
+    }
+    (data_type == "Float32" && value.is_finite() && value.abs() > f64::from(f32::MAX)).then(|| {
+        format!(
+            "Float32 holds magnitudes up to {:e} only, so GDAL would write nodata {} as an \
+             infinity",
+            f32::MAX,
+            number(value)
+        )
+    })
+}
+
+/// Refuse a `nodata` argument that a band of the output cannot hold: the output's type is
+/// `output_type`, or each chosen band's own (`bands`, or every band).
+pub fn check_nodata_fits(
+    dataset: &gdal::Dataset,
+    bands: Option<&[usize]>,
+    output_type: Option<&str>,
+    value: f64,
+) -> Result<(), GdalError> {
+    let chosen: Vec<usize> = match bands {
+        Some(list) => list.to_vec(),
+        None => (1..=dataset.raster_count()).collect(),
+    };
+    for index in chosen {
+        let data_type = match output_type {
+            Some(t) => t.to_string(),
+            None => match dataset.rasterband(index) {
+                Ok(band) => crate::gdal::facts::band_type_name(&band),
+                Err(_) => continue,
+            },
+        };
+        if let Some(why) = nodata_the_type_cannot_hold(value, &data_type) {
+            return Err(GdalError::Arguments(format!(
+                "nodata: {why} (band {index}); pass a nodata within the type, or write a wider \
+                 type first (raster_convert with output_type Int32 or Float32)"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The band types of a raster, and the smallest and largest sum an output cell can take.
@@ -640,6 +721,11 @@ impl WarpRequest {
                 )));
             }
             warp_args.extend(["-srcnodata".to_string(), "None".to_string()]);
+            // Nor may the output declare the clamped value: gdalwarp then wrote every block
+            // minimum of 0 as 1 to keep it off a nodata of 0 (attack round 19, R19-B2).
+            if self.dst_nodata.is_none() {
+                warp_args.extend(["-dstnodata".to_string(), "None".to_string()]);
+            }
         }
         let mut crop = vec![
             "-of".to_string(),
@@ -666,6 +752,7 @@ impl WarpRequest {
                     &[],
                     crate::gdal::policy::blocks::Reach::Any,
                 )?;
+                let _working = reserve_warp_memory()?;
                 programs::run_in_memory(&Program::Warp, &copy, &warp_args, &widened)
             })
             .and_then(|mut warnings| {
@@ -1033,7 +1120,10 @@ pub fn fill_nodata(
             dataset
                 .rasterband(index)
                 .ok()
-                .and_then(|band| band.no_data_value())
+                // A nodata the band's type cannot hold marks no cell: such a band declares
+                // none for the fill (attack round 19, R19-B2: a Byte band declaring -1 had its
+                // outside cells written 0, the clamped -1, read as data).
+                .and_then(|band| crate::gdal::facts::nodata::band_nodata(&band))
         })
         .collect();
     let undeclared: Vec<usize> = bands

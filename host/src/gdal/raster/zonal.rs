@@ -16,6 +16,7 @@ use crate::gdal::output::Staging;
 use crate::gdal::vector::{self as ogr, Zone};
 use crate::gdal::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
+use gdal::vector::LayerAccess;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,45 @@ impl ZonalRequest {
         })
     }
 
+    /// The raster's grid, or why the request cannot be computed on it: a rotated or south-up
+    /// grid, a band it lacks.
+    fn grid_of(&self, raster: &gdal::Dataset) -> Result<GridWindow, GdalError> {
+        let gt = raster
+            .geo_transform()
+            .map_err(|_| GdalError::Arguments("raster: it has no geotransform".to_string()))?;
+        let (width, height) = raster.raster_size();
+        let grid = GridWindow::from_geotransform(gt, width, height)
+            .map_err(|e| GdalError::Arguments(format!("raster: {e}; warp it north-up first")))?;
+        if self.band == 0 || self.band > raster.raster_count() {
+            return Err(GdalError::Arguments(format!(
+                "band: the raster has {} band(s)",
+                raster.raster_count()
+            )));
+        }
+        Ok(grid)
+    }
+
+    /// The argument errors no justification changes, found before the gate (attack round 19,
+    /// R19-B6: a south-up raster, a band it lacks and an `id_field` the zones lack were
+    /// reported only after a justification had been asked for and stored).
+    pub fn check(
+        &self,
+        raster: &gdal::Dataset,
+        zones: &gdal::vector::Layer,
+    ) -> Result<(), GdalError> {
+        self.grid_of(raster)?;
+        if let Some(name) = &self.id_field {
+            if zones.defn().field_index(name).is_err() {
+                let names: Vec<String> = zones.defn().fields().map(|f| f.name()).collect();
+                return Err(GdalError::Arguments(format!(
+                    "id_field: the zones have no field \"{name}\"; fields: {}",
+                    names.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Compute every zone's statistics.
     pub fn run(&self) -> Result<Vec<ZoneStats>, GdalError> {
         let capture = ErrorCapture::start();
@@ -89,12 +129,7 @@ impl ZonalRequest {
             operation: format!("reading {}", self.raster.display()),
             message: capture.failure_text(what),
         };
-        let gt = raster
-            .geo_transform()
-            .map_err(|_| GdalError::Arguments("raster: it has no geotransform".to_string()))?;
-        let (width, height) = raster.raster_size();
-        let grid = GridWindow::from_geotransform(gt, width, height)
-            .map_err(|e| GdalError::Arguments(format!("raster: {e}; warp it north-up first")))?;
+        let grid = self.grid_of(&raster)?;
         let band = raster.rasterband(self.band).map_err(|_| {
             GdalError::Arguments(format!(
                 "band: the raster has {} band(s)",

@@ -2283,7 +2283,7 @@ impl LocalFrame {
                 l.MaxX + reach,
                 l.MaxY + reach,
             ];
-            let b = part.back.transform_bounds(&grown, 21).ok()?;
+            let b = crate::gdal::facts::transform::bounds_through(&part.back, &grown)?;
             if !(b.iter().all(|v| v.is_finite()) && b[1] <= b[3]) {
                 return None;
             }

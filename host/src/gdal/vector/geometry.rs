@@ -196,6 +196,38 @@ pub fn drawn_edges(
     segmentized(argument, geometry, DRAWN_EDGE_STEP_DEGREES)
 }
 
+/// The length of the lines of `geometry` (a lon/lat layer's feature) two ways, when it has an
+/// edge longer than [`DRAWN_EDGE_STEP_DEGREES`]: with geodesic edges, and along edges straight
+/// in longitude and latitude as the layer draws them (an edge across ±180° goes the long way
+/// round, as GEOS reads it). `to_measuring` moves the feature to the measurer's lon/lat when
+/// the layer's own is not it. `None` for short edges, where the two agree.
+pub fn line_length_readings(
+    geometry: &Geometry,
+    to_measuring: Option<&CoordTransform>,
+    measurer: &Measurer,
+) -> Result<Option<(f64, f64)>, GdalError> {
+    let length = |g: &Geometry| -> Result<f64, GdalError> {
+        let moved = match to_measuring {
+            Some(t) => Some(g.transform(t).map_err(|e| GdalError::Failed {
+                operation: "transforming a geometry to the measuring CRS".to_string(),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        let lines = of_kinds(parts(moved.as_ref().unwrap_or(g)), &[Kind::Line]);
+        Ok(measurer.figures(&lines, false).length)
+    };
+    let linear = without_arcs(geometry);
+    let geometry = linear.as_ref().unwrap_or(geometry);
+    if !parts(geometry).iter().any(|p| p.kind == Kind::Line) {
+        return Ok(None);
+    }
+    let Some(cut) = segmentized("input", geometry, DRAWN_EDGE_STEP_DEGREES)? else {
+        return Ok(None);
+    };
+    Ok(Some((length(geometry)?, length(&cut)?)))
+}
+
 /// Longest step, in metres, of an edge of a projected layer's feature followed straight in its
 /// plane before the feature is moved into another CRS ([`moved_as_drawn`]).
 pub const PROJECTED_EDGE_STEP_METRES: f64 = 50_000.0;
@@ -1170,19 +1202,7 @@ pub fn max_features() -> u64 {
     *MAX.get_or_init(|| crate::budget::setting("GDAL_MCP_MAX_FEATURES", DEFAULT_MAX_FEATURES))
 }
 
-/// The vertices of a geometry (every ring and part; curves as stored).
-pub fn vertex_count(geometry: &Geometry) -> u64 {
-    fn count(geometry: &Geometry, depth: usize) -> u64 {
-        let parts = geometry.geometry_count();
-        if parts == 0 || depth > 32 {
-            return geometry.point_count() as u64;
-        }
-        (0..parts)
-            .map(|i| count(&geometry.get_geometry(i), depth + 1))
-            .sum()
-    }
-    count(geometry, 0)
-}
+pub use crate::gdal::vertex_count;
 
 /// Features and vertices read so far from one layer, refused past the budgets before more is
 /// held in memory.

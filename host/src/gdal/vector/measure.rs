@@ -9,9 +9,10 @@
 
 use crate::gdal::facts::CrsFacts;
 use crate::gdal::vector::geometry::{
-    crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, invalidity_reason, of_kinds,
-    overlapping_pairs, parts, repair, scale_error, transformer, union_all, without_arcs, Ellipsoid,
-    Figures, Kind, Measurer, Part, ReadBudget, RingsByContainment, DRAWN_EDGE_STEP_DEGREES,
+    crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, invalidity_reason,
+    line_length_readings, of_kinds, overlapping_pairs, parts, repair, scale_error, transformer,
+    union_all, without_arcs, Ellipsoid, Figures, Kind, Measurer, Part, ReadBudget,
+    RingsByContainment, DRAWN_EDGE_STEP_DEGREES,
 };
 use crate::gdal::{facts::transform, ErrorCapture, GdalError};
 use gdal::spatial_ref::{CoordTransform, SpatialRef};
@@ -721,6 +722,9 @@ const EDGE_READINGS_TOLERANCE: f64 = 0.01;
 /// by more than [`EDGE_READINGS_TOLERANCE`], the call is refused with both figures and the
 /// argument that chooses.
 fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
+    for read in reads.iter().filter(|r| r.kinds.contains(&Kind::Line)) {
+        check_long_line_edges(setup, read)?;
+    }
     for read in reads.iter().filter(|r| r.kinds.contains(&Kind::Polygon)) {
         // No edge is longer than the polygon's extent: a small polygon (nearly every one) is
         // not transformed a second time.
@@ -786,6 +790,52 @@ fn check_long_edges(setup: &Setup, reads: &[Read]) -> Result<(), GdalError> {
         }
     }
     Ok(())
+}
+
+/// [`check_long_edges`] for the lines of one feature: their length with geodesic edges
+/// against their length along edges straight in longitude and latitude, as the layer draws
+/// them and as `vector_buffer` and `vector_join` read them (attack round 19, R19-B3: a line
+/// 60° along 60° N measured 3,231 km, where it runs 3,348 km as drawn; a line from 170° to
+/// -170° measured the 2,218 km hop that `vector_join` refuses as wrapping round the globe).
+fn check_long_line_edges(setup: &Setup, read: &Read) -> Result<(), GdalError> {
+    let Some((geodesic, drawn)) =
+        line_length_readings(&read.geometry, Some(&setup.to_measuring), &setup.measurer)?
+    else {
+        return Ok(());
+    };
+    let larger = geodesic.max(drawn);
+    if !(larger > 0.0 && (geodesic - drawn).abs() > EDGE_READINGS_TOLERANCE * larger) {
+        return Ok(());
+    }
+    let feature = read
+        .fid
+        .map_or_else(|| "without id".to_string(), |f| f.to_string());
+    let wraps = crosses_antimeridian(&read.geometry);
+    Err(GdalError::Conflict {
+        message: format!(
+            "input: feature {feature} is a line whose length depends on what an edge is: \
+             {geodesic:.1} m with geodesic edges (the shortest path on the ellipsoid), \
+             {drawn:.1} m along edges straight in longitude and latitude ({}). Choose: method \
+             \"geodesic\" for the geodesic edges{}; for the drawn path, add vertices along the \
+             line at most 1° apart, and both readings agree",
+            if wraps {
+                "an edge across ±180° is drawn the long way round the globe, and vector_join \
+                 refuses it as wrapping"
+            } else {
+                "as the layer's CRS draws it, and as vector_buffer and vector_join read it"
+            },
+            if wraps {
+                " (the short hop across ±180°)"
+            } else {
+                ""
+            }
+        ),
+        parameter: "method".to_string(),
+        candidates: serde_json::json!([
+            {"method": "geodesic", "feature": read.fid, "length_m": geodesic},
+            {"edges": "drawn", "feature": read.fid, "length_m": drawn}
+        ]),
+    })
 }
 
 /// A ring in longitude and latitude with each vertex's longitude moved by a multiple of 360°
@@ -863,7 +913,8 @@ fn drawn_area(polygons: &[Part], ellipsoid: &Ellipsoid) -> f64 {
 /// refused with both otherwise.
 fn check_z(
     request: &MeasureRequest,
-    setup: &Setup,
+    setup: &mut Setup,
+    layer_srs: &SpatialRef,
     reads: &[Read],
     measured: &Measured,
 ) -> Result<(), GdalError> {
@@ -877,6 +928,43 @@ fn check_z(
     let (two, three) = (measured.total.length, flat_rest + measured.length_3d);
     if agree(two, three) {
         return Ok(());
+    }
+    // Heights whose unit the layer does not declare have two 3D readings: both are given
+    // here, not one that `z: true` would then refuse (attack round 19, R19-B4: 5,017.59 m was
+    // offered as the 3D length, Z read in metres, where Z in US feet gives 2,438.40 m).
+    if let Err(GdalError::Conflict {
+        message,
+        candidates,
+        ..
+    }) = check_undeclared_heights(setup, layer_srs, reads)
+    {
+        let unit = request.length_unit;
+        let mut listed = vec![serde_json::json!(
+            {"z": false, "length": two / unit.metres(), "unit": unit.symbol()}
+        )];
+        listed.extend(
+            candidates
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|mut c| {
+                    c["z"] = serde_json::json!(true);
+                    c
+                }),
+        );
+        return Err(GdalError::Conflict {
+            message: format!(
+                "the lines carry Z that changes their length: {} {u} in 2D (the horizontal \
+                 projection, a map distance), and in 3D {}. Retry with z: false for the 2D \
+                 length",
+                two / unit.metres(),
+                message.trim_start_matches("z: "),
+                u = unit.symbol()
+            ),
+            parameter: "z".to_string(),
+            candidates: serde_json::Value::Array(listed),
+        });
     }
     let unit = request.length_unit;
     Err(GdalError::Conflict {
@@ -1215,7 +1303,7 @@ pub fn measure(
         Some(find_overlaps(&setup, &polygons)?)
     };
     if sloping_candidates {
-        check_z(request, &setup, &reads, &measured)?;
+        check_z(request, &mut setup, &layer_srs, &reads, &measured)?;
     }
     let heights_note = if three_d {
         check_undeclared_heights(&mut setup, &layer_srs, &reads)?
@@ -1655,7 +1743,7 @@ mod tests {
     #[test]
     fn z_is_a_question_only_when_it_changes_a_length() {
         let srs = epsg(32633);
-        let setup = make_setup(Method::Planar, None, &srs).unwrap();
+        let mut setup = make_setup(Method::Planar, None, &srs).unwrap();
         let request = |unit| MeasureRequest {
             input: PathBuf::new(),
             layer: None,
@@ -1695,7 +1783,13 @@ mod tests {
             .unwrap();
             assert!((measured.total.length - 3.0).abs() < 1e-9, "{wkt}");
             assert!((measured.length_3d - three).abs() < 1e-9, "{wkt}");
-            let checked = check_z(&request(LengthUnit::Foot), &setup, &reads, &measured);
+            let checked = check_z(
+                &request(LengthUnit::Foot),
+                &mut setup,
+                &srs,
+                &reads,
+                &measured,
+            );
             match checked {
                 Ok(()) => assert!(agrees, "{wkt}"),
                 Err(GdalError::Conflict {

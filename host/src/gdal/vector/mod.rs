@@ -206,18 +206,7 @@ pub fn check_layer_names(argument: &str, path: &Path, dataset: &Dataset) -> Resu
     Ok(())
 }
 
-/// The extent of a layer, `[xmin, ymin, xmax, ymax]`: the driver's when it knows it cheaply,
-/// else computed from the features (GeoJSON and CSV know none; a `null` extent left the
-/// transformation search without an area).
-pub fn layer_extent(layer: &Layer) -> Option<[f64; 4]> {
-    let _quiet = super::ErrorCapture::start();
-    let envelope = match layer.try_get_extent() {
-        Ok(Some(e)) => Some(e),
-        _ => layer.get_extent().ok(),
-    }?;
-    let e = [envelope.MinX, envelope.MinY, envelope.MaxX, envelope.MaxY];
-    e.iter().all(|v| v.is_finite()).then_some(e)
-}
+pub use crate::gdal::facts::layer_extent;
 
 /// The named layer, or the only one. A container with several layers and none named is
 /// refused with the layer list: taking the first would be a silent choice.

@@ -551,6 +551,27 @@ fn measure_feature(
         if measures.contains(&Measure::Length) {
             if parts.iter().any(|p| p.kind == PartKind::Line) {
                 row.length = Some(figures.length);
+                // A lon/lat line's long edges: geodesic here, straight in lon/lat as the layer
+                // draws them (attack round 19, R19-B3: 3,231 km for a line that runs 3,348 km
+                // as drawn). Said where the two differ.
+                if how.geographic.is_some() {
+                    if let Ok(Some((geodesic, drawn))) =
+                        geometry::line_length_readings(geometry, None, measurer)
+                    {
+                        if (geodesic - drawn).abs() > 0.01 * geodesic.max(drawn) {
+                            notes.push(format!(
+                                "length: {geodesic:.1} m with geodesic edges (given); \
+                                 {drawn:.1} m along its edges straight in longitude and \
+                                 latitude, as the layer draws them{}",
+                                if geometry::crosses_antimeridian(geometry) {
+                                    " (the long way round across ±180°)"
+                                } else {
+                                    ""
+                                }
+                            ));
+                        }
+                    }
+                }
             } else {
                 notes.push("no line, so no length".to_string());
             }

@@ -564,6 +564,7 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
                 vector.selected_layer = request.layer.clone();
             }
             let zone_layer = ogr::layer("zone_layer", &zones_dataset, request.layer.as_deref())?;
+            request.check(&raster_dataset, &zone_layer)?;
             let mut target_crs = None;
             let mut transformation = None;
             if let (Ok(raster_srs), Some(zone_srs)) =

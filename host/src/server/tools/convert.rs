@@ -577,6 +577,19 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                     )));
                 }
             }
+            if let Some(value) = args.nodata {
+                let dataset = facts::open(&input)?;
+                let chosen: Option<Vec<usize>> = args
+                    .bands
+                    .as_ref()
+                    .map(|list| list.iter().map(|b| *b as usize).collect());
+                crate::gdal::raster::warp::check_nodata_fits(
+                    &dataset,
+                    chosen.as_deref(),
+                    args.output_type.map(|t| t.gdal_name()),
+                    value,
+                )?;
+            }
             let mut plan = plan_convert(&args, bands)?;
             if let (Some(value), None) = (args.nodata, args.scale) {
                 plan.nodata_notes = relabelled_nodata(&input, args.bands.as_deref(), value)?;

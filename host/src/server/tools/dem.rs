@@ -315,6 +315,49 @@ where
 
 /// [`gated_dem`], with `check` run on the DEM's facts and georeferencing before the gate:
 /// arguments the data alone shows wrong are an error before any question is asked.
+/// Refuse, before the gate, a companion raster (`weights`, `accumulation`) that is not on the
+/// DEM's grid: its size, and with `same_place` its geotransform (attack round 19, R19-B6: the
+/// mismatch was found only after the hydrology justification had been asked for and stored).
+fn on_the_dem_grid(
+    argument: &str,
+    path: &std::path::Path,
+    facts: &CallFacts,
+    georef: &Georef,
+    same_place: bool,
+    fix: &str,
+) -> Result<(), ToolError> {
+    let Some((w, h)) = facts
+        .datasets
+        .first()
+        .and_then(|d| d.raster.as_ref())
+        .map(|r| (r.width as usize, r.height as usize))
+    else {
+        return Ok(());
+    };
+    let dataset = crate::gdal::facts::open(path)?;
+    let (cols, rows) = dataset.raster_size();
+    let placed = dataset.geo_transform().ok();
+    if (cols, rows) != (w, h) || (same_place && placed != Some(georef.geotransform)) {
+        return Err(ToolError::Arguments(format!(
+            "{argument}: {cols}x{rows} cells{}, but the DEM is {w}x{h}{}; {fix}",
+            if same_place {
+                format!(
+                    " at {}",
+                    placed.map_or("no geotransform".to_string(), |g| format!("{g:?}"))
+                )
+            } else {
+                String::new()
+            },
+            if same_place {
+                format!(" at {:?}", georef.geotransform)
+            } else {
+                String::new()
+            },
+        )));
+    }
+    Ok(())
+}
+
 async fn gated_dem_checked<F, C>(
     call: Call,
     paths: (&str, &str, bool),
@@ -579,7 +622,18 @@ pub async fn flow_accumulation(call: Call) -> Result<Value, ToolError> {
     // Areas in a distorting plane are refused before the gate, on the DEM's georeferencing
     // alone (R16-B11's refusal came after the gate, once the DEM was read).
     let in_area = units == Units::Area;
+    let weights_grid = weights.clone();
     let check = move |facts: &CallFacts, georef: &Georef| {
+        if let Some(path) = &weights_grid {
+            on_the_dem_grid(
+                "weights",
+                path,
+                facts,
+                georef,
+                false,
+                "resample it onto the DEM's grid first",
+            )?;
+        }
         let size = facts
             .datasets
             .first()
@@ -806,7 +860,19 @@ pub async fn streams(call: Call) -> Result<Value, ToolError> {
             p.display()
         ))
     ));
-    gated_dem(call, (&args.input, &args.output, args.overwrite), args.justification, step, move |loaded, output, relay: &Work| {
+    let accumulation_grid = given_accumulation.clone();
+    let check = move |facts: &CallFacts, georef: &Georef| match &accumulation_grid {
+        Some(path) => on_the_dem_grid(
+            "accumulation",
+            path,
+            facts,
+            georef,
+            true,
+            "compute it with dem_flow_accumulation (d8, cells) from this DEM",
+        ),
+        None => Ok(()),
+    };
+    gated_dem_checked(call, (&args.input, &args.output, args.overwrite), args.justification, step, check, move |loaded, output, relay: &Work| {
         let Loaded { dem, georef, cell_size, .. } = loaded;
         let (w, h) = dem.shape();
         let directions = route_d8(&dem, cell_size, resolve_flats, &hy::SubProgress::new(relay, 0.0, 0.4))?;

@@ -77,6 +77,20 @@ pub async fn raster_sample(call: Call) -> Result<Value, ToolError> {
                     coordinates.len()
                 )));
             }
+            // A coordinate no CRS has (a fill value or a mis-scaled number) is refused: GDAL
+            // 3.6's Web Mercator shortcut looped for good on x = 3.4e38 (attack round 19,
+            // R19-C2).
+            let limit = crate::gdal::facts::transform::MAX_BOUNDS_COORDINATE;
+            if let Some(point) = coordinates
+                .iter()
+                .find(|p| !p.iter().all(|v| v.is_finite() && v.abs() <= limit))
+            {
+                return Err(ToolError::Arguments(format!(
+                    "coordinates: [{}, {}] is no place in any CRS (at most {limit:e} in \
+                     magnitude); check the point's units and order",
+                    point[0], point[1]
+                )));
+            }
             Points::Coordinates {
                 coordinates,
                 crs: args.crs,

@@ -789,7 +789,7 @@ fn refuse_nodata_in_the_data(dataset: &gdal::Dataset, value: f64) -> Result<(), 
         };
         let integer = warp::integer_range(&crate::gdal::facts::band_type_name(&band))
             .is_some_and(|(low, high)| (low..=high).contains(&value));
-        if band.no_data_value().is_some() || !integer {
+        if crate::gdal::facts::nodata::band_nodata(&band).is_some() || !integer {
             continue;
         }
         let count = crate::gdal::raster::stats::cells_holding(&band, value).unwrap_or(0);
@@ -813,6 +813,9 @@ fn choose_fill(
     dataset: &gdal::Dataset,
     reaches: bool,
 ) -> Result<Option<warp::OutsideFill>, ToolError> {
+    if let Some(value) = request.dst_nodata {
+        warp::check_nodata_fits(dataset, None, request.output_type.as_deref(), value)?;
+    }
     if let (Some(value), true) = (request.dst_nodata, reaches) {
         refuse_nodata_in_the_data(dataset, value)?;
     }
@@ -1228,7 +1231,7 @@ fn move_bounds(
     if let Some(pipeline) = moved.explicit_pipeline() {
         let envelope = transform::coord_transform(&from, target, Some(pipeline))
             .ok()
-            .and_then(|t| t.transform_bounds(&rect, 21).ok())
+            .and_then(|t| transform::bounds_through(&t, &rect))
             .ok_or_else(|| {
                 ToolError::Arguments(format!(
                     "bounds: cannot transform the rectangle from {definition} to dst_crs"

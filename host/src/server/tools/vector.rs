@@ -218,6 +218,9 @@ struct VectorPlan {
     written: OutputFacts,
     /// What the host did to the data before the program ran, reported with its warnings.
     notes: Vec<String>,
+    /// Draw arcs as segments in the layer's own plane before the program moves them
+    /// ([`programs::linear_copy`]), reading `layer` only (or every layer).
+    linear_copy: Option<Option<String>>,
 }
 
 impl VectorPlan {
@@ -240,13 +243,18 @@ impl VectorPlan {
 
 /// The work after the gate: ogr2ogr into a staged output, then describe what was written.
 fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> {
-    let source = facts::open(&plan.input)?;
+    let opened = facts::open(&plan.input)?;
+    let linear = match &plan.linear_copy {
+        Some(layer) => Some(programs::linear_copy(&opened, layer.as_deref())?),
+        None => None,
+    };
+    let source = linear.as_ref().unwrap_or(&opened);
     // Described from the staged copy, before the commit, so the result cannot fail after the
     // files are in place.
     let mut report = None;
     let outcome = programs::run(
         &Program::VectorTranslate,
-        &source,
+        source,
         &plan.argv,
         &plan.output,
         |staged| {
@@ -265,11 +273,19 @@ fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> 
             .map(|p| p.display().to_string())
             .collect(),
         written,
-        commands: vec![Program::VectorTranslate.command_line(
-            &plan.argv,
-            &plan.input,
-            &plan.output,
-        )],
+        commands: linear
+            .as_ref()
+            .map(|_| {
+                let mut argv: Vec<String> = programs::LINEAR_COPY_OPTIONS
+                    .iter()
+                    .map(|a| a.to_string())
+                    .collect();
+                argv.extend(plan.linear_copy.clone().flatten());
+                Program::VectorTranslate.command_line(&argv, &plan.input, Path::new("(memory)"))
+            })
+            .into_iter()
+            .chain([Program::VectorTranslate.command_line(&plan.argv, &plan.input, &plan.output)])
+            .collect(),
         transformation: plan.transformation,
         warnings: plan.notes.into_iter().chain(outcome.warnings).collect(),
     })
@@ -360,6 +376,22 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                 (source, target)
             };
             let transformation = transform::facts(&source, &target, area);
+            // Layers whose arcs must be drawn before they move (attack round 18, R18-B7).
+            let arcs: Vec<String> = input_facts
+                .vector
+                .as_ref()
+                .map(|v| {
+                    v.layers
+                        .iter()
+                        .filter(|l| args.layer.as_ref().is_none_or(|name| *name == l.name))
+                        .filter(|l| {
+                            programs::may_hold_arcs(&l.geometry_type)
+                                || l.geometry_types.iter().any(|t| programs::may_hold_arcs(t))
+                        })
+                        .map(|l| l.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
             let mut argv = base_argv(&driver, &input_facts, false);
             if keep {
                 let wkt = |srs: &SpatialRef| {
@@ -401,7 +433,19 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
                     args.layer.as_deref(),
                     &[],
                 )),
-                notes: Vec::new(),
+                notes: arcs
+                    .iter()
+                    .map(|layer| {
+                        format!(
+                            "layer \"{layer}\" may hold circular arcs: they were drawn as line \
+                             segments in its own CRS before the reprojection, because an arc's \
+                             three points moved into another CRS draw another curve (a circle \
+                             in UTM becomes an ellipse in lon/lat); the output holds linear \
+                             geometries"
+                        )
+                    })
+                    .collect(),
+                linear_copy: (!arcs.is_empty()).then(|| args.layer.clone()),
             };
             // The layer's own CRS spelled another way is no change of CRS, and brings no
             // distortion the data has not (R14-B13).
@@ -565,6 +609,7 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                         schema::losses(&driver, &dataset, args.layer.as_deref(), &layer_options),
                     ),
                     notes: Vec::new(),
+                    linear_copy: None,
                 };
             Ok(plan.gathered(vec![input_facts], None))
         },
@@ -776,6 +821,7 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                     &[],
                 )),
                 notes,
+                linear_copy: None,
             };
             Ok(plan.gathered(datasets, target_crs))
         },
