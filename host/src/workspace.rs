@@ -374,6 +374,10 @@ impl Check<'_> {
             let Ok(kind) = entry.file_type() else {
                 continue;
             };
+            // The input itself (named `<stem>.<ext>`, so matched above) is no sidecar of its own.
+            if path == resolved {
+                continue;
+            }
             if !sidecar {
                 // Only a FIFO or device (or a link to one) blocks here; where a link to a
                 // regular file leads is judged by the after-open check.
@@ -395,10 +399,14 @@ impl Check<'_> {
                         &path,
                     ));
                 }
-                match std::fs::metadata(&path) {
-                    Ok(m) if m.is_file() || m.is_dir() => self.seen.push((path, m)),
-                    _ => return Err(self.special("a sidecar that is not a regular file", &path)),
-                }
+                // GDAL opens a sidecar by name during the open, through the folders on the way
+                // to the link's target, which nothing pins: one swapped for a link to an
+                // outside folder served an outside `.dbf`'s rows (attack round 20, R20-A3).
+                return Err(self.special(
+                    "a sidecar that is a link (GDAL follows it by name, through folders nothing \
+                     holds still); put the file itself beside the input",
+                    &path,
+                ));
             } else if !(kind.is_file() || kind.is_dir()) {
                 return Err(self.special("a sidecar that is not a regular file", &path));
             } else if let Ok(m) = entry.metadata() {

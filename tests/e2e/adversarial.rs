@@ -6707,7 +6707,8 @@ async fn r16_a_documents_inside_files_and_views_are_bounded_before_the_open() {
         ),
         ("raster_info", "msk/y.tif", "msk.aux.xml"),
         ("raster_info", "short.tif", "its GDAL metadata"),
-        ("raster_info", "imd2/x.tif", "keywords"),
+        // R18-A3's link is now refused as a link (R20-A3), before its keywords are read.
+        ("raster_info", "imd2/x.tif", "is a sidecar that is a link"),
         ("raster_info", "geoeye/x.tif", "keywords"),
         ("raster_info", "msk2/y.tif", "Msk.aux.xml"),
         (
@@ -6971,4 +6972,160 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .next()
         .unwrap_or_default()
         .to_string()
+}
+
+/// Attack round 20, R20-C6: cancelling a call whose inline justification replaced the
+/// decision's capsule deleted the earlier capsule too: the decision was refused again and the
+/// outputs resting on it lost their purpose. The earlier capsule is put back.
+#[test]
+fn r20_c6_a_cancelled_rejustification_puts_the_earlier_capsule_back() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut send = |v: Value| {
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut line = String::new();
+    let mut answer = |stdout: &mut BufReader<std::process::ChildStdout>, id: i64| -> Value {
+        loop {
+            line.clear();
+            assert!(
+                stdout.read_line(&mut line).unwrap_or(0) > 0,
+                "no answer to {id}"
+            );
+            let reply: Value = serde_json::from_str(&line).unwrap();
+            if reply["id"] == json!(id) {
+                return reply;
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    answer(&mut stdout, 0);
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let first = gdal_mcp_tests::justification("lanczos");
+    send(
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"first.tif","resampling":"lanczos","size":[10, 10],
+        "justification":{"resampling": first}}}}),
+    );
+    let done = answer(&mut stdout, 1);
+    assert_ne!(done["result"]["isError"], json!(true), "{done}");
+    let folder = workspace
+        .path()
+        .join(".preflight/justifications/resampling");
+    let capsules = || -> Vec<String> {
+        std::fs::read_dir(&folder)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let before = capsules();
+    assert_eq!(before.len(), 1, "{before:?}");
+    // The same decision, justified anew inline, on seconds of GDAL work, cancelled.
+    let mut second = gdal_mcp_tests::justification("lanczos");
+    second["intent"] = json!(
+        "a finer grid of the terrain for a hillshade preview of the valley, rebuilt for the \
+         second edition of the map"
+    );
+    send(
+        json!({"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"big.tif","resampling":"lanczos","size":[9000, 9000],
+        "justification":{"resampling": second}}}}),
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    send(
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"test"}}),
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    send(json!({"jsonrpc":"2.0","id":6,"method":"ping"}));
+    answer(&mut stdout, 6);
+    assert!(!workspace.path().join("big.tif").exists());
+    assert_eq!(
+        capsules(),
+        before,
+        "the earlier capsule is the decision's again"
+    );
+    // And it answers the decision: a call without a justification runs on it.
+    send(
+        json!({"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"again.tif","resampling":"lanczos","size":[10, 10]}}}),
+    );
+    let again = answer(&mut stdout, 8);
+    assert_ne!(again["result"]["isError"], json!(true), "{again}");
+    drop(stdin);
+    let _ = child.wait();
+}
+
+/// Attack round 20, R20-A2, R20-A3 (and R20-A5, A2's race onto a FIFO): a VRT source and a
+/// sidecar that are links to files inside the workspace were followed by name after the
+/// checks, through folders nothing held still (an outside folder swapped in served its cells
+/// and rows). Links there are refused, naming the fix.
+#[tokio::test]
+async fn r20_a2_a3_links_gdal_follows_after_the_checks_are_refused() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    std::fs::create_dir_all(server.path("d")).unwrap();
+    std::fs::create_dir_all(server.path("e")).unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("e/real.tif")).unwrap();
+    std::os::unix::fs::symlink("../e/real.tif", server.path("d/src.tif")).unwrap();
+    let (w, h) = gdal::Dataset::open(server.path("dem.tif"))
+        .unwrap()
+        .raster_size();
+    std::fs::write(
+        server.path("d/v.vrt"),
+        format!(
+            r#"<VRTDataset rasterXSize="{w}" rasterYSize="{h}"><VRTRasterBand dataType="Float32" band="1"><SimpleSource><SourceFilename relativeToVRT="1">src.tif</SourceFilename><SourceBand>1</SourceBand></SimpleSource></VRTRasterBand></VRTDataset>"#
+        ),
+    )
+    .unwrap();
+    let vrt = server
+        .call("raster_stats", json!({"input": "d/v.vrt"}))
+        .await
+        .unwrap();
+    assert!(is_error(&vrt), "{}", text(&vrt));
+    assert!(text(&vrt).contains("is a link"), "{}", text(&vrt));
+    // A shapefile whose `.dbf` is a link to another inside file.
+    std::fs::write(
+        server.path("p.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"inside"},"geometry":{"type":"Point","coordinates":[1,1]}}]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(server.path("s")).unwrap();
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "ESRI Shapefile",
+            &server.path("s/p.shp").display().to_string(),
+            &server.path("p.geojson").display().to_string(),
+        ],
+    );
+    std::fs::rename(server.path("s/p.dbf"), server.path("e/p.dbf")).unwrap();
+    std::os::unix::fs::symlink("../e/p.dbf", server.path("s/p.dbf")).unwrap();
+    let shp = server
+        .call("vector_query", json!({"input": "s/p.shp"}))
+        .await
+        .unwrap();
+    assert!(is_error(&shp), "{}", text(&shp));
+    assert!(
+        text(&shp).contains("a sidecar that is a link"),
+        "{}",
+        text(&shp)
+    );
+    decoy.assert_untouched();
 }

@@ -7,8 +7,8 @@ use gdal::raster::{Buffer, GdalType};
 use gdal::spatial_ref::SpatialRef;
 use gdal::{DriverManager, Metadata};
 use gdal_mcp_tests::{
-    call_justified, is_error, justification, plugin_component, structured, text, Era, Options,
-    Server,
+    call_justified, is_error, justification, plugin_component, run_program, structured, text, Era,
+    Options, Server,
 };
 use serde_json::{json, Value};
 use std::path::Path;
@@ -3788,4 +3788,319 @@ async fn r19_c1_c2_c5_c6_numbers_no_data_has_are_named() {
         "{}",
         text(&sampled)
     );
+}
+
+/// The features of the first layer of a written vector file.
+fn feature_count(path: &Path) -> u64 {
+    use gdal::vector::LayerAccess;
+    let dataset = gdal::Dataset::open(path).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    layer.features().count() as u64
+}
+
+/// Attack round 20, R20-B1, B2, B3, B4, B5, B6 and B12 (the rasters): a signed-byte band's
+/// refusal, a composite's unlike units and a `nodata` Float32 rounds to 0 came only after
+/// a justification, or not at all; a packed composite with a nodata cell was refused as "NaN
+/// becomes NaN"; `1e-3` was no number to `raster_calc`; a rescale's source range read in
+/// stored values clamped every cell of a packed band, and one that reached the `nodata`
+/// turned valid cells into nodata. Each is now refused at once, or computed.
+#[tokio::test]
+async fn r20_b_rasters_refuse_before_the_gate_and_compute_what_they_can() {
+    let server = server().await;
+    let gt = Some([500_000.0, 10.0, 0.0, 4_000_100.0, 0.0, -10.0]);
+    // R20-B1: bytes 200..209 read signed as -56..-47.
+    write_raster::<u8>(
+        &server.path("bytes.tif"),
+        (10, 10),
+        (0..100).map(|i| 200 + (i % 10) as u8).collect(),
+        gt,
+        Some(32633),
+        |_| {},
+    );
+    run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-co",
+            "PIXELTYPE=SIGNEDBYTE",
+            &server.path("bytes.tif").display().to_string(),
+            &server.path("signed.tif").display().to_string(),
+        ],
+    );
+    let signed = server
+        .call(
+            "raster_resample",
+            json!({"input": "signed.tif", "output": "s.tif", "resolution": [20, 20],
+                   "resampling": "average"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        error_kind(&structured(&signed)),
+        "invalid_arguments",
+        "{}",
+        text(&signed)
+    );
+    assert!(text(&signed).contains("SIGNEDBYTE"), "{}", text(&signed));
+    // R20-B2: packed inputs, one nodata cell each.
+    for (name, first) in [("p1.tif", 100u16), ("p2.tif", 150)] {
+        let mut cells: Vec<u16> = (0..100).map(|i| first + i as u16).collect();
+        cells[0] = 0;
+        write_raster::<u16>(
+            &server.path(name),
+            (10, 10),
+            cells,
+            gt,
+            Some(32633),
+            |band| {
+                band.set_scale(0.1).unwrap();
+                band.set_offset(0.0).unwrap();
+                band.set_no_data_value(Some(0.0)).unwrap();
+            },
+        );
+    }
+    let packed = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["p1.tif", "p2.tif"], "statistic": "max", "output": "pmax.tif"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&packed), "{}", text(&packed));
+    let (cells, _) = read_all(&server.path("pmax.tif"));
+    assert!((cells[1] - 15.1).abs() < 1e-4, "{}", cells[1]);
+    // R20-B3: K and degC, before the gate.
+    for (name, unit) in [("k.tif", "K"), ("c.tif", "degC")] {
+        write_raster::<f32>(
+            &server.path(name),
+            (10, 10),
+            vec![280.0; 100],
+            gt,
+            Some(32633),
+            |band| set_unit(band, unit),
+        );
+    }
+    let unlike = server
+        .call(
+            "raster_composite",
+            json!({"inputs": ["k.tif", "c.tif"], "statistic": "mean", "output": "kc.tif"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        error_kind(&structured(&unlike)),
+        "invalid_arguments",
+        "{}",
+        text(&unlike)
+    );
+    assert!(text(&unlike).contains("degC"), "{}", text(&unlike));
+    // R20-B4: an exponent.
+    let calc = call_justified(
+        &server,
+        "raster_calc",
+        json!({"inputs": {"a": "k.tif"}, "expression": "a * 1e-3", "output": "milli.tif",
+               "data_type": "Float32"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&calc), "{}", text(&calc));
+    assert!((read_all(&server.path("milli.tif")).0[0] - 0.28).abs() < 1e-6);
+    // R20-B5, B6: a rescale reaching the nodata; a source range in physical values.
+    write_raster::<u16>(
+        &server.path("dm.tif"),
+        (10, 10),
+        (0..100).map(|i| 1001 + i as u16).collect(),
+        gt,
+        Some(32633),
+        |band| {
+            band.set_scale(0.1).unwrap();
+            band.set_offset(0.0).unwrap();
+        },
+    );
+    for (arguments, said) in [
+        (
+            json!({"input": "bytes.tif", "output": "r1.tif", "output_type": "Byte",
+                   "scale": [200, 205, 0, 254], "nodata": 255}),
+            "reaches the nodata 255",
+        ),
+        (
+            json!({"input": "dm.tif", "output": "r2.tif", "output_type": "Byte",
+                   "scale": [100, 110, 0, 254]}),
+            "[1000, 1100, 0, 254]",
+        ),
+        // R20-B12.
+        (
+            json!({"input": "k.tif", "output": "r3.tif", "nodata": 1e-50}),
+            "as 0",
+        ),
+    ] {
+        let output = arguments["output"].as_str().unwrap().to_string();
+        let refused = server.call("raster_convert", arguments).await.unwrap();
+        assert_eq!(
+            error_kind(&structured(&refused)),
+            "invalid_arguments",
+            "{}",
+            text(&refused)
+        );
+        assert!(text(&refused).contains(said), "{}", text(&refused));
+        assert!(!server.path(&output).exists());
+    }
+    let covered = call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "dm.tif", "output": "r4.tif", "output_type": "Byte",
+               "scale": [1000, 1100, 0, 254]}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&covered), "{}", text(&covered));
+}
+
+/// Attack round 20, R20-B8 to B11 (the tables and layers): an attribute join onto a table
+/// wrote none of its rows; a clip kept a feature without a geometry and every row of a table;
+/// `x: "lat"` placed points 4,500 km away; a text field of numbers was steered into a text
+/// comparison. Each is now right, or refused naming the fix.
+#[tokio::test]
+async fn r20_b_tables_and_layers_keep_their_rows_and_read_their_names() {
+    let server = server().await;
+    std::fs::write(
+        server.path("t.csv"),
+        "code,name\nA,first\nB,second\nC,third\n",
+    )
+    .unwrap();
+    std::fs::write(server.path("j.csv"), "code,v\nA,1\nA,2\nB,5\n").unwrap();
+    let joined = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": "t.csv", "join": "j.csv", "key": "code", "fields": ["v"],
+               "stats": ["count", "sum"], "output": "joined.csv"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&joined), "{}", text(&joined));
+    assert_eq!(feature_count(&server.path("joined.csv")), 3);
+    std::fs::write(
+        server.path("pn.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"id":1},"geometry":{"type":"Point","coordinates":[0.5,0.5]}},{"type":"Feature","properties":{"id":2},"geometry":{"type":"Point","coordinates":[5,5]}},{"type":"Feature","properties":{"id":3},"geometry":null}]}"#,
+    )
+    .unwrap();
+    let clipped = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": "pn.geojson", "bounds": {"xmin": 0, "ymin": 0, "xmax": 1, "ymax": 1},
+               "output": "k1.geojson"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&clipped), "{}", text(&clipped));
+    assert_eq!(feature_count(&server.path("k1.geojson")), 1);
+    let table = server
+        .call(
+            "vector_clip",
+            json!({"input": "t.csv", "bounds": {"xmin": 0, "ymin": 0, "xmax": 1, "ymax": 1},
+                   "output": "k2.csv"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&table), "{}", text(&table));
+    assert!(text(&table).contains("no geometry"), "{}", text(&table));
+    std::fs::write(server.path("pts.csv"), "id,lat,lon\n1,45.1,10.2\n").unwrap();
+    let swapped = server
+        .call(
+            "points_from_table",
+            json!({"input": "pts.csv", "output": "pts.geojson", "x": "lat", "y": "lon",
+                   "crs": "EPSG:4326"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&swapped), "{}", text(&swapped));
+    assert!(text(&swapped).contains("swap them"), "{}", text(&swapped));
+    let placed = call_justified(
+        &server,
+        "points_from_table",
+        json!({"input": "pts.csv", "output": "pts.geojson", "x": "lon", "y": "lat",
+               "crs": "EPSG:4326"}),
+    )
+    .await
+    .unwrap()
+    .result;
+    assert!(!is_error(&placed), "{}", text(&placed));
+    std::fs::write(
+        server.path("pop.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"pop":"100"},"geometry":{"type":"Point","coordinates":[0,0]}},{"type":"Feature","properties":{"pop":"20"},"geometry":{"type":"Point","coordinates":[1,1]}},{"type":"Feature","properties":{"pop":"3"},"geometry":{"type":"Point","coordinates":[2,2]}}]}"#,
+    )
+    .unwrap();
+    let numeric = server
+        .call(
+            "vector_query",
+            json!({"input": "pop.geojson", "where": "pop > 50"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&numeric), "{}", text(&numeric));
+    assert_eq!(
+        structured(&numeric)["features"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let quoted = server
+        .call(
+            "vector_query",
+            json!({"input": "pop.geojson", "where": "pop > '50'"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&quoted), "{}", text(&quoted));
+    assert!(text(&quoted).contains("unquoted"), "{}", text(&quoted));
+}
+
+/// Attack round 20, R20-C4: `vector_query` answered a point at x = inf with `centroid: [null,
+/// 0.0]`, against its output schema (the TypeScript SDK's `callTool` threw). Such a centroid
+/// is null, with a note; the other feature's is given.
+#[tokio::test]
+async fn r20_c4_a_centroid_of_no_number_is_null_and_said() {
+    use gdal::vector::LayerAccess;
+    let server = server().await;
+    {
+        let driver = DriverManager::get_driver_by_name("GPKG").unwrap();
+        let mut dataset = driver.create_vector_only(server.path("inf.gpkg")).unwrap();
+        let srs = SpatialRef::from_epsg(32633).unwrap();
+        let layer = dataset
+            .create_layer(gdal::vector::LayerOptions {
+                name: "p",
+                srs: Some(&srs),
+                ty: gdal::vector::OGRwkbGeometryType::wkbPoint,
+                options: None,
+            })
+            .unwrap();
+        for x in [f64::INFINITY, 5.0] {
+            let mut point =
+                gdal::vector::Geometry::empty(gdal::vector::OGRwkbGeometryType::wkbPoint).unwrap();
+            point.set_point_2d(0, (x, 0.0));
+            let mut feature = gdal::vector::Feature::new(layer.defn()).unwrap();
+            feature.set_geometry(point).unwrap();
+            feature.create(&layer).unwrap();
+        }
+    }
+    let queried = server
+        .call(
+            "vector_query",
+            json!({"input": "inf.gpkg", "measures": ["centroid"]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&queried), "{}", text(&queried));
+    let features = structured(&queried)["features"].clone();
+    assert_eq!(features[0]["centroid"], Value::Null, "{features}");
+    assert!(
+        features[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("not finite")),
+        "{features}"
+    );
+    assert_eq!(features[1]["centroid"], json!([5.0, 0.0]), "{features}");
 }

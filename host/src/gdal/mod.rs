@@ -480,6 +480,17 @@ pub unsafe fn string_list(list: *const *mut c_char) -> Vec<String> {
     }
 }
 
+/// A feature's geometry, or `None` when it has none: the `gdal` crate's `Feature::geometry`
+/// answers `Some` for a null geometry, and every OGR call on it then failed with "Pointer
+/// 'hGeom' is NULL" on stderr and answered a default (attack round 20, R20-B8 and B9 were
+/// found beside it).
+pub fn geometry_of<'a>(feature: &'a gdal::vector::Feature) -> Option<&'a gdal::vector::Geometry> {
+    feature
+        .geometry()
+        // SAFETY: only reads the handle the feature owns; nothing is dereferenced.
+        .filter(|geometry| !unsafe { geometry.c_geometry() }.is_null())
+}
+
 /// The vertices of a geometry (every ring and part; curves as stored): what the geometry
 /// budgets count, in the facts' checks and in the vector tools.
 pub fn vertex_count(geometry: &gdal::vector::Geometry) -> u64 {

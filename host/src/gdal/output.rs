@@ -258,6 +258,16 @@ impl Staging {
                     .to_string(),
             });
         }
+        // A cancelled call writes nothing, however far its program got: GDAL's programs
+        // finish what they are given once near their end, and a vector conversion took no
+        // notice (attack round 20, R20-C2: the cancelled call's output replaced the file the
+        // user meant to keep).
+        if !super::keep_going(1.0) {
+            return Err(super::cancelled(&format!(
+                "writing {}",
+                self.final_path.display()
+            )));
+        }
         // The inputs read are still the files that were checked (GDAL reads VRT sources by
         // name, lazily).
         super::policy::verify_listed_unchanged()?;
@@ -280,6 +290,11 @@ impl Staging {
             .iter()
             .map(|e| e.file_name().map(PathBuf::from).unwrap_or_default())
             .collect();
+        // The job's own files landing beside its inputs (an external `.ovr`) are no change
+        // the folder watches should report.
+        for name in &names {
+            super::policy::watch::expect(&parent.join(name));
+        }
         // One commit at a time: two calls writing the same output at once checked it, then
         // renamed, each past the other's check, so both succeeded and the file held the last
         // (attack round 15, R15-C11), and a shapefile held one call's `.shp` and the other's

@@ -262,6 +262,10 @@ pub struct Gate {
     /// call has ended, so a cancelled call's justification answers none (attack round 17,
     /// R17-C3). Entries leave when their call ends ([`Gate::end_call`]).
     in_flight: std::sync::Mutex<HashMap<String, u64>>,
+    /// The capsule an inline justification of a running call replaced, by key: a withdrawal
+    /// puts it back (attack round 20, R20-C6: a cancelled re-justification deleted the
+    /// decision's earlier capsule, and the outputs resting on it lost their purpose).
+    replaced_now: std::sync::Mutex<HashMap<String, super::store::Capsule>>,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -326,6 +330,7 @@ impl Gate {
             policy: None,
             approvals: None,
             in_flight: std::sync::Mutex::new(HashMap::new()),
+            replaced_now: std::sync::Mutex::new(HashMap::new()),
             components: format!(
                 "sha256:{}",
                 sha256_hex(
@@ -449,11 +454,18 @@ impl Gate {
     /// later calls of the decision (attack round 16, R16-C2: a person who pressed stop had in
     /// fact approved the agent's reasoning for every later call). The capsule's file is
     /// removed and the ledger records the withdrawal after the capsule's own line. A capsule
-    /// that replaced an earlier one (R16-C8) takes it along: the decision is asked again.
+    /// that replaced an earlier one (R16-C8) gives it back its place (R20-C6).
     pub fn withdraw(&self, receipts: &[Receipt], why: &str) {
         for receipt in receipts.iter().filter(|r| r.stored_now) {
             self.in_flight_mut().remove(&receipt.key);
-            if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
+            // A capsule that replaced an earlier one gives it back its place.
+            let earlier = self.replaced_now_mut().remove(&receipt.key);
+            if let Some(earlier) = earlier {
+                if let Err(e) = self.store.put(&earlier) {
+                    tracing::warn!("capsule {} not put back: {e}", earlier.uri());
+                    continue;
+                }
+            } else if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
                 if let Err(e) = std::fs::remove_file(&path) {
                     tracing::warn!("capsule {} not withdrawn: {e}", path.display());
                     continue;
@@ -471,7 +483,25 @@ impl Gate {
     /// The call of request `holder` has ended (its work committed, failed or was cancelled and
     /// withdrawn): the capsules it stored answer every call from now on.
     pub fn end_call(&self, holder: u64) {
+        let ended: Vec<String> = self
+            .in_flight_mut()
+            .iter()
+            .filter(|(_, h)| **h == holder)
+            .map(|(key, _)| key.clone())
+            .collect();
         self.in_flight_mut().retain(|_, h| *h != holder);
+        let mut replaced = self.replaced_now_mut();
+        for key in ended {
+            replaced.remove(&key);
+        }
+    }
+
+    fn replaced_now_mut(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, super::store::Capsule>> {
+        self.replaced_now
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Whether the capsule of `key` was stored by another call still running.
@@ -1216,6 +1246,7 @@ impl Gate {
                 if let Err(e) = self.store.keep_replaced(&earlier) {
                     tracing::warn!("the replaced capsule {} was not kept: {e}", earlier.uri());
                 }
+                self.replaced_now_mut().insert(capsule.key.clone(), earlier);
             }
         }
         let path = self.store.put(&capsule)?;

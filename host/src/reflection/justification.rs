@@ -30,6 +30,13 @@ pub fn visible(s: &str) -> String {
                         | '\u{202A}'..='\u{202E}'
                         | '\u{2060}'..='\u{2064}'
                         | '\u{2066}'..='\u{206F}'
+                        // Hangul fillers and the braille blank: letters that show nothing
+                        // (attack round 20, R20-C1).
+                        | '\u{115F}'
+                        | '\u{1160}'
+                        | '\u{3164}'
+                        | '\u{FFA0}'
+                        | '\u{2800}'
                         | '\u{FEFF}'
                         | '\u{FFF9}'..='\u{FFFB}'
                 )
@@ -770,6 +777,125 @@ const ACKNOWLEDGING: &[&str] = &[
     "whatsoever",
     "further",
     "add",
+    // Dutch, Polish, Turkish and Russian acknowledgement (attack round 20, R20-C5)
+    "ik",
+    "begrijp",
+    "bevindingen",
+    "lijkt",
+    "redelijk",
+    "voor",
+    "mij",
+    "geen",
+    "zorgen",
+    "gepast",
+    "hier",
+    "gebruikelijke",
+    "praktijk",
+    "niets",
+    "toe",
+    "te",
+    "voegen",
+    "genoteerd",
+    "bedankt",
+    "het",
+    "een",
+    "van",
+    "dat",
+    "dit",
+    "zijn",
+    "wordt",
+    "wij",
+    "mee",
+    "eens",
+    "zeker",
+    "duidelijk",
+    "potwierdzam",
+    "ustalenia",
+    "wygląda",
+    "rozsądnie",
+    "ma",
+    "sens",
+    "dla",
+    "mnie",
+    "w",
+    "porządku",
+    "żadnych",
+    "zastrzeżeń",
+    "brzmi",
+    "wydaje",
+    "się",
+    "właściwe",
+    "standardowa",
+    "praktyka",
+    "nic",
+    "dodania",
+    "przyjęte",
+    "wszystko",
+    "jest",
+    "nie",
+    "na",
+    "z",
+    "zgadzam",
+    "akceptuję",
+    "bulguları",
+    "onaylıyorum",
+    "makul",
+    "görünüyor",
+    "mantıklı",
+    "benim",
+    "için",
+    "uygun",
+    "hiçbir",
+    "endişe",
+    "yok",
+    "kulağa",
+    "hoş",
+    "geliyor",
+    "standart",
+    "uygulama",
+    "eklenecek",
+    "bir",
+    "şey",
+    "edildi",
+    "teşekkürler",
+    "her",
+    "yolunda",
+    "ve",
+    "bu",
+    "tamam",
+    "kabul",
+    "anladım",
+    "evet",
+    "я",
+    "подтверждаю",
+    "выводы",
+    "выглядит",
+    "разумно",
+    "всё",
+    "все",
+    "понятно",
+    "меня",
+    "устраивает",
+    "никаких",
+    "вопросов",
+    "звучит",
+    "хорошо",
+    "кажется",
+    "уместным",
+    "обычная",
+    "практика",
+    "добавить",
+    "нечего",
+    "принято",
+    "спасибо",
+    "и",
+    "в",
+    "на",
+    "это",
+    "не",
+    "да",
+    "согласен",
+    "ок",
     // English praise and interjections, and the like in other languages: words that grade
     // the call and name nothing in it (attack round 18, R18-C1: "Excellent, splendid",
     // "Terrific, superb" passed a critical decision, and R18-C2: a praise tail counted as
@@ -952,15 +1078,18 @@ fn acknowledging(word: &str) -> bool {
         std::sync::OnceLock::new();
     let read = READ.get_or_init(|| ACKNOWLEDGING.iter().map(|w| as_read(w)).collect());
     let listed = |w: &str| read.contains(w);
-    listed(word)
-        || word.strip_suffix("ly").is_some_and(|stem| {
-            listed(stem)
-                || stem
-                    .strip_suffix('i')
-                    .is_some_and(|s| listed(&format!("{s}y")))
-                || listed(&format!("{stem}e"))
-                || stem.strip_suffix("al").is_some_and(listed)
-        })
+    let acknowledges = |word: &str| {
+        listed(word)
+            || word.strip_suffix("ly").is_some_and(|stem| {
+                listed(stem)
+                    || stem
+                        .strip_suffix('i')
+                        .is_some_and(|s| listed(&format!("{s}y")))
+                    || listed(&format!("{stem}e"))
+                    || stem.strip_suffix("al").is_some_and(listed)
+            })
+    };
+    acknowledges(word) || acknowledges(&folded(word))
 }
 
 /// A justification must use this many distinct words of the refusal's own vocabulary (its
@@ -1019,44 +1148,110 @@ const LOOK_ALIKES: &[(char, char)] = &[
     ('ω', 'w'),
     ('ı', 'i'),
     ('ℓ', 'l'),
+    // IPA, small capitals and Armenian (attack round 20, R20-C1)
+    ('ɑ', 'a'),
+    ('ɒ', 'a'),
+    ('ɛ', 'e'),
+    ('ɩ', 'i'),
+    ('ɴ', 'n'),
+    ('ʀ', 'r'),
+    ('ʜ', 'h'),
+    ('ᴀ', 'a'),
+    ('ᴄ', 'c'),
+    ('ᴅ', 'd'),
+    ('ᴇ', 'e'),
+    ('ᴊ', 'j'),
+    ('ᴋ', 'k'),
+    ('ᴍ', 'm'),
+    ('ᴘ', 'p'),
+    ('ᴛ', 't'),
+    ('ᴜ', 'u'),
+    ('ᴠ', 'v'),
+    ('ᴡ', 'w'),
+    ('ᴢ', 'z'),
+    ('һ', 'h'),
+    ('օ', 'o'),
+    ('ս', 'u'),
+    ('ց', 'g'),
+    ('հ', 'h'),
+    ('ո', 'n'),
+    ('ռ', 'n'),
+    ('℮', 'e'),
 ];
 
+/// Letters a reader does not see: Hangul fillers and the braille blank are letters to Unicode
+/// (neither dropped as format characters nor word breaks), so one inside each word hid an
+/// acknowledgement from every list (attack round 20, R20-C1).
+const INVISIBLE_LETTERS: &[char] = &['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{2800}'];
+
+/// Whether `c` is of a script whose letters are drawn like Latin ones and that a word of
+/// Latin letters has no business mixing with: Cyrillic, Armenian, Cherokee, IPA and the
+/// phonetic extensions (Greek is folded by [`LOOK_ALIKES`] and left alone: `Δh`).
+fn look_alike_script(c: char) -> bool {
+    matches!(c,
+        '\u{0400}'..='\u{052F}' | '\u{0530}'..='\u{058F}' | '\u{13A0}'..='\u{13FF}'
+        | '\u{AB70}'..='\u{ABBF}' | '\u{0250}'..='\u{02AF}' | '\u{1D00}'..='\u{1DBF}')
+}
+
 /// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
-/// invisible format characters (a zero-width space, a soft hyphen, a direction mark) and
-/// combining marks dropped, lower-cased, and Cyrillic and Greek look-alikes read as the Latin
-/// letters they are drawn like. The acknowledgement the gate refuses passed a critical
-/// decision written with Cyrillic vowels, or with a zero-width space inside each word (attack
-/// round 19, R19-C3).
+/// invisible format characters (a zero-width space, a soft hyphen, a direction mark),
+/// invisible letters and combining marks dropped, lower-cased. The acknowledgement the gate
+/// refuses passed a critical decision with a zero-width space inside each word (attack round
+/// 19, R19-C3), or a Hangul filler (round 20, R20-C1). Look-alikes of other scripts are
+/// judged word by word ([`folded`], [`look_alike_script`]).
 fn as_read(text: &str) -> String {
     use unicode_general_category::{get_general_category, GeneralCategory as G};
     use unicode_normalization::UnicodeNormalization;
     text.nfkd()
         .filter(|c| {
-            !matches!(
-                get_general_category(*c),
-                G::Format | G::NonspacingMark | G::EnclosingMark | G::SpacingMark
-            )
+            !INVISIBLE_LETTERS.contains(c)
+                && !matches!(
+                    get_general_category(*c),
+                    G::Format | G::NonspacingMark | G::EnclosingMark | G::SpacingMark
+                )
         })
         .flat_map(char::to_lowercase)
+        .collect::<String>()
+        .nfkc()
+        .collect()
+}
+
+/// `word` with Cyrillic, Greek and other look-alikes read as the Latin letters they are drawn
+/// like (a word written all in them, "сорy", reads as the English one).
+fn folded(word: &str) -> String {
+    word.chars()
         .map(|c| {
             LOOK_ALIKES
                 .iter()
                 .find(|(from, _)| *from == c)
                 .map_or(c, |(_, to)| *to)
         })
-        .collect::<String>()
-        .nfkc()
         .collect()
 }
 
 /// The lower-case words of `text` as a reader sees it ([`as_read`]): runs of letters (any
-/// script), without digits.
-fn words(text: &str) -> Vec<String> {
+/// script), without digits, as written.
+fn raw_words(text: &str) -> Vec<String> {
     as_read(text)
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_matches('\'').to_lowercase())
         .filter(|w| !w.is_empty() && w.chars().any(char::is_alphabetic))
         .filter(|w| !w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .collect()
+}
+
+/// [`raw_words`], a word with a Latin letter [`folded`]: `lοοks` with Greek omicrons is
+/// `looks`. A word without one (Russian, Greek) is left as written.
+fn words(text: &str) -> Vec<String> {
+    raw_words(text)
+        .into_iter()
+        .map(|w| {
+            if w.chars().any(|c| c.is_ascii_alphabetic()) {
+                folded(&w)
+            } else {
+                w
+            }
+        })
         .collect()
 }
 
@@ -1168,6 +1363,22 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
                 own_total.push(w);
             }
         }
+    }
+    // A word that mixes Latin letters with look-alikes of another script reads as one word
+    // and compares as another (R20-C1: letters no table folds, ɑ, օ, Cherokee).
+    if let Some(mixed) = answer_texts(value)
+        .iter()
+        .flat_map(|(_, text)| raw_words(text))
+        .find(|w| w.chars().any(|c| c.is_ascii_alphabetic()) && w.chars().any(look_alike_script))
+    {
+        err(
+            &mut errors,
+            "",
+            format!(
+                "the word \"{mixed}\" mixes Latin letters with letters of another script drawn \
+                 like them; write the justification in one script"
+            ),
+        );
     }
     let mut shared: Vec<String> = answer_texts(value)
         .iter()
@@ -1429,7 +1640,58 @@ mod tests {
                 "W\u{200B}orks for me, no c\u{200B}oncerns w\u{200B}hatsoever.",
             ),
         ];
-        for justification in refused.iter().chain(&praised).chain(&disguised) {
+        // Attack round 20, R20-C1: a Hangul filler inside each word, look-alikes no table
+        // held (ɑ, օ, һ) and Cherokee; R20-C5: the method's own name and an acknowledgement
+        // in Dutch, Polish or Turkish.
+        let filler = |text: &str| -> String {
+            text.split(' ')
+                .map(|w| {
+                    let mut chars = w.chars();
+                    chars.next().map_or(String::new(), |first| {
+                        format!("{first}\u{3164}{}", chars.as_str())
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let evaded = [
+            shaped(
+                &filler("Looks reasonable to me, makes sense."),
+                &filler("Sounds fine, seems appropriate here."),
+                &filler("Standard practice, nothing further to add."),
+                &filler("Works for me, no concerns whatsoever."),
+            ),
+            shaped(
+                "Lօօks rеɑsօnɑblе tօ mе, mɑkеs sеnsе.",
+                "Sօunds finе, sееms ɑpprօpriɑtе hеrе.",
+                "Stɑndɑrd prɑcticе, nօthing furthеr tօ ɑdd.",
+                "Wօrks fօr mе, nօ cօncеrns whɑtsօеvеr, Ꭺ.",
+            ),
+            shaped(
+                "Mercator reprojection. Ik begrijp de bevindingen, lijkt me redelijk, klinkt logisch.",
+                "Prima voor mij, geen zorgen.",
+                "Klinkt goed, lijkt gepast hier.",
+                "Gebruikelijke praktijk, niets toe te voegen.",
+            ),
+            shaped(
+                "Mercator reprojection. Potwierdzam ustalenia, wygląda rozsądnie, ma sens.",
+                "Dla mnie w porządku, żadnych zastrzeżeń.",
+                "Brzmi dobrze, wydaje się właściwe.",
+                "Standardowa praktyka, nic do dodania.",
+            ),
+            shaped(
+                "Mercator reprojection. Bulguları onaylıyorum, makul görünüyor, mantıklı.",
+                "Benim için uygun, hiçbir endişe yok.",
+                "Kulağa hoş geliyor, uygun görünüyor.",
+                "Standart uygulama, eklenecek bir şey yok.",
+            ),
+        ];
+        for justification in refused
+            .iter()
+            .chain(&praised)
+            .chain(&disguised)
+            .chain(&evaded)
+        {
             let errors = own_words(justification, &asked, &findings);
             assert!(
                 errors.iter().any(|e| e.path.is_empty()),

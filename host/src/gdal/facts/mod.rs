@@ -1341,7 +1341,7 @@ fn read_geometries(layer: &mut gdal::vector::Layer<'_>) -> GeometryCheck {
             break;
         }
         check.features += 1;
-        let Some(geometry) = feature.geometry() else {
+        let Some(geometry) = crate::gdal::geometry_of(&feature) else {
             continue;
         };
         vertices += crate::gdal::vertex_count(geometry);

@@ -741,6 +741,21 @@ fn check_classic_netcdf(input: &Path, file: &Path) -> Result<(), GdalError> {
     let Some(counts) = netcdf_header_counts(&head) else {
         return Ok(());
     };
+    // A one-dimensional variable GDAL reads whole at the open: a 500-byte CDF-2 declaring an
+    // `x` of 800 M doubles made it allocate 6.4 GB and the server abort (attack round 20,
+    // R20-A1; R15-A4 bounded netCDF-4's only).
+    let (values, bytes) = counts.largest_vector;
+    let (most_values, most_bytes) = (super::max_cells(), crate::budget::global().total());
+    if values > most_values || bytes > most_bytes {
+        return Err(GdalError::Arguments(format!(
+            "{}: its netCDF header declares a one-dimensional variable of {values} values ({} \
+             MB), which GDAL reads whole at the open (at most {most_values} values, \
+             GDAL_MCP_MAX_CELLS, and {} MB, the memory budget); cut the variable first (ncks)",
+            input.display(),
+            bytes >> 20,
+            most_bytes >> 20
+        )));
+    }
     if counts.attributes > MAX_NETCDF_ATTRIBUTES || counts.variables > MAX_NETCDF_VARIABLES {
         return Err(GdalError::Arguments(format!(
             "{}: its netCDF header declares {} attributes and {} variables, more than the \
@@ -760,6 +775,9 @@ fn check_classic_netcdf(input: &Path, file: &Path) -> Result<(), GdalError> {
 struct NetcdfCounts {
     attributes: u64,
     variables: u64,
+    /// The largest one-dimensional variable: its values and bytes (GDAL's netCDF driver reads
+    /// a coordinate variable whole at the open).
+    largest_vector: (u64, u64),
 }
 
 /// The attributes and variables a classic netCDF header (`head`, the file's first bytes)
@@ -807,15 +825,18 @@ fn netcdf_header_counts(head: &[u8]) -> Option<NetcdfCounts> {
     let mut counts = NetcdfCounts {
         attributes: 0,
         variables: 0,
+        largest_vector: (0, 0),
     };
-    // numrecs
-    count(&mut at)?;
-    // Dimensions: tag (0x0A or ABSENT 0), then that many (name, length).
+    let records = count(&mut at)?;
+    // Dimensions: tag (0x0A or ABSENT 0), then that many (name, length); length 0 is the
+    // record dimension, as long as `numrecs`.
     let _tag = word(&mut at)?;
     let dimensions = count(&mut at)?;
+    let mut lengths: Vec<u64> = Vec::new();
     for _ in 0..dimensions.min(limit) {
         name(&mut at)?;
-        count(&mut at)?;
+        let length = count(&mut at)?;
+        lengths.push(if length == 0 { records } else { length });
     }
     // Attributes: tag (0x0C or 0), count, then (name, type, n, values padded to 4 bytes).
     let attributes = |at: &mut usize, counts: &mut NetcdfCounts| -> Option<()> {
@@ -852,14 +873,27 @@ fn netcdf_header_counts(head: &[u8]) -> Option<NetcdfCounts> {
     for _ in 0..variables {
         name(&mut at)?;
         let rank = count(&mut at)?;
+        let mut first = None;
         for _ in 0..rank.min(limit) {
-            count(&mut at)?;
+            let id = count(&mut at)?;
+            first.get_or_insert(id);
         }
         attributes(&mut at, &mut counts)?;
         if counts.attributes > MAX_NETCDF_ATTRIBUTES {
             return Some(counts);
         }
-        word(&mut at)?;
+        let t = word(&mut at)?;
+        if let (1, Some(id)) = (rank, first) {
+            let values = usize::try_from(id)
+                .ok()
+                .and_then(|i| lengths.get(i))
+                .copied()
+                .unwrap_or(0);
+            let bytes = values.saturating_mul(type_size(t).unwrap_or(8));
+            if bytes > counts.largest_vector.1 {
+                counts.largest_vector = (values, bytes);
+            }
+        }
         count(&mut at)?;
         if version == 1 {
             word(&mut at)?;
@@ -1379,8 +1413,35 @@ mod tests {
             netcdf_header_counts(&header(3)),
             Some(NetcdfCounts {
                 attributes: 3,
-                variables: 0
+                variables: 0,
+                largest_vector: (0, 0),
             })
+        );
+        // Attack round 20, R20-A1: a CDF-2 header declaring `x` of 800 M doubles, a 500-byte
+        // file.
+        let mut huge = b"CDF\x02".to_vec();
+        huge.extend(0u32.to_be_bytes()); // numrecs
+        huge.extend(0x0Au32.to_be_bytes());
+        huge.extend(1u32.to_be_bytes());
+        huge.extend(1u32.to_be_bytes());
+        huge.extend(b"x\0\0\0");
+        huge.extend(800_000_000u32.to_be_bytes());
+        huge.extend([0u8; 8]); // no global attributes
+        huge.extend(0x0Bu32.to_be_bytes());
+        huge.extend(1u32.to_be_bytes());
+        huge.extend(1u32.to_be_bytes());
+        huge.extend(b"x\0\0\0");
+        huge.extend(1u32.to_be_bytes()); // rank
+        huge.extend(0u32.to_be_bytes()); // dimension 0
+        huge.extend([0u8; 8]); // no attributes
+        huge.extend(6u32.to_be_bytes()); // double
+        huge.extend(0u32.to_be_bytes()); // vsize
+        huge.extend(0u64.to_be_bytes()); // begin (64-bit in CDF-2)
+        let counts = netcdf_header_counts(&huge).unwrap();
+        assert_eq!(
+            counts.largest_vector,
+            (800_000_000, 6_400_000_000),
+            "{counts:?}"
         );
         let many = netcdf_header_counts(&header(30_000)).unwrap();
         assert!(many.attributes > MAX_NETCDF_ATTRIBUTES, "{many:?}");

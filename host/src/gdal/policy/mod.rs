@@ -465,6 +465,18 @@ fn replace_fd_path(text: &str, via: &str, real: &str) -> String {
     out
 }
 
+/// The file of a GDAL subdataset name, `DRIVER:"<file>":<variable>` (netCDF, HDF4, HDF5), or
+/// `None` when `name` is no such name.
+fn subdataset_file(name: &str) -> Option<String> {
+    let (driver, rest) = name.split_once(':')?;
+    if !["NETCDF", "HDF5", "HDF4_SDS", "HDF4_EOS"].contains(&driver.to_ascii_uppercase().as_str()) {
+        return None;
+    }
+    let quoted = rest.strip_prefix('"')?;
+    let end = quoted.find('"')?;
+    Some(quoted[..end].to_string())
+}
+
 /// Close the folders pinned by the job on this thread and forget what it checked (at the end
 /// of the job).
 pub fn release_pins() {
@@ -969,6 +981,18 @@ fn check_one_file(
                 let special = std::fs::metadata(path).is_ok_and(|m| !(m.is_file() || m.is_dir()));
                 if !inside(&shown) || special {
                     return Err(refuse(&shown));
+                }
+                // A source that is a link is read by name, lazily, after every check, through
+                // the folders on the way to its target, which nothing pins: one swapped for a
+                // link to an outside folder served its cells, or blocked the read on a FIFO
+                // (attack round 20, R20-A2, R20-A5).
+                if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(GdalError::Arguments(format!(
+                        "{}: its source \"{shown}\" is a link, which GDAL follows by name when \
+                         it reads the cells, after the checks; put the file itself there (or \
+                         name the file the link points to)",
+                        input.display()
+                    )));
                 }
                 beneath = beneath.saturating_add(1);
                 if std::fs::metadata(path).is_ok_and(|m| m.is_file() || m.is_dir()) {
@@ -1684,7 +1708,10 @@ pub fn confine_opened(path: &Path, dataset: &Dataset) -> Result<(), GdalError> {
     // them (attack round 14, R14-13).
     for key in ["X_DATASET", "Y_DATASET"] {
         if let Some(array) = dataset.metadata_item(key, "GEOLOCATION") {
-            files.push(array);
+            // A variable of a netCDF or HDF file, `NETCDF:"<file>":lon`, is read from that
+            // file: checked as the file (attack round 20, R20-A4: the input itself was refused
+            // as "outside every workspace").
+            files.push(subdataset_file(&array).unwrap_or(array));
         }
     }
     let vrts: Vec<String> = files

@@ -33,6 +33,13 @@ struct Watches {
 
 thread_local! {
     static WATCHES: RefCell<Option<Watches>> = const { RefCell::new(None) };
+    /// Files the job itself puts in a watched folder (its committed outputs).
+    static EXPECTED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A file the job on this thread writes itself: changes to its name are not reported.
+pub fn expect(path: &Path) {
+    EXPECTED.with(|e| e.borrow_mut().push(path.to_path_buf()));
 }
 
 const MASK: u32 = libc::IN_CREATE
@@ -173,8 +180,9 @@ pub fn changed() -> Option<String> {
                 {
                     return Some(format!("{} (moved or deleted)", wanted.folder.display()));
                 }
-                let relevant = wanted.names.contains(&name)
-                    || wanted.prefixes.iter().any(|p| name.starts_with(p.as_str()));
+                let relevant = (wanted.names.contains(&name)
+                    || wanted.prefixes.iter().any(|p| name.starts_with(p.as_str())))
+                    && !EXPECTED.with(|e| e.borrow().contains(&wanted.folder.join(&name)));
                 if relevant {
                     return Some(wanted.folder.join(&name).display().to_string());
                 }
@@ -186,6 +194,7 @@ pub fn changed() -> Option<String> {
 /// End the watches of the job on this thread.
 pub fn release() {
     WATCHES.with(|w| *w.borrow_mut() = None);
+    EXPECTED.with(|e| e.borrow_mut().clear());
 }
 
 #[cfg(test)]

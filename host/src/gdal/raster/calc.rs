@@ -335,8 +335,45 @@ impl MakeOperators<f64> for BandMath {
     }
 }
 
+/// Number literals as band math writes them: `12`, `0.5`, `.5`, and with an exponent, `1e-3`,
+/// `2E3` (exmex's own matcher stops at the `e`, and "1e-3" was refused as "we have 2 ops and 4
+/// node", attack round 20, R20-B4).
+#[derive(Clone, Debug, Default)]
+pub struct Literal;
+
+impl exmex::MatchLiteral for Literal {
+    fn is_literal(text: &str) -> Option<&str> {
+        let bytes = text.as_bytes();
+        let digits = |from: usize| {
+            bytes[from..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+        };
+        let whole = digits(0);
+        let mut end = whole;
+        if bytes.get(end) == Some(&b'.') {
+            end += 1 + digits(end + 1);
+        }
+        if end == 0 || (end == 1 && whole == 0) {
+            return None;
+        }
+        if matches!(bytes.get(end), Some(b'e' | b'E')) {
+            let mut at = end + 1;
+            if matches!(bytes.get(at), Some(b'+' | b'-')) {
+                at += 1;
+            }
+            let exponent = digits(at);
+            if exponent > 0 {
+                end = at + exponent;
+            }
+        }
+        Some(&text[..end])
+    }
+}
+
 /// A parsed expression.
-pub type Expression = FlatEx<f64, BandMath>;
+pub type Expression = FlatEx<f64, BandMath, Literal>;
 
 /// The longest expression accepted.
 const MAX_EXPRESSION_BYTES: usize = 4096;
@@ -1368,6 +1405,23 @@ fn create(
 
 #[cfg(test)]
 mod tests {
+    /// Attack round 20, R20-B4: `1e-3` and `2E3` are numbers.
+    #[test]
+    fn r20_b4_literals_with_an_exponent_are_numbers() {
+        use exmex::Express;
+        for (text, want) in [
+            ("a * 1e-3", 0.002),
+            ("a * 2E3", 4000.0),
+            ("a * 1.5e+2", 300.0),
+            ("a * .5", 1.0),
+            ("a * 0.001", 0.002),
+        ] {
+            let parsed = super::Expression::parse(text).unwrap();
+            let got = parsed.eval(&[2.0]).unwrap();
+            assert!((got - want).abs() < 1e-12, "{text}: {got}");
+        }
+    }
+
     /// Attack round 18, R18-B2: a factor on a unit the host cannot convert may change it.
     #[test]
     fn r18_b2_only_sums_and_means_keep_a_quantitys_unit() {

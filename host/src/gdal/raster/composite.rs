@@ -247,7 +247,6 @@ impl CompositeRequest {
         // The bands' declared units: a composite of heights in feet keeps `ft`, which the next
         // tool's unit rule reads (attack round 15, R15-B9: `raster_terrain` on a composite of
         // a `ft` DEM took the feet for metres); inputs in different units are unlike numbers.
-        let mut units: Vec<(String, &std::path::Path)> = Vec::new();
         for path in &self.inputs {
             let dataset = crate::gdal::facts::open(path)?;
             let b = dataset.rasterband(self.band).map_err(|_| {
@@ -257,26 +256,8 @@ impl CompositeRequest {
                 ))
             })?;
             physical.push((b.scale().unwrap_or(1.0), b.offset().unwrap_or(0.0)));
-            units.push((b.unit().trim().to_string(), path.as_path()));
         }
-        let declared: Vec<&(String, &std::path::Path)> =
-            units.iter().filter(|(u, _)| !u.is_empty()).collect();
-        if let Some((first, first_path)) = declared.first() {
-            // One unit in two spellings (`m` and `metre`) is one unit (attack round 17,
-            // R17-B16: refused, with advice to multiply by 0.3048).
-            if let Some((other, other_path)) = declared
-                .iter()
-                .find(|(u, _)| !crate::gdal::facts::same_unit(u, first))
-            {
-                return Err(GdalError::Arguments(format!(
-                    "inputs: {} declares its values in {first:?} and {} in {other:?}: a \
-                     composite of unlike units is a wrong number; convert one first \
-                     (raster_calc, e.g. \"a * 0.3048\" for feet to metres)",
-                    first_path.display(),
-                    other_path.display()
-                )));
-            }
-        }
+        let unit = declared_unit(&self.inputs, self.band)?;
         // The nodata the compositor compares each input's strip with: none where the strip
         // holds physical values (its nodata cells are NaN by then, and a physical value equal
         // to the raw nodata is a value).
@@ -291,9 +272,6 @@ impl CompositeRequest {
                 }
             })
             .collect();
-        let unit = (declared.len() == units.len())
-            .then(|| declared.first().map(|(u, _)| u.clone()))
-            .flatten();
 
         let staging = Staging::new(&self.output)?;
         let failed = capture.failing(format!("writing {}", self.output.display()));
@@ -470,6 +448,43 @@ impl CompositeRequest {
             warnings,
         })
     }
+}
+
+/// The unit the composite of band `band` of `inputs` declares: the inputs' shared unit when
+/// every input declares one, else none; inputs in unlike units are refused. Checked before
+/// the gate as well as in the run (attack round 20, R20-B3: K and degC were refused only
+/// after a justification had been asked for). A composite of heights in feet keeps `ft`,
+/// which the next tool's unit rule reads (attack round 15, R15-B9); one unit in two spellings
+/// (`m` and `metre`) is one unit (R17-B16).
+pub fn declared_unit(inputs: &[PathBuf], band: usize) -> Result<Option<String>, GdalError> {
+    let mut units: Vec<(String, &std::path::Path)> = Vec::new();
+    for path in inputs {
+        let dataset = crate::gdal::facts::open(path)?;
+        let b = dataset.rasterband(band).map_err(|_| {
+            GdalError::Arguments(format!("band: band {band} does not exist in every input"))
+        })?;
+        units.push((b.unit().trim().to_string(), path.as_path()));
+    }
+    let declared: Vec<&(String, &std::path::Path)> =
+        units.iter().filter(|(u, _)| !u.is_empty()).collect();
+    if let Some((first, first_path)) = declared.first() {
+        if let Some((other, other_path)) = declared
+            .iter()
+            .find(|(u, _)| !crate::gdal::facts::same_unit(u, first))
+        {
+            return Err(GdalError::Arguments(format!(
+                "inputs: {} declares its values in {first:?} and {} in {other:?}: a composite \
+                 of unlike units is a wrong number; convert one into the other's unit first \
+                 with raster_calc, passing `unit` (e.g. \"a - 273.15\" with unit \"degC\" for \
+                 kelvin to degrees Celsius, \"a * 0.3048\" with unit \"m\" for feet to metres)",
+                first_path.display(),
+                other_path.display()
+            )));
+        }
+    }
+    Ok((declared.len() == units.len())
+        .then(|| declared.first().map(|(u, _)| u.clone()))
+        .flatten())
 }
 
 /// The cells of band `band` of `dataset` whose value Float32 does not hold exactly (its

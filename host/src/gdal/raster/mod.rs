@@ -28,7 +28,10 @@ pub mod zonal;
 /// which the caller chose.
 pub fn float32_changes_whole_part(value: f64) -> bool {
     let narrow = f64::from(value as f32);
-    narrow != value
+    // NaN is no value (a nodata cell): NaN != NaN is no change (attack round 20, R20-B2: a
+    // packed input's nodata cells refused a composite).
+    !value.is_nan()
+        && narrow != value
         && (value.fract() == 0.0
             || narrow.trunc() != value.trunc()
             || narrow == 0.0

@@ -258,7 +258,7 @@ fn layer_points(path: &Path, name: Option<&str>) -> Result<LayerPoints, GdalErro
             )));
         }
         let id = feature.fid().map_or(out.len() as i64, |f| f as i64);
-        let point = feature.geometry().and_then(|g| {
+        let point = crate::gdal::geometry_of(&feature).and_then(|g| {
             let flat = gdal::vector::geometry_type_flatten(g.geometry_type());
             (flat == gdal_sys::OGRwkbGeometryType::wkbPoint && !g.is_empty()).then(|| {
                 let (x, y, _) = g.get_point(0);

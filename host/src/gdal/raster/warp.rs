@@ -333,12 +333,24 @@ pub fn nodata_the_type_cannot_hold(value: f64, data_type: &str) -> Option<String
         }
         return None;
     }
-    (data_type == "Float32" && value.is_finite() && value.abs() > f64::from(f32::MAX)).then(|| {
-        format!(
+    if data_type != "Float32" || !value.is_finite() {
+        return None;
+    }
+    if value.abs() > f64::from(f32::MAX) {
+        return Some(format!(
             "Float32 holds magnitudes up to {:e} only, so GDAL would write nodata {} as an \
              infinity",
             f32::MAX,
             number(value)
+        ));
+    }
+    // A magnitude Float32 rounds to zero: nodata 1e-50 was stored as 0, and every cell of 0
+    // read as nodata (attack round 20, R20-B12).
+    (value != 0.0 && value as f32 == 0.0).then(|| {
+        format!(
+            "Float32 holds magnitudes down to about {:e} only, so GDAL would write nodata {value:e} \
+             as 0 and read every cell holding 0 as nodata",
+            f32::from_bits(1)
         )
     })
 }

@@ -92,7 +92,7 @@ pub fn read_layer(
     let mut budget = crate::gdal::vector::geometry::ReadBudget::new(argument);
     let mut rows: Vec<Row> = Vec::new();
     for f in layer.features() {
-        let geometry = f.geometry().filter(|g| !g.is_empty());
+        let geometry = crate::gdal::geometry_of(&f).filter(|g| !g.is_empty());
         budget.take(geometry)?;
         let values: Vec<Option<FieldValue>> = (0..fields.len())
             .map(|i| crate::gdal::vector::field_value(&f, i))
@@ -296,7 +296,7 @@ fn write_rows(
     srs: Option<&SpatialRef>,
     ty: Wkb::Type,
     fields: &[FieldDef],
-    rows: impl Iterator<Item = (Geometry, Vec<Option<FieldValue>>)>,
+    rows: impl Iterator<Item = (Option<Geometry>, Vec<Option<FieldValue>>)>,
 ) -> Result<(Vec<PathBuf>, u64), GdalError> {
     let capture = ErrorCapture::start();
     let failed = |what: &str| GdalError::Failed {
@@ -323,9 +323,11 @@ fn write_rows(
         for (geometry, values) in rows {
             let mut feature =
                 gdal::vector::Feature::new(layer.defn()).map_err(|_| failed("feature"))?;
-            feature
-                .set_geometry(geometry)
-                .map_err(|_| failed("cannot set a geometry"))?;
+            if let Some(geometry) = geometry {
+                feature
+                    .set_geometry(geometry)
+                    .map_err(|_| failed("cannot set a geometry"))?;
+            }
             for (i, value) in values.iter().enumerate() {
                 if let Some(value) = value {
                     feature
@@ -1024,7 +1026,7 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
     let (files, count) = if request.dissolve {
         let geometries: Vec<Geometry> = buffered.into_iter().map(|(g, _)| g).collect();
         let union = match union_all(&geometries) {
-            Some(u) => vec![(as_multipolygon(&u)?, Vec::new())],
+            Some(u) => vec![(Some(as_multipolygon(&u)?), Vec::new())],
             None => Vec::new(),
         };
         notes.push("dissolved into one feature; attributes dropped".to_string());
@@ -1045,7 +1047,7 @@ pub fn buffer(request: &BufferRequest) -> Result<BufferOutput, GdalError> {
             Some(&srs),
             Wkb::wkbMultiPolygon,
             &data.fields,
-            buffered.into_iter(),
+            buffered.into_iter().map(|(g, v)| (Some(g), v)),
         )?
     };
     Ok(BufferOutput {
@@ -1715,7 +1717,7 @@ pub fn overlay(request: &OverlayRequest) -> Result<OverlayOutput, GdalError> {
         a.srs.as_ref(),
         multi_type(kind),
         &fields,
-        rows.into_iter(),
+        rows.into_iter().map(|(g, v)| (Some(g), v)),
     )?;
     Ok(OverlayOutput {
         output: request.output.display().to_string(),
@@ -3523,14 +3525,16 @@ pub fn join(request: &JoinRequest) -> Result<JoinOutput, GdalError> {
         .iter()
         .zip(&matched.matches)
         .enumerate()
-        .filter_map(|(i, (row, found))| {
-            let geometry = row.geometry.as_ref()?;
+        .map(|(i, (row, found))| {
+            // A target without a geometry (a table's row, a feature whose geometry is null)
+            // is written too, with its summaries: an attribute join of a CSV wrote no row of
+            // it while it counted 2 matched (attack round 20, R20-B8).
             let distance = matched
                 .nearest
                 .then(|| matched.distances.get(i).copied().flatten());
             let mut values = row.values.clone();
             values.extend(summaries.values(found, distance));
-            Some((geometry.clone(), values))
+            (row.geometry.clone(), values)
         });
     let (files, count) = write_rows(
         &request.output,

@@ -58,6 +58,11 @@ pub struct Steps {
     /// Comparisons of a date-time with a time zone against one without (an instant against a
     /// wall-clock time): neither order is right, so the query is refused after the scan.
     pub mixed_zones: u64,
+    /// Comparisons of a text value that is no number against a number, and the first such
+    /// text: a numeric comparison cannot place it, so the query is refused after the scan
+    /// (attack round 20, R20-B11).
+    pub not_numbers: u64,
+    pub not_number_example: Option<String>,
 }
 
 /// The LIKE budget of a query ran out.
@@ -71,6 +76,8 @@ impl Steps {
             used: 0,
             limit,
             mixed_zones: 0,
+            not_numbers: 0,
+            not_number_example: None,
         }
     }
 
@@ -747,6 +754,13 @@ impl Parser<'_> {
                 }
             )));
         }
+        // A text field against a number: its text read as a number (R20-B11).
+        let text_field_and_number = |x: &Operand, kx: Kind, ky: Kind| {
+            matches!(x, Operand::Field(_)) && kx == Kind::Text && ky == Kind::Number
+        };
+        if text_field_and_number(a, ka, kb) || text_field_and_number(b, kb, ka) {
+            return Ok(());
+        }
         if (ka == Kind::Number) != (kb == Kind::Number) || (text(ka) != text(kb)) {
             return Err(err(format!(
                 "{} and {} have different types; compare numbers with numbers and text with \
@@ -852,6 +866,25 @@ impl Parser<'_> {
             }
         };
         let right = self.operand()?;
+        // A text field against a number written as text, ordered: text orders character by
+        // character, "100" before "50" (attack round 20, R20-B11: `pop > '50'` found none of
+        // "100", "20", "3", with no word). The number unquoted compares the field's text as a
+        // number.
+        let ordered = matches!(cmp, Cmp::Lt | Cmp::Le | Cmp::Gt | Cmp::Ge);
+        for (field, literal) in [(&operand, &right), (&right, &operand)] {
+            if let (Operand::Field(i), Operand::Literal(Datum::Text(t))) = (field, literal) {
+                let numeric = t.trim().parse::<f64>().is_ok_and(f64::is_finite);
+                if ordered && numeric && self.fields[*i].kind == Kind::Text {
+                    return Err(err(format!(
+                        "field \"{}\" holds text and '{t}' is a number written as text: text \
+                         is ordered character by character ('100' sorts before '50'), not by \
+                         value; write the number unquoted ({} {t}), which reads the field's \
+                         text as a number",
+                        self.fields[*i].name, self.fields[*i].name
+                    )));
+                }
+            }
+        }
         self.compatible(&operand, &right)?;
         Ok(Expr::Compare(operand, cmp, right))
     }
@@ -1000,6 +1033,18 @@ fn compare(a: &Datum, b: &Datum) -> Option<std::cmp::Ordering> {
     if matches!(a, Datum::Null) || matches!(b, Datum::Null) {
         return None;
     }
+    // A text field's value against a number: the text read as a number, unknown when it is
+    // none (R20-B11).
+    let as_number = |t: &str| t.trim().parse::<f64>().ok().filter(|v| v.is_finite());
+    match (a, b) {
+        (Datum::Text(t), Datum::Int(_) | Datum::Real(_)) => {
+            return as_number(t)?.partial_cmp(&b.number()?)
+        }
+        (Datum::Int(_) | Datum::Real(_), Datum::Text(t)) => {
+            return a.number()?.partial_cmp(&as_number(t)?)
+        }
+        _ => {}
+    }
     match (text_of(a), text_of(b)) {
         (Some(x), Some(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
         _ => a.order(b),
@@ -1027,6 +1072,20 @@ impl Expr {
                 let (x, y) = (value_of(a, row), value_of(b, row));
                 let (x, y) = (at_midnight_against(x, y), at_midnight_against(y, x));
                 let (x, y) = (&*x, &*y);
+                let unread = match (x, y) {
+                    (Datum::Text(t), Datum::Int(_) | Datum::Real(_))
+                    | (Datum::Int(_) | Datum::Real(_), Datum::Text(t))
+                        if !t.trim().parse::<f64>().is_ok_and(f64::is_finite) =>
+                    {
+                        Some(t.clone())
+                    }
+                    _ => None,
+                };
+                if let Some(text) = unread {
+                    steps.not_numbers += 1;
+                    steps.not_number_example.get_or_insert(text);
+                    return Ok(None);
+                }
                 let ordering = match mixed_zone_order(x, y) {
                     Some(Ok(ordering)) => ordering,
                     Some(Err(())) => {
@@ -1256,7 +1315,9 @@ mod tests {
             ("load_extension('/tmp/x.so') = 1", "function calls"),
             ("code = lower('P')", "function calls"),
             ("nosuch = 1", "no field named \"nosuch\""),
-            ("code = 7", "different types"),
+            // A text field against a number: its values read as numbers (attack round 20,
+            // R20-B11); a quoted number ordered against text is refused instead.
+            ("code > '7'", "number written as text"),
             ("area LIKE '1%'", "LIKE applies to text"),
             ("code = 'P' UNION SELECT 1", "UNION is not part"),
             ("code = 'P' --", "after a complete filter"),

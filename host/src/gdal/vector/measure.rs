@@ -517,8 +517,8 @@ fn read_features(
     let (mut unmeasurable, mut unmeasurable_named) = (0u64, Vec::new());
     let mut budget = ReadBudget::new("input");
     for feature in layer.features() {
-        budget.take(feature.geometry())?;
-        let Some(geometry) = feature.geometry().filter(|g| !g.is_empty()) else {
+        budget.take(crate::gdal::geometry_of(&feature))?;
+        let Some(geometry) = crate::gdal::geometry_of(&feature).filter(|g| !g.is_empty()) else {
             empty += 1;
             continue;
         };

@@ -401,7 +401,7 @@ pub fn layer_has_curves(layer: &mut Layer) -> bool {
     let curved = layer
         .features()
         .take(limit)
-        .any(|f| f.geometry().is_some_and(geometry::has_curves));
+        .any(|f| crate::gdal::geometry_of(&f).is_some_and(geometry::has_curves));
     layer.reset_feature_reading();
     curved
 }
@@ -447,7 +447,7 @@ pub fn read_zones(
             None => serde_json::Value::Null,
         };
         let mut polygons = Vec::new();
-        if let Some(geometry) = feature.geometry() {
+        if let Some(geometry) = crate::gdal::geometry_of(&feature) {
             match &transform {
                 Some((t, source, target)) => {
                     let (moved, _) =
@@ -519,7 +519,7 @@ pub fn mask_wkt(
         .map_err(|_| failed("cannot create a geometry"))?;
     let mut split = 0;
     for feature in layer.features() {
-        let Some(geometry) = feature.geometry() else {
+        let Some(geometry) = crate::gdal::geometry_of(&feature) else {
             continue;
         };
         let (moved, was_split) =
@@ -584,7 +584,7 @@ pub fn refuse_antimeridian_crossings(
         return Ok(());
     }
     for feature in layer.features() {
-        let Some(g) = feature.geometry() else {
+        let Some(g) = crate::gdal::geometry_of(&feature) else {
             continue;
         };
         let e = g.envelope();

@@ -564,6 +564,55 @@ pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
     crate::gdal::facts::with_text_cells(|| run_with_text_cells(request))
 }
 
+/// What a column's name says it holds: `Some(true)` for the first axis of a map (longitude,
+/// easting), `Some(false)` for the second (latitude, northing), `None` when the name does not
+/// say.
+fn axis_named(column: &str, geographic: bool) -> Option<bool> {
+    let name: String = column
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    let first: &[&str] = if geographic {
+        &["lon", "long", "lng", "longitude", "longitud", "longitudine"]
+    } else {
+        &["easting", "east"]
+    };
+    let second: &[&str] = if geographic {
+        &["lat", "latitude", "latitud", "latitudine", "breite"]
+    } else {
+        &["northing", "north"]
+    };
+    if first.contains(&name.as_str()) {
+        Some(true)
+    } else if second.contains(&name.as_str()) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Refuse `x` and `y` given the columns whose names say the other axis: `x: "lat"` and
+/// `y: "lon"` placed points in northern Italy 4,500 km away in Somalia, both readings in range
+/// (attack round 20, R20-B10). The table's own header says which is which.
+fn check_axis_names(x: &str, y: &str, geographic: bool) -> Result<(), GdalError> {
+    let swapped =
+        axis_named(x, geographic) == Some(false) || axis_named(y, geographic) == Some(true);
+    if swapped {
+        let (first, second) = if geographic {
+            ("longitude", "latitude")
+        } else {
+            ("easting", "northing")
+        };
+        return Err(GdalError::Arguments(format!(
+            "x, y: the columns look swapped: x names the column \"{x}\" and y the column \
+             \"{y}\", whose names say the other axis (x is the {first}, y the {second}); swap \
+             them (x: \"{y}\", y: \"{x}\")"
+        )));
+    }
+    Ok(())
+}
+
 fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
     let srs = crate::gdal::facts::parse_crs("crs", &request.crs)?;
     super::geometry::refuse_unless_degrees_from_greenwich(&srs, "crs")?;
@@ -589,6 +638,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     };
     let xi = find("x", &request.x)?;
     let yi = find("y", &request.y)?;
+    check_axis_names(&request.x, &request.y, geographic)?;
     let zi = match &request.z {
         Some(z) => Some(find("z", z)?),
         None => None,

@@ -224,6 +224,11 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 target_aligned: false,
                 heights_unit: None,
             };
+            crate::gdal::programs::check_signed_bytes(
+                &crate::gdal::programs::Program::Warp,
+                &dataset,
+                &[],
+            )?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset)
                 && request
                     .output_type
@@ -795,6 +800,15 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
     }
     check_band(args.band)?;
     check_nodata(args.nodata)?;
+    // The composite is written in Float32 (R20-B12: nodata 1e-50 was stored as 0).
+    if let Some(why) = args
+        .nodata
+        .and_then(|v| crate::gdal::raster::warp::nodata_the_type_cannot_hold(v, "Float32"))
+    {
+        return Err(ToolError::Arguments(format!(
+            "nodata: {why}; pass a nodata Float32 holds (e.g. -9999, or NaN, the default)"
+        )));
+    }
     let mut options = driver_options("creation_options", &args.creation_options)?;
     if options.is_empty() {
         options = vec![
@@ -819,6 +833,7 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
         args.justification,
         move || {
             facts::check_raster_format("GTiff", &options)?;
+            composite::declared_unit(&inputs, band)?;
             let reference = facts::open(&inputs[0])?;
             let mut datasets = Vec::new();
             let mut differ = false;

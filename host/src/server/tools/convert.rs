@@ -409,6 +409,135 @@ fn relabelled_nodata(
     Ok(notes)
 }
 
+/// What `scale` does to the stored values the bands hold (read exactly): refused when its
+/// source range misses every stored value of a packed band but holds its physical values
+/// (attack round 20, R20-B6: [100, 110] on heights stored in decimetres clamped all 99 cells
+/// to 110.0 m under "the physical values are kept"), or when the rescaled values reach the
+/// `nodata` given (R20-B5: [50, 60, 0, 254] with nodata 255 to Byte made 39 of 99 valid cells
+/// nodata, gdal_translate extrapolating past 60 and clamping at 255). Values the output type
+/// clamps are said.
+fn check_rescale(
+    args: &ConvertArgs,
+    input: &std::path::Path,
+    facts: &crate::gdal::facts::DatasetFacts,
+) -> Result<Vec<String>, ToolError> {
+    let Some([src_min, src_max, dst_min, dst_max]) = args.scale else {
+        return Ok(Vec::new());
+    };
+    if src_max == src_min {
+        return Ok(Vec::new());
+    }
+    let dataset = facts::open(input)?;
+    let chosen: Vec<usize> = match &args.bands {
+        Some(list) => list.iter().map(|b| *b as usize).collect(),
+        None => (1..=dataset.raster_count()).collect(),
+    };
+    let output_type = args
+        .output_type
+        .map(|t| t.gdal_name().to_string())
+        .or_else(|| {
+            facts
+                .raster
+                .as_ref()
+                .and_then(|r| r.data_types.first().cloned())
+        });
+    let range = output_type
+        .as_deref()
+        .and_then(crate::gdal::raster::warp::integer_range);
+    let map = |v: f64| dst_min + (v - src_min) * (dst_max - dst_min) / (src_max - src_min);
+    let mut notes = Vec::new();
+    for index in chosen {
+        let Ok(band) = dataset.rasterband(index) else {
+            continue;
+        };
+        let (w, h) = band.size();
+        if (w as u64).saturating_mul(h as u64) > crate::gdal::policy::max_cells() {
+            continue;
+        }
+        let _quiet = crate::gdal::ErrorCapture::start();
+        let Ok(stored) = band.compute_raster_min_max(false) else {
+            continue;
+        };
+        let (low, high) = (stored.min, stored.max);
+        let (scale, offset) = (band.scale().unwrap_or(1.0), band.offset().unwrap_or(0.0));
+        let packed = (scale, offset) != (1.0, 0.0);
+        let (p_low, p_high) = {
+            let (a, b) = (low * scale + offset, high * scale + offset);
+            (a.min(b), a.max(b))
+        };
+        let (s_low, s_high) = (src_min.min(src_max), src_min.max(src_max));
+        let misses = high < s_low || low > s_high;
+        if packed && misses && p_high >= s_low && p_low <= s_high {
+            let raw = |v: f64| (v - offset) / scale;
+            return Err(ToolError::Arguments(format!(
+                "scale: its source range [{}, {}] is read in band {index}'s stored values, \
+                 which run {}..{} (physical {}..{}: the band declares raw x {} + {}); it misses \
+                 every stored value and would clamp every cell. For that physical range pass \
+                 [{}, {}, {}, {}]",
+                number(src_min),
+                number(src_max),
+                number(low),
+                number(high),
+                number(p_low),
+                number(p_high),
+                number(scale),
+                number(offset),
+                number(raw(src_min)),
+                number(raw(src_max)),
+                number(dst_min),
+                number(dst_max)
+            )));
+        }
+        let (a, b) = {
+            let (a, b) = (map(low), map(high));
+            (a.min(b), a.max(b))
+        };
+        let (held_a, held_b) = match range {
+            Some((type_low, type_high)) => (
+                a.round().clamp(type_low, type_high),
+                b.round().clamp(type_low, type_high),
+            ),
+            None => (a, b),
+        };
+        if let Some(nodata) = args.nodata {
+            if nodata >= held_a && nodata <= held_b {
+                return Err(ToolError::Arguments(format!(
+                    "nodata: band {index}'s stored values {}..{} rescale to {}..{} (as {} holds \
+                     them), which reaches the nodata {}: valid cells would read as nodata. \
+                     Pass a source range that covers the data ([{}, {}, ...]), or a nodata \
+                     outside {}..{}",
+                    number(low),
+                    number(high),
+                    number(held_a),
+                    number(held_b),
+                    output_type.as_deref().unwrap_or("the output type"),
+                    number(nodata),
+                    number(low),
+                    number(high),
+                    number(held_a),
+                    number(held_b)
+                )));
+            }
+        }
+        if let Some((type_low, type_high)) = range {
+            if a < type_low || b > type_high {
+                notes.push(format!(
+                    "scale: band {index}'s stored values {}..{} rescale to {}..{}, beyond {}'s \
+                     {}..{}: the values past it are clamped to its ends",
+                    number(low),
+                    number(high),
+                    number(a),
+                    number(b),
+                    output_type.as_deref().unwrap_or_default(),
+                    number(type_low),
+                    number(type_high)
+                ));
+            }
+        }
+    }
+    Ok(notes)
+}
+
 /// What `scale` means for the bands' own declarations. `gdal_translate -scale` maps raw values
 /// and copies the input's scale, offset and nodata unchanged, so a band declaring physical =
 /// raw x 0.01 - 10 read -9.99..-7.45 after a rescale to 0..255, and valid cells rescaled onto
@@ -595,6 +724,8 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                 plan.nodata_notes = relabelled_nodata(&input, args.bands.as_deref(), value)?;
             }
             crate::gdal::facts::mask::refuse_mask_lost("input", &input, &plan.format)?;
+            plan.nodata_notes
+                .extend(check_rescale(&args, &input, &input_facts)?);
             let (declared, note) = rescaled_declarations(&args, &input_facts)?;
             plan.args.extend(declared);
             plan.rescaled = note;

@@ -466,6 +466,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             // NaN cells are no values: an interpolating method spread them over their
             // neighbours (attack round 17, R17-B12).
+            programs::check_signed_bytes(&Program::Warp, &dataset, &[])?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
@@ -686,6 +687,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             args::refuse_scaled_statistic("resampling", &request.resampling, &input_facts)?;
             // NaN cells are no values, and bands that declare different nodata values get one
             // the data cannot hold (attack round 17, R17-B12, R17-B14).
+            programs::check_signed_bytes(&Program::Warp, &dataset, &[])?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
             if request.dst_nodata.is_none() && warp::bands_disagree_on_nodata(&dataset) {
                 request.dst_nodata = warp::fill_nodata(&request.input, &dataset, None)?.value();
@@ -1101,6 +1103,17 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
             // every overview cell they touch into NaN under `average` (attack round 17,
             // R17-B12). Refused, naming the declaration that lets GDAL leave them out.
             let reduces = !matches!(checked_method.as_str(), "nearest" | "near" | "mode");
+            // GDALBuildOverviews averages the stored bytes of a signed-byte band: found before
+            // the gate (attack round 20, R20-B1).
+            let signed = facts::negative_signed_byte_bands(&facts::open(&input)?);
+            if reduces && !signed.is_empty() {
+                return Err(ToolError::Arguments(format!(
+                    "input: band(s) {signed:?} declare PIXELTYPE=SIGNEDBYTE and hold negative \
+                     values (-128..-1, stored as 128..255), and {checked_method} overviews \
+                     would be computed from the stored bytes; copy it first with raster_calc \
+                     (expression \"a\", data_type Int16), or build `nearest` overviews"
+                )));
+            }
             if reduces && warp::nan_marks_nodata(&facts::open(&input)?) {
                 return Err(ToolError::Arguments(format!(
                     "input: it holds NaN cells and declares no nodata, so {checked_method} \

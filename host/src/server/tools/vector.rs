@@ -714,6 +714,34 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                 )?;
             }
             let mut argv = base_argv(&driver, &input_facts, true);
+            // A feature without a geometry lies nowhere, so in no clip area: ogr2ogr's
+            // `-clipsrc` kept it (attack round 20, R20-B9: 2 features written where 1 lies
+            // inside); a spatial filter over the whole plane leaves it out. A table without a
+            // geometry has nothing to clip.
+            let tables: Vec<String> = input_facts
+                .vector
+                .as_ref()
+                .map(|v| {
+                    v.layers
+                        .iter()
+                        .filter(|l| args.layer.as_ref().is_none_or(|name| *name == l.name))
+                        .filter(|l| l.geometry_type == "None")
+                        .map(|l| l.name.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if !tables.is_empty() {
+                return Err(ToolError::Arguments(format!(
+                    "input: layer(s) {} hold no geometry, so there is nothing to clip; select \
+                     rows by their values with vector_query",
+                    tables.join(", ")
+                )));
+            }
+            argv.extend(
+                ["-spat", "-1e30", "-1e30", "1e30", "1e30"]
+                    .iter()
+                    .map(|a| a.to_string()),
+            );
             let mut notes = Vec::new();
             let mut datasets = vec![input_facts];
             let mut target_crs = None;
