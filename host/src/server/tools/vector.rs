@@ -291,6 +291,27 @@ fn translate(plan: VectorPlan, _work: &Work) -> Result<VectorOutput, ToolError> 
     })
 }
 
+/// The names of the layers of `source` the call reads (`layer`, or every one) for which
+/// `wanted` holds.
+fn layers_where(
+    source: &DatasetFacts,
+    layer: Option<&str>,
+    wanted: impl Fn(&facts::LayerFacts) -> bool,
+) -> Vec<String> {
+    source
+        .vector
+        .as_ref()
+        .map(|v| {
+            v.layers
+                .iter()
+                .filter(|l| layer.is_none_or(|name| name == l.name))
+                .filter(|l| wanted(l))
+                .map(|l| l.name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `-f <driver>`, plus `-nlt PROMOTE_TO_MULTI` where single-part layer types would reject
 /// features: a Shapefile's "Polygon" layer mixes polygons and multipolygons, and clipping can
 /// split a polygon in two (or leave a single part of a multipolygon). Strictly typed formats (FlatGeobuf) refuse such features, so they are
@@ -377,21 +398,10 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             };
             let transformation = transform::facts(&source, &target, area);
             // Layers whose arcs must be drawn before they move (attack round 18, R18-B7).
-            let arcs: Vec<String> = input_facts
-                .vector
-                .as_ref()
-                .map(|v| {
-                    v.layers
-                        .iter()
-                        .filter(|l| args.layer.as_ref().is_none_or(|name| *name == l.name))
-                        .filter(|l| {
-                            programs::may_hold_arcs(&l.geometry_type)
-                                || l.geometry_types.iter().any(|t| programs::may_hold_arcs(t))
-                        })
-                        .map(|l| l.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let arcs = layers_where(&input_facts, args.layer.as_deref(), |l| {
+                programs::may_hold_arcs(&l.geometry_type)
+                    || l.geometry_types.iter().any(|t| programs::may_hold_arcs(t))
+            });
             let mut argv = base_argv(&driver, &input_facts, false);
             if keep {
                 let wkt = |srs: &SpatialRef| {
@@ -718,18 +728,9 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
             // `-clipsrc` kept it (attack round 20, R20-B9: 2 features written where 1 lies
             // inside); a spatial filter over the whole plane leaves it out. A table without a
             // geometry has nothing to clip.
-            let tables: Vec<String> = input_facts
-                .vector
-                .as_ref()
-                .map(|v| {
-                    v.layers
-                        .iter()
-                        .filter(|l| args.layer.as_ref().is_none_or(|name| *name == l.name))
-                        .filter(|l| l.geometry_type == "None")
-                        .map(|l| l.name.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
+            let tables = layers_where(&input_facts, args.layer.as_deref(), |l| {
+                l.geometry_type == "None"
+            });
             if !tables.is_empty() {
                 return Err(ToolError::Arguments(format!(
                     "input: layer(s) {} hold no geometry, so there is nothing to clip; select \
