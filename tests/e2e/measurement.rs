@@ -3002,26 +3002,7 @@ async fn r18_b3_b6_curved_geometries_are_linearised_in_their_own_plane() {
         .await
         .unwrap();
     let path = |n: &str| server.path(n).display().to_string();
-    std::fs::write(
-        server.path("circle.csv"),
-        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(500000 5000000,500200 5000000,500000 5000000))\"\n",
-    )
-    .unwrap();
-    gdal_mcp_tests::run_program(
-        "ogr2ogr",
-        &[
-            "-a_srs",
-            "EPSG:32633",
-            "-nlt",
-            "GEOMETRY",
-            &path("circle.gpkg"),
-            &path("circle.csv"),
-            "-oo",
-            "GEOM_POSSIBLE_NAMES=WKT",
-            "-oo",
-            "KEEP_GEOM_COLUMNS=NO",
-        ],
-    );
+    curved_circle(&server, "GEOMETRY");
     let area = |content: &Value| content["polygons"]["area"].as_f64().unwrap_or(f64::NAN);
     let disc = std::f64::consts::PI * 100.0 * 100.0;
     for method in ["planar", "geodesic"] {
@@ -3107,26 +3088,7 @@ async fn r18_b7_reprojected_curves_are_drawn_before_they_move() {
         .await
         .unwrap();
     let path = |n: &str| server.path(n).display().to_string();
-    std::fs::write(
-        server.path("circle.csv"),
-        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(500000 5000000,500200 5000000,500000 5000000))\"\n",
-    )
-    .unwrap();
-    gdal_mcp_tests::run_program(
-        "ogr2ogr",
-        &[
-            "-a_srs",
-            "EPSG:32633",
-            "-nlt",
-            "CURVEPOLYGON",
-            &path("circle.gpkg"),
-            &path("circle.csv"),
-            "-oo",
-            "GEOM_POSSIBLE_NAMES=WKT",
-            "-oo",
-            "KEEP_GEOM_COLUMNS=NO",
-        ],
-    );
+    curved_circle(&server, "CURVEPOLYGON");
     let moved = call_justified(
         &server,
         "vector_reproject",
@@ -3291,5 +3253,31 @@ async fn r19_b4_the_z_refusal_gives_both_readings_of_undeclared_heights() {
     assert!(
         three_d.iter().any(|v| (v - in_metres).abs() < 0.01),
         "{three_d:?}"
+    );
+}
+
+/// `circle.gpkg`: a circle of radius 100 m centred at (500100, 5000000) in EPSG:32633, one
+/// CURVEPOLYGON of one full CIRCULARSTRING, in a layer declared `nlt` (ogr2ogr's `-nlt`).
+fn curved_circle(server: &Server, nlt: &str) {
+    let path = |n: &str| server.path(n).display().to_string();
+    std::fs::write(
+        server.path("circle.csv"),
+        "id,WKT\n1,\"CURVEPOLYGON(CIRCULARSTRING(500000 5000000,500200 5000000,500000 5000000))\"\n",
+    )
+    .unwrap();
+    gdal_mcp_tests::run_program(
+        "ogr2ogr",
+        &[
+            "-a_srs",
+            "EPSG:32633",
+            "-nlt",
+            nlt,
+            &path("circle.gpkg"),
+            &path("circle.csv"),
+            "-oo",
+            "GEOM_POSSIBLE_NAMES=WKT",
+            "-oo",
+            "KEEP_GEOM_COLUMNS=NO",
+        ],
     );
 }

@@ -716,13 +716,9 @@ impl WarpRequest {
         // padding is masked.
         if nodata_outside_the_type(&source) {
             let held = (1..=source.raster_count()).any(|index| {
-                source.rasterband(index).is_ok_and(|band| {
-                    band.no_data_value().is_some_and(|v| {
-                        integer_range(&crate::gdal::facts::band_type_name(&band)).is_none_or(
-                            |(low, high)| v.is_nan() || (v >= low && v <= high && v.fract() == 0.0),
-                        )
-                    })
-                })
+                source
+                    .rasterband(index)
+                    .is_ok_and(|band| crate::gdal::facts::nodata::band_nodata(&band).is_some())
             });
             if held {
                 return Err(GdalError::Arguments(format!(
@@ -873,14 +869,10 @@ pub fn bands_disagree_on_nodata(dataset: &gdal::Dataset) -> bool {
 /// type's range or between its whole numbers): such a value marks no cell.
 fn nodata_outside_the_type(source: &gdal::Dataset) -> bool {
     (1..=source.raster_count()).any(|index| {
-        let Ok(band) = source.rasterband(index) else {
-            return false;
-        };
-        let Some(nodata) = band.no_data_value().filter(|v| v.is_finite()) else {
-            return false;
-        };
-        integer_range(&crate::gdal::facts::band_type_name(&band))
-            .is_some_and(|(low, high)| nodata < low || nodata > high || nodata.fract() != 0.0)
+        source.rasterband(index).is_ok_and(|band| {
+            band.no_data_value().is_some()
+                && crate::gdal::facts::nodata::band_nodata(&band).is_none()
+        })
     })
 }
 
