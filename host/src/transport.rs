@@ -25,6 +25,11 @@
 //!   non-object `arguments`, and any params rmcp's typed reader refuses for a method it knows
 //!   (which it would otherwise answer as "method not found", or not at all) are answered
 //!   `-32602`;
+//! * before the session's lifecycle is chosen (an `initialize`, or a 2026-07-28 request with
+//!   its protocol fields in `_meta`), a request that is neither and has no protocol version in
+//!   its `_meta` is answered `-32600` "initialize first" (rmcp told it to add 2026-07-28
+//!   `_meta` fields, attack round 20, R20-C7), and a notification or a response is dropped
+//!   with a warning on stderr: rmcp ended the session on one, and the server exited;
 //! * everything else, exactly what rmcp reads, goes to rmcp unchanged.
 //!
 //! rmcp's replies and these errors are written to stdout by one writer task, a whole line at a
@@ -161,6 +166,7 @@ async fn read_requests<R>(
 {
     let mut input = BufReader::with_capacity(1 << 16, input);
     let mut line = Vec::with_capacity(1 << 12);
+    let mut lifecycle_chosen = false;
     loop {
         line.clear();
         match read_bounded_line(&mut input, &mut line).await {
@@ -191,6 +197,20 @@ async fn read_requests<R>(
                 match checked {
                     Ok("") => continue,
                     Ok(text) => {
+                        if !lifecycle_chosen {
+                            match before_lifecycle(text) {
+                                BeforeLifecycle::Chooses => lifecycle_chosen = true,
+                                BeforeLifecycle::Forward => {}
+                                BeforeLifecycle::Drop(why) => {
+                                    tracing::warn!("{why}");
+                                    continue;
+                                }
+                                BeforeLifecycle::Answer(reply) => {
+                                    let _ = errors.send(reply);
+                                    continue;
+                                }
+                            }
+                        }
                         match exchange(text.as_bytes()) {
                             Exchange::Request(id) => {
                                 if !in_flight.with(|ids| ids.insert(id.clone())) {
@@ -225,6 +245,70 @@ async fn read_requests<R>(
         }
     }
     let _ = to_rmcp.shutdown().await;
+}
+
+/// What to do with a checked line that arrives before the session's lifecycle is chosen.
+enum BeforeLifecycle {
+    /// An `initialize`, or a 2026-07-28 request with its protocol fields: rmcp starts the
+    /// session on it.
+    Chooses,
+    /// A `ping`, a discovery, or a request naming a protocol version: rmcp answers it and
+    /// waits on.
+    Forward,
+    /// A notification or a response: nothing answers it, and rmcp would end the session.
+    Drop(String),
+    /// A request with no protocol version: answered here, "initialize first".
+    Answer(String),
+}
+
+/// [`BeforeLifecycle`] of a line [`check_line`] passed.
+fn before_lifecycle(text: &str) -> BeforeLifecycle {
+    const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    let Ok(message) = serde_json::from_str::<Value>(text) else {
+        return BeforeLifecycle::Forward;
+    };
+    let method = message.get("method").and_then(Value::as_str);
+    let Some(method) = method else {
+        return BeforeLifecycle::Drop(
+            "dropped a response sent before initialize: the server asked nothing yet".into(),
+        );
+    };
+    let Some(id) = message.get("id") else {
+        return BeforeLifecycle::Drop(format!(
+            "dropped the notification {method:?} sent before initialize; a client sends \
+             `initialize` first"
+        ));
+    };
+    if method == InitializeResultMethod::VALUE {
+        return BeforeLifecycle::Chooses;
+    }
+    if method == PingRequestMethod::VALUE {
+        return BeforeLifecycle::Forward;
+    }
+    let meta = message.get("params").and_then(|p| p.get("_meta"));
+    let version = meta.and_then(|m| m.get(PROTOCOL_VERSION));
+    match version.and_then(Value::as_str) {
+        Some(version)
+            if version == rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+                && method != DiscoverRequestMethod::VALUE
+                && meta
+                    .is_some_and(|m| m.get(CLIENT_CAPABILITIES).is_some_and(Value::is_object)) =>
+        {
+            BeforeLifecycle::Chooses
+        }
+        _ if version.is_some() => BeforeLifecycle::Forward,
+        _ => BeforeLifecycle::Answer(error_line(
+            &reply_id(Some(id)),
+            -32600,
+            &format!(
+                "invalid request: {method} before initialize. A 2025-11-25 client sends \
+                 `initialize` first, and `notifications/initialized` after its answer; a \
+                 2026-07-28 client puts {PROTOCOL_VERSION} and {CLIENT_CAPABILITIES} in each \
+                 request's params._meta"
+            ),
+        )),
+    }
 }
 
 /// Give the memory the allocator holds free back to the system (glibc's `malloc_trim`, every

@@ -16,6 +16,16 @@ struct Raw {
 
 impl Raw {
     fn start() -> Self {
+        let mut raw = Self::spawn();
+        raw.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+        let reply = raw.next().expect("initialize answered");
+        assert_eq!(reply["id"], "init", "{reply}");
+        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        raw
+    }
+
+    /// A server that has not been initialized.
+    fn spawn() -> Self {
         let workspace = tempfile::tempdir().unwrap();
         let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
         let stdin = child.stdin.take().unwrap();
@@ -28,17 +38,12 @@ impl Raw {
                 }
             }
         });
-        let mut raw = Self {
+        Self {
             _workspace: workspace,
             child,
             stdin,
             lines,
-        };
-        raw.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
-        let reply = raw.next().expect("initialize answered");
-        assert_eq!(reply["id"], "init", "{reply}");
-        raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-        raw
+        }
     }
 
     fn send(&mut self, line: &str) {
@@ -391,4 +396,44 @@ fn r19_c4_an_id_in_flight_is_not_taken_twice() {
     assert!(!workspace.path().join("b.tif").exists());
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Attack round 20, R20-C7: a 2025-11-25 client's `tools/list` sent before `initialize` was
+/// told to add the 2026-07-28 `_meta` fields; it is now told to initialize first. Found beside
+/// it: a notification (or a response) before `initialize` ended rmcp's handshake, and the
+/// server exited ("expect initialized request, but received: Some(Notification(...))"); it is
+/// now dropped with a warning. The twins: `ping` before `initialize` is answered, a 2026-07-28
+/// request with its `_meta` fields runs without one, and after `initialize` the same
+/// `tools/list` is answered.
+#[test]
+fn r20_c7_requests_and_notifications_before_initialize() {
+    let mut raw = Raw::spawn();
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":99,"result":{}}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":"early","method":"tools/list","params":{}}"#);
+    let early = raw.next().expect("the early request is answered");
+    assert_eq!(early["id"], "early", "{early}");
+    assert_eq!(early["error"]["code"], -32600, "{early}");
+    let message = early["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("before initialize") && message.contains("sends `initialize` first"),
+        "{message}"
+    );
+    raw.send(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+    let ping = raw.next().expect("ping answered");
+    assert!(ping["result"].is_object(), "{ping}");
+    raw.send(r#"{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#);
+    let init = raw
+        .next()
+        .expect("initialize answered: the server is still up");
+    assert_eq!(init["id"], "init", "{init}");
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    raw.send(r#"{"jsonrpc":"2.0","id":"late","method":"tools/list","params":{}}"#);
+    let late = raw.next().expect("tools/list answered");
+    assert!(late["result"]["tools"].is_array(), "{late}");
+
+    let mut modern = Raw::spawn();
+    modern.send(r#"{"jsonrpc":"2.0","id":"m","method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#);
+    let listed = modern.next().expect("a 2026-07-28 request is answered");
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
 }

@@ -530,8 +530,9 @@ async fn a_reprojection_is_graded_by_its_targets_scale_error_over_the_data() -> 
 /// to 5 %" for a 3.9 % scale error let a 303.5 % (critical) call of the same CRS pair run on a
 /// `warn` receipt. A stale capsule now answers only a finding no more severe than its own, and
 /// only if it passes against this call's evidence: the raster at 60° N is refused with nothing
-/// written; its twin at 9° N (a smaller error than the one accepted) runs on the stale capsule
-/// with a `warn` receipt naming it.
+/// written; its twin at 9° N (a smaller error than the one accepted) runs on the capsule,
+/// whose receipt names the figures that differ (the domain and its prompt did not change, so
+/// nothing is stale: R20-C8).
 #[tokio::test]
 async fn r15_c3_a_stale_capsule_answers_only_the_question_it_still_answers() -> anyhow::Result<()> {
     let server = Server::start(Era::Modern, Options::default()).await?;
@@ -589,13 +590,68 @@ async fn r15_c3_a_stale_capsule_answers_only_the_question_it_still_answers() -> 
         .await?;
     assert!(!is_error(&twin), "{}", text(&twin));
     let receipt = crs_receipt(&twin);
-    assert_eq!(receipt["decision"], json!("warn"), "{receipt}");
+    assert_eq!(receipt["decision"], json!("proceed"), "{receipt}");
+    assert!(receipt["stale"].is_null(), "{receipt}");
     assert!(
         receipt["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("stale")),
+            .is_some_and(|r| r.contains("given for other data") && r.contains(" then, ")),
         "{receipt}"
     );
+    assert!(receipt["capsule"]
+        .as_str()
+        .is_some_and(|c| c.starts_with("justification://crs_datum/")));
+    Ok(())
+}
+
+/// Attack round 20, R20-C8: the resampling prompt names the data type, so a Float64 or Int16
+/// copy of a DEM justified for bilinear as Float32 had another key, and ran through the stale
+/// path on a `warn` receipt saying "the domain's prompt text changed"; under `--stale refuse`
+/// it was asked again. Nothing had changed but the data: the capsule of the same decision now
+/// answers, with `proceed` and a receipt naming the data type then and now, under either
+/// stale policy. The twin: a domain whose prompt did change still goes through the stale path
+/// (`a_capsule_for_an_older_prompt_warns_by_default_and_is_refused_on_request`).
+#[tokio::test]
+async fn r20_c8_the_same_decision_on_another_data_type_is_not_stale() -> anyhow::Result<()> {
+    let options = Options {
+        data: vec!["dem.tif"],
+        extra_args: vec!["--stale".to_string(), "refuse".to_string()],
+        ..Default::default()
+    };
+    let server = Server::start(Era::Modern, options).await?;
+    let dem = server.path("dem.tif");
+    let dem = dem.to_str().unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-ot",
+            "Float64",
+            dem,
+            server.path("dem64.tif").to_str().unwrap(),
+        ],
+    );
+    let resample = |input: &str, output: &str| json!({"input": input, "output": output, "size": [10, 10], "resampling": "bilinear"});
+    let mut first = resample("dem.tif", "a.tif");
+    first["justification"] = json!({"resampling": justification("bilinear")});
+    let first = server.call("raster_resample", first).await?;
+    assert!(!is_error(&first), "{}", text(&first));
+    let again = server
+        .call("raster_resample", resample("dem64.tif", "b.tif"))
+        .await?;
+    assert!(!is_error(&again), "{}", text(&again));
+    let receipt = structured(&again)["reflection"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["domain"] == "resampling").cloned())
+        .unwrap_or(Value::Null);
+    assert_eq!(receipt["decision"], json!("proceed"), "{receipt}");
+    assert!(receipt["stale"].is_null(), "{receipt}");
+    let reason = receipt["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("Float32") && reason.contains("Float64") && !reason.contains("stale"),
+        "{reason}"
+    );
+    assert!(server.path("b.tif").exists());
     Ok(())
 }
 

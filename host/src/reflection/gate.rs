@@ -292,6 +292,41 @@ fn alternatives_line(evidence: &[EvidenceItem]) -> String {
 }
 
 /// The first 12 hex digits of a `sha256:` value, for messages.
+/// How a capsule found for a decision under another key came to differ from today's question.
+enum Earlier {
+    /// The same domain and prompt, asked of other data: the prompt arguments that differ, then
+    /// and now.
+    OtherData(String),
+    /// The domain or its prompt text changed since: what changed.
+    Stale(String),
+}
+
+/// The prompt arguments whose values differ between a capsule's and today's, in words: `data
+/// type Float32` then, `data type Int16` now. Each value is cut to a readable length.
+fn details_that_differ(then: &BTreeMap<String, String>, now: &[(String, String)]) -> String {
+    const SHOWN_CHARS: usize = 160;
+    let cut = |text: &str| -> String {
+        let mut out: String = text.chars().take(SHOWN_CHARS).collect();
+        if text.chars().count() > SHOWN_CHARS {
+            out.push('…');
+        }
+        out
+    };
+    let differs: Vec<String> = now
+        .iter()
+        .filter(|(name, value)| then.get(name) != Some(value))
+        .map(|(name, value)| {
+            let earlier = then.get(name).map_or("(none)", String::as_str);
+            format!("{name} was {:?} then, {:?} now", cut(earlier), cut(value))
+        })
+        .collect();
+    if differs.is_empty() {
+        "the prompt's details differ".to_string()
+    } else {
+        differs.join("; ")
+    }
+}
+
 fn short(hash: &str) -> &str {
     let hex = hash.strip_prefix("sha256:").unwrap_or(hash);
     hex.get(..12).unwrap_or(hex)
@@ -680,8 +715,23 @@ impl Gate {
                     replacing = Some(capsule.uri());
                 }
             }
+            if let Some((capsule, earlier)) =
+                self.stale_capsule(domain, &call.tool, &trigger, &rendered)?
+            {
+                if let Earlier::OtherData(differs) = &earlier {
+                    receipt.capsule = Some(capsule.uri());
+                    receipt.capsule_integrity = Some(capsule.integrity.clone());
+                    receipt.reason = format!(
+                        "{} (the justification of this decision, given for other data, \
+                         answers it: {differs})",
+                        receipt.reason
+                    );
+                    receipts.push(receipt);
+                    continue;
+                }
+            }
             if self.stale == StalePolicy::Warn {
-                if let Some((capsule, changed)) =
+                if let Some((capsule, Earlier::Stale(changed))) =
                     self.stale_capsule(domain, &call.tool, &trigger, &rendered)?
                 {
                     receipt.decision = Decision::Warn;
@@ -993,8 +1043,9 @@ impl Gate {
     /// A capsule of `domain` for the same decision (key fields and evidence ids) whose prompt
     /// text or domain version differs from today's, if it answers today's question: the
     /// finding is no more severe than it was, and its justification passes the checks against
-    /// today's evidence (the measured figures of this call), as a new one would; with what
-    /// changed, in words.
+    /// today's evidence (the measured figures of this call), as a new one would; with how it
+    /// differs, in words: [`Earlier::OtherData`] when the same domain's same prompt was asked
+    /// of other data, [`Earlier::Stale`] when the domain or its prompt changed.
     ///
     /// The prompt text carries the measured figures, so new data under the same decision
     /// changes it too: a justification accepting "up to 5 %" for a 3.9 % scale error let a
@@ -1008,7 +1059,7 @@ impl Gate {
         tool: &str,
         trigger: &Trigger,
         rendered: &Rendered,
-    ) -> Result<Option<(Capsule, String)>, GateError> {
+    ) -> Result<Option<(Capsule, Earlier)>, GateError> {
         let (key_fields, evidence) = (&trigger.key_fields, trigger.evidence.as_slice());
         let id = &domain.info.id;
         let ids: Vec<&str> = evidence.iter().map(|e| e.id.as_str()).collect();
@@ -1047,6 +1098,35 @@ impl Gate {
         else {
             return Ok(None);
         };
+        if capsule.prompt.sha256 == rendered.sha256 && capsule.domain_version == domain.info.version
+        {
+            return Ok(None);
+        }
+        if !self.answers_today(domain, &capsule, trigger)? {
+            return Ok(None);
+        }
+        // The same domain asking the same question of other data: its prompt, rendered from
+        // the capsule's own arguments today, is the one the capsule answered. Only the data's
+        // details (a data type, a measured figure) differ, and the checks above held them
+        // against today's evidence (attack round 20, R20-C8: a Float64 copy of a justified
+        // Float32 DEM ran on a `warn` receipt saying the domain's prompt had changed).
+        if capsule.domain_version == domain.info.version {
+            let arguments: Vec<(String, String)> = capsule
+                .prompt
+                .arguments
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            if self.render(domain, &arguments)?.sha256 == capsule.prompt.sha256 {
+                return Ok(Some((
+                    capsule.clone(),
+                    Earlier::OtherData(details_that_differ(
+                        &capsule.prompt.arguments,
+                        &trigger.prompt_arguments,
+                    )),
+                )));
+            }
+        }
         let mut changed = Vec::new();
         if capsule.prompt.sha256 != rendered.sha256 {
             changed.push(format!(
@@ -1061,16 +1141,13 @@ impl Gate {
                 capsule.domain_version, domain.info.version
             ));
         }
-        if changed.is_empty() || !self.answers_today(domain, &capsule, trigger)? {
-            return Ok(None);
-        }
         Ok(Some((
             capsule.clone(),
-            format!(
+            Earlier::Stale(format!(
                 "capsule {} answered an older question: {}",
                 capsule.uri(),
                 changed.join("; ")
-            ),
+            )),
         )))
     }
 
