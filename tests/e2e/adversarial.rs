@@ -7129,3 +7129,123 @@ async fn r20_a2_a3_links_gdal_follows_after_the_checks_are_refused() {
     );
     decoy.assert_untouched();
 }
+
+/// Attack round 21, R21-C2: R20-C6's bookkeeping was per decision, not per call. With two
+/// calls of one decision in flight, each with its own inline justification, cancelling the
+/// first deleted the capsule the second had stored and committed on (the decision was refused
+/// again), or put the cancelled call's justification back over the second's. Withdrawal is now
+/// per call: the second call's capsule stays in both orders, and answers the decision.
+#[test]
+fn r21_c2_cancelling_one_call_keeps_the_capsule_another_call_stored() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut early: Vec<Value> = Vec::new();
+    let mut answer = |id: i64| -> Value {
+        if let Some(at) = early.iter().position(|r| r["id"] == json!(id)) {
+            return early.remove(at);
+        }
+        loop {
+            let reply = lines
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("no answer to {id}"));
+            if reply["id"] == json!(id) {
+                return reply;
+            }
+            early.push(reply);
+        }
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    answer(0);
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let justified = |intent: &str| {
+        let mut j = gdal_mcp_tests::justification("lanczos");
+        j["intent"] = json!(intent);
+        j
+    };
+    let resample = |id: i64, output: &str, size: u32, intent: &str| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":output,"resampling":"lanczos","size":[size, size],
+        "justification":{"resampling": justified(intent)}}}})
+    };
+    let cancel = |id: i64| json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":id,"reason":"test"}});
+    let folder = workspace
+        .path()
+        .join(".preflight/justifications/resampling");
+    let capsule = || -> String {
+        std::fs::read_dir(&folder)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter(|e| e.path().is_file())
+                    .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    };
+    let first_intent = "a finer grid of the terrain for a hillshade preview of the valley";
+    let second_intent = "a coarse grid of the terrain for the regional slope overview map";
+    let third_intent = "a grid of the terrain for the flood model's first calibration run";
+
+    // The first call runs long; the second stores its own justification and commits.
+    send(resample(1, "big1.tif", 9000, first_intent));
+    std::thread::sleep(Duration::from_millis(700));
+    send(resample(2, "small.tif", 10, second_intent));
+    let second = answer(2);
+    assert_ne!(second["result"]["isError"], json!(true), "{second}");
+    send(cancel(1));
+    std::thread::sleep(Duration::from_secs(3));
+    send(json!({"jsonrpc":"2.0","id":3,"method":"ping"}));
+    answer(3);
+    assert!(!workspace.path().join("big1.tif").exists());
+    assert!(capsule().contains(second_intent), "{}", capsule());
+    send(
+        json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"raster_resample",
+        "arguments":{"input":"dem.tif","output":"after.tif","resampling":"lanczos","size":[10, 10]}}}),
+    );
+    let after = answer(4);
+    assert_ne!(after["result"]["isError"], json!(true), "{after}");
+
+    // The other order: the second replaces the first's while both run; the first is cancelled.
+    send(resample(5, "big5.tif", 9000, first_intent));
+    std::thread::sleep(Duration::from_millis(700));
+    send(resample(6, "big6.tif", 4000, third_intent));
+    std::thread::sleep(Duration::from_millis(700));
+    send(cancel(5));
+    let sixth = answer(6);
+    assert_ne!(sixth["result"]["isError"], json!(true), "{sixth}");
+    std::thread::sleep(Duration::from_secs(3));
+    send(json!({"jsonrpc":"2.0","id":7,"method":"ping"}));
+    answer(7);
+    assert!(!workspace.path().join("big5.tif").exists());
+    let stored = capsule();
+    assert!(
+        stored.contains(third_intent) && !stored.contains(first_intent),
+        "{stored}"
+    );
+    drop(send);
+    let _ = child.kill();
+    let _ = child.wait();
+}

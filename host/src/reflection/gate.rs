@@ -257,15 +257,25 @@ pub struct Gate {
     /// `sha256:` over the loaded domains' ids, versions and component digests (what a sign-off
     /// is bound to).
     components: String,
-    /// Capsules stored by calls still running, by key, with the request that stored each
-    /// ([`approval::as_holder`]): another call of the decision does not rest on one until its
-    /// call has ended, so a cancelled call's justification answers none (attack round 17,
-    /// R17-C3). Entries leave when their call ends ([`Gate::end_call`]).
-    in_flight: std::sync::Mutex<HashMap<String, u64>>,
-    /// The capsule an inline justification of a running call replaced, by key: a withdrawal
-    /// puts it back (attack round 20, R20-C6: a cancelled re-justification deleted the
-    /// decision's earlier capsule, and the outputs resting on it lost their purpose).
-    replaced_now: std::sync::Mutex<HashMap<String, super::store::Capsule>>,
+    /// Capsules stored by calls still running, by key, in the order they were stored: another
+    /// call of the decision does not rest on one until its call has ended, so a cancelled
+    /// call's justification answers none (attack round 17, R17-C3); and a withdrawn one puts
+    /// back what it replaced (attack round 20, R20-C6). Entries leave when their call ends
+    /// ([`Gate::end_call`]). Kept per call, not per key: with two calls of one decision in
+    /// flight, cancelling one deleted the capsule the other had committed, or put its own
+    /// back over it (attack round 21, R21-C2).
+    stored_now: std::sync::Mutex<HashMap<String, Vec<StoredNow>>>,
+}
+
+/// A capsule a running call stored ([`Gate::stored_now`]).
+struct StoredNow {
+    /// The request that stored it ([`approval::as_holder`]).
+    holder: u64,
+    /// Its integrity: which capsule it is.
+    integrity: String,
+    /// The capsule it replaced in the store, put back if the call is withdrawn while its own
+    /// capsule is still the stored one.
+    replaced: Option<super::store::Capsule>,
 }
 
 /// Refused decisions remembered for `persist_justification`.
@@ -364,8 +374,7 @@ impl Gate {
             decisions: Memo::new(DECISION_ENTRIES),
             policy: None,
             approvals: None,
-            in_flight: std::sync::Mutex::new(HashMap::new()),
-            replaced_now: std::sync::Mutex::new(HashMap::new()),
+            stored_now: std::sync::Mutex::new(HashMap::new()),
             components: format!(
                 "sha256:{}",
                 sha256_hex(
@@ -484,31 +493,64 @@ impl Gate {
         Ok(self.ledger.append(kind, entry)?)
     }
 
-    /// Withdraw the capsules a call stored (`stored_now`) when the call did not go on: the
+    /// Withdraw the capsules the call of request `holder` stored (`stored_now`) when the call
+    /// did not go on: the
     /// client cancelled it, so nobody saw the justification accepted, and it must not answer
     /// later calls of the decision (attack round 16, R16-C2: a person who pressed stop had in
-    /// fact approved the agent's reasoning for every later call). The capsule's file is
-    /// removed and the ledger records the withdrawal after the capsule's own line. A capsule
-    /// that replaced an earlier one (R16-C8) gives it back its place (R20-C6).
-    pub fn withdraw(&self, receipts: &[Receipt], why: &str) {
+    /// fact approved the agent's reasoning for every later call). While the call's capsule is
+    /// the stored one, it is removed, or gives back its place to the capsule it replaced
+    /// (R16-C8, R20-C6); one another call has replaced since stays, and the capsule that call
+    /// would give back on its own withdrawal becomes the one this call replaced (R21-C2). The
+    /// ledger records the withdrawal, with the withdrawn capsule's integrity, after the
+    /// capsule's own line.
+    pub fn withdraw(&self, holder: u64, receipts: &[Receipt], why: &str) {
         for receipt in receipts.iter().filter(|r| r.stored_now) {
-            self.in_flight_mut().remove(&receipt.key);
-            // A capsule that replaced an earlier one gives it back its place.
-            let earlier = self.replaced_now_mut().remove(&receipt.key);
-            if let Some(earlier) = earlier {
-                if let Err(e) = self.store.put(&earlier) {
-                    tracing::warn!("capsule {} not put back: {e}", earlier.uri());
-                    continue;
+            let Some(integrity) = receipt.capsule_integrity.clone() else {
+                continue;
+            };
+            let mut stored_now = self.stored_now_mut();
+            let list = stored_now.entry(receipt.key.clone()).or_default();
+            let Some(at) = list
+                .iter()
+                .position(|e| e.holder == holder && e.integrity == integrity)
+            else {
+                continue;
+            };
+            let withdrawn = list.remove(at);
+            for later in list.iter_mut() {
+                if later
+                    .replaced
+                    .as_ref()
+                    .is_some_and(|c| c.integrity == withdrawn.integrity)
+                {
+                    later.replaced = withdrawn.replaced.clone();
                 }
-            } else if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
-                if let Err(e) = std::fs::remove_file(&path) {
-                    tracing::warn!("capsule {} not withdrawn: {e}", path.display());
-                    continue;
+            }
+            if list.is_empty() {
+                stored_now.remove(&receipt.key);
+            }
+            drop(stored_now);
+            let current = self
+                .store
+                .get(&receipt.domain, &receipt.key)
+                .map(|c| c.integrity);
+            if current.as_deref() == Some(integrity.as_str()) {
+                if let Some(earlier) = &withdrawn.replaced {
+                    if let Err(e) = self.store.put(earlier) {
+                        tracing::warn!("capsule {} not put back: {e}", earlier.uri());
+                        continue;
+                    }
+                } else if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
+                    if let Err(e) = std::fs::remove_file(&path) {
+                        tracing::warn!("capsule {} not withdrawn: {e}", path.display());
+                        continue;
+                    }
                 }
             }
             if let Err(e) = self.record(
                 "withdrawal",
-                &serde_json::json!({"domain": receipt.domain, "key": receipt.key, "why": why}),
+                &serde_json::json!({"domain": receipt.domain, "key": receipt.key,
+                                    "integrity": integrity, "why": why}),
             ) {
                 tracing::warn!("withdrawal of {} not recorded: {e}", receipt.key);
             }
@@ -518,39 +560,25 @@ impl Gate {
     /// The call of request `holder` has ended (its work committed, failed or was cancelled and
     /// withdrawn): the capsules it stored answer every call from now on.
     pub fn end_call(&self, holder: u64) {
-        let ended: Vec<String> = self
-            .in_flight_mut()
-            .iter()
-            .filter(|(_, h)| **h == holder)
-            .map(|(key, _)| key.clone())
-            .collect();
-        self.in_flight_mut().retain(|_, h| *h != holder);
-        let mut replaced = self.replaced_now_mut();
-        for key in ended {
-            replaced.remove(&key);
-        }
+        self.stored_now_mut().retain(|_, list| {
+            list.retain(|e| e.holder != holder);
+            !list.is_empty()
+        });
     }
 
-    fn replaced_now_mut(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, super::store::Capsule>> {
-        self.replaced_now
+    fn stored_now_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<StoredNow>>> {
+        self.stored_now
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether the capsule of `key` was stored by another call still running.
-    fn stored_by_another_call(&self, key: &str) -> bool {
+    /// Whether `capsule` was stored by another call still running.
+    fn stored_by_another_call(&self, capsule: &Capsule) -> bool {
         let current = approval::current_holder();
-        self.in_flight_mut()
-            .get(key)
-            .is_some_and(|holder| Some(*holder) != current)
-    }
-
-    fn in_flight_mut(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.stored_now_mut().get(&capsule.key).is_some_and(|list| {
+            list.iter()
+                .any(|e| e.integrity == capsule.integrity && Some(e.holder) != current)
+        })
     }
 
     /// Render (memoised: rendering is deterministic by contract) and hash a domain's prompt.
@@ -703,7 +731,7 @@ impl Gate {
             if let Some(capsule) = self
                 .store
                 .get(id, &key)
-                .filter(|_| !self.stored_by_another_call(&key))
+                .filter(|capsule| !self.stored_by_another_call(capsule))
             {
                 if self.still_valid(domain, &capsule)? {
                     if !inline.contains_key(id) {
@@ -1093,8 +1121,8 @@ impl Gate {
             }
         };
         let Some(capsule) = key
-            .filter(|k| !self.stored_by_another_call(k))
             .and_then(|k| self.store.get(id, &k))
+            .filter(|capsule| !self.stored_by_another_call(capsule))
         else {
             return Ok(None);
         };
@@ -1314,6 +1342,7 @@ impl Gate {
             .is_ok_and(|path| std::fs::symlink_metadata(path).is_ok());
         // The capsule this one replaces is kept, so that an output that rested on it still
         // gives its own purpose (attack round 17, R17-C5).
+        let mut replaced = None;
         if existed {
             if let Some(earlier) = self
                 .store
@@ -1323,12 +1352,19 @@ impl Gate {
                 if let Err(e) = self.store.keep_replaced(&earlier) {
                     tracing::warn!("the replaced capsule {} was not kept: {e}", earlier.uri());
                 }
-                self.replaced_now_mut().insert(capsule.key.clone(), earlier);
+                replaced = Some(earlier);
             }
         }
         let path = self.store.put(&capsule)?;
         if let Some(holder) = approval::current_holder() {
-            self.in_flight_mut().insert(capsule.key.clone(), holder);
+            self.stored_now_mut()
+                .entry(capsule.key.clone())
+                .or_default()
+                .push(StoredNow {
+                    holder,
+                    integrity: capsule.integrity.clone(),
+                    replaced,
+                });
         }
         if let Err(e) = self.ledger.append_to(
             &mut ledger_file,

@@ -14,35 +14,57 @@ use std::collections::BTreeMap;
 /// A justification may take at most this many bytes of compact JSON.
 pub const MAX_BYTES: usize = 4096;
 
-/// The visible text of `s`: without whitespace and Unicode format characters (zero-width
-/// spaces and joiners, bidi marks, the BOM, soft hyphens), which would make an empty answer
-/// look non-empty.
+/// The visible text of `s`: without whitespace, control characters and whatever
+/// [`shows_nothing`] (zero-width spaces and joiners, bidi marks, the BOM, soft hyphens,
+/// variation selectors, tags, unassigned code points, Hangul fillers), which would make an
+/// empty answer look non-empty, nor combining marks with nothing to sit on.
 pub fn visible(s: &str) -> String {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
     s.chars()
         .filter(|c| {
             !c.is_whitespace()
-                && !matches!(
-                    *c,
-                    '\u{00AD}'
-                        | '\u{061C}'
-                        | '\u{180E}'
-                        | '\u{200B}'..='\u{200F}'
-                        | '\u{202A}'..='\u{202E}'
-                        | '\u{2060}'..='\u{2064}'
-                        | '\u{2066}'..='\u{206F}'
-                        // Hangul fillers and the braille blank: letters that show nothing
-                        // (attack round 20, R20-C1).
-                        | '\u{115F}'
-                        | '\u{1160}'
-                        | '\u{3164}'
-                        | '\u{FFA0}'
-                        | '\u{2800}'
-                        | '\u{FEFF}'
-                        | '\u{FFF9}'..='\u{FFFB}'
-                )
                 && !c.is_control()
+                && !shows_nothing(*c)
+                && !matches!(
+                    get_general_category(*c),
+                    G::NonspacingMark | G::EnclosingMark | G::SpacingMark
+                )
         })
         .collect()
+}
+
+/// Whether a reader sees nothing of `c`: Unicode's whole `Default_Ignorable_Code_Point`
+/// property (DerivedCoreProperties.txt, its unassigned code points included, which a renderer
+/// must show as nothing), format characters, unassigned and private-use code points, and the
+/// braille blank. Hand lists of ranges missed U+2065, U+FFF0 and the tags: one after each
+/// word's first letter hid an acknowledgement from every word list, and a field of U+034F
+/// passed as written (attack round 21, R21-C1; Hangul fillers were round 20's, R20-C1).
+pub fn shows_nothing(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{2800}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    ) || matches!(
+        get_general_category(c),
+        G::Format | G::Unassigned | G::PrivateUse | G::Surrogate
+    )
 }
 
 /// Non-empty text.
@@ -1179,11 +1201,6 @@ const LOOK_ALIKES: &[(char, char)] = &[
     ('℮', 'e'),
 ];
 
-/// Letters a reader does not see: Hangul fillers and the braille blank are letters to Unicode
-/// (neither dropped as format characters nor word breaks), so one inside each word hid an
-/// acknowledgement from every list (attack round 20, R20-C1).
-const INVISIBLE_LETTERS: &[char] = &['\u{115F}', '\u{1160}', '\u{3164}', '\u{FFA0}', '\u{2800}'];
-
 /// Whether `c` is of a script whose letters are drawn like Latin ones and that a word of
 /// Latin letters has no business mixing with: Cyrillic, Armenian, Cherokee, IPA and the
 /// phonetic extensions (Greek is folded by [`LOOK_ALIKES`] and left alone: `Δh`).
@@ -1194,8 +1211,8 @@ fn look_alike_script(c: char) -> bool {
 }
 
 /// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
-/// invisible format characters (a zero-width space, a soft hyphen, a direction mark),
-/// invisible letters and combining marks dropped, lower-cased. The acknowledgement the gate
+/// what [`shows_nothing`] (a zero-width space, a soft hyphen, a direction mark, a Hangul
+/// filler, an unassigned code point) and combining marks dropped, lower-cased. The acknowledgement the gate
 /// refuses passed a critical decision with a zero-width space inside each word (attack round
 /// 19, R19-C3), or a Hangul filler (round 20, R20-C1). Look-alikes of other scripts are
 /// judged word by word ([`folded`], [`look_alike_script`]).
@@ -1204,10 +1221,10 @@ fn as_read(text: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
     text.nfkd()
         .filter(|c| {
-            !INVISIBLE_LETTERS.contains(c)
+            !shows_nothing(*c)
                 && !matches!(
                     get_general_category(*c),
-                    G::Format | G::NonspacingMark | G::EnclosingMark | G::SpacingMark
+                    G::NonspacingMark | G::EnclosingMark | G::SpacingMark
                 )
         })
         .flat_map(char::to_lowercase)
@@ -1451,6 +1468,26 @@ mod tests {
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["/intent", "/choice/rationale"], "{errors:?}");
         assert_eq!(visible("a\u{200B}b"), "ab");
+        // Attack round 21, R21-C1: fields a reader sees as blank.
+        for blank in [
+            "\u{034F}\u{034F}",
+            "\u{FE0F}",
+            "\u{E0020}\u{E0020}",
+            "\u{2065}",
+            "\u{FFF0}",
+            "\u{0301}",
+        ] {
+            let mut shown = good();
+            shown["choice"]["tradeoffs"] = json!(blank);
+            let errors = validate(&shown, false, &[]).err().unwrap_or_default();
+            assert!(
+                errors.iter().any(|e| e.path == "/choice/tradeoffs"),
+                "{blank:?}: {errors:?}"
+            );
+        }
+        // The twin: letters with their marks, in any script, are text.
+        assert_eq!(visible("e\u{0301}"), "e");
+        assert_eq!(visible("क्षेत्र"), "कषतर");
     }
 
     #[test]
@@ -1643,18 +1680,19 @@ mod tests {
         // Attack round 20, R20-C1: a Hangul filler inside each word, look-alikes no table
         // held (ɑ, օ, һ) and Cherokee; R20-C5: the method's own name and an acknowledgement
         // in Dutch, Polish or Turkish.
-        let filler = |text: &str| -> String {
+        let filled = |hidden: char, text: &str| -> String {
             text.split(' ')
                 .map(|w| {
                     let mut chars = w.chars();
                     chars.next().map_or(String::new(), |first| {
-                        format!("{first}\u{3164}{}", chars.as_str())
+                        format!("{first}{hidden}{}", chars.as_str())
                     })
                 })
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let evaded = [
+        let filler = |text: &str| filled('\u{3164}', text);
+        let mut evaded = vec![
             shaped(
                 &filler("Looks reasonable to me, makes sense."),
                 &filler("Sounds fine, seems appropriate here."),
@@ -1686,6 +1724,24 @@ mod tests {
                 "Standart uygulama, eklenecek bir şey yok.",
             ),
         ];
+        // Attack round 21, R21-C1: unassigned default-ignorable code points, tags, variation
+        // selectors and private-use letters inside each word.
+        for hidden in [
+            '\u{2065}',
+            '\u{FFF0}',
+            '\u{E0080}',
+            '\u{E0020}',
+            '\u{FE0F}',
+            '\u{034F}',
+            '\u{E000}',
+        ] {
+            evaded.push(shaped(
+                &filled(hidden, "Looks reasonable to me, makes sense."),
+                &filled(hidden, "Sounds fine, seems appropriate here."),
+                &filled(hidden, "Standard practice, nothing further to add."),
+                &filled(hidden, "Works for me, no concerns whatsoever."),
+            ));
+        }
         for justification in refused
             .iter()
             .chain(&praised)

@@ -309,7 +309,7 @@ where
     // A call cancelled while the gate decided stores nothing for later calls (R16-C2).
     if progress.is_cancelled() {
         app.gate
-            .withdraw(&receipts, "the call was cancelled by the client");
+            .withdraw(holder, &receipts, "the call was cancelled by the client");
         return Err(ToolError::Cancelled);
     }
     let relay = progress.clone();
@@ -433,7 +433,7 @@ where
             // Nothing of a cancelled call is answered, and nothing it stored stays.
             ToolError::Cancelled => {
                 app.gate
-                    .withdraw(&receipts, "the call was cancelled by the client");
+                    .withdraw(holder, &receipts, "the call was cancelled by the client");
                 ToolError::Cancelled
             }
             error if !receipts.is_empty() => ToolError::AfterGate {
