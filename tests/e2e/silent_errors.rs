@@ -4104,3 +4104,46 @@ async fn r20_c4_a_centroid_of_no_number_is_null_and_said() {
     );
     assert_eq!(features[1]["centroid"], json!([5.0, 0.0]), "{features}");
 }
+
+/// Attack round 21, R21-C4: a self-intersecting "bow-tie" polygon at 10° E 45° N got the
+/// centroid [5.1, -29.8], 8,300 km away (its lobes' signed areas cancel), with a note that
+/// spoke only of its area. An invalid polygon's centroid is null, and the note says so; the
+/// valid square beside it (the twin) keeps its centroid.
+#[tokio::test]
+async fn r21_c4_an_invalid_polygon_has_no_centroid() {
+    let server = server().await;
+    std::fs::write(
+        server.path("bowtie.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[10,45],[10.1,45.1],[10.1,45],[10,45.1],[10,45]]]}},
+{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[10,45],[10.1,45],[10.1,45.1],[10,45.1],[10,45]]]}}]}"#,
+    )
+    .unwrap();
+    let queried = server
+        .call(
+            "vector_query",
+            json!({"input": "bowtie.geojson", "measures": ["area", "centroid"]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&queried), "{}", text(&queried));
+    let features = structured(&queried)["features"].clone();
+    assert_eq!(features[0]["centroid"], Value::Null, "{features}");
+    assert_eq!(features[0]["area"], Value::Null, "{features}");
+    assert!(
+        features[0]["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("its area and centroid have no meaningful value")),
+        "{features}"
+    );
+    let square = features[1]["centroid"].as_array().unwrap();
+    assert!(
+        (square[0].as_f64().unwrap() - 10.05).abs() < 1e-3,
+        "{features}"
+    );
+    assert!(
+        (square[1].as_f64().unwrap() - 45.05).abs() < 1e-3,
+        "{features}"
+    );
+    assert!(features[1]["area"].as_f64().unwrap() > 8.0e7, "{features}");
+}

@@ -1201,13 +1201,21 @@ const LOOK_ALIKES: &[(char, char)] = &[
     ('℮', 'e'),
 ];
 
-/// Whether `c` is of a script whose letters are drawn like Latin ones and that a word of
-/// Latin letters has no business mixing with: Cyrillic, Armenian, Cherokee, IPA and the
-/// phonetic extensions (Greek is folded by [`LOOK_ALIKES`] and left alone: `Δh`).
-fn look_alike_script(c: char) -> bool {
-    matches!(c,
-        '\u{0400}'..='\u{052F}' | '\u{0530}'..='\u{058F}' | '\u{13A0}'..='\u{13FF}'
-        | '\u{AB70}'..='\u{ABBF}' | '\u{0250}'..='\u{02AF}' | '\u{1D00}'..='\u{1DBF}')
+/// Whether `c`, a letter in a word that has ASCII letters (read by [`as_read`], so accents
+/// are gone), is of another script: anything but the Latin letters of European languages
+/// (`ß`, `ø`, `ł`, `ı`, `œ`, Latin Extended-B without its click letters drawn like `l` and
+/// `!`, Latin Extended Additional) and the basic Greek letters of formulas (`Δh`, `μm`;
+/// [`LOOK_ALIKES`] folds the ones drawn like Latin). Ranges of scripts that look Latin
+/// missed Greek's lunate sigma `ϲ`, Coptic `ⲟ`, Latin small capitals and Latin Extended-E:
+/// one in each word hid an acknowledgement (attack round 21, R21-C5; Cyrillic, Armenian,
+/// Cherokee and IPA were round 19's and 20's).
+fn foreign_in_latin_word(c: char) -> bool {
+    c.is_alphabetic()
+        && !c.is_ascii_alphabetic()
+        && !matches!(c,
+            '\u{00DF}'..='\u{00F6}' | '\u{00F8}'..='\u{00FF}' | '\u{0100}'..='\u{017F}'
+            | '\u{0180}'..='\u{01BF}' | '\u{01C4}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}'
+            | '\u{03B1}'..='\u{03C9}')
 }
 
 /// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
@@ -1215,7 +1223,7 @@ fn look_alike_script(c: char) -> bool {
 /// filler, an unassigned code point) and combining marks dropped, lower-cased. The acknowledgement the gate
 /// refuses passed a critical decision with a zero-width space inside each word (attack round
 /// 19, R19-C3), or a Hangul filler (round 20, R20-C1). Look-alikes of other scripts are
-/// judged word by word ([`folded`], [`look_alike_script`]).
+/// judged word by word ([`folded`], [`foreign_in_latin_word`]).
 fn as_read(text: &str) -> String {
     use unicode_general_category::{get_general_category, GeneralCategory as G};
     use unicode_normalization::UnicodeNormalization;
@@ -1386,14 +1394,16 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
     if let Some(mixed) = answer_texts(value)
         .iter()
         .flat_map(|(_, text)| raw_words(text))
-        .find(|w| w.chars().any(|c| c.is_ascii_alphabetic()) && w.chars().any(look_alike_script))
+        .find(|w| {
+            w.chars().any(|c| c.is_ascii_alphabetic()) && w.chars().any(foreign_in_latin_word)
+        })
     {
         err(
             &mut errors,
             "",
             format!(
-                "the word \"{mixed}\" mixes Latin letters with letters of another script drawn \
-                 like them; write the justification in one script"
+                "the word \"{mixed}\" mixes Latin letters with letters of another script \
+                 (some are drawn like Latin ones); write each word in one script"
             ),
         );
     }
@@ -1724,6 +1734,19 @@ mod tests {
                 "Standart uygulama, eklenecek bir şey yok.",
             ),
         ];
+        // Attack round 21, R21-C5: letters of other scripts no table folds.
+        for (c, o) in [('ϲ', 'ⲟ'), ('ꜱ', 'ⲁ'), ('ǀ', 'ꬲ')] {
+            let swap = |text: &str| {
+                text.replace('c', &c.to_string())
+                    .replace('o', &o.to_string())
+            };
+            evaded.push(shaped(
+                &swap("Looks reasonable to me, makes sense."),
+                &swap("Sounds fine, seems appropriate here."),
+                &swap("Standard practice, nothing further to add."),
+                &swap("Works for me, no concerns whatsoever."),
+            ));
+        }
         // Attack round 21, R21-C1: unassigned default-ignorable code points, tags, variation
         // selectors and private-use letters inside each word.
         for hidden in [
@@ -1801,5 +1824,17 @@ mod tests {
             "shapes stay conformal; nobody measures areas on a display map",
         );
         assert!(own_words(&genuine, &asked, &findings).is_empty());
+        // The twin of R21-C5: European letters and the Greek of formulas inside Latin words.
+        let european = shaped(
+            "tiles for a slippy web map over the other layers of the Straße and Łódź sheets",
+            "the other layers are geographic; Ærøskøbing's naïve Δh grid in μm is not",
+            "the basemap tiles are already in Web Mercator (façade of Kırşehir, Øresund)",
+            "shapes stay conformal; nobody measures areas on a display map of Hà Nội",
+        );
+        assert!(
+            own_words(&european, &asked, &findings).is_empty(),
+            "{:?}",
+            own_words(&european, &asked, &findings)
+        );
     }
 }

@@ -527,6 +527,29 @@ fn measure_feature(
     };
     let parts = geometry::parts(geometry);
     let mut notes: Vec<String> = Vec::new();
+    // An invalid polygon has no meaningful area, nor centroid: a bow-tie's lobes cancel, and
+    // its centroid, their signed areas' weighted mean, lay 8,300 km away in the other
+    // hemisphere (attack round 21, R21-C4).
+    let polygon = parts.iter().any(|p| p.kind == PartKind::Polygon);
+    let invalid = (measures.contains(&Measure::Area) || measures.contains(&Measure::Centroid))
+        && polygon
+        && !geometry.is_valid();
+    if invalid {
+        let reason =
+            geometry::invalidity_reason(geometry).unwrap_or_else(|| "not valid".to_string());
+        let what = match (
+            measures.contains(&Measure::Area),
+            measures.contains(&Measure::Centroid),
+        ) {
+            (true, true) => "its area and centroid have",
+            (true, false) => "its area has",
+            _ => "its centroid has",
+        };
+        notes.push(format!(
+            "invalid polygon (GEOS: {reason}): {what} no meaningful value; repair it first \
+             (vector_measure's make_valid)"
+        ));
+    }
     if let Some(measurer) = &how.measurer {
         let on_ground = how
             .to_ground
@@ -535,16 +558,9 @@ fn measure_feature(
             .map(|g| geometry::parts(&g));
         let figures = measurer.figures(on_ground.as_ref().unwrap_or(&parts), false);
         if measures.contains(&Measure::Area) {
-            if !parts.iter().any(|p| p.kind == PartKind::Polygon) {
+            if !polygon {
                 notes.push("no polygon, so no area".to_string());
-            } else if !geometry.is_valid() {
-                let reason = geometry::invalidity_reason(geometry)
-                    .unwrap_or_else(|| "not valid".to_string());
-                notes.push(format!(
-                    "invalid polygon (GEOS: {reason}): its area has no meaningful value; repair \
-                     it first (vector_measure's make_valid)"
-                ));
-            } else {
+            } else if !invalid {
                 row.area = figures.area.is_finite().then_some(figures.area);
             }
         }
@@ -577,7 +593,7 @@ fn measure_feature(
             }
         }
     }
-    if measures.contains(&Measure::Centroid) {
+    if measures.contains(&Measure::Centroid) && !invalid {
         let single_point = parts.len() == 1 && parts[0].kind == PartKind::Point;
         let mut said = None;
         row.centroid = if single_point {
