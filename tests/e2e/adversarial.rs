@@ -7249,3 +7249,92 @@ fn r21_c2_cancelling_one_call_keeps_the_capsule_another_call_stored() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Attack round 21, R21-C3: R20-C2's commit looked at the client once, before syncing the
+/// staged files: a cancel that came during the sync (a second for 200 MB) replaced the file
+/// the user kept, got no answer, and left the new file without a lineage record. The commit
+/// looks again just before it moves anything (under the debug builds' pause in that window,
+/// the cancelled call leaves `keep.tif` as it was); a cancel after that point is too late,
+/// and the call's outputs then get their lineage. The twin: without a cancel, the same call
+/// replaces `keep.tif` and answers.
+#[test]
+fn r21_c3_a_cancel_during_the_commit_sync_keeps_the_file() {
+    let workspace = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        gdal_mcp_tests::testdata().unwrap().join("dem.tif"),
+        workspace.path().join("dem.tif"),
+    )
+    .unwrap();
+    std::fs::write(
+        workspace.path().join("keep.tif"),
+        b"the file the user keeps",
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        .arg("serve")
+        .arg("--workspace")
+        .arg(workspace.path())
+        .arg("--cache-dir")
+        .arg(gdal_mcp_tests::shared_cache())
+        .env("GDAL_MCP_TEST_PAUSE_BEFORE_SYNC_MS", "2500")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |v: Value| {
+        stdin.write_all(v.to_string().as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let answer = |id: i64| -> Value {
+        loop {
+            let reply = lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {id}"));
+            if reply["id"] == json!(id) {
+                return reply;
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
+    );
+    answer(0);
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let convert = |id: i64| {
+        json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"raster_convert",
+        "arguments":{"input":"dem.tif","output":"keep.tif","overwrite":true}}})
+    };
+    send(convert(1));
+    std::thread::sleep(Duration::from_millis(1500));
+    send(
+        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"test"}}),
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    send(json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
+    answer(2);
+    assert_eq!(
+        std::fs::read(workspace.path().join("keep.tif")).unwrap(),
+        b"the file the user keeps"
+    );
+    send(convert(3));
+    let done = answer(3);
+    assert_ne!(done["result"]["isError"], json!(true), "{done}");
+    assert_ne!(
+        std::fs::read(workspace.path().join("keep.tif")).unwrap(),
+        b"the file the user keeps"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -80,6 +80,9 @@ thread_local! {
     /// The staging folders of the job on this thread, as I/O names them
     /// (`/proc/self/fd/N/.gdal-mcp-XXXXXX`), with the folder of the output the caller named.
     static STAGED: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+    /// Whether an output of the job on this thread passed the point of no return: its commit
+    /// saw the call still wanted, and moves it into place whatever comes after.
+    static COMMITTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// `text` (an error message) with every staging folder of the job on this thread replaced by
@@ -103,11 +106,37 @@ pub fn forget_staged() {
     STAGED.with(|s| s.borrow_mut().clear());
 }
 
+/// Debug builds only: sleep `GDAL_MCP_TEST_PAUSE_BEFORE_SYNC_MS` between a commit's first
+/// look at the client and the sync of its staged files (a second for 200 MB), so that the
+/// end-to-end tests can cancel in that window. A no-op in release builds.
+fn pause_before_sync() {
+    #[cfg(debug_assertions)]
+    {
+        static PAUSE: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+        let pause = PAUSE.get_or_init(|| {
+            std::env::var("GDAL_MCP_TEST_PAUSE_BEFORE_SYNC_MS")
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(std::time::Duration::from_millis)
+        });
+        if let Some(pause) = pause {
+            std::thread::sleep(*pause);
+        }
+    }
+}
+
 /// Run `job` with `rules` in force for every commit on this thread (through the job guard,
-/// [`super::Job`], so the rules are gone however `job` ends).
-pub fn with_rules<T>(rules: WriteRules, job: impl FnOnce() -> T) -> T {
+/// [`super::Job`], so the rules are gone however `job` ends); with whether an output of it
+/// passed the point of no return. A cancellation that arrives after that point is too late:
+/// the output is in place, and the call answers as done, with its lineage (attack round 21,
+/// R21-C3: a cancel during the staged file's fsync got no answer and no lineage record, yet
+/// the output was committed and had replaced the file the user kept).
+pub fn with_rules<T>(rules: WriteRules, job: impl FnOnce() -> T) -> (T, bool) {
     let _job = super::Job::new().rules(rules).enter();
-    job()
+    COMMITTED.with(|c| c.set(false));
+    let out = job();
+    (out, COMMITTED.with(|c| c.replace(false)))
 }
 
 /// Put `rules` in force on this thread, giving back those they replace (for [`super::Job`]).
@@ -282,6 +311,7 @@ impl Staging {
             )));
         }
         entries.sort_by_key(|p| p == &self.staged);
+        pause_before_sync();
         // Every staged file reaches the disk before any is moved (outside the commit lock).
         for entry in entries.iter().filter(|e| e.is_file()) {
             File::open(entry).and_then(|f| f.sync_all()).map_err(io)?;
@@ -306,6 +336,16 @@ impl Staging {
         for name in &names {
             check_destination(&parent.join(name), &self.parent_io.join(name))?;
         }
+        // The last look at the client before anything moves: a cancel that came while the
+        // staged files were synced (a second for 200 MB) is honoured, and one after this point
+        // is too late ([`with_rules`], attack round 21, R21-C3).
+        if !super::keep_going(1.0) {
+            return Err(super::cancelled(&format!(
+                "writing {}",
+                self.final_path.display()
+            )));
+        }
+        COMMITTED.with(|c| c.set(true));
         let overwrite = RULES.with(|r| r.borrow().as_ref().is_some_and(|r| r.overwrite));
         self.remove_stale_sidecars(&parent, &names, overwrite)?;
         let mut moved = Vec::with_capacity(entries.len());

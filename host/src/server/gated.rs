@@ -324,15 +324,17 @@ where
         .gdal(move || {
             let rules = WriteRules::for_call(&paths.inputs, &paths.outputs, overwrite, protected);
             let sink = relay.clone();
-            let out = georef::with_choice(georef, || {
+            let (out, committed) = georef::with_choice(georef, || {
                 crate::gdal::with_progress(
                     move |fraction| sink.report(fraction),
                     || output::with_rules(rules, || work(plan, &relay)),
                 )
             });
             // A cancelled GDAL program fails ("User terminated") and commits nothing; a
-            // cancelled host algorithm stops likewise. Either way the client cancelled.
-            if relay.is_cancelled() {
+            // cancelled host algorithm stops likewise. Either way the client cancelled. A
+            // cancel that came after an output was committed is too late (R21-C3): the call
+            // answers as it ended, and its outputs get their lineage.
+            if relay.is_cancelled() && !committed {
                 return Err(ToolError::Cancelled);
             }
             let out = out?;
