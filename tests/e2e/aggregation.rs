@@ -937,6 +937,48 @@ async fn r16_b4_a_composite_refuses_values_its_float32_output_would_change() {
     assert_eq!(read(&server.path("held.tif")), vec![16777216.0, 2.5]);
 }
 
+/// Attack round 21, R21-B12: every Float64 input holding an ordinary decimal (10.1) was
+/// refused, `count` too, because Float32 does not hold 10.1 exactly (nor does Float64): a
+/// decimal's last digits are Float32's precision. Such inputs compose, to Float32's nearest
+/// value, and a count writes counts; R16-B4's whole-part changes are still refused (above).
+#[tokio::test]
+async fn r21_b12_float64_decimals_compose() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    write_float64_row(&server.path("a.tif"), &[10.1, 20.3]);
+    write_float64_row(&server.path("b.tif"), &[10.2, 20.1]);
+    for (statistic, expected) in [
+        ("max", vec![10.2f32, 20.3]),
+        ("mean", vec![10.15f32, 20.2]),
+        ("count", vec![2.0f32, 2.0]),
+    ] {
+        let output = format!("{statistic}.tif");
+        let done = call_justified(
+            &server,
+            "raster_composite",
+            json!({"inputs": ["a.tif", "b.tif"], "output": output, "statistic": statistic}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            !is_error(&done.result),
+            "{statistic}: {}",
+            text(&done.result)
+        );
+        let written: Vec<f32> = read(&server.path(&output))
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        for (w, e) in written.iter().zip(&expected) {
+            assert!(
+                (w - e).abs() < 1e-5,
+                "{statistic}: {written:?} vs {expected:?}"
+            );
+        }
+    }
+}
+
 /// A GeoTIFF of `bands` bands of `width` x `height` cells of type `T` (band `b` holding
 /// `values[b - 1]`) on a 10 m grid in EPSG:32633, band `b` declaring `nodata[b - 1]`.
 fn write_bands<T: gdal::raster::GdalType + Copy>(

@@ -4147,3 +4147,105 @@ async fn r21_c4_an_invalid_polygon_has_no_centroid() {
     );
     assert!(features[1]["area"].as_f64().unwrap() > 8.0e7, "{features}");
 }
+
+/// Attack round 21, R21-B9 and R21-B16: a band that declares nodata -9999 and carries a
+/// per-dataset mask marking another cell (a 1000 "cloud") invalid. The host's readers honour
+/// both; gdalwarp followed the nodata only (a 2 x 2 max wrote 1000 where `raster_stats` said
+/// 15) and gdaladdo the mask only (an overview cell averaged -9999 in). The warping tools and
+/// the overviews now refuse before the gate, naming `raster_calc`, whose copy makes the masked
+/// cells nodata; on that copy the bottom-right block's max is 15, not 1000 (the twin).
+#[tokio::test]
+async fn r21_b9_b16_nodata_and_a_mask_are_made_one_before_gdal_programs() {
+    let server = server().await;
+    let path = server.path("r.tif");
+    {
+        let driver = DriverManager::get_driver_by_name("GTiff").unwrap();
+        let mut dataset = driver
+            .create_with_band_type::<f32, _>(&path, 4, 4, 1)
+            .unwrap();
+        dataset
+            .set_geo_transform(&[500000.0, 10.0, 0.0, 4000040.0, 0.0, -10.0])
+            .unwrap();
+        dataset
+            .set_spatial_ref(&SpatialRef::from_epsg(32633).unwrap())
+            .unwrap();
+        let mut values: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+        values[0] = -9999.0;
+        values[15] = 1000.0;
+        let mut band = dataset.rasterband(1).unwrap();
+        band.write((0, 0), (4, 4), &mut Buffer::new((4, 4), values))
+            .unwrap();
+        band.set_no_data_value(Some(-9999.0)).unwrap();
+        band.create_mask_band(true).unwrap();
+        let mut mask = band.open_mask_band().unwrap();
+        let mut valid = vec![255u8; 16];
+        valid[15] = 0;
+        mask.write((0, 0), (4, 4), &mut Buffer::new((4, 4), valid))
+            .unwrap();
+    }
+    let stats = server
+        .call("raster_stats", json!({"input": "r.tif"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&stats), "{}", text(&stats));
+    let band = &structured(&stats)["bands"][0];
+    assert_eq!(band["max"], json!(15.0), "{band}");
+    for (tool, arguments) in [
+        (
+            "raster_aggregate",
+            json!({"input": "r.tif", "output": "ag.tif", "factor": [2], "statistic": "max"}),
+        ),
+        (
+            "raster_resample",
+            json!({"input": "r.tif", "output": "rs.tif", "resolution": [20, 20], "resampling": "max"}),
+        ),
+        (
+            "raster_reproject",
+            json!({"input": "r.tif", "output": "rp.tif", "dst_crs": "EPSG:32634", "resampling": "max"}),
+        ),
+        (
+            "raster_overviews",
+            json!({"input": "r.tif", "output": "ov.tif", "levels": [2], "resampling": "average"}),
+        ),
+    ] {
+        let refused = server.call(tool, arguments).await.unwrap();
+        assert!(is_error(&refused), "{tool}: {}", text(&refused));
+        assert_eq!(
+            structured(&refused)["error"]["kind"],
+            json!("invalid_arguments"),
+            "{tool}: {}",
+            text(&refused)
+        );
+        assert!(
+            text(&refused).contains("two ways") && text(&refused).contains("raster_calc"),
+            "{tool}: {}",
+            text(&refused)
+        );
+    }
+    let copied = server
+        .call(
+            "raster_calc",
+            json!({"inputs": {"a": "r.tif"}, "expression": "a", "output": "one.tif",
+                   "data_type": "Float32"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&copied), "{}", text(&copied));
+    let aggregated = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "one.tif", "output": "ag.tif", "factor": [2], "statistic": "max"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        !is_error(&aggregated.result),
+        "{}",
+        text(&aggregated.result)
+    );
+    let dataset = gdal::Dataset::open(server.path("ag.tif")).unwrap();
+    let band = dataset.rasterband(1).unwrap();
+    let cells = band.read_as::<f64>((0, 0), (2, 2), (2, 2), None).unwrap();
+    let nodata = band.no_data_value();
+    assert_eq!(cells.data(), &[6.0, 8.0, 14.0, 15.0], "{nodata:?}");
+}

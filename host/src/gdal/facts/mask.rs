@@ -46,6 +46,44 @@ pub fn mask_source(band: &RasterBand<'_>) -> Option<MaskSource> {
     })
 }
 
+/// Refuse handing `dataset` to GDAL's `program` (`gdalwarp`, `gdaladdo`) when a band marks
+/// its invalid cells two ways: a declared nodata and a mask of its own ([`mask_source`]).
+/// GDAL 3.6's warper follows the nodata and ignores the mask, its overviews follow the mask
+/// alone (in which the nodata cells may be valid); the host's readers honour both. A block's
+/// max came out 1000 (a masked cloud) where `raster_stats` said 15, and an overview cell
+/// averaged -9999 in (attack round 21, R21-B9, R21-B16). `raster_calc` (expression `a`)
+/// writes a copy whose masked cells are nodata: one mark, which every program reads.
+pub fn check_one_validity_mark(
+    dataset: &gdal::Dataset,
+    what: &str,
+    program: &str,
+) -> Result<(), GdalError> {
+    let both: Vec<(usize, f64, MaskSource)> = (1..=dataset.raster_count())
+        .filter_map(|index| {
+            let band = dataset.rasterband(index).ok()?;
+            let source = mask_source(&band)?;
+            let nodata = super::nodata::band_nodata(&band)?;
+            Some((index, nodata, source))
+        })
+        .collect();
+    let Some((index, nodata, source)) = both.first() else {
+        return Ok(());
+    };
+    Err(GdalError::Arguments(format!(
+        "{what}: band {index} marks its invalid cells two ways, nodata {nodata} and {}; {program} \
+         would follow only one of them ({}), so cells the other marks invalid would be read as \
+         values. Make them one first: raster_calc with inputs {{\"a\": this raster}}, \
+         expression \"a\" and the band's data type writes a copy whose masked cells are \
+         nodata; run this on the copy",
+        source.describe(),
+        if program.starts_with("gdalwarp") {
+            "gdalwarp reads the nodata and ignores the mask"
+        } else {
+            "overviews read the mask, in which nodata cells may be valid"
+        }
+    )))
+}
+
 /// Whether any band of `dataset` has a mask of its own ([`mask_source`]).
 pub fn any_band_masked(dataset: &gdal::Dataset) -> bool {
     (1..=dataset.raster_count()).any(|index| {

@@ -418,11 +418,12 @@ impl CompositeRequest {
                 row += rows;
             }
             out.flush_cache().map_err(|_| failed("cannot flush"))?;
-            if let Some(example) = first_narrowed {
+            // A count writes how many inputs hold a value, not a value (R21-B12).
+            if let Some(example) = first_narrowed.filter(|_| !count) {
                 return Err(GdalError::Arguments(format!(
-                    "inputs: {narrowed} cell(s) hold values Float32 (the composite's output \
-                     type) does not hold exactly, e.g. {example} becomes {}; nothing was \
-                     written. Compose them with raster_calc and data_type Float64 (e.g. \
+                    "inputs: {narrowed} cell(s) hold values whose whole part or magnitude \
+                     Float32 (the composite's output type) changes, e.g. {example} becomes {}; \
+                     nothing was written. Compose them with raster_calc and data_type Float64 (e.g. \
                      expression \"max(a, b)\")",
                     f64::from(example as f32)
                 )));
@@ -510,9 +511,12 @@ fn float32_changes(dataset: &Dataset, band: usize) -> Result<(u64, Option<f64>),
     Ok((count, first))
 }
 
-/// Whether Float32 writes `v` as another value (the band's exact nodata aside).
+/// Whether Float32 writes `v` as another value (the band's exact nodata aside): its whole
+/// part or its magnitude ([`crate::gdal::raster::float32_changes_whole_part`]). A decimal's
+/// last digits are Float32's precision: 10.1 has no exact binary form in either type, and
+/// counting it refused every Float64 raster of measurements (attack round 21, R21-B12).
 fn float32_changes_value(v: f64, exact_nodata: Option<f64>) -> bool {
-    v.is_finite() && f64::from(v as f32) != v && exact_nodata != Some(v)
+    v.is_finite() && exact_nodata != Some(v) && crate::gdal::raster::float32_changes_whole_part(v)
 }
 
 /// `rows` rows of `b` (band number `band`) from row `row`, as f64, as GDAL reads them.

@@ -565,30 +565,61 @@ pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
 }
 
 /// What a column's name says it holds: `Some(true)` for the first axis of a map (longitude,
-/// easting), `Some(false)` for the second (latitude, northing), `None` when the name does not
-/// say.
+/// easting, x), `Some(false)` for the second (latitude, northing, y), `None` when the name does
+/// not say, or says both. The name is read word by word, its words split at anything not a
+/// letter or digit, at a lower-case letter followed by a capital and between letters and
+/// digits: `decimalLatitude` (Darwin Core, every GBIF export), `POINT_Y` (ArcGIS's Add XY
+/// Coordinates), `lat_dd` and `LatitudeWGS84` say the second axis; a whole-name list missed
+/// them all (attack round 21, R21-B2).
 fn axis_named(column: &str, geographic: bool) -> Option<bool> {
-    let name: String = column
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric())
-        .collect();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut previous: Option<char> = None;
+    for c in column.chars() {
+        let boundary = match previous {
+            None => false,
+            Some(p) => {
+                !c.is_alphanumeric()
+                    || (p.is_lowercase() && c.is_uppercase())
+                    || (p.is_alphabetic() != c.is_alphabetic())
+            }
+        };
+        if boundary && !word.is_empty() {
+            words.push(std::mem::take(&mut word).to_lowercase());
+        }
+        if c.is_alphanumeric() {
+            word.push(c);
+        }
+        previous = Some(c);
+    }
+    if !word.is_empty() {
+        words.push(word.to_lowercase());
+    }
     let first: &[&str] = if geographic {
-        &["lon", "long", "lng", "longitude", "longitud", "longitudine"]
+        &[
+            "lon",
+            "long",
+            "lng",
+            "longitude",
+            "longitud",
+            "longitudine",
+            "laenge",
+            "x",
+        ]
     } else {
-        &["easting", "east"]
+        &["easting", "east", "x"]
     };
     let second: &[&str] = if geographic {
-        &["lat", "latitude", "latitud", "latitudine", "breite"]
+        &["lat", "latitude", "latitud", "latitudine", "breite", "y"]
     } else {
-        &["northing", "north"]
+        &["northing", "north", "y"]
     };
-    if first.contains(&name.as_str()) {
-        Some(true)
-    } else if second.contains(&name.as_str()) {
-        Some(false)
-    } else {
-        None
+    let says_first = words.iter().any(|w| first.contains(&w.as_str()));
+    let says_second = words.iter().any(|w| second.contains(&w.as_str()));
+    match (says_first, says_second) {
+        (true, false) => Some(true),
+        (false, true) => Some(false),
+        _ => None,
     }
 }
 
@@ -1234,6 +1265,41 @@ impl AxisReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attack round 21, R21-B2: the names of ordinary exports say their axis word by word;
+    /// a name that says both, or neither, says nothing (the twins).
+    #[test]
+    fn r21_b2_column_names_say_their_axis_word_by_word() {
+        for (name, first) in [
+            ("decimalLatitude", false),
+            ("decimalLongitude", true),
+            ("POINT_Y", false),
+            ("POINT_X", true),
+            ("lat_dd", false),
+            ("LatitudeWGS84", false),
+            ("Y", false),
+            ("lon", true),
+            ("Long", true),
+        ] {
+            assert_eq!(axis_named(name, true), Some(first), "{name}");
+        }
+        assert_eq!(axis_named("Northing_m", false), Some(false));
+        assert_eq!(axis_named("EASTING", false), Some(true));
+        for name in [
+            "latlon_id",
+            "lat_lon",
+            "year",
+            "value",
+            "plot",
+            "xylem",
+            "Layer",
+        ] {
+            assert_eq!(axis_named(name, true), None, "{name}");
+        }
+        assert!(check_axis_names("decimalLatitude", "decimalLongitude", true).is_err());
+        assert!(check_axis_names("POINT_Y", "POINT_X", false).is_err());
+        assert!(check_axis_names("decimalLongitude", "decimalLatitude", true).is_ok());
+    }
 
     /// Attack round 16, R16-B20: a column settles whether its commas are decimal commas.
     #[test]

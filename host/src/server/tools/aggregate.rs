@@ -229,6 +229,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
                 &dataset,
                 &[],
             )?;
+            crate::gdal::facts::mask::check_one_validity_mark(&dataset, "input", "gdalwarp")?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset)
                 && request
                     .output_type

@@ -680,6 +680,11 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
                     spec.resampling.gdal_name(),
                     &input_facts,
                 )?;
+                crate::gdal::facts::mask::check_one_validity_mark(
+                    &facts::open(&input)?,
+                    "input",
+                    "gdaladdo (the overviews)",
+                )?;
             }
             let bands = input_facts
                 .raster

@@ -467,6 +467,7 @@ pub async fn reproject(call: Call) -> Result<Value, ToolError> {
             // NaN cells are no values: an interpolating method spread them over their
             // neighbours (attack round 17, R17-B12).
             programs::check_signed_bytes(&Program::Warp, &dataset, &[])?;
+            facts::mask::check_one_validity_mark(&dataset, "input", "gdalwarp")?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
             let Some(source) = assigned.or_else(|| dataset.spatial_ref().ok()) else {
                 return Err(ToolError::Arguments(
@@ -688,6 +689,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
             // NaN cells are no values, and bands that declare different nodata values get one
             // the data cannot hold (attack round 17, R17-B12, R17-B14).
             programs::check_signed_bytes(&Program::Warp, &dataset, &[])?;
+            facts::mask::check_one_validity_mark(&dataset, "input", "gdalwarp")?;
             request.src_nodata_nan = warp::nan_marks_nodata(&dataset);
             if request.dst_nodata.is_none() && warp::bands_disagree_on_nodata(&dataset) {
                 request.dst_nodata = warp::fill_nodata(&request.input, &dataset, None)?.value();
@@ -1105,7 +1107,10 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
             let reduces = !matches!(checked_method.as_str(), "nearest" | "near" | "mode");
             // GDALBuildOverviews averages the stored bytes of a signed-byte band: found before
             // the gate (attack round 20, R20-B1).
-            let signed = facts::negative_signed_byte_bands(&facts::open(&input)?);
+            let source = facts::open(&input)?;
+            facts::mask::check_one_validity_mark(&source, "input", "gdaladdo")?;
+            let signed = facts::negative_signed_byte_bands(&source);
+            drop(source);
             if reduces && !signed.is_empty() {
                 return Err(ToolError::Arguments(format!(
                     "input: band(s) {signed:?} declare PIXELTYPE=SIGNEDBYTE and hold negative \
