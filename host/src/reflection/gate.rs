@@ -743,10 +743,14 @@ impl Gate {
                     replacing = Some(capsule.uri());
                 }
             }
-            if let Some((capsule, earlier)) =
+            // A justification given with the call answers for itself.
+            let earlier = if inline.contains_key(id) {
+                None
+            } else {
                 self.stale_capsule(domain, &call.tool, &trigger, &rendered)?
-            {
-                if let Earlier::OtherData(differs) = &earlier {
+            };
+            match earlier {
+                Some((capsule, Earlier::OtherData(differs))) => {
                     receipt.capsule = Some(capsule.uri());
                     receipt.capsule_integrity = Some(capsule.integrity.clone());
                     receipt.reason = format!(
@@ -757,11 +761,7 @@ impl Gate {
                     receipts.push(receipt);
                     continue;
                 }
-            }
-            if self.stale == StalePolicy::Warn {
-                if let Some((capsule, Earlier::Stale(changed))) =
-                    self.stale_capsule(domain, &call.tool, &trigger, &rendered)?
-                {
+                Some((capsule, Earlier::Stale(changed))) if self.stale == StalePolicy::Warn => {
                     receipt.decision = Decision::Warn;
                     receipt.capsule = Some(capsule.uri());
                     receipt.capsule_integrity = Some(capsule.integrity.clone());
@@ -774,6 +774,7 @@ impl Gate {
                     receipts.push(receipt);
                     continue;
                 }
+                _ => {}
             }
             let pending = Pending {
                 domain: id.clone(),
