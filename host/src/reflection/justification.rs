@@ -1095,10 +1095,7 @@ const ACKNOWLEDGING: &[&str] = &[
 /// Whether `word` (lower case) is grammar, acknowledgement or praise ([`ACKNOWLEDGING`]),
 /// or an adverb made of one (`excellently`, `splendidly`, `happily`).
 fn acknowledging(word: &str) -> bool {
-    // The list as a reader sees it too: `geprüft` is read `gepruft`.
-    static READ: std::sync::OnceLock<std::collections::HashSet<String>> =
-        std::sync::OnceLock::new();
-    let read = READ.get_or_init(|| ACKNOWLEDGING.iter().map(|w| as_read(w)).collect());
+    let read = acknowledging_words();
     let listed = |w: &str| read.contains(w);
     let acknowledges = |word: &str| {
         listed(word)
@@ -1112,6 +1109,98 @@ fn acknowledging(word: &str) -> bool {
             })
     };
     acknowledges(word) || acknowledges(&folded(word))
+}
+
+/// [`ACKNOWLEDGING`] as a reader sees it too: `geprüft` is read `gepruft`.
+fn acknowledging_words() -> &'static std::collections::HashSet<String> {
+    static READ: std::sync::OnceLock<std::collections::HashSet<String>> =
+        std::sync::OnceLock::new();
+    READ.get_or_init(|| ACKNOWLEDGING.iter().map(|w| as_read(w)).collect())
+}
+
+/// The words an answer is compared with (the refusal's, the findings', the acknowledgements),
+/// to read a misspelt one as the word it misspells: one letter added, dropped, changed or two
+/// swapped, in a word of [`Spelling::SHORTEST`] letters or more. "I acknowlege the findngs,
+/// lookz reasonble" passed a critical decision as eight words of its own, and a copy of the
+/// refusal with two letters swapped in each word as no copy (attack round 21, R21-C6).
+struct Spelling {
+    known: std::collections::HashSet<String>,
+    /// Each known word, and each with one letter dropped, to the known words it comes from.
+    by_deletion: std::collections::HashMap<String, Vec<String>>,
+}
+
+impl Spelling {
+    /// Words shorter than this are read as written: one edit of a short word is another word.
+    const SHORTEST: usize = 5;
+
+    fn of(words: impl Iterator<Item = String>) -> Self {
+        let known: std::collections::HashSet<String> = words.collect();
+        let mut by_deletion: std::collections::HashMap<String, Vec<String>> =
+            std::collections::HashMap::new();
+        for word in known.iter().filter(|w| w.chars().count() >= Self::SHORTEST) {
+            for key in std::iter::once(word.clone()).chain(deletions(word)) {
+                by_deletion.entry(key).or_default().push(word.clone());
+            }
+        }
+        Self { known, by_deletion }
+    }
+
+    /// `word`, or the known word it is one edit from (the first in order, when several are).
+    fn respelled(&self, word: String) -> String {
+        if word.chars().count() < Self::SHORTEST || self.known.contains(&word) {
+            return word;
+        }
+        let mut candidates: Vec<&String> = std::iter::once(word.clone())
+            .chain(deletions(&word))
+            .filter_map(|key| self.by_deletion.get(&key))
+            .flatten()
+            .filter(|known| one_edit_apart(&word, known))
+            .collect();
+        candidates.sort();
+        candidates
+            .first()
+            .map_or(word.clone(), |known| (*known).clone())
+    }
+}
+
+/// `word` with each one of its letters dropped.
+fn deletions(word: &str) -> Vec<String> {
+    let chars: Vec<char> = word.chars().collect();
+    (0..chars.len())
+        .map(|skip| {
+            chars
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != skip)
+                .map(|(_, c)| *c)
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether `a` and `b` differ by one letter added, dropped or changed, or two neighbours
+/// swapped (optimal string alignment distance 1).
+fn one_edit_apart(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a == b || a.len().abs_diff(b.len()) > 1 {
+        return false;
+    }
+    let (start, end_a, end_b) = {
+        let start = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let tail = a[start..]
+            .iter()
+            .rev()
+            .zip(b[start..].iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        (start, a.len() - tail, b.len() - tail)
+    };
+    let (da, db) = (&a[start..end_a], &b[start..end_b]);
+    match (da.len(), db.len()) {
+        (1, 1) | (0, 1) | (1, 0) => true,
+        (2, 2) => da[0] == db[1] && da[1] == db[0],
+        _ => false,
+    }
 }
 
 /// A justification must use this many distinct words of the refusal's own vocabulary (its
@@ -1353,10 +1442,23 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
     let asked_words: std::collections::HashSet<String> =
         asked.iter().flat_map(|t| words(t)).collect();
     let known: std::collections::HashSet<String> = findings.iter().flat_map(|t| words(t)).collect();
+    let spelling = Spelling::of(
+        asked_words
+            .iter()
+            .chain(&known)
+            .cloned()
+            .chain(acknowledging_words().iter().cloned()),
+    );
+    let answer_words = |text: &str| -> Vec<String> {
+        words(text)
+            .into_iter()
+            .map(|w| spelling.respelled(w))
+            .collect()
+    };
     let mut errors = Vec::new();
     let mut own_total: Vec<String> = Vec::new();
     for (path, text) in answer_texts(value) {
-        let all = words(text);
+        let all = answer_words(text);
         let runs = trigrams(&all);
         let copied = runs.iter().filter(|r| asked_runs.contains(*r)).count();
         // A paraphrase that adds words of its own ("breaching cuts through real
@@ -1409,7 +1511,7 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
     }
     let mut shared: Vec<String> = answer_texts(value)
         .iter()
-        .flat_map(|(_, text)| words(text))
+        .flat_map(|(_, text)| answer_words(text))
         .filter(|w| w.chars().count() >= 3 && asked_words.contains(w) && !acknowledging(w))
         .collect();
     shared.sort();
@@ -1734,6 +1836,13 @@ mod tests {
                 "Standart uygulama, eklenecek bir şey yok.",
             ),
         ];
+        // Attack round 21, R21-C6: the acknowledgement misspelt.
+        evaded.push(shaped(
+            "Mercator reprojection. I acknowlege the findngs, lookz reasonble to me, makez sence.",
+            "Workz for me, no concernz whatsoevr.",
+            "Notted, thankz, all gud, I acknowlege.",
+            "Standrd practise, nothng furhter to add.",
+        ));
         // Attack round 21, R21-C5: letters of other scripts no table folds.
         for (c, o) in [('ϲ', 'ⲟ'), ('ꜱ', 'ⲁ'), ('ǀ', 'ꬲ')] {
             let swap = |text: &str| {
@@ -1817,6 +1926,21 @@ mod tests {
         let errors = own_words(&copied, &asked, &findings);
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["/intent", "/alternatives/0/why_not"], "{errors:?}");
+        // R21-C6: the same copy with two letters swapped in each longer word.
+        let swapped = shaped(
+            "waht analysis needs the data in EPSG:3857? Wihch quantities (areas, distances, \
+             oevrlays with other layers) msut survive the cahnge?",
+            "name at least one other CRS or apporach you considered and say why not.",
+            "tiles for a slippy web map whose basemap is already in Web Mercator",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        let errors = own_words(&swapped, &asked, &findings);
+        let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["/intent", "/alternatives/0/why_not"], "{errors:?}");
+        assert!(one_edit_apart("rperojects", "reprojects"));
+        assert!(one_edit_apart("acknowlege", "acknowledge"));
+        assert!(!one_edit_apart("reprojects", "reprojects"));
+        assert!(!one_edit_apart("abcd", "badc"));
         let genuine = shaped(
             "tiles for a slippy web map over the other layers",
             "the other layers are geographic",
