@@ -3281,3 +3281,131 @@ fn curved_circle(server: &Server, nlt: &str) {
         ],
     );
 }
+
+/// Attack round 21, R21-B8 and R21-B17. GEOS judges each member of a GeometryCollection
+/// alone, so one feature of two 10 m squares overlapping by 50 m² was "valid" and measured
+/// 200 m² where it covers 150: its polygons are now judged together, so it is refused like an
+/// overlapping MultiPolygon (`vector_measure`, before the gate) or has no area (`vector_query`),
+/// and `make_valid` measures their union, 150 m². `zonal_stats` refuses an invalid zone (a
+/// bow-tie's coverage cancelled to 0 cells) the same way; the twin, a valid square zone, runs.
+#[tokio::test]
+async fn r21_b8_b17_overlapping_collections_and_invalid_zones_are_not_measured() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let collection = json!({"type": "GeometryCollection", "geometries": [
+        polygon(&[square(500_000.0, 0.0, 10.0)]),
+        polygon(&[square(500_005.0, 0.0, 10.0)]),
+    ]});
+    layer(
+        &server.path("gc.geojson"),
+        32633,
+        &[(json!({"id": 1}), collection)],
+    );
+    let refused = server
+        .call(
+            "vector_measure",
+            json!({"input": "gc.geojson", "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    let message = structured(&refused)["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("overlap one another") && message.contains("make_valid: true"),
+        "{message}"
+    );
+    let repaired = server
+        .call(
+            "vector_measure",
+            json!({"input": "gc.geojson", "method": "planar", "make_valid": true}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&repaired), "{}", text(&repaired));
+    let out = structured(&repaired);
+    assert!(
+        close(&out["polygons"]["area"], 150.0, 1e-9),
+        "{}",
+        out["polygons"]
+    );
+    let queried = server
+        .call(
+            "vector_query",
+            json!({"input": "gc.geojson", "measures": ["area"]}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&queried), "{}", text(&queried));
+    let feature = &structured(&queried)["features"][0];
+    assert_eq!(feature["area"], Value::Null, "{feature}");
+    assert!(
+        feature["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("overlap one another")),
+        "{feature}"
+    );
+
+    // Zones over a 4 x 4 raster of 10 m cells holding 1.
+    let mut asc = String::from("ncols 4\nnrows 4\nxllcorner 500000\nyllcorner 0\ncellsize 10\n");
+    for _ in 0..4 {
+        asc.push_str("1 1 1 1\n");
+    }
+    std::fs::write(server.path("ones.asc"), asc).unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-a_srs",
+            "EPSG:32633",
+            server.path("ones.asc").to_str().unwrap(),
+            server.path("ones.tif").to_str().unwrap(),
+        ],
+    );
+    let bowtie = polygon(&[vec![
+        [500_000.0, 0.0],
+        [500_040.0, 40.0],
+        [500_040.0, 0.0],
+        [500_000.0, 40.0],
+        [500_000.0, 0.0],
+    ]]);
+    layer(
+        &server.path("bowtie.geojson"),
+        32633,
+        &[(json!({"id": 1}), bowtie)],
+    );
+    layer(
+        &server.path("box.geojson"),
+        32633,
+        &[(json!({"id": 1}), polygon(&[square(500_000.0, 0.0, 20.0)]))],
+    );
+    let zonal = |zones: &str| {
+        json!({"input": "ones.tif", "zones": zones, "stats": ["count", "sum"],
+               "semantics": "coverage"})
+    };
+    let refused = server
+        .call("zonal_stats", zonal("bowtie.geojson"))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert_eq!(
+        structured(&refused)["error"]["kind"],
+        json!("invalid_arguments"),
+        "{}",
+        text(&refused)
+    );
+    assert!(
+        text(&refused).contains("Self-intersection") && text(&refused).contains("make_valid"),
+        "{}",
+        text(&refused)
+    );
+    let counted = call_justified(&server, "zonal_stats", zonal("box.geojson"))
+        .await
+        .unwrap();
+    assert!(!is_error(&counted.result), "{}", text(&counted.result));
+    let zone = &structured(&counted.result)["features"][0];
+    assert!(close(&zone["count"], 4.0, 1e-6), "{zone}");
+}

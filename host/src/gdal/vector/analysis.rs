@@ -191,7 +191,8 @@ fn count_invalid(rows: &[Row]) -> (u64, u64) {
 
 /// Points are always valid; anything else as GEOS says.
 fn is_valid(geometry: &Geometry) -> bool {
-    parts(geometry).iter().all(|p| p.kind == Kind::Point) || geometry.is_valid()
+    parts(geometry).iter().all(|p| p.kind == Kind::Point)
+        || crate::gdal::vector::geometry::is_valid_whole(geometry)
 }
 
 /// Repair a layer's invalid geometries in place (when asked: `make_valid`).
@@ -2065,7 +2066,7 @@ pub fn join_facts(
                 .rows
                 .iter()
                 .filter_map(|r| r.geometry.as_ref().map(|g| (r.fid, g)))
-                .filter(|(_, g)| parts(g).iter().all(|p| p.kind == Kind::Polygon) && g.is_valid())
+                .filter(|(_, g)| parts(g).iter().all(|p| p.kind == Kind::Polygon) && is_valid(g))
                 .collect();
             if !valid.is_empty()
                 && valid.len() <= crate::gdal::vector::measure::MAX_OVERLAP_POLYGONS

@@ -10,8 +10,8 @@
 use crate::gdal::facts::CrsFacts;
 use crate::gdal::vector::geometry::{
     crosses_antimeridian, drawn_edges, ellipsoid_of, geographic_of, invalidity_reason,
-    line_length_readings, of_kinds, overlapping_pairs, parts, repair, scale_error, transformer,
-    union_all, without_arcs, Ellipsoid, Figures, Kind, Measurer, Part, ReadBudget,
+    is_valid_whole, line_length_readings, of_kinds, overlapping_pairs, parts, repair, scale_error,
+    transformer, union_all, without_arcs, Ellipsoid, Figures, Kind, Measurer, Part, ReadBudget,
     RingsByContainment, DRAWN_EDGE_STEP_DEGREES,
 };
 use crate::gdal::{facts::transform, ErrorCapture, GdalError};
@@ -537,7 +537,7 @@ fn read_features(
         }
         let has_z = gdal::vector::geometry_type_has_z(geometry.geometry_type());
         checked += 1;
-        let valid = kinds == [Kind::Point] || geometry.is_valid();
+        let valid = kinds == [Kind::Point] || is_valid_whole(geometry);
         let mut geometry = geometry.clone();
         let mut repaired = false;
         if !valid {

@@ -533,7 +533,7 @@ fn measure_feature(
     let polygon = parts.iter().any(|p| p.kind == PartKind::Polygon);
     let invalid = (measures.contains(&Measure::Area) || measures.contains(&Measure::Centroid))
         && polygon
-        && !geometry.is_valid();
+        && !geometry::is_valid_whole(geometry);
     if invalid {
         let reason =
             geometry::invalidity_reason(geometry).unwrap_or_else(|| "not valid".to_string());

@@ -569,8 +569,9 @@ pub async fn zonal(call: Call) -> Result<Value, ToolError> {
             if let Some(vector) = zones_facts.vector.as_mut() {
                 vector.selected_layer = request.layer.clone();
             }
-            let zone_layer = ogr::layer("zone_layer", &zones_dataset, request.layer.as_deref())?;
-            request.check(&raster_dataset, &zone_layer)?;
+            let mut zone_layer =
+                ogr::layer("zone_layer", &zones_dataset, request.layer.as_deref())?;
+            request.check(&raster_dataset, &mut zone_layer)?;
             let mut target_crs = None;
             let mut transformation = None;
             if let (Ok(raster_srs), Some(zone_srs)) =
