@@ -7338,3 +7338,195 @@ fn r21_c3_a_cancel_during_the_commit_sync_keeps_the_file() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Attack round 21, R21-A6: a 1.9 MB netCDF-4 file of 9,900 nested groups kept each read-only
+/// worker recursing past the open deadline (the CLI's `gdalinfo` overflowed its stack after 60
+/// s), and eight set aside took the read-only pool out of service. Groups nested more than 64
+/// deep are refused before the open. The twin: 10 levels are no refusal of nesting.
+#[tokio::test]
+async fn r21_a6_deeply_nested_hdf5_groups_are_refused_before_the_open() {
+    let server = start(&[]).await;
+    let nested = |depth: usize, name: &str| {
+        let mut vrt = String::from("<VRTDataset><Group name=\"/\">");
+        vrt.push_str(&"<Group name=\"g\">".repeat(depth));
+        vrt.push_str(
+            "<Dimension name=\"x\" size=\"2\"/><Dimension name=\"y\" size=\"2\"/>\
+             <Array name=\"v\"><DataType>Byte</DataType><DimensionRef ref=\"y\"/>\
+             <DimensionRef ref=\"x\"/></Array>",
+        );
+        vrt.push_str(&"</Group>".repeat(depth));
+        vrt.push_str("</Group></VRTDataset>");
+        let source = server.workspace.path().join(format!("{name}.xml"));
+        std::fs::write(&source, vrt).unwrap();
+        gdal_mcp_tests::run_program(
+            "gdalmdimtranslate",
+            &[
+                "-q",
+                "-of",
+                "netCDF",
+                source.to_str().unwrap(),
+                server.path(&format!("{name}.nc")).to_str().unwrap(),
+            ],
+        );
+        std::fs::remove_file(source).unwrap();
+    };
+    nested(70, "deep");
+    nested(10, "shallow");
+    let deep = server
+        .call("raster_info", json!({"input": "deep.nc"}))
+        .await
+        .unwrap();
+    assert!(is_error(&deep), "{}", text(&deep));
+    assert!(
+        text(&deep).contains("nested more than 64 deep"),
+        "{}",
+        text(&deep)
+    );
+    let shallow = server
+        .call("raster_info", json!({"input": "shallow.nc"}))
+        .await
+        .unwrap();
+    assert!(
+        !text(&shallow).contains("nested more than"),
+        "{}",
+        text(&shallow)
+    );
+}
+
+/// Attack round 21, R21-A1, R21-A3, R21-A4 and R21-A5: what GDAL builds at an open that no
+/// estimate counted. Under a 64 MiB memory budget:
+/// * a GML feature of 800,000 empty elements (a `CPLXMLNode` tree about 30 times its text),
+///   a raster's `.aux.xml` and a GML's `.gfs` of as many, are refused before the open, naming
+///   `GDAL_MCP_XML_MAX_MEMORY_BYTES` or the budget;
+/// * a GeoPackage whose tile matrix declares 16384 x 16384 tiles (GDAL allocates 16 of them
+///   at the open) is refused;
+/// * a JPEG 2000 of 300 components, every one of which OpenJPEG decodes (4 bytes a sample) to
+///   give one band's block, reserves them all: 78 MB, past the budget.
+///
+/// The twins: the same GML, sidecar and GeoPackage of ordinary size open.
+#[tokio::test]
+async fn r21_a1_a3_a4_a5_what_gdal_builds_at_the_open_is_counted() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (64u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let gml = |children: usize| {
+        format!(
+            "<?xml version=\"1.0\"?><ogr:FeatureCollection xmlns:ogr=\"http://ogr.maptools.org/\" \
+             xmlns:gml=\"http://www.opengis.net/gml\"><gml:featureMember><ogr:f><ogr:geometryProperty>\
+             <gml:LineString><gml:coordinates>0,0 1,1</gml:coordinates>{}</gml:LineString>\
+             </ogr:geometryProperty></ogr:f></gml:featureMember></ogr:FeatureCollection>",
+            "<a/>".repeat(children)
+        )
+    };
+    std::fs::write(server.path("dense.gml"), gml(800_000)).unwrap();
+    std::fs::write(server.path("plain.gml"), gml(10)).unwrap();
+    std::fs::write(server.path("sided.gml"), gml(10)).unwrap();
+    std::fs::write(
+        server.path("sided.gfs"),
+        format!(
+            "<GMLFeatureClassList>{}</GMLFeatureClassList>",
+            "<a/>".repeat(800_000)
+        ),
+    )
+    .unwrap();
+    std::fs::copy(server.path("dem.tif"), server.path("pam.tif")).unwrap();
+    std::fs::write(
+        server.path("pam.tif.aux.xml"),
+        format!("<PAMDataset>{}</PAMDataset>", "<a/>".repeat(800_000)),
+    )
+    .unwrap();
+    for (tool, input) in [
+        ("vector_info", "dense.gml"),
+        ("vector_info", "sided.gml"),
+        ("raster_info", "pam.tif"),
+    ] {
+        let refused = server.call(tool, json!({"input": input})).await.unwrap();
+        assert!(is_error(&refused), "{input}: {}", text(&refused));
+        assert!(
+            text(&refused).contains("XML") || text(&refused).contains("memory budget"),
+            "{input}: {}",
+            text(&refused)
+        );
+    }
+    let plain = server
+        .call("vector_info", json!({"input": "plain.gml"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&plain), "{}", text(&plain));
+
+    // A GeoPackage raster whose tiles are declared 16384 x 16384.
+    let dem = server.path("dem.tif");
+    for name in ["tiles.gpkg", "big_tiles.gpkg"] {
+        gdal_mcp_tests::run_program(
+            "gdal_translate",
+            &[
+                "-q",
+                "-of",
+                "GPKG",
+                "-ot",
+                "Byte",
+                "-scale",
+                dem.to_str().unwrap(),
+                server.path(name).to_str().unwrap(),
+            ],
+        );
+    }
+    gdal_mcp_tests::run_program(
+        "python3",
+        &[
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             c.execute('UPDATE gpkg_tile_matrix SET tile_width=16384, tile_height=16384'); \
+             c.commit()",
+            server.path("big_tiles.gpkg").to_str().unwrap(),
+        ],
+    );
+    let big = server
+        .call("raster_info", json!({"input": "big_tiles.gpkg"}))
+        .await
+        .unwrap();
+    assert!(is_error(&big), "{}", text(&big));
+    assert!(text(&big).contains("16384 x 16384"), "{}", text(&big));
+    let tiles = server
+        .call("raster_info", json!({"input": "tiles.gpkg"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&tiles), "{}", text(&tiles));
+
+    // A JPEG 2000 of 300 components of 256 x 256.
+    let raw = server.path("many.raw");
+    std::fs::write(&raw, vec![7u8; 256 * 256 * 300]).unwrap();
+    std::fs::write(
+        server.path("many.hdr"),
+        "ENVI\nsamples = 256\nlines = 256\nbands = 300\nheader offset = 0\nfile type = ENVI Standard\ndata type = 1\ninterleave = bsq\nbyte order = 0\n",
+    )
+    .unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "JP2OpenJPEG",
+            "-co",
+            "REVERSIBLE=YES",
+            raw.to_str().unwrap(),
+            server.path("many.jp2").to_str().unwrap(),
+        ],
+    );
+    let jp2 = server
+        .call("raster_info", json!({"input": "many.jp2"}))
+        .await
+        .unwrap();
+    assert!(is_error(&jp2), "{}", text(&jp2));
+    assert!(text(&jp2).contains("budget"), "{}", text(&jp2));
+}

@@ -1171,6 +1171,11 @@ const H5I_DATASET: c_int = 5;
 const H5D_VIRTUAL: c_int = 3;
 /// Links visited at most (beyond, the file is refused as unchecked).
 const MAX_HDF5_LINKS: usize = 1_000_000;
+/// Groups nested at most: GDAL's netCDF and HDF5 drivers recurse through them at the open, and
+/// a 1.9 MB file of 9,900 nested groups kept a read-only worker busy past its deadline (the
+/// CLI overflowed its stack after 60 s); eight took the read-only pool out of service (attack
+/// round 21, R21-A6).
+const MAX_HDF5_DEPTH: usize = 64;
 
 unsafe extern "C" fn visit_link(
     group: Hid,
@@ -1191,6 +1196,15 @@ unsafe extern "C" fn visit_link(
             return 1;
         }
         let shown = CStr::from_ptr(name).to_string_lossy().into_owned();
+        let depth = shown.split('/').filter(|part| !part.is_empty()).count();
+        if depth > MAX_HDF5_DEPTH {
+            let start: String = shown.chars().take(60).collect();
+            findings.costly.push(format!(
+                "groups nested more than {MAX_HDF5_DEPTH} deep, which GDAL walks recursively: \
+                 /{start}..."
+            ));
+            return 1;
+        }
         let kind = if info.is_null() { -1 } else { *info };
         if kind == H5L_TYPE_SOFT {
             return 0;

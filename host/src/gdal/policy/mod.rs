@@ -658,6 +658,19 @@ fn is_spreadsheet(path: &Path) -> bool {
 /// its name, by a `<kml` in its first 4 KiB, or by a root element named `kml` after any
 /// prolog (GDAL's KML driver reads past XML comments to the root: `<kml` after a comment of
 /// 7,000 bytes, named `.dat`, opened as KML; attack round 13, R13-12).
+/// Whether GDAL builds an XML tree from `path` when it opens it: `Some(false)` for GML (a
+/// feature at a time), `Some(true)` for a VRT (whole); `None` otherwise.
+fn xml_tree_kind(path: &Path) -> Option<bool> {
+    let extension = crate::gdal::extension_of(path)?
+        .to_str()?
+        .to_ascii_lowercase();
+    match extension.as_str() {
+        "gml" | "xml" => Some(false),
+        "vrt" => Some(true),
+        _ => None,
+    }
+}
+
 fn is_kml(path: &Path) -> bool {
     use std::io::Read;
     if crate::gdal::extension_of(path)
@@ -936,6 +949,32 @@ fn check_one_file(
         let holds = super::vector::table::check_kml(input, &[pinned(file)?.display().to_string()])?;
         charge_open(input, file, holds)?;
     }
+    // A GML feature, and a VRT document, are parsed into `CPLXMLNode` trees about 30 times
+    // their text (attack round 21, R21-A1, R21-A2): estimated before the open, refused above
+    // their budget, charged to the shared memory budget.
+    if let Some(whole) = xml_tree_kind(file) {
+        let holds = super::vector::table::check_xml_tree(
+            input,
+            &pinned(file)?.display().to_string(),
+            whole,
+        )?;
+        charge_open(input, file, holds)?;
+        // A GML's schema and `.gfs` are parsed whole at the open (R21-A5: a 22 MB `.xsd` or
+        // `.gfs` of empty elements took `vector_info` about 580 MB each).
+        if !whole {
+            for sidecar in ["xsd", "gfs", "XSD", "GFS"] {
+                let sidecar = file.with_extension(sidecar);
+                if std::fs::symlink_metadata(&sidecar).is_ok_and(|m| m.is_file()) {
+                    let holds = super::vector::table::check_xml_tree(
+                        &sidecar,
+                        &pinned(&sidecar)?.display().to_string(),
+                        true,
+                    )?;
+                    charge_open(input, &sidecar, holds)?;
+                }
+            }
+        }
+    }
     // A GeoJSON-family file is parsed into json-c trees far larger than its text: one 7 MB
     // feature took a read-only `vector_info` to 806 MB (attack round 9, R9-11). Estimated
     // before the open, refused above its budget, charged to the shared memory budget.
@@ -1178,6 +1217,11 @@ fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
         if !std::fs::metadata(&pam).is_ok_and(|m| m.is_file()) {
             continue;
         }
+        // GDAL parses the sidecar whole at the open (attack round 21, R21-A5: a 22 MB one of
+        // 6 M empty elements took a read-only `raster_info` 619 MB).
+        let holds =
+            super::vector::table::check_xml_tree(&pam, &pinned(&pam)?.display().to_string(), true)?;
+        charge_open(input, &pam, holds)?;
         let refuse = |target: &str| {
             GdalError::Arguments(format!(
                 "{}: its {} makes GDAL read \"{target}\", which is outside every workspace or \

@@ -167,6 +167,7 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
     }
     // How many rows each view yields, and how long it takes, measured (R16-A9).
     check_view_rows(path)?;
+    check_tile_size(path, &schema)?;
     // The CRS definitions GDAL will hand to PROJ, once the schema is known to be plain.
     let definitions = read_srs_definitions(path).map_err(|e| unreadable("SRS table", e))?;
     for definition in definitions {
@@ -180,6 +181,47 @@ pub fn check_sqlite(path: &Path) -> Result<(), GdalError> {
         }
     }
     Ok(())
+}
+
+/// The most cells a GeoPackage tile may hold: GDAL 3.6's driver allocates its tile cache at
+/// the open, 4 bands by 4 tiles of the declared size, whatever the raster's size (2048 x 2048:
+/// 64 Mi cells of cache; tiles are 256 or 512 wide in practice).
+const MAX_GPKG_TILE_CELLS: i64 = 2048 * 2048;
+
+/// Refuse a GeoPackage whose tile matrix declares tiles larger than [`MAX_GPKG_TILE_CELLS`]:
+/// a 116 KB file whose tiles were declared 16384 x 16384 made a read-only `raster_info` map 4
+/// GiB at the open, 16 times the block the host reserved (attack round 21, R21-A3).
+fn check_tile_size(path: &Path, schema: &[String]) -> Result<(), GdalError> {
+    let has_matrix = schema
+        .iter()
+        .any(|sql| sql.to_ascii_lowercase().contains("gpkg_tile_matrix"));
+    if !has_matrix {
+        return Ok(());
+    }
+    let largest: Option<(i64, i64)> = inspection_connection(path)
+        .and_then(|connection| {
+            connection.query_row(
+                "SELECT tile_width, tile_height FROM main.gpkg_tile_matrix \
+                 ORDER BY CAST(tile_width AS REAL) * CAST(tile_height AS REAL) DESC LIMIT 1",
+                [],
+                |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)),
+            )
+        })
+        .ok();
+    match largest {
+        Some((width, height))
+            if width <= 0 || height <= 0 || width.saturating_mul(height) > MAX_GPKG_TILE_CELLS =>
+        {
+            Err(GdalError::Arguments(format!(
+                "{}: its gpkg_tile_matrix declares tiles of {width} x {height} cells; GDAL's \
+                 GeoPackage driver allocates 16 such tiles at the open, so tiles may hold at \
+                 most {MAX_GPKG_TILE_CELLS} cells (2048 x 2048). Retile it outside the server \
+                 (gdal_translate -of GPKG, 256 x 256 tiles)",
+                path.display()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Every text value of the SRS tables GDAL reads CRS definitions from: the GeoPackage's

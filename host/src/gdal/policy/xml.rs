@@ -25,6 +25,20 @@ use std::path::Path;
 /// issue 21, attack round 5, F7: 100000 nested elements in an `.aux.xml`).
 pub const MAX_XML_DEPTH: usize = 256;
 
+/// Operator override of [`DEFAULT_XML_MAX_MEMORY_BYTES`].
+pub const XML_MEMORY_VARIABLE: &str = "GDAL_MCP_XML_MAX_MEMORY_BYTES";
+/// The most memory one XML tree (`CPLXMLNode`) may be expected to take, whether GDAL builds it
+/// at an open (a VRT, a PAM `.aux.xml`, a GML schema, one GML feature) or the host does to
+/// check a document (512 MiB).
+pub const DEFAULT_XML_MAX_MEMORY_BYTES: u64 = 512 << 20;
+/// Bytes a `CPLXMLNode` tree holds per element and per byte of text, measured with GDAL 3.6
+/// and rounded up: 22 MB of 6 M empty `<a/>` elements in one GML LineString took `vector_info`
+/// 590 MB, the same in a GeoTIFF's `.aux.xml` `raster_info` 619 MB, about 100 bytes an element
+/// (attack round 21, R21-A1, R21-A5).
+pub const XML_ELEMENT_BYTES: u64 = 160;
+/// Bytes a tree holds per byte of text.
+pub const XML_TEXT_FACTOR: u64 = 2;
+
 /// What a node of GDAL's tree is (`CPLXMLNodeType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -39,6 +53,8 @@ pub enum Kind {
 /// comments, the root element) and everything below them.
 pub struct Document {
     first: *mut gdal_sys::CPLXMLNode,
+    /// The tree's estimated size, taken from the shared memory budget while it lives.
+    _reserved: Option<crate::budget::Reservation<'static>>,
 }
 
 /// One node of a [`Document`], valid while the document lives.
@@ -55,6 +71,28 @@ impl Document {
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Document, GdalError> {
         let end = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
         let bytes = &bytes[..end];
+        // The tree this parse builds is bounded like GDAL's own (R21-A5: a schema of 6 M
+        // empty elements took the host's check itself 580 MB).
+        let elements = bytes.iter().filter(|b| **b == b'<').count() as u64;
+        let tree = elements.saturating_mul(XML_ELEMENT_BYTES);
+        let budget = crate::budget::setting(XML_MEMORY_VARIABLE, DEFAULT_XML_MAX_MEMORY_BYTES);
+        if tree > budget {
+            return Err(GdalError::Arguments(format!(
+                "{}: its XML holds {elements} elements, a tree of an estimated {tree} bytes, \
+                 more than the {budget} bytes one XML tree may take ({XML_MEMORY_VARIABLE}); \
+                 nothing was read. Simplify or split it outside the server, or raise \
+                 {XML_MEMORY_VARIABLE}",
+                path.display()
+            )));
+        }
+        let reserved = if tree > 1 << 20 {
+            Some(crate::budget::reserve(
+                &format!("{}: checking its XML", path.display()),
+                tree,
+            )?)
+        } else {
+            None
+        };
         let depth = xml_depth(bytes, MAX_XML_DEPTH);
         if depth > MAX_XML_DEPTH {
             return Err(GdalError::Arguments(format!(
@@ -72,7 +110,10 @@ impl Document {
         // SAFETY: `text` is a NUL-terminated string that outlives the call; the returned tree
         // is owned by the Document, which frees it once.
         let first = unsafe { gdal_sys::CPLParseXMLString(text.as_ptr()) };
-        let document = Document { first };
+        let document = Document {
+            first,
+            _reserved: reserved,
+        };
         if first.is_null() {
             return Err(GdalError::Arguments(format!(
                 "{}: GDAL's XML parser cannot read it ({}); fix the XML",

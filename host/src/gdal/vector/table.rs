@@ -22,7 +22,7 @@
 
 pub mod dms;
 mod expansion;
-pub use expansion::{check_kml, DEFAULT_KML_MAX_MEMORY_BYTES, KML_MEMORY_VARIABLE};
+pub use expansion::{check_kml, check_xml_tree, DEFAULT_KML_MAX_MEMORY_BYTES, KML_MEMORY_VARIABLE};
 pub mod shapes;
 
 use crate::gdal::output::Staging;

@@ -432,6 +432,115 @@ pub fn check_kml(path: &Path, vsi_paths: &[String]) -> Result<u64, GdalError> {
     Ok(estimate)
 }
 
+use crate::gdal::policy::xml::{
+    DEFAULT_XML_MAX_MEMORY_BYTES, XML_ELEMENT_BYTES, XML_MEMORY_VARIABLE, XML_TEXT_FACTOR,
+};
+
+/// What GDAL's XML readers build from a document: the whole tree, or (GML) the tree of the
+/// largest feature, an element three levels down with all it holds (`FeatureCollection` >
+/// `featureMember` > feature, or > `featureMembers` > feature).
+#[derive(Default)]
+struct XmlTreeCost {
+    depth: usize,
+    elements: u64,
+    text: u64,
+    feature: (u64, u64),
+    largest: u64,
+}
+
+impl XmlTreeCost {
+    fn bytes(elements: u64, text: u64) -> u64 {
+        elements
+            .saturating_mul(XML_ELEMENT_BYTES)
+            .saturating_add(text.saturating_mul(XML_TEXT_FACTOR))
+    }
+
+    fn feature_ends(&mut self) {
+        let (elements, text) = std::mem::take(&mut self.feature);
+        self.largest = self.largest.max(Self::bytes(elements, text));
+    }
+}
+
+impl Sink for XmlTreeCost {
+    fn text(&mut self, bytes: &[u8]) {
+        let length = bytes.len() as u64;
+        self.text = self.text.saturating_add(length);
+        if self.depth >= 3 {
+            self.feature.1 = self.feature.1.saturating_add(length);
+        }
+    }
+
+    fn tag(&mut self, tag: &[u8]) {
+        if matches!(tag.first(), Some(b'?' | b'!')) {
+            return;
+        }
+        let (closing, _, selfclosing) = parts(tag);
+        if closing {
+            if self.depth == 3 {
+                self.feature_ends();
+            }
+            self.depth = self.depth.saturating_sub(1);
+            return;
+        }
+        self.elements = self.elements.saturating_add(1);
+        self.depth += 1;
+        if self.depth >= 3 {
+            self.feature.0 = self.feature.0.saturating_add(1);
+        }
+        if selfclosing {
+            if self.depth == 3 {
+                self.feature_ends();
+            }
+            self.depth -= 1;
+        }
+    }
+}
+
+/// Refuse an XML document GDAL builds a tree from, as `vsi_path` reads it (shown as `path`),
+/// whose tree passes `GDAL_MCP_XML_MAX_MEMORY_BYTES`: the whole document's (`whole`: a VRT, a
+/// PAM `.aux.xml`), or its largest feature's (a GML file, which GDAL reads a feature at a
+/// time); the estimate otherwise, to be charged to the shared memory budget. Nothing bounded
+/// these trees but the 256 MiB text scan: four 61 MB GML files of one LineString each aborted
+/// the server (attack round 21, R21-A1, R21-A2, R21-A5).
+pub fn check_xml_tree(path: &Path, vsi_path: &str, whole: bool) -> Result<u64, GdalError> {
+    let budget = crate::budget::setting(XML_MEMORY_VARIABLE, DEFAULT_XML_MAX_MEMORY_BYTES);
+    xml_tree_within(path, vsi_path, whole, budget)
+}
+
+/// [`check_xml_tree`] against `budget`.
+fn xml_tree_within(
+    path: &Path,
+    vsi_path: &str,
+    whole: bool,
+    budget: u64,
+) -> Result<u64, GdalError> {
+    let mut cost = XmlTreeCost::default();
+    stream(vsi_path, &mut cost)?;
+    let estimate = if whole {
+        XmlTreeCost::bytes(cost.elements, cost.text)
+    } else {
+        cost.feature_ends();
+        cost.largest
+    };
+    if estimate > budget {
+        return Err(GdalError::Arguments(format!(
+            "input: {} is XML that GDAL parses into a tree {}: an estimated {estimate} bytes \
+             ({} elements and {} bytes of text in all), more than the {budget} bytes one such \
+             tree may take ({XML_MEMORY_VARIABLE}); nothing was read. Simplify or split it \
+             outside the server, or raise {XML_MEMORY_VARIABLE}",
+            path.display(),
+            if whole {
+                "whole"
+            } else {
+                "a feature at a time, and one of its features holds that much"
+            },
+            cost.elements,
+            cost.text
+        )));
+    }
+    Ok(estimate)
+}
+
 /// What the XML reader reports.
 trait Sink {
     fn text(&mut self, bytes: &[u8]);
@@ -1075,6 +1184,38 @@ mod tests {
 
     /// R8-7: a KML whose estimated tree passes the budget is refused before the open, naming
     /// the estimate and the variable; the clean twin (a few MB of placemarks) passes.
+    #[test]
+    fn r21_a1_a5_xml_trees_are_estimated_whole_or_by_feature() {
+        let dir = tempfile::tempdir().unwrap();
+        // One feature of 200,000 empty elements: 32 MB of tree, past a 16 MiB budget.
+        let mut one = String::from(
+            "<?xml version=\"1.0\"?><gml:FeatureCollection><gml:featureMember><F><g><L>",
+        );
+        one.push_str(&"<a/>".repeat(200_000));
+        one.push_str("</L></g></F></gml:featureMember></gml:FeatureCollection>");
+        let big = dir.path().join("one.gml");
+        std::fs::write(&big, one).unwrap();
+        let error = xml_tree_within(&big, &big.display().to_string(), false, 16 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("GDAL_MCP_XML_MAX_MEMORY_BYTES"), "{error}");
+        // The twin: 2,000 features of 100 elements each, the same elements in all, are read a
+        // feature at a time: 16 KB each. Whole (a VRT, a sidecar), they are refused.
+        let mut many = String::from("<gml:FeatureCollection>");
+        for _ in 0..2_000 {
+            many.push_str("<gml:featureMember><F>");
+            many.push_str(&"<a/>".repeat(100));
+            many.push_str("</F></gml:featureMember>");
+        }
+        many.push_str("</gml:FeatureCollection>");
+        let split = dir.path().join("many.gml");
+        std::fs::write(&split, many).unwrap();
+        let per_feature =
+            xml_tree_within(&split, &split.display().to_string(), false, 16 << 20).unwrap();
+        assert!(per_feature < 20_000, "{per_feature}");
+        assert!(xml_tree_within(&split, &split.display().to_string(), true, 16 << 20).is_err());
+    }
+
     #[test]
     fn r8_7_a_kml_tree_above_the_budget_is_refused() {
         crate::gdal::init();
