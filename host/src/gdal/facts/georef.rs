@@ -82,6 +82,12 @@ pub struct GeorefCandidate {
     pub geotransform: Option<[f64; 6]>,
     /// The CRS this source declares (authority id, else name), when it declares one.
     pub crs: Option<String>,
+    /// That CRS as WKT, to compare by meaning: a sidecar's ESRI WKT without an authority
+    /// code is labelled by its name, and was refused as disagreeing with the file's own
+    /// `EPSG:32633` (attack round 21, R21-B6).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub crs_wkt: Option<String>,
 }
 
 /// Where a raster's georeferencing comes from and how it is oriented.
@@ -323,15 +329,16 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
             let geotransform = parse_aux_geotransform(&text);
             // A CRS naming a grid or parameter file makes PROJ open it while parsing; the
             // check before the open refused such sidecars, but this read comes later.
-            let crs = parse_aux_srs(&text)
+            let srs = parse_aux_srs(&text)
                 .filter(|wkt| !names_a_file(wkt))
-                .and_then(|wkt| SpatialRef::from_wkt(&wkt).ok())
-                .map(|s| crs_label(&s));
+                .and_then(|wkt| SpatialRef::from_wkt(&wkt).ok());
+            let crs = srs.as_ref().map(crs_label);
             if geotransform.is_some() || crs.is_some() {
                 found.push(GeorefCandidate {
                     source: "aux_xml".to_string(),
                     geotransform,
                     crs,
+                    crs_wkt: srs.and_then(|s| s.to_wkt().ok()),
                 });
             }
         }
@@ -342,6 +349,7 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
                 source: "world_file".to_string(),
                 geotransform: Some(geotransform),
                 crs: None,
+                crs_wkt: None,
             });
             break;
         }
@@ -357,7 +365,9 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
     };
     if let Some(internal) = internal {
         let geotransform = internal.geo_transform().ok();
-        let crs = internal.spatial_ref().ok().map(|s| crs_label(&s));
+        let srs = internal.spatial_ref().ok();
+        let crs = srs.as_ref().map(crs_label);
+        let crs_wkt = srs.and_then(|s| s.to_wkt().ok());
         // Without PAM, a format with no georeferencing of its own reports the world file's.
         let from_world = geotransform.is_some_and(|g| {
             found.iter().any(|c| {
@@ -372,6 +382,7 @@ pub fn candidates(path: &Path, opened: &Dataset) -> Vec<GeorefCandidate> {
                     source: "internal".to_string(),
                     geotransform: geotransform.filter(|_| !from_world),
                     crs,
+                    crs_wkt,
                 },
             );
         }
@@ -422,7 +433,16 @@ pub fn conflicts(candidates: &[GeorefCandidate], size: (usize, usize)) -> Vec<St
                 }
             }
             if let (Some(ca), Some(cb)) = (&a.crs, &b.crs) {
-                if ca != cb {
+                let same_meaning = match (&a.crs_wkt, &b.crs_wkt) {
+                    (Some(wa), Some(wb)) => {
+                        match (SpatialRef::from_wkt(wa), SpatialRef::from_wkt(wb)) {
+                            (Ok(sa), Ok(sb)) => crate::gdal::facts::transform::same_crs(&sa, &sb),
+                            _ => false,
+                        }
+                    }
+                    _ => false,
+                };
+                if ca != cb && !same_meaning {
                     lines.push(format!(
                         "{} and {} disagree on the CRS: {ca} vs {cb}",
                         a.source, b.source
@@ -779,17 +799,39 @@ mod tests {
         assert!(!names_a_file("GEOGCS[\"WGS 84\"]"));
     }
 
+    /// Attack round 21, R21-B6: a sidecar repeating the file's CRS in ESRI WKT (no authority
+    /// code, so labelled by its name) is the same CRS, no conflict; another CRS still is.
+    #[test]
+    fn r21_b6_one_crs_in_two_spellings_is_no_conflict() {
+        let epsg = SpatialRef::from_epsg(32633).unwrap();
+        let esri = r#"PROJCS["WGS_1984_UTM_Zone_33N",GEOGCS["GCS_WGS_1984",DATUM["D_WGS_1984",SPHEROID["WGS_1984",6378137.0,298.257223563]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]],PROJECTION["Transverse_Mercator"],PARAMETER["False_Easting",500000.0],PARAMETER["False_Northing",0.0],PARAMETER["Central_Meridian",15.0],PARAMETER["Scale_Factor",0.9996],PARAMETER["Latitude_Of_Origin",0.0],UNIT["Meter",1.0]]"#;
+        let candidate = |source: &str, crs: &str, wkt: String| GeorefCandidate {
+            source: source.into(),
+            geotransform: None,
+            crs: Some(crs.into()),
+            crs_wkt: Some(wkt),
+        };
+        let internal = candidate("internal", "EPSG:32633", epsg.to_wkt().unwrap());
+        let same = candidate("aux_xml", "WGS_1984_UTM_Zone_33N", esri.to_string());
+        assert!(conflicts(&[internal.clone(), same], (10, 10)).is_empty());
+        let other = SpatialRef::from_epsg(32634).unwrap();
+        let different = candidate("aux_xml", "EPSG:32634", other.to_wkt().unwrap());
+        assert_eq!(conflicts(&[internal, different], (10, 10)).len(), 1);
+    }
+
     #[test]
     fn conflicting_pixel_sizes_are_named() {
         let a = GeorefCandidate {
             source: "internal".into(),
             geotransform: Some([0.0, 10.0, 0.0, 0.0, 0.0, -10.0]),
             crs: None,
+            crs_wkt: None,
         };
         let b = GeorefCandidate {
             source: "aux_xml".into(),
             geotransform: Some([0.0, 20.0, 0.0, 0.0, 0.0, -20.0]),
             crs: None,
+            crs_wkt: None,
         };
         let lines = conflicts(&[a.clone(), b], (100, 100));
         assert_eq!(lines.len(), 1);

@@ -1620,7 +1620,35 @@ pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) 
 pub fn same_unit(a: &str, b: &str) -> bool {
     match (length_unit_metres(a), length_unit_metres(b)) {
         (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x,
-        _ => a.trim().eq_ignore_ascii_case(b.trim()),
+        _ => match (temperature_unit(a), temperature_unit(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a.trim().eq_ignore_ascii_case(b.trim()),
+        },
+    }
+}
+
+/// A temperature unit's one name, from its spellings: `K`, `kelvin`, `degK` are `K`; `degC`,
+/// `°C`, `Celsius`, `degree_Celsius` are `degC`; `degF`, `°F`, `Fahrenheit` are `degF`.
+/// Compared as text, `K` and `kelvin` (ERA5 and others) were refused as unlike units, with a
+/// kelvin-to-Celsius example an agent could apply to a raster already in kelvin (attack round
+/// 21, R21-B7). A bare `C` or `F` stays text: UDUNITS reads `C` as a coulomb.
+fn temperature_unit(unit: &str) -> Option<&'static str> {
+    let key: String = unit
+        .trim()
+        .to_lowercase()
+        .replace(['℃'], "degc")
+        .replace(['℉'], "degf")
+        .replace('°', "deg")
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    match key.as_str() {
+        "k" | "kelvin" | "kelvins" | "degk" | "degreek" | "degreesk" => Some("K"),
+        "degc" | "celsius" | "degcelsius" | "degreec" | "degreesc" | "degreecelsius"
+        | "degreescelsius" => Some("degC"),
+        "degf" | "fahrenheit" | "degfahrenheit" | "degreef" | "degreesf" | "degreefahrenheit"
+        | "degreesfahrenheit" => Some("degF"),
+        _ => None,
     }
 }
 
@@ -1750,6 +1778,20 @@ mod length_unit_tests {
         assert!(!same_unit("m", "0.1 m"));
         assert!(same_unit("dm", "0.1 m"));
         assert!(!same_unit("m", "m2"));
+        // Attack round 21, R21-B7: one temperature unit in two spellings is one unit.
+        for (a, b) in [
+            ("K", "kelvin"),
+            ("degC", "°C"),
+            ("degC", "Celsius"),
+            ("deg_C", "degree_Celsius"),
+            ("℃", "degC"),
+            ("degF", "°F"),
+        ] {
+            assert!(same_unit(a, b), "{a} {b}");
+        }
+        assert!(!same_unit("K", "degC"));
+        assert!(!same_unit("C", "degC"));
+        assert!(!same_unit("degF", "degC"));
     }
 }
 
