@@ -4249,3 +4249,98 @@ async fn r21_b9_b16_nodata_and_a_mask_are_made_one_before_gdal_programs() {
     let nodata = band.no_data_value();
     assert_eq!(cells.data(), &[6.0, 8.0, 14.0, 15.0], "{nodata:?}");
 }
+
+/// Attack round 21 on `vector_join` and `vector_query`:
+/// * R21-B1: an Integer `year` (2019, 2021) was taken for a possible weight, and the plain
+///   mean of `price` refused as ambiguous; a year is no denominator (and barely varies), so
+///   the mean is 150.
+/// * R21-B13: `min`, `max` and `first` of an Integer64 H3 index were written as Real, their
+///   last digits lost; they keep the field's type and value.
+/// * R21-B14: `count` wrote no column; it writes the field's non-null values (1 of 2).
+/// * R21-B4: `order_by` on numbers stored as text sorted by bytes ("45" first of 100, 20, 3,
+///   45); they sort as numbers, and zoned and zone-less date-times mixed are refused.
+#[tokio::test]
+async fn r21_b1_b4_b13_b14_joins_and_orders_keep_values_and_meaning() {
+    use gdal::vector::LayerAccess;
+    let server = server().await;
+    std::fs::write(
+        server.path("zones.geojson"),
+        r#"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"z"},"geometry":{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]]]}}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        server.path("sales.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+{"type":"Feature","properties":{"price":100,"year":2019,"h3":617700169958293503,"v":10},"geometry":{"type":"Point","coordinates":[2,2]}},
+{"type":"Feature","properties":{"price":200,"year":2021,"h3":617700169958293000,"v":null},"geometry":{"type":"Point","coordinates":[3,3]}}]}"#,
+    )
+    .unwrap();
+    let joined = call_justified(
+        &server,
+        "vector_join",
+        json!({"input": "zones.geojson", "join": "sales.geojson", "output": "joined.gpkg",
+               "predicate": "intersects", "fields": ["price", "h3", "v"],
+               "stats": ["count", "mean", "min", "max"]}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&joined.result), "{}", text(&joined.result));
+    let dataset = gdal::Dataset::open(server.path("joined.gpkg")).unwrap();
+    let mut layer = dataset.layer(0).unwrap();
+    let feature = layer.features().next().unwrap();
+    let index = |name: &str| feature.field_index(name).unwrap();
+    assert_eq!(
+        feature.field_as_double(index("price_mean")).unwrap(),
+        Some(150.0)
+    );
+    assert_eq!(
+        feature.field_as_integer64(index("h3_min")).unwrap(),
+        Some(617700169958293000)
+    );
+    assert_eq!(
+        feature.field_as_integer64(index("h3_max")).unwrap(),
+        Some(617700169958293503)
+    );
+    assert_eq!(
+        feature.field_as_integer64(index("v_count")).unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        feature.field_as_integer64(index("join_count")).unwrap(),
+        Some(2)
+    );
+
+    std::fs::write(
+        server.path("pops.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+{"type":"Feature","properties":{"name":"A","pop":"100","t":"2024-01-01T03:00:00"},"geometry":null},
+{"type":"Feature","properties":{"name":"B","pop":"20","t":"2024-01-01T10:00:00+05:00"},"geometry":null},
+{"type":"Feature","properties":{"name":"C","pop":"3","t":"2024-01-01T06:00:00"},"geometry":null},
+{"type":"Feature","properties":{"name":"D","pop":"45","t":null},"geometry":null}]}"#,
+    )
+    .unwrap();
+    let top = server
+        .call(
+            "vector_query",
+            json!({"input": "pops.geojson", "order_by": "pop DESC", "limit": 4}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&top), "{}", text(&top));
+    let names: Vec<Value> = structured(&top)["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["attributes"]["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("A"), json!("D"), json!("B"), json!("C")]);
+    let mixed = server
+        .call(
+            "vector_query",
+            json!({"input": "pops.geojson", "order_by": "t ASC"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&mixed), "{}", text(&mixed));
+    assert!(text(&mixed).contains("time zone"), "{}", text(&mixed));
+}

@@ -1817,13 +1817,67 @@ fn looks_like_id(name: &str) -> bool {
         || lower.starts_with("id_")
 }
 
+/// Field names that mark a time, a place code, a class or a measured level: whole numbers
+/// that are no count of anything a mean could be weighted by. A calendar `year` (2019, 2021)
+/// refused every plain mean of the layers that carry one (attack round 21, R21-B1).
+fn names_no_denominator(name: &str) -> bool {
+    let words: Vec<String> = name
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect();
+    words.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "year"
+                | "yr"
+                | "years"
+                | "month"
+                | "day"
+                | "date"
+                | "hour"
+                | "time"
+                | "week"
+                | "doy"
+                | "zip"
+                | "zipcode"
+                | "postcode"
+                | "postal"
+                | "plz"
+                | "class"
+                | "category"
+                | "type"
+                | "landuse"
+                | "lulc"
+                | "zone"
+                | "elevation"
+                | "elev"
+                | "altitude"
+                | "height"
+                | "depth"
+                | "floor"
+                | "floors"
+                | "level"
+                | "rank"
+                | "order"
+                | "priority"
+                | "grade"
+                | "version"
+        )
+    })
+}
+
 /// The source fields that can serve as a weight: whole numbers, none negative, not all zero,
-/// not an identifier (by name, as the join key, or numbering the features 0..n or 1..n).
+/// not an identifier (by name, as the join key, or numbering the features 0..n or 1..n), not
+/// named as a time, code, class or level ([`names_no_denominator`]), and not all within 1 %
+/// of one another (a weight that hardly varies weights every feature alike).
 fn weight_candidates(request: &JoinRequest, source: &LayerData) -> Vec<usize> {
     let mut out = Vec::new();
     for (i, field) in source.fields.iter().enumerate() {
         if !is_numeric(field.kind)
             || looks_like_id(&field.name)
+            || names_no_denominator(&field.name)
             || request.key.as_deref() == Some(field.name.as_str())
         {
             continue;
@@ -1843,6 +1897,11 @@ fn weight_candidates(request: &JoinRequest, source: &LayerData) -> Vec<usize> {
         }
         let mut sorted = values.clone();
         sorted.sort_by(f64::total_cmp);
+        if let (Some(low), Some(high)) = (sorted.first(), sorted.last()) {
+            if *low > 0.0 && *high <= 1.01 * low {
+                continue;
+            }
+        }
         let numbering = |first: f64| {
             sorted
                 .iter()
@@ -3342,9 +3401,6 @@ fn join_columns(
     }
     for (name, (index, numeric)) in request.fields.iter().zip(field_indices) {
         for stat in &request.stats {
-            if *stat == Stat::Count {
-                continue;
-            }
             let column = format!("{name}_{}", stat.name());
             if fields.iter().any(|f| f.name == column) {
                 return Err(GdalError::Arguments(format!(
@@ -3352,10 +3408,16 @@ fn join_columns(
                      target's field first"
                 )));
             }
-            let kind = if *stat == Stat::First && !numeric {
-                source.fields[*index].kind
-            } else {
-                OGRFieldType::OFTReal
+            let own = source.fields[*index].kind;
+            let integer = matches!(own, OGRFieldType::OFTInteger | OGRFieldType::OFTInteger64);
+            // A value picked (first, min, max) keeps its field's type: an Integer64 H3 index
+            // written as Real lost its last digits (attack round 21, R21-B13). A count of the
+            // field's values is a whole number (R21-B14: `count` wrote nothing).
+            let kind = match stat {
+                Stat::Count => OGRFieldType::OFTInteger64,
+                Stat::First if !numeric || integer => own,
+                Stat::Min | Stat::Max if integer => own,
+                _ => OGRFieldType::OFTReal,
             };
             fields.push(FieldDef {
                 name: column.clone(),
@@ -3390,16 +3452,39 @@ impl Summaries<'_> {
                 .filter_map(|j| self.source.rows[*j].values[*index].as_ref())
                 .collect();
             let numbers: Vec<f64> = present.iter().filter_map(|v| numeric(v)).collect();
+            let integers: Option<Vec<i64>> = present
+                .iter()
+                .map(|v| match v {
+                    FieldValue::IntegerValue(i) => Some(i64::from(*i)),
+                    FieldValue::Integer64Value(i) => Some(*i),
+                    _ => None,
+                })
+                .collect();
+            let integer_value = |i: i64| match present.first() {
+                Some(FieldValue::IntegerValue(_)) => {
+                    i32::try_from(i).map_or(FieldValue::Integer64Value(i), FieldValue::IntegerValue)
+                }
+                _ => FieldValue::Integer64Value(i),
+            };
+            let integers = integers.filter(|i| !i.is_empty());
             for stat in &self.request.stats {
                 let value = match stat {
-                    Stat::Count => continue,
+                    Stat::Count => Some(FieldValue::Integer64Value(present.len() as i64)),
                     Stat::First => present.first().map(|v| {
-                        if *is_number {
+                        if *is_number && integers.is_none() {
                             numeric(v).map_or((*v).clone(), FieldValue::RealValue)
                         } else {
                             (*v).clone()
                         }
                     }),
+                    Stat::Min if integers.is_some() => integers
+                        .as_ref()
+                        .and_then(|i| i.iter().min().copied())
+                        .map(integer_value),
+                    Stat::Max if integers.is_some() => integers
+                        .as_ref()
+                        .and_then(|i| i.iter().max().copied())
+                        .map(integer_value),
                     Stat::Sum => {
                         (!numbers.is_empty()).then(|| FieldValue::RealValue(numbers.iter().sum()))
                     }
@@ -3947,6 +4032,22 @@ mod tests {
             ("households", false),
         ] {
             assert_eq!(looks_like_id(name), id, "{name}");
+        }
+        // Attack round 21, R21-B1: times, codes, classes and levels are no denominators.
+        for (name, none) in [
+            ("year", true),
+            ("sale_year", true),
+            ("Month", true),
+            ("zip", true),
+            ("landuse", true),
+            ("elevation", true),
+            ("floors", true),
+            ("population", false),
+            ("households", false),
+            ("B01003_001E", false),
+            ("yearly_sales", false),
+        ] {
+            assert_eq!(names_no_denominator(name), none, "{name}");
         }
     }
 

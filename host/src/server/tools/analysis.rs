@@ -446,7 +446,8 @@ pub struct JoinArgs {
     /// Source fields to summarise.
     #[serde(default)]
     pub fields: Vec<String>,
-    /// Summaries per field (join_count is always added).
+    /// Summaries per field (count: its non-null values; first, min, max: in its type);
+    /// join_count is always added.
     #[serde(default)]
     pub stats: Vec<Stat>,
     /// Field weighting weighted_mean (e.g. population for a rate).
