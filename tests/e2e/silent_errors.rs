@@ -4344,3 +4344,92 @@ async fn r21_b1_b4_b13_b14_joins_and_orders_keep_values_and_meaning() {
     assert!(is_error(&mixed), "{}", text(&mixed));
     assert!(text(&mixed).contains("time zone"), "{}", text(&mixed));
 }
+
+/// Attack round 21, R21-B5: `raster_composite` and `zonal_stats` on a complex (CFloat32) band
+/// asked for a justification first and refused the complex band only on the justified retry;
+/// the refusal now comes before the gate. R21-B11: `raster_sample` counted a MultiPoint inside
+/// the raster as `outside`; it is not sampled, not counted outside, and a warning says so.
+#[tokio::test]
+async fn r21_b5_b11_complex_bands_before_the_gate_and_multipoints_not_outside() {
+    let server = server().await;
+    let plain = server.path("plain.tif");
+    write_raster::<f32>(
+        &plain,
+        (4, 4),
+        vec![1.0; 16],
+        Some([500000.0, 10.0, 0.0, 4000040.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-ot",
+            "CFloat32",
+            plain.to_str().unwrap(),
+            server.path("complex.tif").to_str().unwrap(),
+        ],
+    );
+    std::fs::copy(server.path("complex.tif"), server.path("complex2.tif")).unwrap();
+    let composite = server
+        .call(
+            "raster_composite",
+            json!({"inputs": ["complex.tif", "complex2.tif"], "output": "c.tif",
+                   "statistic": "max"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&composite), "{}", text(&composite));
+    assert_eq!(
+        structured(&composite)["error"]["kind"],
+        json!("invalid_arguments"),
+        "{}",
+        text(&composite)
+    );
+    assert!(text(&composite).contains("complex"), "{}", text(&composite));
+    std::fs::write(
+        server.path("zone.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},"features":[{"type":"Feature","properties":{},"geometry":{"type":"Polygon","coordinates":[[[500000,4000000],[500020,4000000],[500020,4000020],[500000,4000020],[500000,4000000]]]}}]}"#,
+    )
+    .unwrap();
+    let zonal = server
+        .call(
+            "zonal_stats",
+            json!({"input": "complex.tif", "zones": "zone.geojson", "stats": ["mean"]}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&zonal), "{}", text(&zonal));
+    assert_eq!(
+        structured(&zonal)["error"]["kind"],
+        json!("invalid_arguments"),
+        "{}",
+        text(&zonal)
+    );
+
+    std::fs::write(
+        server.path("multi.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},"features":[
+{"type":"Feature","properties":{},"geometry":{"type":"MultiPoint","coordinates":[[500005,4000005],[500015,4000015]]}},
+{"type":"Feature","properties":{},"geometry":{"type":"Point","coordinates":[500005,4000035]}}]}"#,
+    )
+    .unwrap();
+    let sampled = server
+        .call(
+            "raster_sample",
+            json!({"input": "plain.tif", "points": "multi.geojson"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&sampled), "{}", text(&sampled));
+    let out = structured(&sampled);
+    assert_eq!(out["outside"], json!(0), "{out}");
+    assert!(
+        out["warnings"].as_array().is_some_and(|w| w
+            .iter()
+            .any(|w| w.as_str().is_some_and(|w| w.contains("not single points")))),
+        "{out}"
+    );
+    assert_eq!(out["points"][1]["values"][0]["value"], json!(1.0), "{out}");
+}

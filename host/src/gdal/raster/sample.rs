@@ -482,6 +482,7 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
     let mut swapped_inside = 0usize;
     let mut points = Vec::with_capacity(given.len());
     let mut outside = 0;
+    let mut not_points = 0usize;
     // Points on cells GDAL's mask marks invalid, per band (R13-B6).
     let mut masked: Vec<(usize, u64)> = Vec::new();
     for (id, point) in given {
@@ -498,8 +499,14 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
             note: None,
         };
         let Some([x, y]) = point else {
-            sampled.note = Some("the feature is not a single point".to_string());
-            outside += 1;
+            // Not sampled, and not outside: a MultiPoint inside the raster was counted as a
+            // location off it (attack round 21, R21-B11).
+            sampled.note = Some(
+                "the feature is not a single point, so it was not sampled (a MultiPoint: \
+                 split it into points first)"
+                    .to_string(),
+            );
+            not_points += 1;
             points.push(sampled);
             continue;
         };
@@ -650,6 +657,12 @@ pub fn sample(path: &Path, request: &SampleRequest) -> Result<SampleOutput, Gdal
              latitudes is [longitude, latitude] whatever the CRS's own axis order (EPSG:4326 \
              lists latitude first); if the points were given as [latitude, longitude], swap \
              them"
+        ));
+    }
+    if not_points > 0 {
+        warnings.push(format!(
+            "{not_points} feature(s) are not single points (a MultiPoint, a line, a polygon, \
+             no geometry) and were not sampled; their notes say so"
         ));
     }
     for (index, count) in masked {

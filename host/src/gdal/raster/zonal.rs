@@ -114,6 +114,13 @@ impl ZonalRequest {
         zones: &mut gdal::vector::Layer,
     ) -> Result<(), GdalError> {
         self.grid_of(raster)?;
+        if let Some(why) = raster
+            .rasterband(self.band)
+            .ok()
+            .and_then(|b| crate::gdal::facts::complex_band_refusal(&b))
+        {
+            return Err(GdalError::Arguments(format!("band {}: {why}", self.band)));
+        }
         for feature in zones.features() {
             if !crate::gdal::keep_going(0.0) {
                 return Err(crate::gdal::cancelled("checking the zones"));

@@ -849,6 +849,18 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
                         dataset.raster_count()
                     )));
                 }
+                // A complex band is refused before the gate, not after a justification was
+                // asked for (attack round 21, R21-B5).
+                if let Some(why) = dataset
+                    .rasterband(band)
+                    .ok()
+                    .and_then(|b| facts::complex_band_refusal(&b))
+                {
+                    return Err(ToolError::Arguments(format!(
+                        "inputs[{i}] ({}): {why}",
+                        path.display()
+                    )));
+                }
                 if i > 0 && !composite::same_grid(&reference, &dataset) {
                     differ = true;
                 }
