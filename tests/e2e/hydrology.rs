@@ -219,10 +219,12 @@ async fn d8_on_flat_dominated_terrain_is_critical() -> anyhow::Result<()> {
         .map(|r| (0..8).map(|_| if r == 7 { 40.0 } else { 50.0 }).collect())
         .collect();
     write_dem(&server.path("plateau.tif"), &rows)?;
+    // Flats left unresolved: flow stops on every flat, critical.
     let d8 = server
         .call(
             "dem_flow_direction",
-            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8"}),
+            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8",
+                   "resolve_flats": false}),
         )
         .await?;
     let entry = structured(&d8)["refusal"][0].clone();
@@ -231,15 +233,32 @@ async fn d8_on_flat_dominated_terrain_is_critical() -> anyhow::Result<()> {
         .as_str()
         .unwrap_or_default()
         .contains("flat-dominated"));
+    // Resolved (the default): the flat handling routes those cells, a judgement on this DEM
+    // but no broken result: required, with the same finding (attack round 21, R21-B15).
+    let resolved = server
+        .call(
+            "dem_flow_direction",
+            json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8"}),
+        )
+        .await?;
+    let resolved_entry = structured(&resolved)["refusal"][0].clone();
+    assert_eq!(
+        resolved_entry["severity"],
+        json!("required"),
+        "{resolved_entry}"
+    );
+    assert!(resolved_entry["evidence"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|e| e["id"] == "flat_fraction")));
 
-    // A critical justification must list assumptions; with them the plateau drains south.
+    // A critical justification must list assumptions; answered, the plateau drains south.
     let mut without = justification("d8");
     without.as_object_mut().map(|o| o.remove("assumptions"));
     let refused = server
         .call(
             "dem_flow_direction",
             json!({"input": "plateau.tif", "output": "d8.tif", "algorithm": "d8",
-                                             "justification": {"hydrology": without}}),
+                   "resolve_flats": false, "justification": {"hydrology": without}}),
         )
         .await?;
     assert!(is_error(&refused));

@@ -653,7 +653,8 @@ fn read_field(path: &Path, field: &str) -> Vec<Value> {
 
 /// A mean of rates weights a village like a city: asked first; the weighted mean by population
 /// is (0.1·100 + 0.3·300) / 400 = 0.25 where the plain mean is 0.2. Zones in EPSG:32633 and
-/// points in EPSG:4326: the host reprojects (crs_datum asks), and the matches are the same.
+/// points in EPSG:4326: the host reprojects (a conversion, not asked since R21-B10), and the
+/// matches are the same.
 #[tokio::test]
 async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
     let server = Server::start(Era::Modern, Options::default())
@@ -735,14 +736,12 @@ async fn rates_need_a_weight_and_a_join_across_crss_still_matches() {
     assert!(!server.path("mean.gpkg").exists());
     let mut plain = arguments(json!(["mean"]), None, "plain.gpkg");
     plain["weighting"] = json!("equal");
+    plain["overwrite"] = json!(true);
     let first = server.call("vector_join", plain.clone()).await.unwrap();
     let content = structured(&first);
-    let crs = refusal_entry(&content, "crs_datum");
-    assert_eq!(
-        crs["decision"]["operation"],
-        json!("join_to_input"),
-        "{content}"
-    );
+    // Points in EPSG:4326 onto a projected layer on the same datum: a conversion the tool's
+    // target fixes, not asked (attack round 21, R21-B10).
+    assert!(refusal_entry(&content, "crs_datum").is_null(), "{content}");
     let weighted = call_justified(
         &server,
         "vector_join",
@@ -3408,4 +3407,52 @@ async fn r21_b8_b17_overlapping_collections_and_invalid_zones_are_not_measured()
     assert!(!is_error(&counted.result), "{}", text(&counted.result));
     let zone = &structured(&counted.result)["features"][0];
     assert!(close(&zone["count"], 4.0, 1e-6), "{zone}");
+}
+
+/// Attack round 21, R21-B3: `vector_overlay` `identity` against zones that overlap one
+/// another gave a 100 m² parcel pieces summing to 105 m², silently (GDAL gives the shared
+/// ground once per overlay polygon). The result's notes now say the overlay layer overlaps
+/// itself, with the pairs; the twin, disjoint zones, has no such note.
+#[tokio::test]
+async fn r21_b3_an_overlay_layer_that_overlaps_itself_is_said() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    layer(
+        &server.path("parcel.geojson"),
+        32633,
+        &[(json!({"p": 1}), polygon(&[square(500_000.0, 0.0, 10.0)]))],
+    );
+    let zones = |name: &str, second_x: f64| {
+        layer(
+            &server.path(name),
+            32633,
+            &[
+                (json!({"z": 0}), polygon(&[square(499_995.0, 0.0, 10.0)])),
+                (json!({"z": 1}), polygon(&[square(second_x, 0.0, 10.0)])),
+            ],
+        );
+    };
+    zones("overlapping.geojson", 500_004.0);
+    zones("disjoint.geojson", 500_005.0);
+    let run = |overlay: &str, output: &str| {
+        json!({"input": "parcel.geojson", "overlay": overlay, "output": output,
+               "operation": "identity"})
+    };
+    let said = call_justified(
+        &server,
+        "vector_overlay",
+        run("overlapping.geojson", "a.gpkg"),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&said.result), "{}", text(&said.result));
+    let notes = structured(&said.result)["notes"].to_string();
+    assert!(notes.contains("overlap one another"), "{notes}");
+    let silent = call_justified(&server, "vector_overlay", run("disjoint.geojson", "b.gpkg"))
+        .await
+        .unwrap();
+    assert!(!is_error(&silent.result), "{}", text(&silent.result));
+    let notes = structured(&silent.result)["notes"].to_string();
+    assert!(!notes.contains("overlap one another"), "{notes}");
 }

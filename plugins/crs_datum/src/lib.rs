@@ -985,9 +985,17 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
     if same_crs(from, target) {
         return None;
     }
+    // The tool fixes the target (the data's own CRS): as for a rectangle, a move on one datum
+    // (a conversion, exact) or through an operation with a published accuracy inside its area
+    // of use chooses nothing, and is not asked (attack round 21, R21-B10: zones in CRS84 over
+    // a UTM raster asked for a justification with nothing to judge).
+    let used = call.raw.transformation.as_ref().map(|t| &t.used);
+    if from.id.is_some() && is_conversion(Some(from), target, used) {
+        return None;
+    }
     let source_label = crs_label(from);
     let target_label = crs_label(target);
-    let mut verdict = Verdict::new(Severity::Required);
+    let mut verdict = Verdict::new(Severity::Advisory);
     verdict.reasons.push(format!(
         "{} brings the {moving} from {source_label} into the {fixed}'s CRS {target_label} on \
          the fly",
@@ -1011,6 +1019,9 @@ fn moved_layer(call: &Call, moving: &str, fixed: &str, operation: &str) -> Optio
             .push(format!("across datums ({datum_change})"));
     }
     let transformation = transformation_findings(call, Some(from), target, &mut verdict);
+    if rank(verdict.severity) < rank(Severity::Required) {
+        return None;
+    }
     verdict.evidence.insert(
         0,
         crs_change(Some(from), &source_label, target, &datum_change, call),
@@ -1709,18 +1720,17 @@ mod tests {
 
     #[test]
     fn zonal_stats_with_zones_in_another_crs() {
+        // Attack round 21, R21-B10: the tool fixes the target, so an accurate datum shift
+        // inside its area of use chooses nothing and is not asked.
         let helmert = transformation("NAD27 to WGS 84 (4)", Some(10.0), false);
-        let got = run(zonal(Some(nad27()), Some(utm33()), Some(helmert)));
-        assert_eq!(severity(&got), Some(Severity::Required));
+        assert!(run(zonal(Some(nad27()), Some(utm33()), Some(helmert))).is_none());
+        let ballpark = transformation("Ballpark geographic offset", None, true);
+        let got = run(zonal(Some(nad27()), Some(utm33()), Some(ballpark)));
+        assert_eq!(severity(&got), Some(Severity::Critical));
         assert_eq!(
             key(&got),
             json!({"operation": "zones_to_raster", "src_crs": "EPSG:4267",
-                   "dst_crs": "EPSG:32633", "transformation": "NAD27 to WGS 84 (4)"})
-        );
-        let ballpark = transformation("Ballpark geographic offset", None, true);
-        assert_eq!(
-            severity(&run(zonal(Some(nad27()), Some(utm33()), Some(ballpark)))),
-            Some(Severity::Critical)
+                   "dst_crs": "EPSG:32633", "transformation": "Ballpark geographic offset"})
         );
         let custom = crs(None, "local grid", CrsKind::Projected, "unknown");
         assert_eq!(
@@ -1760,8 +1770,12 @@ mod tests {
             }
             run(raw)
         };
-        let got = clip(true, wgs84());
-        assert_eq!(severity(&got), Some(Severity::Required));
+        // A mask in WGS 84 onto UTM on the same datum: a conversion, exact, not asked
+        // (R21-B10); a mask in a CRS without authority code is.
+        assert!(clip(true, wgs84()).is_none());
+        let custom = crs(None, "local grid", CrsKind::Projected, "unknown");
+        let got = clip(true, custom);
+        assert_eq!(severity(&got), Some(Severity::Critical));
         assert_eq!(key(&got)["operation"], json!("mask_to_input"));
         assert!(clip(true, utm33()).is_none());
         assert!(clip(false, wgs84()).is_none());
@@ -1895,8 +1909,10 @@ mod tests {
                 }
                 run(raw)
             };
-            let moved = gate(Some(wgs84()));
-            assert_eq!(severity(&moved), Some(Severity::Required), "{tool}");
+            assert!(gate(Some(wgs84())).is_none(), "{tool}: one datum (R21-B10)");
+            let custom = crs(None, "local grid", CrsKind::Projected, "unknown");
+            let moved = gate(Some(custom));
+            assert_eq!(severity(&moved), Some(Severity::Critical), "{tool}");
             assert_eq!(key(&moved)["operation"], json!(operation), "{tool}");
             assert!(gate(Some(utm33())).is_none(), "{tool}");
             assert_eq!(severity(&gate(None)), Some(Severity::Critical), "{tool}");

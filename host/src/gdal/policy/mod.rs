@@ -431,6 +431,28 @@ pub fn pinned(path: &Path) -> Result<PathBuf, GdalError> {
     }
 }
 
+/// [`pinned`], for a path that may hold `..` (a nested VRT's `outer/../v0/v.vrt`): its folder
+/// resolved first, as the kernel resolves it (links on the way are refused by the checks
+/// before), since a pin takes no `..`.
+fn pinned_resolved(path: &Path) -> Result<PathBuf, GdalError> {
+    let dotted = path.components().any(|c| {
+        matches!(
+            c,
+            std::path::Component::ParentDir | std::path::Component::CurDir
+        )
+    });
+    let (true, Some(parent), Some(name)) = (dotted, path.parent(), path.file_name()) else {
+        return pinned(path);
+    };
+    let parent = std::fs::canonicalize(parent).map_err(|e| {
+        GdalError::Arguments(format!(
+            "{}: its folder cannot be read ({e})",
+            path.display()
+        ))
+    })?;
+    pinned(&parent.join(name))
+}
+
 /// Replace the pinned folders' `/proc/self/fd/N` paths in GDAL's text with their real paths.
 pub fn unpin_text(text: &str) -> String {
     PINS.with(|p| {
@@ -955,7 +977,7 @@ fn check_one_file(
     if let Some(whole) = xml_tree_kind(file) {
         let holds = super::vector::table::check_xml_tree(
             input,
-            &pinned(file)?.display().to_string(),
+            &pinned_resolved(file)?.display().to_string(),
             whole,
         )?;
         charge_open(input, file, holds)?;
@@ -967,7 +989,7 @@ fn check_one_file(
                 if std::fs::symlink_metadata(&sidecar).is_ok_and(|m| m.is_file()) {
                     let holds = super::vector::table::check_xml_tree(
                         &sidecar,
-                        &pinned(&sidecar)?.display().to_string(),
+                        &pinned_resolved(&sidecar)?.display().to_string(),
                         true,
                     )?;
                     charge_open(input, &sidecar, holds)?;
@@ -1219,8 +1241,11 @@ fn check_pam_references(input: &Path, file: &Path) -> Result<(), GdalError> {
         }
         // GDAL parses the sidecar whole at the open (attack round 21, R21-A5: a 22 MB one of
         // 6 M empty elements took a read-only `raster_info` 619 MB).
-        let holds =
-            super::vector::table::check_xml_tree(&pam, &pinned(&pam)?.display().to_string(), true)?;
+        let holds = super::vector::table::check_xml_tree(
+            &pam,
+            &pinned_resolved(&pam)?.display().to_string(),
+            true,
+        )?;
         charge_open(input, &pam, holds)?;
         let refuse = |target: &str| {
             GdalError::Arguments(format!(
