@@ -7245,7 +7245,6 @@ fn r21_c2_cancelling_one_call_keeps_the_capsule_another_call_stored() {
         stored.contains(third_intent) && !stored.contains(first_intent),
         "{stored}"
     );
-    drop(send);
     let _ = child.kill();
     let _ = child.wait();
 }

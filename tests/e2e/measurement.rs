@@ -3397,7 +3397,7 @@ async fn r21_b8_b17_overlapping_collections_and_invalid_zones_are_not_measured()
         text(&refused)
     );
     assert!(
-        text(&refused).contains("Self-intersection") && text(&refused).contains("make_valid"),
+        text(&refused).contains("Self-intersection") && text(&refused).contains("makevalid"),
         "{}",
         text(&refused)
     );

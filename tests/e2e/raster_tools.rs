@@ -1463,12 +1463,22 @@ async fn r16_b1_b2_band_math_keeps_or_refuses_units() {
             "ft",
             false,
         ),
+        // A length times a factor that converts it into no known unit may be an exaggeration
+        // or a change of unit (`a / 25.4` of mm is inches): no unit, said (R22-B13).
         (
             json!({"a": "feet.tif"}),
             "a * 2",
             "doubled.tif",
             None,
-            "ft",
+            "",
+            true,
+        ),
+        (
+            json!({"a": "centimetres.tif"}),
+            "a / 2.54",
+            "cm_to_in.tif",
+            None,
+            "in",
             false,
         ),
         (

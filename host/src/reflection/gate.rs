@@ -271,6 +271,8 @@ pub struct Gate {
 struct StoredNow {
     /// The request that stored it ([`approval::as_holder`]).
     holder: u64,
+    /// The domain it answers.
+    domain: String,
     /// Its integrity: which capsule it is.
     integrity: String,
     /// The capsule it replaced in the store, put back if the call is withdrawn while its own
@@ -505,55 +507,79 @@ impl Gate {
     /// capsule's own line.
     pub fn withdraw(&self, holder: u64, receipts: &[Receipt], why: &str) {
         for receipt in receipts.iter().filter(|r| r.stored_now) {
-            let Some(integrity) = receipt.capsule_integrity.clone() else {
-                continue;
-            };
-            let mut stored_now = self.stored_now_mut();
-            let list = stored_now.entry(receipt.key.clone()).or_default();
-            let Some(at) = list
-                .iter()
-                .position(|e| e.holder == holder && e.integrity == integrity)
-            else {
-                continue;
-            };
-            let withdrawn = list.remove(at);
-            for later in list.iter_mut() {
-                if later
-                    .replaced
-                    .as_ref()
-                    .is_some_and(|c| c.integrity == withdrawn.integrity)
-                {
-                    later.replaced = withdrawn.replaced.clone();
-                }
+            if let Some(integrity) = &receipt.capsule_integrity {
+                self.withdraw_one(holder, &receipt.domain, &receipt.key, integrity, why);
             }
+        }
+    }
+
+    /// [`Self::withdraw`] for every capsule the call of request `holder` stored, whatever
+    /// receipts it holds: a call that waited for a person's sign-off stored its inline
+    /// justification in the first decision, and again in the second, and a cancel on the way
+    /// left one standing (attack round 22, R22-C4).
+    pub fn withdraw_call(&self, holder: u64, why: &str) {
+        let stored: Vec<(String, String, String)> = self
+            .stored_now_mut()
+            .iter()
+            .flat_map(|(key, list)| {
+                list.iter()
+                    .filter(|e| e.holder == holder)
+                    .map(|e| (e.domain.clone(), key.clone(), e.integrity.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (domain, key, integrity) in stored.iter().rev() {
+            self.withdraw_one(holder, domain, key, integrity, why);
+        }
+    }
+
+    /// Withdraw the capsule of `integrity` that the call of `holder` stored for `key`.
+    fn withdraw_one(&self, holder: u64, domain: &str, key: &str, integrity: &str, why: &str) {
+        let mut stored_now = self.stored_now_mut();
+        let list = stored_now.entry(key.to_string()).or_default();
+        let Some(at) = list
+            .iter()
+            .position(|e| e.holder == holder && e.integrity == integrity)
+        else {
             if list.is_empty() {
-                stored_now.remove(&receipt.key);
+                stored_now.remove(key);
             }
-            drop(stored_now);
-            let current = self
-                .store
-                .get(&receipt.domain, &receipt.key)
-                .map(|c| c.integrity);
-            if current.as_deref() == Some(integrity.as_str()) {
-                if let Some(earlier) = &withdrawn.replaced {
-                    if let Err(e) = self.store.put(earlier) {
-                        tracing::warn!("capsule {} not put back: {e}", earlier.uri());
-                        continue;
-                    }
-                } else if let Ok(path) = self.store.file_of(&receipt.domain, &receipt.key) {
-                    if let Err(e) = std::fs::remove_file(&path) {
-                        tracing::warn!("capsule {} not withdrawn: {e}", path.display());
-                        continue;
-                    }
+            return;
+        };
+        let withdrawn = list.remove(at);
+        for later in list.iter_mut() {
+            if later
+                .replaced
+                .as_ref()
+                .is_some_and(|c| c.integrity == withdrawn.integrity)
+            {
+                later.replaced = withdrawn.replaced.clone();
+            }
+        }
+        if list.is_empty() {
+            stored_now.remove(key);
+        }
+        drop(stored_now);
+        let current = self.store.get(domain, key).map(|c| c.integrity);
+        if current.as_deref() == Some(integrity) {
+            if let Some(earlier) = &withdrawn.replaced {
+                if let Err(e) = self.store.put(earlier) {
+                    tracing::warn!("capsule {} not put back: {e}", earlier.uri());
+                    return;
+                }
+            } else if let Ok(path) = self.store.file_of(domain, key) {
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!("capsule {} not withdrawn: {e}", path.display());
+                    return;
                 }
             }
-            if let Err(e) = self.record(
-                "withdrawal",
-                &serde_json::json!({"domain": receipt.domain, "key": receipt.key,
-                                    "integrity": integrity, "why": why}),
-            ) {
-                tracing::warn!("withdrawal of {} not recorded: {e}", receipt.key);
-            }
+        }
+        if let Err(e) = self.record(
+            "withdrawal",
+            &serde_json::json!({"domain": domain, "key": key, "integrity": integrity,
+                                "why": why}),
+        ) {
+            tracing::warn!("withdrawal of {key} not recorded: {e}");
         }
     }
 
@@ -1363,6 +1389,7 @@ impl Gate {
                 .or_default()
                 .push(StoredNow {
                     holder,
+                    domain: capsule.domain.clone(),
                     integrity: capsule.integrity.clone(),
                     replaced,
                 });

@@ -401,6 +401,50 @@ const COPIED_SHARE: f64 = 0.6;
 /// Italian (attack round 16, R16-C1: "Affirmative, copy that.", "Entendido, visto bueno.",
 /// "Verstanden, passt schon." passed a domain's list of English words).
 const ACKNOWLEDGING: &[&str] = &[
+    // Everyday English acknowledgement a list had missed (attack round 22, R22-C3), and chat
+    // spellings (R22-C1).
+    "fair",
+    "enough",
+    "sensible",
+    "plausible",
+    "valid",
+    "solid",
+    "legit",
+    "agree",
+    "accept",
+    "appreciate",
+    "objection",
+    "worry",
+    "worries",
+    "problem",
+    "issue",
+    "flag",
+    "warning",
+    "handle",
+    "address",
+    "cover",
+    "minor",
+    "negligible",
+    "trivial",
+    "irrelevant",
+    "typical",
+    "normal",
+    "routine",
+    "usual",
+    "expected",
+    "everyone",
+    "everything",
+    "anything",
+    "nothing",
+    "gud",
+    "thx",
+    "thnx",
+    "thanx",
+    "ty",
+    "np",
+    "lgtm",
+    "ack",
+    "kk",
     // English grammar and acknowledgement
     "a",
     "an",
@@ -1096,7 +1140,23 @@ const ACKNOWLEDGING: &[&str] = &[
 /// or an adverb made of one (`excellently`, `splendidly`, `happily`).
 fn acknowledging(word: &str) -> bool {
     let read = acknowledging_words();
-    let listed = |w: &str| read.contains(w);
+    // A listed word's inflections too: `acknowledges`, `acknowledging`, `agreed`,
+    // `objections`, `acknowledgments` (attack round 22, R22-C3).
+    let stems = |w: &str| -> bool {
+        read.contains(w)
+            || ["s", "es", "d", "ed", "ing", "ment", "ments", "ments"]
+                .iter()
+                .filter_map(|suffix| w.strip_suffix(suffix))
+                .filter(|stem| stem.chars().count() >= 2)
+                .any(|stem| {
+                    read.contains(stem)
+                        || read.contains(&format!("{stem}e"))
+                        || stem
+                            .strip_suffix('i')
+                            .is_some_and(|s| read.contains(&format!("{s}y")))
+                })
+    };
+    let listed = |w: &str| stems(w);
     let acknowledges = |word: &str| {
         listed(word)
             || word.strip_suffix("ly").is_some_and(|stem| {
@@ -1105,6 +1165,7 @@ fn acknowledging(word: &str) -> bool {
                         .strip_suffix('i')
                         .is_some_and(|s| listed(&format!("{s}y")))
                     || listed(&format!("{stem}e"))
+                    || listed(&format!("{stem}le"))
                     || stem.strip_suffix("al").is_some_and(listed)
             })
     };
@@ -1125,6 +1186,8 @@ fn acknowledging_words() -> &'static std::collections::HashSet<String> {
 /// refusal with two letters swapped in each word as no copy (attack round 21, R21-C6).
 struct Spelling {
     known: std::collections::HashSet<String>,
+    /// The known words a misspelling may be read as.
+    targets: Vec<String>,
     /// Each known word, and each with one letter dropped, to the known words it comes from.
     by_deletion: std::collections::HashMap<String, Vec<String>>,
 }
@@ -1132,23 +1195,65 @@ struct Spelling {
 impl Spelling {
     /// Words shorter than this are read as written: one edit of a short word is another word.
     const SHORTEST: usize = 5;
+    /// Words this long may be two edits from the word they misspell.
+    const TWO_EDITS: usize = 8;
+    /// Acknowledgement words shorter than this are read only as written.
+    const SHORTEST_ACKNOWLEDGING: usize = 7;
 
-    fn of(words: impl Iterator<Item = String>) -> Self {
-        let known: std::collections::HashSet<String> = words.collect();
+    /// The refusal's and the findings' words (`asked`), read through a misspelling from
+    /// [`Spelling::SHORTEST`] letters, and the acknowledgement words, from
+    /// [`Spelling::SHORTEST_ACKNOWLEDGING`]: one edit of a short grammar word is an ordinary
+    /// word ("dense" is not "sense", "three" not "there": attack round 22, R22-C7).
+    fn of(
+        asked: impl Iterator<Item = String>,
+        acknowledging: impl Iterator<Item = String>,
+    ) -> Self {
+        let asked: Vec<String> = asked.collect();
+        let acknowledging: Vec<String> = acknowledging.collect();
+        let known: std::collections::HashSet<String> =
+            asked.iter().chain(&acknowledging).cloned().collect();
         let mut by_deletion: std::collections::HashMap<String, Vec<String>> =
             std::collections::HashMap::new();
-        for word in known.iter().filter(|w| w.chars().count() >= Self::SHORTEST) {
+        let targets: Vec<String> = asked
+            .iter()
+            .filter(|w| w.chars().count() >= Self::SHORTEST)
+            .chain(
+                acknowledging
+                    .iter()
+                    .filter(|w| w.chars().count() >= Self::SHORTEST_ACKNOWLEDGING),
+            )
+            .cloned()
+            .collect();
+        for word in &targets {
             for key in std::iter::once(word.clone()).chain(deletions(word)) {
                 by_deletion.entry(key).or_default().push(word.clone());
             }
         }
-        Self { known, by_deletion }
+        Self {
+            known,
+            targets,
+            by_deletion,
+        }
     }
 
-    /// `word`, or the known word it is one edit from (the first in order, when several are).
+    /// `word`, or the known word it is one edit from (the first in order, when several are);
+    /// a word of [`Spelling::TWO_EDITS`] letters or more may be two edits from it (R22-C1).
     fn respelled(&self, word: String) -> String {
         if word.chars().count() < Self::SHORTEST || self.known.contains(&word) {
             return word;
+        }
+        let length = word.chars().count();
+        if length >= Self::TWO_EDITS {
+            let mut near: Vec<&String> = self
+                .targets
+                .iter()
+                .filter(|k| k.chars().count().abs_diff(length) <= 2 && k.chars().count() >= 6)
+                .filter(|k| edit_distance(&word, k) <= 2)
+                .collect();
+            near.sort_by_key(|k| (edit_distance(&word, k), (*k).clone()));
+            if let Some(known) = near.first() {
+                return (*known).clone();
+            }
         }
         let mut candidates: Vec<&String> = std::iter::once(word.clone())
             .chain(deletions(&word))
@@ -1161,6 +1266,32 @@ impl Spelling {
             .first()
             .map_or(word.clone(), |known| (*known).clone())
     }
+}
+
+/// The optimal string alignment distance of `a` and `b` (letters added, dropped, changed, two
+/// neighbours swapped).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// `word` with each one of its letters dropped.
@@ -1305,6 +1436,9 @@ fn foreign_in_latin_word(c: char) -> bool {
             '\u{00DF}'..='\u{00F6}' | '\u{00F8}'..='\u{00FF}' | '\u{0100}'..='\u{017F}'
             | '\u{0180}'..='\u{01BF}' | '\u{01C4}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}'
             | '\u{03B1}'..='\u{03C9}')
+        // Letters of Azerbaijani and African Latin alphabets (Gəncə, Ɗanbatta, Kɔforidua):
+        // words, not look-alikes (attack round 22, R22-C6); folded for comparison (STROKED).
+        && !STROKED.iter().any(|(from, _)| *from == c)
 }
 
 /// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
@@ -1331,17 +1465,57 @@ fn as_read(text: &str) -> String {
 }
 
 /// `word` with Cyrillic, Greek and other look-alikes read as the Latin letters they are drawn
-/// like (a word written all in them, "сорy", reads as the English one).
+/// like (a word written all in them, "сорy", reads as the English one), and letters with a
+/// stroke (`ø`, `ł`, `đ`, `ħ`, `ŧ`), which no decomposition takes apart, as their base letter:
+/// one in each word hid an acknowledgement (attack round 22, R22-C2).
 fn folded(word: &str) -> String {
     word.chars()
         .map(|c| {
             LOOK_ALIKES
                 .iter()
+                .chain(STROKED)
                 .find(|(from, _)| *from == c)
                 .map_or(c, |(_, to)| *to)
         })
         .collect()
 }
+
+/// Latin letters with a stroke or bar, and the letters they are drawn over.
+const STROKED: &[(char, char)] = &[
+    ('ø', 'o'),
+    ('ł', 'l'),
+    ('đ', 'd'),
+    ('ħ', 'h'),
+    ('ŧ', 't'),
+    ('ƀ', 'b'),
+    ('ɨ', 'i'),
+    ('ǥ', 'g'),
+    ('ƶ', 'z'),
+    ('ȼ', 'c'),
+    ('ɇ', 'e'),
+    ('ɉ', 'j'),
+    ('ɍ', 'r'),
+    ('ɏ', 'y'),
+    ('ᵽ', 'p'),
+    ('ꝁ', 'k'),
+    ('ꝑ', 'p'),
+    ('ꝗ', 'q'),
+    ('ꝟ', 'v'),
+    ('ı', 'i'),
+    ('ə', 'e'),
+    ('ɛ', 'e'),
+    ('ɔ', 'o'),
+    ('ɓ', 'b'),
+    ('ɗ', 'd'),
+    ('ɖ', 'd'),
+    ('ƙ', 'k'),
+    ('ƴ', 'y'),
+    ('ɲ', 'n'),
+    ('ɣ', 'g'),
+    ('ʋ', 'v'),
+    ('ʃ', 's'),
+    ('ʒ', 'z'),
+];
 
 /// The lower-case words of `text` as a reader sees it ([`as_read`]): runs of letters (any
 /// script), without digits, as written.
@@ -1361,10 +1535,39 @@ fn words(text: &str) -> Vec<String> {
         .into_iter()
         .map(|w| {
             if w.chars().any(|c| c.is_ascii_alphabetic()) {
-                folded(&w)
+                folded(&undigited(&w))
             } else {
                 w
             }
+        })
+        .collect()
+}
+
+/// A word of letters and digits with the digits drawn like letters read as those letters:
+/// "4ckn0wl3dg3" is "acknowledge" (attack round 22, R22-C1). A word with no letter, or a
+/// number with a unit ("10m", "3d"), keeps its digits: only a word with at least as many
+/// letters as digits, and a digit between two letters or three or more digits, is read so.
+fn undigited(word: &str) -> String {
+    let letters = word.chars().filter(|c| c.is_alphabetic()).count();
+    let digits = word.chars().filter(|c| c.is_ascii_digit()).count();
+    let chars: Vec<char> = word.chars().collect();
+    let inside = chars
+        .windows(3)
+        .any(|w| w[0].is_alphabetic() && w[1].is_ascii_digit() && w[2].is_alphabetic());
+    if digits == 0 || letters < digits || !(inside || digits >= 3) {
+        return word.to_string();
+    }
+    chars
+        .iter()
+        .map(|c| match c {
+            '0' => 'o',
+            '1' => 'i',
+            '3' => 'e',
+            '4' => 'a',
+            '5' => 's',
+            '7' => 't',
+            '8' => 'b',
+            other => *other,
         })
         .collect()
 }
@@ -1443,11 +1646,8 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
         asked.iter().flat_map(|t| words(t)).collect();
     let known: std::collections::HashSet<String> = findings.iter().flat_map(|t| words(t)).collect();
     let spelling = Spelling::of(
-        asked_words
-            .iter()
-            .chain(&known)
-            .cloned()
-            .chain(acknowledging_words().iter().cloned()),
+        asked_words.iter().chain(&known).cloned(),
+        acknowledging_words().iter().cloned(),
     );
     let answer_words = |text: &str| -> Vec<String> {
         words(text)

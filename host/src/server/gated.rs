@@ -251,6 +251,15 @@ where
         gate: call.app.gate.clone(),
         holder,
     };
+    // Nothing a cancelled call stored stays, whichever step the cancel met (a person's form,
+    // the second decision after it, the work): disarmed once the outputs are committed
+    // (R16-C2, R22-C4).
+    let mut withdraw_if_cancelled = WithdrawIfCancelled {
+        gate: call.app.gate.clone(),
+        holder,
+        progress: progress.clone(),
+        armed: true,
+    };
     let receipts = match decide(call, facts.clone(), inline.clone(), bound, holder).await? {
         Verdict::Proceed(receipts) => receipts,
         Verdict::Refuse {
@@ -444,6 +453,7 @@ where
             },
             error => error,
         })?;
+    withdraw_if_cancelled.armed = false;
     drop(progress);
     to_value(
         call.tool,
@@ -668,6 +678,25 @@ where
         .gdal_read(move || georef::with_choice(georef, job))
         .await?;
     to_value(call.tool, &output)
+}
+
+/// Withdraws every capsule a call stored when it is dropped armed and the client cancelled the
+/// call ([`crate::reflection::gate::Gate::withdraw_call`]); declared after [`EndOfCall`], so
+/// it runs first.
+struct WithdrawIfCancelled {
+    gate: std::sync::Arc<crate::reflection::gate::Gate>,
+    holder: u64,
+    progress: super::call::Work,
+    armed: bool,
+}
+
+impl Drop for WithdrawIfCancelled {
+    fn drop(&mut self) {
+        if self.armed && self.progress.is_cancelled() {
+            self.gate
+                .withdraw_call(self.holder, "the call was cancelled by the client");
+        }
+    }
 }
 
 /// Ends a call's part in the gate when dropped ([`crate::reflection::gate::Gate::end_call`]).

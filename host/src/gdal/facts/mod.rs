@@ -768,7 +768,14 @@ pub fn crs_facts(srs: &SpatialRef) -> CrsFacts {
         } else {
             None
         },
-        datum: srs.get_attr_value("DATUM", 0).ok().flatten(),
+        // A projection GDAL 3.6 cannot write as WKT1 (Equal Earth) has no DATUM node to
+        // read: its base geographic CRS's datum is its own (attack round 22, R22-B8: WGS 84
+        // to WGS 84 / Equal Earth was asked about a datum transformation).
+        datum: srs.get_attr_value("DATUM", 0).ok().flatten().or_else(|| {
+            srs.geog_cs()
+                .ok()
+                .and_then(|base| base.get_attr_value("DATUM", 0).ok().flatten())
+        }),
         vertical,
         linear_unit_metres: projected.then(|| srs.linear_units()),
         axis_order: axis_order(srs, kind),
@@ -1682,6 +1689,11 @@ pub fn length_unit_metres(unit: &str) -> Option<f64> {
         "usft" | "ftus" | "ussurveyfoot" | "ussurveyfeet" | "surveyfoot" | "usfoot" => {
             1200.0 / 3937.0
         }
+        // Inches, yards and miles (attack round 22, R22-B13: `a / 25.4` of mm kept "mm").
+        "in" | "inch" | "inches" => 0.0254,
+        "yd" | "yard" | "yards" => 0.9144,
+        "mi" | "mile" | "miles" => 1609.344,
+        "nmi" | "nauticalmile" | "nauticalmiles" => 1852.0,
         _ => return None,
     };
     Some(metres * factor)

@@ -723,6 +723,13 @@ fn check_shapefile_index(input: &Path, file: &Path) -> Result<(), GdalError> {
 const MAX_NETCDF_ATTRIBUTES: u64 = 20_000;
 /// See [`MAX_NETCDF_ATTRIBUTES`].
 const MAX_NETCDF_VARIABLES: u64 = 10_000;
+/// The bytes of a classic netCDF file read to walk its header.
+const NETCDF_HEAD_BYTES: usize = 16 << 20;
+/// The most band metadata entries one variable may make: GDAL's netCDF driver makes a band of
+/// every index of a variable's extra dimensions and copies the variable's attributes into
+/// each, with a linear search per entry; 32,768 bands of 2,000 attributes (a 60 KB file) kept
+/// an open running past its deadline, holding GDAL's netCDF lock (attack round 22, R22-A3).
+const MAX_NETCDF_BAND_METADATA: u64 = 2_000_000;
 
 /// Refuse a classic netCDF file whose header declares more than [`MAX_NETCDF_ATTRIBUTES`]
 /// attributes or [`MAX_NETCDF_VARIABLES`] variables, counted by walking the header (its
@@ -734,13 +741,42 @@ fn check_classic_netcdf(input: &Path, file: &Path) -> Result<(), GdalError> {
         return Ok(());
     };
     let mut head = Vec::new();
-    // A header of these counts fits well within 16 MiB; a longer walk stops there.
-    if f.take(16 << 20).read_to_end(&mut head).is_err() {
+    // A header of these counts fits well within 16 MiB; one that runs past it is refused.
+    if f.take(NETCDF_HEAD_BYTES as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
         return Ok(());
     }
     let Some(counts) = netcdf_header_counts(&head) else {
+        // A classic header that runs past the bytes read hid what it declares: a 17 MiB
+        // attribute before the variables hid R20-A1's 800 M-double coordinate, and the server
+        // aborted (attack round 22, R22-A1).
+        let classic = matches!(head.get(..4), Some([b'C', b'D', b'F', 1 | 2 | 5]));
+        if classic && head.len() >= NETCDF_HEAD_BYTES {
+            return Err(GdalError::Arguments(format!(
+                "{}: its netCDF header runs past its first {} MiB, so what it declares cannot \
+                 be checked before GDAL reads it; move large attributes into variables, or \
+                 extract the variables you need first (ncks)",
+                input.display(),
+                NETCDF_HEAD_BYTES >> 20
+            )));
+        }
         return Ok(());
     };
+    if counts.band_metadata > MAX_NETCDF_BAND_METADATA {
+        return Err(GdalError::Arguments(format!(
+            "{}: a variable of its netCDF header makes {} bands and carries {} attributes, \
+             which GDAL copies into every band's metadata: {} entries, more than the {} the \
+             server opens (the copy takes time quadratic in the attributes); extract a slice \
+             first (ncks -d)",
+            input.display(),
+            counts.band_metadata_parts.0,
+            counts.band_metadata_parts.1,
+            counts.band_metadata,
+            MAX_NETCDF_BAND_METADATA
+        )));
+    }
     // A one-dimensional variable GDAL reads whole at the open: a 500-byte CDF-2 declaring an
     // `x` of 800 M doubles made it allocate 6.4 GB and the server abort (attack round 20,
     // R20-A1; R15-A4 bounded netCDF-4's only).
@@ -778,6 +814,10 @@ struct NetcdfCounts {
     /// The largest one-dimensional variable: its values and bytes (GDAL's netCDF driver reads
     /// a coordinate variable whole at the open).
     largest_vector: (u64, u64),
+    /// The most band metadata entries of one variable: its bands (the product of its
+    /// dimensions but the last two) times its attributes, and those two.
+    band_metadata: u64,
+    band_metadata_parts: (u64, u64),
 }
 
 /// The attributes and variables a classic netCDF header (`head`, the file's first bytes)
@@ -826,6 +866,8 @@ fn netcdf_header_counts(head: &[u8]) -> Option<NetcdfCounts> {
         attributes: 0,
         variables: 0,
         largest_vector: (0, 0),
+        band_metadata: 0,
+        band_metadata_parts: (0, 0),
     };
     let records = count(&mut at)?;
     // Dimensions: tag (0x0A or ABSENT 0), then that many (name, length); length 0 is the
@@ -874,13 +916,32 @@ fn netcdf_header_counts(head: &[u8]) -> Option<NetcdfCounts> {
         name(&mut at)?;
         let rank = count(&mut at)?;
         let mut first = None;
+        let mut ids = Vec::new();
         for _ in 0..rank.min(limit) {
             let id = count(&mut at)?;
             first.get_or_insert(id);
+            ids.push(id);
         }
+        let before = counts.attributes;
         attributes(&mut at, &mut counts)?;
         if counts.attributes > MAX_NETCDF_ATTRIBUTES {
             return Some(counts);
+        }
+        if ids.len() > 2 {
+            let bands = ids[..ids.len() - 2].iter().fold(1u64, |product, id| {
+                let length = usize::try_from(*id)
+                    .ok()
+                    .and_then(|i| lengths.get(i))
+                    .copied()
+                    .unwrap_or(1);
+                product.saturating_mul(length.max(1))
+            });
+            let own = counts.attributes - before;
+            let entries = bands.saturating_mul(own);
+            if entries > counts.band_metadata {
+                counts.band_metadata = entries;
+                counts.band_metadata_parts = (bands, own);
+            }
         }
         let t = word(&mut at)?;
         if let (1, Some(id)) = (rank, first) {
@@ -1429,6 +1490,8 @@ mod tests {
                 attributes: 3,
                 variables: 0,
                 largest_vector: (0, 0),
+                band_metadata: 0,
+                band_metadata_parts: (0, 0),
             })
         );
         // Attack round 20, R20-A1: a CDF-2 header declaring `x` of 800 M doubles, a 500-byte

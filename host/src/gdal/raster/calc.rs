@@ -688,6 +688,10 @@ const LENGTH_UNITS: &[(&str, f64)] = &[
     ("km", 1000.0),
     ("ft", 0.3048),
     ("US survey foot", 1200.0 / 3937.0),
+    ("in", 0.0254),
+    ("yd", 0.9144),
+    ("mi", 1609.344),
+    ("nmi", 1852.0),
 ];
 
 /// Whether `factor` is the ratio of two of [`LENGTH_UNITS`] (within a part in 10^4).
@@ -857,6 +861,19 @@ pub fn output_unit(
         // Heights raised or scaled in their own unit: a length plus a constant (R17-B18:
         // `a + 100` of a DEM in feet wrote no unit, and the slope read feet as metres), or a
         // copy, sum, difference, mean or multiple.
+        (true, Some(_), _) if keeps_its_unit(&coefficients()) => Ok((Some(first_unit), None)),
+        // A length multiplied by a factor that converts it into no known unit: an
+        // exaggeration in its own unit, or a change of unit; only the caller knows (attack
+        // round 22, R22-B13: `a / 25.4` of millimetres, inches, kept "mm").
+        (true, Some(_), Some(c)) if (c - 1.0).abs() > 1e-9 => Ok((
+            None,
+            note(format!(
+                "no unit: the expression multiplies its inputs in \"{first_unit}\" by {}, \
+                 which may be a change of unit; pass `unit` to declare the result's (\"{first_unit}\" \
+                 if it is an exaggeration in the same unit)",
+                crate::gdal::programs::number(c)
+            )),
+        )),
         (true, Some(_), _) => Ok((Some(first_unit), None)),
         // Another quantity keeps its unit through a sum, a difference or a weighted mean of
         // its inputs only: an offset may be a change of unit (`K - 273.15` is Celsius), and

@@ -1871,7 +1871,18 @@ fn looks_like_id(name: &str) -> bool {
 /// that are no count of anything a mean could be weighted by. A calendar `year` (2019, 2021)
 /// refused every plain mean of the layers that carry one (attack round 21, R21-B1).
 fn names_no_denominator(name: &str) -> bool {
-    let words: Vec<String> = name
+    // Words split at non-letters and at camel case: `YearBuilt` is `year built` (attack round
+    // 22, R22-B12).
+    let mut spaced = String::new();
+    let mut previous: Option<char> = None;
+    for c in name.chars() {
+        if previous.is_some_and(|p| p.is_ascii_lowercase() && c.is_ascii_uppercase()) {
+            spaced.push(' ');
+        }
+        spaced.push(c);
+        previous = Some(c);
+    }
+    let words: Vec<String> = spaced
         .to_ascii_lowercase()
         .split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| !w.is_empty())
@@ -4096,6 +4107,8 @@ mod tests {
             ("households", false),
             ("B01003_001E", false),
             ("yearly_sales", false),
+            ("YearBuilt", true),
+            ("SaleMonth", true),
         ] {
             assert_eq!(names_no_denominator(name), none, "{name}");
         }

@@ -1018,12 +1018,46 @@ pub fn repair(geometry: &Geometry) -> Result<Geometry, GdalError> {
     Ok(fixed)
 }
 
-/// Whether GEOS finds `geometry` valid, with the polygons of a GeometryCollection judged
-/// together, as one MultiPolygon. GEOS judges each member of a collection alone, so two
-/// squares overlapping by 50 m² in one feature were "valid" and measured 200 m² where they
-/// cover 150 (attack round 21, R21-B8).
+/// Whether GEOS finds `geometry` valid, and the polygons of a GeometryCollection share no
+/// area with one another. GEOS judges each member of a collection alone, so two squares
+/// overlapping by 50 m² in one feature were "valid" and measured 200 m² where they cover 150
+/// (attack round 21, R21-B8). Members that only touch, along an edge or at a point, share no
+/// area: judged as one MultiPolygon they had been refused (attack round 22, R22-B9).
 pub fn is_valid_whole(geometry: &Geometry) -> bool {
-    geometry.is_valid() && collection_polygons(geometry).is_none_or(|polygons| polygons.is_valid())
+    geometry.is_valid() && collection_overlap(geometry).is_none()
+}
+
+/// The pairs of a GeometryCollection's polygons that share area, and that area (in the
+/// geometry's own units), when there are any.
+fn collection_overlap(geometry: &Geometry) -> Option<(u64, f64)> {
+    let polygons = collection_polygons(geometry)?;
+    let members: Vec<Geometry> = (0..polygons.geometry_count())
+        .map(|i| polygons.get_geometry(i).clone())
+        .collect();
+    let listed: Vec<(Option<u64>, &Geometry)> = members.iter().map(|g| (None, g)).collect();
+    let (pairs, area, _) =
+        overlapping_pairs("geometry", &listed, u64::MAX, |g| Ok(g.area())).ok()?;
+    (pairs > 0).then_some((pairs, area))
+}
+
+/// GEOS's reason why one of `geometry`'s polygons, judged alone, is invalid (a ring that
+/// crosses itself, a hole outside its shell); `None` when every one is valid. Parts that
+/// touch or overlap one another are no reason here: what unites them is the caller's.
+pub fn invalid_polygon_part(geometry: &Geometry) -> Option<String> {
+    fn walk(geometry: &Geometry, depth: usize) -> Option<String> {
+        // SAFETY: OGR_GT_Flatten only maps a type code.
+        let flat = unsafe { gdal_sys::OGR_GT_Flatten(geometry.geometry_type()) };
+        match flat {
+            Wkb::wkbPolygon if !geometry.is_valid() => {
+                Some(geos_reason(geometry).unwrap_or_else(|| "not valid".to_string()))
+            }
+            Wkb::wkbMultiPolygon | Wkb::wkbGeometryCollection if depth < 32 => (0..geometry
+                .geometry_count())
+                .find_map(|i| walk(&geometry.get_geometry(i), depth + 1)),
+            _ => None,
+        }
+    }
+    walk(geometry, 0)
 }
 
 /// The polygons of a GeometryCollection (nested collections and multipolygons opened) as one
@@ -1172,10 +1206,11 @@ pub fn part_centre(part: &Part) -> (f64, f64) {
 pub fn invalidity_reason(geometry: &Geometry) -> Option<String> {
     if geometry.is_valid() {
         // A collection whose polygons overlap one another ([`is_valid_whole`]).
-        let polygons = collection_polygons(geometry)?;
-        return geos_reason(&polygons).map(|reason| {
-            format!("the collection's polygons overlap one another ({reason}, judged as one MultiPolygon)")
-        });
+        let (pairs, area) = collection_overlap(geometry)?;
+        return Some(format!(
+            "the collection's polygons overlap one another ({pairs} pair(s) sharing {area} \
+             square units of the CRS)"
+        ));
     }
     geos_reason(geometry)
 }

@@ -1465,9 +1465,19 @@ fn figures_of(
     let linear = without_arcs(geometry);
     let geometry = linear.as_ref().unwrap_or(geometry);
     let drawn = drawn_edges("input", geometry, setup.follow_drawn_edges)?;
-    let moved = drawn
+    let source = drawn.as_ref().unwrap_or(geometry);
+    // A lon/lat polygon across ±180° (or written past it) is cut there before it is projected:
+    // a box from 170° E to 190° E moved into EPSG:6933 whole wrapped round the globe and
+    // measured 17 times its area (attack round 22, R22-B7).
+    let split = if setup.follow_drawn_edges && parts(source).iter().all(|p| p.kind == Kind::Polygon)
+    {
+        crate::gdal::vector::geometry::split_at_antimeridian(source)?
+    } else {
+        None
+    };
+    let moved = split
         .as_ref()
-        .unwrap_or(geometry)
+        .unwrap_or(source)
         .transform(&setup.to_measuring)
         .map_err(|e| GdalError::Failed {
             operation: "transforming a geometry to the measuring CRS".to_string(),

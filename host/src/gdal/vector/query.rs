@@ -646,11 +646,16 @@ fn text_order(
     name: &str,
 ) -> Result<bool, GdalError> {
     let (mut texts, mut numbers, mut zoned, mut wall_clock) = (0u64, 0u64, 0u64, 0u64);
+    let mut other: Option<String> = None;
     for (scanned, feature) in layer.features().enumerate() {
         if scanned as u64 >= MAX_SCAN {
             break;
         }
         if let Datum::Text(t) = datum_at(&feature, index) {
+            // A blank is no value (it sorts with the nulls, R22-B11).
+            if t.trim().is_empty() {
+                continue;
+            }
             texts += 1;
             if t.trim().parse::<f64>().is_ok_and(f64::is_finite) {
                 numbers += 1;
@@ -660,10 +665,25 @@ fn text_order(
                 } else {
                     wall_clock += 1;
                 }
+            } else if other.is_none() {
+                other = Some(t.chars().take(40).collect());
             }
         }
     }
     layer.reset_feature_reading();
+    // Numbers stored as text beside other text ("n/a"): by bytes the numbers order wrongly,
+    // as numbers the other text has no place (attack round 22, R22-B11: one "n/a" sent the
+    // order back to bytes, silently).
+    if numbers > 0 && numbers < texts {
+        return Err(GdalError::Arguments(format!(
+            "order_by: \"{name}\" holds {numbers} number(s) stored as text and {} other \
+             value(s) (e.g. '{}'), so neither a numeric nor a text order is right; filter the \
+             others out first (where: \"{name}\" <> '{}'), or order by another field",
+            texts - numbers,
+            other.clone().unwrap_or_default(),
+            other.unwrap_or_default().replace('\'', "''")
+        )));
+    }
     if zoned > 0 && wall_clock > 0 {
         return Err(GdalError::Arguments(format!(
             "order_by: \"{name}\" holds {zoned} date-time(s) with a time zone and {wall_clock} \
@@ -825,6 +845,7 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             continue;
         }
         let key = order.map_or(Datum::Null, |(i, _)| match datum_at(&feature, i) {
+            Datum::Text(t) if t.trim().is_empty() => Datum::Null,
             Datum::Text(t) if numeric_text => {
                 t.trim().parse::<f64>().map_or(Datum::Text(t), Datum::Real)
             }

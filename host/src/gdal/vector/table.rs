@@ -571,7 +571,47 @@ pub fn run(request: &TableRequest) -> Result<TableOutput, GdalError> {
 /// digits: `decimalLatitude` (Darwin Core, every GBIF export), `POINT_Y` (ArcGIS's Add XY
 /// Coordinates), `lat_dd` and `LatitudeWGS84` say the second axis; a whole-name list missed
 /// them all (attack round 21, R21-B2).
+#[cfg(test)]
 fn axis_named(column: &str, geographic: bool) -> Option<bool> {
+    axis_named_with(column, geographic, true)
+}
+
+/// Whether the CRS calls its east axis "X" and its north axis "Y", as GIS does; `false` for
+/// the surveying convention of several national grids, whose EPSG definitions call the
+/// easting "Y" and the northing "X" (CH1903 / LV03, EPSG:21781; DHDN / Gauss-Krüger,
+/// EPSG:31467): there the letters say nothing of the axis (attack round 22, R22-B2: the right
+/// columns of a Swiss table were refused as swapped, and the swap advised was 565 km off).
+fn letters_are_gis(srs: &gdal::spatial_ref::SpatialRef) -> bool {
+    // The CRS's own axes, with their abbreviations (PROJJSON: `{"name": "Easting",
+    // "abbreviation": "Y", "direction": "east"}`; GDAL's WKT1 drops the abbreviation).
+    let Ok(json) = srs.to_projjson() else {
+        return true;
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&json) else {
+        return true;
+    };
+    let axes = value
+        .pointer("/coordinate_system/axis")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    axes.iter().all(|axis| {
+        let abbreviation = axis
+            .get("abbreviation")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        match axis.get("direction").and_then(serde_json::Value::as_str) {
+            Some("north" | "south") => abbreviation != "X",
+            Some("east" | "west") => abbreviation != "Y",
+            _ => true,
+        }
+    })
+}
+
+/// [`axis_named`], reading the words `x` and `y` only where `letters` (the CRS calls east X and
+/// north Y: [`letters_are_gis`]).
+fn axis_named_with(column: &str, geographic: bool, letters: bool) -> Option<bool> {
     let mut words: Vec<String> = Vec::new();
     let mut word = String::new();
     let mut previous: Option<char> = None;
@@ -614,8 +654,11 @@ fn axis_named(column: &str, geographic: bool) -> Option<bool> {
     } else {
         &["northing", "north", "y"]
     };
-    let says_first = words.iter().any(|w| first.contains(&w.as_str()));
-    let says_second = words.iter().any(|w| second.contains(&w.as_str()));
+    let counts = |w: &String, list: &[&str]| {
+        list.contains(&w.as_str()) && (letters || !matches!(w.as_str(), "x" | "y"))
+    };
+    let says_first = words.iter().any(|w| counts(w, first));
+    let says_second = words.iter().any(|w| counts(w, second));
     match (says_first, says_second) {
         (true, false) => Some(true),
         (false, true) => Some(false),
@@ -626,9 +669,20 @@ fn axis_named(column: &str, geographic: bool) -> Option<bool> {
 /// Refuse `x` and `y` given the columns whose names say the other axis: `x: "lat"` and
 /// `y: "lon"` placed points in northern Italy 4,500 km away in Somalia, both readings in range
 /// (attack round 20, R20-B10). The table's own header says which is which.
+#[cfg(test)]
 fn check_axis_names(x: &str, y: &str, geographic: bool) -> Result<(), GdalError> {
-    let swapped =
-        axis_named(x, geographic) == Some(false) || axis_named(y, geographic) == Some(true);
+    check_axis_names_with(x, y, geographic, true)
+}
+
+/// [`check_axis_names`], with the CRS's own letters ([`letters_are_gis`]).
+fn check_axis_names_with(
+    x: &str,
+    y: &str,
+    geographic: bool,
+    letters: bool,
+) -> Result<(), GdalError> {
+    let swapped = axis_named_with(x, geographic, letters) == Some(false)
+        || axis_named_with(y, geographic, letters) == Some(true);
     if swapped {
         let (first, second) = if geographic {
             ("longitude", "latitude")
@@ -669,7 +723,7 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
     };
     let xi = find("x", &request.x)?;
     let yi = find("y", &request.y)?;
-    check_axis_names(&request.x, &request.y, geographic)?;
+    check_axis_names_with(&request.x, &request.y, geographic, letters_are_gis(&srs))?;
     let zi = match &request.z {
         Some(z) => Some(find("z", z)?),
         None => None,
@@ -1299,6 +1353,14 @@ mod tests {
         assert!(check_axis_names("decimalLatitude", "decimalLongitude", true).is_err());
         assert!(check_axis_names("POINT_Y", "POINT_X", false).is_err());
         assert!(check_axis_names("decimalLongitude", "decimalLatitude", true).is_ok());
+        // Attack round 22, R22-B2: where the CRS calls the easting Y, the letters say nothing.
+        let lv03 = gdal::spatial_ref::SpatialRef::from_epsg(21781).unwrap();
+        assert!(!letters_are_gis(&lv03));
+        assert!(check_axis_names_with("Y", "X", false, letters_are_gis(&lv03)).is_ok());
+        assert!(check_axis_names_with("Rechtswert_Y", "Hochwert_X", false, false).is_ok());
+        let utm = gdal::spatial_ref::SpatialRef::from_epsg(32633).unwrap();
+        assert!(letters_are_gis(&utm));
+        assert!(check_axis_names_with("Y", "X", false, letters_are_gis(&utm)).is_err());
     }
 
     /// Attack round 16, R16-B20: a column settles whether its commas are decimal commas.

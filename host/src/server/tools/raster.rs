@@ -1708,6 +1708,23 @@ fn terrain_units(
                 .to_string(),
         ));
     }
+    // gdaldem's aspect (GDAL 3.6 `GDALAspectAlg`) takes the height differences without the
+    // cell sizes, right on square cells only: a plane facing 123.7° on 10 x 30 m cells read
+    // 153.4° (attack round 22, R22-B4). Its slope and hillshade divide by them.
+    if operation == TerrainOperation::Aspect {
+        if let Some(gt) = g.geotransform {
+            let (dx, dy) = (gt[1].abs(), gt[5].abs());
+            if dx > 0.0 && dy > 0.0 && (dx - dy).abs() > 1e-6 * dx.max(dy) {
+                return Err(ToolError::Arguments(format!(
+                    "input: the DEM's cells are {dx} x {dy}, not square, and gdaldem's aspect \
+                     takes the height differences without the cell sizes, so every aspect \
+                     would be turned; resample it to square cells first (raster_resample with \
+                     resolution [{m}, {m}])",
+                    m = dx.min(dy)
+                )));
+            }
+        }
+    }
     let mut extra = Vec::new();
     let band_facts = raster.bands.get(band.saturating_sub(1) as usize);
     let band_scale = band_facts.and_then(|b| b.scale).filter(|s| *s != 1.0);
@@ -1716,8 +1733,10 @@ fn terrain_units(
         TerrainOperation::Slope => user_z.unwrap_or(1.0) * band_scale.unwrap_or(1.0),
         _ => 1.0,
     };
+    // A slope has no sign: gdaldem takes the sign of `-s`, and a negative scale wrote -45° for
+    // 45° (attack round 22, R22-B5).
     let slope_scale = |horizontal: Option<f64>| -> Vec<String> {
-        let s = horizontal.unwrap_or(1.0) / slope_z;
+        let s = horizontal.unwrap_or(1.0) / slope_z.abs();
         if operation == TerrainOperation::Slope && s != 1.0 {
             vec!["-s".to_string(), number(s)]
         } else {
@@ -1739,7 +1758,8 @@ fn terrain_units(
                     "input: band {band} declares a negative scale ({k}: physical = raw x {k}), so \
                      the surface gdaldem reads from raw values faces the other way and every \
                      aspect would be turned by 180 degrees. Convert it to physical values first \
-                     (raster_calc with the expression \"a * {k}\")"
+                     (raster_calc with the expression \"a\" and data_type Float32: raster_calc \
+                     applies the declared scale and offset itself)"
                 )))
             }
             _ => {
