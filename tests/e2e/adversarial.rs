@@ -7529,3 +7529,65 @@ async fn r21_a1_a3_a4_a5_what_gdal_builds_at_the_open_is_counted() {
     assert!(is_error(&jp2), "{}", text(&jp2));
     assert!(text(&jp2).contains("budget"), "{}", text(&jp2));
 }
+
+/// Attack round 22, R22-A6, R22-A8, R22-A9, R22-A10: files GDAL and SQLite touch that no
+/// check named.
+/// * `raster_info stats: true` on an EHdr raster made GDAL write `<stem>.stx` beside it, through
+///   a link made during the call or a planted hard link to the store's ledger: refused, naming
+///   `raster_stats`, and nothing is written.
+/// * A `-shm` beside an SQLite database that is a hard link to another file (the ledger) took
+///   SQLite's write: refused before any connection, the other file unchanged.
+/// * An EHdr file named `imspatio.bil` made GDAL look for `image.rep` in every folder above it:
+///   refused.
+#[tokio::test]
+async fn r22_a6_a8_a9_a10_files_gdal_and_sqlite_write_or_seek_are_refused() {
+    let decoy = Decoy::new();
+    let server = start(&[]).await;
+    let header = "BYTEORDER I\nLAYOUT BIL\nNROWS 4\nNCOLS 4\nNBANDS 1\nNBITS 8\nULXMAP 0.5\nULYMAP 3.5\nXDIM 1\nYDIM 1\n";
+    std::fs::write(server.path("e.bil"), [7u8; 16]).unwrap();
+    std::fs::write(server.path("e.hdr"), header).unwrap();
+    std::fs::hard_link(decoy.path("secret.txt"), server.path("e.stx")).unwrap();
+    let stats = server
+        .call("raster_info", json!({"input": "e.bil", "stats": true}))
+        .await
+        .unwrap();
+    assert!(is_error(&stats), "{}", text(&stats));
+    assert!(text(&stats).contains("raster_stats"), "{}", text(&stats));
+    decoy.assert_untouched();
+    let plain = server
+        .call("raster_info", json!({"input": "e.bil"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&plain), "{}", text(&plain));
+
+    let db = server.path("y.gpkg");
+    gdal_mcp_tests::run_program(
+        "python3",
+        &[
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             c.execute('PRAGMA journal_mode=WAL'); c.execute('CREATE TABLE t(a)'); c.commit(); \
+             c.close()",
+            db.to_str().unwrap(),
+        ],
+    );
+    let shm = server.path("y.gpkg-shm");
+    let _ = std::fs::remove_file(&shm);
+    std::fs::hard_link(decoy.path("victim.tif"), &shm).unwrap();
+    let info = server
+        .call("vector_info", json!({"input": "y.gpkg"}))
+        .await
+        .unwrap();
+    assert!(is_error(&info), "{}", text(&info));
+    assert!(text(&info).contains("hard link"), "{}", text(&info));
+    decoy.assert_untouched();
+
+    std::fs::write(server.path("imspatio.bil"), [7u8; 16]).unwrap();
+    std::fs::write(server.path("imspatio.hdr"), header).unwrap();
+    let spot = server
+        .call("raster_info", json!({"input": "imspatio.bil"}))
+        .await
+        .unwrap();
+    assert!(is_error(&spot), "{}", text(&spot));
+    assert!(text(&spot).contains("image.rep"), "{}", text(&spot));
+}

@@ -3456,3 +3456,95 @@ async fn r21_b3_an_overlay_layer_that_overlaps_itself_is_said() {
     let notes = structured(&silent.result)["notes"].to_string();
     assert!(!notes.contains("overlap one another"), "{notes}");
 }
+
+/// Attack round 22:
+/// * R22-B7: the long-edge refusal named `planar` in EPSG:6933 for a lon/lat box from 170° E
+///   to 190° E; that call measured the box wrapped round the globe, 17 times its area. The box
+///   is cut at ±180° before it is projected: 1.0505e12 m², the refusal's own figure.
+/// * R22-B8: WGS 84 to WGS 84 / Equal Earth was asked about a datum transformation that
+///   publishes no accuracy; it is a conversion.
+/// * R22-B10: a zone of two squares sharing an edge was refused as invalid; it is one zone.
+#[tokio::test]
+async fn r22_b7_b8_b10_antimeridian_planes_equal_earth_and_touching_zones() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    layer(
+        &server.path("box.geojson"),
+        4326,
+        &[(
+            json!({"id": 1}),
+            polygon(&[vec![
+                [170.0, 60.0],
+                [190.0, 60.0],
+                [190.0, 70.0],
+                [170.0, 70.0],
+                [170.0, 60.0],
+            ]]),
+        )],
+    );
+    let planar = call_justified(
+        &server,
+        "vector_measure",
+        json!({"input": "box.geojson", "method": "planar", "crs": "EPSG:6933"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&planar.result), "{}", text(&planar.result));
+    let area = &structured(&planar.result)["polygons"]["area"];
+    assert!(close(area, 1.050528e12, 0.01), "{area}");
+
+    layer(
+        &server.path("small.geojson"),
+        4326,
+        &[(json!({"id": 1}), polygon(&[square(150.0, -30.0, 0.1)]))],
+    );
+    let refused = server
+        .call(
+            "vector_reproject",
+            json!({"input": "small.geojson", "output": "ee.gpkg", "dst_crs": "EPSG:8857"}),
+        )
+        .await
+        .unwrap();
+    let entry = refusal_entry(&structured(&refused), "crs_datum").clone();
+    assert!(
+        !evidence_ids(&entry).contains(&"unknown_accuracy".to_string()),
+        "{entry}"
+    );
+
+    let mut asc = String::from("ncols 4\nnrows 4\nxllcorner 500000\nyllcorner 0\ncellsize 10\n");
+    for _ in 0..4 {
+        asc.push_str("1 1 1 1\n");
+    }
+    std::fs::write(server.path("ones.asc"), asc).unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-a_srs",
+            "EPSG:32633",
+            server.path("ones.asc").to_str().unwrap(),
+            server.path("ones.tif").to_str().unwrap(),
+        ],
+    );
+    layer(
+        &server.path("touching.geojson"),
+        32633,
+        &[(
+            json!({"id": 1}),
+            json!({"type": "MultiPolygon", "coordinates": [
+                [square(500_000.0, 0.0, 20.0)], [square(500_020.0, 0.0, 20.0)]]}),
+        )],
+    );
+    let zonal = call_justified(
+        &server,
+        "zonal_stats",
+        json!({"input": "ones.tif", "zones": "touching.geojson", "stats": ["count"],
+               "semantics": "coverage"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&zonal.result), "{}", text(&zonal.result));
+    let zone = &structured(&zonal.result)["features"][0];
+    assert!(close(&zone["count"], 8.0, 1e-6), "{zone}");
+}

@@ -4433,3 +4433,140 @@ async fn r21_b5_b11_complex_bands_before_the_gate_and_multipoints_not_outside() 
     );
     assert_eq!(out["points"][1]["values"][0]["value"], json!(1.0), "{out}");
 }
+
+/// Attack round 22 on `raster_terrain`, `raster_resample` and the vector tools:
+/// * R22-B4: gdaldem's aspect ignores the cell sizes: on 10 x 30 m cells a plane facing 123.7°
+///   read 153.4°. Non-square cells are refused for aspect, naming a resample.
+/// * R22-B5: a negative scale made every slope negative (-45°); slopes are positive.
+/// * R22-B6: the negative-scale aspect refusal advised `a * -0.1` (the scale twice); it names
+///   the expression `a`.
+/// * R22-B1: an average written into Int16 by `raster_resample` is rounded; a warning says so.
+/// * R22-B9: a GeometryCollection of two squares sharing an edge was refused as overlapping.
+/// * R22-B11: numbers stored as text beside "n/a" were ordered by bytes, silently: refused.
+#[tokio::test]
+async fn r22_b1_b4_b5_b6_b9_b11_terrain_signs_cells_rounding_and_edges() {
+    let server = server().await;
+    // A plane falling 1 m a column east and 2 m a row south, on 10 x 30 m cells.
+    let plane: Vec<f32> = (0..36)
+        .map(|i| 100.0 - (i % 6) as f32 - 2.0 * (i / 6) as f32)
+        .collect();
+    write_raster::<f32>(
+        &server.path("oblong.tif"),
+        (6, 6),
+        plane,
+        Some([500000.0, 10.0, 0.0, 4000180.0, 0.0, -30.0]),
+        Some(32633),
+        |_| {},
+    );
+    let aspect = server
+        .call(
+            "raster_terrain",
+            json!({"input": "oblong.tif", "output": "a.tif", "operation": "aspect"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&aspect), "{}", text(&aspect));
+    assert!(text(&aspect).contains("not square"), "{}", text(&aspect));
+    // Heights stored raw = (physical - 200) / -0.1: a ramp rising 10 m a 10 m cell eastward.
+    let raw: Vec<i16> = (0..36).map(|i| -((i % 6) as i16) * 100).collect();
+    write_raster::<i16>(
+        &server.path("negative.tif"),
+        (6, 6),
+        raw,
+        Some([500000.0, 10.0, 0.0, 4000060.0, 0.0, -10.0]),
+        Some(32633),
+        |band| {
+            band.set_scale(-0.1).unwrap();
+            band.set_offset(200.0).unwrap();
+            set_unit(band, "m");
+        },
+    );
+    let slope = call_justified(
+        &server,
+        "raster_terrain",
+        json!({"input": "negative.tif", "output": "s.tif", "operation": "slope"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&slope.result), "{}", text(&slope.result));
+    let (cells, _) = read_all(&server.path("s.tif"));
+    assert!(
+        cells
+            .iter()
+            .filter(|v| v.is_finite() && **v > -9000.0)
+            .all(|v| (*v - 45.0).abs() < 0.5),
+        "{cells:?}"
+    );
+    let refused = server
+        .call(
+            "raster_terrain",
+            json!({"input": "negative.tif", "output": "n.tif", "operation": "aspect"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("expression \\\"a\\\"") && !text(&refused).contains("a * -0.1"),
+        "{}",
+        text(&refused)
+    );
+    // An average into Int16.
+    let ints: Vec<i16> = (0..64).map(|i| (i * 37 % 101) as i16).collect();
+    write_raster::<i16>(
+        &server.path("ints.tif"),
+        (8, 8),
+        ints,
+        Some([500000.0, 10.0, 0.0, 4000080.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let averaged = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "ints.tif", "output": "avg.tif", "resolution": [20, 20],
+               "resampling": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&averaged.result), "{}", text(&averaged.result));
+    let warnings = structured(&averaged.result)["warnings"].to_string();
+    assert!(warnings.contains("rounded by gdalwarp"), "{warnings}");
+
+    // Two parcels sharing an edge in one collection: 200 m², not refused.
+    std::fs::write(
+        server.path("pair.geojson"),
+        r#"{"type":"FeatureCollection","crs":{"type":"name","properties":{"name":"urn:ogc:def:crs:EPSG::32633"}},"features":[{"type":"Feature","properties":{},"geometry":{"type":"GeometryCollection","geometries":[
+{"type":"Polygon","coordinates":[[[500000,0],[500010,0],[500010,10],[500000,10],[500000,0]]]},
+{"type":"Polygon","coordinates":[[[500010,0],[500020,0],[500020,10],[500010,10],[500010,0]]]}]}}]}"#,
+    )
+    .unwrap();
+    let measured = server
+        .call(
+            "vector_measure",
+            json!({"input": "pair.geojson", "method": "planar"}),
+        )
+        .await
+        .unwrap();
+    assert!(!is_error(&measured), "{}", text(&measured));
+    let area = structured(&measured)["polygons"]["area"].as_f64().unwrap();
+    assert!((area - 200.0).abs() < 1e-6, "{area}");
+
+    std::fs::write(
+        server.path("pops.geojson"),
+        r#"{"type":"FeatureCollection","features":[
+{"type":"Feature","properties":{"pop":"100"},"geometry":null},
+{"type":"Feature","properties":{"pop":"45"},"geometry":null},
+{"type":"Feature","properties":{"pop":"n/a"},"geometry":null},
+{"type":"Feature","properties":{"pop":""},"geometry":null}]}"#,
+    )
+    .unwrap();
+    let ordered = server
+        .call(
+            "vector_query",
+            json!({"input": "pops.geojson", "order_by": "pop DESC", "limit": 1}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&ordered), "{}", text(&ordered));
+    assert!(text(&ordered).contains("n/a"), "{}", text(&ordered));
+}

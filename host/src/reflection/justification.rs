@@ -1276,8 +1276,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
@@ -2043,6 +2043,21 @@ mod tests {
             "Notted, thankz, all gud, I acknowlege.",
             "Standrd practise, nothng furhter to add.",
         ));
+        // Attack round 22: two slips a long word, chat spellings and digits (R22-C1), letters
+        // with a stroke (R22-C2), everyday words the list lacked (R22-C3).
+        evaded.push(shaped(
+            "Mercator reprojection. I aknowlege the fndngs, resonble, 4ckn0wl3dg3d.",
+            "Notd, thnx, all gud, I aknowlege, whatsovr.",
+            "Sndz fine, apropriat here, acknøwłeđge.",
+            "łøøks reasønabłe tø me, whatsøever.",
+        ));
+        evaded.push(shaped(
+            "Mercator reprojection. Fair enough; the warnings are noted and acknowledged, \
+             sensible and plausible.",
+            "No objections, no worries, no problems here.",
+            "Solid, valid and legit; typical, normal, routine.",
+            "Everything flagged is handled, addressed and covered.",
+        ));
         // Attack round 21, R21-C5: letters of other scripts no table folds.
         for (c, o) in [('ϲ', 'ⲟ'), ('ꜱ', 'ⲁ'), ('ǀ', 'ꬲ')] {
             let swap = |text: &str| {
@@ -2148,6 +2163,19 @@ mod tests {
             "shapes stay conformal; nobody measures areas on a display map",
         );
         assert!(own_words(&genuine, &asked, &findings).is_empty());
+        // The twins of R22-C6 and R22-C7: Azerbaijani and African letters are words, and short
+        // ordinary words one letter from a grammar word are not acknowledgement.
+        let alphabets = shaped(
+            "tiles for a slippy web map over the other layers of Gəncə, Ɗanbatta and Kɔforidua",
+            "the other layers are geographic, three light sheets of the small world atlas",
+            "the basemap tiles are already in Web Mercator, a dense street network",
+            "shapes stay conformal; nobody measures areas on a display map",
+        );
+        assert!(
+            own_words(&alphabets, &asked, &findings).is_empty(),
+            "{:?}",
+            own_words(&alphabets, &asked, &findings)
+        );
         // The twin of R21-C5: European letters and the Greek of formulas inside Latin words.
         let european = shaped(
             "tiles for a slippy web map over the other layers of the Straße and Łódź sheets",

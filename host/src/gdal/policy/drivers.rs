@@ -189,6 +189,21 @@ pub fn check_file(input: &Path, file: &Path) -> Result<(), GdalError> {
     if !meta.is_file() {
         return Ok(());
     }
+    // GDAL 3.6's EHdr driver, for a file named `imspatio.bil` or `haspatio.bil` (SPOT
+    // products), opens `image.rep` beside it and in every folder above it up to `/`: through a
+    // VRT source it left the workspace, and a FIFO there wedged the read (attack round 22,
+    // R22-A6).
+    if let Some(stem) = crate::gdal::stem_of(file) {
+        let stem = stem.to_string_lossy().to_ascii_lowercase();
+        if stem == "imspatio" || stem == "haspatio" {
+            return Err(GdalError::Arguments(format!(
+                "{}: GDAL's EHdr driver looks for `image.rep` in every folder above a file of \
+                 this name, outside the workspace too; rename the file (with its .hdr) and \
+                 retry",
+                input.display()
+            )));
+        }
+    }
     check_hdf5(input, file)?;
     check_classic_netcdf(input, file)?;
     check_shapefile_index(input, file)?;
@@ -1522,6 +1537,68 @@ mod tests {
         );
         let many = netcdf_header_counts(&header(30_000)).unwrap();
         assert!(many.attributes > MAX_NETCDF_ATTRIBUTES, "{many:?}");
+        // Attack round 22, R22-A3: `z(d0, d1, y, x)` of 100,000 bands and 100 attributes, each
+        // copied into every band's metadata.
+        let mut bands = b"CDF\x01".to_vec();
+        bands.extend(0u32.to_be_bytes()); // numrecs
+        bands.extend(0x0Au32.to_be_bytes());
+        bands.extend(4u32.to_be_bytes());
+        for (name, length) in [
+            (b"a\0\0\0", 1000u32),
+            (b"b\0\0\0", 100),
+            (b"y\0\0\0", 2),
+            (b"x\0\0\0", 2),
+        ] {
+            bands.extend(1u32.to_be_bytes());
+            bands.extend(name);
+            bands.extend(length.to_be_bytes());
+        }
+        bands.extend([0u8; 8]); // no global attributes
+        bands.extend(0x0Bu32.to_be_bytes());
+        bands.extend(1u32.to_be_bytes());
+        bands.extend(1u32.to_be_bytes());
+        bands.extend(b"z\0\0\0");
+        bands.extend(4u32.to_be_bytes()); // rank
+        for id in 0u32..4 {
+            bands.extend(id.to_be_bytes());
+        }
+        bands.extend(0x0Cu32.to_be_bytes());
+        bands.extend(100u32.to_be_bytes());
+        for _ in 0..100 {
+            bands.extend(1u32.to_be_bytes());
+            bands.extend(b"t\0\0\0");
+            bands.extend(2u32.to_be_bytes()); // char
+            bands.extend(1u32.to_be_bytes());
+            bands.extend(b"v\0\0\0");
+        }
+        bands.extend(5u32.to_be_bytes()); // float
+        bands.extend(16u32.to_be_bytes()); // vsize
+        bands.extend(0u32.to_be_bytes()); // begin
+        let counted = netcdf_header_counts(&bands).unwrap();
+        assert_eq!(counted.band_metadata_parts, (100_000, 100), "{counted:?}");
+        assert!(counted.band_metadata > MAX_NETCDF_BAND_METADATA);
+        let folder = tempfile::tempdir().unwrap();
+        let file = folder.path().join("bands.nc");
+        std::fs::write(&file, &bands).unwrap();
+        let error = check_classic_netcdf(&file, &file).unwrap_err().to_string();
+        assert!(error.contains("100000 bands"), "{error}");
+        // Attack round 22, R22-A1: a header that runs past the bytes read is refused.
+        let mut long = b"CDF\x01".to_vec();
+        long.extend(0u32.to_be_bytes()); // numrecs
+        long.extend([0u8; 8]); // no dimensions
+        long.extend(0x0Cu32.to_be_bytes());
+        long.extend(1u32.to_be_bytes());
+        long.extend(1u32.to_be_bytes());
+        long.extend(b"c\0\0\0");
+        long.extend(2u32.to_be_bytes()); // char
+        long.extend((17u32 << 20).to_be_bytes());
+        long.resize(long.len() + (17 << 20), b' ');
+        let padded = folder.path().join("long.nc");
+        std::fs::write(&padded, &long).unwrap();
+        let error = check_classic_netcdf(&padded, &padded)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("runs past its first 16 MiB"), "{error}");
         assert_eq!(netcdf_header_counts(b"GIF89a"), None);
         let folder = tempfile::tempdir().unwrap();
         let asc = folder.path().join("g.asc");

@@ -456,6 +456,16 @@ fn check_journal_files(path: &Path) -> Result<(), GdalError> {
                     side.display()
                 )));
             }
+            // SQLite writes these files (it maps and initialises a `-shm` whoever opens the
+            // database): one with another name elsewhere would take the write (attack round
+            // 22, R22-A10: a `-shm` hard-linked to the store's ledger overwrote it).
+            Ok(meta) if std::os::unix::fs::MetadataExt::nlink(&meta) > 1 => {
+                return Err(GdalError::Arguments(format!(
+                    "{}: SQLite writes this file beside the database, and it is a hard link to \
+                     another file, which the write would change; remove it",
+                    side.display()
+                )));
+            }
             _ => {}
         }
     }

@@ -84,11 +84,20 @@ pub fn gdalinfo_json_with_stats(path: &std::path::Path) -> Result<Value, GdalErr
         // GDAL 3.6 writes the statistics it computes into a VRT document itself when the
         // dataset closes, PAM or not, even when opened read-only (regression, issue 21 attack
         // round 4, B4: `raster_info stats: true` rewrote an input VRT).
-        if dataset.driver().short_name() == "VRT" {
+        // GDAL 3.6's EHdr driver writes `<stem>.stx` whenever it computes exact statistics,
+        // whatever the access mode: beside the input, through a link made during the call or
+        // a planted hard link to the store's ledger (attack round 22, R22-A8, R22-A9).
+        let driver = dataset.driver().short_name();
+        if driver == "VRT" || driver == "EHdr" {
             return Err(GdalError::Arguments(format!(
-                "stats: GDAL writes the statistics it computes into a VRT file itself, so \
-                 raster_info cannot compute them on {} without changing it; use raster_stats, \
-                 which reads the same cells and writes nothing",
+                "stats: GDAL writes the statistics it computes into {} itself, so raster_info \
+                 cannot compute them on {} without writing beside it; use raster_stats, which \
+                 reads the same cells and writes nothing",
+                if driver == "VRT" {
+                    "a VRT file"
+                } else {
+                    "an EHdr raster's .stx sidecar"
+                },
                 path.display()
             )));
         }

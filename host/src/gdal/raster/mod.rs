@@ -44,3 +44,32 @@ pub fn float32_changes_whole_part(value: f64) -> bool {
 
 #[cfg(test)]
 mod mask_tests;
+
+/// Attack round 22, R22-B14, with R16-B4's and R19-B1's cases: what Float32 changes is a whole
+/// number past 2^24, a move of 1 or more, an underflow or an overflow; a value a hair below a
+/// whole number, and a decimal's last digits, are its precision.
+#[cfg(test)]
+#[test]
+fn r22_b14_float32_changes_only_whole_parts() {
+    for changed in [
+        16_777_217.0,
+        123_456_789.123,
+        1e-50,
+        1e300,
+        20_000_001.0,
+        1_700_000_001.5,
+    ] {
+        assert!(float32_changes_whole_part(changed), "{changed}");
+    }
+    for kept in [
+        2.9999999999999996,
+        5.999999999999999,
+        10.1,
+        0.1,
+        3.0,
+        f64::NAN,
+        0.99999998,
+    ] {
+        assert!(!float32_changes_whole_part(kept), "{kept}");
+    }
+}

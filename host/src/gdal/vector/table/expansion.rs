@@ -1238,6 +1238,21 @@ mod tests {
         // 16 KB of tree, and one property name (`a`) of schema.
         assert!(per_feature < 100_000, "{per_feature}");
         assert!(xml_tree_within(&split, &split.display().to_string(), true, 16 << 20).is_err());
+        // Attack round 22, R22-A4: 20,000 features of one property each, every name new: a
+        // schema of 20,000 fields, 800 MB of it.
+        let mut names = String::from("<ogr:FeatureCollection>");
+        for n in 0..20_000 {
+            names.push_str(&format!(
+                "<gml:featureMember><ogr:t><ogr:p{n}>1</ogr:p{n}></ogr:t></gml:featureMember>"
+            ));
+        }
+        names.push_str("</ogr:FeatureCollection>");
+        let named = dir.path().join("names.gml");
+        std::fs::write(&named, names).unwrap();
+        let error = xml_tree_within(&named, &named.display().to_string(), false, 64 << 20)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("20000 names"), "{error}");
     }
 
     #[test]
