@@ -1619,11 +1619,13 @@ struct RawServer {
     stdin: std::process::ChildStdin,
     answers: std::sync::mpsc::Receiver<Value>,
     next_id: u64,
+    /// Answers read while waiting for another id ([`RawServer::answer`]).
+    early: Vec<Value>,
 }
 
 impl RawServer {
     fn start(cwd: &Path, workspace: &Path) -> RawServer {
-        let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+        let child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
             .arg("serve")
             .arg("--workspace")
             .arg(workspace)
@@ -1635,6 +1637,11 @@ impl RawServer {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
+        RawServer::from_child(child)
+    }
+
+    /// A server already spawned with piped stdio, initialized.
+    fn from_child(mut child: std::process::Child) -> RawServer {
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (send, answers) = std::sync::mpsc::channel();
@@ -1653,6 +1660,7 @@ impl RawServer {
             stdin,
             answers,
             next_id: 0,
+            early: Vec::new(),
         };
         server.request(
             "initialize",
@@ -1684,6 +1692,24 @@ impl RawServer {
             }
         }
         None
+    }
+
+    /// The answer to the request of `id` the caller sent itself, waiting up to 120 s; answers
+    /// to other ids read meanwhile are kept for their own turn.
+    fn answer(&mut self, id: i64) -> Value {
+        if let Some(at) = self.early.iter().position(|r| r["id"] == json!(id)) {
+            return self.early.remove(at);
+        }
+        loop {
+            let reply = self
+                .answers
+                .recv_timeout(Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("no answer to {id}"));
+            if reply["id"] == json!(id) {
+                return reply;
+            }
+            self.early.push(reply);
+        }
     }
 
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
@@ -7143,42 +7169,8 @@ fn r21_c2_cancelling_one_call_keeps_the_capsule_another_call_stored() {
         workspace.path().join("dem.tif"),
     )
     .unwrap();
-    let mut child = gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut send = |v: Value| {
-        stdin.write_all(v.to_string().as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut early: Vec<Value> = Vec::new();
-    let mut answer = |id: i64| -> Value {
-        if let Some(at) = early.iter().position(|r| r["id"] == json!(id)) {
-            return early.remove(at);
-        }
-        loop {
-            let reply = lines
-                .recv_timeout(Duration::from_secs(120))
-                .unwrap_or_else(|_| panic!("no answer to {id}"));
-            if reply["id"] == json!(id) {
-                return reply;
-            }
-            early.push(reply);
-        }
-    };
-    send(
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
-    );
-    answer(0);
-    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let mut raw =
+        RawServer::from_child(gdal_mcp_tests::spawn_raw(workspace.path(), false).unwrap());
     let justified = |intent: &str| {
         let mut j = gdal_mcp_tests::justification("lanczos");
         j["intent"] = json!(intent);
@@ -7210,43 +7202,41 @@ fn r21_c2_cancelling_one_call_keeps_the_capsule_another_call_stored() {
     let third_intent = "a grid of the terrain for the flood model's first calibration run";
 
     // The first call runs long; the second stores its own justification and commits.
-    send(resample(1, "big1.tif", 9000, first_intent));
+    raw.send(resample(1, "big1.tif", 9000, first_intent));
     std::thread::sleep(Duration::from_millis(700));
-    send(resample(2, "small.tif", 10, second_intent));
-    let second = answer(2);
+    raw.send(resample(2, "small.tif", 10, second_intent));
+    let second = raw.answer(2);
     assert_ne!(second["result"]["isError"], json!(true), "{second}");
-    send(cancel(1));
+    raw.send(cancel(1));
     std::thread::sleep(Duration::from_secs(3));
-    send(json!({"jsonrpc":"2.0","id":3,"method":"ping"}));
-    answer(3);
+    raw.send(json!({"jsonrpc":"2.0","id":3,"method":"ping"}));
+    raw.answer(3);
     assert!(!workspace.path().join("big1.tif").exists());
     assert!(capsule().contains(second_intent), "{}", capsule());
-    send(
+    raw.send(
         json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"raster_resample",
         "arguments":{"input":"dem.tif","output":"after.tif","resampling":"lanczos","size":[10, 10]}}}),
     );
-    let after = answer(4);
+    let after = raw.answer(4);
     assert_ne!(after["result"]["isError"], json!(true), "{after}");
 
     // The other order: the second replaces the first's while both run; the first is cancelled.
-    send(resample(5, "big5.tif", 9000, first_intent));
+    raw.send(resample(5, "big5.tif", 9000, first_intent));
     std::thread::sleep(Duration::from_millis(700));
-    send(resample(6, "big6.tif", 4000, third_intent));
+    raw.send(resample(6, "big6.tif", 4000, third_intent));
     std::thread::sleep(Duration::from_millis(700));
-    send(cancel(5));
-    let sixth = answer(6);
+    raw.send(cancel(5));
+    let sixth = raw.answer(6);
     assert_ne!(sixth["result"]["isError"], json!(true), "{sixth}");
     std::thread::sleep(Duration::from_secs(3));
-    send(json!({"jsonrpc":"2.0","id":7,"method":"ping"}));
-    answer(7);
+    raw.send(json!({"jsonrpc":"2.0","id":7,"method":"ping"}));
+    raw.answer(7);
     assert!(!workspace.path().join("big5.tif").exists());
     let stored = capsule();
     assert!(
         stored.contains(third_intent) && !stored.contains(first_intent),
         "{stored}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Attack round 21, R21-C3: R20-C2's commit looked at the client once, before syncing the
@@ -7269,7 +7259,7 @@ fn r21_c3_a_cancel_during_the_commit_sync_keeps_the_file() {
         b"the file the user keeps",
     )
     .unwrap();
-    let mut child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
+    let child = std::process::Command::new(gdal_mcp_tests::binary().unwrap())
         .arg("serve")
         .arg("--workspace")
         .arg(workspace.path())
@@ -7281,61 +7271,30 @@ fn r21_c3_a_cancel_during_the_commit_sync_keeps_the_file() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut send = |v: Value| {
-        stdin.write_all(v.to_string().as_bytes()).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
-    };
-    let answer = |id: i64| -> Value {
-        loop {
-            let reply = lines
-                .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("no answer to {id}"));
-            if reply["id"] == json!(id) {
-                return reply;
-            }
-        }
-    };
-    send(
-        json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
-    );
-    answer(0);
-    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+    let mut raw = RawServer::from_child(child);
     let convert = |id: i64| {
         json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":"raster_convert",
         "arguments":{"input":"dem.tif","output":"keep.tif","overwrite":true}}})
     };
-    send(convert(1));
+    raw.send(convert(1));
     std::thread::sleep(Duration::from_millis(1500));
-    send(
+    raw.send(
         json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"test"}}),
     );
     std::thread::sleep(Duration::from_secs(3));
-    send(json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
-    answer(2);
+    raw.send(json!({"jsonrpc":"2.0","id":2,"method":"ping"}));
+    raw.answer(2);
     assert_eq!(
         std::fs::read(workspace.path().join("keep.tif")).unwrap(),
         b"the file the user keeps"
     );
-    send(convert(3));
-    let done = answer(3);
+    raw.send(convert(3));
+    let done = raw.answer(3);
     assert_ne!(done["result"]["isError"], json!(true), "{done}");
     assert_ne!(
         std::fs::read(workspace.path().join("keep.tif")).unwrap(),
         b"the file the user keeps"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Attack round 21, R21-A6: a 1.9 MB netCDF-4 file of 9,900 nested groups kept each read-only

@@ -23,6 +23,25 @@ fn layer(path: &Path, epsg: u32, features: &[(Value, Value)]) {
 }
 
 /// A closed square ring, anticlockwise from (x, y).
+/// `ones.tif`: a 4 x 4 raster of 10 m cells holding 1, at (500000, 0) in EPSG:32633.
+fn ones_raster(server: &Server) {
+    let mut asc = String::from("ncols 4\nnrows 4\nxllcorner 500000\nyllcorner 0\ncellsize 10\n");
+    for _ in 0..4 {
+        asc.push_str("1 1 1 1\n");
+    }
+    std::fs::write(server.path("ones.asc"), asc).unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-a_srs",
+            "EPSG:32633",
+            server.path("ones.asc").to_str().unwrap(),
+            server.path("ones.tif").to_str().unwrap(),
+        ],
+    );
+}
+
 fn square(x: f64, y: f64, side: f64) -> Vec<[f64; 2]> {
     vec![
         [x, y],
@@ -3349,21 +3368,7 @@ async fn r21_b8_b17_overlapping_collections_and_invalid_zones_are_not_measured()
     );
 
     // Zones over a 4 x 4 raster of 10 m cells holding 1.
-    let mut asc = String::from("ncols 4\nnrows 4\nxllcorner 500000\nyllcorner 0\ncellsize 10\n");
-    for _ in 0..4 {
-        asc.push_str("1 1 1 1\n");
-    }
-    std::fs::write(server.path("ones.asc"), asc).unwrap();
-    gdal_mcp_tests::run_program(
-        "gdal_translate",
-        &[
-            "-q",
-            "-a_srs",
-            "EPSG:32633",
-            server.path("ones.asc").to_str().unwrap(),
-            server.path("ones.tif").to_str().unwrap(),
-        ],
-    );
+    ones_raster(&server);
     let bowtie = polygon(&[vec![
         [500_000.0, 0.0],
         [500_040.0, 40.0],
@@ -3512,21 +3517,7 @@ async fn r22_b7_b8_b10_antimeridian_planes_equal_earth_and_touching_zones() {
         "{entry}"
     );
 
-    let mut asc = String::from("ncols 4\nnrows 4\nxllcorner 500000\nyllcorner 0\ncellsize 10\n");
-    for _ in 0..4 {
-        asc.push_str("1 1 1 1\n");
-    }
-    std::fs::write(server.path("ones.asc"), asc).unwrap();
-    gdal_mcp_tests::run_program(
-        "gdal_translate",
-        &[
-            "-q",
-            "-a_srs",
-            "EPSG:32633",
-            server.path("ones.asc").to_str().unwrap(),
-            server.path("ones.tif").to_str().unwrap(),
-        ],
-    );
+    ones_raster(&server);
     layer(
         &server.path("touching.geojson"),
         32633,

@@ -4570,3 +4570,42 @@ async fn r22_b1_b4_b5_b6_b9_b11_terrain_signs_cells_rounding_and_edges() {
     assert!(is_error(&ordered), "{}", text(&ordered));
     assert!(text(&ordered).contains("n/a"), "{}", text(&ordered));
 }
+
+/// Attack round 22, R22-B16: `raster_resample` onto a grid one column wide wrote 0 for
+/// `average` of 1..100 (GDAL issue 10892, which `raster_aggregate` works round); refused now,
+/// nothing written. The twin: a grid two columns wide averages right.
+#[tokio::test]
+async fn r22_b16_a_grid_one_column_wide_is_not_averaged_to_zero() {
+    let server = server().await;
+    write_raster::<f32>(
+        &server.path("hundred.tif"),
+        (10, 10),
+        (1..=100).map(|v| v as f32).collect(),
+        Some([500000.0, 10.0, 0.0, 4000100.0, 0.0, -10.0]),
+        Some(32633),
+        |_| {},
+    );
+    let one = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "hundred.tif", "output": "one.tif", "size": [1, 2],
+               "resampling": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(is_error(&one.result), "{}", text(&one.result));
+    assert!(text(&one.result).contains("10892"), "{}", text(&one.result));
+    assert!(!server.path("one.tif").exists());
+    let two = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "hundred.tif", "output": "two.tif", "size": [2, 2],
+               "resampling": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&two.result), "{}", text(&two.result));
+    let (cells, _) = read_all(&server.path("two.tif"));
+    // Top-left quarter: rows 0..5, columns 0..5 of 1..100 row by row: mean 23.
+    assert!((cells[0] - 23.0).abs() < 1e-6, "{cells:?}");
+}
