@@ -155,28 +155,7 @@ impl WarpRequest {
         )?;
         let _working = reserve_warp_memory()?;
         let heights_unit = self.heights_unit.clone();
-        let method = self.resampling.clone();
         let relabel = move |written: &std::path::Path| -> Result<(), GdalError> {
-            // gdalwarp 3.6 computes a grid one column wide wrong for its reducing methods:
-            // `average` of 1..100 onto one cell wrote 0 (GDAL issue 10892, attack round 22,
-            // R22-B16); refused before the output is committed.
-            let reduces = matches!(
-                method.as_str(),
-                "average" | "max" | "min" | "med" | "q1" | "q3" | "rms" | "mode"
-            );
-            if reduces {
-                let columns = gdal::Dataset::open(written)
-                    .map(|d| d.raster_size().0)
-                    .unwrap_or(2);
-                if columns < 2 {
-                    return Err(GdalError::Arguments(format!(
-                        "the output grid is one column wide, which gdalwarp 3.6 computes wrong \
-                         for `{method}` (GDAL issue 10892: an average of 10 x 10 cells onto one \
-                         gave 0); nothing was written. Use raster_aggregate, which works round \
-                         it, or a grid at least two columns wide"
-                    )));
-                }
-            }
             let Some(unit) = heights_unit else {
                 return Ok(());
             };
