@@ -1168,7 +1168,7 @@ fn acknowledging(word: &str) -> bool {
     // `objections`, `acknowledgments` (attack round 22, R22-C3).
     let stems = |w: &str| -> bool {
         read.contains(w)
-            || ["s", "es", "d", "ed", "ing", "ment", "ments", "ments"]
+            || ["s", "es", "d", "ed", "ing", "ment", "ments"]
                 .iter()
                 .filter_map(|suffix| w.strip_suffix(suffix))
                 .filter(|stem| stem.chars().count() >= 2)
