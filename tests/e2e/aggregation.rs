@@ -846,8 +846,133 @@ async fn gdal_10892_small_output_grids_are_aggregated_right() {
             }
         }
         let small = structured(&done.result)["report"]["small_grid"].is_string();
-        assert_eq!(small, k < 4, "{n}");
+        assert_eq!(small, k < 6, "{n}");
     }
+}
+
+/// The mean of each of `cols` x `rows` output cells over `input` (`c` x `r` cells holding
+/// 1..n row by row), each input cell weighed by the part of it the output cell covers.
+fn area_weighted_means((c, r): (usize, usize), (cols, rows): (usize, usize)) -> Vec<f64> {
+    let mut out = Vec::new();
+    for oy in 0..rows {
+        let (y0, y1) = (
+            oy as f64 * r as f64 / rows as f64,
+            (oy + 1) as f64 * r as f64 / rows as f64,
+        );
+        for ox in 0..cols {
+            let (x0, x1) = (
+                ox as f64 * c as f64 / cols as f64,
+                (ox + 1) as f64 * c as f64 / cols as f64,
+            );
+            let (mut sum, mut weight) = (0.0, 0.0);
+            for i in 0..r {
+                let wy = (y1.min(i as f64 + 1.0) - y0.max(i as f64)).max(0.0);
+                for j in 0..c {
+                    let wx = (x1.min(j as f64 + 1.0) - x0.max(j as f64)).max(0.0);
+                    sum += wx * wy * (i * c + j + 1) as f64;
+                    weight += wx * wy;
+                }
+            }
+            out.push(sum / weight);
+        }
+    }
+    out
+}
+
+/// Attack round 22, R22-B16 (GDAL 3.6, GDAL issue 10892 and its kin): gdalwarp's `average`,
+/// `max`, `rms`, `med`, ... onto a grid narrower than 6 columns wrote 0 (1 column), swapped
+/// columns (2 and 3: 20 x 20 onto 2 x 2 wrote 105.5, 95.5 for 95.5, 105.5) or shifted one by
+/// `c / 6` (4 columns over 44), through `raster_resample`, `raster_reproject`,
+/// `raster_composite` and `raster_aggregate` by 11 onto 4 columns, silently. Each is now
+/// computed on a widened grid, said, and equal to the area-weighted means computed here.
+#[tokio::test]
+async fn r22_b16_narrow_grids_are_warped_right() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let (c, r) = (44usize, 4usize);
+    let rows: Vec<Vec<f32>> = (0..r)
+        .map(|i| (0..c).map(|j| (i * c + j + 1) as f32).collect())
+        .collect();
+    write_grid(&server.path("strip.tif"), &rows);
+    for cols in [1usize, 2, 3, 4, 5, 6] {
+        for tool in ["raster_resample", "raster_reproject"] {
+            let output = format!("{tool}_{cols}.tif");
+            let mut args = json!({"input": "strip.tif", "output": output,
+                                  "size": [cols, 2], "resampling": "average"});
+            if tool == "raster_reproject" {
+                args["dst_crs"] = json!("EPSG:32633");
+            }
+            let done = call_justified(&server, tool, args).await.unwrap();
+            assert!(
+                !is_error(&done.result),
+                "{tool} {cols}: {}",
+                text(&done.result)
+            );
+            let got = read(&server.path(&output));
+            let expected = area_weighted_means((c, r), (cols, 2));
+            assert_eq!(got.len(), expected.len(), "{tool} {cols}");
+            for (g, e) in got.iter().zip(&expected) {
+                assert!(
+                    (g - e).abs() < 1e-3,
+                    "{tool} onto {cols} columns: {got:?}, expected {expected:?}"
+                );
+            }
+            let said = text(&done.result).contains("widened");
+            assert_eq!(said, cols < 6, "{tool} {cols}: {}", text(&done.result));
+        }
+    }
+    // A reprojection onto 2 x 2 cells: values grow left to right (gdalwarp swapped the two
+    // columns) and stay within the data.
+    let done = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "strip.tif", "output": "geo_2.tif", "dst_crs": "EPSG:4326",
+               "size": [2, 2], "resampling": "average", "nodata": -9999}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let got = read(&server.path("geo_2.tif"));
+    assert!(got[0] < got[1] && got[2] < got[3], "{got:?}");
+    assert!(got.iter().all(|v| (1.0..=176.0).contains(v)), "{got:?}");
+    // max onto one column: the largest cell of each half.
+    let done = call_justified(
+        &server,
+        "raster_resample",
+        json!({"input": "strip.tif", "output": "max_1.tif", "size": [1, 2], "resampling": "max"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    assert_eq!(read(&server.path("max_1.tif")), vec![88.0, 176.0]);
+    // A composite onto a one-cell inputs[0] reads the warped input's mean, not nodata.
+    write_grid(&server.path("one.tif"), &[vec![-5.0]]);
+    let done = call_justified(
+        &server,
+        "raster_composite",
+        json!({"inputs": ["one.tif", "strip.tif"], "output": "mix.tif", "statistic": "max",
+               "resampling": "average"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    // one.tif's cell covers x 0..10, y 30..40: strip.tif's first cell, 1.
+    assert_eq!(read(&server.path("mix.tif")), vec![1.0]);
+    // raster_aggregate by 11 onto 4 columns: widened too.
+    let done = call_justified(
+        &server,
+        "raster_aggregate",
+        json!({"input": "strip.tif", "output": "agg.tif", "factor": [11, 2],
+               "statistic": "average", "output_type": "Float64"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    assert_eq!(
+        read(&server.path("agg.tif")),
+        area_weighted_means((c, r), (4, 2))
+    );
 }
 
 /// Attack round 16, R16-B3: `zonal_stats` read every band as Float32, so a Float64 band's

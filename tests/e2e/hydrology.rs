@@ -419,6 +419,53 @@ async fn r14_b24_pour_points_outside_the_dem_are_an_error_before_the_gate() -> a
     Ok(())
 }
 
+/// Attack round 22, R22-B18: with nested pour points, the downstream label covers only the
+/// cells that reach no pour point upstream of it (as ArcGIS Watershed), and the report gave
+/// those cells as its catchment, unsaid. On the V valley (D8 accumulation 5 cells a row down
+/// the thalweg) a gauge at row 1 drains 10 cells and the outlet 30: the outlet's label has 20,
+/// and the report now says it drains the upstream gauge's 10 too (`cells_with_upstream` 30,
+/// `drains_into`, and a `nested` note). Twin: one gauge alone has no note.
+#[tokio::test]
+async fn r22_b18_nested_pour_points_report_whole_catchments() -> anyhow::Result<()> {
+    let server = Server::start(Era::Modern, Options::default()).await?;
+    write_dem(&server.path("valley.tif"), &v_valley())?;
+    let run = |points: Value, output: &'static str| {
+        let server = &server;
+        async move {
+            let mut arguments =
+                json!({"input": "valley.tif", "output": output, "pour_points": points});
+            arguments["justification"] = justified("d8");
+            server.call("dem_watershed", arguments).await
+        }
+    };
+    let done = run(
+        json!([[500025.0, 4000045.0], [500025.0, 4000005.0]]),
+        "two.tif",
+    )
+    .await?;
+    assert!(!is_error(&done), "{}", text(&done));
+    let report = &structured(&done)["report"];
+    let points = &report["pour_points"];
+    assert_eq!(points[0]["cells"], json!(10), "{report}");
+    assert_eq!(points[0]["cells_with_upstream"], json!(10), "{report}");
+    assert_eq!(points[0]["drains_into"], json!(2), "{report}");
+    assert_eq!(points[1]["cells"], json!(20), "{report}");
+    assert_eq!(points[1]["cells_with_upstream"], json!(30), "{report}");
+    assert_eq!(points[1]["drains_into"], Value::Null, "{report}");
+    assert!(
+        report["nested"]
+            .as_str()
+            .is_some_and(|n| n.contains("pour point 1 drains into pour point 2")),
+        "{report}"
+    );
+    let alone = run(json!([[500025.0, 4000005.0]]), "one.tif").await?;
+    assert!(!is_error(&alone), "{}", text(&alone));
+    let report = &structured(&alone)["report"];
+    assert_eq!(report["pour_points"][0]["cells_with_upstream"], json!(30));
+    assert!(report.get("nested").is_none(), "{report}");
+    Ok(())
+}
+
 /// Attack round 14, R14-B20: `dem_streams` took an `accumulation` computed from another DEM on
 /// the same grid (same shape and geotransform, whole cell counts from 1): the streams were
 /// placed by the other surface and ordered along this one, and nothing said so. Now the given

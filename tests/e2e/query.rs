@@ -939,6 +939,66 @@ async fn r15_b2_date_times_compare_as_instants_or_wall_clocks_never_as_invented_
     assert!(message.contains("time zone"), "{message}");
 }
 
+/// Attack round 22, R22-B3: a wall-clock time against a `Z` literal was read as UTC only (its
+/// two readings, UTC and the literal's zone, were one), so `t < '2024-01-01T06:00:00Z'`
+/// answered a layer whose zoned value carries +05:00 as if its zone-less 06:00 were UTC, while
+/// the same instant written `+05:00` was refused. The zone-less values are now read in every
+/// zone the data and the query carry: a comparison that a reading in +05:00 turns is refused,
+/// naming the zone; one far from every reading is answered.
+#[tokio::test]
+async fn r22_b3_wall_clock_times_against_a_utc_literal_are_read_in_the_datas_zones() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    std::fs::write(
+        server.path("w.csv"),
+        "id,t\n1,2024-01-01T03:00:00\n2,2024-01-01T10:00:00+05:00\n3,2024-01-01T06:00:00\n",
+    )
+    .unwrap();
+    let (to, from) = (server.path("w.gpkg"), server.path("w.csv"));
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            to.to_str().unwrap(),
+            from.to_str().unwrap(),
+        ],
+    );
+    for literal in [
+        "2024-01-01T06:00:00Z",
+        "2024-01-01T06:00:00+00:00",
+        "2024-01-01T11:00:00+05:00",
+    ] {
+        let (_, message) = refused(
+            &server,
+            "vector_query",
+            json!({"input": "w.gpkg", "where": format!("t < '{literal}'")}),
+        )
+        .await;
+        assert!(message.contains("+05:00"), "{literal}: {message}");
+    }
+    // Far from every reading: all three are before, whatever zone the wall clocks are in.
+    let out = ok(
+        &server,
+        "vector_query",
+        json!({"input": "w.gpkg", "where": "t < '2024-01-01T20:00:00Z'"}),
+    )
+    .await;
+    assert_eq!(out["matched"], json!(3), "{out}");
+    // A zone-less literal compares wall clocks with wall clocks: 03:00 only (06:00 is not
+    // before 06:00, and the zoned value against it is read both ways: 05:00Z or 10:00).
+    let (_, message) = refused(
+        &server,
+        "vector_query",
+        json!({"input": "w.gpkg", "where": "t < '2024-01-01T06:00:00'"}),
+    )
+    .await;
+    assert!(message.contains("time zone"), "{message}");
+}
+
 /// A GeoPackage `<stem>.gpkg` of one point per entry of `properties` (at (i, i)), written by
 /// ogr2ogr from GeoJSON as a user would make it.
 fn points_geopackage(server: &Server, stem: &str, properties: Vec<Value>) -> std::path::PathBuf {

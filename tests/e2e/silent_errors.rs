@@ -4570,3 +4570,96 @@ async fn r22_b1_b4_b5_b6_b9_b11_terrain_signs_cells_rounding_and_edges() {
     assert!(is_error(&ordered), "{}", text(&ordered));
     assert!(text(&ordered).contains("n/a"), "{}", text(&ordered));
 }
+
+/// Attack round 22, R22-B15: GDAL 3.6 writes OGC:CRS84 into a GeoPackage as a custom entry
+/// named "WGS 84" (lon/lat, datum EPSG:6326), which PROJ finds equivalent to OGC:CRS84 under
+/// another name (70 %). The host took only matches of 90 % and up, so zones the server itself
+/// wrote in CRS84 "matched no authority code" and `zonal_stats` over a UTM raster was asked as
+/// critical `source_crs_unidentified`, on a conversion its own evidence called exact. The
+/// layer is now identified and the move is not asked, as for EPSG:4326. Twin: zones in a
+/// custom Transverse Mercator that no entry defines are still asked.
+#[tokio::test]
+async fn r22_b15_crs84_layers_the_server_wrote_are_identified() {
+    let server = server().await;
+    let gt = Some([500_000.0, 100.0, 0.0, 5_501_000.0, 0.0, -100.0]);
+    write_raster::<f32>(
+        &server.path("r.tif"),
+        (10, 10),
+        vec![1.0; 100],
+        gt,
+        Some(32633),
+        |band| band.set_no_data_value(Some(-9999.0)).unwrap(),
+    );
+    let (x, y) = (500_000.0, 5_500_000.0);
+    let zones = json!({"type": "FeatureCollection",
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}},
+        "features": [{"type": "Feature", "properties": {"z": 1},
+            "geometry": {"type": "Polygon", "coordinates": [[[x + 200.0, y + 200.0],
+                [x + 800.0, y + 200.0], [x + 800.0, y + 800.0], [x + 200.0, y + 800.0],
+                [x + 200.0, y + 200.0]]]}}]});
+    std::fs::write(server.path("z.geojson"), zones.to_string()).unwrap();
+    let crs_datum_asked = |result: &rmcp::model::CallToolResult| {
+        structured(result)["refusal"]
+            .as_array()
+            .is_some_and(|entries| entries.iter().any(|e| e["domain"] == json!("crs_datum")))
+    };
+    for (dst, output) in [("EPSG:4326", "z4326.gpkg"), ("OGC:CRS84", "z84.gpkg")] {
+        let moved = call_justified(
+            &server,
+            "vector_reproject",
+            json!({"input": "z.geojson", "output": output, "dst_crs": dst}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&moved.result), "{dst}: {}", text(&moved.result));
+        let info = server
+            .call("vector_info", json!({"input": output}))
+            .await
+            .unwrap();
+        assert!(
+            text(&info).contains(dst),
+            "{dst}: the layer is identified: {}",
+            text(&info)
+        );
+        let zonal = call_justified(
+            &server,
+            "zonal_stats",
+            json!({"input": "r.tif", "zones": output, "stats": ["count"],
+                       "semantics": "coverage"}),
+        )
+        .await
+        .unwrap();
+        assert!(!is_error(&zonal.result), "{dst}: {}", text(&zonal.result));
+        assert!(
+            !zonal.refused_by().iter().any(|(d, _)| d == "crs_datum"),
+            "{dst}: {:?}",
+            zonal.refused_by()
+        );
+    }
+    // The twin: a Transverse Mercator on 15.5° E, which no authority defines.
+    let status = std::process::Command::new("ogr2ogr")
+        .args([
+            "-q",
+            "-t_srs",
+            "+proj=tmerc +lat_0=0 +lon_0=15.5 +k=0.9996 +x_0=500000 +y_0=0 +datum=WGS84 +units=m",
+        ])
+        .arg(server.path("zcustom.gpkg"))
+        .arg(server.path("z.geojson"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let zonal = server
+        .call(
+            "zonal_stats",
+            json!({"input": "r.tif", "zones": "zcustom.gpkg", "stats": ["count"],
+                   "semantics": "coverage"}),
+        )
+        .await
+        .unwrap();
+    assert!(crs_datum_asked(&zonal), "{}", text(&zonal));
+    assert!(
+        text(&zonal).contains("source_crs_unidentified"),
+        "{}",
+        text(&zonal)
+    );
+}

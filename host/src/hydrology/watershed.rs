@@ -13,6 +13,12 @@
 //! in ArcGIS `Watershed`). When two pour points share a cell, the first keeps it and the second
 //! reports an empty watershed. The upstream search is an explicit stack (no recursion): donors
 //! of a cell are the neighbours whose direction points at it.
+//!
+//! A label is a sub-basin, not a catchment: each outcome also names the pour point its pour
+//! cell drains into ([`PourPointOutcome::drains_into`], the label of the cell just downstream)
+//! and its whole catchment, its own cells and those of every pour point upstream of it
+//! ([`PourPointOutcome::cells_with_upstream`]). A downstream gauge's label had 36 cells where
+//! D8 accumulation at it counted 52, unsaid (attack round 22, R22-B18).
 
 use super::accumulation::AccumulationValue;
 use super::d8::{FlowDirections, Receiver, CANONICAL_NODATA};
@@ -62,8 +68,13 @@ pub struct PourPointOutcome {
     pub snap_distance: f64,
     /// The label written for this pour point (`index + 1`).
     pub label: u32,
-    /// Cells in its watershed.
+    /// Cells labelled for it: those that reach no other pour point first.
     pub cells: u64,
+    /// The label of the sub-basin its pour cell drains into (the pour point next downstream),
+    /// `None` when it drains into no other pour point's.
+    pub drains_into: Option<u32>,
+    /// Its whole catchment: its own cells and those of every pour point upstream of it.
+    pub cells_with_upstream: u64,
 }
 
 /// Labels the watershed of every pour point (see the module documentation).
@@ -127,6 +138,8 @@ pub fn watersheds(
             snap_distance: (position[0] - x).hypot(position[1] - y),
             label: index as u32 + 1,
             cells: 0,
+            drains_into: None,
+            cells_with_upstream: 0,
         });
     }
 
@@ -169,7 +182,52 @@ pub fn watersheds(
         outcome.cells = cells;
     }
     tracker.finish()?;
+    nest(&mut outcomes, &labels, width, |cell| router.receiver(cell));
     Ok((Grid::new(width, height, labels, Some(0))?, outcomes))
+}
+
+/// Fill in [`PourPointOutcome::drains_into`] and [`PourPointOutcome::cells_with_upstream`]:
+/// the label of the cell just downstream of each pour cell, then every sub-basin's cells added
+/// to each pour point downstream of it, leaves first (Kahn's order over the nesting forest).
+fn nest(
+    outcomes: &mut [PourPointOutcome],
+    labels: &[u32],
+    width: usize,
+    receiver: impl Fn(usize) -> Receiver,
+) {
+    let count = outcomes.len();
+    let index_of = |label: u32| (label as usize).checked_sub(1).filter(|i| *i < count);
+    for outcome in outcomes.iter_mut() {
+        outcome.cells_with_upstream = outcome.cells;
+        let pour_cell = outcome.row * width + outcome.col;
+        // A pour point that shares its cell with an earlier one labels nothing.
+        if outcome.cells == 0 || labels.get(pour_cell) != Some(&outcome.label) {
+            continue;
+        }
+        if let Receiver::Cell(next) = receiver(pour_cell) {
+            let below = labels.get(next).copied().unwrap_or(0);
+            if below != 0 && below != outcome.label {
+                outcome.drains_into = Some(below);
+            }
+        }
+    }
+    let mut waiting = vec![0usize; count];
+    for outcome in outcomes.iter() {
+        if let Some(parent) = outcome.drains_into.and_then(index_of) {
+            waiting[parent] += 1;
+        }
+    }
+    let mut ready: Vec<usize> = (0..count).filter(|i| waiting[*i] == 0).collect();
+    while let Some(i) = ready.pop() {
+        let Some(parent) = outcomes[i].drains_into.and_then(index_of) else {
+            continue;
+        };
+        outcomes[parent].cells_with_upstream += outcomes[i].cells_with_upstream;
+        waiting[parent] -= 1;
+        if waiting[parent] == 0 {
+            ready.push(parent);
+        }
+    }
 }
 
 /// The candidate cell of highest accumulation near `point` (see the module documentation).
@@ -281,12 +339,39 @@ mod tests {
             watersheds(&directions, &transform, &points, None, &NoProgress).unwrap();
         assert_eq!(outcomes[1].cells, 21, "rows 0..=2 drain to (3,2)");
         assert_eq!(outcomes[0].cells, 21);
+        // R22-B18: the outlet's whole catchment is both sub-basins, 42 cells, and the upstream
+        // pour point names the one it drains into.
+        assert_eq!(outcomes[1].drains_into, Some(1));
+        assert_eq!(outcomes[0].drains_into, None);
+        assert_eq!(outcomes[1].cells_with_upstream, 21);
+        assert_eq!(outcomes[0].cells_with_upstream, 42);
         for row in 0..6 {
             for col in 0..7 {
                 let expected = if row <= 2 { 2 } else { 1 };
                 assert_eq!(labels.get(col, row), Some(expected), "({col},{row})");
             }
         }
+    }
+
+    /// Three gauges down one thalweg and one beside it: catchments add up down the chain,
+    /// whatever order the pour points are given in.
+    #[test]
+    fn catchments_add_up_down_a_chain_of_pour_points() {
+        let (directions, _, transform) = valley();
+        // (3,1), the outlet (3,5), (3,3), and the corner (0,0) on the slope above (3,1).
+        let points = [[35.0, 45.0], [35.0, 5.0], [35.0, 25.0], [5.0, 55.0]];
+        let (_, outcomes) =
+            watersheds(&directions, &transform, &points, None, &NoProgress).unwrap();
+        assert_eq!(outcomes[0].drains_into, Some(3));
+        assert_eq!(outcomes[2].drains_into, Some(2));
+        assert_eq!(
+            outcomes[2].cells_with_upstream,
+            outcomes[2].cells + outcomes[0].cells_with_upstream
+        );
+        assert_eq!(outcomes[1].cells_with_upstream, 42);
+        assert_eq!(outcomes[3].drains_into, Some(1));
+        assert_eq!(outcomes[3].cells_with_upstream, outcomes[3].cells);
+        assert_eq!(outcomes[0].cells_with_upstream, outcomes[0].cells + 1);
     }
 
     #[test]

@@ -867,10 +867,26 @@ fn compound_id(srs: &SpatialRef) -> Option<String> {
     (authority == vertical_authority).then(|| format!("{authority}:{horizontal}+{vertical}"))
 }
 
+/// The authority code of the entry PROJ finds equivalent to `srs` (`OSRFindMatches`): 90 %
+/// and up (equivalent, names alike), or 70 % (equivalent definitions under another name, in
+/// PROJ's words), the highest confidence first, then EPSG, OGC, ESRI and the rest. A 70 % match
+/// is a definition PROJ computes exactly as the entry: the transformation it picks for one
+/// is the one it picks for the other. GDAL 3.6 writes OGC:CRS84 into a GeoPackage as a
+/// custom entry named "WGS 84", which PROJ matches to OGC:CRS84 at 70 %; it had no authority
+/// code, and every move of such a layer was asked as critical `source_crs_unidentified`
+/// (attack round 22, R22-B15). Below 70 % (25 %: axes in another order, or a like name over
+/// another definition) nothing is identified.
 fn best_match(srs: &SpatialRef) -> Option<String> {
+    const EQUIVALENT: c_int = 70;
     let _quiet = ErrorCapture::start();
     let mut count: c_int = 0;
     let mut confidences: *mut c_int = std::ptr::null_mut();
+    let authority_rank = |name: &str| match name {
+        "EPSG" => 0,
+        "OGC" => 1,
+        "ESRI" => 2,
+        _ => 3,
+    };
     // SAFETY: OSRFindMatches returns an array of `count` handles (or NULL) and an array of
     // `count` confidences; both are freed below with the matching GDAL functions.
     unsafe {
@@ -880,17 +896,31 @@ fn best_match(srs: &SpatialRef) -> Option<String> {
             &mut count,
             &mut confidences,
         );
-        let mut found = None;
-        if !matches.is_null() && !confidences.is_null() && count > 0 && *confidences >= 90 {
-            let best = *matches;
-            let name = gdal_sys::OSRGetAuthorityName(best, std::ptr::null());
-            let code = gdal_sys::OSRGetAuthorityCode(best, std::ptr::null());
-            if !name.is_null() && !code.is_null() {
-                found = Some(format!(
-                    "{}:{}",
-                    CStr::from_ptr(name).to_string_lossy(),
-                    CStr::from_ptr(code).to_string_lossy()
-                ));
+        let mut found: Option<(c_int, usize, String)> = None;
+        if !matches.is_null() && !confidences.is_null() && count > 0 {
+            for index in 0..count as usize {
+                let confidence = *confidences.add(index);
+                if confidence < EQUIVALENT {
+                    continue;
+                }
+                let entry = *matches.add(index);
+                if entry.is_null() {
+                    continue;
+                }
+                let name = gdal_sys::OSRGetAuthorityName(entry, std::ptr::null());
+                let code = gdal_sys::OSRGetAuthorityCode(entry, std::ptr::null());
+                if name.is_null() || code.is_null() {
+                    continue;
+                }
+                let name = CStr::from_ptr(name).to_string_lossy().into_owned();
+                let code = CStr::from_ptr(code).to_string_lossy().into_owned();
+                let rank = authority_rank(&name);
+                let better = found
+                    .as_ref()
+                    .is_none_or(|(c, r, _)| confidence > *c || (confidence == *c && rank < *r));
+                if better {
+                    found = Some((confidence, rank, format!("{name}:{code}")));
+                }
             }
         }
         if !matches.is_null() {
@@ -899,7 +929,7 @@ fn best_match(srs: &SpatialRef) -> Option<String> {
         if !confidences.is_null() {
             gdal_sys::VSIFree(confidences.cast());
         }
-        found
+        found.map(|(_, _, id)| id)
     }
 }
 

@@ -112,6 +112,7 @@ impl CompositeRequest {
         let mut interpolated: Vec<bool> = Vec::with_capacity(self.inputs.len());
         let mut narrowed = 0u64;
         let mut first_narrowed: Option<f64> = None;
+        let mut widening_notes: Vec<String> = Vec::new();
         // Every input is read (or warped) through its whole blocks, strip after strip, all
         // inputs in turn (issue 21 attack round 4, B3).
         let mut blocks = Vec::with_capacity(self.inputs.len());
@@ -152,13 +153,10 @@ impl CompositeRequest {
                 "-wm".to_string(),
                 crate::gdal::raster::warp::warp_memory_megabytes().to_string(),
             ]);
-            args.extend(["-ts".to_string(), width.to_string(), height.to_string()]);
-            args.push("-te".to_string());
-            args.extend(
-                [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)]
-                    .iter()
-                    .map(|v| number(*v)),
-            );
+            let extent = [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)];
+            let mut grid = vec!["-ts".to_string(), width.to_string(), height.to_string()];
+            grid.push("-te".to_string());
+            grid.extend(extent.iter().map(|v| number(*v)));
             // The cells of the grid this input does not reach are not its values: gdalwarp
             // would write 0 there and declare nothing when the band declares no nodata, and
             // the composite counted them (a mean of 5 where the other input holds 10: attack
@@ -192,16 +190,82 @@ impl CompositeRequest {
             ];
             programs::run_in_memory(&Program::Translate, &dataset, &select, &band_vrt)?;
             let selected = crate::gdal::facts::open(&band_vrt)?;
-            let warped = {
-                let _working = crate::gdal::raster::warp::reserve_warp_memory()?;
-                warp_to_memory(&selected, &args, &memory)?
-            };
-            drop(selected);
+            // Onto a grid too narrow for the method, on a widened grid (R22-B16: a one-cell
+            // inputs[0] read every warped input as nodata).
+            let narrow = crate::gdal::raster::warp::widening(
+                &selected,
+                (
+                    &selected
+                        .spatial_ref()
+                        .ok()
+                        .and_then(|s| s.to_wkt().ok())
+                        .unwrap_or_default(),
+                    wkt.as_deref().unwrap_or_default(),
+                ),
+                [
+                    extent[0],
+                    (extent[2] - extent[0]) / width as f64,
+                    0.0,
+                    extent[3],
+                    0.0,
+                    -(extent[3] - extent[1]) / height as f64,
+                ],
+                (width as u32, height as u32),
+                method,
+            )?;
             warps.push((
                 index,
                 Program::Translate.command_line(&select, path, &band_vrt),
             ));
-            warps.push((index, Program::Warp.command_line(&args, &band_vrt, &memory)));
+            let warped = match narrow {
+                None => {
+                    let mut full = args.clone();
+                    full.extend(grid);
+                    let _working = crate::gdal::raster::warp::reserve_warp_memory()?;
+                    let warped = warp_to_memory(&selected, &full, &memory)?;
+                    warps.push((index, Program::Warp.command_line(&full, &band_vrt, &memory)));
+                    warped
+                }
+                Some(widening) => {
+                    let widened = PathBuf::from(format!(
+                        "/vsimem/gdal-mcp-composite-{}-{index}-widened.tif",
+                        std::process::id()
+                    ));
+                    let crop = vec![
+                        "-of".to_string(),
+                        "GTiff".to_string(),
+                        "-srcwin".to_string(),
+                        "0".to_string(),
+                        "0".to_string(),
+                        width.to_string(),
+                        height.to_string(),
+                    ];
+                    let (_, pad, warp_args) = crate::gdal::raster::warp::warp_widened(
+                        path, &selected, &args, &widening, &widened,
+                    )?;
+                    let cropped = crate::gdal::facts::open(&widened).and_then(|grid| {
+                        programs::run_in_memory(&Program::Translate, &grid, &crop, &memory)
+                    });
+                    scratch.push(widened.clone());
+                    cropped?;
+                    let padded = band_vrt.with_extension("padded.vrt");
+                    warps.push((
+                        index,
+                        Program::Translate.command_line(&pad, &band_vrt, &padded),
+                    ));
+                    warps.push((
+                        index,
+                        Program::Warp.command_line(&warp_args, &padded, &widened),
+                    ));
+                    warps.push((
+                        index,
+                        Program::Translate.command_line(&crop, &widened, &memory),
+                    ));
+                    widening_notes.push(format!("inputs[{index}]: {}", widening.note(method)));
+                    crate::gdal::facts::open(&memory)?
+                }
+            };
+            drop(selected);
             scratch.push(band_vrt);
             scratch.push(memory);
             let keeps_values = matches!(
@@ -436,7 +500,8 @@ impl CompositeRequest {
                 unsafe { gdal_sys::VSIUnlink(path.as_ptr()) };
             }
         }
-        let warnings = capture.warnings();
+        let mut warnings = capture.warnings();
+        warnings.extend(widening_notes);
         let written = crate::gdal::facts::gather("output", staging.path())?;
         let files = staging.commit()?;
         Ok(CompositeOutcome {

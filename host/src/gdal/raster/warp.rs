@@ -123,7 +123,15 @@ impl WarpRequest {
                 .ok()
                 .map(|b| crate::gdal::facts::band_type_name(&b))
         });
-        let mut outcome = self.run_from(&source, &self.gdalwarp_args())?;
+        // Onto a grid too narrow for the method, on a widened grid (R22-B16).
+        let mut outcome = match self.widening_needed(&source)? {
+            Some(widening) => {
+                let (mut outcome, _) = self.run_widened(&source, &widening)?;
+                outcome.warnings.push(widening.note(&self.resampling));
+                outcome
+            }
+            None => self.run_from(&source, &self.gdalwarp_args())?,
+        };
         // A method that computes new values, written into an integer type, is rounded by
         // gdalwarp to the nearest whole number: said, as `raster_aggregate` says it (attack
         // round 22, R22-B1: 21.25 written 21, silently).
@@ -154,37 +162,14 @@ impl WarpRequest {
             source,
         )?;
         let _working = reserve_warp_memory()?;
-        let heights_unit = self.heights_unit.clone();
-        let relabel = move |written: &std::path::Path| -> Result<(), GdalError> {
-            let Some(unit) = heights_unit else {
-                return Ok(());
-            };
-            let dataset = gdal::Dataset::open_ex(
-                written,
-                gdal::DatasetOptions {
-                    open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE
-                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
-                    ..Default::default()
-                },
-            )
-            .map_err(|e| GdalError::Failed {
-                operation: "declaring the heights' unit of the output".to_string(),
-                message: e.to_string(),
-            })?;
-            let band = dataset.rasterband(1).map_err(|e| GdalError::Failed {
-                operation: "declaring the heights' unit of the output".to_string(),
-                message: e.to_string(),
-            })?;
-            if crate::gdal::set_band_unit(&band, &unit) {
-                Ok(())
-            } else {
-                Err(GdalError::Failed {
-                    operation: "declaring the heights' unit of the output".to_string(),
-                    message: format!("the format does not keep a band unit ({unit})"),
-                })
-            }
-        };
-        programs::run(&Program::Warp, source, args, &self.output, relabel).map_err(|e| match e {
+        programs::run(
+            &Program::Warp,
+            source,
+            args,
+            &self.output,
+            self.relabel_heights(),
+        )
+        .map_err(|e| match e {
             GdalError::Failed { message, .. } => GdalError::Failed {
                 operation: format!("warping {}", self.input.display()),
                 message,
@@ -227,7 +212,7 @@ impl WarpRequest {
             let command = Program::Warp.command_line(&args, &self.input, &self.output);
             return Ok((outcome, vec![command]));
         };
-        let pad = padding_args(&source, width, height);
+        let pad = padding_args(&source, [0, 0, width as i64, height as i64]);
         let scratch = scratch_path("warp-padded", "vrt");
         // gdal_translate warns that the window passes the raster: that is the point.
         let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &scratch)
@@ -666,9 +651,212 @@ pub fn refuse_saturating_sum(
     )))
 }
 
-/// Outputs narrower than this many cells in either direction are aggregated onto a grid
-/// widened to it (GDAL 3.6, GDAL issue 10892).
-pub const SMALL_GRID: u32 = 4;
+/// Outputs narrower than this many columns (or, for a block aggregation, rows) are computed
+/// on a grid widened to it, for the methods [`narrow_grid_goes_wrong`] names (GDAL 3.6, GDAL
+/// issue 10892 and its kin).
+///
+/// Measured on this GDAL (a raster of 2 rows and `c` columns holding 1..n, warped with `-ts
+/// k 2` and compared with the area-weighted means computed apart): onto 1 column every `c`
+/// from 10 up wrote 0; onto 2 or 3 columns every `c` from 20 up put a column's figure in the
+/// wrong cell (20 x 20 onto 2 x 2 wrote 105.5, 95.5 for 95.5, 105.5); onto 4 columns 25 of
+/// about 140 widths went wrong by `c / 6` (44 columns by 11, whole blocks, by 7.33). Onto 5 and
+/// 6 columns none of about 400 widths up to 20,000 did. The rows never mattered, nor did
+/// `-et 0`, `SAMPLE_GRID`, `SOURCE_EXTRA`, `XSCALE` or the warp memory. A grid widened over
+/// the source alone still went wrong (the columns beyond it read nothing): the source is padded
+/// (masked) to cover the widened grid.
+pub const SMALL_GRID: u32 = 6;
+
+/// Whether gdalwarp 3.6's `method` goes wrong onto a grid narrower than [`SMALL_GRID`]
+/// columns: the methods that take every source cell an output cell covers
+/// (`GWKAverageOrMode`). `sum` (its own kernel) and the interpolating methods measured right.
+pub fn narrow_grid_goes_wrong(method: &str) -> bool {
+    matches!(
+        method,
+        "average" | "rms" | "mode" | "max" | "min" | "med" | "q1" | "q3"
+    )
+}
+
+/// An output grid narrower than [`SMALL_GRID`] columns, widened: the warp computes
+/// [`Self::columns`] columns over [`Self::bounds`] (the requested grid's first columns, more
+/// columns of the same width to their right) from a copy of the source padded to
+/// [`Self::window`], and the requested `cols` x `rows` are cropped from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Widening {
+    /// The requested grid.
+    pub cols: u32,
+    pub rows: u32,
+    /// Columns of the widened grid.
+    pub columns: u32,
+    /// Rows of the widened grid (a block aggregation widens rows too).
+    pub widened_rows: u32,
+    /// The widened grid's extent, in the target CRS: xmin, ymin, xmax, ymax.
+    pub bounds: [f64; 4],
+    /// The source's padded copy: `gdal_translate -srcwin` x, y, width, height.
+    pub window: [i64; 4],
+}
+
+impl Widening {
+    /// The sentence results carry.
+    pub fn note(&self, method: &str) -> String {
+        format!(
+            "the target grid is {} column(s) wide, and gdalwarp 3.6 computes {method} wrong onto \
+             grids narrower than {SMALL_GRID} columns (GDAL issue 10892: an average of 10 x 10 \
+             cells onto 1 gave 0): it was computed on a grid widened to {} x {} cells (the \
+             input padded and masked) and the cells asked for were kept",
+            self.cols, self.columns, self.widened_rows
+        )
+    }
+}
+
+/// The most cells a padded copy may have, as a multiple of the source's own cells (plus one
+/// million): a widened grid that maps onto a far larger region of the source (a
+/// reprojection's edge) is refused rather than padded.
+const WIDENING_MAX_GROWTH: i64 = 64;
+
+/// The widening of the output grid `geotransform`, `cols` x `rows` (north up, in `target_wkt`)
+/// of a warp of `source` (in `source_wkt`; either may be empty, for a raster with no CRS):
+/// `None` when the grid has [`SMALL_GRID`] columns or more. The source window covers the
+/// widened grid as gdalwarp's transformer maps it back (its border and a lattice inside, two
+/// cells of margin), and the source itself.
+pub fn widening(
+    source: &gdal::Dataset,
+    (source_wkt, target_wkt): (&str, &str),
+    geotransform: [f64; 6],
+    (cols, rows): (u32, u32),
+    method: &str,
+) -> Result<Option<Widening>, GdalError> {
+    if cols >= SMALL_GRID || !narrow_grid_goes_wrong(method) {
+        return Ok(None);
+    }
+    let columns = SMALL_GRID;
+    let (x0, dx, y0, dy) = (
+        geotransform[0],
+        geotransform[1],
+        geotransform[3],
+        geotransform[5],
+    );
+    let bounds = [
+        x0,
+        y0 + dy * f64::from(rows),
+        x0 + dx * f64::from(columns),
+        y0,
+    ];
+    let refused = || {
+        GdalError::Arguments(format!(
+            "the output grid is {cols} column(s) wide, and gdalwarp 3.6 computes {method} wrong \
+             onto grids narrower than {SMALL_GRID} columns (GDAL issue 10892: an average of 10 \
+             x 10 cells onto 1 gave 0); the grid could not be widened over this input here. \
+             Ask for at least {SMALL_GRID} columns (a finer resolution), then reduce that \
+             output with raster_aggregate"
+        ))
+    };
+    let transformer = ImageTransformer::new(source, source_wkt, target_wkt).ok_or_else(refused)?;
+    const STEPS: u32 = 16;
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for i in 0..=STEPS {
+        for j in 0..=STEPS {
+            let fx = f64::from(i) / f64::from(STEPS);
+            let fy = f64::from(j) / f64::from(STEPS);
+            xs.push(bounds[0] + (bounds[2] - bounds[0]) * fx);
+            ys.push(bounds[3] - (bounds[3] - bounds[1]) * fy);
+        }
+    }
+    let done = transformer.to_source(&mut xs, &mut ys);
+    if done.iter().any(|ok| !ok) || xs.iter().chain(&ys).any(|v| !v.is_finite()) {
+        return Err(refused());
+    }
+    let (width, height) = source.raster_size();
+    let (width, height) = (width as f64, height as f64);
+    let low = |v: &[f64]| v.iter().copied().fold(0.0, f64::min).floor() - 2.0;
+    let high = |v: &[f64], size: f64| v.iter().copied().fold(size, f64::max).ceil() + 2.0;
+    let (left, top) = (low(&xs), low(&ys));
+    let (right, bottom) = (high(&xs, width), high(&ys, height));
+    let window = [
+        left as i64,
+        top as i64,
+        (right - left) as i64,
+        (bottom - top) as i64,
+    ];
+    let cells = window[2].saturating_mul(window[3]);
+    let own = (width * height) as i64;
+    if cells
+        > own
+            .saturating_mul(WIDENING_MAX_GROWTH)
+            .saturating_add(1 << 20)
+    {
+        return Err(refused());
+    }
+    Ok(Some(Widening {
+        cols,
+        rows,
+        columns,
+        widened_rows: rows,
+        bounds,
+        window,
+    }))
+}
+
+/// gdalwarp `args` (which name no grid: the widened one's `-ts` and `-te` are added) from a
+/// copy of `source` padded to `widening.window`, into the in-memory GeoTIFF `widened`.
+/// Returns GDAL's warnings and the `gdal_translate` arguments of the padded copy.
+///
+/// A nodata the band's type cannot hold marks no cell (GDAL's own reading, and every other
+/// tool's), but the padded copy's clamp made it one: a Byte band declaring -1 lost its 0s
+/// from every block (attack round 17, R17-B6). The warp then ignores it, the padding masked.
+pub fn warp_widened(
+    input: &std::path::Path,
+    source: &gdal::Dataset,
+    args: &[String],
+    widening: &Widening,
+    widened: &std::path::Path,
+) -> Result<(Vec<String>, Vec<String>, Vec<String>), GdalError> {
+    let mut warp_args = args.to_vec();
+    warp_args.extend([
+        "-ts".to_string(),
+        widening.columns.to_string(),
+        widening.widened_rows.to_string(),
+        "-te".to_string(),
+    ]);
+    warp_args.extend(widening.bounds.iter().map(|v| number(*v)));
+    if nodata_outside_the_type(source) {
+        let held = (1..=source.raster_count()).any(|index| {
+            source
+                .rasterband(index)
+                .is_ok_and(|band| crate::gdal::facts::nodata::band_nodata(&band).is_some())
+        });
+        if held {
+            return Err(GdalError::Arguments(format!(
+                "input: {} has bands whose declared nodata their type cannot hold beside \
+                 bands whose nodata it can; one warp cannot read both as declared. Warp the \
+                 bands one by one (raster_convert with `bands` first)",
+                input.display()
+            )));
+        }
+        warp_args.extend(["-srcnodata".to_string(), "None".to_string()]);
+        // Nor may the output declare the clamped value: gdalwarp then wrote every block
+        // minimum of 0 as 1 to keep it off a nodata of 0 (attack round 19, R19-B2).
+        if !args.iter().any(|a| a == "-dstnodata") {
+            warp_args.extend(["-dstnodata".to_string(), "None".to_string()]);
+        }
+    }
+    let pad = padding_args(source, widening.window);
+    let padded_vrt = scratch_path("warp-padded", "vrt");
+    let warnings = programs::run_in_memory(&Program::Translate, source, &pad, &padded_vrt)
+        .and_then(|_| crate::gdal::facts::open(&padded_vrt))
+        .and_then(|copy| {
+            let _blocks = crate::gdal::policy::blocks::reserve(
+                "the warp's input",
+                input,
+                &copy,
+                &[],
+                crate::gdal::policy::blocks::Reach::Any,
+            )?;
+            let _working = reserve_warp_memory()?;
+            programs::run_in_memory(&Program::Warp, &copy, &warp_args, widened)
+        });
+    unlink_scratch(&padded_vrt);
+    Ok((warnings?, pad, warp_args))
+}
 
 /// A name for an in-memory scratch file of this process.
 fn scratch_path(what: &str, extension: &str) -> PathBuf {
@@ -691,12 +879,9 @@ fn unlink_scratch(path: &std::path::Path) {
 
 impl WarpRequest {
     /// [`WarpRequest::run_blocks`] onto an output of `cols` x `rows` cells, fewer than
-    /// [`SMALL_GRID`] in a direction. GDAL 3.6's reducing methods go wrong onto such grids
-    /// (GDAL issue 10892): `average` of a 10 x 10 raster onto 1 cell gave 0 (10003 with a
-    /// nodata of -9999), 20 x 20 by 10 erred by 0.1, 33 x 33 by 11 by 0.32, 60 x 60 by 20 by
-    /// 0.175, while 4 or more cells across measured right. The input is padded (masked) to
-    /// whole blocks of a grid at least 4 cells across, gdalwarp computes that grid in memory,
-    /// and `gdal_translate -srcwin` keeps the cells asked for.
+    /// [`SMALL_GRID`] in a direction ([`SMALL_GRID`] says what goes wrong there). The input is
+    /// padded (masked) to whole blocks of a grid at least [`SMALL_GRID`] cells across, gdalwarp
+    /// computes that grid in memory, and `gdal_translate -srcwin` keeps the cells asked for.
     fn run_small_blocks(
         &self,
         (cols, rows): (u32, u32),
@@ -714,93 +899,80 @@ impl WarpRequest {
             (xmax - xmin) / f64::from(cols),
             (ymax - ymin) / f64::from(rows),
         );
-        let wide = WarpRequest {
-            size: Some((wide_cols, wide_rows)),
-            bounds: Some((
-                [
-                    xmin,
-                    ymax - dy * f64::from(wide_rows),
-                    xmin + dx * f64::from(wide_cols),
-                    ymax,
-                ],
-                None,
-            )),
+        let widening = Widening {
+            cols,
+            rows,
+            columns: wide_cols,
+            widened_rows: wide_rows,
+            bounds: [
+                xmin,
+                ymax - dy * f64::from(wide_rows),
+                xmin + dx * f64::from(wide_cols),
+                ymax,
+            ],
+            window: [0, 0, pad_w as i64, pad_h as i64],
+        };
+        let source = crate::gdal::facts::open(&self.input)?;
+        self.run_widened(&source, &widening)
+    }
+
+    /// The warp onto `widening`'s grid ([`warp_widened`]), the cells asked for cropped into the
+    /// output. Returns the outcome and the equivalent command lines.
+    fn run_widened(
+        &self,
+        source: &gdal::Dataset,
+        widening: &Widening,
+    ) -> Result<(ProgramOutcome, Vec<Vec<String>>), GdalError> {
+        let grid_free = WarpRequest {
+            size: None,
+            resolution: None,
+            target_aligned: false,
+            bounds: None,
             format: "GTiff".to_string(),
             creation_options: Vec::new(),
             ..self.clone()
         };
-        let mut warp_args = wide.gdalwarp_args();
-        let source = crate::gdal::facts::open(&self.input)?;
-        let pad = padding_args(&source, pad_w, pad_h);
-        // A nodata the band's type cannot hold marks no cell (GDAL's own reading, and every
-        // other tool's), but the padded copy's clamp made it one: a Byte band declaring -1
-        // lost its 0s from every block (attack round 17, R17-B6). The warp ignores it; the
-        // padding is masked.
-        if nodata_outside_the_type(&source) {
-            let held = (1..=source.raster_count()).any(|index| {
-                source
-                    .rasterband(index)
-                    .is_ok_and(|band| crate::gdal::facts::nodata::band_nodata(&band).is_some())
-            });
-            if held {
-                return Err(GdalError::Arguments(format!(
-                    "input: {} has bands whose declared nodata their type cannot hold beside \
-                     bands whose nodata it can; one warp cannot read both as declared. \
-                     Aggregate the bands one by one (raster_convert with `bands` first)",
-                    self.input.display()
-                )));
-            }
-            warp_args.extend(["-srcnodata".to_string(), "None".to_string()]);
-            // Nor may the output declare the clamped value: gdalwarp then wrote every block
-            // minimum of 0 as 1 to keep it off a nodata of 0 (attack round 19, R19-B2).
-            if self.dst_nodata.is_none() {
-                warp_args.extend(["-dstnodata".to_string(), "None".to_string()]);
-            }
-        }
+        let args = grid_free.gdalwarp_args();
         let mut crop = vec![
             "-of".to_string(),
             self.format.clone(),
             "-srcwin".to_string(),
             "0".to_string(),
             "0".to_string(),
-            cols.to_string(),
-            rows.to_string(),
+            widening.cols.to_string(),
+            widening.rows.to_string(),
         ];
         let decided = crate::gdal::policy::overview_options(&self.format, Some(&self.resampling));
         for (key, value) in self.creation_options.iter().chain(&decided) {
             crop.extend(["-co".to_string(), format!("{key}={value}")]);
         }
-        let padded_vrt = scratch_path("warp-padded", "vrt");
         let widened = scratch_path("warp-widened", "tif");
-        let outcome = programs::run_in_memory(&Program::Translate, &source, &pad, &padded_vrt)
-            .and_then(|_| crate::gdal::facts::open(&padded_vrt))
-            .and_then(|copy| {
-                let _blocks = crate::gdal::policy::blocks::reserve(
-                    "the warp's input",
-                    &self.input,
-                    &copy,
-                    &[],
-                    crate::gdal::policy::blocks::Reach::Any,
-                )?;
-                let _working = reserve_warp_memory()?;
-                programs::run_in_memory(&Program::Warp, &copy, &warp_args, &widened)
-            })
-            .and_then(|mut warnings| {
+        let outcome = warp_widened(&self.input, source, &args, widening, &widened).and_then(
+            |(mut warnings, pad, warp_args)| {
                 let grid = crate::gdal::facts::open(&widened)?;
-                let outcome =
-                    programs::run(&Program::Translate, &grid, &crop, &self.output, |_| Ok(()))?;
+                let outcome = programs::run(
+                    &Program::Translate,
+                    &grid,
+                    &crop,
+                    &self.output,
+                    self.relabel_heights(),
+                )?;
                 warnings.extend(outcome.warnings);
-                Ok(ProgramOutcome {
-                    files: outcome.files,
-                    warnings,
-                    written: outcome.written,
-                })
-            });
-        unlink_scratch(&padded_vrt);
+                Ok((
+                    ProgramOutcome {
+                        files: outcome.files,
+                        warnings,
+                        written: outcome.written,
+                    },
+                    pad,
+                    warp_args,
+                ))
+            },
+        );
         unlink_scratch(&widened);
-        let outcome = outcome.map_err(|e| match e {
+        let (outcome, pad, warp_args) = outcome.map_err(|e| match e {
             GdalError::Failed { message, .. } => GdalError::Failed {
-                operation: format!("aggregating {}", self.input.display()),
+                operation: format!("warping {}", self.input.display()),
                 message,
             },
             other => other,
@@ -817,6 +989,111 @@ impl WarpRequest {
             Program::Translate.command_line(&crop, &grid, &self.output),
         ];
         Ok((outcome, commands))
+    }
+
+    /// The output grid gdalwarp would write for this request (north-up geotransform,
+    /// columns, rows), from a warped VRT it writes in memory without computing a cell. `None`
+    /// when that fails (the warp itself then says why).
+    fn output_grid(&self, source: &gdal::Dataset) -> Option<([f64; 6], u32, u32)> {
+        let dry = WarpRequest {
+            format: "VRT".to_string(),
+            creation_options: Vec::new(),
+            ..self.clone()
+        };
+        let scratch = scratch_path("warp-grid", "vrt");
+        let written =
+            programs::run_in_memory(&Program::Warp, source, &dry.gdalwarp_args(), &scratch);
+        let bytes = written
+            .ok()
+            .and_then(|_| gdal::vsi::get_vsi_mem_file_bytes_owned(&scratch).ok());
+        unlink_scratch(&scratch);
+        let bytes = bytes?;
+        let document = crate::gdal::policy::xml::Document::parse(&scratch, &bytes).ok()?;
+        let root = document.root_element("VRTDataset")?;
+        let cols = root.value_text("rasterXSize")?.trim().parse::<u32>().ok()?;
+        let rows = root.value_text("rasterYSize")?.trim().parse::<u32>().ok()?;
+        let numbers: Vec<f64> = root
+            .value_text("GeoTransform")?
+            .split(',')
+            .map(|v| v.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .ok()?;
+        let geotransform: [f64; 6] = numbers.try_into().ok()?;
+        Some((geotransform, cols, rows))
+    }
+
+    /// The widening this warp needs ([`widening`]), or `None`.
+    fn widening_needed(&self, source: &gdal::Dataset) -> Result<Option<Widening>, GdalError> {
+        if !narrow_grid_goes_wrong(&self.resampling)
+            || self.size.is_some_and(|(cols, _)| cols >= SMALL_GRID)
+        {
+            return Ok(None);
+        }
+        let Some((geotransform, cols, rows)) = self.output_grid(source) else {
+            return Ok(None);
+        };
+        if cols >= SMALL_GRID || geotransform[2] != 0.0 || geotransform[4] != 0.0 {
+            return Ok(None);
+        }
+        let wkt = |definition: Option<&String>, argument: &str| -> Result<String, GdalError> {
+            match definition {
+                Some(text) => crate::gdal::facts::parse_crs(argument, text)?
+                    .to_wkt()
+                    .map_err(|e| GdalError::Arguments(format!("{argument}: {e}"))),
+                None => Ok(source
+                    .spatial_ref()
+                    .ok()
+                    .and_then(|srs| srs.to_wkt().ok())
+                    .unwrap_or_default()),
+            }
+        };
+        let source_wkt = wkt(self.src_crs.as_ref(), "src_crs")?;
+        let target_wkt = match &self.dst_crs {
+            Some(_) => wkt(self.dst_crs.as_ref(), "dst_crs")?,
+            None => source_wkt.clone(),
+        };
+        widening(
+            source,
+            (&source_wkt, &target_wkt),
+            geotransform,
+            (cols, rows),
+            &self.resampling,
+        )
+    }
+
+    /// What labels band 1's heights with their unit after a `-vshift`, run on the written
+    /// output before it is moved into place.
+    fn relabel_heights(&self) -> impl Fn(&std::path::Path) -> Result<(), GdalError> {
+        let heights_unit = self.heights_unit.clone();
+        move |written: &std::path::Path| -> Result<(), GdalError> {
+            let Some(unit) = &heights_unit else {
+                return Ok(());
+            };
+            let dataset = gdal::Dataset::open_ex(
+                written,
+                gdal::DatasetOptions {
+                    open_flags: gdal::GdalOpenFlags::GDAL_OF_UPDATE
+                        | gdal::GdalOpenFlags::GDAL_OF_RASTER,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| GdalError::Failed {
+                operation: "declaring the heights' unit of the output".to_string(),
+                message: e.to_string(),
+            })?;
+            let band = dataset.rasterband(1).map_err(|e| GdalError::Failed {
+                operation: "declaring the heights' unit of the output".to_string(),
+                message: e.to_string(),
+            })?;
+            if crate::gdal::set_band_unit(&band, unit) {
+                Ok(())
+            } else {
+                Err(GdalError::Failed {
+                    operation: "declaring the heights' unit of the output".to_string(),
+                    message: format!("the format does not keep a band unit ({unit})"),
+                })
+            }
+        }
     }
 }
 
@@ -898,18 +1175,12 @@ fn nodata_outside_the_type(source: &gdal::Dataset) -> bool {
     })
 }
 
-/// The `gdal_translate` arguments of a VRT copy of `source` padded to `width` x `height`
-/// cells, the padding masked out ([`padding_mask_band`]).
-fn padding_args(source: &gdal::Dataset, width: usize, height: usize) -> Vec<String> {
-    let mut pad = vec![
-        "-of".to_string(),
-        "VRT".to_string(),
-        "-srcwin".to_string(),
-        "0".to_string(),
-        "0".to_string(),
-        width.to_string(),
-        height.to_string(),
-    ];
+/// The `gdal_translate` arguments of a VRT copy of `source` padded to the `-srcwin` `window`
+/// (x, y, width, height: it may start left of or above the raster), the padding masked out
+/// ([`padding_mask_band`]).
+fn padding_args(source: &gdal::Dataset, window: [i64; 4]) -> Vec<String> {
+    let mut pad = vec!["-of".to_string(), "VRT".to_string(), "-srcwin".to_string()];
+    pad.extend(window.iter().map(|v| v.to_string()));
     if let Some(band) = padding_mask_band(source) {
         pad.extend(["-mask".to_string(), format!("mask,{band}")]);
     }

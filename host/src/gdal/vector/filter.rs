@@ -56,8 +56,10 @@ pub struct Steps {
     used: u64,
     limit: u64,
     /// Comparisons of a date-time with a time zone against one without (an instant against a
-    /// wall-clock time): neither order is right, so the query is refused after the scan.
+    /// wall-clock time), and how close they came ([`ZoneReadings`]): refused after the scan
+    /// when another reading of the zone-less values would order one of them otherwise.
     pub mixed_zones: u64,
+    pub zone_readings: ZoneReadings,
     /// Comparisons of a text value that is no number against a number, and the first such
     /// text: a numeric comparison cannot place it, so the query is refused after the scan
     /// (attack round 20, R20-B11).
@@ -76,6 +78,7 @@ impl Steps {
             used: 0,
             limit,
             mixed_zones: 0,
+            zone_readings: ZoneReadings::default(),
             not_numbers: 0,
             not_number_example: None,
         }
@@ -986,11 +989,80 @@ pub fn canonical_time(text: &str) -> Option<String> {
     })
 }
 
+/// What a query's comparisons of zone-less date-times (wall-clock times) against zoned ones
+/// (instants) left open. A wall-clock time is read as UTC; it could have been written in any of
+/// the zones the data and the query carry (the offsets of every zoned value compared, the
+/// literal's included). A comparison whose order another of those readings changes makes the
+/// query's answer a guess, refused after the scan with the readings.
+///
+/// The candidates were once UTC and the other value's own zone only, so against a `Z` literal
+/// (the usual way to write an instant) the two were one and a wall-clock time was never in
+/// doubt: `t < '2024-01-01T06:00:00Z'` answered a layer whose zoned values carry +05:00 as if
+/// its zone-less 06:00 were UTC, while the same instant written `+05:00` was refused (attack
+/// round 22, R22-B3).
+#[derive(Debug, Clone, Default)]
+pub struct ZoneReadings {
+    /// Offsets from UTC, in minutes, of the zoned date-times compared (0, UTC, always counts).
+    offsets: std::collections::BTreeSet<i32>,
+    /// Of the comparisons read as UTC: the smallest lead of a wall-clock time over the instant
+    /// (seconds, above 0), the smallest lag (seconds, below 0), and whether one was equal.
+    least_after: Option<i64>,
+    least_before: Option<i64>,
+    equal: bool,
+}
+
+impl ZoneReadings {
+    /// Note the offset of a zoned date-time compared.
+    fn saw_zone(&mut self, minutes: i32) {
+        // At most one entry per offset the world uses; a value past ±24 h is no zone.
+        if minutes.abs() <= 24 * 60 {
+            self.offsets.insert(minutes);
+        }
+    }
+
+    /// Note a wall-clock time `lead` seconds after an instant, reading it as UTC.
+    fn saw_pair(&mut self, lead: i64) {
+        match lead.cmp(&0) {
+            std::cmp::Ordering::Greater => {
+                self.least_after = Some(self.least_after.map_or(lead, |d| d.min(lead)))
+            }
+            std::cmp::Ordering::Less => {
+                self.least_before = Some(self.least_before.map_or(lead, |d| d.max(lead)))
+            }
+            std::cmp::Ordering::Equal => self.equal = true,
+        }
+    }
+
+    /// The zones whose reading orders some comparison otherwise than UTC does, as `+05:00`
+    /// texts; empty when every reading agrees.
+    pub fn disagreeing(&self) -> Vec<String> {
+        let changes = |minutes: i32| {
+            let offset = i64::from(minutes) * 60;
+            // Read in a zone `offset` east, the wall-clock time is `offset` earlier.
+            (self.equal && minutes != 0)
+                || self.least_after.is_some_and(|lead| lead - offset <= 0)
+                || self.least_before.is_some_and(|lag| lag - offset >= 0)
+        };
+        self.offsets
+            .iter()
+            .copied()
+            .filter(|m| changes(*m))
+            .map(|m| {
+                let sign = if m < 0 { '-' } else { '+' };
+                format!("{sign}{:02}:{:02}", m.abs() / 60, m.abs() % 60)
+            })
+            .collect()
+    }
+}
+
 /// How two date-times order when one has a zone and the other not (an instant against a
-/// wall-clock time): the zone-less one is read both ways, as UTC and in the other's zone.
-/// `Some(Ok(order))` when both readings agree, `Some(Err(()))` when they do not, `None` when
-/// `a` and `b` are not such a pair.
-fn mixed_zone_order(a: &Datum, b: &Datum) -> Option<Result<std::cmp::Ordering, ()>> {
+/// wall-clock time): the zone-less one read as UTC, the pair noted in `readings` (with every
+/// zone seen) for the check after the scan. `None` when `a` and `b` are not such a pair.
+fn mixed_zone_order(
+    a: &Datum,
+    b: &Datum,
+    readings: &mut ZoneReadings,
+) -> Option<std::cmp::Ordering> {
     let (Datum::Text(x), Datum::Text(y)) = (a, b) else {
         return None;
     };
@@ -998,17 +1070,18 @@ fn mixed_zone_order(a: &Datum, b: &Datum) -> Option<Result<std::cmp::Ordering, (
         parse_time(&x.replace('/', "-"))?,
         parse_time(&y.replace('/', "-"))?,
     );
+    for offset in [x.1, y.1].into_iter().flatten() {
+        readings.saw_zone(offset);
+    }
     let minutes = |m: i32| chrono::Duration::minutes(i64::from(m));
-    let (as_utc, in_its_zone) = match (x, y) {
-        ((xw, Some(xo)), (yw, None)) => ((xw - minutes(xo)).cmp(&yw), xw.cmp(&yw)),
-        ((xw, None), (yw, Some(yo))) => (xw.cmp(&(yw - minutes(yo))), xw.cmp(&yw)),
+    let (wall, instant, flipped) = match (x, y) {
+        ((xw, Some(xo)), (yw, None)) => (yw, xw - minutes(xo), true),
+        ((xw, None), (yw, Some(yo))) => (xw, yw - minutes(yo), false),
         _ => return None,
     };
-    Some(if as_utc == in_its_zone {
-        Ok(as_utc)
-    } else {
-        Err(())
-    })
+    readings.saw_pair((wall - instant).num_seconds());
+    let order = wall.cmp(&instant);
+    Some(if flipped { order.reverse() } else { order })
 }
 
 /// A date (`2021-06-30`) set against a date-time reads as its midnight, a wall-clock time
@@ -1086,11 +1159,10 @@ impl Expr {
                     steps.not_number_example.get_or_insert(text);
                     return Ok(None);
                 }
-                let ordering = match mixed_zone_order(x, y) {
-                    Some(Ok(ordering)) => ordering,
-                    Some(Err(())) => {
+                let ordering = match mixed_zone_order(x, y, &mut steps.zone_readings) {
+                    Some(ordering) => {
                         steps.mixed_zones += 1;
-                        return Ok(None);
+                        ordering
                     }
                     None => match compare(x, y) {
                         Some(ordering) => ordering,

@@ -893,13 +893,16 @@ pub fn query(path: &Path, request: &QueryRequest) -> Result<QueryOutput, GdalErr
             steps.not_number_example.as_deref().unwrap_or_default()
         )));
     }
-    if steps.mixed_zones > 0 {
+    let disagreeing = steps.zone_readings.disagreeing();
+    if !disagreeing.is_empty() {
         return Err(GdalError::Arguments(format!(
-            "where: {} comparison(s) set a date-time with a time zone against one without (an \
-             instant against a wall-clock time), so neither order is right; write the \
-             literal with the zone the values carry (\"2020-01-02T00:00:00Z\", \
-             \"...+02:00\") or without one to match zone-less values",
-            steps.mixed_zones
+            "where: {} comparison(s) set a date-time without a time zone against one with a \
+             zone (a wall-clock time against an instant); read as UTC and read in {} (a zone \
+             the data or the query carries), the zone-less values order differently, so \
+             neither answer is right. Write the literal without a zone to compare wall-clock \
+             times, or filter out the zone-less (or the zoned) values first",
+            steps.mixed_zones,
+            disagreeing.join(", ")
         )));
     }
     let failures: Vec<String> = capture

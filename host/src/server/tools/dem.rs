@@ -157,7 +157,8 @@ pub struct StreamsArgs {
 pub struct WatershedArgs {
     /// Conditioned DEM in a projected CRS.
     pub input: String,
-    /// Output GeoTIFF (UInt32): pour point i+1 labels the cells draining to it, 0 elsewhere.
+    /// Output GeoTIFF (UInt32): pour point i+1 labels the cells draining to it and to no
+    /// pour point upstream (nested), 0 elsewhere.
     pub output: String,
     /// Pour points [[x, y], ...] in the DEM's CRS.
     #[schemars(length(min = 1))]
@@ -1152,10 +1153,31 @@ pub async fn watershed(call: Call) -> Result<Value, ToolError> {
                     *count += 1;
                 }
             }
-            let report = json!({"pour_points": outcomes.iter().map(|o| json!({
+            let mut report = json!({"pour_points": outcomes.iter().map(|o| json!({
             "label": o.label, "position": o.position, "snap_distance": o.snap_distance,
             "cells": counts.get(o.label as usize).copied().unwrap_or(0),
+            "drains_into": o.drains_into,
+            "cells_with_upstream": o.cells_with_upstream,
         })).collect::<Vec<_>>()});
+            // Nested pour points: a label is a sub-basin, said with the whole catchments
+            // (attack round 22, R22-B18).
+            let nested: Vec<String> = outcomes
+                .iter()
+                .filter_map(|o| {
+                    o.drains_into.map(|below| {
+                        format!("pour point {} drains into pour point {below}", o.label)
+                    })
+                })
+                .collect();
+            if !nested.is_empty() {
+                report["nested"] = json!(format!(
+                    "{}: each label covers only the cells that reach no other pour point first \
+                     (nested watersheds, as ArcGIS Watershed), so a downstream label is not its \
+                     whole catchment; `cells_with_upstream` counts each pour point's whole \
+                     catchment",
+                    nested.join(", ")
+                ));
+            }
             let files = raster_io::write_geotiff(&output, w, h, labels.into_data(), None, &georef)?;
             Ok((files, report))
         },
