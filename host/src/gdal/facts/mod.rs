@@ -991,7 +991,7 @@ fn raster_facts(
         geotransform_source: georef::source_of(geotransform, &candidates, dataset),
         geotransform,
         registration: georef::registration(dataset),
-        rotated: geotransform.is_some_and(|gt| gt[2] != 0.0 || gt[4] != 0.0),
+        rotated: geotransform.is_some_and(|gt| georef::is_rotated(&gt, (width, height))),
         south_up: geotransform.is_some_and(|gt| gt[5] > 0.0),
         cell_size_metres,
         candidates,
@@ -1625,8 +1625,12 @@ pub fn describe_written(
 /// maps use: `class`, `category`, `code`, `id`, `label`, `1`...).
 pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) -> bool {
     let packed = scale.is_some_and(|s| s != 1.0) || offset.is_some_and(|o| o != 0.0);
+    // `%` and `‰` are units (UDUNITS, CF and GDAL's drivers write them); kept to letters, they
+    // were "", no unit, and a tree-cover band in % was a class map (attack round 23, R23-B21).
     let key: String = unit
         .to_ascii_lowercase()
+        .replace('%', "percent")
+        .replace('‰', "permille")
         .chars()
         .filter(|c| c.is_ascii_alphanumeric())
         .collect();
@@ -1645,7 +1649,6 @@ pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) 
         "unitless",
         "dimensionless",
         "1",
-        "count",
     ];
     packed || !not_a_unit.contains(&key.as_str())
 }
@@ -1656,12 +1659,72 @@ pub fn declares_a_quantity(unit: &str, scale: Option<f64>, offset: Option<f64>) 
 /// `raster_composite`).
 pub fn same_unit(a: &str, b: &str) -> bool {
     match (length_unit_metres(a), length_unit_metres(b)) {
-        (Some(x), Some(y)) => (x - y).abs() <= 1e-12 * x,
+        (Some(x), Some(y)) => (x - y).abs() <= SAME_LENGTH_TOLERANCE * x,
         _ => match (temperature_unit(a), temperature_unit(b)) {
             (Some(x), Some(y)) => x == y,
-            _ => a.trim().eq_ignore_ascii_case(b.trim()),
+            _ => a.trim().eq_ignore_ascii_case(b.trim()) || unit_terms(a) == unit_terms(b),
         },
     }
+}
+
+/// Two lengths closer than this (relative) are one unit: the international and the US survey
+/// foot are 2 ppm apart, 0.0002 ft on heights of 100 ft, and were refused with the metre and
+/// foot example (attack round 23, R23-B9).
+const SAME_LENGTH_TOLERANCE: f64 = 1e-5;
+
+/// A unit text as its terms and their powers, sorted, in one spelling of each: `mm/day`,
+/// `mm d-1`, `mm day^-1` and `mm.d**-1` are `[("d", -1), ("mm", 1)]`; `%`, `percent` and
+/// `pct` are `[("%", 1)]`. Text the reading does not follow gives an empty list, never equal
+/// to another (attack round 23, R23-B17: `mm/day` against `mm d-1` was a composite of unlike
+/// units).
+fn unit_terms(unit: &str) -> Vec<(String, i32)> {
+    let spelled = |term: &str| -> String {
+        match term {
+            "day" | "days" => "d",
+            "hour" | "hours" | "hr" | "hrs" => "h",
+            "second" | "seconds" | "sec" | "secs" => "s",
+            "minute" | "minutes" | "mins" => "min",
+            "year" | "years" | "yr" | "yrs" => "a",
+            "percent" | "pct" | "per cent" => "%",
+            "permille" | "‰" => "‰",
+            other => other,
+        }
+        .to_string()
+    };
+    let text = unit.trim().to_lowercase().replace("**", "^");
+    let mut terms: Vec<(String, i32)> = Vec::new();
+    for (index, part) in text.split('/').enumerate() {
+        if index > 1 {
+            return Vec::new();
+        }
+        let sign = if index == 0 { 1 } else { -1 };
+        for token in part.split([' ', '.', '*', '·']).filter(|t| !t.is_empty()) {
+            let split = token
+                .find(|c: char| c == '^' || c == '-' || c == '+' || c.is_ascii_digit())
+                .unwrap_or(token.len());
+            let (name, power) = token.split_at(split);
+            let power = power.trim_start_matches('^');
+            let power: i32 = if power.is_empty() {
+                1
+            } else {
+                match power.parse() {
+                    Ok(p) => p,
+                    Err(_) => return Vec::new(),
+                }
+            };
+            if name.is_empty() || !name.chars().all(|c| c.is_alphabetic() || "%‰".contains(c)) {
+                return Vec::new();
+            }
+            let name = spelled(name);
+            match terms.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, p)) => *p += sign * power,
+                None => terms.push((name, sign * power)),
+            }
+        }
+    }
+    terms.retain(|(_, p)| *p != 0);
+    terms.sort();
+    terms
 }
 
 /// A temperature unit's one name, from its spellings: `K`, `kelvin`, `degK` are `K`; `degC`,
@@ -1697,7 +1760,8 @@ fn temperature_unit(unit: &str) -> Option<&'static str> {
 /// `raster_terrain` for heights and by the categorical evidence: a band measured in a length
 /// is not a class map.
 pub fn length_unit_metres(unit: &str) -> Option<f64> {
-    let (factor, name) = leading_factor(unit.trim())?;
+    let unit = without_height_reference(unit.trim());
+    let (factor, name) = leading_factor(unit)?;
     if name
         .chars()
         .any(|c| c.is_ascii_digit() || matches!(c, '^' | '/' | '*' | '·'))
@@ -1727,6 +1791,34 @@ pub fn length_unit_metres(unit: &str) -> Option<f64> {
         _ => return None,
     };
     Some(metres * factor)
+}
+
+/// A height unit without the sea level it is measured from: `metres above sea level`, `m
+/// a.s.l.`, `m asl`, `ft AMSL` are a length (the reference is the CRS's question, not the
+/// unit's). Read as text they were "a unit this tool does not know" to `raster_terrain` and
+/// unlike `m` to `raster_calc` (attack round 23, R23-B17).
+fn without_height_reference(unit: &str) -> &str {
+    const REFERENCES: [&str; 8] = [
+        "above mean sea level",
+        "above sea level",
+        "a.m.s.l.",
+        "a.s.l.",
+        "a.s.l",
+        "amsl",
+        "asl",
+        "msl",
+    ];
+    let lower = unit.to_ascii_lowercase();
+    for reference in REFERENCES {
+        if let Some(stem) = lower.strip_suffix(reference) {
+            let stem = stem.trim_end();
+            // The reference follows a unit, after a space: `masl` alone is no `m`.
+            if stem.len() < unit.len() - reference.len() {
+                return unit[..stem.len()].trim_end();
+            }
+        }
+    }
+    unit
 }
 
 /// A unit text's leading number and the rest (`"0.1 m"` is 0.1 and `"m"`; `"m"` is 1 and
@@ -1813,7 +1905,7 @@ mod length_unit_tests {
         assert!((metres("1e-3 km").unwrap_or(0.0) - 1.0).abs() < 1e-12);
         assert_eq!(metres("100*m"), Some(100.0));
         for none in [
-            "m2", "m^2", "m3", "m-1", "m/s", "m s-1", "0 m", "-1 m", "1e400 m", "10", "m a.s.l.",
+            "m2", "m^2", "m3", "m-1", "m/s", "m s-1", "0 m", "-1 m", "1e400 m", "10", "masl",
         ] {
             assert_eq!(metres(none), None, "{none}");
         }
@@ -1834,6 +1926,29 @@ mod length_unit_tests {
         assert!(!same_unit("K", "degC"));
         assert!(!same_unit("C", "degC"));
         assert!(!same_unit("degF", "degC"));
+        // Attack round 23, R23-B9, B17: feet 2 ppm apart, heights above sea level, rates and
+        // percentages in their spellings.
+        for (a, b) in [
+            ("ft", "US survey foot"),
+            ("metres above sea level", "m"),
+            ("m a.s.l.", "metre"),
+            ("ft AMSL", "feet"),
+            ("mm/day", "mm d-1"),
+            ("mm day^-1", "mm/d"),
+            ("%", "percent"),
+            ("W m-2", "W/m^2"),
+        ] {
+            assert!(same_unit(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("mm/day", "mm/h"),
+            ("%", "‰"),
+            ("m", "ft"),
+            ("W m-2", "W m2"),
+            ("kg", "g"),
+        ] {
+            assert!(!same_unit(a, b), "{a} {b}");
+        }
     }
 }
 

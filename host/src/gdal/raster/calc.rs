@@ -624,10 +624,7 @@ fn check_grid(sources: &[(String, &Dataset)]) -> Result<(), GdalError> {
         let other = dataset.raster_size();
         let other_transform = dataset.geo_transform().ok();
         let same_transform = match (&transform, &other_transform) {
-            (Some(a), Some(b)) => a
-                .iter()
-                .zip(b.iter())
-                .all(|(x, y)| (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)),
+            (Some(a), Some(b)) => crate::gdal::facts::georef::same_grid(a, b, size),
             (None, None) => true,
             _ => false,
         };

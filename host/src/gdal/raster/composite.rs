@@ -51,11 +51,7 @@ pub fn same_grid(a: &Dataset, b: &Dataset) -> bool {
     let (Ok(ga), Ok(gb)) = (a.geo_transform(), b.geo_transform()) else {
         return false;
     };
-    let tolerance = ga[1].abs().min(ga[5].abs()) * 1e-9;
-    let close = ga
-        .iter()
-        .zip(gb.iter())
-        .all(|(x, y)| (x - y).abs() <= tolerance);
+    let close = crate::gdal::facts::georef::same_grid(&ga, &gb, a.raster_size());
     let crs = match (a.spatial_ref(), b.spatial_ref()) {
         (Ok(x), Ok(y)) => x == y,
         (Err(_), Err(_)) => true,
@@ -169,13 +165,11 @@ impl CompositeRequest {
                 .is_ok_and(|b| crate::gdal::facts::nodata::band_nodata(&b).is_some());
             // Float64, so that the exactness check below sees the input's own values: Float32
             // here wrote 123456789.123 as 123456792 past that check (attack round 17, R17-B8).
+            // Float64 whatever the input's type: an Int16 input averaged onto a coarser grid
+            // was written Int16 before the statistic, 101 for 100.5 (attack round 23, R23-B22).
+            args.extend(["-ot".to_string(), "Float64".to_string()]);
             if !declares {
-                args.extend([
-                    "-ot".to_string(),
-                    "Float64".to_string(),
-                    "-dstnodata".to_string(),
-                    "nan".to_string(),
-                ]);
+                args.extend(["-dstnodata".to_string(), "nan".to_string()]);
             }
             // gdalwarp 3.6 has no band selection: pick the band through a VRT first.
             let band_vrt = PathBuf::from(format!(

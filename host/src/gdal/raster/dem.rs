@@ -65,7 +65,10 @@ impl DemRequest {
         // cells over 45° on a 5.7° plane, the masked cells 0.0).
         let masked = crate::gdal::facts::mask::any_band_masked(&opened);
         let flipped = match opened.geo_transform() {
-            Ok(gt) if gt[5] > 0.0 && gt[2] == 0.0 && gt[4] == 0.0 => {
+            Ok(gt)
+                if gt[5] > 0.0
+                    && !crate::gdal::facts::georef::is_rotated(&gt, opened.raster_size()) =>
+            {
                 Some(float_copy(&opened, gt, true)?)
             }
             Ok(gt) if masked => Some(float_copy(&opened, gt, false)?),

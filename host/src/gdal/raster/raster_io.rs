@@ -52,6 +52,8 @@ fn read_band1(path: &Path, max_side: Option<usize>) -> Result<(Grid<f32>, Georef
             path.display()
         ))
     })?;
+    let geotransform =
+        crate::gdal::facts::georef::without_rotation_noise(geotransform, dataset.raster_size());
     // The grid algorithms take rows as north-to-south and cells as axis-aligned: a rotated or
     // south-up raster would route water the wrong way, silently.
     if geotransform[2] != 0.0 || geotransform[4] != 0.0 || geotransform[5] > 0.0 {

@@ -89,6 +89,7 @@ impl ZonalRequest {
             .geo_transform()
             .map_err(|_| GdalError::Arguments("raster: it has no geotransform".to_string()))?;
         let (width, height) = raster.raster_size();
+        let gt = crate::gdal::facts::georef::without_rotation_noise(gt, (width, height));
         let grid = GridWindow::from_geotransform(gt, width, height)
             .map_err(|e| GdalError::Arguments(format!("raster: {e}; warp it north-up first")))?;
         if self.band == 0 || self.band > raster.raster_count() {

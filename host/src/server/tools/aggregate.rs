@@ -170,7 +170,7 @@ pub async fn aggregate(call: Call) -> Result<Value, ToolError> {
             let gt = dataset.geo_transform().map_err(|_| {
                 ToolError::Arguments("input: the raster has no geotransform".to_string())
             })?;
-            if gt[2] != 0.0 || gt[4] != 0.0 {
+            if crate::gdal::facts::georef::is_rotated(&gt, dataset.raster_size()) {
                 return Err(ToolError::Arguments(
                     "input: the grid is rotated; warp it north-up first".to_string(),
                 ));
@@ -889,9 +889,9 @@ pub async fn composite(call: Call) -> Result<Value, ToolError> {
             // The other inputs are warped onto a north-up grid, read as the first input's: a
             // rotated or south-up first grid misplaced them (attack round 14, R14-B18: up to
             // 1.8 km rotated, rows reversed south-up).
-            let first_not_north_up = reference
-                .geo_transform()
-                .is_ok_and(|gt| gt[2] != 0.0 || gt[4] != 0.0 || gt[5] > 0.0);
+            let first_not_north_up = reference.geo_transform().is_ok_and(|gt| {
+                crate::gdal::facts::georef::is_rotated(&gt, reference.raster_size()) || gt[5] > 0.0
+            });
             if differ && first_not_north_up {
                 return Err(ToolError::Arguments(format!(
                     "inputs[0]: {} is rotated or south-up, and the other inputs, on other grids, \

@@ -1037,7 +1037,7 @@ fn pour_points_on_the_dem(
     let Some(gt) = raster.georeferencing.geotransform else {
         return Ok(());
     };
-    if gt[2] != 0.0 || gt[4] != 0.0 {
+    if raster.georeferencing.rotated {
         return Ok(());
     }
     let (w, h) = (f64::from(raster.width), f64::from(raster.height));

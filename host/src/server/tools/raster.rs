@@ -776,7 +776,7 @@ pub async fn resample(call: Call) -> Result<Value, ToolError> {
 fn rotated(dataset: &gdal::Dataset) -> bool {
     dataset
         .geo_transform()
-        .is_ok_and(|gt| gt[2] != 0.0 || gt[4] != 0.0)
+        .is_ok_and(|gt| crate::gdal::facts::georef::is_rotated(&gt, dataset.raster_size()))
 }
 
 /// Refuse a `nodata` the call gives for the cells outside the source when an integer band that
@@ -901,7 +901,10 @@ fn on_input_grid(request: &WarpRequest, dataset: &gdal::Dataset, reprojects: boo
     let Ok(gt) = dataset.geo_transform() else {
         return false;
     };
-    if gt[2] != 0.0 || gt[4] != 0.0 || gt[1] <= 0.0 || gt[5] == 0.0 {
+    if crate::gdal::facts::georef::is_rotated(&gt, dataset.raster_size())
+        || gt[1] <= 0.0
+        || gt[5] == 0.0
+    {
         return false;
     }
     let (px, py) = (gt[1], gt[5].abs());
@@ -1710,18 +1713,54 @@ fn terrain_units(
     }
     // gdaldem's aspect (GDAL 3.6 `GDALAspectAlg`) takes the height differences without the
     // cell sizes, right on square cells only: a plane facing 123.7° on 10 x 30 m cells read
-    // 153.4° (attack round 22, R22-B4). Its slope and hillshade divide by them.
+    // 153.4° (attack round 22, R22-B4). Its slope and hillshade divide by them. The cells are
+    // judged on the ground (a lon/lat DEM's 6" x 3" cells are square at 60° N) and by the
+    // largest turn they give an aspect, atan((r - 1) / (2 √r)) for cells r : 1: 30 x 30.003 m
+    // cells turn none by more than 0.003°, and were refused (attack round 23, R23-B1, B8).
+    let mut aspect_note = None;
     if operation == TerrainOperation::Aspect {
         if let Some(gt) = g.geotransform {
-            let (dx, dy) = (gt[1].abs(), gt[5].abs());
-            if dx > 0.0 && dy > 0.0 && (dx - dy).abs() > 1e-6 * dx.max(dy) {
-                return Err(ToolError::Arguments(format!(
-                    "input: the DEM's cells are {dx} x {dy}, not square, and gdaldem's aspect \
-                     takes the height differences without the cell sizes, so every aspect \
-                     would be turned; resample it to square cells first (raster_resample with \
-                     resolution [{m}, {m}])",
-                    m = dx.min(dy)
-                )));
+            let (dx, dy) = g.cell_size_metres.unwrap_or((gt[1].abs(), gt[5].abs()));
+            if dx > 0.0 && dy > 0.0 && dx != dy {
+                let ratio = dx.max(dy) / dx.min(dy);
+                let turn = ((ratio - 1.0) / (2.0 * ratio.sqrt())).atan().to_degrees();
+                let ground = if g.cell_size_metres.is_some() {
+                    " on the ground"
+                } else {
+                    ""
+                };
+                if turn > ASPECT_TURN_TOLERANCE_DEGREES {
+                    let advice = if g.cell_size_metres.is_some() {
+                        format!(
+                            "reproject it to a projected CRS with square cells first \
+                             (raster_reproject to the local UTM zone with resolution [{m}, {m}])",
+                            m = number((dx.min(dy) * 1000.0).round() / 1000.0)
+                        )
+                    } else {
+                        format!(
+                            "resample it to square cells first (raster_resample with \
+                             resolution [{m}, {m}])",
+                            m = dx.min(dy)
+                        )
+                    };
+                    return Err(ToolError::Arguments(format!(
+                        "input: the DEM's cells are {} x {}{ground}, not square, and gdaldem's \
+                         aspect takes the height differences without the cell sizes, so \
+                         aspects would be turned by up to {}°; {advice}",
+                        number((dx * 1000.0).round() / 1000.0),
+                        number((dy * 1000.0).round() / 1000.0),
+                        format!("{turn:.3}")
+                    )));
+                }
+                if turn > 1e-6 {
+                    aspect_note = Some(format!(
+                        "the DEM's cells are {} x {}{ground}, not quite square: gdaldem's \
+                         aspect, which ignores the cell sizes, turns an aspect by at most {}°",
+                        number((dx * 1000.0).round() / 1000.0),
+                        number((dy * 1000.0).round() / 1000.0),
+                        format!("{turn:.3}")
+                    ));
+                }
             }
         }
     }
@@ -1779,7 +1818,7 @@ fn terrain_units(
     if !operation.is_gradient() || operation == TerrainOperation::Aspect {
         return Ok(TerrainUnits {
             args: extra,
-            notes: Vec::new(),
+            notes: aspect_note.into_iter().collect(),
         });
     }
     let declared = band_facts
@@ -2045,6 +2084,10 @@ struct TerrainUnits {
     args: Vec<String>,
     notes: Vec<String>,
 }
+
+/// The largest turn non-square cells may give an aspect before `raster_terrain aspect` is
+/// refused, in degrees: below it the turn is said in a note.
+const ASPECT_TURN_TOLERANCE_DEGREES: f64 = 0.1;
 
 /// Two unit ratios closer than this (relative) are one: the international and the US survey
 /// foot (2 ppm apart) agree, and so do 3.28 and 3.2808 for feet over metres.
