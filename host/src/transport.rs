@@ -195,8 +195,9 @@ async fn read_requests<R>(
                     release_freed_memory();
                 }
                 match checked {
-                    Ok("") => continue,
+                    Ok(text) if text.is_empty() => continue,
                     Ok(text) => {
+                        let text: &str = &text;
                         if !lifecycle_chosen {
                             match before_lifecycle(text) {
                                 BeforeLifecycle::Chooses => lifecycle_chosen = true,
@@ -453,12 +454,12 @@ pub const MAX_ID_BYTES: usize = 1024;
 /// where it can be read and `null` where it cannot. A line serde cannot parse at all (not
 /// UTF-8, a number beyond f64, a lone surrogate, nesting past serde's limit, a truncation)
 /// still has its id read by a scan of its top-level members.
-pub fn check_line(line: &[u8]) -> Result<&str, String> {
+pub fn check_line(line: &[u8]) -> Result<std::borrow::Cow<'_, str>, String> {
     // rmcp ignores a leading byte order mark (RFC 8259 §8.1); so does the filter, and rmcp gets
     // the line without it.
     let line = trim_json_whitespace(line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line));
     if line.is_empty() {
-        return Ok("");
+        return Ok(std::borrow::Cow::Borrowed(""));
     }
     let text = match std::str::from_utf8(line) {
         Ok(text) => text,
@@ -474,11 +475,28 @@ pub fn check_line(line: &[u8]) -> Result<&str, String> {
             ))
         }
     };
-    check(text).map(|()| text)
+    match check(text)? {
+        Checked::Forward => Ok(std::borrow::Cow::Borrowed(text)),
+        Checked::Replace(with) => Ok(std::borrow::Cow::Owned(with)),
+        Checked::Drop(why) => {
+            tracing::warn!("{why}");
+            Ok(std::borrow::Cow::Borrowed(""))
+        }
+    }
+}
+
+/// What [`check`] makes of a readable line.
+enum Checked {
+    /// Handed to rmcp as it is.
+    Forward,
+    /// Handed to rmcp as this line instead.
+    Replace(String),
+    /// Neither handed on nor answered (a response that is no answer to anything readable).
+    Drop(String),
 }
 
 /// [`check_line`] for a line already known to be UTF-8 (without a byte order mark).
-fn check(text: &str) -> Result<(), String> {
+fn check(text: &str) -> Result<Checked, String> {
     let value: Value = match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) => {
@@ -537,6 +555,36 @@ fn check(text: &str) -> Result<(), String> {
     }
     let id = message.get("id");
     let reply_id = reply_id(id);
+    // A response (`result` or `error`, no `method`) is never answered, however malformed: an
+    // answer to it is a response to a response, sent under the id of the server's own request,
+    // which a client reads as the answer to its own request of that number. A malformed reply
+    // to a server request (the sign-off form's) is handed to rmcp as an error response with
+    // its id, which fails that request at once; it left the tool call waiting for the form's
+    // 10 minutes (attack round 23, R23-C3).
+    if message.get("method").is_none()
+        && (message.contains_key("result") || message.contains_key("error"))
+    {
+        let well_formed = message.get("jsonrpc") == Some(&json!("2.0"))
+            && !reply_id.is_null()
+            && (message.contains_key("result") ^ message.contains_key("error"))
+            && serde_json::from_str::<ClientJsonRpcMessage>(text).is_ok();
+        if well_formed {
+            return Ok(Checked::Forward);
+        }
+        if reply_id.is_null() {
+            return Ok(Checked::Drop(format!(
+                "a response without a readable id was dropped (JSON-RPC answers no response): \
+                 {}",
+                text.chars().take(200).collect::<String>()
+            )));
+        }
+        return Ok(Checked::Replace(error_line(
+            &reply_id,
+            -32603,
+            "the client's reply to this request is not a JSON-RPC response (it needs \
+             \"jsonrpc\": \"2.0\", its id, and a \"result\" or an \"error\" object, not both)",
+        )));
+    }
     let invalid = |why: &str| {
         Err(error_line(
             &reply_id,
@@ -554,13 +602,6 @@ fn check(text: &str) -> Result<(), String> {
         );
     }
     let Some(method) = message.get("method") else {
-        // A response (to a server request): it needs an id and a result or an error.
-        if id.is_some() && (message.contains_key("result") ^ message.contains_key("error")) {
-            return match serde_json::from_str::<ClientJsonRpcMessage>(text) {
-                Ok(_) => Ok(()),
-                Err(e) => invalid(&format!("not a JSON-RPC response: {e}")),
-            };
-        }
         return invalid("no \"method\"");
     };
     let Some(method) = method.as_str() else {
@@ -614,9 +655,9 @@ fn check(text: &str) -> Result<(), String> {
                     "these params do not fit {method}; see the MCP specification of {method}"
                 ))
             }
-            _ => Ok(()),
+            _ => Ok(Checked::Forward),
         },
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(Checked::Forward),
         Err(e) if TYPED_METHODS.contains(&method) => invalid_params(&format!("{method}: {e}")),
         Err(e) => invalid(&e.to_string()),
     }
@@ -976,6 +1017,41 @@ mod tests {
         assert_eq!(code(small), None);
     }
 
+    /// Attack round 23, R23-C3: a malformed response (to the server's sign-off form) was
+    /// answered with an error under the server's own request id, a response to a response the
+    /// client read as the answer to its own request of that number, and the form's request
+    /// stayed open for its 10 minutes. A response is never answered: a malformed one with a
+    /// readable id reaches rmcp as an error response to that id (which fails the form at
+    /// once); one without a readable id (a spec-valid error with `id: null` included) is
+    /// dropped.
+    #[test]
+    fn r23_c3_responses_are_never_answered() {
+        for malformed in [
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{},\"error\":{\"code\":1,\"message\":\"x\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":0,\"error\":\"no\"}",
+            "{\"id\":0,\"result\":{\"action\":\"accept\"}}",
+        ] {
+            let line = check_line(malformed.as_bytes()).expect("never answered");
+            let reply: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(reply["id"], json!(0), "{malformed}");
+            assert_eq!(reply["error"]["code"], json!(-32603), "{malformed}");
+            assert!(rmcp_reads(&line), "{malformed}");
+        }
+        for unreadable in [
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"x\"}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}",
+            "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"result\":{}}",
+        ] {
+            assert_eq!(
+                check_line(unreadable.as_bytes()).as_deref(),
+                Ok(""),
+                "{unreadable}"
+            );
+        }
+        let fine = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"action\":\"decline\"}}";
+        assert_eq!(check_line(fine.as_bytes()).as_deref(), Ok(fine));
+    }
+
     #[test]
     fn malformed_messages_get_the_right_error_and_id() {
         let cases: &[(&str, Option<(i64, Value)>)] = &[
@@ -991,7 +1067,6 @@ mod tests {
             ("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":123}}", Some((-32602, json!(4)))),
             ("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"x\",\"arguments\":[1]}}", Some((-32602, json!(5)))),
             ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"result\":{}}", Some((-32600, json!(1)))),
-            ("{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}", Some((-32600, Value::Null))),
             ("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\",\"params\":[]}", Some((-32602, Value::Null))),
             ("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}", None),
             ("\u{feff}{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\"}", None),
@@ -1108,7 +1183,7 @@ mod tests {
             if want.is_none() {
                 // What passes is what rmcp reads (or nothing at all), without BOM or CR.
                 let text = check_line(line).unwrap_or_default();
-                assert!(text.is_empty() || rmcp_reads(text), "{shown}");
+                assert!(text.is_empty() || rmcp_reads(&text), "{shown}");
                 assert!(
                     !text.starts_with('\u{feff}') && !text.ends_with('\r'),
                     "{shown}"

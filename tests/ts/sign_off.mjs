@@ -93,7 +93,7 @@ async function withClient(answer, body) {
   const messages = [];
   client.setRequestHandler(ElicitRequestSchema, async (request) => {
     messages.push(request.params.message || "");
-    return answer;
+    return typeof answer === "function" ? await answer(request) : answer;
   });
   await client.connect(transport);
   try {
@@ -155,6 +155,31 @@ await check("decline", () => withClient(
     expect(text.includes("declined") && text.includes("wrong zone"), `refusal: ${text.slice(0, 500)}`);
     expect(!fs.existsSync(output), "written");
     return "refused: declined, with the note; nothing written";
+  }));
+
+// Attack round 22, R22-C5: a host that keeps a request alive on progress (the SDK's
+// `resetTimeoutOnProgress`) timed out while the person read the form: no progress was sent
+// while it was open. The person here answers after 3.5 s; the request's timeout is 2 s.
+await check("slow person, progress keeps the call alive", () => withClient(
+  async () => {
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    return { action: "accept", content: { decision: "approve", note: "read it slowly" } };
+  },
+  async (client) => {
+    await client.listTools();
+    const progress = [];
+    const result = await client.callTool({ name: "vector_reproject", arguments: call },
+      undefined, {
+        timeout: 2000, resetTimeoutOnProgress: true, maxTotalTimeout: args.timeout * 1000,
+        onprogress: (p) => progress.push(p),
+      });
+    expect(!result.isError, `refused: ${textOf(result).slice(0, 400)}`);
+    const waiting = progress.filter((p) => String(p.message || "").includes("sign-off"));
+    expect(waiting.length >= 3, `progress while the form was open: ${JSON.stringify(progress)}`);
+    const values = progress.map((p) => p.progress);
+    expect(values.every((v, i) => i === 0 || v > values[i - 1]), `progress does not grow: ${values}`);
+    fs.unlinkSync(output);
+    return `${waiting.length} progress notification(s) while the form was open`;
   }));
 
 console.log(`${passed} passed, ${failed} failed`);

@@ -1171,7 +1171,10 @@ fn acknowledging(word: &str) -> bool {
             || ["s", "es", "d", "ed", "ing", "ment", "ments"]
                 .iter()
                 .filter_map(|suffix| w.strip_suffix(suffix))
-                .filter(|stem| stem.chars().count() >= 2)
+                // A stem of 4 letters or more: `sites`, `dates`, `used` and `bed` are no
+                // inflections of the listed `sit`, `dat`, `us` and `be` (attack round 23,
+                // R23-C2).
+                .filter(|stem| stem.chars().count() >= 4)
                 .any(|stem| {
                     read.contains(stem)
                         || read.contains(&format!("{stem}e"))
@@ -1266,6 +1269,26 @@ impl Spelling {
         if word.chars().count() < Self::SHORTEST || self.known.contains(&word) {
             return word;
         }
+        let respelled = self.nearest(&word);
+        // A negating prefix is no slip: `unexpected`, `implausible` and `incorrect` reject
+        // what `expected`, `plausible` and `correct` accept (attack round 23, R23-C2).
+        let negated = ["un", "in", "im", "ir", "il", "non", "dis", "a"]
+            .iter()
+            .any(|prefix| {
+                word.strip_prefix(prefix).is_some_and(|rest| {
+                    !respelled.starts_with(prefix) && edit_distance(rest, &respelled) <= 1
+                })
+            });
+        if negated {
+            word
+        } else {
+            respelled
+        }
+    }
+
+    /// The known word `word` is read as ([`Spelling::respelled`]), or `word`.
+    fn nearest(&self, word: &str) -> String {
+        let word = word.to_string();
         let length = word.chars().count();
         if length >= Self::TWO_EDITS {
             let mut near: Vec<&String> = self
@@ -1458,12 +1481,20 @@ fn foreign_in_latin_word(c: char) -> bool {
         && !c.is_ascii_alphabetic()
         && !matches!(c,
             '\u{00DF}'..='\u{00F6}' | '\u{00F8}'..='\u{00FF}' | '\u{0100}'..='\u{017F}'
-            | '\u{0180}'..='\u{01BF}' | '\u{01C4}'..='\u{024F}' | '\u{1E00}'..='\u{1EFF}'
-            | '\u{03B1}'..='\u{03C9}')
+            | '\u{1E00}'..='\u{1EFF}' | '\u{03B1}'..='\u{03C9}')
         // Letters of Azerbaijani and African Latin alphabets (Gəncə, Ɗanbatta, Kɔforidua):
         // words, not look-alikes (attack round 22, R22-C6); folded for comparison (STROKED).
+        // The rest of Latin Extended-B and IPA is phonetic, not a letter of an orthography:
+        // a hook, curl or topbar on `l d t n c p` (ƚ ƌ ƭ ƞ ƈ ƥ) hid an acknowledgement and a
+        // copy, unfolded, where the whole block was allowed (attack round 23, R23-C5).
         && !STROKED.iter().any(|(from, _)| *from == c)
+        && !ORTHOGRAPHY_LETTERS.contains(&c)
 }
+
+/// Letters outside Latin-1 and Latin Extended-A that orthographies write, not in [`STROKED`]:
+/// Ewe's `ƒ`, Sami's and African alphabets' `ŋ`, Kabiyè's `ɩ`, Pan-Nigerian `ǝ`, `ʉ`, `ɵ`,
+/// Old English `ȝ` and `ƿ`.
+const ORTHOGRAPHY_LETTERS: &[char] = &['ƒ', 'ŋ', 'ɩ', 'ǝ', 'ʉ', 'ɵ', 'ȝ', 'ƿ'];
 
 /// `text` as a reader sees it: compatibility forms composed (NFKC: a full-width `ａ` is `a`),
 /// what [`shows_nothing`] (a zero-width space, a soft hyphen, a direction mark, a Hangul
@@ -1475,6 +1506,10 @@ fn as_read(text: &str) -> String {
     use unicode_general_category::{get_general_category, GeneralCategory as G};
     use unicode_normalization::UnicodeNormalization;
     text.nfkd()
+        // Spacing modifier letters (the ʻokina of Hawaiʻi, the prime of Tverʹ, ayin and hamza
+        // of Sanʿāʾ, Ukraine's apostrophe ʼ) are apostrophes to a reader: read as nothing,
+        // not as a letter of another script (attack round 23, R23-C6).
+        .filter(|c| !matches!(c, '\u{02B0}'..='\u{02FF}'))
         .filter(|c| {
             !shows_nothing(*c)
                 && !matches!(
@@ -1544,12 +1579,39 @@ const STROKED: &[(char, char)] = &[
 /// The lower-case words of `text` as a reader sees it ([`as_read`]): runs of letters (any
 /// script), without digits, as written.
 fn raw_words(text: &str) -> Vec<String> {
-    as_read(text)
+    as_read(&joined_pieces(text))
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .map(|w| w.trim_matches('\'').to_lowercase())
         .filter(|w| !w.is_empty() && w.chars().any(char::is_alphabetic))
         .filter(|w| !w.chars().all(|c| c.is_ascii_digit() || c == '.'))
         .collect()
+}
+
+/// `text` with a word's pieces put together as a reader reads them: a hyphen or a middle dot
+/// between two letters joins them (`acknow-ledge`, `sen-se`), and a word run together in
+/// camel case comes apart (`LooksReasonableToMe` is `Looks Reasonable To Me`). Each was a
+/// run of new, unlisted words: a hyphenated acknowledgement, and a verbatim copy of the
+/// refusal with a hyphen in each long word, passed a critical decision (attack round 23,
+/// R23-C1, R23-C4).
+fn joined_pieces(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    for (i, &c) in chars.iter().enumerate() {
+        let before = i.checked_sub(1).and_then(|j| chars.get(j)).copied();
+        let after = chars.get(i + 1).copied();
+        let joins = matches!(c, '-' | '\u{2010}' | '\u{2011}' | '\u{00B7}' | '\u{2027}');
+        if joins
+            && before.is_some_and(char::is_alphabetic)
+            && after.is_some_and(char::is_alphabetic)
+        {
+            continue;
+        }
+        if c.is_uppercase() && before.is_some_and(char::is_lowercase) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// [`raw_words`], a word with a Latin letter [`folded`]: `lοοks` with Greek omicrons is
@@ -1650,6 +1712,51 @@ fn answer_texts(value: &Value) -> Vec<(String, &str)> {
     out
 }
 
+/// Letters a run copied from the refusal holds, however its words are cut, joined or spaced.
+const COPY_RUN_LETTERS: usize = 24;
+
+/// The share of an answer's letters in runs copied from the refusal above which it is a copy.
+const COPIED_LETTERS_SHARE: f64 = 0.8;
+
+/// `text`'s letters as a reader reads them, in one stream: [`as_read`], look-alikes and
+/// stroked letters [`folded`], digits drawn like letters read so, every separator dropped.
+fn letter_stream(text: &str) -> Vec<char> {
+    raw_words(text)
+        .iter()
+        .flat_map(|w| folded(&undigited(w)).chars().collect::<Vec<_>>())
+        .filter(|c| c.is_alphabetic())
+        .collect()
+}
+
+/// Every run of [`COPY_RUN_LETTERS`] letters of `stream`.
+fn letter_windows(stream: &[char]) -> Vec<String> {
+    stream
+        .windows(COPY_RUN_LETTERS)
+        .map(|w| w.iter().collect())
+        .collect()
+}
+
+/// Whether [`COPIED_LETTERS_SHARE`] of the letters of `stream` lie in runs of
+/// [`COPY_RUN_LETTERS`] letters found in the refusal (`asked`): a copy whose words were cut
+/// (`rep-rojects`, `rep rojects`) or run together (`PlanarFigures`) reads as new words, and
+/// passed a critical decision (attack round 23, R23-C4); its letters are the refusal's.
+fn copied_letters(stream: &[char], asked: &std::collections::HashSet<String>) -> bool {
+    if stream.len() < 2 * COPY_RUN_LETTERS || asked.is_empty() {
+        return false;
+    }
+    let mut covered = vec![false; stream.len()];
+    for (start, window) in stream.windows(COPY_RUN_LETTERS).enumerate() {
+        let run: String = window.iter().collect();
+        if asked.contains(&run) {
+            for flag in &mut covered[start..start + COPY_RUN_LETTERS] {
+                *flag = true;
+            }
+        }
+    }
+    let share = covered.iter().filter(|c| **c).count() as f64 / stream.len() as f64;
+    share >= COPIED_LETTERS_SHARE
+}
+
 /// The runs of three consecutive words of `words`.
 fn trigrams(words: &[String]) -> Vec<String> {
     words.windows(3).map(|w| w.join(" ")).collect()
@@ -1679,9 +1786,22 @@ pub fn own_words(value: &Value, asked: &[&str], findings: &[&str]) -> Vec<FieldE
             .map(|w| spelling.respelled(w))
             .collect()
     };
+    let asked_letters: std::collections::HashSet<String> = asked
+        .iter()
+        .flat_map(|t| letter_windows(&letter_stream(t)))
+        .collect();
     let mut errors = Vec::new();
     let mut own_total: Vec<String> = Vec::new();
     for (path, text) in answer_texts(value) {
+        if copied_letters(&letter_stream(text), &asked_letters) {
+            err(
+                &mut errors,
+                &path,
+                "copies the refusal's own words (its questions, findings or hints) instead of \
+                 answering them; say in your words what this analysis does and why",
+            );
+            continue;
+        }
         let all = answer_words(text);
         let runs = trigrams(&all);
         let copied = runs.iter().filter(|r| asked_runs.contains(*r)).count();

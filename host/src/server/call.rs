@@ -33,6 +33,9 @@ pub struct Call {
     pub explain_only: bool,
     /// A 2026-07-28 retry's request state and answers (a person's sign-off).
     resume: Option<super::sign_off::Resume>,
+    /// The last progress value sent for this request: progress only grows, whether the work
+    /// or a wait for a person sends it.
+    progress_sent: Arc<Mutex<f64>>,
 }
 
 /// The paths a call confined.
@@ -80,6 +83,7 @@ impl Call {
             paths: Mutex::new(Paths::default()),
             explain_only: false,
             resume: None,
+            progress_sent: Arc::new(Mutex::new(-1.0)),
         }
     }
 
@@ -214,6 +218,35 @@ impl Call {
         copy
     }
 
+    /// A progress notification while the call waits for something other than its work (a
+    /// person's sign-off), when the client asked for progress: a value a little above the last
+    /// one sent, below 1 of 100, with `message`. Hosts that keep a long request alive on
+    /// progress (the TypeScript SDK's `resetTimeoutOnProgress`) timed out on every sign-off a
+    /// person took longer than their timeout to answer (attack round 22, R22-C5).
+    pub async fn progress_while_waiting(&self, message: &str) {
+        let Some(context) = &self.context else {
+            return;
+        };
+        let Some(token) = context.meta.get_progress_token() else {
+            return;
+        };
+        let value = {
+            let Ok(mut last) = self.progress_sent.lock() else {
+                return;
+            };
+            let next = (last.max(0.0) + 0.001).min(0.999);
+            if next <= *last {
+                return;
+            }
+            *last = next;
+            next
+        };
+        let param = ProgressNotificationParam::new(token, value)
+            .with_total(100.0)
+            .with_message(message.to_string());
+        let _ = context.peer.notify_progress(param).await;
+    }
+
     /// Progress and cancellation for the work of this call: progress goes to the client as
     /// MCP progress notifications when it asked for them (a progress token), and the work sees
     /// the request's cancellation.
@@ -232,17 +265,22 @@ impl Call {
         let progress_token = context.meta.get_progress_token();
         let peer = context.peer.clone();
         let message = self.tool;
+        let sent = self.progress_sent.clone();
         tokio::spawn(async move {
-            let mut last = -1.0f64;
             while let Some(fraction) = receiver.recv().await {
                 let Some(token) = progress_token.clone() else {
                     continue;
                 };
                 let percent = (fraction.clamp(0.0, 1.0) * 100.0).floor();
-                if percent <= last {
-                    continue;
+                {
+                    let Ok(mut last) = sent.lock() else {
+                        continue;
+                    };
+                    if percent <= *last {
+                        continue;
+                    }
+                    *last = percent;
                 }
-                last = percent;
                 let param = ProgressNotificationParam::new(token, percent)
                     .with_total(100.0)
                     .with_message(message);

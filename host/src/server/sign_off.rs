@@ -234,6 +234,14 @@ pub async fn settle(
     Ok(())
 }
 
+/// How often a progress notification is sent while a sign-off form is open.
+const FORM_PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The heartbeat loops until the form is answered; `select!` drops it then.
+fn unreachable_heartbeat() -> Result<rmcp::model::ElicitResult, rmcp::service::ServiceError> {
+    Err(rmcp::service::ServiceError::UnexpectedResponse)
+}
+
 /// Ask the person through `elicitation/create`; `Err` when no answer came in time (`true`:
 /// expired) or the client could not show the form or answered nonsense, with why in words.
 async fn elicit(call: &Call, sign_off: &SignOff) -> Result<FormAnswer, (bool, String)> {
@@ -262,7 +270,17 @@ async fn elicit(call: &Call, sign_off: &SignOff) -> Result<FormAnswer, (bool, St
         }
     };
     let form = handle.id.clone();
+    // Progress while the form is open, so that a host which keeps a request alive on progress
+    // does not time it out while the person reads (R22-C5).
+    let waiting = format!("waiting for a person's sign-off of {}", sign_off.domain);
+    let heartbeat = async {
+        loop {
+            call.progress_while_waiting(&waiting).await;
+            tokio::time::sleep(FORM_PROGRESS_INTERVAL).await;
+        }
+    };
     let result = tokio::select! {
+        () = heartbeat => unreachable_heartbeat(),
         result = handle.await_response() => result.and_then(|answer| match answer {
             rmcp::model::ClientResult::ElicitResult(result) => Ok(result),
             _ => Err(rmcp::service::ServiceError::UnexpectedResponse),
