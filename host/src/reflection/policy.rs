@@ -214,6 +214,7 @@ pub const BUILTIN_EVIDENCE: &[(&str, &[&str])] = &[
             "csv_geometry_dropped",
             "csv_points_only",
             "schema_lost",
+            "driver_converts",
             "driver_reprojects",
             "crs_missing",
             "crs_not_kept",

@@ -155,6 +155,7 @@ pub(crate) fn why(id: &str) -> &'static str {
             "the driver reprojects to WGS 84 with whatever datum transformation PROJ picks, \
              outside the crs_datum review"
         }
+        "driver_converts" => "coordinates move to longitude and latitude exactly: nothing is lost",
         "non_standard_crs" => "most web clients ignore the `crs` member and misplace the data",
         "palette_dropped" => "the colour table, and with it the class colours, is lost",
         "unknown_driver" => "the domain cannot tell what this driver drops; check it yourself",

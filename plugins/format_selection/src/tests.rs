@@ -1,7 +1,9 @@
 //! Classification tables of the domain, run natively.
 
 use super::*;
-use gdal_mcp_domain_sdk::testing::{call, raster, raster_dataset, utm33, vector_dataset, wgs84};
+use gdal_mcp_domain_sdk::testing::{
+    call, nad27, raster, raster_dataset, utm33, vector_dataset, wgs84,
+};
 use gdal_mcp_domain_sdk::testing::{evidence_ids as ids, evidence_item as item, offered};
 use gdal_mcp_domain_sdk::testing::{
     output, resampled_step, upstream_step, with_output, with_upstream,
@@ -530,12 +532,38 @@ fn vector_table() {
             utm(),
             Some(Severity::Required),
         ),
+        // From WGS 84 / UTM the driver's move is a conversion on one datum (R23-B14); from
+        // NAD27 it is a datum transformation no one reviewed.
+        (
+            "GeoJSON RFC 7946 converts",
+            "vector_convert",
+            json!({"output": "o.geojson", "layer_options": {"RFC7946": "YES"}}),
+            one,
+            utm(),
+            Some(Severity::Advisory),
+        ),
         (
             "GeoJSON RFC 7946 reprojects",
             "vector_convert",
             json!({"output": "o.geojson", "layer_options": {"RFC7946": "YES"}}),
             one,
+            Some(nad27()),
+            Some(Severity::Required),
+        ),
+        (
+            "KML from UTM converts",
+            "vector_convert",
+            json!({"output": "o.kml"}),
+            one,
             utm(),
+            Some(Severity::Advisory),
+        ),
+        (
+            "KML from NAD27 reprojects",
+            "vector_convert",
+            json!({"output": "o.kml"}),
+            one,
+            Some(nad27()),
             Some(Severity::Required),
         ),
         (
@@ -616,7 +644,7 @@ fn vector_table() {
             json!({"output": "o.kml"}),
             two,
             utm(),
-            Some(Severity::Required),
+            Some(Severity::Advisory),
         ),
         (
             "KML without CRS",

@@ -144,15 +144,20 @@ fn is_wgs84(crs: &CrsFacts) -> bool {
     let by_id = crs.id.as_deref().is_some_and(|id| {
         id.eq_ignore_ascii_case("EPSG:4326") || id.eq_ignore_ascii_case("OGC:CRS84")
     });
-    let by_datum = crs.kind == CrsKind::Geographic
-        && crs.vertical.is_none()
+    let by_datum = crs.kind == CrsKind::Geographic && crs.vertical.is_none() && on_wgs84_datum(crs);
+    by_id || by_datum
+}
+
+/// A CRS on the WGS 84 datum (its ensemble included), projected or geographic, with no
+/// vertical part: moving it to WGS 84 longitude and latitude changes no datum.
+fn on_wgs84_datum(crs: &CrsFacts) -> bool {
+    crs.vertical.is_none()
         && crs.datum.as_deref().is_some_and(|d| {
             let d = d.to_ascii_lowercase().replace([' ', '_'], "");
             d == "wgs1984"
                 || d == "worldgeodeticsystem1984"
                 || d == "worldgeodeticsystem1984ensemble"
-        });
-    by_id || by_datum
+        })
 }
 
 /// A layer in numbers: `roads (Line String, 120 features; types met in 100 checked: Line
@@ -413,6 +418,18 @@ pub(crate) fn assess(call: &Call) -> Option<Assessment> {
                 format!(
                     "{format} always stores WGS 84 longitude/latitude: the output will not be in \
                      the requested {}",
+                    crs_label(crs)
+                ),
+            )),
+            // On the WGS 84 datum already (WGS 84 / UTM, Web Mercator), the driver's move to
+            // longitude and latitude is a projection conversion, exact: no datum
+            // transformation to review (attack round 23, R23-B14: KML from EPSG:32633 was asked
+            // as "a datum transformation no one reviewed").
+            Some(crs) if always && on_wgs84_datum(crs) => notes.push(note(
+                "driver_converts",
+                format!(
+                    "{format} stores WGS 84 longitude/latitude: the driver converts from {} on \
+                     its own datum (a projection conversion, exact)",
                     crs_label(crs)
                 ),
             )),

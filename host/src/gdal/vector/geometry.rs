@@ -228,6 +228,31 @@ pub fn line_length_readings(
     Ok(Some((length(geometry)?, length(&cut)?)))
 }
 
+/// A lon/lat polygon's area with geodesic edges and along its edges as the layer draws them
+/// (straight in longitude and latitude, followed in steps of [`DRAWN_EDGE_STEP_DEGREES`]), in
+/// the measurer's units; `None` for a geometry without a polygon or without a long edge.
+/// `vector_query` measured a 4-vertex latitude band 0 m² and a polar cap 36 % short as
+/// geodesics, with no word, where `vector_measure` refuses with both (attack round 23,
+/// R23-B4).
+pub fn polygon_area_readings(
+    geometry: &Geometry,
+    measurer: &Measurer,
+) -> Result<Option<(f64, f64)>, GdalError> {
+    let area = |g: &Geometry| -> f64 {
+        let polygons = of_kinds(parts(g), &[Kind::Polygon]);
+        measurer.figures(&polygons, false).area
+    };
+    let linear = without_arcs(geometry);
+    let geometry = linear.as_ref().unwrap_or(geometry);
+    if !parts(geometry).iter().any(|p| p.kind == Kind::Polygon) {
+        return Ok(None);
+    }
+    let Some(cut) = segmentized("input", geometry, DRAWN_EDGE_STEP_DEGREES)? else {
+        return Ok(None);
+    };
+    Ok(Some((area(geometry), area(&cut))))
+}
+
 /// Longest step, in metres, of an edge of a projected layer's feature followed straight in its
 /// plane before the feature is moved into another CRS ([`moved_as_drawn`]).
 pub const PROJECTED_EDGE_STEP_METRES: f64 = 50_000.0;

@@ -562,6 +562,22 @@ fn measure_feature(
                 notes.push("no polygon, so no area".to_string());
             } else if !invalid {
                 row.area = figures.area.is_finite().then_some(figures.area);
+                // A lon/lat polygon's long edges, as for lines below (R23-B4).
+                if how.geographic.is_some() {
+                    if let Ok(Some((geodesic, drawn))) =
+                        geometry::polygon_area_readings(geometry, measurer)
+                    {
+                        if (geodesic - drawn).abs() > 0.01 * geodesic.max(drawn) {
+                            notes.push(format!(
+                                "area: {geodesic:.6e} m² with geodesic edges (given); \
+                                 {drawn:.6e} m² along its edges straight in longitude and \
+                                 latitude, as the layer draws them (a latitude band, a polar \
+                                 cap); vector_measure refuses such a polygon with both figures \
+                                 and the argument that chooses"
+                            ));
+                        }
+                    }
+                }
             }
         }
         if measures.contains(&Measure::Length) {
