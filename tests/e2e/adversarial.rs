@@ -7550,3 +7550,93 @@ async fn r22_a6_a8_a9_a10_files_gdal_and_sqlite_write_or_seek_are_refused() {
     assert!(is_error(&spot), "{}", text(&spot));
     assert!(text(&spot).contains("image.rep"), "{}", text(&spot));
 }
+
+/// Attack round 23, R23-A6: GDAL's RST writer computes its input's statistics, which GDAL
+/// keeps in the input's PAM and writes beside the input when it closes: a successful
+/// `raster_convert` to RST overwrote a planted `<input>.aux.xml` hard-linked to a file
+/// elsewhere (the ledger, in the tester's run), made an EHdr input write its `.stx`, and
+/// rewrote an input VRT; HFA with `STATISTICS=YES` did the same. RST is no output format now,
+/// HFA's `STATISTICS` is refused, and HFA without it writes nothing beside the input.
+#[tokio::test]
+async fn r23_a6_no_writer_computes_statistics_beside_its_input() {
+    let decoy = Decoy::new();
+    let server = start(&["dem.tif"]).await;
+    std::fs::hard_link(decoy.path("secret.txt"), server.path("dem.tif.aux.xml")).unwrap();
+    let rst = server
+        .call(
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.rst", "format": "RST"}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&rst), "{}", text(&rst));
+    assert!(text(&rst).contains("RST"), "{}", text(&rst));
+    let statistics = server
+        .call(
+            "raster_convert",
+            json!({"input": "dem.tif", "output": "o.img", "format": "HFA",
+                   "creation_options": {"STATISTICS": "YES"}}),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&statistics), "{}", text(&statistics));
+    assert!(
+        text(&statistics).contains("STATISTICS"),
+        "{}",
+        text(&statistics)
+    );
+    assert!(!server.path("o.rst").exists() && !server.path("o.img").exists());
+    decoy.assert_untouched();
+    // The twin: HFA without statistics converts, and the input's side file is unchanged.
+    std::fs::remove_file(server.path("dem.tif.aux.xml")).unwrap();
+    let plain = gdal_mcp_tests::call_justified(
+        &server,
+        "raster_convert",
+        json!({"input": "dem.tif", "output": "p.img", "format": "HFA"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&plain.result), "{}", text(&plain.result));
+    assert!(!server.path("dem.tif.aux.xml").exists());
+}
+
+/// Attack round 23, R23-A1: `vector_buffer` (and every tool that writes through the host's own
+/// vector writer) named the output's layer after the input's, and LIBKML and CSV given an
+/// output whose extension is not theirs write a folder of files named after the layers: a
+/// layer named `../../<outside>/victim` overwrote a file outside the workspace. An output
+/// must end with its driver's extension, and a layer name written is never a path.
+#[tokio::test]
+async fn r23_a1_layer_names_never_become_paths() {
+    let decoy = Decoy::new();
+    let server = start(&[]).await;
+    let outside = decoy.path("victim");
+    let name = format!("../../../../../../../..{outside}");
+    let layer = json!({"type": "FeatureCollection", "name": name,
+        "features": [{"type": "Feature", "properties": {"a": 1},
+                      "geometry": {"type": "Point", "coordinates": [500000.0, 4000000.0]}}],
+        "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::32633"}}});
+    std::fs::write(server.path("a.geojson"), layer.to_string()).unwrap();
+    for (format, output) in [("LIBKML", "o1.x"), ("CSV", "o2.x")] {
+        let refused = server
+            .call(
+                "vector_buffer",
+                json!({"input": "a.geojson", "output": output, "format": format,
+                       "distance": 10.0, "unit": "m"}),
+            )
+            .await
+            .unwrap();
+        assert!(is_error(&refused), "{format}: {}", text(&refused));
+        assert!(text(&refused).contains("extension"), "{}", text(&refused));
+    }
+    let written = gdal_mcp_tests::call_justified(
+        &server,
+        "vector_buffer",
+        json!({"input": "a.geojson", "output": "o3.kml", "format": "LIBKML", "distance": 10.0,
+               "unit": "m"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&written.result), "{}", text(&written.result));
+    decoy.assert_untouched();
+    assert!(!Path::new(&decoy.path("victim")).exists());
+}

@@ -1446,6 +1446,22 @@ pub fn check_raster_format(format: &str, options: &[(String, String)]) -> Result
     if options.is_empty() {
         return Ok(());
     }
+    for (name, option) in super::policy::INPUT_STATISTICS_OPTIONS {
+        let given = options.iter().find(|(key, value)| {
+            key.eq_ignore_ascii_case(option)
+                && matches!(
+                    value.trim().to_ascii_uppercase().as_str(),
+                    "YES" | "TRUE" | "ON" | "1"
+                )
+        });
+        if driver.short_name().eq_ignore_ascii_case(name) && given.is_some() {
+            return Err(GdalError::Arguments(format!(
+                "creation_options: {option}=YES makes the {name} driver compute the input's \
+                 statistics, which GDAL then writes into a file beside the input (not the \
+                 output); leave it out, and compute statistics of the output with raster_stats"
+            )));
+        }
+    }
     super::policy::check_options(
         "creation_options",
         &driver,

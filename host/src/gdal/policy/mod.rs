@@ -50,8 +50,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// Raster drivers a tool may write. Left out on purpose: drivers whose options or behaviour
-/// reach outside the output (MRF, PDS4, ISIS3, PDF, VRT) and drivers that reproject or expand
-/// on write behind the gate's back (MBTiles, KMLSUPEROVERLAY).
+/// reach outside the output (MRF, PDS4, ISIS3, PDF, VRT, and RST, whose writer computes its
+/// input's statistics, which GDAL then writes beside the input: `<input>.aux.xml`, an EHdr
+/// input's `.stx`, an input VRT rewritten; attack round 23, R23-A6) and drivers that
+/// reproject or expand on write behind the gate's back (MBTiles, KMLSUPEROVERLAY).
 pub const RASTER_OUTPUT_DRIVERS: &[&str] = &[
     "GTiff",
     "COG",
@@ -67,8 +69,12 @@ pub const RASTER_OUTPUT_DRIVERS: &[&str] = &[
     "JP2OpenJPEG",
     "SAGA",
     "GS7BG",
-    "RST",
 ];
+
+/// Creation options a driver takes that make it compute its input's statistics, which GDAL
+/// keeps in the input's PAM and writes beside the input when it closes (HFA's `STATISTICS`
+/// wrote `<input>.aux.xml`: attack round 23, R23-A6). Refused when true.
+pub const INPUT_STATISTICS_OPTIONS: &[(&str, &str)] = &[("HFA", "STATISTICS")];
 
 /// Vector drivers a tool may write (MVT, whose `TEMPORARY_DB` deletes a file, and PDF are
 /// left out).

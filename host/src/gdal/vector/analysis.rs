@@ -308,9 +308,13 @@ fn write_rows(
     let mut count = 0u64;
     {
         let mut out = staging.create_vector(driver, failed)?;
+        // A layer name is data, and drivers that write a folder name files after it: one
+        // named `../../../outside/victim` overwrote a file outside the workspace (attack round
+        // 23, R23-A1). Path characters become `_`.
+        let layer_name = super::file_safe_layer_name(layer_name);
         let layer = out
             .create_layer(LayerOptions {
-                name: layer_name,
+                name: &layer_name,
                 srs,
                 ty,
                 options: None,
@@ -1366,12 +1370,26 @@ fn meeting_pairs_within(
 /// removed everything, or no overlap although the extents meet.
 fn empty_reason(operation: OverlayOperation, a: &[Row], b: &[Row]) -> String {
     let (ea, eb) = (rows_extent(a), rows_extent(b));
+    // An extent as numbers (`Some([..])` was Rust's debug text in a message: R23-B12).
+    let text = |e: Option<[f64; 4]>| {
+        e.map_or_else(
+            || "none".to_string(),
+            |[x0, y0, x1, y1]| format!("x {x0} to {x1}, y {y0} to {y1}"),
+        )
+    };
     if a.is_empty() {
         "the input layer has no features".to_string()
+    } else if b.is_empty() {
+        // An empty overlay layer has no extent to meet (attack round 23, R23-B12: it was told
+        // "although the extents meet").
+        "the overlay layer has no features".to_string()
+    } else if eb.is_none() {
+        "no overlay feature has a geometry".to_string()
     } else if !envelopes_meet(ea, eb) {
         format!(
-            "the layers' extents do not meet: input {:?}, overlay {:?} (in the input's CRS)",
-            ea, eb
+            "the layers' extents do not meet: input {}, overlay {} (in the input's CRS)",
+            text(ea),
+            text(eb)
         )
     } else if operation == OverlayOperation::Difference {
         "every input feature lies inside the overlay, so nothing of it is left (swap input and \

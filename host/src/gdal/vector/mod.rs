@@ -20,7 +20,7 @@ use super::facts::{self, CrsFacts};
 use super::{ErrorCapture, GdalError};
 use gdal::spatial_ref::SpatialRef;
 use gdal::vector::{field_type_to_name, Geometry, Layer, LayerAccess};
-use gdal::Dataset;
+use gdal::{Dataset, Metadata};
 use schemars::JsonSchema;
 use serde::Serialize;
 use std::path::Path;
@@ -206,6 +206,27 @@ pub fn check_layer_names(argument: &str, path: &Path, dataset: &Dataset) -> Resu
     Ok(())
 }
 
+/// A layer name that names no path: `/`, `\\`, NUL and `..` become `_` (some drivers write a
+/// folder of files named after the layers).
+pub fn file_safe_layer_name(name: &str) -> String {
+    let cleaned: String = name
+        .chars()
+        .map(|c| {
+            if matches!(c, '/' | '\\' | '\0') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    let cleaned = cleaned.replace("..", "__");
+    if cleaned.trim().is_empty() {
+        "layer".to_string()
+    } else {
+        cleaned
+    }
+}
+
 pub use crate::gdal::facts::layer_extent;
 
 /// The named layer, or the only one. A container with several layers and none named is
@@ -317,6 +338,34 @@ pub fn driver_for(format: Option<&str>, path: &Path) -> Result<String, GdalError
             )));
         }
         super::policy::check_output_driver("format", &driver.short_name(), false)?;
+        // A name whose extension is not the driver's makes CSV, LIBKML and MapInfo write a
+        // folder of files named after the layers (attack round 23, R23-A1: `o.x` with format
+        // LIBKML).
+        let extensions: Vec<String> = driver
+            .metadata_item("DMD_EXTENSIONS", "")
+            .or_else(|| driver.metadata_item("DMD_EXTENSION", ""))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_ascii_lowercase)
+            .collect();
+        let extension = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        if !extensions.is_empty() && !extensions.contains(&extension) {
+            return Err(GdalError::Arguments(format!(
+                "output: \"{}\" does not end with the {format} driver's extension ({}); a \
+                 name the driver does not recognise makes some drivers write a folder of files \
+                 named after the layers. Name the output with one of them",
+                path.display(),
+                extensions
+                    .iter()
+                    .map(|e| format!(".{e}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
         return Ok(driver.short_name());
     }
     let extension = path

@@ -698,6 +698,132 @@ fn check_axis_names_with(
     Ok(())
 }
 
+/// How far, in degrees, points may lie outside a projected CRS's area of use before the
+/// other order of the columns is tried: a UTM zone's data often spills into the next zone.
+const AREA_OF_USE_MARGIN_DEGREES: f64 = 3.0;
+
+/// The CRS's area of use (west, south, east, north, in degrees) and its name, from PROJ's
+/// database; `None` for a CRS without one.
+fn area_of_use(srs: &gdal::spatial_ref::SpatialRef) -> Option<([f64; 4], String)> {
+    let (mut west, mut south, mut east, mut north) = (0.0, 0.0, 0.0, 0.0);
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: a live SRS handle; the four outputs are written; `name` points into the SRS
+    // (copied at once).
+    let found = unsafe {
+        gdal_sys::OSRGetAreaOfUse(
+            srs.to_c_hsrs(),
+            &mut west,
+            &mut south,
+            &mut east,
+            &mut north,
+            &mut name,
+        )
+    } != 0;
+    if !found || west < -1000.0 {
+        return None;
+    }
+    let name = if name.is_null() {
+        "its area of use".to_string()
+    } else {
+        // SAFETY: a NUL-terminated string owned by the SRS, alive for this call.
+        unsafe { std::ffi::CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    Some(([west, south, east, north], name))
+}
+
+/// Refuse points of a projected `crs` that lie far outside its area of use ([`area_of_use`],
+/// widened by [`AREA_OF_USE_MARGIN_DEGREES`]) when the columns the other way round put them
+/// inside: the swap the column names could not show. A German table read with `x: Hochwert`,
+/// `y: Rechtswert` in EPSG:31467 was written in Egypt, 2,648 km off, and Swiss LV03 `x`, `y`
+/// (X is LV03's northing) in France, silently (attack round 23, R23-B16). Points outside
+/// either way are written (a CRS used beyond its area, as UTM zones often are).
+fn check_area_of_use(
+    srs: &gdal::spatial_ref::SpatialRef,
+    points: &[(f64, f64, Option<f64>)],
+    x: &str,
+    y: &str,
+) -> Result<(), GdalError> {
+    let Some(([west, south, east, north], name)) = area_of_use(srs) else {
+        return Ok(());
+    };
+    let Ok(wgs84) = gdal::spatial_ref::SpatialRef::from_epsg(4326) else {
+        return Ok(());
+    };
+    let Ok(to_degrees) = crate::gdal::facts::transform::coord_transform(srs, &wgs84, None) else {
+        return Ok(());
+    };
+    let m = AREA_OF_USE_MARGIN_DEGREES;
+    let inside = |lon: f64, lat: f64| {
+        let lon_inside = if west <= east {
+            lon >= west - m && lon <= east + m
+        } else {
+            lon >= west - m || lon <= east + m
+        };
+        lat.is_finite() && lon.is_finite() && lon_inside && lat >= south - m && lat <= north + m
+    };
+    // A sample of at most 1,000 points, evenly through the table.
+    let step = points.len().div_ceil(1000).max(1);
+    let sample: Vec<(f64, f64)> = points
+        .iter()
+        .step_by(step)
+        .map(|(x, y, _)| (*x, *y))
+        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        .collect();
+    if sample.is_empty() {
+        return Ok(());
+    }
+    let degrees = |pairs: &[(f64, f64)]| -> Vec<(f64, f64)> {
+        let mut xs: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+        let mut ys: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+        let mut zs = vec![0.0; xs.len()];
+        let _quiet = crate::gdal::ErrorCapture::start();
+        if to_degrees
+            .transform_coords(&mut xs, &mut ys, &mut zs)
+            .is_err()
+        {
+            return Vec::new();
+        }
+        xs.into_iter().zip(ys).collect()
+    };
+    let outside = |found: &[(f64, f64)]| {
+        if found.is_empty() {
+            sample.len()
+        } else {
+            found
+                .iter()
+                .filter(|(lon, lat)| !inside(*lon, *lat))
+                .count()
+        }
+    };
+    let given = degrees(&sample);
+    let given_outside = outside(&given);
+    if given_outside * 2 <= sample.len() {
+        return Ok(());
+    }
+    let swapped: Vec<(f64, f64)> = sample.iter().map(|(x, y)| (*y, *x)).collect();
+    let other = degrees(&swapped);
+    if outside(&other) * 10 > sample.len() {
+        return Ok(());
+    }
+    let example = given
+        .first()
+        .map(|(lon, lat)| format!(" (the first at {lon:.2}° E, {lat:.2}° N)"))
+        .unwrap_or_default();
+    let example_swapped = other
+        .first()
+        .map(|(lon, lat)| format!(" (the first at {lon:.2}° E, {lat:.2}° N)"))
+        .unwrap_or_default();
+    Err(GdalError::Arguments(format!(
+        "x, y: the columns look swapped: read as given, {given_outside} of {} points checked \
+         lie outside {name}, the crs's area of use ({west}° to {east}° E, {south}° to {north}° \
+         N){example}; read the other way round, they lie inside it{example_swapped}. Swap \
+         them (x: \"{y}\", y: \"{x}\"), or give the crs the table is in; nothing was written",
+        sample.len()
+    )))
+}
+
 fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError> {
     let srs = crate::gdal::facts::parse_crs("crs", &request.crs)?;
     super::geometry::refuse_unless_degrees_from_greenwich(&srs, "crs")?;
@@ -823,6 +949,9 @@ fn run_with_text_cells(request: &TableRequest) -> Result<TableOutput, GdalError>
             )));
         }
         points.push((x, y, z));
+    }
+    if !geographic {
+        check_area_of_use(&srs, &points, &request.x, &request.y)?;
     }
     // Points, or groups of rows as lines or polygons.
     let kind = request.geometry;
