@@ -48,6 +48,10 @@ enum Command {
         #[command(flatten)]
         options: Options,
     },
+    /// The server's own first open of a file in a child process (see
+    /// `gdal::policy::probe`); not for people.
+    #[command(name = "probe-open", hide = true)]
+    ProbeOpen { path: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -220,6 +224,9 @@ fn main() -> anyhow::Result<()> {
             explain_policy(&call, options.merge(cli.options))
         }
         Some(Command::Approve { id, options }) => approve(&id, options.merge(cli.options)),
+        Some(Command::ProbeOpen { path }) => {
+            std::process::exit(gdal_mcp::gdal::policy::probe::child(&path))
+        }
     }
 }
 

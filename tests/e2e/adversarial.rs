@@ -7640,3 +7640,66 @@ async fn r23_a1_layer_names_never_become_paths() {
     decoy.assert_untouched();
     assert!(!Path::new(&decoy.path("victim")).exists());
 }
+
+/// A PNG of 1 x 1 cells with `chunks` zTXt chunks of `inflated` bytes of 'A' each, built with
+/// python3's zlib (PNG's CRCs and deflate).
+fn text_chunk_png(path: &Path, chunks: usize, inflated: usize) {
+    let script = "import sys,zlib,struct\n\
+        def chunk(t,d): return struct.pack('>I',len(d))+t+d+struct.pack('>I',zlib.crc32(t+d)&0xffffffff)\n\
+        n,size=int(sys.argv[2]),int(sys.argv[3])\n\
+        comp=zlib.compress(b'A'*size,9)\n\
+        z=b''.join(chunk(b'zTXt',b'k%d\\x00\\x00'%i+comp) for i in range(n))\n\
+        open(sys.argv[1],'wb').write(b'\\x89PNG\\r\\n\\x1a\\n'+chunk(b'IHDR',struct.pack('>IIBBBBB',1,1,8,0,0,0,0))+z+chunk(b'IDAT',zlib.compress(b'\\x00\\x00'))+chunk(b'IEND',b''))\n";
+    gdal_mcp_tests::run_program(
+        "python3",
+        &[
+            "-c",
+            script,
+            path.to_str().unwrap(),
+            &chunks.to_string(),
+            &inflated.to_string(),
+        ],
+    );
+}
+
+/// Attack round 23, R23-A10, A11 (and A3, A5): what a format's own reader builds or breaks at
+/// the open, which no estimate of the host's sees: a netCDF-4 file with one byte changed
+/// crashed libhdf5 inside the server; a PNG's 100 zTXt chunks inflated to 790 MB at the open
+/// (`raster_info`, under a 256 MiB budget). Such formats (HDF5, netCDF, PNG, JPEG) are opened
+/// first in a child process under the memory budget (`gdal::policy::probe`): the PNG is
+/// refused with the bytes it took, the server stays small and answers, and the twin (one
+/// small chunk) opens.
+#[tokio::test]
+async fn r23_a10_a11_formats_with_native_readers_are_opened_first_in_a_child() {
+    let server = Server::start(
+        Era::Modern,
+        Options {
+            data: vec!["dem.tif"],
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                (64u64 << 20).to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    text_chunk_png(&server.path("many.png"), 40, 7_900_000);
+    text_chunk_png(&server.path("twin.png"), 1, 1_000);
+    let refused = server
+        .call("raster_info", json!({"input": "many.png"}))
+        .await
+        .unwrap();
+    assert!(is_error(&refused), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("separate process"),
+        "{}",
+        text(&refused)
+    );
+    let twin = server
+        .call("raster_info", json!({"input": "twin.png"}))
+        .await
+        .unwrap();
+    assert!(!is_error(&twin), "{}", text(&twin));
+    still_serves(&server).await;
+}

@@ -766,6 +766,55 @@ pub fn cell_size_metres(srs: &SpatialRef, dx: f64, dy: f64, lat: f64) -> Option<
     Some((dx.abs() * rad * n * phi.cos(), dy.abs() * rad * m))
 }
 
+/// Rotation terms that move no cell corner by more than this fraction of a cell across the
+/// whole raster are float noise, not a rotation.
+pub const ROTATION_NOISE: f64 = 1e-9;
+
+/// Whether the geotransform `gt` of a `width` x `height` raster is rotated or sheared: its
+/// rotation terms move a cell corner by more than [`ROTATION_NOISE`] of a cell across the
+/// raster. Terms of -2.4e-16 (sin 2π, what a writer that builds them from an angle of 360°
+/// leaves) moved a corner of a 10 x 10 raster by 2.4e-15 m and made it "rotated" for
+/// `zonal_stats`, `raster_aggregate`, `raster_terrain` and the DEM tools, which asked for a
+/// warp that resamples every cell (attack round 23, R23-B23).
+pub fn is_rotated(gt: &[f64; 6], (width, height): (usize, usize)) -> bool {
+    let across_rows = gt[2].abs() * height.max(1) as f64;
+    let across_columns = gt[4].abs() * width.max(1) as f64;
+    across_rows > ROTATION_NOISE * gt[1].abs() || across_columns > ROTATION_NOISE * gt[5].abs()
+}
+
+/// `gt` with rotation terms that are noise ([`is_rotated`]) set to 0, so that the host's own
+/// grid arithmetic (which reads cells as axis-aligned) and the checks agree; a rotated `gt`
+/// unchanged.
+pub fn without_rotation_noise(gt: [f64; 6], size: (usize, usize)) -> [f64; 6] {
+    if is_rotated(&gt, size) {
+        gt
+    } else {
+        [gt[0], gt[1], 0.0, gt[3], 0.0, gt[5]]
+    }
+}
+
+/// The most a second raster's cell corners may lie from the first's, anywhere on a grid, as a
+/// fraction of a cell, for the two to be one grid.
+pub const SAME_GRID_TOLERANCE: f64 = 1e-6;
+
+/// Whether the geotransforms `a` and `b` of two `width` x `height` rasters put every cell
+/// corner within [`SAME_GRID_TOLERANCE`] of a cell of the other's: the tools that need one
+/// grid (`raster_calc`, `raster_composite`, weights) read such rasters cell for cell. Origins
+/// 1e-7 m apart (float noise between writers) made `raster_composite` warp an input that
+/// `raster_calc` read as on the grid (attack round 23, R23-B24).
+pub fn same_grid(a: &[f64; 6], b: &[f64; 6], (width, height): (usize, usize)) -> bool {
+    let cell = a[1].abs().min(a[5].abs()).max(a[2].abs()).max(a[4].abs());
+    if !(cell.is_finite() && cell > 0.0) {
+        return a == b;
+    }
+    let (w, h) = (width.max(1) as f64, height.max(1) as f64);
+    // The corner (col, row) lies at origin + col * (a[1], a[4]) + row * (a[2], a[5]); the
+    // farthest corner's difference is bounded by the terms' differences times the size.
+    let dx = (a[0] - b[0]).abs() + (a[1] - b[1]).abs() * w + (a[2] - b[2]).abs() * h;
+    let dy = (a[3] - b[3]).abs() + (a[4] - b[4]).abs() * w + (a[5] - b[5]).abs() * h;
+    dx.max(dy) <= SAME_GRID_TOLERANCE * cell
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -878,53 +927,4 @@ mod tests {
         let (x60, _) = cell_size_metres(&wgs84, 1.0, 1.0, 60.0).unwrap();
         assert!((x60 - 55_799.9).abs() < 5.0, "{x60}");
     }
-}
-
-/// Rotation terms that move no cell corner by more than this fraction of a cell across the
-/// whole raster are float noise, not a rotation.
-pub const ROTATION_NOISE: f64 = 1e-9;
-
-/// Whether the geotransform `gt` of a `width` x `height` raster is rotated or sheared: its
-/// rotation terms move a cell corner by more than [`ROTATION_NOISE`] of a cell across the
-/// raster. Terms of -2.4e-16 (sin 2π, what a writer that builds them from an angle of 360°
-/// leaves) moved a corner of a 10 x 10 raster by 2.4e-15 m and made it "rotated" for
-/// `zonal_stats`, `raster_aggregate`, `raster_terrain` and the DEM tools, which asked for a
-/// warp that resamples every cell (attack round 23, R23-B23).
-pub fn is_rotated(gt: &[f64; 6], (width, height): (usize, usize)) -> bool {
-    let across_rows = gt[2].abs() * height.max(1) as f64;
-    let across_columns = gt[4].abs() * width.max(1) as f64;
-    across_rows > ROTATION_NOISE * gt[1].abs() || across_columns > ROTATION_NOISE * gt[5].abs()
-}
-
-/// `gt` with rotation terms that are noise ([`is_rotated`]) set to 0, so that the host's own
-/// grid arithmetic (which reads cells as axis-aligned) and the checks agree; a rotated `gt`
-/// unchanged.
-pub fn without_rotation_noise(gt: [f64; 6], size: (usize, usize)) -> [f64; 6] {
-    if is_rotated(&gt, size) {
-        gt
-    } else {
-        [gt[0], gt[1], 0.0, gt[3], 0.0, gt[5]]
-    }
-}
-
-/// The most a second raster's cell corners may lie from the first's, anywhere on a grid, as a
-/// fraction of a cell, for the two to be one grid.
-pub const SAME_GRID_TOLERANCE: f64 = 1e-6;
-
-/// Whether the geotransforms `a` and `b` of two `width` x `height` rasters put every cell
-/// corner within [`SAME_GRID_TOLERANCE`] of a cell of the other's: the tools that need one
-/// grid (`raster_calc`, `raster_composite`, weights) read such rasters cell for cell. Origins
-/// 1e-7 m apart (float noise between writers) made `raster_composite` warp an input that
-/// `raster_calc` read as on the grid (attack round 23, R23-B24).
-pub fn same_grid(a: &[f64; 6], b: &[f64; 6], (width, height): (usize, usize)) -> bool {
-    let cell = a[1].abs().min(a[5].abs()).max(a[2].abs()).max(a[4].abs());
-    if !(cell.is_finite() && cell > 0.0) {
-        return a == b;
-    }
-    let (w, h) = (width.max(1) as f64, height.max(1) as f64);
-    // The corner (col, row) lies at origin + col * (a[1], a[4]) + row * (a[2], a[5]); the
-    // farthest corner's difference is bounded by the terms' differences times the size.
-    let dx = (a[0] - b[0]).abs() + (a[1] - b[1]).abs() * w + (a[2] - b[2]).abs() * h;
-    let dy = (a[3] - b[3]).abs() + (a[4] - b[4]).abs() * w + (a[5] - b[5]).abs() * h;
-    dx.max(dy) <= SAME_GRID_TOLERANCE * cell
 }

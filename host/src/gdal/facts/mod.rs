@@ -567,6 +567,7 @@ fn open_confined(
     let capture = ErrorCapture::start();
     let open = super::policy::deadline::opening(path.display().to_string());
     super::policy::check_before_open(path)?;
+    super::policy::probe::check(path)?;
     let gdal_path = super::policy::pinned(path)?;
     super::policy::deadline::pause_after_checks(path);
     let dataset = open_pinned(&gdal_path).map_err(|e| GdalError::Failed {

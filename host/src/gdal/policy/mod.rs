@@ -37,6 +37,7 @@ pub mod drivers;
 pub mod dxf;
 pub mod geojson;
 pub mod inflated;
+pub mod probe;
 pub mod read_set;
 pub mod references;
 pub mod sqlite_wal;

@@ -234,9 +234,10 @@ impl CompositeRequest {
                         width.to_string(),
                         height.to_string(),
                     ];
-                    let (_, pad, warp_args) = crate::gdal::raster::warp::warp_widened(
-                        path, &selected, &args, &widening, &widened,
-                    )?;
+                    let crate::gdal::raster::warp::WidenedWarp { pad, warp_args, .. } =
+                        crate::gdal::raster::warp::warp_widened(
+                            path, &selected, &args, &widening, &widened,
+                        )?;
                     let cropped = crate::gdal::facts::open(&widened).and_then(|grid| {
                         programs::run_in_memory(&Program::Translate, &grid, &crop, &memory)
                     });

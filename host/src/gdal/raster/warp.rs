@@ -813,7 +813,7 @@ pub fn warp_widened(
     args: &[String],
     widening: &Widening,
     widened: &std::path::Path,
-) -> Result<(Vec<String>, Vec<String>, Vec<String>), GdalError> {
+) -> Result<WidenedWarp, GdalError> {
     let mut warp_args = args.to_vec();
     warp_args.extend([
         "-ts".to_string(),
@@ -859,7 +859,19 @@ pub fn warp_widened(
             programs::run_in_memory(&Program::Warp, &copy, &warp_args, widened)
         });
     unlink_scratch(&padded_vrt);
-    Ok((warnings?, pad, warp_args))
+    Ok(WidenedWarp {
+        warnings: warnings?,
+        pad,
+        warp_args,
+    })
+}
+
+/// What [`warp_widened`] did: GDAL's warnings, and the arguments of the padded copy
+/// (`gdal_translate`) and of the warp (`gdalwarp`), for the command lines a result records.
+pub struct WidenedWarp {
+    pub warnings: Vec<String>,
+    pub pad: Vec<String>,
+    pub warp_args: Vec<String>,
 }
 
 /// A name for an in-memory scratch file of this process.
@@ -952,7 +964,11 @@ impl WarpRequest {
         }
         let widened = scratch_path("warp-widened", "tif");
         let outcome = warp_widened(&self.input, source, &args, widening, &widened).and_then(
-            |(mut warnings, pad, warp_args)| {
+            |WidenedWarp {
+                 mut warnings,
+                 pad,
+                 warp_args,
+             }| {
                 let grid = crate::gdal::facts::open(&widened)?;
                 let outcome = programs::run(
                     &Program::Translate,

@@ -1724,6 +1724,7 @@ fn terrain_units(
             if dx > 0.0 && dy > 0.0 && dx != dy {
                 let ratio = dx.max(dy) / dx.min(dy);
                 let turn = ((ratio - 1.0) / (2.0 * ratio.sqrt())).atan().to_degrees();
+                let turn_text = format!("{turn:.3}");
                 let ground = if g.cell_size_metres.is_some() {
                     " on the ground"
                 } else {
@@ -1749,7 +1750,7 @@ fn terrain_units(
                          aspects would be turned by up to {}°; {advice}",
                         number((dx * 1000.0).round() / 1000.0),
                         number((dy * 1000.0).round() / 1000.0),
-                        format!("{turn:.3}")
+                        turn_text
                     )));
                 }
                 if turn > 1e-6 {
@@ -1758,7 +1759,7 @@ fn terrain_units(
                          aspect, which ignores the cell sizes, turns an aspect by at most {}°",
                         number((dx * 1000.0).round() / 1000.0),
                         number((dy * 1000.0).round() / 1000.0),
-                        format!("{turn:.3}")
+                        turn_text
                     ));
                 }
             }
