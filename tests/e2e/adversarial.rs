@@ -7703,3 +7703,31 @@ async fn r23_a10_a11_formats_with_native_readers_are_opened_first_in_a_child() {
     assert!(!is_error(&twin), "{}", text(&twin));
     still_serves(&server).await;
 }
+
+/// Attack round 23, R23-A9: `raster_overviews` of a VRT (no `output`: the external
+/// `<name>.ovr`) failed every time: the staging folder the call made beside the VRT, and the
+/// overview GDAL listed inside it as the VRT's, tripped the VRT's folder watch, reported as a
+/// swap. The job's own staging folders are no change; the overview is written.
+#[tokio::test]
+async fn r23_a9_overviews_of_a_vrt_are_built() {
+    let server = start(&["dem.tif"]).await;
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-of",
+            "VRT",
+            server.path("dem.tif").to_str().unwrap(),
+            server.path("v.vrt").to_str().unwrap(),
+        ],
+    );
+    let built = gdal_mcp_tests::call_justified(
+        &server,
+        "raster_overviews",
+        json!({"input": "v.vrt", "levels": [2], "resampling": "nearest"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&built.result), "{}", text(&built.result));
+    assert!(server.path("v.vrt.ovr").exists());
+}

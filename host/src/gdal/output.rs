@@ -234,6 +234,14 @@ impl Staging {
             .tempdir_in(&parent_io)
             .map_err(io)?;
         let staged = dir.path().join(name);
+        // The staging folder appears beside the output, which may be beside an input whose
+        // folder is watched: the job's own folder is no change (attack round 23, R23-A9:
+        // `raster_overviews` of a VRT failed on it as "replaced, linked or appeared").
+        if let Some(folder) = dir.path().file_name() {
+            super::policy::watch::expect(&parent.join(folder));
+            super::policy::watch::own_folder(&parent.join(folder));
+            super::policy::watch::own_folder(dir.path());
+        }
         STAGED.with(|s| {
             s.borrow_mut().push((
                 dir.path().to_string_lossy().into_owned(),

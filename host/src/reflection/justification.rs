@@ -2202,6 +2202,26 @@ mod tests {
             "Solid, valid and legit; typical, normal, routine.",
             "Everything flagged is handled, addressed and covered.",
         ));
+        // Attack round 23: hyphenated and run-together acknowledgements (R23-C1), and hooked
+        // letters no table folds (R23-C5).
+        evaded.push(shaped(
+            "Mercator reprojection. I acknow-ledge the find-ings, looks reason-able to me.",
+            "Works for me, no con-cerns what-so-ever.",
+            "Stan-dard prac-tice, no-thing fur-ther to add.",
+            "Sounds fine, seems appro-priate here, makes sen-se.",
+        ));
+        evaded.push(shaped(
+            "Mercator reprojection. IAcknowledge the findings, LooksReasonableToMe.",
+            "WorksForMe, NoConcernsWhatsoever.",
+            "SoundsFine, SeemsAppropriateHere.",
+            "StandardPractice, NothingFurtherToAdd.",
+        ));
+        evaded.push(shaped(
+            "Mercator reprojection. I aƈkƞowƚeƌge ƭhe fiƞƌiƞgs, ƚooks reasoƞabƚe ƭo me.",
+            "Works for me, ƞo ƈoƞƈerƞs whaƭsoever.",
+            "Sƭaƞƌarƌ praƈƭiƈe, ƞoƭhiƞg furƭher ƭo aƌƌ.",
+            "Souƞƌs fiƞe, seems aƥƥroƥriaƭe here.",
+        ));
         // Attack round 21, R21-C5: letters of other scripts no table folds.
         for (c, o) in [('ϲ', 'ⲟ'), ('ꜱ', 'ⲁ'), ('ǀ', 'ꬲ')] {
             let swap = |text: &str| {
@@ -2296,6 +2316,28 @@ mod tests {
         let errors = own_words(&swapped, &asked, &findings);
         let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["/intent", "/alternatives/0/why_not"], "{errors:?}");
+        // R23-C4: the same copy with a hyphen inside each long word, and with words run
+        // together in pairs.
+        for cut in [
+            shaped(
+                "what ana-lysis needs the data in EPSG:3857? Which quan-tities (areas, dis-tances, \
+                 over-lays with other lay-ers) must sur-vive the cha-nge?",
+                "name at least one other CRS or app-roach you con-sidered and say why not.",
+                "tiles for a slippy web map whose basemap is already in Web Mercator",
+                "shapes stay conformal; nobody measures areas on a display map",
+            ),
+            shaped(
+                "WhatAnalysis NeedsThe DataIn EPSG:3857? WhichQuantities (AreasDistances, \
+                 OverlaysWith OtherLayers) MustSurvive TheChange?",
+                "NameAt LeastOne OtherCRS OrApproach YouConsidered AndSay WhyNot.",
+                "tiles for a slippy web map whose basemap is already in Web Mercator",
+                "shapes stay conformal; nobody measures areas on a display map",
+            ),
+        ] {
+            let errors = own_words(&cut, &asked, &findings);
+            let paths: Vec<&str> = errors.iter().map(|e| e.path.as_str()).collect();
+            assert_eq!(paths, ["/intent", "/alternatives/0/why_not"], "{errors:?}");
+        }
         assert!(one_edit_apart("rperojects", "reprojects"));
         assert!(one_edit_apart("acknowlege", "acknowledge"));
         assert!(!one_edit_apart("reprojects", "reprojects"));
@@ -2319,6 +2361,20 @@ mod tests {
             own_words(&alphabets, &asked, &findings).is_empty(),
             "{:?}",
             own_words(&alphabets, &asked, &findings)
+        );
+        // The twins of R23-C2 and R23-C6: words that reject (`unexpected`, `implausible`) and
+        // nouns (`sites`, `dates`, `points`) are the author's own; official spellings with
+        // modifier letters (Hawaiʻi, Tverʹ, Sanʿāʾ) are words.
+        let rejecting = shaped(
+            "tiles for a slippy web map over the sites and points of Hawaiʻi, Tverʹ and Sanʿāʾ",
+            "the other layers are geographic; unexpected, implausible, incorrect shapes there",
+            "the basemap tiles are already in Web Mercator, on the dates the survey ran",
+            "shapes stay conformal; nobody measures areas on a display map, unreasonable here",
+        );
+        assert!(
+            own_words(&rejecting, &asked, &findings).is_empty(),
+            "{:?}",
+            own_words(&rejecting, &asked, &findings)
         );
         // The twin of R21-C5: European letters and the Greek of formulas inside Latin words.
         let european = shaped(

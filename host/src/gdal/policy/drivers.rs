@@ -38,8 +38,9 @@ use std::sync::OnceLock;
 /// Drivers that may open inputs besides the output drivers
 /// ([`crate::gdal::policy::RASTER_OUTPUT_DRIVERS`], [`crate::gdal::policy::VECTOR_OUTPUT_DRIVERS`]): the
 /// host's own in-memory drivers, raster VRTs (their sources are checked), ESRI's `.hdr`
-/// formats and File Geodatabases (folders, walked before the open).
-pub const INPUT_DRIVERS: &[&str] = &["VRT", "MEM", "Memory", "EHdr", "OpenFileGDB"];
+/// formats, File Geodatabases (folders, walked before the open) and IDRISI rasters (read, no
+/// longer written: attack round 23, R23-A6).
+pub const INPUT_DRIVERS: &[&str] = &["VRT", "MEM", "Memory", "EHdr", "OpenFileGDB", "RST"];
 
 /// The drivers deregistered at start (their names), for messages.
 static DEREGISTERED: OnceLock<Vec<String>> = OnceLock::new();

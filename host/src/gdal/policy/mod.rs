@@ -646,6 +646,12 @@ fn watch(input: &Path, file: &Path) -> Result<(), GdalError> {
     let Some(roots) = ROOTS.get() else {
         return Ok(());
     };
+    // The server's own staging folders (`.gdal-mcp-*`) change as the job writes into them:
+    // an external overview being built beside a VRT is listed by GDAL as the VRT's, and its
+    // own writes were reported as a swap (attack round 23, R23-A9).
+    if watch::in_own_folder(Path::new(&unpin_text(&file.to_string_lossy()))) {
+        return Ok(());
+    }
     watch::watch_reference(file, roots).map_err(|e| GdalError::Failed {
         operation: format!("opening {}", input.display()),
         message: format!(

@@ -35,6 +35,20 @@ thread_local! {
     static WATCHES: RefCell<Option<Watches>> = const { RefCell::new(None) };
     /// Files the job itself puts in a watched folder (its committed outputs).
     static EXPECTED: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+    /// The job's own staging folders: what GDAL lists inside them is the job's output.
+    static OWN: RefCell<Vec<PathBuf>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A staging folder of the job on this thread: files in it are the job's own writes, never
+/// watched (attack round 23, R23-A9: an external overview being built beside a VRT was listed
+/// by GDAL as the VRT's, and its own writes were reported as a swap).
+pub fn own_folder(path: &Path) {
+    OWN.with(|o| o.borrow_mut().push(path.to_path_buf()));
+}
+
+/// Whether `path` lies in a staging folder of the job on this thread ([`own_folder`]).
+pub fn in_own_folder(path: &Path) -> bool {
+    OWN.with(|o| o.borrow().iter().any(|folder| path.starts_with(folder)))
 }
 
 /// A file the job on this thread writes itself: changes to its name are not reported.
@@ -195,6 +209,7 @@ pub fn changed() -> Option<String> {
 pub fn release() {
     WATCHES.with(|w| *w.borrow_mut() = None);
     EXPECTED.with(|e| e.borrow_mut().clear());
+    OWN.with(|o| o.borrow_mut().clear());
 }
 
 #[cfg(test)]
