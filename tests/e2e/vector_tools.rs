@@ -961,3 +961,42 @@ async fn r16_b8_a_table_of_numbers_opens_as_a_table() {
     assert!(!is_error(&converted.result), "{}", text(&converted.result));
     assert!(server.path("points.csv").exists());
 }
+
+/// Attack round 23, R23-B18: `bounds` in a Pacific-centred CRS (EPSG:3832, central meridian
+/// 150° E) round 170° E to 170° W, over a lon/lat layer, were moved as one ring jumping from
+/// 179.7° to -180°, which GEOS read as nearly the rest of the world: the clip kept the point at
+/// (0, 10) and dropped (175, 10) and (-175, 10), which cs2cs puts inside the rectangle. The
+/// moved rectangle is split at ±180° as a mask is.
+#[tokio::test]
+async fn r23_b18_bounds_from_a_pacific_crs_are_split_at_the_antimeridian() {
+    let server = Server::start(Era::Modern, Options::default())
+        .await
+        .unwrap();
+    let point = |name: &str, lon: f64| {
+        json!({"type": "Feature", "properties": {"n": name},
+               "geometry": {"type": "Point", "coordinates": [lon, 10.0]}})
+    };
+    let layer = json!({"type": "FeatureCollection",
+        "features": [point("E175", 175.0), point("W175", -175.0), point("zero", 0.0)]});
+    std::fs::write(server.path("p.geojson"), layer.to_string()).unwrap();
+    let done = call_justified(
+        &server,
+        "vector_clip",
+        json!({"input": "p.geojson", "output": "c.geojson",
+               "bounds": {"xmin": 2226389.816, "xmax": 4452779.632, "ymin": 0.0,
+                          "ymax": 2258423.649, "crs": "EPSG:3832"}}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(server.path("c.geojson")).unwrap()).unwrap();
+    let mut kept: Vec<&str> = written["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["properties"]["n"].as_str().unwrap())
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["E175", "W175"]);
+}

@@ -632,6 +632,45 @@ pub async fn convert(call: Call) -> Result<Value, ToolError> {
 /// antimeridian) as the polygons it covers within [-180°, 180°], in WKT: ogr2ogr clipped by
 /// the rectangle as written and dropped a point at 175° W (= 185° E) (attack round 17,
 /// R17-B4). `None` when the rectangle lies within ±180°.
+/// The rectangle `rect` in `from` moved into the lon/lat `to` as it is drawn (edges followed,
+/// split at ±180° where it crosses: [`ogr::geometry::moved_as_drawn`]), as WKT; `None` when it
+/// does not cross ±180° (the plain densified ring is then used).
+fn moved_rectangle(
+    from: &gdal::spatial_ref::SpatialRef,
+    to: &gdal::spatial_ref::SpatialRef,
+    rect: [f64; 4],
+    pipeline: Option<&str>,
+) -> Result<Option<String>, ToolError> {
+    let [x0, y0, x1, y1] = rect;
+    let n = 64;
+    let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)];
+    let mut ring = Vec::new();
+    for w in corners.windows(2) {
+        for k in 0..n {
+            let t = f64::from(k) / f64::from(n);
+            ring.push(format!(
+                "{} {}",
+                w[0].0 + (w[1].0 - w[0].0) * t,
+                w[0].1 + (w[1].1 - w[0].1) * t
+            ));
+        }
+    }
+    ring.push(format!("{x0} {y0}"));
+    let wkt = format!("POLYGON (({}))", ring.join(", "));
+    let geometry = gdal::vector::Geometry::from_wkt(&wkt)
+        .map_err(|e| ToolError::Arguments(format!("bounds: {e}")))?;
+    let transform = transform::coord_transform(from, to, pipeline)
+        .map_err(|e| ToolError::Arguments(format!("bounds: cannot move the rectangle ({e})")))?;
+    let (moved, split) = ogr::geometry::moved_as_drawn("bounds", &geometry, from, &transform, to)?;
+    if !split {
+        return Ok(None);
+    }
+    moved
+        .wkt()
+        .map(Some)
+        .map_err(|e| ToolError::Arguments(format!("bounds: {e}")))
+}
+
 fn wrapped_rectangle(rect: [f64; 4]) -> Option<String> {
     let [west, south, east, north] = rect;
     if west >= -180.0 && east <= 180.0 {
@@ -762,19 +801,30 @@ pub async fn clip(call: Call) -> Result<Value, ToolError> {
                         transformation = transform::facts(from, source, area);
                         let pipeline = transformation.as_ref().and_then(|t| t.explicit_pipeline());
                         // The rectangle's own shape in the layer's CRS, not the envelope of
-                        // its corners (attack round 9, R9-9).
-                        let polygon =
-                            transform::transform_rectangle(from, source, rect, 64, pipeline)
-                                .ok_or_else(|| {
-                                    ToolError::Arguments(format!(
-                                        "bounds: cannot transform the rectangle from {} to the \
+                        // its corners (attack round 9, R9-9); into a lon/lat layer split at
+                        // ±180°, as a mask is: bounds from a Pacific-centred CRS were one ring
+                        // jumping from 179.7° to -180°, the rest of the world to GEOS (attack
+                        // round 23, R23-B18).
+                        let split = if geographic {
+                            moved_rectangle(from, source, rect, pipeline)?
+                        } else {
+                            None
+                        };
+                        let polygon = split
+                            .map(Some)
+                            .unwrap_or_else(|| {
+                                transform::transform_rectangle(from, source, rect, 64, pipeline)
+                            })
+                            .ok_or_else(|| {
+                                ToolError::Arguments(format!(
+                                    "bounds: cannot transform the rectangle from {} to the \
                                      layer's CRS",
-                                        args.bounds
-                                            .as_ref()
-                                            .and_then(|b| b.crs.as_deref())
-                                            .unwrap_or_default()
-                                    ))
-                                })?;
+                                    args.bounds
+                                        .as_ref()
+                                        .and_then(|b| b.crs.as_deref())
+                                        .unwrap_or_default()
+                                ))
+                            })?;
                         Some(polygon)
                     }
                     _ => None,
