@@ -650,10 +650,10 @@ async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    // 12 x 12 by 3: 4 x 4 blocks (onto fewer than 4 cells across, the blocks are computed on
-    // a widened grid: gdal_10892_small_output_grids_are_aggregated_right).
-    let rows: Vec<Vec<f32>> = (0..12)
-        .map(|r| (0..12).map(|c| ((r * 7 + c * 3) % 5) as f32).collect())
+    // 18 x 18 by 3: 6 x 6 blocks (onto fewer than 6 cells across, the blocks are computed on
+    // a widened grid: gdal_10892_small_output_grids_are_aggregated_right, R22-B16).
+    let rows: Vec<Vec<f32>> = (0..18)
+        .map(|r| (0..18).map(|c| ((r * 7 + c * 3) % 5) as f32).collect())
         .collect();
     write_grid(&server.path("whole.tif"), &rows);
     for statistic in BLOCK_STATISTICS {
@@ -680,8 +680,8 @@ async fn r9_8_whole_blocks_stay_as_gdalwarp_writes_them() {
         // The command before the fix: no `-ovr NONE` (the raster has no overviews).
         let reference = server.path(&format!("ref_{output}"));
         let status = std::process::Command::new("gdalwarp")
-            .args(["-q", "-of", "GTiff", "-r", statistic, "-ts", "4", "4"])
-            .args(["-te", "0", "-80", "120", "40"])
+            .args(["-q", "-of", "GTiff", "-r", statistic, "-ts", "6", "6"])
+            .args(["-te", "0", "-140", "180", "40"])
             .arg(server.path("whole.tif"))
             .arg(&reference)
             .status()
