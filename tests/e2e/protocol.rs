@@ -122,7 +122,6 @@ fn every_request_line_gets_exactly_one_reply_with_a_matchable_id() {
         (r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"raster_info","arguments":[1]}}"#.into(), json!(14), Some(-32602)),
         (r#"{"jsonrpc":"2.0","id":15,"method":"ping","params":{"_meta":5}}"#.into(), json!(15), Some(-32602)),
         (r#"{"jsonrpc":"2.0","id":16,"method":"resources/read","params":{"uri":5}}"#.into(), json!(16), Some(-32602)),
-        (r#"{"jsonrpc":"2.0","id":null,"result":{}}"#.into(), Value::Null, Some(-32600)),
         (r#"{"jsonrpc":"2.0","id":17,"method":"ping","result":{}}"#.into(), json!(17), Some(-32600)),
         // What rmcp reads, rmcp answers: once, with the id it read.
         (r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"ping"}"#.into(), json!(9223372036854775807_i64), None),
@@ -131,6 +130,18 @@ fn every_request_line_gets_exactly_one_reply_with_a_matchable_id() {
         (r#"{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{}}"#.into(), json!(20), None),
         (r#"{"jsonrpc":"2.0","id":21,"method":"no/such"}"#.into(), json!(21), Some(-32601)),
     ];
+    // A response, even one whose id cannot be read, is never answered: an answer to it is a
+    // response to a response (attack round 23, R23-C3).
+    for (index, line) in [
+        r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let replies = raw.replies_to(line, &format!("response-sentinel-{index}"));
+        assert!(replies.is_empty(), "{line} answered: {replies:?}");
+    }
     for (index, (line, id, code)) in cases.iter().enumerate() {
         let replies = raw.replies_to(line, &format!("sentinel-{index}"));
         assert_eq!(replies.len(), 1, "exactly one reply to {line}: {replies:?}");

@@ -1714,52 +1714,37 @@ fn terrain_units(
     // gdaldem's aspect (GDAL 3.6 `GDALAspectAlg`) takes the height differences without the
     // cell sizes, right on square cells only: a plane facing 123.7° on 10 x 30 m cells read
     // 153.4° (attack round 22, R22-B4). Its slope and hillshade divide by them. The cells are
-    // judged on the ground (a lon/lat DEM's 6" x 3" cells are square at 60° N) and by the
-    // largest turn they give an aspect, atan((r - 1) / (2 √r)) for cells r : 1: 30 x 30.003 m
-    // cells turn none by more than 0.003°, and were refused (attack round 23, R23-B1, B8).
+    // judged by the largest turn they give an aspect, atan((r - 1) / (2 √r)) for cells r : 1:
+    // 30 x 30.003 m cells turn none by more than 0.003°, and were refused (attack round 23,
+    // R23-B1); a lon/lat DEM's 6" x 3" cells, square on the ground at 60° N, were refused by
+    // their degrees (R23-B8).
+    // A lon/lat DEM's cells are judged by the domain's `geographic_dem_aspect` question, on
+    // the ground (attack round 13, R13-B7 c): not refused here.
     let mut aspect_note = None;
-    if operation == TerrainOperation::Aspect {
+    if operation == TerrainOperation::Aspect && g.cell_size_metres.is_none() {
         if let Some(gt) = g.geotransform {
-            let (dx, dy) = g.cell_size_metres.unwrap_or((gt[1].abs(), gt[5].abs()));
+            let (dx, dy) = (gt[1].abs(), gt[5].abs());
             if dx > 0.0 && dy > 0.0 && dx != dy {
                 let ratio = dx.max(dy) / dx.min(dy);
                 let turn = ((ratio - 1.0) / (2.0 * ratio.sqrt())).atan().to_degrees();
                 let turn_text = format!("{turn:.3}");
-                let ground = if g.cell_size_metres.is_some() {
-                    " on the ground"
-                } else {
-                    ""
-                };
+                let (x, y) = (
+                    number((dx * 1000.0).round() / 1000.0),
+                    number((dy * 1000.0).round() / 1000.0),
+                );
                 if turn > ASPECT_TURN_TOLERANCE_DEGREES {
-                    let advice = if g.cell_size_metres.is_some() {
-                        format!(
-                            "reproject it to a projected CRS with square cells first \
-                             (raster_reproject to the local UTM zone with resolution [{m}, {m}])",
-                            m = number((dx.min(dy) * 1000.0).round() / 1000.0)
-                        )
-                    } else {
-                        format!(
-                            "resample it to square cells first (raster_resample with \
-                             resolution [{m}, {m}])",
-                            m = dx.min(dy)
-                        )
-                    };
                     return Err(ToolError::Arguments(format!(
-                        "input: the DEM's cells are {} x {}{ground}, not square, and gdaldem's \
-                         aspect takes the height differences without the cell sizes, so \
-                         aspects would be turned by up to {}°; {advice}",
-                        number((dx * 1000.0).round() / 1000.0),
-                        number((dy * 1000.0).round() / 1000.0),
-                        turn_text
+                        "input: the DEM's cells are {x} x {y}, not square, and gdaldem's aspect \
+                         takes the height differences without the cell sizes, so aspects \
+                         would be turned by up to {turn_text}°; resample it to square cells \
+                         first (raster_resample with resolution [{m}, {m}])",
+                        m = dx.min(dy)
                     )));
                 }
                 if turn > 1e-6 {
                     aspect_note = Some(format!(
-                        "the DEM's cells are {} x {}{ground}, not quite square: gdaldem's \
-                         aspect, which ignores the cell sizes, turns an aspect by at most {}°",
-                        number((dx * 1000.0).round() / 1000.0),
-                        number((dy * 1000.0).round() / 1000.0),
-                        turn_text
+                        "the DEM's cells are {x} x {y}, not quite square: gdaldem's aspect, \
+                         which ignores the cell sizes, turns an aspect by at most {turn_text}°"
                     ));
                 }
             }
