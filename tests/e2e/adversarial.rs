@@ -105,6 +105,23 @@ async fn start(data: &[&'static str]) -> Server {
     .unwrap()
 }
 
+/// [`start`] with a shared memory budget of `bytes` (`GDAL_MCP_MEMORY_BUDGET_BYTES`).
+async fn start_budgeted(data: &[&'static str], bytes: u64) -> Server {
+    Server::start(
+        Era::Modern,
+        Options {
+            data: data.to_vec(),
+            env: vec![(
+                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
+                bytes.to_string(),
+            )],
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
 async fn still_serves(server: &Server) {
     let info = server
         .call("raster_info", json!({"input": "dem.tif"}))
@@ -7671,19 +7688,7 @@ fn text_chunk_png(path: &Path, chunks: usize, inflated: usize) {
 /// small chunk) opens.
 #[tokio::test]
 async fn r23_a10_a11_formats_with_native_readers_are_opened_first_in_a_child() {
-    let server = Server::start(
-        Era::Modern,
-        Options {
-            data: vec!["dem.tif"],
-            env: vec![(
-                "GDAL_MCP_MEMORY_BUDGET_BYTES".to_string(),
-                (64u64 << 20).to_string(),
-            )],
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let server = start_budgeted(&["dem.tif"], 64 << 20).await;
     text_chunk_png(&server.path("many.png"), 40, 7_900_000);
     text_chunk_png(&server.path("twin.png"), 1, 1_000);
     let refused = server

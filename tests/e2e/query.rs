@@ -859,6 +859,25 @@ async fn r15_c9_integers_beyond_two_to_the_53_reach_hosts_exactly() {
     assert_eq!(back["matched"], json!(1), "{back}");
 }
 
+/// `<stem>.gpkg` from the CSV text `csv`, its column types detected by ogr2ogr
+/// (`AUTODETECT_TYPE`), as a user would make it.
+fn table_geopackage(server: &Server, stem: &str, csv: &str) {
+    let from = server.path(&format!("{stem}.csv"));
+    std::fs::write(&from, csv).unwrap();
+    let to = server.path(&format!("{stem}.gpkg"));
+    run(
+        "ogr2ogr",
+        &[
+            "-f",
+            "GPKG",
+            "-oo",
+            "AUTODETECT_TYPE=YES",
+            to.to_str().unwrap(),
+            from.to_str().unwrap(),
+        ],
+    );
+}
+
 /// Attack round 15, R15-B2: DateTime values were compared as the text
 /// `%Y-%m-%dT%H:%M:%S%.f%:z`, in which a zone-less value got `+00:00` and milliseconds were
 /// dropped: `t = '2020-01-01T12:00:00'` matched nothing, `t = '...Z'` nothing, and times in
@@ -870,22 +889,10 @@ async fn r15_b2_date_times_compare_as_instants_or_wall_clocks_never_as_invented_
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    std::fs::write(
-        server.path("t.csv"),
+    table_geopackage(
+        &server,
+        "t",
         "id,t\n1,2020-01-01T23:00:00-05:00\n2,2020-01-02T03:00:00Z\n3,2020-01-02T01:00:00+02:00\n5,2020-01-01T12:00:00\n6,2020-06-01T12:00:00.900Z\n",
-    )
-    .unwrap();
-    let (to, from) = (server.path("t.gpkg"), server.path("t.csv"));
-    run(
-        "ogr2ogr",
-        &[
-            "-f",
-            "GPKG",
-            "-oo",
-            "AUTODETECT_TYPE=YES",
-            to.to_str().unwrap(),
-            from.to_str().unwrap(),
-        ],
     );
     let ids = |out: &Value| -> Vec<i64> {
         out["features"]
@@ -950,22 +957,10 @@ async fn r22_b3_wall_clock_times_against_a_utc_literal_are_read_in_the_datas_zon
     let server = Server::start(Era::Modern, Options::default())
         .await
         .unwrap();
-    std::fs::write(
-        server.path("w.csv"),
+    table_geopackage(
+        &server,
+        "w",
         "id,t\n1,2024-01-01T03:00:00\n2,2024-01-01T10:00:00+05:00\n3,2024-01-01T06:00:00\n",
-    )
-    .unwrap();
-    let (to, from) = (server.path("w.gpkg"), server.path("w.csv"));
-    run(
-        "ogr2ogr",
-        &[
-            "-f",
-            "GPKG",
-            "-oo",
-            "AUTODETECT_TYPE=YES",
-            to.to_str().unwrap(),
-            from.to_str().unwrap(),
-        ],
     );
     for literal in [
         "2024-01-01T06:00:00Z",

@@ -202,26 +202,15 @@ fn probe(path: &Path, format: &str) -> Outcome {
 /// The child's exit code when an allocation failed.
 const OUT_OF_MEMORY: i32 = 86;
 
-/// The peak resident set of this process, in bytes (`VmHWM`).
-fn peak_resident_bytes() -> u64 {
+/// A size line of this process's `/proc/self/status` (`VmHWM`, the peak resident set;
+/// `VmSize`, the address space), in bytes.
+fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             status.lines().find_map(|line| {
-                line.strip_prefix("VmHWM:")
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            })
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
-/// The current size of this process's address space, in bytes (`VmSize`).
-fn address_space_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status.lines().find_map(|line| {
-                line.strip_prefix("VmSize:")
+                line.strip_prefix(field)
+                    .and_then(|v| v.strip_prefix(':'))
                     .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
             })
         })
@@ -235,14 +224,14 @@ fn address_space_bytes() -> u64 {
 pub fn child(path: &Path) -> i32 {
     crate::gdal::init();
     let budget = crate::budget::global().total();
-    let limit = address_space_bytes().saturating_add(budget.saturating_mul(2));
+    let limit = status_bytes("VmSize").saturating_add(budget.saturating_mul(2));
     let rlimit = libc::rlimit {
         rlim_cur: limit as libc::rlim_t,
         rlim_max: limit as libc::rlim_t,
     };
     // SAFETY: sets this process's own limit.
     unsafe { libc::setrlimit(libc::RLIMIT_AS, &rlimit) };
-    let before = peak_resident_bytes();
+    let before = status_bytes("VmHWM");
     let opened = std::panic::catch_unwind(|| {
         let options = gdal::DatasetOptions {
             open_flags: gdal::GdalOpenFlags::GDAL_OF_READONLY
@@ -277,7 +266,7 @@ pub fn child(path: &Path) -> i32 {
         let _ = dataset.spatial_ref();
         true
     });
-    let grew = peak_resident_bytes().saturating_sub(before);
+    let grew = status_bytes("VmHWM").saturating_sub(before);
     match opened {
         Ok(_) => {
             println!("{GREW}{grew}");
