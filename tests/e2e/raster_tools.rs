@@ -1872,3 +1872,51 @@ async fn r17_b16_one_unit_in_two_spellings_composes() {
         text(&refused)
     );
 }
+
+/// Attack round 23, R23-B19: `raster_reproject` to EPSG:4326 with `bounds` in a Pacific-centred
+/// CRS (EPSG:3832) round 170° E to 170° W went through gdalwarp's `-te_srs`, which made them
+/// 170 to -170: the call failed after the gate with "Attempt to create -339x20 dataset". The
+/// host moves such bounds itself, longitudes continuous across 180°, and the window is written
+/// as for bounds of 170 to 190 in EPSG:4326: a global 1° raster whose cells hold their column
+/// (0 at -180°) gives 350..359 then 0..9 along a row.
+#[tokio::test]
+async fn r23_b19_bounds_from_a_pacific_crs_make_a_window_across_180() {
+    let server = Server::start(Era::Modern, options(&[])).await.unwrap();
+    let asc = server.path("g.asc");
+    let mut body =
+        String::from("ncols 360\nnrows 180\nxllcorner -180\nyllcorner -90\ncellsize 1\n");
+    let row: Vec<String> = (0..360).map(|c| c.to_string()).collect();
+    for _ in 0..180 {
+        body.push_str(&row.join(" "));
+        body.push('\n');
+    }
+    std::fs::write(&asc, body).unwrap();
+    gdal_mcp_tests::run_program(
+        "gdal_translate",
+        &[
+            "-q",
+            "-a_srs",
+            "EPSG:4326",
+            "-ot",
+            "Float32",
+            asc.to_str().unwrap(),
+            server.path("g.tif").to_str().unwrap(),
+        ],
+    );
+    let done = call_justified(
+        &server,
+        "raster_reproject",
+        json!({"input": "g.tif", "output": "w.tif", "dst_crs": "EPSG:4326",
+               "bounds": {"xmin": 2226389.816, "xmax": 4452779.632, "ymin": 0.0,
+                          "ymax": 2258423.649, "crs": "EPSG:3832"},
+               "resolution": [1, 1], "resampling": "nearest"}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error(&done.result), "{}", text(&done.result));
+    let dataset = gdal::Dataset::open(server.path("w.tif")).unwrap();
+    assert_eq!(dataset.raster_size(), (20, 20));
+    let first_row: Vec<f64> = read_all(&server.path("w.tif"), 1)[..20].to_vec();
+    let expected: Vec<f64> = (350..360).chain(0..10).map(f64::from).collect();
+    assert_eq!(first_row, expected);
+}

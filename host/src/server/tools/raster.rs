@@ -1220,6 +1220,54 @@ pub async fn build_overviews(call: Call) -> Result<Value, ToolError> {
     .await
 }
 
+/// The envelope in the lon/lat `target` of the rectangle `rect` in `from` when its edges, moved
+/// as drawn, cross ±180°: longitudes made continuous, so that its east edge passes 180°
+/// (gdalwarp writes a window of 170 to 190). `None` when it does not cross. Bounds in a
+/// Pacific-centred CRS round ±180° were handed to gdalwarp's `-te_srs`, which made them
+/// 170 to -170, and the call failed after the gate with "Attempt to create -339x20 dataset"
+/// (attack round 23, R23-B19).
+fn across_the_antimeridian(
+    from: &gdal::spatial_ref::SpatialRef,
+    target: &gdal::spatial_ref::SpatialRef,
+    rect: [f64; 4],
+    pipeline: Option<&str>,
+) -> Option<[f64; 4]> {
+    let transform = transform::coord_transform(from, target, pipeline).ok()?;
+    let [x0, y0, x1, y1] = rect;
+    let corners = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0)];
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for w in corners.windows(2) {
+        for k in 0..=64 {
+            let t = f64::from(k) / 64.0;
+            xs.push(w[0].0 + (w[1].0 - w[0].0) * t);
+            ys.push(w[0].1 + (w[1].1 - w[0].1) * t);
+        }
+    }
+    let mut zs = vec![0.0; xs.len()];
+    transform.transform_coords(&mut xs, &mut ys, &mut zs).ok()?;
+    if xs.iter().chain(&ys).any(|v| !v.is_finite()) {
+        return None;
+    }
+    let mut crossed = false;
+    for i in 1..xs.len() {
+        let step = xs[i] - xs[i - 1];
+        if step.abs() > 180.0 {
+            crossed = true;
+            xs[i] -= 360.0 * step.signum();
+        }
+    }
+    if !crossed {
+        return None;
+    }
+    let west = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let east = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let south = ys.iter().copied().fold(f64::INFINITY, f64::min);
+    let north = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // Keep the window's west edge within -180..180.
+    let shift = if west < -180.0 { 360.0 } else { 0.0 };
+    Some([west + shift, south, east + shift, north])
+}
+
 /// `bounds` given in a CRS of their own (`bounds.crs`), moved into the target CRS and named to
 /// the domains (attack round 9, R9-13: bounds in NAD27 over Europe went through a ballpark
 /// no-op with no question). The move goes through the most accurate operation, as the data's
@@ -1259,6 +1307,13 @@ fn move_bounds(
                 ))
             })?;
         request.bounds = Some((envelope, None));
+    }
+    if target.is_geographic() {
+        if let Some(envelope) =
+            across_the_antimeridian(&from, target, rect, moved.explicit_pipeline())
+        {
+            request.bounds = Some((envelope, None));
+        }
     }
     if !reprojects {
         return Ok((dataset, Some(moved)));
